@@ -1,0 +1,231 @@
+/*
+ * The IR graph: SSA values, nodes, attributes, and the per-value annotations that the passes
+ * fill in (precision, sharding, buffer offset, recompute).
+ *
+ * Ownership: a graph owns everything reachable from it. Names, attribute payloads and node
+ * operand lists live in the graph's arena; the value and node tables grow by reallocation, so
+ * objects are referred to by u32 ids, never by pointers kept across an insertion. The program
+ * is the `order` list of node ids: a pass that inserts or removes nodes rewrites that list,
+ * and removed nodes simply drop out of it.
+ */
+#ifndef F8_IR_GRAPH_H
+#define F8_IR_GRAPH_H
+
+#include <stdbool.h> // bool
+#include <stddef.h>  // size_t
+#include <stdint.h>  // uint32_t, int64_t
+
+#include "ir/arena.h" // f8_arena
+#include "ir/diag.h"  // f8_status, f8_diag
+#include "ir/ops.h"   // f8_op, f8_attr, f8_attr_kind
+#include "ir/shape.h" // f8_type, f8_shape, f8_dim
+
+typedef uint32_t f8_value_id;
+typedef uint32_t f8_node_id;
+#define F8_NONE UINT32_MAX // no value, no node, no slot
+
+/* X(ENUM, text name, is a leaf role): what a value is for. Leaves are the graph's inputs. */
+#define F8_ROLE_LIST(X)                         \
+	X(INPUT, "input", true)                 \
+	X(PARAMETER, "param", true)             \
+	X(ACTIVATION, "act", false)             \
+	X(GRADIENT, "grad", false)              \
+	X(OPTIMIZER_STATE, "state", true)       \
+	X(SCALE, "scale", true)                 \
+	X(AMAX_HISTORY, "amax_history", true)
+
+typedef enum f8_role {
+#define F8_ROLE_ENUM(e, name, leaf) F8_ROLE_##e,
+	F8_ROLE_LIST(F8_ROLE_ENUM)
+#undef F8_ROLE_ENUM
+	F8_ROLE_COUNT
+} f8_role;
+
+/* X(ENUM, text name): which part of a training step a node belongs to. */
+#define F8_PHASE_LIST(X) \
+	X(FWD, "fwd")    \
+	X(BWD, "bwd")    \
+	X(OPT, "opt")
+
+typedef enum f8_phase {
+#define F8_PHASE_ENUM(e, name) F8_PHASE_##e,
+	F8_PHASE_LIST(F8_PHASE_ENUM)
+#undef F8_PHASE_ENUM
+	F8_PHASE_COUNT
+} f8_phase;
+
+/* X(ENUM, text name): FP8 scaling recipes (DESIGN.md, "FP8 conventions"). */
+#define F8_RECIPE_LIST(X)        \
+	X(NONE, "none")          \
+	X(DELAYED, "delayed")    \
+	X(CURRENT, "current")    \
+	X(ROWWISE, "rowwise")    \
+	X(BLOCK, "block")        \
+	X(MXFP8, "mxfp8")
+
+typedef enum f8_recipe {
+#define F8_RECIPE_ENUM(e, name) F8_RECIPE_##e,
+	F8_RECIPE_LIST(F8_RECIPE_ENUM)
+#undef F8_RECIPE_ENUM
+	F8_RECIPE_COUNT
+} f8_recipe;
+
+/* X(ENUM, text name): axes of the device mesh, innermost first (DESIGN.md, "Distributed"). */
+#define F8_MESH_AXIS_LIST(X) \
+	X(TP, "tp")          \
+	X(CP, "cp")          \
+	X(EP, "ep")          \
+	X(DP, "dp")          \
+	X(PP, "pp")
+
+typedef enum f8_mesh_axis {
+#define F8_MESH_AXIS_ENUM(e, name) F8_MESH_AXIS_##e,
+	F8_MESH_AXIS_LIST(F8_MESH_AXIS_ENUM)
+#undef F8_MESH_AXIS_ENUM
+	F8_MESH_AXIS_COUNT
+} f8_mesh_axis;
+
+const char *f8_role_name(f8_role role);
+bool f8_role_is_leaf(f8_role role);
+const char *f8_phase_name(f8_phase phase);
+const char *f8_recipe_name(f8_recipe recipe);
+const char *f8_mesh_axis_name(f8_mesh_axis axis);
+
+/* Lookups by text name (`len` bytes at `name`); true and *out set when found. */
+bool f8_role_from_name(const char *name, size_t len, f8_role *out);
+bool f8_phase_from_name(const char *name, size_t len, f8_phase *out);
+bool f8_recipe_from_name(const char *name, size_t len, f8_recipe *out);
+bool f8_mesh_axis_from_name(const char *name, size_t len, f8_mesh_axis *out);
+
+/* The precision decision for a value, filled by the precision and fp8-cast passes. */
+typedef struct f8_precision {
+	f8_dtype format;       // the format it is cast to; UNDEFINED while undecided
+	f8_recipe recipe;      // how its scale is found
+	uint32_t scaling_slot; // its slot in the step's scaling state, F8_NONE when it has none
+	const char *reason;    // why, in words ("fwd input of layers.3.mlp.fc1, HYBRID -> E4M3")
+} f8_precision;
+
+/* How a value is split over the device mesh, filled by the shard pass. */
+typedef struct f8_sharding {
+	bool sharded;            // false: replicated (the other fields are unused)
+	f8_mesh_axis mesh_axis;  // the mesh axis it is split over
+	int split_dim;           // the tensor dimension split, or -1 for a partial sum pending reduction
+} f8_sharding;
+
+typedef struct f8_value {
+	const char *name;      // unique within the graph, without the '%'
+	f8_type type;          // dtype UNDEFINED until shape inference has run
+	f8_role role;
+	f8_node_id producer;   // F8_NONE for leaves (graph inputs, parameters, state)
+	uint32_t output_index; // which output of `producer`
+	// Annotations, left at their "none" values until the pass that decides them.
+	f8_precision precision;
+	f8_sharding sharding;
+	int64_t buffer_offset; // byte offset in the step's slab, -1 while unplanned
+	bool recompute;        // dropped after the forward and recomputed in the backward
+} f8_value;
+
+/* Where a node came from in the user's model. */
+typedef struct f8_location {
+	const char *file;   // model file, NULL when unknown
+	uint32_t line;      // 1-based line and column in a text model (JSON, text IR), 0 when none
+	uint32_t column;
+	uint32_t index;     // node index in an ONNX graph, F8_NONE when none
+} f8_location;
+
+typedef struct f8_node {
+	f8_op op;
+	uint32_t n_inputs, n_outputs, n_attrs;
+	f8_value_id *inputs;  // (n_inputs) F8_NONE marks an omitted optional input
+	f8_value_id *outputs; // (n_outputs)
+	f8_attr *attrs;       // (n_attrs) in the order of the op's attribute schema
+	const char *scope;    // "layers.3.mlp.fc1", or NULL
+	const char *name;     // the node's name in the source model ("MatMul_7"), or NULL
+	f8_phase phase;
+	f8_location location;
+	uint32_t text_line;   // the line of the text IR it was parsed from, for messages; 0 if none
+} f8_node;
+
+typedef struct f8_graph {
+	f8_arena *arena;
+	const char *name;
+	const char *text_file; // the text IR file it was parsed from, for messages; NULL if none
+	f8_value *values; // (n_values) every value ever created
+	f8_node *nodes;   // (n_nodes) every node ever created
+	uint32_t n_values, n_nodes;
+	f8_node_id *order; // (n_order) the program: nodes in execution order
+	uint32_t n_order;
+	f8_value_id *inputs; // (n_inputs) leaves in declaration order
+	uint32_t n_inputs;
+	f8_value_id *outputs; // (n_outputs) the graph's results
+	uint32_t n_outputs;
+	const char **symbols; // (n_symbols) names of symbolic dimensions, by id
+	uint32_t n_symbols;
+	// Private: capacities and the name index.
+	uint32_t cap_values, cap_nodes, cap_order, cap_inputs, cap_outputs, cap_symbols;
+	uint32_t *name_index; // open addressing over value ids, F8_NONE = empty
+	uint32_t name_index_cap;
+} f8_graph;
+
+/* Creates an empty graph called `name` (copied). Returns F8_ERR_NOMEM on failure, *out NULL. */
+f8_status f8_graph_create(const char *name, f8_graph **out);
+
+/* Frees the graph and everything it owns. NULL is allowed. */
+void f8_graph_destroy(f8_graph *graph);
+
+/* Interns the symbol `name` (`len` bytes) and returns its id in *out. */
+f8_status f8_graph_intern_symbol(f8_graph *graph, const char *name, size_t len, uint16_t *out);
+
+/*
+ * Adds a leaf: a graph input of role `role` (a leaf role), named `name` (copied; NULL picks a
+ * fresh name), of type `type`. Fails with F8_ERR_INVALID when the name is taken.
+ */
+f8_status f8_graph_add_input(f8_graph *graph, const char *name, f8_role role, const f8_type *type,
+			     f8_value_id *out, f8_diag *diag);
+
+/*
+ * Adds a node of `op` reading `inputs` (n_inputs ids, F8_NONE for an omitted optional input)
+ * and producing `n_outputs` fresh values of role ACTIVATION and undefined type, named from
+ * `output_names` (copied; NULL, or a NULL entry, picks fresh names). The node is appended to the
+ * program order and gets no attributes (f8_node_set_attrs). Arity is checked by the verifier,
+ * not here, so that a parser can build a bad node and have it reported with its place.
+ */
+f8_status f8_graph_add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs,
+			    uint32_t n_inputs, uint32_t n_outputs, const char *const *output_names,
+			    f8_node_id *out, f8_diag *diag);
+
+/* Copies `attrs` (n_attrs; payloads are copied into the arena) onto the node, replacing any. */
+f8_status f8_node_set_attrs(f8_graph *graph, f8_node_id node, const f8_attr *attrs,
+			    uint32_t n_attrs);
+
+/* Appends `value` to the graph's outputs. */
+f8_status f8_graph_add_output(f8_graph *graph, f8_value_id value);
+
+/* The value named `name` (`len` bytes), or F8_NONE. */
+f8_value_id f8_graph_find_value(const f8_graph *graph, const char *name, size_t len);
+
+/*
+ * Replaces the program order with `order` (n ids, copied). Nodes left out are removed from the
+ * program; their values stay in the table but nothing may read them (the verifier checks).
+ */
+f8_status f8_graph_set_order(f8_graph *graph, const f8_node_id *order, uint32_t n);
+
+/* Node lookup helpers; ids must be in range. */
+static inline f8_value *f8_graph_value(const f8_graph *graph, f8_value_id id) {
+	return &graph->values[id];
+}
+static inline f8_node *f8_graph_node(const f8_graph *graph, f8_node_id id) {
+	return &graph->nodes[id];
+}
+
+/*
+ * Describes node `id` for messages: `node 3 (%y = MatMul, "layers.0.fc1")`, into `buffer`.
+ * Returns `buffer`.
+ */
+const char *f8_graph_describe_node(const f8_graph *graph, f8_node_id id, char *buffer,
+				   size_t size);
+
+/* Sets diag->node to the description of node `id` (for errors about a node). */
+void f8_diag_set_node(f8_diag *diag, const f8_graph *graph, f8_node_id id);
+
+#endif

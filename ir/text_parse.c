@@ -1,0 +1,1038 @@
+/*
+ * The text parser: reads the form ir/text_print.c writes (and hand-written variations of it:
+ * any spacing, comments, outputs without types) into a graph.
+ *
+ *   file     := 'graph' NAME '{' item* '}'
+ *   item     := LEAF_ROLE VALUE ':' type annots?            LEAF_ROLE: input param state scale amax_history
+ *             | 'output' VALUE (',' VALUE)*
+ *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
+ *   out      := VALUE (':' type)? annots?
+ *   type     := DTYPE '[' (dim (',' dim)*)? ']'
+ *   dim      := (INT | SYMBOL) ('*' (INT | SYMBOL))*
+ *   annots   := '<' annot (',' annot)* '>'
+ *   annot    := 'role' '=' ROLE | 'format' '=' DTYPE | 'recipe' '=' RECIPE | 'slot' '=' INT
+ *             | 'reason' '=' STRING | 'shard' '=' MESH_AXIS ':' (INT | 'partial')
+ *             | 'offset' '=' INT | 'recompute'
+ *   operands := (VALUE | '_') (',' (VALUE | '_'))*          '_' is an omitted optional input
+ *   attrs    := '{' (NAME '=' attr_value (',' NAME '=' attr_value)*)? '}'
+ *   meta     := 'scope' '=' STRING | 'phase' '=' PHASE | 'name' '=' STRING
+ *             | 'loc' '=' STRING (':' INT ':' INT | '[' INT ']')
+ *   VALUE    := '%' (BARE | STRING)                        BARE: [A-Za-z0-9_.]+
+ *
+ * An attribute value is read by the kind its op's schema gives it: INT, FLOAT (also inf, nan),
+ * STRING, [INT, ...], [FLOAT, ...], DTYPE, dim, [dim, ...], or a tensor `type(elements)`.
+ * `#` starts a comment that runs to the end of the line.
+ *
+ * The input comes from users: every size is checked before anything is allocated from it, and
+ * every error names file:line:column with the line's text.
+ */
+#include <errno.h>  // errno, ERANGE
+#include <math.h>   // INFINITY, NAN
+#include <stdarg.h> // va_list
+#include <stdlib.h> // strtoll, strtod
+#include <string.h> // memcmp, strlen, memcpy
+
+#include "ir/alloc.h" // f8_malloc, f8_realloc, f8_free
+#include "ir/text.h"  // f8_text_parse
+
+enum {
+	MAX_TENSOR_ELEMENTS = 1 << 20, // Constant tensors in the text IR are small by nature
+	MAX_LIST = 1 << 16,            // attribute lists, operands, outputs
+	MAX_NUMBER_TEXT = 64,
+	MAX_FILE_BYTES = 1 << 30,
+};
+
+typedef enum token_kind {
+	TOKEN_END,
+	TOKEN_IDENT,  // keyword, op, dtype, symbol: [A-Za-z_][A-Za-z0-9_.]*
+	TOKEN_VALUE,  // %name; text/len cover the name (without '%', quotes kept if quoted)
+	TOKEN_INT,
+	TOKEN_FLOAT,
+	TOKEN_STRING, // text/len cover the quotes too
+	TOKEN_PUNCT,  // one character
+} token_kind;
+
+typedef struct token {
+	token_kind kind;
+	const char *text;
+	size_t len;
+	uint32_t line, column;
+	int64_t i;
+	double f;
+} token;
+
+typedef struct parser {
+	const char *file;
+	const char *text, *end, *pos;
+	const char *line_start;
+	uint32_t line;
+	token tok; // the current token
+	f8_graph *graph;
+	f8_diag *diag;
+	f8_value_id *ids; // scratch list: operands or outputs
+	uint32_t n_ids, cap_ids;
+} parser;
+
+/* Fails at `at` (a token of the input) with a message; returns F8_ERR_PARSE. */
+static f8_status fail_at(parser *p, const token *at, const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+static f8_status fail_at(parser *p, const token *at, const char *format, ...) {
+	va_list args;
+	va_start(args, format);
+	f8_diag_setv(p->diag, F8_ERR_PARSE, format, args);
+	va_end(args);
+	// Find the line of `at` for the caret display.
+	const char *line_start = at->text;
+	while (line_start > p->text && line_start[-1] != '\n')
+		line_start--;
+	const char *line_end = line_start;
+	while (line_end < p->end && *line_end != '\n' && *line_end != '\r')
+		line_end++;
+	f8_diag_at(p->diag, p->file, at->line, at->column, line_start, (size_t)(line_end - line_start));
+	return F8_ERR_PARSE;
+}
+
+static const char *describe(const token *tok, char *buffer, size_t size) {
+	switch (tok->kind) {
+	case TOKEN_END:
+		return "the end of the input";
+	case TOKEN_PUNCT:
+		snprintf(buffer, size, "'%c'", tok->text[0]);
+		return buffer;
+	case TOKEN_VALUE:
+		snprintf(buffer, size, "%%%.*s", (int)(tok->len > 40 ? 40 : tok->len), tok->text);
+		return buffer;
+	default:
+		snprintf(buffer, size, "'%.*s'", (int)(tok->len > 40 ? 40 : tok->len), tok->text);
+		return buffer;
+	}
+}
+
+static f8_status fail_expected(parser *p, const char *what) {
+	char found[64];
+	return fail_at(p, &p->tok, "expected %s, found %s", what,
+		       describe(&p->tok, found, sizeof found));
+}
+
+/* Lexer. */
+
+static bool is_ident_start(char c) {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+static bool is_bare_char(char c) {
+	return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.';
+}
+
+static bool is_digit(char c) {
+	return c >= '0' && c <= '9';
+}
+
+static void skip_space_and_comments(parser *p) {
+	while (p->pos < p->end) {
+		char c = *p->pos;
+		if (c == '\n') {
+			p->line++;
+			p->line_start = ++p->pos;
+		} else if (c == ' ' || c == '\t' || c == '\r') {
+			p->pos++;
+		} else if (c == '#') {
+			while (p->pos < p->end && *p->pos != '\n')
+				p->pos++;
+		} else {
+			break;
+		}
+	}
+}
+
+/* Scans a quoted string starting at p->pos (on the opening quote). */
+static f8_status scan_string(parser *p, token *tok) {
+	const char *c = p->pos + 1;
+	while (c < p->end && *c != '"' && *c != '\n') {
+		if (*c == '\\' && c + 1 < p->end && c[1] != '\n')
+			c++;
+		c++;
+	}
+	if (c >= p->end || *c != '"') {
+		tok->text = p->pos;
+		tok->len = 1;
+		return fail_at(p, tok, "unterminated string");
+	}
+	tok->kind = TOKEN_STRING;
+	tok->len = (size_t)(c + 1 - p->pos);
+	return F8_OK;
+}
+
+/* Scans a number: -?(0x hex | digits[.digits][e[+-]digits]) or -?inf / -?nan. */
+static f8_status scan_number(parser *p, token *tok) {
+	const char *c = p->pos;
+	if (*c == '-')
+		c++;
+	bool is_float = false;
+	if (c + 1 < p->end && c[0] == '0' && (c[1] == 'x' || c[1] == 'X')) {
+		c += 2;
+		while (c < p->end && ((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') ||
+				      (*c >= 'A' && *c <= 'F')))
+			c++;
+	} else if (c + 2 < p->end + 0 && (memcmp(c, "inf", 3) == 0 || memcmp(c, "nan", 3) == 0)) {
+		c += 3;
+		is_float = true;
+	} else {
+		while (c < p->end && is_digit(*c))
+			c++;
+		if (c < p->end && *c == '.') {
+			is_float = true;
+			for (c++; c < p->end && is_digit(*c); c++) {}
+		}
+		if (c < p->end && (*c == 'e' || *c == 'E')) {
+			is_float = true;
+			c++;
+			if (c < p->end && (*c == '+' || *c == '-'))
+				c++;
+			while (c < p->end && is_digit(*c))
+				c++;
+		}
+	}
+	tok->len = (size_t)(c - p->pos);
+	if (c < p->end && is_bare_char(*c)) // "12ab": a number glued to a name
+		return fail_at(p, tok, "malformed number");
+	char text[MAX_NUMBER_TEXT];
+	if (tok->len >= sizeof text)
+		return fail_at(p, tok, "number too long");
+	memcpy(text, p->pos, tok->len);
+	text[tok->len] = '\0';
+	char *stop;
+	errno = 0;
+	if (is_float) {
+		tok->kind = TOKEN_FLOAT;
+		tok->f = strtod(text, &stop);
+	} else {
+		tok->kind = TOKEN_INT;
+		tok->i = strtoll(text, &stop, 0);
+		tok->f = (double)tok->i;
+	}
+	if (stop != text + tok->len || tok->len == 0 || (tok->len == 1 && text[0] == '-'))
+		return fail_at(p, tok, "malformed number");
+	if (errno == ERANGE && !is_float)
+		return fail_at(p, tok, "integer out of range");
+	return F8_OK;
+}
+
+/* Reads the next token into p->tok. */
+static f8_status next(parser *p) {
+	skip_space_and_comments(p);
+	token *tok = &p->tok;
+	*tok = (token){.text = p->pos, .len = 1, .line = p->line,
+		       .column = (uint32_t)(p->pos - p->line_start) + 1};
+	if (p->pos >= p->end) {
+		tok->kind = TOKEN_END;
+		tok->len = 0;
+		return F8_OK;
+	}
+	char c = *p->pos;
+	f8_status status = F8_OK;
+	if (c == '"') {
+		status = scan_string(p, tok);
+	} else if (is_digit(c) || (c == '-' && p->pos + 1 < p->end &&
+				   (is_digit(p->pos[1]) || p->pos[1] == 'i' || p->pos[1] == 'n'))) {
+		status = scan_number(p, tok);
+	} else if (is_ident_start(c)) {
+		const char *e = p->pos;
+		while (e < p->end && is_bare_char(*e))
+			e++;
+		tok->kind = TOKEN_IDENT;
+		tok->len = (size_t)(e - p->pos);
+	} else if (c == '%') {
+		const char *start = p->pos + 1;
+		if (start < p->end && *start == '"') {
+			p->pos = start;
+			status = scan_string(p, tok);
+			p->pos = start - 1;
+			tok->text = start;
+			tok->len = tok->len; // covers the quotes
+		} else {
+			const char *e = start;
+			while (e < p->end && is_bare_char(*e))
+				e++;
+			if (e == start)
+				return fail_at(p, tok, "expected a value name after '%%'");
+			tok->text = start;
+			tok->len = (size_t)(e - start);
+		}
+		if (status)
+			return status;
+		tok->kind = TOKEN_VALUE;
+		p->pos = tok->text + tok->len;
+		return F8_OK;
+	} else if (strchr("{}()[]<>,:=*_", c)) {
+		tok->kind = TOKEN_PUNCT;
+	} else {
+		return fail_at(p, tok, (c >= 0x20 && c < 0x7f) ? "unexpected character '%c'"
+							      : "unexpected byte 0x%02x",
+			       (unsigned char)c);
+	}
+	if (!status)
+		p->pos = tok->text + tok->len;
+	return status;
+}
+
+static bool at_punct(const parser *p, char c) {
+	return p->tok.kind == TOKEN_PUNCT && p->tok.text[0] == c;
+}
+
+static bool at_ident(const parser *p, const char *word) {
+	return p->tok.kind == TOKEN_IDENT && p->tok.len == strlen(word) &&
+	       memcmp(p->tok.text, word, p->tok.len) == 0;
+}
+
+static f8_status expect_punct(parser *p, char c) {
+	if (!at_punct(p, c)) {
+		char what[8] = {'\'', c, '\'', '\0'};
+		return fail_expected(p, what);
+	}
+	return next(p);
+}
+
+/* Decodes the string token `tok` (quotes included) into the graph's arena. */
+static f8_status decode_string(parser *p, const token *tok, const char **out, size_t *out_len) {
+	char *text = f8_arena_alloc(p->graph->arena, tok->len);
+	if (!text)
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	size_t n = 0;
+	for (size_t i = 1; i + 1 < tok->len; i++) {
+		char c = tok->text[i];
+		if (c != '\\') {
+			text[n++] = c;
+			continue;
+		}
+		c = tok->text[++i];
+		if (c == 'n') {
+			text[n++] = '\n';
+		} else if (c == 't') {
+			text[n++] = '\t';
+		} else if (c == '"' || c == '\\') {
+			text[n++] = c;
+		} else if (c == 'x' && i + 2 < tok->len - 1 + 1 && i + 2 < tok->len) {
+			char hex[3] = {tok->text[i + 1], tok->text[i + 2], '\0'};
+			char *stop;
+			long value = strtol(hex, &stop, 16);
+			if (stop != hex + 2 || value == 0)
+				return fail_at(p, tok, "bad escape \\x%s in string", hex);
+			text[n++] = (char)value;
+			i += 2;
+		} else {
+			return fail_at(p, tok, "unknown escape '\\%c' in string", c);
+		}
+	}
+	text[n] = '\0';
+	*out = text;
+	if (out_len)
+		*out_len = n;
+	return F8_OK;
+}
+
+/* Takes a string token into the arena and advances. */
+static f8_status take_string(parser *p, const char **out) {
+	if (p->tok.kind != TOKEN_STRING)
+		return fail_expected(p, "a string");
+	f8_status status = decode_string(p, &p->tok, out, NULL);
+	return status ? status : next(p);
+}
+
+/* The name of a VALUE token (decoded if quoted), in the arena. */
+static f8_status value_name(parser *p, const token *tok, const char **out) {
+	if (tok->text[0] == '"')
+		return decode_string(p, tok, out, NULL);
+	*out = f8_arena_strndup(p->graph->arena, tok->text, tok->len);
+	return *out ? F8_OK : f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+}
+
+/* Types and dims. */
+
+static f8_status parse_dim(parser *p, f8_dim *out) {
+	f8_dim dim = f8_dim_const(1);
+	token first = p->tok;
+	for (;;) {
+		f8_dim term;
+		if (p->tok.kind == TOKEN_INT) {
+			term = f8_dim_const(p->tok.i);
+		} else if (p->tok.kind == TOKEN_IDENT) {
+			uint16_t symbol;
+			if (f8_graph_intern_symbol(p->graph, p->tok.text, p->tok.len, &symbol))
+				return fail_at(p, &p->tok, "too many symbols");
+			term = f8_dim_symbol(symbol);
+		} else {
+			return fail_expected(p, "a dimension (a number or a symbol like seq)");
+		}
+		if (!f8_dim_mul(dim, term, &dim))
+			return fail_at(p, &first, "dimension overflows or has more than %d symbols",
+				       F8_DIM_MAX_SYMBOLS);
+		f8_status status = next(p);
+		if (status)
+			return status;
+		if (!at_punct(p, '*'))
+			break;
+		if ((status = next(p)))
+			return status;
+	}
+	*out = dim;
+	return F8_OK;
+}
+
+/* '[' dim (',' dim)* ']' into `dims` (up to `max`), count in *n. */
+static f8_status parse_dim_list(parser *p, f8_dim *dims, uint32_t max, uint32_t *n) {
+	f8_status status = expect_punct(p, '[');
+	*n = 0;
+	while (!status && !at_punct(p, ']')) {
+		if (*n && (status = expect_punct(p, ',')))
+			return status;
+		if (*n == max)
+			return fail_at(p, &p->tok, "more than %u dimensions", max);
+		status = parse_dim(p, &dims[(*n)++]);
+	}
+	return status ? status : next(p);
+}
+
+static f8_status parse_dtype(parser *p, f8_dtype *out) {
+	if (p->tok.kind != TOKEN_IDENT || !f8_dtype_from_name(p->tok.text, p->tok.len, out))
+		return fail_expected(p, "a dtype (f32, bf16, e4m3, i64, ...)");
+	return next(p);
+}
+
+static f8_status parse_type(parser *p, f8_type *out) {
+	f8_status status = parse_dtype(p, &out->dtype);
+	uint32_t rank;
+	if (!status)
+		status = parse_dim_list(p, out->shape.dims, F8_MAX_RANK, &rank);
+	out->shape.rank = (uint8_t)rank;
+	return status;
+}
+
+/* Annotations: '<' annot (',' annot)* '>'. */
+static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
+	token key = p->tok;
+	f8_status status;
+	if (key.kind != TOKEN_IDENT)
+		return fail_expected(p, "an annotation (role, format, recipe, slot, reason, shard, "
+					"offset, recompute)");
+	if ((status = next(p)))
+		return status;
+	if (key.len == 9 && memcmp(key.text, "recompute", 9) == 0) {
+		value->recompute = true;
+		return F8_OK;
+	}
+	if ((status = expect_punct(p, '=')))
+		return status;
+	token arg = p->tok;
+#define KEY(word) (key.len == strlen(word) && memcmp(key.text, word, key.len) == 0)
+	if (KEY("role")) {
+		if (is_leaf)
+			return fail_at(p, &key, "a leaf's role is the word that declares it");
+		if (arg.kind != TOKEN_IDENT || !f8_role_from_name(arg.text, arg.len, &value->role) ||
+		    f8_role_is_leaf(value->role))
+			return fail_expected(p, "a role of a node's output (act, grad)");
+		return next(p);
+	}
+	if (KEY("format"))
+		return parse_dtype(p, &value->precision.format);
+	if (KEY("recipe")) {
+		if (arg.kind != TOKEN_IDENT || !f8_recipe_from_name(arg.text, arg.len, &value->precision.recipe))
+			return fail_expected(p, "a recipe (delayed, current, rowwise, block, mxfp8)");
+		return next(p);
+	}
+	if (KEY("slot") || KEY("offset")) {
+		if (arg.kind != TOKEN_INT || arg.i < 0 || (KEY("slot") && arg.i >= F8_NONE))
+			return fail_expected(p, "a non-negative integer");
+		if (KEY("slot"))
+			value->precision.scaling_slot = (uint32_t)arg.i;
+		else
+			value->buffer_offset = arg.i;
+		return next(p);
+	}
+	if (KEY("reason"))
+		return take_string(p, &value->precision.reason);
+	if (KEY("shard")) {
+		f8_sharding *sharding = &value->sharding;
+		if (arg.kind != TOKEN_IDENT || !f8_mesh_axis_from_name(arg.text, arg.len, &sharding->mesh_axis))
+			return fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
+		if ((status = next(p)) || (status = expect_punct(p, ':')))
+			return status;
+		if (at_ident(p, "partial"))
+			sharding->split_dim = -1;
+		else if (p->tok.kind == TOKEN_INT && p->tok.i >= 0 && p->tok.i < F8_MAX_RANK)
+			sharding->split_dim = (int)p->tok.i;
+		else
+			return fail_expected(p, "the split dimension or 'partial'");
+		sharding->sharded = true;
+		return next(p);
+	}
+#undef KEY
+	return fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
+}
+
+/* Attribute values. */
+
+static f8_status parse_number(parser *p, bool want_int, int64_t *i, double *f) {
+	if (p->tok.kind == TOKEN_INT) {
+		*i = p->tok.i;
+		*f = p->tok.f;
+	} else if (!want_int && p->tok.kind == TOKEN_FLOAT) {
+		*f = p->tok.f;
+	} else if (!want_int && (at_ident(p, "inf") || at_ident(p, "nan"))) {
+		*f = p->tok.text[0] == 'i' ? (double)INFINITY : (double)NAN;
+	} else {
+		return fail_expected(p, want_int ? "an integer" : "a number");
+	}
+	return next(p);
+}
+
+/* Stores element `index` of a tensor literal from the current token. */
+static f8_status parse_tensor_element(parser *p, f8_tensor_data *tensor, size_t index) {
+	const f8_dtype_info *info = f8_dtype_get_info(tensor->dtype);
+	unsigned char *element = (unsigned char *)tensor->data + index * info->bytes;
+	int64_t i = 0;
+	double f = 0;
+	bool want_int = tensor->dtype != F8_DTYPE_F32 && tensor->dtype != F8_DTYPE_F64;
+	token at = p->tok;
+	f8_status status = parse_number(p, want_int, &i, &f);
+	if (status)
+		return status;
+	if (tensor->dtype == F8_DTYPE_F64) {
+		memcpy(element, &f, sizeof f);
+	} else if (tensor->dtype == F8_DTYPE_F32) {
+		float v = (float)f;
+		memcpy(element, &v, sizeof v);
+	} else if (f8_dtype_is_float(tensor->dtype)) {
+		// Small floats are written as their bit patterns (see ir/text_print.c).
+		if (i < 0 || (uint64_t)i >> (8 * info->bytes))
+			return fail_at(p, &at, "0x%llx is not a %s bit pattern", (unsigned long long)i,
+				       info->name);
+		memcpy(element, &(uint16_t){(uint16_t)i}, info->bytes);
+	} else {
+		double min = info->kind == F8_DTYPE_KIND_INT ? -info->max - 1 : 0;
+		if ((double)i < min || (double)i > info->max)
+			return fail_at(p, &at, "%lld does not fit in %s", (long long)i, info->name);
+		if (info->bytes == 8)
+			memcpy(element, &i, 8);
+		else if (info->bytes == 4)
+			memcpy(element, &(int32_t){(int32_t)i}, 4);
+		else
+			*element = (unsigned char)i;
+	}
+	return F8_OK;
+}
+
+static f8_status parse_tensor(parser *p, f8_attr *attr) {
+	f8_tensor_data *tensor = f8_arena_alloc(p->graph->arena, sizeof *tensor);
+	if (!tensor)
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	token start = p->tok;
+	f8_type type;
+	f8_status status = parse_type(p, &type);
+	if (status)
+		return status;
+	f8_dim numel;
+	if (!f8_shape_numel(&type.shape, &numel) || !f8_dim_is_const(numel))
+		return fail_at(p, &start, "a tensor literal needs a constant shape");
+	for (int i = 0; i < type.shape.rank; i++)
+		if (type.shape.dims[i].factor < 0)
+			return fail_at(p, &start, "a tensor literal cannot have a negative size");
+	if (numel.factor > MAX_TENSOR_ELEMENTS)
+		return fail_at(p, &start, "tensor literal of %lld elements is larger than %d",
+			       (long long)numel.factor, MAX_TENSOR_ELEMENTS);
+	if (type.dtype == F8_DTYPE_UNDEFINED)
+		return fail_at(p, &start, "a tensor literal needs a dtype");
+	size_t count = (size_t)numel.factor, bytes = f8_dtype_get_info(type.dtype)->bytes;
+	*tensor = (f8_tensor_data){.dtype = type.dtype, .shape = type.shape, .n_bytes = count * bytes};
+	if (!(tensor->data = f8_arena_alloc(p->graph->arena, tensor->n_bytes)))
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	if ((status = expect_punct(p, '(')))
+		return status;
+	for (size_t i = 0; i < count; i++) {
+		if (i && (status = expect_punct(p, ',')))
+			return status;
+		if ((status = parse_tensor_element(p, tensor, i)))
+			return status;
+	}
+	if (!at_punct(p, ')'))
+		return fail_at(p, &p->tok, "expected ')' after the %zu elements of %.*s", count,
+			       (int)start.len, start.text);
+	attr->tensor = tensor;
+	return next(p);
+}
+
+/* '[' item (',' item)* ']' of INTS, FLOATS or DIMS into arena storage. */
+static f8_status parse_list(parser *p, f8_attr *attr) {
+	f8_status status = expect_punct(p, '[');
+	uint32_t n = 0, cap = 0;
+	void *items = NULL;
+	size_t size = attr->kind == F8_ATTR_INTS ? sizeof(int64_t)
+		      : attr->kind == F8_ATTR_FLOATS ? sizeof(double) : sizeof(f8_dim);
+	while (!status && !at_punct(p, ']')) {
+		if (n && (status = expect_punct(p, ',')))
+			break;
+		if (n == MAX_LIST) {
+			status = fail_at(p, &p->tok, "list longer than %d", MAX_LIST);
+			break;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			void *grown = f8_realloc(items, cap * size);
+			if (!grown) {
+				status = f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+				break;
+			}
+			items = grown;
+		}
+		int64_t i = 0;
+		double f = 0;
+		if (attr->kind == F8_ATTR_DIMS) {
+			status = parse_dim(p, &((f8_dim *)items)[n]);
+		} else {
+			status = parse_number(p, attr->kind == F8_ATTR_INTS, &i, &f);
+			if (attr->kind == F8_ATTR_INTS)
+				((int64_t *)items)[n] = i;
+			else
+				((double *)items)[n] = f;
+		}
+		n++;
+	}
+	void *stored = NULL;
+	if (!status && n) {
+		stored = f8_arena_alloc_array(p->graph->arena, n, size);
+		if (stored)
+			memcpy(stored, items, n * size);
+		else
+			status = f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	}
+	f8_free(items);
+	if (status)
+		return status;
+	if (attr->kind == F8_ATTR_INTS)
+		attr->ints.n = n, attr->ints.items = stored;
+	else if (attr->kind == F8_ATTR_FLOATS)
+		attr->floats.n = n, attr->floats.items = stored;
+	else
+		attr->dims.n = n, attr->dims.items = stored;
+	return next(p);
+}
+
+static f8_status parse_attr_value(parser *p, f8_attr *attr) {
+	switch (attr->kind) {
+	case F8_ATTR_INT: { // i and f share storage: read into locals
+		double ignored;
+		return parse_number(p, true, &attr->i, &ignored);
+	}
+	case F8_ATTR_FLOAT: {
+		int64_t ignored;
+		return parse_number(p, false, &ignored, &attr->f);
+	}
+	case F8_ATTR_STRING:
+		return take_string(p, &attr->s);
+	case F8_ATTR_DTYPE:
+		return parse_dtype(p, &attr->dtype);
+	case F8_ATTR_DIM:
+		return parse_dim(p, &attr->dim);
+	case F8_ATTR_TENSOR:
+		return parse_tensor(p, attr);
+	default:
+		return parse_list(p, attr);
+	}
+}
+
+/* '{' NAME '=' value (',' ...)* '}' for node `id`, stored in schema order. */
+static f8_status parse_attrs(parser *p, f8_node_id id) {
+	f8_op op = p->graph->nodes[id].op;
+	const f8_op_info *info = f8_op_get_info(op);
+	f8_attr by_schema[64] = {{0}}; // every schema is far shorter; checked below
+	bool present[64] = {false};
+	assert(info->n_attrs <= 64);
+	f8_status status = next(p); // past '{'
+	for (bool first = true; !status && !at_punct(p, '}'); first = false) {
+		if (!first && (status = expect_punct(p, ',')))
+			return status;
+		token name = p->tok;
+		if (name.kind != TOKEN_IDENT)
+			return fail_expected(p, "an attribute name");
+		const f8_attr_spec *spec = f8_op_find_attr_spec(op, name.text, name.len);
+		if (!spec) {
+			fail_at(p, &name, "%s has no attribute '%.*s'", info->name, (int)name.len, name.text);
+			char hint[F8_DIAG_MESSAGE_MAX] = "";
+			size_t used = 0;
+			for (uint32_t i = 0; i < info->n_attrs && used < sizeof hint; i++)
+				used += (size_t)snprintf(hint + used, sizeof hint - used, "%s%s (%s)",
+							 i ? ", " : "", info->attrs[i].name,
+							 f8_attr_kind_name(info->attrs[i].kind));
+			f8_diag_hint(p->diag, info->n_attrs ? "%s takes %s" : "%s takes no attributes%s",
+				     info->name, hint);
+			return F8_ERR_PARSE;
+		}
+		size_t slot = (size_t)(spec - info->attrs);
+		if (present[slot])
+			return fail_at(p, &name, "attribute '%s' given twice", spec->name);
+		if ((status = next(p)) || (status = expect_punct(p, '=')))
+			return status;
+		by_schema[slot] = (f8_attr){.name = spec->name, .kind = spec->kind};
+		present[slot] = true;
+		status = parse_attr_value(p, &by_schema[slot]);
+	}
+	if (status)
+		return status;
+	f8_attr attrs[64];
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < info->n_attrs; i++)
+		if (present[i])
+			attrs[n++] = by_schema[i];
+	// The payloads are in the arena already; set_attrs copies them once more, which keeps
+	// one way of attaching attributes for every producer of graphs.
+	if (f8_node_set_attrs(p->graph, id, attrs, n))
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	return next(p); // past '}'
+}
+
+static f8_status parse_meta(parser *p, f8_node *node) {
+	token key = p->tok;
+	f8_status status = next(p);
+	if (!status)
+		status = expect_punct(p, '=');
+	if (status)
+		return status;
+#define KEY(word) (key.len == strlen(word) && memcmp(key.text, word, key.len) == 0)
+	if (KEY("scope"))
+		return take_string(p, &node->scope);
+	if (KEY("name"))
+		return take_string(p, &node->name);
+	if (KEY("phase")) {
+		if (p->tok.kind != TOKEN_IDENT || !f8_phase_from_name(p->tok.text, p->tok.len, &node->phase))
+			return fail_expected(p, "a phase (fwd, bwd, opt)");
+		return next(p);
+	}
+	if (KEY("loc")) {
+		if ((status = take_string(p, &node->location.file)))
+			return status;
+		if (at_punct(p, '[')) {
+			if ((status = next(p)))
+				return status;
+			if (p->tok.kind != TOKEN_INT || p->tok.i < 0 || p->tok.i >= F8_NONE)
+				return fail_expected(p, "a node index");
+			node->location.index = (uint32_t)p->tok.i;
+			if ((status = next(p)))
+				return status;
+			return expect_punct(p, ']');
+		}
+		uint32_t *fields[2] = {&node->location.line, &node->location.column};
+		for (int i = 0; i < 2; i++) {
+			if ((status = expect_punct(p, ':')))
+				return status;
+			if (p->tok.kind != TOKEN_INT || p->tok.i < 1 || p->tok.i >= F8_NONE)
+				return fail_expected(p, i ? "a column number" : "a line number");
+			*fields[i] = (uint32_t)p->tok.i;
+			if ((status = next(p)))
+				return status;
+		}
+		return F8_OK;
+	}
+#undef KEY
+	return fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc)", (int)key.len,
+		       key.text);
+}
+
+/* Appends to the scratch id list. */
+static f8_status push_id(parser *p, f8_value_id id) {
+	if (p->n_ids == MAX_LIST)
+		return fail_at(p, &p->tok, "more than %d operands or outputs", MAX_LIST);
+	if (p->n_ids == p->cap_ids) {
+		uint32_t cap = p->cap_ids ? p->cap_ids * 2 : 16;
+		f8_value_id *grown = f8_realloc(p->ids, cap * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+		p->ids = grown;
+		p->cap_ids = cap;
+	}
+	p->ids[p->n_ids++] = id;
+	return F8_OK;
+}
+
+/* A use of a value: it must be defined above. */
+static f8_status parse_use(parser *p, f8_value_id *out) {
+	if (at_punct(p, '_')) {
+		*out = F8_NONE;
+		return next(p);
+	}
+	if (p->tok.kind != TOKEN_VALUE)
+		return fail_expected(p, "a value (%name) or _");
+	const char *name;
+	f8_status status = value_name(p, &p->tok, &name);
+	if (status)
+		return status;
+	*out = f8_graph_find_value(p->graph, name, strlen(name));
+	if (*out == F8_NONE)
+		return fail_at(p, &p->tok, "value %%%s is not defined before this use", name);
+	return next(p);
+}
+
+/* One output of a node as written, kept until the node (and so the value) exists. */
+typedef struct output_def {
+	token at;
+	const char *name;
+	f8_value scratch; // type and annotations as parsed
+} output_def;
+
+static f8_status parse_output_def(parser *p, output_def *def, bool is_leaf) {
+	*def = (output_def){.at = p->tok,
+			    .scratch = {.role = F8_ROLE_ACTIVATION,
+					.precision = {.scaling_slot = F8_NONE},
+					.sharding = {.split_dim = -1},
+					.buffer_offset = -1}};
+	f8_status status = value_name(p, &p->tok, &def->name);
+	if (!status)
+		status = next(p);
+	if (!status && at_punct(p, ':') && !(status = next(p)))
+		status = parse_type(p, &def->scratch.type);
+	if (!status && at_punct(p, '<')) {
+		status = next(p);
+		for (bool first = true; !status && !at_punct(p, '>'); first = false) {
+			if (!first && (status = expect_punct(p, ',')))
+				break;
+			status = parse_annotation(p, &def->scratch, is_leaf);
+		}
+		if (!status)
+			status = next(p);
+	}
+	return status;
+}
+
+/* Copies what was parsed for an output onto the value the node created. */
+static void apply_output_def(f8_value *value, const output_def *def) {
+	value->type = def->scratch.type;
+	value->role = def->scratch.role;
+	value->precision = def->scratch.precision;
+	value->sharding = def->scratch.sharding;
+	value->buffer_offset = def->scratch.buffer_offset;
+	value->recompute = def->scratch.recompute;
+}
+
+/* The op name and operands of a node; the op in *op, the operands in p->ids. */
+static f8_status parse_call(parser *p, bool has_outputs, f8_op *op) {
+	token at = p->tok;
+	if (at.kind != TOKEN_IDENT)
+		return fail_expected(p, has_outputs ? "an op name" : "a declaration, a node or '}'");
+	if (!f8_op_from_name(at.text, at.len, op)) {
+		fail_at(p, &at, "unknown op '%.*s'", (int)at.len, at.text);
+		f8_diag_hint(p->diag, "ops are spelled as in ONNX where ONNX has them (MatMul, Add, "
+				      "LayerNorm, Quantize); ir/ops.def lists them all");
+		return F8_ERR_PARSE;
+	}
+	f8_status status = next(p);
+	if (!status)
+		status = expect_punct(p, '(');
+	p->n_ids = 0;
+	while (!status && !at_punct(p, ')')) {
+		f8_value_id id;
+		if (p->n_ids && (status = expect_punct(p, ',')))
+			break;
+		if (!(status = parse_use(p, &id)))
+			status = push_id(p, id);
+	}
+	return status ? status : next(p);
+}
+
+/* One node: outputs (if any), op and operands, attributes, fields. */
+static f8_status parse_node(parser *p) {
+	token first = p->tok;
+	output_def *outputs = NULL;
+	uint32_t n_outputs = 0, cap_outputs = 0;
+	f8_status status = F8_OK;
+	while (!status && p->tok.kind == TOKEN_VALUE) {
+		if (n_outputs == cap_outputs) {
+			cap_outputs = cap_outputs ? cap_outputs * 2 : 4;
+			output_def *grown = cap_outputs <= MAX_LIST
+						    ? f8_realloc(outputs, cap_outputs * sizeof *grown)
+						    : NULL;
+			if (!grown) {
+				status = fail_at(p, &p->tok, "too many outputs");
+				break;
+			}
+			outputs = grown;
+		}
+		status = parse_output_def(p, &outputs[n_outputs++], false);
+		if (!status && !at_punct(p, ','))
+			break;
+		if (!status && (status = next(p)) == F8_OK && p->tok.kind != TOKEN_VALUE)
+			status = fail_expected(p, "another output (%name)");
+	}
+	if (!status && n_outputs)
+		status = expect_punct(p, '=');
+	f8_op op = 0;
+	if (!status)
+		status = parse_call(p, n_outputs > 0, &op);
+	const char **names = NULL;
+	f8_node_id id = F8_NONE;
+	if (!status && n_outputs &&
+	    !(names = f8_arena_alloc_array(p->graph->arena, n_outputs, sizeof *names)))
+		status = f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; !status && i < n_outputs; i++) {
+		names[i] = outputs[i].name;
+		for (uint32_t j = 0; j < i; j++)
+			if (strcmp(names[j], names[i]) == 0)
+				status = fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
+		if (!status && f8_graph_find_value(p->graph, names[i], strlen(names[i])) != F8_NONE)
+			status = fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
+	}
+	if (!status)
+		status = f8_graph_add_node(p->graph, op, p->ids, p->n_ids, n_outputs, names, &id, p->diag);
+	for (uint32_t i = 0; !status && i < n_outputs; i++)
+		apply_output_def(&p->graph->values[p->graph->nodes[id].outputs[i]], &outputs[i]);
+	f8_free(outputs);
+	if (status)
+		return status;
+	p->graph->nodes[id].text_line = first.line;
+	if (at_punct(p, '{') && (status = parse_attrs(p, id)))
+		return status;
+	while (!status && (at_ident(p, "scope") || at_ident(p, "phase") || at_ident(p, "name") ||
+			   at_ident(p, "loc")))
+		status = parse_meta(p, &p->graph->nodes[id]);
+	return status;
+}
+
+/* A leaf declaration: ROLE %name : type annotations? */
+static f8_status parse_leaf(parser *p, f8_role role) {
+	f8_status status = next(p);
+	if (status)
+		return status;
+	if (p->tok.kind != TOKEN_VALUE)
+		return fail_expected(p, "a value name (%name)");
+	output_def def;
+	token at = p->tok;
+	if ((status = parse_output_def(p, &def, true)))
+		return status;
+	if (def.scratch.type.dtype == F8_DTYPE_UNDEFINED)
+		return fail_at(p, &at, "input %%%s needs a type (: f32[...])", def.name);
+	if (f8_graph_find_value(p->graph, def.name, strlen(def.name)) != F8_NONE)
+		return fail_at(p, &at, "value %%%s is defined twice", def.name);
+	f8_value_id id;
+	if ((status = f8_graph_add_input(p->graph, def.name, role, &def.scratch.type, &id, p->diag)))
+		return status;
+	def.scratch.role = role;
+	apply_output_def(&p->graph->values[id], &def);
+	return F8_OK;
+}
+
+static f8_status parse_outputs(parser *p) {
+	f8_status status = next(p);
+	for (bool first = true; !status; first = false) {
+		if (!first && !at_punct(p, ','))
+			break;
+		if (!first && (status = next(p)))
+			break;
+		f8_value_id id;
+		token at = p->tok;
+		if ((status = parse_use(p, &id)))
+			break;
+		if (id == F8_NONE)
+			return fail_at(p, &at, "a graph output cannot be omitted");
+		if (f8_graph_add_output(p->graph, id))
+			return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	}
+	return status;
+}
+
+static f8_status parse_graph(parser *p) {
+	f8_status status = next(p);
+	if (status)
+		return status;
+	if (!at_ident(p, "graph"))
+		return fail_expected(p, "'graph'");
+	if ((status = next(p)))
+		return status;
+	const char *name;
+	if (p->tok.kind == TOKEN_IDENT)
+		name = f8_arena_strndup(p->graph->arena, p->tok.text, p->tok.len);
+	else if (p->tok.kind == TOKEN_STRING)
+		status = decode_string(p, &p->tok, &name, NULL);
+	else
+		return fail_expected(p, "the graph's name");
+	if (status)
+		return status;
+	if (!name)
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	p->graph->name = name;
+	if ((status = next(p)) || (status = expect_punct(p, '{')))
+		return status;
+	while (!status && !at_punct(p, '}')) {
+		f8_role role;
+		if (p->tok.kind == TOKEN_IDENT && f8_role_from_name(p->tok.text, p->tok.len, &role) &&
+		    f8_role_is_leaf(role))
+			status = parse_leaf(p, role);
+		else if (at_ident(p, "output"))
+			status = parse_outputs(p);
+		else if (p->tok.kind == TOKEN_END)
+			status = fail_expected(p, "'}' to close the graph");
+		else
+			status = parse_node(p);
+	}
+	if (!status && !(status = next(p)) && p->tok.kind != TOKEN_END)
+		status = fail_expected(p, "the end of the input after the graph");
+	return status;
+}
+
+f8_status f8_text_parse(const char *text, size_t len, const char *file, f8_graph **out,
+			f8_diag *diag) {
+	*out = NULL;
+	parser p = {.file = file, .text = text, .end = text + len, .pos = text, .line_start = text,
+		    .line = 1, .diag = diag};
+	if (f8_graph_create("", &p.graph))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (file && !(p.graph->text_file = f8_arena_strdup(p.graph->arena, file))) {
+		f8_graph_destroy(p.graph);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	f8_status status = parse_graph(&p);
+	f8_free(p.ids);
+	if (status) {
+		f8_graph_destroy(p.graph);
+		return status;
+	}
+	*out = p.graph;
+	return F8_OK;
+}
+
+f8_status f8_text_parse_file(const char *path, f8_graph **out, f8_diag *diag) {
+	*out = NULL;
+	FILE *file = fopen(path, "rb");
+	if (!file) {
+		f8_diag_at(diag, path, 0, 0, NULL, 0);
+		return f8_diag_set(diag, F8_ERR_IO, "cannot open: %s", strerror(errno));
+	}
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	f8_status status = F8_OK;
+	for (;;) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 1 << 16;
+			char *grown = cap <= MAX_FILE_BYTES ? f8_realloc(text, cap) : NULL;
+			if (!grown) {
+				status = cap > MAX_FILE_BYTES
+						 ? f8_diag_set(diag, F8_ERR_ARGUMENT, "file larger than %d bytes",
+							       MAX_FILE_BYTES)
+						 : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory reading it");
+				break;
+			}
+			text = grown;
+		}
+		size_t got = fread(text + len, 1, cap - len, file);
+		len += got;
+		if (got == 0) {
+			if (ferror(file))
+				status = f8_diag_set(diag, F8_ERR_IO, "read error");
+			break;
+		}
+	}
+	fclose(file);
+	if (!status)
+		status = f8_text_parse(text, len, path, out, diag);
+	else
+		f8_diag_at(diag, path, 0, 0, NULL, 0);
+	f8_free(text);
+	return status;
+}

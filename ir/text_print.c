@@ -1,0 +1,392 @@
+/*
+ * The text printer. Its output is the canonical form: the parser reads it back into a graph
+ * that prints the same text again (tests/ir checks this on every golden file).
+ */
+#define _POSIX_C_SOURCE 200809L // open_memstream
+
+#include <inttypes.h> // PRId64
+#include <math.h>     // isnan, isinf
+#include <stdlib.h>   // strtod, strtof
+#include <string.h>   // strlen, memcpy
+
+#include "ir/alloc.h" // f8_malloc
+#include "ir/fp8.h"   // f8_float_decode
+#include "ir/text.h"  // f8_text_print
+
+const char *f8_dim_format(const f8_graph *graph, f8_dim dim, char *buffer, size_t size) {
+	size_t used = 0;
+	if (dim.n_symbols == 0 || dim.factor != 1)
+		used = (size_t)snprintf(buffer, size, "%" PRId64, dim.factor);
+	for (int i = 0; i < dim.n_symbols && used < size; i++) {
+		const char *symbol = dim.symbols[i] < graph->n_symbols ? graph->symbols[dim.symbols[i]] : "?";
+		used += (size_t)snprintf(buffer + used, size - used, "%s%s", used ? "*" : "", symbol);
+	}
+	return buffer;
+}
+
+const char *f8_type_format(const f8_graph *graph, const f8_type *type, char *buffer, size_t size) {
+	if (type->dtype == F8_DTYPE_UNDEFINED) {
+		snprintf(buffer, size, "?");
+		return buffer;
+	}
+	size_t used = (size_t)snprintf(buffer, size, "%s[", f8_dtype_name(type->dtype));
+	for (int i = 0; i < type->shape.rank && used < size; i++) {
+		char dim[64];
+		used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? ", " : "",
+					 f8_dim_format(graph, type->shape.dims[i], dim, sizeof dim));
+	}
+	if (used < size)
+		snprintf(buffer + used, size - used, "]");
+	return buffer;
+}
+
+/* A name prints bare when it is made of these characters, quoted otherwise. */
+static bool is_bare_name(const char *name) {
+	if (!*name)
+		return false;
+	for (const char *c = name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '_' || *c == '.'))
+			return false;
+	return true;
+}
+
+static void print_string(FILE *out, const char *text) {
+	fputc('"', out);
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			fprintf(out, "\\%c", *c);
+		else if (*c == '\n')
+			fputs("\\n", out);
+		else if (*c == '\t')
+			fputs("\\t", out);
+		else if (*c < 0x20 || *c == 0x7f)
+			fprintf(out, "\\x%02x", *c);
+		else
+			fputc(*c, out);
+	}
+	fputc('"', out);
+}
+
+static void print_name(FILE *out, const char *name) {
+	if (is_bare_name(name))
+		fputs(name, out);
+	else
+		print_string(out, name);
+}
+
+static void print_value_ref(FILE *out, const f8_graph *graph, f8_value_id id) {
+	if (id == F8_NONE) {
+		fputc('_', out);
+		return;
+	}
+	fputc('%', out);
+	print_name(out, graph->values[id].name);
+}
+
+/* The shortest decimal that reads back as exactly `value`. */
+static void print_double(FILE *out, double value) {
+	if (isnan(value)) {
+		fputs("nan", out);
+		return;
+	}
+	if (isinf(value)) {
+		fputs(value < 0 ? "-inf" : "inf", out);
+		return;
+	}
+	char text[40];
+	for (int precision = 1; precision <= 17; precision++) {
+		snprintf(text, sizeof text, "%.*g", precision, value);
+		if (strtod(text, NULL) == value)
+			break;
+	}
+	fputs(text, out);
+}
+
+static void print_float(FILE *out, float value) {
+	if (isnan(value) || isinf(value)) {
+		print_double(out, value);
+		return;
+	}
+	char text[40];
+	for (int precision = 1; precision <= 9; precision++) {
+		snprintf(text, sizeof text, "%.*g", precision, (double)value);
+		if (strtof(text, NULL) == value)
+			break;
+	}
+	fputs(text, out);
+}
+
+static void print_dim(FILE *out, const f8_graph *graph, f8_dim dim) {
+	char text[128];
+	fputs(f8_dim_format(graph, dim, text, sizeof text), out);
+}
+
+static void print_type(FILE *out, const f8_graph *graph, const f8_type *type) {
+	fprintf(out, "%s[", f8_dtype_name(type->dtype));
+	for (int i = 0; i < type->shape.rank; i++) {
+		if (i)
+			fputs(", ", out);
+		print_dim(out, graph, type->shape.dims[i]);
+	}
+	fputc(']', out);
+}
+
+/* Tensor elements: integers and f32/f64 as numbers; 16- and 8-bit floats as their bit patterns
+ * in hex, so that every code (NaN payloads included) reads back unchanged. */
+static void print_tensor(FILE *out, const f8_graph *graph, const f8_tensor_data *tensor) {
+	f8_type type = {.dtype = tensor->dtype, .shape = tensor->shape};
+	print_type(out, graph, &type);
+	fputc('(', out);
+	const f8_dtype_info *info = f8_dtype_get_info(tensor->dtype);
+	size_t count = info->bytes ? tensor->n_bytes / info->bytes : 0;
+	const unsigned char *data = tensor->data;
+	for (size_t i = 0; i < count; i++) {
+		if (i)
+			fputs(", ", out);
+		const unsigned char *element = data + i * info->bytes;
+		switch (tensor->dtype) {
+		case F8_DTYPE_F64: {
+			double v;
+			memcpy(&v, element, sizeof v);
+			print_double(out, v);
+			break;
+		}
+		case F8_DTYPE_F32: {
+			float v;
+			memcpy(&v, element, sizeof v);
+			print_float(out, v);
+			break;
+		}
+		case F8_DTYPE_BF16:
+		case F8_DTYPE_F16: {
+			uint16_t bits;
+			memcpy(&bits, element, sizeof bits);
+			fprintf(out, "0x%04x", bits);
+			break;
+		}
+		case F8_DTYPE_E4M3:
+		case F8_DTYPE_E5M2:
+		case F8_DTYPE_E8M0:
+			fprintf(out, "0x%02x", *element);
+			break;
+		case F8_DTYPE_I64: {
+			int64_t v;
+			memcpy(&v, element, sizeof v);
+			fprintf(out, "%" PRId64, v);
+			break;
+		}
+		case F8_DTYPE_I32: {
+			int32_t v;
+			memcpy(&v, element, sizeof v);
+			fprintf(out, "%" PRId32, v);
+			break;
+		}
+		case F8_DTYPE_I8:
+			fprintf(out, "%d", (int)(int8_t)*element);
+			break;
+		default: // U8, BOOL
+			fprintf(out, "%u", (unsigned)*element);
+			break;
+		}
+	}
+	fputc(')', out);
+}
+
+static void print_attr(FILE *out, const f8_graph *graph, const f8_attr *attr) {
+	fprintf(out, "%s=", attr->name);
+	switch (attr->kind) {
+	case F8_ATTR_INT:
+		fprintf(out, "%" PRId64, attr->i);
+		break;
+	case F8_ATTR_FLOAT:
+		print_double(out, attr->f);
+		break;
+	case F8_ATTR_STRING:
+		print_string(out, attr->s);
+		break;
+	case F8_ATTR_INTS:
+		fputc('[', out);
+		for (uint32_t i = 0; i < attr->ints.n; i++)
+			fprintf(out, "%s%" PRId64, i ? ", " : "", attr->ints.items[i]);
+		fputc(']', out);
+		break;
+	case F8_ATTR_FLOATS:
+		fputc('[', out);
+		for (uint32_t i = 0; i < attr->floats.n; i++) {
+			if (i)
+				fputs(", ", out);
+			print_double(out, attr->floats.items[i]);
+		}
+		fputc(']', out);
+		break;
+	case F8_ATTR_DTYPE:
+		fputs(f8_dtype_name(attr->dtype), out);
+		break;
+	case F8_ATTR_DIM:
+		print_dim(out, graph, attr->dim);
+		break;
+	case F8_ATTR_DIMS:
+		fputc('[', out);
+		for (uint32_t i = 0; i < attr->dims.n; i++) {
+			if (i)
+				fputs(", ", out);
+			print_dim(out, graph, attr->dims.items[i]);
+		}
+		fputc(']', out);
+		break;
+	case F8_ATTR_TENSOR:
+		print_tensor(out, graph, attr->tensor);
+		break;
+	default:
+		fputs("?", out);
+		break;
+	}
+}
+
+/* The annotations of a value that differ from their defaults, as <key=value, ...>. */
+static void print_annotations(FILE *out, const f8_value *value, bool print_role) {
+	const char *separator = " <";
+	if (print_role) {
+		fprintf(out, "%srole=%s", separator, f8_role_name(value->role));
+		separator = ", ";
+	}
+	const f8_precision *precision = &value->precision;
+	if (precision->format != F8_DTYPE_UNDEFINED) {
+		fprintf(out, "%sformat=%s", separator, f8_dtype_name(precision->format));
+		separator = ", ";
+	}
+	if (precision->recipe != F8_RECIPE_NONE) {
+		fprintf(out, "%srecipe=%s", separator, f8_recipe_name(precision->recipe));
+		separator = ", ";
+	}
+	if (precision->scaling_slot != F8_NONE) {
+		fprintf(out, "%sslot=%u", separator, precision->scaling_slot);
+		separator = ", ";
+	}
+	if (precision->reason) {
+		fprintf(out, "%sreason=", separator);
+		print_string(out, precision->reason);
+		separator = ", ";
+	}
+	if (value->sharding.sharded) {
+		fprintf(out, "%sshard=%s:", separator, f8_mesh_axis_name(value->sharding.mesh_axis));
+		if (value->sharding.split_dim < 0)
+			fputs("partial", out);
+		else
+			fprintf(out, "%d", value->sharding.split_dim);
+		separator = ", ";
+	}
+	if (value->buffer_offset >= 0) {
+		fprintf(out, "%soffset=%" PRId64, separator, value->buffer_offset);
+		separator = ", ";
+	}
+	if (value->recompute) {
+		fprintf(out, "%srecompute", separator);
+		separator = ", ";
+	}
+	if (separator[0] == ',')
+		fputc('>', out);
+}
+
+static void print_node(FILE *out, const f8_graph *graph, const f8_node *node) {
+	fputs("  ", out);
+	for (uint32_t i = 0; i < node->n_outputs; i++) {
+		const f8_value *value = &graph->values[node->outputs[i]];
+		if (i)
+			fputs(", ", out);
+		print_value_ref(out, graph, node->outputs[i]);
+		if (value->type.dtype != F8_DTYPE_UNDEFINED) {
+			fputs(" : ", out);
+			print_type(out, graph, &value->type);
+		}
+		print_annotations(out, value, value->role != F8_ROLE_ACTIVATION);
+	}
+	fprintf(out, "%s%s(", node->n_outputs ? " = " : "", f8_op_name(node->op));
+	for (uint32_t i = 0; i < node->n_inputs; i++) {
+		if (i)
+			fputs(", ", out);
+		print_value_ref(out, graph, node->inputs[i]);
+	}
+	fputc(')', out);
+	if (node->n_attrs) {
+		fputs(" {", out);
+		for (uint32_t i = 0; i < node->n_attrs; i++) {
+			if (i)
+				fputs(", ", out);
+			print_attr(out, graph, &node->attrs[i]);
+		}
+		fputc('}', out);
+	}
+	if (node->scope) {
+		fputs(" scope=", out);
+		print_string(out, node->scope);
+	}
+	if (node->phase != F8_PHASE_FWD)
+		fprintf(out, " phase=%s", f8_phase_name(node->phase));
+	if (node->name) {
+		fputs(" name=", out);
+		print_string(out, node->name);
+	}
+	if (node->location.file) {
+		fputs(" loc=", out);
+		print_string(out, node->location.file);
+		if (node->location.index != F8_NONE)
+			fprintf(out, "[%u]", node->location.index);
+		else
+			fprintf(out, ":%u:%u", node->location.line, node->location.column);
+	}
+	fputc('\n', out);
+}
+
+f8_status f8_text_print(const f8_graph *graph, FILE *out) {
+	fputs("graph ", out);
+	print_name(out, graph->name);
+	fputs(" {\n", out);
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		fprintf(out, "  %s ", f8_role_name(value->role));
+		print_value_ref(out, graph, graph->inputs[i]);
+		fputs(" : ", out);
+		print_type(out, graph, &value->type);
+		print_annotations(out, value, false);
+		fputc('\n', out);
+	}
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		print_node(out, graph, &graph->nodes[graph->order[i]]);
+	if (graph->n_outputs) {
+		fputs("  output ", out);
+		for (uint32_t i = 0; i < graph->n_outputs; i++) {
+			if (i)
+				fputs(", ", out);
+			print_value_ref(out, graph, graph->outputs[i]);
+		}
+		fputc('\n', out);
+	}
+	fputs("}\n", out);
+	return ferror(out) ? F8_ERR_IO : F8_OK;
+}
+
+f8_status f8_text_print_string(const f8_graph *graph, char **out, size_t *len) {
+	// Print to a growing memory stream, then copy into allocator-owned memory so that the
+	// caller frees it like everything else with f8_free.
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream = open_memstream(&text, &size);
+	if (!stream)
+		return F8_ERR_NOMEM;
+	f8_status status = f8_text_print(graph, stream);
+	if (fclose(stream) != 0 && !status)
+		status = F8_ERR_NOMEM;
+	if (!status) {
+		*out = f8_malloc(size + 1);
+		if (*out) {
+			memcpy(*out, text, size + 1);
+			*len = size;
+		} else {
+			status = F8_ERR_NOMEM;
+		}
+	}
+	free(text);
+	return status;
+}

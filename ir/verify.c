@@ -1,0 +1,208 @@
+/*
+ * The verifier and the checked entry to the shape functions.
+ */
+#include "ir/verify.h" // f8_graph_verify, f8_node_infer_types
+
+#include <stdarg.h> // va_list
+#include <string.h> // strcmp
+
+#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/text.h"  // f8_type_format
+
+/* Fails about node `id`: message, the node's description, its text position. */
+static f8_status node_error(const f8_graph *graph, f8_node_id id, f8_diag *diag,
+			    const char *format, ...) __attribute__((format(printf, 4, 5)));
+static f8_status node_error(const f8_graph *graph, f8_node_id id, f8_diag *diag,
+			    const char *format, ...) {
+	if (!diag)
+		return F8_ERR_INVALID;
+	va_list args;
+	va_start(args, format);
+	f8_diag_setv(diag, F8_ERR_INVALID, format, args);
+	va_end(args);
+	f8_diag_set_node(diag, graph, id);
+	const f8_node *node = &graph->nodes[id];
+	if (graph->text_file && node->text_line)
+		f8_diag_at(diag, graph->text_file, node->text_line, 1, NULL, 0);
+	return F8_ERR_INVALID;
+}
+
+static f8_status check_attrs(const f8_graph *graph, f8_node_id id, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	const f8_op_info *info = f8_op_get_info(node->op);
+	for (uint32_t i = 0; i < node->n_attrs; i++) {
+		const f8_attr *attr = &node->attrs[i];
+		const f8_attr_spec *spec = f8_op_find_attr_spec(node->op, attr->name, strlen(attr->name));
+		if (!spec)
+			return node_error(graph, id, diag, "%s has no attribute '%s'", info->name,
+					  attr->name);
+		if (spec->kind != attr->kind)
+			return node_error(graph, id, diag, "attribute %s must be of kind %s, not %s",
+					  attr->name, f8_attr_kind_name(spec->kind),
+					  f8_attr_kind_name(attr->kind));
+		for (uint32_t j = 0; j < i; j++)
+			if (strcmp(node->attrs[j].name, attr->name) == 0)
+				return node_error(graph, id, diag, "attribute %s is given twice", attr->name);
+	}
+	for (uint32_t i = 0; i < info->n_attrs; i++)
+		if (info->attrs[i].required && !f8_node_attr(node, info->attrs[i].name))
+			return node_error(graph, id, diag, "%s requires attribute %s (%s)", info->name,
+					  info->attrs[i].name, f8_attr_kind_name(info->attrs[i].kind));
+	return F8_OK;
+}
+
+/* "2", "2 to 3" or "1 or more": how many operands an op takes. */
+static const char *arity_text(uint8_t min, uint8_t max, char *buffer, size_t size) {
+	if (max == F8_VARIADIC)
+		snprintf(buffer, size, "%u or more", min);
+	else if (min == max)
+		snprintf(buffer, size, "%u", min);
+	else
+		snprintf(buffer, size, "%u to %u", min, max);
+	return buffer;
+}
+
+static f8_status check_arity(const f8_graph *graph, f8_node_id id, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	const f8_op_info *info = f8_op_get_info(node->op);
+	char expected[32];
+	if (node->n_inputs < info->min_inputs ||
+	    (info->max_inputs != F8_VARIADIC && node->n_inputs > info->max_inputs))
+		return node_error(graph, id, diag, "%s takes %s inputs, not %u", info->name,
+				  arity_text(info->min_inputs, info->max_inputs, expected, sizeof expected),
+				  node->n_inputs);
+	if (node->n_outputs < info->min_outputs ||
+	    (info->max_outputs != F8_VARIADIC && node->n_outputs > info->max_outputs))
+		return node_error(graph, id, diag, "%s makes %s outputs, not %u", info->name,
+				  arity_text(info->min_outputs, info->max_outputs, expected, sizeof expected),
+				  node->n_outputs);
+	for (uint32_t i = 0; i < info->min_inputs; i++)
+		if (node->inputs[i] == F8_NONE)
+			return node_error(graph, id, diag, "input %u of %s is required", i, info->name);
+	return F8_OK;
+}
+
+f8_status f8_node_infer_types(const f8_graph *graph, f8_node_id id, f8_type *outputs,
+			      f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	f8_status status = check_arity(graph, id, diag);
+	if (!status)
+		status = check_attrs(graph, id, diag);
+	if (status)
+		return status;
+	for (uint32_t i = 0; i < node->n_inputs; i++) {
+		f8_value_id input = node->inputs[i];
+		if (input != F8_NONE && graph->values[input].type.dtype == F8_DTYPE_UNDEFINED)
+			return node_error(graph, id, diag, "input %u (%%%s) has no type yet", i,
+					  graph->values[input].name);
+	}
+	for (uint32_t i = 0; i < node->n_outputs; i++)
+		outputs[i] = (f8_type){0};
+	f8_diag local;
+	f8_diag_clear(&local);
+	status = f8_op_get_info(node->op)->infer(graph, node, outputs, &local);
+	if (status)
+		return node_error(graph, id, diag, "%s", local.message);
+	return F8_OK;
+}
+
+f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
+	// defined[v]: value v is available at this point of the program.
+	bool *defined = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *defined);
+	bool *scheduled = f8_calloc(graph->n_nodes ? graph->n_nodes : 1, sizeof *scheduled);
+	f8_type *types = NULL;
+	uint32_t cap_types = 0;
+	f8_status status = F8_OK;
+	if (!defined || !scheduled) {
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory verifying the graph");
+		goto done;
+	}
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		if (!f8_role_is_leaf(value->role) || value->producer != F8_NONE)
+			status = f8_diag_set(diag, F8_ERR_INVALID, "input %%%s has role %s, which is not "
+						   "a leaf role", value->name, f8_role_name(value->role));
+		else if (value->type.dtype == F8_DTYPE_UNDEFINED)
+			status = f8_diag_set(diag, F8_ERR_INVALID, "input %%%s has no type", value->name);
+		if (status)
+			goto done;
+		defined[graph->inputs[i]] = true;
+	}
+	for (uint32_t position = 0; position < graph->n_order; position++) {
+		f8_node_id id = graph->order[position];
+		if (id >= graph->n_nodes) {
+			status = f8_diag_set(diag, F8_ERR_INVALID, "the program lists node %u, which "
+						   "does not exist", id);
+			goto done;
+		}
+		if (scheduled[id]) {
+			status = node_error(graph, id, diag, "the node appears twice in the program");
+			goto done;
+		}
+		scheduled[id] = true;
+		const f8_node *node = &graph->nodes[id];
+		for (uint32_t i = 0; i < node->n_inputs; i++) {
+			f8_value_id input = node->inputs[i];
+			if (input == F8_NONE)
+				continue;
+			if (input >= graph->n_values) {
+				status = node_error(graph, id, diag, "input %u refers to value %u, "
+						    "which does not exist", i, input);
+				goto done;
+			}
+			if (!defined[input]) {
+				const f8_value *value = &graph->values[input];
+				status = node_error(graph, id, diag, value->producer != F8_NONE && !scheduled[value->producer]
+						    ? "input %u (%%%s) is used before it is defined"
+						    : "input %u (%%%s) is not defined in the program", i, value->name);
+				goto done;
+			}
+		}
+		if (node->n_outputs > cap_types) {
+			f8_free(types);
+			cap_types = node->n_outputs;
+			if (!(types = f8_calloc(cap_types, sizeof *types))) {
+				status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory verifying the graph");
+				goto done;
+			}
+		}
+		if ((status = f8_node_infer_types(graph, id, types, diag)))
+			goto done;
+		for (uint32_t i = 0; i < node->n_outputs; i++) {
+			const f8_value *value = &graph->values[node->outputs[i]];
+			char declared[256], inferred[256];
+			if (value->producer != id || value->output_index != i) {
+				status = node_error(graph, id, diag, "output %u (%%%s) is not linked to "
+						    "its node", i, value->name);
+				goto done;
+			}
+			if (f8_role_is_leaf(value->role)) {
+				status = node_error(graph, id, diag, "output %%%s has role %s, which is for "
+						    "leaves", value->name, f8_role_name(value->role));
+				goto done;
+			}
+			if (!f8_type_equal(&value->type, &types[i])) {
+				status = node_error(graph, id, diag, "output %%%s is declared %s but the op "
+						    "makes %s", value->name,
+						    f8_type_format(graph, &value->type, declared, sizeof declared),
+						    f8_type_format(graph, &types[i], inferred, sizeof inferred));
+				goto done;
+			}
+			defined[node->outputs[i]] = true;
+		}
+	}
+	for (uint32_t i = 0; i < graph->n_outputs; i++) {
+		f8_value_id output = graph->outputs[i];
+		if (output >= graph->n_values || !defined[output]) {
+			status = f8_diag_set(diag, F8_ERR_INVALID, "graph output %u (%%%s) is not "
+						   "defined in the program", i,
+					     output < graph->n_values ? graph->values[output].name : "?");
+			goto done;
+		}
+	}
+done:
+	f8_free(defined);
+	f8_free(scheduled);
+	f8_free(types);
+	return status;
+}

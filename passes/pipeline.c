@@ -1,0 +1,87 @@
+/*
+ * The pipeline table. DESIGN.md lists the passes to come (fuse-patterns, training, precision,
+ * fp8-cast, shard, recompute, fuse, schedule); each joins this table in its own issue, with
+ * the reason for its place beside it.
+ */
+#define _POSIX_C_SOURCE 200809L // strnlen
+
+#include "passes/pipeline.h" // f8_pass, f8_pipeline_run
+
+#include <stdio.h>  // snprintf
+#include <string.h> // strcmp, strnlen, memcpy
+
+#include "ir/verify.h"           // f8_graph_verify
+#include "passes/canonicalize.h" // f8_pass_canonicalize_run
+
+static const f8_pass pipeline[] = {
+	{"canonicalize", f8_pass_canonicalize_run,
+	 "first: every later pass reads inferred types and wants no dead nodes to plan for"},
+};
+
+const f8_pass *f8_pipeline_passes(size_t *count) {
+	*count = sizeof pipeline / sizeof pipeline[0];
+	return pipeline;
+}
+
+const f8_pass *f8_pipeline_find(const char *name) {
+	for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++)
+		if (strcmp(pipeline[i].name, name) == 0)
+			return &pipeline[i];
+	return NULL;
+}
+
+static f8_status unknown_pass(const char *name, f8_diag *diag) {
+	f8_diag_set(diag, F8_ERR_ARGUMENT, "there is no pass named '%s'", name);
+	char names[256] = "";
+	size_t used = 0;
+	for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0] && used < sizeof names; i++)
+		used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+					 pipeline[i].name);
+	f8_diag_hint(diag, "the passes, in pipeline order: %s", names);
+	return F8_ERR_ARGUMENT;
+}
+
+static f8_status run_one(f8_graph *graph, const f8_pass *pass, bool verify, f8_diag *diag) {
+	f8_status status = pass->run(graph, diag);
+	if (status || !verify)
+		return status;
+	status = f8_graph_verify(graph, diag);
+	if (status && diag) { // say which pass broke the graph, before what is broken
+		char original[F8_DIAG_MESSAGE_MAX];
+		memcpy(original, diag->message, sizeof original);
+		int prefix = snprintf(diag->message, sizeof diag->message, "after pass %s: ", pass->name);
+		if (prefix > 0 && (size_t)prefix < sizeof diag->message) {
+			size_t room = sizeof diag->message - (size_t)prefix - 1;
+			size_t len = strnlen(original, room);
+			memcpy(diag->message + prefix, original, len);
+			diag->message[prefix + len] = '\0';
+		}
+	}
+	return status;
+}
+
+f8_status f8_pipeline_run(f8_graph *graph, const char *last, bool verify, f8_diag *diag) {
+	if (last && !f8_pipeline_find(last))
+		return unknown_pass(last, diag);
+	for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) {
+		f8_status status = run_one(graph, &pipeline[i], verify, diag);
+		if (status)
+			return status;
+		if (last && strcmp(pipeline[i].name, last) == 0)
+			break;
+	}
+	return F8_OK;
+}
+
+f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
+				f8_diag *diag) {
+	for (size_t i = 0; i < n; i++) {
+		const f8_pass *pass = f8_pipeline_find(names[i]);
+		if (!pass)
+			return unknown_pass(names[i], diag);
+		f8_status status = run_one(graph, pass, verify, diag);
+		if (status)
+			return status;
+	}
+	return F8_OK;
+}

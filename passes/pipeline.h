@@ -1,0 +1,40 @@
+/*
+ * The pass pipeline: the passes in the order they run, and ways to run all of them, a prefix
+ * (`--after PASS`), or a named list (the golden tests).
+ */
+#ifndef F8_PASSES_PIPELINE_H
+#define F8_PASSES_PIPELINE_H
+
+#include <stdbool.h> // bool
+#include <stddef.h>  // size_t
+
+#include "ir/diag.h"  // f8_status, f8_diag
+#include "ir/graph.h" // f8_graph
+
+/* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. */
+typedef f8_status (*f8_pass_fn)(f8_graph *graph, f8_diag *diag);
+
+typedef struct f8_pass {
+	const char *name; // as in --after and in golden tests: "canonicalize"
+	f8_pass_fn run;
+	const char *why;  // why it stands where it stands in the pipeline
+} f8_pass;
+
+/* The pipeline, in order: n passes in *count. */
+const f8_pass *f8_pipeline_passes(size_t *count);
+
+/* The pass named `name`, or NULL. */
+const f8_pass *f8_pipeline_find(const char *name);
+
+/*
+ * Runs the pipeline from its first pass through the pass named `last` (NULL: all of them).
+ * With `verify`, runs the verifier after each pass and fails naming the pass that broke the
+ * graph. F8_ERR_ARGUMENT when `last` is not a pass (the hint lists them).
+ */
+f8_status f8_pipeline_run(f8_graph *graph, const char *last, bool verify, f8_diag *diag);
+
+/* Runs the passes named in `names` (n of them), in that order, verifying as above. */
+f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
+				f8_diag *diag);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * f8c dump-ir: reads a model, runs the pipeline through a pass, prints the IR as text or JSON.
+ */
+#include <stdio.h>  // fprintf
+#include <string.h> // strcmp
+
+#include "ir/json.h"         // f8_json_print
+#include "ir/text.h"         // f8_text_parse_file, f8_text_print
+#include "ir/verify.h"       // f8_graph_verify
+#include "passes/pipeline.h" // f8_pipeline_run
+#include "tools/commands.h"  // f8_tool_dump_ir
+
+static int usage(const char *problem) {
+	fprintf(stderr, "f8c dump-ir: %s\n"
+			"usage: f8c dump-ir FILE [--after PASS] [--format text|json] [--verify]\n"
+			"HINT: FILE is a model in the text IR (models/*.f8ir); --after runs the pipeline "
+			"through PASS first\n",
+		problem);
+	return 2;
+}
+
+int f8_tool_dump_ir(int argc, char **argv) {
+	const char *path = NULL, *after = NULL, *format = "text";
+	bool verify = false;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--after") == 0 || strcmp(argv[i], "--format") == 0) {
+			if (i + 1 == argc)
+				return usage(strcmp(argv[i], "--after") == 0 ? "--after needs a pass name"
+									   : "--format needs text or json");
+			*(strcmp(argv[i], "--after") == 0 ? &after : &format) = argv[i + 1];
+			i++;
+		} else if (strcmp(argv[i], "--verify") == 0) {
+			verify = true;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "f8c dump-ir: unknown option '%s'\n", argv[i]);
+			return usage("see the options below");
+		} else if (path) {
+			return usage("give one model file");
+		} else {
+			path = argv[i];
+		}
+	}
+	if (!path)
+		return usage("no model file given");
+	if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
+		return usage("--format must be text or json");
+
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_graph *graph = NULL;
+	f8_status status = f8_text_parse_file(path, &graph, &diag);
+	if (!status && after)
+		status = f8_pipeline_run(graph, after, verify, &diag);
+	if (!status && verify)
+		status = f8_graph_verify(graph, &diag);
+	if (!status)
+		status = strcmp(format, "json") == 0 ? f8_json_print(graph, stdout, &diag)
+						      : f8_text_print(graph, stdout);
+	if (status == F8_ERR_IO && !diag.message[0])
+		f8_diag_set(&diag, status, "cannot write the output");
+	if (status)
+		f8_diag_print(&diag, stderr);
+	f8_graph_destroy(graph);
+	return status == F8_OK ? 0 : status == F8_ERR_ARGUMENT ? 2 : 1;
+}

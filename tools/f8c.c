@@ -1,0 +1,65 @@
+/*
+ * The f8c command: dispatches to the subcommands, one file each in tools/ (NAME_command.c).
+ *
+ * Exit status: 0 on success, 1 when the input is wrong (the message says where), 2 when the
+ * command line is wrong.
+ */
+#include <stdio.h>  // printf, fprintf
+#include <string.h> // strcmp
+
+#include "tools/commands.h" // f8_tool_*
+
+#ifndef F8C_VERSION
+#define F8C_VERSION "unknown"
+#endif
+
+typedef struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *usage;
+	const char *summary;
+} command;
+
+static int run_help(int argc, char **argv);
+static int run_version(int argc, char **argv);
+
+static const command commands[] = {
+	{"help", run_help, "help", "this text"},
+	{"version", run_version, "version", "the version of f8c and of the IR text form"},
+	{"dump-ir", f8_tool_dump_ir, "dump-ir FILE [--after PASS] [--format text|json] [--verify]",
+	 "read a model (text IR for now), run the pipeline through PASS, print the IR"},
+	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S]",
+	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
+};
+
+static int run_help(int argc, char **argv) {
+	(void)argc, (void)argv;
+	printf("f8c: a graph compiler and executor for FP8 training of transformers\n\n"
+	       "usage: f8c COMMAND [ARGS]\n\n");
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		printf("  f8c %s\n      %s\n", commands[i].usage, commands[i].summary);
+	printf("\nA model's errors are reported as FILE:LINE:COLUMN with the line and a caret.\n");
+	return 0;
+}
+
+static int run_version(int argc, char **argv) {
+	(void)argc, (void)argv;
+	printf("f8c %s (IR text form 1)\n", F8C_VERSION);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	if (argc < 2) {
+		run_help(0, NULL);
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return run_help(0, NULL);
+	if (strcmp(argv[1], "--version") == 0)
+		return run_version(0, NULL);
+	fprintf(stderr, "f8c: unknown command '%s'\nHINT: run 'f8c help' for the commands\n", argv[1]);
+	return 2;
+}
