@@ -99,7 +99,7 @@ f8_status f8_graph_intern_symbol(f8_graph *graph, const char *name, size_t len, 
 		}
 	}
 	if (graph->n_symbols > UINT16_MAX)
-		return F8_ERR_NOMEM;
+		return F8_ERR_INVALID; // symbol ids are 16 bits in f8_dim
 	if (GROW(graph->symbols, graph->cap_symbols, graph->n_symbols + 1))
 		return F8_ERR_NOMEM;
 	const char *copy = f8_arena_strndup(graph->arena, name, len);

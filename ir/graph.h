@@ -173,7 +173,8 @@ f8_status f8_graph_create(const char *name, f8_graph **out);
 /* Frees the graph and everything it owns. NULL is allowed. */
 void f8_graph_destroy(f8_graph *graph);
 
-/* Interns the symbol `name` (`len` bytes) and returns its id in *out. */
+/* Interns the symbol `name` (`len` bytes) and returns its id in *out. F8_ERR_INVALID past
+ * 65536 symbols, F8_ERR_NOMEM when out of memory. */
 f8_status f8_graph_intern_symbol(f8_graph *graph, const char *name, size_t len, uint16_t *out);
 
 /*

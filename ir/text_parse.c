@@ -225,8 +225,21 @@ static f8_status next(parser *p) {
 	*tok = (token){.text = p->pos, .len = 1, .line = p->line,
 		       .column = (uint32_t)(p->pos - p->line_start) + 1};
 	if (p->pos >= p->end) {
+		// Place the end just after the last non-blank character, so that "expected X, found
+		// the end of the input" points at the line that stopped short, not at a blank one.
 		tok->kind = TOKEN_END;
 		tok->len = 0;
+		const char *last = p->end;
+		uint32_t line = p->line;
+		while (last > p->text && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\r' ||
+					  last[-1] == '\n'))
+			line -= *--last == '\n';
+		const char *line_start = last;
+		while (line_start > p->text && line_start[-1] != '\n')
+			line_start--;
+		tok->text = last;
+		tok->line = line;
+		tok->column = (uint32_t)(last - line_start) + 1;
 		return F8_OK;
 	}
 	char c = *p->pos;
@@ -358,8 +371,11 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 			term = f8_dim_const(p->tok.i);
 		} else if (p->tok.kind == TOKEN_IDENT) {
 			uint16_t symbol;
-			if (f8_graph_intern_symbol(p->graph, p->tok.text, p->tok.len, &symbol))
-				return fail_at(p, &p->tok, "too many symbols");
+			f8_status status = f8_graph_intern_symbol(p->graph, p->tok.text, p->tok.len, &symbol);
+			if (status == F8_ERR_NOMEM)
+				return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+			if (status)
+				return fail_at(p, &p->tok, "more than %d symbols", UINT16_MAX + 1);
 			term = f8_dim_symbol(symbol);
 		} else {
 			return fail_expected(p, "a dimension (a number or a symbol like seq)");
@@ -401,7 +417,7 @@ static f8_status parse_dtype(parser *p, f8_dtype *out) {
 
 static f8_status parse_type(parser *p, f8_type *out) {
 	f8_status status = parse_dtype(p, &out->dtype);
-	uint32_t rank;
+	uint32_t rank = 0;
 	if (!status)
 		status = parse_dim_list(p, out->shape.dims, F8_MAX_RANK, &rank);
 	out->shape.rank = (uint8_t)rank;
@@ -846,11 +862,13 @@ static f8_status parse_node(parser *p) {
 	while (!status && p->tok.kind == TOKEN_VALUE) {
 		if (n_outputs == cap_outputs) {
 			cap_outputs = cap_outputs ? cap_outputs * 2 : 4;
-			output_def *grown = cap_outputs <= MAX_LIST
-						    ? f8_realloc(outputs, cap_outputs * sizeof *grown)
-						    : NULL;
+			if (cap_outputs > MAX_LIST) {
+				status = fail_at(p, &p->tok, "more than %d outputs", MAX_LIST);
+				break;
+			}
+			output_def *grown = f8_realloc(outputs, cap_outputs * sizeof *grown);
 			if (!grown) {
-				status = fail_at(p, &p->tok, "too many outputs");
+				status = f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 				break;
 			}
 			outputs = grown;

@@ -6,7 +6,7 @@
 #include <stdarg.h> // va_list
 #include <string.h> // strcmp
 
-#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/alloc.h" // f8_calloc, f8_malloc, f8_free
 #include "ir/text.h"  // f8_type_format
 
 /* Fails about node `id`: message, the node's description, its text position. */
@@ -109,11 +109,12 @@ f8_status f8_node_infer_types(const f8_graph *graph, f8_node_id id, f8_type *out
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	// defined[v]: value v is available at this point of the program.
 	bool *defined = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *defined);
-	bool *scheduled = f8_calloc(graph->n_nodes ? graph->n_nodes : 1, sizeof *scheduled);
+	// position[n]: where node n stands in the program, F8_NONE when it is not in it.
+	uint32_t *position = f8_malloc((graph->n_nodes ? graph->n_nodes : 1) * sizeof *position);
 	f8_type *types = NULL;
 	uint32_t cap_types = 0;
 	f8_status status = F8_OK;
-	if (!defined || !scheduled) {
+	if (!defined || !position) {
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory verifying the graph");
 		goto done;
 	}
@@ -128,18 +129,23 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 			goto done;
 		defined[graph->inputs[i]] = true;
 	}
-	for (uint32_t position = 0; position < graph->n_order; position++) {
-		f8_node_id id = graph->order[position];
+	for (f8_node_id id = 0; id < graph->n_nodes; id++)
+		position[id] = F8_NONE;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		f8_node_id id = graph->order[i];
 		if (id >= graph->n_nodes) {
 			status = f8_diag_set(diag, F8_ERR_INVALID, "the program lists node %u, which "
 						   "does not exist", id);
 			goto done;
 		}
-		if (scheduled[id]) {
+		if (position[id] != F8_NONE) {
 			status = node_error(graph, id, diag, "the node appears twice in the program");
 			goto done;
 		}
-		scheduled[id] = true;
+		position[id] = i;
+	}
+	for (uint32_t step = 0; step < graph->n_order; step++) {
+		f8_node_id id = graph->order[step];
 		const f8_node *node = &graph->nodes[id];
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
 			f8_value_id input = node->inputs[i];
@@ -152,9 +158,11 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 			}
 			if (!defined[input]) {
 				const f8_value *value = &graph->values[input];
-				status = node_error(graph, id, diag, value->producer != F8_NONE && !scheduled[value->producer]
-						    ? "input %u (%%%s) is used before it is defined"
-						    : "input %u (%%%s) is not defined in the program", i, value->name);
+				bool later = value->producer != F8_NONE && position[value->producer] != F8_NONE;
+				status = node_error(graph, id, diag,
+						    later ? "input %u (%%%s) is used before it is defined"
+							  : "input %u (%%%s) is not defined in the program",
+						    i, value->name);
 				goto done;
 			}
 		}
@@ -181,6 +189,12 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 						    "leaves", value->name, f8_role_name(value->role));
 				goto done;
 			}
+			if (value->type.dtype == F8_DTYPE_UNDEFINED) {
+				status = node_error(graph, id, diag, "output %%%s has no type", value->name);
+				f8_diag_hint(diag, "the canonicalize pass infers types: f8c dump-ir FILE "
+						   "--after canonicalize");
+				goto done;
+			}
 			if (!f8_type_equal(&value->type, &types[i])) {
 				status = node_error(graph, id, diag, "output %%%s is declared %s but the op "
 						    "makes %s", value->name,
@@ -202,7 +216,7 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	}
 done:
 	f8_free(defined);
-	f8_free(scheduled);
+	f8_free(position);
 	f8_free(types);
 	return status;
 }

@@ -82,6 +82,13 @@ static float f8_test_float(uint32_t bits) {
 	return value;
 }
 
+/* A double as a float, with what lies beyond float32's range made an infinity explicitly. */
+static float f8_test_to_float(double x) {
+	if (fabs(x) > FLT_MAX)
+		return x > 0 ? INFINITY : -INFINITY;
+	return (float)x;
+}
+
 /* Same value, or both NaN; zeros must agree in sign. */
 static bool f8_test_same(double a, double b) {
 	if (isnan(a) || isnan(b))
@@ -120,17 +127,13 @@ static uint32_t f8_test_sign_bit(const f8_test_format *f) {
 	return 1u << (f8_test_width(f) - 1);
 }
 
-/* The value of a code by the formula alone, as if the exponent range went on (no specials). */
-static double f8_test_formula(const f8_test_format *f, uint32_t code) {
-	uint32_t mantissa = code & ((1u << f->mantissa_bits) - 1);
-	uint32_t exponent = (code >> f->mantissa_bits) & ((1u << f->exponent_bits) - 1);
-	if (code >> f->mantissa_bits >> f->exponent_bits) // past the top binade (virtual codes)
-		exponent = code >> f->mantissa_bits;
-	double value = exponent == 0
-			       ? ldexp((double)mantissa, 1 - f->bias - f->mantissa_bits)
-			       : ldexp(1.0 + ldexp((double)mantissa, -f->mantissa_bits),
-				       (int)exponent - f->bias);
-	return value;
+/* The value of a magnitude code by the formula alone, ignoring the special values. */
+static double f8_test_formula(const f8_test_format *f, uint32_t magnitude) {
+	uint32_t mantissa = magnitude & ((1u << f->mantissa_bits) - 1);
+	uint32_t exponent = magnitude >> f->mantissa_bits;
+	if (exponent == 0)
+		return ldexp((double)mantissa, 1 - f->bias - f->mantissa_bits);
+	return ldexp(1.0 + ldexp((double)mantissa, -f->mantissa_bits), (int)exponent - f->bias);
 }
 
 /* The value of a code: (-1)^s * 2^(e - bias) * 1.m, or 2^(1 - bias) * 0.m, or a special. */
@@ -143,7 +146,8 @@ static double f8_test_value(const f8_test_format *f, uint32_t code) {
 	double value;
 	if (f->ieee && exponent == exponent_ones)
 		value = (magnitude & mantissa_ones) ? NAN : INFINITY;
-	else if (!f->ieee && exponent == exponent_ones && (magnitude & mantissa_ones) == mantissa_ones)
+	else if (!f->ieee && exponent == exponent_ones &&
+		 (magnitude & mantissa_ones) == mantissa_ones)
 		value = NAN;
 	else
 		value = f8_test_formula(f, magnitude);
@@ -251,8 +255,8 @@ static void f8_test_decode_all(const f8_test_format *f) {
 	for (uint32_t code = 0; code < (1u << f8_test_width(f)); code++) {
 		double want = f8_test_value(f, code);
 		float got = f8_float_decode(f->dtype, code);
-		CHECK(f8_test_same(got, want), "%s decode 0x%" PRIx32 ": got %.9g, want %.9g", f->name,
-		      code, got, want);
+		CHECK(f8_test_same(got, want), "%s decode 0x%" PRIx32 ": got %.9g, want %.9g",
+		      f->name, code, got, want);
 	}
 }
 
@@ -268,8 +272,10 @@ static void f8_test_round_trip(const f8_test_format *f) {
 			else if (isinf(value))
 				want = sign | f8_test_overflow_code(f, saturate);
 			uint32_t got = f8_float_encode(f->dtype, (float)value, saturate);
-			CHECK(got == want, "%s encode(%.9g) of code 0x%" PRIx32 " saturate=%d: got 0x%"
-			      PRIx32 ", want 0x%" PRIx32, f->name, value, code, saturate, got, want);
+			CHECK(got == want,
+			      "%s encode(%.9g) of code 0x%" PRIx32 " saturate=%d: got 0x%" PRIx32
+			      ", want 0x%" PRIx32,
+			      f->name, value, code, saturate, got, want);
 		}
 	}
 }
@@ -278,8 +284,10 @@ static void f8_test_encode_one(const f8_test_format *f, const f8_test_ladder *la
 			       bool saturate, const char *what) {
 	uint32_t want = f8_test_encode(f, ladder, x, saturate);
 	uint32_t got = f8_float_encode(f->dtype, x, saturate);
-	CHECK(got == want, "%s encode(%.9g = 0x%08" PRIx32 ") saturate=%d (%s): got 0x%" PRIx32
-	      ", want 0x%" PRIx32, f->name, x, f8_test_bits(x), saturate, what, got, want);
+	CHECK(got == want,
+	      "%s encode(%.9g = 0x%08" PRIx32 ") saturate=%d (%s): got 0x%" PRIx32
+	      ", want 0x%" PRIx32,
+	      f->name, x, f8_test_bits(x), saturate, what, got, want);
 }
 
 /*
@@ -293,15 +301,15 @@ static void f8_test_midpoints(const f8_test_format *f, const f8_test_ladder *lad
 		uint32_t lo = ladder->codes[i], hi = ladder->codes[i + 1];
 		CHECK(hi == lo + 1, "%s: test ladder not consecutive at %.9g", f->name, a);
 		float mid = (float)((a + b) / 2);
-		CHECK((double)mid == (a + b) / 2, "%s: midpoint of %.9g, %.9g not a float", f->name, a,
-		      b);
+		CHECK((double)mid == (a + b) / 2, "%s: midpoint of %.9g, %.9g not a float", f->name,
+		      a, b);
 		float below = nextafterf(mid, 0.0f), above = nextafterf(mid, INFINITY);
 		uint32_t a_bits = f8_test_bits((float)a), mid_bits = f8_test_bits(mid);
-		uint32_t b_bits = f8_test_bits((float)b);
-		float random_below = f8_test_float(
-			(uint32_t)f8_test_random_between(a_bits + 1, mid_bits - 1));
-		float random_above = f8_test_float(
-			(uint32_t)f8_test_random_between(mid_bits + 1, b_bits - 1));
+		uint32_t b_bits = f8_test_bits(f8_test_to_float(b)); // BF16's virtual rung is 2^128
+		float random_below =
+			f8_test_float((uint32_t)f8_test_random_between(a_bits + 1, mid_bits - 1));
+		float random_above =
+			f8_test_float((uint32_t)f8_test_random_between(mid_bits + 1, b_bits - 1));
 		bool virtual_hi = i + 1 == ladder->count;
 		for (int saturate = 0; saturate <= 1; saturate++) {
 			uint32_t want_hi = virtual_hi ? f8_test_overflow_code(f, saturate) : hi;
@@ -323,9 +331,10 @@ static void f8_test_midpoints(const f8_test_format *f, const f8_test_ladder *lad
 					uint32_t want = cases[k].want |
 							(negative ? f8_test_sign_bit(f) : 0);
 					uint32_t got = f8_float_encode(f->dtype, x, saturate);
-					CHECK(got == want, "%s encode(%.9g) saturate=%d (%s of %.9g and "
-					      "%.9g): got 0x%" PRIx32 ", want 0x%" PRIx32, f->name, x,
-					      saturate, cases[k].what, a, b, got, want);
+					CHECK(got == want,
+					      "%s encode(%.9g) saturate=%d (%s of %.9g and %.9g): "
+					      "got 0x%" PRIx32 ", want 0x%" PRIx32,
+					      f->name, x, saturate, cases[k].what, a, b, got, want);
 				}
 		}
 	}
@@ -338,12 +347,23 @@ static void f8_test_specials(const f8_test_format *f, const f8_test_ladder *ladd
 	for (int saturate = 0; saturate <= 1; saturate++) {
 		for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
 			uint32_t got = f8_float_encode(f->dtype, f8_test_float(nans[i]), saturate);
-			CHECK(got == f->nan, "%s encode(NaN 0x%08" PRIx32 ") saturate=%d: got 0x%"
-			      PRIx32 ", want 0x%" PRIx32, f->name, nans[i], saturate, got, f->nan);
+			CHECK(got == f->nan,
+			      "%s encode(NaN 0x%08" PRIx32 ") saturate=%d: got 0x%" PRIx32
+			      ", want 0x%" PRIx32,
+			      f->name, nans[i], saturate, got, f->nan);
 		}
-		float extremes[] = {INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, (float)f->max * 2.0f,
-				    -(float)f->max * 4.0f, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN,
-				    -FLT_TRUE_MIN, 0.0f, -0.0f};
+		float extremes[] = {INFINITY,
+				    -INFINITY,
+				    FLT_MAX,
+				    -FLT_MAX,
+				    (float)f->max * 2.0f,
+				    -(float)f->max * 4.0f,
+				    FLT_MIN,
+				    -FLT_MIN,
+				    FLT_TRUE_MIN,
+				    -FLT_TRUE_MIN,
+				    0.0f,
+				    -0.0f};
 		for (size_t i = 0; i < sizeof extremes / sizeof extremes[0]; i++)
 			f8_test_encode_one(f, ladder, extremes[i], saturate, "extreme");
 		// float32 subnormals: all of them are zeros of the 8-bit formats and of F16; BF16
@@ -360,7 +380,7 @@ static void f8_test_specials(const f8_test_format *f, const f8_test_ladder *ladd
 			// the same, near the format's own range, where the rounding is
 			int exponent = (int)f8_test_random_between(-f->bias - f->mantissa_bits - 2,
 								   f->bias + 2);
-			float x = (float)ldexp(f8_test_random_unit(), exponent);
+			float x = f8_test_to_float(ldexp(f8_test_random_unit(), exponent));
 			f8_test_encode_one(f, ladder, x, saturate, "random in range");
 		}
 	}
@@ -371,7 +391,8 @@ static void f8_test_documented_facts(void) {
 	CHECK(f8_float_decode(F8_DTYPE_E4M3, 0x7E) == 448.0f, "e4m3 0x7e is 448");
 	CHECK(isnan(f8_float_decode(F8_DTYPE_E4M3, 0x7F)), "e4m3 0x7f is NaN");
 	CHECK(isnan(f8_float_decode(F8_DTYPE_E4M3, 0xFF)), "e4m3 0xff is NaN");
-	CHECK(f8_float_decode(F8_DTYPE_E4M3, 0x78) == 256.0f, "e4m3 0x78 is 256 (finite top binade)");
+	CHECK(f8_float_decode(F8_DTYPE_E4M3, 0x78) == 256.0f,
+	      "e4m3 0x78 is 256 (finite top binade)");
 	CHECK(f8_float_decode(F8_DTYPE_E5M2, 0x7B) == 57344.0f, "e5m2 0x7b is 57344");
 	CHECK(f8_float_decode(F8_DTYPE_E5M2, 0x7C) == INFINITY, "e5m2 0x7c is inf");
 	CHECK(f8_float_decode(F8_DTYPE_E5M2, 0xFC) == -INFINITY, "e5m2 0xfc is -inf");
@@ -386,7 +407,8 @@ static void f8_test_documented_facts(void) {
 	CHECK(f8_float_encode(F8_DTYPE_E5M2, 61440.0f, false) == 0x7C, "e5m2 61440 is a tie: inf");
 	CHECK(f8_float_encode(F8_DTYPE_E5M2, 61440.0f, true) == 0x7B, "e5m2 61440 saturates");
 	CHECK(f8_float_encode(F8_DTYPE_E5M2, -INFINITY, false) == 0xFC, "e5m2 -inf");
-	CHECK(f8_float_encode(F8_DTYPE_BF16, 0x1.FFp127f, false) == 0x7F80, "bf16 overflow tie: inf");
+	CHECK(f8_float_encode(F8_DTYPE_BF16, 0x1.FFp127f, false) == 0x7F80,
+	      "bf16 overflow tie: inf");
 	CHECK(f8_float_encode(F8_DTYPE_F16, 65520.0f, false) == 0x7C00, "f16 65520 is a tie: inf");
 	CHECK(f8_float_encode(F8_DTYPE_F16, 65520.0f, true) == 0x7BFF, "f16 65520 saturates");
 }
@@ -445,13 +467,15 @@ static void f8_test_e8m0_encode(void) {
 		f8_test_e8m0_one(just_above, F8_ROUND_DOWN, code, "just above 2^k");
 		f8_test_e8m0_one(just_above, F8_ROUND_UP, next, "just above 2^k");
 		f8_test_e8m0_one(just_above, F8_ROUND_NEAREST_EVEN, code, "just above 2^k");
-		f8_test_e8m0_one(nextafterf(tie, 0.0f), F8_ROUND_NEAREST_EVEN, code, "below 1.5*2^k");
+		f8_test_e8m0_one(nextafterf(tie, 0.0f), F8_ROUND_NEAREST_EVEN, code,
+				 "below 1.5*2^k");
 		f8_test_e8m0_one(tie, F8_ROUND_NEAREST_EVEN, next, "1.5*2^k, a tie");
 		f8_test_e8m0_one(nextafterf(tie, INFINITY), F8_ROUND_NEAREST_EVEN, next,
 				 "above 1.5*2^k");
 		f8_test_e8m0_one(tie, F8_ROUND_DOWN, code, "1.5*2^k");
 		f8_test_e8m0_one(tie, F8_ROUND_UP, next, "1.5*2^k");
-		float just_below = nextafterf(2.0f * p, 0.0f); // 2^(k+1) overflows float32 at k = 127
+		float just_below =
+			nextafterf(2.0f * p, 0.0f); // 2^(k+1) overflows float32 at k = 127
 		if (k == 127)
 			just_below = FLT_MAX;
 		f8_test_e8m0_one(just_below, F8_ROUND_DOWN, code, "just below 2^(k+1)");
@@ -463,13 +487,20 @@ static void f8_test_e8m0_encode(void) {
 		uint8_t want;
 		const char *what;
 	} fixed[] = {
-		{0.0f, 0x00, "zero"},           {-0.0f, 0x00, "-0"},
-		{-1.0f, 0xFF, "negative"},      {-FLT_TRUE_MIN, 0xFF, "tiny negative"},
-		{NAN, 0xFF, "NaN"},             {-NAN, 0xFF, "-NaN"},
-		{INFINITY, 0xFE, "inf"},        {-INFINITY, 0xFF, "-inf"},
-		{FLT_MAX, 0xFE, "FLT_MAX"},     {0x1.8p127f, 0xFE, "1.5*2^127"},
-		{FLT_TRUE_MIN, 0x00, "2^-149"}, {0x1p-128f, 0x00, "2^-128"},
-		{0x1.8p-128f, 0x00, "1.5*2^-128"}, {0x1.FFFFFCp-128f, 0x00, "just below 2^-127"},
+		{0.0f, 0x00, "zero"},
+		{-0.0f, 0x00, "-0"},
+		{-1.0f, 0xFF, "negative"},
+		{-FLT_TRUE_MIN, 0xFF, "tiny negative"},
+		{NAN, 0xFF, "NaN"},
+		{-NAN, 0xFF, "-NaN"},
+		{INFINITY, 0xFE, "inf"},
+		{-INFINITY, 0xFF, "-inf"},
+		{FLT_MAX, 0xFE, "FLT_MAX"},
+		{0x1.8p127f, 0xFE, "1.5*2^127"},
+		{FLT_TRUE_MIN, 0x00, "2^-149"},
+		{0x1p-128f, 0x00, "2^-128"},
+		{0x1.8p-128f, 0x00, "1.5*2^-128"},
+		{0x1.FFFFF8p-128f, 0x00, "just below 2^-127"},
 	};
 	for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
 		for (int r = 0; r < F8_ROUND_COUNT; r++)
@@ -516,13 +547,13 @@ static void f8_test_amax_and_scale(void) {
 	// Random amaxes: the scale is 448 / amax rounded once, so amax * scale is 448 within
 	// float32's rounding, and 2^margin divides it exactly.
 	for (int i = 0; i < 10000; i++) {
-		float amax = (float)ldexp(1.0 + f8_test_random_unit(), (int)f8_test_random_between(
-									       -100, 100));
+		int exponent = (int)f8_test_random_between(-100, 100);
+		float amax = (float)ldexp(1.5 + 0.5 * f8_test_random_unit(), exponent);
 		int margin = (int)f8_test_random_between(-3, 3);
 		float scale = f8_scale_from_amax(F8_DTYPE_E4M3, amax, margin, 7.0f);
 		double want = 448.0 / amax / ldexp(1.0, margin);
-		CHECK(fabs(scale - want) <= want * 0x1p-24, "scale(amax %.9g, margin %d) = %.9g, "
-		      "want %.9g", amax, margin, scale, want);
+		CHECK(fabs(scale - want) <= want * 0x1p-24,
+		      "scale(amax %.9g, margin %d) = %.9g, want %.9g", amax, margin, scale, want);
 	}
 }
 
@@ -533,8 +564,8 @@ static float f8_test_random_value(int center, int spread) {
 		return 0.0f;
 	if (pick == 1)
 		return -0.0f;
-	return (float)ldexp(f8_test_random_unit(),
-			    center + (int)f8_test_random_between(-spread, spread));
+	return f8_test_to_float(ldexp(f8_test_random_unit(),
+				      center + (int)f8_test_random_between(-spread, spread)));
 }
 
 static void f8_test_per_tensor(const f8_test_format *f, const f8_test_ladder *ladder) {
@@ -554,8 +585,8 @@ static void f8_test_per_tensor(const f8_test_format *f, const f8_test_ladder *la
 			float want_y = (float)f8_test_value(f, codes[i]) * scale_inv;
 			CHECK(codes[i] == want && f8_test_same(y[i], want_y),
 			      "%s quantize(%.9g * %g) saturate=%d: code 0x%02x (want 0x%02" PRIx32
-			      "), dequantized %.9g (want %.9g)", f->name, x[i], scale, saturate,
-			      codes[i], want, y[i], want_y);
+			      "), dequantized %.9g (want %.9g)",
+			      f->name, x[i], scale, saturate, codes[i], want, y[i], want_y);
 		}
 	}
 }
@@ -600,6 +631,8 @@ static void f8_test_blocks(const f8_test_format *f, const f8_test_ladder *ladder
 					if (fabs(x[r * cols + c]) > amax)
 						amax = fabs(x[r * cols + c]);
 			float scale = amax == 0.0 ? 1.0f : (float)f->max / (float)amax;
+			if (isinf(scale))
+				scale = FLT_MAX;
 			float got = scale_inv[br * grid_cols + bc];
 			CHECK(f8_test_bits(got) == f8_test_bits(1.0f / scale),
 			      "%s: block (%zu, %zu) amax %.9g: scale_inv %.9g, want %.9g", what, br,
@@ -607,15 +640,18 @@ static void f8_test_blocks(const f8_test_format *f, const f8_test_ladder *ladder
 			for (size_t r = br * block_rows; r < r_end; r++)
 				for (size_t c = bc * block_cols; c < c_end; c++) {
 					size_t i = r * cols + c;
-					uint32_t want = f8_test_encode(f, ladder, x[i] * scale, true);
+					uint32_t want =
+						f8_test_encode(f, ladder, x[i] * scale, true);
 					double error = fabs((double)y[i] - x[i]);
-					double tolerance = f8_test_half_ulp(f, x[i] * scale) / scale *
-								   (1 + 0x1p-20) +
+					double tolerance = f8_test_half_ulp(f, x[i] * scale) /
+								   scale * (1 + 0x1p-20) +
 							   fabs(x[i]) * 0x1p-21;
 					CHECK(codes[i] == want && error <= tolerance,
-					      "%s: x[%zu][%zu] = %.9g: code 0x%02x (want 0x%02" PRIx32
-					      "), dequantized %.9g, error %.3g > %.3g", what, r, c, x[i],
-					      codes[i], want, y[i], error, tolerance);
+					      "%s: x[%zu][%zu] = %.9g: code 0x%02x (want "
+					      "0x%02" PRIx32
+					      "), dequantized %.9g, error %.3g > %.3g",
+					      what, r, c, x[i], codes[i], want, y[i], error,
+					      tolerance);
 				}
 		}
 	free(x);
@@ -663,8 +699,8 @@ static void f8_test_mx(const f8_test_format *f, const f8_test_ladder *ladder) {
 	static uint8_t codes[ROWS * COLS], scales[ROWS * BLOCKS];
 	for (int r = 0; r < ROWS; r++)
 		for (int c = 0; c < COLS; c++) // block magnitudes from 2^-150 to 2^120
-			x[r * COLS + c] = f8_test_random_value((int)((r * 7 + c / 32 * 13) % 270) -
-								       150, 6);
+			x[r * COLS + c] =
+				f8_test_random_value((int)((r * 7 + c / 32 * 13) % 270) - 150, 6);
 	for (int c = 32; c < 64; c++)
 		x[0 * COLS + c] = 0.0f; // amax 0
 	x[1 * COLS + 40] = NAN;
@@ -697,24 +733,28 @@ static void f8_test_mx(const f8_test_format *f, const f8_test_ladder *ladder) {
 			}
 			uint8_t want_scale = nan ? 0xFF : (uint8_t)(shared + 127);
 			uint8_t got_scale = scales[r * BLOCKS + b];
-			CHECK(got_scale == want_scale, "%s mx block (%d, %d) amax %.9g: scale 0x%02x, "
-			      "want 0x%02x", f->name, r, b, amax, got_scale, want_scale);
+			CHECK(got_scale == want_scale,
+			      "%s mx block (%d, %d) amax %.9g: scale 0x%02x, "
+			      "want 0x%02x",
+			      f->name, r, b, amax, got_scale, want_scale);
 			for (int c = c0; c < c1; c++) {
 				int i = r * COLS + c;
 				double scaled = ldexp(x[i], -shared);
-				uint32_t want = nan ? f->nan : f8_test_encode(f, ladder, scaled, true);
+				uint32_t want =
+					nan ? f->nan : f8_test_encode(f, ladder, scaled, true);
 				double value = f8_test_value(f, codes[i]);
 				double want_y = nan ? NAN : ldexp(value, shared);
 				if (!nan && fabs(want_y) > FLT_MAX)
 					want_y = want_y > 0 ? INFINITY : -INFINITY;
 				bool saturated = fabs(scaled) > f->max;
 				double error = fabs(scaled - value);
-				bool close = nan || (saturated ? fabs(value) == f->max
-							       : error <= f8_test_half_ulp(f, scaled));
+				bool close =
+					nan || (saturated ? fabs(value) == f->max
+							  : error <= f8_test_half_ulp(f, scaled));
 				CHECK(codes[i] == want && f8_test_same(y[i], want_y) && close,
 				      "%s mx x[%d][%d] = %.9g, 2^%d: code 0x%02x (want 0x%02" PRIx32
-				      "), dequantized %.9g (want %.9g)", f->name, r, c, x[i], shared,
-				      codes[i], want, y[i], want_y);
+				      "), dequantized %.9g (want %.9g)",
+				      f->name, r, c, x[i], shared, codes[i], want, y[i], want_y);
 			}
 		}
 	CHECK(f8_quantize_mx(x, 1, 32, F8_DTYPE_E8M0, codes, scales) == F8_ERR_ARGUMENT,
@@ -732,8 +772,10 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < F8_TEST_FORMATS; i++) {
 		const f8_test_format *f = &f8_test_formats[i];
 		f8_test_ladder ladder = f8_test_ladder_build(f);
-		CHECK(ladder.values[ladder.count - 1] == f->max, "%s: the test's own table gives max "
-		      "%.9g, the specification %.9g", f->name, ladder.values[ladder.count - 1], f->max);
+		CHECK(ladder.values[ladder.count - 1] == f->max,
+		      "%s: the test's own table gives max "
+		      "%.9g, the specification %.9g",
+		      f->name, ladder.values[ladder.count - 1], f->max);
 		f8_test_decode_all(f);
 		f8_test_round_trip(f);
 		f8_test_midpoints(f, &ladder);

@@ -1,0 +1,397 @@
+/*
+ * FP8 numerics: float32 <-> BF16/F16/E4M3/E5M2/E8M0 conversions done on the integer bits of the
+ * float32 (so there is exactly one rounding, as in the hardware), amax and scales, and the
+ * per-tensor, block and MX quantizers built on them. Every layout fact comes from the dtype
+ * table; one encoder and one decoder serve all four signed formats.
+ */
+#include "ir/fp8.h" // f8_float_encode, f8_round, f8_quantize_blocks, F8_MX_BLOCK
+
+#include <assert.h> // assert
+#include <float.h>  // FLT_MAX, FLT_TRUE_MIN
+#include <math.h>   // ldexpf, fabsf, copysignf, isnan, isinf, NAN, INFINITY
+#include <string.h> // memcpy
+
+#include "ir/dtype.h" // f8_dtype_get_info, f8_dtype_is_fp8
+
+/*
+ * A signed float format's layout, in the terms the encoder needs. Magnitudes are codes without
+ * the sign bit; since codes of one sign grow with the value, comparing magnitudes compares values.
+ */
+typedef struct f8_layout {
+	int mantissa_bits;
+	int min_exponent; // unbiased exponent of the smallest normal: 1 - bias
+	uint32_t sign_bit;
+	uint32_t max_magnitude; // the largest finite value
+	uint32_t inf_magnitude; // only when has_inf
+	uint32_t nan_magnitude; // the NaN this module writes: all ones, S.1111.111 for E4M3
+	bool has_inf;
+} f8_layout;
+
+static uint32_t f8_float_bits(float value) {
+	uint32_t bits;
+	memcpy(&bits, &value, sizeof bits);
+	return bits;
+}
+
+/*
+ * The layout of BF16, F16, E4M3 or E5M2 from its dtype row. IEEE-like formats (has_inf) give
+ * the all-ones exponent to inf and NaN; E4M3 (no inf) gives only the all-ones code to NaN, so
+ * its largest finite magnitude is one below it. The NaN written is the all-ones magnitude: the
+ * hardware's canonical NaN (0x7F for both FP8 formats, 0x7FFF for the 16-bit ones).
+ */
+static f8_layout f8_layout_of(f8_dtype dtype) {
+	const f8_dtype_info *info = f8_dtype_get_info(dtype);
+	assert(info->kind == F8_DTYPE_KIND_FLOAT && info->has_nan);
+	assert(1 + info->exponent_bits + info->mantissa_bits == (int)info->bytes * 8);
+	assert(info->bytes <= 2);
+	int width = (int)info->bytes * 8;
+	uint32_t all_ones = (1u << (width - 1)) - 1;
+	uint32_t exponent_ones = ((1u << info->exponent_bits) - 1) << info->mantissa_bits;
+	f8_layout layout = {
+		.mantissa_bits = info->mantissa_bits,
+		.min_exponent = 1 - info->bias,
+		.sign_bit = 1u << (width - 1),
+		.max_magnitude = info->has_inf ? exponent_ones - 1 : all_ones - 1,
+		.inf_magnitude = exponent_ones,
+		.nan_magnitude = all_ones,
+		.has_inf = info->has_inf,
+	};
+	return layout;
+}
+
+/* Number of significant bits of x > 0: floor(log2 x) + 1. */
+static int f8_bit_length(uint32_t x) {
+	assert(x != 0);
+	return 32 - __builtin_clz(x);
+}
+
+/*
+ * A finite nonzero float32 magnitude (bits without the sign) as significand * 2^exponent,
+ * exactly; returns floor(log2 |value|). Subnormal inputs keep their exact value.
+ */
+static int f8_float_split(uint32_t magnitude, uint32_t *significand, int *exponent) {
+	uint32_t biased = magnitude >> 23;
+	if (biased != 0) {
+		*significand = (magnitude & 0x7FFFFFu) | 0x800000u;
+		*exponent = (int)biased - 150;
+	} else {
+		*significand = magnitude;
+		*exponent = -149;
+	}
+	return *exponent + f8_bit_length(*significand) - 1;
+}
+
+/* x / 2^shift rounded to nearest, ties to even; shift >= 1, x < 2^24. */
+static uint32_t f8_shift_round(uint32_t x, int shift) {
+	assert(shift >= 1 && x < (1u << 24));
+	if (shift > 24) // x < 2^(shift - 1): below half of the smallest step
+		return 0;
+	uint32_t kept = x >> shift;
+	uint32_t rest = x & ((1u << shift) - 1);
+	uint32_t half = 1u << (shift - 1);
+	if (rest > half || (rest == half && (kept & 1)))
+		kept++;
+	return kept;
+}
+
+/*
+ * The encoder behind f8_float_encode. The value is rounded once, at the spacing of the target
+ * format in the binade of the input (the subnormal spacing below the smallest normal). Because
+ * codes are laid out as (exponent - 1) * 2^mantissa_bits + significand, a rounding that carries
+ * into the next binade, or from the subnormals into the normals, lands on the right code without
+ * a special case; overflow then is just a magnitude above the largest finite one.
+ */
+static uint32_t f8_encode_layout(const f8_layout *layout, float value, bool saturate) {
+	uint32_t bits = f8_float_bits(value);
+	uint32_t sign = (bits >> 31) ? layout->sign_bit : 0;
+	uint32_t magnitude = bits & 0x7FFFFFFFu;
+	uint32_t overflow = saturate          ? layout->max_magnitude
+			    : layout->has_inf ? layout->inf_magnitude
+					      : layout->nan_magnitude;
+	// sm_90 drops the sign of a NaN (seen on all 2^23 negative NaNs, for all four formats).
+	if (magnitude > 0x7F800000u)
+		return layout->nan_magnitude;
+	// E4M3's overflow NaN keeps the sign, as ONNX's reference does: it stands for a signed inf.
+	if (magnitude == 0x7F800000u)
+		return sign | overflow;
+	if (magnitude == 0)
+		return sign;
+
+	uint32_t significand;
+	int exponent;
+	int top = f8_float_split(magnitude, &significand, &exponent);
+	int binade = top > layout->min_exponent ? top : layout->min_exponent;
+	int quantum = binade - layout->mantissa_bits; // exponent of the target's last place
+	// quantum > exponent always: every target has fewer mantissa bits than float32 and a
+	// subnormal spacing coarser than 2^-149, so the shift is a right shift.
+	uint32_t rounded = f8_shift_round(significand, quantum - exponent);
+	uint32_t code =
+		((uint32_t)(binade - layout->min_exponent) << layout->mantissa_bits) + rounded;
+	if (code > layout->max_magnitude)
+		return sign | overflow;
+	return sign | code;
+}
+
+uint32_t f8_float_encode(f8_dtype dtype, float value, bool saturate) {
+	assert(dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 || f8_dtype_is_fp8(dtype));
+	f8_layout layout = f8_layout_of(dtype);
+	return f8_encode_layout(&layout, value, saturate);
+}
+
+/* E8M0: no sign, no mantissa, no zero; code c is 2^(c - bias), the all-ones code is NaN. */
+static float f8_e8m0_decode(const f8_dtype_info *info, uint32_t bits) {
+	uint32_t nan_code = (1u << info->exponent_bits) - 1;
+	assert(bits <= nan_code);
+	if (bits == nan_code)
+		return NAN;
+	return ldexpf(1.0f, (int)bits - info->bias);
+}
+
+float f8_float_decode(f8_dtype dtype, uint32_t bits) {
+	const f8_dtype_info *info = f8_dtype_get_info(dtype);
+	if (dtype == F8_DTYPE_E8M0)
+		return f8_e8m0_decode(info, bits);
+	assert(dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 || f8_dtype_is_fp8(dtype));
+	f8_layout layout = f8_layout_of(dtype);
+	assert(bits <= (layout.sign_bit << 1) - 1);
+	float sign = (bits & layout.sign_bit) ? -1.0f : 1.0f;
+	uint32_t magnitude = bits & ~layout.sign_bit;
+	if (magnitude > layout.max_magnitude) {
+		if (layout.has_inf && magnitude == layout.inf_magnitude)
+			return copysignf(INFINITY, sign);
+		return copysignf(NAN, sign);
+	}
+	int p = layout.mantissa_bits;
+	uint32_t exponent_field = magnitude >> p;
+	uint32_t mantissa = magnitude & ((1u << p) - 1);
+	// Every value of these formats is a float32, so the products below are exact.
+	if (exponent_field == 0)
+		return sign * ldexpf((float)mantissa, layout.min_exponent - p);
+	return sign * ldexpf((float)(mantissa | (1u << p)),
+			     (int)exponent_field - 1 + layout.min_exponent - p);
+}
+
+uint8_t f8_e8m0_encode(float value, f8_round round) {
+	assert((unsigned)round < F8_ROUND_COUNT);
+	const f8_dtype_info *info = f8_dtype_get_info(F8_DTYPE_E8M0);
+	const int lowest = -info->bias, highest = (1 << info->exponent_bits) - 2 - info->bias;
+	const uint8_t nan_code = (uint8_t)((1u << info->exponent_bits) - 1);
+	uint32_t bits = f8_float_bits(value);
+	uint32_t magnitude = bits & 0x7FFFFFFFu;
+	if (magnitude > 0x7F800000u || ((bits >> 31) && magnitude != 0))
+		return nan_code; // NaN, and negatives: a scale is never negative
+	if (magnitude == 0)
+		return 0; // zero (either sign) is below the range
+	if (magnitude == 0x7F800000u)
+		return (uint8_t)(highest + info->bias);
+
+	uint32_t significand;
+	int exponent;
+	int result = f8_float_split(magnitude, &significand, &exponent);
+	int length = f8_bit_length(significand);
+	uint32_t fraction = significand - (1u << (length - 1)); // value / 2^result - 1, scaled
+	uint32_t half = length >= 2 ? 1u << (length - 2) : 0;
+	bool exact = fraction == 0;
+	switch (round) {
+	case F8_ROUND_DOWN:
+		break;
+	case F8_ROUND_UP:
+		result += !exact;
+		break;
+	case F8_ROUND_NEAREST_EVEN:
+		// A tie goes up: the kept significand, 1, is odd; 2^(result + 1) is the even one.
+		if (!exact && fraction >= half)
+			result++;
+		break;
+	default:
+		assert(0);
+	}
+	if (result < lowest)
+		result = lowest;
+	if (result > highest)
+		result = highest;
+	return (uint8_t)(result + info->bias);
+}
+
+float f8_amax(const float *x, size_t n) {
+	float amax = 0.0f;
+	for (size_t i = 0; i < n; i++) {
+		float magnitude = fabsf(x[i]);
+		if (isnan(magnitude))
+			return NAN; // nothing can change the answer now
+		if (magnitude > amax)
+			amax = magnitude;
+	}
+	return amax;
+}
+
+/*
+ * Done in float32 in the order the formula is written, (fp8_max / amax) * 2^-margin, like
+ * TransformerEngine's scale update, so that the scales agree with it bit for bit.
+ */
+float f8_scale_from_amax(f8_dtype format, float amax, int margin, float previous_scale) {
+	if (!(amax > 0.0f) || isinf(amax))
+		return previous_scale;
+	float max = (float)f8_dtype_get_info(format)->max;
+	float scale = ldexpf(max / amax, -margin);
+	if (isinf(scale))
+		return FLT_MAX;
+	if (scale == 0.0f) // only a margin beyond any sensible one gets here
+		return FLT_TRUE_MIN;
+	return scale;
+}
+
+void f8_quantize(const float *x, size_t n, f8_dtype format, float scale, bool saturate,
+		 uint8_t *codes) {
+	assert(f8_dtype_is_fp8(format));
+	f8_layout layout = f8_layout_of(format);
+	for (size_t i = 0; i < n; i++)
+		codes[i] = (uint8_t)f8_encode_layout(&layout, x[i] * scale, saturate);
+}
+
+void f8_dequantize(const uint8_t *codes, size_t n, f8_dtype format, float scale_inv, float *y) {
+	assert(f8_dtype_is_fp8(format));
+	for (size_t i = 0; i < n; i++)
+		y[i] = f8_float_decode(format, codes[i]) * scale_inv;
+}
+
+static size_t f8_ceil_div(size_t a, size_t b) {
+	return a / b + (a % b != 0);
+}
+
+/* One (block_rows, block_cols) tile of a row-major matrix, clipped to the matrix. */
+typedef struct f8_tile {
+	size_t row, col;   // first element
+	size_t rows, cols; // extent, smaller than the block at the bottom and right edges
+} f8_tile;
+
+static f8_tile f8_tile_at(size_t block_row, size_t block_col, size_t rows, size_t cols,
+			  size_t block_rows, size_t block_cols) {
+	f8_tile tile = {block_row * block_rows, block_col * block_cols, block_rows, block_cols};
+	if (tile.rows > rows - tile.row)
+		tile.rows = rows - tile.row;
+	if (tile.cols > cols - tile.col)
+		tile.cols = cols - tile.col;
+	return tile;
+}
+
+f8_status f8_quantize_blocks(const float *x, size_t rows, size_t cols, f8_dtype format,
+			     size_t block_rows, size_t block_cols, int margin, uint8_t *codes,
+			     float *scale_inv) {
+	if (!f8_dtype_is_fp8(format) || block_rows == 0 || block_cols == 0)
+		return F8_ERR_ARGUMENT;
+	f8_layout layout = f8_layout_of(format);
+	size_t grid_rows = f8_ceil_div(rows, block_rows), grid_cols = f8_ceil_div(cols, block_cols);
+	for (size_t br = 0; br < grid_rows; br++) {
+		for (size_t bc = 0; bc < grid_cols; bc++) {
+			f8_tile tile = f8_tile_at(br, bc, rows, cols, block_rows, block_cols);
+			float amax = 0.0f;
+			for (size_t r = tile.row; r < tile.row + tile.rows; r++) {
+				float row_amax = f8_amax(x + r * cols + tile.col, tile.cols);
+				if (isnan(row_amax) || row_amax > amax)
+					amax = row_amax;
+				if (isnan(amax))
+					break;
+			}
+			float scale = f8_scale_from_amax(format, amax, margin, 1.0f);
+			scale_inv[br * grid_cols + bc] = 1.0f / scale;
+			for (size_t r = tile.row; r < tile.row + tile.rows; r++)
+				for (size_t c = tile.col; c < tile.col + tile.cols; c++)
+					codes[r * cols + c] = (uint8_t)f8_encode_layout(
+						&layout, x[r * cols + c] * scale, true);
+		}
+	}
+	return F8_OK;
+}
+
+void f8_dequantize_blocks(const uint8_t *codes, size_t rows, size_t cols, f8_dtype format,
+			  size_t block_rows, size_t block_cols, const float *scale_inv, float *y) {
+	assert(f8_dtype_is_fp8(format) && block_rows != 0 && block_cols != 0);
+	size_t grid_cols = f8_ceil_div(cols, block_cols);
+	for (size_t r = 0; r < rows; r++)
+		for (size_t c = 0; c < cols; c++) {
+			float s = scale_inv[(r / block_rows) * grid_cols + c / block_cols];
+			y[r * cols + c] = f8_float_decode(format, codes[r * cols + c]) * s;
+		}
+}
+
+/*
+ * The exponent of the largest normal of an FP8 format (8 for E4M3, 15 for E5M2): the binade of
+ * its largest finite value.
+ */
+static int f8_max_exponent(f8_dtype format) {
+	uint32_t significand;
+	int exponent;
+	return f8_float_split(f8_float_bits((float)f8_dtype_get_info(format)->max) & 0x7FFFFFFFu,
+			      &significand, &exponent);
+}
+
+/*
+ * One MX block of n <= 32 elements. Dividing by 2^shared_exp is exact except where the quotient
+ * falls into float32's subnormals, and such a quotient is far below half the smallest subnormal
+ * of either FP8 format, so it encodes to the same signed zero either way.
+ */
+static uint8_t f8_quantize_mx_block(const f8_layout *layout, int max_exponent,
+				    const f8_dtype_info *scale_info, const float *x, size_t n,
+				    uint8_t *codes) {
+	const int lowest = -scale_info->bias;
+	const int highest = (1 << scale_info->exponent_bits) - 2 - scale_info->bias;
+	float amax = f8_amax(x, n);
+	if (isnan(amax)) {
+		for (size_t i = 0; i < n; i++)
+			codes[i] = (uint8_t)layout->nan_magnitude;
+		return (uint8_t)((1u << scale_info->exponent_bits) - 1);
+	}
+	int shared_exp = lowest;
+	if (isinf(amax)) {
+		shared_exp = highest; // floor(log2(inf)) is above every clamp
+	} else if (amax > 0.0f) {
+		uint32_t significand;
+		int exponent;
+		shared_exp =
+			f8_float_split(f8_float_bits(amax), &significand, &exponent) - max_exponent;
+		if (shared_exp < lowest)
+			shared_exp = lowest;
+		if (shared_exp > highest)
+			shared_exp = highest;
+	}
+	for (size_t i = 0; i < n; i++)
+		codes[i] = (uint8_t)f8_encode_layout(layout, ldexpf(x[i], -shared_exp), true);
+	return (uint8_t)(shared_exp + scale_info->bias);
+}
+
+f8_status f8_quantize_mx(const float *x, size_t rows, size_t cols, f8_dtype format, uint8_t *codes,
+			 uint8_t *scales) {
+	if (!f8_dtype_is_fp8(format))
+		return F8_ERR_ARGUMENT;
+	f8_layout layout = f8_layout_of(format);
+	int max_exponent = f8_max_exponent(format);
+	const f8_dtype_info *scale_info = f8_dtype_get_info(F8_DTYPE_E8M0);
+	size_t blocks = f8_ceil_div(cols, F8_MX_BLOCK);
+	for (size_t r = 0; r < rows; r++)
+		for (size_t b = 0; b < blocks; b++) {
+			size_t c = b * F8_MX_BLOCK;
+			size_t n = cols - c < F8_MX_BLOCK ? cols - c : F8_MX_BLOCK;
+			scales[r * blocks + b] =
+				f8_quantize_mx_block(&layout, max_exponent, scale_info,
+						     x + r * cols + c, n, codes + r * cols + c);
+		}
+	return F8_OK;
+}
+
+void f8_dequantize_mx(const uint8_t *codes, size_t rows, size_t cols, f8_dtype format,
+		      const uint8_t *scales, float *y) {
+	assert(f8_dtype_is_fp8(format));
+	const f8_dtype_info *scale_info = f8_dtype_get_info(F8_DTYPE_E8M0);
+	const uint8_t nan_scale = (uint8_t)((1u << scale_info->exponent_bits) - 1);
+	size_t blocks = f8_ceil_div(cols, F8_MX_BLOCK);
+	for (size_t r = 0; r < rows; r++)
+		for (size_t c = 0; c < cols; c++) {
+			uint8_t scale = scales[r * blocks + c / F8_MX_BLOCK];
+			float value = f8_float_decode(format, codes[r * cols + c]);
+			// Exact: the product of an FP8 value and 2^-127..2^127 is a float32 or inf.
+			y[r * cols + c] = scale == nan_scale
+						  ? NAN
+						  : ldexpf(value, (int)scale - scale_info->bias);
+		}
+}

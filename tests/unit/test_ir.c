@@ -1,0 +1,250 @@
+/*
+ * Unit tests of the IR: dim arithmetic, graphs built through the API (which can express what
+ * the text parser refuses early, like a use before a definition), malformed input of every
+ * kind (each prefix of every golden file), and allocation failure at every allocation.
+ *
+ * usage: test_ir SOURCE_DIR
+ */
+#define _POSIX_C_SOURCE 200809L // strdup
+
+#include <dirent.h> // opendir, readdir
+#include <stdio.h>  // printf
+#include <stdlib.h> // malloc, free
+#include <string.h> // strcmp, strstr
+
+#include "ir/alloc.h"        // f8_alloc_set
+#include "ir/text.h"         // f8_text_parse, f8_text_print_string
+#include "ir/verify.h"       // f8_graph_verify
+#include "passes/pipeline.h" // f8_pipeline_run
+
+static int passed, failed;
+
+#define CHECK(condition)                                                               \
+	do {                                                                           \
+		if (condition) {                                                       \
+			passed++;                                                      \
+		} else {                                                               \
+			failed++;                                                      \
+			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #condition);   \
+		}                                                                      \
+	} while (0)
+
+static void test_dims(void) {
+	f8_dim batch = f8_dim_symbol(0), seq = f8_dim_symbol(1), product, quotient, sum;
+	CHECK(f8_dim_mul(seq, batch, &product) && product.n_symbols == 2 &&
+	      product.symbols[0] == 0 && product.symbols[1] == 1); // sorted
+	CHECK(f8_dim_mul(product, f8_dim_const(768), &product) && product.factor == 768);
+	CHECK(f8_dim_div(product, batch, &quotient) && quotient.factor == 768 &&
+	      quotient.n_symbols == 1 && quotient.symbols[0] == 1);
+	CHECK(!f8_dim_div(quotient, batch, &quotient));        // seq*768 / batch: not exact
+	CHECK(!f8_dim_div(f8_dim_const(10), f8_dim_const(4), &quotient));
+	CHECK(f8_dim_add(seq, seq, &sum) && sum.factor == 2 && sum.n_symbols == 1);
+	CHECK(!f8_dim_add(seq, batch, &sum));                  // seq + batch is not a monomial
+	CHECK(f8_dim_add(f8_dim_const(0), seq, &sum) && f8_dim_equal(sum, seq));
+	CHECK(!f8_dim_mul(f8_dim_const(INT64_MAX), f8_dim_const(2), &product)); // overflow
+	f8_dim many = f8_dim_const(1);
+	for (int i = 0; i < F8_DIM_MAX_SYMBOLS; i++)
+		CHECK(f8_dim_mul(many, seq, &many));
+	CHECK(!f8_dim_mul(many, seq, &many)); // too many symbols
+	CHECK(f8_dim_mul(f8_dim_const(0), seq, &product) && f8_dim_equal(product, f8_dim_const(0)));
+}
+
+/* A graph built through the API where a node reads a value defined after it. */
+static void test_use_before_definition(void) {
+	f8_graph *graph;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	CHECK(f8_graph_create("g", &graph) == F8_OK);
+	f8_type type = {.dtype = F8_DTYPE_F32, .shape = {.rank = 1, .dims = {f8_dim_const(4)}}};
+	f8_value_id x;
+	f8_node_id first, second;
+	CHECK(f8_graph_add_input(graph, "x", F8_ROLE_INPUT, &type, &x, &diag) == F8_OK);
+	CHECK(f8_graph_add_node(graph, F8_OP_NEG, &x, 1, 1, NULL, &first, &diag) == F8_OK);
+	f8_value_id y = graph->nodes[first].outputs[0];
+	CHECK(f8_graph_add_node(graph, F8_OP_EXP, &y, 1, 1, NULL, &second, &diag) == F8_OK);
+	CHECK(f8_pipeline_run(graph, "canonicalize", true, &diag) != F8_OK ||
+	      graph->n_order == 0); // nothing is an output: everything is dead
+	CHECK(f8_graph_add_output(graph, graph->nodes[second].outputs[0]) == F8_OK);
+	// Types, then swap the two nodes: Exp now reads Neg's result before Neg runs.
+	graph->values[y].type = type;
+	graph->values[graph->nodes[second].outputs[0]].type = type;
+	f8_node_id swapped[2] = {second, first};
+	CHECK(f8_graph_set_order(graph, swapped, 2) == F8_OK);
+	CHECK(f8_graph_verify(graph, &diag) == F8_ERR_INVALID);
+	CHECK(strstr(diag.message, "used before it is defined") != NULL);
+	CHECK(strstr(diag.node, "Exp") != NULL);
+	// A node listed twice.
+	f8_node_id twice[3] = {first, second, second};
+	CHECK(f8_graph_set_order(graph, twice, 3) == F8_OK);
+	CHECK(f8_graph_verify(graph, &diag) == F8_ERR_INVALID && strstr(diag.message, "twice"));
+	// A node removed from the program whose value is still read.
+	f8_node_id only_second[1] = {second};
+	CHECK(f8_graph_set_order(graph, only_second, 1) == F8_OK);
+	CHECK(f8_graph_verify(graph, &diag) == F8_ERR_INVALID &&
+	      strstr(diag.message, "not defined in the program"));
+	// An attribute of the wrong kind, set through the API.
+	CHECK(f8_graph_set_order(graph, (f8_node_id[]){first, second}, 2) == F8_OK);
+	CHECK(f8_graph_verify(graph, &diag) == F8_OK);
+	f8_attr wrong = {.name = "axis", .kind = F8_ATTR_FLOAT, .f = 1.0};
+	CHECK(f8_node_set_attrs(graph, first, &wrong, 1) == F8_OK);
+	CHECK(f8_graph_verify(graph, &diag) == F8_ERR_INVALID && strstr(diag.message, "no attribute"));
+	f8_graph_destroy(graph);
+}
+
+static char *read_whole(const char *path, size_t *len) {
+	FILE *file = fopen(path, "rb");
+	if (!file)
+		return NULL;
+	fseek(file, 0, SEEK_END);
+	long size = ftell(file);
+	fseek(file, 0, SEEK_SET);
+	char *text = malloc((size_t)size + 1);
+	if (text && fread(text, 1, (size_t)size, file) == (size_t)size) {
+		text[size] = '\0';
+		*len = (size_t)size;
+	} else {
+		free(text);
+		text = NULL;
+	}
+	fclose(file);
+	return text;
+}
+
+/* Parses and, when that works, verifies and prints `text`: what a user's file goes through. */
+static f8_status exercise(const char *text, size_t len) {
+	f8_graph *graph;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_status status = f8_text_parse(text, len, "input", &graph, &diag);
+	if (status) {
+		// A failed parse leaves a message and, for syntax errors, a position.
+		if (!diag.message[0] || (status == F8_ERR_PARSE && !diag.line))
+			return F8_ERR_ARGUMENT;
+		return status;
+	}
+	status = f8_pipeline_run(graph, NULL, true, &diag);
+	char *printed = NULL;
+	size_t printed_len;
+	if (!status)
+		status = f8_text_print_string(graph, &printed, &printed_len);
+	f8_free(printed);
+	f8_graph_destroy(graph);
+	return status;
+}
+
+/* Every prefix of every golden file, and each with one byte flipped: no crash, no leak, and
+ * every error comes with a message (ASan and UBSan watch the rest in the sanitizer build). */
+static void test_malformed_inputs(const char *source_dir) {
+	char dir_path[4096];
+	snprintf(dir_path, sizeof dir_path, "%s/tests/ir", source_dir);
+	DIR *dir = opendir(dir_path);
+	CHECK(dir != NULL);
+	if (!dir)
+		return;
+	int files = 0;
+	for (struct dirent *entry; (entry = readdir(dir));) {
+		size_t name_len = strlen(entry->d_name);
+		if (name_len < 4 || strcmp(entry->d_name + name_len - 4, ".f8t") != 0)
+			continue;
+		char path[8192];
+		snprintf(path, sizeof path, "%s/%s", dir_path, entry->d_name);
+		size_t len;
+		char *text = read_whole(path, &len);
+		CHECK(text != NULL);
+		if (!text)
+			continue;
+		files++;
+		char *expect = strstr(text, "\n# expect");
+		size_t input_len = expect ? (size_t)(expect - text) + 1 : len;
+		bool all_reported = true;
+		for (size_t cut = 0; cut < input_len; cut++)
+			all_reported &= exercise(text, cut) != F8_ERR_ARGUMENT;
+		static const char flips[] = {'{', '}', '%', '"', ',', '=', '[', '9', 'x', '\0', '\n'};
+		for (size_t at = 0; at < input_len; at += 7) {
+			char saved = text[at];
+			text[at] = flips[at % sizeof flips];
+			all_reported &= exercise(text, input_len) != F8_ERR_ARGUMENT;
+			text[at] = saved;
+		}
+		if (!all_reported)
+			printf("FAIL: an error without a message or position for a variant of %s\n", path);
+		CHECK(all_reported);
+		free(text);
+	}
+	closedir(dir);
+	CHECK(files >= 10);
+}
+
+/* An allocator that fails the n-th allocation from now. */
+static long allocations_left;
+
+static void *failing_malloc(size_t size, void *user) {
+	(void)user;
+	return allocations_left-- > 0 ? malloc(size) : NULL;
+}
+
+static void *failing_realloc(void *ptr, size_t size, void *user) {
+	(void)user;
+	return allocations_left-- > 0 ? realloc(ptr, size) : NULL;
+}
+
+static void plain_free(void *ptr, void *user) {
+	(void)user;
+	free(ptr);
+}
+
+/* Parse, run the pipeline and print with the n-th allocation failing, for every n: each run
+ * ends in F8_ERR_NOMEM or success, never a crash or leak. */
+static void test_allocation_failure(const char *source_dir) {
+	char path[4096];
+	snprintf(path, sizeof path, "%s/models/gpt2-block.f8ir", source_dir);
+	size_t len;
+	char *text = read_whole(path, &len);
+	CHECK(text != NULL);
+	if (!text)
+		return;
+	f8_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
+	bool all_clean = true;
+	long n;
+	for (n = 0; n < 100000; n++) {
+		allocations_left = n;
+		f8_alloc_set(&failing);
+		f8_graph *graph = NULL;
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		f8_status status = f8_text_parse(text, len, "gpt2-block.f8ir", &graph, &diag);
+		if (!status)
+			status = f8_pipeline_run(graph, NULL, true, &diag);
+		char *printed = NULL;
+		size_t printed_len;
+		if (!status)
+			status = f8_text_print_string(graph, &printed, &printed_len);
+		f8_free(printed);
+		f8_graph_destroy(graph);
+		f8_alloc_set(NULL);
+		if (status == F8_OK)
+			break;
+		if (status != F8_ERR_NOMEM) {
+			printf("FAIL: with allocation %ld failing: status %d (%s), not out of memory\n", n,
+			       status, diag.message);
+			all_clean = false;
+		}
+	}
+	CHECK(all_clean);
+	CHECK(n > 10 && n < 100000); // it did allocate, and it did finish
+	printf("allocation failure: checked every one of the %ld allocations\n", n);
+	free(text);
+}
+
+int main(int argc, char **argv) {
+	if (argc != 2) {
+		fprintf(stderr, "usage: test_ir SOURCE_DIR\n");
+		return 2;
+	}
+	test_dims();
+	test_use_before_definition();
+	test_malformed_inputs(argv[1]);
+	test_allocation_failure(argv[1]);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
