@@ -108,7 +108,7 @@ static uint32_t f8_encode_layout(const f8_layout *layout, float value, bool satu
 	uint32_t overflow = saturate          ? layout->max_magnitude
 			    : layout->has_inf ? layout->inf_magnitude
 					      : layout->nan_magnitude;
-	// sm_90 drops the sign of a NaN (seen on all 2^23 negative NaNs, for all four formats).
+	// sm_90 drops the sign of a NaN (seen for every negative NaN input, in all four formats).
 	if (magnitude > 0x7F800000u)
 		return layout->nan_magnitude;
 	// E4M3's overflow NaN keeps the sign, as ONNX's reference does: it stands for a signed inf.
@@ -249,10 +249,18 @@ void f8_quantize(const float *x, size_t n, f8_dtype format, float scale, bool sa
 		codes[i] = (uint8_t)f8_encode_layout(&layout, x[i] * scale, saturate);
 }
 
+/* The 256 values of an FP8 format, so that the dequantizers decode by lookup. */
+static void f8_decode_table(f8_dtype format, float table[256]) {
+	for (uint32_t code = 0; code < 256; code++)
+		table[code] = f8_float_decode(format, code);
+}
+
 void f8_dequantize(const uint8_t *codes, size_t n, f8_dtype format, float scale_inv, float *y) {
 	assert(f8_dtype_is_fp8(format));
+	float table[256];
+	f8_decode_table(format, table);
 	for (size_t i = 0; i < n; i++)
-		y[i] = f8_float_decode(format, codes[i]) * scale_inv;
+		y[i] = table[codes[i]] * scale_inv;
 }
 
 static size_t f8_ceil_div(size_t a, size_t b) {
@@ -307,11 +315,13 @@ f8_status f8_quantize_blocks(const float *x, size_t rows, size_t cols, f8_dtype 
 void f8_dequantize_blocks(const uint8_t *codes, size_t rows, size_t cols, f8_dtype format,
 			  size_t block_rows, size_t block_cols, const float *scale_inv, float *y) {
 	assert(f8_dtype_is_fp8(format) && block_rows != 0 && block_cols != 0);
+	float table[256];
+	f8_decode_table(format, table);
 	size_t grid_cols = f8_ceil_div(cols, block_cols);
 	for (size_t r = 0; r < rows; r++)
 		for (size_t c = 0; c < cols; c++) {
 			float s = scale_inv[(r / block_rows) * grid_cols + c / block_cols];
-			y[r * cols + c] = f8_float_decode(format, codes[r * cols + c]) * s;
+			y[r * cols + c] = table[codes[r * cols + c]] * s;
 		}
 }
 
@@ -384,11 +394,13 @@ void f8_dequantize_mx(const uint8_t *codes, size_t rows, size_t cols, f8_dtype f
 	assert(f8_dtype_is_fp8(format));
 	const f8_dtype_info *scale_info = f8_dtype_get_info(F8_DTYPE_E8M0);
 	const uint8_t nan_scale = (uint8_t)((1u << scale_info->exponent_bits) - 1);
+	float table[256];
+	f8_decode_table(format, table);
 	size_t blocks = f8_ceil_div(cols, F8_MX_BLOCK);
 	for (size_t r = 0; r < rows; r++)
 		for (size_t c = 0; c < cols; c++) {
 			uint8_t scale = scales[r * blocks + c / F8_MX_BLOCK];
-			float value = f8_float_decode(format, codes[r * cols + c]);
+			float value = table[codes[r * cols + c]];
 			// Exact: the product of an FP8 value and 2^-127..2^127 is a float32 or inf.
 			y[r * cols + c] = scale == nan_scale
 						  ? NAN

@@ -28,7 +28,7 @@ static const command commands[] = {
 	{"version", run_version, "version", "the version of f8c and of the IR text form"},
 	{"dump-ir", f8_tool_dump_ir, "dump-ir FILE [--after PASS] [--format text|json] [--verify]",
 	 "read a model (text IR for now), run the pipeline through PASS, print the IR"},
-	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S]",
+	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",
 	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
 };
 

@@ -241,7 +241,7 @@ static int f8_tool_fp8_quantize(int argc, char **argv) {
 			"(%zu byte(s) left over)\nHINT: the input is raw little-endian float32, 4 "
 			"bytes each, with no header; the codes of the whole values were written\n",
 			total, pending);
-		return 2;
+		return 1; // the input is wrong, not the command line (see tools/f8c.c)
 	}
 	return 0;
 }

@@ -98,7 +98,7 @@ check(code == 2 and "HINT" in err, "an unknown FP8 format is a usage error with 
 code, out, err = run("fp8", "quantize", "e4m3", stdin=b"\x00\x00\xe0\x43")  # 448.0
 check(code == 0 and out.encode("latin-1") == b"\x7e", "quantize e4m3 448 -> 0x7e", repr(out) + err)
 code, _, err = run("fp8", "quantize", "e4m3", stdin=b"\x00\x00\xe0")  # 3 bytes
-check(code == 2, "quantize refuses input that is not whole float32 values", err)
+check(code == 1 and "HINT" in err, "quantize refuses input that is not whole float32 values", err)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
