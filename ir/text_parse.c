@@ -174,7 +174,7 @@ static f8_status scan_number(parser *p, token *tok) {
 		while (c < p->end && ((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') ||
 				      (*c >= 'A' && *c <= 'F')))
 			c++;
-	} else if (c + 2 < p->end + 0 && (memcmp(c, "inf", 3) == 0 || memcmp(c, "nan", 3) == 0)) {
+	} else if (p->end - c >= 3 && (memcmp(c, "inf", 3) == 0 || memcmp(c, "nan", 3) == 0)) {
 		c += 3;
 		is_float = true;
 	} else {
@@ -260,9 +260,7 @@ static f8_status next(parser *p) {
 		if (start < p->end && *start == '"') {
 			p->pos = start;
 			status = scan_string(p, tok);
-			p->pos = start - 1;
-			tok->text = start;
-			tok->len = tok->len; // covers the quotes
+			tok->text = start; // the name's token covers its quotes
 		} else {
 			const char *e = start;
 			while (e < p->end && is_bare_char(*e))
@@ -277,7 +275,7 @@ static f8_status next(parser *p) {
 		tok->kind = TOKEN_VALUE;
 		p->pos = tok->text + tok->len;
 		return F8_OK;
-	} else if (strchr("{}()[]<>,:=*_", c)) {
+	} else if (c != '\0' && strchr("{}()[]<>,:=*", c)) {
 		tok->kind = TOKEN_PUNCT;
 	} else {
 		return fail_at(p, tok, (c >= 0x20 && c < 0x7f) ? "unexpected character '%c'"
@@ -325,7 +323,7 @@ static f8_status decode_string(parser *p, const token *tok, const char **out, si
 			text[n++] = '\t';
 		} else if (c == '"' || c == '\\') {
 			text[n++] = c;
-		} else if (c == 'x' && i + 2 < tok->len - 1 + 1 && i + 2 < tok->len) {
+		} else if (c == 'x' && i + 2 < tok->len - 1) { // two hex digits before the closing quote
 			char hex[3] = {tok->text[i + 1], tok->text[i + 2], '\0'};
 			char *stop;
 			long value = strtol(hex, &stop, 16);
@@ -771,7 +769,7 @@ static f8_status push_id(parser *p, f8_value_id id) {
 
 /* A use of a value: it must be defined above. */
 static f8_status parse_use(parser *p, f8_value_id *out) {
-	if (at_punct(p, '_')) {
+	if (at_ident(p, "_")) { // an omitted optional input
 		*out = F8_NONE;
 		return next(p);
 	}
