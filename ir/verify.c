@@ -106,6 +106,24 @@ f8_status f8_node_infer_types(const f8_graph *graph, f8_node_id id, f8_type *out
 	return F8_OK;
 }
 
+f8_status f8_node_check_output_type(const f8_graph *graph, f8_node_id id, uint32_t index,
+				    const f8_type *inferred, f8_diag *diag) {
+	const f8_value *value = &graph->values[graph->nodes[id].outputs[index]];
+	if (value->type.dtype == F8_DTYPE_UNDEFINED) {
+		node_error(graph, id, diag, "output %%%s has no type", value->name);
+		f8_diag_hint(diag, "the canonicalize pass infers types: f8c dump-ir FILE --after "
+				   "canonicalize");
+		return F8_ERR_INVALID;
+	}
+	if (f8_type_equal(&value->type, inferred))
+		return F8_OK;
+	char declared_text[256], inferred_text[256];
+	return node_error(graph, id, diag, "output %%%s is declared %s but the op makes %s",
+			  value->name,
+			  f8_type_format(graph, &value->type, declared_text, sizeof declared_text),
+			  f8_type_format(graph, inferred, inferred_text, sizeof inferred_text));
+}
+
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	// defined[v]: value v is available at this point of the program.
 	bool *defined = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *defined);
@@ -178,7 +196,6 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 			goto done;
 		for (uint32_t i = 0; i < node->n_outputs; i++) {
 			const f8_value *value = &graph->values[node->outputs[i]];
-			char declared[256], inferred[256];
 			if (value->producer != id || value->output_index != i) {
 				status = node_error(graph, id, diag, "output %u (%%%s) is not linked to "
 						    "its node", i, value->name);
@@ -189,19 +206,8 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 						    "leaves", value->name, f8_role_name(value->role));
 				goto done;
 			}
-			if (value->type.dtype == F8_DTYPE_UNDEFINED) {
-				status = node_error(graph, id, diag, "output %%%s has no type", value->name);
-				f8_diag_hint(diag, "the canonicalize pass infers types: f8c dump-ir FILE "
-						   "--after canonicalize");
+			if ((status = f8_node_check_output_type(graph, id, i, &types[i], diag)))
 				goto done;
-			}
-			if (!f8_type_equal(&value->type, &types[i])) {
-				status = node_error(graph, id, diag, "output %%%s is declared %s but the op "
-						    "makes %s", value->name,
-						    f8_type_format(graph, &value->type, declared, sizeof declared),
-						    f8_type_format(graph, &types[i], inferred, sizeof inferred));
-				goto done;
-			}
 			defined[node->outputs[i]] = true;
 		}
 	}

@@ -18,6 +18,13 @@ f8_status f8_node_infer_types(const f8_graph *graph, f8_node_id id, f8_type *out
 			      f8_diag *diag);
 
 /*
+ * Checks that output `index` of node `id` has the type `inferred` (from f8_node_infer_types).
+ * Returns F8_ERR_INVALID naming the node and both types, or saying that it has no type yet.
+ */
+f8_status f8_node_check_output_type(const f8_graph *graph, f8_node_id id, uint32_t index,
+				    const f8_type *inferred, f8_diag *diag);
+
+/*
  * Checks the whole graph: leaves are typed and have leaf roles; every node in the program
  * order appears once, reads only values defined above it (leaves or earlier nodes' outputs),
  * passes f8_node_infer_types, and has outputs whose declared types equal the inferred ones;

@@ -11,8 +11,7 @@
 #include "passes/canonicalize.h" // f8_pass_canonicalize_run
 
 #include "ir/alloc.h"  // f8_calloc, f8_free
-#include "ir/text.h"   // f8_type_format
-#include "ir/verify.h" // f8_node_infer_types
+#include "ir/verify.h" // f8_node_infer_types, f8_node_check_output_type
 
 /* Infers the output types of every node in program order. */
 static f8_status infer_types(f8_graph *graph, f8_diag *diag) {
@@ -32,19 +31,12 @@ static f8_status infer_types(f8_graph *graph, f8_diag *diag) {
 		}
 		if ((status = f8_node_infer_types(graph, id, types, diag)))
 			break;
-		for (uint32_t i = 0; i < node->n_outputs; i++) {
+		for (uint32_t i = 0; !status && i < node->n_outputs; i++) {
 			f8_value *value = &graph->values[node->outputs[i]];
-			if (value->type.dtype == F8_DTYPE_UNDEFINED) {
+			if (value->type.dtype == F8_DTYPE_UNDEFINED)
 				value->type = types[i];
-			} else if (!f8_type_equal(&value->type, &types[i])) {
-				char declared[256], inferred[256];
-				f8_diag_set(diag, F8_ERR_INVALID, "output %%%s is declared %s but the op makes %s",
-					    value->name,
-					    f8_type_format(graph, &value->type, declared, sizeof declared),
-					    f8_type_format(graph, &types[i], inferred, sizeof inferred));
-				f8_diag_set_node(diag, graph, id);
-				status = F8_ERR_INVALID;
-			}
+			else
+				status = f8_node_check_output_type(graph, id, i, &types[i], diag);
 		}
 	}
 	f8_free(types);

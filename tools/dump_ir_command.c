@@ -23,12 +23,14 @@ int f8_tool_dump_ir(int argc, char **argv) {
 	const char *path = NULL, *after = NULL, *format = "text";
 	bool verify = false;
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--after") == 0 || strcmp(argv[i], "--format") == 0) {
-			if (i + 1 == argc)
-				return usage(strcmp(argv[i], "--after") == 0 ? "--after needs a pass name"
-									   : "--format needs text or json");
-			*(strcmp(argv[i], "--after") == 0 ? &after : &format) = argv[i + 1];
-			i++;
+		if (strcmp(argv[i], "--after") == 0) {
+			if (++i == argc)
+				return usage("--after needs a pass name");
+			after = argv[i];
+		} else if (strcmp(argv[i], "--format") == 0) {
+			if (++i == argc)
+				return usage("--format needs text or json");
+			format = argv[i];
 		} else if (strcmp(argv[i], "--verify") == 0) {
 			verify = true;
 		} else if (argv[i][0] == '-' && argv[i][1]) {

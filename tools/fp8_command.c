@@ -3,7 +3,8 @@
  * for tests that hold f8c against other implementations (tests/fp8/check_ml_dtypes.py).
  *   f8c fp8 table FORMAT       every code of e4m3, e5m2 or e8m0 with its fields and value
  *   f8c fp8 quantize FORMAT    little-endian float32 on stdin -> one code byte each on stdout
- * Exit status: 0 done, 1 reading or writing failed, 2 the command line or the input is wrong.
+ * Exit status: 0 done, 1 the input is wrong or reading or writing failed, 2 the command line is
+ * wrong (as for every f8c command, tools/f8c.c).
  */
 #include <math.h>    // isnan, isinf, isfinite
 #include <stdbool.h> // bool

@@ -22,29 +22,10 @@
 #include "ir/json.h"         // f8_json_print
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
 #include "ir/verify.h"       // f8_graph_verify
+#include "tests/test_support.h" // test_read_file
 #include "passes/pipeline.h" // f8_pipeline_run_named
 
 enum { MAX_PASSES = 16 };
-
-static char *read_file(const char *path, size_t *len) {
-	FILE *file = fopen(path, "rb");
-	if (!file)
-		return NULL;
-	fseek(file, 0, SEEK_END);
-	long size = ftell(file);
-	fseek(file, 0, SEEK_SET);
-	char *text = malloc((size_t)size + 1);
-	if (text && fread(text, 1, (size_t)size, file) != (size_t)size) {
-		free(text);
-		text = NULL;
-	}
-	fclose(file);
-	if (text) {
-		text[size] = '\0';
-		*len = (size_t)size;
-	}
-	return text;
-}
 
 /* Reads "# passes: a, b" from the input part into names (pointers into `line_copy`). */
 static size_t read_passes(const char *input, char *line_copy, size_t size, const char **names) {
@@ -135,7 +116,7 @@ int main(int argc, char **argv) {
 	}
 	const char *path = argv[argc - 1];
 	size_t len;
-	char *text = read_file(path, &len);
+	char *text = test_read_file(path, &len);
 	if (!text) {
 		fprintf(stderr, "golden: cannot read %s\n", path);
 		return 2;

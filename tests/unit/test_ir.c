@@ -15,6 +15,7 @@
 #include "ir/alloc.h"        // f8_alloc_set
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
 #include "ir/verify.h"       // f8_graph_verify
+#include "tests/test_support.h" // test_read_file
 #include "passes/pipeline.h" // f8_pipeline_run
 
 static int passed, failed;
@@ -91,25 +92,6 @@ static void test_use_before_definition(void) {
 	f8_graph_destroy(graph);
 }
 
-static char *read_whole(const char *path, size_t *len) {
-	FILE *file = fopen(path, "rb");
-	if (!file)
-		return NULL;
-	fseek(file, 0, SEEK_END);
-	long size = ftell(file);
-	fseek(file, 0, SEEK_SET);
-	char *text = malloc((size_t)size + 1);
-	if (text && fread(text, 1, (size_t)size, file) == (size_t)size) {
-		text[size] = '\0';
-		*len = (size_t)size;
-	} else {
-		free(text);
-		text = NULL;
-	}
-	fclose(file);
-	return text;
-}
-
 /* Parses and, when that works, verifies and prints `text`: what a user's file goes through. */
 static f8_status exercise(const char *text, size_t len) {
 	f8_graph *graph;
@@ -149,7 +131,7 @@ static void test_malformed_inputs(const char *source_dir) {
 		char path[8192];
 		snprintf(path, sizeof path, "%s/%s", dir_path, entry->d_name);
 		size_t len;
-		char *text = read_whole(path, &len);
+		char *text = test_read_file(path, &len);
 		CHECK(text != NULL);
 		if (!text)
 			continue;
@@ -199,7 +181,7 @@ static void test_allocation_failure(const char *source_dir) {
 	char path[4096];
 	snprintf(path, sizeof path, "%s/models/gpt2-block.f8ir", source_dir);
 	size_t len;
-	char *text = read_whole(path, &len);
+	char *text = test_read_file(path, &len);
 	CHECK(text != NULL);
 	if (!text)
 		return;
