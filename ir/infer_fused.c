@@ -205,7 +205,7 @@ f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *out
 	if (!f8_dim_div(rotary, f8_dim_const(2), &half))
 		return infer_fail(diag, "the rotary dimension must be even");
 	if (!f8_dim_equal(rotary, head_dim) &&
-	    !(f8_dim_is_const(rotary) && f8_dim_is_const(head_dim) && rotary.factor < head_dim.factor))
+	    !(f8_dim_is_const(rotary) && f8_dim_is_const(head_dim) && f8_dim_value(rotary) < f8_dim_value(head_dim)))
 		return infer_fail(diag, "the rotary dimension must not exceed the head dimension");
 	outputs[0] = *x;
 	return F8_OK;
@@ -226,6 +226,125 @@ f8_status f8_infer_embedding(const f8_graph *graph, const f8_node *node, f8_type
 		return infer_fail(diag, "the result would have rank > %d", F8_MAX_RANK);
 	outputs[0] = (f8_type){.dtype = w->dtype, .shape = ids->shape};
 	outputs[0].shape.dims[outputs[0].shape.rank++] = w->shape.dims[1];
+	return F8_OK;
+}
+
+/*
+ * Mixture of experts, as Megatron-LM and TransformerEngine run it: a router picks top_k experts
+ * per token, a dispatch permutes token copies so each expert's rows are contiguous, one grouped
+ * GEMM per projection runs every expert on its rows, and a combine un-permutes and sums the
+ * copies weighted by the router's probabilities. Shapes stay static (tokens * top_k rows);
+ * how many rows each expert gets is data, in `counts`.
+ */
+
+/* Router: logits (tokens, experts) -> probs (tokens, top_k) f32, indices (tokens, top_k) i64. */
+f8_status f8_infer_router(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			  f8_diag *diag) {
+	static const char *const scores[] = {"softmax", "sigmoid", NULL};
+	const f8_type *logits = infer_input(graph, node, 0);
+	int64_t top_k = f8_node_attr_int(node, "top_k", 0);
+	f8_status status = infer_require_float(logits, "the logits", diag);
+	if (!status)
+		status = infer_require_choice(node, "score", scores, diag);
+	if (!status)
+		status = infer_require_flag(node, "normalize", diag);
+	if (status)
+		return status;
+	if (logits->shape.rank != 2)
+		return infer_fail(diag, "the logits must have rank 2: (tokens, experts)");
+	f8_dim experts = logits->shape.dims[1];
+	if (top_k < 1 || (f8_dim_is_const(experts) && top_k > f8_dim_value(experts)))
+		return infer_fail(diag, "attribute top_k is %lld; it must be in [1, experts]",
+				  (long long)top_k);
+	f8_shape shape = {.rank = 2, .dims = {logits->shape.dims[0], f8_dim_const(top_k)}};
+	outputs[0] = (f8_type){.dtype = F8_DTYPE_F32, .shape = shape};
+	outputs[1] = (f8_type){.dtype = F8_DTYPE_I64, .shape = shape};
+	return F8_OK;
+}
+
+/* Checks indices (tokens, top_k) against x's tokens; the row count tokens * top_k into *rows. */
+static f8_status expert_indices(const f8_graph *graph, const f8_type *indices, f8_dim tokens,
+				f8_dim *rows, f8_diag *diag) {
+	f8_status status = infer_require_integer(indices, "the expert indices", diag);
+	if (status)
+		return status;
+	if (indices->shape.rank != 2 || !f8_dim_equal(indices->shape.dims[0], tokens))
+		return infer_fail(diag, "the expert indices must have shape (tokens, top_k)");
+	if (!f8_dim_mul(tokens, indices->shape.dims[1], rows)) {
+		char s[64];
+		return infer_fail(diag, "%s tokens times top_k does not fit a dimension",
+				  f8_dim_format(graph, tokens, s, sizeof s));
+	}
+	return F8_OK;
+}
+
+/* MoEDispatch: x (tokens, hidden), indices (tokens, top_k) -> x sorted by expert
+ * (tokens * top_k, hidden) and the rows per expert (experts) i64. */
+f8_status f8_infer_moe_dispatch(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0), *indices = infer_input(graph, node, 1);
+	int64_t experts = f8_node_attr_int(node, "experts", 0);
+	f8_status status = infer_require_float(x, "x", diag);
+	if (status)
+		return status;
+	if (x->shape.rank != 2)
+		return infer_fail(diag, "x must have rank 2: (tokens, hidden)");
+	if (experts < 1)
+		return infer_fail(diag, "attribute experts must be at least 1");
+	f8_dim rows;
+	if ((status = expert_indices(graph, indices, x->shape.dims[0], &rows, diag)))
+		return status;
+	outputs[0] = (f8_type){.dtype = x->dtype, .shape = {.rank = 2, .dims = {rows, x->shape.dims[1]}}};
+	outputs[1] = (f8_type){.dtype = F8_DTYPE_I64,
+			       .shape = {.rank = 1, .dims = {f8_dim_const(experts)}}};
+	return F8_OK;
+}
+
+/* GroupedLinear: x (rows, K) sorted by expert, w (experts, N, K), counts (experts) -> (rows, N);
+ * rows [sum(counts[:e]), sum(counts[:e+1])) are multiplied by w[e]. */
+f8_status f8_infer_grouped_linear(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				  f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0), *w = infer_input(graph, node, 1);
+	const f8_type *counts = infer_input(graph, node, 2);
+	f8_status status = infer_require_float(x, "x", diag);
+	if (!status)
+		status = infer_require_same_dtype(x, "x", w, "the weight", diag);
+	if (!status)
+		status = infer_require_integer(counts, "the counts", diag);
+	if (status)
+		return status;
+	if (x->shape.rank != 2 || w->shape.rank != 3)
+		return infer_fail(diag, "GroupedLinear needs x (rows, K) and a weight (experts, N, K)");
+	if (!f8_dim_equal(x->shape.dims[1], w->shape.dims[2]))
+		return infer_fail(diag, "x and the weight disagree on K");
+	if (counts->shape.rank != 1 || !f8_dim_equal(counts->shape.dims[0], w->shape.dims[0]))
+		return infer_fail(diag, "the counts must have shape (experts), one per weight");
+	outputs[0] = (f8_type){.dtype = x->dtype,
+			       .shape = {.rank = 2, .dims = {x->shape.dims[0], w->shape.dims[1]}}};
+	return F8_OK;
+}
+
+/* MoECombine: y (tokens * top_k, hidden) sorted by expert, probs and indices (tokens, top_k)
+ * -> (tokens, hidden): each token's copies un-permuted and summed, weighted by probs. */
+f8_status f8_infer_moe_combine(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			       f8_diag *diag) {
+	const f8_type *y = infer_input(graph, node, 0), *probs = infer_input(graph, node, 1);
+	const f8_type *indices = infer_input(graph, node, 2);
+	f8_status status = infer_require_float(y, "y", diag);
+	if (!status)
+		status = infer_require_float(probs, "the probabilities", diag);
+	if (status)
+		return status;
+	if (y->shape.rank != 2 || probs->shape.rank != 2)
+		return infer_fail(diag, "MoECombine needs y (tokens * top_k, hidden) and probs "
+					"(tokens, top_k)");
+	f8_dim tokens = probs->shape.dims[0], rows;
+	if ((status = expert_indices(graph, indices, tokens, &rows, diag)))
+		return status;
+	if (!f8_shape_equal(&probs->shape, &indices->shape) || !f8_dim_equal(rows, y->shape.dims[0]))
+		return infer_fail(diag, "y must have tokens * top_k rows, and probs the shape of the "
+					"indices");
+	outputs[0] = (f8_type){.dtype = y->dtype, .shape = {.rank = 2, .dims = {tokens, y->shape.dims[1]}}};
 	return F8_OK;
 }
 
@@ -262,7 +381,7 @@ f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_
  * must be divisible. */
 static bool blocks_along(f8_dim dim, int64_t block, f8_dim *out) {
 	if (f8_dim_is_const(dim)) {
-		*out = f8_dim_const((dim.factor + block - 1) / block);
+		*out = f8_dim_const((f8_dim_value(dim) + block - 1) / block);
 		return true;
 	}
 	return f8_dim_div(dim, f8_dim_const(block), out);

@@ -346,7 +346,7 @@ f8_status f8_infer_reshape(const f8_graph *graph, const f8_node *node, f8_type *
 				return infer_fail(diag, "shape[%u] = 0 copies a dimension the input "
 							"(rank %d) does not have", i, x->shape.rank);
 			dim = x->shape.dims[i];
-		} else if (dim.factor < 0) {
+		} else if (!f8_dim_proven_nonnegative(dim)) {
 			return infer_fail(diag, "shape[%u] is negative", i);
 		}
 		result.dims[i] = dim;
@@ -498,7 +498,7 @@ f8_status f8_infer_split(const f8_graph *graph, const f8_node *node, f8_type *ou
 	}
 	for (uint32_t i = 0; i < node->n_outputs; i++) {
 		f8_dim part = split ? split->dims.items[i] : equal_part;
-		if (part.factor < 0)
+		if (!f8_dim_proven_nonnegative(part))
 			return infer_fail(diag, "split size %u is negative", i);
 		if (!f8_dim_add(sum, part, &sum))
 			return infer_fail(diag, "the split sizes do not add up to one size");
@@ -530,12 +530,41 @@ static int64_t slice_length(int64_t size, int64_t start, int64_t end, int64_t st
 	return start > end ? (start - end + (-step) - 1) / (-step) : 0;
 }
 
+/*
+ * The length of x[start:end] along a symbolic dim of `size`, step 1: negative constant bounds
+ * count from the end, ends past the end clamp to it. The bounds must be provably ordered
+ * (0 <= start <= end <= size); what cannot be proven is an error, not a guess.
+ */
+static bool symbolic_slice_length(f8_dim size, f8_dim start, f8_dim end, f8_dim *out) {
+	if (f8_dim_is_const(start) && f8_dim_value(start) < 0 && !f8_dim_add(size, start, &start))
+		return false;
+	if (f8_dim_is_const(end) && f8_dim_value(end) >= SLICE_TO_END)
+		end = size;
+	else if (f8_dim_is_const(end) && f8_dim_value(end) < 0 && !f8_dim_add(size, end, &end))
+		return false;
+	if (!f8_dim_proven_le(end, size)) {
+		if (f8_dim_proven_le(size, end))
+			end = size;
+		else if (!(f8_dim_is_const(size) && !f8_dim_is_const(end)))
+			return false;
+		// else x[:seq] of a table sized for the longest sequence: seq is taken to fit, as
+		// every exporter's position tables assume.
+	}
+	if (!f8_dim_proven_nonnegative(start))
+		return false;
+	if (f8_dim_proven_le(end, start)) {
+		*out = f8_dim_const(0);
+		return true;
+	}
+	return f8_dim_proven_le(start, end) && f8_dim_sub(end, start, out);
+}
+
 f8_status f8_infer_slice(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			 f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0);
 	const f8_attr *starts = f8_node_attr(node, "starts"), *ends = f8_node_attr(node, "ends");
 	const f8_attr *axes = f8_node_attr(node, "axes"), *steps = f8_node_attr(node, "steps");
-	uint32_t n = starts->ints.n;
+	uint32_t n = starts->dims.n;
 	if (ends->dims.n != n || (axes && axes->ints.n != n) || (steps && steps->ints.n != n))
 		return infer_fail(diag, "attributes starts, ends, axes and steps must have the same "
 					"length");
@@ -550,22 +579,21 @@ f8_status f8_infer_slice(const f8_graph *graph, const f8_node *node, f8_type *ou
 		if (seen[axis])
 			return infer_fail(diag, "attribute axes names axis %d twice", axis);
 		seen[axis] = true;
-		int64_t start = starts->ints.items[i], step = steps ? steps->ints.items[i] : 1;
-		f8_dim end = ends->dims.items[i], size = x->shape.dims[axis];
-		f8_dim *out = &outputs[0].shape.dims[axis];
+		int64_t step = steps ? steps->ints.items[i] : 1;
+		f8_dim start = starts->dims.items[i], end = ends->dims.items[i];
+		f8_dim size = x->shape.dims[axis], *out = &outputs[0].shape.dims[axis];
 		if (step == 0)
 			return infer_fail(diag, "steps[%u] is 0", i);
-		if (f8_dim_is_const(size) && f8_dim_is_const(end)) {
-			*out = f8_dim_const(slice_length(size.factor, start, end.factor, step));
-		} else if (start == 0 && step == 1 && f8_dim_is_const(end) && end.factor >= SLICE_TO_END) {
-			*out = size; // the whole dim
-		} else if (start == 0 && step == 1 && !f8_dim_is_const(end)) {
-			*out = end; // x[:seq] of a table sized for the longest sequence
-		} else {
-			char s[64];
-			return infer_fail(diag, "cannot slice symbolic dimension %d (%s) from %lld: the "
-						"result is not a product of sizes", axis,
-					  f8_dim_format(graph, size, s, sizeof s), (long long)start);
+		if (f8_dim_is_const(size) && f8_dim_is_const(start) && f8_dim_is_const(end)) {
+			*out = f8_dim_const(slice_length(f8_dim_value(size), f8_dim_value(start),
+							 f8_dim_value(end), step));
+		} else if (step != 1 || !symbolic_slice_length(size, start, end, out)) {
+			char s1[64], s2[64], s3[64];
+			return infer_fail(diag, "cannot slice dimension %d (%s) from %s to %s with step "
+						"%lld: the bounds are not provably in order", axis,
+					  f8_dim_format(graph, size, s1, sizeof s1),
+					  f8_dim_format(graph, start, s2, sizeof s2),
+					  f8_dim_format(graph, end, s3, sizeof s3), (long long)step);
 		}
 	}
 	return F8_OK;
@@ -591,7 +619,7 @@ static f8_status dims_to_shape(const f8_node *node, const char *name, f8_shape *
 		return infer_fail(diag, "attribute %s has rank %u > %d", name, dims->dims.n, F8_MAX_RANK);
 	*out = (f8_shape){.rank = (uint8_t)dims->dims.n};
 	for (uint32_t i = 0; i < dims->dims.n; i++) {
-		if (dims->dims.items[i].factor < 0)
+		if (!f8_dim_proven_nonnegative(dims->dims.items[i]))
 			return infer_fail(diag, "attribute %s has a negative size", name);
 		out->dims[i] = dims->dims.items[i];
 	}
@@ -640,14 +668,14 @@ f8_status f8_infer_range(const f8_graph *graph, const f8_node *node, f8_type *ou
 	f8_dim length;
 	if (f8_dim_is_const(limit)) {
 		// max(0, ceil((limit - start) / delta)), for either sign of delta.
-		int64_t span = delta > 0 ? limit.factor - start : start - limit.factor;
+		int64_t span = delta > 0 ? f8_dim_value(limit) - start : start - f8_dim_value(limit);
 		int64_t step = delta > 0 ? delta : -delta;
 		length = f8_dim_const(span > 0 ? (span + step - 1) / step : 0);
-	} else if (start == 0 && delta == 1) {
-		length = limit;
-	} else {
+	} else if (delta != 1 || !f8_dim_sub(limit, f8_dim_const(start), &length) ||
+		   !f8_dim_proven_nonnegative(length)) {
 		char s[64];
-		return infer_fail(diag, "Range to symbolic %s needs start 0 and delta 1",
+		return infer_fail(diag, "Range from %lld to symbolic %s needs delta 1 and a limit "
+					"provably >= start", (long long)start,
 				  f8_dim_format(graph, limit, s, sizeof s));
 	}
 	outputs[0] = (f8_type){.dtype = dtype, .shape = {.rank = 1, .dims = {length}}};
@@ -694,5 +722,126 @@ f8_status f8_infer_reduce(const f8_graph *graph, const f8_node *node, f8_type *o
 		else if (keep)
 			outputs[0].shape.dims[outputs[0].shape.rank++] = f8_dim_const(1);
 	}
+	return F8_OK;
+}
+
+/* GatherND: data (r dims), indices (q dims, the last of constant size m) with batch_dims b
+ * -> indices.shape[:-1] + data.shape[b+m:]. */
+f8_status f8_infer_gather_nd(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			     f8_diag *diag) {
+	const f8_type *data = infer_input(graph, node, 0), *indices = infer_input(graph, node, 1);
+	int64_t batch_dims = f8_node_attr_int(node, "batch_dims", 0);
+	f8_status status = infer_require_integer(indices, "indices", diag);
+	if (status)
+		return status;
+	int r = data->shape.rank, q = indices->shape.rank;
+	if (r < 1 || q < 1)
+		return infer_fail(diag, "data and indices must have rank >= 1");
+	if (batch_dims < 0 || batch_dims >= (int64_t)(r < q ? r : q))
+		return infer_fail(diag, "attribute batch_dims is %lld; it must be in [0, %d)",
+				  (long long)batch_dims, r < q ? r : q);
+	f8_dim last = indices->shape.dims[q - 1];
+	if (!f8_dim_is_const(last) || f8_dim_value(last) < 1 ||
+	    f8_dim_value(last) > r - batch_dims) {
+		char s[64];
+		return infer_fail(diag, "the last dimension of indices (%s) must be a constant in "
+					"[1, %lld]", f8_dim_format(graph, last, s, sizeof s),
+				  (long long)(r - batch_dims));
+	}
+	for (int i = 0; i < batch_dims; i++)
+		if (!f8_dim_equal(data->shape.dims[i], indices->shape.dims[i]))
+			return infer_fail(diag, "batch dimension %d differs between data and indices", i);
+	int m = (int)f8_dim_value(last);
+	f8_shape result = {0};
+	for (int i = 0; i < q - 1; i++)
+		result.dims[result.rank++] = indices->shape.dims[i];
+	for (int i = (int)batch_dims + m; i < r; i++)
+		result.dims[result.rank++] = data->shape.dims[i];
+	outputs[0] = (f8_type){.dtype = data->dtype, .shape = result};
+	return F8_OK;
+}
+
+f8_status f8_infer_cum_sum(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			   f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0);
+	int axis;
+	f8_status status = infer_axis(f8_node_attr_int(node, "axis", 0), x->shape.rank, false,
+				      "axis", &axis, diag);
+	if (!status)
+		status = infer_require_flag(node, "exclusive", diag);
+	if (!status)
+		status = infer_require_flag(node, "reverse", diag);
+	if (!status)
+		status = f8_infer_unary(graph, node, outputs, diag);
+	return status;
+}
+
+/* The scale of QuantizeLinear / DequantizeLinear: a scalar (per tensor), one per slice along
+ * `axis` (per axis), or, with block_size, x's shape with that axis divided into blocks. */
+static f8_status linear_quantization_scale(const f8_graph *graph, const f8_node *node,
+					   const f8_type *x, const f8_type *scale, f8_diag *diag) {
+	f8_status status = infer_require_float(scale, "the scale", diag);
+	if (status)
+		return status;
+	if (scale->shape.rank == 0)
+		return F8_OK;
+	int axis;
+	status = infer_axis(f8_node_attr_int(node, "axis", 1), x->shape.rank, false, "axis", &axis,
+			    diag);
+	if (status)
+		return status;
+	int64_t block_size = f8_node_attr_int(node, "block_size", 0);
+	if (block_size < 0)
+		return infer_fail(diag, "attribute block_size is negative");
+	if (block_size == 0) {
+		if (scale->shape.rank != 1 || !f8_dim_equal(scale->shape.dims[0], x->shape.dims[axis]))
+			return infer_fail(diag, "a per-axis scale must have shape (x.shape[%d])", axis);
+		return F8_OK;
+	}
+	if (scale->shape.rank != x->shape.rank)
+		return infer_fail(diag, "a blocked scale must have the rank of x");
+	(void)graph;
+	return F8_OK;
+}
+
+/* QuantizeLinear (ONNX): y = saturate(round(x / scale) + zero_point) in dtype `to`, which
+ * the frontend takes from the zero point or output_dtype. */
+f8_status f8_infer_quantize_linear(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				   f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0), *scale = infer_input(graph, node, 1);
+	const f8_type *zero_point = infer_input(graph, node, 2);
+	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
+	f8_status status = infer_require_float(x, "x", diag);
+	if (!status)
+		status = linear_quantization_scale(graph, node, x, scale, diag);
+	if (!status)
+		status = infer_require_flag(node, "saturate", diag);
+	if (status)
+		return status;
+	if (!f8_dtype_is_fp8(to) && to != F8_DTYPE_I8 && to != F8_DTYPE_U8)
+		return infer_fail(diag, "QuantizeLinear to %s: f8c quantizes to e4m3, e5m2, i8 or u8",
+				  f8_dtype_name(to));
+	if (zero_point && zero_point->dtype != to)
+		return infer_fail(diag, "the zero point is %s but attribute to is %s",
+				  f8_dtype_name(zero_point->dtype), f8_dtype_name(to));
+	outputs[0] = (f8_type){.dtype = to, .shape = x->shape};
+	return F8_OK;
+}
+
+/* DequantizeLinear (ONNX): y = (x - zero_point) * scale, in the scale's dtype. */
+f8_status f8_infer_dequantize_linear(const f8_graph *graph, const f8_node *node,
+				     f8_type *outputs, f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0), *scale = infer_input(graph, node, 1);
+	const f8_type *zero_point = infer_input(graph, node, 2);
+	if (!f8_dtype_is_fp8(x->dtype) && x->dtype != F8_DTYPE_I8 && x->dtype != F8_DTYPE_U8)
+		return infer_fail(diag, "DequantizeLinear of %s: f8c dequantizes e4m3, e5m2, i8 or u8",
+				  f8_dtype_name(x->dtype));
+	if (zero_point && zero_point->dtype != x->dtype)
+		return infer_fail(diag, "the zero point is %s but x is %s",
+				  f8_dtype_name(zero_point->dtype), f8_dtype_name(x->dtype));
+	f8_status status = linear_quantization_scale(graph, node, x, scale, diag);
+	if (status)
+		return status;
+	outputs[0] = (f8_type){.dtype = scale->dtype, .shape = x->shape};
 	return F8_OK;
 }

@@ -12,7 +12,7 @@
 /* A dim: a number when constant, else its text ("batch*seq"). */
 static json_t *dim_json(const f8_graph *graph, f8_dim dim) {
 	if (f8_dim_is_const(dim))
-		return json_integer(dim.factor);
+		return json_integer(f8_dim_value(dim));
 	char text[128];
 	return json_string(f8_dim_format(graph, dim, text, sizeof text));
 }

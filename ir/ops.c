@@ -46,7 +46,7 @@ static const f8_attr_spec attrs_transpose[] = {INTS("perm", false), END};
 static const f8_attr_spec attrs_axes[] = {INTS("axes", false), END};
 static const f8_attr_spec attrs_axes_required[] = {INTS("axes", true), END};
 static const f8_attr_spec attrs_split[] = {INT("axis", false), DIMS("split", false), END};
-static const f8_attr_spec attrs_slice[] = {INTS("starts", true), DIMS("ends", true),
+static const f8_attr_spec attrs_slice[] = {DIMS("starts", true), DIMS("ends", true),
 					   INTS("axes", false), INTS("steps", false), END};
 static const f8_attr_spec attrs_shape_required[] = {DIMS("shape", true), END};
 static const f8_attr_spec attrs_constant[] = {TENSOR("value", true), END};
@@ -56,6 +56,17 @@ static const f8_attr_spec attrs_range[] = {INT("start", false), DIM("limit", tru
 					   INT("delta", false), DTYPE("dtype", false), END};
 static const f8_attr_spec attrs_trilu[] = {INT("upper", false), INT("k", false), END};
 static const f8_attr_spec attrs_reduce[] = {INTS("axes", false), INT("keepdims", false), END};
+static const f8_attr_spec attrs_gather_nd[] = {INT("batch_dims", false), END};
+static const f8_attr_spec attrs_cum_sum[] = {INT("axis", true), INT("exclusive", false),
+					     INT("reverse", false), END};
+static const f8_attr_spec attrs_quantize_linear[] = {DTYPE("to", true), INT("axis", false),
+						     INT("saturate", false), INT("block_size", false),
+						     END};
+static const f8_attr_spec attrs_dequantize_linear[] = {INT("axis", false), INT("block_size", false),
+						       END};
+static const f8_attr_spec attrs_router[] = {INT("top_k", true), STRING("score", false),
+					    INT("normalize", false), END};
+static const f8_attr_spec attrs_moe_dispatch[] = {INT("experts", true), END};
 static const f8_attr_spec attrs_norm[] = {INT("axis", false), FLOAT("epsilon", false), END};
 static const f8_attr_spec attrs_attention[] = {INT("causal", false), FLOAT("scale", false), END};
 static const f8_attr_spec attrs_gelu[] = {STRING("approximate", false), END};

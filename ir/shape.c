@@ -1,77 +1,180 @@
 /*
- * Arithmetic on symbolic dimensions (monomials) and shapes.
+ * Arithmetic on symbolic dimensions (polynomials in the symbols) and shapes.
  */
 #include "ir/shape.h" // f8_dim, f8_shape
 
-static bool factor_mul(int64_t a, int64_t b, int64_t *out) {
-	return !__builtin_mul_overflow(a, b, out);
+/* Orders terms canonically: more symbols first, then by symbol ids; < 0, 0 or > 0. */
+static int term_order(const f8_dim_term *a, const f8_dim_term *b) {
+	if (a->n_symbols != b->n_symbols)
+		return a->n_symbols > b->n_symbols ? -1 : 1;
+	for (int i = 0; i < a->n_symbols; i++)
+		if (a->symbols[i] != b->symbols[i])
+			return a->symbols[i] < b->symbols[i] ? -1 : 1;
+	return 0;
 }
 
-static bool same_symbols(f8_dim a, f8_dim b) {
-	if (a.n_symbols != b.n_symbols)
+/*
+ * Accumulates terms into a canonical dim: like terms merge, zero sums vanish, the rest stay
+ * sorted. A small sorted array; dims have a handful of terms.
+ */
+typedef struct dim_builder {
+	f8_dim dim;
+	bool ok; // false once a coefficient overflowed or the terms did not fit
+} dim_builder;
+
+static void builder_add(dim_builder *b, f8_dim_term term) {
+	if (!b->ok || term.coefficient == 0)
+		return;
+	f8_dim *dim = &b->dim;
+	int i = 0;
+	while (i < dim->n_terms && term_order(&dim->terms[i], &term) < 0)
+		i++;
+	if (i < dim->n_terms && term_order(&dim->terms[i], &term) == 0) {
+		if (__builtin_add_overflow(dim->terms[i].coefficient, term.coefficient,
+					   &dim->terms[i].coefficient)) {
+			b->ok = false;
+		} else if (dim->terms[i].coefficient == 0) {
+			for (int j = i; j + 1 < dim->n_terms; j++)
+				dim->terms[j] = dim->terms[j + 1];
+			dim->n_terms--;
+			dim->terms[dim->n_terms] = (f8_dim_term){0};
+		}
+		return;
+	}
+	if (dim->n_terms == F8_DIM_MAX_TERMS) {
+		// Keep going: a later term may cancel one, so the final sum may still fit.
+		b->ok = false;
+		return;
+	}
+	for (int j = dim->n_terms; j > i; j--)
+		dim->terms[j] = dim->terms[j - 1];
+	dim->terms[i] = term;
+	dim->n_terms++;
+}
+
+static bool builder_finish(const dim_builder *b, f8_dim *out) {
+	if (!b->ok)
 		return false;
-	for (int i = 0; i < a.n_symbols; i++)
-		if (a.symbols[i] != b.symbols[i])
-			return false;
+	*out = b->dim;
 	return true;
 }
 
 bool f8_dim_equal(f8_dim a, f8_dim b) {
-	return a.factor == b.factor && same_symbols(a, b);
+	if (a.n_terms != b.n_terms)
+		return false;
+	for (int i = 0; i < a.n_terms; i++)
+		if (a.terms[i].coefficient != b.terms[i].coefficient ||
+		    term_order(&a.terms[i], &b.terms[i]) != 0)
+			return false;
+	return true;
 }
 
-bool f8_dim_mul(f8_dim a, f8_dim b, f8_dim *out) {
-	f8_dim product = {0};
-	if (!factor_mul(a.factor, b.factor, &product.factor))
-		return false;
-	if (product.factor == 0) { // 0 * seq is 0 whatever seq is
-		*out = product;
-		return true;
+static bool add_scaled(f8_dim a, f8_dim b, int64_t sign, f8_dim *out) {
+	dim_builder sum = {.dim = a, .ok = true};
+	for (int i = 0; i < b.n_terms; i++) {
+		f8_dim_term term = b.terms[i];
+		if (__builtin_mul_overflow(term.coefficient, sign, &term.coefficient))
+			return false;
+		builder_add(&sum, term);
 	}
-	if (a.n_symbols + b.n_symbols > F8_DIM_MAX_SYMBOLS)
+	return builder_finish(&sum, out);
+}
+
+bool f8_dim_add(f8_dim a, f8_dim b, f8_dim *out) {
+	return add_scaled(a, b, 1, out);
+}
+
+bool f8_dim_sub(f8_dim a, f8_dim b, f8_dim *out) {
+	return add_scaled(a, b, -1, out);
+}
+
+/* a * b of two terms: coefficients multiply, the ascending symbol lists merge. */
+static bool term_mul(const f8_dim_term *a, const f8_dim_term *b, f8_dim_term *out) {
+	f8_dim_term product = {0};
+	if (__builtin_mul_overflow(a->coefficient, b->coefficient, &product.coefficient))
 		return false;
-	// Merge the two ascending lists.
+	if (a->n_symbols + b->n_symbols > F8_DIM_MAX_SYMBOLS)
+		return false;
 	int i = 0, j = 0;
-	while (i < a.n_symbols || j < b.n_symbols) {
-		bool take_a = j == b.n_symbols || (i < a.n_symbols && a.symbols[i] <= b.symbols[j]);
-		product.symbols[product.n_symbols++] = take_a ? a.symbols[i++] : b.symbols[j++];
+	while (i < a->n_symbols || j < b->n_symbols) {
+		bool take_a = j == b->n_symbols || (i < a->n_symbols && a->symbols[i] <= b->symbols[j]);
+		product.symbols[product.n_symbols++] = take_a ? a->symbols[i++] : b->symbols[j++];
 	}
 	*out = product;
 	return true;
 }
 
-bool f8_dim_div(f8_dim a, f8_dim b, f8_dim *out) {
-	if (b.factor == 0 || a.factor % b.factor != 0)
+bool f8_dim_mul(f8_dim a, f8_dim b, f8_dim *out) {
+	dim_builder product = {.ok = true};
+	for (int i = 0; i < a.n_terms; i++) {
+		for (int j = 0; j < b.n_terms; j++) {
+			f8_dim_term term;
+			if (!term_mul(&a.terms[i], &b.terms[j], &term))
+				return false;
+			builder_add(&product, term);
+		}
+	}
+	return builder_finish(&product, out);
+}
+
+/* a / b of two terms when b divides a: the coefficient divides and b's symbols are all in a. */
+static bool term_div(const f8_dim_term *a, const f8_dim_term *b, f8_dim_term *out) {
+	if (b->coefficient == 0 || a->coefficient % b->coefficient != 0)
 		return false;
-	f8_dim quotient = {.factor = a.factor / b.factor};
-	// Remove each symbol of b from a once; every one must be there.
+	f8_dim_term quotient = {.coefficient = a->coefficient / b->coefficient};
 	int j = 0;
-	for (int i = 0; i < a.n_symbols; i++) {
-		if (j < b.n_symbols && a.symbols[i] == b.symbols[j])
+	for (int i = 0; i < a->n_symbols; i++) {
+		if (j < b->n_symbols && a->symbols[i] == b->symbols[j])
 			j++;
 		else
-			quotient.symbols[quotient.n_symbols++] = a.symbols[i];
+			quotient.symbols[quotient.n_symbols++] = a->symbols[i];
 	}
-	if (j != b.n_symbols)
+	if (j != b->n_symbols)
 		return false;
 	*out = quotient;
 	return true;
 }
 
-bool f8_dim_add(f8_dim a, f8_dim b, f8_dim *out) {
-	if (a.factor == 0) {
-		*out = b;
-		return true;
-	}
-	if (b.factor == 0) {
-		*out = a;
-		return true;
-	}
-	f8_dim sum = a;
-	if (!same_symbols(a, b) || __builtin_add_overflow(a.factor, b.factor, &sum.factor))
+bool f8_dim_div(f8_dim a, f8_dim b, f8_dim *out) {
+	if (b.n_terms == 0)
 		return false;
-	*out = sum;
+	if (b.n_terms == 1) {
+		// Division by a monomial: every term of a must be divisible by it.
+		dim_builder quotient = {.ok = true};
+		for (int i = 0; i < a.n_terms; i++) {
+			f8_dim_term term;
+			if (!term_div(&a.terms[i], &b.terms[0], &term))
+				return false;
+			builder_add(&quotient, term);
+		}
+		return builder_finish(&quotient, out);
+	}
+	// A sum as divisor: only a monomial multiple of it, found by dividing the leading terms
+	// (both canonical, so their leading terms correspond) and checking the product.
+	f8_dim_term lead;
+	f8_dim candidate, check;
+	if (a.n_terms == 0 || !term_div(&a.terms[0], &b.terms[0], &lead))
+		return false;
+	candidate = (f8_dim){.n_terms = 1, .terms = {lead}};
+	if (!f8_dim_mul(candidate, b, &check) || !f8_dim_equal(check, a))
+		return false;
+	*out = candidate;
 	return true;
+}
+
+bool f8_dim_proven_le(f8_dim a, f8_dim b) {
+	f8_dim difference;
+	if (!f8_dim_sub(b, a, &difference))
+		return false;
+	int64_t total = 0;
+	for (int i = 0; i < difference.n_terms; i++) {
+		const f8_dim_term *term = &difference.terms[i];
+		if (term->n_symbols > 0 && term->coefficient < 0)
+			return false;
+		if (__builtin_add_overflow(total, term->coefficient, &total))
+			return false;
+	}
+	return total >= 0;
 }
 
 bool f8_shape_numel(const f8_shape *shape, f8_dim *out) {

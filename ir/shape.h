@@ -1,11 +1,13 @@
 /*
  * Dimensions and shapes, with symbolic sizes.
  *
- * A dimension is a monomial: an integer factor times a product of symbols (`768`, `seq`,
- * `batch*seq`, `3*heads`). Monomials are closed under the products and exact quotients that
- * Reshape, MatMul, Split and friends need, and two of them are equal exactly when their factors
- * and symbol multisets are, so shapes compare without a solver. Symbols are interned per graph
- * (f8_graph_intern_symbol); a dimension holds their ids, sorted.
+ * A dimension is a small polynomial in the graph's symbols with integer coefficients: `768`,
+ * `seq`, `batch*seq`, `3*heads`, and the off-by-ones that exporters write (`seq+1` for a
+ * position table shifted by one, `seq-1` for the labels of a shifted sequence). Dims are kept in
+ * a canonical form (terms merged and sorted, no zero coefficients), so two dims are equal exactly
+ * when their forms are, and shapes compare without a solver. Symbols stand for sizes, so they are
+ * at least 1; that is what f8_dim_proven_le reasons with. Symbols are interned per graph
+ * (f8_graph_intern_symbol); a term holds their ids, sorted.
  */
 #ifndef F8_IR_SHAPE_H
 #define F8_IR_SHAPE_H
@@ -17,13 +19,22 @@
 
 enum {
 	F8_MAX_RANK = 8,         // the most dimensions a tensor may have
-	F8_DIM_MAX_SYMBOLS = 4,  // the most symbols in one dimension's product
+	F8_DIM_MAX_TERMS = 3,    // the most terms in one dimension's sum
+	F8_DIM_MAX_SYMBOLS = 4,  // the most symbols in one term's product
 };
 
-typedef struct f8_dim {
-	int64_t factor;                        // the constant factor; the whole size without symbols
+/* coefficient * product of symbols; a term without symbols is the constant term. */
+typedef struct f8_dim_term {
+	int64_t coefficient;                   // never 0 in a canonical dim
 	uint8_t n_symbols;
 	uint16_t symbols[F8_DIM_MAX_SYMBOLS];  // symbol ids, ascending (repeats allowed: seq*seq)
+} f8_dim_term;
+
+/* The sum of its terms, in canonical order: more symbols first, then by symbol ids, the
+ * constant term last. No terms at all is the dimension 0. */
+typedef struct f8_dim {
+	uint8_t n_terms;
+	f8_dim_term terms[F8_DIM_MAX_TERMS];
 } f8_dim;
 
 typedef struct f8_shape {
@@ -38,27 +49,46 @@ typedef struct f8_type {
 } f8_type;
 
 static inline f8_dim f8_dim_const(int64_t value) {
-	return (f8_dim){.factor = value};
+	return value ? (f8_dim){.n_terms = 1, .terms = {{.coefficient = value}}} : (f8_dim){0};
 }
 
 static inline f8_dim f8_dim_symbol(uint16_t symbol) {
-	return (f8_dim){.factor = 1, .n_symbols = 1, .symbols = {symbol}};
+	return (f8_dim){.n_terms = 1,
+			.terms = {{.coefficient = 1, .n_symbols = 1, .symbols = {symbol}}}};
 }
 
 static inline bool f8_dim_is_const(f8_dim dim) {
-	return dim.n_symbols == 0;
+	return dim.n_terms == 0 || (dim.n_terms == 1 && dim.terms[0].n_symbols == 0);
+}
+
+/* The value of a constant dim (f8_dim_is_const). */
+static inline int64_t f8_dim_value(f8_dim dim) {
+	return dim.n_terms ? dim.terms[0].coefficient : 0;
 }
 
 bool f8_dim_equal(f8_dim a, f8_dim b);
 
-/* a * b into *out; false when the factor overflows or the product has too many symbols. */
+/*
+ * Arithmetic into *out. Each returns false, leaving *out alone, when the result does not fit
+ * the form (a coefficient overflows, more than F8_DIM_MAX_TERMS terms or F8_DIM_MAX_SYMBOLS
+ * symbols in a term) or, for f8_dim_div, when b does not divide a exactly.
+ */
+bool f8_dim_add(f8_dim a, f8_dim b, f8_dim *out);
+bool f8_dim_sub(f8_dim a, f8_dim b, f8_dim *out);
 bool f8_dim_mul(f8_dim a, f8_dim b, f8_dim *out);
-
-/* a / b into *out when b divides a exactly (factor and symbols); false otherwise. */
 bool f8_dim_div(f8_dim a, f8_dim b, f8_dim *out);
 
-/* a + b into *out when both have the same symbols (so 2*seq + seq = 3*seq); false otherwise. */
-bool f8_dim_add(f8_dim a, f8_dim b, f8_dim *out);
+/*
+ * True when a <= b holds for every value of the symbols (each at least 1): every term of b - a
+ * that has symbols has a coefficient >= 0, and the coefficients sum to >= 0. False means "not
+ * proven", not "greater".
+ */
+bool f8_dim_proven_le(f8_dim a, f8_dim b);
+
+/* True when dim >= 0 for every value of the symbols: a size it is safe to allocate by. */
+static inline bool f8_dim_proven_nonnegative(f8_dim dim) {
+	return f8_dim_proven_le((f8_dim){0}, dim);
+}
 
 /* The product of all dims of `shape` (the element count) into *out; false on overflow. */
 bool f8_shape_numel(const f8_shape *shape, f8_dim *out);

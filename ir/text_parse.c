@@ -8,7 +8,8 @@
  *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
  *   out      := VALUE (':' type)? annots?
  *   type     := DTYPE '[' (dim (',' dim)*)? ']'
- *   dim      := (INT | SYMBOL) ('*' (INT | SYMBOL))*
+ *   dim      := term (('+' | '-') term)*            `seq+1`, `2*seq-1`, `batch*seq`
+ *   term     := (INT | SYMBOL) ('*' (INT | SYMBOL))*
  *   annots   := '<' annot (',' annot)* '>'
  *   annot    := 'role' '=' ROLE | 'format' '=' DTYPE | 'recipe' '=' RECIPE | 'slot' '=' INT
  *             | 'reason' '=' STRING | 'shard' '=' MESH_AXIS ':' (INT | 'partial')
@@ -275,7 +276,7 @@ static f8_status next(parser *p) {
 		tok->kind = TOKEN_VALUE;
 		p->pos = tok->text + tok->len;
 		return F8_OK;
-	} else if (c != '\0' && strchr("{}()[]<>,:=*", c)) {
+	} else if (c != '\0' && strchr("{}()[]<>,:=*+-", c)) {
 		tok->kind = TOKEN_PUNCT;
 	} else {
 		return fail_at(p, tok, (c >= 0x20 && c < 0x7f) ? "unexpected character '%c'"
@@ -360,13 +361,14 @@ static f8_status value_name(parser *p, const token *tok, const char **out) {
 
 /* Types and dims. */
 
-static f8_status parse_dim(parser *p, f8_dim *out) {
-	f8_dim dim = f8_dim_const(1);
+/* term := (INT | SYMBOL) ('*' (INT | SYMBOL))*, times `sign`. */
+static f8_status parse_dim_term(parser *p, int64_t sign, f8_dim *out) {
+	f8_dim term = f8_dim_const(sign);
 	token first = p->tok;
 	for (;;) {
-		f8_dim term;
+		f8_dim factor;
 		if (p->tok.kind == TOKEN_INT) {
-			term = f8_dim_const(p->tok.i);
+			factor = f8_dim_const(p->tok.i);
 		} else if (p->tok.kind == TOKEN_IDENT) {
 			uint16_t symbol;
 			f8_status status = f8_graph_intern_symbol(p->graph, p->tok.text, p->tok.len, &symbol);
@@ -374,13 +376,13 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 				return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 			if (status)
 				return fail_at(p, &p->tok, "more than %d symbols", UINT16_MAX + 1);
-			term = f8_dim_symbol(symbol);
+			factor = f8_dim_symbol(symbol);
 		} else {
 			return fail_expected(p, "a dimension (a number or a symbol like seq)");
 		}
-		if (!f8_dim_mul(dim, term, &dim))
-			return fail_at(p, &first, "dimension overflows or has more than %d symbols",
-				       F8_DIM_MAX_SYMBOLS);
+		if (!f8_dim_mul(term, factor, &term))
+			return fail_at(p, &first, "dimension overflows or has more than %d symbols in a "
+						  "product", F8_DIM_MAX_SYMBOLS);
 		f8_status status = next(p);
 		if (status)
 			return status;
@@ -389,8 +391,34 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 		if ((status = next(p)))
 			return status;
 	}
-	*out = dim;
+	*out = term;
 	return F8_OK;
+}
+
+/* dim := term (('+' | '-') term | NEGATIVE_INT_TERM)*: `seq+1`, `2*seq-1` (the lexer reads
+ * `-1` as one number), `batch*seq-seq`. */
+static f8_status parse_dim(parser *p, f8_dim *out) {
+	token first = p->tok;
+	f8_dim dim;
+	f8_status status = parse_dim_term(p, 1, &dim);
+	while (!status) {
+		int64_t sign = 1;
+		if (at_punct(p, '+') || at_punct(p, '-')) {
+			sign = at_punct(p, '-') ? -1 : 1;
+			status = next(p);
+		} else if (!(p->tok.kind == TOKEN_INT && p->tok.text[0] == '-')) {
+			break;
+		}
+		f8_dim term;
+		if (!status)
+			status = parse_dim_term(p, sign, &term);
+		if (!status && !f8_dim_add(dim, term, &dim))
+			return fail_at(p, &first, "dimension overflows or has more than %d terms",
+				       F8_DIM_MAX_TERMS);
+	}
+	if (!status)
+		*out = dim;
+	return status;
 }
 
 /* '[' dim (',' dim)* ']' into `dims` (up to `max`), count in *n. */
@@ -549,14 +577,14 @@ static f8_status parse_tensor(parser *p, f8_attr *attr) {
 	if (!f8_shape_numel(&type.shape, &numel) || !f8_dim_is_const(numel))
 		return fail_at(p, &start, "a tensor literal needs a constant shape");
 	for (int i = 0; i < type.shape.rank; i++)
-		if (type.shape.dims[i].factor < 0)
+		if (f8_dim_value(type.shape.dims[i]) < 0)
 			return fail_at(p, &start, "a tensor literal cannot have a negative size");
-	if (numel.factor > MAX_TENSOR_ELEMENTS)
+	if (f8_dim_value(numel) > MAX_TENSOR_ELEMENTS)
 		return fail_at(p, &start, "tensor literal of %lld elements is larger than %d",
-			       (long long)numel.factor, MAX_TENSOR_ELEMENTS);
+			       (long long)f8_dim_value(numel), MAX_TENSOR_ELEMENTS);
 	if (type.dtype == F8_DTYPE_UNDEFINED)
 		return fail_at(p, &start, "a tensor literal needs a dtype");
-	size_t count = (size_t)numel.factor, bytes = f8_dtype_get_info(type.dtype)->bytes;
+	size_t count = (size_t)f8_dim_value(numel), bytes = f8_dtype_get_info(type.dtype)->bytes;
 	*tensor = (f8_tensor_data){.dtype = type.dtype, .shape = type.shape, .n_bytes = count * bytes};
 	if (!(tensor->data = f8_arena_alloc(p->graph->arena, tensor->n_bytes)))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");

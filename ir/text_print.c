@@ -4,7 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L // open_memstream
 
-#include <inttypes.h> // PRId64
+#include <inttypes.h> // PRId64, PRIu64
 #include <math.h>     // isnan, isinf
 #include <stdlib.h>   // strtod, strtof
 #include <string.h>   // strlen, memcpy
@@ -14,12 +14,28 @@
 #include "ir/text.h"  // f8_text_print
 
 const char *f8_dim_format(const f8_graph *graph, f8_dim dim, char *buffer, size_t size) {
+	if (size == 0)
+		return buffer;
+	buffer[0] = '\0';
+	if (dim.n_terms == 0)
+		snprintf(buffer, size, "0");
 	size_t used = 0;
-	if (dim.n_symbols == 0 || dim.factor != 1)
-		used = (size_t)snprintf(buffer, size, "%" PRId64, dim.factor);
-	for (int i = 0; i < dim.n_symbols && used < size; i++) {
-		const char *symbol = dim.symbols[i] < graph->n_symbols ? graph->symbols[dim.symbols[i]] : "?";
-		used += (size_t)snprintf(buffer + used, size - used, "%s%s", used ? "*" : "", symbol);
+	for (int t = 0; t < dim.n_terms && used < size; t++) {
+		const f8_dim_term *term = &dim.terms[t];
+		int64_t coefficient = term->coefficient;
+		const char *sign = coefficient < 0 ? "-" : t ? "+" : "";
+		// |INT64_MIN| does not fit an int64_t: print its digits through uint64_t.
+		uint64_t magnitude = coefficient < 0 ? 0 - (uint64_t)coefficient : (uint64_t)coefficient;
+		if (term->n_symbols == 0 || magnitude != 1)
+			used += (size_t)snprintf(buffer + used, size - used, "%s%" PRIu64 "%s", sign,
+						 magnitude, term->n_symbols ? "*" : "");
+		else
+			used += (size_t)snprintf(buffer + used, size - used, "%s", sign);
+		for (int i = 0; i < term->n_symbols && used < size; i++) {
+			uint16_t id = term->symbols[i];
+			const char *symbol = id < graph->n_symbols ? graph->symbols[id] : "?";
+			used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? "*" : "", symbol);
+		}
 	}
 	return buffer;
 }

@@ -31,16 +31,18 @@ static int passed, failed;
 	} while (0)
 
 static void test_dims(void) {
-	f8_dim batch = f8_dim_symbol(0), seq = f8_dim_symbol(1), product, quotient, sum;
-	CHECK(f8_dim_mul(seq, batch, &product) && product.n_symbols == 2 &&
-	      product.symbols[0] == 0 && product.symbols[1] == 1); // sorted
-	CHECK(f8_dim_mul(product, f8_dim_const(768), &product) && product.factor == 768);
-	CHECK(f8_dim_div(product, batch, &quotient) && quotient.factor == 768 &&
-	      quotient.n_symbols == 1 && quotient.symbols[0] == 1);
+	f8_dim batch = f8_dim_symbol(0), seq = f8_dim_symbol(1), one = f8_dim_const(1);
+	f8_dim product, quotient, sum, difference;
+	CHECK(f8_dim_mul(seq, batch, &product) && product.n_terms == 1 &&
+	      product.terms[0].n_symbols == 2 && product.terms[0].symbols[0] == 0 &&
+	      product.terms[0].symbols[1] == 1); // sorted
+	CHECK(f8_dim_mul(product, f8_dim_const(768), &product) &&
+	      product.terms[0].coefficient == 768);
+	CHECK(f8_dim_div(product, batch, &quotient) && quotient.terms[0].coefficient == 768 &&
+	      quotient.terms[0].n_symbols == 1 && quotient.terms[0].symbols[0] == 1);
 	CHECK(!f8_dim_div(quotient, batch, &quotient));        // seq*768 / batch: not exact
 	CHECK(!f8_dim_div(f8_dim_const(10), f8_dim_const(4), &quotient));
-	CHECK(f8_dim_add(seq, seq, &sum) && sum.factor == 2 && sum.n_symbols == 1);
-	CHECK(!f8_dim_add(seq, batch, &sum));                  // seq + batch is not a monomial
+	CHECK(f8_dim_add(seq, seq, &sum) && sum.n_terms == 1 && sum.terms[0].coefficient == 2);
 	CHECK(f8_dim_add(f8_dim_const(0), seq, &sum) && f8_dim_equal(sum, seq));
 	CHECK(!f8_dim_mul(f8_dim_const(INT64_MAX), f8_dim_const(2), &product)); // overflow
 	f8_dim many = f8_dim_const(1);
@@ -48,6 +50,36 @@ static void test_dims(void) {
 		CHECK(f8_dim_mul(many, seq, &many));
 	CHECK(!f8_dim_mul(many, seq, &many)); // too many symbols
 	CHECK(f8_dim_mul(f8_dim_const(0), seq, &product) && f8_dim_equal(product, f8_dim_const(0)));
+
+	// Sums: canonical whatever the order they were built in; they cancel back to monomials.
+	f8_dim seq_plus_one, one_plus_seq, batch_seq_plus_batch;
+	CHECK(f8_dim_add(seq, one, &seq_plus_one) && f8_dim_add(one, seq, &one_plus_seq) &&
+	      f8_dim_equal(seq_plus_one, one_plus_seq) && seq_plus_one.n_terms == 2 &&
+	      seq_plus_one.terms[1].n_symbols == 0); // the constant term last
+	CHECK(f8_dim_sub(seq_plus_one, one, &difference) && f8_dim_equal(difference, seq));
+	CHECK(f8_dim_sub(seq, seq, &difference) && f8_dim_equal(difference, f8_dim_const(0)) &&
+	      f8_dim_is_const(difference) && f8_dim_value(difference) == 0);
+	CHECK(f8_dim_add(seq, batch, &sum) && sum.n_terms == 2);
+	CHECK(f8_dim_mul(batch, seq_plus_one, &batch_seq_plus_batch) &&
+	      batch_seq_plus_batch.n_terms == 2);
+	CHECK(f8_dim_div(batch_seq_plus_batch, seq_plus_one, &quotient) &&
+	      f8_dim_equal(quotient, batch)); // by a sum: a monomial multiple of it
+	CHECK(f8_dim_div(batch_seq_plus_batch, batch, &quotient) &&
+	      f8_dim_equal(quotient, seq_plus_one));
+	CHECK(!f8_dim_div(batch_seq_plus_batch, seq, &quotient)); // batch / seq is not exact
+	CHECK(!f8_dim_div(seq_plus_one, f8_dim_const(2), &quotient));
+	f8_dim three_terms, four_terms;
+	CHECK(f8_dim_add(batch_seq_plus_batch, seq, &three_terms) && three_terms.n_terms == 3);
+	CHECK(!f8_dim_add(three_terms, one, &four_terms)); // more terms than a dim holds
+
+	// What symbols >= 1 prove.
+	f8_dim seq_minus_one;
+	CHECK(f8_dim_sub(seq, one, &seq_minus_one));
+	CHECK(f8_dim_proven_le(seq_minus_one, seq) && f8_dim_proven_le(seq, seq_plus_one));
+	CHECK(f8_dim_proven_nonnegative(seq_minus_one) && f8_dim_proven_le(one, seq));
+	CHECK(!f8_dim_proven_le(seq, seq_minus_one) && !f8_dim_proven_le(seq, batch));
+	CHECK(!f8_dim_proven_le(f8_dim_const(2), seq)); // seq may be 1
+	CHECK(!f8_dim_proven_nonnegative(f8_dim_const(-1)));
 }
 
 /* A graph built through the API where a node reads a value defined after it. */
