@@ -177,6 +177,21 @@ bool f8_dim_proven_le(f8_dim a, f8_dim b) {
 	return total >= 0;
 }
 
+bool f8_dim_substitute(f8_dim dim, uint16_t symbol, int64_t value, f8_dim *out) {
+	dim_builder result = {.ok = true};
+	for (int t = 0; t < dim.n_terms; t++) {
+		f8_dim_term term = dim.terms[t], kept = {.coefficient = term.coefficient};
+		for (int i = 0; i < term.n_symbols; i++) {
+			if (term.symbols[i] != symbol)
+				kept.symbols[kept.n_symbols++] = term.symbols[i];
+			else if (__builtin_mul_overflow(kept.coefficient, value, &kept.coefficient))
+				return false;
+		}
+		builder_add(&result, kept);
+	}
+	return builder_finish(&result, out);
+}
+
 bool f8_shape_numel(const f8_shape *shape, f8_dim *out) {
 	f8_dim numel = f8_dim_const(1);
 	for (int i = 0; i < shape->rank; i++)

@@ -85,6 +85,9 @@ bool f8_dim_div(f8_dim a, f8_dim b, f8_dim *out);
  */
 bool f8_dim_proven_le(f8_dim a, f8_dim b);
 
+/* dim with `symbol` replaced by `value` into *out; false when a coefficient overflows. */
+bool f8_dim_substitute(f8_dim dim, uint16_t symbol, int64_t value, f8_dim *out);
+
 /* True when dim >= 0 for every value of the symbols: a size it is safe to allocate by. */
 static inline bool f8_dim_proven_nonnegative(f8_dim dim) {
 	return f8_dim_proven_le((f8_dim){0}, dim);

@@ -1,29 +1,58 @@
 /*
  * f8c dump-ir: reads a model, runs the pipeline through a pass, prints the IR as text or JSON.
  */
+#include <errno.h>  // errno
 #include <stdio.h>  // fprintf
-#include <string.h> // strcmp
+#include <stdlib.h> // strtoll
+#include <string.h> // strcmp, strchr
 
+#include "frontend/frontend.h" // f8_frontend_load, f8_dim_binding
 #include "ir/json.h"         // f8_json_print
-#include "ir/text.h"         // f8_text_parse_file, f8_text_print
+#include "ir/text.h"         // f8_text_print
 #include "ir/verify.h"       // f8_graph_verify
 #include "passes/pipeline.h" // f8_pipeline_run
 #include "tools/commands.h"  // f8_tool_dump_ir
 
 static int usage(const char *problem) {
 	fprintf(stderr, "f8c dump-ir: %s\n"
-			"usage: f8c dump-ir FILE [--after PASS] [--format text|json] [--verify]\n"
-			"HINT: FILE is a model in the text IR (models/*.f8ir); --after runs the pipeline "
-			"through PASS first\n",
+			"usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
+			"[--verify]\n"
+			"HINT: MODEL is an ONNX file, a JSON model description (models/*.json) or the "
+			"text IR (*.f8ir); --dim binds a symbolic size; --after runs the pipeline through "
+			"PASS first\n",
 		problem);
 	return 2;
+}
+
+/* Parses `NAME=N` (N a positive integer) into *out; false when malformed. */
+static bool parse_dim_binding(char *text, f8_dim_binding *out) {
+	char *equals = strchr(text, '='), *end;
+	if (!equals || equals == text)
+		return false;
+	errno = 0;
+	long long value = strtoll(equals + 1, &end, 10);
+	if (errno || end == equals + 1 || *end || value < 1)
+		return false;
+	*equals = '\0';
+	*out = (f8_dim_binding){.name = text, .value = value};
+	return true;
 }
 
 int f8_tool_dump_ir(int argc, char **argv) {
 	const char *path = NULL, *after = NULL, *format = "text";
 	bool verify = false;
+	enum { MAX_BINDINGS = 32 };
+	f8_dim_binding dims[MAX_BINDINGS];
+	uint32_t n_dims = 0;
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--after") == 0) {
+		if (strcmp(argv[i], "--dim") == 0) {
+			if (++i == argc)
+				return usage("--dim needs NAME=N");
+			if (n_dims == MAX_BINDINGS)
+				return usage("too many --dim options");
+			if (!parse_dim_binding(argv[i], &dims[n_dims++]))
+				return usage("--dim needs NAME=N with N a positive integer");
+		} else if (strcmp(argv[i], "--after") == 0) {
 			if (++i == argc)
 				return usage("--after needs a pass name");
 			after = argv[i];
@@ -50,7 +79,8 @@ int f8_tool_dump_ir(int argc, char **argv) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = NULL;
-	f8_status status = f8_text_parse_file(path, &graph, &diag);
+	f8_frontend_options options = {.dims = dims, .n_dims = n_dims};
+	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
 	if (!status && after)
 		status = f8_pipeline_run(graph, after, verify, &diag);
 	if (!status && verify)
