@@ -24,10 +24,12 @@ typedef uint32_t f8_value_id;
 typedef uint32_t f8_node_id;
 #define F8_NONE UINT32_MAX // no value, no node, no slot
 
-/* X(ENUM, text name, is a leaf role): what a value is for. Leaves are the graph's inputs. */
+/* X(ENUM, text name, is a leaf role): what a value is for. Leaves are the graph's inputs.
+ * A buffer is a weight that is not trained (PyTorch's buffers: rotary frequencies, masks). */
 #define F8_ROLE_LIST(X)                         \
 	X(INPUT, "input", true)                 \
 	X(PARAMETER, "param", true)             \
+	X(BUFFER, "buffer", true)               \
 	X(ACTIVATION, "act", false)             \
 	X(GRADIENT, "grad", false)              \
 	X(OPTIMIZER_STATE, "state", true)       \
@@ -112,6 +114,18 @@ typedef struct f8_sharding {
 	int split_dim;           // the tensor dimension split, or -1 for a partial sum pending reduction
 } f8_sharding;
 
+/*
+ * Where a parameter's initial contents come from: the weights of the model file it was imported
+ * from. Data is little-endian, row-major, of the value's dtype; n_bytes matches its type. The
+ * frontend has checked that the bytes exist (inside the model's folder, in a regular file).
+ */
+typedef struct f8_initializer {
+	const char *path;  // the file holding the data (ONNX external data), or NULL when inline
+	uint64_t offset;   // byte offset of the data in `path`
+	uint64_t n_bytes;
+	const void *data;  // (n_bytes) the data when inline, owned by the graph's arena; else NULL
+} f8_initializer;
+
 typedef struct f8_value {
 	const char *name;      // unique within the graph, without the '%'
 	f8_type type;          // dtype UNDEFINED until shape inference has run
@@ -123,6 +137,7 @@ typedef struct f8_value {
 	f8_sharding sharding;
 	int64_t buffer_offset; // byte offset in the step's slab, -1 while unplanned
 	bool recompute;        // dropped after the forward and recomputed in the backward
+	const f8_initializer *initializer; // initial contents of a parameter, or NULL
 } f8_value;
 
 /* Where a node came from in the user's model. */

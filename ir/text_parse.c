@@ -3,7 +3,8 @@
  * any spacing, comments, outputs without types) into a graph.
  *
  *   file     := 'graph' NAME '{' item* '}'
- *   item     := LEAF_ROLE VALUE ':' type annots?            LEAF_ROLE: input param state scale amax_history
+ *   item     := LEAF_ROLE VALUE ':' type annots?            LEAF_ROLE: input param buffer state scale
+ *                                                          amax_history
  *             | 'output' VALUE (',' VALUE)*
  *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
  *   out      := VALUE (':' type)? annots?

@@ -5,6 +5,7 @@
 #ifndef F8_FRONTEND_ONNX_ONNX_IMPORT_H
 #define F8_FRONTEND_ONNX_ONNX_IMPORT_H
 
+#include "frontend/frontend.h" // f8_dim_binding
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph
 
@@ -14,5 +15,11 @@
  * `diag` names the node (name and index) or the tensor at fault.
  */
 f8_status f8_onnx_load(const char *path, f8_graph **out, f8_diag *diag);
+
+/* f8_onnx_load with `--dim` bindings (n_dims of them) applied to the graph inputs' symbolic
+ * dims as they are read, so shape computations on them fold to constants. A binding that names
+ * no input dim is an error (F8_ERR_ARGUMENT). */
+f8_status f8_onnx_import(const char *path, const f8_dim_binding *dims, uint32_t n_dims,
+			 f8_graph **out, f8_diag *diag);
 
 #endif
