@@ -5,7 +5,7 @@
 
 #include "frontend/frontend.h"          // f8_frontend_load
 #include "frontend/json/model_json.h"   // f8_json_model_load
-#include "frontend/onnx/onnx_import.h"  // f8_onnx_load
+#include "frontend/onnx/onnx_import.h"  // f8_onnx_import
 #include "ir/text.h"                    // f8_text_parse_file
 #include "ir/verify.h"                  // f8_graph_verify
 #include "passes/pipeline.h"            // f8_pipeline_run
@@ -71,13 +71,14 @@ f8_status f8_frontend_load(const char *path, const f8_frontend_options *options,
 	*out = NULL;
 	f8_graph *graph = NULL;
 	f8_status status;
-	if (has_extension(path, ".onnx"))
-		status = f8_onnx_load(path, &graph, diag);
+	bool onnx = has_extension(path, ".onnx");
+	if (onnx) // binds dims as it reads the inputs, so shape arithmetic folds to constants
+		status = f8_onnx_import(path, options->dims, options->n_dims, &graph, diag);
 	else if (has_extension(path, ".json"))
 		status = f8_json_model_load(path, &graph, diag);
 	else
 		status = f8_text_parse_file(path, &graph, diag);
-	if (!status && options->n_dims)
+	if (!status && !onnx && options->n_dims)
 		status = f8_frontend_bind_dims(graph, options->dims, options->n_dims, diag);
 	if (!status)
 		status = f8_pipeline_run(graph, "canonicalize", false, diag);
