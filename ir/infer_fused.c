@@ -22,8 +22,9 @@ static f8_status require_trailing_shape(const f8_graph *graph, const f8_type *x,
 	return F8_OK;
 }
 
-/* Linear: x (..., K), w (N, K) as stored by PyTorch (K-major, what Hopper's TN GEMM wants),
- * optional bias (N) -> (..., N). */
+/* Linear: x (..., K), w (N, K) as PyTorch stores it (K-major, what Hopper's TN GEMM wants), or
+ * with transpose_weight=1 w (K, N) as ONNX MatMul and GPT-2's Conv1D store it; optional bias (N)
+ * -> (..., N). */
 f8_status f8_infer_linear(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			  f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *w = infer_input(graph, node, 1);
@@ -31,16 +32,20 @@ f8_status f8_infer_linear(const f8_graph *graph, const f8_node *node, f8_type *o
 	f8_status status = infer_require_float(x, "x", diag);
 	if (!status)
 		status = infer_require_same_dtype(x, "x", w, "the weight", diag);
+	if (!status)
+		status = infer_require_flag(node, "transpose_weight", diag);
 	if (status)
 		return status;
 	if (x->shape.rank < 1 || w->shape.rank != 2)
-		return infer_fail(diag, "Linear needs x of rank >= 1 and a weight of rank 2 (N, K)");
-	f8_dim k = x->shape.dims[x->shape.rank - 1], n = w->shape.dims[0];
-	if (!f8_dim_equal(k, w->shape.dims[1])) {
+		return infer_fail(diag, "Linear needs x of rank >= 1 and a weight of rank 2");
+	bool transposed = f8_node_attr_int(node, "transpose_weight", 0);
+	f8_dim k = x->shape.dims[x->shape.rank - 1];
+	f8_dim n = w->shape.dims[transposed ? 1 : 0], w_k = w->shape.dims[transposed ? 0 : 1];
+	if (!f8_dim_equal(k, w_k)) {
 		char s1[64], s2[64];
-		return infer_fail(diag, "x has K = %s but the weight (N, K) has K = %s",
-				  f8_dim_format(graph, k, s1, sizeof s1),
-				  f8_dim_format(graph, w->shape.dims[1], s2, sizeof s2));
+		return infer_fail(diag, "x has K = %s but the weight %s has K = %s",
+				  f8_dim_format(graph, k, s1, sizeof s1), transposed ? "(K, N)" : "(N, K)",
+				  f8_dim_format(graph, w_k, s2, sizeof s2));
 	}
 	if (bias && (bias->shape.rank != 1 || !f8_dim_equal(bias->shape.dims[0], n)))
 		return infer_fail(diag, "the bias must have shape (N)");
@@ -181,7 +186,8 @@ f8_status f8_infer_swiglu(const f8_graph *graph, const f8_node *node, f8_type *o
 	return F8_OK;
 }
 
-/* Rope: x (..., seq, head_dim), cos and sin (seq, rotary_dim), rotary_dim even and at most
+/* Rope: x (..., seq, head_dim), cos and sin (seq, rotary_dim) with any leading dims of 1 (as
+ * exporters broadcast them: (1, 1, seq, rotary_dim)), rotary_dim even and at most
  * head_dim (partial rotary leaves the rest as it is); rotate-half unless interleaved. */
 f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
@@ -194,13 +200,19 @@ f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *out
 		status = infer_require_float(cos, "cos", diag);
 	if (status)
 		return status;
-	if (!f8_type_equal(cos, sin) || cos->shape.rank != 2)
+	int rank = cos->shape.rank;
+	if (!f8_type_equal(cos, sin) || rank < 2)
 		return infer_fail(diag, "cos and sin must have the same type and shape (seq, rotary_dim)");
-	if (x->shape.rank < 2)
-		return infer_fail(diag, "x must have rank >= 2: (..., seq, head_dim)");
+	for (int i = 0; i < rank - 2; i++)
+		if (!f8_dim_equal(cos->shape.dims[i], f8_dim_const(1)))
+			return infer_fail(diag, "cos and sin may have leading dims of 1 only, before "
+						"(seq, rotary_dim)");
+	if (x->shape.rank < 2 || x->shape.rank < rank)
+		return infer_fail(diag, "x must have rank >= 2 and at least the rank of cos: "
+					"(..., seq, head_dim)");
 	f8_dim seq = x->shape.dims[x->shape.rank - 2], head_dim = x->shape.dims[x->shape.rank - 1];
-	f8_dim rotary = cos->shape.dims[1], half;
-	if (!f8_dim_equal(cos->shape.dims[0], seq))
+	f8_dim rotary = cos->shape.dims[rank - 1], half;
+	if (!f8_dim_equal(cos->shape.dims[rank - 2], seq))
 		return infer_fail(diag, "cos and sin must have one row per position of x's sequence");
 	if (!f8_dim_div(rotary, f8_dim_const(2), &half))
 		return infer_fail(diag, "the rotary dimension must be even");

@@ -67,6 +67,7 @@ static const f8_attr_spec attrs_dequantize_linear[] = {INT("axis", false), INT("
 static const f8_attr_spec attrs_router[] = {INT("top_k", true), STRING("score", false),
 					    INT("normalize", false), END};
 static const f8_attr_spec attrs_moe_dispatch[] = {INT("experts", true), END};
+static const f8_attr_spec attrs_linear[] = {INT("transpose_weight", false), END};
 static const f8_attr_spec attrs_norm[] = {INT("axis", false), FLOAT("epsilon", false), END};
 static const f8_attr_spec attrs_attention[] = {INT("causal", false), FLOAT("scale", false), END};
 static const f8_attr_spec attrs_gelu[] = {STRING("approximate", false), END};

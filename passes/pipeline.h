@@ -7,12 +7,14 @@
 
 #include <stdbool.h> // bool
 #include <stddef.h>  // size_t
+#include <stdio.h>   // FILE
 
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph
 
-/* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. */
-typedef f8_status (*f8_pass_fn)(f8_graph *graph, f8_diag *diag);
+/* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass
+ * that makes decisions writes what it decided and why to `report` when that is not NULL. */
+typedef f8_status (*f8_pass_fn)(f8_graph *graph, FILE *report, f8_diag *diag);
 
 typedef struct f8_pass {
 	const char *name; // as in --after and in golden tests: "canonicalize"
@@ -32,6 +34,10 @@ const f8_pass *f8_pipeline_find(const char *name);
  * graph. F8_ERR_ARGUMENT when `last` is not a pass (the hint lists them).
  */
 f8_status f8_pipeline_run(f8_graph *graph, const char *last, bool verify, f8_diag *diag);
+
+/* f8_pipeline_run with the passes' reports written to `report` (NULL: none). */
+f8_status f8_pipeline_run_reported(f8_graph *graph, const char *last, bool verify, FILE *report,
+				   f8_diag *diag);
 
 /* Runs the passes named in `names` (n of them), in that order, verifying as above. */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,

@@ -16,10 +16,10 @@
 static int usage(const char *problem) {
 	fprintf(stderr, "f8c dump-ir: %s\n"
 			"usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
-			"[--verify]\n"
+			"[--verify] [--report]\n"
 			"HINT: MODEL is an ONNX file, a JSON model description (models/*.json) or the "
 			"text IR (*.f8ir); --dim binds a symbolic size; --after runs the pipeline through "
-			"PASS first\n",
+			"PASS first; --report says on stderr what the passes decided and why\n",
 		problem);
 	return 2;
 }
@@ -40,7 +40,7 @@ static bool parse_dim_binding(char *text, f8_dim_binding *out) {
 
 int f8_tool_dump_ir(int argc, char **argv) {
 	const char *path = NULL, *after = NULL, *format = "text";
-	bool verify = false;
+	bool verify = false, report = false;
 	enum { MAX_BINDINGS = 32 };
 	f8_dim_binding dims[MAX_BINDINGS];
 	uint32_t n_dims = 0;
@@ -62,6 +62,8 @@ int f8_tool_dump_ir(int argc, char **argv) {
 			format = argv[i];
 		} else if (strcmp(argv[i], "--verify") == 0) {
 			verify = true;
+		} else if (strcmp(argv[i], "--report") == 0) {
+			report = true;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "f8c dump-ir: unknown option '%s'\n", argv[i]);
 			return usage("see the options below");
@@ -82,7 +84,7 @@ int f8_tool_dump_ir(int argc, char **argv) {
 	f8_frontend_options options = {.dims = dims, .n_dims = n_dims};
 	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
 	if (!status && after)
-		status = f8_pipeline_run(graph, after, verify, &diag);
+		status = f8_pipeline_run_reported(graph, after, verify, report ? stderr : NULL, &diag);
 	if (!status && verify)
 		status = f8_graph_verify(graph, &diag);
 	if (!status)
