@@ -94,7 +94,9 @@ f8_status f8_infer_layer_norm(const f8_graph *graph, const f8_node *node, f8_typ
 	return F8_OK;
 }
 
-/* RMSNorm: x, gamma -> y, and when asked 1/rms (f32) for the backward. */
+/* RMSNorm: x, gamma -> y, and when asked 1/rms (f32) for the backward. The statistics are f32
+ * whatever x is; the normalized x is rounded to x's dtype before gamma multiplies it (Hugging
+ * Face's order, which exported bf16 models spell with two Casts). */
 f8_status f8_infer_rms_norm(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			    f8_diag *diag) {
 	int axis;
@@ -111,7 +113,8 @@ f8_status f8_infer_rms_norm(const f8_graph *graph, const f8_node *node, f8_type 
 /* Attention: q (batch, heads, seq_q, d), k (batch, kv_heads, seq_kv, d),
  * v (batch, kv_heads, seq_kv, d_v), heads a multiple of kv_heads (grouped-query), optional mask
  * (bool: true attends; or additive float) broadcastable to (batch, heads, seq_q, seq_kv)
- * -> out (batch, heads, seq_q, d_v), and when asked the softmax log-sum-exp
+ * -> out (batch, heads, seq_q, d_v); a row that attends to no key gives 0 (as
+ * scaled_dot_product_attention's NaN guard does); and when asked the softmax log-sum-exp
  * (f32, (batch, heads, seq_q)) that the backward reads. */
 f8_status f8_infer_attention(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			     f8_diag *diag) {

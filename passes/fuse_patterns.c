@@ -25,10 +25,15 @@
 
 static const double PI = 3.14159265358979323846;
 
+/* Why a pattern did not fuse at a node: the pattern and its reason. */
+typedef struct miss {
+	const char *pattern, *why;
+} miss;
+
 typedef struct fuser {
 	f8_rewriter rw;
-	const char **why_not; // per node: why the last pattern tried at it did not fuse
-	uint32_t cap_why;
+	miss (*misses)[2]; // per node: the first two patterns that tried it and failed
+	uint32_t cap_misses;
 } fuser;
 
 /* Helpers. */
@@ -66,10 +71,14 @@ static void restart(f8_rewrite_match *m, uint32_t keep) {
 	m->n_nodes = keep;
 }
 
-/* Records why a pattern did not fuse at `root` (the root's op matched, the rest did not). */
-static void note(fuser *f, f8_node_id root, const char *why) {
-	if (root < f->cap_why && why)
-		f->why_not[root] = why;
+/* Records why `pattern` did not fuse at `root` (the root's op matched, the rest did not). */
+static void note(fuser *f, f8_node_id root, const char *pattern, const char *why) {
+	if (root >= f->cap_misses || !why)
+		return;
+	miss *slots = f->misses[root];
+	int i = slots[0].why ? 1 : 0;
+	if (!slots[i].why)
+		slots[i] = (miss){pattern, why};
 }
 
 /* Commits a match whose replacement is one node `op`. */
@@ -78,6 +87,20 @@ static f8_status replace(fuser *f, f8_rewrite_match *m, f8_op op, const f8_value
 	f8_value_id out;
 	f8_status status = f8_rewrite_add(&f->rw, m, op, inputs, n_inputs, attrs, n_attrs, &out);
 	return status ? status : f8_rewrite_commit(&f->rw, m);
+}
+
+/* An outer product spelled as a matrix product of K = 1 (rotary tables: inv_freq @ positions)
+ * is an elementwise Mul with broadcasting: no GEMM for the FP8 passes to consider. */
+static f8_status match_outer_product(fuser *f, f8_rewrite_match *m, const f8_node *matmul,
+				     bool *fused) {
+	const f8_shape *a = &type_of(f, matmul->inputs[0])->shape;
+	const f8_shape *b = &type_of(f, matmul->inputs[1])->shape;
+	if (a->rank < 2 || b->rank < 2 || !f8_dim_equal(a->dims[a->rank - 1], f8_dim_const(1)))
+		return F8_OK;
+	// MatMul needs b's rows to be K = 1 too, and broadcasts batch dims as Mul does: the result
+	// types agree (f8_rewrite_commit checks).
+	*fused = true;
+	return replace(f, m, F8_OP_MUL, matmul->inputs, 2, NULL, 0);
 }
 
 /* Embedding: Gather(weight (vocab, hidden), ids) along axis 0. */
@@ -283,15 +306,31 @@ static bool normalized(fuser *f, f8_rewrite_match *m, f8_value_id value, f8_valu
 	return false;
 }
 
-/* RMSNorm: Mul(weight, x / sqrt(mean(x^2) + eps)) over the last axis. */
+/*
+ * RMSNorm: Mul(weight, x / sqrt(mean(x^2) + eps)) over the last axis. Models in bf16 or f16
+ * (Hugging Face's) compute the statistics in f32 between two Casts: Mul(weight,
+ * Cast(Cast(x, f32) * rsqrt(...), bf16)), which is what RMSNorm of a bf16 x means.
+ */
 static f8_status match_rms_norm(fuser *f, f8_rewrite_match *m, const f8_node *root, bool *fused) {
 	for (int swap = 0; swap < 2; swap++) {
 		restart(m, 1);
-		f8_value_id weight = root->inputs[swap], x;
+		f8_value_id weight = root->inputs[swap], normal = root->inputs[1 - swap], x;
 		double eps;
-		if (!is_rank1_weight_of(f, weight, last_dim(f, root->outputs[0])) ||
-		    !normalized(f, m, root->inputs[1 - swap], &x, &eps))
+		if (!is_rank1_weight_of(f, weight, last_dim(f, root->outputs[0])))
 			continue;
+		const f8_node *narrow = f8_rewrite_take(&f->rw, m, normal, F8_OP_CAST, NULL);
+		if (narrow)
+			normal = narrow->inputs[0];
+		if (!normalized(f, m, normal, &x, &eps))
+			continue;
+		const f8_node *widen = narrow ? f8_rewrite_take(&f->rw, m, x, F8_OP_CAST, NULL) : NULL;
+		if (widen)
+			x = widen->inputs[0];
+		if (!!narrow != !!widen || type_of(f, x)->dtype != type_of(f, root->outputs[0])->dtype) {
+			m->why_not = "the statistics are not computed between a widening and a narrowing "
+				     "Cast back to the input's type";
+			continue;
+		}
 		if (!f8_rewrite_match_is_closed(&f->rw, m))
 			return F8_OK;
 		f8_value_id inputs[2] = {x, weight};
@@ -672,7 +711,20 @@ static bool is_causal_mask(fuser *f, f8_value_id mask) {
  */
 static f8_status match_attention(fuser *f, f8_rewrite_match *m, const f8_node *root,
 				 bool *fused) {
-	const f8_node *softmax = f8_rewrite_take(&f->rw, m, root->inputs[0], F8_OP_SOFTMAX,
+	f8_value_id probabilities = root->inputs[0];
+	const f8_node *guard = f8_rewrite_peek(&f->rw, probabilities, F8_OP_WHERE);
+	double zero;
+	if (guard && f8_rewrite_scalar(&f->rw, guard->inputs[1], &zero) && zero == 0.0) {
+		// Where(IsNaN(p), 0, p): scaled_dot_product_attention's guard for rows that attend to
+		// nothing; Attention gives 0 for such rows too.
+		const f8_node *is_nan = f8_rewrite_peek(&f->rw, guard->inputs[0], F8_OP_IS_NAN);
+		if (is_nan && is_nan->inputs[0] == guard->inputs[2]) {
+			f8_rewrite_take(&f->rw, m, probabilities, F8_OP_WHERE, NULL);
+			f8_rewrite_take(&f->rw, m, guard->inputs[0], F8_OP_IS_NAN, NULL);
+			probabilities = guard->inputs[2];
+		}
+	}
+	const f8_node *softmax = f8_rewrite_take(&f->rw, m, probabilities, F8_OP_SOFTMAX,
 						 "the left operand is not a softmax");
 	if (!softmax)
 		return F8_OK;
@@ -728,6 +780,7 @@ static const struct pattern {
 	f8_op root_a, root_b; // the ops a root may have (root_b F8_OP_COUNT: one only)
 	match_fn match;
 } patterns[] = {
+	{"outer product", F8_OP_MATMUL, F8_OP_COUNT, match_outer_product},
 	{"Embedding", F8_OP_GATHER, F8_OP_COUNT, match_embedding},
 	{"Linear (bias)", F8_OP_ADD, F8_OP_GEMM, match_linear_bias},
 	{"Linear", F8_OP_MATMUL, F8_OP_GEMM, match_linear},
@@ -759,16 +812,21 @@ static f8_status sweep(fuser *f, const struct pattern *pattern, uint32_t *count)
 		if (fused)
 			(*count)++;
 		else
-			note(f, id, m.why_not);
+			note(f, id, pattern->name, m.why_not);
 	}
 	return F8_OK;
 }
 
-/* The ops whose survival the report explains: each is what some pattern starts from. */
-static bool reported_op(f8_op op) {
-	return op == F8_OP_MATMUL || op == F8_OP_GEMM || op == F8_OP_SOFTMAX || op == F8_OP_ERF ||
-	       op == F8_OP_TANH || op == F8_OP_SIGMOID || op == F8_OP_GATHER ||
-	       op == F8_OP_REDUCE_MEAN || op == F8_OP_CONCAT || op == F8_OP_NEG;
+/* The float ops whose survival the report explains: each is what some pattern looks for. */
+static bool reported(const f8_graph *graph, const f8_node *node) {
+	static const f8_op ops[] = {F8_OP_MATMUL, F8_OP_GEMM, F8_OP_SOFTMAX, F8_OP_ERF, F8_OP_TANH,
+				    F8_OP_SIGMOID, F8_OP_GATHER, F8_OP_REDUCE_MEAN, F8_OP_NEG};
+	if (!node->n_outputs || !f8_dtype_is_float(graph->values[node->outputs[0]].type.dtype))
+		return false;
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+		if (node->op == ops[i])
+			return true;
+	return false;
 }
 
 static void report(const fuser *f, const uint32_t *counts, FILE *out) {
@@ -780,13 +838,16 @@ static void report(const fuser *f, const uint32_t *counts, FILE *out) {
 	uint32_t left = 0;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		f8_node_id id = graph->order[p];
-		if (!reported_op(graph->nodes[id].op))
+		if (!reported(graph, &graph->nodes[id]))
 			continue;
 		char what[F8_DIAG_NODE_MAX];
-		const char *why = id < f->cap_why && f->why_not[id] ? f->why_not[id]
-								    : "no pattern starts here";
-		fprintf(out, "  not fused: %s: %s\n", f8_graph_describe_node(graph, id, what, sizeof what),
-			why);
+		fprintf(out, "  not fused: %s: ", f8_graph_describe_node(graph, id, what, sizeof what));
+		const miss *slots = id < f->cap_misses ? f->misses[id] : NULL;
+		if (!slots || !slots[0].why)
+			fprintf(out, "no pattern starts at a %s", f8_op_name(graph->nodes[id].op));
+		for (int i = 0; slots && i < 2 && slots[i].why; i++)
+			fprintf(out, "%snot %s: %s", i ? "; " : "", slots[i].pattern, slots[i].why);
+		fprintf(out, "\n");
 		left++;
 	}
 	fprintf(out, "  %u primitive node%s left where patterns look\n", left, left == 1 ? "" : "s");
@@ -798,8 +859,8 @@ f8_status f8_pass_fuse_patterns_run(f8_graph *graph, FILE *report_to, f8_diag *d
 	f8_status status = f8_rewriter_create(&f.rw, graph, diag);
 	if (status)
 		return status;
-	f.cap_why = graph->n_nodes;
-	if (!(f.why_not = f8_calloc(f.cap_why ? f.cap_why : 1, sizeof *f.why_not)))
+	f.cap_misses = graph->n_nodes;
+	if (!(f.misses = f8_calloc(f.cap_misses ? f.cap_misses : 1, sizeof *f.misses)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (int i = 0; !status && i < N_PATTERNS; i++)
 		status = sweep(&f, &patterns[i], &counts[i]);
@@ -810,7 +871,7 @@ f8_status f8_pass_fuse_patterns_run(f8_graph *graph, FILE *report_to, f8_diag *d
 		status = f8_pass_canonicalize_run(graph, diag);
 	if (!status && report_to)
 		report(&f, counts, report_to);
-	f8_free(f.why_not);
+	f8_free(f.misses);
 	f8_rewriter_destroy(&f.rw);
 	return status;
 }
