@@ -35,6 +35,12 @@ f8_status f8_frontend_bind_dims(f8_graph *graph, const f8_dim_binding *dims, uin
 					   binding->name, (long long)binding->value);
 		for (uint32_t v = 0; v < graph->n_values; v++) {
 			f8_value *value = &graph->values[v];
+			if (value->producer != F8_NONE) {
+				// Inference derives it again from the bound inputs, so a size that no longer
+				// fits (seq past the position table) is reported at the op it breaks.
+				value->type = (f8_type){0};
+				continue;
+			}
 			for (int i = 0; i < value->type.shape.rank; i++)
 				if (!f8_dim_substitute(value->type.shape.dims[i], (uint16_t)symbol,
 						       binding->value, &value->type.shape.dims[i]))

@@ -33,8 +33,9 @@ f8_status f8_frontend_load(const char *path, const f8_frontend_options *options,
 			   f8_diag *diag);
 
 /*
- * Replaces each bound symbol by its value in every type and DIM/DIMS attribute of `graph`, then
- * re-infers types. A binding whose name is not a symbol of the graph is an error (F8_ERR_ARGUMENT),
+ * Replaces each bound symbol by its value in every leaf's type and every DIM/DIMS attribute of
+ * `graph`, and clears the other values' types for inference to derive again (the caller runs
+ * canonicalize). A binding whose name is not a symbol of the graph is an error (F8_ERR_ARGUMENT),
  * and so is a non-positive value.
  */
 f8_status f8_frontend_bind_dims(f8_graph *graph, const f8_dim_binding *dims, uint32_t n_dims,

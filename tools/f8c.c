@@ -26,8 +26,10 @@ static int run_version(int argc, char **argv);
 static const command commands[] = {
 	{"help", run_help, "help", "this text"},
 	{"version", run_version, "version", "the version of f8c and of the IR text form"},
-	{"dump-ir", f8_tool_dump_ir, "dump-ir FILE [--after PASS] [--format text|json] [--verify]",
-	 "read a model (text IR for now), run the pipeline through PASS, print the IR"},
+	{"dump-ir", f8_tool_dump_ir,
+	 "dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] [--verify] [--report]",
+	 "read a model (ONNX, a JSON description from models/, or the text IR), run the pipeline "
+	 "through PASS, print the IR"},
 	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",
 	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
 };
@@ -38,7 +40,8 @@ static int run_help(int argc, char **argv) {
 	       "usage: f8c COMMAND [ARGS]\n\n");
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
 		printf("  f8c %s\n      %s\n", commands[i].usage, commands[i].summary);
-	printf("\nA model's errors are reported as FILE:LINE:COLUMN with the line and a caret.\n");
+	printf("\nA model's errors name the place: FILE:LINE:COLUMN with the line and a caret for JSON\n"
+	       "and the text IR, the node's index, name and op for ONNX.\n");
 	return 0;
 }
 
