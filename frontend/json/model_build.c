@@ -10,7 +10,7 @@
  *   final norm -> head Linear (embed.weight when tied) -> logits (batch, seq, vocab)
  *
  * Rotary tables are computed once, in the graph, by the chain torch.onnx writes for Llama:
- * Range(seq) -> Cast -> outer product with a constant inv_freq -> Concat(freqs, freqs) -> Cos, Sin.
+ * Range(seq) -> Cast -> times a constant inv_freq, broadcast -> Concat(freqs, freqs) -> Cos, Sin.
  * Names follow PyTorch modules: parameter `layers.3.attn.qkv.weight`, node scope
  * `layers.3.attn.qkv`, value `layers.3.attn.qkv`.
  */
@@ -207,7 +207,8 @@ static void fill_inverse_frequencies(const builder *b, float *inv_freq, int64_t 
 }
 
 /* The rotary tables cos and sin (seq, head_dim), once for all layers, into b->cos and b->sin:
- * angles = positions (1, seq) outer inv_freq (head_dim/2, 1), transposed, twice over. */
+ * angles = positions (seq, 1) times inv_freq (1, head_dim/2), broadcast, twice over. An
+ * elementwise product, not a matrix product of K = 1: nothing here is a GEMM to plan for. */
 static void rope_tables(builder *b) {
 	if (b->status)
 		return;
@@ -219,7 +220,7 @@ static void rope_tables(builder *b) {
 	}
 	fill_inverse_frequencies(b, inv_freq, half);
 	f8_tensor_data table = {.dtype = F8_DTYPE_F32,
-				.shape = {.rank = 2, .dims = {f8_dim_const(half), f8_dim_const(1)}},
+				.shape = {.rank = 2, .dims = {f8_dim_const(1), f8_dim_const(half)}},
 				.n_bytes = (size_t)half * sizeof *inv_freq,
 				.data = inv_freq};
 	const char *at = scope(b, "rope");
@@ -227,14 +228,12 @@ static void rope_tables(builder *b) {
 				     ATTRS(dim_attr("limit", b->seq)));
 	f8_value_id real = node(b, F8_OP_CAST, at, "rope.positions_f32", IN(positions),
 				ATTRS(dtype_attr("to", F8_DTYPE_F32)));
-	f8_value_id row = node(b, F8_OP_UNSQUEEZE, at, "rope.positions_row", IN(real),
-			       ATTRS(ints_attr("axes", 1, (const int64_t[]){0})));
+	f8_value_id column = node(b, F8_OP_UNSQUEEZE, at, "rope.positions_column", IN(real),
+				  ATTRS(ints_attr("axes", 1, (const int64_t[]){1})));
 	f8_value_id frequencies = node(b, F8_OP_CONSTANT, at, "rope.inv_freq", NO_INPUTS,
 				       ATTRS(tensor_attr("value", &table)));
 	f8_free(inv_freq); // the node holds a copy
-	f8_value_id outer = node(b, F8_OP_MATMUL, at, "rope.freqs_t", IN(frequencies, row), NO_ATTRS);
-	f8_value_id freqs = node(b, F8_OP_TRANSPOSE, at, "rope.freqs", IN(outer),
-				 ATTRS(ints_attr("perm", 2, (const int64_t[]){1, 0})));
+	f8_value_id freqs = node(b, F8_OP_MUL, at, "rope.freqs", IN(column, frequencies), NO_ATTRS);
 	f8_value_id angles = node(b, F8_OP_CONCAT, at, "rope.angles", IN(freqs, freqs),
 				  ATTRS(int_attr("axis", -1)));
 	bool cast = b->config->dtype != F8_DTYPE_F32;
