@@ -46,6 +46,20 @@ static bool near(double value, double expected) {
 	return fabs(value - expected) <= 1e-5 * fabs(expected);
 }
 
+/*
+ * Whether `value` is a scalar constant equal to `expected` as closely as its dtype can hold it:
+ * within half a unit in the last place (bf16 holds sqrt 2 as 1.4140625), and never tighter than
+ * 1e-5, since exporters print constants with a few digits.
+ */
+static bool scalar_near(const fuser *f, f8_value_id value, double expected) {
+	double c;
+	if (!f8_rewrite_scalar(&f->rw, value, &c))
+		return false;
+	int mantissa = f8_dtype_get_info(type_of(f, value)->dtype)->mantissa_bits;
+	double tolerance = ldexp(1.0, -(mantissa + 1));
+	return fabs(c - expected) <= (tolerance > 1e-5 ? tolerance : 1e-5) * fabs(expected);
+}
+
 /* Whether a node's INTS attribute `axes` is exactly the last axis of a rank-`rank` input. */
 static bool is_last_axis_only(const f8_node *node, const char *name, int rank) {
 	const f8_attr *axes = f8_node_attr(node, name);
@@ -385,19 +399,19 @@ static bool gelu_factor(fuser *f, f8_rewrite_match *m, f8_value_id value, f8_val
 			bool *tanh_form) {
 	const f8_node *add = f8_rewrite_take(&f->rw, m, value, F8_OP_ADD, NULL);
 	for (int swap = 0; add && swap < 2; swap++) {
-		double one, c;
+		double one;
 		if (!f8_rewrite_scalar(&f->rw, add->inputs[1 - swap], &one) || one != 1.0)
 			continue;
 		const f8_node *erf = f8_rewrite_take(&f->rw, m, add->inputs[swap], F8_OP_ERF, NULL);
 		if (erf) {
 			const f8_node *div = f8_rewrite_take(&f->rw, m, erf->inputs[0], F8_OP_DIV, NULL);
-			if (div && f8_rewrite_scalar(&f->rw, div->inputs[1], &c) && near(c, sqrt(2.0))) {
+			if (div && scalar_near(f, div->inputs[1], sqrt(2.0))) {
 				*x = div->inputs[0], *tanh_form = false;
 				return true;
 			}
 			const f8_node *mul = f8_rewrite_take(&f->rw, m, erf->inputs[0], F8_OP_MUL, NULL);
 			for (int s = 0; mul && s < 2; s++) {
-				if (f8_rewrite_scalar(&f->rw, mul->inputs[s], &c) && near(c, sqrt(0.5))) {
+				if (scalar_near(f, mul->inputs[s], sqrt(0.5))) {
 					*x = mul->inputs[1 - s], *tanh_form = false;
 					return true;
 				}
@@ -408,7 +422,7 @@ static bool gelu_factor(fuser *f, f8_rewrite_match *m, f8_value_id value, f8_val
 		const f8_node *outer = tanh ? f8_rewrite_take(&f->rw, m, tanh->inputs[0], F8_OP_MUL, NULL)
 					    : NULL;
 		for (int s = 0; outer && s < 2; s++) {
-			if (!f8_rewrite_scalar(&f->rw, outer->inputs[s], &c) || !near(c, sqrt(2.0 / PI)))
+			if (!scalar_near(f, outer->inputs[s], sqrt(2.0 / PI)))
 				continue;
 			const f8_node *sum = f8_rewrite_take(&f->rw, m, outer->inputs[1 - s], F8_OP_ADD, NULL);
 			for (int t = 0; sum && t < 2; t++) {
@@ -418,8 +432,8 @@ static bool gelu_factor(fuser *f, f8_rewrite_match *m, f8_value_id value, f8_val
 					const f8_node *pow = f8_rewrite_take(&f->rw, m, cubic->inputs[u],
 									     F8_OP_POW, NULL);
 					double exponent;
-					if (pow && f8_rewrite_scalar(&f->rw, cubic->inputs[1 - u], &c) &&
-					    near(c, 0.044715) && pow->inputs[0] == sum->inputs[t] &&
+					if (pow && scalar_near(f, cubic->inputs[1 - u], 0.044715) &&
+					    pow->inputs[0] == sum->inputs[t] &&
 					    f8_rewrite_scalar(&f->rw, pow->inputs[1], &exponent) &&
 					    exponent == 3.0) {
 						*x = sum->inputs[t], *tanh_form = true;

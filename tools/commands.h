@@ -6,6 +6,7 @@
 #define F8_TOOLS_COMMANDS_H
 
 int f8_tool_dump_ir(int argc, char **argv);
+int f8_tool_export_onnx(int argc, char **argv);
 int f8_tool_fp8(int argc, char **argv);
 
 #endif

@@ -30,6 +30,8 @@ static const command commands[] = {
 	 "dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] [--verify] [--report]",
 	 "read a model (ONNX, a JSON description from models/, or the text IR), run the pipeline "
 	 "through PASS, print the IR"},
+	{"export-onnx", f8_tool_export_onnx, "export-onnx MODEL.json -o MODEL.onnx [--seed N] [--opset N]",
+	 "write a model description as ONNX (weights made up from the seed, in MODEL.onnx.data)"},
 	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",
 	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
 };

@@ -1,0 +1,97 @@
+/*
+ * The weights f8c makes up for a model description: Megatron-LM's default initialization from a
+ * small counter-based generator (splitmix64 and Box-Muller), described in onnx_export.h.
+ */
+#include <math.h>   // cos, log, sin, sqrt
+#include <string.h> // strlen, strncmp, strcmp
+
+#include "frontend/onnx/onnx_export.h" // f8_weight_init, f8_weight_init_fill
+
+static const double PI = 3.14159265358979323846;
+static const double MEGATRON_STD = 0.02; // Megatron-LM's init_method_std
+static const uint64_t GOLDEN_GAMMA = 0x9E3779B97F4A7C15u;
+
+/* splitmix64's output function (Steele, Lea, Flood 2014). */
+static uint64_t splitmix64_mix(uint64_t z) {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+	return z ^ (z >> 31);
+}
+
+/* FNV-1a, 64 bits: the per-tensor part of a stream's key. */
+static uint64_t fnv1a64(const char *text) {
+	uint64_t hash = 0xCBF29CE484222325u;
+	for (const char *c = text; *c; c++)
+		hash = (hash ^ (uint8_t)*c) * 0x100000001B3u;
+	return hash;
+}
+
+/* The top 53 bits of draw j of the stream `key`, as a double in [0, 1). */
+static double uniform(uint64_t key, uint64_t j) {
+	return (double)(splitmix64_mix(key + (j + 1) * GOLDEN_GAMMA) >> 11) * 0x1.0p-53;
+}
+
+int64_t f8_weight_init_layers(const f8_graph *graph) {
+	int64_t layers = 1;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const char *name = graph->values[graph->inputs[i]].name;
+		if (strncmp(name, "layers.", 7) != 0)
+			continue;
+		int64_t n = 0;
+		const char *c = name + 7;
+		for (; *c >= '0' && *c <= '9' && n < INT32_MAX; c++)
+			n = n * 10 + (*c - '0');
+		if (*c == '.' && c > name + 7 && n + 1 > layers)
+			layers = n + 1;
+	}
+	return layers;
+}
+
+/* Whether `name` ends with `suffix`. */
+static bool has_suffix(const char *name, const char *suffix) {
+	size_t n = strlen(name), k = strlen(suffix);
+	return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* Whether `value` is read as input `index` of a node of op `op` in the program. */
+static bool read_as(const f8_graph *graph, f8_value_id value, f8_op op, uint32_t index) {
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		if (node->op == op && index < node->n_inputs && node->inputs[index] == value)
+			return true;
+	}
+	return false;
+}
+
+f8_weight_init f8_weight_init_rule(const f8_graph *graph, f8_value_id value, int64_t layers) {
+	const char *name = graph->values[value].name;
+	if (read_as(graph, value, F8_OP_LAYER_NORM, 1) || read_as(graph, value, F8_OP_RMS_NORM, 1))
+		return (f8_weight_init){.kind = F8_WEIGHT_INIT_ONES};
+	if (read_as(graph, value, F8_OP_LAYER_NORM, 2) || read_as(graph, value, F8_OP_LINEAR, 2) ||
+	    has_suffix(name, ".bias"))
+		return (f8_weight_init){.kind = F8_WEIGHT_INIT_ZEROS};
+	// Megatron-LM's scaled_init_method_normal, for the layers writing to the residual stream.
+	if (has_suffix(name, "attn.proj.weight") || has_suffix(name, "mlp.fc2.weight") ||
+	    has_suffix(name, "experts.fc2.weight"))
+		return (f8_weight_init){.kind = F8_WEIGHT_INIT_NORMAL,
+					.std = MEGATRON_STD / sqrt(2.0 * (double)layers)};
+	return (f8_weight_init){.kind = F8_WEIGHT_INIT_NORMAL, .std = MEGATRON_STD};
+}
+
+void f8_weight_init_fill(const f8_weight_init *rule, uint64_t seed, const char *name,
+			 uint64_t first, uint64_t count, float *out) {
+	if (rule->kind != F8_WEIGHT_INIT_NORMAL) {
+		float value = rule->kind == F8_WEIGHT_INIT_ONES ? 1.0f : 0.0f;
+		for (uint64_t i = 0; i < count; i++)
+			out[i] = value;
+		return;
+	}
+	uint64_t key = splitmix64_mix(seed) ^ fnv1a64(name);
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t element = first + i, pair = element / 2;
+		double u1 = 1.0 - uniform(key, 2 * pair), u2 = uniform(key, 2 * pair + 1);
+		double radius = sqrt(-2.0 * log(u1)), angle = 2.0 * PI * u2;
+		double z = element % 2 ? radius * sin(angle) : radius * cos(angle);
+		out[i] = (float)(z * rule->std);
+	}
+}
