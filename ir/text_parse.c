@@ -2,14 +2,14 @@
  * The text parser: reads the form ir/text_print.c writes (and hand-written variations of it:
  * any spacing, comments, outputs without types) into a graph.
  *
- *   file     := 'graph' NAME '{' item* '}'
+ *   file     := 'graph' (BARE | STRING) '{' item* '}'
  *   item     := LEAF_ROLE VALUE ':' type annots?            LEAF_ROLE: input param buffer state scale
  *                                                          amax_history
  *             | 'output' VALUE (',' VALUE)*
  *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
  *   out      := VALUE (':' type)? annots?
  *   type     := DTYPE '[' (dim (',' dim)*)? ']'
- *   dim      := term (('+' | '-') term)*            `seq+1`, `2*seq-1`, `batch*seq`
+ *   dim      := '-'? term (('+' | '-') term)*       `seq+1`, `2*seq-1`, `batch*seq`, `-seq+4`
  *   term     := (INT | SYMBOL) ('*' (INT | SYMBOL))*
  *   annots   := '<' annot (',' annot)* '>'
  *   annot    := 'role' '=' ROLE | 'format' '=' DTYPE | 'recipe' '=' RECIPE | 'slot' '=' INT
@@ -165,7 +165,8 @@ static f8_status scan_string(parser *p, token *tok) {
 	return F8_OK;
 }
 
-/* Scans a number: -?(0x hex | digits[.digits][e[+-]digits]) or -?inf / -?nan. */
+/* Scans a number: -?(0x hex | digits[.digits][e[+-]digits]). (inf and nan are words, read by
+ * parse_number.) */
 static f8_status scan_number(parser *p, token *tok) {
 	const char *c = p->pos;
 	if (*c == '-')
@@ -176,9 +177,6 @@ static f8_status scan_number(parser *p, token *tok) {
 		while (c < p->end && ((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') ||
 				      (*c >= 'A' && *c <= 'F')))
 			c++;
-	} else if (p->end - c >= 3 && (memcmp(c, "inf", 3) == 0 || memcmp(c, "nan", 3) == 0)) {
-		c += 3;
-		is_float = true;
 	} else {
 		while (c < p->end && is_digit(*c))
 			c++;
@@ -211,7 +209,8 @@ static f8_status scan_number(parser *p, token *tok) {
 	} else {
 		tok->kind = TOKEN_INT;
 		tok->i = strtoll(text, &stop, 0);
-		tok->f = (double)tok->i;
+		// `-0` read as a float keeps its sign (the printer writes -0.0f so).
+		tok->f = text[0] == '-' && tok->i == 0 ? -0.0 : (double)tok->i;
 	}
 	if (stop != text + tok->len || tok->len == 0 || (tok->len == 1 && text[0] == '-'))
 		return fail_at(p, tok, "malformed number");
@@ -248,8 +247,9 @@ static f8_status next(parser *p) {
 	f8_status status = F8_OK;
 	if (c == '"') {
 		status = scan_string(p, tok);
-	} else if (is_digit(c) || (c == '-' && p->pos + 1 < p->end &&
-				   (is_digit(p->pos[1]) || p->pos[1] == 'i' || p->pos[1] == 'n'))) {
+	} else if (is_digit(c) || (c == '-' && p->pos + 1 < p->end && is_digit(p->pos[1]))) {
+		// A minus before a word is punctuation: `seq-n` and `-seq` are dims, and parse_number
+		// reads `-inf` and `-nan` as the two tokens they then are.
 		status = scan_number(p, tok);
 	} else if (is_ident_start(c)) {
 		const char *e = p->pos;
@@ -396,12 +396,19 @@ static f8_status parse_dim_term(parser *p, int64_t sign, f8_dim *out) {
 	return F8_OK;
 }
 
-/* dim := term (('+' | '-') term | NEGATIVE_INT_TERM)*: `seq+1`, `2*seq-1` (the lexer reads
- * `-1` as one number), `batch*seq-seq`. */
+/* dim := '-'? term (('+' | '-') term | NEGATIVE_INT_TERM)*: `seq+1`, `2*seq-1` (the lexer
+ * reads `-1` as one number), `batch*seq-seq`, `-seq+64`. */
 static f8_status parse_dim(parser *p, f8_dim *out) {
 	token first = p->tok;
 	f8_dim dim;
-	f8_status status = parse_dim_term(p, 1, &dim);
+	int64_t first_sign = 1;
+	f8_status status = F8_OK;
+	if (at_punct(p, '-')) { // `-seq+64`: the printer writes a negative first term so
+		first_sign = -1;
+		status = next(p);
+	}
+	if (!status)
+		status = parse_dim_term(p, first_sign, &dim);
 	while (!status) {
 		int64_t sign = 1;
 		if (at_punct(p, '+') || at_punct(p, '-')) {
@@ -516,6 +523,15 @@ static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 /* Attribute values. */
 
 static f8_status parse_number(parser *p, bool want_int, int64_t *i, double *f) {
+	if (!want_int && at_punct(p, '-')) { // `-inf`, `-nan`: a minus, then the word
+		f8_status status = next(p);
+		if (status)
+			return status;
+		if (!at_ident(p, "inf") && !at_ident(p, "nan"))
+			return fail_expected(p, "inf or nan after '-'");
+		*f = p->tok.text[0] == 'i' ? -(double)INFINITY : -(double)NAN;
+		return next(p);
+	}
 	if (p->tok.kind == TOKEN_INT) {
 		*i = p->tok.i;
 		*f = p->tok.f;
@@ -988,17 +1004,24 @@ static f8_status parse_graph(parser *p) {
 		return status;
 	if (!at_ident(p, "graph"))
 		return fail_expected(p, "'graph'");
-	if ((status = next(p)))
-		return status;
-	const char *name;
-	if (p->tok.kind == TOKEN_IDENT)
-		name = f8_arena_strndup(p->graph->arena, p->tok.text, p->tok.len);
-	else if (p->tok.kind == TOKEN_STRING)
-		status = decode_string(p, &p->tok, &name, NULL);
-	else
-		return fail_expected(p, "the graph's name");
-	if (status)
-		return status;
+	// The name is bare as the printer writes names ([A-Za-z0-9_.]+, so `0` and `1.5x` too,
+	// which the lexer would take for numbers) or a string: a bare one is read before the lexer.
+	skip_space_and_comments(p);
+	const char *name = NULL;
+	if (p->pos < p->end && is_bare_char(*p->pos)) {
+		const char *end = p->pos;
+		while (end < p->end && is_bare_char(*end))
+			end++;
+		name = f8_arena_strndup(p->graph->arena, p->pos, (size_t)(end - p->pos));
+		p->pos = end;
+	} else {
+		if ((status = next(p)))
+			return status;
+		if (p->tok.kind != TOKEN_STRING)
+			return fail_expected(p, "the graph's name");
+		if ((status = decode_string(p, &p->tok, &name, NULL)))
+			return status;
+	}
 	if (!name)
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	p->graph->name = name;

@@ -36,12 +36,29 @@ else
   echo "install-deps: all Debian packages present"
 fi
 
-# Python references the tests hold f8c against (never needed by the product itself).
-python_refs=(numpy ml_dtypes)
-if ! python3 -c 'import numpy, ml_dtypes' 2>/dev/null; then
+# Python references the tests hold f8c against (never needed by the product itself): NumPy and
+# ml_dtypes for the FP8 numerics, onnx (its descriptors check frontend/onnx/onnx.proto; its helper
+# builds the loader tests' models) and onnxruntime (runs those models, so a "good" one is good).
+python_refs=(numpy ml_dtypes onnx onnxruntime)
+if ! python3 -c 'import numpy, ml_dtypes, onnx, onnxruntime' 2>/dev/null; then
   echo "install-deps: installing Python references ${python_refs[*]}"
   python3 -m pip install --quiet --disable-pip-version-check "${python_refs[@]}" ||
     python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_refs[@]}"
 else
   echo "install-deps: Python references present"
+fi
+
+# The fuzz targets (tests/fuzz/) link libFuzzer from clang-19's runtime (libclang-rt-19-dev):
+# check that a fuzzer links, so a missing piece shows here rather than as a build error later.
+fuzz_check=$(mktemp -d)
+trap 'rm -rf "$fuzz_check"' EXIT
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+  > "$fuzz_check/fuzz.c"
+if clang-19 -fsanitize=fuzzer,address,undefined "$fuzz_check/fuzz.c" -o "$fuzz_check/fuzz" 2>"$fuzz_check/log" &&
+  "$fuzz_check/fuzz" -runs=1 >/dev/null 2>&1; then
+  echo "install-deps: clang-19 links libFuzzer"
+else
+  cat "$fuzz_check/log" >&2
+  echo "install-deps: clang-19 cannot build a libFuzzer target (packages clang-19, libclang-rt-19-dev)" >&2
+  exit 1
 fi

@@ -5,13 +5,13 @@
  * allocated from them, and external data is opened only inside the model's folder, never through
  * a symbolic link or a hard link, and only where offset + length lies inside the file.
  */
-#define _POSIX_C_SOURCE 200809L // openat, pread, fstat
+#define _POSIX_C_SOURCE 200809L // openat, pread, fstat, fstatat
 
 #include <errno.h>    // errno
 #include <stdio.h>    // snprintf
 #include <fcntl.h>    // openat, O_*
 #include <string.h>   // memcpy, strcmp, strcspn, strlen, strrchr, strerror
-#include <sys/stat.h> // fstat, S_ISREG
+#include <sys/stat.h> // fstat, fstatat, S_ISREG, S_ISLNK
 #include <unistd.h>   // read, pread, close
 
 #include "frontend/onnx/onnx_internal.h" // onnx_importer, onnx_known
@@ -231,6 +231,12 @@ static int open_external(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 			int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY);
 			next = openat(fd, component, flags);
 			if (next < 0) {
+				// O_NOFOLLOW | O_DIRECTORY on a link to a folder fails with ENOTDIR, not
+				// ELOOP: look at the component itself to name the link.
+				struct stat link;
+				if (errno == ENOTDIR && fstatat(fd, component, &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+				    S_ISLNK(link.st_mode))
+					errno = ELOOP;
 				if (errno == ELOOP || errno == ENOTDIR)
 					tensor_fail(im, tensor, errno == ELOOP
 						    ? "external data goes through a symbolic link: "
@@ -387,7 +393,8 @@ static f8_status tensor_bytes(onnx_importer *im, const F8cOnnx__TensorProto *ten
 		return F8_OK;
 	}
 	if (tensor->has_raw_data) {
-		memcpy(bytes, tensor->raw_data.data, n_bytes);
+		if (n_bytes) // an empty raw_data has no pointer; memcpy must not see NULL
+			memcpy(bytes, tensor->raw_data.data, n_bytes);
 		return F8_OK;
 	}
 	// Typed fields. f8c runs on little-endian hosts, so a value's bytes are its storage.

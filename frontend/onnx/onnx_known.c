@@ -15,15 +15,22 @@
 #include "ir/arena.h"                    // f8_arena_alloc
 #include "ir/fp8.h"                      // f8_float_encode, f8_float_decode
 
-/* The element count of a constant shape, or false when symbolic, negative or too large. */
+/*
+ * The element count of a constant shape, or false when symbolic, negative or too large. The
+ * product of the dims with zeros read as ones is bounded too: [0, 2^62, 4] holds no element but
+ * its strides would overflow, and [4, 2^62] must not wrap around to a count of 0.
+ */
 static bool known_count(const f8_shape *shape, uint32_t *out) {
-	uint64_t count = 1;
+	uint64_t count = 1, extent = 1;
 	for (int i = 0; i < shape->rank; i++) {
 		f8_dim dim = shape->dims[i];
-		if (!f8_dim_is_const(dim) || f8_dim_value(dim) < 0)
+		if (!f8_dim_is_const(dim) || f8_dim_value(dim) < 0 ||
+		    f8_dim_value(dim) > ONNX_MAX_KNOWN_ELEMENTS)
 			return false;
-		count *= (uint64_t)f8_dim_value(dim);
-		if (count > ONNX_MAX_KNOWN_ELEMENTS)
+		uint64_t value = (uint64_t)f8_dim_value(dim); // both factors <= 2^16: no overflow
+		count *= value;
+		extent *= value ? value : 1;
+		if (extent > ONNX_MAX_KNOWN_ELEMENTS)
 			return false;
 	}
 	*out = (uint32_t)count;
@@ -385,9 +392,11 @@ static fold_result fold_reshape(onnx_importer *im, const onnx_node *node, const 
 			infer_at = (int)i;
 			continue;
 		}
-		if (dims[i] < 0)
+		if (dims[i] < 0 || dims[i] > ONNX_MAX_KNOWN_ELEMENTS)
 			return NOT_FOLDED;
-		known *= dims[i];
+		known *= dims[i]; // both factors <= 2^16: no overflow
+		if (known > ONNX_MAX_KNOWN_ELEMENTS)
+			return NOT_FOLDED;
 	}
 	if (infer_at >= 0)
 		dims[infer_at] = known ? x->count / known : 0;
@@ -442,9 +451,14 @@ static fold_result fold_concat(onnx_importer *im, const onnx_node *node, onnx_kn
 	f8_shape shape = first->shape;
 	int64_t total = 0;
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
-		const onnx_known *k = node->inputs[i]->known;
-		if (k->dtype != first->dtype || k->shape.rank != first->shape.rank)
+		const onnx_known *k = node->inputs[i] ? node->inputs[i]->known : NULL;
+		if (!k || k->dtype != first->dtype || k->shape.rank != first->shape.rank)
 			return NOT_FOLDED;
+		// Every dim but the axis must agree, or the copy below runs past the result; the IR
+		// node reports the mismatch with its place.
+		for (int d = 0; d < first->shape.rank; d++)
+			if (d != axis && f8_dim_value(k->shape.dims[d]) != f8_dim_value(first->shape.dims[d]))
+				return NOT_FOLDED;
 		total += f8_dim_value(k->shape.dims[axis]);
 	}
 	shape.dims[axis] = f8_dim_const(total);
@@ -531,16 +545,18 @@ static fold_result fold_slice(onnx_importer *im, const onnx_node *node, onnx_kno
 		if (!f8_axis_normalize(axes_k ? axes[i] : (int64_t)i, x->shape.rank, false, &axis) || s == 0)
 			return NOT_FOLDED;
 		int64_t size = f8_dim_value(x->shape.dims[axis]), b = starts[i], e = ends[i];
+		// |s| in unsigned arithmetic: s may be INT64_MIN or INT64_MAX (exporters write both).
+		uint64_t magnitude = s < 0 ? 0 - (uint64_t)s : (uint64_t)s;
 		b = b < 0 ? b + size : b;
 		e = e < 0 ? e + size : e;
 		if (s > 0) {
 			b = b < 0 ? 0 : b > size ? size : b;
 			e = e < 0 ? 0 : e > size ? size : e;
-			length[axis] = e > b ? (e - b + s - 1) / s : 0;
+			length[axis] = e > b ? (int64_t)(1 + (uint64_t)(e - b - 1) / magnitude) : 0;
 		} else {
 			b = b < 0 ? 0 : b > size - 1 ? size - 1 : b;
 			e = e < -1 ? -1 : e > size - 1 ? size - 1 : e;
-			length[axis] = b > e ? (b - e - s - 1) / -s : 0;
+			length[axis] = b > e ? (int64_t)(1 + (uint64_t)(b - e - 1) / magnitude) : 0;
 		}
 		first[axis] = b;
 		step[axis] = s;
@@ -609,18 +625,26 @@ static fold_result fold_range(onnx_importer *im, const onnx_node *node, onnx_kno
 	const onnx_known *delta = node->inputs[2]->known;
 	if (start->count != 1 || limit->count != 1 || delta->count != 1)
 		return NOT_FOLDED;
-	double s, l, d;
+	double s = 0, l, d = 0, n;
+	int64_t first = 0, step = 0;
 	if (start->ints) {
 		if (!onnx_known_is_concrete(start) || !onnx_known_is_concrete(limit) ||
 		    !onnx_known_is_concrete(delta))
 			return NOT_FOLDED; // a Range to `seq` stays a Range node
-		s = (double)f8_dim_value(start->ints[0]);
-		l = (double)f8_dim_value(limit->ints[0]);
-		d = (double)f8_dim_value(delta->ints[0]);
+		// Integers exactly: through doubles, 2^60 + 5 - 2^60 would be 0 and the elements
+		// near 2^63 would not convert back.
+		int64_t span;
+		first = f8_dim_value(start->ints[0]), step = f8_dim_value(delta->ints[0]);
+		if (step == 0 || __builtin_sub_overflow(f8_dim_value(limit->ints[0]), first, &span) ||
+		    (span == INT64_MIN && step == -1))
+			return NOT_FOLDED;
+		int64_t quotient = span / step; // ceil: up when the exact quotient is positive
+		quotient += span % step != 0 && (span < 0) == (step < 0);
+		n = quotient > 0 ? (double)quotient : 0.0; // ONNX: max(ceil(span / delta), 0)
 	} else {
 		s = start->floats[0], l = limit->floats[0], d = delta->floats[0];
+		n = d != 0.0 ? ceil((l - s) / d) : -1.0;
 	}
-	double n = d != 0.0 ? ceil((l - s) / d) : -1.0;
 	if (!(n >= 0.0 && n <= ONNX_MAX_KNOWN_ELEMENTS))
 		return NOT_FOLDED;
 	f8_shape shape = {.rank = 1, .dims = {f8_dim_const((int64_t)n)}};
@@ -628,8 +652,8 @@ static fold_result fold_range(onnx_importer *im, const onnx_node *node, onnx_kno
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t i = 0; i < r->count; i++) {
-		if (r->ints)
-			r->ints[i] = f8_dim_const((int64_t)(s + i * d));
+		if (r->ints) // between start and limit: no overflow
+			r->ints[i] = f8_dim_const(first + (int64_t)i * step);
 		else
 			r->floats[i] = round_to(r->dtype, s + i * d);
 	}
