@@ -33,7 +33,7 @@ typedef enum f8_status {
 const char *f8_status_name(f8_status status);
 
 enum {
-	F8_DIAG_MESSAGE_MAX = 512,
+	F8_DIAG_MESSAGE_MAX = 1024, // a hint may list every supported ONNX operator
 	F8_DIAG_LINE_MAX = 256,
 	F8_DIAG_FILE_MAX = 256,
 	F8_DIAG_NODE_MAX = 160,

@@ -319,7 +319,8 @@ f8_status f8_graph_add_output(f8_graph *graph, f8_value_id value) {
 f8_status f8_graph_set_order(f8_graph *graph, const f8_node_id *order, uint32_t n) {
 	if (GROW(graph->order, graph->cap_order, n))
 		return F8_ERR_NOMEM;
-	memmove(graph->order, order, (size_t)n * sizeof *order);
+	if (n) // an empty program may come with no array at all
+		memmove(graph->order, order, (size_t)n * sizeof *order);
 	graph->n_order = n;
 	return F8_OK;
 }

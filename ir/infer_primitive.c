@@ -667,10 +667,17 @@ f8_status f8_infer_range(const f8_graph *graph, const f8_node *node, f8_type *ou
 		return infer_fail(diag, "attribute dtype must be numeric");
 	f8_dim length;
 	if (f8_dim_is_const(limit)) {
-		// max(0, ceil((limit - start) / delta)), for either sign of delta.
-		int64_t span = delta > 0 ? f8_dim_value(limit) - start : start - f8_dim_value(limit);
-		int64_t step = delta > 0 ? delta : -delta;
-		length = f8_dim_const(span > 0 ? (span + step - 1) / step : 0);
+		// max(0, ceil((limit - start) / delta)), for either sign of delta, in unsigned
+		// arithmetic: the span and |delta| may not fit an int64_t.
+		int64_t end = f8_dim_value(limit);
+		bool up = delta > 0;
+		uint64_t step = up ? (uint64_t)delta : 0 - (uint64_t)delta;
+		bool empty = up ? end <= start : end >= start;
+		uint64_t span = up ? (uint64_t)end - (uint64_t)start : (uint64_t)start - (uint64_t)end;
+		uint64_t count = empty ? 0 : 1 + (span - 1) / step;
+		if (count > (uint64_t)INT64_MAX)
+			return infer_fail(diag, "the Range has more elements than a tensor can");
+		length = f8_dim_const((int64_t)count);
 	} else if (delta != 1 || !f8_dim_sub(limit, f8_dim_const(start), &length) ||
 		   !f8_dim_proven_nonnegative(length)) {
 		char s[64];

@@ -6,6 +6,7 @@
 
 #include <inttypes.h> // PRId64, PRIu64
 #include <math.h>     // isnan, isinf
+#include <stdarg.h>   // va_list
 #include <stdlib.h>   // strtod, strtof
 #include <string.h>   // strlen, memcpy
 
@@ -13,30 +14,53 @@
 #include "ir/fp8.h"   // f8_float_decode
 #include "ir/text.h"  // f8_text_print
 
-const char *f8_dim_format(const f8_graph *graph, f8_dim dim, char *buffer, size_t size) {
-	if (size == 0)
-		return buffer;
-	buffer[0] = '\0';
+/* Where a dim's text goes: a FILE (the printer, whatever the length) or a buffer (messages,
+ * truncated to fit). */
+typedef struct sink {
+	FILE *out;
+	char *buffer;
+	size_t size, used;
+} sink;
+
+static void sink_printf(sink *to, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void sink_printf(sink *to, const char *format, ...) {
+	va_list args;
+	va_start(args, format);
+	if (to->out) {
+		vfprintf(to->out, format, args);
+	} else if (to->used < to->size) {
+		int n = vsnprintf(to->buffer + to->used, to->size - to->used, format, args);
+		to->used += n > 0 ? (size_t)n : 0;
+	}
+	va_end(args);
+}
+
+static void write_dim(sink *to, const f8_graph *graph, f8_dim dim) {
 	if (dim.n_terms == 0)
-		snprintf(buffer, size, "0");
-	size_t used = 0;
-	for (int t = 0; t < dim.n_terms && used < size; t++) {
+		sink_printf(to, "0");
+	for (int t = 0; t < dim.n_terms; t++) {
 		const f8_dim_term *term = &dim.terms[t];
 		int64_t coefficient = term->coefficient;
 		const char *sign = coefficient < 0 ? "-" : t ? "+" : "";
 		// |INT64_MIN| does not fit an int64_t: print its digits through uint64_t.
 		uint64_t magnitude = coefficient < 0 ? 0 - (uint64_t)coefficient : (uint64_t)coefficient;
 		if (term->n_symbols == 0 || magnitude != 1)
-			used += (size_t)snprintf(buffer + used, size - used, "%s%" PRIu64 "%s", sign,
-						 magnitude, term->n_symbols ? "*" : "");
+			sink_printf(to, "%s%" PRIu64 "%s", sign, magnitude, term->n_symbols ? "*" : "");
 		else
-			used += (size_t)snprintf(buffer + used, size - used, "%s", sign);
-		for (int i = 0; i < term->n_symbols && used < size; i++) {
+			sink_printf(to, "%s", sign);
+		for (int i = 0; i < term->n_symbols; i++) {
 			uint16_t id = term->symbols[i];
-			const char *symbol = id < graph->n_symbols ? graph->symbols[id] : "?";
-			used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? "*" : "", symbol);
+			sink_printf(to, "%s%s", i ? "*" : "", id < graph->n_symbols ? graph->symbols[id] : "?");
 		}
 	}
+}
+
+const char *f8_dim_format(const f8_graph *graph, f8_dim dim, char *buffer, size_t size) {
+	if (size == 0)
+		return buffer;
+	buffer[0] = '\0';
+	sink to = {.buffer = buffer, .size = size};
+	write_dim(&to, graph, dim);
 	return buffer;
 }
 
@@ -134,8 +158,8 @@ static void print_float(FILE *out, float value) {
 }
 
 static void print_dim(FILE *out, const f8_graph *graph, f8_dim dim) {
-	char text[128];
-	fputs(f8_dim_format(graph, dim, text, sizeof text), out);
+	sink to = {.out = out};
+	write_dim(&to, graph, dim);
 }
 
 static void print_type(FILE *out, const f8_graph *graph, const f8_type *type) {

@@ -76,7 +76,9 @@ static f8_status check_arity(const f8_graph *graph, f8_node_id id, f8_diag *diag
 		return node_error(graph, id, diag, "%s makes %s outputs, not %u", info->name,
 				  arity_text(info->min_outputs, info->max_outputs, expected, sizeof expected),
 				  node->n_outputs);
-	for (uint32_t i = 0; i < info->min_inputs; i++)
+	// Optional inputs trail the required ones; a variadic op's inputs are all required.
+	uint32_t required = info->max_inputs == F8_VARIADIC ? node->n_inputs : info->min_inputs;
+	for (uint32_t i = 0; i < required; i++)
 		if (node->inputs[i] == F8_NONE)
 			return node_error(graph, id, diag, "input %u of %s is required", i, info->name);
 	return F8_OK;
@@ -103,6 +105,12 @@ f8_status f8_node_infer_types(const f8_graph *graph, f8_node_id id, f8_type *out
 	status = f8_op_get_info(node->op)->infer(graph, node, outputs, &local);
 	if (status)
 		return node_error(graph, id, diag, "%s", local.message);
+	for (uint32_t i = 0; i < node->n_outputs; i++) {
+		f8_dim numel;
+		if (!f8_shape_numel(&outputs[i].shape, &numel))
+			return node_error(graph, id, diag, "output %u would have more elements than a "
+					  "tensor can (its size overflows)", i);
+	}
 	return F8_OK;
 }
 
@@ -143,6 +151,9 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 						   "a leaf role", value->name, f8_role_name(value->role));
 		else if (value->type.dtype == F8_DTYPE_UNDEFINED)
 			status = f8_diag_set(diag, F8_ERR_INVALID, "input %%%s has no type", value->name);
+		else if (!f8_shape_numel(&value->type.shape, &(f8_dim){0}))
+			status = f8_diag_set(diag, F8_ERR_INVALID, "input %%%s has more elements than a "
+					     "tensor can (its size overflows)", value->name);
 		if (status)
 			goto done;
 		defined[graph->inputs[i]] = true;

@@ -235,14 +235,14 @@ static f8_status check_header(onnx_importer *im, const F8cOnnx__ModelProto *mode
 				 model->functions[0]->domain ? model->functions[0]->domain : "",
 				 model->functions[0]->domain ? "." : "",
 				 model->functions[0]->name ? model->functions[0]->name : "");
-	im->opset = -1;
+	bool imported = false;
 	for (size_t i = 0; i < model->n_opset_import; i++) {
 		const char *domain = model->opset_import[i]->domain ? model->opset_import[i]->domain : "";
 		if (*domain == '\0' || strcmp(domain, "ai.onnx") == 0)
-			im->opset = model->opset_import[i]->version;
+			im->opset = model->opset_import[i]->version, imported = true;
 	}
-	if (im->opset < ONNX_OPSET_MIN || im->opset > ONNX_OPSET_MAX) {
-		if (im->opset < 0)
+	if (!imported || im->opset < ONNX_OPSET_MIN || im->opset > ONNX_OPSET_MAX) {
+		if (!imported)
 			onnx_fail(im, F8_ERR_UNSUPPORTED, "the model imports no opset of the default "
 				  "ONNX domain");
 		else
@@ -322,6 +322,18 @@ static f8_status import_initializers(onnx_importer *im, const F8cOnnx__GraphProt
 	return F8_OK;
 }
 
+/* Whether a dim_param can be a symbol: a name as the text IR writes them, [A-Za-z_][\w.]*,
+ * so that "2*seq" or "batch size" cannot pass for an expression or two names. */
+static bool is_symbol_name(const char *name) {
+	if (!((*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') || *name == '_'))
+		return false;
+	for (const char *c = name; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		      *c == '_' || *c == '.'))
+			return false;
+	return true;
+}
+
 /* The type of a graph input, its symbolic dims interned and --dim bindings applied. */
 static f8_status input_type(onnx_importer *im, const F8cOnnx__ValueInfoProto *info, f8_type *out) {
 	const F8cOnnx__TypeProto *type = info->type;
@@ -355,6 +367,14 @@ static f8_status input_type(onnx_importer *im, const F8cOnnx__ValueInfoProto *in
 				  "a size nor a name", i, name);
 			f8_diag_hint(im->diag, "name the exporter's dynamic dimensions (torch.export.Dim) "
 					       "or give fixed sizes");
+			return F8_ERR_UNSUPPORTED;
+		}
+		if (!is_symbol_name(param)) {
+			onnx_fail(im, F8_ERR_UNSUPPORTED, "dimension %zu of graph input '%s' is named "
+				  "'%.60s', which is not a plain name", i, name, param);
+			f8_diag_hint(im->diag, "f8c takes letters, digits, '_' and '.' (like batch or "
+					       "seq_len); rename the exporter's dynamic dims, or fix the size "
+					       "with --dim");
 			return F8_ERR_UNSUPPORTED;
 		}
 		bool bound = false;

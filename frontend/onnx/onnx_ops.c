@@ -432,11 +432,13 @@ static f8_status convert_range(onnx_importer *im, const onnx_node *node, const c
 	if (status || done)
 		return status;
 	f8_dim start, limit, delta;
-	uint32_t n;
-	if ((status = input_dims(im, node, 0, "start", &start, 1, &n)) ||
-	    (status = input_dims(im, node, 1, "limit", &limit, 1, &n)) ||
-	    (status = input_dims(im, node, 2, "delta", &delta, 1, &n)))
+	uint32_t n_start, n_limit, n_delta;
+	if ((status = input_dims(im, node, 0, "start", &start, 1, &n_start)) ||
+	    (status = input_dims(im, node, 1, "limit", &limit, 1, &n_limit)) ||
+	    (status = input_dims(im, node, 2, "delta", &delta, 1, &n_delta)))
 		return status;
+	if (n_start != 1 || n_limit != 1 || n_delta != 1)
+		return onnx_fail(im, F8_ERR_INVALID, "Range's start, limit and delta must be scalars");
 	if (!f8_dim_is_const(start) || !f8_dim_is_const(delta))
 		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Range with a symbolic start or delta");
 	f8_attr attrs[4] = {
