@@ -11,17 +11,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
 f8c, source = sys.argv[1], sys.argv[2]
-passed = failed = 0
 
 
-def check(condition, what, detail=""):
-    global passed, failed
-    if condition:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}\n{detail}")
 
 
 def run(*args, stdin=b""):
@@ -100,5 +95,4 @@ check(code == 0 and out.encode("latin-1") == b"\x7e", "quantize e4m3 448 -> 0x7e
 code, _, err = run("fp8", "quantize", "e4m3", stdin=b"\x00\x00\xe0")  # 3 bytes
 check(code == 1 and "HINT" in err, "quantize refuses input that is not whole float32 values", err)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(finish())

@@ -28,18 +28,13 @@ from onnx import numpy_helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
 f8c, source = sys.argv[1], sys.argv[2]
-passed = failed = 0
 HIGH_LEVEL = ["Embedding", "Linear", "Attention", "LayerNorm", "RMSNorm", "Gelu", "SwiGLU", "Rope"]
 
 
-def check(condition, what, detail=""):
-    global passed, failed
-    if condition:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}\n{detail}"[:3000])
 
 
 def run(*args, timeout=120):
@@ -316,8 +311,8 @@ def main():
             check_model(name, config, root)
         check_variants(root)
         check_errors(root)
-    print(f"{passed} passed, {failed} failed in {time.time() - start:.1f} s")
-    sys.exit(1 if failed else 0)
+    print(f"{time.time() - start:.1f} s")
+    sys.exit(finish())
 
 
 main()

@@ -18,19 +18,7 @@
 
 #include "frontend/json/model_json.h"  // f8_json_model_load
 #include "frontend/onnx/onnx_export.h" // f8_onnx_export, f8_weight_init_*
-#include "ir/alloc.h"                  // f8_alloc_set
-
-static int passed, failed;
-
-#define CHECK(condition)                                                               \
-	do {                                                                           \
-		if (condition) {                                                       \
-			passed++;                                                      \
-		} else {                                                               \
-			failed++;                                                      \
-			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #condition);   \
-		}                                                                      \
-	} while (0)
+#include "tests/test_support.h"         // CHECK, test_fail_allocations_after
 
 enum { N = 4096 };
 
@@ -113,27 +101,8 @@ static void test_options(const f8_graph *graph, const char *folder) {
 	CHECK(count_files(folder) == 0);
 }
 
-/* An allocator that fails the n-th allocation from now. */
-static long allocations_left;
-
-static void *failing_malloc(size_t size, void *user) {
-	(void)user;
-	return allocations_left-- > 0 ? malloc(size) : NULL;
-}
-
-static void *failing_realloc(void *ptr, size_t size, void *user) {
-	(void)user;
-	return allocations_left-- > 0 ? realloc(ptr, size) : NULL;
-}
-
-static void plain_free(void *ptr, void *user) {
-	(void)user;
-	free(ptr);
-}
-
 /* Exports `graph` with the n-th allocation failing, for every n, into an empty `folder`. */
 static void check_allocation_failure(const f8_graph *graph, const char *folder, const char *what) {
-	f8_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
 	char path[4096], data[4096];
 	snprintf(path, sizeof path, "%s/m.onnx", folder);
 	snprintf(data, sizeof data, "%s/m.onnx.data", folder);
@@ -142,10 +111,9 @@ static void check_allocation_failure(const f8_graph *graph, const char *folder, 
 	for (n = 0; n < 100000; n++) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
-		allocations_left = n;
-		f8_alloc_set(&failing);
+		test_fail_allocations_after(n);
 		f8_status status = f8_onnx_export(graph, path, NULL, &diag);
-		f8_alloc_set(NULL);
+		test_allocations_restore();
 		if (status == F8_OK)
 			break;
 		if (status != F8_ERR_NOMEM || !diag.message[0] || count_files(folder) != 0) {
@@ -196,6 +164,5 @@ int main(int argc, char **argv) {
 		f8_graph_destroy(graph);
 	}
 	rmdir(folder);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return test_finish();
 }

@@ -9,17 +9,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
 f8c = sys.argv[1]
-passed = failed = 0
 
 
-def check(condition, what, detail=""):
-    global passed, failed
-    if condition:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}\n{detail}")
 
 
 # A valid description to break, one field a line: `"vocab": 256` is on line 3, its value at
@@ -132,5 +127,4 @@ with tempfile.TemporaryDirectory() as folder:
     code, out, err = run(os.path.join(folder, "absent.json"))
     check(code == 1 and "cannot open" in err, "a missing file is an error naming it", err)
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(finish())

@@ -11,23 +11,11 @@
 #include <string.h> // strcmp, strstr
 
 #include "frontend/json/model_json.h" // f8_json_model_parse, f8_json_model_config_read
-#include "ir/alloc.h"                 // f8_alloc_set, f8_free
+#include "ir/alloc.h"                 // f8_free
 #include "ir/text.h"                  // f8_text_print_string, f8_text_parse
 #include "ir/verify.h"                // f8_graph_verify
 #include "passes/pipeline.h"          // f8_pipeline_run
-#include "tests/test_support.h"       // test_read_file
-
-static int passed, failed;
-
-#define CHECK(condition)                                                               \
-	do {                                                                           \
-		if (condition) {                                                       \
-			passed++;                                                      \
-		} else {                                                               \
-			failed++;                                                      \
-			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #condition);   \
-		}                                                                      \
-	} while (0)
+#include "tests/test_support.h"       // CHECK, test_read_file, test_fail_allocations_after
 
 static f8_status read_config(const char *text, const char *file, f8_json_model_config *config,
 			     f8_diag *diag) {
@@ -199,39 +187,19 @@ static void test_malformed(const char *source_dir) {
 	free(text);
 }
 
-/* An allocator that fails the n-th allocation from now. */
-static long allocations_left;
-
-static void *failing_malloc(size_t size, void *user) {
-	(void)user;
-	return allocations_left-- > 0 ? malloc(size) : NULL;
-}
-
-static void *failing_realloc(void *ptr, size_t size, void *user) {
-	(void)user;
-	return allocations_left-- > 0 ? realloc(ptr, size) : NULL;
-}
-
-static void plain_free(void *ptr, void *user) {
-	(void)user;
-	free(ptr);
-}
-
 /* Loads `path` with the n-th allocation failing, for every n: each run ends in F8_ERR_NOMEM or
  * success, never another error, a crash or a leak (LeakSanitizer watches in the sanitizer
  * build). */
 static void check_allocation_failure(const char *path) {
-	f8_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
 	bool all_clean = true;
 	long n;
 	for (n = 0; n < 100000; n++) {
 		f8_graph *graph;
 		f8_diag diag;
 		f8_diag_clear(&diag);
-		allocations_left = n;
-		f8_alloc_set(&failing);
+		test_fail_allocations_after(n);
 		f8_status status = f8_json_model_load(path, &graph, &diag);
-		f8_alloc_set(NULL);
+		test_allocations_restore();
 		f8_graph_destroy(graph);
 		if (status == F8_OK)
 			break;
@@ -261,6 +229,5 @@ int main(int argc, char **argv) {
 		snprintf(path, sizeof path, "%s/models/%s.json", argv[1], models[i]);
 		check_allocation_failure(path);
 	}
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return test_finish();
 }

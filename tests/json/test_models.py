@@ -15,8 +15,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
 f8c, source = sys.argv[1], sys.argv[2]
-passed = failed = 0
 
 # Published parameter counts (tied embeddings for the GPTs).
 PUBLISHED = {
@@ -28,13 +30,6 @@ PUBLISHED = {
 }
 
 
-def check(condition, what, detail=""):
-    global passed, failed
-    if condition:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}\n{detail}"[:3000])
 
 
 def run(*args):
@@ -192,5 +187,4 @@ for _ in range(3):
 check(code == 0 and best < 1.0, f"dump-ir gpt3-175b takes {best:.3f} s", err)
 print(f"dump-ir gpt3-175b: {best:.3f} s")
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(finish())

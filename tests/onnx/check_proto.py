@@ -18,18 +18,13 @@ import onnx
 from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FieldDescriptor
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
 source = sys.argv[1]
 proto_path = os.path.join(source, "frontend", "onnx", "onnx.proto")
-passed = failed = 0
 
 
-def check(condition, what, detail=""):
-    global passed, failed
-    if condition:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}" + (f"\n{detail}" if detail else ""))
 
 
 # The .proto, parsed.
@@ -299,5 +294,4 @@ for name, values in ours["enums"].items():
     check_enum(name, values, onnx_file.enum_types_by_name.get(name))
 
 print(f"checked {proto_path} against onnx {onnx.__version__} ({onnx_file.name})")
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(finish())

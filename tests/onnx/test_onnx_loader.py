@@ -27,12 +27,14 @@ import onnxruntime
 from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
 f8c, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 seed = int(os.environ.get("F8C_TEST_SEED", time.time_ns() % 2**31))
 print(f"seed {seed} (F8C_TEST_SEED={seed} repeats this run)")
 rng = np.random.default_rng(seed)
 pick = random.Random(seed)
-passed = failed = 0
 root = tempfile.mkdtemp(prefix="f8c-onnx-")
 atexit.register(shutil.rmtree, root, True)
 cwd = os.path.join(root, "cwd")  # every run's working folder: must stay empty
@@ -41,14 +43,6 @@ fixtures = sorted(glob.glob(os.path.join(source, "tests", "data", "onnx", "*", "
 OPSET = 18
 
 
-def check(condition, what, detail=""):
-    global passed, failed
-    if condition:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}" + (f"\n{detail[:3000]}" if detail else ""))
-    return condition
 
 
 def tree(folder):
@@ -641,5 +635,4 @@ for name, data in (("empty", b""), ("text", b"graph g {\n}\n"), ("zeros", bytes(
 expect_error("a folder named .onnx", folder("folder.onnx"), ["folder.onnx"])
 expect_error("a missing file", os.path.join(here, "missing.onnx"), ["cannot open", "missing.onnx"])
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(finish())

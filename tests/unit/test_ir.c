@@ -12,23 +12,11 @@
 #include <stdlib.h> // malloc, free
 #include <string.h> // strcmp, strstr
 
-#include "ir/alloc.h"        // f8_alloc_set
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
 #include "ir/verify.h"       // f8_graph_verify
-#include "tests/test_support.h" // test_read_file
+#include "ir/alloc.h"        // f8_free
+#include "tests/test_support.h" // CHECK, test_read_file, test_fail_allocations_after
 #include "passes/pipeline.h" // f8_pipeline_run
-
-static int passed, failed;
-
-#define CHECK(condition)                                                               \
-	do {                                                                           \
-		if (condition) {                                                       \
-			passed++;                                                      \
-		} else {                                                               \
-			failed++;                                                      \
-			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #condition);   \
-		}                                                                      \
-	} while (0)
 
 static void test_dims(void) {
 	f8_dim batch = f8_dim_symbol(0), seq = f8_dim_symbol(1), one = f8_dim_const(1);
@@ -189,24 +177,6 @@ static void test_malformed_inputs(const char *source_dir) {
 	CHECK(files >= 10);
 }
 
-/* An allocator that fails the n-th allocation from now. */
-static long allocations_left;
-
-static void *failing_malloc(size_t size, void *user) {
-	(void)user;
-	return allocations_left-- > 0 ? malloc(size) : NULL;
-}
-
-static void *failing_realloc(void *ptr, size_t size, void *user) {
-	(void)user;
-	return allocations_left-- > 0 ? realloc(ptr, size) : NULL;
-}
-
-static void plain_free(void *ptr, void *user) {
-	(void)user;
-	free(ptr);
-}
-
 /* Parse, run the pipeline and print with the n-th allocation failing, for every n: each run
  * ends in F8_ERR_NOMEM or success, never a crash or leak. */
 static void test_allocation_failure(const char *source_dir) {
@@ -217,14 +187,12 @@ static void test_allocation_failure(const char *source_dir) {
 	CHECK(text != NULL);
 	if (!text)
 		return;
-	f8_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
 	bool all_clean = true;
 	long n;
 	for (n = 0; n < 100000; n++) {
-		allocations_left = n;
-		f8_alloc_set(&failing);
+		test_fail_allocations_after(n);
 		f8_status status = exercise(text, len);
-		f8_alloc_set(NULL);
+		test_allocations_restore();
 		if (status == F8_OK)
 			break;
 		if (status != F8_ERR_NOMEM) {
@@ -248,6 +216,5 @@ int main(int argc, char **argv) {
 	test_use_before_definition();
 	test_malformed_inputs(argv[1]);
 	test_allocation_failure(argv[1]);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return test_finish();
 }
