@@ -189,8 +189,9 @@ f8_status f8_infer_swiglu(const f8_graph *graph, const f8_node *node, f8_type *o
 	return F8_OK;
 }
 
-/* Rope: x (..., seq, head_dim), cos and sin (seq, rotary_dim) with any leading dims of 1 (as
- * exporters broadcast them: (1, 1, seq, rotary_dim)), rotary_dim even and at most
+/* Rope: x (..., seq, head_dim), cos and sin (seq, rotary_dim) with leading dims that broadcast
+ * to x's (exporters write (1, 1, seq, rotary_dim), or (batch, 1, seq, rotary_dim) when position
+ * ids are an input), rotary_dim even and at most
  * head_dim (partial rotary leaves the rest as it is); rotate-half unless interleaved. */
 f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
@@ -206,13 +207,16 @@ f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *out
 	int rank = cos->shape.rank;
 	if (!f8_type_equal(cos, sin) || rank < 2)
 		return infer_fail(diag, "cos and sin must have the same type and shape (seq, rotary_dim)");
-	for (int i = 0; i < rank - 2; i++)
-		if (!f8_dim_equal(cos->shape.dims[i], f8_dim_const(1)))
-			return infer_fail(diag, "cos and sin may have leading dims of 1 only, before "
-						"(seq, rotary_dim)");
 	if (x->shape.rank < 2 || x->shape.rank < rank)
 		return infer_fail(diag, "x must have rank >= 2 and at least the rank of cos: "
 					"(..., seq, head_dim)");
+	// Leading dims broadcast against x's: 1, or x's own (per-batch tables from position ids).
+	for (int i = 0; i < rank - 2; i++) {
+		f8_dim dim = cos->shape.dims[i], against = x->shape.dims[x->shape.rank - rank + i];
+		if (!f8_dim_equal(dim, f8_dim_const(1)) && !f8_dim_equal(dim, against))
+			return infer_fail(diag, "cos and sin's leading dims must be 1 or x's, before "
+						"(seq, rotary_dim)");
+	}
 	f8_dim seq = x->shape.dims[x->shape.rank - 2], head_dim = x->shape.dims[x->shape.rank - 1];
 	f8_dim rotary = cos->shape.dims[rank - 1], half;
 	if (!f8_dim_equal(cos->shape.dims[rank - 2], seq))

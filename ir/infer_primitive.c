@@ -759,6 +759,8 @@ f8_status f8_infer_gather_nd(const f8_graph *graph, const f8_node *node, f8_type
 		if (!f8_dim_equal(data->shape.dims[i], indices->shape.dims[i]))
 			return infer_fail(diag, "batch dimension %d differs between data and indices", i);
 	int m = (int)f8_dim_value(last);
+	if (q - 1 + r - (int)batch_dims - m > F8_MAX_RANK)
+		return infer_fail(diag, "the result would have rank > %d", F8_MAX_RANK);
 	f8_shape result = {0};
 	for (int i = 0; i < q - 1; i++)
 		result.dims[result.rank++] = indices->shape.dims[i];

@@ -15,47 +15,59 @@ static int term_order(const f8_dim_term *a, const f8_dim_term *b) {
 
 /*
  * Accumulates terms into a canonical dim: like terms merge, zero sums vanish, the rest stay
- * sorted. A small sorted array; dims have a handful of terms.
+ * sorted. It holds as many terms as a product of two dims can have before merging, so terms
+ * that cancel later still count; whether the result fits a dim is decided at the end.
  */
+enum { BUILDER_TERMS = F8_DIM_MAX_TERMS * F8_DIM_MAX_TERMS };
+
 typedef struct dim_builder {
-	f8_dim dim;
-	bool ok; // false once a coefficient overflowed or the terms did not fit
+	f8_dim_term terms[BUILDER_TERMS];
+	int n_terms;
+	bool ok; // false once a coefficient overflowed or the scratch ran out
 } dim_builder;
 
 static void builder_add(dim_builder *b, f8_dim_term term) {
 	if (!b->ok || term.coefficient == 0)
 		return;
-	f8_dim *dim = &b->dim;
 	int i = 0;
-	while (i < dim->n_terms && term_order(&dim->terms[i], &term) < 0)
+	while (i < b->n_terms && term_order(&b->terms[i], &term) < 0)
 		i++;
-	if (i < dim->n_terms && term_order(&dim->terms[i], &term) == 0) {
-		if (__builtin_add_overflow(dim->terms[i].coefficient, term.coefficient,
-					   &dim->terms[i].coefficient)) {
+	if (i < b->n_terms && term_order(&b->terms[i], &term) == 0) {
+		if (__builtin_add_overflow(b->terms[i].coefficient, term.coefficient,
+					   &b->terms[i].coefficient)) {
 			b->ok = false;
-		} else if (dim->terms[i].coefficient == 0) {
-			for (int j = i; j + 1 < dim->n_terms; j++)
-				dim->terms[j] = dim->terms[j + 1];
-			dim->n_terms--;
-			dim->terms[dim->n_terms] = (f8_dim_term){0};
+		} else if (b->terms[i].coefficient == 0) {
+			for (int j = i; j + 1 < b->n_terms; j++)
+				b->terms[j] = b->terms[j + 1];
+			b->n_terms--;
 		}
 		return;
 	}
-	if (dim->n_terms == F8_DIM_MAX_TERMS) {
-		// Keep going: a later term may cancel one, so the final sum may still fit.
+	if (b->n_terms == BUILDER_TERMS) {
 		b->ok = false;
 		return;
 	}
-	for (int j = dim->n_terms; j > i; j--)
-		dim->terms[j] = dim->terms[j - 1];
-	dim->terms[i] = term;
-	dim->n_terms++;
+	for (int j = b->n_terms; j > i; j--)
+		b->terms[j] = b->terms[j - 1];
+	b->terms[i] = term;
+	b->n_terms++;
+}
+
+/* Starts a builder holding `dim`'s terms. */
+static dim_builder builder_from(f8_dim dim) {
+	dim_builder b = {.n_terms = dim.n_terms, .ok = true};
+	for (int i = 0; i < dim.n_terms; i++)
+		b.terms[i] = dim.terms[i];
+	return b;
 }
 
 static bool builder_finish(const dim_builder *b, f8_dim *out) {
-	if (!b->ok)
+	if (!b->ok || b->n_terms > F8_DIM_MAX_TERMS)
 		return false;
-	*out = b->dim;
+	f8_dim dim = {.n_terms = (uint8_t)b->n_terms};
+	for (int i = 0; i < b->n_terms; i++)
+		dim.terms[i] = b->terms[i];
+	*out = dim;
 	return true;
 }
 
@@ -70,7 +82,7 @@ bool f8_dim_equal(f8_dim a, f8_dim b) {
 }
 
 static bool add_scaled(f8_dim a, f8_dim b, int64_t sign, f8_dim *out) {
-	dim_builder sum = {.dim = a, .ok = true};
+	dim_builder sum = builder_from(a);
 	for (int i = 0; i < b.n_terms; i++) {
 		f8_dim_term term = b.terms[i];
 		if (__builtin_mul_overflow(term.coefficient, sign, &term.coefficient))
@@ -119,8 +131,9 @@ bool f8_dim_mul(f8_dim a, f8_dim b, f8_dim *out) {
 
 /* a / b of two terms when b divides a: the coefficient divides and b's symbols are all in a. */
 static bool term_div(const f8_dim_term *a, const f8_dim_term *b, f8_dim_term *out) {
-	if (b->coefficient == 0 || a->coefficient % b->coefficient != 0)
-		return false;
+	if (b->coefficient == 0 || (a->coefficient == INT64_MIN && b->coefficient == -1) ||
+	    a->coefficient % b->coefficient != 0)
+		return false; // INT64_MIN / -1 does not fit (and traps)
 	f8_dim_term quotient = {.coefficient = a->coefficient / b->coefficient};
 	int j = 0;
 	for (int i = 0; i < a->n_symbols; i++) {

@@ -96,11 +96,13 @@ static void note(fuser *f, f8_node_id root, const char *pattern, const char *why
 }
 
 /* Commits a match whose replacement is one node `op`. */
+/* Commits a match whose replacement is one node `op`; *fused says whether it did (the op may
+ * refuse what the pattern did not check: a no-match, with the reason in m->why_not). */
 static f8_status replace(fuser *f, f8_rewrite_match *m, f8_op op, const f8_value_id *inputs,
-			 uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs) {
+			 uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, bool *fused) {
 	f8_value_id out;
 	f8_status status = f8_rewrite_add(&f->rw, m, op, inputs, n_inputs, attrs, n_attrs, &out);
-	return status ? status : f8_rewrite_commit(&f->rw, m);
+	return status ? status : f8_rewrite_commit(&f->rw, m, fused);
 }
 
 /* An outer product spelled as a matrix product of K = 1 (rotary tables: inv_freq @ positions)
@@ -113,8 +115,7 @@ static f8_status match_outer_product(fuser *f, f8_rewrite_match *m, const f8_nod
 		return F8_OK;
 	// MatMul needs b's rows to be K = 1 too, and broadcasts batch dims as Mul does: the result
 	// types agree (f8_rewrite_commit checks).
-	*fused = true;
-	return replace(f, m, F8_OP_MUL, matmul->inputs, 2, NULL, 0);
+	return replace(f, m, F8_OP_MUL, matmul->inputs, 2, NULL, 0, fused);
 }
 
 /* Embedding: Gather(weight (vocab, hidden), ids) along axis 0. */
@@ -126,9 +127,8 @@ static f8_status match_embedding(fuser *f, f8_rewrite_match *m, const f8_node *g
 		m->why_not = "not a lookup of rows of a (vocab, hidden) weight";
 		return F8_OK;
 	}
-	*fused = true;
 	f8_value_id inputs[2] = {ids, table};
-	return replace(f, m, F8_OP_EMBEDDING, inputs, 2, NULL, 0);
+	return replace(f, m, F8_OP_EMBEDDING, inputs, 2, NULL, 0, fused);
 }
 
 /*
@@ -143,7 +143,9 @@ static bool linear_weight(fuser *f, f8_rewrite_match *m, f8_value_id operand, bo
 		return true;
 	}
 	const f8_node *t = f8_rewrite_take(&f->rw, m, operand, F8_OP_TRANSPOSE, NULL);
-	if (t && f8_rewrite_is_weight(&f->rw, t->inputs[0]) &&
+	const f8_attr *perm = t ? f8_node_attr(t, "perm") : NULL;
+	bool swaps = !perm || (perm->ints.n == 2 && perm->ints.items[0] == 1 && perm->ints.items[1] == 0);
+	if (t && swaps && f8_rewrite_is_weight(&f->rw, t->inputs[0]) &&
 	    type_of(f, t->inputs[0])->shape.rank == 2) {
 		*weight = t->inputs[0];
 		*transposed = !operand_is_kn;
@@ -170,10 +172,10 @@ static bool linear_product(fuser *f, f8_rewrite_match *m, const f8_node *node, f
 }
 
 static f8_status add_linear(fuser *f, f8_rewrite_match *m, f8_value_id x, f8_value_id weight,
-			    f8_value_id bias, bool transposed) {
+			    f8_value_id bias, bool transposed, bool *fused) {
 	f8_value_id inputs[3] = {x, weight, bias};
 	f8_attr attr = {.name = "transpose_weight", .kind = F8_ATTR_INT, .i = 1};
-	return replace(f, m, F8_OP_LINEAR, inputs, bias == F8_NONE ? 2 : 3, &attr, transposed);
+	return replace(f, m, F8_OP_LINEAR, inputs, bias == F8_NONE ? 2 : 3, &attr, transposed, fused);
 }
 
 /* Linear with a bias: Add(MatMul(x, W), b), Gemm(x, W, b). */
@@ -212,8 +214,7 @@ static f8_status match_linear_bias(fuser *f, f8_rewrite_match *m, const f8_node 
 	}
 	if (!f8_rewrite_match_is_closed(&f->rw, m))
 		return F8_OK;
-	*fused = true;
-	return add_linear(f, m, x, weight, bias, transposed);
+	return add_linear(f, m, x, weight, bias, transposed, fused);
 }
 
 /* Linear without a bias: MatMul(x, W), Gemm(x, W). */
@@ -225,8 +226,7 @@ static f8_status match_linear(fuser *f, f8_rewrite_match *m, const f8_node *root
 	if (!linear_product(f, m, root, &x, &weight, &transposed) ||
 	    !f8_rewrite_match_is_closed(&f->rw, m))
 		return F8_OK;
-	*fused = true;
-	return add_linear(f, m, x, weight, F8_NONE, transposed);
+	return add_linear(f, m, x, weight, F8_NONE, transposed, fused);
 }
 
 /*
@@ -252,8 +252,7 @@ static f8_status match_linear_sandwich(fuser *f, f8_rewrite_match *m, const f8_n
 		return F8_OK;
 	f8_value_id inputs[3] = {flatten->inputs[0], linear->inputs[1],
 				 linear->n_inputs > 2 ? linear->inputs[2] : F8_NONE};
-	*fused = true;
-	return replace(f, m, F8_OP_LINEAR, inputs, linear->n_inputs, linear->attrs, linear->n_attrs);
+	return replace(f, m, F8_OP_LINEAR, inputs, linear->n_inputs, linear->attrs, linear->n_attrs, fused);
 }
 
 /* sqrt(mean(x^2 or x*x over the last axis) + eps): true with eps and x when it matches. */
@@ -350,8 +349,7 @@ static f8_status match_rms_norm(fuser *f, f8_rewrite_match *m, const f8_node *ro
 		f8_value_id inputs[2] = {x, weight};
 		f8_attr attrs[2] = {{.name = "axis", .kind = F8_ATTR_INT, .i = -1},
 				    {.name = "epsilon", .kind = F8_ATTR_FLOAT, .f = eps}};
-		*fused = true;
-		return replace(f, m, F8_OP_RMS_NORM, inputs, 2, attrs, 2);
+		return replace(f, m, F8_OP_RMS_NORM, inputs, 2, attrs, 2, fused);
 	}
 	return F8_OK;
 }
@@ -377,7 +375,7 @@ static f8_status match_layer_norm(fuser *f, f8_rewrite_match *m, const f8_node *
 						      : NULL;
 		const f8_node *mean = sub ? f8_rewrite_take(&f->rw, m, sub->inputs[1], F8_OP_REDUCE_MEAN,
 							    NULL) : NULL;
-		if (!mean || mean->inputs[0] != sub->inputs[0] ||
+		if (!mean || mean->inputs[0] != sub->inputs[0] || !f8_node_attr_int(mean, "keepdims", 1) ||
 		    !is_last_axis_only(mean, "axes", type_of(f, sub->inputs[0])->shape.rank))
 			continue;
 		if (!f8_rewrite_match_is_closed(&f->rw, m))
@@ -385,8 +383,7 @@ static f8_status match_layer_norm(fuser *f, f8_rewrite_match *m, const f8_node *
 		f8_value_id inputs[3] = {sub->inputs[0], gamma, beta};
 		f8_attr attrs[2] = {{.name = "axis", .kind = F8_ATTR_INT, .i = -1},
 				    {.name = "epsilon", .kind = F8_ATTR_FLOAT, .f = eps}};
-		*fused = true;
-		return replace(f, m, F8_OP_LAYER_NORM, inputs, 3, attrs, 2);
+		return replace(f, m, F8_OP_LAYER_NORM, inputs, 3, attrs, 2, fused);
 	}
 	return F8_OK;
 }
@@ -487,8 +484,7 @@ static f8_status match_gelu(fuser *f, f8_rewrite_match *m, const f8_node *root, 
 		if (!f8_rewrite_match_is_closed(&f->rw, m))
 			return F8_OK;
 		f8_attr attr = {.name = "approximate", .kind = F8_ATTR_STRING, .s = "tanh"};
-		*fused = true;
-		return replace(f, m, F8_OP_GELU, &x, 1, &attr, tanh_form);
+		return replace(f, m, F8_OP_GELU, &x, 1, &attr, tanh_form, fused);
 	}
 	return F8_OK;
 }
@@ -508,8 +504,7 @@ static f8_status match_swiglu(fuser *f, f8_rewrite_match *m, const f8_node *root
 			if (!f8_rewrite_match_is_closed(&f->rw, m))
 				return F8_OK;
 			f8_value_id inputs[2] = {gate, up};
-			*fused = true;
-			return replace(f, m, F8_OP_SWIGLU, inputs, 2, NULL, 0);
+			return replace(f, m, F8_OP_SWIGLU, inputs, 2, NULL, 0, fused);
 		}
 	}
 	return F8_OK;
@@ -589,9 +584,8 @@ static f8_status match_rope(fuser *f, f8_rewrite_match *m, const f8_node *root, 
 			    !f8_rewrite_match_is_closed(&f->rw, m))
 				return F8_OK;
 			f8_value_id inputs[3] = {x, cos, sin};
-			*fused = true;
-			f8_status status = replace(f, m, F8_OP_ROPE, inputs, 3, NULL, 0);
-			if (!status) {
+			f8_status status = replace(f, m, F8_OP_ROPE, inputs, 3, NULL, 0, fused);
+			if (!status && *fused) {
 				mark_table_weights(f, cos);
 				mark_table_weights(f, sin);
 			}
@@ -625,23 +619,24 @@ static f8_value_id unscale(fuser *f, f8_rewrite_match *m, f8_value_id value, dou
 }
 
 /*
- * k from k^T (batch, heads, d, seq): the value it was transposed from when the match can see
- * through the transposes (a Transpose, or the Reshape-Transpose-Reshape of a batched
- * transpose), else a new Transpose.
+ * k from k^T (batch, heads, d, seq): seen through a Transpose or the Reshape-Transpose-Reshape
+ * of a batched transpose when the match can take them, into *k with *perm NULL; otherwise *k is
+ * the value to transpose by *perm (a new Transpose, made only once the match is certain).
  */
-static f8_status untranspose(fuser *f, f8_rewrite_match *m, f8_value_id kt, f8_value_id *k) {
+static void untranspose(fuser *f, f8_rewrite_match *m, f8_value_id kt, f8_value_id *k,
+			int64_t perm_out[4], const int64_t **perm) {
+	static const int64_t swap_last[4] = {0, 1, 3, 2};
 	uint32_t keep = m->n_nodes;
 	const f8_node *t = f8_rewrite_take(&f->rw, m, kt, F8_OP_TRANSPOSE, NULL);
-	const f8_attr *perm = t ? f8_node_attr(t, "perm") : NULL;
-	if (perm && perm->ints.n == 4) {
-		int64_t p[4] = {perm->ints.items[0], perm->ints.items[1], perm->ints.items[3],
-				perm->ints.items[2]};
-		if (p[0] == 0 && p[1] == 1 && p[2] == 2 && p[3] == 3) {
-			*k = t->inputs[0];
-			return F8_OK;
-		}
-		f8_attr attr = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {4, p}};
-		return f8_rewrite_add(&f->rw, m, F8_OP_TRANSPOSE, &t->inputs[0], 1, &attr, 1, k);
+	const f8_attr *attr = t ? f8_node_attr(t, "perm") : NULL;
+	if (attr && attr->ints.n == 4) {
+		// k = Transpose(t's input, t's perm then swap_last)
+		for (int i = 0; i < 4; i++)
+			perm_out[i] = attr->ints.items[swap_last[i]];
+		bool identity = perm_out[0] == 0 && perm_out[1] == 1 && perm_out[2] == 2 && perm_out[3] == 3;
+		*k = t->inputs[0];
+		*perm = identity ? NULL : perm_out;
+		return;
 	}
 	restart(m, keep);
 	const f8_node *unflatten = f8_rewrite_take(&f->rw, m, kt, F8_OP_RESHAPE, NULL);
@@ -653,19 +648,20 @@ static f8_status untranspose(fuser *f, f8_rewrite_match *m, f8_value_id kt, f8_v
 		const f8_shape *x = &type_of(f, flatten->inputs[0])->shape;
 		const f8_shape *out = &type_of(f, kt)->shape;
 		const f8_attr *bperm = f8_node_attr(batched, "perm");
-		bool swap_last = bperm && bperm->ints.n == 3 && bperm->ints.items[0] == 0 &&
-				 bperm->ints.items[1] == 2 && bperm->ints.items[2] == 1;
-		if (swap_last && x->rank == 4 && f8_dim_equal(x->dims[0], out->dims[0]) &&
+		bool swaps = bperm && bperm->ints.n == 3 && bperm->ints.items[0] == 0 &&
+			     bperm->ints.items[1] == 2 && bperm->ints.items[2] == 1;
+		if (swaps && x->rank == 4 && out->rank == 4 && f8_dim_equal(x->dims[0], out->dims[0]) &&
 		    f8_dim_equal(x->dims[1], out->dims[1]) && f8_dim_equal(x->dims[2], out->dims[3]) &&
 		    f8_dim_equal(x->dims[3], out->dims[2])) {
 			*k = flatten->inputs[0];
-			return F8_OK;
+			*perm = NULL;
+			return;
 		}
 	}
 	restart(m, keep);
-	int64_t swap[4] = {0, 1, 3, 2};
-	f8_attr attr = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {4, swap}};
-	return f8_rewrite_add(&f->rw, m, F8_OP_TRANSPOSE, &kt, 1, &attr, 1, k);
+	memcpy(perm_out, swap_last, sizeof swap_last);
+	*k = kt;
+	*perm = perm_out;
 }
 
 /* Grouped-query heads repeated for the product: Reshape(Expand(Unsqueeze(kv, 2))) -> kv. */
@@ -769,22 +765,35 @@ static f8_status match_attention(fuser *f, f8_rewrite_match *m, const f8_node *r
 	if (!product)
 		return F8_OK;
 	f8_value_id q = unscale(f, m, product->inputs[0], &scale), k;
-	f8_value_id kt = unscale(f, m, product->inputs[1], &scale);
-	if (!f8_rewrite_match_is_closed(&f->rw, m))
+	f8_value_id kt = unscale(f, m, product->inputs[1], &scale), v = root->inputs[1];
+	if (type_of(f, q)->shape.rank != 4 || type_of(f, kt)->shape.rank != 4) {
+		m->why_not = "q and k^T are not (batch, heads, seq, d) and (batch, heads, d, seq)";
 		return F8_OK;
-	f8_status status = untranspose(f, m, kt, &k);
-	if (status)
-		return status;
-	k = ungroup(f, m, k);
-	f8_value_id v = ungroup(f, m, root->inputs[1]);
+	}
+	int64_t perm_buffer[4];
+	const int64_t *perm;
+	untranspose(f, m, kt, &k, perm_buffer, &perm);
+	if (!perm) // k is (batch, heads, seq, d) already: its heads may be repeated kv heads
+		k = ungroup(f, m, k);
+	v = ungroup(f, m, v);
 	bool causal = mask != F8_NONE && is_causal_mask(f, mask);
 	if (!f8_rewrite_match_is_closed(&f->rw, m))
-		return F8_OK; // the Transpose made for k, if any, stays unused and goes as dead code
+		return F8_OK;
+	// Nodes are made only now: adding one may move the graph's node array.
+	if (perm) {
+		f8_attr attr = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {4, (int64_t *)perm}};
+		f8_value_id transposed;
+		f8_status status = f8_rewrite_add(&f->rw, m, F8_OP_TRANSPOSE, &k, 1, &attr, 1,
+						  &transposed);
+		if (status || transposed == F8_NONE)
+			return status;
+		k = transposed;
+	}
 	f8_value_id inputs[4] = {q, k, v, mask};
 	f8_attr attrs[2] = {{.name = "causal", .kind = F8_ATTR_INT, .i = causal},
 			    {.name = "scale", .kind = F8_ATTR_FLOAT, .f = scale}};
-	*fused = true;
-	return replace(f, m, F8_OP_ATTENTION, inputs, mask != F8_NONE && !causal ? 4 : 3, attrs, 2);
+	return replace(f, m, F8_OP_ATTENTION, inputs, mask != F8_NONE && !causal ? 4 : 3, attrs, 2,
+		       fused);
 }
 
 /* The patterns, in the order their sweeps run. */

@@ -1,9 +1,11 @@
 /*
  * Pattern rewriting support: exact use counts, matching helpers, committing a match in place.
  */
-#include <string.h> // memcpy
+#include <stdio.h>  // snprintf
+#include <string.h> // memcpy, memset
 
 #include "ir/alloc.h"      // f8_calloc, f8_realloc, f8_free
+#include "ir/arena.h"      // f8_arena_strdup
 #include "ir/fp8.h"        // f8_float_decode
 #include "ir/text.h"       // f8_type_format
 #include "ir/verify.h"     // f8_node_infer_types
@@ -178,22 +180,39 @@ bool f8_rewrite_match_is_closed(const f8_rewriter *rw, f8_rewrite_match *m) {
 	return true;
 }
 
+/* Takes the nodes made for a match back out: they were never in the program, and what they
+ * read is read once less. */
+static void abandon(f8_rewriter *rw, f8_rewrite_match *m) {
+	for (uint32_t k = 0; k < m->n_new; k++) {
+		const f8_node *node = &rw->graph->nodes[m->new_nodes[k]];
+		rw->removed[m->new_nodes[k]] = true;
+		for (uint32_t i = 0; i < node->n_inputs; i++)
+			if (node->inputs[i] != F8_NONE)
+				rw->n_users[node->inputs[i]]--;
+	}
+	m->n_new = 0;
+}
+
+/* Abandons the match's new nodes and keeps `why` (copied: a diagnostic is reused) as its reason. */
+static f8_status refuse(f8_rewriter *rw, f8_rewrite_match *m, const char *why) {
+	abandon(rw, m);
+	m->why_not = f8_arena_strdup(rw->graph->arena, why);
+	return m->why_not ? F8_OK : f8_diag_set(rw->diag, F8_ERR_NOMEM, "out of memory");
+}
+
 f8_status f8_rewrite_add(f8_rewriter *rw, f8_rewrite_match *m, f8_op op,
 			 const f8_value_id *inputs, uint32_t n_inputs, const f8_attr *attrs,
 			 uint32_t n_attrs, f8_value_id *out) {
 	f8_graph *graph = rw->graph;
 	f8_node_id id;
+	*out = F8_NONE;
 	if (m->n_new == sizeof m->new_nodes / sizeof m->new_nodes[0])
-		return f8_diag_set(rw->diag, F8_ERR_INVALID, "a replacement of more than %zu nodes",
-				   sizeof m->new_nodes / sizeof m->new_nodes[0]);
+		return refuse(rw, m, "the replacement would take too many nodes");
 	f8_status status = f8_graph_add_node(graph, op, inputs, n_inputs, 1, NULL, &id, rw->diag);
 	if (!status && n_attrs && f8_node_set_attrs(graph, id, attrs, n_attrs))
 		status = f8_diag_set(rw->diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
 		status = grow(rw);
-	f8_type type;
-	if (!status && (status = f8_node_infer_types(graph, id, &type, rw->diag)))
-		f8_diag_set_node(rw->diag, graph, id);
 	if (status)
 		return status;
 	const f8_node *root = &graph->nodes[m->nodes[0]];
@@ -202,27 +221,36 @@ f8_status f8_rewrite_add(f8_rewriter *rw, f8_rewrite_match *m, f8_op op,
 	node->name = root->name;
 	node->location = root->location;
 	node->phase = root->phase;
-	graph->values[node->outputs[0]].type = type;
 	for (uint32_t i = 0; i < n_inputs; i++)
 		if (inputs[i] != F8_NONE)
 			rw->n_users[inputs[i]]++;
 	m->new_nodes[m->n_new++] = id;
+	// An op that refuses its operands (a shape the pattern did not check) is a no-match.
+	f8_type type;
+	f8_diag refusal;
+	f8_diag_clear(&refusal);
+	if (f8_node_infer_types(graph, id, &type, &refusal))
+		return refusal.status == F8_ERR_NOMEM ? f8_diag_set(rw->diag, F8_ERR_NOMEM, "out of memory")
+						      : refuse(rw, m, refusal.message);
+	graph->values[node->outputs[0]].type = type;
 	*out = node->outputs[0];
 	return F8_OK;
 }
 
-f8_status f8_rewrite_commit(f8_rewriter *rw, f8_rewrite_match *m) {
+f8_status f8_rewrite_commit(f8_rewriter *rw, f8_rewrite_match *m, bool *committed) {
 	f8_graph *graph = rw->graph;
+	*committed = false;
+	if (m->n_new == 0)
+		return F8_OK; // f8_rewrite_add refused
 	f8_node_id root = m->nodes[0], last = m->new_nodes[m->n_new - 1];
 	f8_value_id taken = graph->nodes[root].outputs[0];
 	f8_value_id fresh = graph->nodes[last].outputs[0];
 	if (!f8_type_equal(&graph->values[taken].type, &graph->values[fresh].type)) {
-		char was[160], now[160];
-		f8_diag_set_node(rw->diag, graph, root);
-		return f8_diag_set(rw->diag, F8_ERR_INVALID, "the fused replacement makes %s where the "
-				   "pattern made %s",
-				   f8_type_format(graph, &graph->values[fresh].type, now, sizeof now),
-				   f8_type_format(graph, &graph->values[taken].type, was, sizeof was));
+		char was[160], now[160], why[F8_DIAG_MESSAGE_MAX];
+		snprintf(why, sizeof why, "the fused op would make %s where the subgraph makes %s",
+			 f8_type_format(graph, &graph->values[fresh].type, now, sizeof now),
+			 f8_type_format(graph, &graph->values[taken].type, was, sizeof was));
+		return refuse(rw, m, why);
 	}
 	graph->nodes[last].outputs[0] = taken;
 	graph->values[taken].producer = last;
@@ -237,6 +265,7 @@ f8_status f8_rewrite_commit(f8_rewriter *rw, f8_rewrite_match *m) {
 	rw->replaced_by[root] = m->new_nodes[0];
 	for (uint32_t i = 0; i + 1 < m->n_new; i++)
 		rw->next_new[m->new_nodes[i]] = m->new_nodes[i + 1];
+	*committed = true;
 	return F8_OK;
 }
 

@@ -66,18 +66,22 @@ bool f8_rewrite_match_is_closed(const f8_rewriter *rw, f8_rewrite_match *m);
 
 /*
  * Creates a node for the replacement (it goes, in creation order, where the root stands) reading
- * `inputs`, with `attrs`, one output of a fresh name; its type is inferred. *out its output.
+ * `inputs`, with `attrs`, one output of a fresh name, and infers its type: *out its output. When
+ * the op refuses its operands (a shape or attribute the pattern did not check), the match's new
+ * nodes are taken back, m->why_not says why, *out is F8_NONE and the status is still F8_OK: a
+ * pattern that cannot be expressed is a no-match, not an error.
  */
 f8_status f8_rewrite_add(f8_rewriter *rw, f8_rewrite_match *m, f8_op op,
 			 const f8_value_id *inputs, uint32_t n_inputs, const f8_attr *attrs,
 			 uint32_t n_attrs, f8_value_id *out);
 
 /*
- * Commits the match: the last node added takes over the root's output value (its type checked
- * against the root's), the matched nodes leave the program, use counts follow. The new nodes
- * take the root's scope, name and location.
+ * Commits the match: the last node added takes over the root's output value, the matched nodes
+ * leave the program, use counts follow; *committed true. When nothing was added (a refusal) or
+ * the last node's type differs from the root's, the new nodes are taken back, m->why_not says
+ * why and *committed is false. The new nodes have the root's scope, name and location.
  */
-f8_status f8_rewrite_commit(f8_rewriter *rw, f8_rewrite_match *m);
+f8_status f8_rewrite_commit(f8_rewriter *rw, f8_rewrite_match *m, bool *committed);
 
 /* Rebuilds the program order with the replacements in place. Call once, at the end. */
 f8_status f8_rewriter_finish(f8_rewriter *rw);

@@ -45,7 +45,7 @@ static f8_status io_fail(onnx_importer *im, const char *what, const char *path) 
 static f8_status open_folder(onnx_importer *im, const char *path) {
 	const char *slash = strrchr(path, '/');
 	char *folder = slash ? f8_arena_strndup(im->graph->arena, path, (size_t)(slash - path + 1))
-			     : f8_arena_strdup(im->graph->arena, ".");
+			     : f8_arena_strdup(im->graph->arena, "./");
 	if (!folder)
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	im->folder = folder;
@@ -58,7 +58,8 @@ f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelPro
 	f8_status status = open_folder(im, path);
 	if (status)
 		return status;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	// O_NONBLOCK: a FIFO in place of the model must not hang the open; fstat refuses it.
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return io_fail(im, "open", path);
 	struct stat info;
@@ -228,7 +229,9 @@ static int open_external(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 				break;
 			}
 		} else {
-			int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY);
+			// O_NONBLOCK: a FIFO planted as external data must not hang the open.
+			int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+				    (last ? 0 : O_DIRECTORY);
 			next = openat(fd, component, flags);
 			if (next < 0) {
 				// O_NOFOLLOW | O_DIRECTORY on a link to a folder fails with ENOTDIR, not

@@ -451,7 +451,7 @@ static f8_status convert_nodes(onnx_importer *im, const F8cOnnx__GraphProto *gra
 		node.inputs = inputs;
 		if (!status)
 			status = onnx_convert_node(im, &node);
-		if (status && !im->diag->node[0])
+		if (status && status != F8_ERR_NOMEM) // name the ONNX node, not the IR one it became
 			describe_node(im, &node);
 	}
 	f8_free(inputs);

@@ -78,6 +78,14 @@ static double round_to(f8_dtype dtype, double value) {
 	}
 }
 
+/* A Cast's rounding: as round_to, but FP8 targets saturate to their largest finite value when
+ * `saturate` (ONNX's default for Cast), as cvt.rn.satfinite does. */
+static double cast_to(f8_dtype dtype, double value, bool saturate) {
+	if (!f8_dtype_is_fp8(dtype))
+		return round_to(dtype, value);
+	return f8_float_decode(dtype, f8_float_encode(dtype, (float)value, saturate));
+}
+
 /* An integer wrapped to what `dtype` holds (two's complement), as ONNX's casts do. */
 static int64_t wrap_to(f8_dtype dtype, int64_t value) {
 	switch (dtype) {
@@ -306,6 +314,8 @@ static fold_result fold_unary(onnx_importer *im, const char *op, const onnx_know
 static fold_result fold_cast(onnx_importer *im, const onnx_node *node, const onnx_known *x,
 			     onnx_known **out) {
 	const F8cOnnx__AttributeProto *to = onnx_attr(node, "to");
+	const F8cOnnx__AttributeProto *saturate_attr = onnx_attr(node, "saturate");
+	bool saturate = !saturate_attr || saturate_attr->i != 0;
 	f8_dtype dtype;
 	if (!to || !onnx_dtype((int32_t)to->i, &dtype))
 		return NOT_FOLDED; // the converter reports it
@@ -322,7 +332,7 @@ static fold_result fold_cast(onnx_importer *im, const onnx_node *node, const onn
 		} else if (x->ints) {
 			if (!f8_dim_is_const(x->ints[i]))
 				return NOT_FOLDED; // a float from a symbolic size: left to --dim
-			r->floats[i] = round_to(dtype, (double)f8_dim_value(x->ints[i]));
+			r->floats[i] = cast_to(dtype, (double)f8_dim_value(x->ints[i]), saturate);
 		} else if (r->ints) {
 			double v = x->floats[i];
 			if (!(v > -9.2e18 && v < 9.2e18))
@@ -330,7 +340,7 @@ static fold_result fold_cast(onnx_importer *im, const onnx_node *node, const onn
 			r->ints[i] = f8_dim_const(wrap_to(dtype, dtype == F8_DTYPE_BOOL ? v != 0.0
 										 : (int64_t)trunc(v)));
 		} else {
-			r->floats[i] = round_to(dtype, x->floats[i]);
+			r->floats[i] = cast_to(dtype, x->floats[i], saturate);
 		}
 	}
 	*out = r;
@@ -623,8 +633,9 @@ static fold_result fold_where(onnx_importer *im, const onnx_node *node, onnx_kno
 static fold_result fold_range(onnx_importer *im, const onnx_node *node, onnx_known **out) {
 	const onnx_known *start = node->inputs[0]->known, *limit = node->inputs[1]->known;
 	const onnx_known *delta = node->inputs[2]->known;
-	if (start->count != 1 || limit->count != 1 || delta->count != 1)
-		return NOT_FOLDED;
+	if (start->count != 1 || limit->count != 1 || delta->count != 1 ||
+	    start->dtype != limit->dtype || start->dtype != delta->dtype)
+		return NOT_FOLDED; // mixed types: the IR node reports it
 	double s = 0, l, d = 0, n;
 	int64_t first = 0, step = 0;
 	if (start->ints) {
@@ -701,8 +712,11 @@ static fold_result fold_constant_of_shape(onnx_importer *im, const onnx_node *no
 	onnx_known *fill = NULL;
 	uint64_t n_bytes;
 	if (value && value->t) {
+		// A value that is not one element is left to the converter, which says so.
 		if (onnx_tensor_check(im, value->t, &type, &n_bytes) ||
-		    onnx_tensor_known(im, value->t, &type, &fill) || fill->count != 1)
+		    n_bytes != f8_dtype_get_info(type.dtype)->bytes)
+			return NOT_FOLDED;
+		if (onnx_tensor_known(im, value->t, &type, &fill))
 			return FOLD_ERROR;
 	}
 	onnx_known *r = onnx_known_create(im, type.dtype, &shape);

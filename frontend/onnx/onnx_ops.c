@@ -88,7 +88,10 @@ static f8_status input_dims(onnx_importer *im, const onnx_node *node, uint32_t i
 	if (i >= node->n_inputs || !node->inputs[i])
 		return F8_OK;
 	const onnx_known *known = node->inputs[i]->known;
-	if (!known || !known->ints) {
+	if (known && !known->ints)
+		return onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) must be an integer tensor, not "
+				 "%s", i, what, f8_dtype_name(known->dtype));
+	if (!known) {
 		onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) must be an integer tensor computed "
 			  "from constants and shapes; here it depends on data", i, what);
 		f8_diag_hint(im->diag, "f8c keeps shapes static; --dim fixes symbolic sizes");
@@ -468,8 +471,13 @@ static f8_status convert_constant_of_shape(onnx_importer *im, const onnx_node *n
 	if (value && value->t) {
 		f8_type type = {0};
 		uint64_t n_bytes;
-		if ((status = onnx_tensor_check(im, value->t, &type, &n_bytes)) ||
-		    (status = onnx_tensor_known(im, value->t, &type, &fill)) ||
+		if ((status = onnx_tensor_check(im, value->t, &type, &n_bytes)))
+			return status;
+		if (n_bytes != f8_dtype_get_info(type.dtype)->bytes)
+			return onnx_fail(im, F8_ERR_INVALID, "ConstantOfShape's value must hold one "
+					 "element, not %llu bytes of %s", (unsigned long long)n_bytes,
+					 f8_dtype_name(type.dtype));
+		if ((status = onnx_tensor_known(im, value->t, &type, &fill)) ||
 		    (status = onnx_known_to_tensor(im, fill, &tensor)))
 			return status;
 	}
@@ -805,10 +813,8 @@ f8_status onnx_convert_node(onnx_importer *im, const onnx_node *node) {
 		return F8_ERR_UNSUPPORTED;
 	}
 	f8_status status = require_inputs(im, node, c->min_inputs);
-	if (!status && proto->n_output < 1 && c->op != F8_OP_CONSTANT)
-		status = onnx_fail(im, F8_ERR_INVALID, "%s has no outputs", proto->op_type);
 	if (!status && proto->n_output < 1)
-		status = onnx_fail(im, F8_ERR_INVALID, "Constant has no output");
+		status = onnx_fail(im, F8_ERR_INVALID, "%s has no outputs", proto->op_type);
 	if (status)
 		return status;
 	return c->convert(im, node, c);
