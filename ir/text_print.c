@@ -35,9 +35,46 @@ static void sink_printf(sink *to, const char *format, ...) {
 	va_end(args);
 }
 
+static const char *symbol_name(const f8_graph *graph, uint16_t id) {
+	return id < graph->n_symbols ? graph->symbols[id] : "?";
+}
+
+/* Orders two terms for printing: more symbols first, then by the symbols' names (each term's
+ * names sorted). A dim's canonical form orders by symbol id, and ids follow the order symbols
+ * were first met, which a reprinted text changes; names do not change. */
+static int term_print_order(const f8_graph *graph, const f8_dim_term *a, const f8_dim_term *b) {
+	if (a->n_symbols != b->n_symbols)
+		return a->n_symbols > b->n_symbols ? -1 : 1;
+	for (int i = 0; i < a->n_symbols; i++) {
+		int c = strcmp(symbol_name(graph, a->symbols[i]), symbol_name(graph, b->symbols[i]));
+		if (c)
+			return c;
+	}
+	return 0;
+}
+
+static void sort_by_name(const f8_graph *graph, f8_dim_term *term) {
+	for (int i = 1; i < term->n_symbols; i++)
+		for (int j = i; j > 0 && strcmp(symbol_name(graph, term->symbols[j - 1]),
+						 symbol_name(graph, term->symbols[j])) > 0; j--) {
+			uint16_t swap = term->symbols[j];
+			term->symbols[j] = term->symbols[j - 1];
+			term->symbols[j - 1] = swap;
+		}
+}
+
 static void write_dim(sink *to, const f8_graph *graph, f8_dim dim) {
 	if (dim.n_terms == 0)
 		sink_printf(to, "0");
+	for (int t = 0; t < dim.n_terms; t++)
+		sort_by_name(graph, &dim.terms[t]);
+	for (int t = 1; t < dim.n_terms; t++)
+		for (int j = t; j > 0 && term_print_order(graph, &dim.terms[j - 1], &dim.terms[j]) > 0;
+		     j--) {
+			f8_dim_term swap = dim.terms[j];
+			dim.terms[j] = dim.terms[j - 1];
+			dim.terms[j - 1] = swap;
+		}
 	for (int t = 0; t < dim.n_terms; t++) {
 		const f8_dim_term *term = &dim.terms[t];
 		int64_t coefficient = term->coefficient;
@@ -48,10 +85,8 @@ static void write_dim(sink *to, const f8_graph *graph, f8_dim dim) {
 			sink_printf(to, "%s%" PRIu64 "%s", sign, magnitude, term->n_symbols ? "*" : "");
 		else
 			sink_printf(to, "%s", sign);
-		for (int i = 0; i < term->n_symbols; i++) {
-			uint16_t id = term->symbols[i];
-			sink_printf(to, "%s%s", i ? "*" : "", id < graph->n_symbols ? graph->symbols[id] : "?");
-		}
+		for (int i = 0; i < term->n_symbols; i++)
+			sink_printf(to, "%s%s", i ? "*" : "", symbol_name(graph, term->symbols[i]));
 	}
 }
 

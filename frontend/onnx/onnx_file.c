@@ -469,7 +469,9 @@ static int64_t int_element(const uint8_t *bytes, f8_dtype dtype, size_t i) {
 	}
 	case F8_DTYPE_I8:
 		return (int8_t)bytes[i];
-	default: // U8, BOOL
+	case F8_DTYPE_BOOL: // any nonzero byte is true
+		return bytes[i] != 0;
+	default: // U8
 		return bytes[i];
 	}
 }
