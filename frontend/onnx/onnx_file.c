@@ -279,6 +279,42 @@ static int open_external(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 	return -1;
 }
 
+static bool is_external(const F8cOnnx__TensorProto *tensor) {
+	return tensor->has_data_location &&
+	       tensor->data_location == F8C_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+}
+
+/*
+ * Opens a tensor's external data for reading its n_bytes: the fields parsed into *ref, the
+ * length (when given) equal to n_bytes, the file opened safely (open_external), and
+ * offset + n_bytes inside it. Returns the fd, or -1 with the diagnostic set.
+ */
+static int open_external_data(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+			      uint64_t n_bytes, external_ref *ref) {
+	char detail[96];
+	if (external_fields(im, tensor, ref))
+		return -1;
+	if (ref->has_length && ref->length != n_bytes) {
+		snprintf(detail, sizeof detail, "%llu bytes, but its dims and type need %llu",
+			 (unsigned long long)ref->length, (unsigned long long)n_bytes);
+		tensor_fail(im, tensor, "external data length is ", detail);
+		return -1;
+	}
+	struct stat info;
+	int fd = open_external(im, tensor, ref->location, &info);
+	uint64_t end;
+	if (fd >= 0 && (__builtin_add_overflow(ref->offset, n_bytes, &end) ||
+			end > (uint64_t)info.st_size)) {
+		snprintf(detail, sizeof detail, "[%llu, +%llu) of a %lld-byte file",
+			 (unsigned long long)ref->offset, (unsigned long long)n_bytes,
+			 (long long)info.st_size);
+		tensor_fail(im, tensor, "external data lies outside its file: ", detail);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* The number of elements the typed field for `dtype` holds, and whether the field exists. */
 static size_t typed_count(const F8cOnnx__TensorProto *tensor, f8_dtype dtype) {
 	switch (dtype) {
@@ -324,29 +360,12 @@ f8_status onnx_tensor_check(onnx_importer *im, const F8cOnnx__TensorProto *tenso
 		type->shape.dims[i] = f8_dim_const(tensor->dims[i]);
 	}
 	*n_bytes = count * element; // count < 2^48 and element <= 8: no overflow
-	if (tensor->has_data_location &&
-	    tensor->data_location == F8C_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+	if (is_external(tensor)) {
 		external_ref ref;
-		f8_status status = external_fields(im, tensor, &ref);
-		if (status)
-			return status;
-		if (ref.has_length && ref.length != *n_bytes) {
-			snprintf(detail, sizeof detail, "%llu bytes, but its dims and type need %llu",
-				 (unsigned long long)ref.length, (unsigned long long)*n_bytes);
-			return tensor_fail(im, tensor, "external data length is ", detail);
-		}
-		struct stat info;
-		int fd = open_external(im, tensor, ref.location, &info);
+		int fd = open_external_data(im, tensor, *n_bytes, &ref);
 		if (fd < 0)
 			return im->diag->status;
 		close(fd);
-		uint64_t end;
-		if (__builtin_add_overflow(ref.offset, *n_bytes, &end) || end > (uint64_t)info.st_size) {
-			snprintf(detail, sizeof detail, "[%llu, +%llu) of a %lld-byte file",
-				 (unsigned long long)ref.offset, (unsigned long long)*n_bytes,
-				 (long long)info.st_size);
-			return tensor_fail(im, tensor, "external data lies outside its file: ", detail);
-		}
 		return F8_OK;
 	}
 	if (tensor->has_raw_data) {
@@ -372,12 +391,9 @@ f8_status onnx_tensor_check(onnx_importer *im, const F8cOnnx__TensorProto *tenso
 /* Fills `bytes` (n_bytes) with a checked tensor's data, little-endian, from wherever it is. */
 static f8_status tensor_bytes(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 			      f8_dtype dtype, uint64_t n_bytes, uint8_t *bytes) {
-	if (tensor->has_data_location &&
-	    tensor->data_location == F8C_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+	if (is_external(tensor)) {
 		external_ref ref;
-		struct stat info;
-		f8_status status = external_fields(im, tensor, &ref);
-		int fd = status ? -1 : open_external(im, tensor, ref.location, &info);
+		int fd = open_external_data(im, tensor, n_bytes, &ref);
 		if (fd < 0)
 			return im->diag->status;
 		uint64_t done = 0;
@@ -424,8 +440,7 @@ f8_status onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto 
 	if (!init)
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	*init = (f8_initializer){.n_bytes = n_bytes};
-	if (tensor->has_data_location &&
-	    tensor->data_location == F8C_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+	if (is_external(tensor)) {
 		external_ref ref;
 		f8_status status = external_fields(im, tensor, &ref);
 		if (status)
