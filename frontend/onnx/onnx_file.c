@@ -41,21 +41,40 @@ static f8_status io_fail(onnx_importer *im, const char *what, const char *path) 
 	return f8_diag_set(im->diag, F8_ERR_IO, "cannot %s %s: %s", what, path, strerror(errno));
 }
 
-/* Opens the folder that holds `path` (its external data's root). */
-static f8_status open_folder(onnx_importer *im, const char *path) {
-	const char *slash = strrchr(path, '/');
-	char *folder = slash ? f8_arena_strndup(im->graph->arena, path, (size_t)(slash - path + 1))
-			     : f8_arena_strdup(im->graph->arena, "./");
-	if (!folder)
+f8_status onnx_open_folder(onnx_importer *im, const char *folder) {
+	if (!(im->folder = f8_arena_strdup(im->graph->arena, folder)))
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
-	im->folder = folder;
 	im->folder_fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return im->folder_fd < 0 ? io_fail(im, "open the model's folder", folder) : F8_OK;
 }
 
+f8_status onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size,
+			    F8cOnnx__ModelProto **out) {
+	if (size > ONNX_MAX_FILE_BYTES) {
+		f8_diag_set(im->diag, F8_ERR_PARSE, "%s is %zu bytes, more than an ONNX model can be "
+			    "(2 GiB)", im->path, size);
+		f8_diag_hint(im->diag, "models this large keep their weights in external data");
+		return F8_ERR_PARSE;
+	}
+	*out = f8c_onnx__model_proto__unpack(&pb_allocator, size, bytes);
+	if (*out)
+		return F8_OK;
+	// protobuf-c says no more than "malformed"; out of memory looks the same.
+	f8_diag_set(im->diag, F8_ERR_PARSE, "%s is not an ONNX model: its protobuf encoding is "
+		    "malformed or truncated", im->path);
+	f8_diag_hint(im->diag, "check that the file was copied whole; `python3 -c \"import onnx; "
+			       "onnx.checker.check_model('%s')\"` says more", im->path);
+	return F8_ERR_PARSE;
+}
+
 f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelProto **out) {
 	*out = NULL;
-	f8_status status = open_folder(im, path);
+	// The folder that holds the model is its external data's root.
+	const char *slash = strrchr(path, '/');
+	char *folder = slash ? f8_arena_strndup(im->graph->arena, path, (size_t)(slash - path + 1))
+			     : f8_arena_strdup(im->graph->arena, "./");
+	f8_status status = folder ? onnx_open_folder(im, folder)
+				  : f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	if (status)
 		return status;
 	// O_NONBLOCK: a FIFO in place of the model must not hang the open; fstat refuses it.
@@ -87,16 +106,8 @@ f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelPro
 			done += (size_t)got;
 	}
 	close(fd);
-	if (!status) {
-		*out = f8c_onnx__model_proto__unpack(&pb_allocator, size, bytes);
-		if (!*out) {
-			// protobuf-c says no more than "malformed"; out of memory looks the same.
-			status = f8_diag_set(im->diag, F8_ERR_PARSE, "%s is not an ONNX model: its "
-					     "protobuf encoding is malformed or truncated", path);
-			f8_diag_hint(im->diag, "check that the file was copied whole; `python3 -c \"import "
-					       "onnx; onnx.checker.check_model('%s')\"` says more", path);
-		}
-	}
+	if (!status)
+		status = onnx_model_unpack(im, bytes, size, out);
 	f8_free(bytes);
 	return status;
 }
@@ -202,6 +213,12 @@ static int open_external(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 	if (location[0] == '/') {
 		tensor_fail(im, tensor, "external data location is an absolute path: ", location);
 		f8_diag_hint(im->diag, "external data must lie in the model's folder, named relative to it");
+		return -1;
+	}
+	if (im->folder_fd < 0) {
+		tensor_fail(im, tensor, "external data with no folder to read it from: ", location);
+		f8_diag_hint(im->diag, "a model given in memory reads external data only when its "
+				       "folder is given too");
 		return -1;
 	}
 	char component[256];

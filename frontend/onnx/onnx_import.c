@@ -482,26 +482,40 @@ static const char *graph_name(const F8cOnnx__GraphProto *graph, const char *path
 	return slash ? slash + 1 : path;
 }
 
-f8_status f8_onnx_import(const char *path, const f8_dim_binding *dims, uint32_t n_dims,
-			 f8_graph **out, f8_diag *diag) {
+/* Where a model comes from: a file, or bytes in memory with a name and an external-data root. */
+typedef struct model_source {
+	const char *path;     // the file, or the name messages use for bytes in memory
+	const uint8_t *bytes; // NULL: read `path`
+	size_t size;
+	const char *folder;   // for bytes in memory: the external data's root, or NULL for none
+} model_source;
+
+static f8_status import(const model_source *source, const f8_dim_binding *dims, uint32_t n_dims,
+			f8_graph **out, f8_diag *diag) {
 	*out = NULL;
 	onnx_importer im = {.diag = diag, .dims = dims, .n_dims = n_dims, .folder_fd = -1};
 	F8cOnnx__ModelProto *model = NULL;
 	f8_status status = f8_graph_create("onnx", &im.graph);
 	if (status)
 		return f8_diag_set(diag, status, "out of memory");
-	if (!(im.path = f8_arena_strdup(im.graph->arena, path)) ||
+	if (!(im.path = f8_arena_strdup(im.graph->arena, source->path)) ||
 	    !(im.dims_used = f8_calloc(n_dims ? n_dims : 1, sizeof *im.dims_used)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	if (!status)
-		status = onnx_model_read(&im, path, &model);
+	if (!status && !source->bytes)
+		status = onnx_model_read(&im, source->path, &model);
+	else if (!status && source->folder)
+		status = onnx_open_folder(&im, source->folder);
+	else if (!status) // no root: any external data is refused when opened
+		im.folder = "(no folder)/";
+	if (!status && source->bytes)
+		status = onnx_model_unpack(&im, source->bytes, source->size, &model);
 	if (!status)
 		status = check_header(&im, model);
 	if (!status) {
-		const char *name = f8_arena_strdup(im.graph->arena, graph_name(model->graph, path));
+		const char *name = f8_arena_strdup(im.graph->arena,
+						   graph_name(model->graph, source->path));
 		if (name)
 			im.graph->name = name;
-		im.graph->text_file = NULL;
 		status = import_initializers(&im, model->graph);
 	}
 	if (!status)
@@ -511,7 +525,7 @@ f8_status f8_onnx_import(const char *path, const f8_dim_binding *dims, uint32_t 
 	if (!status)
 		status = import_outputs(&im, model->graph);
 	if (status && !diag->file[0])
-		f8_diag_at(diag, path, 0, 0, NULL, 0);
+		f8_diag_at(diag, source->path, 0, 0, NULL, 0);
 	onnx_model_free(model);
 	f8_free(im.bindings);
 	f8_free(im.dims_used);
@@ -523,6 +537,20 @@ f8_status f8_onnx_import(const char *path, const f8_dim_binding *dims, uint32_t 
 	}
 	*out = im.graph;
 	return F8_OK;
+}
+
+f8_status f8_onnx_import(const char *path, const f8_dim_binding *dims, uint32_t n_dims,
+			 f8_graph **out, f8_diag *diag) {
+	model_source source = {.path = path};
+	return import(&source, dims, n_dims, out, diag);
+}
+
+f8_status f8_onnx_import_memory(const void *bytes, size_t size, const char *name,
+				const char *folder, const f8_dim_binding *dims, uint32_t n_dims,
+				f8_graph **out, f8_diag *diag) {
+	model_source source = {.path = name, .bytes = bytes ? bytes : "", .size = size,
+			       .folder = folder};
+	return import(&source, dims, n_dims, out, diag);
 }
 
 f8_status f8_onnx_load(const char *path, f8_graph **out, f8_diag *diag) {

@@ -6,6 +6,8 @@
 #define F8_FRONTEND_ONNX_ONNX_IMPORT_H
 
 #include "frontend/frontend.h" // f8_dim_binding
+#include <stddef.h> // size_t
+
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph
 
@@ -21,5 +23,14 @@ f8_status f8_onnx_load(const char *path, f8_graph **out, f8_diag *diag);
  * no input dim is an error (F8_ERR_ARGUMENT). */
 f8_status f8_onnx_import(const char *path, const f8_dim_binding *dims, uint32_t n_dims,
 			 f8_graph **out, f8_diag *diag);
+
+/*
+ * f8_onnx_import of a model in memory (`size` bytes, not kept): `name` stands for it in messages
+ * and locations; `folder` (ending in '/') is where its external data is read from, or NULL to
+ * refuse external data.
+ */
+f8_status f8_onnx_import_memory(const void *bytes, size_t size, const char *name,
+				const char *folder, const f8_dim_binding *dims, uint32_t n_dims,
+				f8_graph **out, f8_diag *diag);
 
 #endif

@@ -74,6 +74,13 @@ typedef struct onnx_node {
 /* Reads and unpacks the model file at `path`, checking its size; *out freed with
  * onnx_model_free. Also opens the model's folder into im->folder_fd. */
 f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelProto **out);
+
+/* Unpacks a model from memory (`size` bytes, checked); *out freed with onnx_model_free. */
+f8_status onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size,
+			    F8cOnnx__ModelProto **out);
+
+/* Opens `folder` (ending in '/') as the root of external data: im->folder and im->folder_fd. */
+f8_status onnx_open_folder(onnx_importer *im, const char *folder);
 void onnx_model_free(F8cOnnx__ModelProto *model);
 
 /* The f8_dtype of ONNX data type `data_type`; false when f8c has no such dtype. */

@@ -1,13 +1,12 @@
 /*
- * libFuzzer target for the ONNX loader: arbitrary bytes become model.onnx in a private temporary
- * folder and are loaded as `f8c dump-ir` loads them (f8_frontend_load: f8_onnx_import, then
- * canonicalize). A model that loads must keep the loader's promises: it verifies, its text form
+ * libFuzzer target for the ONNX loader: arbitrary bytes are loaded as a model whose folder is a
+ * private temporary one, as `f8c dump-ir` loads a file (f8_onnx_import_memory, which skips only
+ * the file read, then canonicalize). A model that loads must keep the loader's promises: it verifies, its text form
  * round-trips (print, parse, print gives the same text), and it loads again with its symbolic
  * sizes bound (`--dim`), so the folding of shape arithmetic over constants runs too. A broken
  * promise aborts, so libFuzzer keeps the input.
  *
- * The bytes go through a file because the loader reads one (and opens external data beside it);
- * the folder also holds what a model's external data may name: model.onnx.data (512 KiB, as the
+ * The folder holds what a model's external data may name: model.onnx.data (512 KiB, as the
  * exporter fixtures in the corpus expect), weights/params.bin, a symbolic link and a file of two
  * names (linked.bin, hard.bin), so the refusals are reached as well as the reads.
  *
@@ -24,7 +23,9 @@
 #include <sys/stat.h> // mkdir
 #include <unistd.h>   // write, close, unlink, rmdir, symlink, link
 
-#include "frontend/frontend.h" // f8_frontend_load, f8_dim_binding
+#include "frontend/frontend.h" // f8_dim_binding
+#include "frontend/onnx/onnx_import.h" // f8_onnx_import_memory
+#include "passes/pipeline.h"   // f8_pipeline_run
 #include "ir/alloc.h"          // f8_free
 #include "ir/text.h"           // f8_text_print_string, f8_text_parse
 #include "ir/verify.h"         // f8_graph_verify
@@ -35,7 +36,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 enum { DATA_BYTES = 512 * 1024, MAX_BINDINGS = 8 };
 
 static char folder[256];
-static char model_path[300];
 
 /* The files the folder holds besides model.onnx, relative to it, in creation order. */
 static const char *const extras[] = {"model.onnx.data", "weights/params.bin", "weights/link.bin",
@@ -43,7 +43,6 @@ static const char *const extras[] = {"model.onnx.data", "weights/params.bin", "w
 
 static void remove_folder(void) {
 	char path[400];
-	unlink(model_path);
 	for (int i = (int)(sizeof extras / sizeof extras[0]) - 1; i >= 0; i--) {
 		snprintf(path, sizeof path, "%s/%s", folder, extras[i]);
 		if (unlink(path) != 0)
@@ -76,7 +75,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 		abort();
 	}
 	atexit(remove_folder);
-	snprintf(model_path, sizeof model_path, "%s/model.onnx", folder);
 	// Data that is not all zeros, so folded integer constants read from it are not all alike.
 	static uint8_t data[DATA_BYTES];
 	uint32_t state = 12345;
@@ -136,12 +134,25 @@ static void check_promises(const f8_graph *graph, const char *when) {
 	f8_graph_destroy(again);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-	write_or_die(model_path, data, size);
+/* Loads the bytes as f8_frontend_load loads a file: import, then canonicalize. */
+static f8_status load(const uint8_t *data, size_t size, const f8_dim_binding *dims,
+		      uint32_t n_dims, f8_graph **graph) {
+	char root[300];
+	snprintf(root, sizeof root, "%s/", folder);
 	f8_diag diag;
 	f8_diag_clear(&diag);
+	f8_status status = f8_onnx_import_memory(data, size, "model.onnx", root, dims, n_dims, graph,
+						 &diag);
+	if (!status && (status = f8_pipeline_run(*graph, "canonicalize", false, &diag))) {
+		f8_graph_destroy(*graph);
+		*graph = NULL;
+	}
+	return status;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	f8_graph *graph = NULL;
-	if (f8_frontend_load(model_path, NULL, &graph, &diag) != F8_OK)
+	if (load(data, size, NULL, 0, &graph) != F8_OK)
 		return 0;
 	check_promises(graph, "as it is");
 
@@ -157,9 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	f8_graph_destroy(graph);
 	if (!n_dims)
 		return 0;
-	f8_frontend_options options = {.dims = dims, .n_dims = n_dims};
-	f8_diag_clear(&diag);
-	if (f8_frontend_load(model_path, &options, &graph, &diag) == F8_OK) {
+	if (load(data, size, dims, n_dims, &graph) == F8_OK) {
 		check_promises(graph, "with --dim");
 		f8_graph_destroy(graph);
 	}
