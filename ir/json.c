@@ -7,6 +7,7 @@
 #include <string.h>  // memcpy
 
 #include "ir/fp8.h"  // f8_float_decode
+#include "ir/alloc.h" // f8_malloc, f8_free
 #include "ir/text.h" // f8_dim_format
 
 /* A dim: a number when constant, else its text ("batch*seq"). */
@@ -155,7 +156,33 @@ static json_t *node_json(const f8_graph *graph, const f8_node *node) {
 	return object;
 }
 
-f8_status f8_json_print(const f8_graph *graph, FILE *out, f8_diag *diag) {
+/* Set when an allocation jansson asked for failed inside a scope. Global as jansson's allocator. */
+static bool jansson_out_of_memory;
+
+static void *jansson_malloc(size_t size) {
+	void *ptr = f8_malloc(size);
+	if (!ptr)
+		jansson_out_of_memory = true;
+	return ptr;
+}
+
+void f8_jansson_enter(f8_jansson_scope *scope) {
+	json_get_alloc_funcs(&scope->saved_malloc, &scope->saved_free);
+	json_set_alloc_funcs(jansson_malloc, f8_free);
+	jansson_out_of_memory = false;
+}
+
+bool f8_jansson_out_of_memory(void) {
+	return jansson_out_of_memory;
+}
+
+bool f8_jansson_leave(f8_jansson_scope *scope) {
+	json_set_alloc_funcs(scope->saved_malloc, scope->saved_free);
+	return jansson_out_of_memory;
+}
+
+/* Builds and writes the document; inside a jansson scope. */
+static f8_status print_document(const f8_graph *graph, FILE *out, f8_diag *diag) {
 	json_t *symbols = json_array(), *inputs = json_array(), *nodes = json_array();
 	json_t *outputs = json_array();
 	for (uint32_t i = 0; symbols && i < graph->n_symbols; i++)
@@ -172,9 +199,23 @@ f8_status f8_json_print(const f8_graph *graph, FILE *out, f8_diag *diag) {
 				     inputs, "nodes", nodes, "outputs", outputs);
 	if (!document)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");
+	if (jansson_out_of_memory) { // a value went missing: write nothing rather than less
+		json_decref(document);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");
+	}
 	int failed = json_dumpf(document, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
 	json_decref(document);
+	if (jansson_out_of_memory)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory writing the JSON form");
 	if (failed || fputc('\n', out) == EOF)
 		return f8_diag_set(diag, F8_ERR_IO, "cannot write the JSON form");
 	return F8_OK;
+}
+
+f8_status f8_json_print(const f8_graph *graph, FILE *out, f8_diag *diag) {
+	f8_jansson_scope scope;
+	f8_jansson_enter(&scope);
+	f8_status status = print_document(graph, out, diag);
+	f8_jansson_leave(&scope);
+	return status;
 }

@@ -17,6 +17,7 @@
 
 #include "frontend/json/json_source.h" // f8_json_source, f8_json_source_members
 #include "ir/alloc.h"                  // f8_malloc, f8_free
+#include "ir/json.h"                   // f8_jansson_enter, f8_jansson_leave
 
 /* X(ENUM, key, what it is, an example value): the fields of a description, in the order the
  * checks for missing ones run. */
@@ -79,8 +80,7 @@ typedef struct reader {
 	size_t key_at[FIELD_COUNT];    // offsets of their keys
 	size_t value_at[FIELD_COUNT];  // and of their values
 	f8_diag *diag;
-	json_malloc_t saved_malloc; // jansson's allocator before ours, put back after
-	json_free_t saved_free;
+	f8_jansson_scope jansson;      // jansson's allocations go through f8_malloc meanwhile
 } reader;
 
 /* Fails with `status` at byte `offset`; `hint` (may be NULL) replaces any earlier hint. */
@@ -600,26 +600,13 @@ static f8_status fail_syntax(reader *r, const json_error_t *error) {
 		       key_len, key, error->text);
 }
 
-/* Set when an allocation jansson asked for failed: jansson reports most such failures as some
- * syntax error, so its error code cannot tell. Global like jansson's allocator itself. */
-static bool jansson_out_of_memory;
-
-static void *jansson_malloc(size_t size) {
-	void *ptr = f8_malloc(size);
-	if (!ptr)
-		jansson_out_of_memory = true;
-	return ptr;
-}
-
 /* Parses r->source with jansson into r->root, its allocations through f8_malloc so that
  * allocation-failure tests reach them. Whatever allocator was installed before is put back;
  * r->root must be released with release_document. */
 static f8_status parse_document(reader *r, json_error_t *error) {
-	json_get_alloc_funcs(&r->saved_malloc, &r->saved_free);
-	json_set_alloc_funcs(jansson_malloc, f8_free);
-	jansson_out_of_memory = false;
+	f8_jansson_enter(&r->jansson);
 	r->root = json_loadb(r->source.text, r->source.len, JSON_REJECT_DUPLICATES, error);
-	if (jansson_out_of_memory || (!r->root && json_error_code(error) == json_error_out_of_memory))
+	if (f8_jansson_out_of_memory() || (!r->root && json_error_code(error) == json_error_out_of_memory))
 		return f8_diag_set(r->diag, F8_ERR_NOMEM, "out of memory reading the JSON");
 	return r->root ? F8_OK : fail_syntax(r, error);
 }
@@ -628,7 +615,7 @@ static f8_status parse_document(reader *r, json_error_t *error) {
 static void release_document(reader *r) {
 	json_decref(r->root);
 	r->root = NULL;
-	json_set_alloc_funcs(r->saved_malloc, r->saved_free);
+	f8_jansson_leave(&r->jansson);
 }
 
 f8_status f8_json_model_config_read(const char *text, size_t len, const char *filename,

@@ -15,6 +15,7 @@
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
 #include "ir/verify.h"       // f8_graph_verify
 #include "ir/alloc.h"        // f8_free
+#include "ir/json.h"         // f8_json_print
 #include "tests/test_support.h" // CHECK, test_read_file, test_fail_allocations_after
 #include "passes/pipeline.h" // f8_pipeline_run
 
@@ -129,6 +130,12 @@ static f8_status exercise(const char *text, size_t len) {
 	size_t printed_len;
 	if (!status)
 		status = f8_text_print_string(graph, &printed, &printed_len);
+	if (!status) { // and the JSON form, whose allocations go through the hook too
+		FILE *sink = fopen("/dev/null", "w");
+		status = sink ? f8_json_print(graph, sink, &diag) : F8_ERR_IO;
+		if (sink)
+			fclose(sink);
+	}
 	f8_free(printed);
 	f8_graph_destroy(graph);
 	return status;
@@ -177,7 +184,7 @@ static void test_malformed_inputs(const char *source_dir) {
 	CHECK(files >= 10);
 }
 
-/* Parse, run the pipeline and print with the n-th allocation failing, for every n: each run
+/* Parse, run the pipeline and print (text and JSON) with the n-th allocation failing, for every n: each run
  * ends in F8_ERR_NOMEM or success, never a crash or leak. */
 static void test_allocation_failure(const char *source_dir) {
 	char path[4096];
