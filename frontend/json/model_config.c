@@ -59,14 +59,22 @@ static const struct {
 };
 static_assert(sizeof fields / sizeof fields[0] == FIELD_COUNT, "one row per field");
 
-static const char *const arch_names[] = {
-#define NAME(e, name) name,
-	F8_JSON_ARCH_LIST(NAME)
-};
-static const char *const norm_names[] = {F8_JSON_NORM_LIST(NAME)};
-static const char *const act_names[] = {F8_JSON_ACT_LIST(NAME)};
-static const char *const pos_names[] = {F8_JSON_POS_LIST(NAME)};
-#undef NAME
+/* The names of each choice, from the lists in model_json.h: what read_choice accepts and
+ * what f8_json_*_name gives back. */
+#define NAME_TABLE(type, LIST, COUNT)                                                   \
+	static const char *const type##_names[] = {LIST(NAME_ENTRY)};                   \
+	static_assert(sizeof type##_names / sizeof type##_names[0] == COUNT,            \
+		      #type " names must match the enum");                              \
+	const char *f8_json_##type##_name(f8_json_##type value) {                       \
+		return (unsigned)value < COUNT ? type##_names[value] : "?";             \
+	}
+#define NAME_ENTRY(e, name) name,
+NAME_TABLE(arch, F8_JSON_ARCH_LIST, F8_JSON_ARCH_COUNT)
+NAME_TABLE(norm, F8_JSON_NORM_LIST, F8_JSON_NORM_COUNT)
+NAME_TABLE(act, F8_JSON_ACT_LIST, F8_JSON_ACT_COUNT)
+NAME_TABLE(pos, F8_JSON_POS_LIST, F8_JSON_POS_COUNT)
+#undef NAME_ENTRY
+#undef NAME_TABLE
 // The parameter dtypes a description may ask for: FP32 master weights, or BF16.
 static const char *const dtype_names[] = {"f32", "bf16"};
 static const f8_dtype dtypes[] = {F8_DTYPE_F32, F8_DTYPE_BF16};

@@ -4,27 +4,11 @@
  */
 #include "frontend/json/model_json.h" // f8_json_model_parse, f8_json_model_load
 
-#include <assert.h> // static_assert
 #include <errno.h>  // errno
 #include <stdio.h>  // fopen, fread
 #include <string.h> // strerror
 
 #include "ir/alloc.h" // f8_malloc, f8_realloc, f8_free
-
-#define NAME_TABLE(type, LIST, COUNT)                                                   \
-	static const char *const type##_names[] = {LIST(NAME_ENTRY)};                   \
-	static_assert(sizeof type##_names / sizeof type##_names[0] == COUNT,            \
-		      #type " names must match the enum");                              \
-	const char *f8_json_##type##_name(f8_json_##type value) {                       \
-		return (unsigned)value < COUNT ? type##_names[value] : "?";             \
-	}
-#define NAME_ENTRY(e, name) name,
-NAME_TABLE(arch, F8_JSON_ARCH_LIST, F8_JSON_ARCH_COUNT)
-NAME_TABLE(norm, F8_JSON_NORM_LIST, F8_JSON_NORM_COUNT)
-NAME_TABLE(act, F8_JSON_ACT_LIST, F8_JSON_ACT_COUNT)
-NAME_TABLE(pos, F8_JSON_POS_LIST, F8_JSON_POS_COUNT)
-#undef NAME_ENTRY
-#undef NAME_TABLE
 
 f8_status f8_json_model_parse(const char *text, size_t len, const char *filename, f8_graph **out,
 			      f8_diag *diag) {
