@@ -85,6 +85,7 @@ void f8_graph_destroy(f8_graph *graph) {
 	f8_free(graph->order);
 	f8_free(graph->inputs);
 	f8_free(graph->outputs);
+	f8_free(graph->updates);
 	f8_free(graph->symbols);
 	f8_free(graph->name_index);
 	f8_arena_destroy(graph->arena);
@@ -313,6 +314,13 @@ f8_status f8_graph_add_output(f8_graph *graph, f8_value_id value) {
 	if (GROW(graph->outputs, graph->cap_outputs, graph->n_outputs + 1))
 		return F8_ERR_NOMEM;
 	graph->outputs[graph->n_outputs++] = value;
+	return F8_OK;
+}
+
+f8_status f8_graph_add_update(f8_graph *graph, f8_value_id target, f8_value_id source) {
+	if (GROW(graph->updates, graph->cap_updates, graph->n_updates + 1))
+		return F8_ERR_NOMEM;
+	graph->updates[graph->n_updates++] = (f8_update){.target = target, .source = source};
 	return F8_OK;
 }
 

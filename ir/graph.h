@@ -116,10 +116,12 @@ typedef struct f8_sharding {
 
 /*
  * Where a parameter's initial contents come from: the weights of the model file it was imported
- * from. Data is little-endian, row-major, of the value's dtype; n_bytes matches its type. The
+ * from. Data is little-endian, row-major, of `dtype` (the value's dtype at import; the training
+ * pass may make the value an f32 master weight since); n_bytes matches the value's shape. The
  * frontend has checked that the bytes exist (inside the model's folder, in a regular file).
  */
 typedef struct f8_initializer {
+	f8_dtype dtype;    // the element type of the data
 	const char *path;  // the file holding the data (ONNX external data), or NULL when inline
 	uint64_t offset;   // byte offset of the data in `path`
 	uint64_t n_bytes;
@@ -161,6 +163,18 @@ typedef struct f8_node {
 	uint32_t text_line;   // the line of the text IR it was parsed from, for messages; 0 if none
 } f8_node;
 
+/*
+ * State a step carries to the next: when the phases of the program that produce `source` have
+ * run, leaf `target` takes its contents (AdamW's new parameter, a moment, a gradient
+ * accumulator, the step counter). A leaf may be updated once per phase (an accumulator: added
+ * to in bwd, zeroed in opt); when one run makes several sources of a leaf, they apply in the
+ * order of the list. Text form: `update %target <- %source`.
+ */
+typedef struct f8_update {
+	f8_value_id target; // a leaf: param, state, scale, amax_history
+	f8_value_id source; // produced by a node, of the target's type
+} f8_update;
+
 typedef struct f8_graph {
 	f8_arena *arena;
 	const char *name;
@@ -174,10 +188,12 @@ typedef struct f8_graph {
 	uint32_t n_inputs;
 	f8_value_id *outputs; // (n_outputs) the graph's results
 	uint32_t n_outputs;
+	f8_update *updates; // (n_updates) state the step carries to the next
+	uint32_t n_updates;
 	const char **symbols; // (n_symbols) names of symbolic dimensions, by id
 	uint32_t n_symbols;
 	// Private: capacities and the name index.
-	uint32_t cap_values, cap_nodes, cap_order, cap_inputs, cap_outputs, cap_symbols;
+	uint32_t cap_values, cap_nodes, cap_order, cap_inputs, cap_outputs, cap_symbols, cap_updates;
 	uint32_t *name_index; // open addressing over value ids, F8_NONE = empty
 	uint32_t name_index_cap;
 } f8_graph;
@@ -216,6 +232,10 @@ f8_status f8_node_set_attrs(f8_graph *graph, f8_node_id node, const f8_attr *att
 
 /* Appends `value` to the graph's outputs. */
 f8_status f8_graph_add_output(f8_graph *graph, f8_value_id value);
+
+/* Declares that leaf `target` takes the contents of `source` at the end of a step. The verifier
+ * checks the pair (a leaf of a state-like role, one update each, the same type). */
+f8_status f8_graph_add_update(f8_graph *graph, f8_value_id target, f8_value_id source);
 
 /* The value named `name` (`len` bytes), or F8_NONE. */
 f8_value_id f8_graph_find_value(const f8_graph *graph, const char *name, size_t len);

@@ -319,7 +319,8 @@ f8_status f8_infer_moe_dispatch(const f8_graph *graph, const f8_node *node, f8_t
 	return F8_OK;
 }
 
-/* GroupedLinear: x (rows, K) sorted by expert, w (experts, N, K), counts (experts) -> (rows, N);
+/* GroupedLinear: x (rows, K) sorted by expert, w (experts, N, K), or (experts, K, N) with
+ * transpose_weight=1 (as the dgrad of a GroupedLinear reads it), counts (experts) -> (rows, N);
  * rows [sum(counts[:e]), sum(counts[:e+1])) are multiplied by w[e]. */
 f8_status f8_infer_grouped_linear(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				  f8_diag *diag) {
@@ -330,16 +331,20 @@ f8_status f8_infer_grouped_linear(const f8_graph *graph, const f8_node *node, f8
 		status = infer_require_same_dtype(x, "x", w, "the weight", diag);
 	if (!status)
 		status = infer_require_integer(counts, "the counts", diag);
+	if (!status)
+		status = infer_require_flag(node, "transpose_weight", diag);
 	if (status)
 		return status;
 	if (x->shape.rank != 2 || w->shape.rank != 3)
 		return infer_fail(diag, "GroupedLinear needs x (rows, K) and a weight (experts, N, K)");
-	if (!f8_dim_equal(x->shape.dims[1], w->shape.dims[2]))
+	bool transposed = f8_node_attr_int(node, "transpose_weight", 0);
+	if (!f8_dim_equal(x->shape.dims[1], w->shape.dims[transposed ? 1 : 2]))
 		return infer_fail(diag, "x and the weight disagree on K");
 	if (counts->shape.rank != 1 || !f8_dim_equal(counts->shape.dims[0], w->shape.dims[0]))
 		return infer_fail(diag, "the counts must have shape (experts), one per weight");
 	outputs[0] = (f8_type){.dtype = x->dtype,
-			       .shape = {.rank = 2, .dims = {x->shape.dims[0], w->shape.dims[1]}}};
+			       .shape = {.rank = 2, .dims = {x->shape.dims[0],
+							     w->shape.dims[transposed ? 2 : 1]}}};
 	return F8_OK;
 }
 

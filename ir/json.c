@@ -184,7 +184,12 @@ bool f8_jansson_leave(f8_jansson_scope *scope) {
 /* Builds and writes the document; inside a jansson scope. */
 static f8_status print_document(const f8_graph *graph, FILE *out, f8_diag *diag) {
 	json_t *symbols = json_array(), *inputs = json_array(), *nodes = json_array();
-	json_t *outputs = json_array();
+	json_t *outputs = json_array(), *updates = json_array();
+	for (uint32_t i = 0; updates && i < graph->n_updates; i++)
+		json_array_append_new(updates, json_pack("{s:s, s:s}", "target",
+							 graph->values[graph->updates[i].target].name,
+							 "source",
+							 graph->values[graph->updates[i].source].name));
 	for (uint32_t i = 0; symbols && i < graph->n_symbols; i++)
 		json_array_append_new(symbols, json_string(graph->symbols[i]));
 	for (uint32_t i = 0; inputs && i < graph->n_inputs; i++)
@@ -194,9 +199,10 @@ static f8_status print_document(const f8_graph *graph, FILE *out, f8_diag *diag)
 	for (uint32_t i = 0; outputs && i < graph->n_outputs; i++)
 		json_array_append_new(outputs, json_string(graph->values[graph->outputs[i]].name));
 	// json_pack steals the references with "o", also when it fails, so nothing leaks.
-	json_t *document = json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:o}", "format", "f8c-graph",
-				     "version", 1, "name", graph->name, "symbols", symbols, "inputs",
-				     inputs, "nodes", nodes, "outputs", outputs);
+	json_t *document = json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:o, s:o}", "format",
+				     "f8c-graph", "version", 1, "name", graph->name, "symbols",
+				     symbols, "inputs", inputs, "nodes", nodes, "outputs", outputs,
+				     "updates", updates);
 	if (!document)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");
 	if (jansson_out_of_memory) { // a value went missing: write nothing rather than less

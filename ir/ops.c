@@ -74,6 +74,17 @@ static const f8_attr_spec attrs_gelu[] = {STRING("approximate", false), END};
 static const f8_attr_spec attrs_rope[] = {INT("interleaved", false), END};
 static const f8_attr_spec attrs_cross_entropy[] = {INT("ignore_index", false),
 						   STRING("reduction", false), END};
+static const f8_attr_spec attrs_embedding_grad[] = {DIM("vocab", true), END};
+static const f8_attr_spec attrs_gather_grad[] = {INT("axis", false), DIM("size", true), END};
+static const f8_attr_spec attrs_slice_grad[] = {DIMS("shape", true), DIMS("starts", true),
+						DIMS("ends", true), INTS("axes", false),
+						INTS("steps", false), END};
+static const f8_attr_spec attrs_learning_rate[] = {FLOAT("lr", true), FLOAT("min_lr", false),
+						   INT("warmup", false), INT("decay_iters", false),
+						   STRING("style", false), END};
+static const f8_attr_spec attrs_adamw[] = {FLOAT("beta1", false), FLOAT("beta2", false),
+					   FLOAT("epsilon", false), FLOAT("weight_decay", false),
+					   END};
 static const f8_attr_spec attrs_quantize[] = {DTYPE("to", true), INT("saturate", false),
 					      INTS("block", false), DTYPE("scale_dtype", false),
 					      INT("margin", false), END};

@@ -6,6 +6,7 @@
  *   item     := LEAF_ROLE VALUE ':' type annots?            LEAF_ROLE: input param buffer state scale
  *                                                          amax_history
  *             | 'output' VALUE (',' VALUE)*
+ *             | 'update' VALUE '<-' VALUE                 a leaf takes a value at the step's end
  *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
  *   out      := VALUE (':' type)? annots?
  *   type     := DTYPE '[' (dim (',' dim)*)? ']'
@@ -998,6 +999,27 @@ static f8_status parse_outputs(parser *p) {
 	return status;
 }
 
+static f8_status parse_update(parser *p) {
+	f8_value_id target, source;
+	token at = p->tok;
+	f8_status status = next(p);
+	if (!status)
+		status = parse_use(p, &target);
+	if (!status && !at_punct(p, '<'))
+		status = fail_expected(p, "'<-' after the updated leaf");
+	if (!status && !(status = next(p)) && !at_punct(p, '-'))
+		status = fail_expected(p, "'<-' after the updated leaf");
+	if (!status && !(status = next(p)))
+		status = parse_use(p, &source);
+	if (status)
+		return status;
+	if (target == F8_NONE || source == F8_NONE)
+		return fail_at(p, &at, "an update needs a leaf and a value, neither omitted");
+	if (f8_graph_add_update(p->graph, target, source))
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	return F8_OK;
+}
+
 static f8_status parse_graph(parser *p) {
 	f8_status status = next(p);
 	if (status)
@@ -1034,6 +1056,8 @@ static f8_status parse_graph(parser *p) {
 			status = parse_leaf(p, role);
 		else if (at_ident(p, "output"))
 			status = parse_outputs(p);
+		else if (at_ident(p, "update"))
+			status = parse_update(p);
 		else if (p->tok.kind == TOKEN_END)
 			status = fail_expected(p, "'}' to close the graph");
 		else

@@ -438,6 +438,13 @@ f8_status f8_text_print(const f8_graph *graph, FILE *out) {
 		}
 		fputc('\n', out);
 	}
+	for (uint32_t i = 0; i < graph->n_updates; i++) {
+		fputs("  update ", out);
+		print_value_ref(out, graph, graph->updates[i].target);
+		fputs(" <- ", out);
+		print_value_ref(out, graph, graph->updates[i].source);
+		fputc('\n', out);
+	}
 	fputs("}\n", out);
 	return ferror(out) ? F8_ERR_IO : F8_OK;
 }

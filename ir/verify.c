@@ -132,6 +132,46 @@ f8_status f8_node_check_output_type(const f8_graph *graph, f8_node_id id, uint32
 			  f8_type_format(graph, inferred, inferred_text, sizeof inferred_text));
 }
 
+/* Each update: a leaf of a role that holds state (not an input the user feeds, not a buffer),
+ * updated at most once per phase, from a value the program defines, of the leaf's type. */
+static f8_status verify_updates(const f8_graph *graph, const bool *defined, f8_diag *diag) {
+	for (uint32_t i = 0; i < graph->n_updates; i++) {
+		f8_update update = graph->updates[i];
+		if (update.target >= graph->n_values || update.source >= graph->n_values)
+			return f8_diag_set(diag, F8_ERR_INVALID, "update %u refers to a value that does "
+					   "not exist", i);
+		const f8_value *target = &graph->values[update.target];
+		const f8_value *source = &graph->values[update.source];
+		f8_role role = target->role;
+		if (target->producer != F8_NONE || role == F8_ROLE_INPUT || role == F8_ROLE_BUFFER ||
+		    !f8_role_is_leaf(role))
+			return f8_diag_set(diag, F8_ERR_INVALID, "update %u writes %%%s, a %s; only "
+					   "param, state, scale and amax_history leaves carry state",
+					   i, target->name, f8_role_name(role));
+		if (!defined[update.source] || source->producer == F8_NONE)
+			return f8_diag_set(diag, F8_ERR_INVALID, "update %u reads %%%s, which no node "
+					   "of the program makes", i, source->name);
+		if (!f8_type_equal(&target->type, &source->type)) {
+			char s1[160], s2[160];
+			return f8_diag_set(diag, F8_ERR_INVALID, "update %u writes %%%s (%s) from %%%s "
+					   "(%s): the types differ", i, target->name,
+					   f8_type_format(graph, &target->type, s1, sizeof s1),
+					   source->name,
+					   f8_type_format(graph, &source->type, s2, sizeof s2));
+		}
+		f8_phase phase = graph->nodes[source->producer].phase;
+		for (uint32_t j = 0; j < i; j++) {
+			const f8_value *other = &graph->values[graph->updates[j].source];
+			if (graph->updates[j].target == update.target &&
+			    graph->nodes[other->producer].phase == phase)
+				return f8_diag_set(diag, F8_ERR_INVALID, "%%%s is updated twice in phase "
+						   "%s (updates %u and %u)", target->name,
+						   f8_phase_name(phase), j, i);
+		}
+	}
+	return F8_OK;
+}
+
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	// defined[v]: value v is available at this point of the program.
 	bool *defined = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *defined);
@@ -231,6 +271,8 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 			goto done;
 		}
 	}
+	if (!status)
+		status = verify_updates(graph, defined, diag);
 done:
 	f8_free(defined);
 	f8_free(position);

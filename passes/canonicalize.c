@@ -55,6 +55,8 @@ static f8_status remove_dead_nodes(f8_graph *graph, f8_diag *diag) {
 	}
 	for (uint32_t i = 0; i < graph->n_outputs; i++)
 		live[graph->outputs[i]] = true;
+	for (uint32_t i = 0; i < graph->n_updates; i++) // state carried to the next step
+		live[graph->updates[i].source] = true;
 	uint32_t n_kept = 0;
 	for (uint32_t position = graph->n_order; position-- > 0;) {
 		const f8_node *node = &graph->nodes[graph->order[position]];

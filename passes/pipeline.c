@@ -1,7 +1,7 @@
 /*
- * The pipeline table. DESIGN.md lists the passes to come (training, precision, fp8-cast,
- * shard, recompute, fuse, schedule); each joins this table in its own issue, with the reason
- * for its place beside it.
+ * The pipeline table. DESIGN.md lists the passes to come (precision, fp8-cast, shard,
+ * recompute, fuse, schedule); each joins this table in its own issue, with the reason for its
+ * place beside it.
  */
 #define _POSIX_C_SOURCE 200809L // strnlen
 
@@ -13,18 +13,36 @@
 #include "ir/verify.h"           // f8_graph_verify
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
+#include "passes/training.h"      // f8_pass_training_run
 
-static f8_status canonicalize(f8_graph *graph, FILE *report, f8_diag *diag) {
-	(void)report; // it decides nothing a person needs to audit
+static f8_status canonicalize(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+			      f8_diag *diag) {
+	(void)options, (void)report; // it decides nothing a person needs to audit
 	return f8_pass_canonicalize_run(graph, diag);
+}
+
+static f8_status fuse_patterns(f8_graph *graph, const f8_pipeline_options *options,
+			       FILE *report, f8_diag *diag) {
+	(void)options;
+	return f8_pass_fuse_patterns_run(graph, report, diag);
+}
+
+static f8_status training(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+			  f8_diag *diag) {
+	if (!options->training) // compiling for inference
+		return F8_OK;
+	return f8_pass_training_run(graph, options->training, report, diag);
 }
 
 static const f8_pass pipeline[] = {
 	{"canonicalize", canonicalize,
 	 "first: every later pass reads inferred types and wants no dead nodes to plan for"},
-	{"fuse-patterns", f8_pass_fuse_patterns_run,
+	{"fuse-patterns", fuse_patterns,
 	 "before training: autodiff and the FP8 passes work on Linear, Attention and the norms, "
 	 "whose gradients and casts are known, not on the primitives exporters spell them with"},
+	{"training", training,
+	 "before the precision passes: they decide for the backward GEMMs (dgrad, wgrad) and the "
+	 "gradients' E5M2 casts too, so the backward must exist; a no-op for inference"},
 };
 
 const f8_pass *f8_pipeline_passes(size_t *count) {
@@ -50,9 +68,9 @@ static f8_status unknown_pass(const char *name, f8_diag *diag) {
 	return F8_ERR_ARGUMENT;
 }
 
-static f8_status run_one(f8_graph *graph, const f8_pass *pass, bool verify, FILE *report,
-			 f8_diag *diag) {
-	f8_status status = pass->run(graph, report, diag);
+static f8_status run_one(f8_graph *graph, const f8_pass *pass, bool verify,
+			 const f8_pipeline_options *options, FILE *report, f8_diag *diag) {
+	f8_status status = pass->run(graph, options, report, diag);
 	if (status || !verify)
 		return status;
 	status = f8_graph_verify(graph, diag);
@@ -76,10 +94,18 @@ f8_status f8_pipeline_run(f8_graph *graph, const char *last, bool verify, f8_dia
 
 f8_status f8_pipeline_run_reported(f8_graph *graph, const char *last, bool verify, FILE *report,
 				   f8_diag *diag) {
+	return f8_pipeline_run_with(graph, last, verify, NULL, report, diag);
+}
+
+f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
+			       const f8_pipeline_options *options, FILE *report, f8_diag *diag) {
+	const f8_pipeline_options inference = {0};
+	if (!options)
+		options = &inference;
 	if (last && !f8_pipeline_find(last))
 		return unknown_pass(last, diag);
 	for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) {
-		f8_status status = run_one(graph, &pipeline[i], verify, report, diag);
+		f8_status status = run_one(graph, &pipeline[i], verify, options, report, diag);
 		if (status)
 			return status;
 		if (last && strcmp(pipeline[i].name, last) == 0)
@@ -90,11 +116,13 @@ f8_status f8_pipeline_run_reported(f8_graph *graph, const char *last, bool verif
 
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
 				f8_diag *diag) {
+	f8_training_options defaults = f8_training_options_default();
+	const f8_pipeline_options training = {.training = &defaults};
 	for (size_t i = 0; i < n; i++) {
 		const f8_pass *pass = f8_pipeline_find(names[i]);
 		if (!pass)
 			return unknown_pass(names[i], diag);
-		f8_status status = run_one(graph, pass, verify, NULL, diag);
+		f8_status status = run_one(graph, pass, verify, &training, NULL, diag);
 		if (status)
 			return status;
 	}

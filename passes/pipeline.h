@@ -9,12 +9,21 @@
 #include <stddef.h>  // size_t
 #include <stdio.h>   // FILE
 
-#include "ir/diag.h"  // f8_status, f8_diag
-#include "ir/graph.h" // f8_graph
+#include "ir/diag.h"          // f8_status, f8_diag
+#include "ir/graph.h"         // f8_graph
+#include "passes/training.h"  // f8_training_options
+
+/* What a compilation is for, given to every pass. */
+typedef struct f8_pipeline_options {
+	// Compile a training step with these hyperparameters; NULL compiles for inference, and
+	// the passes that build training (training) leave the graph as it is.
+	const f8_training_options *training;
+} f8_pipeline_options;
 
 /* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass
  * that makes decisions writes what it decided and why to `report` when that is not NULL. */
-typedef f8_status (*f8_pass_fn)(f8_graph *graph, FILE *report, f8_diag *diag);
+typedef f8_status (*f8_pass_fn)(f8_graph *graph, const f8_pipeline_options *options,
+				FILE *report, f8_diag *diag);
 
 typedef struct f8_pass {
 	const char *name; // as in --after and in golden tests: "canonicalize"
@@ -39,7 +48,12 @@ f8_status f8_pipeline_run(f8_graph *graph, const char *last, bool verify, f8_dia
 f8_status f8_pipeline_run_reported(f8_graph *graph, const char *last, bool verify, FILE *report,
 				   f8_diag *diag);
 
-/* Runs the passes named in `names` (n of them), in that order, verifying as above. */
+/* f8_pipeline_run_reported for what `options` asks (NULL: inference). */
+f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
+			       const f8_pipeline_options *options, FILE *report, f8_diag *diag);
+
+/* Runs the passes named in `names` (n of them), in that order, verifying as above; a named
+ * training pass runs with the default hyperparameters. */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
 				f8_diag *diag);
 

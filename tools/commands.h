@@ -8,5 +8,8 @@
 int f8_tool_dump_ir(int argc, char **argv);
 int f8_tool_export_onnx(int argc, char **argv);
 int f8_tool_fp8(int argc, char **argv);
+int f8_tool_tokenize(int argc, char **argv);
+int f8_tool_infer(int argc, char **argv);
+int f8_tool_train(int argc, char **argv);
 
 #endif

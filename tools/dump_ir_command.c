@@ -1,9 +1,7 @@
 /*
  * f8c dump-ir: reads a model, runs the pipeline through a pass, prints the IR as text or JSON.
  */
-#include <errno.h>  // errno
 #include <stdio.h>  // fprintf
-#include <stdlib.h> // strtoll
 #include <string.h> // strcmp, strchr
 
 #include "frontend/frontend.h" // f8_frontend_load, f8_dim_binding
@@ -12,6 +10,7 @@
 #include "ir/verify.h"       // f8_graph_verify
 #include "passes/pipeline.h" // f8_pipeline_run
 #include "tools/commands.h"  // f8_tool_dump_ir
+#include "tools/tool_options.h" // f8_tool_parse_dim_binding
 
 static int usage(const char *problem) {
 	fprintf(stderr, "f8c dump-ir: %s\n"
@@ -22,20 +21,6 @@ static int usage(const char *problem) {
 			"PASS first; --report says on stderr what the passes decided and why\n",
 		problem);
 	return 2;
-}
-
-/* Parses `NAME=N` (N a positive integer) into *out; false when malformed. */
-static bool parse_dim_binding(char *text, f8_dim_binding *out) {
-	char *equals = strchr(text, '='), *end;
-	if (!equals || equals == text)
-		return false;
-	errno = 0;
-	long long value = strtoll(equals + 1, &end, 10);
-	if (errno || end == equals + 1 || *end || value < 1)
-		return false;
-	*equals = '\0';
-	*out = (f8_dim_binding){.name = text, .value = value};
-	return true;
 }
 
 int f8_tool_dump_ir(int argc, char **argv) {
@@ -50,7 +35,7 @@ int f8_tool_dump_ir(int argc, char **argv) {
 				return usage("--dim needs NAME=N");
 			if (n_dims == MAX_BINDINGS)
 				return usage("too many --dim options");
-			if (!parse_dim_binding(argv[i], &dims[n_dims++]))
+			if (!f8_tool_parse_dim_binding(argv[i], &dims[n_dims++]))
 				return usage("--dim needs NAME=N with N a positive integer");
 		} else if (strcmp(argv[i], "--after") == 0) {
 			if (++i == argc)
@@ -83,8 +68,15 @@ int f8_tool_dump_ir(int argc, char **argv) {
 	f8_graph *graph = NULL;
 	f8_frontend_options options = {.dims = dims, .n_dims = n_dims};
 	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
+	// Through a pass at or past training compiles a training step, with the default
+	// hyperparameters (f8c train sets its own).
+	f8_training_options hyperparameters = f8_training_options_default();
+	const f8_pass *last = after ? f8_pipeline_find(after) : NULL;
+	f8_pipeline_options compile = {
+		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL};
 	if (!status && after)
-		status = f8_pipeline_run_reported(graph, after, verify, report ? stderr : NULL, &diag);
+		status = f8_pipeline_run_with(graph, after, verify, &compile, report ? stderr : NULL,
+					      &diag);
 	if (!status && verify)
 		status = f8_graph_verify(graph, &diag);
 	if (!status)

@@ -32,8 +32,17 @@ static const command commands[] = {
 	 "through PASS, print the IR"},
 	{"export-onnx", f8_tool_export_onnx, "export-onnx MODEL.json -o MODEL.onnx [--seed N] [--opset N]",
 	 "write a model description as ONNX (weights made up from the seed, in MODEL.onnx.data)"},
+	{"infer", f8_tool_infer,
+	 "infer MODEL --input NAME=FILE.npy... [--dim NAME=N]... --output-dir DIR [--seed N]",
+	 "run the model's forward pass on the CPU reference backend; each output to DIR/NAME.npy"},
+	{"train", f8_tool_train,
+	 "train MODEL --data TOKENS.bin [--micro-batch-size N] [--global-batch-size N] "
+	 "[--seq-length N] [--train-iters N] [--lr X] ... (f8c train --help lists them)",
+	 "train on the CPU reference backend, Megatron-LM's option names; metrics and checkpoints"},
 	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",
 	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
+	{"tokenize", f8_tool_tokenize, "tokenize TEXT -o TOKENS.bin",
+	 "one token per byte of a text file (0..255), written in llm.c's token file format"},
 };
 
 static int run_help(int argc, char **argv) {

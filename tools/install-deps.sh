@@ -38,9 +38,10 @@ fi
 
 # Python references the tests hold f8c against (never needed by the product itself): NumPy and
 # ml_dtypes for the FP8 numerics, onnx (its descriptors check frontend/onnx/onnx.proto; its helper
-# builds the loader tests' models) and onnxruntime (runs those models, so a "good" one is good).
-python_refs=(numpy ml_dtypes onnx onnxruntime)
-if ! python3 -c 'import numpy, ml_dtypes, onnx, onnxruntime' 2>/dev/null; then
+# builds the loader tests' models), onnxruntime (runs those models, so a "good" one is good) and
+# safetensors (Hugging Face's reference reader and writer of f8c's weight files).
+python_refs=(numpy ml_dtypes onnx onnxruntime safetensors)
+if ! python3 -c 'import numpy, ml_dtypes, onnx, onnxruntime, safetensors' 2>/dev/null; then
   echo "install-deps: installing Python references ${python_refs[*]}"
   python3 -m pip install --quiet --disable-pip-version-check "${python_refs[@]}" ||
     python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "${python_refs[@]}"

@@ -457,6 +457,7 @@ f8_status onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto 
 	if (!init)
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	*init = (f8_initializer){.n_bytes = n_bytes};
+	onnx_dtype(tensor->data_type, &init->dtype); // checked by onnx_tensor_check
 	if (is_external(tensor)) {
 		external_ref ref;
 		f8_status status = external_fields(im, tensor, &ref);

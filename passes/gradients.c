@@ -1,0 +1,200 @@
+/*
+ * The table of gradient rules, generated from ir/ops.def, and the builders the rules share
+ * (passes/gradients_internal.h). The rules themselves are in gradients_primitive.c (the ONNX-style
+ * ops, for imported graphs that did not fuse) and gradients_fused.c (the high-level ops, through
+ * their backward ops).
+ */
+#include "passes/gradients.h" // f8_grad_rule, f8_grad_rule_get
+
+#include <assert.h> // assert
+#include <stdio.h>  // snprintf
+#include <string.h> // memcpy
+
+#include "ir/fp8.h"                    // f8_float_encode, f8_float_decode
+#include "passes/gradients_internal.h" // grad_* builders
+
+/*
+ * The address of f8_grad_<ENUM> is taken only for ops flagged differentiable: a flagged op
+ * without a rule is a link error. The condition is an integer constant expression, so the
+ * initializer is folded by the compiler, and the function of an op that is not flagged is not
+ * referenced at all (checked with GCC 12 and clang at -O0, with and without the sanitizers:
+ * no undefined symbol for it in the object file).
+ */
+static const f8_grad_rule rules[] = {
+#define X(e, name, min_in, max_in, min_out, max_out, attrs, infer, flags) \
+	[F8_OP_##e] = ((flags) & F8_OPF_DIFFERENTIABLE) ? f8_grad_##e : NULL,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof rules / sizeof rules[0] == F8_OP_COUNT, "one rule slot per op");
+
+f8_grad_rule f8_grad_rule_get(f8_op op) {
+	return (unsigned)op < F8_OP_COUNT ? rules[op] : NULL;
+}
+
+const char *grad_derive(char *buffer, size_t size, const char *base, const char *suffix) {
+	snprintf(buffer, size, "%s.%s", base, suffix);
+	return buffer;
+}
+
+const char *grad_step_name(char *buffer, size_t size, const char *name, bool last,
+			   const char *suffix) {
+	return last ? name : grad_derive(buffer, size, name, suffix);
+}
+
+f8_status grad_op(f8_grad_context *context, f8_op op, const f8_value_id *inputs,
+		  uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, const char *name,
+		  f8_value_id *out, f8_diag *diag) {
+	const char *names[1] = {name};
+	return f8_grad_emit_named(context, op, inputs, n_inputs, attrs, n_attrs, 1, names, out, diag);
+}
+
+f8_status grad_unary(f8_grad_context *context, f8_op op, f8_value_id x, const char *name,
+		     f8_value_id *out, f8_diag *diag) {
+	return grad_op(context, op, &x, 1, NULL, 0, name, out, diag);
+}
+
+f8_status grad_binary(f8_grad_context *context, f8_op op, f8_value_id a, f8_value_id b,
+		      const char *name, f8_value_id *out, f8_diag *diag) {
+	f8_value_id inputs[2] = {a, b};
+	return grad_op(context, op, inputs, 2, NULL, 0, name, out, diag);
+}
+
+/* The bytes of `value` as one element of `dtype` into `bytes` (8 at most). */
+static void encode_element(f8_dtype dtype, double value, uint8_t *bytes) {
+	switch (dtype) {
+	case F8_DTYPE_F64:
+		memcpy(bytes, &value, 8);
+		return;
+	case F8_DTYPE_F32: {
+		float f = (float)value;
+		memcpy(bytes, &f, 4);
+		return;
+	}
+	case F8_DTYPE_I64: {
+		int64_t i = (int64_t)value;
+		memcpy(bytes, &i, 8);
+		return;
+	}
+	case F8_DTYPE_I32: {
+		int32_t i = (int32_t)value;
+		memcpy(bytes, &i, 4);
+		return;
+	}
+	default: { // bf16, f16 (the dtypes gradients flow through; others do not reach here)
+		uint16_t bits = (uint16_t)f8_float_encode(dtype, (float)value, false);
+		memcpy(bytes, &bits, 2);
+		return;
+	}
+	}
+}
+
+/* A one-element tensor of `dtype` holding `value`, with shape `shape` (its data in `bytes`). */
+static f8_tensor_data scalar_tensor(f8_dtype dtype, double value, uint8_t *bytes) {
+	encode_element(dtype, value, bytes);
+	return (f8_tensor_data){.dtype = dtype, .n_bytes = f8_dtype_get_info(dtype)->bytes,
+				.data = bytes};
+}
+
+f8_status grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
+			const char *name, f8_value_id *out, f8_diag *diag) {
+	uint8_t bytes[8];
+	f8_tensor_data tensor = scalar_tensor(dtype, value, bytes);
+	f8_attr attr = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor};
+	return grad_op(context, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, out, diag);
+}
+
+f8_status grad_fill(f8_grad_context *context, const f8_type *type, double value,
+		    const char *name, f8_value_id *out, f8_diag *diag) {
+	uint8_t bytes[8];
+	f8_tensor_data tensor = scalar_tensor(type->dtype, value, bytes);
+	f8_dim dims[F8_MAX_RANK];
+	memcpy(dims, type->shape.dims, type->shape.rank * sizeof *dims);
+	f8_attr attrs[2] = {grad_attr_dims("shape", dims, type->shape.rank),
+			    {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor}};
+	return grad_op(context, F8_OP_CONSTANT_OF_SHAPE, NULL, 0, attrs, 2, name, out, diag);
+}
+
+f8_status grad_reshape(f8_grad_context *context, f8_value_id x, const f8_shape *shape,
+		       const char *name, f8_value_id *out, f8_diag *diag) {
+	f8_type type = grad_type(context, x);
+	if (f8_shape_equal(&type.shape, shape)) {
+		*out = x;
+		return F8_OK;
+	}
+	f8_dim dims[F8_MAX_RANK];
+	memcpy(dims, shape->dims, shape->rank * sizeof *dims);
+	f8_attr attr = grad_attr_dims("shape", dims, shape->rank);
+	return grad_op(context, F8_OP_RESHAPE, &x, 1, &attr, 1, name, out, diag);
+}
+
+bool grad_needs_sum(const f8_shape *full, const f8_shape *target) {
+	return !f8_shape_equal(full, target);
+}
+
+f8_status grad_sum_to(f8_grad_context *context, f8_value_id g, const f8_shape *target,
+		      const char *name, f8_value_id *out, f8_diag *diag) {
+	f8_shape full = grad_type(context, g).shape;
+	if (f8_shape_equal(&full, target)) {
+		*out = g;
+		return F8_OK;
+	}
+	assert(full.rank >= target->rank);
+	int lead = full.rank - target->rank;
+	int64_t axes[F8_MAX_RANK];
+	uint32_t n_axes = 0;
+	for (int i = 0; i < full.rank; i++) {
+		// A dim of 1 needs no sum: the Reshape drops or keeps it.
+		bool broadcast = !f8_dim_equal(full.dims[i], f8_dim_const(1)) &&
+				 (i < lead || f8_dim_equal(target->dims[i - lead], f8_dim_const(1)));
+		if (broadcast)
+			axes[n_axes++] = i;
+	}
+	f8_value_id summed = g;
+	char step[F8_GRAD_NAME_MAX];
+	f8_shape kept = full;
+	for (uint32_t i = 0; i < n_axes; i++)
+		kept.dims[axes[i]] = f8_dim_const(1);
+	bool reshape = !f8_shape_equal(&kept, target);
+	if (n_axes) {
+		f8_attr attrs[2] = {grad_attr_ints("axes", axes, n_axes), grad_attr_int("keepdims", 1)};
+		f8_status status = grad_op(context, F8_OP_REDUCE_SUM, &g, 1, attrs, 2,
+					   grad_step_name(step, sizeof step, name, !reshape, "sum"),
+					   &summed, diag);
+		if (status)
+			return status;
+	}
+	return grad_reshape(context, summed, target, name, out, diag);
+}
+
+bool grad_scalar_constant(const f8_graph *graph, f8_value_id value, double *out) {
+	f8_node_id producer = graph->values[value].producer;
+	if (producer == F8_NONE || graph->nodes[producer].op != F8_OP_CONSTANT)
+		return false;
+	const f8_attr *attr = f8_node_attr(&graph->nodes[producer], "value");
+	const f8_tensor_data *tensor = attr ? attr->tensor : NULL;
+	size_t element = tensor ? f8_dtype_get_info(tensor->dtype)->bytes : 0;
+	if (!tensor || element == 0 || tensor->n_bytes != element)
+		return false;
+	const uint8_t *data = tensor->data;
+	switch (tensor->dtype) {
+	case F8_DTYPE_F64:
+		memcpy(out, data, 8);
+		return true;
+	case F8_DTYPE_F32: {
+		float f;
+		memcpy(&f, data, 4);
+		*out = f;
+		return true;
+	}
+	case F8_DTYPE_BF16:
+	case F8_DTYPE_F16: {
+		uint16_t bits;
+		memcpy(&bits, data, 2);
+		*out = f8_float_decode(tensor->dtype, bits);
+		return true;
+	}
+	default:
+		return false;
+	}
+}

@@ -1,0 +1,751 @@
+/*
+ * training: turns the forward graph into one training step (the contract, with the names the
+ * runtime relies on, is in passes/training.h).
+ *
+ * requires: types (canonicalize), high-level ops (fuse-patterns); the first output the logits.
+ * provides: %labels, %loss (fwd); the gradients and their f32 accumulators (bwd); iteration + 1,
+ *           the learning rate, the gradient norm and clip, AdamW, the accumulators zeroed (opt);
+ *           outputs %loss, %grad_norm, %lr; updates carrying the state to the next step.
+ *
+ * A step is fwd|bwd once per micro-batch (each run adds its gradients into %<param>.main_grad,
+ * an update carries the sum to the next run), then opt once, which reads only leaves: the
+ * accumulators, the parameters, the moments and the iteration. The clip is torch's
+ * clip_grad_norm_ (max_norm / (norm + 1e-6), at most 1) on the gradient averaged over the
+ * micro-batches, folded with that average into AdamW's grad_scale.
+ */
+#include "passes/training.h" // f8_pass_training_run, f8_training_options
+
+#include <math.h>   // isfinite
+#include <stdio.h>  // fprintf, snprintf
+#include <string.h> // strcmp, strlen, memcpy
+
+#include "ir/alloc.h"        // f8_calloc, f8_malloc, f8_free
+#include "ir/arena.h"        // f8_arena_alloc, f8_arena_strdup
+#include "ir/fp8.h"          // f8_float_decode
+#include "ir/text.h"         // f8_type_format
+#include "ir/verify.h"       // f8_node_infer_types
+#include "passes/autodiff.h" // f8_autodiff_build
+
+static const char *const decay_names[] = {
+#define F8_LR_DECAY_NAME(e, name) name,
+	F8_LR_DECAY_LIST(F8_LR_DECAY_NAME)
+#undef F8_LR_DECAY_NAME
+};
+static_assert(sizeof decay_names / sizeof decay_names[0] == F8_LR_DECAY_COUNT,
+	      "one name per learning-rate decay style");
+
+const char *f8_lr_decay_name(f8_lr_decay decay) {
+	return (unsigned)decay < F8_LR_DECAY_COUNT ? decay_names[decay] : "?";
+}
+
+bool f8_lr_decay_from_name(const char *name, f8_lr_decay *out) {
+	for (int i = 0; i < F8_LR_DECAY_COUNT; i++) {
+		if (strcmp(decay_names[i], name) == 0) {
+			*out = (f8_lr_decay)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+f8_training_options f8_training_options_default(void) {
+	return (f8_training_options){
+		.lr = 3e-4,
+		.min_lr = 0.0,
+		.warmup_iters = 0,
+		.decay_iters = 0,
+		.decay_style = F8_LR_DECAY_CONSTANT,
+		.beta1 = 0.9,
+		.beta2 = 0.999,
+		.epsilon = 1e-8,
+		.weight_decay = 0.01,
+		.clip_grad = 1.0,
+		.micro_batches = 1,
+		.ignore_index = -100,
+	};
+}
+
+/* The names the runtime relies on; a model that already uses one cannot be trained as is. */
+static const char *const reserved_names[] = {"labels", "loss", "grad_norm", "lr", "iteration"};
+
+enum { NAME_MAX = 320 }; // a parameter's name and a suffix
+
+/* One parameter: its gradient, the states made for it, and whether it decays. */
+typedef struct parameter {
+	f8_value_id value;
+	f8_dtype dtype;          // before it became an f32 master weight
+	f8_value_id grad;        // of the f32 master weight; F8_NONE: not trained
+	f8_value_id main_grad;   // the accumulator leaf
+	f8_value_id accumulated; // main_grad + grad, made in bwd
+	const char *no_decay;    // why it has no weight decay, or NULL
+} parameter;
+
+typedef struct trainer {
+	f8_graph *graph;
+	f8_training_options options;
+	f8_diag *diag;
+	parameter *params; // (n_params) in declaration order
+	uint32_t n_params, n_trained;
+	f8_node_id *front; // (n_front) the master weights' Casts
+	uint32_t n_front;
+	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale;
+} trainer;
+
+static f8_status nomem(trainer *t) {
+	return f8_diag_set(t->diag, F8_ERR_NOMEM, "out of memory in the training pass");
+}
+
+/* Adds a node of `op` in `phase`, with attributes in schema order, and types its outputs. */
+static f8_status add_node(trainer *t, f8_op op, const f8_value_id *inputs, uint32_t n_inputs,
+			  const f8_attr *attrs, uint32_t n_attrs, uint32_t n_outputs,
+			  const char *const *names, f8_phase phase, const char *scope,
+			  f8_value_id *outputs) {
+	f8_graph *graph = t->graph;
+	f8_node_id id;
+	f8_status status = f8_graph_add_node(graph, op, inputs, n_inputs, n_outputs, names, &id,
+					     t->diag);
+	if (status)
+		return status;
+	if (n_attrs && f8_node_set_attrs(graph, id, attrs, n_attrs))
+		return nomem(t);
+	graph->nodes[id].phase = phase;
+	graph->nodes[id].scope = scope;
+	f8_type types[3];
+	if ((status = f8_node_infer_types(graph, id, types, t->diag)))
+		return status;
+	for (uint32_t i = 0; i < n_outputs; i++) {
+		outputs[i] = graph->nodes[id].outputs[i];
+		graph->values[outputs[i]].type = types[i];
+	}
+	return F8_OK;
+}
+
+/* A one-output node named `name`. */
+static f8_status add_one(trainer *t, f8_op op, const f8_value_id *inputs, uint32_t n_inputs,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *name, f8_phase phase,
+			 f8_value_id *out) {
+	const char *names[1] = {name};
+	return add_node(t, op, inputs, n_inputs, attrs, n_attrs, 1, names, phase, "optimizer", out);
+}
+
+/* A scalar Constant of f32 or i64. */
+static f8_status add_constant(trainer *t, f8_dtype dtype, double value, const char *name,
+			      f8_phase phase, f8_value_id *out) {
+	uint8_t bytes[8];
+	if (dtype == F8_DTYPE_I64) {
+		int64_t i = (int64_t)value;
+		memcpy(bytes, &i, 8);
+	} else {
+		float f = (float)value;
+		memcpy(bytes, &f, 4);
+	}
+	f8_tensor_data tensor = {.dtype = dtype, .n_bytes = f8_dtype_get_info(dtype)->bytes,
+				 .data = bytes};
+	f8_attr attr = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor};
+	return add_one(t, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, phase, out);
+}
+
+/* A leaf of role state, f32 like `like` (or `type` when given). */
+static f8_status add_state(trainer *t, const char *name, const f8_type *type, f8_value_id *out) {
+	return f8_graph_add_input(t->graph, name, F8_ROLE_OPTIMIZER_STATE, type, out, t->diag);
+}
+
+/* "<param>.<suffix>" into `buffer`. */
+static const char *param_name(const trainer *t, const parameter *p, const char *suffix,
+			      char *buffer) {
+	snprintf(buffer, NAME_MAX, "%s.%s", t->graph->values[p->value].name, suffix);
+	return buffer;
+}
+
+/* Checks the hyperparameters. */
+static f8_status check_options(const f8_training_options *o, f8_diag *diag) {
+	const char *problem = NULL;
+	if (!(isfinite(o->lr) && o->lr >= 0))
+		problem = "lr (--lr) must be a finite number >= 0";
+	else if (!(o->min_lr >= 0 && o->min_lr <= o->lr))
+		problem = "min_lr (--min-lr) must be in [0, lr]";
+	else if (o->warmup_iters < 0 || o->decay_iters < 0)
+		problem = "warmup_iters and decay_iters (--lr-warmup-iters, --lr-decay-iters) must be "
+			  ">= 0";
+	else if ((unsigned)o->decay_style >= F8_LR_DECAY_COUNT)
+		problem = "decay_style (--lr-decay-style) must be constant, linear or cosine";
+	else if (o->decay_style != F8_LR_DECAY_CONSTANT && o->decay_iters <= o->warmup_iters)
+		problem = "a decaying learning rate needs decay_iters (--lr-decay-iters) above "
+			  "warmup_iters (--lr-warmup-iters)";
+	else if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+		problem = "beta1 and beta2 (--adam-beta1, --adam-beta2) must be in [0, 1)";
+	else if (!(o->epsilon > 0))
+		problem = "epsilon (--adam-eps) must be > 0";
+	else if (!(o->weight_decay >= 0))
+		problem = "weight_decay (--weight-decay) must be >= 0";
+	else if (!(o->clip_grad >= 0))
+		problem = "clip_grad (--clip-grad) must be >= 0 (0: no clipping)";
+	else if (o->micro_batches < 1)
+		problem = "micro_batches must be >= 1";
+	if (!problem)
+		return F8_OK;
+	f8_diag_set(diag, F8_ERR_ARGUMENT, "training option %s", problem);
+	f8_diag_hint(diag, "f8_training_options_default() gives Megatron-LM's defaults");
+	return F8_ERR_ARGUMENT;
+}
+
+/* Checks that the first output is float logits (..., vocab) and that the runtime's names are
+ * free; collects the parameters. */
+static f8_status check_graph(trainer *t) {
+	f8_graph *graph = t->graph;
+	const f8_value *logits = graph->n_outputs ? &graph->values[graph->outputs[0]] : NULL;
+	f8_dtype dtype = logits ? logits->type.dtype : F8_DTYPE_UNDEFINED;
+	if (!logits || logits->type.shape.rank < 1 ||
+	    !(dtype == F8_DTYPE_F32 || dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 ||
+	      dtype == F8_DTYPE_F64)) {
+		char s[160];
+		if (logits)
+			f8_diag_set(t->diag, F8_ERR_INVALID, "the training pass reads the graph's first "
+				    "output as the logits (..., vocab), a float tensor; %%%s is %s",
+				    logits->name, f8_type_format(graph, &logits->type, s, sizeof s));
+		else
+			f8_diag_set(t->diag, F8_ERR_INVALID, "the training pass reads the graph's first "
+				    "output as the logits (..., vocab), and the graph has no output");
+		f8_diag_hint(t->diag, "make the model's first output its logits: the head's output, "
+			     "before any softmax");
+		return F8_ERR_INVALID;
+	}
+	for (size_t i = 0; i < sizeof reserved_names / sizeof reserved_names[0]; i++) {
+		if (f8_graph_find_value(graph, reserved_names[i], strlen(reserved_names[i])) == F8_NONE)
+			continue;
+		f8_diag_set(t->diag, F8_ERR_INVALID, "the model already has a value named %%%s, "
+			    "which the training pass makes", reserved_names[i]);
+		f8_diag_hint(t->diag, "rename it in the model (the runtime finds %%labels, %%loss, "
+			     "%%grad_norm, %%lr and %%iteration by name)");
+		return F8_ERR_INVALID;
+	}
+	if (!(t->params = f8_calloc(graph->n_inputs ? graph->n_inputs : 1, sizeof *t->params)))
+		return nomem(t);
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		if (value->role == F8_ROLE_PARAMETER)
+			t->params[t->n_params++] = (parameter){.value = graph->inputs[i],
+							       .dtype = value->type.dtype,
+							       .grad = F8_NONE};
+	}
+	return F8_OK;
+}
+
+/* The parameter whose value is `value`, or NULL. */
+static parameter *find_param(trainer *t, f8_value_id value) {
+	for (uint32_t k = 0; k < t->n_params; k++)
+		if (t->params[k].value == value)
+			return &t->params[k];
+	return NULL;
+}
+
+/* What reading slot `input` of a node of `op` makes of a parameter that has no weight decay
+ * (Megatron-LM's rule: no decay for biases and norms; here embeddings too), or NULL. */
+static const char *no_decay_role(f8_op op, uint32_t input) {
+	if ((op == F8_OP_LAYER_NORM || op == F8_OP_RMS_NORM) && input == 1)
+		return "the scale of";
+	if (op == F8_OP_LAYER_NORM && input == 2)
+		return "the shift of";
+	if (op == F8_OP_LINEAR && input == 2)
+		return "the bias of";
+	if (op == F8_OP_EMBEDDING && input == 1)
+		return "the table of";
+	return NULL;
+}
+
+/* Decides, before the master weights' Casts change the readers, which parameters decay. */
+static f8_status classify_weight_decay(trainer *t) {
+	f8_graph *graph = t->graph;
+	char why[NAME_MAX + 64];
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		for (uint32_t i = 0; i < node->n_inputs; i++) {
+			parameter *param = node->inputs[i] != F8_NONE ? find_param(t, node->inputs[i])
+								       : NULL;
+			const char *role = param ? no_decay_role(node->op, i) : NULL;
+			if (!role || param->no_decay)
+				continue;
+			snprintf(why, sizeof why, "read as %s %s%s%s", role, f8_op_name(node->op),
+				 node->scope ? " " : "", node->scope ? node->scope : "");
+			if (!(param->no_decay = f8_arena_strdup(graph->arena, why)))
+				return nomem(t);
+		}
+	}
+	for (uint32_t k = 0; k < t->n_params; k++)
+		if (!t->params[k].no_decay && graph->values[t->params[k].value].type.shape.rank == 1)
+			t->params[k].no_decay = "of rank 1";
+	return F8_OK;
+}
+
+/* The initial contents of a master weight: the parameter's inline data widened to f32. A file
+ * reference cannot be widened here: f8_initializer has no dtype of its own. */
+static f8_status widen_initializer(trainer *t, f8_value *value, f8_dtype from) {
+	const f8_initializer *init = value->initializer;
+	if (!init)
+		return F8_OK;
+	if (!init->data) {
+		f8_diag_set(t->diag, F8_ERR_UNSUPPORTED, "parameter %%%s is %s with its data in %s; "
+			    "its f32 master weight cannot point at data of another dtype",
+			    value->name, f8_dtype_name(from), init->path);
+		f8_diag_hint(t->diag, "export the model's weights in f32, or with inline data");
+		return F8_ERR_UNSUPPORTED;
+	}
+	size_t size = f8_dtype_get_info(from)->bytes, n = init->n_bytes / size;
+	f8_initializer *wide = f8_arena_alloc(t->graph->arena, sizeof *wide);
+	float *data = f8_arena_alloc_array(t->graph->arena, n ? n : 1, sizeof *data);
+	if (!wide || !data)
+		return nomem(t);
+	const uint8_t *bytes = init->data;
+	for (size_t i = 0; i < n; i++) {
+		if (from == F8_DTYPE_F64) {
+			double d;
+			memcpy(&d, bytes + i * 8, 8);
+			data[i] = (float)d;
+		} else {
+			uint32_t bits = 0;
+			memcpy(&bits, bytes + i * size, size); // little-endian, as the host's
+			data[i] = f8_float_decode(from, bits);
+		}
+	}
+	*wide = (f8_initializer){.n_bytes = n * sizeof *data, .data = data};
+	value->initializer = wide;
+	return F8_OK;
+}
+
+/* Makes parameter `p` (not f32) an f32 master weight: what read it reads a Cast to its dtype. */
+static f8_status make_master_weight(trainer *t, parameter *p, FILE *report) {
+	f8_graph *graph = t->graph;
+	f8_status status = widen_initializer(t, &graph->values[p->value], p->dtype);
+	if (status)
+		return status;
+	graph->values[p->value].type.dtype = F8_DTYPE_F32;
+	char name[NAME_MAX];
+	snprintf(name, sizeof name, "%s.%s", graph->values[p->value].name, f8_dtype_name(p->dtype));
+	const char *names[1] = {name};
+	f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = p->dtype};
+	f8_value_id cast;
+	uint32_t n_order = graph->n_order;
+	const char *scope = NULL; // the first reader's: the Cast belongs to the layer that reads it
+	for (uint32_t q = 0; q < n_order && !scope; q++) {
+		const f8_node *node = &graph->nodes[graph->order[q]];
+		for (uint32_t i = 0; i < node->n_inputs && !scope; i++)
+			if (node->inputs[i] == p->value)
+				scope = node->scope ? node->scope : "";
+	}
+	if ((status = add_node(t, F8_OP_CAST, &p->value, 1, &to, 1, 1, names, F8_PHASE_FWD,
+			       scope && *scope ? scope : NULL, &cast)))
+		return status;
+	t->front[t->n_front++] = graph->values[cast].producer;
+	for (uint32_t q = 0; q < n_order; q++) {
+		f8_node *node = &graph->nodes[graph->order[q]];
+		for (uint32_t i = 0; i < node->n_inputs; i++)
+			if (node->inputs[i] == p->value)
+				node->inputs[i] = cast;
+	}
+	for (uint32_t i = 0; i < graph->n_outputs; i++)
+		if (graph->outputs[i] == p->value)
+			graph->outputs[i] = cast;
+	if (report)
+		fprintf(report, "  master weight %%%s: f32, was %s; %%%s feeds what read it\n",
+			graph->values[p->value].name, f8_dtype_name(p->dtype), name);
+	return F8_OK;
+}
+
+/*
+ * Master weights for every float parameter that is not f32. Each Cast goes just before the
+ * first node that reads it: the backward walks the program in reverse, so the Cast's gradient
+ * (back to f32) comes right after the weight's last gradient contribution, not at the end.
+ */
+static f8_status make_master_weights(trainer *t, FILE *report) {
+	f8_graph *graph = t->graph;
+	if (!(t->front = f8_calloc(t->n_params ? t->n_params : 1, sizeof *t->front)))
+		return nomem(t);
+	for (uint32_t k = 0; k < t->n_params; k++) {
+		f8_dtype dtype = t->params[k].dtype;
+		if (dtype == F8_DTYPE_F32 || !f8_dtype_is_float(dtype))
+			continue;
+		f8_status status = make_master_weight(t, &t->params[k], report);
+		if (status)
+			return status;
+	}
+	if (!t->n_front)
+		return F8_OK;
+	f8_node_id *order = f8_malloc(graph->n_order * sizeof *order);
+	bool *placed = f8_calloc(t->n_front, sizeof *placed);
+	if (!order || !placed) {
+		f8_free(order), f8_free(placed);
+		return nomem(t);
+	}
+	uint32_t n = 0, n_old = graph->n_order - t->n_front; // the Casts were appended last
+	for (uint32_t p = 0; p < n_old; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		for (uint32_t c = 0; c < t->n_front; c++) {
+			f8_value_id cast = graph->nodes[t->front[c]].outputs[0];
+			for (uint32_t i = 0; i < node->n_inputs && !placed[c]; i++) {
+				if (node->inputs[i] == cast) {
+					order[n++] = t->front[c];
+					placed[c] = true;
+				}
+			}
+		}
+		order[n++] = graph->order[p];
+	}
+	for (uint32_t c = 0; c < t->n_front; c++) // read by nothing but a graph output
+		if (!placed[c])
+			order[n++] = t->front[c];
+	f8_status status = f8_graph_set_order(graph, order, n);
+	f8_free(order), f8_free(placed);
+	return status ? nomem(t) : F8_OK;
+}
+
+/* %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. */
+static f8_status add_loss(trainer *t) {
+	f8_graph *graph = t->graph;
+	f8_value_id logits = graph->outputs[0], labels;
+	f8_type type = {.dtype = F8_DTYPE_I64, .shape = graph->values[logits].type.shape};
+	type.shape.rank--;
+	f8_status status = f8_graph_add_input(graph, "labels", F8_ROLE_INPUT, &type, &labels, t->diag);
+	if (status)
+		return status;
+	f8_value_id inputs[2] = {logits, labels};
+	f8_attr attrs[2] = {{.name = "ignore_index", .kind = F8_ATTR_INT, .i = t->options.ignore_index},
+			    {.name = "reduction", .kind = F8_ATTR_STRING, .s = "mean"}};
+	const char *names[1] = {"loss"};
+	return add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, names, F8_PHASE_FWD, "loss",
+			&t->loss);
+}
+
+/* The gradients of every parameter; those the loss does not depend on are not trained. */
+static f8_status differentiate(trainer *t, FILE *report) {
+	f8_value_id *wrt = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *wrt);
+	f8_value_id *grads = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *grads);
+	f8_status status = wrt && grads ? F8_OK : nomem(t);
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < t->n_params; k++)
+		if (f8_dtype_is_float(t->params[k].dtype))
+			wrt[n++] = t->params[k].value;
+	if (!status)
+		status = f8_autodiff_build(t->graph, t->loss, F8_NONE, wrt, n, F8_PHASE_BWD, grads,
+					   t->diag);
+	for (uint32_t k = 0, i = 0; !status && k < t->n_params; k++) {
+		parameter *p = &t->params[k];
+		if (f8_dtype_is_float(p->dtype))
+			p->grad = grads[i++];
+		if (p->grad != F8_NONE)
+			t->n_trained++;
+		else if (report)
+			fprintf(report, "  not trained: %%%s: %s\n", t->graph->values[p->value].name,
+				f8_dtype_is_float(p->dtype) ? "the loss does not depend on it"
+							    : "it is not a float tensor");
+	}
+	f8_free(wrt);
+	f8_free(grads);
+	if (!status && !t->n_trained) {
+		f8_diag_set(t->diag, F8_ERR_INVALID, "the loss depends on no parameter: there is "
+			    "nothing to train");
+		f8_diag_hint(t->diag, "the model's weights must be declared as param leaves");
+		return F8_ERR_INVALID;
+	}
+	return status;
+}
+
+/*
+ * Moves the nodes from program position `first_new` on (just appended, in dependency order)
+ * each to just after the last node it reads from: a gradient is added into its accumulator as
+ * soon as it is complete, so that it need not stay alive until the end of the backward.
+ */
+static f8_status settle(trainer *t, uint32_t first_new) {
+	f8_graph *graph = t->graph;
+	uint32_t n = graph->n_order;
+	uint32_t *position = f8_malloc(graph->n_nodes * sizeof *position);
+	f8_node_id *anchor = f8_malloc((n - first_new + 1) * sizeof *anchor);
+	f8_node_id *order = f8_malloc(n * sizeof *order);
+	if (!position || !anchor || !order) {
+		f8_free(position), f8_free(anchor), f8_free(order);
+		return nomem(t);
+	}
+	for (uint32_t p = 0; p < n; p++)
+		position[graph->order[p]] = p;
+	// A new node's anchor: the old node it must follow (through the new nodes it reads).
+	for (uint32_t q = first_new; q < n; q++) {
+		const f8_node *node = &graph->nodes[graph->order[q]];
+		anchor[q - first_new] = F8_NONE;
+		uint32_t last = 0;
+		for (uint32_t i = 0; i < node->n_inputs; i++) {
+			f8_node_id producer = graph->values[node->inputs[i]].producer;
+			if (producer == F8_NONE)
+				continue;
+			f8_node_id old = position[producer] >= first_new
+						 ? anchor[position[producer] - first_new] : producer;
+			if (old != F8_NONE && (anchor[q - first_new] == F8_NONE || position[old] >= last)) {
+				anchor[q - first_new] = old;
+				last = position[old];
+			}
+		}
+	}
+	uint32_t m = 0;
+	for (uint32_t q = first_new; q < n; q++) // nodes that read only leaves go first
+		if (anchor[q - first_new] == F8_NONE)
+			order[m++] = graph->order[q];
+	for (uint32_t p = 0; p < first_new; p++) {
+		order[m++] = graph->order[p];
+		for (uint32_t q = first_new; q < n; q++)
+			if (anchor[q - first_new] == graph->order[p])
+				order[m++] = graph->order[q];
+	}
+	f8_status status = f8_graph_set_order(graph, order, m);
+	f8_free(position), f8_free(anchor), f8_free(order);
+	return status ? nomem(t) : F8_OK;
+}
+
+/* bwd: %<param>.main_grad.next = %<param>.main_grad + the gradient, carried by an update. */
+static f8_status accumulate_gradients(trainer *t) {
+	f8_graph *graph = t->graph;
+	uint32_t first_new = graph->n_order;
+	char name[NAME_MAX];
+	for (uint32_t k = 0; k < t->n_params; k++) {
+		parameter *p = &t->params[k];
+		if (p->grad == F8_NONE)
+			continue;
+		f8_type type = {.dtype = F8_DTYPE_F32, .shape = graph->values[p->value].type.shape};
+		f8_status status = add_state(t, param_name(t, p, "main_grad", name), &type,
+					     &p->main_grad);
+		f8_value_id g = p->grad;
+		if (!status && graph->values[g].type.dtype != F8_DTYPE_F32) {
+			f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F32};
+			status = add_one(t, F8_OP_CAST, &p->grad, 1, &to, 1,
+					 param_name(t, p, "grad.f32", name), F8_PHASE_BWD, &g);
+		}
+		f8_value_id inputs[2] = {p->main_grad, g};
+		if (!status)
+			status = add_one(t, F8_OP_ADD, inputs, 2, NULL, 0,
+					 param_name(t, p, "main_grad.next", name), F8_PHASE_BWD,
+					 &p->accumulated);
+		if (status)
+			return status;
+		graph->values[p->accumulated].role = F8_ROLE_GRADIENT;
+		if (g != p->grad)
+			graph->values[g].role = F8_ROLE_GRADIENT;
+		if (f8_graph_add_update(graph, p->main_grad, p->accumulated))
+			return nomem(t);
+	}
+	return settle(t, first_new);
+}
+
+/* opt: %iteration + 1 and the learning rate it gives. */
+static f8_status add_schedule(trainer *t) {
+	const f8_training_options *o = &t->options;
+	f8_type scalar = {.dtype = F8_DTYPE_I64};
+	f8_value_id iteration, one;
+	f8_status status = f8_graph_add_input(t->graph, "iteration", F8_ROLE_OPTIMIZER_STATE, &scalar,
+					      &iteration, t->diag);
+	if (!status)
+		status = add_constant(t, F8_DTYPE_I64, 1, "iteration.increment", F8_PHASE_OPT, &one);
+	f8_value_id inputs[2] = {iteration, one};
+	if (!status)
+		status = add_one(t, F8_OP_ADD, inputs, 2, NULL, 0, "iteration.next", F8_PHASE_OPT,
+				 &t->iteration_next);
+	if (!status && f8_graph_add_update(t->graph, iteration, t->iteration_next))
+		status = nomem(t);
+	f8_attr attrs[5];
+	uint32_t n = 0;
+	attrs[n++] = (f8_attr){.name = "lr", .kind = F8_ATTR_FLOAT, .f = o->lr};
+	if (o->min_lr != 0)
+		attrs[n++] = (f8_attr){.name = "min_lr", .kind = F8_ATTR_FLOAT, .f = o->min_lr};
+	if (o->warmup_iters)
+		attrs[n++] = (f8_attr){.name = "warmup", .kind = F8_ATTR_INT, .i = o->warmup_iters};
+	if (o->decay_iters)
+		attrs[n++] = (f8_attr){.name = "decay_iters", .kind = F8_ATTR_INT, .i = o->decay_iters};
+	attrs[n++] = (f8_attr){.name = "style", .kind = F8_ATTR_STRING,
+			       .s = f8_lr_decay_name(o->decay_style)};
+	if (!status)
+		status = add_one(t, F8_OP_LEARNING_RATE, &t->iteration_next, 1, attrs, n, "lr",
+				 F8_PHASE_OPT, &t->lr);
+	return status;
+}
+
+/* opt: %grad_norm, the norm of the gradient averaged over the micro-batches, and grad_scale,
+ * which clips it and takes the average: min(1, clip / (norm + 1e-6)) / micro_batches. */
+static f8_status add_clip(trainer *t) {
+	const f8_training_options *o = &t->options;
+	f8_value_id *main_grads = f8_malloc(t->n_trained * sizeof *main_grads);
+	if (!main_grads)
+		return nomem(t);
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < t->n_params; k++)
+		if (t->params[k].grad != F8_NONE)
+			main_grads[n++] = t->params[k].main_grad;
+	bool average = o->micro_batches > 1;
+	f8_value_id sum, inverse = F8_NONE, c, one, denominator, ratio, coefficient;
+	f8_status status = add_one(t, F8_OP_GLOBAL_NORM, main_grads, n, NULL, 0,
+				   average ? "grad_norm.sum" : "grad_norm", F8_PHASE_OPT, &sum);
+	f8_free(main_grads);
+	t->grad_norm = sum;
+	if (!status && average)
+		status = add_constant(t, F8_DTYPE_F32, 1.0 / (double)o->micro_batches,
+				      "micro_batches.inverse", F8_PHASE_OPT, &inverse);
+	f8_value_id average_inputs[2] = {sum, inverse};
+	if (!status && average)
+		status = add_one(t, F8_OP_MUL, average_inputs, 2, NULL, 0, "grad_norm", F8_PHASE_OPT,
+				 &t->grad_norm);
+	if (status)
+		return status;
+	if (!(o->clip_grad > 0))
+		return add_constant(t, F8_DTYPE_F32, 1.0 / (double)o->micro_batches, "grad_scale",
+				    F8_PHASE_OPT, &t->grad_scale);
+	status = add_constant(t, F8_DTYPE_F32, 1e-6, "clip.epsilon", F8_PHASE_OPT, &c);
+	f8_value_id plus[2] = {t->grad_norm, c};
+	if (!status)
+		status = add_one(t, F8_OP_ADD, plus, 2, NULL, 0, "clip.denominator", F8_PHASE_OPT,
+				 &denominator);
+	if (!status)
+		status = add_constant(t, F8_DTYPE_F32, o->clip_grad, "clip.max_norm", F8_PHASE_OPT, &c);
+	f8_value_id quotient[2] = {c, denominator};
+	if (!status)
+		status = add_one(t, F8_OP_DIV, quotient, 2, NULL, 0, "clip.ratio", F8_PHASE_OPT, &ratio);
+	if (!status)
+		status = add_constant(t, F8_DTYPE_F32, 1.0, "clip.one", F8_PHASE_OPT, &one);
+	f8_value_id least[2] = {one, ratio};
+	if (!status)
+		status = add_one(t, F8_OP_MIN, least, 2, NULL, 0,
+				 average ? "clip.coefficient" : "grad_scale", F8_PHASE_OPT,
+				 &coefficient);
+	t->grad_scale = coefficient;
+	f8_value_id scaled[2] = {coefficient, inverse};
+	if (!status && average)
+		status = add_one(t, F8_OP_MUL, scaled, 2, NULL, 0, "grad_scale", F8_PHASE_OPT,
+				 &t->grad_scale);
+	return status;
+}
+
+/* opt: AdamW for each trained parameter, its accumulator zeroed; updates for all of them. */
+static f8_status add_adamw(trainer *t, FILE *report) {
+	f8_graph *graph = t->graph;
+	const f8_training_options *o = &t->options;
+	char name[NAME_MAX], moment[NAME_MAX], square[NAME_MAX];
+	for (uint32_t k = 0; k < t->n_params; k++) {
+		parameter *p = &t->params[k];
+		if (p->grad == F8_NONE)
+			continue;
+		f8_type type = graph->values[p->main_grad].type;
+		f8_value_id m, v, outputs[3], zero;
+		f8_status status = add_state(t, param_name(t, p, "exp_avg", name), &type, &m);
+		if (!status)
+			status = add_state(t, param_name(t, p, "exp_avg_sq", name), &type, &v);
+		f8_value_id inputs[7] = {p->value, p->main_grad, m, v, t->lr, t->iteration_next,
+					 t->grad_scale};
+		double decay = p->no_decay ? 0.0 : o->weight_decay;
+		f8_attr attrs[4] = {{.name = "beta1", .kind = F8_ATTR_FLOAT, .f = o->beta1},
+				    {.name = "beta2", .kind = F8_ATTR_FLOAT, .f = o->beta2},
+				    {.name = "epsilon", .kind = F8_ATTR_FLOAT, .f = o->epsilon},
+				    {.name = "weight_decay", .kind = F8_ATTR_FLOAT, .f = decay}};
+		const char *names[3] = {param_name(t, p, "next", name),
+					param_name(t, p, "exp_avg.next", moment),
+					param_name(t, p, "exp_avg_sq.next", square)};
+		if (!status)
+			status = add_node(t, F8_OP_ADAMW, inputs, 7, attrs, 4, 3, names, F8_PHASE_OPT,
+					  "optimizer", outputs);
+		uint8_t bytes[4] = {0};
+		f8_tensor_data zero_value = {.dtype = F8_DTYPE_F32, .n_bytes = 4, .data = bytes};
+		f8_attr fill[2] = {{.name = "shape", .kind = F8_ATTR_DIMS,
+				    .dims = {.n = type.shape.rank, .items = type.shape.dims}},
+				   {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &zero_value}};
+		if (!status)
+			status = add_one(t, F8_OP_CONSTANT_OF_SHAPE, NULL, 0, fill, 2,
+					 param_name(t, p, "main_grad.zero", name), F8_PHASE_OPT, &zero);
+		if (status)
+			return status;
+		if (f8_graph_add_update(graph, p->value, outputs[0]) ||
+		    f8_graph_add_update(graph, m, outputs[1]) || f8_graph_add_update(graph, v, outputs[2]) ||
+		    f8_graph_add_update(graph, p->main_grad, zero))
+			return nomem(t);
+		if (report && p->no_decay)
+			fprintf(report, "  no weight decay: %%%s: %s\n", graph->values[p->value].name,
+				p->no_decay);
+	}
+	return F8_OK;
+}
+
+/* Drops the nodes that feed neither an output nor an update (the forward's other outputs). */
+static f8_status remove_dead_nodes(trainer *t) {
+	f8_graph *graph = t->graph;
+	bool *live = f8_calloc(graph->n_values, sizeof *live);
+	f8_node_id *kept = f8_malloc(graph->n_order * sizeof *kept);
+	if (!live || !kept) {
+		f8_free(live), f8_free(kept);
+		return nomem(t);
+	}
+	for (uint32_t i = 0; i < graph->n_outputs; i++)
+		live[graph->outputs[i]] = true;
+	for (uint32_t i = 0; i < graph->n_updates; i++)
+		live[graph->updates[i].source] = true;
+	uint32_t n = 0;
+	for (uint32_t p = graph->n_order; p-- > 0;) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		bool keep = f8_op_get_info(node->op)->flags & F8_OPF_SIDE_EFFECT;
+		for (uint32_t o = 0; o < node->n_outputs && !keep; o++)
+			keep = live[node->outputs[o]];
+		if (!keep)
+			continue;
+		kept[n++] = graph->order[p];
+		for (uint32_t i = 0; i < node->n_inputs; i++)
+			if (node->inputs[i] != F8_NONE)
+				live[node->inputs[i]] = true;
+	}
+	for (uint32_t i = 0; i < n / 2; i++) { // kept is in reverse program order
+		f8_node_id swap = kept[i];
+		kept[i] = kept[n - 1 - i];
+		kept[n - 1 - i] = swap;
+	}
+	f8_status status = f8_graph_set_order(graph, kept, n);
+	f8_free(live), f8_free(kept);
+	return status ? nomem(t) : F8_OK;
+}
+
+/* The outputs become %loss, %grad_norm and %lr. */
+static f8_status set_outputs(trainer *t) {
+	t->graph->n_outputs = 0;
+	if (f8_graph_add_output(t->graph, t->loss) || f8_graph_add_output(t->graph, t->grad_norm) ||
+	    f8_graph_add_output(t->graph, t->lr))
+		return nomem(t);
+	return F8_OK;
+}
+
+f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *options, FILE *report,
+			       f8_diag *diag) {
+	trainer t = {.graph = graph, .diag = diag,
+		     .options = options ? *options : f8_training_options_default()};
+	f8_status status = check_options(&t.options, diag);
+	if (!status)
+		status = check_graph(&t);
+	if (!status && report)
+		fprintf(report, "training: CrossEntropy loss over %%%s, AdamW, %lld micro-batch%s, "
+			"clip %g\n", graph->values[graph->outputs[0]].name,
+			(long long)t.options.micro_batches, t.options.micro_batches == 1 ? "" : "es",
+			t.options.clip_grad);
+	if (!status)
+		status = classify_weight_decay(&t);
+	if (!status)
+		status = make_master_weights(&t, report);
+	if (!status)
+		status = add_loss(&t);
+	if (!status)
+		status = differentiate(&t, report);
+	if (!status)
+		status = accumulate_gradients(&t);
+	if (!status)
+		status = add_schedule(&t);
+	if (!status)
+		status = add_clip(&t);
+	if (!status)
+		status = add_adamw(&t, report);
+	if (!status)
+		status = set_outputs(&t);
+	if (!status)
+		status = remove_dead_nodes(&t);
+	if (!status && report)
+		fprintf(report, "  %u of %u parameters trained\n", t.n_trained, t.n_params);
+	f8_free(t.params);
+	f8_free(t.front);
+	return status;
+}

@@ -1,0 +1,208 @@
+/*
+ * Checkpoints: params to weights.safetensors, optimizer and scaling state to
+ * optimizer.safetensors; loads check everything before anything is written.
+ */
+#define _POSIX_C_SOURCE 200809L // mkdir, clock_gettime
+
+#include "runtime/checkpoint.h" // f8_checkpoint_save, f8_checkpoint_load
+
+#include <errno.h>    // errno, EEXIST
+#include <inttypes.h> // PRIu64, PRId64, SCNu64
+#include <stdio.h>    // snprintf
+#include <stdlib.h>   // strtoull, strtoll
+#include <string.h>   // strcmp, strlen, memcpy, strerror
+#include <sys/stat.h> // mkdir
+#include <time.h>     // clock_gettime
+
+#include "ir/alloc.h"            // f8_calloc, f8_free
+#include "runtime/safetensors.h" // f8_safetensors_*
+
+enum { WEIGHTS, OPTIMIZER, N_FILES };
+static const char *const file_names[N_FILES] = {"weights.safetensors", "optimizer.safetensors"};
+
+/* Which file a leaf is saved in, or -1 for none: params to the weights; optimizer, scaling
+ * state to the optimizer file; not the accumulators, which are zero between steps. */
+static int file_of(const f8_value *value) {
+	if (value->role == F8_ROLE_PARAMETER)
+		return WEIGHTS;
+	if (value->role != F8_ROLE_OPTIMIZER_STATE && value->role != F8_ROLE_SCALE &&
+	    value->role != F8_ROLE_AMAX_HISTORY)
+		return -1;
+	size_t len = strlen(value->name), suffix = strlen(".main_grad");
+	if (len >= suffix && strcmp(value->name + len - suffix, ".main_grad") == 0)
+		return -1;
+	return OPTIMIZER;
+}
+
+static f8_status path_in(const char *folder, const char *name, char *path, size_t size,
+			 f8_diag *diag) {
+	if (snprintf(path, size, "%s/%s", folder, name) >= (int)size)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "checkpoint folder path too long: %s", folder);
+	return F8_OK;
+}
+
+f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
+			     const f8_cpu_executor *executor, const f8_checkpoint_info *info,
+			     f8_diag *diag) {
+	if (mkdir(folder, 0777) != 0 && errno != EEXIST)
+		return f8_diag_set(diag, F8_ERR_IO, "cannot make checkpoint folder %s: %s", folder,
+				   strerror(errno));
+	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
+	const f8_rt_tensor **tensors = f8_calloc(graph->n_inputs + 1, sizeof *tensors);
+	f8_status status = names && tensors ? F8_OK
+					    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	char iteration[32], sampler[32], seed[32], tokens[32], save_id[48];
+	snprintf(iteration, sizeof iteration, "%" PRId64, info->iteration);
+	snprintf(sampler, sizeof sampler, "%" PRIu64, info->sampler_state);
+	snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
+	snprintf(tokens, sizeof tokens, "%" PRId64, info->consumed_tokens);
+	snprintf(save_id, sizeof save_id, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
+	const char *keys[] = {"format", "version", "iteration", "save_id", "sampler_state", "seed",
+			      "consumed_tokens", "model"};
+	const char *values[] = {"f8c-checkpoint", "1", iteration, save_id, sampler, seed, tokens,
+				info->model ? info->model : ""};
+	// The optimizer file first: a crash between the two leaves the old weights with a new
+	// optimizer file, which the save ids refuse, not a new model that looks complete.
+	for (int file = OPTIMIZER; !status && file >= WEIGHTS; file--) {
+		size_t n = 0;
+		for (uint32_t i = 0; i < graph->n_inputs; i++) {
+			f8_value_id v = graph->inputs[i];
+			if (file_of(&graph->values[v]) == file) {
+				names[n] = graph->values[v].name;
+				tensors[n++] = f8_cpu_executor_value(executor, v);
+			}
+		}
+		char path[4096];
+		status = path_in(folder, file_names[file], path, sizeof path, diag);
+		if (!status)
+			status = f8_safetensors_write(path, names, tensors, n, keys, values,
+						      sizeof keys / sizeof keys[0], diag);
+	}
+	f8_free(names);
+	f8_free(tensors);
+	return status;
+}
+
+/* Checks a file's record; the first file's iteration and save id go to *iteration, *save_id,
+ * and the second's must match them. */
+static f8_status check_record(const f8_safetensors *file, const char *path, const char **save_id,
+			      f8_diag *diag) {
+	const char *format = f8_safetensors_metadata(file, "format");
+	const char *version = f8_safetensors_metadata(file, "version");
+	const char *id = f8_safetensors_metadata(file, "save_id");
+	if (!format || strcmp(format, "f8c-checkpoint") != 0) {
+		f8_diag_set(diag, F8_ERR_INVALID, "%s is not an f8c checkpoint (no \"format\": "
+			    "\"f8c-checkpoint\" in its metadata)", path);
+		f8_diag_hint(diag, "give --load the folder that f8c train --save wrote");
+		return F8_ERR_INVALID;
+	}
+	if (!version || strcmp(version, "1") != 0)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s is checkpoint version %s; this f8c "
+				   "reads version 1", path, version ? version : "(none)");
+	if (!id || !f8_safetensors_metadata(file, "iteration") ||
+	    !f8_safetensors_metadata(file, "sampler_state"))
+		return f8_diag_set(diag, F8_ERR_INVALID, "%s lacks its iteration, save id or sampler "
+				   "state", path);
+	if (*save_id && strcmp(*save_id, id) != 0) {
+		f8_diag_set(diag, F8_ERR_INVALID, "%s was written by another save than %s",
+			    path, file_names[WEIGHTS]);
+		f8_diag_hint(diag, "the save was interrupted between its two files: load an earlier "
+			     "checkpoint");
+		return F8_ERR_INVALID;
+	}
+	*save_id = id;
+	return F8_OK;
+}
+
+/* Reads every leaf file `which` holds into staged[v]; checks names, dtypes and shapes. */
+static f8_status stage_file(const f8_safetensors *file, const char *path, int which,
+			    const f8_graph *graph, const f8_cpu_executor *executor,
+			    f8_rt_tensor *staged, f8_diag *diag) {
+	size_t expected = 0;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		const f8_value *value = &graph->values[v];
+		if (file_of(value) != which)
+			continue;
+		expected++;
+		const f8_rt_tensor *leaf = f8_cpu_executor_value(executor, v);
+		if (!f8_safetensors_find(file, value->name)) {
+			f8_diag_set(diag, F8_ERR_INVALID, "%s has no tensor '%s'", path, value->name);
+			f8_diag_hint(diag, "the checkpoint is of another model or another training "
+				     "setup");
+			return F8_ERR_INVALID;
+		}
+		f8_status status = f8_safetensors_read(file, value->name, &staged[v], diag);
+		if (status)
+			return status;
+		if (!f8_rt_tensor_same_type(&staged[v], leaf))
+			return f8_diag_set(diag, F8_ERR_INVALID, "%s: tensor '%s' has another dtype or "
+					   "shape than the model's %s", path, value->name,
+					   f8_dtype_name(leaf->dtype));
+	}
+	if (f8_safetensors_count(file) != expected)
+		return f8_diag_set(diag, F8_ERR_INVALID, "%s holds %zu tensors; the model has %zu "
+				   "there", path, f8_safetensors_count(file), expected);
+	return F8_OK;
+}
+
+static bool parse_u64(const char *text, uint64_t *out) {
+	char *end;
+	errno = 0;
+	unsigned long long value = strtoull(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-')
+		return false;
+	*out = value;
+	return true;
+}
+
+f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
+			     f8_cpu_executor *executor, f8_checkpoint_info *info, f8_diag *diag) {
+	f8_rt_tensor *staged = f8_calloc(graph->n_values + 1, sizeof *staged);
+	f8_safetensors *files[N_FILES] = {0};
+	const char *save_id = NULL;
+	char paths[N_FILES][4096];
+	f8_status status = staged ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
+		status = path_in(folder, file_names[file], paths[file], sizeof paths[file], diag);
+		if (!status)
+			status = f8_safetensors_open(paths[file], &files[file], diag);
+		if (!status)
+			status = check_record(files[file], paths[file], &save_id, diag);
+		if (!status)
+			status = stage_file(files[file], paths[file], file, graph, executor, staged,
+					    diag);
+	}
+	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0;
+	if (!status) {
+		const f8_safetensors *record = files[OPTIMIZER];
+		const char *seed_text = f8_safetensors_metadata(record, "seed");
+		const char *tokens_text = f8_safetensors_metadata(record, "consumed_tokens");
+		if (!parse_u64(f8_safetensors_metadata(record, "iteration"), &iteration) ||
+		    !parse_u64(f8_safetensors_metadata(record, "sampler_state"), &sampler) ||
+		    (seed_text && !parse_u64(seed_text, &seed)) ||
+		    (tokens_text && !parse_u64(tokens_text, &tokens)) || iteration > INT64_MAX)
+			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the iteration, sampler state, "
+					     "seed or token count in the metadata is not a number",
+					     paths[OPTIMIZER]);
+	}
+	if (!status) { // everything checked: now write the leaves
+		for (uint32_t i = 0; i < graph->n_inputs; i++) {
+			f8_value_id v = graph->inputs[i];
+			if (file_of(&graph->values[v]) < 0)
+				continue;
+			f8_rt_tensor *leaf = f8_cpu_executor_leaf(executor, v);
+			memcpy(leaf->data, staged[v].data, leaf->n_bytes);
+		}
+		*info = (f8_checkpoint_info){.iteration = (int64_t)iteration, .sampler_state = sampler,
+					     .seed = seed, .consumed_tokens = (int64_t)tokens};
+	}
+	for (uint32_t v = 0; staged && v < graph->n_values; v++)
+		f8_rt_tensor_destroy(&staged[v]);
+	f8_free(staged);
+	for (int file = 0; file < N_FILES; file++)
+		f8_safetensors_close(files[file]);
+	return status;
+}

@@ -1,0 +1,278 @@
+/*
+ * The CPU executor: program order, one kernel call per node, intermediate values freed after
+ * their last use, updates applied when a run has succeeded.
+ */
+#include "runtime/cpu/executor.h" // f8_cpu_executor
+
+#include <string.h> // memcpy
+
+#include "ir/alloc.h"            // f8_calloc, f8_free
+#include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
+
+struct f8_cpu_executor {
+	const f8_graph *graph;
+	int64_t *symbol_values; // (graph->n_symbols)
+	f8_rt_tensor *tensors;  // (graph->n_values) leaves for the executor's life, others per run
+	bool *made;             // (graph->n_values) made by the last run and still held
+	bool keep_all;
+};
+
+/* The value of `dim` under the bound symbols into *out; false when it overflows. */
+static bool evaluate_dim(const int64_t *symbol_values, f8_dim dim, int64_t *out) {
+	int64_t value = 0;
+	for (uint8_t t = 0; t < dim.n_terms; t++) {
+		int64_t term = dim.terms[t].coefficient;
+		for (uint8_t s = 0; s < dim.terms[t].n_symbols; s++)
+			if (__builtin_mul_overflow(term, symbol_values[dim.terms[t].symbols[s]], &term))
+				return false;
+		if (__builtin_add_overflow(value, term, &value))
+			return false;
+	}
+	*out = value;
+	return true;
+}
+
+void f8_cpu_executor_dims(const f8_cpu_executor *executor, const f8_type *type, int64_t *dims) {
+	for (int i = 0; i < type->shape.rank; i++)
+		evaluate_dim(executor->symbol_values, type->shape.dims[i], &dims[i]);
+}
+
+/* Checks that every value's dims evaluate to sizes (>= 0, no overflow) under the binding. */
+static f8_status check_sizes(const f8_cpu_executor *executor, f8_diag *diag) {
+	const f8_graph *graph = executor->graph;
+	for (uint32_t v = 0; v < graph->n_values; v++) {
+		const f8_type *type = &graph->values[v].type;
+		for (int i = 0; i < type->shape.rank; i++) {
+			int64_t size = 0;
+			bool fits = evaluate_dim(executor->symbol_values, type->shape.dims[i], &size);
+			if (!fits || size < 0)
+				return f8_diag_set(diag, F8_ERR_ARGUMENT, "with these sizes, dim %d of "
+						   "%%%s is %s", i, graph->values[v].name,
+						   fits ? "negative" : "too large");
+		}
+	}
+	return F8_OK;
+}
+
+/* Allocates value v's tensor, zeroed, with its type's dims. */
+static f8_status allocate(f8_cpu_executor *executor, f8_value_id v, f8_diag *diag) {
+	const f8_type *type = &executor->graph->values[v].type;
+	int64_t dims[F8_MAX_RANK];
+	f8_cpu_executor_dims(executor, type, dims);
+	f8_status status = f8_rt_tensor_create(type->dtype, type->shape.rank, dims,
+					       &executor->tensors[v], diag);
+	if (status && diag)
+		f8_diag_set(diag, status, "cannot allocate %%%s: %s", executor->graph->values[v].name,
+			    status == F8_ERR_NOMEM ? "out of memory" : diag->message);
+	return status;
+}
+
+f8_status f8_cpu_executor_create(const f8_graph *graph, const int64_t *symbol_values,
+				 f8_cpu_executor **out, f8_diag *diag) {
+	*out = NULL;
+	for (uint32_t s = 0; s < graph->n_symbols; s++)
+		if (symbol_values[s] < 1)
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s is %lld; sizes must be at "
+					   "least 1", graph->symbols[s], (long long)symbol_values[s]);
+	f8_cpu_executor *executor = f8_calloc(1, sizeof *executor);
+	if (!executor)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	executor->graph = graph;
+	executor->symbol_values = f8_calloc(graph->n_symbols ? graph->n_symbols : 1, sizeof(int64_t));
+	executor->tensors = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof(f8_rt_tensor));
+	executor->made = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof(bool));
+	if (!executor->symbol_values || !executor->tensors || !executor->made) {
+		f8_cpu_executor_destroy(executor);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	if (graph->n_symbols)
+		memcpy(executor->symbol_values, symbol_values, graph->n_symbols * sizeof(int64_t));
+	f8_status status = check_sizes(executor, diag);
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
+		status = allocate(executor, graph->inputs[i], diag);
+	if (status) {
+		f8_cpu_executor_destroy(executor);
+		return status;
+	}
+	*out = executor;
+	return F8_OK;
+}
+
+/* Frees what the last run made (leaves stay). */
+static void release_run(f8_cpu_executor *executor) {
+	for (uint32_t v = 0; v < executor->graph->n_values; v++) {
+		if (executor->made[v]) {
+			f8_rt_tensor_destroy(&executor->tensors[v]);
+			executor->made[v] = false;
+		}
+	}
+}
+
+void f8_cpu_executor_destroy(f8_cpu_executor *executor) {
+	if (!executor)
+		return;
+	if (executor->tensors)
+		for (uint32_t v = 0; v < executor->graph->n_values; v++)
+			f8_rt_tensor_destroy(&executor->tensors[v]);
+	f8_free(executor->symbol_values);
+	f8_free(executor->tensors);
+	f8_free(executor->made);
+	f8_free(executor);
+}
+
+void f8_cpu_executor_keep_all(f8_cpu_executor *executor, bool keep) {
+	executor->keep_all = keep;
+}
+
+static bool is_leaf(const f8_graph *graph, f8_value_id v) {
+	return graph->values[v].producer == F8_NONE;
+}
+
+f8_rt_tensor *f8_cpu_executor_leaf(f8_cpu_executor *executor, f8_value_id value) {
+	if (value >= executor->graph->n_values || !is_leaf(executor->graph, value))
+		return NULL;
+	return &executor->tensors[value];
+}
+
+const f8_rt_tensor *f8_cpu_executor_value(const f8_cpu_executor *executor, f8_value_id value) {
+	if (value >= executor->graph->n_values)
+		return NULL;
+	if (is_leaf(executor->graph, value) || executor->made[value])
+		return &executor->tensors[value];
+	return NULL;
+}
+
+/* The run's plan: the nodes to run, and for each value the position of its last read in the
+ * run (KEPT: kept after the run: an output, an update's source, or keep_all; NOT_READ). */
+#define KEPT UINT32_MAX
+#define NOT_READ (UINT32_MAX - 1)
+typedef struct run_plan {
+	f8_node_id *nodes;
+	uint32_t n_nodes;
+	uint32_t *last_read; // (n_values)
+} run_plan;
+
+static f8_status plan_run(const f8_cpu_executor *executor, uint32_t phases, run_plan *plan,
+			  f8_diag *diag) {
+	const f8_graph *graph = executor->graph;
+	plan->nodes = f8_calloc(graph->n_order ? graph->n_order : 1, sizeof(f8_node_id));
+	plan->last_read = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof(uint32_t));
+	if (!plan->nodes || !plan->last_read)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory planning a run");
+	plan->n_nodes = 0;
+	for (uint32_t v = 0; v < graph->n_values; v++)
+		plan->last_read[v] = NOT_READ;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (!(phases & F8_PHASE_BIT(node->phase)))
+			continue;
+		for (uint32_t j = 0; j < node->n_inputs; j++)
+			if (node->inputs[j] != F8_NONE)
+				plan->last_read[node->inputs[j]] = plan->n_nodes;
+		plan->nodes[plan->n_nodes++] = graph->order[i];
+	}
+	for (uint32_t i = 0; i < graph->n_outputs; i++)
+		plan->last_read[graph->outputs[i]] = KEPT;
+	for (uint32_t i = 0; i < graph->n_updates; i++)
+		plan->last_read[graph->updates[i].source] = KEPT;
+	if (executor->keep_all)
+		for (uint32_t v = 0; v < graph->n_values; v++)
+			plan->last_read[v] = KEPT;
+	return F8_OK;
+}
+
+/* Runs node `id` at position `position` of the run: checks its inputs are there, allocates its
+ * outputs, calls its kernel, frees the inputs it read last. */
+static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t position,
+			  const run_plan *plan, f8_diag *diag) {
+	const f8_graph *graph = executor->graph;
+	const f8_node *node = &graph->nodes[id];
+	const f8_rt_tensor *inputs[F8_VARIADIC];
+	for (uint32_t j = 0; j < node->n_inputs; j++) {
+		f8_value_id v = node->inputs[j];
+		inputs[j] = v == F8_NONE ? NULL : f8_cpu_executor_value(executor, v);
+		if (v != F8_NONE && !inputs[j]) {
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "input %u (%%%s) was not computed in this "
+				    "run: it is made in phase %s", j, graph->values[v].name,
+				    f8_phase_name(graph->nodes[graph->values[v].producer].phase));
+			f8_diag_set_node(diag, graph, id);
+			return F8_ERR_ARGUMENT;
+		}
+	}
+	for (uint32_t j = 0; j < node->n_outputs; j++) {
+		f8_status status = allocate(executor, node->outputs[j], diag);
+		if (status)
+			return status;
+		executor->made[node->outputs[j]] = true;
+	}
+	// The kernel fills outputs[0..n): gather them, since values are not contiguous.
+	f8_rt_tensor outputs[F8_VARIADIC];
+	for (uint32_t j = 0; j < node->n_outputs; j++)
+		outputs[j] = executor->tensors[node->outputs[j]];
+	f8_cpu_kernel_call call = {.graph = graph, .node = node,
+				   .symbol_values = executor->symbol_values, .inputs = inputs,
+				   .outputs = outputs};
+	f8_status status = f8_cpu_kernel_get(node->op)(&call, diag);
+	for (uint32_t j = 0; j < node->n_outputs; j++)
+		executor->tensors[node->outputs[j]] = outputs[j];
+	if (status) {
+		if (diag && !diag->node[0])
+			f8_diag_set_node(diag, graph, id);
+		return status;
+	}
+	for (uint32_t j = 0; j < node->n_inputs; j++) {
+		f8_value_id v = node->inputs[j];
+		if (v != F8_NONE && executor->made[v] && plan->last_read[v] == position) {
+			f8_rt_tensor_destroy(&executor->tensors[v]);
+			executor->made[v] = false;
+		}
+	}
+	// An output nothing reads in this run (a statistic only the backward wants) goes now.
+	for (uint32_t j = 0; j < node->n_outputs; j++) {
+		f8_value_id v = node->outputs[j];
+		if (plan->last_read[v] == NOT_READ) {
+			f8_rt_tensor_destroy(&executor->tensors[v]);
+			executor->made[v] = false;
+		}
+	}
+	return F8_OK;
+}
+
+/* Moves (or, for a value also kept as an output, copies) each made update source into its
+ * leaf. */
+static void apply_updates(f8_cpu_executor *executor) {
+	const f8_graph *graph = executor->graph;
+	for (uint32_t i = 0; i < graph->n_updates; i++) {
+		f8_update update = graph->updates[i];
+		if (!executor->made[update.source])
+			continue;
+		f8_rt_tensor *target = &executor->tensors[update.target];
+		f8_rt_tensor *source = &executor->tensors[update.source];
+		bool is_output = false;
+		for (uint32_t j = 0; j < graph->n_outputs; j++)
+			is_output |= graph->outputs[j] == update.source;
+		if (is_output || executor->keep_all) {
+			memcpy(target->data, source->data, source->n_bytes);
+		} else {
+			f8_rt_tensor_destroy(target);
+			*target = *source;
+			*source = (f8_rt_tensor){0};
+			executor->made[update.source] = false;
+		}
+	}
+}
+
+f8_status f8_cpu_executor_run(f8_cpu_executor *executor, uint32_t phases, f8_diag *diag) {
+	release_run(executor);
+	run_plan plan = {0};
+	f8_status status = plan_run(executor, phases, &plan, diag);
+	for (uint32_t i = 0; !status && i < plan.n_nodes; i++)
+		status = run_node(executor, plan.nodes[i], i, &plan, diag);
+	if (!status)
+		apply_updates(executor);
+	else
+		release_run(executor);
+	f8_free(plan.nodes);
+	f8_free(plan.last_read);
+	return status;
+}

@@ -1,0 +1,110 @@
+/*
+ * Initial parameters: initializer bytes converted to the leaf's dtype, or Megatron-LM's
+ * initialization made up from a seed.
+ */
+#define _POSIX_C_SOURCE 200809L // fseeko, off_t
+
+#include "runtime/parameters.h" // f8_rt_parameters_init
+
+#include <errno.h>  // errno
+#include <stdio.h>  // fopen, fread, fseeko
+#include <string.h> // memcpy, strerror
+#include <sys/types.h> // off_t
+
+#include "frontend/onnx/onnx_export.h" // f8_weight_init_rule, f8_weight_init_fill
+#include "ir/alloc.h"                  // f8_malloc, f8_free
+
+/* Reads the bytes of `init` into `buffer` (init->n_bytes). */
+static f8_status read_initializer(const f8_initializer *init, const char *name, void *buffer,
+				  f8_diag *diag) {
+	if (!init->path) {
+		memcpy(buffer, init->data, init->n_bytes);
+		return F8_OK;
+	}
+	FILE *file = fopen(init->path, "rb");
+	if (!file)
+		return f8_diag_set(diag, F8_ERR_IO, "cannot open %s for the weights of %%%s: %s",
+				   init->path, name, strerror(errno));
+	bool ok = fseeko(file, (off_t)init->offset, SEEK_SET) == 0 &&
+		  fread(buffer, 1, init->n_bytes, file) == init->n_bytes;
+	fclose(file);
+	if (!ok) {
+		f8_diag_set(diag, F8_ERR_IO, "%s ends before the %llu bytes of %%%s at offset %llu",
+			    init->path, (unsigned long long)init->n_bytes, name,
+			    (unsigned long long)init->offset);
+		f8_diag_hint(diag, "the weights file changed since the model was loaded; export it "
+			     "again");
+		return F8_ERR_IO;
+	}
+	return F8_OK;
+}
+
+/* Fills `tensor` from `init`, converting from the initializer's dtype to the tensor's. */
+static f8_status fill_from_initializer(f8_rt_tensor *tensor, const f8_initializer *init,
+				       const char *name, f8_diag *diag) {
+	int64_t numel = f8_rt_tensor_numel(tensor);
+	size_t element = f8_dtype_get_info(init->dtype)->bytes;
+	if (init->dtype == F8_DTYPE_UNDEFINED || (uint64_t)numel * element != init->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "the weights of %%%s (%llu bytes of %s) do "
+				   "not fit its %lld elements", name,
+				   (unsigned long long)init->n_bytes, f8_dtype_name(init->dtype),
+				   (long long)numel);
+	if (init->dtype == tensor->dtype)
+		return read_initializer(init, name, tensor->data, diag);
+	void *bytes = f8_malloc(init->n_bytes ? init->n_bytes : 1);
+	if (!bytes)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory reading %%%s", name);
+	f8_status status = read_initializer(init, name, bytes, diag);
+	if (!status) {
+		f8_rt_tensor source = {.dtype = init->dtype, .rank = 1, .dims = {numel},
+				       .data = bytes, .n_bytes = init->n_bytes};
+		for (int64_t i = 0; i < numel; i++)
+			f8_rt_tensor_set(tensor, i, f8_rt_tensor_get(&source, i));
+	}
+	f8_free(bytes);
+	return status;
+}
+
+/* Fills `tensor`, the parameter `value` of `graph`, with Megatron-LM's initialization. */
+static f8_status fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_id value,
+			      int64_t layers, uint64_t seed, f8_diag *diag) {
+	enum { CHUNK = 4096 };
+	float values[CHUNK];
+	f8_weight_init rule = f8_weight_init_rule(graph, value, layers);
+	int64_t numel = f8_rt_tensor_numel(tensor);
+	const char *name = graph->values[value].name;
+	(void)diag;
+	for (int64_t first = 0; first < numel; first += CHUNK) {
+		int64_t count = numel - first < CHUNK ? numel - first : CHUNK;
+		f8_weight_init_fill(&rule, seed, name, (uint64_t)first, (uint64_t)count, values);
+		if (tensor->dtype == F8_DTYPE_F32)
+			memcpy((float *)tensor->data + first, values, (size_t)count * sizeof(float));
+		else
+			for (int64_t i = 0; i < count; i++)
+				f8_rt_tensor_set(tensor, first + i, values[i]);
+	}
+	return F8_OK;
+}
+
+f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph, uint64_t seed,
+				f8_diag *diag) {
+	int64_t layers = f8_weight_init_layers(graph);
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		const f8_value *value = &graph->values[v];
+		if (value->role != F8_ROLE_PARAMETER && value->role != F8_ROLE_BUFFER)
+			continue;
+		f8_rt_tensor *tensor = f8_cpu_executor_leaf(executor, v);
+		f8_status status;
+		if (value->initializer)
+			status = fill_from_initializer(tensor, value->initializer, value->name, diag);
+		else if (value->role == F8_ROLE_PARAMETER)
+			status = fill_made_up(tensor, graph, v, layers, seed, diag);
+		else
+			status = f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
+					     value->name);
+		if (status)
+			return status;
+	}
+	return F8_OK;
+}

@@ -1,0 +1,152 @@
+/*
+ * Host tensors: allocation and element access by index in any stored dtype.
+ */
+#include "runtime/tensor.h" // f8_rt_tensor
+
+#include <math.h>   // trunc, isnan
+#include <string.h> // memcpy
+
+#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/fp8.h"   // f8_float_encode, f8_float_decode
+
+int64_t f8_rt_tensor_numel(const f8_rt_tensor *tensor) {
+	int64_t n = 1;
+	for (int i = 0; i < tensor->rank; i++)
+		n *= tensor->dims[i];
+	return n;
+}
+
+f8_status f8_rt_tensor_create(f8_dtype dtype, int rank, const int64_t *dims, f8_rt_tensor *out,
+			      f8_diag *diag) {
+	*out = (f8_rt_tensor){.dtype = dtype};
+	if (rank < 0 || rank > F8_MAX_RANK)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "a tensor of rank %d (the most is %d)", rank,
+				   F8_MAX_RANK);
+	size_t size = f8_dtype_get_info(dtype)->bytes, n = 1;
+	for (int i = 0; i < rank; i++) {
+		if (dims[i] < 0)
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "dim %d of a tensor is negative", i);
+		if (dims[i] && n > SIZE_MAX / size / (size_t)dims[i])
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "a tensor too large to allocate");
+		n *= (size_t)dims[i];
+	}
+	void *data = NULL;
+	if (n && !(data = f8_calloc(n, size)))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for a tensor of %zu bytes",
+				   n * size);
+	out->rank = rank;
+	if (rank)
+		memcpy(out->dims, dims, (size_t)rank * sizeof dims[0]);
+	out->data = data;
+	out->n_bytes = n * size;
+	out->owned = true;
+	return F8_OK;
+}
+
+void f8_rt_tensor_destroy(f8_rt_tensor *tensor) {
+	if (!tensor)
+		return;
+	if (tensor->owned)
+		f8_free(tensor->data);
+	*tensor = (f8_rt_tensor){0};
+}
+
+double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i) {
+	const unsigned char *p = tensor->data;
+	switch (tensor->dtype) {
+	case F8_DTYPE_F64: {
+		double v;
+		memcpy(&v, p + 8 * i, 8);
+		return v;
+	}
+	case F8_DTYPE_F32: {
+		float v;
+		memcpy(&v, p + 4 * i, 4);
+		return v;
+	}
+	case F8_DTYPE_BF16:
+	case F8_DTYPE_F16: {
+		uint16_t bits;
+		memcpy(&bits, p + 2 * i, 2);
+		return f8_float_decode(tensor->dtype, bits);
+	}
+	case F8_DTYPE_E4M3:
+	case F8_DTYPE_E5M2:
+	case F8_DTYPE_E8M0:
+		return f8_float_decode(tensor->dtype, p[i]);
+	case F8_DTYPE_I64: {
+		int64_t v;
+		memcpy(&v, p + 8 * i, 8);
+		return (double)v;
+	}
+	case F8_DTYPE_I32: {
+		int32_t v;
+		memcpy(&v, p + 4 * i, 4);
+		return v;
+	}
+	case F8_DTYPE_I8:
+		return (int8_t)p[i];
+	case F8_DTYPE_U8:
+	case F8_DTYPE_BOOL:
+		return p[i];
+	default:
+		return 0.0;
+	}
+}
+
+void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value) {
+	unsigned char *p = tensor->data;
+	switch (tensor->dtype) {
+	case F8_DTYPE_F64:
+		memcpy(p + 8 * i, &value, 8);
+		return;
+	case F8_DTYPE_F32: {
+		float v = (float)value;
+		memcpy(p + 4 * i, &v, 4);
+		return;
+	}
+	case F8_DTYPE_BF16:
+	case F8_DTYPE_F16: {
+		uint16_t bits = (uint16_t)f8_float_encode(tensor->dtype, (float)value, false);
+		memcpy(p + 2 * i, &bits, 2);
+		return;
+	}
+	case F8_DTYPE_E4M3:
+	case F8_DTYPE_E5M2:
+		p[i] = (uint8_t)f8_float_encode(tensor->dtype, (float)value, true);
+		return;
+	case F8_DTYPE_E8M0:
+		p[i] = f8_e8m0_encode((float)value, F8_ROUND_NEAREST_EVEN);
+		return;
+	case F8_DTYPE_I64: {
+		int64_t v = isnan(value) ? 0 : (int64_t)trunc(value);
+		memcpy(p + 8 * i, &v, 8);
+		return;
+	}
+	case F8_DTYPE_I32: {
+		int32_t v = isnan(value) ? 0 : (int32_t)trunc(value);
+		memcpy(p + 4 * i, &v, 4);
+		return;
+	}
+	case F8_DTYPE_I8:
+		p[i] = (uint8_t)(int8_t)(isnan(value) ? 0 : trunc(value));
+		return;
+	case F8_DTYPE_U8:
+		p[i] = (uint8_t)(isnan(value) ? 0 : trunc(value));
+		return;
+	case F8_DTYPE_BOOL:
+		p[i] = value != 0.0;
+		return;
+	default:
+		return;
+	}
+}
+
+bool f8_rt_tensor_same_type(const f8_rt_tensor *a, const f8_rt_tensor *b) {
+	if (a->dtype != b->dtype || a->rank != b->rank)
+		return false;
+	for (int i = 0; i < a->rank; i++)
+		if (a->dims[i] != b->dims[i])
+			return false;
+	return true;
+}

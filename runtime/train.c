@@ -1,0 +1,363 @@
+/*
+ * The training loop: setup (model, training graph, executor, data, checkpoint), iterations,
+ * evaluation, metrics and saves.
+ */
+#define _POSIX_C_SOURCE 200809L // clock_gettime
+
+#include "runtime/train.h" // f8_train_run
+
+#include <math.h>   // NAN, isfinite
+#include <stdio.h>  // FILE, fopen, fprintf
+#include <string.h> // strcmp, strerror
+#include <errno.h>  // errno
+#include <time.h>   // clock_gettime
+
+#include "ir/alloc.h"             // f8_calloc, f8_free
+#include "passes/pipeline.h"      // f8_pipeline_run_with
+#include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
+#include "runtime/cpu/executor.h" // f8_cpu_executor
+#include "runtime/parameters.h"   // f8_rt_parameters_init
+
+f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
+	const f8_training_options *o = &c->optimizer;
+	const char *problem = NULL;
+	if (c->micro_batch_size < 1 || c->seq_length < 1 || c->train_iters < 1)
+		problem = "--micro-batch-size, --seq-length and --train-iters must be at least 1";
+	else if (c->global_batch_size % c->micro_batch_size != 0 || c->global_batch_size < 1)
+		problem = "--global-batch-size must be a positive multiple of --micro-batch-size";
+	else if (!(o->lr >= 0) || !(o->min_lr >= 0) || o->min_lr > o->lr)
+		problem = "--min-lr must be between 0 and --lr";
+	else if (o->warmup_iters < 0 || o->warmup_iters > c->train_iters)
+		problem = "--lr-warmup-iters must be between 0 and --train-iters";
+	else if (o->decay_style != F8_LR_DECAY_CONSTANT && o->decay_iters <= o->warmup_iters)
+		problem = "--lr-decay-iters must be larger than --lr-warmup-iters for a decaying "
+			  "learning rate";
+	else if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+		problem = "--adam-beta1 and --adam-beta2 must be in [0, 1)";
+	else if (!(o->epsilon > 0) || !(o->weight_decay >= 0) || !(o->clip_grad >= 0))
+		problem = "--adam-eps must be positive, --weight-decay and --clip-grad not negative";
+	else if (c->eval_interval < 0 || c->eval_iters < 0 || c->log_interval < 1 ||
+		 c->save_interval < 0)
+		problem = "--eval-interval, --eval-iters and --save-interval must not be negative, "
+			  "--log-interval at least 1";
+	else if ((c->eval_interval > 0) != (c->eval_iters > 0))
+		problem = "--eval-interval and --eval-iters go together: give both or neither";
+	else if (c->save_interval > 0 && !c->save)
+		problem = "--save-interval needs --save";
+	else if (c->n_split < 2 || c->n_split > 3)
+		problem = "--split needs 2 or 3 weights: train,valid[,test]";
+	else if (c->eval_iters > 0 && !(c->split[1] > 0))
+		problem = "evaluation needs a validation split: --split's second weight is 0";
+	if (!problem)
+		return F8_OK;
+	return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s", problem);
+}
+
+static double seconds_since(const struct timespec *start) {
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+}
+
+/* Everything a run holds. */
+typedef struct trainer {
+	const f8_train_config *config;
+	f8_graph *graph;
+	f8_cpu_executor *executor;
+	f8_value_id tokens, labels, loss, grad_norm, lr;
+	int64_t vocab, micro_batches, iteration, consumed_tokens;
+	f8_tokens data;
+	f8_token_range ranges[3];
+	f8_batch_sampler train_sampler, eval_sampler;
+	FILE *metrics;
+	f8_train_callback callback;
+	void *user;
+	struct timespec start;
+} trainer;
+
+static f8_status find_value(const f8_graph *graph, const char *name, f8_value_id *out,
+			    f8_diag *diag) {
+	*out = f8_graph_find_value(graph, name, strlen(name));
+	if (*out == F8_NONE)
+		return f8_diag_set(diag, F8_ERR_INVALID, "the training graph has no %%%s", name);
+	return F8_OK;
+}
+
+/* Finds the token input (the integer input that is not the labels), the loss and metrics,
+ * the vocabulary (the logits' last dim), and binds batch and seq through the token input. */
+static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *diag) {
+	const f8_graph *graph = t->graph;
+	f8_status status = find_value(graph, "labels", &t->labels, diag);
+	if (!status)
+		status = find_value(graph, "loss", &t->loss, diag);
+	if (!status)
+		status = find_value(graph, "grad_norm", &t->grad_norm, diag);
+	if (!status)
+		status = find_value(graph, "lr", &t->lr, diag);
+	if (status)
+		return status;
+	t->tokens = F8_NONE;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		if (value->role != F8_ROLE_INPUT || graph->inputs[i] == t->labels)
+			continue;
+		if (t->tokens != F8_NONE || !f8_dtype_is_integer(value->type.dtype) ||
+		    value->type.shape.rank != 2) {
+			f8_diag_set(diag, F8_ERR_UNSUPPORTED, "f8c train feeds one input, the tokens "
+				    "(batch, seq); input %%%s is another", value->name);
+			f8_diag_hint(diag, "train a language model whose only input is its token ids");
+			return F8_ERR_UNSUPPORTED;
+		}
+		t->tokens = graph->inputs[i];
+	}
+	if (t->tokens == F8_NONE)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the model has no token input");
+	const int64_t sizes[2] = {t->config->micro_batch_size, t->config->seq_length};
+	const f8_type *type = &graph->values[t->tokens].type;
+	for (int d = 0; d < 2; d++) {
+		f8_dim dim = type->shape.dims[d];
+		if (dim.n_terms == 1 && dim.terms[0].n_symbols == 1 && dim.terms[0].coefficient == 1)
+			symbol_values[dim.terms[0].symbols[0]] = sizes[d];
+		else if (!f8_dim_is_const(dim) || f8_dim_value(dim) != sizes[d])
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "the model's token input has %s %s "
+					   "fixed to another size than %lld", d ? "seq" : "batch",
+					   d ? "length" : "size", (long long)sizes[d]);
+	}
+	for (uint32_t s = 0; s < graph->n_symbols; s++)
+		if (!symbol_values[s]) {
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s of the model is not known",
+				    graph->symbols[s]);
+			f8_diag_hint(diag, "give it with --dim %s=N", graph->symbols[s]);
+			return F8_ERR_ARGUMENT;
+		}
+	t->vocab = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->op == F8_OP_CROSS_ENTROPY) {
+			const f8_type *logits = &graph->values[node->inputs[0]].type;
+			f8_dim vocab = logits->shape.dims[logits->shape.rank - 1];
+			t->vocab = f8_dim_is_const(vocab) ? f8_dim_value(vocab) : 0;
+		}
+	}
+	if (t->vocab < 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the logits' vocabulary size is not a "
+				   "constant");
+	return F8_OK;
+}
+
+/* Loads the model, compiles the training step, makes the executor and its parameters. */
+static f8_status set_up_model(trainer *t, f8_diag *diag) {
+	const f8_train_config *c = t->config;
+	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
+	f8_training_options optimizer = c->optimizer;
+	optimizer.micro_batches = c->global_batch_size / c->micro_batch_size;
+	if (optimizer.decay_iters == 0)
+		optimizer.decay_iters = c->train_iters;
+	t->micro_batches = optimizer.micro_batches;
+	f8_pipeline_options compile = {.training = &optimizer};
+	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
+	if (!status)
+		status = f8_pipeline_run_with(t->graph, NULL, true, &compile, NULL, diag);
+	int64_t *symbol_values = NULL;
+	if (!status && !(symbol_values = f8_calloc(t->graph->n_symbols + 1, sizeof(int64_t))))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = find_interface(t, symbol_values, diag);
+	if (!status)
+		status = f8_cpu_executor_create(t->graph, symbol_values, &t->executor, diag);
+	f8_free(symbol_values);
+	if (!status)
+		status = f8_rt_parameters_init(t->executor, t->graph, c->seed, diag);
+	return status;
+}
+
+/* Loads the tokens, checks them against the vocabulary, splits them, starts the samplers. */
+static f8_status set_up_data(trainer *t, f8_diag *diag) {
+	const f8_train_config *c = t->config;
+	f8_status status = f8_tokens_load(c->data, c->data_format, &t->data, diag);
+	if (!status)
+		status = f8_tokens_check_vocab(&t->data, (uint32_t)t->vocab, diag);
+	if (!status)
+		status = f8_tokens_split(t->data.n, c->split, c->n_split, t->ranges, diag);
+	if (status)
+		return status;
+	f8_batch_sampler_init(&t->train_sampler, &t->data, c->seed);
+	f8_batch_sampler_init_eval(&t->eval_sampler, &t->data);
+	return F8_OK;
+}
+
+static void notify(trainer *t, f8_train_progress *progress) {
+	progress->iteration = t->iteration;
+	progress->train_iters = t->config->train_iters;
+	progress->elapsed_seconds = seconds_since(&t->start);
+	if (t->callback)
+		t->callback(progress, t->user);
+}
+
+static double scalar(const trainer *t, f8_value_id value) {
+	const f8_rt_tensor *tensor = f8_cpu_executor_value(t->executor, value);
+	return tensor ? f8_rt_tensor_get(tensor, 0) : NAN;
+}
+
+/* One batch from `sampler` over `range` into the token input and the labels. */
+static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range range,
+		      f8_diag *diag) {
+	f8_rt_tensor *tokens = f8_cpu_executor_leaf(t->executor, t->tokens);
+	f8_rt_tensor *labels = f8_cpu_executor_leaf(t->executor, t->labels);
+	if (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the token input and labels must be i64");
+	return f8_batch_sample(sampler, range, (size_t)t->config->micro_batch_size,
+			       (size_t)t->config->seq_length, tokens->data, labels->data, diag);
+}
+
+/* One iteration: the micro-batches' forward and backward, then the optimizer. */
+static f8_status step(trainer *t, double *loss, f8_diag *diag) {
+	double sum = 0;
+	for (int64_t m = 0; m < t->micro_batches; m++) {
+		f8_status status = feed(t, &t->train_sampler, t->ranges[0], diag);
+		if (!status)
+			status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) |
+						     F8_PHASE_BIT(F8_PHASE_BWD), diag);
+		if (status)
+			return status;
+		sum += scalar(t, t->loss);
+	}
+	*loss = sum / (double)t->micro_batches;
+	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
+	return f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
+}
+
+/* The mean loss over eval_iters fixed batches of the validation range. */
+static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
+	f8_batch_sampler_rewind(&t->eval_sampler);
+	double sum = 0;
+	for (int64_t i = 0; i < t->config->eval_iters; i++) {
+		f8_status status = feed(t, &t->eval_sampler, t->ranges[1], diag);
+		if (!status)
+			status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
+		if (status)
+			return status;
+		sum += scalar(t, t->loss);
+	}
+	*loss = sum / (double)t->config->eval_iters;
+	return F8_OK;
+}
+
+static f8_status save(trainer *t, f8_diag *diag) {
+	f8_checkpoint_info info = {.iteration = t->iteration,
+				   .sampler_state = t->train_sampler.state,
+				   .seed = t->config->seed, .consumed_tokens = t->consumed_tokens,
+				   .model = t->config->model};
+	f8_status status = f8_checkpoint_save(t->config->save, t->graph, t->executor, &info, diag);
+	if (!status)
+		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
+	return status;
+}
+
+/* Writes one JSON line; numbers with 17 significant digits so they read back exactly. */
+static void write_metrics(trainer *t, const char *kind, const f8_train_progress *p) {
+	if (!t->metrics)
+		return;
+	if (strcmp(kind, "eval") == 0)
+		fprintf(t->metrics, "{\"step\": %lld, \"eval_loss\": %.17g, \"elapsed_s\": %.3f}\n",
+			(long long)t->iteration, p->eval_loss, p->elapsed_seconds);
+	else
+		fprintf(t->metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, "
+			"\"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n",
+			(long long)t->iteration, p->loss, p->lr, p->grad_norm, p->tokens_per_second,
+			p->elapsed_seconds);
+	fflush(t->metrics);
+}
+
+static f8_status loop(trainer *t, f8_diag *diag) {
+	const f8_train_config *c = t->config;
+	double first_loss = NAN, best_eval = NAN;
+	struct timespec interval;
+	clock_gettime(CLOCK_MONOTONIC, &interval);
+	int64_t interval_iterations = 0;
+	while (t->iteration < c->train_iters) {
+		double loss;
+		f8_status status = step(t, &loss, diag);
+		if (status)
+			return status;
+		t->iteration++, interval_iterations++;
+		if (isnan(first_loss))
+			first_loss = loss;
+		if (!isfinite(loss))
+			return f8_diag_set(diag, F8_ERR_INVALID, "the loss is %g at iteration %lld",
+					   loss, (long long)t->iteration);
+		if (t->iteration % c->log_interval == 0 || t->iteration == c->train_iters) {
+			double seconds = seconds_since(&interval);
+			f8_train_progress p = {
+				.event = F8_TRAIN_EVENT_STEP, .loss = loss, .lr = scalar(t, t->lr),
+				.grad_norm = scalar(t, t->grad_norm),
+				.tokens_per_second = (double)(interval_iterations * c->global_batch_size *
+							      c->seq_length) / seconds};
+			notify(t, &p);
+			write_metrics(t, "train", &p);
+			clock_gettime(CLOCK_MONOTONIC, &interval);
+			interval_iterations = 0;
+		}
+		if (c->eval_interval && (t->iteration % c->eval_interval == 0 ||
+					 t->iteration == c->train_iters)) {
+			f8_train_progress p = {.event = F8_TRAIN_EVENT_EVAL};
+			if ((status = evaluate(t, &p.eval_loss, diag)))
+				return status;
+			if (isnan(best_eval) || p.eval_loss < best_eval)
+				best_eval = p.eval_loss;
+			notify(t, &p);
+			write_metrics(t, "eval", &p);
+		}
+		if (c->save && ((c->save_interval && t->iteration % c->save_interval == 0) ||
+				t->iteration == c->train_iters) &&
+		    (status = save(t, diag)))
+			return status;
+	}
+	notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_END, .first_loss = first_loss,
+				       .best_eval = best_eval});
+	return F8_OK;
+}
+
+static int64_t count_parameters(const trainer *t) {
+	int64_t n = 0;
+	for (uint32_t i = 0; i < t->graph->n_inputs; i++)
+		if (t->graph->values[t->graph->inputs[i]].role == F8_ROLE_PARAMETER)
+			n += f8_rt_tensor_numel(f8_cpu_executor_value(t->executor, t->graph->inputs[i]));
+	return n;
+}
+
+f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback, void *user,
+		       f8_diag *diag) {
+	trainer t = {.config = config, .callback = callback, .user = user};
+	clock_gettime(CLOCK_MONOTONIC, &t.start);
+	f8_status status = f8_train_check_config(config, diag);
+	if (!status)
+		status = set_up_model(&t, diag);
+	if (!status)
+		status = set_up_data(&t, diag);
+	if (!status && config->load) {
+		f8_checkpoint_info info;
+		status = f8_checkpoint_load(config->load, t.graph, t.executor, &info, diag);
+		if (!status) {
+			t.iteration = info.iteration;
+			t.consumed_tokens = info.consumed_tokens;
+			t.train_sampler.state = info.sampler_state;
+		}
+	}
+	if (!status && config->metrics &&
+	    !(t.metrics = fopen(config->metrics, config->load ? "a" : "w")))
+		status = f8_diag_set(diag, F8_ERR_IO, "cannot open the metrics file %s: %s",
+				     config->metrics, strerror(errno));
+	if (!status) {
+		notify(&t, &(f8_train_progress){.event = F8_TRAIN_EVENT_START,
+						.parameters = count_parameters(&t)});
+		status = loop(&t, diag);
+	}
+	if (t.metrics && fclose(t.metrics) != 0 && !status)
+		status = f8_diag_set(diag, F8_ERR_IO, "cannot write the metrics file %s",
+				     config->metrics);
+	f8_tokens_destroy(&t.data);
+	f8_cpu_executor_destroy(t.executor);
+	f8_graph_destroy(t.graph);
+	return status;
+}

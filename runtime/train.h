@@ -1,0 +1,77 @@
+/*
+ * The training loop on the CPU backend: a model, a token file and the hyperparameters in; the
+ * steps run, metrics out (a JSONL file and a callback for the console), checkpoints saved and
+ * resumed bit for bit.
+ *
+ * One iteration: for each micro-batch, a batch from the training range (runtime/tokens.h) into
+ * the graph's token input and %labels, a run of fwd|bwd (gradients add into the accumulators);
+ * then a run of opt (clip, AdamW, the accumulators zeroed). Every eval_interval iterations, the
+ * mean loss over eval_iters fixed batches of the validation range (fwd only).
+ */
+#ifndef F8_RUNTIME_TRAIN_H
+#define F8_RUNTIME_TRAIN_H
+
+#include <stdbool.h> // bool
+#include <stdint.h>  // int64_t, uint64_t
+
+#include "frontend/frontend.h" // f8_dim_binding
+#include "ir/diag.h"           // f8_status, f8_diag
+#include "passes/training.h"   // f8_training_options
+#include "runtime/tokens.h"    // f8_token_format
+
+/* A run, Megatron-LM's option names in the comments. */
+typedef struct f8_train_config {
+	const char *model;                // MODEL: ONNX, JSON description or text IR
+	const f8_dim_binding *dims;       // --dim: sizes the model needs besides batch and seq
+	uint32_t n_dims;
+	const char *data;                 // --data
+	f8_token_format data_format;      // --data-format
+	double split[3];                  // --split: train, valid, test weights
+	int n_split;
+	int64_t micro_batch_size;         // --micro-batch-size
+	int64_t global_batch_size;        // --global-batch-size (a multiple of the micro batch)
+	int64_t seq_length;               // --seq-length
+	int64_t train_iters;              // --train-iters: the iteration to stop after
+	f8_training_options optimizer;    // --lr ... (micro_batches is derived here)
+	uint64_t seed;                    // --seed: weights and data order
+	int64_t eval_interval, eval_iters; // --eval-interval, --eval-iters (0: no evaluation)
+	int64_t log_interval;             // --log-interval
+	const char *save;                 // --save: checkpoint folder, or NULL
+	int64_t save_interval;            // --save-interval (0: only at the end)
+	const char *load;                 // --load: resume from this folder, or NULL
+	const char *metrics;              // --metrics: JSONL file, or NULL
+} f8_train_config;
+
+/* What a callback hears after each logged iteration, evaluation, save and at the end. */
+typedef enum f8_train_event {
+	F8_TRAIN_EVENT_START,
+	F8_TRAIN_EVENT_STEP,
+	F8_TRAIN_EVENT_EVAL,
+	F8_TRAIN_EVENT_SAVE,
+	F8_TRAIN_EVENT_END,
+} f8_train_event;
+
+typedef struct f8_train_progress {
+	f8_train_event event;
+	int64_t iteration, train_iters; // iterations done, and the last one
+	double loss;                    // STEP: mean over the iteration's micro-batches
+	double lr, grad_norm;           // STEP
+	double eval_loss;               // EVAL
+	double tokens_per_second;       // STEP: over the last logged interval
+	double elapsed_seconds;         // since the start of this run
+	int64_t parameters;             // START: the number of trained parameters
+	double first_loss, best_eval;   // END: summary (best_eval NAN without evaluations)
+	const char *path;               // SAVE: the folder
+} f8_train_progress;
+
+typedef void (*f8_train_callback)(const f8_train_progress *progress, void *user);
+
+/* Checks a configuration for contradictions (a global batch not a multiple of the micro
+ * batch, min_lr above lr, warm-up past the end, ...) before anything runs. */
+f8_status f8_train_check_config(const f8_train_config *config, f8_diag *diag);
+
+/* Runs `config`, calling `callback` (may be NULL) with `user` as it goes. */
+f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback, void *user,
+		       f8_diag *diag);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * Command-line pieces the subcommands share.
+ */
+#include "tools/tool_options.h" // f8_tool_parse_*
+
+#include <errno.h>  // errno
+#include <math.h>   // isfinite
+#include <stdlib.h> // strtoll, strtod
+#include <string.h> // strchr
+
+bool f8_tool_parse_dim_binding(char *text, f8_dim_binding *out) {
+	char *equals = strchr(text, '=');
+	int64_t value;
+	if (!equals || equals == text || !f8_tool_parse_int(equals + 1, 1, INT64_MAX, &value))
+		return false;
+	*equals = '\0';
+	*out = (f8_dim_binding){.name = text, .value = value};
+	return true;
+}
+
+bool f8_tool_parse_int(const char *text, int64_t min, int64_t max, int64_t *out) {
+	char *end;
+	errno = 0;
+	long long value = strtoll(text, &end, 10);
+	if (errno || end == text || *end || value < min || value > max)
+		return false;
+	*out = value;
+	return true;
+}
+
+bool f8_tool_parse_double(const char *text, double *out) {
+	char *end;
+	errno = 0;
+	double value = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(value))
+		return false;
+	*out = value;
+	return true;
+}

@@ -1,0 +1,309 @@
+/*
+ * f8c train: trains a model on a token file on the CPU reference backend, with Megatron-LM's
+ * option names, a progress display, a JSONL metrics file and checkpoints.
+ */
+#define _POSIX_C_SOURCE 200809L // isatty, fileno
+
+#include <jansson.h> // json_load_file, json_object_foreach
+#include <math.h>    // isnan
+#include <stddef.h>  // offsetof
+#include <stdio.h>   // fprintf
+#include <string.h>  // strcmp, strncmp, strchr
+#include <unistd.h>  // isatty
+
+#include "runtime/train.h"      // f8_train_config, f8_train_run
+#include "tools/commands.h"     // f8_tool_train
+#include "tools/tool_options.h" // f8_tool_parse_*
+
+/* X(kind): what an option takes. */
+typedef enum option_kind { INT, NUMBER, TEXT, DECAY, FORMAT, SPLIT, DIM, CONFIG } option_kind;
+
+typedef struct option {
+	const char *name; // without the leading "--"
+	option_kind kind;
+	size_t offset;    // of the field in f8_train_config
+	int64_t min;      // INT: the least value
+	const char *help;
+} option;
+
+#define FIELD(f) offsetof(f8_train_config, f)
+#define OPTIM(f) (offsetof(f8_train_config, optimizer) + offsetof(f8_training_options, f))
+
+static const option options[] = {
+	{"data", TEXT, FIELD(data), 0, "token file (llm.c format, or raw with --data-format)"},
+	{"data-format", FORMAT, FIELD(data_format), 0, "auto, llmc, uint16 or uint32"},
+	{"split", SPLIT, FIELD(split), 0, "train,valid[,test] weights (969,30,1)"},
+	{"micro-batch-size", INT, FIELD(micro_batch_size), 1, "sequences per micro-batch"},
+	{"global-batch-size", INT, FIELD(global_batch_size), 1, "sequences per iteration"},
+	{"seq-length", INT, FIELD(seq_length), 1, "tokens per sequence"},
+	{"train-iters", INT, FIELD(train_iters), 1, "the iteration to stop after"},
+	{"lr", NUMBER, OPTIM(lr), 0, "peak learning rate"},
+	{"min-lr", NUMBER, OPTIM(min_lr), 0, "learning rate at the end of decay"},
+	{"lr-warmup-iters", INT, OPTIM(warmup_iters), 0, "linear warm-up iterations"},
+	{"lr-decay-iters", INT, OPTIM(decay_iters), 0, "decay until (default: --train-iters)"},
+	{"lr-decay-style", DECAY, OPTIM(decay_style), 0, "constant, linear or cosine"},
+	{"clip-grad", NUMBER, OPTIM(clip_grad), 0, "largest global gradient norm (0: none)"},
+	{"weight-decay", NUMBER, OPTIM(weight_decay), 0, "AdamW's decoupled weight decay"},
+	{"adam-beta1", NUMBER, OPTIM(beta1), 0, ""},
+	{"adam-beta2", NUMBER, OPTIM(beta2), 0, ""},
+	{"adam-eps", NUMBER, OPTIM(epsilon), 0, ""},
+	{"seed", INT, FIELD(seed), 0, "weights and data order"},
+	{"eval-interval", INT, FIELD(eval_interval), 0, "evaluate every N iterations"},
+	{"eval-iters", INT, FIELD(eval_iters), 0, "batches per evaluation"},
+	{"log-interval", INT, FIELD(log_interval), 1, "report every N iterations"},
+	{"save", TEXT, FIELD(save), 0, "checkpoint folder"},
+	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations"},
+	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder"},
+	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file"},
+	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq"},
+	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys"},
+};
+
+enum { MAX_DIMS = 32 };
+
+typedef struct request {
+	f8_train_config config;
+	f8_dim_binding dims[MAX_DIMS];
+	bool given[sizeof options / sizeof options[0]]; // on the command line
+} request;
+
+static int usage(const char *problem) {
+	fprintf(stderr, "f8c train: %s\nusage: f8c train MODEL --data TOKENS.bin [OPTIONS]\n",
+		problem);
+	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+		fprintf(stderr, "  --%-18s %s\n", options[i].name, options[i].help);
+	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
+			"makes a token file from any text\n");
+	return 2;
+}
+
+static const option *find_option(const char *name) {
+	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+		if (strcmp(options[i].name, name) == 0)
+			return &options[i];
+	return NULL;
+}
+
+/* Sets option `o` from `text`; false (with a message on stderr) when it does not parse. */
+static bool set_option(request *r, const option *o, const char *text, char *mutable_text) {
+	char *field = (char *)&r->config + o->offset;
+	int64_t integer;
+	switch (o->kind) {
+	case INT:
+		if (!f8_tool_parse_int(text, o->min, INT64_MAX, &integer))
+			break;
+		if (o->offset == FIELD(seed))
+			*(uint64_t *)field = (uint64_t)integer;
+		else
+			*(int64_t *)field = integer;
+		return true;
+	case NUMBER:
+		if (!f8_tool_parse_double(text, (double *)field) || *(double *)field < 0)
+			break;
+		return true;
+	case TEXT:
+		*(const char **)field = text;
+		return true;
+	case DECAY:
+		if (!f8_lr_decay_from_name(text, (f8_lr_decay *)field))
+			break;
+		return true;
+	case FORMAT:
+		if (!f8_token_format_from_name(text, (f8_token_format *)field))
+			break;
+		return true;
+	case SPLIT: {
+		int n = 0;
+		for (const char *c = text; *c && n < 3; n++) {
+			char number[64];
+			size_t len = strcspn(c, ",");
+			if (len == 0 || len >= sizeof number)
+				return fprintf(stderr, "f8c train: --split needs numbers like 969,30,1\n"),
+				       false;
+			memcpy(number, c, len);
+			number[len] = '\0';
+			if (!f8_tool_parse_double(number, &r->config.split[n]))
+				break;
+			c += len + (c[len] == ',');
+		}
+		r->config.n_split = n;
+		if (n >= 2)
+			return true;
+		break;
+	}
+	case DIM:
+		if (!mutable_text || r->config.n_dims == MAX_DIMS ||
+		    !f8_tool_parse_dim_binding(mutable_text, &r->dims[r->config.n_dims]))
+			break;
+		r->config.n_dims++;
+		return true;
+	case CONFIG:
+		break;
+	}
+	fprintf(stderr, "f8c train: --%s: cannot use '%s'\n", o->name, text);
+	return false;
+}
+
+/* Reads --config FILE: each key an option name (with '-' or '_'), each value a number or a
+ * string; options given on the command line win. Returns 0 or an exit status. */
+static int read_config(request *r, const char *path, json_t **document) {
+	json_error_t error;
+	*document = json_load_file(path, JSON_REJECT_DUPLICATES, &error);
+	if (!*document) {
+		fprintf(stderr, "%s:%d:%d: error: %s\n", path, error.line, error.column, error.text);
+		return 1;
+	}
+	if (!json_is_object(*document)) {
+		fprintf(stderr, "%s: error: the configuration must be a JSON object\n", path);
+		return 1;
+	}
+	const char *key;
+	json_t *value;
+	json_object_foreach(*document, key, value) {
+		char name[64];
+		snprintf(name, sizeof name, "%s", key);
+		for (char *c = name; *c; c++)
+			*c = *c == '_' ? '-' : *c;
+		const option *o = find_option(name);
+		if (!o || o->kind == CONFIG || o->kind == DIM) {
+			fprintf(stderr, "%s: error: unknown key \"%s\"\nHINT: the keys are f8c train's "
+					"options without the dashes\n", path, key);
+			return 1;
+		}
+		if (r->given[o - options])
+			continue;
+		char text[64];
+		const char *as_text = text;
+		if (json_is_integer(value))
+			snprintf(text, sizeof text, "%lld", (long long)json_integer_value(value));
+		else if (json_is_real(value))
+			snprintf(text, sizeof text, "%.17g", json_real_value(value));
+		else if (json_is_string(value))
+			as_text = json_string_value(value);
+		else {
+			fprintf(stderr, "%s: error: key \"%s\" must be a number or a string\n", path,
+				key);
+			return 1;
+		}
+		if (!set_option(r, o, as_text, NULL))
+			return 1;
+	}
+	return 0;
+}
+
+static void defaults(request *r) {
+	r->config = (f8_train_config){
+		.data_format = F8_TOKEN_FORMAT_AUTO, .split = {969, 30, 1}, .n_split = 3,
+		.micro_batch_size = 8, .global_batch_size = 0, .seq_length = 0,
+		.optimizer = f8_training_options_default(), .seed = 1234, .log_interval = 10,
+		.dims = r->dims};
+}
+
+static int parse(int argc, char **argv, request *r, json_t **config_document) {
+	const char *config_path = NULL;
+	defaults(r);
+	for (int i = 1; i < argc; i++) {
+		if (strncmp(argv[i], "--", 2) != 0) {
+			if (r->config.model)
+				return usage("give one model file");
+			r->config.model = argv[i];
+			continue;
+		}
+		if (strcmp(argv[i], "--help") == 0)
+			return usage("train a model"), 3;
+		const option *o = find_option(argv[i] + 2);
+		if (!o) {
+			fprintf(stderr, "f8c train: unknown option '%s'\n", argv[i]);
+			return usage("see the options below");
+		}
+		if (i + 1 == argc)
+			return fprintf(stderr, "f8c train: %s needs a value\n", argv[i]), 2;
+		if (r->given[o - options] && o->kind != DIM)
+			return fprintf(stderr, "f8c train: %s is given twice\n", argv[i]), 2;
+		r->given[o - options] = true;
+		if (o->kind == CONFIG)
+			config_path = argv[++i];
+		else if (!set_option(r, o, argv[i + 1], argv[i + 1]))
+			return 2;
+		else
+			i++;
+	}
+	if (!r->config.model)
+		return usage("no model file given");
+	if (config_path) {
+		int code = read_config(r, config_path, config_document);
+		if (code)
+			return code;
+	}
+	if (!r->config.data)
+		return usage("no --data given");
+	if (!r->config.global_batch_size)
+		r->config.global_batch_size = r->config.micro_batch_size;
+	if (!r->config.train_iters)
+		return usage("no --train-iters given");
+	if (!r->config.seq_length)
+		return usage("no --seq-length given");
+	return 0;
+}
+
+/* The console: a bar redrawn in place on a terminal, plain lines otherwise. */
+static void show(const f8_train_progress *p, void *user) {
+	bool terminal = *(bool *)user;
+	switch (p->event) {
+	case F8_TRAIN_EVENT_START:
+		fprintf(stderr, "f8c train: %lld parameters, from iteration %lld to %lld\n",
+			(long long)p->parameters, (long long)p->iteration, (long long)p->train_iters);
+		break;
+	case F8_TRAIN_EVENT_STEP:
+		if (terminal) {
+			enum { WIDTH = 30 };
+			int filled = (int)(WIDTH * p->iteration / p->train_iters);
+			fprintf(stderr, "\r[%.*s%*s] %lld/%lld loss %.4f lr %.3g norm %.3f %.0f tok/s  ",
+				filled, "##############################", WIDTH - filled, "",
+				(long long)p->iteration, (long long)p->train_iters, p->loss, p->lr,
+				p->grad_norm, p->tokens_per_second);
+		} else {
+			fprintf(stderr, "iteration %lld/%lld: loss %.4f, lr %.4g, grad norm %.4f, "
+				"%.0f tokens/s, %.1f s\n", (long long)p->iteration,
+				(long long)p->train_iters, p->loss, p->lr, p->grad_norm,
+				p->tokens_per_second, p->elapsed_seconds);
+		}
+		break;
+	case F8_TRAIN_EVENT_EVAL:
+		fprintf(stderr, "%siteration %lld: eval loss %.4f\n", terminal ? "\n" : "",
+			(long long)p->iteration, p->eval_loss);
+		break;
+	case F8_TRAIN_EVENT_SAVE:
+		if (!terminal)
+			fprintf(stderr, "iteration %lld: saved %s\n", (long long)p->iteration, p->path);
+		break;
+	case F8_TRAIN_EVENT_END:
+		fprintf(stderr, "%sdone: %lld iterations in %.1f s; loss %.4f at the first logged "
+			"iteration of this run", terminal ? "\n" : "", (long long)p->iteration,
+			p->elapsed_seconds, p->first_loss);
+		if (!isnan(p->best_eval))
+			fprintf(stderr, ", best eval loss %.4f", p->best_eval);
+		fprintf(stderr, "\n");
+		break;
+	}
+}
+
+int f8_tool_train(int argc, char **argv) {
+	request r = {0};
+	json_t *config_document = NULL;
+	int code = parse(argc, argv, &r, &config_document);
+	if (!code) {
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		bool terminal = isatty(fileno(stderr));
+		f8_status status = f8_train_run(&r.config, show, &terminal, &diag);
+		if (status) {
+			if (terminal)
+				fputc('\n', stderr);
+			f8_diag_print(&diag, stderr);
+			code = status == F8_ERR_ARGUMENT ? 2 : 1;
+		}
+	}
+	json_decref(config_document);
+	return code == 3 ? 0 : code; // 3: --help, which is not an error
+}
