@@ -2,6 +2,10 @@
  * Type and shape functions of the backward ops (what the training pass's gradient rules make)
  * and the optimizer ops. Each comment states the op's semantics: the reference kernels in
  * runtime/cpu/ implement exactly that. Backward ops take the upstream gradient first.
+ *
+ * Saved statistics (a norm's mean and rstd, an attention's out and lse, a router's probs) are
+ * inputs so that a device kernel need not recompute them; the CPU reference recomputes them in
+ * double from the other inputs, which makes its backward the exact derivative of its forward.
  */
 #include <string.h> // strcmp
 

@@ -529,7 +529,8 @@ static f8_status context_create(f8_grad_context *context, f8_graph *graph, f8_ph
 				f8_diag *diag) {
 	*context = (f8_grad_context){.graph = graph, .phase = phase, .node = F8_NONE,
 				     .n_values = graph->n_values, .n_nodes = graph->n_nodes};
-	size_t values = graph->n_values ? graph->n_values : 1, nodes = graph->n_nodes ? graph->n_nodes : 1;
+	size_t values = graph->n_values ? graph->n_values : 1;
+	size_t nodes = graph->n_nodes ? graph->n_nodes : 1;
 	context->wants = f8_calloc(values, sizeof *context->wants);
 	context->expected = f8_calloc(values, sizeof *context->expected);
 	context->named = f8_calloc(values, sizeof *context->named);

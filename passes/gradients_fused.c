@@ -31,7 +31,8 @@ static f8_status emit_gradients(f8_grad_context *context, const f8_node *forward
 	return status;
 }
 
-/* Refuses a gradient flowing into output `index` (a statistic) of a node, or more. */
+/* Refuses a gradient flowing into an output from `first` on: the statistics a norm, an attention
+ * or a cross-entropy saves for its backward op, which takes no gradient for them. */
 static f8_status statistics_have_no_gradient(f8_grad_context *context, f8_node_id node,
 					     const f8_value_id *dy, uint32_t first,
 					     f8_diag *diag) {
@@ -41,7 +42,7 @@ static f8_status statistics_have_no_gradient(f8_grad_context *context, f8_node_i
 			continue;
 		const f8_graph *graph = f8_grad_graph(context);
 		f8_grad_unsupported(context, node, diag, "the loss depends on %%%s, a statistic the "
-				    "backward of %s does not differentiate", 
+				    "backward of %s does not differentiate",
 				    graph->values[forward.outputs[o]].name, f8_op_name(forward.op));
 		f8_diag_hint(diag, "read only output 0 of %s on the way to the loss",
 			     f8_op_name(forward.op));
@@ -91,7 +92,7 @@ F8_GRAD_RULE(LINEAR) {
 /* LayerNorm: LayerNormGrad(dy, x, gamma, mean, rstd) -> dx, dgamma[, dbeta]. */
 F8_GRAD_RULE(LAYER_NORM) {
 	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id mean, rstd;
+	f8_value_id mean = F8_NONE, rstd = F8_NONE;
 	if (!status)
 		status = f8_grad_forward_output(context, node, 1, &mean, diag);
 	if (!status)
@@ -109,7 +110,7 @@ F8_GRAD_RULE(LAYER_NORM) {
 /* RMSNorm: RMSNormGrad(dy, x, gamma, rstd) -> dx, dgamma. */
 F8_GRAD_RULE(RMS_NORM) {
 	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id rstd;
+	f8_value_id rstd = F8_NONE;
 	if (!status)
 		status = f8_grad_forward_output(context, node, 1, &rstd, diag);
 	if (status)
@@ -131,7 +132,7 @@ F8_GRAD_RULE(ATTENTION) {
 					   "mask %%%s, which has no gradient",
 					   f8_grad_graph(context)->values[mask].name);
 	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id lse;
+	f8_value_id lse = F8_NONE;
 	if (!status)
 		status = f8_grad_forward_output(context, node, 1, &lse, diag);
 	if (status)
@@ -200,7 +201,7 @@ F8_GRAD_RULE(EMBEDDING) {
 /* CrossEntropy: CrossEntropyGrad(dloss, logits, labels, lse). */
 F8_GRAD_RULE(CROSS_ENTROPY) {
 	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id lse;
+	f8_value_id lse = F8_NONE;
 	if (!status)
 		status = f8_grad_forward_output(context, node, 1, &lse, diag);
 	if (status)

@@ -23,9 +23,12 @@ static bool wanted(f8_grad_context *context, const f8_node *n, uint32_t i, f8_va
 	if (!f8_grad_wants(context, n->inputs[i]))
 		return false;
 	f8_grad_name(context, n->inputs[i], name, F8_GRAD_NAME_MAX);
-	f8_shape shape = grad_type(context, full).shape, target = grad_type(context, n->inputs[i]).shape;
-	snprintf(unreduced, F8_GRAD_NAME_MAX, "%s%s", name,
-		 grad_needs_sum(&shape, &target) ? ".full" : "");
+	f8_shape shape = grad_type(context, full).shape;
+	f8_shape target = grad_type(context, n->inputs[i]).shape;
+	if (grad_needs_sum(&shape, &target))
+		grad_derive(unreduced, F8_GRAD_NAME_MAX, name, "full");
+	else
+		snprintf(unreduced, F8_GRAD_NAME_MAX, "%s", name);
 	return true;
 }
 
@@ -62,7 +65,7 @@ F8_GRAD_RULE(SUB) {
 		status = reduce_into(context, &n, 0, dy[0], name, dx, diag);
 	if (!status && wanted(context, &n, 1, dy[0], name, full)) {
 		// Sum first, then negate: the Neg runs on the smaller tensor.
-		f8_value_id summed;
+		f8_value_id summed = F8_NONE;
 		f8_shape target = grad_type(context, n.inputs[1]).shape;
 		status = grad_sum_to(context, dy[0], &target, grad_derive(step, sizeof step, name, "pos"),
 				     &summed, diag);
@@ -77,7 +80,7 @@ F8_GRAD_RULE(MUL) {
 	char name[F8_GRAD_NAME_MAX], full[F8_GRAD_NAME_MAX];
 	f8_status status = F8_OK;
 	for (uint32_t i = 0; !status && i < 2; i++) {
-		f8_value_id g;
+		f8_value_id g = F8_NONE;
 		if (!wanted(context, &n, i, dy[0], name, full))
 			continue;
 		status = grad_binary(context, F8_OP_MUL, dy[0], n.inputs[1 - i], full, &g, diag);
@@ -142,7 +145,7 @@ F8_GRAD_RULE(POW) {
 		} else {
 			status = constant_like(context, a, 1.0, grad_derive(step, sizeof step, name, "one"),
 					       &c, diag);
-			f8_value_id b_minus_1;
+			f8_value_id b_minus_1 = F8_NONE;
 			if (!status)
 				status = grad_binary(context, F8_OP_SUB, b, c, grad_derive(step, sizeof step,
 						     name, "exponent"), &b_minus_1, diag);
@@ -192,13 +195,14 @@ static f8_status extremum(f8_grad_context *context, f8_node_id node, const f8_va
 			  f8_value_id *dx, f8_op wins, f8_op loses, f8_diag *diag) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX], full[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
-	f8_value_id tie = F8_NONE, half = F8_NONE, zero = F8_NONE, split = F8_NONE, g, mask;
+	f8_value_id tie = F8_NONE, half = F8_NONE, zero = F8_NONE, split = F8_NONE;
+	f8_value_id g = F8_NONE, mask = F8_NONE;
 	f8_status status = F8_OK;
 	for (uint32_t i = 0; !status && i < 2; i++) {
 		if (!wanted(context, &n, i, dy[0], name, full))
 			continue;
 		if (tie == F8_NONE) {
-			f8_value_id c;
+			f8_value_id c = F8_NONE;
 			status = compare(context, F8_OP_EQUAL, n.inputs[0], n.inputs[1], name, "tie",
 					 &tie, diag);
 			if (!status)
@@ -236,7 +240,7 @@ F8_GRAD_RULE(MIN) {
 F8_GRAD_RULE(WHERE) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX], full[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
-	f8_value_id zero = F8_NONE, g;
+	f8_value_id zero = F8_NONE, g = F8_NONE;
 	f8_status status = F8_OK;
 	for (uint32_t i = 1; !status && i < 3; i++) {
 		if (!wanted(context, &n, i, dy[0], name, full))
@@ -275,7 +279,7 @@ F8_GRAD_RULE(SQRT) {
 	char name[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_value_id half, g;
+	f8_value_id half = F8_NONE, g = F8_NONE;
 	f8_status status = constant_like(context, dy[0], 0.5, grad_derive(step, sizeof step, name,
 					 "half"), &half, diag);
 	if (!status)
@@ -290,7 +294,7 @@ F8_GRAD_RULE(RECIPROCAL) {
 	char name[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_value_id square, g;
+	f8_value_id square = F8_NONE, g = F8_NONE;
 	f8_status status = grad_binary(context, F8_OP_MUL, n.outputs[0], n.outputs[0],
 				       grad_derive(step, sizeof step, name, "square"), &square, diag);
 	if (!status)
@@ -352,7 +356,7 @@ static f8_status one_minus_rule(f8_grad_context *context, f8_node_id node, const
 	char name[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_value_id y = n.outputs[0], one, square = y, rest, slope;
+	f8_value_id y = n.outputs[0], one = F8_NONE, square = y, rest = F8_NONE, slope = F8_NONE;
 	f8_status status = constant_like(context, y, 1.0, grad_derive(step, sizeof step, name, "one"),
 					 &one, diag);
 	if (!status && tanh_form)
@@ -382,7 +386,7 @@ F8_GRAD_RULE(COS) {
 	char name[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_value_id sine, g;
+	f8_value_id sine = F8_NONE, g = F8_NONE;
 	f8_status status = grad_unary(context, F8_OP_SIN, n.inputs[0], grad_derive(step, sizeof step,
 				      name, "sin"), &sine, diag);
 	if (!status)
@@ -396,7 +400,7 @@ F8_GRAD_RULE(SIN) {
 	char name[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_value_id cosine;
+	f8_value_id cosine = F8_NONE;
 	f8_status status = grad_unary(context, F8_OP_COS, n.inputs[0], grad_derive(step, sizeof step,
 				      name, "cos"), &cosine, diag);
 	return status ? status : times(context, dy[0], cosine, name, &dx[0], diag);
@@ -432,7 +436,7 @@ F8_GRAD_RULE(RELU) {
 	char name[F8_GRAD_NAME_MAX], step[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_value_id zero, positive;
+	f8_value_id zero = F8_NONE, positive = F8_NONE;
 	f8_status status = constant_like(context, n.inputs[0], 0.0, grad_derive(step, sizeof step,
 					 name, "zero"), &zero, diag);
 	if (!status)
@@ -559,7 +563,7 @@ F8_GRAD_RULE(MATMUL) {
 		if (target.rank == 1)
 			target = (f8_shape){.rank = 2, .dims = {i == 0 ? f8_dim_const(1) : target.dims[0],
 								i == 0 ? target.dims[0] : f8_dim_const(1)}};
-		f8_value_id summed;
+		f8_value_id summed = F8_NONE;
 		if (!status)
 			status = grad_sum_to(context, g, &target, grad_step_name(step, sizeof step, name,
 					     target.rank == (i == 0 ? sa : sb).rank, "matrix"), &summed,
@@ -605,7 +609,7 @@ F8_GRAD_RULE(GEMM) {
 		status = grad_op(context, F8_OP_GEMM, inputs, 2, attrs, n_attrs, name, &dx[1], diag);
 	}
 	if (!status && c != F8_NONE && f8_grad_wants(context, c)) {
-		f8_value_id g = dy[0], factor;
+		f8_value_id g = dy[0], factor = F8_NONE;
 		f8_shape target = grad_type(context, c).shape;
 		f8_grad_name(context, c, name, sizeof name);
 		if (beta != 1.0) {
@@ -848,7 +852,7 @@ F8_GRAD_RULE(REDUCE_SUM) {
 		return F8_OK;
 	f8_shape x = grad_type(context, n.inputs[0]).shape;
 	reduction r = reduction_of(&n, &x);
-	f8_value_id kept;
+	f8_value_id kept = F8_NONE;
 	f8_status status = kept_gradient(context, dy[0], &r, name, &kept, diag);
 	return status ? status : expand_to(context, kept, &x, name, &dx[0], diag);
 }
@@ -862,7 +866,7 @@ F8_GRAD_RULE(REDUCE_MEAN) {
 		return F8_OK;
 	f8_type x = grad_type(context, n.inputs[0]);
 	reduction r = reduction_of(&n, &x.shape);
-	f8_value_id kept, count, share;
+	f8_value_id kept = F8_NONE, count = F8_NONE, share = F8_NONE;
 	f8_status status = kept_gradient(context, dy[0], &r, name, &kept, diag);
 	if (!status && r.count_is_const) {
 		status = constant_like(context, dy[0], 1.0 / (double)r.count,
@@ -871,7 +875,7 @@ F8_GRAD_RULE(REDUCE_MEAN) {
 			status = times(context, kept, count, grad_derive(step, sizeof step, name, "share"),
 				       &share, diag);
 	} else if (!status) {
-		f8_value_id ones;
+		f8_value_id ones = F8_NONE;
 		f8_attr attrs[2] = {grad_attr_ints("axes", r.axes, r.n_axes),
 				    grad_attr_int("keepdims", 1)};
 		status = grad_fill(context, &x, 1.0, grad_derive(step, sizeof step, name, "ones"), &ones,
@@ -895,7 +899,8 @@ F8_GRAD_RULE(REDUCE_MAX) {
 		return F8_OK;
 	f8_type x = grad_type(context, n.inputs[0]);
 	reduction r = reduction_of(&n, &x.shape);
-	f8_value_id kept, max, hits, mask, count, share;
+	f8_value_id kept = F8_NONE, max = F8_NONE, hits = F8_NONE, mask = F8_NONE;
+	f8_value_id count = F8_NONE, share = F8_NONE;
 	f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = x.dtype};
 	f8_attr attrs[2] = {grad_attr_ints("axes", r.axes, r.n_axes), grad_attr_int("keepdims", 1)};
 	f8_status status = kept_gradient(context, dy[0], &r, name, &kept, diag);

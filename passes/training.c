@@ -20,8 +20,7 @@
 #include <string.h> // strcmp, strlen, memcpy
 
 #include "ir/alloc.h"        // f8_calloc, f8_malloc, f8_free
-#include "ir/arena.h"        // f8_arena_alloc, f8_arena_strdup
-#include "ir/fp8.h"          // f8_float_decode
+#include "ir/arena.h"        // f8_arena_strdup
 #include "ir/text.h"         // f8_type_format
 #include "ir/verify.h"       // f8_node_infer_types
 #include "passes/autodiff.h" // f8_autodiff_build
@@ -68,7 +67,7 @@ f8_training_options f8_training_options_default(void) {
 /* The names the runtime relies on; a model that already uses one cannot be trained as is. */
 static const char *const reserved_names[] = {"labels", "loss", "grad_norm", "lr", "iteration"};
 
-enum { NAME_MAX = 320 }; // a parameter's name and a suffix
+enum { PARAM_NAME_MAX = 320 }; // a parameter's name and a suffix
 
 /* One parameter: its gradient, the states made for it, and whether it decays. */
 typedef struct parameter {
@@ -86,8 +85,8 @@ typedef struct trainer {
 	f8_diag *diag;
 	parameter *params; // (n_params) in declaration order
 	uint32_t n_params, n_trained;
-	f8_node_id *front; // (n_front) the master weights' Casts
-	uint32_t n_front;
+	f8_node_id *casts; // (n_casts) the master weights' Casts
+	uint32_t n_casts;
 	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale;
 } trainer;
 
@@ -120,7 +119,7 @@ static f8_status add_node(trainer *t, f8_op op, const f8_value_id *inputs, uint3
 	return F8_OK;
 }
 
-/* A one-output node named `name`. */
+/* A one-output node named `name`, of the optimizer's scope (its accumulation in bwd too). */
 static f8_status add_one(trainer *t, f8_op op, const f8_value_id *inputs, uint32_t n_inputs,
 			 const f8_attr *attrs, uint32_t n_attrs, const char *name, f8_phase phase,
 			 f8_value_id *out) {
@@ -145,7 +144,7 @@ static f8_status add_constant(trainer *t, f8_dtype dtype, double value, const ch
 	return add_one(t, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, phase, out);
 }
 
-/* A leaf of role state, f32 like `like` (or `type` when given). */
+/* A leaf of role state (optimizer state) named `name`, of `type`. */
 static f8_status add_state(trainer *t, const char *name, const f8_type *type, f8_value_id *out) {
 	return f8_graph_add_input(t->graph, name, F8_ROLE_OPTIMIZER_STATE, type, out, t->diag);
 }
@@ -153,7 +152,7 @@ static f8_status add_state(trainer *t, const char *name, const f8_type *type, f8
 /* "<param>.<suffix>" into `buffer`. */
 static const char *param_name(const trainer *t, const parameter *p, const char *suffix,
 			      char *buffer) {
-	snprintf(buffer, NAME_MAX, "%s.%s", t->graph->values[p->value].name, suffix);
+	snprintf(buffer, PARAM_NAME_MAX, "%s.%s", t->graph->values[p->value].name, suffix);
 	return buffer;
 }
 
@@ -195,6 +194,12 @@ static f8_status check_graph(trainer *t) {
 	f8_graph *graph = t->graph;
 	const f8_value *logits = graph->n_outputs ? &graph->values[graph->outputs[0]] : NULL;
 	f8_dtype dtype = logits ? logits->type.dtype : F8_DTYPE_UNDEFINED;
+	if (logits && dtype == F8_DTYPE_UNDEFINED) {
+		f8_diag_set(t->diag, F8_ERR_INVALID, "the training pass needs the graph's types, and "
+			    "%%%s has none yet", logits->name);
+		f8_diag_hint(t->diag, "run canonicalize (and fuse-patterns) before training");
+		return F8_ERR_INVALID;
+	}
 	if (!logits || logits->type.shape.rank < 1 ||
 	    !(dtype == F8_DTYPE_F32 || dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 ||
 	      dtype == F8_DTYPE_F64)) {
@@ -239,9 +244,30 @@ static parameter *find_param(trainer *t, f8_value_id value) {
 	return NULL;
 }
 
-/* What reading slot `input` of a node of `op` makes of a parameter that has no weight decay
- * (Megatron-LM's rule: no decay for biases and norms; here embeddings too), or NULL. */
-static const char *no_decay_role(f8_op op, uint32_t input) {
+/* Whether `node` picks whole rows of its rank-2 input 0: a Slice along axis 0 only (a learned
+ * position table cut to the sequence) or a Gather along axis 0 (an unfused lookup). */
+static bool looks_up_rows(const f8_graph *graph, const f8_node *node) {
+	if (graph->values[node->inputs[0]].type.shape.rank != 2)
+		return false;
+	if (node->op == F8_OP_GATHER)
+		return f8_node_attr_int(node, "axis", 0) == 0;
+	if (node->op != F8_OP_SLICE)
+		return false;
+	const f8_attr *axes = f8_node_attr(node, "axes");
+	uint32_t n = f8_node_attr(node, "starts")->dims.n;
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t axis = axes ? axes->ints.items[i] : (int64_t)i;
+		if (axis != 0 && axis != -2)
+			return false;
+	}
+	return true;
+}
+
+/* What reading slot `input` of `node` makes of a parameter that has no weight decay
+ * (Megatron-LM's rule: no decay for biases and norms; here embeddings too, as training.h says),
+ * or NULL. */
+static const char *no_decay_role(const f8_graph *graph, const f8_node *node, uint32_t input) {
+	f8_op op = node->op;
 	if ((op == F8_OP_LAYER_NORM || op == F8_OP_RMS_NORM) && input == 1)
 		return "the scale of";
 	if (op == F8_OP_LAYER_NORM && input == 2)
@@ -250,19 +276,21 @@ static const char *no_decay_role(f8_op op, uint32_t input) {
 		return "the bias of";
 	if (op == F8_OP_EMBEDDING && input == 1)
 		return "the table of";
+	if (input == 0 && looks_up_rows(graph, node))
+		return "an embedding table (rows looked up) by";
 	return NULL;
 }
 
 /* Decides, before the master weights' Casts change the readers, which parameters decay. */
 static f8_status classify_weight_decay(trainer *t) {
 	f8_graph *graph = t->graph;
-	char why[NAME_MAX + 64];
+	char why[PARAM_NAME_MAX + 64];
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
 			parameter *param = node->inputs[i] != F8_NONE ? find_param(t, node->inputs[i])
 								       : NULL;
-			const char *role = param ? no_decay_role(node->op, i) : NULL;
+			const char *role = param ? no_decay_role(graph, node, i) : NULL;
 			if (!role || param->no_decay)
 				continue;
 			snprintf(why, sizeof why, "read as %s %s%s%s", role, f8_op_name(node->op),
@@ -277,53 +305,17 @@ static f8_status classify_weight_decay(trainer *t) {
 	return F8_OK;
 }
 
-/* The initial contents of a master weight: the parameter's inline data widened to f32. A file
- * reference cannot be widened here: f8_initializer has no dtype of its own. */
-static f8_status widen_initializer(trainer *t, f8_value *value, f8_dtype from) {
-	const f8_initializer *init = value->initializer;
-	if (!init)
-		return F8_OK;
-	if (!init->data) {
-		f8_diag_set(t->diag, F8_ERR_UNSUPPORTED, "parameter %%%s is %s with its data in %s; "
-			    "its f32 master weight cannot point at data of another dtype",
-			    value->name, f8_dtype_name(from), init->path);
-		f8_diag_hint(t->diag, "export the model's weights in f32, or with inline data");
-		return F8_ERR_UNSUPPORTED;
-	}
-	size_t size = f8_dtype_get_info(from)->bytes, n = init->n_bytes / size;
-	f8_initializer *wide = f8_arena_alloc(t->graph->arena, sizeof *wide);
-	float *data = f8_arena_alloc_array(t->graph->arena, n ? n : 1, sizeof *data);
-	if (!wide || !data)
-		return nomem(t);
-	const uint8_t *bytes = init->data;
-	for (size_t i = 0; i < n; i++) {
-		if (from == F8_DTYPE_F64) {
-			double d;
-			memcpy(&d, bytes + i * 8, 8);
-			data[i] = (float)d;
-		} else {
-			uint32_t bits = 0;
-			memcpy(&bits, bytes + i * size, size); // little-endian, as the host's
-			data[i] = f8_float_decode(from, bits);
-		}
-	}
-	*wide = (f8_initializer){.n_bytes = n * sizeof *data, .data = data};
-	value->initializer = wide;
-	return F8_OK;
-}
-
 /* Makes parameter `p` (not f32) an f32 master weight: what read it reads a Cast to its dtype. */
 static f8_status make_master_weight(trainer *t, parameter *p, FILE *report) {
 	f8_graph *graph = t->graph;
-	f8_status status = widen_initializer(t, &graph->values[p->value], p->dtype);
-	if (status)
-		return status;
+	f8_status status;
+	// Its initializer keeps its own dtype: the runtime widens the data as it loads it.
 	graph->values[p->value].type.dtype = F8_DTYPE_F32;
-	char name[NAME_MAX];
+	char name[PARAM_NAME_MAX];
 	snprintf(name, sizeof name, "%s.%s", graph->values[p->value].name, f8_dtype_name(p->dtype));
 	const char *names[1] = {name};
 	f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = p->dtype};
-	f8_value_id cast;
+	f8_value_id cast = F8_NONE;
 	uint32_t n_order = graph->n_order;
 	const char *scope = NULL; // the first reader's: the Cast belongs to the layer that reads it
 	for (uint32_t q = 0; q < n_order && !scope; q++) {
@@ -335,7 +327,7 @@ static f8_status make_master_weight(trainer *t, parameter *p, FILE *report) {
 	if ((status = add_node(t, F8_OP_CAST, &p->value, 1, &to, 1, 1, names, F8_PHASE_FWD,
 			       scope && *scope ? scope : NULL, &cast)))
 		return status;
-	t->front[t->n_front++] = graph->values[cast].producer;
+	t->casts[t->n_casts++] = graph->values[cast].producer;
 	for (uint32_t q = 0; q < n_order; q++) {
 		f8_node *node = &graph->nodes[graph->order[q]];
 		for (uint32_t i = 0; i < node->n_inputs; i++)
@@ -358,7 +350,7 @@ static f8_status make_master_weight(trainer *t, parameter *p, FILE *report) {
  */
 static f8_status make_master_weights(trainer *t, FILE *report) {
 	f8_graph *graph = t->graph;
-	if (!(t->front = f8_calloc(t->n_params ? t->n_params : 1, sizeof *t->front)))
+	if (!(t->casts = f8_calloc(t->n_params ? t->n_params : 1, sizeof *t->casts)))
 		return nomem(t);
 	for (uint32_t k = 0; k < t->n_params; k++) {
 		f8_dtype dtype = t->params[k].dtype;
@@ -368,31 +360,31 @@ static f8_status make_master_weights(trainer *t, FILE *report) {
 		if (status)
 			return status;
 	}
-	if (!t->n_front)
+	if (!t->n_casts)
 		return F8_OK;
 	f8_node_id *order = f8_malloc(graph->n_order * sizeof *order);
-	bool *placed = f8_calloc(t->n_front, sizeof *placed);
+	bool *placed = f8_calloc(t->n_casts, sizeof *placed);
 	if (!order || !placed) {
 		f8_free(order), f8_free(placed);
 		return nomem(t);
 	}
-	uint32_t n = 0, n_old = graph->n_order - t->n_front; // the Casts were appended last
+	uint32_t n = 0, n_old = graph->n_order - t->n_casts; // the Casts were appended last
 	for (uint32_t p = 0; p < n_old; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
-		for (uint32_t c = 0; c < t->n_front; c++) {
-			f8_value_id cast = graph->nodes[t->front[c]].outputs[0];
+		for (uint32_t c = 0; c < t->n_casts; c++) {
+			f8_value_id cast = graph->nodes[t->casts[c]].outputs[0];
 			for (uint32_t i = 0; i < node->n_inputs && !placed[c]; i++) {
 				if (node->inputs[i] == cast) {
-					order[n++] = t->front[c];
+					order[n++] = t->casts[c];
 					placed[c] = true;
 				}
 			}
 		}
 		order[n++] = graph->order[p];
 	}
-	for (uint32_t c = 0; c < t->n_front; c++) // read by nothing but a graph output
+	for (uint32_t c = 0; c < t->n_casts; c++) // read by nothing but a graph output
 		if (!placed[c])
-			order[n++] = t->front[c];
+			order[n++] = t->casts[c];
 	f8_status status = f8_graph_set_order(graph, order, n);
 	f8_free(order), f8_free(placed);
 	return status ? nomem(t) : F8_OK;
@@ -401,7 +393,7 @@ static f8_status make_master_weights(trainer *t, FILE *report) {
 /* %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. */
 static f8_status add_loss(trainer *t) {
 	f8_graph *graph = t->graph;
-	f8_value_id logits = graph->outputs[0], labels;
+	f8_value_id logits = graph->outputs[0], labels = F8_NONE;
 	f8_type type = {.dtype = F8_DTYPE_I64, .shape = graph->values[logits].type.shape};
 	type.shape.rank--;
 	f8_status status = f8_graph_add_input(graph, "labels", F8_ROLE_INPUT, &type, &labels, t->diag);
@@ -419,7 +411,11 @@ static f8_status add_loss(trainer *t) {
 static f8_status differentiate(trainer *t, FILE *report) {
 	f8_value_id *wrt = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *wrt);
 	f8_value_id *grads = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *grads);
-	f8_status status = wrt && grads ? F8_OK : nomem(t);
+	if (!wrt || !grads) {
+		f8_free(wrt), f8_free(grads);
+		return nomem(t);
+	}
+	f8_status status = F8_OK;
 	uint32_t n = 0;
 	for (uint32_t k = 0; k < t->n_params; k++)
 		if (f8_dtype_is_float(t->params[k].dtype))
@@ -502,7 +498,7 @@ static f8_status settle(trainer *t, uint32_t first_new) {
 static f8_status accumulate_gradients(trainer *t) {
 	f8_graph *graph = t->graph;
 	uint32_t first_new = graph->n_order;
-	char name[NAME_MAX];
+	char name[PARAM_NAME_MAX];
 	for (uint32_t k = 0; k < t->n_params; k++) {
 		parameter *p = &t->params[k];
 		if (p->grad == F8_NONE)
@@ -536,7 +532,7 @@ static f8_status accumulate_gradients(trainer *t) {
 static f8_status add_schedule(trainer *t) {
 	const f8_training_options *o = &t->options;
 	f8_type scalar = {.dtype = F8_DTYPE_I64};
-	f8_value_id iteration, one;
+	f8_value_id iteration = F8_NONE, one = F8_NONE;
 	f8_status status = f8_graph_add_input(t->graph, "iteration", F8_ROLE_OPTIMIZER_STATE, &scalar,
 					      &iteration, t->diag);
 	if (!status)
@@ -564,10 +560,9 @@ static f8_status add_schedule(trainer *t) {
 	return status;
 }
 
-/* opt: %grad_norm, the norm of the gradient averaged over the micro-batches, and grad_scale,
- * which clips it and takes the average: min(1, clip / (norm + 1e-6)) / micro_batches. */
-static f8_status add_clip(trainer *t) {
-	const f8_training_options *o = &t->options;
+/* opt: %grad_norm, the norm of the gradient averaged over the micro-batches: the norm of the
+ * accumulators times 1 / micro_batches. */
+static f8_status add_grad_norm(trainer *t) {
 	f8_value_id *main_grads = f8_malloc(t->n_trained * sizeof *main_grads);
 	if (!main_grads)
 		return nomem(t);
@@ -575,32 +570,41 @@ static f8_status add_clip(trainer *t) {
 	for (uint32_t k = 0; k < t->n_params; k++)
 		if (t->params[k].grad != F8_NONE)
 			main_grads[n++] = t->params[k].main_grad;
-	bool average = o->micro_batches > 1;
-	f8_value_id sum, inverse = F8_NONE, c, one, denominator, ratio, coefficient;
+	bool average = t->options.micro_batches > 1;
+	f8_value_id sum = F8_NONE, inverse = F8_NONE;
 	f8_status status = add_one(t, F8_OP_GLOBAL_NORM, main_grads, n, NULL, 0,
 				   average ? "grad_norm.sum" : "grad_norm", F8_PHASE_OPT, &sum);
 	f8_free(main_grads);
 	t->grad_norm = sum;
-	if (!status && average)
-		status = add_constant(t, F8_DTYPE_F32, 1.0 / (double)o->micro_batches,
-				      "micro_batches.inverse", F8_PHASE_OPT, &inverse);
-	f8_value_id average_inputs[2] = {sum, inverse};
-	if (!status && average)
-		status = add_one(t, F8_OP_MUL, average_inputs, 2, NULL, 0, "grad_norm", F8_PHASE_OPT,
-				 &t->grad_norm);
-	if (status)
+	if (status || !average)
 		return status;
+	status = add_constant(t, F8_DTYPE_F32, 1.0 / (double)t->options.micro_batches,
+			      "grad_norm.inverse_micro_batches", F8_PHASE_OPT, &inverse);
+	f8_value_id inputs[2] = {sum, inverse};
+	return status ? status : add_one(t, F8_OP_MUL, inputs, 2, NULL, 0, "grad_norm", F8_PHASE_OPT,
+					 &t->grad_norm);
+}
+
+/* opt: grad_scale, which AdamW multiplies the accumulated gradient by: the clip coefficient
+ * min(1, clip / (grad_norm + 1e-6)) / micro_batches, or 1 / micro_batches without clipping. */
+static f8_status add_grad_scale(trainer *t) {
+	const f8_training_options *o = &t->options;
+	bool average = o->micro_batches > 1;
 	if (!(o->clip_grad > 0))
 		return add_constant(t, F8_DTYPE_F32, 1.0 / (double)o->micro_batches, "grad_scale",
 				    F8_PHASE_OPT, &t->grad_scale);
-	status = add_constant(t, F8_DTYPE_F32, 1e-6, "clip.epsilon", F8_PHASE_OPT, &c);
-	f8_value_id plus[2] = {t->grad_norm, c};
+	f8_value_id epsilon = F8_NONE, denominator = F8_NONE, max_norm = F8_NONE, ratio = F8_NONE;
+	f8_value_id one = F8_NONE, coefficient = F8_NONE, count = F8_NONE;
+	f8_status status = add_constant(t, F8_DTYPE_F32, 1e-6, "clip.epsilon", F8_PHASE_OPT,
+					&epsilon);
+	f8_value_id plus[2] = {t->grad_norm, epsilon};
 	if (!status)
 		status = add_one(t, F8_OP_ADD, plus, 2, NULL, 0, "clip.denominator", F8_PHASE_OPT,
 				 &denominator);
 	if (!status)
-		status = add_constant(t, F8_DTYPE_F32, o->clip_grad, "clip.max_norm", F8_PHASE_OPT, &c);
-	f8_value_id quotient[2] = {c, denominator};
+		status = add_constant(t, F8_DTYPE_F32, o->clip_grad, "clip.max_norm", F8_PHASE_OPT,
+				      &max_norm);
+	f8_value_id quotient[2] = {max_norm, denominator};
 	if (!status)
 		status = add_one(t, F8_OP_DIV, quotient, 2, NULL, 0, "clip.ratio", F8_PHASE_OPT, &ratio);
 	if (!status)
@@ -608,27 +612,29 @@ static f8_status add_clip(trainer *t) {
 	f8_value_id least[2] = {one, ratio};
 	if (!status)
 		status = add_one(t, F8_OP_MIN, least, 2, NULL, 0,
-				 average ? "clip.coefficient" : "grad_scale", F8_PHASE_OPT,
-				 &coefficient);
+				 average ? "clip.coefficient" : "grad_scale", F8_PHASE_OPT, &coefficient);
 	t->grad_scale = coefficient;
-	f8_value_id scaled[2] = {coefficient, inverse};
-	if (!status && average)
-		status = add_one(t, F8_OP_MUL, scaled, 2, NULL, 0, "grad_scale", F8_PHASE_OPT,
-				 &t->grad_scale);
-	return status;
+	if (status || !average)
+		return status;
+	status = add_constant(t, F8_DTYPE_F32, (double)o->micro_batches, "micro_batches",
+			      F8_PHASE_OPT, &count);
+	f8_value_id averaged[2] = {coefficient, count};
+	return status ? status : add_one(t, F8_OP_DIV, averaged, 2, NULL, 0, "grad_scale",
+					 F8_PHASE_OPT, &t->grad_scale);
 }
 
 /* opt: AdamW for each trained parameter, its accumulator zeroed; updates for all of them. */
 static f8_status add_adamw(trainer *t, FILE *report) {
 	f8_graph *graph = t->graph;
 	const f8_training_options *o = &t->options;
-	char name[NAME_MAX], moment[NAME_MAX], square[NAME_MAX];
+	char name[PARAM_NAME_MAX], moment[PARAM_NAME_MAX], square[PARAM_NAME_MAX];
 	for (uint32_t k = 0; k < t->n_params; k++) {
 		parameter *p = &t->params[k];
 		if (p->grad == F8_NONE)
 			continue;
 		f8_type type = graph->values[p->main_grad].type;
-		f8_value_id m, v, outputs[3], zero;
+		f8_value_id m = F8_NONE, v = F8_NONE, outputs[3] = {F8_NONE, F8_NONE, F8_NONE};
+		f8_value_id zero = F8_NONE;
 		f8_status status = add_state(t, param_name(t, p, "exp_avg", name), &type, &m);
 		if (!status)
 			status = add_state(t, param_name(t, p, "exp_avg_sq", name), &type, &v);
@@ -656,7 +662,8 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 		if (status)
 			return status;
 		if (f8_graph_add_update(graph, p->value, outputs[0]) ||
-		    f8_graph_add_update(graph, m, outputs[1]) || f8_graph_add_update(graph, v, outputs[2]) ||
+		    f8_graph_add_update(graph, m, outputs[1]) ||
+		    f8_graph_add_update(graph, v, outputs[2]) ||
 		    f8_graph_add_update(graph, p->main_grad, zero))
 			return nomem(t);
 		if (report && p->no_decay)
@@ -736,7 +743,9 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status)
 		status = add_schedule(&t);
 	if (!status)
-		status = add_clip(&t);
+		status = add_grad_norm(&t);
+	if (!status)
+		status = add_grad_scale(&t);
 	if (!status)
 		status = add_adamw(&t, report);
 	if (!status)
@@ -746,6 +755,6 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status && report)
 		fprintf(report, "  %u of %u parameters trained\n", t.n_trained, t.n_params);
 	f8_free(t.params);
-	f8_free(t.front);
+	f8_free(t.casts);
 	return status;
 }

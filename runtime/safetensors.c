@@ -51,7 +51,8 @@ struct f8_safetensors {
 	const char *path;
 	uint64_t data_start, data_size;      // the data area: after the length and the header
 	size_t n_tensors, n_metadata;
-	f8_safetensors_tensor *tensors;      // (n_tensors) by begin, then end, then name
+	f8_safetensors_tensor *tensors;      // (n_tensors) by begin, then end, then header order
+	f8_safetensors_tensor *in_header;    // (n_tensors) in the header's order, while opening
 	const f8_safetensors_tensor **by_name; // (n_tensors) the tensors by name
 	const char **metadata_keys;          // (n_metadata) in the file's order
 	const char **metadata_values;        // (n_metadata)
@@ -287,18 +288,31 @@ static f8_status read_metadata(st_reader *r, const json_t *metadata) {
 	return F8_OK;
 }
 
+/* Orders pointers into one array of tensors by their data, ties (tensors of no bytes at one
+ * offset) by their place in the array: a stable order, which qsort is not by itself. */
 static int compare_by_offset(const void *a, const void *b) {
-	const f8_safetensors_tensor *x = a, *y = b;
+	const f8_safetensors_tensor *x = *(const f8_safetensors_tensor *const *)a;
+	const f8_safetensors_tensor *y = *(const f8_safetensors_tensor *const *)b;
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
 	if (x->end != y->end)
 		return x->end < y->end ? -1 : 1;
-	return strcmp(x->name, y->name);
+	return x < y ? -1 : x > y;
 }
 
 static int compare_by_name(const void *a, const void *b) {
 	const f8_safetensors_tensor *const *x = a, *const *y = b;
 	return strcmp((*x)->name, (*y)->name);
+}
+
+/* Fills file->tensors with file->in_header's tensors in the order of their data. */
+static void sort_by_offset(f8_safetensors *file) {
+	for (size_t i = 0; i < file->n_tensors; i++)
+		file->by_name[i] = &file->in_header[i]; // by_name is free until the end
+	qsort(file->by_name, file->n_tensors, sizeof file->by_name[0], compare_by_offset);
+	for (size_t i = 0; i < file->n_tensors; i++)
+		file->tensors[i] = *file->by_name[i];
+	file->in_header = NULL;
 }
 
 /* Checks that the tensors, sorted by offset, cover the data area exactly. */
@@ -353,7 +367,8 @@ static f8_safetensors *allocate_file(const json_t *root, const json_t *metadata,
 				n_chars += strlen(json_string_value(value)) + 1;
 		}
 	size_t at_tensors = align_up(sizeof(f8_safetensors), alignof(f8_safetensors_tensor));
-	size_t at_by_name = align_up(at_tensors + n_tensors * sizeof(f8_safetensors_tensor),
+	// the tensors twice: in the header's order, then sorted by offset
+	size_t at_by_name = align_up(at_tensors + 2 * n_tensors * sizeof(f8_safetensors_tensor),
 				     alignof(f8_safetensors_tensor *));
 	size_t at_metadata = align_up(at_by_name + n_tensors * sizeof(f8_safetensors_tensor *),
 				      alignof(char *));
@@ -364,6 +379,7 @@ static f8_safetensors *allocate_file(const json_t *root, const json_t *metadata,
 	f8_safetensors *file = (f8_safetensors *)block;
 	*file = (f8_safetensors){.fd = -1};
 	file->tensors = (f8_safetensors_tensor *)(block + at_tensors);
+	file->in_header = file->tensors + n_tensors;
 	file->by_name = (const f8_safetensors_tensor **)(block + at_by_name);
 	file->metadata_keys = (const char **)(block + at_metadata);
 	file->metadata_values = file->metadata_keys + n_metadata;
@@ -419,10 +435,10 @@ static f8_status read_header(const json_t *root, const char *path, uint64_t data
 		if (status)
 			break;
 		if (value != metadata)
-			status = read_tensor(&r, key, value, &file->tensors[file->n_tensors++]);
+			status = read_tensor(&r, key, value, &file->in_header[file->n_tensors++]);
 	}
 	if (!status) {
-		qsort(file->tensors, file->n_tensors, sizeof file->tensors[0], compare_by_offset);
+		sort_by_offset(file);
 		status = check_coverage(&r);
 	}
 	if (status) {

@@ -63,10 +63,11 @@ void f8_safetensors_close(f8_safetensors *file);
 /* The number of tensors. */
 size_t f8_safetensors_count(const f8_safetensors *file);
 
-/* Tensor i (< count), in the order of their data in the file. */
+/* Tensor i (< count), in the order of their data in the file (tensors of no bytes at one
+ * offset in the header's order); NULL when i is out of range. */
 const f8_safetensors_tensor *f8_safetensors_get(const f8_safetensors *file, size_t i);
 
-/* The name of tensor i (< count); the same as f8_safetensors_get(file, i)->name. */
+/* The name of tensor i (< count), as f8_safetensors_get(file, i)->name; NULL out of range. */
 const char *f8_safetensors_name(const f8_safetensors *file, size_t i);
 
 /* The tensor called `name`, or NULL when there is none. O(log count). */

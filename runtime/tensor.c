@@ -94,6 +94,15 @@ double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i) {
 	}
 }
 
+/* value truncated toward zero and clamped to [min, max]; NaN gives 0. Converting a double out
+ * of an integer type's range is undefined behaviour in C, so clamp first. */
+static double to_integer(double value, double min, double max) {
+	if (isnan(value))
+		return 0.0;
+	value = trunc(value);
+	return value < min ? min : value > max ? max : value;
+}
+
 void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value) {
 	unsigned char *p = tensor->data;
 	switch (tensor->dtype) {
@@ -119,20 +128,22 @@ void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value) {
 		p[i] = f8_e8m0_encode((float)value, F8_ROUND_NEAREST_EVEN);
 		return;
 	case F8_DTYPE_I64: {
-		int64_t v = isnan(value) ? 0 : (int64_t)trunc(value);
+		// 2^63 is the first double past INT64_MAX: clamp below it.
+		double clamped = to_integer(value, -0x1p63, 0x1p63);
+		int64_t v = clamped >= 0x1p63 ? INT64_MAX : (int64_t)clamped;
 		memcpy(p + 8 * i, &v, 8);
 		return;
 	}
 	case F8_DTYPE_I32: {
-		int32_t v = isnan(value) ? 0 : (int32_t)trunc(value);
+		int32_t v = (int32_t)to_integer(value, INT32_MIN, INT32_MAX);
 		memcpy(p + 4 * i, &v, 4);
 		return;
 	}
 	case F8_DTYPE_I8:
-		p[i] = (uint8_t)(int8_t)(isnan(value) ? 0 : trunc(value));
+		p[i] = (uint8_t)(int8_t)to_integer(value, INT8_MIN, INT8_MAX);
 		return;
 	case F8_DTYPE_U8:
-		p[i] = (uint8_t)(isnan(value) ? 0 : trunc(value));
+		p[i] = (uint8_t)to_integer(value, 0, UINT8_MAX);
 		return;
 	case F8_DTYPE_BOOL:
 		p[i] = value != 0.0;

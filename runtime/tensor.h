@@ -47,7 +47,8 @@ void f8_rt_tensor_destroy(f8_rt_tensor *tensor);
 double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i);
 
 /* Stores `value` at element i, rounded to the tensor's dtype (see the file comment); integers
- * are truncated toward zero, booleans are value != 0. */
+ * are truncated toward zero and clamped to their range (NaN gives 0), booleans are
+ * value != 0. */
 void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value);
 
 /* True when both have the same dtype and dims. */

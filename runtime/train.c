@@ -29,7 +29,8 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--min-lr must be between 0 and --lr";
 	else if (o->warmup_iters < 0 || o->warmup_iters > c->train_iters)
 		problem = "--lr-warmup-iters must be between 0 and --train-iters";
-	else if (o->decay_style != F8_LR_DECAY_CONSTANT && o->decay_iters <= o->warmup_iters)
+	else if (o->decay_style != F8_LR_DECAY_CONSTANT &&
+		 (o->decay_iters ? o->decay_iters : c->train_iters) <= o->warmup_iters)
 		problem = "--lr-decay-iters must be larger than --lr-warmup-iters for a decaying "
 			  "learning rate";
 	else if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))

@@ -85,8 +85,8 @@ static int parse_arguments(int argc, char **argv, infer_request *request) {
 /* Binds each symbol that an input's dim is, alone, to the size of the array given for it;
  * symbol_values[s] stays 0 for symbols no input shows. */
 static f8_status bind_from_arrays(const f8_graph *graph, const f8_value_id *values,
-				  const f8_rt_tensor *arrays, uint32_t n, int64_t *symbol_values,
-				  f8_diag *diag) {
+				  const f8_rt_tensor *arrays, uint32_t n, const infer_request *request,
+				  int64_t *symbol_values, f8_diag *diag) {
 	for (uint32_t i = 0; i < n; i++) {
 		const f8_value *value = &graph->values[values[i]];
 		if (value->type.shape.rank != arrays[i].rank)
@@ -107,6 +107,11 @@ static f8_status bind_from_arrays(const f8_graph *graph, const f8_value_id *valu
 			symbol_values[symbol] = arrays[i].dims[d];
 		}
 	}
+	// --dim sizes the frontend bound are gone from the types, but not from the symbol table.
+	for (uint32_t s = 0; s < graph->n_symbols; s++)
+		for (uint32_t i = 0; i < request->n_dims && !symbol_values[s]; i++)
+			if (strcmp(request->dims[i].name, graph->symbols[s]) == 0)
+				symbol_values[s] = request->dims[i].value;
 	for (uint32_t s = 0; s < graph->n_symbols; s++)
 		if (symbol_values[s] < 1) {
 			f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s is not known from the inputs",
@@ -201,7 +206,8 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 	if (!status && !(symbol_values = f8_calloc(graph->n_symbols + 1, sizeof *symbol_values)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
-		status = bind_from_arrays(graph, ids, arrays, request->n_inputs, symbol_values, diag);
+		status = bind_from_arrays(graph, ids, arrays, request->n_inputs, request,
+					  symbol_values, diag);
 	if (!status)
 		status = f8_cpu_executor_create(graph, symbol_values, &executor, diag);
 	if (!status)

@@ -15,7 +15,36 @@ struct f8_cpu_executor {
 	f8_rt_tensor *tensors;  // (graph->n_values) leaves for the executor's life, others per run
 	bool *made;             // (graph->n_values) made by the last run and still held
 	bool keep_all;
+	// Buffers of freed values, kept for the next value of the same size: a step frees and
+	// makes the same sizes over and over, and going back to the system each time costs
+	// page faults that take longer than the arithmetic (until the slab planner comes).
+	struct spare {
+		void *data;
+		size_t n_bytes;
+	} *spares;
+	uint32_t n_spares, cap_spares;
 };
+
+/* Frees `tensor`'s data into the spares (or to the system when they cannot grow). */
+static void recycle(f8_cpu_executor *executor, f8_rt_tensor *tensor) {
+	if (tensor->owned && tensor->data) {
+		if (executor->n_spares == executor->cap_spares) {
+			uint32_t cap = executor->cap_spares ? 2 * executor->cap_spares : 64;
+			struct spare *grown = f8_realloc(executor->spares, cap * sizeof *grown);
+			if (grown) {
+				executor->spares = grown;
+				executor->cap_spares = cap;
+			}
+		}
+		if (executor->n_spares < executor->cap_spares) {
+			executor->spares[executor->n_spares++] =
+				(struct spare){.data = tensor->data, .n_bytes = tensor->n_bytes};
+			*tensor = (f8_rt_tensor){0};
+			return;
+		}
+	}
+	f8_rt_tensor_destroy(tensor);
+}
 
 /* The value of `dim` under the bound symbols into *out; false when it overflows. */
 static bool evaluate_dim(const int64_t *symbol_values, f8_dim dim, int64_t *out) {
@@ -54,11 +83,26 @@ static f8_status check_sizes(const f8_cpu_executor *executor, f8_diag *diag) {
 	return F8_OK;
 }
 
-/* Allocates value v's tensor, zeroed, with its type's dims. */
+/* Allocates value v's tensor, zeroed, with its type's dims: a spare of its size, or new. */
 static f8_status allocate(f8_cpu_executor *executor, f8_value_id v, f8_diag *diag) {
 	const f8_type *type = &executor->graph->values[v].type;
 	int64_t dims[F8_MAX_RANK];
 	f8_cpu_executor_dims(executor, type, dims);
+	size_t n_bytes = f8_dtype_get_info(type->dtype)->bytes; // sizes checked at creation
+	for (int i = 0; i < type->shape.rank; i++)
+		n_bytes *= (size_t)dims[i];
+	for (uint32_t i = executor->n_spares; n_bytes && i-- > 0;) {
+		if (executor->spares[i].n_bytes != n_bytes)
+			continue;
+		f8_rt_tensor *tensor = &executor->tensors[v];
+		*tensor = (f8_rt_tensor){.dtype = type->dtype, .rank = type->shape.rank,
+					 .data = executor->spares[i].data, .n_bytes = n_bytes,
+					 .owned = true};
+		memcpy(tensor->dims, dims, sizeof dims);
+		memset(tensor->data, 0, n_bytes);
+		executor->spares[i] = executor->spares[--executor->n_spares];
+		return F8_OK;
+	}
 	f8_status status = f8_rt_tensor_create(type->dtype, type->shape.rank, dims,
 					       &executor->tensors[v], diag);
 	if (status && diag)
@@ -102,7 +146,7 @@ f8_status f8_cpu_executor_create(const f8_graph *graph, const int64_t *symbol_va
 static void release_run(f8_cpu_executor *executor) {
 	for (uint32_t v = 0; v < executor->graph->n_values; v++) {
 		if (executor->made[v]) {
-			f8_rt_tensor_destroy(&executor->tensors[v]);
+			recycle(executor, &executor->tensors[v]);
 			executor->made[v] = false;
 		}
 	}
@@ -114,6 +158,9 @@ void f8_cpu_executor_destroy(f8_cpu_executor *executor) {
 	if (executor->tensors)
 		for (uint32_t v = 0; v < executor->graph->n_values; v++)
 			f8_rt_tensor_destroy(&executor->tensors[v]);
+	for (uint32_t i = 0; i < executor->n_spares; i++)
+		f8_free(executor->spares[i].data);
+	f8_free(executor->spares);
 	f8_free(executor->symbol_values);
 	f8_free(executor->tensors);
 	f8_free(executor->made);
@@ -223,7 +270,7 @@ static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t pos
 	for (uint32_t j = 0; j < node->n_inputs; j++) {
 		f8_value_id v = node->inputs[j];
 		if (v != F8_NONE && executor->made[v] && plan->last_read[v] == position) {
-			f8_rt_tensor_destroy(&executor->tensors[v]);
+			recycle(executor, &executor->tensors[v]);
 			executor->made[v] = false;
 		}
 	}
@@ -231,7 +278,7 @@ static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t pos
 	for (uint32_t j = 0; j < node->n_outputs; j++) {
 		f8_value_id v = node->outputs[j];
 		if (plan->last_read[v] == NOT_READ) {
-			f8_rt_tensor_destroy(&executor->tensors[v]);
+			recycle(executor, &executor->tensors[v]);
 			executor->made[v] = false;
 		}
 	}
@@ -254,7 +301,7 @@ static void apply_updates(f8_cpu_executor *executor) {
 		if (is_output || executor->keep_all) {
 			memcpy(target->data, source->data, source->n_bytes);
 		} else {
-			f8_rt_tensor_destroy(target);
+			recycle(executor, target);
 			*target = *source;
 			*source = (f8_rt_tensor){0};
 			executor->made[update.source] = false;

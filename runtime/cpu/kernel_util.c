@@ -195,12 +195,13 @@ f8_status f8_cpu_alloc(int64_t n, size_t size, void **out, f8_diag *diag) {
 static f8_status gemm_operand(const f8_rt_tensor *tensor, bool wide, const void **out,
 			      void **owned, f8_diag *diag) {
 	*owned = NULL;
-	if (direct(tensor, wide ? F8_DTYPE_F64 : F8_DTYPE_F32, wide ? sizeof(double) : sizeof(float))) {
+	size_t size = wide ? sizeof(double) : sizeof(float);
+	if (direct(tensor, wide ? F8_DTYPE_F64 : F8_DTYPE_F32, size)) {
 		*out = tensor->data;
 		return F8_OK;
 	}
 	int64_t n = f8_rt_tensor_numel(tensor);
-	f8_status status = f8_cpu_alloc(n, wide ? sizeof(double) : sizeof(float), owned, diag);
+	f8_status status = f8_cpu_alloc(n, size, owned, diag);
 	if (status)
 		return status;
 	if (wide)
@@ -238,9 +239,10 @@ void f8_cpu_gemm_run(const f8_cpu_gemm *gemm, bool transpose_a, bool transpose_b
 		return;
 	assert(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX);
 	if (k == 0) { // BLAS refuses the leading dimension 0 that an empty K gives
+		size_t size = gemm->wide ? sizeof(double) : sizeof(float);
 		for (int64_t i = 0; i < m; i++)
-			memset((char *)gemm->result + (c_offset + i * ldc) * (gemm->wide ? 8 : 4), 0,
-			       (size_t)n * (gemm->wide ? 8 : 4));
+			memset((char *)gemm->result + (size_t)(c_offset + i * ldc) * size, 0,
+			       (size_t)n * size);
 		return;
 	}
 	enum CBLAS_TRANSPOSE ta = transpose_a ? CblasTrans : CblasNoTrans;

@@ -23,6 +23,11 @@
 /* The most elements a kernel keeps in a stack buffer of doubles at a time. */
 enum { F8_CPU_CHUNK = 1024 };
 
+/* The length of the next chunk when `remaining` elements are left. */
+static inline int64_t f8_cpu_chunk(int64_t remaining) {
+	return remaining < F8_CPU_CHUNK ? remaining : F8_CPU_CHUNK;
+}
+
 /* The input `i` of the call, or NULL when omitted (or beyond the node's inputs). */
 static inline const f8_rt_tensor *f8_cpu_input(const f8_cpu_kernel_call *call, uint32_t i) {
 	return i < call->node->n_inputs ? call->inputs[i] : NULL;

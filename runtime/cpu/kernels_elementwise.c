@@ -57,7 +57,7 @@ static f8_status unary(const f8_cpu_kernel_call *call, f8_op op) {
 	int64_t total = f8_rt_tensor_numel(x);
 	double v[F8_CPU_CHUNK];
 	for (int64_t i0 = 0; i0 < total; i0 += F8_CPU_CHUNK) {
-		int64_t n = total - i0 < F8_CPU_CHUNK ? total - i0 : F8_CPU_CHUNK;
+		int64_t n = f8_cpu_chunk(total - i0);
 		f8_cpu_load(x, i0, 1, n, v);
 		unary_apply(op, v, n);
 		f8_cpu_store(y, i0, 1, n, v);
@@ -155,7 +155,7 @@ static f8_status binary(const f8_cpu_kernel_call *call, f8_op op) {
 		int64_t offsets[2];
 		f8_cpu_broadcast_offsets(&plan, run, offsets);
 		for (int64_t j0 = 0; j0 < plan.inner; j0 += F8_CPU_CHUNK) {
-			int64_t n = plan.inner - j0 < F8_CPU_CHUNK ? plan.inner - j0 : F8_CPU_CHUNK;
+			int64_t n = f8_cpu_chunk(plan.inner - j0);
 			f8_cpu_load(call->inputs[0], offsets[0] + j0 * sa, sa, n, a);
 			f8_cpu_load(call->inputs[1], offsets[1] + j0 * sb, sb, n, b);
 			binary_apply(op, a, b, n);
@@ -231,7 +231,7 @@ static f8_status cast(const f8_cpu_kernel_call *call) {
 	int64_t total = f8_rt_tensor_numel(x);
 	double v[F8_CPU_CHUNK];
 	for (int64_t i0 = 0; i0 < total; i0 += F8_CPU_CHUNK) {
-		int64_t n = total - i0 < F8_CPU_CHUNK ? total - i0 : F8_CPU_CHUNK;
+		int64_t n = f8_cpu_chunk(total - i0);
 		f8_cpu_load(x, i0, 1, n, v);
 		if (f8_dtype_is_fp8(y->dtype) && !saturate)
 			for (int64_t j = 0; j < n; j++)

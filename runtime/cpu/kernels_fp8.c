@@ -62,7 +62,8 @@ static void quantize_with_scale(const float *x, int64_t rows, int64_t cols, cons
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t c = 0; c < cols; c += block_cols) {
 			int64_t width = cols - c < block_cols ? cols - c : block_cols;
-			float s = (float)f8_cpu_get(scale, (r / block_rows) * grid_cols + c / block_cols);
+			int64_t at = (r / block_rows) * grid_cols + c / block_cols;
+			float s = (float)f8_cpu_get(scale, at);
 			f8_quantize(x + r * cols + c, (size_t)width, codes->dtype, s, saturate,
 				    out + r * cols + c);
 		}
@@ -86,9 +87,9 @@ F8_CPU_KERNEL(QUANTIZE) {
 	int64_t rows, cols;
 	matrix_of(x, &rows, &cols);
 	if (!scale && block && !saturate) {
-		f8_status status = f8_cpu_fail_unsupported(call, diag, "block-scaled Quantize "
-								       "always saturates; saturate=0 "
-								       "is not supported");
+		f8_status status = f8_cpu_fail_unsupported(
+			call, diag, "block-scaled Quantize always saturates; saturate=0 is not "
+				    "supported");
 		f8_diag_hint(diag, "drop saturate=0, or quantize per tensor");
 		return status;
 	}
@@ -97,20 +98,21 @@ F8_CPU_KERNEL(QUANTIZE) {
 	f8_status status = as_float(x, &xf, &owned, diag);
 	if (status)
 		return status;
+	size_t n = (size_t)(rows * cols);
 	if (scale) {
 		quantize_with_scale(xf, rows, cols, block, scale, saturate, codes);
 	} else if (!block) {
-		float s = f8_scale_from_amax(codes->dtype, f8_amax(xf, (size_t)(rows * cols)), margin,
-					     1.0f);
-		f8_quantize(xf, (size_t)(rows * cols), codes->dtype, s, saturate, codes->data);
+		float s = f8_scale_from_amax(codes->dtype, f8_amax(xf, n), margin, 1.0f);
+		f8_quantize(xf, n, codes->dtype, s, saturate, codes->data);
 		f8_cpu_set(scale_inv, 0, 1.0f / s);
 	} else if (scale_inv->dtype == F8_DTYPE_E8M0) {
 		f8_quantize_mx(xf, (size_t)rows, (size_t)cols, codes->dtype, codes->data,
 			       scale_inv->data);
 	} else {
-		f8_quantize_blocks(xf, (size_t)rows, (size_t)cols, codes->dtype,
-				   (size_t)block->ints.items[0], (size_t)block->ints.items[1], margin,
-				   codes->data, scale_inv->data);
+		size_t block_rows = (size_t)block->ints.items[0];
+		size_t block_cols = (size_t)block->ints.items[1];
+		f8_quantize_blocks(xf, (size_t)rows, (size_t)cols, codes->dtype, block_rows,
+				   block_cols, margin, codes->data, scale_inv->data);
 	}
 	f8_free(owned);
 	return F8_OK;
@@ -180,7 +182,8 @@ F8_CPU_KERNEL(CAST_TRANSPOSE) {
 	if (status)
 		return status;
 	uint8_t *c = codes->data, *t = transposed->data;
-	f8_quantize(xf, (size_t)(rows * cols), codes->dtype, (float)f8_cpu_get(scale, 0), saturate, c);
+	float s = (float)f8_cpu_get(scale, 0);
+	f8_quantize(xf, (size_t)(rows * cols), codes->dtype, s, saturate, c);
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t j = 0; j < cols; j++)
 			t[j * rows + r] = c[r * cols + j];

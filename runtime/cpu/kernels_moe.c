@@ -26,7 +26,8 @@ F8_CPU_KERNEL(ROUTER) {
 	int64_t tokens = logits->dims[0], experts = logits->dims[1];
 	int64_t top_k = probs->dims[1];
 	double *buffer;
-	f8_status status = f8_cpu_alloc(experts + 2 * top_k, sizeof(double), (void **)&buffer, diag);
+	f8_status status = f8_cpu_alloc(experts + 2 * top_k, sizeof(double), (void **)&buffer,
+					diag);
 	if (status)
 		return status;
 	double *scores = buffer, *chosen = buffer + experts, *picked = chosen + top_k;
@@ -81,11 +82,14 @@ static f8_status expert_rows(const f8_cpu_kernel_call *call, const f8_rt_tensor 
 	for (int64_t i = 0; i < n; i++) {
 		double e = f8_cpu_get(indices, i);
 		if (!(e >= 0 && e < (double)experts)) {
+			int64_t top_k = indices->dims[1];
 			f8_status status = f8_cpu_fail(
-				call, diag, "expert index %.0f at token %lld, choice %lld is outside "
-					    "[0, %lld)", e, (long long)(i / indices->dims[1]),
-				(long long)(i % indices->dims[1]), (long long)experts);
-			f8_diag_hint(diag, "the indices must come from a Router over as many experts");
+				call, diag, "expert index %.0f at token %lld, choice %lld is "
+					    "outside [0, %lld)",
+				e, (long long)(i / top_k), (long long)(i % top_k),
+				(long long)experts);
+			f8_diag_hint(diag, "the indices must come from a Router over as many "
+					   "experts");
 			return status;
 		}
 		row[i] = counts[(int64_t)e]++;
@@ -118,9 +122,11 @@ F8_CPU_KERNEL(MOE_DISPATCH) {
 		return status;
 	}
 	size_t row_bytes = (size_t)x->dims[1] * f8_dtype_get_info(x->dtype)->bytes;
-	for (int64_t i = 0; row_bytes && i < n; i++)
+	for (int64_t i = 0; row_bytes && i < n; i++) {
+		size_t token = (size_t)(i / indices->dims[1]);
 		memcpy((char *)out->data + (size_t)row[i] * row_bytes,
-		       (const char *)x->data + (size_t)(i / indices->dims[1]) * row_bytes, row_bytes);
+		       (const char *)x->data + token * row_bytes, row_bytes);
+	}
 	for (int64_t e = 0; e < experts; e++)
 		f8_cpu_set(counts_out, e, (double)counts[e]);
 	f8_free(row);
@@ -138,8 +144,8 @@ F8_CPU_KERNEL(GROUPED_LINEAR) {
 	for (int64_t e = 0; e < experts; e++) {
 		double count = f8_cpu_get(counts, e);
 		if (count < 0 || count > (double)(rows - total))
-			return f8_cpu_fail(call, diag, "the counts (expert %lld has %.0f rows after "
-						       "%lld) do not fit the %lld rows of x",
+			return f8_cpu_fail(call, diag, "the counts (expert %lld has %.0f rows "
+						       "after %lld) do not fit the %lld rows of x",
 					   (long long)e, count, (long long)total, (long long)rows);
 		total += (int64_t)count;
 	}

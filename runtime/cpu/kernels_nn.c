@@ -26,7 +26,7 @@ static void store_with_bias(const f8_cpu_gemm *gemm, const f8_rt_tensor *bias, i
 	}
 	double b[F8_CPU_CHUNK], v[F8_CPU_CHUNK];
 	for (int64_t c0 = 0; c0 < n; c0 += F8_CPU_CHUNK) {
-		int64_t width = n - c0 < F8_CPU_CHUNK ? n - c0 : F8_CPU_CHUNK;
+		int64_t width = f8_cpu_chunk(n - c0);
 		f8_cpu_load(bias, c0, 1, width, b);
 		for (int64_t r = 0; r < rows; r++) {
 			int64_t at = r * n + c0;
@@ -72,10 +72,12 @@ F8_CPU_KERNEL(MATMUL) {
 	f8_rt_tensor *y = &call->outputs[0];
 	// A vector operand is a (1, K) or (K, 1) matrix whose unit dim the result drops.
 	int64_t k = a->dims[a->rank - 1];
-	int64_t m = a->rank > 1 ? a->dims[a->rank - 2] : 1, n = b->rank > 1 ? b->dims[b->rank - 1] : 1;
+	int64_t m = a->rank > 1 ? a->dims[a->rank - 2] : 1;
+	int64_t n = b->rank > 1 ? b->dims[b->rank - 1] : 1;
 	int result_matrix_dims = (a->rank > 1) + (b->rank > 1);
 	f8_rt_tensor batch_y = batch_of(y, result_matrix_dims);
-	f8_rt_tensor batch_a = batch_of(a, a->rank > 1 ? 2 : 1), batch_b = batch_of(b, b->rank > 1 ? 2 : 1);
+	f8_rt_tensor batch_a = batch_of(a, a->rank > 1 ? 2 : 1);
+	f8_rt_tensor batch_b = batch_of(b, b->rank > 1 ? 2 : 1);
 	const f8_rt_tensor *batch_inputs[2] = {&batch_a, &batch_b};
 	f8_cpu_broadcast plan;
 	f8_cpu_broadcast_init(&plan, &batch_y, batch_inputs, 2);
@@ -122,13 +124,14 @@ F8_CPU_KERNEL(GEMM) {
 		int64_t offset;
 		f8_cpu_broadcast_offsets(&plan, run, &offset);
 		for (int64_t j0 = 0; j0 < plan.inner; j0 += F8_CPU_CHUNK) {
-			int64_t width = plan.inner - j0 < F8_CPU_CHUNK ? plan.inner - j0 : F8_CPU_CHUNK;
+			int64_t width = f8_cpu_chunk(plan.inner - j0);
 			int64_t at = run * plan.inner + j0;
+			int64_t stride = plan.inner_strides[0];
 			if (c)
-				f8_cpu_load(c, offset + j0 * plan.inner_strides[0], plan.inner_strides[0],
-					    width, cv);
+				f8_cpu_load(c, offset + j0 * stride, stride, width, cv);
 			for (int64_t j = 0; j < width; j++)
-				v[j] = alpha * f8_cpu_gemm_result(&gemm, at + j) + (c ? beta * cv[j] : 0.0);
+				v[j] = alpha * f8_cpu_gemm_result(&gemm, at + j) +
+				       (c ? beta * cv[j] : 0.0);
 			f8_cpu_store(y, at, 1, width, v);
 		}
 	}
@@ -187,7 +190,8 @@ F8_CPU_KERNEL(LAYER_NORM) {
 }
 
 /* RMSNorm: rstd = 1/sqrt(mean(x^2) + eps); y = round_to_x_dtype(x * rstd) * gamma (the rounding
- * is Hugging Face's `.to(input_dtype)` before the weight multiplies); optional output rstd (f32). */
+ * is Hugging Face's `.to(input_dtype)` before the weight multiplies); optional output rstd
+ * (f32). */
 F8_CPU_KERNEL(RMS_NORM) {
 	const f8_rt_tensor *x = call->inputs[0], *gamma = call->inputs[1];
 	f8_rt_tensor *rstd_out = f8_cpu_output(call, 1);
@@ -236,17 +240,19 @@ F8_CPU_KERNEL(GELU) {
 	(void)diag;
 	const f8_rt_tensor *x = call->inputs[0];
 	f8_rt_tensor *y = &call->outputs[0];
-	bool tanh_form = strcmp(f8_node_attr_string(call->node, "approximate", "none"), "tanh") == 0;
+	const char *approximate = f8_node_attr_string(call->node, "approximate", "none");
+	bool tanh_form = strcmp(approximate, "tanh") == 0;
 	const double sqrt_half = 0.70710678118654752440, sqrt_2_over_pi = 0.79788456080286535588;
 	int64_t total = f8_rt_tensor_numel(x);
 	double v[F8_CPU_CHUNK];
 	for (int64_t i0 = 0; i0 < total; i0 += F8_CPU_CHUNK) {
-		int64_t n = total - i0 < F8_CPU_CHUNK ? total - i0 : F8_CPU_CHUNK;
+		int64_t n = f8_cpu_chunk(total - i0);
 		f8_cpu_load(x, i0, 1, n, v);
 		if (tanh_form)
-			for (int64_t j = 0; j < n; j++)
-				v[j] = 0.5 * v[j] *
-				       (1.0 + tanh(sqrt_2_over_pi * (v[j] + 0.044715 * v[j] * v[j] * v[j])));
+			for (int64_t j = 0; j < n; j++) {
+				double u = v[j], inner = sqrt_2_over_pi * (u + 0.044715 * u * u * u);
+				v[j] = 0.5 * u * (1.0 + tanh(inner));
+			}
 		else
 			for (int64_t j = 0; j < n; j++)
 				v[j] = 0.5 * v[j] * (1.0 + erf(v[j] * sqrt_half));
@@ -269,7 +275,7 @@ F8_CPU_KERNEL(SWIGLU) {
 	double g[F8_CPU_CHUNK], u[F8_CPU_CHUNK];
 	for (int64_t r = 0; r < rows; r++) {
 		for (int64_t c0 = 0; c0 < width; c0 += F8_CPU_CHUNK) {
-			int64_t n = width - c0 < F8_CPU_CHUNK ? width - c0 : F8_CPU_CHUNK;
+			int64_t n = f8_cpu_chunk(width - c0);
 			f8_cpu_load(x, r * row_stride + c0, 1, n, g);
 			f8_cpu_load(up_tensor, r * row_stride + up_shift + c0, 1, n, u);
 			for (int64_t j = 0; j < n; j++)
@@ -317,7 +323,8 @@ F8_CPU_KERNEL(ROPE) {
 	int64_t head_dim = x->dims[x->rank - 1], rotary = cos->dims[cos->rank - 1];
 	int64_t rows = f8_cpu_dims_product(x, 0, x->rank - 1);
 	double *buffer;
-	f8_status status = f8_cpu_alloc(head_dim + 2 * rotary, sizeof(double), (void **)&buffer, diag);
+	f8_status status = f8_cpu_alloc(head_dim + 2 * rotary, sizeof(double), (void **)&buffer,
+					diag);
 	if (status)
 		return status;
 	double *v = buffer, *c = buffer + head_dim, *s = buffer + head_dim + rotary;
@@ -366,10 +373,10 @@ F8_CPU_KERNEL(EMBEDDING) {
 		double id = f8_cpu_get(ids, p);
 		if (!(id >= 0 && id < (double)vocab)) {
 			char where[128];
-			f8_status status = f8_cpu_fail(call, diag, "id %.0f at position %s of the ids "
-							   "is outside the vocabulary [0, %lld)", id,
-							   format_index(ids, p, where, sizeof where),
-							   (long long)vocab);
+			f8_status status = f8_cpu_fail(
+				call, diag, "id %.0f at position %s of the ids is outside the "
+					    "vocabulary [0, %lld)",
+				id, format_index(ids, p, where, sizeof where), (long long)vocab);
 			f8_diag_hint(diag, "check the tokenizer's vocabulary size against the "
 					   "embedding table's rows");
 			return status;
@@ -421,12 +428,14 @@ F8_CPU_KERNEL(CROSS_ENTROPY) {
 			if (!(label >= 0 && label < (double)vocab)) {
 				char where[128];
 				f8_free(row);
-				status = f8_cpu_fail(call, diag, "label %.0f at position %s is outside "
-							   "the vocabulary [0, %lld)", label,
-						     format_index(labels, r, where, sizeof where),
-						     (long long)vocab);
-				f8_diag_hint(diag, "labels must index the logits' last dim, or equal "
-						   "ignore_index (%lld)", (long long)ignore_index);
+				status = f8_cpu_fail(
+					call, diag, "label %.0f at position %s is outside the "
+						    "vocabulary [0, %lld)",
+					label, format_index(labels, r, where, sizeof where),
+					(long long)vocab);
+				f8_diag_hint(diag, "labels must index the logits' last dim, or "
+						   "equal ignore_index (%lld)",
+					     (long long)ignore_index);
 				return status;
 			}
 			value = lse - row[(int64_t)label];

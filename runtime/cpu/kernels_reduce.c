@@ -41,7 +41,7 @@ static f8_status reduce(const f8_cpu_kernel_call *call, f8_op op, f8_diag *diag)
 		int64_t offset;
 		f8_cpu_broadcast_offsets(&plan, run, &offset);
 		for (int64_t j0 = 0; j0 < plan.inner; j0 += F8_CPU_CHUNK) {
-			int64_t n = plan.inner - j0 < F8_CPU_CHUNK ? plan.inner - j0 : F8_CPU_CHUNK;
+			int64_t n = f8_cpu_chunk(plan.inner - j0);
 			double *a = acc + offset + j0 * stride;
 			f8_cpu_load(x, run * plan.inner + j0, 1, n, v);
 			if (op == F8_OP_REDUCE_MAX)

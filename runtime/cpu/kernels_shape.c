@@ -127,52 +127,53 @@ F8_CPU_KERNEL(EXPAND) {
 	return F8_OK;
 }
 
-/* Concat and Split: the tensors as (outer, axis * inner) blocks, copied block by block. */
-static void concat_split(const f8_rt_tensor *whole, f8_rt_tensor *const *parts, uint32_t n_parts,
-			 int axis, bool concat) {
-	size_t size = element_size(whole);
-	int64_t outer = f8_cpu_dims_product(whole, 0, axis);
-	int64_t inner = f8_cpu_dims_product(whole, axis + 1, whole->rank);
-	size_t whole_block = (size_t)(whole->dims[axis] * inner) * size, at = 0;
-	for (uint32_t i = 0; i < n_parts; i++) {
-		size_t block = (size_t)(parts[i]->dims[axis] * inner) * size;
-		for (int64_t o = 0; block && o < outer; o++) {
-			char *w = (char *)whole->data + (size_t)o * whole_block + at;
-			char *p = (char *)parts[i]->data + (size_t)o * block;
-			if (concat)
-				memcpy(w, p, block);
-			else
-				memcpy(p, w, block);
-		}
-		at += block;
-	}
+/* The layout Concat and Split share: the whole tensor is `outer` rows of whole_row bytes, and
+ * each part a band of those rows: dims[axis] * inner_bytes bytes at the same place in each. */
+typedef struct band_layout {
+	int axis;
+	int64_t outer;
+	size_t inner_bytes; // bytes of one step along the axis
+	size_t whole_row;
+} band_layout;
+
+static band_layout band_layout_of(const f8_rt_tensor *whole, int64_t axis_attr) {
+	int axis = f8_cpu_axis(axis_attr, whole->rank);
+	size_t inner = (size_t)f8_cpu_dims_product(whole, axis + 1, whole->rank);
+	band_layout layout = {.axis = axis, .outer = f8_cpu_dims_product(whole, 0, axis),
+			      .inner_bytes = inner * element_size(whole)};
+	layout.whole_row = (size_t)whole->dims[axis] * layout.inner_bytes;
+	return layout;
 }
 
 F8_CPU_KERNEL(CONCAT) {
-	f8_rt_tensor **parts;
-	f8_status status = f8_cpu_alloc(call->node->n_inputs, sizeof *parts, (void **)&parts, diag);
-	if (status)
-		return status;
-	for (uint32_t i = 0; i < call->node->n_inputs; i++) // read-only: the cast is for the shared helper
-		parts[i] = (f8_rt_tensor *)call->inputs[i];
+	(void)diag;
 	f8_rt_tensor *out = &call->outputs[0];
-	concat_split(out, parts, call->node->n_inputs,
-		     f8_cpu_axis(f8_node_attr_int(call->node, "axis", 0), out->rank), true);
-	f8_free(parts);
+	band_layout layout = band_layout_of(out, f8_node_attr_int(call->node, "axis", 0));
+	size_t at = 0;
+	for (uint32_t i = 0; i < call->node->n_inputs; i++) {
+		const f8_rt_tensor *part = call->inputs[i];
+		size_t part_row = (size_t)part->dims[layout.axis] * layout.inner_bytes;
+		for (int64_t o = 0; part_row && o < layout.outer; o++)
+			memcpy((char *)out->data + (size_t)o * layout.whole_row + at,
+			       (const char *)part->data + (size_t)o * part_row, part_row);
+		at += part_row;
+	}
 	return F8_OK;
 }
 
 F8_CPU_KERNEL(SPLIT) {
-	f8_rt_tensor **parts;
-	f8_status status = f8_cpu_alloc(call->node->n_outputs, sizeof *parts, (void **)&parts, diag);
-	if (status)
-		return status;
-	for (uint32_t i = 0; i < call->node->n_outputs; i++)
-		parts[i] = &call->outputs[i];
+	(void)diag;
 	const f8_rt_tensor *x = call->inputs[0];
-	concat_split((f8_rt_tensor *)x, parts, call->node->n_outputs,
-		     f8_cpu_axis(f8_node_attr_int(call->node, "axis", 0), x->rank), false);
-	f8_free(parts);
+	band_layout layout = band_layout_of(x, f8_node_attr_int(call->node, "axis", 0));
+	size_t at = 0;
+	for (uint32_t i = 0; i < call->node->n_outputs; i++) {
+		f8_rt_tensor *part = &call->outputs[i];
+		size_t part_row = (size_t)part->dims[layout.axis] * layout.inner_bytes;
+		for (int64_t o = 0; part_row && o < layout.outer; o++)
+			memcpy((char *)part->data + (size_t)o * part_row,
+			       (const char *)x->data + (size_t)o * layout.whole_row + at, part_row);
+		at += part_row;
+	}
 	return F8_OK;
 }
 
@@ -209,8 +210,9 @@ F8_CPU_KERNEL(SLICE) {
 			length = start > end ? (start - end - step - 1) / -step : 0;
 		}
 		if (length != out->dims[axis])
-			return f8_cpu_fail(call, diag, "slicing axis %d (size %lld) from %lld to %lld "
-						       "gives %lld elements, but the output has %lld",
+			return f8_cpu_fail(call, diag, "slicing axis %d (size %lld) from %lld to "
+						       "%lld gives %lld elements, but the output "
+						       "has %lld",
 					   axis, (long long)size, (long long)start, (long long)end,
 					   (long long)length, (long long)out->dims[axis]);
 		offset += start * strides[axis];
@@ -244,9 +246,11 @@ F8_CPU_KERNEL(GATHER) {
 			return index_error(call, diag, index, p, axis_size);
 		if (index < 0)
 			index += axis_size;
-		for (int64_t o = 0; row && o < outer; o++)
+		for (int64_t o = 0; row && o < outer; o++) {
+			size_t from = (size_t)(o * axis_size + index) * row;
 			memcpy((char *)out->data + (size_t)(o * n + p) * row,
-			       (const char *)data->data + (size_t)(o * axis_size + index) * row, row);
+			       (const char *)data->data + from, row);
+		}
 	}
 	return F8_OK;
 }
@@ -267,10 +271,10 @@ F8_CPU_KERNEL(GATHER_ND) {
 		for (int64_t t = 0; t < tuples; t++) {
 			int64_t tuple = batch * tuples + t, at = batch * batch_size;
 			for (int i = 0; i < m; i++) {
-				int64_t size_i = data->dims[b + i];
-				int64_t index = (int64_t)f8_cpu_get(indices, tuple * m + i);
+				int64_t size_i = data->dims[b + i], position = tuple * m + i;
+				int64_t index = (int64_t)f8_cpu_get(indices, position);
 				if (index < -size_i || index >= size_i)
-					return index_error(call, diag, index, tuple * m + i, size_i);
+					return index_error(call, diag, index, position, size_i);
 				at += (index < 0 ? index + size_i : index) *
 				      f8_cpu_dims_product(data, b + i + 1, data->rank);
 			}

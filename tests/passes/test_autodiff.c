@@ -106,7 +106,7 @@ static const struct rule_case {
 	{"Where", "input %c : bool[2, 3]\ninput %a : f32[3]\ninput %b : f32[2, 3]\n"
 		  "%y = Where(%c, %a, %b)"},
 	{"Cast", "input %a : f32[2, 3]\n%h = Cast(%a) {to=bf16}\n%y = Cast(%h) {to=f32}"},
-	{"CastLike", "input %a : bf16[2, 3]\ninput %b : f32[4]\n%y = CastLike(%a, %b)"},
+	{"CastLike", "input %a : bf16[2, 3]\n%b = Constant() {value=f32[](0)}\n%y = CastLike(%a, %b)"},
 	{"MatMul", "input %a : f32[2, 3, 4]\ninput %b : f32[4, 5]\n%y = MatMul(%a, %b)"},
 	{"MatMul batch broadcast", "input %a : f32[3, 4]\ninput %b : f32[2, 4, 5]\n"
 				   "%y = MatMul(%a, %b)"},
@@ -475,6 +475,19 @@ static void test_options(void) {
 	free(report);
 	f8_graph_destroy(graph);
 
+	// Clipping with micro-batches: min(1, clip / (norm + 1e-6)) / micro_batches.
+	graph = parse(mlp);
+	options = f8_training_options_default();
+	options.micro_batches = 2;
+	CHECK(graph && f8_pass_training_run(graph, &options, NULL, &diag) == F8_OK);
+	if (graph) {
+		const f8_node *divide = &graph->nodes[graph->values[find(graph, "grad_scale")].producer];
+		CHECK(divide->op == F8_OP_DIV);
+		CHECK(graph->nodes[graph->values[divide->inputs[0]].producer].op == F8_OP_MIN);
+		CHECK(f8_graph_verify(graph, &diag) == F8_OK);
+	}
+	f8_graph_destroy(graph);
+
 	graph = parse(mlp);
 	options = f8_training_options_default();
 	options.decay_style = F8_LR_DECAY_LINEAR; // decay_iters 0: nothing to decay over
@@ -483,7 +496,7 @@ static void test_options(void) {
 
 	for (int d = 0; d < F8_LR_DECAY_COUNT; d++) {
 		f8_lr_decay back;
-		CHECK(f8_lr_decay_from_name(f8_lr_decay_name((f8_lr_decay)d), &back) && back == d);
+		CHECK(f8_lr_decay_from_name(f8_lr_decay_name((f8_lr_decay)d), &back) && (int)back == d);
 	}
 	f8_lr_decay none;
 	CHECK(!f8_lr_decay_from_name("exponential", &none));

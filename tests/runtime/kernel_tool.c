@@ -30,8 +30,8 @@ static bool bind_symbols(const f8_graph *graph, int argc, char **argv, int64_t *
 			 strncmp(graph->symbols[s], argv[i], (size_t)(equals - argv[i])) == 0))
 			s++;
 		if (!equals || s == graph->n_symbols) {
-			fprintf(stderr, "kernel_tool: %s is not SYMBOL=VALUE for a symbol of the graph\n",
-				argv[i]);
+			fprintf(stderr, "kernel_tool: %s is not SYMBOL=VALUE for a symbol of the "
+					"graph\n", argv[i]);
 			return false;
 		}
 		values[s] = strtoll(equals + 1, NULL, 10);
@@ -61,10 +61,11 @@ static f8_status read_leaves(const f8_graph *graph, f8_cpu_executor *executor, c
 			same_shape = data.dims[d] == leaf->dims[d];
 		if (!same_shape) {
 			f8_rt_tensor_destroy(&data);
-			return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s does not have the shape of %%%s",
-					   path, value->name);
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s does not have the shape "
+					   "of %%%s", path, value->name);
 		}
-		for (int64_t j = 0; j < f8_rt_tensor_numel(leaf); j++)
+		int64_t n = f8_rt_tensor_numel(leaf);
+		for (int64_t j = 0; j < n; j++)
 			f8_rt_tensor_set(leaf, j, f8_rt_tensor_get(&data, j));
 		f8_rt_tensor_destroy(&data);
 	}
@@ -89,9 +90,10 @@ static f8_status write_outputs(const f8_graph *graph, const f8_cpu_executor *exe
 			continue;
 		}
 		f8_rt_tensor wide;
-		f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, tensor->rank, tensor->dims, &wide,
-						       diag);
-		for (int64_t j = 0; !status && j < f8_rt_tensor_numel(tensor); j++)
+		int64_t n = f8_rt_tensor_numel(tensor);
+		f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, tensor->rank, tensor->dims,
+						       &wide, diag);
+		for (int64_t j = 0; !status && j < n; j++)
 			f8_rt_tensor_set(&wide, j, f8_rt_tensor_get(tensor, j));
 		if (!status)
 			status = f8_npy_write(path, &wide, diag);

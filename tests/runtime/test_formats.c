@@ -568,6 +568,18 @@ static void test_safetensors_malformed(void) {
 		st_file(path, 0, cases[i].json, cases[i].data);
 		expect_st(path, cases[i].status, cases[i].words);
 	}
+	// Tensors in the order of their data; those of no bytes at one offset as in the header.
+	st_file(path, 0, "{'c':{'dtype':'U8','shape':[1],'data_offsets':[0,1]},"
+		"'b':{'dtype':'U8','shape':[0],'data_offsets':[0,0]},"
+		"'a':{'dtype':'I8','shape':[0,2],'data_offsets':[0,0]}}", 1);
+	f8_safetensors *ordered;
+	f8_diag order_diag;
+	CHECK(f8_safetensors_open(path, &ordered, &order_diag) == F8_OK);
+	CHECK(ordered && strcmp(f8_safetensors_name(ordered, 0), "b") == 0 &&
+	      strcmp(f8_safetensors_name(ordered, 1), "a") == 0 &&
+	      strcmp(f8_safetensors_name(ordered, 2), "c") == 0 &&
+	      !f8_safetensors_name(ordered, 3) && !f8_safetensors_get(ordered, 3));
+	f8_safetensors_close(ordered);
 	// Every cut of a good file; a cut inside the data or the JSON is "torn".
 	const char *good = "{'__metadata__':{'k':'v'},"
 			   "'a':{'dtype':'BF16','shape':[2,2],'data_offsets':[0,8]}}";

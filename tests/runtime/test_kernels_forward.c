@@ -4,7 +4,8 @@
  * check (broadcasting, attributes, optional outputs, the data errors each kernel reports). Then
  * the f32 fast paths against the generic path: each hot kernel runs once on aligned f32
  * tensors and once on misaligned ones (which kernel_util.h reads element by element through
- * f8_rt_tensor_get/set), and the outputs must agree bit for bit.
+ * f8_rt_tensor_get/set), and the outputs must agree bit for bit. Last, allocation failure in
+ * the kernels that allocate scratch memory.
  * tests/runtime/test_kernels_numpy.py covers the same kernels against NumPy on random inputs.
  */
 #include <math.h>   // fabs, sqrt, exp, log, erf, tanh, isinf, isnan
@@ -83,7 +84,8 @@ static void expect(const char *name, const double *want, int64_t n) {
 		bool ok = near(got, want[i]) || (isnan(got) && isnan(want[i])) ||
 			  (isinf(got) && got == want[i]);
 		if (!ok)
-			printf("  %%%s[%lld] = %.9g, expected %.9g\n", name, (long long)i, got, want[i]);
+			printf("  %%%s[%lld] = %.9g, expected %.9g\n", name, (long long)i, got,
+			       want[i]);
 		CHECK(ok);
 	}
 }
@@ -235,7 +237,8 @@ static void test_activations(void) {
 
 static void test_rope(void) {
 	if (!setup("graph g {\n  input %x : f32[2, 1, 2, 4]\n  input %cos : f32[2, 4]\n"
-		   "  input %sin : f32[2, 4]\n  input %pc : f32[1, 2, 2]\n  input %ps : f32[1, 2, 2]\n"
+		   "  input %sin : f32[2, 4]\n  input %pc : f32[1, 2, 2]\n"
+		   "  input %ps : f32[1, 2, 2]\n"
 		   "  input %bc : f32[2, 1, 2, 4]\n  input %bs : f32[2, 1, 2, 4]\n"
 		   "  %h = Rope(%x, %cos, %sin)\n  %i = Rope(%x, %cos, %sin) {interleaved=1}\n"
 		   "  %p = Rope(%x, %pc, %ps)\n  %b = Rope(%x, %bc, %bs)\n"
@@ -338,7 +341,8 @@ static void test_binary_broadcast(void) {
 		   "  %div = Div(%row, %col)\n  %pow = Pow(%a, %col)\n  %idiv = Div(%i, %j)\n"
 		   "  %max = Max(%a, %row)\n  %lt = Less(%a, %row)\n  %eq = Equal(%col, %row)\n"
 		   "  %w = Where(%lt, %a, %row)\n  %nl = Not(%lt)\n  %and = And(%lt, %eq)\n"
-		   "  output %add, %sub, %mul, %div, %pow, %idiv, %max, %lt, %eq, %w, %nl, %and\n}\n",
+		   "  output %add, %sub, %mul, %div, %pow, %idiv, %max, %lt, %eq, %w, %nl\n"
+		   "  output %and\n}\n",
 		   NULL))
 	{
 		CHECK(false);
@@ -397,7 +401,8 @@ static void test_symbolic_slice_and_range(void) {
 	const int64_t symbols[] = {3};
 	if (!setup("graph g {\n  param %table : f32[5, 2]\n"
 		   "  %pos = Slice(%table) {starts=[0], ends=[seq]}\n"
-		   "  %r = Range() {limit=seq}\n  %rf = Range() {start=5, limit=-1, delta=-2, dtype=f32}\n"
+		   "  %r = Range() {limit=seq}\n"
+		   "  %rf = Range() {start=5, limit=-1, delta=-2, dtype=f32}\n"
 		   "  %c = Cast(%r) {to=f32}\n  %u = Unsqueeze(%c) {axes=[1]}\n"
 		   "  %k = Constant() {value=f32[1, 2](0.5, 2)}\n  %m = Mul(%u, %k)\n"
 		   "  %z = ConstantOfShape() {shape=[seq], value=i32[1](7)}\n  %sh = Shape(%pos)\n"
@@ -439,10 +444,12 @@ static void test_casts(void) {
 }
 
 static void test_reductions(void) {
-	if (!setup("graph g {\n  input %x : f32[2, 3]\n  input %gi : i64[2]\n  input %nd : i64[2, 2]\n"
+	if (!setup("graph g {\n  input %x : f32[2, 3]\n  input %gi : i64[2]\n"
+		   "  input %nd : i64[2, 2]\n"
 		   "  %s = ReduceSum(%x) {axes=[1], keepdims=0}\n  %m = ReduceMean(%x) {axes=[0]}\n"
 		   "  %mx = ReduceMax(%x)\n  %sm = Softmax(%x)\n  %ls = LogSoftmax(%x) {axis=0}\n"
-		   "  %cs = CumSum(%x) {axis=1}\n  %ce = CumSum(%x) {axis=1, exclusive=1, reverse=1}\n"
+		   "  %cs = CumSum(%x) {axis=1}\n"
+		   "  %ce = CumSum(%x) {axis=1, exclusive=1, reverse=1}\n"
 		   "  %g = Gather(%x, %gi) {axis=1}\n  %gn = GatherND(%x, %nd)\n"
 		   "  output %s, %m, %mx, %sm, %ls, %cs, %ce, %g, %gn\n}\n", NULL))
 	{
@@ -459,7 +466,8 @@ static void test_reductions(void) {
 	double z0 = exp(1.0) + exp(2.0) + exp(3.0), z1 = exp(4.0) + exp(6.0) + exp(8.0);
 	EXPECT("sm", exp(1.0) / z0, exp(2.0) / z0, exp(3.0) / z0, exp(4.0) / z1, exp(6.0) / z1,
 	       exp(8.0) / z1);
-	double c0 = log(exp(1.0) + exp(4.0)), c1 = log(exp(2.0) + exp(6.0)), c2 = log(exp(3.0) + exp(8.0));
+	double c0 = log(exp(1.0) + exp(4.0)), c1 = log(exp(2.0) + exp(6.0));
+	double c2 = log(exp(3.0) + exp(8.0));
 	EXPECT("ls", 1 - c0, 2 - c1, 3 - c2, 4 - c0, 6 - c1, 8 - c2);
 	EXPECT("cs", 1, 3, 6, 4, 10, 18);
 	EXPECT("ce", 5, 3, 0, 14, 8, 0);
@@ -476,7 +484,8 @@ static void test_moe(void) {
 		   "  %p, %i = Router(%logits) {top_k=2, normalize=1}\n"
 		   "  %ps, %is = Router(%logits) {top_k=1, score=\"sigmoid\"}\n"
 		   "  %d, %n = MoEDispatch(%x, %i) {experts=3}\n"
-		   "  %h = GroupedLinear(%d, %w, %n)\n  %ht = GroupedLinear(%d, %w, %n) {transpose_weight=1}\n"
+		   "  %h = GroupedLinear(%d, %w, %n)\n"
+		   "  %ht = GroupedLinear(%d, %w, %n) {transpose_weight=1}\n"
 		   "  %y = MoECombine(%h, %p, %i)\n"
 		   "  output %p, %i, %ps, %is, %d, %n, %h, %ht, %y\n}\n", NULL))
 	{
@@ -512,7 +521,8 @@ static void test_fp8(void) {
 		   "  %q, %si = Quantize(%x) {to=e4m3}\n  %dq = Dequantize(%q, %si) {to=f32}\n"
 		   "  %qs = Quantize(%x, %scale) {to=e5m2}\n  %am = Amax(%x)\n"
 		   "  %c, %ct, %ca = CastTranspose(%x, %scale) {to=e4m3}\n"
-		   "  %ql = QuantizeLinear(%x, %scale) {to=i8}\n  %dl = DequantizeLinear(%ql, %scale)\n"
+		   "  %ql = QuantizeLinear(%x, %scale) {to=i8}\n"
+		   "  %dl = DequantizeLinear(%ql, %scale)\n"
 		   "  output %q, %si, %dq, %qs, %am, %c, %ct, %ca, %ql, %dl\n}\n", NULL))
 	{
 		CHECK(false);
@@ -539,7 +549,8 @@ static void test_fp8(void) {
 
 static void test_collectives(void) {
 	if (!setup("graph g {\n  input %x : f32[2]\n  %r = AllReduce(%x) {group=\"tp\"}\n"
-		   "  %gth = AllGather(%r) {group=\"tp\", axis=0, ranks=1}\n  output %gth\n}\n", NULL))
+		   "  %gth = AllGather(%r) {group=\"tp\", axis=0, ranks=1}\n  output %gth\n}\n",
+		   NULL))
 	{
 		CHECK(false);
 		return;
@@ -593,8 +604,8 @@ static void check_paths_agree(const char *text) {
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_rt_tensor *leaf = f8_cpu_executor_leaf(executor, node->inputs[i]);
 		for (int64_t j = 0; j < f8_rt_tensor_numel(leaf); j++)
-			f8_rt_tensor_set(leaf, j, f8_dtype_is_integer(leaf->dtype) ? (double)(j % 3)
-										    : random_uniform());
+			f8_rt_tensor_set(leaf, j, f8_dtype_is_integer(leaf->dtype)
+							  ? (double)(j % 3) : random_uniform());
 		inputs[i] = leaf;
 		copies[i] = misaligned(leaf, &storage[i]);
 		shifted_inputs[i] = &copies[i];
@@ -613,7 +624,8 @@ static void check_paths_agree(const char *text) {
 	CHECK(f8_cpu_kernel_get(node->op)(&call, &diag) == F8_OK);
 	CHECK(f8_cpu_kernel_get(node->op)(&shifted, &diag) == F8_OK);
 	for (uint32_t i = 0; i < node->n_outputs; i++) {
-		bool same = memcmp(outputs[i].data, shifted_outputs[i].data, outputs[i].n_bytes) == 0;
+		size_t n = outputs[i].n_bytes;
+		bool same = !n || memcmp(outputs[i].data, shifted_outputs[i].data, n) == 0;
 		if (!same)
 			printf("  %s: output %u differs between the f32 and the generic path\n",
 			       f8_op_name(node->op), i);
@@ -646,7 +658,63 @@ static void test_fast_paths(void) {
 			  "  param %b : f32[7]\n  %y = Linear(%x, %w, %b)\n  output %y\n}\n");
 	check_paths_agree("graph g {\n  input %x : f32[2, 3, 4, 8]\n  input %c : f32[4, 6]\n"
 			  "  input %s : f32[4, 6]\n  %y = Rope(%x, %c, %s)\n  output %y\n}\n");
-	check_paths_agree("graph g {\n  input %x : f32[2, 12]\n  %y = SwiGLU(%x)\n  output %y\n}\n");
+	check_paths_agree("graph g {\n  input %x : f32[2, 12]\n  %y = SwiGLU(%x)\n"
+			  "  output %y\n}\n");
+}
+
+/* Runs the last node of the graph in `text` directly with allocation failing after 0, 1, ...
+ * allocations: each failure is F8_ERR_NOMEM and leaks nothing (the sanitizer build checks),
+ * until enough allocations succeed. */
+static void check_allocation_failures(const char *text) {
+	if (!setup(text, NULL)) {
+		CHECK(false);
+		return;
+	}
+	const f8_node *node = &graph->nodes[graph->order[graph->n_order - 1]];
+	const f8_rt_tensor *inputs[8];
+	f8_rt_tensor outputs[4];
+	for (uint32_t i = 0; i < node->n_inputs; i++)
+		inputs[i] = f8_cpu_executor_leaf(executor, node->inputs[i]);
+	for (uint32_t i = 0; i < node->n_outputs; i++) {
+		const f8_type *type = &graph->values[node->outputs[i]].type;
+		int64_t dims[F8_MAX_RANK];
+		f8_cpu_executor_dims(executor, type, dims);
+		f8_rt_tensor_create(type->dtype, type->shape.rank, dims, &outputs[i], &diag);
+	}
+	f8_cpu_kernel_call call = {.graph = graph, .node = node, .inputs = inputs,
+				   .outputs = outputs};
+	f8_status status = F8_ERR_NOMEM;
+	int failures = 0;
+	for (long n = 0; status == F8_ERR_NOMEM && n < 16; n++) {
+		f8_diag_clear(&diag);
+		test_fail_allocations_after(n);
+		status = f8_cpu_kernel_get(node->op)(&call, &diag);
+		test_allocations_restore();
+		failures += status == F8_ERR_NOMEM;
+		CHECK(status == F8_OK || (status == F8_ERR_NOMEM && diag.message[0]));
+	}
+	CHECK(status == F8_OK && failures > 0);
+	for (uint32_t i = 0; i < node->n_outputs; i++)
+		f8_rt_tensor_destroy(&outputs[i]);
+	teardown();
+}
+
+static void test_allocation_failures(void) {
+	check_allocation_failures("graph g {\n  input %x : bf16[3, 4]\n  param %w : bf16[5, 4]\n"
+				  "  %y = Linear(%x, %w)\n  output %y\n}\n");
+	check_allocation_failures("graph g {\n  input %x : f32[3, 4]\n  param %g : f32[4]\n"
+				  "  %y = LayerNorm(%x, %g)\n  output %y\n}\n");
+	check_allocation_failures("graph g {\n  input %q : f32[1, 2, 3, 4]\n"
+				  "  input %k : f32[1, 1, 3, 4]\n  input %v : f32[1, 1, 3, 4]\n"
+				  "  %o = Attention(%q, %k, %v)\n  output %o\n}\n");
+	check_allocation_failures("graph g {\n  input %x : f32[3, 4]\n  input %l : i64[3]\n"
+				  "  %y = CrossEntropy(%x, %l)\n  output %y\n}\n");
+	check_allocation_failures("graph g {\n  input %x : f32[3, 4]\n  input %i : i64[3, 2]\n"
+				  "  %d, %n = MoEDispatch(%x, %i) {experts=2}\n  output %d, %n\n}\n");
+	check_allocation_failures("graph g {\n  input %x : bf16[3, 4]\n"
+				  "  %q, %s = Quantize(%x) {to=e4m3}\n  output %q, %s\n}\n");
+	check_allocation_failures("graph g {\n  input %x : f32[3, 4]\n"
+				  "  %y = CumSum(%x) {axis=0}\n  output %y\n}\n");
 }
 
 int main(void) {
@@ -668,5 +736,6 @@ int main(void) {
 	test_fp8();
 	test_collectives();
 	test_fast_paths();
+	test_allocation_failures();
 	return test_finish();
 }

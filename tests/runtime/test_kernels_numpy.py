@@ -256,7 +256,8 @@ def test_rope():
     batch, heads, seq, head_dim = size(1, 3), size(1, 3), size(1, 7), 2 * size(1, 8)
     rotary = head_dim if rng.random() < 0.6 else 2 * size(1, head_dim // 2)
     x = f32(batch, heads, seq, head_dim)
-    table_shape = [(seq, rotary), (1, 1, seq, rotary), (batch, 1, seq, rotary)][int(rng.integers(0, 3))]
+    tables = [(seq, rotary), (1, 1, seq, rotary), (batch, 1, seq, rotary)]
+    table_shape = tables[int(rng.integers(0, 3))]
     angles = rng.uniform(-4, 4, table_shape)
     cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
     run_case(f"Rope {table_shape} rotary {rotary}/{head_dim}",
@@ -453,11 +454,13 @@ def test_moe():
     row_of = np.empty(tokens * top_k, int)
     row_of[sort] = np.arange(tokens * top_k)
     grouped32 = grouped.astype(np.float32).astype(np.float64)  # the GEMM's output is f32
-    combined = (grouped32[row_of].reshape(tokens, top_k, out) * probs.astype(np.float32)[..., None]).sum(1)
+    copies = grouped32[row_of].reshape(tokens, top_k, out)
+    combined = (copies * probs.astype(np.float32)[..., None]).sum(1)
     run_case("MoE",
              f"%p, %i = Router(%l) {{top_k={top_k}, normalize=1}}\n"
              f"%d, %n = MoEDispatch(%x, %i) {{experts={experts}}}\n"
-             "%g = GroupedLinear(%d, %w, %n)\n%gt = GroupedLinear(%d, %wt, %n) {transpose_weight=1}\n"
+             "%g = GroupedLinear(%d, %w, %n)\n"
+             "%gt = GroupedLinear(%d, %wt, %n) {transpose_weight=1}\n"
              "%y = MoECombine(%g, %p, %i)",
              {"l": logits, "x": x, "w": w, "wt": wt},
              {"p": probs, "i": order, "d": dispatched, "n": counts, "g": grouped, "gt": grouped_t,
@@ -479,7 +482,8 @@ def test_quantization():
              "%c, %ct, %ca = CastTranspose(%x, %s) {to=e5m2}",
              {"x": x, "s": scale_in},
              {"q": codes.astype(np.float64), "si": np.float32(1) / scale,
-              "dq": codes.astype(np.float32) * (np.float32(1) / scale), "q5": codes5.astype(np.float64),
+              "dq": codes.astype(np.float32) * (np.float32(1) / scale),
+              "q5": codes5.astype(np.float64),
               "am": amax, "c": codes5.astype(np.float64),
               "ct": codes5.astype(np.float64).reshape(-1, x.shape[-1]).T, "ca": amax}, EXACT)
     per_axis = rng.uniform(0.1, 1, x.shape[1]).astype(np.float32)
