@@ -4,8 +4,9 @@
  */
 #include "ir/ops.h" // f8_op, f8_op_info, f8_attr
 
-#include <string.h> // strlen, memcmp, strcmp
+#include <string.h> // strlen, memcmp, strcmp, memcpy
 
+#include "ir/fp8.h"   // f8_float_decode
 #include "ir/graph.h" // f8_node
 #include "ir/infer.h" // f8_infer_*
 
@@ -140,6 +141,45 @@ const f8_attr_spec *f8_op_find_attr_spec(f8_op op, const char *name, size_t len)
 			return spec;
 	}
 	return NULL;
+}
+
+bool f8_tensor_data_scalar(const f8_tensor_data *tensor, double *out) {
+	size_t element = tensor ? f8_dtype_get_info(tensor->dtype)->bytes : 0;
+	if (!tensor || element == 0 || tensor->n_bytes != element)
+		return false;
+	const uint8_t *data = tensor->data;
+	switch (tensor->dtype) {
+	case F8_DTYPE_F64:
+		memcpy(out, data, 8);
+		return true;
+	case F8_DTYPE_F32: {
+		float v;
+		memcpy(&v, data, 4);
+		*out = v;
+		return true;
+	}
+	case F8_DTYPE_I64: {
+		int64_t v;
+		memcpy(&v, data, 8);
+		*out = (double)v;
+		return true;
+	}
+	case F8_DTYPE_I32: {
+		int32_t v;
+		memcpy(&v, data, 4);
+		*out = v;
+		return true;
+	}
+	case F8_DTYPE_BF16:
+	case F8_DTYPE_F16: {
+		uint16_t bits;
+		memcpy(&bits, data, 2);
+		*out = f8_float_decode(tensor->dtype, bits);
+		return true;
+	}
+	default:
+		return false;
+	}
 }
 
 const f8_attr *f8_node_attr(const f8_node *node, const char *name) {

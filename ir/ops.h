@@ -65,6 +65,10 @@ typedef struct f8_tensor_data {
 	void *data;      // (n_bytes) owned by the graph's arena
 } f8_tensor_data;
 
+/* The value of a one-element tensor of a float or integer dtype (f64, f32, bf16, f16, i64,
+ * i32) into *out; false for another dtype or size, or for NULL. */
+bool f8_tensor_data_scalar(const f8_tensor_data *tensor, double *out);
+
 /* One attribute of a node. Payloads (strings, lists, tensors) live in the graph's arena. */
 typedef struct f8_attr {
 	const char *name; // the name from the op's schema (static storage)

@@ -43,9 +43,8 @@ static f8_status infer_types(f8_graph *graph, f8_diag *diag) {
 	return status;
 }
 
-/* Drops nodes whose outputs are all unread, walking the program backwards so that a chain of
- * dead nodes goes in one sweep. */
-static f8_status remove_dead_nodes(f8_graph *graph, f8_diag *diag) {
+/* Walks the program backwards so that a chain of dead nodes goes in one sweep. */
+f8_status f8_pass_remove_dead_nodes(f8_graph *graph, f8_diag *diag) {
 	bool *live = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *live);
 	f8_node_id *kept = f8_calloc(graph->n_order ? graph->n_order : 1, sizeof *kept);
 	if (!live || !kept) {
@@ -84,5 +83,5 @@ static f8_status remove_dead_nodes(f8_graph *graph, f8_diag *diag) {
 
 f8_status f8_pass_canonicalize_run(f8_graph *graph, f8_diag *diag) {
 	f8_status status = infer_types(graph, diag);
-	return status ? status : remove_dead_nodes(graph, diag);
+	return status ? status : f8_pass_remove_dead_nodes(graph, diag);
 }

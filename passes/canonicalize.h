@@ -14,4 +14,8 @@
  */
 f8_status f8_pass_canonicalize_run(f8_graph *graph, f8_diag *diag);
 
+/* Removes the nodes that feed no graph output, no update and no op with side effects (what
+ * canonicalize does after inference; passes that cut a graph call it too). */
+f8_status f8_pass_remove_dead_nodes(f8_graph *graph, f8_diag *diag);
+
 #endif

@@ -10,7 +10,7 @@
 #include <stdio.h>  // snprintf
 #include <string.h> // memcpy
 
-#include "ir/fp8.h"                    // f8_float_encode, f8_float_decode
+#include "ir/fp8.h"                    // f8_float_encode
 #include "passes/gradients_internal.h" // grad_* builders
 
 /*
@@ -172,29 +172,5 @@ bool grad_scalar_constant(const f8_graph *graph, f8_value_id value, double *out)
 	if (producer == F8_NONE || graph->nodes[producer].op != F8_OP_CONSTANT)
 		return false;
 	const f8_attr *attr = f8_node_attr(&graph->nodes[producer], "value");
-	const f8_tensor_data *tensor = attr ? attr->tensor : NULL;
-	size_t element = tensor ? f8_dtype_get_info(tensor->dtype)->bytes : 0;
-	if (!tensor || element == 0 || tensor->n_bytes != element)
-		return false;
-	const uint8_t *data = tensor->data;
-	switch (tensor->dtype) {
-	case F8_DTYPE_F64:
-		memcpy(out, data, 8);
-		return true;
-	case F8_DTYPE_F32: {
-		float f;
-		memcpy(&f, data, 4);
-		*out = f;
-		return true;
-	}
-	case F8_DTYPE_BF16:
-	case F8_DTYPE_F16: {
-		uint16_t bits;
-		memcpy(&bits, data, 2);
-		*out = f8_float_decode(tensor->dtype, bits);
-		return true;
-	}
-	default:
-		return false;
-	}
+	return attr && f8_tensor_data_scalar(attr->tensor, out);
 }

@@ -6,7 +6,6 @@
 
 #include "ir/alloc.h"      // f8_calloc, f8_realloc, f8_free
 #include "ir/arena.h"      // f8_arena_strdup
-#include "ir/fp8.h"        // f8_float_decode
 #include "ir/text.h"       // f8_type_format
 #include "ir/verify.h"     // f8_node_infer_types
 #include "passes/rewrite.h" // f8_rewriter
@@ -110,46 +109,8 @@ const f8_node *f8_rewrite_take(f8_rewriter *rw, f8_rewrite_match *m, f8_value_id
 
 bool f8_rewrite_scalar(const f8_rewriter *rw, f8_value_id value, double *out) {
 	const f8_node *node = f8_rewrite_peek(rw, value, F8_OP_CONSTANT);
-	if (!node)
-		return false;
-	const f8_attr *attr = f8_node_attr(node, "value");
-	const f8_tensor_data *tensor = attr ? attr->tensor : NULL;
-	size_t element = tensor ? f8_dtype_get_info(tensor->dtype)->bytes : 0;
-	if (!tensor || element == 0 || tensor->n_bytes != element)
-		return false;
-	const uint8_t *data = tensor->data;
-	switch (tensor->dtype) {
-	case F8_DTYPE_F64:
-		memcpy(out, data, 8);
-		return true;
-	case F8_DTYPE_F32: {
-		float v;
-		memcpy(&v, data, 4);
-		*out = v;
-		return true;
-	}
-	case F8_DTYPE_I64: {
-		int64_t v;
-		memcpy(&v, data, 8);
-		*out = (double)v;
-		return true;
-	}
-	case F8_DTYPE_I32: {
-		int32_t v;
-		memcpy(&v, data, 4);
-		*out = v;
-		return true;
-	}
-	case F8_DTYPE_BF16:
-	case F8_DTYPE_F16: {
-		uint16_t bits;
-		memcpy(&bits, data, 2);
-		*out = f8_float_decode(tensor->dtype, bits);
-		return true;
-	}
-	default:
-		return false;
-	}
+	const f8_attr *attr = node ? f8_node_attr(node, "value") : NULL;
+	return attr && f8_tensor_data_scalar(attr->tensor, out);
 }
 
 bool f8_rewrite_is_weight(const f8_rewriter *rw, f8_value_id value) {

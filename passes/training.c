@@ -24,6 +24,7 @@
 #include "ir/text.h"         // f8_type_format
 #include "ir/verify.h"       // f8_node_infer_types
 #include "passes/autodiff.h" // f8_autodiff_build
+#include "passes/canonicalize.h" // f8_pass_remove_dead_nodes
 
 static const char *const decay_names[] = {
 #define F8_LR_DECAY_NAME(e, name) name,
@@ -673,42 +674,6 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 	return F8_OK;
 }
 
-/* Drops the nodes that feed neither an output nor an update (the forward's other outputs). */
-static f8_status remove_dead_nodes(trainer *t) {
-	f8_graph *graph = t->graph;
-	bool *live = f8_calloc(graph->n_values, sizeof *live);
-	f8_node_id *kept = f8_malloc(graph->n_order * sizeof *kept);
-	if (!live || !kept) {
-		f8_free(live), f8_free(kept);
-		return nomem(t);
-	}
-	for (uint32_t i = 0; i < graph->n_outputs; i++)
-		live[graph->outputs[i]] = true;
-	for (uint32_t i = 0; i < graph->n_updates; i++)
-		live[graph->updates[i].source] = true;
-	uint32_t n = 0;
-	for (uint32_t p = graph->n_order; p-- > 0;) {
-		const f8_node *node = &graph->nodes[graph->order[p]];
-		bool keep = f8_op_get_info(node->op)->flags & F8_OPF_SIDE_EFFECT;
-		for (uint32_t o = 0; o < node->n_outputs && !keep; o++)
-			keep = live[node->outputs[o]];
-		if (!keep)
-			continue;
-		kept[n++] = graph->order[p];
-		for (uint32_t i = 0; i < node->n_inputs; i++)
-			if (node->inputs[i] != F8_NONE)
-				live[node->inputs[i]] = true;
-	}
-	for (uint32_t i = 0; i < n / 2; i++) { // kept is in reverse program order
-		f8_node_id swap = kept[i];
-		kept[i] = kept[n - 1 - i];
-		kept[n - 1 - i] = swap;
-	}
-	f8_status status = f8_graph_set_order(graph, kept, n);
-	f8_free(live), f8_free(kept);
-	return status ? nomem(t) : F8_OK;
-}
-
 /* The outputs become %loss, %grad_norm and %lr. */
 static f8_status set_outputs(trainer *t) {
 	t->graph->n_outputs = 0;
@@ -751,7 +716,7 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status)
 		status = set_outputs(&t);
 	if (!status)
-		status = remove_dead_nodes(&t);
+		status = f8_pass_remove_dead_nodes(graph, diag);
 	if (!status && report)
 		fprintf(report, "  %u of %u parameters trained\n", t.n_trained, t.n_params);
 	f8_free(t.params);

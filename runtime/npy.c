@@ -434,22 +434,9 @@ static const char *descr_of(f8_dtype dtype) {
 
 /* Checks that `tensor` is one that can be written: its dims and bytes agree. */
 static f8_status check_tensor(const char *path, const f8_rt_tensor *tensor, f8_diag *diag) {
-	if (tensor->dtype <= F8_DTYPE_UNDEFINED || tensor->dtype >= F8_DTYPE_COUNT ||
-	    tensor->rank < 0 || tensor->rank > F8_MAX_RANK)
-		return fail(diag, path, F8_ERR_ARGUMENT, "cannot write %s: not a valid tensor",
-			    path);
-	uint64_t n = f8_dtype_get_info(tensor->dtype)->bytes;
-	for (int i = 0; i < tensor->rank; i++) {
-		if (tensor->dims[i] < 0 ||
-		    (tensor->dims[i] && n > SIZE_MAX / (uint64_t)tensor->dims[i]))
-			return fail(diag, path, F8_ERR_ARGUMENT, "cannot write %s: dim %d of the "
-				    "tensor is %lld", path, i, (long long)tensor->dims[i]);
-		n *= (uint64_t)tensor->dims[i];
-	}
-	if (n != tensor->n_bytes || (n && !tensor->data))
-		return fail(diag, path, F8_ERR_ARGUMENT, "cannot write %s: the tensor's dims make "
-			    "%llu bytes, it holds %zu", path, (unsigned long long)n,
-			    tensor->n_bytes);
+	if (!f8_rt_tensor_valid(tensor))
+		return fail(diag, path, F8_ERR_ARGUMENT, "cannot write %s: the tensor's dtype, dims "
+			    "and size disagree", path);
 	return F8_OK;
 }
 

@@ -589,25 +589,12 @@ const char *f8_safetensors_metadata_key(const f8_safetensors *file, size_t i) {
 /* Checks tensor i: a type safetensors has, dims and bytes that agree. */
 static f8_status check_tensor(const char *path, const char *name, const f8_rt_tensor *tensor,
 			      f8_diag *diag) {
-	if (tensor->dtype <= F8_DTYPE_UNDEFINED || tensor->dtype >= F8_DTYPE_COUNT ||
-	    tensor->rank < 0 || tensor->rank > F8_MAX_RANK)
-		return fail(diag, path, F8_ERR_ARGUMENT, "cannot write tensor '%.200s': not a "
-			    "valid tensor", name);
+	if (!f8_rt_tensor_valid(tensor))
+		return fail(diag, path, F8_ERR_ARGUMENT, "cannot write tensor '%.200s': its dtype, "
+			    "dims and size disagree", name);
 	if (!type_name(tensor->dtype))
 		return fail(diag, path, F8_ERR_UNSUPPORTED, "cannot write tensor '%.200s': "
 			    "safetensors has no dtype for %s", name, f8_dtype_name(tensor->dtype));
-	uint64_t n = f8_dtype_get_info(tensor->dtype)->bytes;
-	for (int i = 0; i < tensor->rank; i++) {
-		if (tensor->dims[i] < 0 ||
-		    (tensor->dims[i] && n > SIZE_MAX / (uint64_t)tensor->dims[i]))
-			return fail(diag, path, F8_ERR_ARGUMENT, "cannot write tensor '%.200s': "
-				    "dim %d is %lld", name, i, (long long)tensor->dims[i]);
-		n *= (uint64_t)tensor->dims[i];
-	}
-	if (n != tensor->n_bytes || (n && !tensor->data))
-		return fail(diag, path, F8_ERR_ARGUMENT, "cannot write tensor '%.200s': its dims "
-			    "make %llu bytes, it holds %zu", name, (unsigned long long)n,
-			    tensor->n_bytes);
 	return F8_OK;
 }
 

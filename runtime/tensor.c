@@ -153,6 +153,20 @@ void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value) {
 	}
 }
 
+bool f8_rt_tensor_valid(const f8_rt_tensor *tensor) {
+	if (tensor->dtype <= F8_DTYPE_UNDEFINED || tensor->dtype >= F8_DTYPE_COUNT ||
+	    tensor->rank < 0 || tensor->rank > F8_MAX_RANK)
+		return false;
+	uint64_t n = f8_dtype_get_info(tensor->dtype)->bytes;
+	for (int i = 0; i < tensor->rank; i++) {
+		if (tensor->dims[i] < 0 ||
+		    (tensor->dims[i] && n > SIZE_MAX / (uint64_t)tensor->dims[i]))
+			return false;
+		n *= (uint64_t)tensor->dims[i];
+	}
+	return n == tensor->n_bytes && (n == 0 || tensor->data);
+}
+
 bool f8_rt_tensor_same_type(const f8_rt_tensor *a, const f8_rt_tensor *b) {
 	if (a->dtype != b->dtype || a->rank != b->rank)
 		return false;

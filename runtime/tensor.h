@@ -51,6 +51,10 @@ double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i);
  * value != 0. */
 void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value);
 
+/* True when the tensor's fields agree: a dtype, a rank up to F8_MAX_RANK, dims >= 0 whose
+ * product times the element size is n_bytes without overflow, and data unless that is 0. */
+bool f8_rt_tensor_valid(const f8_rt_tensor *tensor);
+
 /* True when both have the same dtype and dims. */
 bool f8_rt_tensor_same_type(const f8_rt_tensor *a, const f8_rt_tensor *b);
 

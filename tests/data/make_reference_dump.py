@@ -25,6 +25,9 @@ Output: ONE safetensors file, OUT_DIR/gpt-tiny.safetensors, float32 unless said 
 with metadata: format "f8c-reference-dump", magic "20261202", version "1", the model, batch,
 seq, the hyperparameters, ignore_index, torch's version and the date it was made.
 
+Deterministic: every run gives the same tensors and metadata (safetensors may order the header's
+keys differently). The committed dump was made with torch 2.11.0 on the CPU of a GPU machine.
+
 Usage: python3 make_reference_dump.py OUT_DIR   (about 10 MB; seconds on any CPU)
 """
 import argparse

@@ -28,24 +28,25 @@
 
 /*
  * Accuracy. A central difference (f(x+h) - f(x-h)) / 2h in f64 with h = 1e-6 is off by about
- * h^2 f''' / 6 ~ 1e-13 (truncation) plus the rounding of the two losses over 2h, ~1e-16 * |terms
- * of the loss| / 1e-6 ~ 1e-9 for these graphs. So an element's error is measured as
- * |autodiff - numeric| / max(|numeric|, FLOOR): relative where the gradient is large, absolute
- * (1e-8) where it is near zero, and both sit well above the finite differences' own error.
- * Norms, attention and cross-entropy read f32 statistics (mean, 1/std, log-sum-exp: their
- * contract) in the backward, which costs them ~1e-7 relative: still under the tolerance.
+ * h^2 f''' / 6 ~ 1e-13 (truncation) plus the rounding of the two losses over 2h: 2^-53 times the
+ * sum of |the loss's terms| (up to ~100 here) over 2e-6, up to ~5e-9 absolute as measured over
+ * 2000 seeds. So an element's error is |autodiff - numeric| / max(|numeric|, FLOOR): relative
+ * (TOLERANCE) where the gradient is large, absolute (TOLERANCE * FLOOR = 5e-8) where it is near
+ * zero, both well above the finite differences' own error. Norms, attention and cross-entropy
+ * read f32 statistics (mean, 1/std, log-sum-exp: their contract) in the backward, which costs
+ * them up to ~2e-7 relative: still under the tolerance.
  */
 #define STEP 1e-6
 #define TOLERANCE 1e-6
-#define FLOOR 1e-2
+#define FLOOR 5e-2
 /*
  * Ops whose outputs are f32 by contract whatever their inputs (CrossEntropy's loss, Router's
  * probabilities) cannot be differenced at f64 precision: each loss carries a rounding error of
  * 2^-24 |loss|. Those cases use a five-point stencil, (8(f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h)))
  * / 12h, whose truncation error h^4 f^(5) / 30 allows a large h: 5e-2 for CrossEntropy (a loss
- * of ~6 then rounds to ~1e-5 absolute error in the difference), 1e-2 for the Router (its top-k
- * must not change under +-2h: the logits are spaced ~0.1 apart). The worst error seen over 300
- * seeds was ~1e-3 at h = 1e-2; a wrong rule is off by far more.
+ * of ~6 rounds to ~4e-7, ~1e-5 in the derivative), 1e-2 for the Router (its top-k
+ * must not change under +-2h: the logits are spaced ~0.1 apart). A wrong rule is off by far
+ * more than F32_TOLERANCE.
  */
 #define F32_TOLERANCE 3e-3
 #define CE_STEP 5e-2
@@ -67,12 +68,18 @@ typedef struct gradcheck_case {
 
 static const gradcheck_case cases[] = {
 	// Elementwise, binary ones with broadcasting (the gradient sums over broadcast dims).
-	{"Add broadcast", "param %a : f64[2, 3]\nparam %b : f64[3]\n%y = Add(%a, %b)\noutput %y", "", 0},
-	{"Sub broadcast both", "param %a : f64[2, 1]\nparam %b : f64[1, 3]\n%y = Sub(%a, %b)\noutput %y", "", 0},
+	{"Add broadcast",
+	 "param %a : f64[2, 3]\n" "param %b : f64[3]\n" "%y = Add(%a, %b)\n" "output %y", "", 0},
+	{"Sub broadcast both",
+	 "param %a : f64[2, 1]\n" "param %b : f64[1, 3]\n" "%y = Sub(%a, %b)\n" "output %y", "", 0},
 	{"Mul", "param %a : f64[2, 3]\nparam %b : f64[2, 3]\n%y = Mul(%a, %b)\noutput %y", "", 0},
-	{"Div broadcast", "param %a : f64[2, 3]\nparam %b : f64[3]\n%y = Div(%a, %b)\noutput %y", "", 0},
-	{"Pow broadcast exponent", "param %a : f64[2, 3]\nparam %b : f64[3]\n%y = Pow(%a, %b)\noutput %y", "a=positive", 0},
-	{"Max broadcast", "param %a : f64[2, 3]\nparam %b : f64[3]\n%y = Max(%a, %b)\noutput %y", "", 0},
+	{"Div broadcast",
+	 "param %a : f64[2, 3]\n" "param %b : f64[3]\n" "%y = Div(%a, %b)\n" "output %y", "", 0},
+	{"Pow broadcast exponent",
+	 "param %a : f64[2, 3]\n" "param %b : f64[3]\n" "%y = Pow(%a, %b)\n"
+	 "output %y", "a=positive", 0},
+	{"Max broadcast",
+	 "param %a : f64[2, 3]\n" "param %b : f64[3]\n" "%y = Max(%a, %b)\n" "output %y", "", 0},
 	{"Min", "param %a : f64[2, 3]\nparam %b : f64[2, 3]\n%y = Min(%a, %b)\noutput %y", "", 0},
 	UNARY(Sqrt, "x=positive"),
 	UNARY(Reciprocal, ""),
@@ -87,75 +94,198 @@ static const gradcheck_case cases[] = {
 	UNARY(Sigmoid, ""),
 	UNARY(Relu, ""),
 	UNARY(Identity, ""),
-	{"Dropout (inference: identity)", "param %x : f64[2, 3]\n%y, %mask = Dropout(%x) {ratio=0.3}\noutput %y", "", 0},
-	{"Where broadcast", "input %c : bool[2, 3]\nparam %a : f64[2, 3]\nparam %b : f64[3]\n%y = Where(%c, %a, %b)\noutput %y", "c=bool", 0},
+	{"Dropout (inference: identity)",
+	 "param %x : f64[2, 3]\n" "%y, %mask = Dropout(%x) {ratio=0.3}\n" "output %y", "", 0},
+	{"Where broadcast",
+	 "input %c : bool[2, 3]\n" "param %a : f64[2, 3]\n" "param %b : f64[3]\n"
+	 "%y = Where(%c, %a, %b)\n" "output %y", "c=bool", 0},
 	{"Cast f64 to f64", "param %x : f64[2, 3]\n%y = Cast(%x) {to=f64}\noutput %y", "", 0},
-	{"Cast f64 to f32", "param %x : f64[2, 3]\n%y = Cast(%x) {to=f32}\noutput %y", "", ROUTER_STEP},
-	{"CastLike", "param %x : f64[2, 3]\ninput %like : f64[1]\n%y = CastLike(%x, %like)\noutput %y", "", 0},
+	{"Cast f64 to f32",
+	 "param %x : f64[2, 3]\n" "%y = Cast(%x) {to=f32}\n" "output %y", "", ROUTER_STEP},
+	{"CastLike",
+	 "param %x : f64[2, 3]\n" "input %like : f64[1]\n" "%y = CastLike(%x, %like)\n"
+	 "output %y", "", 0},
 	// Matrix products.
-	{"MatMul", "param %a : f64[2, 3]\nparam %b : f64[3, 4]\n%y = MatMul(%a, %b)\noutput %y", "", 0},
-	{"MatMul batched broadcast", "param %a : f64[2, 1, 2, 3]\nparam %b : f64[3, 3, 2]\n%y = MatMul(%a, %b)\noutput %y", "", 0},
-	{"MatMul vector operands", "param %a : f64[3]\nparam %b : f64[3, 4]\nparam %c : f64[2, 3]\n%y = MatMul(%a, %b)\n%z = MatMul(%c, %a)\noutput %y, %z", "", 0},
+	{"MatMul",
+	 "param %a : f64[2, 3]\n" "param %b : f64[3, 4]\n" "%y = MatMul(%a, %b)\n"
+	 "output %y", "", 0},
+	{"MatMul batched broadcast",
+	 "param %a : f64[2, 1, 2, 3]\n" "param %b : f64[3, 3, 2]\n" "%y = MatMul(%a, %b)\n"
+	 "output %y", "", 0},
+	{"MatMul vector operands",
+	 "param %a : f64[3]\n" "param %b : f64[3, 4]\n" "param %c : f64[2, 3]\n"
+	 "%y = MatMul(%a, %b)\n" "%z = MatMul(%c, %a)\n" "output %y, %z", "", 0},
 	{"Gemm", "param %a : f64[2, 3]\nparam %b : f64[3, 4]\n%y = Gemm(%a, %b)\noutput %y", "", 0},
-	{"Gemm transA transB alpha beta C", "param %a : f64[3, 2]\nparam %b : f64[4, 3]\nparam %c : f64[4]\n%y = Gemm(%a, %b, %c) {alpha=0.7, beta=1.3, transA=1, transB=1}\noutput %y", "", 0},
-	{"Gemm C (M, 1)", "param %a : f64[2, 3]\nparam %b : f64[3, 4]\nparam %c : f64[2, 1]\n%y = Gemm(%a, %b, %c) {beta=-0.5}\noutput %y", "", 0},
-	{"Linear bias", "param %x : f64[2, 3, 4]\nparam %w : f64[5, 4]\nparam %b : f64[5]\n%y = Linear(%x, %w, %b)\noutput %y", "", 0},
-	{"Linear transpose_weight", "param %x : f64[3, 4]\nparam %w : f64[4, 5]\n%y = Linear(%x, %w) {transpose_weight=1}\noutput %y", "", 0},
-	{"Linear transpose_weight bias, x rank 1", "param %x : f64[4]\nparam %w : f64[4, 3]\nparam %b : f64[3]\n%y = Linear(%x, %w, %b) {transpose_weight=1}\noutput %y", "", 0},
+	{"Gemm transA transB alpha beta C",
+	 "param %a : f64[3, 2]\n" "param %b : f64[4, 3]\n" "param %c : f64[4]\n"
+	 "%y = Gemm(%a, %b, %c) {alpha=0.7, beta=1.3, transA=1, transB=1}\n" "output %y", "", 0},
+	{"Gemm C (M, 1)",
+	 "param %a : f64[2, 3]\n" "param %b : f64[3, 4]\n" "param %c : f64[2, 1]\n"
+	 "%y = Gemm(%a, %b, %c) {beta=-0.5}\n" "output %y", "", 0},
+	{"Linear bias",
+	 "param %x : f64[2, 3, 4]\n" "param %w : f64[5, 4]\n" "param %b : f64[5]\n"
+	 "%y = Linear(%x, %w, %b)\n" "output %y", "", 0},
+	{"Linear transpose_weight",
+	 "param %x : f64[3, 4]\n" "param %w : f64[4, 5]\n"
+	 "%y = Linear(%x, %w) {transpose_weight=1}\n" "output %y", "", 0},
+	{"Linear transpose_weight bias, x rank 1",
+	 "param %x : f64[4]\n" "param %w : f64[4, 3]\n" "param %b : f64[3]\n"
+	 "%y = Linear(%x, %w, %b) {transpose_weight=1}\n" "output %y", "", 0},
 	// Indexing and shapes.
-	{"Gather axis 0, negative and repeated indices", "param %x : f64[4, 3]\ninput %i : i64[2, 3]\n%y = Gather(%x, %i)\noutput %y", "i=int:-4:3", 0},
-	{"Gather axis 1, scalar index", "param %x : f64[2, 4, 2]\ninput %i : i64[]\ninput %j : i64[3]\n%y = Gather(%x, %i) {axis=1}\n%z = Gather(%x, %j) {axis=-1}\noutput %y, %z", "i=int:0:3 j=int:0:1", 0},
+	{"Gather axis 0, negative and repeated indices",
+	 "param %x : f64[4, 3]\n" "input %i : i64[2, 3]\n" "%y = Gather(%x, %i)\n"
+	 "output %y", "i=int:-4:3", 0},
+	{"Gather axis 1, scalar index",
+	 "param %x : f64[2, 4, 2]\n" "input %i : i64[]\n" "input %j : i64[3]\n"
+	 "%y = Gather(%x, %i) {axis=1}\n" "%z = Gather(%x, %j) {axis=-1}\n"
+	 "output %y, %z", "i=int:0:3 j=int:0:1", 0},
 	{"Reshape", "param %x : f64[2, 6]\n%y = Reshape(%x) {shape=[3, -1, 2]}\noutput %y", "", 0},
-	{"Transpose", "param %x : f64[2, 3, 2]\n%y = Transpose(%x) {perm=[1, 2, 0]}\n%z = Transpose(%x)\noutput %y, %z", "", 0},
+	{"Transpose",
+	 "param %x : f64[2, 3, 2]\n" "%y = Transpose(%x) {perm=[1, 2, 0]}\n" "%z = Transpose(%x)\n"
+	 "output %y, %z", "", 0},
 	{"Unsqueeze", "param %x : f64[2, 3]\n%y = Unsqueeze(%x) {axes=[0, -1]}\noutput %y", "", 0},
-	{"Squeeze", "param %x : f64[2, 1, 3, 1]\n%y = Squeeze(%x) {axes=[1]}\n%z = Squeeze(%x)\noutput %y, %z", "", 0},
-	{"Concat", "param %a : f64[2, 1]\nparam %b : f64[2, 3]\nparam %c : f64[2, 2]\n%y = Concat(%a, %b, %c) {axis=-1}\noutput %y", "", 0},
-	{"Split sizes", "param %x : f64[2, 6]\n%a, %b, %c = Split(%x) {axis=1, split=[1, 2, 3]}\noutput %a, %b, %c", "", 0},
-	{"Split equal, one output unused", "param %x : f64[4, 3]\n%a, %b = Split(%x)\noutput %b", "", 0},
-	{"Slice steps", "param %x : f64[5, 6]\n%y = Slice(%x) {starts=[1, 5], ends=[5, 0], axes=[0, 1], steps=[2, -2]}\noutput %y", "", 0},
-	{"Slice negative start", "param %x : f64[3, 5]\n%y = Slice(%x) {starts=[-3], ends=[100], axes=[1]}\noutput %y", "", 0},
+	{"Squeeze",
+	 "param %x : f64[2, 1, 3, 1]\n" "%y = Squeeze(%x) {axes=[1]}\n" "%z = Squeeze(%x)\n"
+	 "output %y, %z", "", 0},
+	{"Concat",
+	 "param %a : f64[2, 1]\n" "param %b : f64[2, 3]\n" "param %c : f64[2, 2]\n"
+	 "%y = Concat(%a, %b, %c) {axis=-1}\n" "output %y", "", 0},
+	{"Split sizes",
+	 "param %x : f64[2, 6]\n" "%a, %b, %c = Split(%x) {axis=1, split=[1, 2, 3]}\n"
+	 "output %a, %b, %c", "", 0},
+	{"Split equal, one output unused",
+	 "param %x : f64[4, 3]\n" "%a, %b = Split(%x)\n" "output %b", "", 0},
+	{"Slice steps",
+	 "param %x : f64[5, 6]\n"
+	 "%y = Slice(%x) {starts=[1, 5], ends=[5, 0], axes=[0, 1], steps=[2, -2]}\n"
+	 "output %y", "", 0},
+	{"Slice negative start",
+	 "param %x : f64[3, 5]\n" "%y = Slice(%x) {starts=[-3], ends=[100], axes=[1]}\n"
+	 "output %y", "", 0},
 	{"Expand", "param %x : f64[3, 1]\n%y = Expand(%x) {shape=[2, 3, 4]}\noutput %y", "", 0},
-	{"Trilu upper and lower", "param %x : f64[2, 3, 4]\n%u = Trilu(%x) {upper=1, k=1}\n%l = Trilu(%x) {upper=0, k=-1}\noutput %u, %l", "", 0},
-	{"Softmax", "param %x : f64[2, 4]\n%y = Softmax(%x)\n%z = Softmax(%x) {axis=0}\noutput %y, %z", "", 0},
-	{"LogSoftmax", "param %x : f64[2, 4]\n%y = LogSoftmax(%x)\n%z = LogSoftmax(%x) {axis=0}\noutput %y, %z", "", 0},
-	{"ReduceSum keepdims", "param %x : f64[2, 3, 2]\n%y = ReduceSum(%x) {axes=[0, 2], keepdims=0}\n%z = ReduceSum(%x) {axes=[1]}\n%w = ReduceSum(%x) {keepdims=0}\noutput %y, %z, %w", "", 0},
-	{"ReduceMean keepdims", "param %x : f64[2, 3, 2]\n%y = ReduceMean(%x) {axes=[-1], keepdims=0}\n%z = ReduceMean(%x) {axes=[0, 1]}\n%w = ReduceMean(%x)\noutput %y, %z, %w", "", 0},
-	{"ReduceMax keepdims", "param %x : f64[2, 3, 2]\n%y = ReduceMax(%x) {axes=[1], keepdims=0}\n%z = ReduceMax(%x) {axes=[0, 2]}\noutput %y, %z", "", 0},
-	{"CumSum", "param %x : f64[2, 4]\n%y = CumSum(%x) {axis=1}\n%z = CumSum(%x) {axis=-1, exclusive=1}\n%w = CumSum(%x) {axis=0, reverse=1}\n%v = CumSum(%x) {axis=1, exclusive=1, reverse=1}\noutput %y, %z, %w, %v", "", 0},
+	{"Trilu upper and lower",
+	 "param %x : f64[2, 3, 4]\n" "%u = Trilu(%x) {upper=1, k=1}\n"
+	 "%l = Trilu(%x) {upper=0, k=-1}\n" "output %u, %l", "", 0},
+	{"Softmax",
+	 "param %x : f64[2, 4]\n" "%y = Softmax(%x)\n" "%z = Softmax(%x) {axis=0}\n"
+	 "output %y, %z", "", 0},
+	{"LogSoftmax",
+	 "param %x : f64[2, 4]\n" "%y = LogSoftmax(%x)\n" "%z = LogSoftmax(%x) {axis=0}\n"
+	 "output %y, %z", "", 0},
+	{"ReduceSum keepdims",
+	 "param %x : f64[2, 3, 2]\n" "%y = ReduceSum(%x) {axes=[0, 2], keepdims=0}\n"
+	 "%z = ReduceSum(%x) {axes=[1]}\n" "%w = ReduceSum(%x) {keepdims=0}\n"
+	 "output %y, %z, %w", "", 0},
+	{"ReduceMean keepdims",
+	 "param %x : f64[2, 3, 2]\n" "%y = ReduceMean(%x) {axes=[-1], keepdims=0}\n"
+	 "%z = ReduceMean(%x) {axes=[0, 1]}\n" "%w = ReduceMean(%x)\n" "output %y, %z, %w", "", 0},
+	{"ReduceMax keepdims",
+	 "param %x : f64[2, 3, 2]\n" "%y = ReduceMax(%x) {axes=[1], keepdims=0}\n"
+	 "%z = ReduceMax(%x) {axes=[0, 2]}\n" "output %y, %z", "", 0},
+	{"CumSum",
+	 "param %x : f64[2, 4]\n" "%y = CumSum(%x) {axis=1}\n"
+	 "%z = CumSum(%x) {axis=-1, exclusive=1}\n" "%w = CumSum(%x) {axis=0, reverse=1}\n"
+	 "%v = CumSum(%x) {axis=1, exclusive=1, reverse=1}\n" "output %y, %z, %w, %v", "", 0},
 	// High-level ops.
-	{"LayerNorm with beta", "param %x : f64[2, 3, 4]\nparam %g : f64[4]\nparam %b : f64[4]\n%y = LayerNorm(%x, %g, %b) {epsilon=1e-05}\noutput %y", "", 0},
-	{"LayerNorm without beta, axis -2", "param %x : f64[2, 3, 4]\nparam %g : f64[3, 4]\n%y = LayerNorm(%x, %g) {axis=-2, epsilon=0.1}\noutput %y", "", 0},
-	{"RMSNorm", "param %x : f64[2, 3, 4]\nparam %g : f64[4]\n%y = RMSNorm(%x, %g) {epsilon=1e-06}\noutput %y", "", 0},
-	{"RMSNorm axis 1", "param %x : f64[2, 2, 3]\nparam %g : f64[2, 3]\n%y = RMSNorm(%x, %g) {axis=1}\noutput %y", "", 0},
+	{"LayerNorm with beta",
+	 "param %x : f64[2, 3, 4]\n" "param %g : f64[4]\n" "param %b : f64[4]\n"
+	 "%y = LayerNorm(%x, %g, %b) {epsilon=1e-05}\n" "output %y", "", 0},
+	{"LayerNorm without beta, axis -2",
+	 "param %x : f64[2, 3, 4]\n" "param %g : f64[3, 4]\n"
+	 "%y = LayerNorm(%x, %g) {axis=-2, epsilon=0.1}\n" "output %y", "", 0},
+	{"RMSNorm",
+	 "param %x : f64[2, 3, 4]\n" "param %g : f64[4]\n" "%y = RMSNorm(%x, %g) {epsilon=1e-06}\n"
+	 "output %y", "", 0},
+	{"RMSNorm axis 1",
+	 "param %x : f64[2, 2, 3]\n" "param %g : f64[2, 3]\n" "%y = RMSNorm(%x, %g) {axis=1}\n"
+	 "output %y", "", 0},
 	{"Gelu erf", "param %x : f64[2, 4]\n%y = Gelu(%x)\noutput %y", "", 0},
-	{"Gelu tanh", "param %x : f64[2, 4]\n%y = Gelu(%x) {approximate=\"tanh\"}\noutput %y", "", 0},
+	{"Gelu tanh",
+	 "param %x : f64[2, 4]\n" "%y = Gelu(%x) {approximate=\"tanh\"}\n" "output %y", "", 0},
 	{"SwiGLU packed", "param %x : f64[2, 6]\n%y = SwiGLU(%x)\noutput %y", "", 0},
-	{"SwiGLU split", "param %g : f64[2, 3]\nparam %u : f64[2, 3]\n%y = SwiGLU(%g, %u)\noutput %y", "", 0},
-	{"Embedding repeated ids", "param %w : f64[5, 3]\ninput %ids : i64[2, 4]\n%y = Embedding(%ids, %w)\noutput %y", "ids=int:0:4", 0},
-	{"Rope rotate-half", "param %x : f64[1, 2, 3, 4]\ninput %cos : f64[3, 4]\ninput %sin : f64[3, 4]\n%y = Rope(%x, %cos, %sin)\noutput %y", "", 0},
-	{"Rope partial", "param %x : f64[1, 2, 3, 6]\ninput %cos : f64[1, 1, 3, 2]\ninput %sin : f64[1, 1, 3, 2]\n%y = Rope(%x, %cos, %sin)\noutput %y", "", 0},
-	{"Rope interleaved", "param %x : f64[2, 1, 3, 4]\ninput %cos : f64[2, 1, 3, 4]\ninput %sin : f64[2, 1, 3, 4]\n%y = Rope(%x, %cos, %sin) {interleaved=1}\noutput %y", "", 0},
-	{"Rope interleaved partial", "param %x : f64[1, 2, 3, 6]\ninput %cos : f64[3, 4]\ninput %sin : f64[3, 4]\n%y = Rope(%x, %cos, %sin) {interleaved=1}\noutput %y", "", 0},
-	{"Attention", "param %q : f64[1, 2, 3, 4]\nparam %k : f64[1, 2, 3, 4]\nparam %v : f64[1, 2, 3, 4]\n%y = Attention(%q, %k, %v)\noutput %y", "", 0},
-	{"Attention causal", "param %q : f64[2, 1, 4, 3]\nparam %k : f64[2, 1, 4, 3]\nparam %v : f64[2, 1, 4, 3]\n%y = Attention(%q, %k, %v) {causal=1}\noutput %y", "", 0},
-	{"Attention GQA causal", "param %q : f64[1, 4, 3, 2]\nparam %k : f64[1, 2, 3, 2]\nparam %v : f64[1, 2, 3, 2]\n%y = Attention(%q, %k, %v) {causal=1}\noutput %y", "", 0},
-	{"Attention bool mask, seq_q != seq_kv, scale", "param %q : f64[1, 2, 2, 3]\nparam %k : f64[1, 2, 4, 3]\nparam %v : f64[1, 2, 4, 2]\ninput %m : bool[1, 1, 2, 4]\n%y = Attention(%q, %k, %v, %m) {scale=0.3}\noutput %y", "m=bool:0.7", 0},
-	{"Attention additive mask, GQA", "param %q : f64[1, 2, 3, 2]\nparam %k : f64[1, 1, 3, 2]\nparam %v : f64[1, 1, 3, 2]\ninput %m : f64[1, 2, 3, 3]\n%y = Attention(%q, %k, %v, %m)\noutput %y", "m=uniform:-2:0", 0},
-	{"CrossEntropy mean, ignored labels", "param %x : f64[2, 3, 5]\ninput %t : i64[2, 3]\n%y = CrossEntropy(%x, %t)\noutput %y", "t=labels:5:-100", CE_STEP},
-	{"CrossEntropy sum, ignore_index 2", "param %x : f64[4, 5]\ninput %t : i64[4]\n%y = CrossEntropy(%x, %t) {ignore_index=2, reduction=\"sum\"}\noutput %y", "t=labels:5:2", CE_STEP},
-	{"CrossEntropy none", "param %x : f64[2, 3, 4]\ninput %t : i64[2, 3]\n%y = CrossEntropy(%x, %t) {reduction=\"none\"}\noutput %y", "t=labels:4:-100", CE_STEP},
-	{"Router softmax", "param %x : f64[4, 5]\n%p, %i = Router(%x) {top_k=2}\noutput %p", "x=spaced", ROUTER_STEP},
-	{"Router sigmoid normalized", "param %x : f64[4, 5]\n%p, %i = Router(%x) {top_k=3, score=\"sigmoid\", normalize=1}\noutput %p", "x=spaced", ROUTER_STEP},
-	{"Router softmax normalized", "param %x : f64[3, 4]\n%p, %i = Router(%x) {top_k=2, normalize=1}\noutput %p", "x=spaced", ROUTER_STEP},
-	{"MoEDispatch", "param %x : f64[4, 3]\ninput %e : i64[4, 2]\n%s, %n = MoEDispatch(%x, %e) {experts=3}\noutput %s", "e=topk:3", 0},
-	{"GroupedLinear", "param %x : f64[6, 3]\nparam %w : f64[3, 2, 3]\ninput %n : i64[3]\n%y = GroupedLinear(%x, %w, %n)\noutput %y", "n=counts:6", 0},
-	{"GroupedLinear transpose_weight", "param %x : f64[5, 2]\nparam %w : f64[2, 2, 3]\ninput %n : i64[2]\n%y = GroupedLinear(%x, %w, %n) {transpose_weight=1}\noutput %y", "n=counts:5", 0},
-	{"MoECombine", "param %y : f64[6, 2]\nparam %p : f64[3, 2]\ninput %e : i64[3, 2]\n%z = MoECombine(%y, %p, %e)\noutput %z", "e=topk:4", 0},
-	{"MoE layer: router, dispatch, experts, combine", "param %x : f64[3, 2]\nparam %l : f64[3, 4]\nparam %w : f64[4, 2, 2]\n%p, %i = Router(%l) {top_k=2}\n%s, %n = MoEDispatch(%x, %i) {experts=4}\n%h = GroupedLinear(%s, %w, %n)\n%pp = Cast(%p) {to=f64}\n%y = MoECombine(%h, %pp, %i)\noutput %y", "l=spaced", ROUTER_STEP},
+	{"SwiGLU split",
+	 "param %g : f64[2, 3]\n" "param %u : f64[2, 3]\n" "%y = SwiGLU(%g, %u)\n"
+	 "output %y", "", 0},
+	{"Embedding repeated ids",
+	 "param %w : f64[5, 3]\n" "input %ids : i64[2, 4]\n" "%y = Embedding(%ids, %w)\n"
+	 "output %y", "ids=int:0:4", 0},
+	{"Rope rotate-half",
+	 "param %x : f64[1, 2, 3, 4]\n" "input %cos : f64[3, 4]\n" "input %sin : f64[3, 4]\n"
+	 "%y = Rope(%x, %cos, %sin)\n" "output %y", "", 0},
+	{"Rope partial",
+	 "param %x : f64[1, 2, 3, 6]\n" "input %cos : f64[1, 1, 3, 2]\n"
+	 "input %sin : f64[1, 1, 3, 2]\n" "%y = Rope(%x, %cos, %sin)\n" "output %y", "", 0},
+	{"Rope interleaved",
+	 "param %x : f64[2, 1, 3, 4]\n" "input %cos : f64[2, 1, 3, 4]\n"
+	 "input %sin : f64[2, 1, 3, 4]\n" "%y = Rope(%x, %cos, %sin) {interleaved=1}\n"
+	 "output %y", "", 0},
+	{"Rope interleaved partial",
+	 "param %x : f64[1, 2, 3, 6]\n" "input %cos : f64[3, 4]\n" "input %sin : f64[3, 4]\n"
+	 "%y = Rope(%x, %cos, %sin) {interleaved=1}\n" "output %y", "", 0},
+	{"Attention",
+	 "param %q : f64[1, 2, 3, 4]\n" "param %k : f64[1, 2, 3, 4]\n"
+	 "param %v : f64[1, 2, 3, 4]\n" "%y = Attention(%q, %k, %v)\n" "output %y", "", 0},
+	{"Attention causal",
+	 "param %q : f64[2, 1, 4, 3]\n" "param %k : f64[2, 1, 4, 3]\n"
+	 "param %v : f64[2, 1, 4, 3]\n" "%y = Attention(%q, %k, %v) {causal=1}\n"
+	 "output %y", "", 0},
+	{"Attention GQA causal",
+	 "param %q : f64[1, 4, 3, 2]\n" "param %k : f64[1, 2, 3, 2]\n"
+	 "param %v : f64[1, 2, 3, 2]\n" "%y = Attention(%q, %k, %v) {causal=1}\n"
+	 "output %y", "", 0},
+	{"Attention bool mask, seq_q != seq_kv, scale",
+	 "param %q : f64[1, 2, 2, 3]\n" "param %k : f64[1, 2, 4, 3]\n"
+	 "param %v : f64[1, 2, 4, 2]\n" "input %m : bool[1, 1, 2, 4]\n"
+	 "%y = Attention(%q, %k, %v, %m) {scale=0.3}\n" "output %y", "m=bool:0.7", 0},
+	{"Attention additive mask, GQA",
+	 "param %q : f64[1, 2, 3, 2]\n" "param %k : f64[1, 1, 3, 2]\n"
+	 "param %v : f64[1, 1, 3, 2]\n" "input %m : f64[1, 2, 3, 3]\n"
+	 "%y = Attention(%q, %k, %v, %m)\n" "output %y", "m=uniform:-2:0", 0},
+	{"CrossEntropy mean, ignored labels",
+	 "param %x : f64[2, 3, 5]\n" "input %t : i64[2, 3]\n" "%y = CrossEntropy(%x, %t)\n"
+	 "output %y", "t=labels:5:-100", CE_STEP},
+	{"CrossEntropy sum, ignore_index 2",
+	 "param %x : f64[4, 5]\n" "input %t : i64[4]\n"
+	 "%y = CrossEntropy(%x, %t) {ignore_index=2, reduction=\"sum\"}\n"
+	 "output %y", "t=labels:5:2", CE_STEP},
+	{"CrossEntropy none",
+	 "param %x : f64[2, 3, 4]\n" "input %t : i64[2, 3]\n"
+	 "%y = CrossEntropy(%x, %t) {reduction=\"none\"}\n"
+	 "output %y", "t=labels:4:-100", CE_STEP},
+	{"Router softmax",
+	 "param %x : f64[4, 5]\n" "%p, %i = Router(%x) {top_k=2}\n"
+	 "output %p", "x=spaced", ROUTER_STEP},
+	{"Router sigmoid normalized",
+	 "param %x : f64[4, 5]\n" "%p, %i = Router(%x) {top_k=3, score=\"sigmoid\", normalize=1}\n"
+	 "output %p", "x=spaced", ROUTER_STEP},
+	{"Router softmax normalized",
+	 "param %x : f64[3, 4]\n" "%p, %i = Router(%x) {top_k=2, normalize=1}\n"
+	 "output %p", "x=spaced", ROUTER_STEP},
+	{"MoEDispatch",
+	 "param %x : f64[4, 3]\n" "input %e : i64[4, 2]\n"
+	 "%s, %n = MoEDispatch(%x, %e) {experts=3}\n" "output %s", "e=topk:3", 0},
+	{"GroupedLinear",
+	 "param %x : f64[6, 3]\n" "param %w : f64[3, 2, 3]\n" "input %n : i64[3]\n"
+	 "%y = GroupedLinear(%x, %w, %n)\n" "output %y", "n=counts:6", 0},
+	{"GroupedLinear transpose_weight",
+	 "param %x : f64[5, 2]\n" "param %w : f64[2, 2, 3]\n" "input %n : i64[2]\n"
+	 "%y = GroupedLinear(%x, %w, %n) {transpose_weight=1}\n" "output %y", "n=counts:5", 0},
+	{"MoECombine",
+	 "param %y : f64[6, 2]\n" "param %p : f64[3, 2]\n" "input %e : i64[3, 2]\n"
+	 "%z = MoECombine(%y, %p, %e)\n" "output %z", "e=topk:4", 0},
+	{"MoE layer: router, dispatch, experts, combine",
+	 "param %x : f64[3, 2]\n" "param %l : f64[3, 4]\n" "param %w : f64[4, 2, 2]\n"
+	 "%p, %i = Router(%l) {top_k=2}\n" "%s, %n = MoEDispatch(%x, %i) {experts=4}\n"
+	 "%h = GroupedLinear(%s, %w, %n)\n" "%pp = Cast(%p) {to=f64}\n"
+	 "%y = MoECombine(%h, %pp, %i)\n" "output %y", "l=spaced", ROUTER_STEP},
 	// Collectives: one rank in one process, where they are the identity.
 	{"AllReduce", "param %x : f64[2, 3]\n%y = AllReduce(%x) {group=\"tp\"}\noutput %y", "", 0},
-	{"AllGather", "param %x : f64[2, 3]\n%y = AllGather(%x) {group=\"dp\", axis=0, ranks=1}\noutput %y", "", 0},
-	{"ReduceScatter", "param %x : f64[2, 3]\n%y = ReduceScatter(%x) {group=\"dp\", axis=1, ranks=1}\noutput %y", "", 0},
+	{"AllGather",
+	 "param %x : f64[2, 3]\n" "%y = AllGather(%x) {group=\"dp\", axis=0, ranks=1}\n"
+	 "output %y", "", 0},
+	{"ReduceScatter",
+	 "param %x : f64[2, 3]\n" "%y = ReduceScatter(%x) {group=\"dp\", axis=1, ranks=1}\n"
+	 "output %y", "", 0},
 };
 
 #define N_CASES (sizeof cases / sizeof cases[0])
@@ -217,7 +347,8 @@ static void fill_topk(f8_rt_tensor *t, int64_t experts) {
 static void fill_spaced(f8_rt_tensor *t) {
 	int64_t n = f8_rt_tensor_numel(t);
 	for (int64_t i = 0; i < n; i++)
-		f8_rt_tensor_set(t, i, -1.5 + 3.0 * ((double)i + rng_uniform(0.4, 0.6)) / (double)n);
+		f8_rt_tensor_set(t, i, -1.5 + 3.0 * ((double)i + rng_uniform(0.4, 0.6)) /
+					       (double)n);
 	for (int64_t i = n - 1; i > 0; i--) {
 		int64_t j = rng_int(0, i);
 		double swap = f8_rt_tensor_get(t, i);
@@ -247,8 +378,10 @@ static bool fill_leaf(f8_rt_tensor *t, const char *spec, bool is_param) {
 			left -= c;
 		}
 	} else if (sscanf(spec, "labels:%lf:%lf", &a, &b) == 2) {
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, i > 0 && rng_next() % 4 == 0 ? b : (double)rng_int(0, (int64_t)a - 1));
+		for (int64_t i = 0; i < n; i++) {
+			bool ignored = i > 0 && rng_next() % 4 == 0;
+			f8_rt_tensor_set(t, i, ignored ? b : (double)rng_int(0, (int64_t)a - 1));
+		}
 	} else if (sscanf(spec, "int:%lf:%lf", &a, &b) == 2) {
 		for (int64_t i = 0; i < n; i++)
 			f8_rt_tensor_set(t, i, (double)rng_int((int64_t)a, (int64_t)b));
@@ -289,15 +422,18 @@ static f8_status add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs, 
 /* The loss: the sum over the graph's float outputs of ReduceSum(Mul(f64(output), w)) with w a
  * fresh f64 input per output; the graph's outputs become the loss alone. */
 static f8_status add_loss(f8_graph *graph, f8_value_id *loss, f8_diag *diag) {
+	// Attribute names are the schema's own strings (f8_attr.name: static storage).
 	const f8_attr to_f64 = {.name = f8_op_find_attr_spec(F8_OP_CAST, "to", 2)->name,
 				.kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F64};
-	const f8_attr no_keepdims = {.name = f8_op_find_attr_spec(F8_OP_REDUCE_SUM, "keepdims", 8)->name,
-				     .kind = F8_ATTR_INT, .i = 0};
+	const f8_attr no_keepdims = {
+		.name = f8_op_find_attr_spec(F8_OP_REDUCE_SUM, "keepdims", 8)->name,
+		.kind = F8_ATTR_INT, .i = 0};
 	f8_status status = F8_OK;
 	*loss = F8_NONE;
 	uint32_t n_outputs = graph->n_outputs;
 	for (uint32_t i = 0; !status && i < n_outputs; i++) {
-		f8_value_id out = graph->outputs[i], weight, product, sum;
+		f8_value_id out = graph->outputs[i], weight = F8_NONE, product = F8_NONE;
+		f8_value_id sum = F8_NONE;
 		f8_type type = graph->values[out].type;
 		if (!f8_dtype_is_float(type.dtype))
 			continue;
@@ -307,12 +443,14 @@ static f8_status add_loss(f8_graph *graph, f8_value_id *loss, f8_diag *diag) {
 		char name[32];
 		snprintf(name, sizeof name, "gradcheck_w%u", i);
 		if (!status)
-			status = f8_graph_add_input(graph, name, F8_ROLE_INPUT, &type, &weight, diag);
+			status = f8_graph_add_input(graph, name, F8_ROLE_INPUT, &type, &weight,
+						    diag);
 		f8_value_id operands[2] = {out, weight};
 		if (!status)
 			status = add_node(graph, F8_OP_MUL, operands, 2, NULL, 0, &product, diag);
 		if (!status)
-			status = add_node(graph, F8_OP_REDUCE_SUM, &product, 1, &no_keepdims, 1, &sum, diag);
+			status = add_node(graph, F8_OP_REDUCE_SUM, &product, 1, &no_keepdims, 1,
+					  &sum, diag);
 		f8_value_id terms[2] = {*loss, sum};
 		if (!status && *loss != F8_NONE)
 			status = add_node(graph, F8_OP_ADD, terms, 2, NULL, 0, &sum, diag);
@@ -450,13 +588,13 @@ static void run_case(const gradcheck_case *c, bool *covered) {
 	f8_diag_clear(&diag);
 	prepared p;
 	f8_cpu_executor *executor = NULL;
-	int64_t symbols[1] = {1}, elements = 0;
+	int64_t symbols[1] = {1}, elements = 0; // the cases have no symbols
+	uint32_t fwd_bwd = F8_PHASE_BIT(F8_PHASE_FWD) | F8_PHASE_BIT(F8_PHASE_BWD);
 	double worst = 0;
 	bool ok = prepare(c, covered, &p, &diag) == F8_OK &&
 		  f8_cpu_executor_create(p.graph, symbols, &executor, &diag) == F8_OK &&
 		  fill_leaves(executor, &p, c->fills) &&
-		  f8_cpu_executor_run(executor, F8_PHASE_BIT(F8_PHASE_FWD) | F8_PHASE_BIT(F8_PHASE_BWD),
-				      &diag) == F8_OK;
+		  f8_cpu_executor_run(executor, fwd_bwd, &diag) == F8_OK;
 	// The run's gradients are read before the finite differences' runs replace them.
 	ok = ok && check_gradients(executor, &p, c->f32_step, &worst, &elements, &diag);
 	double tolerance = c->f32_step > 0 ? F32_TOLERANCE : TOLERANCE;
@@ -492,7 +630,7 @@ int main(int argc, char **argv) {
 			       f8_op_name((f8_op)op));
 		CHECK(covered[op]);
 	}
-	printf("%zu cases in %.1f s of CPU time\n", N_CASES,
+	printf("%zu cases in %.2f s of CPU time\n", N_CASES,
 	       (double)(clock() - start) / CLOCKS_PER_SEC);
 	return test_finish();
 }
