@@ -272,7 +272,7 @@ static void write_metrics(trainer *t, const char *kind, const f8_train_progress 
 
 static f8_status loop(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
-	double first_loss = NAN, best_eval = NAN;
+	double first_loss = NAN, last_loss = NAN, best_eval = NAN;
 	struct timespec interval;
 	clock_gettime(CLOCK_MONOTONIC, &interval);
 	int64_t interval_iterations = 0;
@@ -284,6 +284,7 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 		t->iteration++, interval_iterations++;
 		if (isnan(first_loss))
 			first_loss = loss;
+		last_loss = loss;
 		if (!isfinite(loss))
 			return f8_diag_set(diag, F8_ERR_INVALID, "the loss is %g at iteration %lld",
 					   loss, (long long)t->iteration);
@@ -315,7 +316,7 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 			return status;
 	}
 	notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_END, .first_loss = first_loss,
-				       .best_eval = best_eval});
+				       .last_loss = last_loss, .best_eval = best_eval});
 	return F8_OK;
 }
 

@@ -60,7 +60,8 @@ typedef struct f8_train_progress {
 	double tokens_per_second;       // STEP: over the last logged interval
 	double elapsed_seconds;         // since the start of this run
 	int64_t parameters;             // START: the number of trained parameters
-	double first_loss, best_eval;   // END: summary (best_eval NAN without evaluations)
+	double first_loss, last_loss;   // END: of this run's first and last iterations
+	double best_eval;               // END: the lowest eval loss (NAN without evaluations)
 	const char *path;               // SAVE: the folder
 } f8_train_progress;
 

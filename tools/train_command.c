@@ -278,9 +278,14 @@ static void show(const f8_train_progress *p, void *user) {
 			fprintf(stderr, "iteration %lld: saved %s\n", (long long)p->iteration, p->path);
 		break;
 	case F8_TRAIN_EVENT_END:
-		fprintf(stderr, "%sdone: %lld iterations in %.1f s; loss %.4f at the first logged "
-			"iteration of this run", terminal ? "\n" : "", (long long)p->iteration,
-			p->elapsed_seconds, p->first_loss);
+		if (isnan(p->first_loss)) {
+			fprintf(stderr, "done: already at iteration %lld of %lld\n",
+				(long long)p->iteration, (long long)p->train_iters);
+			break;
+		}
+		fprintf(stderr, "%sdone: iteration %lld after %.1f s; loss %.4f -> %.4f over this "
+			"run", terminal ? "\n" : "", (long long)p->iteration, p->elapsed_seconds,
+			p->first_loss, p->last_loss);
 		if (!isnan(p->best_eval))
 			fprintf(stderr, ", best eval loss %.4f", p->best_eval);
 		fprintf(stderr, "\n");
