@@ -49,7 +49,10 @@ typedef enum f8_lr_decay {
 	F8_LR_DECAY_COUNT
 } f8_lr_decay;
 
+/* The style's name as --lr-decay-style takes it ("cosine"), or "?" when out of range. */
 const char *f8_lr_decay_name(f8_lr_decay decay);
+
+/* Looks a style up by its name; true and *out set when found. */
 bool f8_lr_decay_from_name(const char *name, f8_lr_decay *out);
 
 /* The training hyperparameters, Megatron-LM's names in the comments. */

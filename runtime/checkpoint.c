@@ -15,22 +15,30 @@
 #include <time.h>     // clock_gettime
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
+#include "runtime/atomic_file.h" // f8_atomic_file_*
 #include "runtime/safetensors.h" // f8_safetensors_*
 
 enum { WEIGHTS, OPTIMIZER, N_FILES };
 static const char *const file_names[N_FILES] = {"weights.safetensors", "optimizer.safetensors"};
+static const char LATEST[] = "latest_checkpointed_iteration.txt"; // Megatron-LM's name
+enum { SETTING_KEY_MAX = 96 };
 
-/* Which file a leaf is saved in, or -1 for none: params to the weights; optimizer, scaling
- * state to the optimizer file; not the accumulators, which are zero between steps. */
-static int file_of(const f8_value *value) {
+/* Which file leaf `v` is saved in, or -1 for none: params to the weights; optimizer and scaling
+ * state to the optimizer file; not the gradient accumulators (the leaves that the backward
+ * updates), which are zero between steps. */
+static int file_of(const f8_graph *graph, f8_value_id v) {
+	const f8_value *value = &graph->values[v];
 	if (value->role == F8_ROLE_PARAMETER)
 		return WEIGHTS;
 	if (value->role != F8_ROLE_OPTIMIZER_STATE && value->role != F8_ROLE_SCALE &&
 	    value->role != F8_ROLE_AMAX_HISTORY)
 		return -1;
-	size_t len = strlen(value->name), suffix = strlen(".main_grad");
-	if (len >= suffix && strcmp(value->name + len - suffix, ".main_grad") == 0)
-		return -1;
+	for (uint32_t i = 0; i < graph->n_updates; i++) {
+		const f8_value *source = &graph->values[graph->updates[i].source];
+		if (graph->updates[i].target == v &&
+		    graph->nodes[source->producer].phase == F8_PHASE_BWD)
+			return -1;
+	}
 	return OPTIMIZER;
 }
 
@@ -41,48 +49,94 @@ static f8_status path_in(const char *folder, const char *name, char *path, size_
 	return F8_OK;
 }
 
-f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
-			     const f8_cpu_executor *executor, const f8_checkpoint_info *info,
-			     f8_diag *diag) {
-	if (mkdir(folder, 0777) != 0 && errno != EEXIST)
-		return f8_diag_set(diag, F8_ERR_IO, "cannot make checkpoint folder %s: %s", folder,
+static f8_status make_folder(const char *path, f8_diag *diag) {
+	if (mkdir(path, 0777) != 0 && errno != EEXIST)
+		return f8_diag_set(diag, F8_ERR_IO, "cannot make checkpoint folder %s: %s", path,
 				   strerror(errno));
+	return F8_OK;
+}
+
+/* Writes the record of the newest complete save, atomically. */
+static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *diag) {
+	char path[4096], text[32];
+	f8_status status = path_in(folder, LATEST, path, sizeof path, diag);
+	int len = snprintf(text, sizeof text, "%" PRId64 "\n", iteration);
+	f8_atomic_file *file = NULL;
+	if (!status)
+		status = f8_atomic_file_open(path, &file, diag);
+	if (!status && (status = f8_atomic_file_write(file, text, (size_t)len, diag)))
+		f8_atomic_file_abort(file);
+	else if (!status)
+		status = f8_atomic_file_commit(file, diag);
+	return status;
+}
+
+/* Writes the leaves of `which` into `path` with the metadata keys/values. */
+static f8_status write_file(const char *path, int which, const f8_graph *graph,
+			    const f8_cpu_executor *executor, const char *const *keys,
+			    const char *const *values, size_t n_metadata, f8_diag *diag) {
 	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
 	const f8_rt_tensor **tensors = f8_calloc(graph->n_inputs + 1, sizeof *tensors);
 	f8_status status = names && tensors ? F8_OK
 					    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	size_t n = 0;
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		if (file_of(graph, v) == which) {
+			names[n] = graph->values[v].name;
+			tensors[n++] = f8_cpu_executor_value(executor, v);
+		}
+	}
+	if (!status)
+		status = f8_safetensors_write(path, names, tensors, n, keys, values, n_metadata, diag);
+	f8_free(names);
+	f8_free(tensors);
+	return status;
+}
+
+f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
+			     const f8_cpu_executor *executor, const f8_checkpoint_info *info,
+			     f8_diag *diag) {
+	char iteration_folder[4096], iteration[32], sampler[32], seed[32], tokens[32], save_id[48];
+	snprintf(iteration, sizeof iteration, "%07" PRId64, info->iteration);
+	char folder_name[48];
+	snprintf(folder_name, sizeof folder_name, "iter_%s", iteration);
+	f8_status status = make_folder(folder, diag);
+	if (!status)
+		status = path_in(folder, folder_name, iteration_folder, sizeof iteration_folder, diag);
+	if (!status)
+		status = make_folder(iteration_folder, diag);
+	if (status)
+		return status;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	char iteration[32], sampler[32], seed[32], tokens[32], save_id[48];
 	snprintf(iteration, sizeof iteration, "%" PRId64, info->iteration);
 	snprintf(sampler, sizeof sampler, "%" PRIu64, info->sampler_state);
 	snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
 	snprintf(tokens, sizeof tokens, "%" PRId64, info->consumed_tokens);
 	snprintf(save_id, sizeof save_id, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
-	const char *keys[] = {"format", "version", "iteration", "save_id", "sampler_state", "seed",
-			      "consumed_tokens", "model"};
-	const char *values[] = {"f8c-checkpoint", "1", iteration, save_id, sampler, seed, tokens,
-				info->model ? info->model : ""};
-	// The optimizer file first: a crash between the two leaves the old weights with a new
-	// optimizer file, which the save ids refuse, not a new model that looks complete.
-	for (int file = OPTIMIZER; !status && file >= WEIGHTS; file--) {
-		size_t n = 0;
-		for (uint32_t i = 0; i < graph->n_inputs; i++) {
-			f8_value_id v = graph->inputs[i];
-			if (file_of(&graph->values[v]) == file) {
-				names[n] = graph->values[v].name;
-				tensors[n++] = f8_cpu_executor_value(executor, v);
-			}
-		}
-		char path[4096];
-		status = path_in(folder, file_names[file], path, sizeof path, diag);
-		if (!status)
-			status = f8_safetensors_write(path, names, tensors, n, keys, values,
-						      sizeof keys / sizeof keys[0], diag);
+	enum { FIXED = 8, MAX_SETTINGS = 32 };
+	const char *keys[FIXED + MAX_SETTINGS] = {"format", "version", "iteration", "save_id",
+						  "sampler_state", "seed", "consumed_tokens", "model"};
+	const char *values[FIXED + MAX_SETTINGS] = {"f8c-checkpoint", "1", iteration, save_id,
+						    sampler, seed, tokens,
+						    info->model ? info->model : ""};
+	char setting_keys[MAX_SETTINGS][SETTING_KEY_MAX];
+	if (info->n_settings > MAX_SETTINGS)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "too many settings for a checkpoint");
+	for (uint32_t i = 0; i < info->n_settings; i++) {
+		snprintf(setting_keys[i], SETTING_KEY_MAX, "setting.%s", info->setting_keys[i]);
+		keys[FIXED + i] = setting_keys[i];
+		values[FIXED + i] = info->setting_values[i];
 	}
-	f8_free(names);
-	f8_free(tensors);
-	return status;
+	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
+		char path[4096];
+		status = path_in(iteration_folder, file_names[file], path, sizeof path, diag);
+		if (!status)
+			status = write_file(path, file, graph, executor, keys, values,
+					    FIXED + info->n_settings, diag);
+	}
+	return status ? status : write_latest(folder, info->iteration, diag);
 }
 
 /* Checks a file's record; the first file's iteration and save id go to *iteration, *save_id,
@@ -124,7 +178,7 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
 		const f8_value *value = &graph->values[v];
-		if (file_of(value) != which)
+		if (file_of(graph, v) != which)
 			continue;
 		expected++;
 		const f8_rt_tensor *leaf = f8_cpu_executor_value(executor, v);
@@ -158,15 +212,65 @@ static bool parse_u64(const char *text, uint64_t *out) {
 	return true;
 }
 
+/* The folder of the latest save in `folder` into `out`: FOLDER/iter_N by
+ * latest_checkpointed_iteration.txt, or `folder` itself when it has no such file. */
+static f8_status resolve_latest(const char *folder, char *out, size_t size, f8_diag *diag) {
+	char path[4096], text[32] = "";
+	f8_status status = path_in(folder, LATEST, path, sizeof path, diag);
+	if (status)
+		return status;
+	FILE *file = fopen(path, "r");
+	if (!file) { // a folder holding one checkpoint's two files
+		snprintf(out, size, "%s", folder);
+		return F8_OK;
+	}
+	bool read = fgets(text, sizeof text, file) != NULL;
+	fclose(file);
+	uint64_t iteration;
+	size_t len = strlen(text);
+	if (len && text[len - 1] == '\n')
+		text[--len] = '\0';
+	if (!read || !parse_u64(text, &iteration) || iteration > INT64_MAX) {
+		f8_diag_set(diag, F8_ERR_INVALID, "%s does not hold an iteration number", path);
+		f8_diag_hint(diag, "write the iteration of a complete save in it, or load an iter_* "
+			     "folder directly");
+		return F8_ERR_INVALID;
+	}
+	char name[48];
+	snprintf(name, sizeof name, "iter_%07" PRIu64, iteration);
+	return path_in(folder, name, out, size, diag);
+}
+
+/* Checks the stored settings against the run's (info's). */
+static f8_status check_settings(const f8_safetensors *record, const char *path,
+				const f8_checkpoint_info *info, f8_diag *diag) {
+	for (uint32_t i = 0; i < info->n_settings; i++) {
+		char key[SETTING_KEY_MAX];
+		snprintf(key, sizeof key, "setting.%s", info->setting_keys[i]);
+		const char *stored = f8_safetensors_metadata(record, key);
+		if (stored && strcmp(stored, info->setting_values[i]) != 0) {
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "the checkpoint %s was trained with --%s %s; "
+				    "this run has %s", path, info->setting_keys[i], stored,
+				    info->setting_values[i]);
+			f8_diag_hint(diag, "give --%s %s to continue that run's schedule (Megatron-LM "
+				     "refuses the same mismatch)", info->setting_keys[i], stored);
+			return F8_ERR_ARGUMENT;
+		}
+	}
+	return F8_OK;
+}
+
 f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
 			     f8_cpu_executor *executor, f8_checkpoint_info *info, f8_diag *diag) {
 	f8_rt_tensor *staged = f8_calloc(graph->n_values + 1, sizeof *staged);
 	f8_safetensors *files[N_FILES] = {0};
 	const char *save_id = NULL;
-	char paths[N_FILES][4096];
+	char paths[N_FILES][4096], latest[4096];
 	f8_status status = staged ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = resolve_latest(folder, latest, sizeof latest, diag);
 	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
-		status = path_in(folder, file_names[file], paths[file], sizeof paths[file], diag);
+		status = path_in(latest, file_names[file], paths[file], sizeof paths[file], diag);
 		if (!status)
 			status = f8_safetensors_open(paths[file], &files[file], diag);
 		if (!status)
@@ -187,17 +291,21 @@ f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
 			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the iteration, sampler state, "
 					     "seed or token count in the metadata is not a number",
 					     paths[OPTIMIZER]);
+		if (!status)
+			status = check_settings(record, paths[OPTIMIZER], info, diag);
 	}
 	if (!status) { // everything checked: now write the leaves
 		for (uint32_t i = 0; i < graph->n_inputs; i++) {
 			f8_value_id v = graph->inputs[i];
-			if (file_of(&graph->values[v]) < 0)
+			if (file_of(graph, v) < 0)
 				continue;
 			f8_rt_tensor *leaf = f8_cpu_executor_leaf(executor, v);
 			memcpy(leaf->data, staged[v].data, leaf->n_bytes);
 		}
-		*info = (f8_checkpoint_info){.iteration = (int64_t)iteration, .sampler_state = sampler,
-					     .seed = seed, .consumed_tokens = (int64_t)tokens};
+		info->iteration = (int64_t)iteration;
+		info->sampler_state = sampler;
+		info->seed = seed;
+		info->consumed_tokens = (int64_t)tokens;
 	}
 	for (uint32_t v = 0; staged && v < graph->n_values; v++)
 		f8_rt_tensor_destroy(&staged[v]);

@@ -1,18 +1,22 @@
 /*
- * Training checkpoints: a folder with two safetensors files, as Hugging Face tools read them.
+ * Training checkpoints, laid out as Megatron-LM lays them out, in files Hugging Face tools read:
  *
- *   weights.safetensors    every parameter, by the model's parameter names, in its dtype (the
- *                          f32 master weights)
- *   optimizer.safetensors  every optimizer state leaf by its name (<param>.exp_avg,
- *                          <param>.exp_avg_sq, iteration; gradient accumulators are zero
- *                          between steps and are not saved), and in its metadata the data
- *                          sampler's state and what the run was
+ *   FOLDER/latest_checkpointed_iteration.txt   the iteration of the newest complete save
+ *   FOLDER/iter_0000010/weights.safetensors    every parameter, by the model's parameter
+ *                                              names, in its dtype (the f32 master weights)
+ *   FOLDER/iter_0000010/optimizer.safetensors  every optimizer state leaf by its name
+ *                                              (<param>.exp_avg, <param>.exp_avg_sq, iteration,
+ *                                              FP8 scaling state; gradient accumulators are zero
+ *                                              between steps and are not saved), and in its
+ *                                              metadata the data sampler's state and the run's
+ *                                              settings
  *
- * Both files carry the same metadata "format" = "f8c-checkpoint", "version" = "1", the
- * iteration and a save id, so a pair that two different saves wrote is refused. Each file is
- * written atomically (runtime/atomic_file.h). Loading reads and checks everything first and
- * only then writes the executor's leaves: a torn, foreign or mismatched checkpoint is refused
- * with the leaves as they were.
+ * A save writes its iteration's folder, each file atomically (runtime/atomic_file.h), and only
+ * then moves latest_checkpointed_iteration.txt to it (atomically too): a save cut short leaves
+ * the previous checkpoint the latest. Both files carry "format" = "f8c-checkpoint",
+ * "version" = "1", the iteration and a save id, so a pair that two saves wrote is refused.
+ * Loading reads and checks everything first and only then writes the executor's leaves: a torn,
+ * foreign or mismatched checkpoint is refused with the leaves as they were.
  */
 #ifndef F8_RUNTIME_CHECKPOINT_H
 #define F8_RUNTIME_CHECKPOINT_H
@@ -30,18 +34,24 @@ typedef struct f8_checkpoint_info {
 	uint64_t seed;          // the run's --seed
 	int64_t consumed_tokens;
 	const char *model;      // the model file's name, for people reading the metadata
+	// Settings of the run that a resumed run must share to continue it (the learning-rate
+	// schedule): saved as metadata "setting.<key>"; on load each must equal the stored one.
+	const char *const *setting_keys, *const *setting_values; // (n_settings)
+	uint32_t n_settings;
 } f8_checkpoint_info;
 
-/* Saves the params and state leaves of `graph` held by `executor` into folder `folder`
- * (created when missing), with `info`. */
+/* Saves the params and state leaves of `graph` held by `executor` as iteration
+ * info->iteration of the checkpoint folder `folder` (created when missing), with `info`. */
 f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
 			     const f8_cpu_executor *executor, const f8_checkpoint_info *info,
 			     f8_diag *diag);
 
 /*
- * Loads the checkpoint in `folder` into the params and state leaves of `graph` in `executor`,
- * and its record into *info (info->model is NULL: the caller has its own). Every parameter and
- * state leaf must be there with its exact dtype and shape, and nothing else may be.
+ * Loads the latest checkpoint of `folder` (or `folder` itself when it holds the two files) into
+ * the params and state leaves of `graph` in `executor`, and its record into *info. On entry
+ * info's settings are the current run's: a stored setting that differs fails with
+ * F8_ERR_ARGUMENT naming it. Every parameter and state leaf must be there with its exact dtype
+ * and shape, and nothing else may be. info->model is left as it was.
  */
 f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
 			     f8_cpu_executor *executor, f8_checkpoint_info *info, f8_diag *diag);

@@ -60,6 +60,12 @@ static double seconds_since(const struct timespec *start) {
 	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
 }
 
+/* The settings a resumed run must share with the run it continues: the learning-rate
+ * schedule, which Megatron-LM checks on load the same way. */
+static const char *const setting_keys[] = {"lr", "min-lr", "lr-warmup-iters", "lr-decay-iters",
+					   "lr-decay-style"};
+enum { N_SETTINGS = sizeof setting_keys / sizeof setting_keys[0] };
+
 /* Everything a run holds. */
 typedef struct trainer {
 	const f8_train_config *config;
@@ -71,6 +77,9 @@ typedef struct trainer {
 	f8_token_range ranges[3];
 	f8_batch_sampler train_sampler, eval_sampler;
 	FILE *metrics;
+	f8_training_options optimizer; // as compiled: micro_batches and decay_iters resolved
+	char settings[N_SETTINGS][32]; // the schedule's settings, as a checkpoint records them
+	const char *setting_values[N_SETTINGS];
 	f8_train_callback callback;
 	void *user;
 	struct timespec start;
@@ -155,6 +164,14 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	if (optimizer.decay_iters == 0)
 		optimizer.decay_iters = c->train_iters;
 	t->micro_batches = optimizer.micro_batches;
+	t->optimizer = optimizer;
+	snprintf(t->settings[0], sizeof t->settings[0], "%.17g", optimizer.lr);
+	snprintf(t->settings[1], sizeof t->settings[1], "%.17g", optimizer.min_lr);
+	snprintf(t->settings[2], sizeof t->settings[2], "%lld", (long long)optimizer.warmup_iters);
+	snprintf(t->settings[3], sizeof t->settings[3], "%lld", (long long)optimizer.decay_iters);
+	snprintf(t->settings[4], sizeof t->settings[4], "%s", f8_lr_decay_name(optimizer.decay_style));
+	for (int i = 0; i < N_SETTINGS; i++)
+		t->setting_values[i] = t->settings[i];
 	f8_pipeline_options compile = {.training = &optimizer};
 	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
 	if (!status)
@@ -248,25 +265,38 @@ static f8_status save(trainer *t, f8_diag *diag) {
 	f8_checkpoint_info info = {.iteration = t->iteration,
 				   .sampler_state = t->train_sampler.state,
 				   .seed = t->config->seed, .consumed_tokens = t->consumed_tokens,
-				   .model = t->config->model};
+				   .model = t->config->model, .setting_keys = setting_keys,
+				   .setting_values = t->setting_values, .n_settings = N_SETTINGS};
 	f8_status status = f8_checkpoint_save(t->config->save, t->graph, t->executor, &info, diag);
 	if (!status)
 		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
 	return status;
 }
 
-/* Writes one JSON line; numbers with 17 significant digits so they read back exactly. */
+/* A JSON number with 17 significant digits, so it reads back exactly; null when it is not
+ * finite (JSON has no inf or nan). */
+static const char *json_number(double x, char *buffer, size_t size) {
+	if (!isfinite(x))
+		return "null";
+	snprintf(buffer, size, "%.17g", x);
+	return buffer;
+}
+
+/* Writes one JSON line. */
 static void write_metrics(trainer *t, const char *kind, const f8_train_progress *p) {
 	if (!t->metrics)
 		return;
+	char a[32], b[32], c[32], d[32];
 	if (strcmp(kind, "eval") == 0)
-		fprintf(t->metrics, "{\"step\": %lld, \"eval_loss\": %.17g, \"elapsed_s\": %.3f}\n",
-			(long long)t->iteration, p->eval_loss, p->elapsed_seconds);
-	else
-		fprintf(t->metrics, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.17g, "
-			"\"grad_norm\": %.17g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n",
-			(long long)t->iteration, p->loss, p->lr, p->grad_norm, p->tokens_per_second,
+		fprintf(t->metrics, "{\"step\": %lld, \"eval_loss\": %s, \"elapsed_s\": %.3f}\n",
+			(long long)t->iteration, json_number(p->eval_loss, a, sizeof a),
 			p->elapsed_seconds);
+	else
+		fprintf(t->metrics, "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
+			"\"grad_norm\": %s, \"tokens_per_s\": %s, \"elapsed_s\": %.3f}\n",
+			(long long)t->iteration, json_number(p->loss, a, sizeof a),
+			json_number(p->lr, b, sizeof b), json_number(p->grad_norm, c, sizeof c),
+			json_number(p->tokens_per_second, d, sizeof d), p->elapsed_seconds);
 	fflush(t->metrics);
 }
 
@@ -338,8 +368,18 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	if (!status)
 		status = set_up_data(&t, diag);
 	if (!status && config->load) {
-		f8_checkpoint_info info;
+		f8_checkpoint_info info = {.setting_keys = setting_keys,
+					   .setting_values = t.setting_values,
+					   .n_settings = N_SETTINGS};
 		status = f8_checkpoint_load(config->load, t.graph, t.executor, &info, diag);
+		f8_value_id iteration = f8_graph_find_value(t.graph, "iteration", 9);
+		const f8_rt_tensor *counted = iteration == F8_NONE
+						      ? NULL
+						      : f8_cpu_executor_value(t.executor, iteration);
+		if (!status && (!counted || f8_rt_tensor_get(counted, 0) != (double)info.iteration))
+			status = f8_diag_set(diag, F8_ERR_INVALID, "the checkpoint in %s says iteration "
+					     "%lld, but its optimizer state counts another",
+					     config->load, (long long)info.iteration);
 		if (!status) {
 			t.iteration = info.iteration;
 			t.consumed_tokens = info.consumed_tokens;

@@ -49,6 +49,7 @@ typedef enum f8_train_event {
 	F8_TRAIN_EVENT_EVAL,
 	F8_TRAIN_EVENT_SAVE,
 	F8_TRAIN_EVENT_END,
+	F8_TRAIN_EVENT_COUNT
 } f8_train_event;
 
 typedef struct f8_train_progress {

@@ -84,6 +84,26 @@ static const option *find_option(const char *name) {
 	return NULL;
 }
 
+/* Parses "969,30,1": 2 or 3 non-negative numbers, all of the text; false otherwise. */
+static bool parse_split(const char *text, double *weights, int *n_weights) {
+	int n = 0;
+	for (const char *c = text;; n++) {
+		char number[64];
+		size_t len = strcspn(c, ",");
+		if (n == 3 || len == 0 || len >= sizeof number)
+			return false;
+		memcpy(number, c, len);
+		number[len] = '\0';
+		if (!f8_tool_parse_double(number, &weights[n]) || weights[n] < 0)
+			return false;
+		if (!c[len])
+			break;
+		c += len + 1;
+	}
+	*n_weights = n + 1;
+	return *n_weights >= 2;
+}
+
 /* Sets option `o` from `text`; false (with a message on stderr) when it does not parse. */
 static bool set_option(request *r, const option *o, const char *text, char *mutable_text) {
 	char *field = (char *)&r->config + o->offset;
@@ -112,25 +132,10 @@ static bool set_option(request *r, const option *o, const char *text, char *muta
 		if (!f8_token_format_from_name(text, (f8_token_format *)field))
 			break;
 		return true;
-	case SPLIT: {
-		int n = 0;
-		for (const char *c = text; *c && n < 3; n++) {
-			char number[64];
-			size_t len = strcspn(c, ",");
-			if (len == 0 || len >= sizeof number)
-				return fprintf(stderr, "f8c train: --split needs numbers like 969,30,1\n"),
-				       false;
-			memcpy(number, c, len);
-			number[len] = '\0';
-			if (!f8_tool_parse_double(number, &r->config.split[n]))
-				break;
-			c += len + (c[len] == ',');
-		}
-		r->config.n_split = n;
-		if (n >= 2)
+	case SPLIT:
+		if (parse_split(text, r->config.split, &r->config.n_split))
 			return true;
 		break;
-	}
 	case DIM:
 		if (!mutable_text || r->config.n_dims == MAX_DIMS ||
 		    !f8_tool_parse_dim_binding(mutable_text, &r->dims[r->config.n_dims]))
@@ -289,6 +294,8 @@ static void show(const f8_train_progress *p, void *user) {
 		if (!isnan(p->best_eval))
 			fprintf(stderr, ", best eval loss %.4f", p->best_eval);
 		fprintf(stderr, "\n");
+		break;
+	case F8_TRAIN_EVENT_COUNT:
 		break;
 	}
 }

@@ -15,6 +15,10 @@ struct f8_cpu_executor {
 	f8_rt_tensor *tensors;  // (graph->n_values) leaves for the executor's life, others per run
 	bool *made;             // (graph->n_values) made by the last run and still held
 	bool keep_all;
+	// Scratch for one node's operands, sized by the largest arity in the graph (a GlobalNorm
+	// reads every parameter's gradient: hundreds for a large model).
+	const f8_rt_tensor **inputs;
+	f8_rt_tensor *outputs;
 	// Buffers of freed values, kept for the next value of the same size: a step frees and
 	// makes the same sizes over and over, and going back to the system each time costs
 	// page faults that take longer than the arithmetic (until the slab planner comes).
@@ -129,6 +133,18 @@ f8_status f8_cpu_executor_create(const f8_graph *graph, const int64_t *symbol_va
 		f8_cpu_executor_destroy(executor);
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	}
+	uint32_t max_inputs = 1, max_outputs = 1;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		max_inputs = node->n_inputs > max_inputs ? node->n_inputs : max_inputs;
+		max_outputs = node->n_outputs > max_outputs ? node->n_outputs : max_outputs;
+	}
+	executor->inputs = f8_calloc(max_inputs, sizeof *executor->inputs);
+	executor->outputs = f8_calloc(max_outputs, sizeof *executor->outputs);
+	if (!executor->inputs || !executor->outputs) {
+		f8_cpu_executor_destroy(executor);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
 	if (graph->n_symbols)
 		memcpy(executor->symbol_values, symbol_values, graph->n_symbols * sizeof(int64_t));
 	f8_status status = check_sizes(executor, diag);
@@ -161,6 +177,8 @@ void f8_cpu_executor_destroy(f8_cpu_executor *executor) {
 	for (uint32_t i = 0; i < executor->n_spares; i++)
 		f8_free(executor->spares[i].data);
 	f8_free(executor->spares);
+	f8_free(executor->inputs);
+	f8_free(executor->outputs);
 	f8_free(executor->symbol_values);
 	f8_free(executor->tensors);
 	f8_free(executor->made);
@@ -199,6 +217,45 @@ typedef struct run_plan {
 	uint32_t *last_read; // (n_values)
 } run_plan;
 
+/*
+ * Updates apply when a run ends, so within one run a leaf keeps its old contents after the
+ * source of its update is made: a node reading it then would compute with stale state (an
+ * optimizer reading the gradient accumulator in the same run that added to it). Such a run is
+ * refused; the phases run apart (fwd|bwd, then opt) read what they should.
+ */
+static f8_status check_stale_reads(const f8_graph *graph, const run_plan *plan, f8_diag *diag) {
+	uint32_t n = graph->n_values ? graph->n_values : 1;
+	f8_value_id *target_of = f8_malloc(n * sizeof *target_of);
+	bool *stale = f8_calloc(n, sizeof *stale);
+	f8_status status = target_of && stale ? F8_OK
+					      : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t v = 0; !status && v < graph->n_values; v++)
+		target_of[v] = F8_NONE;
+	for (uint32_t i = 0; !status && i < graph->n_updates; i++)
+		target_of[graph->updates[i].source] = graph->updates[i].target;
+	for (uint32_t p = 0; !status && p < plan->n_nodes; p++) {
+		const f8_node *node = &graph->nodes[plan->nodes[p]];
+		for (uint32_t j = 0; !status && j < node->n_inputs; j++) {
+			f8_value_id v = node->inputs[j];
+			if (v == F8_NONE || !stale[v])
+				continue;
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "input %u (%%%s) is read after its update's "
+				    "source was made in the same run, so it would be stale", j,
+				    graph->values[v].name);
+			f8_diag_hint(diag, "run the phases that update state apart from the ones that "
+				     "read it (a training step: fwd|bwd, then opt)");
+			f8_diag_set_node(diag, graph, plan->nodes[p]);
+			status = F8_ERR_ARGUMENT;
+		}
+		for (uint32_t j = 0; j < node->n_outputs; j++)
+			if (target_of[node->outputs[j]] != F8_NONE)
+				stale[target_of[node->outputs[j]]] = true;
+	}
+	f8_free(target_of);
+	f8_free(stale);
+	return status;
+}
+
 static f8_status plan_run(const f8_cpu_executor *executor, uint32_t phases, run_plan *plan,
 			  f8_diag *diag) {
 	const f8_graph *graph = executor->graph;
@@ -225,7 +282,7 @@ static f8_status plan_run(const f8_cpu_executor *executor, uint32_t phases, run_
 	if (executor->keep_all)
 		for (uint32_t v = 0; v < graph->n_values; v++)
 			plan->last_read[v] = KEPT;
-	return F8_OK;
+	return check_stale_reads(graph, plan, diag);
 }
 
 /* Runs node `id` at position `position` of the run: checks its inputs are there, allocates its
@@ -234,7 +291,7 @@ static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t pos
 			  const run_plan *plan, f8_diag *diag) {
 	const f8_graph *graph = executor->graph;
 	const f8_node *node = &graph->nodes[id];
-	const f8_rt_tensor *inputs[F8_VARIADIC];
+	const f8_rt_tensor **inputs = executor->inputs;
 	for (uint32_t j = 0; j < node->n_inputs; j++) {
 		f8_value_id v = node->inputs[j];
 		inputs[j] = v == F8_NONE ? NULL : f8_cpu_executor_value(executor, v);
@@ -253,7 +310,7 @@ static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t pos
 		executor->made[node->outputs[j]] = true;
 	}
 	// The kernel fills outputs[0..n): gather them, since values are not contiguous.
-	f8_rt_tensor outputs[F8_VARIADIC];
+	f8_rt_tensor *outputs = executor->outputs;
 	for (uint32_t j = 0; j < node->n_outputs; j++)
 		outputs[j] = executor->tensors[node->outputs[j]];
 	f8_cpu_kernel_call call = {.graph = graph, .node = node,

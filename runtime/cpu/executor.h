@@ -46,8 +46,10 @@ f8_rt_tensor *f8_cpu_executor_leaf(f8_cpu_executor *executor, f8_value_id value)
 /*
  * Runs the nodes whose phase is in `phases` (F8_PHASE_BIT(F8_PHASE_FWD) | ...), in program order,
  * then applies the updates whose source it made. A node reading a value that this run did not
- * make and that is not a leaf fails with F8_ERR_ARGUMENT naming both. On a failure the leaves are
- * as they were before the run (updates are applied only after every node succeeded).
+ * make and that is not a leaf fails with F8_ERR_ARGUMENT naming both; so does a run in which a
+ * node reads a leaf after the source of its update was made (it would read stale state). On a
+ * failure the leaves are as they were before the run (updates are applied only after every node
+ * succeeded).
  */
 f8_status f8_cpu_executor_run(f8_cpu_executor *executor, uint32_t phases, f8_diag *diag);
 

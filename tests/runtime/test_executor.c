@@ -3,7 +3,9 @@
  * values freed or kept, updates moved into leaves only after a whole run succeeded, errors for
  * a value of a phase that did not run and for a kernel's data error, sizes bound at creation.
  */
-#include <math.h>   // fabs
+#include <math.h>   // fabs, sqrt
+#include <stdio.h>  // sprintf, snprintf
+#include <stdlib.h> // malloc, free
 #include <string.h> // strlen, strstr
 
 #include "ir/text.h"              // f8_text_parse
@@ -149,7 +151,77 @@ static void test_bad_sizes(void) {
 	f8_graph_destroy(graph);
 }
 
+/* A node with more operands than any fixed array would hold: a GlobalNorm over hundreds of
+ * gradients, or an exporter's wide Concat. */
+static void test_wide_node(void) {
+	enum { N = 300 };
+	char *text = malloc(64 * N + 256), *at = text;
+	at += sprintf(at, "graph wide {\n");
+	for (int i = 0; i < N; i++)
+		at += sprintf(at, "  param %%p%d : f32[2]\n", i);
+	at += sprintf(at, "  %%all = Concat(");
+	for (int i = 0; i < N; i++)
+		at += sprintf(at, "%s%%p%d", i ? ", " : "", i);
+	at += sprintf(at, ") {axis=0}\n  %%norm = GlobalNorm(");
+	for (int i = 0; i < N; i++)
+		at += sprintf(at, "%s%%p%d", i ? ", " : "", i);
+	sprintf(at, ")\n  output %%all, %%norm\n}\n");
+	f8_graph *graph = parse(text);
+	free(text);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_cpu_executor *executor = NULL;
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	for (int i = 0; executor && i < N; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "p%d", i);
+		f8_rt_tensor *p = f8_cpu_executor_leaf(executor, id(graph, name));
+		f8_rt_tensor_set(p, 0, i);
+		f8_rt_tensor_set(p, 1, 2.0);
+	}
+	CHECK(executor && f8_cpu_executor_run(executor, F8_PHASES_ALL, &diag) == F8_OK);
+	const f8_rt_tensor *all = executor ? f8_cpu_executor_value(executor, id(graph, "all")) : NULL;
+	CHECK(all && all->dims[0] == 2 * N && get(all, 2 * (N - 1)) == N - 1);
+	// sqrt(sum of i^2 for i < N + N * 4)
+	double expected = sqrt((N - 1.0) * N * (2 * N - 1.0) / 6 + 4.0 * N);
+	const f8_rt_tensor *norm = executor ? f8_cpu_executor_value(executor, id(graph, "norm")) : NULL;
+	CHECK(norm && fabs(get(norm, 0) - expected) < 1e-3);
+	f8_cpu_executor_destroy(executor);
+	f8_graph_destroy(graph);
+}
+
+/* One run that makes an update's source and then reads the leaf would read stale state. */
+static void test_stale_read_refused(void) {
+	f8_graph *graph = parse("graph g {\n"
+				"  input %g : f32[2]\n"
+				"  state %acc : f32[2]\n"
+				"  %acc_next = Add(%acc, %g) phase=bwd\n"
+				"  %use = Neg(%acc) phase=opt\n"
+				"  output %use\n"
+				"  update %acc <- %acc_next\n"
+				"}\n");
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_cpu_executor *executor = NULL;
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	CHECK(f8_cpu_executor_run(executor, F8_PHASES_ALL, &diag) == F8_ERR_ARGUMENT);
+	CHECK(strstr(diag.message, "%acc") && strstr(diag.message, "stale"));
+	f8_diag_clear(&diag);
+	CHECK(f8_cpu_executor_run(executor, F8_PHASE_BIT(F8_PHASE_BWD), &diag) == F8_OK);
+	CHECK(f8_cpu_executor_run(executor, F8_PHASE_BIT(F8_PHASE_OPT), &diag) == F8_OK);
+	f8_cpu_executor_destroy(executor);
+	f8_graph_destroy(graph);
+}
+
 int main(void) {
+	test_wide_node();
+	test_stale_read_refused();
 	test_phases_and_updates();
 	test_failed_run_changes_nothing();
 	test_bad_sizes();

@@ -142,8 +142,14 @@ def test_resume(f8c, model, data, work, seed):
             check(run.returncode == 0, f"(c) the {name} run", run.stdout + run.stderr)
     print("(c) 20 iterations straight %.1f s; 10 + 10 resumed %.1f s" % (
         runs[0].seconds, runs[1].seconds + (runs[2].seconds if runs[2] else 0)))
+    # Megatron-LM's layout: iter_0000010/ and the file naming the latest complete save.
+    latest = os.path.join(ckpt, "latest_checkpointed_iteration.txt")
+    check(os.path.isfile(latest) and open(latest).read().strip() == "10",
+          "(c) latest_checkpointed_iteration.txt says 10",
+          f"{ckpt}: {os.listdir(ckpt) if os.path.isdir(ckpt) else 'no folder'}")
     for name in ("weights.safetensors", "optimizer.safetensors"):
-        check(os.path.isfile(os.path.join(ckpt, name)), f"(c) the checkpoint has {name}",
+        check(os.path.isfile(os.path.join(ckpt, "iter_0000010", name)),
+              f"(c) the checkpoint has iter_0000010/{name}",
               f"{ckpt}: {os.listdir(ckpt) if os.path.isdir(ckpt) else 'no folder'}")
     _, want = read_records(straight)
     _, got_first = read_records(first)
@@ -187,12 +193,17 @@ def test_errors(f8c, model, data, work, seed, ckpt):
     if not os.path.isdir(ckpt):
         check(False, "(d) a torn checkpoint", "no checkpoint from (c) to tear")
         return
+    # Resuming with another learning-rate schedule is refused, as Megatron-LM refuses it.
+    expect_refusal(f8c_run(f8c, train_args(model, data, metrics, seed, 20, *SMALL,
+                                           "--lr-decay-iters", "30", "--load", ckpt)),
+                   "resuming with another --lr-decay-iters", ["--lr-decay-iters", "20", "30"])
     torn = os.path.join(work, "torn")
     shutil.copytree(ckpt, torn)
-    weights = os.path.join(torn, "weights.safetensors")
+    weights = os.path.join(torn, "iter_0000010", "weights.safetensors")
     with open(weights, "r+b") as f:
         f.truncate(os.path.getsize(weights) // 2)
-    before = {n: os.path.getsize(os.path.join(torn, n)) for n in os.listdir(torn)}
+    before = {n: os.path.getsize(os.path.join(torn, "iter_0000010", n))
+              for n in os.listdir(os.path.join(torn, "iter_0000010"))}
     torn_metrics = os.path.join(work, "torn.jsonl")
     expect_refusal(f8c_run(f8c, train_args(model, data, torn_metrics, seed, 20, *SMALL,
                                            "--lr-decay-iters", "20", "--load", torn)),
@@ -200,7 +211,8 @@ def test_errors(f8c, model, data, work, seed, ckpt):
     records, _ = read_records(torn_metrics)
     check(not [r for r in records if "loss" in r], "(d) a torn checkpoint runs no step",
           f"{records}")
-    after = {n: os.path.getsize(os.path.join(torn, n)) for n in os.listdir(torn)}
+    after = {n: os.path.getsize(os.path.join(torn, "iter_0000010", n))
+             for n in os.listdir(os.path.join(torn, "iter_0000010"))}
     check(before == after, "(d) a torn checkpoint is left as it was", f"{before} -> {after}")
 
 
