@@ -6,7 +6,7 @@
 
 #include <string.h> // strlen, memcmp, strcmp, memcpy
 
-#include "ir/fp8.h"   // f8_float_decode
+#include "ir/fp8.h"   // f8_float_decode, f8_float_encode
 #include "ir/graph.h" // f8_node
 #include "ir/infer.h" // f8_infer_*
 
@@ -180,6 +180,36 @@ bool f8_tensor_data_scalar(const f8_tensor_data *tensor, double *out) {
 	default:
 		return false;
 	}
+}
+
+f8_tensor_data f8_tensor_data_make_scalar(f8_dtype dtype, double value, uint8_t *bytes) {
+	switch (dtype) {
+	case F8_DTYPE_F64:
+		memcpy(bytes, &value, 8);
+		break;
+	case F8_DTYPE_F32: {
+		float f = (float)value;
+		memcpy(bytes, &f, 4);
+		break;
+	}
+	case F8_DTYPE_I64: {
+		int64_t i = (int64_t)value;
+		memcpy(bytes, &i, 8);
+		break;
+	}
+	case F8_DTYPE_I32: {
+		int32_t i = (int32_t)value;
+		memcpy(bytes, &i, 4);
+		break;
+	}
+	default: { // bf16, f16
+		uint16_t bits = (uint16_t)f8_float_encode(dtype, (float)value, false);
+		memcpy(bytes, &bits, 2);
+		break;
+	}
+	}
+	return (f8_tensor_data){.dtype = dtype, .n_bytes = f8_dtype_get_info(dtype)->bytes,
+				.data = bytes};
 }
 
 const f8_attr *f8_node_attr(const f8_node *node, const char *name) {

@@ -69,6 +69,11 @@ typedef struct f8_tensor_data {
  * i32) into *out; false for another dtype or size, or for NULL. */
 bool f8_tensor_data_scalar(const f8_tensor_data *tensor, double *out);
 
+/* A one-element tensor (shape []) of `dtype` (one of those above) holding `value`, rounded to
+ * nearest even for bf16/f16 and truncated for integers; its data is `bytes` (8 of them), which
+ * must outlive it. */
+f8_tensor_data f8_tensor_data_make_scalar(f8_dtype dtype, double value, uint8_t *bytes);
+
 /* One attribute of a node. Payloads (strings, lists, tensors) live in the graph's arena. */
 typedef struct f8_attr {
 	const char *name; // the name from the op's schema (static storage)

@@ -10,7 +10,6 @@
 #include <stdio.h>  // snprintf
 #include <string.h> // memcpy
 
-#include "ir/fp8.h"                    // f8_float_encode
 #include "passes/gradients_internal.h" // grad_* builders
 
 /*
@@ -60,46 +59,10 @@ f8_status grad_binary(f8_grad_context *context, f8_op op, f8_value_id a, f8_valu
 	return grad_op(context, op, inputs, 2, NULL, 0, name, out, diag);
 }
 
-/* The bytes of `value` as one element of `dtype` into `bytes` (8 at most). */
-static void encode_element(f8_dtype dtype, double value, uint8_t *bytes) {
-	switch (dtype) {
-	case F8_DTYPE_F64:
-		memcpy(bytes, &value, 8);
-		return;
-	case F8_DTYPE_F32: {
-		float f = (float)value;
-		memcpy(bytes, &f, 4);
-		return;
-	}
-	case F8_DTYPE_I64: {
-		int64_t i = (int64_t)value;
-		memcpy(bytes, &i, 8);
-		return;
-	}
-	case F8_DTYPE_I32: {
-		int32_t i = (int32_t)value;
-		memcpy(bytes, &i, 4);
-		return;
-	}
-	default: { // bf16, f16 (the dtypes gradients flow through; others do not reach here)
-		uint16_t bits = (uint16_t)f8_float_encode(dtype, (float)value, false);
-		memcpy(bytes, &bits, 2);
-		return;
-	}
-	}
-}
-
-/* A one-element tensor of `dtype` holding `value`, with shape `shape` (its data in `bytes`). */
-static f8_tensor_data scalar_tensor(f8_dtype dtype, double value, uint8_t *bytes) {
-	encode_element(dtype, value, bytes);
-	return (f8_tensor_data){.dtype = dtype, .n_bytes = f8_dtype_get_info(dtype)->bytes,
-				.data = bytes};
-}
-
 f8_status grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
 			const char *name, f8_value_id *out, f8_diag *diag) {
 	uint8_t bytes[8];
-	f8_tensor_data tensor = scalar_tensor(dtype, value, bytes);
+	f8_tensor_data tensor = f8_tensor_data_make_scalar(dtype, value, bytes);
 	f8_attr attr = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor};
 	return grad_op(context, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, out, diag);
 }
@@ -107,7 +70,7 @@ f8_status grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
 f8_status grad_fill(f8_grad_context *context, const f8_type *type, double value,
 		    const char *name, f8_value_id *out, f8_diag *diag) {
 	uint8_t bytes[8];
-	f8_tensor_data tensor = scalar_tensor(type->dtype, value, bytes);
+	f8_tensor_data tensor = f8_tensor_data_make_scalar(type->dtype, value, bytes);
 	f8_dim dims[F8_MAX_RANK];
 	memcpy(dims, type->shape.dims, type->shape.rank * sizeof *dims);
 	f8_attr attrs[2] = {grad_attr_dims("shape", dims, type->shape.rank),

@@ -132,15 +132,7 @@ static f8_status add_one(trainer *t, f8_op op, const f8_value_id *inputs, uint32
 static f8_status add_constant(trainer *t, f8_dtype dtype, double value, const char *name,
 			      f8_phase phase, f8_value_id *out) {
 	uint8_t bytes[8];
-	if (dtype == F8_DTYPE_I64) {
-		int64_t i = (int64_t)value;
-		memcpy(bytes, &i, 8);
-	} else {
-		float f = (float)value;
-		memcpy(bytes, &f, 4);
-	}
-	f8_tensor_data tensor = {.dtype = dtype, .n_bytes = f8_dtype_get_info(dtype)->bytes,
-				 .data = bytes};
+	f8_tensor_data tensor = f8_tensor_data_make_scalar(dtype, value, bytes);
 	f8_attr attr = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor};
 	return add_one(t, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, phase, out);
 }
@@ -158,7 +150,7 @@ static const char *param_name(const trainer *t, const parameter *p, const char *
 }
 
 /* Checks the hyperparameters. */
-static f8_status check_options(const f8_training_options *o, f8_diag *diag) {
+f8_status f8_training_options_check(const f8_training_options *o, f8_diag *diag) {
 	const char *problem = NULL;
 	if (!(isfinite(o->lr) && o->lr >= 0))
 		problem = "lr (--lr) must be a finite number >= 0";
@@ -185,7 +177,7 @@ static f8_status check_options(const f8_training_options *o, f8_diag *diag) {
 	if (!problem)
 		return F8_OK;
 	f8_diag_set(diag, F8_ERR_ARGUMENT, "training option %s", problem);
-	f8_diag_hint(diag, "f8_training_options_default() gives Megatron-LM's defaults");
+	f8_diag_hint(diag, "f8c train --help lists the options; the defaults are Megatron-LM's");
 	return F8_ERR_ARGUMENT;
 }
 
@@ -687,7 +679,7 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 			       f8_diag *diag) {
 	trainer t = {.graph = graph, .diag = diag,
 		     .options = options ? *options : f8_training_options_default()};
-	f8_status status = check_options(&t.options, diag);
+	f8_status status = f8_training_options_check(&t.options, diag);
 	if (!status)
 		status = check_graph(&t);
 	if (!status && report)

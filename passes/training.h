@@ -76,6 +76,11 @@ typedef struct f8_training_options {
  * ignore_index -100. */
 f8_training_options f8_training_options_default(void);
 
+/* Checks `options` for values out of range or contradicting each other (min_lr above lr, a
+ * decaying schedule without decay_iters past warm-up, ...): F8_ERR_ARGUMENT naming the option
+ * with its f8c train spelling. */
+f8_status f8_training_options_check(const f8_training_options *options, f8_diag *diag);
+
 /* Runs the pass on `graph` with `options` (NULL: the defaults); writes each decision (master
  * weights made, parameters without weight decay and why) to `report` when not NULL. */
 f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *options, FILE *report,

@@ -18,25 +18,25 @@
 #include "runtime/cpu/executor.h" // f8_cpu_executor
 #include "runtime/parameters.h"   // f8_rt_parameters_init
 
+/* The optimizer's options as the run compiles them: micro-batches from the batch sizes, the
+ * decay over the whole run unless --lr-decay-iters says otherwise. */
+static f8_training_options resolved_optimizer(const f8_train_config *c) {
+	f8_training_options optimizer = c->optimizer;
+	optimizer.micro_batches = c->micro_batch_size > 0 ? c->global_batch_size / c->micro_batch_size
+							  : 0;
+	if (optimizer.decay_iters == 0)
+		optimizer.decay_iters = c->train_iters;
+	return optimizer;
+}
+
 f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
-	const f8_training_options *o = &c->optimizer;
 	const char *problem = NULL;
 	if (c->micro_batch_size < 1 || c->seq_length < 1 || c->train_iters < 1)
 		problem = "--micro-batch-size, --seq-length and --train-iters must be at least 1";
 	else if (c->global_batch_size % c->micro_batch_size != 0 || c->global_batch_size < 1)
 		problem = "--global-batch-size must be a positive multiple of --micro-batch-size";
-	else if (!(o->lr >= 0) || !(o->min_lr >= 0) || o->min_lr > o->lr)
-		problem = "--min-lr must be between 0 and --lr";
-	else if (o->warmup_iters < 0 || o->warmup_iters > c->train_iters)
-		problem = "--lr-warmup-iters must be between 0 and --train-iters";
-	else if (o->decay_style != F8_LR_DECAY_CONSTANT &&
-		 (o->decay_iters ? o->decay_iters : c->train_iters) <= o->warmup_iters)
-		problem = "--lr-decay-iters must be larger than --lr-warmup-iters for a decaying "
-			  "learning rate";
-	else if (!(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
-		problem = "--adam-beta1 and --adam-beta2 must be in [0, 1)";
-	else if (!(o->epsilon > 0) || !(o->weight_decay >= 0) || !(o->clip_grad >= 0))
-		problem = "--adam-eps must be positive, --weight-decay and --clip-grad not negative";
+	else if (c->optimizer.warmup_iters > c->train_iters)
+		problem = "--lr-warmup-iters must not be past --train-iters";
 	else if (c->eval_interval < 0 || c->eval_iters < 0 || c->log_interval < 1 ||
 		 c->save_interval < 0)
 		problem = "--eval-interval, --eval-iters and --save-interval must not be negative, "
@@ -49,9 +49,10 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--split needs 2 or 3 weights: train,valid[,test]";
 	else if (c->eval_iters > 0 && !(c->split[1] > 0))
 		problem = "evaluation needs a validation split: --split's second weight is 0";
-	if (!problem)
-		return F8_OK;
-	return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s", problem);
+	if (problem)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s", problem);
+	f8_training_options optimizer = resolved_optimizer(c);
+	return f8_training_options_check(&optimizer, diag);
 }
 
 static double seconds_since(const struct timespec *start) {
@@ -159,10 +160,7 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
-	f8_training_options optimizer = c->optimizer;
-	optimizer.micro_batches = c->global_batch_size / c->micro_batch_size;
-	if (optimizer.decay_iters == 0)
-		optimizer.decay_iters = c->train_iters;
+	f8_training_options optimizer = resolved_optimizer(c);
 	t->micro_batches = optimizer.micro_batches;
 	t->optimizer = optimizer;
 	snprintf(t->settings[0], sizeof t->settings[0], "%.17g", optimizer.lr);
