@@ -44,6 +44,16 @@ f8_status f8_diag_set(f8_diag *diag, f8_status status, const char *format, ...) 
 	return status;
 }
 
+f8_status f8_diag_set_in_file(f8_diag *diag, const char *path, f8_status status,
+			      const char *format, ...) {
+	va_list args;
+	va_start(args, format);
+	f8_diag_setv(diag, status, format, args);
+	va_end(args);
+	f8_diag_at(diag, path, 0, 0, NULL, 0);
+	return status;
+}
+
 void f8_diag_hint(f8_diag *diag, const char *format, ...) {
 	if (!diag)
 		return;

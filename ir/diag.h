@@ -65,6 +65,15 @@ f8_status f8_diag_set(f8_diag *diag, f8_status status, const char *format, ...)
 	__attribute__((format(printf, 3, 4)));
 f8_status f8_diag_setv(f8_diag *diag, f8_status status, const char *format, va_list args);
 
+/*
+ * As f8_diag_set, and sets the place to the file at `path` as a whole (no line, column or source
+ * line: f8_diag_at(diag, path, 0, 0, NULL, 0)), for a reader's or writer's failure about a
+ * file: `return f8_diag_set_in_file(diag, path, F8_ERR_IO, "cannot read %s", path);`. `diag`
+ * may be NULL; `path` is copied (truncated to F8_DIAG_FILE_MAX).
+ */
+f8_status f8_diag_set_in_file(f8_diag *diag, const char *path, f8_status status,
+			      const char *format, ...) __attribute__((format(printf, 4, 5)));
+
 /* Sets the hint (printf-style). `diag` may be NULL. */
 void f8_diag_hint(f8_diag *diag, const char *format, ...) __attribute__((format(printf, 2, 3)));
 

@@ -24,342 +24,27 @@
  *
  * An attribute value is read by the kind its op's schema gives it: INT, FLOAT (also inf, nan),
  * STRING, [INT, ...], [FLOAT, ...], DTYPE, dim, [dim, ...], or a tensor `type(elements)`.
- * `#` starts a comment that runs to the end of the line.
+ * `#` starts a comment that runs to the end of the line. The tokens are read by ir/text_lex.c.
  *
  * The input comes from users: every size is checked before anything is allocated from it, and
  * every error names file:line:column with the line's text.
  */
-#include <errno.h>  // errno, ERANGE
+#include <assert.h> // assert
+#include <errno.h>  // errno
 #include <math.h>   // INFINITY, NAN
-#include <stdarg.h> // va_list
-#include <stdlib.h> // strtoll, strtod
-#include <string.h> // memcmp, strlen, memcpy
+#include <stdio.h>  // FILE, fopen, fread, snprintf
+#include <string.h> // memcmp, memcpy, strcmp, strerror, strlen
 
-#include "ir/alloc.h" // f8_malloc, f8_realloc, f8_free
-#include "ir/text.h"  // f8_text_parse
+#include "ir/alloc.h"         // f8_realloc, f8_free
+#include "ir/arena.h"         // f8_arena_alloc, f8_arena_alloc_array, f8_arena_strdup
+#include "ir/text.h"          // f8_text_parse, f8_text_parse_file
+#include "ir/text_internal.h" // parser, token, the lexer (text_next, text_fail_at, ...)
 
 enum {
 	MAX_TENSOR_ELEMENTS = 1 << 20, // Constant tensors in the text IR are small by nature
 	MAX_LIST = 1 << 16,            // attribute lists, operands, outputs
-	MAX_NUMBER_TEXT = 64,
 	MAX_FILE_BYTES = 1 << 30,
 };
-
-typedef enum token_kind {
-	TOKEN_END,
-	TOKEN_IDENT,  // keyword, op, dtype, symbol: [A-Za-z_][A-Za-z0-9_.]*
-	TOKEN_VALUE,  // %name; text/len cover the name (without '%', quotes kept if quoted)
-	TOKEN_INT,
-	TOKEN_FLOAT,
-	TOKEN_STRING, // text/len cover the quotes too
-	TOKEN_PUNCT,  // one character
-} token_kind;
-
-typedef struct token {
-	token_kind kind;
-	const char *text;
-	size_t len;
-	uint32_t line, column;
-	int64_t i;
-	double f;
-} token;
-
-typedef struct parser {
-	const char *file;
-	const char *text, *end, *pos;
-	const char *line_start;
-	uint32_t line;
-	token tok; // the current token
-	f8_graph *graph;
-	f8_diag *diag;
-	f8_value_id *ids; // scratch list: operands or outputs
-	uint32_t n_ids, cap_ids;
-} parser;
-
-/* Fails at `at` (a token of the input) with a message; returns F8_ERR_PARSE. */
-static f8_status fail_at(parser *p, const token *at, const char *format, ...)
-	__attribute__((format(printf, 3, 4)));
-static f8_status fail_at(parser *p, const token *at, const char *format, ...) {
-	va_list args;
-	va_start(args, format);
-	f8_diag_setv(p->diag, F8_ERR_PARSE, format, args);
-	va_end(args);
-	// Find the line of `at` for the caret display.
-	const char *line_start = at->text;
-	while (line_start > p->text && line_start[-1] != '\n')
-		line_start--;
-	const char *line_end = line_start;
-	while (line_end < p->end && *line_end != '\n' && *line_end != '\r')
-		line_end++;
-	f8_diag_at(p->diag, p->file, at->line, at->column, line_start, (size_t)(line_end - line_start));
-	return F8_ERR_PARSE;
-}
-
-static const char *describe(const token *tok, char *buffer, size_t size) {
-	switch (tok->kind) {
-	case TOKEN_END:
-		return "the end of the input";
-	case TOKEN_PUNCT:
-		snprintf(buffer, size, "'%c'", tok->text[0]);
-		return buffer;
-	case TOKEN_VALUE:
-		snprintf(buffer, size, "%%%.*s", (int)(tok->len > 40 ? 40 : tok->len), tok->text);
-		return buffer;
-	default:
-		snprintf(buffer, size, "'%.*s'", (int)(tok->len > 40 ? 40 : tok->len), tok->text);
-		return buffer;
-	}
-}
-
-static f8_status fail_expected(parser *p, const char *what) {
-	char found[64];
-	return fail_at(p, &p->tok, "expected %s, found %s", what,
-		       describe(&p->tok, found, sizeof found));
-}
-
-/* Lexer. */
-
-static bool is_ident_start(char c) {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-static bool is_bare_char(char c) {
-	return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.';
-}
-
-static bool is_digit(char c) {
-	return c >= '0' && c <= '9';
-}
-
-static void skip_space_and_comments(parser *p) {
-	while (p->pos < p->end) {
-		char c = *p->pos;
-		if (c == '\n') {
-			p->line++;
-			p->line_start = ++p->pos;
-		} else if (c == ' ' || c == '\t' || c == '\r') {
-			p->pos++;
-		} else if (c == '#') {
-			while (p->pos < p->end && *p->pos != '\n')
-				p->pos++;
-		} else {
-			break;
-		}
-	}
-}
-
-/* Scans a quoted string starting at p->pos (on the opening quote). */
-static f8_status scan_string(parser *p, token *tok) {
-	const char *c = p->pos + 1;
-	while (c < p->end && *c != '"' && *c != '\n') {
-		if (*c == '\\' && c + 1 < p->end && c[1] != '\n')
-			c++;
-		c++;
-	}
-	if (c >= p->end || *c != '"') {
-		tok->text = p->pos;
-		tok->len = 1;
-		return fail_at(p, tok, "unterminated string");
-	}
-	tok->kind = TOKEN_STRING;
-	tok->len = (size_t)(c + 1 - p->pos);
-	return F8_OK;
-}
-
-/* Scans a number: -?(0x hex | digits[.digits][e[+-]digits]). (inf and nan are words, read by
- * parse_number.) */
-static f8_status scan_number(parser *p, token *tok) {
-	const char *c = p->pos;
-	if (*c == '-')
-		c++;
-	bool is_float = false;
-	if (c + 1 < p->end && c[0] == '0' && (c[1] == 'x' || c[1] == 'X')) {
-		c += 2;
-		while (c < p->end && ((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') ||
-				      (*c >= 'A' && *c <= 'F')))
-			c++;
-	} else {
-		while (c < p->end && is_digit(*c))
-			c++;
-		if (c < p->end && *c == '.') {
-			is_float = true;
-			for (c++; c < p->end && is_digit(*c); c++) {}
-		}
-		if (c < p->end && (*c == 'e' || *c == 'E')) {
-			is_float = true;
-			c++;
-			if (c < p->end && (*c == '+' || *c == '-'))
-				c++;
-			while (c < p->end && is_digit(*c))
-				c++;
-		}
-	}
-	tok->len = (size_t)(c - p->pos);
-	if (c < p->end && is_bare_char(*c)) // "12ab": a number glued to a name
-		return fail_at(p, tok, "malformed number");
-	char text[MAX_NUMBER_TEXT];
-	if (tok->len >= sizeof text)
-		return fail_at(p, tok, "number too long");
-	memcpy(text, p->pos, tok->len);
-	text[tok->len] = '\0';
-	char *stop;
-	errno = 0;
-	if (is_float) {
-		tok->kind = TOKEN_FLOAT;
-		tok->f = strtod(text, &stop);
-	} else {
-		tok->kind = TOKEN_INT;
-		tok->i = strtoll(text, &stop, 0);
-		// `-0` read as a float keeps its sign (the printer writes -0.0f so).
-		tok->f = text[0] == '-' && tok->i == 0 ? -0.0 : (double)tok->i;
-	}
-	if (stop != text + tok->len || tok->len == 0 || (tok->len == 1 && text[0] == '-'))
-		return fail_at(p, tok, "malformed number");
-	if (errno == ERANGE && !is_float)
-		return fail_at(p, tok, "integer out of range");
-	return F8_OK;
-}
-
-/* Reads the next token into p->tok. */
-static f8_status next(parser *p) {
-	skip_space_and_comments(p);
-	token *tok = &p->tok;
-	*tok = (token){.text = p->pos, .len = 1, .line = p->line,
-		       .column = (uint32_t)(p->pos - p->line_start) + 1};
-	if (p->pos >= p->end) {
-		// Place the end just after the last non-blank character, so that "expected X, found
-		// the end of the input" points at the line that stopped short, not at a blank one.
-		tok->kind = TOKEN_END;
-		tok->len = 0;
-		const char *last = p->end;
-		uint32_t line = p->line;
-		while (last > p->text && (last[-1] == ' ' || last[-1] == '\t' || last[-1] == '\r' ||
-					  last[-1] == '\n'))
-			line -= *--last == '\n';
-		const char *line_start = last;
-		while (line_start > p->text && line_start[-1] != '\n')
-			line_start--;
-		tok->text = last;
-		tok->line = line;
-		tok->column = (uint32_t)(last - line_start) + 1;
-		return F8_OK;
-	}
-	char c = *p->pos;
-	f8_status status = F8_OK;
-	if (c == '"') {
-		status = scan_string(p, tok);
-	} else if (is_digit(c) || (c == '-' && p->pos + 1 < p->end && is_digit(p->pos[1]))) {
-		// A minus before a word is punctuation: `seq-n` and `-seq` are dims, and parse_number
-		// reads `-inf` and `-nan` as the two tokens they then are.
-		status = scan_number(p, tok);
-	} else if (is_ident_start(c)) {
-		const char *e = p->pos;
-		while (e < p->end && is_bare_char(*e))
-			e++;
-		tok->kind = TOKEN_IDENT;
-		tok->len = (size_t)(e - p->pos);
-	} else if (c == '%') {
-		const char *start = p->pos + 1;
-		if (start < p->end && *start == '"') {
-			p->pos = start;
-			status = scan_string(p, tok);
-			tok->text = start; // the name's token covers its quotes
-		} else {
-			const char *e = start;
-			while (e < p->end && is_bare_char(*e))
-				e++;
-			if (e == start)
-				return fail_at(p, tok, "expected a value name after '%%'");
-			tok->text = start;
-			tok->len = (size_t)(e - start);
-		}
-		if (status)
-			return status;
-		tok->kind = TOKEN_VALUE;
-		p->pos = tok->text + tok->len;
-		return F8_OK;
-	} else if (c != '\0' && strchr("{}()[]<>,:=*+-", c)) {
-		tok->kind = TOKEN_PUNCT;
-	} else {
-		return fail_at(p, tok, (c >= 0x20 && c < 0x7f) ? "unexpected character '%c'"
-							      : "unexpected byte 0x%02x",
-			       (unsigned char)c);
-	}
-	if (!status)
-		p->pos = tok->text + tok->len;
-	return status;
-}
-
-static bool at_punct(const parser *p, char c) {
-	return p->tok.kind == TOKEN_PUNCT && p->tok.text[0] == c;
-}
-
-static bool at_ident(const parser *p, const char *word) {
-	return p->tok.kind == TOKEN_IDENT && p->tok.len == strlen(word) &&
-	       memcmp(p->tok.text, word, p->tok.len) == 0;
-}
-
-static f8_status expect_punct(parser *p, char c) {
-	if (!at_punct(p, c)) {
-		char what[8] = {'\'', c, '\'', '\0'};
-		return fail_expected(p, what);
-	}
-	return next(p);
-}
-
-/* Decodes the string token `tok` (quotes included) into the graph's arena. */
-static f8_status decode_string(parser *p, const token *tok, const char **out, size_t *out_len) {
-	char *text = f8_arena_alloc(p->graph->arena, tok->len);
-	if (!text)
-		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-	size_t n = 0;
-	for (size_t i = 1; i + 1 < tok->len; i++) {
-		char c = tok->text[i];
-		if (c != '\\') {
-			text[n++] = c;
-			continue;
-		}
-		c = tok->text[++i];
-		if (c == 'n') {
-			text[n++] = '\n';
-		} else if (c == 't') {
-			text[n++] = '\t';
-		} else if (c == '"' || c == '\\') {
-			text[n++] = c;
-		} else if (c == 'x' && i + 2 < tok->len - 1) { // two hex digits before the closing quote
-			char hex[3] = {tok->text[i + 1], tok->text[i + 2], '\0'};
-			char *stop;
-			long value = strtol(hex, &stop, 16);
-			if (stop != hex + 2 || value == 0)
-				return fail_at(p, tok, "bad escape \\x%s in string", hex);
-			text[n++] = (char)value;
-			i += 2;
-		} else {
-			return fail_at(p, tok, "unknown escape '\\%c' in string", c);
-		}
-	}
-	text[n] = '\0';
-	*out = text;
-	if (out_len)
-		*out_len = n;
-	return F8_OK;
-}
-
-/* Takes a string token into the arena and advances. */
-static f8_status take_string(parser *p, const char **out) {
-	if (p->tok.kind != TOKEN_STRING)
-		return fail_expected(p, "a string");
-	f8_status status = decode_string(p, &p->tok, out, NULL);
-	return status ? status : next(p);
-}
-
-/* The name of a VALUE token (decoded if quoted), in the arena. */
-static f8_status value_name(parser *p, const token *tok, const char **out) {
-	if (tok->text[0] == '"')
-		return decode_string(p, tok, out, NULL);
-	*out = f8_arena_strndup(p->graph->arena, tok->text, tok->len);
-	return *out ? F8_OK : f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-}
 
 /* Types and dims. */
 
@@ -377,20 +62,22 @@ static f8_status parse_dim_term(parser *p, int64_t sign, f8_dim *out) {
 			if (status == F8_ERR_NOMEM)
 				return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 			if (status)
-				return fail_at(p, &p->tok, "more than %d symbols", UINT16_MAX + 1);
+				return text_fail_at(p, &p->tok, "more than %d symbols",
+						    UINT16_MAX + 1);
 			factor = f8_dim_symbol(symbol);
 		} else {
-			return fail_expected(p, "a dimension (a number or a symbol like seq)");
+			return text_fail_expected(p, "a dimension (a number or a symbol like seq)");
 		}
 		if (!f8_dim_mul(term, factor, &term))
-			return fail_at(p, &first, "dimension overflows or has more than %d symbols in a "
-						  "product", F8_DIM_MAX_SYMBOLS);
-		f8_status status = next(p);
+			return text_fail_at(p, &first,
+					    "dimension overflows or has more than %d symbols in a "
+					    "product", F8_DIM_MAX_SYMBOLS);
+		f8_status status = text_next(p);
 		if (status)
 			return status;
-		if (!at_punct(p, '*'))
+		if (!text_at_punct(p, '*'))
 			break;
-		if ((status = next(p)))
+		if ((status = text_next(p)))
 			return status;
 	}
 	*out = term;
@@ -404,17 +91,17 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 	f8_dim dim;
 	int64_t first_sign = 1;
 	f8_status status = F8_OK;
-	if (at_punct(p, '-')) { // `-seq+64`: the printer writes a negative first term so
+	if (text_at_punct(p, '-')) { // `-seq+64`: the printer writes a negative first term so
 		first_sign = -1;
-		status = next(p);
+		status = text_next(p);
 	}
 	if (!status)
 		status = parse_dim_term(p, first_sign, &dim);
 	while (!status) {
 		int64_t sign = 1;
-		if (at_punct(p, '+') || at_punct(p, '-')) {
-			sign = at_punct(p, '-') ? -1 : 1;
-			status = next(p);
+		if (text_at_punct(p, '+') || text_at_punct(p, '-')) {
+			sign = text_at_punct(p, '-') ? -1 : 1;
+			status = text_next(p);
 		} else if (!(p->tok.kind == TOKEN_INT && p->tok.text[0] == '-')) {
 			break;
 		}
@@ -422,8 +109,9 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 		if (!status)
 			status = parse_dim_term(p, sign, &term);
 		if (!status && !f8_dim_add(dim, term, &dim))
-			return fail_at(p, &first, "dimension overflows or has more than %d terms",
-				       F8_DIM_MAX_TERMS);
+			return text_fail_at(p, &first,
+					    "dimension overflows or has more than %d terms",
+					    F8_DIM_MAX_TERMS);
 	}
 	if (!status)
 		*out = dim;
@@ -432,22 +120,22 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 
 /* '[' dim (',' dim)* ']' into `dims` (up to `max`), count in *n. */
 static f8_status parse_dim_list(parser *p, f8_dim *dims, uint32_t max, uint32_t *n) {
-	f8_status status = expect_punct(p, '[');
+	f8_status status = text_expect_punct(p, '[');
 	*n = 0;
-	while (!status && !at_punct(p, ']')) {
-		if (*n && (status = expect_punct(p, ',')))
+	while (!status && !text_at_punct(p, ']')) {
+		if (*n && (status = text_expect_punct(p, ',')))
 			return status;
 		if (*n == max)
-			return fail_at(p, &p->tok, "more than %u dimensions", max);
+			return text_fail_at(p, &p->tok, "more than %u dimensions", max);
 		status = parse_dim(p, &dims[(*n)++]);
 	}
-	return status ? status : next(p);
+	return status ? status : text_next(p);
 }
 
 static f8_status parse_dtype(parser *p, f8_dtype *out) {
 	if (p->tok.kind != TOKEN_IDENT || !f8_dtype_from_name(p->tok.text, p->tok.len, out))
-		return fail_expected(p, "a dtype (f32, bf16, e4m3, i64, ...)");
-	return next(p);
+		return text_fail_expected(p, "a dtype (f32, bf16, e4m3, i64, ...)");
+	return text_next(p);
 }
 
 static f8_status parse_type(parser *p, f8_type *out) {
@@ -464,86 +152,86 @@ static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 	token key = p->tok;
 	f8_status status;
 	if (key.kind != TOKEN_IDENT)
-		return fail_expected(p, "an annotation (role, format, recipe, slot, reason, shard, "
-					"offset, recompute)");
-	if ((status = next(p)))
+		return text_fail_expected(p, "an annotation (role, format, recipe, slot, reason, "
+					     "shard, offset, recompute)");
+	if ((status = text_next(p)))
 		return status;
 	if (key.len == 9 && memcmp(key.text, "recompute", 9) == 0) {
 		value->recompute = true;
 		return F8_OK;
 	}
-	if ((status = expect_punct(p, '=')))
+	if ((status = text_expect_punct(p, '=')))
 		return status;
 	token arg = p->tok;
 #define KEY(word) (key.len == strlen(word) && memcmp(key.text, word, key.len) == 0)
 	if (KEY("role")) {
 		if (is_leaf)
-			return fail_at(p, &key, "a leaf's role is the word that declares it");
+			return text_fail_at(p, &key, "a leaf's role is the word that declares it");
 		if (arg.kind != TOKEN_IDENT || !f8_role_from_name(arg.text, arg.len, &value->role) ||
 		    f8_role_is_leaf(value->role))
-			return fail_expected(p, "a role of a node's output (act, grad)");
-		return next(p);
+			return text_fail_expected(p, "a role of a node's output (act, grad)");
+		return text_next(p);
 	}
 	if (KEY("format"))
 		return parse_dtype(p, &value->precision.format);
 	if (KEY("recipe")) {
 		if (arg.kind != TOKEN_IDENT || !f8_recipe_from_name(arg.text, arg.len, &value->precision.recipe))
-			return fail_expected(p, "a recipe (delayed, current, rowwise, block, mxfp8)");
-		return next(p);
+			return text_fail_expected(p, "a recipe (delayed, current, rowwise, block, mxfp8)");
+		return text_next(p);
 	}
 	if (KEY("slot") || KEY("offset")) {
 		if (arg.kind != TOKEN_INT || arg.i < 0 || (KEY("slot") && arg.i >= F8_NONE))
-			return fail_expected(p, "a non-negative integer");
+			return text_fail_expected(p, "a non-negative integer");
 		if (KEY("slot"))
 			value->precision.scaling_slot = (uint32_t)arg.i;
 		else
 			value->buffer_offset = arg.i;
-		return next(p);
+		return text_next(p);
 	}
 	if (KEY("reason"))
-		return take_string(p, &value->precision.reason);
+		return text_take_string(p, &value->precision.reason);
 	if (KEY("shard")) {
 		f8_sharding *sharding = &value->sharding;
 		if (arg.kind != TOKEN_IDENT || !f8_mesh_axis_from_name(arg.text, arg.len, &sharding->mesh_axis))
-			return fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
-		if ((status = next(p)) || (status = expect_punct(p, ':')))
+			return text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
+		if ((status = text_next(p)) || (status = text_expect_punct(p, ':')))
 			return status;
-		if (at_ident(p, "partial"))
+		if (text_at_ident(p, "partial"))
 			sharding->split_dim = -1;
 		else if (p->tok.kind == TOKEN_INT && p->tok.i >= 0 && p->tok.i < F8_MAX_RANK)
 			sharding->split_dim = (int)p->tok.i;
 		else
-			return fail_expected(p, "the split dimension or 'partial'");
+			return text_fail_expected(p, "the split dimension or 'partial'");
 		sharding->sharded = true;
-		return next(p);
+		return text_next(p);
 	}
 #undef KEY
-	return fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
+	return text_fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
 }
 
 /* Attribute values. */
 
 static f8_status parse_number(parser *p, bool want_int, int64_t *i, double *f) {
-	if (!want_int && at_punct(p, '-')) { // `-inf`, `-nan`: a minus, then the word
-		f8_status status = next(p);
+	if (!want_int && text_at_punct(p, '-')) { // `-inf`, `-nan`: a minus, then the word
+		f8_status status = text_next(p);
 		if (status)
 			return status;
-		if (!at_ident(p, "inf") && !at_ident(p, "nan"))
-			return fail_expected(p, "inf or nan after '-'");
+		if (!text_at_ident(p, "inf") && !text_at_ident(p, "nan"))
+			return text_fail_expected(p, "inf or nan after '-'");
 		*f = p->tok.text[0] == 'i' ? -(double)INFINITY : -(double)NAN;
-		return next(p);
+		return text_next(p);
 	}
 	if (p->tok.kind == TOKEN_INT) {
 		*i = p->tok.i;
 		*f = p->tok.f;
 	} else if (!want_int && p->tok.kind == TOKEN_FLOAT) {
 		*f = p->tok.f;
-	} else if (!want_int && (at_ident(p, "inf") || at_ident(p, "nan"))) {
+	} else if (!want_int && (text_at_ident(p, "inf") || text_at_ident(p, "nan"))) {
 		*f = p->tok.text[0] == 'i' ? (double)INFINITY : (double)NAN;
 	} else {
-		return fail_expected(p, want_int ? "an integer" : "a number");
+		return text_fail_expected(p, want_int ? "an integer" : "a number");
 	}
-	return next(p);
+	return text_next(p);
 }
 
 /* Stores element `index` of a tensor literal from the current token. */
@@ -565,13 +253,14 @@ static f8_status parse_tensor_element(parser *p, f8_tensor_data *tensor, size_t 
 	} else if (f8_dtype_is_float(tensor->dtype)) {
 		// Small floats are written as their bit patterns (see ir/text_print.c).
 		if (i < 0 || (uint64_t)i >> (8 * info->bytes))
-			return fail_at(p, &at, "0x%llx is not a %s bit pattern", (unsigned long long)i,
-				       info->name);
+			return text_fail_at(p, &at, "0x%llx is not a %s bit pattern",
+					    (unsigned long long)i, info->name);
 		memcpy(element, &(uint16_t){(uint16_t)i}, info->bytes);
 	} else {
 		double min = info->kind == F8_DTYPE_KIND_INT ? -info->max - 1 : 0;
 		if ((double)i < min || (double)i > info->max)
-			return fail_at(p, &at, "%lld does not fit in %s", (long long)i, info->name);
+			return text_fail_at(p, &at, "%lld does not fit in %s", (long long)i,
+					    info->name);
 		if (info->bytes == 8)
 			memcpy(element, &i, 8);
 		else if (info->bytes == 4)
@@ -593,46 +282,47 @@ static f8_status parse_tensor(parser *p, f8_attr *attr) {
 		return status;
 	f8_dim numel;
 	if (!f8_shape_numel(&type.shape, &numel) || !f8_dim_is_const(numel))
-		return fail_at(p, &start, "a tensor literal needs a constant shape");
+		return text_fail_at(p, &start, "a tensor literal needs a constant shape");
 	for (int i = 0; i < type.shape.rank; i++)
 		if (f8_dim_value(type.shape.dims[i]) < 0)
-			return fail_at(p, &start, "a tensor literal cannot have a negative size");
+			return text_fail_at(p, &start,
+					    "a tensor literal cannot have a negative size");
 	if (f8_dim_value(numel) > MAX_TENSOR_ELEMENTS)
-		return fail_at(p, &start, "tensor literal of %lld elements is larger than %d",
-			       (long long)f8_dim_value(numel), MAX_TENSOR_ELEMENTS);
+		return text_fail_at(p, &start, "tensor literal of %lld elements is larger than %d",
+				    (long long)f8_dim_value(numel), MAX_TENSOR_ELEMENTS);
 	if (type.dtype == F8_DTYPE_UNDEFINED)
-		return fail_at(p, &start, "a tensor literal needs a dtype");
+		return text_fail_at(p, &start, "a tensor literal needs a dtype");
 	size_t count = (size_t)f8_dim_value(numel), bytes = f8_dtype_get_info(type.dtype)->bytes;
 	*tensor = (f8_tensor_data){.dtype = type.dtype, .shape = type.shape, .n_bytes = count * bytes};
 	if (!(tensor->data = f8_arena_alloc(p->graph->arena, tensor->n_bytes)))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-	if ((status = expect_punct(p, '(')))
+	if ((status = text_expect_punct(p, '(')))
 		return status;
 	for (size_t i = 0; i < count; i++) {
-		if (i && (status = expect_punct(p, ',')))
+		if (i && (status = text_expect_punct(p, ',')))
 			return status;
 		if ((status = parse_tensor_element(p, tensor, i)))
 			return status;
 	}
-	if (!at_punct(p, ')'))
-		return fail_at(p, &p->tok, "expected ')' after the %zu elements of %.*s", count,
-			       (int)start.len, start.text);
+	if (!text_at_punct(p, ')'))
+		return text_fail_at(p, &p->tok, "expected ')' after the %zu elements of %.*s",
+				    count, (int)start.len, start.text);
 	attr->tensor = tensor;
-	return next(p);
+	return text_next(p);
 }
 
 /* '[' item (',' item)* ']' of INTS, FLOATS or DIMS into arena storage. */
 static f8_status parse_list(parser *p, f8_attr *attr) {
-	f8_status status = expect_punct(p, '[');
+	f8_status status = text_expect_punct(p, '[');
 	uint32_t n = 0, cap = 0;
 	void *items = NULL;
 	size_t size = attr->kind == F8_ATTR_INTS ? sizeof(int64_t)
 		      : attr->kind == F8_ATTR_FLOATS ? sizeof(double) : sizeof(f8_dim);
-	while (!status && !at_punct(p, ']')) {
-		if (n && (status = expect_punct(p, ',')))
+	while (!status && !text_at_punct(p, ']')) {
+		if (n && (status = text_expect_punct(p, ',')))
 			break;
 		if (n == MAX_LIST) {
-			status = fail_at(p, &p->tok, "list longer than %d", MAX_LIST);
+			status = text_fail_at(p, &p->tok, "list longer than %d", MAX_LIST);
 			break;
 		}
 		if (n == cap) {
@@ -674,7 +364,7 @@ static f8_status parse_list(parser *p, f8_attr *attr) {
 		attr->floats.n = n, attr->floats.items = stored;
 	else
 		attr->dims.n = n, attr->dims.items = stored;
-	return next(p);
+	return text_next(p);
 }
 
 static f8_status parse_attr_value(parser *p, f8_attr *attr) {
@@ -688,7 +378,7 @@ static f8_status parse_attr_value(parser *p, f8_attr *attr) {
 		return parse_number(p, false, &ignored, &attr->f);
 	}
 	case F8_ATTR_STRING:
-		return take_string(p, &attr->s);
+		return text_take_string(p, &attr->s);
 	case F8_ATTR_DTYPE:
 		return parse_dtype(p, &attr->dtype);
 	case F8_ATTR_DIM:
@@ -707,16 +397,16 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 	f8_attr by_schema[64] = {{0}}; // every schema is far shorter; checked below
 	bool present[64] = {false};
 	assert(info->n_attrs <= 64);
-	f8_status status = next(p); // past '{'
-	for (bool first = true; !status && !at_punct(p, '}'); first = false) {
-		if (!first && (status = expect_punct(p, ',')))
+	f8_status status = text_next(p); // past '{'
+	for (bool first = true; !status && !text_at_punct(p, '}'); first = false) {
+		if (!first && (status = text_expect_punct(p, ',')))
 			return status;
 		token name = p->tok;
 		if (name.kind != TOKEN_IDENT)
-			return fail_expected(p, "an attribute name");
+			return text_fail_expected(p, "an attribute name");
 		const f8_attr_spec *spec = f8_op_find_attr_spec(op, name.text, name.len);
 		if (!spec) {
-			fail_at(p, &name, "%s has no attribute '%.*s'", info->name, (int)name.len, name.text);
+			text_fail_at(p, &name, "%s has no attribute '%.*s'", info->name, (int)name.len, name.text);
 			char hint[F8_DIAG_MESSAGE_MAX] = "";
 			size_t used = 0;
 			for (uint32_t i = 0; i < info->n_attrs && used < sizeof hint; i++)
@@ -729,8 +419,8 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 		}
 		size_t slot = (size_t)(spec - info->attrs);
 		if (present[slot])
-			return fail_at(p, &name, "attribute '%s' given twice", spec->name);
-		if ((status = next(p)) || (status = expect_punct(p, '=')))
+			return text_fail_at(p, &name, "attribute '%s' given twice", spec->name);
+		if ((status = text_next(p)) || (status = text_expect_punct(p, '=')))
 			return status;
 		by_schema[slot] = (f8_attr){.name = spec->name, .kind = spec->kind};
 		present[slot] = true;
@@ -747,60 +437,61 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 	// one way of attaching attributes for every producer of graphs.
 	if (f8_node_set_attrs(p->graph, id, attrs, n))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-	return next(p); // past '}'
+	return text_next(p); // past '}'
 }
 
 static f8_status parse_meta(parser *p, f8_node *node) {
 	token key = p->tok;
-	f8_status status = next(p);
+	f8_status status = text_next(p);
 	if (!status)
-		status = expect_punct(p, '=');
+		status = text_expect_punct(p, '=');
 	if (status)
 		return status;
 #define KEY(word) (key.len == strlen(word) && memcmp(key.text, word, key.len) == 0)
 	if (KEY("scope"))
-		return take_string(p, &node->scope);
+		return text_take_string(p, &node->scope);
 	if (KEY("name"))
-		return take_string(p, &node->name);
+		return text_take_string(p, &node->name);
 	if (KEY("phase")) {
 		if (p->tok.kind != TOKEN_IDENT || !f8_phase_from_name(p->tok.text, p->tok.len, &node->phase))
-			return fail_expected(p, "a phase (fwd, bwd, opt)");
-		return next(p);
+			return text_fail_expected(p, "a phase (fwd, bwd, opt)");
+		return text_next(p);
 	}
 	if (KEY("loc")) {
-		if ((status = take_string(p, &node->location.file)))
+		if ((status = text_take_string(p, &node->location.file)))
 			return status;
-		if (at_punct(p, '[')) {
-			if ((status = next(p)))
+		if (text_at_punct(p, '[')) {
+			if ((status = text_next(p)))
 				return status;
 			if (p->tok.kind != TOKEN_INT || p->tok.i < 0 || p->tok.i >= F8_NONE)
-				return fail_expected(p, "a node index");
+				return text_fail_expected(p, "a node index");
 			node->location.index = (uint32_t)p->tok.i;
-			if ((status = next(p)))
+			if ((status = text_next(p)))
 				return status;
-			return expect_punct(p, ']');
+			return text_expect_punct(p, ']');
 		}
 		uint32_t *fields[2] = {&node->location.line, &node->location.column};
 		for (int i = 0; i < 2; i++) {
-			if ((status = expect_punct(p, ':')))
+			if ((status = text_expect_punct(p, ':')))
 				return status;
 			if (p->tok.kind != TOKEN_INT || p->tok.i < 1 || p->tok.i >= F8_NONE)
-				return fail_expected(p, i ? "a column number" : "a line number");
+				return text_fail_expected(p, i ? "a column number"
+							       : "a line number");
 			*fields[i] = (uint32_t)p->tok.i;
-			if ((status = next(p)))
+			if ((status = text_next(p)))
 				return status;
 		}
 		return F8_OK;
 	}
 #undef KEY
-	return fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc)", (int)key.len,
-		       key.text);
+	return text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc)",
+			    (int)key.len, key.text);
 }
 
 /* Appends to the scratch id list. */
 static f8_status push_id(parser *p, f8_value_id id) {
 	if (p->n_ids == MAX_LIST)
-		return fail_at(p, &p->tok, "more than %d operands or outputs", MAX_LIST);
+		return text_fail_at(p, &p->tok, "more than %d operands or outputs", MAX_LIST);
 	if (p->n_ids == p->cap_ids) {
 		uint32_t cap = p->cap_ids ? p->cap_ids * 2 : 16;
 		f8_value_id *grown = f8_realloc(p->ids, cap * sizeof *grown);
@@ -815,20 +506,20 @@ static f8_status push_id(parser *p, f8_value_id id) {
 
 /* A use of a value: it must be defined above. */
 static f8_status parse_use(parser *p, f8_value_id *out) {
-	if (at_ident(p, "_")) { // an omitted optional input
+	if (text_at_ident(p, "_")) { // an omitted optional input
 		*out = F8_NONE;
-		return next(p);
+		return text_next(p);
 	}
 	if (p->tok.kind != TOKEN_VALUE)
-		return fail_expected(p, "a value (%name) or _");
+		return text_fail_expected(p, "a value (%name) or _");
 	const char *name;
-	f8_status status = value_name(p, &p->tok, &name);
+	f8_status status = text_value_name(p, &p->tok, &name);
 	if (status)
 		return status;
 	*out = f8_graph_find_value(p->graph, name, strlen(name));
 	if (*out == F8_NONE)
-		return fail_at(p, &p->tok, "value %%%s is not defined before this use", name);
-	return next(p);
+		return text_fail_at(p, &p->tok, "value %%%s is not defined before this use", name);
+	return text_next(p);
 }
 
 /* One output of a node as written, kept until the node (and so the value) exists. */
@@ -844,20 +535,20 @@ static f8_status parse_output_def(parser *p, output_def *def, bool is_leaf) {
 					.precision = {.scaling_slot = F8_NONE},
 					.sharding = {.split_dim = -1},
 					.buffer_offset = -1}};
-	f8_status status = value_name(p, &p->tok, &def->name);
+	f8_status status = text_value_name(p, &p->tok, &def->name);
 	if (!status)
-		status = next(p);
-	if (!status && at_punct(p, ':') && !(status = next(p)))
+		status = text_next(p);
+	if (!status && text_at_punct(p, ':') && !(status = text_next(p)))
 		status = parse_type(p, &def->scratch.type);
-	if (!status && at_punct(p, '<')) {
-		status = next(p);
-		for (bool first = true; !status && !at_punct(p, '>'); first = false) {
-			if (!first && (status = expect_punct(p, ',')))
+	if (!status && text_at_punct(p, '<')) {
+		status = text_next(p);
+		for (bool first = true; !status && !text_at_punct(p, '>'); first = false) {
+			if (!first && (status = text_expect_punct(p, ',')))
 				break;
 			status = parse_annotation(p, &def->scratch, is_leaf);
 		}
 		if (!status)
-			status = next(p);
+			status = text_next(p);
 	}
 	return status;
 }
@@ -876,25 +567,25 @@ static void apply_output_def(f8_value *value, const output_def *def) {
 static f8_status parse_call(parser *p, bool has_outputs, f8_op *op) {
 	token at = p->tok;
 	if (at.kind != TOKEN_IDENT)
-		return fail_expected(p, has_outputs ? "an op name" : "a declaration, a node or '}'");
+		return text_fail_expected(p, has_outputs ? "an op name" : "a declaration, a node or '}'");
 	if (!f8_op_from_name(at.text, at.len, op)) {
-		fail_at(p, &at, "unknown op '%.*s'", (int)at.len, at.text);
+		text_fail_at(p, &at, "unknown op '%.*s'", (int)at.len, at.text);
 		f8_diag_hint(p->diag, "ops are spelled as in ONNX where ONNX has them (MatMul, Add, "
 				      "LayerNorm, Quantize); ir/ops.def lists them all");
 		return F8_ERR_PARSE;
 	}
-	f8_status status = next(p);
+	f8_status status = text_next(p);
 	if (!status)
-		status = expect_punct(p, '(');
+		status = text_expect_punct(p, '(');
 	p->n_ids = 0;
-	while (!status && !at_punct(p, ')')) {
+	while (!status && !text_at_punct(p, ')')) {
 		f8_value_id id;
-		if (p->n_ids && (status = expect_punct(p, ',')))
+		if (p->n_ids && (status = text_expect_punct(p, ',')))
 			break;
 		if (!(status = parse_use(p, &id)))
 			status = push_id(p, id);
 	}
-	return status ? status : next(p);
+	return status ? status : text_next(p);
 }
 
 /* One node: outputs (if any), op and operands, attributes, fields. */
@@ -907,7 +598,7 @@ static f8_status parse_node(parser *p) {
 		if (n_outputs == cap_outputs) {
 			cap_outputs = cap_outputs ? cap_outputs * 2 : 4;
 			if (cap_outputs > MAX_LIST) {
-				status = fail_at(p, &p->tok, "more than %d outputs", MAX_LIST);
+				status = text_fail_at(p, &p->tok, "more than %d outputs", MAX_LIST);
 				break;
 			}
 			output_def *grown = f8_realloc(outputs, cap_outputs * sizeof *grown);
@@ -918,13 +609,13 @@ static f8_status parse_node(parser *p) {
 			outputs = grown;
 		}
 		status = parse_output_def(p, &outputs[n_outputs++], false);
-		if (!status && !at_punct(p, ','))
+		if (!status && !text_at_punct(p, ','))
 			break;
-		if (!status && (status = next(p)) == F8_OK && p->tok.kind != TOKEN_VALUE)
-			status = fail_expected(p, "another output (%name)");
+		if (!status && (status = text_next(p)) == F8_OK && p->tok.kind != TOKEN_VALUE)
+			status = text_fail_expected(p, "another output (%name)");
 	}
 	if (!status && n_outputs)
-		status = expect_punct(p, '=');
+		status = text_expect_punct(p, '=');
 	f8_op op = 0;
 	if (!status)
 		status = parse_call(p, n_outputs > 0, &op);
@@ -937,9 +628,9 @@ static f8_status parse_node(parser *p) {
 		names[i] = outputs[i].name;
 		for (uint32_t j = 0; j < i; j++)
 			if (strcmp(names[j], names[i]) == 0)
-				status = fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
+				status = text_fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
 		if (!status && f8_graph_find_value(p->graph, names[i], strlen(names[i])) != F8_NONE)
-			status = fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
+			status = text_fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
 	}
 	if (!status)
 		status = f8_graph_add_node(p->graph, op, p->ids, p->n_ids, n_outputs, names, &id, p->diag);
@@ -949,29 +640,29 @@ static f8_status parse_node(parser *p) {
 	if (status)
 		return status;
 	p->graph->nodes[id].text_line = first.line;
-	if (at_punct(p, '{') && (status = parse_attrs(p, id)))
+	if (text_at_punct(p, '{') && (status = parse_attrs(p, id)))
 		return status;
-	while (!status && (at_ident(p, "scope") || at_ident(p, "phase") || at_ident(p, "name") ||
-			   at_ident(p, "loc")))
+	while (!status && (text_at_ident(p, "scope") || text_at_ident(p, "phase") ||
+			   text_at_ident(p, "name") || text_at_ident(p, "loc")))
 		status = parse_meta(p, &p->graph->nodes[id]);
 	return status;
 }
 
 /* A leaf declaration: ROLE %name : type annotations? */
 static f8_status parse_leaf(parser *p, f8_role role) {
-	f8_status status = next(p);
+	f8_status status = text_next(p);
 	if (status)
 		return status;
 	if (p->tok.kind != TOKEN_VALUE)
-		return fail_expected(p, "a value name (%name)");
+		return text_fail_expected(p, "a value name (%name)");
 	output_def def;
 	token at = p->tok;
 	if ((status = parse_output_def(p, &def, true)))
 		return status;
 	if (def.scratch.type.dtype == F8_DTYPE_UNDEFINED)
-		return fail_at(p, &at, "input %%%s needs a type (: f32[...])", def.name);
+		return text_fail_at(p, &at, "input %%%s needs a type (: f32[...])", def.name);
 	if (f8_graph_find_value(p->graph, def.name, strlen(def.name)) != F8_NONE)
-		return fail_at(p, &at, "value %%%s is defined twice", def.name);
+		return text_fail_at(p, &at, "value %%%s is defined twice", def.name);
 	f8_value_id id;
 	if ((status = f8_graph_add_input(p->graph, def.name, role, &def.scratch.type, &id, p->diag)))
 		return status;
@@ -981,18 +672,18 @@ static f8_status parse_leaf(parser *p, f8_role role) {
 }
 
 static f8_status parse_outputs(parser *p) {
-	f8_status status = next(p);
+	f8_status status = text_next(p);
 	for (bool first = true; !status; first = false) {
-		if (!first && !at_punct(p, ','))
+		if (!first && !text_at_punct(p, ','))
 			break;
-		if (!first && (status = next(p)))
+		if (!first && (status = text_next(p)))
 			break;
 		f8_value_id id;
 		token at = p->tok;
 		if ((status = parse_use(p, &id)))
 			break;
 		if (id == F8_NONE)
-			return fail_at(p, &at, "a graph output cannot be omitted");
+			return text_fail_at(p, &at, "a graph output cannot be omitted");
 		if (f8_graph_add_output(p->graph, id))
 			return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	}
@@ -1002,69 +693,52 @@ static f8_status parse_outputs(parser *p) {
 static f8_status parse_update(parser *p) {
 	f8_value_id target, source;
 	token at = p->tok;
-	f8_status status = next(p);
+	f8_status status = text_next(p);
 	if (!status)
 		status = parse_use(p, &target);
-	if (!status && !at_punct(p, '<'))
-		status = fail_expected(p, "'<-' after the updated leaf");
-	if (!status && !(status = next(p)) && !at_punct(p, '-'))
-		status = fail_expected(p, "'<-' after the updated leaf");
-	if (!status && !(status = next(p)))
+	if (!status && !text_at_punct(p, '<'))
+		status = text_fail_expected(p, "'<-' after the updated leaf");
+	if (!status && !(status = text_next(p)) && !text_at_punct(p, '-'))
+		status = text_fail_expected(p, "'<-' after the updated leaf");
+	if (!status && !(status = text_next(p)))
 		status = parse_use(p, &source);
 	if (status)
 		return status;
 	if (target == F8_NONE || source == F8_NONE)
-		return fail_at(p, &at, "an update needs a leaf and a value, neither omitted");
+		return text_fail_at(p, &at, "an update needs a leaf and a value, neither omitted");
 	if (f8_graph_add_update(p->graph, target, source))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	return F8_OK;
 }
 
 static f8_status parse_graph(parser *p) {
-	f8_status status = next(p);
+	f8_status status = text_next(p);
 	if (status)
 		return status;
-	if (!at_ident(p, "graph"))
-		return fail_expected(p, "'graph'");
-	// The name is bare as the printer writes names ([A-Za-z0-9_.]+, so `0` and `1.5x` too,
-	// which the lexer would take for numbers) or a string: a bare one is read before the lexer.
-	skip_space_and_comments(p);
-	const char *name = NULL;
-	if (p->pos < p->end && is_bare_char(*p->pos)) {
-		const char *end = p->pos;
-		while (end < p->end && is_bare_char(*end))
-			end++;
-		name = f8_arena_strndup(p->graph->arena, p->pos, (size_t)(end - p->pos));
-		p->pos = end;
-	} else {
-		if ((status = next(p)))
-			return status;
-		if (p->tok.kind != TOKEN_STRING)
-			return fail_expected(p, "the graph's name");
-		if ((status = decode_string(p, &p->tok, &name, NULL)))
-			return status;
-	}
-	if (!name)
-		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-	p->graph->name = name;
-	if ((status = next(p)) || (status = expect_punct(p, '{')))
+	if (!text_at_ident(p, "graph"))
+		return text_fail_expected(p, "'graph'");
+	const char *name;
+	if ((status = text_take_graph_name(p, &name)))
 		return status;
-	while (!status && !at_punct(p, '}')) {
+	p->graph->name = name;
+	if ((status = text_next(p)) || (status = text_expect_punct(p, '{')))
+		return status;
+	while (!status && !text_at_punct(p, '}')) {
 		f8_role role;
 		if (p->tok.kind == TOKEN_IDENT && f8_role_from_name(p->tok.text, p->tok.len, &role) &&
 		    f8_role_is_leaf(role))
 			status = parse_leaf(p, role);
-		else if (at_ident(p, "output"))
+		else if (text_at_ident(p, "output"))
 			status = parse_outputs(p);
-		else if (at_ident(p, "update"))
+		else if (text_at_ident(p, "update"))
 			status = parse_update(p);
 		else if (p->tok.kind == TOKEN_END)
-			status = fail_expected(p, "'}' to close the graph");
+			status = text_fail_expected(p, "'}' to close the graph");
 		else
 			status = parse_node(p);
 	}
-	if (!status && !(status = next(p)) && p->tok.kind != TOKEN_END)
-		status = fail_expected(p, "the end of the input after the graph");
+	if (!status && !(status = text_next(p)) && p->tok.kind != TOKEN_END)
+		status = text_fail_expected(p, "the end of the input after the graph");
 	return status;
 }
 

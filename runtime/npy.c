@@ -7,7 +7,6 @@
 #include "runtime/npy.h" // f8_npy_read, f8_npy_write
 
 #include <errno.h>    // errno
-#include <stdarg.h>   // va_list
 #include <stdbool.h>  // bool
 #include <stdint.h>   // int64_t, uint32_t, uint64_t, INT64_MAX, SIZE_MAX
 #include <stdio.h>    // FILE, fopen, fread, fclose, snprintf
@@ -15,6 +14,7 @@
 #include <sys/stat.h> // fstat, S_ISREG
 
 #include "ir/alloc.h"            // f8_malloc, f8_free
+#include "ir/diag.h"             // f8_diag_set_in_file
 #include "ir/dtype.h"            // f8_dtype, f8_dtype_get_info, f8_dtype_name
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 
@@ -41,18 +41,8 @@ static const struct npy_type {
 };
 enum { NPY_TYPE_COUNT = sizeof npy_types / sizeof npy_types[0] };
 
-/* Sets the diagnostic's file to `path` and fails with `status` and the message. */
-static f8_status fail(f8_diag *diag, const char *path, f8_status status, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static f8_status fail(f8_diag *diag, const char *path, f8_status status, const char *format, ...) {
-	va_list args;
-	va_start(args, format);
-	f8_diag_setv(diag, status, format, args);
-	va_end(args);
-	f8_diag_at(diag, path, 0, 0, NULL, 0);
-	return status;
-}
+/* fail(diag, path, status, format, ...): every failure here is about the file at `path`. */
+#define fail f8_diag_set_in_file
 
 /* ---- reading ---------------------------------------------------------------------------- */
 

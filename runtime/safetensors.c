@@ -10,7 +10,6 @@
 #include <errno.h>     // errno, EINTR
 #include <fcntl.h>     // open, O_RDONLY, O_CLOEXEC
 #include <stdalign.h>  // alignof
-#include <stdarg.h>    // va_list
 #include <stdbool.h>   // bool
 #include <stdio.h>     // snprintf
 #include <stdlib.h>    // qsort, bsearch
@@ -21,6 +20,7 @@
 #include <jansson.h> // json_loadb, json_t, json_dumpb
 
 #include "ir/alloc.h"            // f8_malloc, f8_free
+#include "ir/diag.h"             // f8_diag_set_in_file
 #include "ir/json.h"             // f8_jansson_enter, f8_jansson_leave, f8_jansson_out_of_memory
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 
@@ -59,18 +59,8 @@ struct f8_safetensors {
 	// the arrays and the strings follow in the same allocation
 };
 
-/* Sets the diagnostic's file to `path` and fails with `status` and the message. */
-static f8_status fail(f8_diag *diag, const char *path, f8_status status, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static f8_status fail(f8_diag *diag, const char *path, f8_status status, const char *format, ...) {
-	va_list args;
-	va_start(args, format);
-	f8_diag_setv(diag, status, format, args);
-	va_end(args);
-	f8_diag_at(diag, path, 0, 0, NULL, 0);
-	return status;
-}
+/* fail(diag, path, status, format, ...): every failure here is about the file at `path`. */
+#define fail f8_diag_set_in_file
 
 static bool type_from_name(const char *name, f8_dtype *dtype) {
 	for (int i = 0; i < ST_TYPE_COUNT; i++)

@@ -8,12 +8,12 @@
 #include <assert.h>   // static_assert
 #include <errno.h>    // errno
 #include <math.h>     // isfinite, rint
-#include <stdarg.h>   // va_list
 #include <stdio.h>    // FILE, fopen, fread, fclose
 #include <string.h>   // strcmp, strerror
 #include <sys/stat.h> // fstat, S_ISREG
 
 #include "ir/alloc.h"            // f8_malloc, f8_free
+#include "ir/diag.h"             // f8_diag_set_in_file
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 
 enum {
@@ -43,18 +43,8 @@ bool f8_token_format_from_name(const char *name, f8_token_format *out) {
 	return false;
 }
 
-/* Sets the diagnostic's file to `path` and fails with `status` and the message. */
-static f8_status fail(f8_diag *diag, const char *path, f8_status status, const char *format, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static f8_status fail(f8_diag *diag, const char *path, f8_status status, const char *format, ...) {
-	va_list args;
-	va_start(args, format);
-	f8_diag_setv(diag, status, format, args);
-	va_end(args);
-	f8_diag_at(diag, path, 0, 0, NULL, 0);
-	return status;
-}
+/* fail(diag, path, status, format, ...): every failure here is about the file at `path`. */
+#define fail f8_diag_set_in_file
 
 static uint32_t read_le32(const unsigned char *p) {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

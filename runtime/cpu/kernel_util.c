@@ -1,15 +1,15 @@
 /*
- * Helpers the reference kernels share: element runs as doubles, broadcasting plans, GEMM
- * operands for CBLAS (see kernel_util.h).
+ * Helpers the reference kernels share: element runs as doubles, the sigmoid and the softmax,
+ * broadcasting plans, GEMM operands for CBLAS (see kernel_util.h).
  */
 #include "runtime/cpu/kernel_util.h" // f8_cpu_load, f8_cpu_broadcast, f8_cpu_gemm
 
 #include <assert.h> // assert
 #include <cblas.h>  // cblas_sgemm, cblas_dgemm, blasint
 #include <limits.h> // INT_MAX
-#include <math.h>   // isnan
+#include <math.h>   // exp, isnan, INFINITY
 #include <stdarg.h> // va_list
-#include <stdint.h> // uintptr_t
+#include <stdint.h> // uintptr_t, INT64_MAX
 #include <string.h> // memset
 
 #include "ir/alloc.h" // f8_malloc, f8_free
@@ -109,6 +109,24 @@ int f8_cpu_axis(int64_t axis, int rank) {
 	assert(ok);
 	(void)ok;
 	return out;
+}
+
+double f8_cpu_sigmoid(double x) {
+	// exp of a positive argument overflows for large |x|; the two forms avoid it.
+	if (x >= 0)
+		return 1.0 / (1.0 + exp(-x));
+	double e = exp(x);
+	return e / (1.0 + e);
+}
+
+void f8_cpu_softmax(double *x, int64_t n) {
+	double max = -INFINITY, sum = 0.0;
+	for (int64_t i = 0; i < n; i++)
+		max = x[i] > max ? x[i] : max;
+	for (int64_t i = 0; i < n; i++)
+		sum += x[i] = exp(x[i] - max);
+	for (int64_t i = 0; i < n; i++)
+		x[i] /= sum;
 }
 
 void f8_cpu_broadcast_init(f8_cpu_broadcast *plan, const f8_rt_tensor *out,
@@ -213,9 +231,24 @@ static f8_status gemm_operand(const f8_rt_tensor *tensor, bool wide, const void 
 	return F8_OK;
 }
 
-f8_status f8_cpu_gemm_create(const f8_rt_tensor *a, const f8_rt_tensor *b,
-			     const f8_rt_tensor *out, f8_cpu_gemm *gemm, f8_diag *diag) {
-	*gemm = (f8_cpu_gemm){.wide = a->dtype == F8_DTYPE_F64 || f8_dtype_is_integer(a->dtype)};
+f8_status f8_cpu_gemm_create(const f8_cpu_kernel_call *call, const f8_rt_tensor *a,
+			     const f8_rt_tensor *b, const f8_rt_tensor *out, int64_t m, int64_t n,
+			     int64_t k, f8_cpu_gemm *gemm, f8_diag *diag) {
+	*gemm = (f8_cpu_gemm){0};
+	// blasint is int, or a 64-bit integer in an ILP64 OpenBLAS.
+	const int64_t blas_max = sizeof(blasint) < sizeof(int64_t) ? INT_MAX : INT64_MAX;
+	bool calls_blas = m > 0 && n > 0 && k > 0; // f8_cpu_gemm_run does the empty ones itself
+	if (calls_blas && (m > blas_max || n > blas_max || k > blas_max)) {
+		f8_status status = f8_cpu_fail_unsupported(
+			call, diag, "a GEMM of %lld x %lld times %lld x %lld is too large for "
+				    "CBLAS, whose sizes are at most %lld", (long long)m,
+			(long long)k, (long long)k, (long long)n, (long long)blas_max);
+		f8_diag_hint(diag, "the CPU reference multiplies through CBLAS: split the op "
+				   "into smaller ones");
+		return status;
+	}
+	gemm->wide = a->dtype == F8_DTYPE_F64 || f8_dtype_is_integer(a->dtype);
+	gemm->largest = m > n ? (m > k ? m : k) : (n > k ? n : k);
 	size_t size = gemm->wide ? sizeof(double) : sizeof(float);
 	f8_status status = gemm_operand(a, gemm->wide, &gemm->a, &gemm->a_owned, diag);
 	if (!status)
@@ -237,7 +270,8 @@ void f8_cpu_gemm_run(const f8_cpu_gemm *gemm, bool transpose_a, bool transpose_b
 		     int64_t ldb, int64_t c_offset, int64_t ldc) {
 	if (m == 0 || n == 0)
 		return;
-	assert(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX);
+	assert(m <= gemm->largest && n <= gemm->largest && k <= gemm->largest);
+	assert(lda <= gemm->largest && ldb <= gemm->largest && ldc <= gemm->largest);
 	if (k == 0) { // BLAS refuses the leading dimension 0 that an empty K gives
 		size_t size = gemm->wide ? sizeof(double) : sizeof(float);
 		for (int64_t i = 0; i < m; i++)

@@ -7,8 +7,10 @@
  *     generic one, so both paths compute the same thing by construction);
  *   - NumPy broadcasting of up to three inputs onto an output, with the dims merged so that the
  *     innermost run is as long as it can be;
+ *   - the sigmoid and the softmax that every kernel computes them by;
  *   - GEMM operands as float32 (cblas_sgemm) or float64 (cblas_dgemm) arrays, as kernels.h's
- *     numerics paragraph asks.
+ *     numerics paragraph asks, and the one check that a GEMM's sizes fit CBLAS.
+ * What a forward kernel and its gradient must compute alike is in kernel_forward.h.
  */
 #ifndef F8_RUNTIME_CPU_KERNEL_UTIL_H
 #define F8_RUNTIME_CPU_KERNEL_UTIL_H
@@ -50,8 +52,11 @@ void f8_cpu_load(const f8_rt_tensor *tensor, int64_t offset, int64_t stride, int
 void f8_cpu_store(f8_rt_tensor *tensor, int64_t offset, int64_t stride, int64_t n,
 		  const double *in);
 
-/* One element as a double, and one stored as f8_cpu_store would. */
+/* Element i of `tensor` as a double (exact for every dtype but i64 beyond 2^53). */
 double f8_cpu_get(const f8_rt_tensor *tensor, int64_t i);
+
+/* Element i of `tensor` = `value` rounded to its dtype, as f8_cpu_store stores it: clamped to
+ * an integer dtype's range, NaN storing 0 there. */
 void f8_cpu_set(f8_rt_tensor *tensor, int64_t i, double value);
 
 /* `value` rounded to `dtype` as a store and a load of that dtype would round it. */
@@ -63,6 +68,15 @@ int64_t f8_cpu_dims_product(const f8_rt_tensor *tensor, int from, int to);
 /* Normalizes a possibly negative axis against `rank` (the verifier has range-checked it). */
 int f8_cpu_axis(int64_t axis, int rank);
 
+/* 1 / (1 + exp(-x)), in a form whose exp cannot overflow: the one sigmoid of every kernel, so
+ * that a forward and its gradient agree to the bit. */
+double f8_cpu_sigmoid(double x);
+
+/* x[0..n) replaced by its softmax exp(x - max) / sum(exp(x - max)), in double: NaNs where a NaN
+ * or an infinite maximum leaves it undefined. */
+void f8_cpu_softmax(double *x, int64_t n);
+
+/* The most inputs a broadcast plan takes (Where's three). */
 enum { F8_CPU_BROADCAST_MAX = 3 };
 
 /*
@@ -99,15 +113,24 @@ typedef struct f8_cpu_gemm {
 	const void *a, *b;     // the operands in the working type
 	void *result;          // (numel of the output) accumulators in the working type
 	void *a_owned, *b_owned, *result_owned; // what f8_cpu_gemm_destroy frees
+	int64_t largest;       // the largest size f8_cpu_gemm_create checked
 } f8_cpu_gemm;
 
-/* Sets up `gemm` for operands `a`, `b` and output `out`. F8_ERR_NOMEM on failure (nothing to
- * free then). */
-f8_status f8_cpu_gemm_create(const f8_rt_tensor *a, const f8_rt_tensor *b,
-			     const f8_rt_tensor *out, f8_cpu_gemm *gemm, f8_diag *diag);
+/*
+ * Sets up `gemm` for operands `a`, `b` and output `out` of `call`, for products of at most `m`
+ * rows, `n` columns and `k` terms each (every f8_cpu_gemm_run's m, n, k and leading dims are
+ * among these). The one check of every caller that the sizes fit CBLAS's int: beyond it (and
+ * none of them 0), F8_ERR_UNSUPPORTED naming them. F8_ERR_NOMEM when the operands cannot be
+ * converted. Nothing to free on failure; on success f8_cpu_gemm_destroy frees what it
+ * allocated.
+ */
+f8_status f8_cpu_gemm_create(const f8_cpu_kernel_call *call, const f8_rt_tensor *a,
+			     const f8_rt_tensor *b, const f8_rt_tensor *out, int64_t m, int64_t n,
+			     int64_t k, f8_cpu_gemm *gemm, f8_diag *diag);
 
 /* result[c_offset..] (m, n; ldc) = op(a[a_offset..]) (m, k) * op(b[b_offset..]) (k, n),
- * row-major, op transposing when asked. */
+ * row-major, op transposing when asked; m, n, k, lda, ldb and ldc within the sizes that
+ * f8_cpu_gemm_create checked. */
 void f8_cpu_gemm_run(const f8_cpu_gemm *gemm, bool transpose_a, bool transpose_b, int64_t m,
 		     int64_t n, int64_t k, int64_t a_offset, int64_t lda, int64_t b_offset,
 		     int64_t ldb, int64_t c_offset, int64_t ldc);
@@ -120,6 +143,8 @@ static inline double f8_cpu_gemm_result(const f8_cpu_gemm *gemm, int64_t i) {
 /* Stores the result into `out` unchanged (rounded to its dtype) where it is not there already. */
 void f8_cpu_gemm_store(const f8_cpu_gemm *gemm, f8_rt_tensor *out);
 
+/* Frees what f8_cpu_gemm_create allocated (never the tensors' own data) and clears `gemm`;
+ * `gemm` may be one that is already destroyed. */
 void f8_cpu_gemm_destroy(f8_cpu_gemm *gemm);
 
 /* Like f8_cpu_fail (kernels.h), with F8_ERR_UNSUPPORTED: what the data asks is valid but this

@@ -4,43 +4,16 @@
  *
  * The layout is the forward's (ir/infer_fused.c): token t's copy k is copy t * top_k + k, and
  * the dispatched rows are the copies sorted stably by expert, so that expert e's rows are
- * contiguous, counts[e] of them, in token order.
+ * contiguous, counts[e] of them, in token order: the permutation of f8_cpu_moe_rows
+ * (kernel_forward.h), the forward's own.
  */
-#include <math.h>   // exp, INFINITY
-#include <stdint.h> // int64_t, INT32_MAX
-#include <stdlib.h> // qsort
+#include <stdint.h> // int64_t
 #include <string.h> // memset, strcmp
 
-#include "ir/alloc.h"                // f8_free
-#include "runtime/cpu/kernel_util.h" // f8_cpu_load, f8_cpu_store, f8_cpu_gemm, f8_cpu_alloc
-#include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL, f8_cpu_fail
-
-/* The scores of one token's logits (n) in place: softmax, or sigmoid per expert. */
-static void router_scores(double *x, int64_t n, bool sigmoid) {
-	if (sigmoid) {
-		for (int64_t e = 0; e < n; e++)
-			x[e] = 1.0 / (1.0 + exp(-x[e]));
-		return;
-	}
-	double max = -INFINITY, sum = 0;
-	for (int64_t e = 0; e < n; e++)
-		max = x[e] > max ? x[e] : max;
-	for (int64_t e = 0; e < n; e++)
-		sum += x[e] = exp(x[e] - max);
-	for (int64_t e = 0; e < n; e++)
-		x[e] /= sum;
-}
-
-/* Fails the call for expert index `expert` of token `token`: not in [0, experts) (not
- * negative, for experts = 0). */
-static f8_status bad_expert(const f8_cpu_kernel_call *call, int64_t expert, int64_t token,
-			    int64_t experts, f8_diag *diag) {
-	if (experts <= 0)
-		return f8_cpu_fail(call, diag, "expert index %lld of token %lld is negative",
-				   (long long)expert, (long long)token);
-	return f8_cpu_fail(call, diag, "expert index %lld of token %lld is outside [0, %lld)",
-			   (long long)expert, (long long)token, (long long)experts);
-}
+#include "ir/alloc.h"                   // f8_free
+#include "runtime/cpu/kernel_forward.h" // f8_cpu_router_scores, f8_cpu_moe_rows
+#include "runtime/cpu/kernel_util.h"    // f8_cpu_load, f8_cpu_store, f8_cpu_gemm, f8_cpu_alloc
+#include "runtime/cpu/kernels.h"        // F8_CPU_KERNEL
 
 /*
  * Through the forward's three steps, per token, with s the scores and c_k = s[index_k]:
@@ -63,15 +36,15 @@ F8_CPU_KERNEL(ROUTER_GRAD) {
 	double *dscores = scores + experts, *dchosen = dscores + experts;
 	for (int64_t t = 0; t < tokens && !status; t++) {
 		f8_cpu_load(logits, t * experts, 1, experts, scores);
-		router_scores(scores, experts, sigmoid);
+		f8_cpu_router_scores(scores, experts, sigmoid);
 		f8_cpu_load(dprobs, t * top_k, 1, top_k, dchosen);
 		double chosen_sum = 0, weighted = 0;
 		for (int64_t k = 0; k < top_k && !status; k++) {
-			int64_t e = (int64_t)f8_cpu_get(indices, t * top_k + k);
-			if (e < 0 || e >= experts)
-				status = bad_expert(call, e, t, experts, diag);
-			else
-				chosen_sum += scores[e], weighted += dchosen[k] * scores[e];
+			double e;
+			status = f8_cpu_moe_expert(call, indices, t * top_k + k, experts, &e, diag);
+			if (!status)
+				chosen_sum += scores[(int64_t)e],
+					weighted += dchosen[k] * scores[(int64_t)e];
 		}
 		memset(dscores, 0, (size_t)experts * sizeof(double));
 		for (int64_t k = 0; k < top_k && !status; k++) {
@@ -92,53 +65,13 @@ F8_CPU_KERNEL(ROUTER_GRAD) {
 	return status;
 }
 
-typedef struct expert_copy {
-	int64_t expert, copy;
-} expert_copy;
-
-static int compare_copies(const void *a, const void *b) {
-	const expert_copy *x = a, *y = b;
-	if (x->expert != y->expert)
-		return x->expert < y->expert ? -1 : 1;
-	return x->copy < y->copy ? -1 : x->copy > y->copy;
-}
-
-/*
- * The dispatched row of each copy into *position (tokens * top_k; an allocation for f8_free):
- * the copies sorted stably by expert. An expert index that is negative, or not below
- * `experts` when that is positive, fails.
- */
-static f8_status dispatch_positions(const f8_cpu_kernel_call *call, const f8_rt_tensor *indices,
-				    int64_t experts, int64_t **position, f8_diag *diag) {
-	int64_t n = f8_rt_tensor_numel(indices), top_k = indices->dims[1];
-	expert_copy *copies;
-	*position = NULL;
-	f8_status status = f8_cpu_alloc(n, sizeof(expert_copy), (void **)&copies, diag);
-	if (!status)
-		status = f8_cpu_alloc(n, sizeof(int64_t), (void **)position, diag);
-	for (int64_t c = 0; !status && c < n; c++) {
-		copies[c] = (expert_copy){(int64_t)f8_cpu_get(indices, c), c};
-		if (copies[c].expert < 0 || (experts > 0 && copies[c].expert >= experts)) {
-			status = bad_expert(call, copies[c].expert, c / top_k, experts, diag);
-			f8_free(*position);
-		}
-	}
-	if (!status && n > 0) {
-		qsort(copies, (size_t)n, sizeof(expert_copy), compare_copies);
-		for (int64_t row = 0; row < n; row++)
-			(*position)[copies[row].copy] = row;
-	}
-	f8_free(copies);
-	return status;
-}
-
 /* dx[t] = the sum over k of dy at the dispatched row of copy (t, k), in double. */
 F8_CPU_KERNEL(MOE_DISPATCH_GRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *indices = call->inputs[1];
 	int64_t tokens = indices->dims[0], top_k = indices->dims[1], hidden = dy->dims[1];
 	int64_t experts = f8_node_attr_int(call->node, "experts", 0), *position;
 	double *sum;
-	f8_status status = dispatch_positions(call, indices, experts, &position, diag);
+	f8_status status = f8_cpu_moe_rows(call, indices, experts, &position, NULL, diag);
 	if (status)
 		return status;
 	// One spare element, so that the scratch exists even when hidden is 0.
@@ -160,43 +93,19 @@ done:
 	return status;
 }
 
-/* Checks counts (experts) against the row count as GroupedLinear does: none negative, adding
- * up to `rows`. */
-static f8_status check_counts(const f8_cpu_kernel_call *call, const f8_rt_tensor *counts,
-			      int64_t rows, f8_diag *diag) {
-	int64_t total = 0, experts = counts->dims[0];
-	for (int64_t e = 0; e < experts; e++) {
-		int64_t count = (int64_t)f8_cpu_get(counts, e);
-		if (count < 0 || count > rows - total)
-			return f8_cpu_fail(call, diag, "the counts (expert %lld has %lld) do not "
-					   "fit the %lld rows", (long long)e, (long long)count,
-					   (long long)rows);
-		total += count;
-	}
-	if (total != rows)
-		return f8_cpu_fail(call, diag, "the counts add up to %lld rows, but x has %lld",
-				   (long long)total, (long long)rows);
-	return F8_OK;
-}
-
 /* dw[e] = dy_e^T x_e (N, K), or x_e^T dy_e (K, N) transposed, over expert e's rows: one GEMM
  * per expert through f8_cpu_gemm; an expert without rows gets zeros. */
 F8_CPU_KERNEL(GROUPED_LINEAR_WGRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *x = call->inputs[1], *counts = call->inputs[2];
 	f8_rt_tensor *dw = &call->outputs[0];
 	int64_t rows = x->dims[0], n = dy->dims[1], k = x->dims[1], experts = counts->dims[0];
-	f8_status status = check_counts(call, counts, rows, diag);
-	if (status)
-		return status;
-	if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-		return f8_cpu_fail(call, diag, "a %lld x %lld x %lld weight gradient is too large "
-				   "for CBLAS's int sizes", (long long)n, (long long)k,
-				   (long long)rows);
+	int64_t largest;
+	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, diag);
 	bool transposed = f8_node_attr_int(call->node, "transpose_weight", 0);
 	const f8_rt_tensor *a = transposed ? x : dy, *b = transposed ? dy : x;
 	int64_t m = transposed ? k : n, cols = transposed ? n : k;
 	f8_cpu_gemm gemm;
-	if ((status = f8_cpu_gemm_create(a, b, dw, &gemm, diag)))
+	if (status || (status = f8_cpu_gemm_create(call, a, b, dw, m, cols, largest, &gemm, diag)))
 		return status;
 	for (int64_t e = 0, first = 0; e < experts; e++) {
 		int64_t count = (int64_t)f8_cpu_get(counts, e);
@@ -220,7 +129,7 @@ F8_CPU_KERNEL(MOE_COMBINE_GRAD) {
 	int64_t tokens = indices->dims[0], top_k = indices->dims[1], hidden = y->dims[1];
 	int64_t *position;
 	double *grad;
-	f8_status status = dispatch_positions(call, indices, 0, &position, diag);
+	f8_status status = f8_cpu_moe_rows(call, indices, 0, &position, NULL, diag);
 	if (status)
 		return status;
 	if ((status = f8_cpu_alloc(3 * hidden + 1, sizeof(double), (void **)&grad, diag)))

@@ -9,13 +9,14 @@
  * double values, and their f32 roundings would leave an f64 gradient check about 1e-7 off.
  * Recomputing costs one more pass over a row the kernel reads anyway.
  */
-#include <math.h>   // sqrt, exp, erf, tanh, INFINITY
+#include <math.h>   // exp, erf, tanh
 #include <stdint.h> // int64_t
 #include <string.h> // memcpy, memset, strcmp
 
-#include "ir/alloc.h"                // f8_free
-#include "runtime/cpu/kernel_util.h" // f8_cpu_load, f8_cpu_store, f8_cpu_gemm, f8_cpu_alloc
-#include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL, f8_cpu_dim, f8_cpu_fail
+#include "ir/alloc.h"                   // f8_free
+#include "runtime/cpu/kernel_forward.h" // f8_cpu_norm_create, f8_cpu_layer_norm_rstd
+#include "runtime/cpu/kernel_util.h"    // f8_cpu_load, f8_cpu_gemm, f8_cpu_sigmoid, f8_cpu_softmax
+#include "runtime/cpu/kernels.h"        // F8_CPU_KERNEL, f8_cpu_dim, f8_cpu_fail
 
 /* dw = the sum over the leading dims of dy^T x: one GEMM over rows = the leading dims'
  * product, through f8_cpu_gemm (cblas_sgemm on f32-decoded operands, dgemm for f64). */
@@ -25,42 +26,18 @@ F8_CPU_KERNEL(LINEAR_WGRAD) {
 	int rank = x->rank;
 	int64_t rows = f8_cpu_dims_product(x, 0, rank - 1);
 	int64_t n = dy->dims[rank - 1], k = x->dims[rank - 1];
-	if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-		return f8_cpu_fail(call, diag, "a %lld x %lld x %lld weight gradient is too large "
-				   "for CBLAS's int sizes", (long long)n, (long long)k,
-				   (long long)rows);
 	bool transposed = f8_node_attr_int(call->node, "transpose_weight", 0);
 	f8_cpu_gemm gemm;
 	// (N, K) = dy^T (N, rows) x (rows, K); transposed (K, N) = x^T dy.
 	const f8_rt_tensor *a = transposed ? x : dy, *b = transposed ? dy : x;
 	int64_t m = transposed ? k : n, cols = transposed ? n : k;
-	f8_status status = f8_cpu_gemm_create(a, b, dw, &gemm, diag);
+	f8_status status = f8_cpu_gemm_create(call, a, b, dw, m, cols, rows, &gemm, diag);
 	if (status)
 		return status;
 	f8_cpu_gemm_run(&gemm, true, false, m, cols, rows, 0, m, 0, cols, 0, cols);
 	f8_cpu_gemm_store(&gemm, dw);
 	f8_cpu_gemm_destroy(&gemm);
 	return F8_OK;
-}
-
-/* The rows (product of the dims before `axis`) and the columns (the rest) of a norm. */
-static void norm_extent(const f8_cpu_kernel_call *call, const f8_rt_tensor *x, int64_t *rows,
-			int64_t *cols) {
-	int axis = f8_cpu_axis(f8_node_attr_int(call->node, "axis", -1), x->rank);
-	*rows = f8_cpu_dims_product(x, 0, axis);
-	*cols = f8_cpu_dims_product(x, axis, x->rank);
-}
-
-/* The mean and 1/sqrt(biased variance + epsilon) of x[0..cols), as the LayerNorm forward. */
-static void layer_norm_statistics(const double *x, int64_t cols, double epsilon, double *mean,
-				  double *rstd) {
-	double sum = 0, squares = 0;
-	for (int64_t i = 0; i < cols; i++)
-		sum += x[i];
-	*mean = sum / (double)cols;
-	for (int64_t i = 0; i < cols; i++)
-		squares += (x[i] - *mean) * (x[i] - *mean);
-	*rstd = 1.0 / sqrt(squares / (double)cols + epsilon);
 }
 
 /*
@@ -71,22 +48,19 @@ static void layer_norm_statistics(const double *x, int64_t cols, double epsilon,
 F8_CPU_KERNEL(LAYER_NORM_GRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *x = call->inputs[1], *gamma = call->inputs[2];
 	f8_rt_tensor *dx = &call->outputs[0], *dbeta = f8_cpu_output(call, 2);
-	double epsilon = f8_node_attr_float(call->node, "epsilon", 1e-5);
-	int64_t rows, cols;
-	norm_extent(call, x, &rows, &cols);
-	double *scratch;
-	f8_status status = f8_cpu_alloc(6 * cols, sizeof(double), (void **)&scratch, diag);
-	if (status || cols == 0)
+	f8_cpu_norm norm;
+	f8_status status = f8_cpu_norm_create(call, x, gamma, 5, &norm, diag);
+	if (status || norm.cols == 0)
 		return status;
-	double *x_row = scratch, *dy_row = x_row + cols, *g = dy_row + cols, *gamma_row = g + cols;
-	double *dgamma = gamma_row + cols, *dbeta_sum = dgamma + cols;
-	f8_cpu_load(gamma, 0, 1, cols, gamma_row);
+	int64_t rows = norm.rows, cols = norm.cols;
+	double *gamma_row = norm.scratch, *x_row = gamma_row + cols, *dy_row = x_row + cols;
+	double *g = dy_row + cols, *dgamma = g + cols, *dbeta_sum = dgamma + cols;
 	memset(dgamma, 0, 2 * (size_t)cols * sizeof(double));
 	for (int64_t r = 0; r < rows; r++) {
 		f8_cpu_load(x, r * cols, 1, cols, x_row);
 		f8_cpu_load(dy, r * cols, 1, cols, dy_row);
-		double mean, rstd, g_sum = 0, gx_sum = 0;
-		layer_norm_statistics(x_row, cols, epsilon, &mean, &rstd);
+		double mean, rstd = f8_cpu_layer_norm_rstd(&norm, x_row, &mean);
+		double g_sum = 0, gx_sum = 0;
 		for (int64_t i = 0; i < cols; i++) {
 			x_row[i] = (x_row[i] - mean) * rstd; // now xhat
 			g[i] = dy_row[i] * gamma_row[i];
@@ -103,7 +77,7 @@ F8_CPU_KERNEL(LAYER_NORM_GRAD) {
 	f8_cpu_store(&call->outputs[1], 0, 1, cols, dgamma);
 	if (dbeta)
 		f8_cpu_store(dbeta, 0, 1, cols, dbeta_sum);
-	f8_free(scratch);
+	f8_free(norm.scratch);
 	return F8_OK;
 }
 
@@ -114,24 +88,18 @@ F8_CPU_KERNEL(LAYER_NORM_GRAD) {
  */
 F8_CPU_KERNEL(RMS_NORM_GRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *x = call->inputs[1], *gamma = call->inputs[2];
-	double epsilon = f8_node_attr_float(call->node, "epsilon", 1e-5);
-	int64_t rows, cols;
-	norm_extent(call, x, &rows, &cols);
-	double *scratch;
-	f8_status status = f8_cpu_alloc(5 * cols, sizeof(double), (void **)&scratch, diag);
-	if (status || cols == 0)
+	f8_cpu_norm norm;
+	f8_status status = f8_cpu_norm_create(call, x, gamma, 4, &norm, diag);
+	if (status || norm.cols == 0)
 		return status;
-	double *x_row = scratch, *dy_row = x_row + cols, *dn = dy_row + cols;
-	double *gamma_row = dn + cols, *dgamma = gamma_row + cols;
-	f8_cpu_load(gamma, 0, 1, cols, gamma_row);
+	int64_t cols = norm.cols;
+	double *gamma_row = norm.scratch, *x_row = gamma_row + cols, *dy_row = x_row + cols;
+	double *dn = dy_row + cols, *dgamma = dn + cols;
 	memset(dgamma, 0, (size_t)cols * sizeof(double));
-	for (int64_t r = 0; r < rows; r++) {
+	for (int64_t r = 0; r < norm.rows; r++) {
 		f8_cpu_load(x, r * cols, 1, cols, x_row);
 		f8_cpu_load(dy, r * cols, 1, cols, dy_row);
-		double squares = 0, dot = 0;
-		for (int64_t i = 0; i < cols; i++)
-			squares += x_row[i] * x_row[i];
-		double rstd = 1.0 / sqrt(squares / (double)cols + epsilon);
+		double rstd = f8_cpu_rms_norm_rstd(&norm, x_row), dot = 0;
 		for (int64_t i = 0; i < cols; i++) {
 			x_row[i] *= rstd; // now the normalized x
 			dn[i] = dy_row[i] * gamma_row[i];
@@ -144,7 +112,7 @@ F8_CPU_KERNEL(RMS_NORM_GRAD) {
 		f8_cpu_store(&call->outputs[0], r * cols, 1, cols, dn);
 	}
 	f8_cpu_store(&call->outputs[1], 0, 1, cols, dgamma);
-	f8_free(scratch);
+	f8_free(norm.scratch);
 	return F8_OK;
 }
 
@@ -201,7 +169,7 @@ F8_CPU_KERNEL(SWIGLU_GRAD) {
 		f8_cpu_load(x, r * stride, 1, n, gate);
 		f8_cpu_load(up_source, r * stride + up_shift, 1, n, value);
 		for (int64_t i = 0; i < n; i++) {
-			double g = gate[i], u = value[i], sigmoid = 1.0 / (1.0 + exp(-g));
+			double g = gate[i], u = value[i], sigmoid = f8_cpu_sigmoid(g);
 			gate[i] = grad[i] * u * sigmoid * (1.0 + g * (1.0 - sigmoid));
 			value[i] = grad[i] * g * sigmoid;
 		}
@@ -529,13 +497,7 @@ F8_CPU_KERNEL(CROSS_ENTROPY_GRAD) {
 		if (label == ignore)
 			continue;
 		f8_cpu_load(logits, r * vocab, 1, vocab, row);
-		double max = -INFINITY, sum = 0;
-		for (int64_t j = 0; j < vocab; j++)
-			max = row[j] > max ? row[j] : max;
-		for (int64_t j = 0; j < vocab; j++)
-			sum += row[j] = exp(row[j] - max);
-		for (int64_t j = 0; j < vocab; j++)
-			row[j] /= sum;
+		f8_cpu_softmax(row, vocab);
 		row[label] -= 1.0;
 		for (int64_t j = 0; j < vocab; j++)
 			row[j] *= scale[r];

@@ -2,15 +2,17 @@
  * Reference kernels of the mixture-of-experts ops (ir/infer_fused.c): Router (scores, top-k,
  * probabilities), MoEDispatch (token copies sorted by expert, stably), GroupedLinear (one GEMM
  * per expert over its rows, through CBLAS) and MoECombine (the copies un-permuted and summed,
- * weighted). Dispatch and Combine derive the same permutation from the same indices.
+ * weighted). Dispatch and Combine derive the same permutation from the same indices, through
+ * the one f8_cpu_moe_rows (kernel_forward.h) that the gradients use too.
  */
-#include <math.h>   // exp, isnan
+#include <math.h>   // isnan
 #include <stdint.h> // int64_t
 #include <string.h> // memcpy, strcmp
 
-#include "ir/alloc.h"                // f8_free
-#include "runtime/cpu/kernel_util.h" // f8_cpu_load, f8_cpu_store, f8_cpu_gemm
-#include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL, f8_cpu_fail
+#include "ir/alloc.h"                   // f8_free
+#include "runtime/cpu/kernel_forward.h" // f8_cpu_router_scores, f8_cpu_moe_rows
+#include "runtime/cpu/kernel_util.h"    // f8_cpu_load, f8_cpu_store, f8_cpu_gemm
+#include "runtime/cpu/kernels.h"        // F8_CPU_KERNEL
 
 /*
  * Router: per token, scores over the experts (softmax of the logits, or each logit's sigmoid),
@@ -33,18 +35,7 @@ F8_CPU_KERNEL(ROUTER) {
 	double *scores = buffer, *chosen = buffer + experts, *picked = chosen + top_k;
 	for (int64_t t = 0; t < tokens; t++) {
 		f8_cpu_load(logits, t * experts, 1, experts, scores);
-		if (sigmoid) {
-			for (int64_t e = 0; e < experts; e++)
-				scores[e] = 1.0 / (1.0 + exp(-scores[e]));
-		} else {
-			double max = -INFINITY, sum = 0.0;
-			for (int64_t e = 0; e < experts; e++)
-				max = scores[e] > max ? scores[e] : max;
-			for (int64_t e = 0; e < experts; e++)
-				sum += scores[e] = exp(scores[e] - max);
-			for (int64_t e = 0; e < experts; e++)
-				scores[e] /= sum;
-		}
+		f8_cpu_router_scores(scores, experts, sigmoid);
 		double total = 0.0;
 		for (int64_t i = 0; i < top_k; i++) {
 			int64_t best = -1;
@@ -69,56 +60,17 @@ F8_CPU_KERNEL(ROUTER) {
 	return F8_OK;
 }
 
-/*
- * The permutation of MoEDispatch: row[t * top_k + k] = where copy (t, k) goes once the copies
- * are sorted by expert, stably (in (token, k) order within an expert), and counts[e]. Fails
- * naming the position of an index outside [0, experts).
- */
-static f8_status expert_rows(const f8_cpu_kernel_call *call, const f8_rt_tensor *indices,
-			     int64_t experts, int64_t *row, int64_t *counts, f8_diag *diag) {
-	int64_t n = f8_rt_tensor_numel(indices);
-	for (int64_t e = 0; e < experts; e++)
-		counts[e] = 0;
-	for (int64_t i = 0; i < n; i++) {
-		double e = f8_cpu_get(indices, i);
-		if (!(e >= 0 && e < (double)experts)) {
-			int64_t top_k = indices->dims[1];
-			f8_status status = f8_cpu_fail(
-				call, diag, "expert index %.0f at token %lld, choice %lld is "
-					    "outside [0, %lld)",
-				e, (long long)(i / top_k), (long long)(i % top_k),
-				(long long)experts);
-			f8_diag_hint(diag, "the indices must come from a Router over as many "
-					   "experts");
-			return status;
-		}
-		row[i] = counts[(int64_t)e]++;
-	}
-	int64_t start = 0;
-	for (int64_t e = 0; e < experts; e++) {
-		int64_t count = counts[e];
-		counts[e] = start; // the expert's first row, for the moment
-		start += count;
-	}
-	for (int64_t i = 0; i < n; i++)
-		row[i] += counts[(int64_t)f8_cpu_get(indices, i)];
-	for (int64_t e = 0; e < experts; e++) // back to counts
-		counts[e] = (e + 1 < experts ? counts[e + 1] : n) - counts[e];
-	return F8_OK;
-}
-
 /* MoEDispatch: x's token rows copied to their places in expert order, and the rows per expert. */
 F8_CPU_KERNEL(MOE_DISPATCH) {
 	const f8_rt_tensor *x = call->inputs[0], *indices = call->inputs[1];
 	f8_rt_tensor *out = &call->outputs[0], *counts_out = &call->outputs[1];
 	int64_t experts = counts_out->dims[0], n = f8_rt_tensor_numel(indices);
-	int64_t *row;
-	f8_status status = f8_cpu_alloc(n + experts, sizeof(int64_t), (void **)&row, diag);
+	int64_t *row, *counts;
+	f8_status status = f8_cpu_alloc(experts, sizeof(int64_t), (void **)&counts, diag);
 	if (status)
 		return status;
-	int64_t *counts = row + n;
-	if ((status = expert_rows(call, indices, experts, row, counts, diag))) {
-		f8_free(row);
+	if ((status = f8_cpu_moe_rows(call, indices, experts, &row, counts, diag))) {
+		f8_free(counts);
 		return status;
 	}
 	size_t row_bytes = (size_t)x->dims[1] * f8_dtype_get_info(x->dtype)->bytes;
@@ -129,6 +81,7 @@ F8_CPU_KERNEL(MOE_DISPATCH) {
 	}
 	for (int64_t e = 0; e < experts; e++)
 		f8_cpu_set(counts_out, e, (double)counts[e]);
+	f8_free(counts);
 	f8_free(row);
 	return F8_OK;
 }
@@ -139,22 +92,10 @@ F8_CPU_KERNEL(GROUPED_LINEAR) {
 	const f8_rt_tensor *x = call->inputs[0], *w = call->inputs[1], *counts = call->inputs[2];
 	f8_rt_tensor *y = &call->outputs[0];
 	bool transposed = f8_node_attr_int(call->node, "transpose_weight", 0);
-	int64_t rows = x->dims[0], k = x->dims[1], n = y->dims[1], experts = w->dims[0];
-	int64_t total = 0;
-	for (int64_t e = 0; e < experts; e++) {
-		double count = f8_cpu_get(counts, e);
-		if (count < 0 || count > (double)(rows - total))
-			return f8_cpu_fail(call, diag, "the counts (expert %lld has %.0f rows "
-						       "after %lld) do not fit the %lld rows of x",
-					   (long long)e, count, (long long)total, (long long)rows);
-		total += (int64_t)count;
-	}
-	if (total != rows)
-		return f8_cpu_fail(call, diag, "the counts add up to %lld rows, but x has %lld",
-				   (long long)total, (long long)rows);
+	int64_t rows = x->dims[0], k = x->dims[1], n = y->dims[1], experts = w->dims[0], largest;
+	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, diag);
 	f8_cpu_gemm gemm;
-	f8_status status = f8_cpu_gemm_create(x, w, y, &gemm, diag);
-	if (status)
+	if (status || (status = f8_cpu_gemm_create(call, x, w, y, largest, n, k, &gemm, diag)))
 		return status;
 	int64_t start = 0;
 	for (int64_t e = 0; e < experts; e++) {
@@ -168,26 +109,19 @@ F8_CPU_KERNEL(GROUPED_LINEAR) {
 	return F8_OK;
 }
 
-/* MoECombine: out[t] = sum_k probs[t, k] * y[row of copy (t, k)], in double. The experts are
- * those the indices name (the largest index + 1): the permutation only depends on their order. */
+/* MoECombine: out[t] = sum_k probs[t, k] * y[row of copy (t, k)], in double, the rows those
+ * of MoEDispatch's permutation; no experts attribute bounds the indices. */
 F8_CPU_KERNEL(MOE_COMBINE) {
 	const f8_rt_tensor *y = call->inputs[0], *probs = call->inputs[1];
 	const f8_rt_tensor *indices = call->inputs[2];
 	f8_rt_tensor *out = &call->outputs[0];
-	int64_t n = f8_rt_tensor_numel(indices), top_k = indices->dims[1], hidden = y->dims[1];
-	int64_t experts = 1;
-	for (int64_t i = 0; i < n; i++) {
-		double e = f8_cpu_get(indices, i);
-		if (e >= (double)experts && e < (double)INT32_MAX)
-			experts = (int64_t)e + 1;
-	}
+	int64_t top_k = indices->dims[1], hidden = y->dims[1];
 	int64_t *row;
-	f8_status status = f8_cpu_alloc(n + experts, sizeof(int64_t), (void **)&row, diag);
+	double *buffer = NULL;
+	f8_status status = f8_cpu_moe_rows(call, indices, 0, &row, NULL, diag);
 	if (status)
 		return status;
-	double *buffer = NULL;
-	if (!(status = expert_rows(call, indices, experts, row, row + n, diag)))
-		status = f8_cpu_alloc(2 * hidden, sizeof(double), (void **)&buffer, diag);
+	status = f8_cpu_alloc(2 * hidden, sizeof(double), (void **)&buffer, diag);
 	for (int64_t t = 0; !status && t < out->dims[0]; t++) {
 		double *sum = buffer, *v = buffer + hidden;
 		for (int64_t j = 0; j < hidden; j++)

@@ -6,13 +6,14 @@
  * stored element; rows are loaded and stored through kernel_util.h, whose f32 path is the fast
  * path of these hot kernels.
  */
-#include <math.h>   // sqrt, exp, log, erf, tanh, INFINITY
+#include <math.h>   // exp, log, erf, tanh, isnan, isinf, INFINITY
 #include <stdio.h>  // snprintf
 #include <string.h> // memcpy, strcmp
 
-#include "ir/alloc.h"                // f8_free
-#include "runtime/cpu/kernel_util.h" // f8_cpu_load, f8_cpu_store, f8_cpu_gemm
-#include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL, f8_cpu_fail
+#include "ir/alloc.h"                   // f8_free
+#include "runtime/cpu/kernel_forward.h" // f8_cpu_norm_create, f8_cpu_layer_norm_rstd
+#include "runtime/cpu/kernel_util.h"    // f8_cpu_load, f8_cpu_store, f8_cpu_gemm, f8_cpu_sigmoid
+#include "runtime/cpu/kernels.h"        // F8_CPU_KERNEL, f8_cpu_fail
 
 /* Matrix products. */
 
@@ -45,7 +46,7 @@ F8_CPU_KERNEL(LINEAR) {
 	int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
 	int64_t m = f8_cpu_dims_product(x, 0, x->rank - 1);
 	f8_cpu_gemm gemm;
-	f8_status status = f8_cpu_gemm_create(x, w, y, &gemm, diag);
+	f8_status status = f8_cpu_gemm_create(call, x, w, y, m, n, k, &gemm, diag);
 	if (status)
 		return status;
 	// y = x w^T for w (N, K); y = x w for w (K, N).
@@ -82,7 +83,7 @@ F8_CPU_KERNEL(MATMUL) {
 	f8_cpu_broadcast plan;
 	f8_cpu_broadcast_init(&plan, &batch_y, batch_inputs, 2);
 	f8_cpu_gemm gemm;
-	f8_status status = f8_cpu_gemm_create(a, b, y, &gemm, diag);
+	f8_status status = f8_cpu_gemm_create(call, a, b, y, m, n, k, &gemm, diag);
 	if (status)
 		return status;
 	for (int64_t run = 0; run < plan.runs; run++) {
@@ -112,7 +113,7 @@ F8_CPU_KERNEL(GEMM) {
 	double beta = f8_node_attr_float(call->node, "beta", 1.0);
 	int64_t m = y->dims[0], n = y->dims[1], k = a->dims[trans_a ? 0 : 1];
 	f8_cpu_gemm gemm;
-	f8_status status = f8_cpu_gemm_create(a, b, y, &gemm, diag);
+	f8_status status = f8_cpu_gemm_create(call, a, b, y, m, n, k, &gemm, diag);
 	if (status)
 		return status;
 	f8_cpu_gemm_run(&gemm, trans_a, trans_b, m, n, k, 0, a->dims[1], 0, b->dims[1], 0, n);
@@ -141,42 +142,25 @@ F8_CPU_KERNEL(GEMM) {
 
 /* Normalizations. */
 
-/* The rows and columns of a norm over x's dims from `axis` on. */
-static void norm_extent(const f8_cpu_kernel_call *call, int64_t *rows, int64_t *cols) {
-	const f8_rt_tensor *x = call->inputs[0];
-	int axis = f8_cpu_axis(f8_node_attr_int(call->node, "axis", -1), x->rank);
-	*rows = f8_cpu_dims_product(x, 0, axis);
-	*cols = f8_cpu_dims_product(x, axis, x->rank);
-}
-
 /* LayerNorm: y = (x - mean) * rstd * gamma + beta, the biased variance, rstd = 1/sqrt(var + eps);
  * the optional outputs are mean and rstd per row (f32). */
 F8_CPU_KERNEL(LAYER_NORM) {
 	const f8_rt_tensor *x = call->inputs[0], *gamma = call->inputs[1];
 	const f8_rt_tensor *beta = f8_cpu_input(call, 2);
 	f8_rt_tensor *mean_out = f8_cpu_output(call, 1), *rstd_out = f8_cpu_output(call, 2);
-	double epsilon = f8_node_attr_float(call->node, "epsilon", 1e-5);
-	int64_t rows, cols;
-	norm_extent(call, &rows, &cols);
-	double *buffer;
-	f8_status status = f8_cpu_alloc(3 * cols, sizeof(double), (void **)&buffer, diag);
+	f8_cpu_norm norm;
+	f8_status status = f8_cpu_norm_create(call, x, gamma, 2, &norm, diag);
 	if (status)
 		return status;
-	double *row = buffer, *g = buffer + cols, *b = buffer + 2 * cols;
-	f8_cpu_load(gamma, 0, 1, cols, g);
+	int64_t rows = norm.rows, cols = norm.cols;
+	double *g = norm.scratch, *row = g + cols, *b = row + cols;
 	for (int64_t j = 0; j < cols; j++)
 		b[j] = 0.0;
 	if (beta)
 		f8_cpu_load(beta, 0, 1, cols, b);
 	for (int64_t r = 0; r < rows; r++) {
 		f8_cpu_load(x, r * cols, 1, cols, row);
-		double sum = 0.0, squares = 0.0;
-		for (int64_t j = 0; j < cols; j++)
-			sum += row[j];
-		double mean = sum / (double)cols;
-		for (int64_t j = 0; j < cols; j++)
-			squares += (row[j] - mean) * (row[j] - mean);
-		double rstd = 1.0 / sqrt(squares / (double)cols + epsilon);
+		double mean, rstd = f8_cpu_layer_norm_rstd(&norm, row, &mean);
 		for (int64_t j = 0; j < cols; j++)
 			row[j] = (row[j] - mean) * rstd * g[j] + b[j];
 		f8_cpu_store(&call->outputs[0], r * cols, 1, cols, row);
@@ -185,7 +169,7 @@ F8_CPU_KERNEL(LAYER_NORM) {
 		if (rstd_out)
 			f8_cpu_set(rstd_out, r, rstd);
 	}
-	f8_free(buffer);
+	f8_free(norm.scratch);
 	return F8_OK;
 }
 
@@ -195,21 +179,15 @@ F8_CPU_KERNEL(LAYER_NORM) {
 F8_CPU_KERNEL(RMS_NORM) {
 	const f8_rt_tensor *x = call->inputs[0], *gamma = call->inputs[1];
 	f8_rt_tensor *rstd_out = f8_cpu_output(call, 1);
-	double epsilon = f8_node_attr_float(call->node, "epsilon", 1e-5);
-	int64_t rows, cols;
-	norm_extent(call, &rows, &cols);
-	double *buffer;
-	f8_status status = f8_cpu_alloc(2 * cols, sizeof(double), (void **)&buffer, diag);
+	f8_cpu_norm norm;
+	f8_status status = f8_cpu_norm_create(call, x, gamma, 1, &norm, diag);
 	if (status)
 		return status;
-	double *row = buffer, *g = buffer + cols;
-	f8_cpu_load(gamma, 0, 1, cols, g);
-	for (int64_t r = 0; r < rows; r++) {
+	int64_t cols = norm.cols;
+	double *g = norm.scratch, *row = g + cols;
+	for (int64_t r = 0; r < norm.rows; r++) {
 		f8_cpu_load(x, r * cols, 1, cols, row);
-		double squares = 0.0;
-		for (int64_t j = 0; j < cols; j++)
-			squares += row[j] * row[j];
-		double rstd = 1.0 / sqrt(squares / (double)cols + epsilon);
+		double rstd = f8_cpu_rms_norm_rstd(&norm, row);
 		if (x->dtype == F8_DTYPE_F32) // f8_cpu_round's own f32 case, unrolled for speed
 			for (int64_t j = 0; j < cols; j++)
 				row[j] = (double)(float)(row[j] * rstd) * g[j];
@@ -220,19 +198,11 @@ F8_CPU_KERNEL(RMS_NORM) {
 		if (rstd_out)
 			f8_cpu_set(rstd_out, r, rstd);
 	}
-	f8_free(buffer);
+	f8_free(norm.scratch);
 	return F8_OK;
 }
 
 /* Activations. */
-
-static double sigmoid(double x) {
-	// exp of a positive argument overflows for large |x|; the two forms avoid it.
-	if (x >= 0)
-		return 1.0 / (1.0 + exp(-x));
-	double e = exp(x);
-	return e / (1.0 + e);
-}
 
 /* Gelu: 0.5 x (1 + erf(x / sqrt 2)), or with approximate="tanh"
  * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
@@ -279,7 +249,7 @@ F8_CPU_KERNEL(SWIGLU) {
 			f8_cpu_load(x, r * row_stride + c0, 1, n, g);
 			f8_cpu_load(up_tensor, r * row_stride + up_shift + c0, 1, n, u);
 			for (int64_t j = 0; j < n; j++)
-				g[j] = g[j] * sigmoid(g[j]) * u[j];
+				g[j] = g[j] * f8_cpu_sigmoid(g[j]) * u[j];
 			f8_cpu_store(y, r * width + c0, 1, n, g);
 		}
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Make the PyTorch reference dump of one training step of gpt-tiny (llm.c style), which
-tests/runtime/test_reference_gpt_tiny.c compares f8c's CPU training step with.
+"""Make the PyTorch reference dump of two training steps of gpt-tiny (llm.c style), which
+tests/runtime/test_reference_gpt_tiny.c compares f8c's CPU training steps with.
 
 The model is models/gpt-tiny.json written out in plain torch ops, with f8c's parameter names and
 layouts (`f8c dump-ir models/gpt-tiny.json` shows them), in float64 on the CPU so that the
@@ -10,7 +10,9 @@ the two must agree because both follow the model's definition, not because they 
 One step: logits, the cross-entropy loss (mean over labels that are not -100), the gradients,
 the global gradient norm, then one torch.optim.AdamW step in float32 after clip_grad_norm_
 (param groups as f8c's training pass makes them: weight decay 0.1, except 0 for parameters of
-rank 1 and the embeddings).
+rank 1 and the embeddings). Then a second step on the same batch from the float32 parameters
+the first one left, with the same optimizer: at step 1 Adam's bias correction cancels beta1 and
+beta2 out of the update, at step 2 it no longer does, so the second step is what tests them.
 
 Output: ONE safetensors file, OUT_DIR/gpt-tiny.safetensors, float32 unless said otherwise:
   param.<name>   the parameters before the step (generated in float32, so the float64 reference
@@ -22,7 +24,9 @@ Output: ONE safetensors file, OUT_DIR/gpt-tiny.safetensors, float32 unless said 
   grad_norm      scalar: the norm of all gradients before clipping
   grad.<name>    the gradients (before clipping)
   step1.<name>   the parameters after the AdamW step
-with metadata: format "f8c-reference-dump", magic "20261202", version "1", the model, batch,
+  loss2, grad_norm2  the second step's loss and gradient norm (at the step-1 parameters)
+  step2.<name>   the parameters after the second AdamW step
+with metadata: format "f8c-reference-dump", magic "20261202", version "2", the model, batch,
 seq, the hyperparameters, ignore_index, torch's version and the date it was made.
 
 Deterministic: every run gives the same tensors and metadata (safetensors may order the header's
@@ -41,7 +45,7 @@ import safetensors.numpy
 import torch
 import torch.nn.functional as F
 
-FORMAT, MAGIC, VERSION = "f8c-reference-dump", "20261202", "1"
+FORMAT, MAGIC, VERSION = "f8c-reference-dump", "20261202", "2"
 SEED = 20261202
 # models/gpt-tiny.json
 VOCAB, MAX_POSITIONS, LAYERS, HIDDEN, HEADS = 256, 128, 4, 128, 4
@@ -149,23 +153,40 @@ def forward_with_torch_modules(params, tokens):
     return F.linear(x, params["embed.weight"])
 
 
-def adamw_step(params, grads):
-    """One torch.optim.AdamW step in float32, as f8c's f32 master weights take it: the float64
-    gradients rounded to float32, clipped by clip_grad_norm_, then the single-tensor AdamW."""
+def make_optimizer(params):
+    """f8c's f32 master weights (copies of `params` in float32) and a torch.optim.AdamW over them
+    with f8c's parameter groups."""
     params32 = {name: p.detach().to(torch.float32).clone().requires_grad_()
                 for name, p in params.items()}
-    for name, p in params32.items():
-        p.grad = grads[name].to(torch.float32).clone()
     no_decay = {"embed.weight", "pos_embed.weight"}
     decay = [p for n, p in params32.items() if p.dim() > 1 and n not in no_decay]
     plain = [p for n, p in params32.items() if p.dim() == 1 or n in no_decay]
-    # clip_coef_clamped = min(1, clip / (norm + 1e-6)): the coefficient f8c applies too.
-    torch.nn.utils.clip_grad_norm_(list(params32.values()), CLIP_GRAD, foreach=False)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": plain, "weight_decay": 0.0}],
         lr=LR, betas=(BETA1, BETA2), eps=ADAM_EPS, foreach=False, fused=False)
+    return params32, optimizer
+
+
+def adamw_step(params32, optimizer, grads):
+    """One AdamW step in float32, as f8c's f32 master weights take it: the float64 gradients
+    rounded to float32, clipped by clip_grad_norm_, then the single-tensor AdamW."""
+    for name, p in params32.items():
+        p.grad = grads[name].to(torch.float32).clone()
+    # clip_coef_clamped = min(1, clip / (norm + 1e-6)): the coefficient f8c applies too.
+    torch.nn.utils.clip_grad_norm_(list(params32.values()), CLIP_GRAD, foreach=False)
     optimizer.step()
-    return {name: p.detach() for name, p in params32.items()}
+    return {name: p.detach().clone() for name, p in params32.items()}
+
+
+def loss_and_grads(params, tokens, labels):
+    """The loss and the float64 gradients at `params` (float64 leaves requiring grad)."""
+    logits = forward(params, tokens)
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1),
+                           ignore_index=IGNORE_INDEX, reduction="mean")
+    loss.backward()
+    grads = {name: p.grad.detach() for name, p in params.items()}
+    grad_norm = torch.sqrt(sum((g * g).sum() for g in grads.values()))
+    return logits, loss, grads, grad_norm
 
 
 def main():
@@ -182,29 +203,31 @@ def main():
     ignored = torch.rand((BATCH, SEQ), generator=generator) < 0.1
     labels[ignored] = IGNORE_INDEX
 
-    logits = forward(params, tokens)
+    logits, loss, grads, grad_norm = loss_and_grads(params, tokens, labels)
     with torch.no_grad():
         check = forward_with_torch_modules(params, tokens)
     difference = (logits.detach() - check).abs().max().item()
     if difference > 1e-12:
         sys.exit(f"the plain-ops model and torch's layers disagree by {difference}")
-    loss = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1),
-                           ignore_index=IGNORE_INDEX, reduction="mean")
-    loss.backward()
-    grads = {name: p.grad.detach() for name, p in params.items()}
-    grad_norm = torch.sqrt(sum((g * g).sum() for g in grads.values()))
-    after = adamw_step(params, grads)
+    params32, optimizer = make_optimizer(params)
+    after = adamw_step(params32, optimizer, grads)
+    # The second step: gradients (in float64) at the float32 parameters the first step left.
+    params2 = {name: p.to(torch.float64).clone().requires_grad_() for name, p in after.items()}
+    _, loss2, grads2, grad_norm2 = loss_and_grads(params2, tokens, labels)
+    after2 = adamw_step(params32, optimizer, grads2)
 
     def f32(t):
         # np.array, not np.ascontiguousarray: that one turns a scalar into shape (1,).
         return np.array(t.detach().to(torch.float32).numpy(), order="C")
 
     tensors = {"tokens": tokens.numpy(), "labels": labels.numpy(), "logits": f32(logits),
-               "loss": f32(loss), "grad_norm": f32(grad_norm)}
+               "loss": f32(loss), "grad_norm": f32(grad_norm), "loss2": f32(loss2),
+               "grad_norm2": f32(grad_norm2)}
     for name in params:
         tensors["param." + name] = f32(params[name])
         tensors["grad." + name] = f32(grads[name])
         tensors["step1." + name] = f32(after[name])
+        tensors["step2." + name] = f32(after2[name])
     metadata = {
         "format": FORMAT, "magic": MAGIC, "version": VERSION, "model": "gpt-tiny",
         "batch": str(BATCH), "seq": str(SEQ), "lr": repr(LR), "beta1": repr(BETA1),
