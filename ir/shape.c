@@ -190,6 +190,20 @@ bool f8_dim_proven_le(f8_dim a, f8_dim b) {
 	return total >= 0;
 }
 
+bool f8_dim_evaluate(f8_dim dim, const int64_t *symbol_values, int64_t *out) {
+	int64_t value = 0;
+	for (uint8_t t = 0; t < dim.n_terms; t++) {
+		int64_t term = dim.terms[t].coefficient;
+		for (uint8_t s = 0; s < dim.terms[t].n_symbols; s++)
+			if (__builtin_mul_overflow(term, symbol_values[dim.terms[t].symbols[s]], &term))
+				return false;
+		if (__builtin_add_overflow(value, term, &value))
+			return false;
+	}
+	*out = value;
+	return true;
+}
+
 bool f8_dim_substitute(f8_dim dim, uint16_t symbol, int64_t value, f8_dim *out) {
 	dim_builder result = {.ok = true};
 	for (int t = 0; t < dim.n_terms; t++) {

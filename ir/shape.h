@@ -88,6 +88,17 @@ bool f8_dim_proven_le(f8_dim a, f8_dim b);
 /* dim with `symbol` replaced by `value` into *out; false when a coefficient overflows. */
 bool f8_dim_substitute(f8_dim dim, uint16_t symbol, int64_t value, f8_dim *out);
 
+/* True when dim is one symbol alone (`seq`, not `2*seq` or `seq+1`), its id in *symbol. */
+static inline bool f8_dim_is_symbol(f8_dim dim, uint16_t *symbol) {
+	if (dim.n_terms != 1 || dim.terms[0].n_symbols != 1 || dim.terms[0].coefficient != 1)
+		return false;
+	*symbol = dim.terms[0].symbols[0];
+	return true;
+}
+
+/* The value of dim with symbol s worth symbol_values[s], into *out; false when it overflows. */
+bool f8_dim_evaluate(f8_dim dim, const int64_t *symbol_values, int64_t *out);
+
 /* True when dim >= 0 for every value of the symbols: a size it is safe to allocate by. */
 static inline bool f8_dim_proven_nonnegative(f8_dim dim) {
 	return f8_dim_proven_le((f8_dim){0}, dim);

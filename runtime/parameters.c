@@ -58,22 +58,20 @@ static f8_status fill_from_initializer(f8_rt_tensor *tensor, const f8_initialize
 	if (!status) {
 		f8_rt_tensor source = {.dtype = init->dtype, .rank = 1, .dims = {numel},
 				       .data = bytes, .n_bytes = init->n_bytes};
-		for (int64_t i = 0; i < numel; i++)
-			f8_rt_tensor_set(tensor, i, f8_rt_tensor_get(&source, i));
+		f8_rt_tensor_convert(tensor, &source);
 	}
 	f8_free(bytes);
 	return status;
 }
 
 /* Fills `tensor`, the parameter `value` of `graph`, with Megatron-LM's initialization. */
-static f8_status fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_id value,
-			      int64_t layers, uint64_t seed, f8_diag *diag) {
+static void fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_id value,
+			 int64_t layers, uint64_t seed) {
 	enum { CHUNK = 4096 };
 	float values[CHUNK];
 	f8_weight_init rule = f8_weight_init_rule(graph, value, layers);
 	int64_t numel = f8_rt_tensor_numel(tensor);
 	const char *name = graph->values[value].name;
-	(void)diag;
 	for (int64_t first = 0; first < numel; first += CHUNK) {
 		int64_t count = numel - first < CHUNK ? numel - first : CHUNK;
 		f8_weight_init_fill(&rule, seed, name, (uint64_t)first, (uint64_t)count, values);
@@ -83,7 +81,6 @@ static f8_status fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_va
 			for (int64_t i = 0; i < count; i++)
 				f8_rt_tensor_set(tensor, first + i, values[i]);
 	}
-	return F8_OK;
 }
 
 f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph, uint64_t seed,
@@ -95,11 +92,11 @@ f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph
 		if (value->role != F8_ROLE_PARAMETER && value->role != F8_ROLE_BUFFER)
 			continue;
 		f8_rt_tensor *tensor = f8_cpu_executor_leaf(executor, v);
-		f8_status status;
+		f8_status status = F8_OK;
 		if (value->initializer)
 			status = fill_from_initializer(tensor, value->initializer, value->name, diag);
 		else if (value->role == F8_ROLE_PARAMETER)
-			status = fill_made_up(tensor, graph, v, layers, seed, diag);
+			fill_made_up(tensor, graph, v, layers, seed);
 		else
 			status = f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
 					     value->name);

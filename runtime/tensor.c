@@ -3,6 +3,7 @@
  */
 #include "runtime/tensor.h" // f8_rt_tensor
 
+#include <assert.h> // assert
 #include <math.h>   // trunc, isnan
 #include <string.h> // memcpy
 
@@ -151,6 +152,18 @@ void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value) {
 	default:
 		return;
 	}
+}
+
+void f8_rt_tensor_convert(f8_rt_tensor *dst, const f8_rt_tensor *src) {
+	int64_t n = f8_rt_tensor_numel(src);
+	assert(n == f8_rt_tensor_numel(dst));
+	if (dst->dtype == src->dtype) {
+		if (n)
+			memcpy(dst->data, src->data, src->n_bytes);
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		f8_rt_tensor_set(dst, i, f8_rt_tensor_get(src, i));
 }
 
 bool f8_rt_tensor_valid(const f8_rt_tensor *tensor) {

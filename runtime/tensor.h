@@ -51,6 +51,10 @@ double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i);
  * value != 0. */
 void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value);
 
+/* Copies src's elements into dst (the same element count), each converted to dst's dtype as
+ * f8_rt_tensor_set does (the bytes as they are when the dtypes agree). */
+void f8_rt_tensor_convert(f8_rt_tensor *dst, const f8_rt_tensor *src);
+
 /* True when the tensor's fields agree: a dtype, a rank up to F8_MAX_RANK, dims >= 0 whose
  * product times the element size is n_bytes without overflow, and data unless that is 0. */
 bool f8_rt_tensor_valid(const f8_rt_tensor *tensor);

@@ -127,8 +127,9 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 	const f8_type *type = &graph->values[t->tokens].type;
 	for (int d = 0; d < 2; d++) {
 		f8_dim dim = type->shape.dims[d];
-		if (dim.n_terms == 1 && dim.terms[0].n_symbols == 1 && dim.terms[0].coefficient == 1)
-			symbol_values[dim.terms[0].symbols[0]] = sizes[d];
+		uint16_t symbol;
+		if (f8_dim_is_symbol(dim, &symbol))
+			symbol_values[symbol] = sizes[d];
 		else if (!f8_dim_is_const(dim) || f8_dim_value(dim) != sizes[d])
 			return f8_diag_set(diag, F8_ERR_ARGUMENT, "the model's token input has %s %s "
 					   "fixed to another size than %lld", d ? "seq" : "batch",

@@ -94,11 +94,9 @@ static f8_status bind_from_arrays(const f8_graph *graph, const f8_value_id *valu
 					   "has rank %d", value->name, value->type.shape.rank,
 					   arrays[i].rank);
 		for (int d = 0; d < arrays[i].rank; d++) {
-			f8_dim dim = value->type.shape.dims[d];
-			if (dim.n_terms != 1 || dim.terms[0].n_symbols != 1 ||
-			    dim.terms[0].coefficient != 1)
+			uint16_t symbol;
+			if (!f8_dim_is_symbol(value->type.shape.dims[d], &symbol))
 				continue;
-			uint16_t symbol = dim.terms[0].symbols[0];
 			if (symbol_values[symbol] && symbol_values[symbol] != arrays[i].dims[d])
 				return f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s is %lld by one input "
 						   "and %lld by %%%s", graph->symbols[symbol],
@@ -133,11 +131,10 @@ static f8_status set_input(f8_cpu_executor *executor, const f8_graph *graph, f8_
 			return f8_diag_set(diag, F8_ERR_ARGUMENT, "input %%%s: dim %d of the array is "
 					   "%lld, the model wants %lld", name, d,
 					   (long long)array->dims[d], (long long)leaf->dims[d]);
-	int64_t numel = f8_rt_tensor_numel(leaf);
-	for (int64_t i = 0; i < numel; i++) {
+	f8_rt_tensor_convert(leaf, array);
+	for (int64_t i = 0; leaf->dtype != array->dtype && i < f8_rt_tensor_numel(leaf); i++) {
 		double x = f8_rt_tensor_get(array, i);
-		f8_rt_tensor_set(leaf, i, x);
-		if (leaf->dtype != array->dtype && f8_rt_tensor_get(leaf, i) != x && x == x)
+		if (f8_rt_tensor_get(leaf, i) != x && x == x)
 			return f8_diag_set(diag, F8_ERR_ARGUMENT, "input %%%s: element %lld (%g) does "
 					   "not fit %s", name, (long long)i, x,
 					   f8_dtype_name(leaf->dtype));
@@ -159,10 +156,10 @@ static f8_status write_output(const char *folder, const f8_graph *graph, f8_valu
 		return f8_npy_write(path, tensor, diag);
 	f8_rt_tensor wide;
 	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, tensor->rank, tensor->dims, &wide, diag);
-	for (int64_t i = 0; !status && i < f8_rt_tensor_numel(tensor); i++)
-		f8_rt_tensor_set(&wide, i, f8_rt_tensor_get(tensor, i));
-	if (!status)
+	if (!status) {
+		f8_rt_tensor_convert(&wide, tensor);
 		status = f8_npy_write(path, &wide, diag);
+	}
 	f8_rt_tensor_destroy(&wide);
 	return status;
 }

@@ -24,13 +24,13 @@ static F8cOnnx__TensorShapeProto__Dimension *dim_proto(onnx_exporter *ex, f8_dim
 	if (!dim)
 		return NULL;
 	*dim = (F8cOnnx__TensorShapeProto__Dimension)F8C_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
-	const f8_dim_term *term = &size.terms[0];
+	uint16_t symbol;
 	if (f8_dim_is_const(size)) {
 		dim->value_case = F8C_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
 		dim->dim_value = f8_dim_value(size);
-	} else if (size.n_terms == 1 && term->n_symbols == 1 && term->coefficient == 1) {
+	} else if (f8_dim_is_symbol(size, &symbol)) {
 		dim->value_case = F8C_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-		dim->dim_param = (char *)ex->graph->symbols[term->symbols[0]];
+		dim->dim_param = (char *)ex->graph->symbols[symbol];
 	}
 	return dim;
 }

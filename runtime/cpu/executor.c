@@ -9,6 +9,16 @@
 #include "ir/alloc.h"            // f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
 
+/* The run's plan: the nodes to run, and for each value the position of its last read in the
+ * run (KEPT: kept after the run: an output, an update's source, or keep_all; NOT_READ). */
+#define KEPT UINT32_MAX
+#define NOT_READ (UINT32_MAX - 1)
+typedef struct run_plan {
+	f8_node_id *nodes;
+	uint32_t n_nodes;
+	uint32_t *last_read; // (n_values)
+} run_plan;
+
 struct f8_cpu_executor {
 	const f8_graph *graph;
 	int64_t *symbol_values; // (graph->n_symbols)
@@ -19,6 +29,8 @@ struct f8_cpu_executor {
 	// reads every parameter's gradient: hundreds for a large model).
 	const f8_rt_tensor **inputs;
 	f8_rt_tensor *outputs;
+	// The plan of each phase mask, made by its first run: every micro-batch runs the same.
+	run_plan plans[F8_PHASES_ALL + 1];
 	// Buffers of freed values, kept for the next value of the same size: a step frees and
 	// makes the same sizes over and over, and going back to the system each time costs
 	// page faults that take longer than the arithmetic (until the slab planner comes).
@@ -28,6 +40,14 @@ struct f8_cpu_executor {
 	} *spares;
 	uint32_t n_spares, cap_spares;
 };
+
+static void forget_plans(f8_cpu_executor *executor) {
+	for (uint32_t i = 0; i <= F8_PHASES_ALL; i++) {
+		f8_free(executor->plans[i].nodes);
+		f8_free(executor->plans[i].last_read);
+		executor->plans[i] = (run_plan){0};
+	}
+}
 
 /* Frees `tensor`'s data into the spares (or to the system when they cannot grow). */
 static void recycle(f8_cpu_executor *executor, f8_rt_tensor *tensor) {
@@ -50,24 +70,9 @@ static void recycle(f8_cpu_executor *executor, f8_rt_tensor *tensor) {
 	f8_rt_tensor_destroy(tensor);
 }
 
-/* The value of `dim` under the bound symbols into *out; false when it overflows. */
-static bool evaluate_dim(const int64_t *symbol_values, f8_dim dim, int64_t *out) {
-	int64_t value = 0;
-	for (uint8_t t = 0; t < dim.n_terms; t++) {
-		int64_t term = dim.terms[t].coefficient;
-		for (uint8_t s = 0; s < dim.terms[t].n_symbols; s++)
-			if (__builtin_mul_overflow(term, symbol_values[dim.terms[t].symbols[s]], &term))
-				return false;
-		if (__builtin_add_overflow(value, term, &value))
-			return false;
-	}
-	*out = value;
-	return true;
-}
-
 void f8_cpu_executor_dims(const f8_cpu_executor *executor, const f8_type *type, int64_t *dims) {
 	for (int i = 0; i < type->shape.rank; i++)
-		evaluate_dim(executor->symbol_values, type->shape.dims[i], &dims[i]);
+		f8_dim_evaluate(type->shape.dims[i], executor->symbol_values, &dims[i]);
 }
 
 /* Checks that every value's dims evaluate to sizes (>= 0, no overflow) under the binding. */
@@ -77,7 +82,7 @@ static f8_status check_sizes(const f8_cpu_executor *executor, f8_diag *diag) {
 		const f8_type *type = &graph->values[v].type;
 		for (int i = 0; i < type->shape.rank; i++) {
 			int64_t size = 0;
-			bool fits = evaluate_dim(executor->symbol_values, type->shape.dims[i], &size);
+			bool fits = f8_dim_evaluate(type->shape.dims[i], executor->symbol_values, &size);
 			if (!fits || size < 0)
 				return f8_diag_set(diag, F8_ERR_ARGUMENT, "with these sizes, dim %d of "
 						   "%%%s is %s", i, graph->values[v].name,
@@ -177,6 +182,7 @@ void f8_cpu_executor_destroy(f8_cpu_executor *executor) {
 	for (uint32_t i = 0; i < executor->n_spares; i++)
 		f8_free(executor->spares[i].data);
 	f8_free(executor->spares);
+	forget_plans(executor);
 	f8_free(executor->inputs);
 	f8_free(executor->outputs);
 	f8_free(executor->symbol_values);
@@ -186,6 +192,8 @@ void f8_cpu_executor_destroy(f8_cpu_executor *executor) {
 }
 
 void f8_cpu_executor_keep_all(f8_cpu_executor *executor, bool keep) {
+	if (keep != executor->keep_all)
+		forget_plans(executor); // what a run keeps is part of its plan
 	executor->keep_all = keep;
 }
 
@@ -207,15 +215,6 @@ const f8_rt_tensor *f8_cpu_executor_value(const f8_cpu_executor *executor, f8_va
 	return NULL;
 }
 
-/* The run's plan: the nodes to run, and for each value the position of its last read in the
- * run (KEPT: kept after the run: an output, an update's source, or keep_all; NOT_READ). */
-#define KEPT UINT32_MAX
-#define NOT_READ (UINT32_MAX - 1)
-typedef struct run_plan {
-	f8_node_id *nodes;
-	uint32_t n_nodes;
-	uint32_t *last_read; // (n_values)
-} run_plan;
 
 /*
  * Updates apply when a run ends, so within one run a leaf keeps its old contents after the
@@ -368,15 +367,18 @@ static void apply_updates(f8_cpu_executor *executor) {
 
 f8_status f8_cpu_executor_run(f8_cpu_executor *executor, uint32_t phases, f8_diag *diag) {
 	release_run(executor);
-	run_plan plan = {0};
-	f8_status status = plan_run(executor, phases, &plan, diag);
-	for (uint32_t i = 0; !status && i < plan.n_nodes; i++)
-		status = run_node(executor, plan.nodes[i], i, &plan, diag);
+	run_plan *plan = &executor->plans[phases & F8_PHASES_ALL];
+	f8_status status = F8_OK;
+	if (!plan->nodes && (status = plan_run(executor, phases & F8_PHASES_ALL, plan, diag))) {
+		f8_free(plan->nodes);
+		f8_free(plan->last_read);
+		*plan = (run_plan){0};
+	}
+	for (uint32_t i = 0; !status && i < plan->n_nodes; i++)
+		status = run_node(executor, plan->nodes[i], i, plan, diag);
 	if (!status)
 		apply_updates(executor);
 	else
 		release_run(executor);
-	f8_free(plan.nodes);
-	f8_free(plan.last_read);
 	return status;
 }

@@ -21,12 +21,7 @@ f8_cpu_kernel_fn f8_cpu_kernel_get(f8_op op) {
 
 int64_t f8_cpu_dim(const f8_cpu_kernel_call *call, f8_dim dim) {
 	int64_t value = 0;
-	for (uint8_t t = 0; t < dim.n_terms; t++) {
-		int64_t term = dim.terms[t].coefficient;
-		for (uint8_t s = 0; s < dim.terms[t].n_symbols; s++)
-			term *= call->symbol_values[dim.terms[t].symbols[s]];
-		value += term;
-	}
+	f8_dim_evaluate(dim, call->symbol_values, &value); // sizes checked when they were bound
 	return value;
 }
 

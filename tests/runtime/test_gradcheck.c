@@ -24,6 +24,7 @@
 #include "passes/autodiff.h"      // f8_autodiff_build
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "runtime/cpu/executor.h" // f8_cpu_executor_*
+#include "tests/runtime/test_fill.h" // rng_*, test_find_spec, test_fill
 #include "tests/test_support.h"   // CHECK, test_finish
 
 /*
@@ -53,8 +54,8 @@
 #define ROUTER_STEP 1e-2
 
 /* A case: the graph's body in the text IR; `fills` names how to fill leaves that need more than
- * the default (see fill_leaf); `f32_step`, when not 0, marks an op whose float outputs are f32
- * by contract and is the five-point stencil's h for it. */
+ * the default (test_fill, tests/runtime/test_fill.h); `f32_step`, when not 0, marks an op whose
+ * float outputs are f32 by contract and is the five-point stencil's h for it. */
 typedef struct gradcheck_case {
 	const char *name;
 	const char *ir;
@@ -290,123 +291,6 @@ static const gradcheck_case cases[] = {
 
 #define N_CASES (sizeof cases / sizeof cases[0])
 
-/* splitmix64: small, and the same sequence everywhere for a seed. */
-static uint64_t rng_state;
-
-static uint64_t rng_next(void) {
-	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static double rng_uniform(double low, double high) {
-	return low + (high - low) * (double)(rng_next() >> 11) * 0x1.0p-53;
-}
-
-static int64_t rng_int(int64_t low, int64_t high) {
-	return low + (int64_t)(rng_next() % (uint64_t)(high - low + 1));
-}
-
-/* The fill spec of leaf `name` in `fills` ("name=kind:args ..."), copied into `spec`; "" when
- * the case names none. */
-static void find_fill(const char *fills, const char *name, char *spec, size_t size) {
-	size_t len = strlen(name);
-	spec[0] = '\0';
-	for (const char *p = fills; *p;) {
-		const char *end = strchr(p, ' ');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-		if (n > len && strncmp(p, name, len) == 0 && p[len] == '=') {
-			snprintf(spec, size, "%.*s", (int)(n - len - 1), p + len + 1);
-			return;
-		}
-		p += n + (end ? 1 : 0);
-	}
-}
-
-/* Each row (last dim) gets distinct experts in [0, experts): what a Router's top-k gives. */
-static void fill_topk(f8_rt_tensor *t, int64_t experts) {
-	int64_t k = t->dims[t->rank - 1], rows = f8_rt_tensor_numel(t) / k;
-	for (int64_t r = 0; r < rows; r++) {
-		for (int64_t j = 0; j < k; j++) {
-			int64_t e;
-			bool taken;
-			do {
-				e = rng_int(0, experts - 1);
-				taken = false;
-				for (int64_t i = 0; i < j; i++)
-					taken |= (int64_t)f8_rt_tensor_get(t, r * k + i) == e;
-			} while (taken);
-			f8_rt_tensor_set(t, r * k + j, (double)e);
-		}
-	}
-}
-
-/* Values spread evenly over [-1.5, 1.5] in a random order, any two at least 2.4 / n apart: no
- * near-ties for a top-k under perturbations of ROUTER_STEP. */
-static void fill_spaced(f8_rt_tensor *t) {
-	int64_t n = f8_rt_tensor_numel(t);
-	for (int64_t i = 0; i < n; i++)
-		f8_rt_tensor_set(t, i, -1.5 + 3.0 * ((double)i + rng_uniform(0.4, 0.6)) /
-					       (double)n);
-	for (int64_t i = n - 1; i > 0; i--) {
-		int64_t j = rng_int(0, i);
-		double swap = f8_rt_tensor_get(t, i);
-		f8_rt_tensor_set(t, i, f8_rt_tensor_get(t, j));
-		f8_rt_tensor_set(t, j, swap);
-	}
-}
-
-/*
- * Fills a leaf by its spec: positive (uniform [0.5, 2]), uniform:A:B, int:A:B, bool[:P] (true
- * with probability P), labels:V:IGNORE (in [0, V), a quarter IGNORE, the first never), counts:R
- * (non-negative, summing to R), topk:E (distinct experts per row), spaced; by default a float
- * parameter is signed and away from zero (|x| in [0.3, 1.5]) and a float input uniform [-1, 1].
- */
-static bool fill_leaf(f8_rt_tensor *t, const char *spec, bool is_param) {
-	int64_t n = f8_rt_tensor_numel(t);
-	double a = 0, b = 0;
-	if (strncmp(spec, "topk:", 5) == 0) {
-		fill_topk(t, strtoll(spec + 5, NULL, 10));
-	} else if (strcmp(spec, "spaced") == 0) {
-		fill_spaced(t);
-	} else if (strncmp(spec, "counts:", 7) == 0) {
-		int64_t left = strtoll(spec + 7, NULL, 10);
-		for (int64_t i = 0; i < n; i++) {
-			int64_t c = i == n - 1 ? left : rng_int(0, left);
-			f8_rt_tensor_set(t, i, (double)c);
-			left -= c;
-		}
-	} else if (sscanf(spec, "labels:%lf:%lf", &a, &b) == 2) {
-		for (int64_t i = 0; i < n; i++) {
-			bool ignored = i > 0 && rng_next() % 4 == 0;
-			f8_rt_tensor_set(t, i, ignored ? b : (double)rng_int(0, (int64_t)a - 1));
-		}
-	} else if (sscanf(spec, "int:%lf:%lf", &a, &b) == 2) {
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, (double)rng_int((int64_t)a, (int64_t)b));
-	} else if (strncmp(spec, "bool", 4) == 0) {
-		double p = spec[4] == ':' ? strtod(spec + 5, NULL) : 0.5;
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, rng_uniform(0, 1) < p);
-	} else if (strcmp(spec, "positive") == 0 || sscanf(spec, "uniform:%lf:%lf", &a, &b) == 2 ||
-		   (spec[0] == '\0' && !is_param)) {
-		if (strcmp(spec, "positive") == 0)
-			a = 0.5, b = 2.0;
-		else if (spec[0] == '\0')
-			a = -1.0, b = 1.0;
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, rng_uniform(a, b));
-	} else if (spec[0] == '\0') {
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, (rng_next() & 1 ? 1 : -1) * rng_uniform(0.3, 1.5));
-	} else {
-		printf("FAIL unknown fill \"%s\"\n", spec);
-		return false;
-	}
-	return true;
-}
-
 /* Adds a node of `op` reading `inputs` with one output; its id in *out. */
 static f8_status add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
 			  const f8_attr *attrs, uint32_t n_attrs, f8_value_id *out, f8_diag *diag) {
@@ -504,9 +388,10 @@ static bool fill_leaves(f8_cpu_executor *executor, const prepared *p, const char
 	char spec[64];
 	for (uint32_t i = 0; i < p->graph->n_inputs; i++) {
 		const f8_value *value = &p->graph->values[p->graph->inputs[i]];
-		find_fill(fills, value->name, spec, sizeof spec);
-		ok &= fill_leaf(f8_cpu_executor_leaf(executor, p->graph->inputs[i]), spec,
-				value->role == F8_ROLE_PARAMETER);
+		test_find_spec(fills, value->name, spec, sizeof spec);
+		// By default a parameter is away from zero and kinks, an input uniform in [-1, 1].
+		ok &= test_fill(f8_cpu_executor_leaf(executor, p->graph->inputs[i]), spec,
+				value->role == F8_ROLE_PARAMETER ? "signed" : "uniform:-1:1");
 	}
 	return ok;
 }

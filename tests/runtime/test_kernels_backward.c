@@ -27,28 +27,11 @@
 #include "ir/text.h"              // f8_text_parse
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "runtime/cpu/kernels.h"  // f8_cpu_kernel_get, f8_cpu_kernel_call
+#include "tests/runtime/test_fill.h" // rng_*, test_find_spec, test_fill
 #include "tests/test_support.h"   // CHECK, test_finish, test_fail_allocations_after
 
 #define STEP 1e-6      // the finite difference step (f64: truncation ~1e-13, rounding ~1e-9)
 #define TOLERANCE 1e-6 // of a gradient, relative to its largest element
-
-/* splitmix64: small, and the same sequence everywhere for a seed. */
-static uint64_t rng_state;
-
-static uint64_t rng_next(void) {
-	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
-static double rng_uniform(double low, double high) {
-	return low + (high - low) * (double)(rng_next() >> 11) * 0x1.0p-53;
-}
-
-static int64_t rng_int(int64_t low, int64_t high) {
-	return low + (int64_t)(rng_next() % (uint64_t)(high - low + 1));
-}
 
 /* A graph and a tensor per value, by id; kernels run on them directly. */
 typedef struct runner {
@@ -157,95 +140,12 @@ static f8_status run(runner *r, bool forward, bool backward) {
 	return F8_OK;
 }
 
-/* The value of `name` in a space-separated "name=value" list, into `out`; "" if absent. */
-static void find_spec(const char *list, const char *name, char *out, size_t size) {
-	size_t len = strlen(name);
-	out[0] = '\0';
-	for (const char *p = list; p && *p; p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL) {
-		size_t n = strcspn(p, " ");
-		if (n > len && strncmp(p, name, len) == 0 && p[len] == '=') {
-			snprintf(out, size, "%.*s", (int)(n - len - 1), p + len + 1);
-			return;
-		}
-	}
-}
-
-/* Each row (last dim) gets distinct experts in [0, experts), as a Router's top-k does. */
-static void fill_topk(f8_rt_tensor *t, int64_t experts) {
-	int64_t k = t->dims[t->rank - 1], rows = f8_rt_tensor_numel(t) / k;
-	for (int64_t r = 0; r < rows; r++) {
-		for (int64_t j = 0; j < k; j++) {
-			int64_t e;
-			bool taken;
-			do {
-				e = rng_int(0, experts - 1);
-				taken = false;
-				for (int64_t i = 0; i < j; i++)
-					taken |= (int64_t)f8_rt_tensor_get(t, r * k + i) == e;
-			} while (taken);
-			f8_rt_tensor_set(t, r * k + j, (double)e);
-		}
-	}
-}
-
-/* Values spread over [-1.5, 1.5] in random order, no two within 2.4 / n: no near-ties for a
- * top-k under the perturbations. */
-static void fill_spaced(f8_rt_tensor *t) {
-	int64_t n = f8_rt_tensor_numel(t);
-	for (int64_t i = 0; i < n; i++) {
-		double slot = (double)i + rng_uniform(0.4, 0.6);
-		f8_rt_tensor_set(t, i, -1.5 + 3.0 * slot / (double)n);
-	}
-	for (int64_t i = n - 1; i > 0; i--) {
-		int64_t j = rng_int(0, i);
-		double swap = f8_rt_tensor_get(t, i);
-		f8_rt_tensor_set(t, i, f8_rt_tensor_get(t, j));
-		f8_rt_tensor_set(t, j, swap);
-	}
-}
-
-/*
- * Fills a leaf by its spec: int:A:B, labels:V:IGNORE (in [0, V), a quarter IGNORE, never the
- * first), list:A,B,... (the values), topk:E, spaced, bool:P (true with probability P),
- * boolrow:P (the same, but the first row all false), uniform:A:B; uniform [-1, 1] by default.
- */
-static void fill_leaf(f8_rt_tensor *t, const char *spec) {
-	int64_t n = f8_rt_tensor_numel(t), row = t->rank ? t->dims[t->rank - 1] : 1;
-	double a = -1, b = 1;
-	if (strncmp(spec, "topk:", 5) == 0) {
-		fill_topk(t, strtoll(spec + 5, NULL, 10));
-	} else if (strcmp(spec, "spaced") == 0) {
-		fill_spaced(t);
-	} else if (strncmp(spec, "list:", 5) == 0) {
-		const char *p = spec + 5;
-		for (int64_t i = 0; i < n; i++, p = strchr(p, ',') ? strchr(p, ',') + 1 : p)
-			f8_rt_tensor_set(t, i, strtod(p, NULL));
-	} else if (sscanf(spec, "labels:%lf:%lf", &a, &b) == 2) {
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, i > 0 && rng_next() % 4 == 0
-						       ? b : (double)rng_int(0, (int64_t)a - 1));
-	} else if (sscanf(spec, "int:%lf:%lf", &a, &b) == 2) {
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, (double)rng_int((int64_t)a, (int64_t)b));
-	} else if (sscanf(spec, "bool:%lf", &a) == 1 || sscanf(spec, "boolrow:%lf", &a) == 1) {
-		bool first_row_false = spec[4] == 'r';
-		for (int64_t i = 0; i < n; i++) {
-			bool masked = first_row_false && i < row;
-			f8_rt_tensor_set(t, i, !masked && rng_uniform(0, 1) < a);
-		}
-	} else {
-		sscanf(spec, "uniform:%lf:%lf", &a, &b);
-		for (int64_t i = 0; i < n; i++)
-			f8_rt_tensor_set(t, i, rng_uniform(a, b));
-	}
-}
-
 static void fill_leaves(runner *r, const char *fills) {
 	char spec[64];
 	for (uint32_t i = 0; i < r->graph->n_inputs; i++) {
 		f8_value_id v = r->graph->inputs[i];
-		find_spec(fills, r->graph->values[v].name, spec, sizeof spec);
-		fill_leaf(&r->tensors[v], spec);
+		test_find_spec(fills, r->graph->values[v].name, spec, sizeof spec);
+		CHECK(test_fill(&r->tensors[v], spec, "uniform:-1:1"));
 	}
 }
 
@@ -255,7 +155,7 @@ typedef void (*reference_fn)(runner *r, double *out);
 typedef struct backward_case {
 	const char *name;
 	const char *ir;        // forward and backward nodes; the backward outputs are outputs
-	const char *fills;     // leaf fills, "name=spec ..." (fill_leaf)
+	const char *fills;     // leaf fills, "name=spec ..." (test_fill)
 	const char *upstream;  // "y=dy ...": the loss is the sum of dy * y over these pairs
 	const char *checks;    // "x=dx ...": gradient dx (a backward output) of leaf x
 	reference_fn reference; // for the one upstream pair whose y is f32 by contract, or NULL
@@ -795,7 +695,7 @@ static void test_adamw(const char *param_type, const char *grad_type, bool scale
 	double worst = 0, rates[3] = {1e-3, 8e-4, 6e-4};
 	float scale = 0.5f, p32[9], m[9] = {0}, v[9] = {0};
 	double p64[9];
-	fill_leaf(tensor(&r, "p"), "");
+	CHECK(test_fill(tensor(&r, "p"), "", "uniform:-1:1"));
 	for (int i = 0; i < 9; i++)
 		p32[i] = (float)(p64[i] = f8_rt_tensor_get(tensor(&r, "p"), i));
 	if (scaled)
@@ -803,7 +703,7 @@ static void test_adamw(const char *param_type, const char *grad_type, bool scale
 	for (int64_t step = 1; step <= 3; step++) {
 		f8_rt_tensor_set(tensor(&r, "lr"), 0, rates[step - 1]);
 		f8_rt_tensor_set(tensor(&r, "t"), 0, (double)step);
-		fill_leaf(tensor(&r, "g"), "uniform:-2:2");
+		CHECK(test_fill(tensor(&r, "g"), "uniform:-2:2", ""));
 		CHECK(run(&r, true, true) == F8_OK);
 		double lr = f8_rt_tensor_get(tensor(&r, "lr"), 0);
 		for (int i = 0; i < 9; i++) {
