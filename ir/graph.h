@@ -34,7 +34,8 @@ typedef uint32_t f8_node_id;
 	X(GRADIENT, "grad", false)              \
 	X(OPTIMIZER_STATE, "state", true)       \
 	X(SCALE, "scale", true)                 \
-	X(AMAX_HISTORY, "amax_history", true)
+	X(AMAX_HISTORY, "amax_history", true)   \
+	X(WEIGHT_CACHE, "cache", true)
 
 typedef enum f8_role {
 #define F8_ROLE_ENUM(e, name, leaf) F8_ROLE_##e,
@@ -43,11 +44,15 @@ typedef enum f8_role {
 	F8_ROLE_COUNT
 } f8_role;
 
-/* X(ENUM, text name): which part of a training step a node belongs to. */
+/* X(ENUM, text name): which part of a training step a node belongs to. A step runs cast once,
+ * then fwd|bwd once per micro-batch, then opt once. cast holds what is made once per optimizer
+ * step and read by every micro-batch: the FP8 copies of the weights (TransformerEngine makes
+ * them on the first micro-batch). FWD stays first, so that a new node is a forward node. */
 #define F8_PHASE_LIST(X) \
 	X(FWD, "fwd")    \
 	X(BWD, "bwd")    \
-	X(OPT, "opt")
+	X(OPT, "opt")    \
+	X(CAST, "cast")
 
 typedef enum f8_phase {
 #define F8_PHASE_ENUM(e, name) F8_PHASE_##e,

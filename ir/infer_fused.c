@@ -411,31 +411,48 @@ static bool blocks_along(f8_dim dim, int64_t block, f8_dim *out) {
 	return f8_dim_div(dim, f8_dim_const(block), out);
 }
 
-/* The scale shape for `x` under the INTS attribute `block` ([rows, cols]), or a scalar. */
-static f8_status scale_shape(const f8_graph *graph, const f8_node *node, const f8_type *x,
-			     f8_shape *out, f8_diag *diag) {
-	const f8_attr *block = f8_node_attr(node, "block");
+/* x as a (rows, cols) matrix: rows the product of the leading dims. */
+static f8_status matrix_dims(const f8_type *x, f8_dim *rows, f8_dim *cols, f8_diag *diag) {
+	f8_shape leading = x->shape;
+	leading.rank = x->shape.rank ? x->shape.rank - 1 : 0;
+	*cols = x->shape.rank ? x->shape.dims[x->shape.rank - 1] : f8_dim_const(1);
+	if (!f8_shape_numel(&leading, rows))
+		return infer_fail(diag, "the row count overflows");
+	return F8_OK;
+}
+
+/* The scale grid of a (rows, cols) matrix under `block` ([rows, cols] INTS), or a scalar when
+ * block is NULL. `what` names the operand in messages. */
+static f8_status scale_grid(const f8_graph *graph, const f8_type *x, f8_dim rows, f8_dim cols,
+			    const f8_attr *block, const char *what, f8_shape *out, f8_diag *diag) {
 	*out = (f8_shape){0};
 	if (!block)
 		return F8_OK;
 	if (block->ints.n != 2 || block->ints.items[0] < 1 || block->ints.items[1] < 1)
-		return infer_fail(diag, "attribute block must be two positive sizes [rows, cols]");
-	if (x->shape.rank < 1)
-		return infer_fail(diag, "block scaling needs a tensor of rank >= 1");
-	f8_shape leading = x->shape;
-	leading.rank--;
-	f8_dim rows, cols = x->shape.dims[x->shape.rank - 1];
-	if (!f8_shape_numel(&leading, &rows))
-		return infer_fail(diag, "the row count overflows");
+		return infer_fail(diag, "the block of %s must be two positive sizes [rows, cols]",
+				  what);
 	out->rank = 2;
 	if (!blocks_along(rows, block->ints.items[0], &out->dims[0]) ||
 	    !blocks_along(cols, block->ints.items[1], &out->dims[1])) {
 		char s[160];
-		return infer_fail(diag, "%s does not divide into blocks of %lldx%lld",
+		return infer_fail(diag, "%s %s does not divide into blocks of %lldx%lld", what,
 				  f8_type_format(graph, x, s, sizeof s),
 				  (long long)block->ints.items[0], (long long)block->ints.items[1]);
 	}
 	return F8_OK;
+}
+
+/* The scale shape for `x` under the node's attribute `block`, or a scalar. */
+static f8_status scale_shape(const f8_graph *graph, const f8_node *node, const f8_type *x,
+			     f8_shape *out, f8_diag *diag) {
+	const f8_attr *block = f8_node_attr(node, "block");
+	f8_dim rows, cols;
+	if (block && x->shape.rank < 1)
+		return infer_fail(diag, "block scaling needs a tensor of rank >= 1");
+	f8_status status = matrix_dims(x, &rows, &cols, diag);
+	if (!status)
+		status = scale_grid(graph, x, rows, cols, block, "the input", out, diag);
+	return status;
 }
 
 static f8_status require_fp8_format(const f8_node *node, f8_diag *diag) {
@@ -445,20 +462,23 @@ static f8_status require_fp8_format(const f8_node *node, f8_diag *diag) {
 	return infer_require_flag(node, "saturate", diag);
 }
 
-/* Quantize: x (high precision) -> FP8 codes. With a scale input (delayed scaling: f32, shaped
- * by `block`) it has one output; without, it finds the scale itself (current, block, MX
- * scaling) and also outputs scale_inv (f32, or e8m0 for MX with block [1, 32]). */
-f8_status f8_infer_quantize(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+/*
+ * What Quantize and CastTranspose share: the attributes, the input, and the scale input. The
+ * scale is, with attribute `slot`, a scaling table f32[n] whose entry `slot` is the per-tensor
+ * scale (delayed scaling, DESIGN.md); without it, an f32 of the block grid's shape (a scalar
+ * without block). *scales is the shape of x's scale_inv.
+ */
+static f8_status check_cast(const f8_graph *graph, const f8_node *node, f8_shape *scales,
 			    f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *scale = infer_input(graph, node, 1);
 	f8_dtype scale_dtype = f8_node_attr_dtype(node, "scale_dtype", F8_DTYPE_F32);
 	const f8_attr *block = f8_node_attr(node, "block");
-	f8_shape scales;
+	int64_t slot = f8_node_attr_int(node, "slot", -1);
 	f8_status status = require_fp8_format(node, diag);
 	if (!status)
 		status = infer_require_float(x, "the input", diag);
 	if (!status)
-		status = scale_shape(graph, node, x, &scales, diag);
+		status = scale_shape(graph, node, x, scales, diag);
 	if (status)
 		return status;
 	if (f8_dtype_is_fp8(x->dtype))
@@ -470,17 +490,47 @@ f8_status f8_infer_quantize(const f8_graph *graph, const f8_node *node, f8_type 
 	if (scale_dtype == F8_DTYPE_E8M0 &&
 	    !(block && block->ints.n == 2 && block->ints.items[0] == 1 && block->ints.items[1] == 32))
 		return infer_fail(diag, "e8m0 scales are for MX blocks: block must be [1, 32]");
-	if ((scale != NULL) == (node->n_outputs == 2))
-		return infer_fail(diag, "Quantize takes a scale input and has one output, or takes "
-					"none and also outputs scale_inv");
-	if (scale) {
-		if (scale->dtype != F8_DTYPE_F32 || !f8_shape_equal(&scale->shape, &scales))
-			return infer_fail(diag, "the scale must be f32 with one entry per block (a "
-						"scalar without block)");
+	if (f8_node_attr(node, "slot")) {
+		if (!scale || block || slot < 0)
+			return infer_fail(diag, "attribute slot (>= 0) picks a per-tensor scale from a "
+						"scale table input: it needs the table and no block");
+		if (scale->dtype != F8_DTYPE_F32 || scale->shape.rank != 1 ||
+		    (f8_dim_is_const(scale->shape.dims[0]) &&
+		     slot >= f8_dim_value(scale->shape.dims[0])))
+			return infer_fail(diag, "the scale table must be f32[n] with n > slot %lld",
+					  (long long)slot);
+	} else if (scale && (scale->dtype != F8_DTYPE_F32 || !f8_shape_equal(&scale->shape, scales))) {
+		return infer_fail(diag, "the scale must be f32 with one entry per block (a scalar "
+					"without block)");
 	}
-	outputs[0] = (f8_type){.dtype = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED), .shape = x->shape};
-	if (!scale)
+	return F8_OK;
+}
+
+/*
+ * Quantize: x (high precision) -> FP8 codes, then scale_inv (f32, or e8m0 for MX with block
+ * [1, 32], shaped by `block`), then the amax of x (f32 scalar, unscaled: what delayed scaling
+ * records). With a scale input, scale_inv and the amax are optional outputs (scale_inv is then
+ * 1 / scale); without, Quantize finds the scale itself (current, block, MX scaling) and outputs
+ * scale_inv.
+ */
+f8_status f8_infer_quantize(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			    f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0);
+	bool given = infer_input(graph, node, 1) != NULL;
+	f8_shape scales;
+	f8_status status = check_cast(graph, node, &scales, diag);
+	if (status)
+		return status;
+	if (!given && node->n_outputs < 2)
+		return infer_fail(diag, "Quantize without a scale input finds the scale: it also "
+					"outputs scale_inv");
+	f8_dtype scale_dtype = f8_node_attr_dtype(node, "scale_dtype", F8_DTYPE_F32);
+	outputs[0] = (f8_type){.dtype = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED),
+			       .shape = x->shape};
+	if (node->n_outputs > 1)
 		outputs[1] = (f8_type){.dtype = scale_dtype, .shape = scales};
+	if (node->n_outputs > 2)
+		outputs[2] = infer_scalar(F8_DTYPE_F32);
 	return F8_OK;
 }
 
@@ -512,29 +562,146 @@ f8_status f8_infer_amax(const f8_graph *graph, const f8_node *node, f8_type *out
 	return status;
 }
 
-/* CastTranspose: x (..., cols) high precision, scale f32 scalar -> the FP8 copy (x's shape), its
- * transpose (cols, rows) for the TN-only GEMMs, and the amax, in one read of x. */
+/*
+ * CastTranspose: Quantize's inputs and attributes; in one read of x (rows, cols), the FP8 copy
+ * (x's shape), the transposed copy (cols, rows) for the TN-only GEMMs, the scale_inv of each,
+ * and the amax of x. The transposed copy is x's transpose quantized under the same recipe:
+ * with a per-tensor scale it is the copy's codes transposed (one scale_inv, written twice);
+ * with blocks, x^T is cut into blocks of the same shape, so 1x128 blocks run along the other
+ * axis (scales of their own) and 128x128 blocks are the same blocks, transposed.
+ */
 f8_status f8_infer_cast_transpose(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				  f8_diag *diag) {
-	const f8_type *x = infer_input(graph, node, 0), *scale = infer_input(graph, node, 1);
-	f8_status status = require_fp8_format(node, diag);
+	const f8_type *x = infer_input(graph, node, 0);
+	f8_shape scales, scales_t;
+	f8_dim rows, cols;
+	f8_status status = check_cast(graph, node, &scales, diag);
 	if (!status)
-		status = infer_require_float(x, "the input", diag);
+		status = matrix_dims(x, &rows, &cols, diag);
 	if (status)
 		return status;
 	if (x->shape.rank < 2)
 		return infer_fail(diag, "CastTranspose needs rank >= 2");
-	if (scale->dtype != F8_DTYPE_F32 || scale->shape.rank != 0)
-		return infer_fail(diag, "the scale must be an f32 scalar");
-	f8_shape leading = x->shape;
-	leading.rank--;
-	f8_dim rows, cols = x->shape.dims[x->shape.rank - 1];
-	if (!f8_shape_numel(&leading, &rows))
-		return infer_fail(diag, "the row count overflows");
+	f8_type transposed = {.dtype = x->dtype, .shape = {.rank = 2, .dims = {cols, rows}}};
+	status = scale_grid(graph, &transposed, cols, rows, f8_node_attr(node, "block"),
+			    "the transposed input", &scales_t, diag);
+	if (status)
+		return status;
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
+	f8_dtype scale_dtype = f8_node_attr_dtype(node, "scale_dtype", F8_DTYPE_F32);
 	outputs[0] = (f8_type){.dtype = to, .shape = x->shape};
-	outputs[1] = (f8_type){.dtype = to, .shape = {.rank = 2, .dims = {cols, rows}}};
-	outputs[2] = infer_scalar(F8_DTYPE_F32);
+	outputs[1] = (f8_type){.dtype = to, .shape = transposed.shape};
+	outputs[2] = (f8_type){.dtype = scale_dtype, .shape = scales};
+	outputs[3] = (f8_type){.dtype = scale_dtype, .shape = scales_t};
+	outputs[4] = infer_scalar(F8_DTYPE_F32);
+	return F8_OK;
+}
+
+/*
+ * ScalingUpdate(scale f32[n], amax_history f32[len, n], nonfinite i64[], amax_0 .. amax_n-1)
+ *   -> (scale', amax_history', nonfinite'): delayed scaling's step for one table of n slots
+ * (TransformerEngine's amax-and-scale update). For each slot i with a finite amax_i, the
+ * history rolls down one row and row 0 takes amax_i; the amax used is the largest of column i
+ * (algo "max") or row 0 ("most_recent"); scale'_i = f8_scale_from_amax(format, that amax,
+ * margin, scale_i), so an amax of 0 keeps the scale. A non-finite amax_i leaves slot i's
+ * history and scale as they were and adds 1 to nonfinite.
+ */
+f8_status f8_infer_scaling_update(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				  f8_diag *diag) {
+	static const char *const algos[] = {"max", "most_recent", NULL};
+	const f8_type *scale = infer_input(graph, node, 0), *history = infer_input(graph, node, 1);
+	const f8_type *nonfinite = infer_input(graph, node, 2);
+	f8_status status = infer_require_choice(node, "algo", algos, diag);
+	if (status)
+		return status;
+	if (!f8_dtype_is_fp8(f8_node_attr_dtype(node, "format", F8_DTYPE_UNDEFINED)))
+		return infer_fail(diag, "attribute format must be e4m3 or e5m2");
+	if (f8_node_attr_int(node, "margin", 0) < 0)
+		return infer_fail(diag, "attribute margin must not be negative");
+	int64_t n = node->n_inputs - 3;
+	if (!scale || !history || !nonfinite || scale->dtype != F8_DTYPE_F32 ||
+	    scale->shape.rank != 1 || !f8_dim_equal(scale->shape.dims[0], f8_dim_const(n)))
+		return infer_fail(diag, "the scale table must be f32[%lld], one entry per amax input",
+				  (long long)n);
+	if (history->dtype != F8_DTYPE_F32 || history->shape.rank != 2 ||
+	    !f8_dim_is_const(history->shape.dims[0]) || f8_dim_value(history->shape.dims[0]) < 1 ||
+	    !f8_dim_equal(history->shape.dims[1], f8_dim_const(n)))
+		return infer_fail(diag, "the amax history must be f32[length, %lld], length >= 1",
+				  (long long)n);
+	if (nonfinite->dtype != F8_DTYPE_I64 || nonfinite->shape.rank != 0)
+		return infer_fail(diag, "the non-finite count must be an i64 scalar");
+	for (uint32_t i = 3; i < node->n_inputs; i++) {
+		const f8_type *amax = infer_input(graph, node, i);
+		if (!amax || amax->dtype != F8_DTYPE_F32 || amax->shape.rank != 0)
+			return infer_fail(diag, "input %u must be an f32 scalar amax", i);
+	}
+	outputs[0] = *scale;
+	outputs[1] = *history;
+	outputs[2] = *nonfinite;
+	return F8_OK;
+}
+
+/* An FP8Gemm operand's scale_inv: a scalar without `block_attr`, else the grid of (rows, K). */
+static f8_status check_gemm_scale(const f8_graph *graph, const f8_node *node, uint32_t input,
+				  const char *block_attr, f8_dim rows, f8_dim k, const char *what,
+				  f8_diag *diag) {
+	const f8_type *operand = infer_input(graph, node, input - 2);
+	const f8_type *scale_inv = infer_input(graph, node, input);
+	f8_shape grid;
+	f8_status status = scale_grid(graph, operand, rows, k, f8_node_attr(node, block_attr),
+				      what, &grid, diag);
+	if (status)
+		return status;
+	if (!scale_inv || (scale_inv->dtype != F8_DTYPE_F32 && scale_inv->dtype != F8_DTYPE_E8M0) ||
+	    !f8_shape_equal(&scale_inv->shape, &grid))
+		return infer_fail(diag, "the scale_inv of %s must be f32 (or e8m0) with one entry per "
+					"block of %s (a scalar without it)", what, block_attr);
+	return F8_OK;
+}
+
+/*
+ * FP8Gemm(a, b, a_scale_inv, b_scale_inv [, bias]) {to, gemm, a_block, b_block}: the TN GEMM
+ * of Hopper's FP8 tensor cores, y = (a * a_scale_inv) (b * b_scale_inv)^T + bias, with a
+ * (..., K) and b (N, K) FP8 codes, both K-major, and y (..., N) of dtype `to`. Each scale_inv
+ * is a scalar, or with a_block / b_block the grid of that operand's blocks (rowwise is a block
+ * of [1, K]; e8m0 grids are MX). `gemm` says which GEMM of a layer this is (fwd, dgrad, wgrad),
+ * for the audit. E5M2 x E5M2 does not exist on the hardware and is refused.
+ */
+f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			    f8_diag *diag) {
+	static const char *const gemms[] = {"fwd", "dgrad", "wgrad", NULL};
+	const f8_type *a = infer_input(graph, node, 0), *b = infer_input(graph, node, 1);
+	const f8_type *bias = infer_input(graph, node, 4);
+	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
+	f8_status status = infer_require_choice(node, "gemm", gemms, diag);
+	if (status)
+		return status;
+	if (!f8_dtype_is_fp8(a->dtype) || !f8_dtype_is_fp8(b->dtype))
+		return infer_fail(diag, "both operands must be FP8, not %s and %s",
+				  f8_dtype_name(a->dtype), f8_dtype_name(b->dtype));
+	if (a->dtype == F8_DTYPE_E5M2 && b->dtype == F8_DTYPE_E5M2)
+		return infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
+	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
+		return infer_fail(diag, "attribute to must be f32, bf16 or f16");
+	if (a->shape.rank < 2 || b->shape.rank != 2)
+		return infer_fail(diag, "a must be (..., K) and b (N, K)");
+	f8_dim m, k, n = b->shape.dims[0];
+	if ((status = matrix_dims(a, &m, &k, diag)))
+		return status;
+	if (!f8_dim_equal(k, b->shape.dims[1])) {
+		char sa[160], sb[160];
+		return infer_fail(diag, "the K of a %s and b %s differ", f8_type_format(graph, a, sa, sizeof sa),
+				  f8_type_format(graph, b, sb, sizeof sb));
+	}
+	status = check_gemm_scale(graph, node, 2, "a_block", m, k, "a", diag);
+	if (!status)
+		status = check_gemm_scale(graph, node, 3, "b_block", n, k, "b", diag);
+	if (status)
+		return status;
+	if (bias && (bias->dtype != to || bias->shape.rank != 1 || !f8_dim_equal(bias->shape.dims[0], n)))
+		return infer_fail(diag, "the bias must be %s[N]", f8_dtype_name(to));
+	outputs[0] = (f8_type){.dtype = to, .shape = a->shape};
+	outputs[0].shape.dims[a->shape.rank - 1] = n;
 	return F8_OK;
 }
 

@@ -88,9 +88,12 @@ static const f8_attr_spec attrs_adamw[] = {FLOAT("beta1", false), FLOAT("beta2",
 					   END};
 static const f8_attr_spec attrs_quantize[] = {DTYPE("to", true), INT("saturate", false),
 					      INTS("block", false), DTYPE("scale_dtype", false),
-					      INT("margin", false), END};
+					      INT("margin", false), INT("slot", false), END};
 static const f8_attr_spec attrs_dequantize[] = {DTYPE("to", true), INTS("block", false), END};
-static const f8_attr_spec attrs_cast_transpose[] = {DTYPE("to", true), INT("saturate", false), END};
+static const f8_attr_spec attrs_scaling_update[] = {DTYPE("format", true), STRING("algo", false),
+						    INT("margin", false), END};
+static const f8_attr_spec attrs_fp8_gemm[] = {DTYPE("to", true), STRING("gemm", true),
+					      INTS("a_block", false), INTS("b_block", false), END};
 static const f8_attr_spec attrs_all_reduce[] = {STRING("group", true), STRING("op", false), END};
 static const f8_attr_spec attrs_gather_scatter[] = {STRING("group", true), INT("axis", true),
 						    INT("ranks", true), END};

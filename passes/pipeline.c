@@ -1,7 +1,6 @@
 /*
- * The pipeline table. DESIGN.md lists the passes to come (precision, fp8-cast, shard,
- * recompute, fuse, schedule); each joins this table in its own issue, with the reason for its
- * place beside it.
+ * The pipeline table. DESIGN.md lists the passes to come (shard, recompute, fuse, schedule);
+ * each joins this table in its own issue, with the reason for its place beside it.
  */
 #define _POSIX_C_SOURCE 200809L // strnlen
 
@@ -12,6 +11,7 @@
 
 #include "ir/verify.h"           // f8_graph_verify
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
+#include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
 #include "passes/training.h"      // f8_pass_training_run
 
@@ -34,6 +34,20 @@ static f8_status training(f8_graph *graph, const f8_pipeline_options *options, F
 	return f8_pass_training_run(graph, options->training, report, diag);
 }
 
+static f8_status precision(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+			   f8_diag *diag) {
+	if (!options->fp8) // no FP8 asked for
+		return F8_OK;
+	return f8_pass_precision_run(graph, options->fp8, report, diag);
+}
+
+static f8_status fp8_cast(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+			  f8_diag *diag) {
+	if (!options->fp8)
+		return F8_OK;
+	return f8_pass_fp8_cast_run(graph, options->fp8, report, diag);
+}
+
 static const f8_pass pipeline[] = {
 	{"canonicalize", canonicalize,
 	 "first: every later pass reads inferred types and wants no dead nodes to plan for"},
@@ -43,6 +57,12 @@ static const f8_pass pipeline[] = {
 	{"training", training,
 	 "before the precision passes: they decide for the backward GEMMs (dgrad, wgrad) and the "
 	 "gradients' E5M2 casts too, so the backward must exist; a no-op for inference"},
+	{"precision", precision,
+	 "after training, so that dgrad and wgrad are GEMMs of their own to decide; before "
+	 "fp8-cast, which only carries out what it decided; a no-op without FP8"},
+	{"fp8-cast", fp8_cast,
+	 "after precision (it rewrites the GEMMs marked FP8); before shard and recompute, which "
+	 "must see the casts and the scaling state to reduce amaxes and reuse scales"},
 };
 
 const f8_pass *f8_pipeline_passes(size_t *count) {
@@ -115,9 +135,11 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 }
 
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
-				f8_diag *diag) {
+				const f8_fp8_options *fp8, f8_diag *diag) {
 	f8_training_options defaults = f8_training_options_default();
-	const f8_pipeline_options training = {.training = &defaults};
+	f8_fp8_options fp8_defaults = f8_fp8_options_default();
+	const f8_pipeline_options training = {.training = &defaults,
+					      .fp8 = fp8 ? fp8 : &fp8_defaults};
 	for (size_t i = 0; i < n; i++) {
 		const f8_pass *pass = f8_pipeline_find(names[i]);
 		if (!pass)

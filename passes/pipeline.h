@@ -11,6 +11,7 @@
 
 #include "ir/diag.h"          // f8_status, f8_diag
 #include "ir/graph.h"         // f8_graph
+#include "passes/precision.h" // f8_fp8_options
 #include "passes/training.h"  // f8_training_options
 
 /* What a compilation is for, given to every pass. */
@@ -18,6 +19,9 @@ typedef struct f8_pipeline_options {
 	// Compile a training step with these hyperparameters; NULL compiles for inference, and
 	// the passes that build training (training) leave the graph as it is.
 	const f8_training_options *training;
+	// Plan FP8 with these options; NULL plans no FP8, and precision and fp8-cast leave the
+	// graph as it is (Megatron-LM trains in FP8 only when --fp8-format is given).
+	const f8_fp8_options *fp8;
 } f8_pipeline_options;
 
 /* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass
@@ -53,8 +57,9 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 			       const f8_pipeline_options *options, FILE *report, f8_diag *diag);
 
 /* Runs the passes named in `names` (n of them), in that order, verifying as above; a named
- * training pass runs with the default hyperparameters. */
+ * training pass runs with the default hyperparameters, a named precision or fp8-cast pass with
+ * `fp8` (NULL: f8_fp8_options_default()). */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
-				f8_diag *diag);
+				const f8_fp8_options *fp8, f8_diag *diag);
 
 #endif

@@ -24,8 +24,10 @@ static const char LATEST[] = "latest_checkpointed_iteration.txt"; // Megatron-LM
 enum { SETTING_KEY_MAX = 96 };
 
 /* Which file leaf `v` is saved in, or -1 for none: params to the weights; optimizer and scaling
- * state to the optimizer file; not the gradient accumulators (the leaves that the backward
- * updates), which are zero between steps. */
+ * state to the optimizer file; not the gradient accumulators (the leaves that the backward adds
+ * to and the optimizer step zeroes), which are zero between steps, nor the FP8 weight caches,
+ * which the cast phase remakes at every step. The gradients' scaling table is updated by the
+ * backward too, but never zeroed: it is saved. */
 static int file_of(const f8_graph *graph, f8_value_id v) {
 	const f8_value *value = &graph->values[v];
 	if (value->role == F8_ROLE_PARAMETER)
@@ -33,13 +35,15 @@ static int file_of(const f8_graph *graph, f8_value_id v) {
 	if (value->role != F8_ROLE_OPTIMIZER_STATE && value->role != F8_ROLE_SCALE &&
 	    value->role != F8_ROLE_AMAX_HISTORY)
 		return -1;
+	bool backward = false, optimizer = false;
 	for (uint32_t i = 0; i < graph->n_updates; i++) {
 		const f8_value *source = &graph->values[graph->updates[i].source];
-		if (graph->updates[i].target == v &&
-		    graph->nodes[source->producer].phase == F8_PHASE_BWD)
-			return -1;
+		if (graph->updates[i].target != v)
+			continue;
+		backward |= graph->nodes[source->producer].phase == F8_PHASE_BWD;
+		optimizer |= graph->nodes[source->producer].phase == F8_PHASE_OPT;
 	}
-	return OPTIMIZER;
+	return backward && optimizer ? -1 : OPTIMIZER;
 }
 
 static f8_status path_in(const char *folder, const char *name, char *path, size_t size,

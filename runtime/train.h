@@ -16,6 +16,7 @@
 
 #include "frontend/frontend.h" // f8_dim_binding
 #include "ir/diag.h"           // f8_status, f8_diag
+#include "passes/precision.h"  // f8_fp8_options
 #include "passes/training.h"   // f8_training_options
 #include "runtime/tokens.h"    // f8_token_format
 
@@ -40,6 +41,7 @@ typedef struct f8_train_config {
 	int64_t save_interval;            // --save-interval (0: only at the end)
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
+	const f8_fp8_options *fp8;        // --fp8-format ...: train in FP8; NULL: no FP8
 } f8_train_config;
 
 /* What a callback hears after each logged iteration, evaluation, save and at the end. */

@@ -261,3 +261,12 @@ F8_CPU_KERNEL(DEQUANTIZE_LINEAR) {
 	}
 	return F8_OK;
 }
+
+/* Placeholders until the kernels land (issue 5). */
+F8_CPU_KERNEL(SCALING_UPDATE) {
+	return f8_cpu_fail_unsupported(call, diag, "ScalingUpdate has no CPU kernel yet");
+}
+
+F8_CPU_KERNEL(FP8_GEMM) {
+	return f8_cpu_fail_unsupported(call, diag, "FP8Gemm has no CPU kernel yet");
+}

@@ -55,7 +55,7 @@ static char *run(const char *input, size_t input_len, const char *file_name, boo
 	f8_graph *graph = NULL;
 	f8_status status = f8_text_parse(input, input_len, file_name, &graph, &diag);
 	if (!status)
-		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, &diag)
+		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, NULL, &diag)
 				  : f8_graph_verify(graph, &diag);
 	char *output = NULL;
 	size_t output_len = 0;

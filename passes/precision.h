@@ -1,0 +1,178 @@
+/*
+ * The precision pass and the FP8 options it shares with the fp8-cast pass.
+ *
+ * requires: canonicalize (types), fuse-patterns (Linear), training (the backward GEMMs).
+ *
+ * For each GEMM of the program, and for a Linear layer's three GEMMs separately (fwd: Linear;
+ * dgrad: Linear with transpose_weight, in the backward; wgrad: LinearWgrad), it decides FP8 or
+ * high precision and writes the decision on the GEMM's output value (f8_precision):
+ *   FP8:  format E4M3 for fwd, the gradient's format for dgrad and wgrad (E5M2 under HYBRID),
+ *         the recipe, and a reason: "fwd of layers.0.mlp.fc1: FP8, HYBRID -> x E4M3, w E4M3, delayed"
+ *   high precision: format = the GEMM's own output dtype (f32 or bf16), recipe NONE, and the
+ *         reason: "kept F32: first 1 layer(s) in high precision by policy".
+ * Nothing is decided anywhere else: the fp8-cast pass rewrites exactly the GEMMs marked FP8, and
+ * `f8c audit` prints these annotations.
+ *
+ * The policy, in the order it is applied (a later rule wins over an earlier one):
+ *   1. the recipe and format of the options; wgrad by --fp8-wgrad;
+ *   2. GEMMs f8c has no FP8 form for (MatMul and Gemm between activations, GroupedLinear):
+ *      high precision, the reason says so;
+ *   3. the output head (the Linear producing the first graph output, the logits) and anything
+ *      reading the embedding table: high precision unless the precision config says otherwise;
+ *   4. --first-last-layers-bf16: the first N and last M transformer layers ("layers.<i>." scopes);
+ *   5. --fp8-exclude GLOB patterns on scope names;
+ *   6. calibration: a layer whose GEMM operands' amax has a coefficient of variation above the
+ *      threshold;
+ *   7. --precision-config rules, in file order;
+ *   8. the target: recipes the chip lacks (MXFP8 on sm_90), Hopper's shape rules (K and N
+ *      multiples of 16, M of 8). These are errors naming the GEMM unless allow_fallback, which
+ *      records a high-precision decision with the reason.
+ */
+#ifndef F8_PASSES_PRECISION_H
+#define F8_PASSES_PRECISION_H
+
+#include <stdbool.h> // bool
+#include <stddef.h>  // size_t
+#include <stdio.h>   // FILE
+
+#include "ir/diag.h"  // f8_status, f8_diag
+#include "ir/graph.h" // f8_graph, f8_recipe
+
+/* X(ENUM, name): FP8 formats of a training run (TransformerEngine's Format). HYBRID: E4M3 for
+ * activations and weights, E5M2 for gradients. Pure E5M2 is not offered: the hardware has no
+ * E5M2 x E5M2 GEMM. */
+#define F8_FP8_FORMAT_LIST(X) \
+	X(HYBRID, "hybrid")   \
+	X(E4M3, "e4m3")
+
+typedef enum f8_fp8_format {
+#define F8_FP8_FORMAT_ENUM(e, name) F8_FP8_FORMAT_##e,
+	F8_FP8_FORMAT_LIST(F8_FP8_FORMAT_ENUM)
+#undef F8_FP8_FORMAT_ENUM
+	F8_FP8_FORMAT_COUNT
+} f8_fp8_format;
+
+/* X(ENUM, name): what a plan is compiled for. cpu runs every recipe (emulated exactly) and has
+ * no shape rules; sm_90 (Hopper) and sm_100 (Blackwell) have cuBLASLt's. */
+#define F8_TARGET_LIST(X)   \
+	X(CPU, "cpu")       \
+	X(SM_90, "sm_90")   \
+	X(SM_100, "sm_100")
+
+typedef enum f8_target {
+#define F8_TARGET_ENUM(e, name) F8_TARGET_##e,
+	F8_TARGET_LIST(F8_TARGET_ENUM)
+#undef F8_TARGET_ENUM
+	F8_TARGET_COUNT
+} f8_target;
+
+/* X(ENUM, name): how delayed scaling reads its amax history (--fp8-amax-compute-algo). */
+#define F8_AMAX_ALGO_LIST(X)            \
+	X(MAX, "max")                   \
+	X(MOST_RECENT, "most_recent")
+
+typedef enum f8_amax_algo {
+#define F8_AMAX_ALGO_ENUM(e, name) F8_AMAX_ALGO_##e,
+	F8_AMAX_ALGO_LIST(F8_AMAX_ALGO_ENUM)
+#undef F8_AMAX_ALGO_ENUM
+	F8_AMAX_ALGO_COUNT
+} f8_amax_algo;
+
+/* X(ENUM, name): the three GEMMs of a Linear layer. */
+#define F8_GEMM_KIND_LIST(X) \
+	X(FWD, "fwd")        \
+	X(DGRAD, "dgrad")    \
+	X(WGRAD, "wgrad")
+
+typedef enum f8_gemm_kind {
+#define F8_GEMM_KIND_ENUM(e, name) F8_GEMM_KIND_##e,
+	F8_GEMM_KIND_LIST(F8_GEMM_KIND_ENUM)
+#undef F8_GEMM_KIND_ENUM
+	F8_GEMM_KIND_COUNT
+} f8_gemm_kind;
+
+const char *f8_fp8_format_name(f8_fp8_format format);
+const char *f8_target_name(f8_target target);
+const char *f8_amax_algo_name(f8_amax_algo algo);
+const char *f8_gemm_kind_name(f8_gemm_kind kind);
+bool f8_fp8_format_from_name(const char *name, f8_fp8_format *out);
+bool f8_target_from_name(const char *name, f8_target *out);
+bool f8_amax_algo_from_name(const char *name, f8_amax_algo *out);
+bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out);
+
+/* One --precision-config rule: the GEMMs whose scope matches `scope` (a glob: * and ?), of the
+ * kinds in `kinds` (a mask of 1 << f8_gemm_kind; 0 means all three), get `fp8` and, when FP8,
+ * `recipe` (NONE: the run's recipe). `reason` (may be NULL) goes into the decision's reason. */
+typedef struct f8_precision_rule {
+	const char *scope;
+	unsigned kinds;
+	bool fp8;
+	f8_recipe recipe;
+	const char *reason;
+	const char *where; // "config.json: rule 3", for messages
+} f8_precision_rule;
+
+/* The amax statistics of one GEMM operand over a calibration run (f8c calibrate). */
+typedef struct f8_calibration_entry {
+	const char *scope;    // the Linear layer's scope: "layers.3.mlp.fc1"
+	const char *role;     // "x" (the input), "w" (the weight) or "dy" (the output gradient)
+	double amax_mean, amax_std, amax_cv; // cv = std / mean (0 when mean is 0)
+	double max_step_ratio; // the largest amax(step) / amax(step - 1), or its inverse, >= 1
+	double underflow;      // share of nonzero values that round to 0 in FP8 at the delayed scale
+	double saturate;       // share of values beyond the FP8 maximum at the delayed scale
+	int64_t steps;
+} f8_calibration_entry;
+
+typedef struct f8_calibration {
+	const f8_calibration_entry *entries;
+	size_t n_entries;
+	const char *source; // the file it was read from, for reasons
+} f8_calibration;
+
+/* The FP8 options: TransformerEngine's and Megatron-LM's names in the comments. */
+typedef struct f8_fp8_options {
+	f8_fp8_format format;      // --fp8-format hybrid|e4m3
+	f8_recipe recipe;          // --fp8-recipe delayed|current|rowwise|block|mxfp8
+	int amax_history_len;      // --fp8-amax-history-len: delayed scaling's window, >= 1
+	f8_amax_algo amax_algo;    // --fp8-amax-compute-algo max|most_recent
+	int margin;                // --fp8-margin: scale = fp8_max / amax / 2^margin
+	bool wgrad;                // --fp8-wgrad / --no-fp8-wgrad
+	int layers_at_start_high;  // --num-layers-at-start-in-bf16 (set by --first-last-layers-bf16)
+	int layers_at_end_high;    // --num-layers-at-end-in-bf16
+	bool head_fp8;             // the output head in FP8 (default false: high precision)
+	const char *const *exclude; // --fp8-exclude GLOB, n_exclude of them: scopes kept high precision
+	size_t n_exclude;
+	const f8_precision_rule *rules; // --precision-config FILE.json, n_rules of them
+	size_t n_rules;
+	const f8_calibration *calibration; // --calibration STATS.json, or NULL
+	double cv_threshold;       // --fp8-cv-threshold: keep layers whose amax cv is above it
+	f8_target target;          // --target cpu|sm_90|sm_100
+	bool allow_fallback;       // --allow-fallback: what the target cannot run goes high precision
+} f8_fp8_options;
+
+/* The defaults (DESIGN.md): hybrid, delayed, history 1024, max, margin 0, FP8 wgrad, no layers
+ * kept at the ends (Megatron's --first-last-layers-bf16 keeps 1 and 1 when given), head in high
+ * precision, cv threshold 0 (unused without calibration), target sm_90, no fallback. */
+f8_fp8_options f8_fp8_options_default(void);
+
+/* Checks the options alone (a history length of 0, a negative margin, pure E5M2 cannot be
+ * asked for by construction): F8_ERR_ARGUMENT naming the option as f8c spells it, with a hint. */
+f8_status f8_fp8_options_check(const f8_fp8_options *options, f8_diag *diag);
+
+/* The kind of GEMM node `node` is (Linear fwd or dgrad, LinearWgrad, FP8Gemm's gemm attribute);
+ * false for nodes that are not one of a Linear layer's GEMMs. */
+bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out);
+
+/* Glob match of `text` against `pattern` (* any run, ? any one character). */
+bool f8_glob_match(const char *pattern, const char *text);
+
+/*
+ * Runs the precision pass with `options`. Writes every decision, one line per GEMM, to `report`
+ * when not NULL. Fails with F8_ERR_UNSUPPORTED naming the GEMM when the target cannot run it and
+ * fallback is not allowed, and with F8_ERR_ARGUMENT when an exclude pattern, a config rule or a
+ * calibration entry matches nothing in the graph (a typo would otherwise be silent).
+ */
+f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options, FILE *report,
+				f8_diag *diag);
+
+#endif
