@@ -399,11 +399,16 @@ f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_
 }
 
 /* FP8 ops. Scaled tensors are seen as matrices: (rows, cols) = (product of leading dims, last
- * dim). Block scales have shape (ceil(rows / block_rows), ceil(cols / block_cols)). */
+ * dim). Block scales have shape (ceil(rows / block_rows), ceil(cols / block_cols)); a block
+ * size of 0 spans the whole axis, so [1, 0] is one scale per row (rowwise). */
 
 /* The number of blocks of `block` along `dim`: a ceiling for constant dims; a symbolic dim
- * must be divisible. */
+ * must be divisible. A block of 0 is the whole axis (rowwise scaling is a block of [1, 0]). */
 static bool blocks_along(f8_dim dim, int64_t block, f8_dim *out) {
+	if (block == 0) {
+		*out = f8_dim_const(1);
+		return true;
+	}
 	if (f8_dim_is_const(dim)) {
 		*out = f8_dim_const((f8_dim_value(dim) + block - 1) / block);
 		return true;
@@ -428,9 +433,9 @@ static f8_status scale_grid(const f8_graph *graph, const f8_type *x, f8_dim rows
 	*out = (f8_shape){0};
 	if (!block)
 		return F8_OK;
-	if (block->ints.n != 2 || block->ints.items[0] < 1 || block->ints.items[1] < 1)
-		return infer_fail(diag, "the block of %s must be two positive sizes [rows, cols]",
-				  what);
+	if (block->ints.n != 2 || block->ints.items[0] < 0 || block->ints.items[1] < 0)
+		return infer_fail(diag, "the block of %s must be two sizes [rows, cols], each "
+				  "positive or 0 for the whole axis", what);
 	out->rank = 2;
 	if (!blocks_along(rows, block->ints.items[0], &out->dims[0]) ||
 	    !blocks_along(cols, block->ints.items[1], &out->dims[1])) {

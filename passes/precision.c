@@ -3,7 +3,15 @@
  */
 #include "passes/precision.h" // f8_pass_precision_run, f8_fp8_options
 
-#include <string.h> // strcmp
+#include <ctype.h>  // isdigit, toupper
+#include <stdarg.h> // va_list
+#include <stdio.h>  // fprintf, vsnprintf
+#include <stdlib.h> // strtol
+#include <string.h> // strcmp, strncmp, strlen
+
+#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/arena.h" // f8_arena_strdup
+#include "ir/text.h"  // f8_dim_format
 
 #define NAME_TABLE(kind, LIST, COUNT)                                                      \
 	static const char *const kind##_names[] = {LIST(NAME_OF)};                          \
@@ -107,8 +115,398 @@ bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
 	}
 }
 
+
+enum { REASON_MAX = 384 };
+
+/* One GEMM of the program and what is decided for it. */
+typedef struct gemm {
+	f8_node_id node;
+	bool linear;        // one of a Linear layer's GEMMs (kind is valid)
+	f8_gemm_kind kind;
+	const char *scope;  // never NULL: the node's scope, or its output's name
+	int layer;          // the transformer layer its scope names, -1 for none
+	bool fp8;
+	f8_recipe recipe;
+	const char *rule;   // the --precision-config rule that decided it, or NULL
+	char reason[REASON_MAX];
+} gemm;
+
+typedef struct planner {
+	f8_graph *graph;
+	const f8_fp8_options *options;
+	f8_diag *diag;
+	gemm *gemms;
+	uint32_t n_gemms;
+	int n_layers;          // 1 + the largest layer index of any scope
+	const char *head;      // the scope of the output head, or NULL
+} planner;
+
+static void keep_high(gemm *g, const f8_graph *graph, const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Marks g high precision with the reason "kept <DTYPE>: <format...>". */
+static void keep_high(gemm *g, const f8_graph *graph, const char *format, ...) {
+	const f8_node *node = &graph->nodes[g->node];
+	const char *dtype = f8_dtype_name(graph->values[node->outputs[0]].type.dtype);
+	int used = snprintf(g->reason, sizeof g->reason, "kept ");
+	for (const char *c = dtype; *c && used < REASON_MAX - 1; c++)
+		g->reason[used++] = (char)toupper((unsigned char)*c);
+	used += snprintf(g->reason + used, sizeof g->reason - (size_t)used, ": ");
+	va_list args;
+	va_start(args, format);
+	if (used < REASON_MAX)
+		vsnprintf(g->reason + used, sizeof g->reason - (size_t)used, format, args);
+	va_end(args);
+	g->fp8 = false;
+	g->rule = NULL;
+}
+
+/* The index of the transformer layer a scope names ("layers.3.mlp.fc1", "model.layers.3...",
+ * "transformer.h.3.attn", "/model/layers.3/..."), or -1. */
+static int layer_of(const char *scope) {
+	static const char *const stems[] = {"layers.", "layer.", "h.", "blocks.", "layers/", NULL};
+	for (const char *at = scope; *at; at++) {
+		if (at != scope && at[-1] != '.' && at[-1] != '/')
+			continue;
+		for (int i = 0; stems[i]; i++) {
+			size_t len = strlen(stems[i]);
+			if (strncmp(at, stems[i], len) == 0 && isdigit((unsigned char)at[len]))
+				return (int)strtol(at + len, NULL, 10);
+		}
+	}
+	return -1;
+}
+
+/* Gathers the program's GEMMs, their kinds, scopes and layers. */
+static f8_status collect(planner *p) {
+	f8_graph *graph = p->graph;
+	p->gemms = f8_calloc(graph->n_order ? graph->n_order : 1, sizeof *p->gemms);
+	if (!p->gemms)
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	p->n_layers = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->op == F8_OP_FP8_GEMM || node->op == F8_OP_QUANTIZE ||
+		    node->op == F8_OP_CAST_TRANSPOSE) {
+			f8_diag_set(p->diag, F8_ERR_INVALID, "the graph is already planned for FP8");
+			f8_diag_set_node(p->diag, graph, graph->order[i]);
+			return F8_ERR_INVALID;
+		}
+		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
+			continue;
+		gemm *g = &p->gemms[p->n_gemms++];
+		g->node = graph->order[i];
+		g->linear = f8_gemm_kind_of(node, &g->kind);
+		g->scope = node->scope ? node->scope : graph->values[node->outputs[0]].name;
+		g->layer = layer_of(g->scope);
+		if (g->layer + 1 > p->n_layers)
+			p->n_layers = g->layer + 1;
+	}
+	return F8_OK;
+}
+
+/* The output head: the forward Linear making the logits (what CrossEntropy reads, else the
+ * first graph output). */
+static void find_head(planner *p) {
+	const f8_graph *graph = p->graph;
+	f8_value_id logits = graph->n_outputs ? graph->outputs[0] : F8_NONE;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->op == F8_OP_CROSS_ENTROPY && node->phase == F8_PHASE_FWD) {
+			logits = node->inputs[0];
+			break;
+		}
+	}
+	p->head = NULL;
+	for (uint32_t i = 0; i < p->n_gemms && logits != F8_NONE; i++) {
+		const f8_node *node = &graph->nodes[p->gemms[i].node];
+		if (node->outputs[0] == logits && p->gemms[i].linear &&
+		    p->gemms[i].kind == F8_GEMM_KIND_FWD)
+			p->head = p->gemms[i].scope;
+	}
+}
+
+static const char *operand_names[F8_GEMM_KIND_COUNT][2] = {
+	[F8_GEMM_KIND_FWD] = {"x", "w"},
+	[F8_GEMM_KIND_DGRAD] = {"dy", "w"},
+	[F8_GEMM_KIND_WGRAD] = {"dy", "x"},
+};
+
+/* The FP8 format of operand `which` (0: a, 1: b) of a GEMM of `kind` under `format`. */
+static f8_dtype operand_format(f8_gemm_kind kind, int which, f8_fp8_format format) {
+	bool gradient = which == 0 && kind != F8_GEMM_KIND_FWD;
+	return gradient && format == F8_FP8_FORMAT_HYBRID ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
+}
+
+/* Rules 1-3: the run's recipe; GEMMs without an FP8 form; the head; --no-fp8-wgrad. */
+static void apply_defaults(planner *p) {
+	const f8_fp8_options *o = p->options;
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		gemm *g = &p->gemms[i];
+		const f8_node *node = &p->graph->nodes[g->node];
+		g->fp8 = true;
+		g->recipe = o->recipe;
+		if (!g->linear)
+			keep_high(g, p->graph, "%s: f8c plans FP8 for Linear layers only%s",
+				  f8_op_get_info(node->op)->name,
+				  node->op == F8_OP_GROUPED_LINEAR ||
+						  node->op == F8_OP_GROUPED_LINEAR_WGRAD
+					  ? " (no FP8 grouped GEMM yet)"
+					  : " (a product of two activations)");
+		else if (p->head && strcmp(g->scope, p->head) == 0 && !o->head_fp8)
+			keep_high(g, p->graph, "the output head stays in high precision by default, "
+				  "as in TransformerEngine recipes (--fp8-head puts it in FP8)");
+		else if (g->kind == F8_GEMM_KIND_WGRAD && !o->wgrad)
+			keep_high(g, p->graph, "wgrad in high precision by --no-fp8-wgrad");
+	}
+}
+
+/* Rules 4-5: the first and last layers, --fp8-exclude. */
+static f8_status apply_policy(planner *p) {
+	const f8_fp8_options *o = p->options;
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		gemm *g = &p->gemms[i];
+		if (!g->fp8 || g->layer < 0)
+			continue;
+		if (g->layer < o->layers_at_start_high)
+			keep_high(g, p->graph, "the first %d layer(s) in high precision by policy "
+				  "(--num-layers-at-start-in-bf16 %d)", o->layers_at_start_high,
+				  o->layers_at_start_high);
+		else if (g->layer >= p->n_layers - o->layers_at_end_high)
+			keep_high(g, p->graph, "the last %d layer(s) in high precision by policy "
+				  "(--num-layers-at-end-in-bf16 %d)", o->layers_at_end_high,
+				  o->layers_at_end_high);
+	}
+	for (size_t e = 0; e < o->n_exclude; e++) {
+		bool matched = false;
+		for (uint32_t i = 0; i < p->n_gemms; i++) {
+			gemm *g = &p->gemms[i];
+			if (!f8_glob_match(o->exclude[e], g->scope))
+				continue;
+			matched = true;
+			if (g->fp8)
+				keep_high(g, p->graph, "excluded by --fp8-exclude '%s'", o->exclude[e]);
+		}
+		if (!matched) {
+			f8_diag_set(p->diag, F8_ERR_ARGUMENT, "--fp8-exclude '%s' matches no GEMM's "
+				    "scope", o->exclude[e]);
+			f8_diag_hint(p->diag, "scopes look like '%s'; f8c audit MODEL lists them all",
+				     p->n_gemms ? p->gemms[p->n_gemms / 2].scope : "layers.0.mlp.fc1");
+			return F8_ERR_ARGUMENT;
+		}
+	}
+	return F8_OK;
+}
+
+/* Rule 6: calibration. A Linear layer whose operands' amax varied more than the threshold
+ * (the largest coefficient of variation among its roles) stays high precision. */
+static f8_status apply_calibration(planner *p) {
+	const f8_calibration *c = p->options->calibration;
+	if (!c)
+		return F8_OK;
+	for (size_t e = 0; e < c->n_entries; e++) {
+		const f8_calibration_entry *entry = &c->entries[e];
+		bool matched = false;
+		for (uint32_t i = 0; i < p->n_gemms; i++)
+			matched |= strcmp(p->gemms[i].scope, entry->scope) == 0;
+		if (!matched) {
+			f8_diag_set(p->diag, F8_ERR_ARGUMENT, "%s: the statistics of '%s' match no "
+				    "GEMM of this model", c->source ? c->source : "--calibration",
+				    entry->scope);
+			f8_diag_hint(p->diag, "calibrate the same model: f8c calibrate MODEL --data "
+				     "TOKENS -o STATS.json");
+			return F8_ERR_ARGUMENT;
+		}
+	}
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		gemm *g = &p->gemms[i];
+		const f8_calibration_entry *worst = NULL;
+		for (size_t e = 0; e < c->n_entries; e++)
+			if (strcmp(c->entries[e].scope, g->scope) == 0 &&
+			    (!worst || c->entries[e].amax_cv > worst->amax_cv))
+				worst = &c->entries[e];
+		if (!g->fp8 || !worst || !(worst->amax_cv > p->options->cv_threshold))
+			continue;
+		keep_high(g, p->graph, "calibration (%s): the amax of %s varies with CV %.3g > "
+			  "--fp8-cv-threshold %g (mean %.3g, std %.3g, largest step ratio %.3g, "
+			  "%.3g%% underflow, %.3g%% saturate, over %lld steps)",
+			  c->source ? c->source : "--calibration", worst->role, worst->amax_cv,
+			  p->options->cv_threshold, worst->amax_mean, worst->amax_std,
+			  worst->max_step_ratio, 100 * worst->underflow, 100 * worst->saturate,
+			  (long long)worst->steps);
+	}
+	return F8_OK;
+}
+
+/* Rule 7: --precision-config, in file order. */
+static f8_status apply_rules(planner *p) {
+	const f8_fp8_options *o = p->options;
+	for (size_t r = 0; r < o->n_rules; r++) {
+		const f8_precision_rule *rule = &o->rules[r];
+		const char *where = rule->where ? rule->where : "--precision-config";
+		bool matched = false;
+		for (uint32_t i = 0; i < p->n_gemms; i++) {
+			gemm *g = &p->gemms[i];
+			if (!f8_glob_match(rule->scope, g->scope) ||
+			    (rule->kinds && !(g->linear && (rule->kinds >> g->kind & 1))))
+				continue;
+			matched = true;
+			if (!rule->fp8) {
+				keep_high(g, p->graph, "%s%s%s", where, rule->reason ? ": " : "",
+					  rule->reason ? rule->reason : "");
+			} else if (!g->linear) {
+				f8_diag_set(p->diag, F8_ERR_UNSUPPORTED, "%s puts %s in FP8, but f8c "
+					    "has no FP8 form for it", where, g->scope);
+				f8_diag_set_node(p->diag, p->graph, g->node);
+				return F8_ERR_UNSUPPORTED;
+			} else {
+				g->fp8 = true;
+				g->recipe = rule->recipe != F8_RECIPE_NONE ? rule->recipe : o->recipe;
+				g->rule = where;
+			}
+		}
+		if (!matched) {
+			f8_diag_set(p->diag, F8_ERR_ARGUMENT, "%s: scope '%s' matches no GEMM", where,
+				    rule->scope);
+			f8_diag_hint(p->diag, "f8c audit MODEL lists the GEMMs with their scopes");
+			return F8_ERR_ARGUMENT;
+		}
+	}
+	return F8_OK;
+}
+
+/* The problem with running g in FP8 on the target, in `problem`; false when there is none.
+ * Hopper's and Blackwell's FP8 GEMMs want the contraction and N multiples of 16 and M of 8;
+ * a size that is symbolic and not provably a multiple passes here and is checked again when
+ * the sizes are bound (f8c train binds them before planning). */
+static bool target_problem(const planner *p, const gemm *g, char *problem, size_t size) {
+	const f8_graph *graph = p->graph;
+	f8_target target = p->options->target;
+	if (target == F8_TARGET_CPU)
+		return false;
+	if (g->recipe == F8_RECIPE_MXFP8 && target != F8_TARGET_SM_100) {
+		snprintf(problem, size, "the mxfp8 recipe needs sm_100; %s has no MX GEMM",
+			 f8_target_name(target));
+		return true;
+	}
+	const f8_node *node = &graph->nodes[g->node];
+	const f8_type *a = &graph->values[node->inputs[0]].type;
+	const f8_type *b = &graph->values[node->inputs[1]].type;
+	f8_dim a_last = a->shape.dims[a->shape.rank - 1], b0 = b->shape.dims[0], b1 = b->shape.dims[1];
+	f8_dim rows = f8_dim_const(1);
+	for (int i = 0; i + 1 < a->shape.rank; i++)
+		f8_dim_mul(rows, a->shape.dims[i], &rows);
+	// (M, N, K) of the TN GEMM fp8-cast makes: fwd x (M, K) w (N, K); dgrad dy (M, N') and
+	// w (N', K') gives (M, K', N'); wgrad dy^T x gives (N', K, M).
+	f8_dim m, n, k;
+	switch (g->kind) {
+	case F8_GEMM_KIND_FWD: m = rows, n = b0, k = b1; break;
+	case F8_GEMM_KIND_DGRAD: m = rows, n = b1, k = b0; break;
+	default: m = a_last, n = b->shape.dims[b->shape.rank - 1], k = rows; break;
+	}
+	const struct { const char *name; f8_dim dim; int64_t multiple; } sizes[] = {
+		{"K", k, 16}, {"N", n, 16}, {"M", m, 8}};
+	for (int i = 0; i < 3; i++) {
+		f8_dim quotient;
+		if (!f8_dim_is_const(sizes[i].dim) ||
+		    f8_dim_div(sizes[i].dim, f8_dim_const(sizes[i].multiple), &quotient))
+			continue;
+		char text[64];
+		snprintf(problem, size, "%s=%s is not a multiple of %lld (FP8 GEMMs on %s need K "
+			 "and N multiples of 16, M of 8)", sizes[i].name,
+			 f8_dim_format(graph, sizes[i].dim, text, sizeof text),
+			 (long long)sizes[i].multiple, f8_target_name(target));
+		return true;
+	}
+	return false;
+}
+
+/* Rule 8: what the target cannot run is an error, or with --allow-fallback a recorded
+ * high-precision decision. */
+static f8_status apply_target(planner *p) {
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		gemm *g = &p->gemms[i];
+		char problem[200];
+		if (!g->fp8 || !target_problem(p, g, problem, sizeof problem))
+			continue;
+		if (p->options->allow_fallback) {
+			keep_high(g, p->graph, "fallback by --allow-fallback: %s", problem);
+			continue;
+		}
+		f8_diag_set(p->diag, F8_ERR_UNSUPPORTED, "%s of %s cannot run in FP8: %s",
+			    f8_gemm_kind_name(g->kind), g->scope, problem);
+		f8_diag_hint(p->diag, "pass --allow-fallback to keep such GEMMs in high precision "
+			     "(recorded in the plan), or exclude them with --fp8-exclude '%s'%s",
+			     g->scope, g->recipe == F8_RECIPE_MXFP8 ? ", or use --fp8-recipe block" : "");
+		f8_diag_set_node(p->diag, p->graph, g->node);
+		return F8_ERR_UNSUPPORTED;
+	}
+	return F8_OK;
+}
+
+/* Writes the decisions on the GEMMs' outputs and to the report. */
+static f8_status annotate(planner *p, FILE *report) {
+	f8_graph *graph = p->graph;
+	const f8_fp8_options *o = p->options;
+	uint32_t n_fp8 = 0;
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		gemm *g = &p->gemms[i];
+		const f8_node *node = &graph->nodes[g->node];
+		f8_value *out = &graph->values[node->outputs[0]];
+		if (g->fp8) {
+			n_fp8++;
+			char uppercase[8] = "";
+			const char *name = f8_fp8_format_name(o->format);
+			for (size_t c = 0; name[c] && c + 1 < sizeof uppercase; c++)
+				uppercase[c] = (char)toupper((unsigned char)name[c]);
+			snprintf(g->reason, sizeof g->reason, "%s of %s: FP8, %s -> %s %s, %s %s, "
+				 "%s%s%s", f8_gemm_kind_name(g->kind), g->scope, uppercase,
+				 operand_names[g->kind][0],
+				 f8_dtype_name(operand_format(g->kind, 0, o->format)),
+				 operand_names[g->kind][1],
+				 f8_dtype_name(operand_format(g->kind, 1, o->format)),
+				 f8_recipe_name(g->recipe), g->rule ? ", by " : "",
+				 g->rule ? g->rule : "");
+			for (char *c = g->reason; *c; c++) // E4M3, not e4m3, in prose
+				if ((c[0] == 'e' && (c[1] == '4' || c[1] == '5')) && c[-1] == ' ')
+					c[0] = 'E', c[2] = (char)toupper((unsigned char)c[2]);
+		}
+		char *reason = f8_arena_strdup(graph->arena, g->reason);
+		if (!reason)
+			return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+		out->precision = (f8_precision){
+			.format = g->fp8 ? operand_format(g->kind, 0, o->format) : out->type.dtype,
+			.recipe = g->fp8 ? g->recipe : F8_RECIPE_NONE,
+			.scaling_slot = F8_NONE,
+			.reason = reason,
+		};
+		if (report)
+			fprintf(report, "precision: %s\n", reason);
+	}
+	if (report)
+		fprintf(report, "precision: %u of %u GEMMs in FP8\n", n_fp8, p->n_gemms);
+	return F8_OK;
+}
+
 f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options, FILE *report,
 				f8_diag *diag) {
-	(void)graph, (void)report;
-	return f8_fp8_options_check(options, diag);
+	planner p = {.graph = graph, .options = options, .diag = diag};
+	f8_status status = f8_fp8_options_check(options, diag);
+	if (!status)
+		status = collect(&p);
+	if (!status) {
+		find_head(&p);
+		apply_defaults(&p);
+		status = apply_policy(&p);
+	}
+	if (!status)
+		status = apply_calibration(&p);
+	if (!status)
+		status = apply_rules(&p);
+	if (!status)
+		status = apply_target(&p);
+	if (!status)
+		status = annotate(&p, report);
+	f8_free(p.gemms);
+	return status;
 }
