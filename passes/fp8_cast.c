@@ -14,6 +14,7 @@
 #include "ir/alloc.h"         // f8_calloc, f8_free
 #include "ir/arena.h"         // f8_arena_alloc_array, f8_arena_strdup
 #include "ir/verify.h"        // f8_node_infer_types
+#include "passes/canonicalize.h" // f8_pass_remove_dead_nodes
 
 enum { GROUP_WEIGHTS, GROUP_ACTIVATIONS, GROUP_GRADIENTS, N_GROUPS };
 static const char *const group_tables[N_GROUPS] = {
@@ -628,6 +629,10 @@ f8_status f8_pass_fp8_cast_run(f8_graph *graph, const f8_fp8_options *options, F
 			status = emit(&c);
 		if (!status)
 			status = reorder(&c);
+		// A Cast of a master weight that only FP8 GEMMs read is dead now: they read the
+		// FP8 copy made from the master.
+		if (!status)
+			status = f8_pass_remove_dead_nodes(graph, diag);
 	}
 	if (!status && report) {
 		uint32_t transposed = 0;
