@@ -8,7 +8,6 @@
  */
 #include "passes/fp8_cast.h" // f8_pass_fp8_cast_run
 
-#include <ctype.h>  // toupper
 #include <string.h> // strlen, memcpy
 
 #include "ir/alloc.h"         // f8_calloc, f8_free
@@ -243,14 +242,9 @@ static f8_status place(caster *c, f8_node_id id, f8_node_id anchor) {
 
 /* Sets the decision annotation of a cast output. */
 static f8_status annotate(caster *c, const cast *k, f8_value_id v) {
-	char reason[320], format[8] = "";
-	const char *name = f8_dtype_name(k->format);
-	for (size_t i = 0; name[i] && i + 1 < sizeof format; i++)
-		format[i] = (char)toupper((unsigned char)name[i]);
-	const char *options_format = f8_fp8_format_name(c->options->format);
-	char upper[8] = "";
-	for (size_t i = 0; options_format[i] && i + 1 < sizeof upper; i++)
-		upper[i] = (char)toupper((unsigned char)options_format[i]);
+	char reason[320], format[8], upper[8];
+	f8_name_upper(f8_dtype_name(k->format), format, sizeof format);
+	f8_name_upper(f8_fp8_format_name(c->options->format), upper, sizeof upper);
 	int used = snprintf(reason, sizeof reason, "%s of %s", k->role, k->first_scope);
 	if (k->n_other_scopes)
 		used += snprintf(reason + used, sizeof reason - (size_t)used, " and %u more",

@@ -79,6 +79,15 @@ f8_status f8_fp8_options_check(const f8_fp8_options *o, f8_diag *diag) {
 	return F8_OK;
 }
 
+const char *f8_name_upper(const char *name, char *buffer, size_t size) {
+	size_t i = 0;
+	for (; name[i] && i + 1 < size; i++)
+		buffer[i] = (char)toupper((unsigned char)name[i]);
+	if (size)
+		buffer[i] = '\0';
+	return buffer;
+}
+
 bool f8_glob_match(const char *pattern, const char *text) {
 	const char *star = NULL, *resume = NULL;
 	while (*text) {
@@ -147,11 +156,9 @@ static void keep_high(gemm *g, const f8_graph *graph, const char *format, ...)
 /* Marks g high precision with the reason "kept <DTYPE>: <format...>". */
 static void keep_high(gemm *g, const f8_graph *graph, const char *format, ...) {
 	const f8_node *node = &graph->nodes[g->node];
-	const char *dtype = f8_dtype_name(graph->values[node->outputs[0]].type.dtype);
-	int used = snprintf(g->reason, sizeof g->reason, "kept ");
-	for (const char *c = dtype; *c && used < REASON_MAX - 1; c++)
-		g->reason[used++] = (char)toupper((unsigned char)*c);
-	used += snprintf(g->reason + used, sizeof g->reason - (size_t)used, ": ");
+	char dtype[8];
+	f8_name_upper(f8_dtype_name(graph->values[node->outputs[0]].type.dtype), dtype, sizeof dtype);
+	int used = snprintf(g->reason, sizeof g->reason, "kept %s: ", dtype);
 	va_list args;
 	va_start(args, format);
 	if (used < REASON_MAX)
@@ -455,21 +462,18 @@ static f8_status annotate(planner *p, FILE *report) {
 		f8_value *out = &graph->values[node->outputs[0]];
 		if (g->fp8) {
 			n_fp8++;
-			char uppercase[8] = "";
-			const char *name = f8_fp8_format_name(o->format);
-			for (size_t c = 0; name[c] && c + 1 < sizeof uppercase; c++)
-				uppercase[c] = (char)toupper((unsigned char)name[c]);
-			snprintf(g->reason, sizeof g->reason, "%s of %s: FP8, %s -> %s %s, %s %s, "
-				 "%s%s%s", f8_gemm_kind_name(g->kind), g->scope, uppercase,
+			char format[8], a[8], b[8];
+			snprintf(g->reason, sizeof g->reason, "%s of %s: FP8, %s -> %s %s, %s %s, %s%s%s",
+				 f8_gemm_kind_name(g->kind), g->scope,
+				 f8_name_upper(f8_fp8_format_name(o->format), format, sizeof format),
 				 operand_names[g->kind][0],
-				 f8_dtype_name(operand_format(g->kind, 0, o->format)),
+				 f8_name_upper(f8_dtype_name(operand_format(g->kind, 0, o->format)), a,
+					       sizeof a),
 				 operand_names[g->kind][1],
-				 f8_dtype_name(operand_format(g->kind, 1, o->format)),
+				 f8_name_upper(f8_dtype_name(operand_format(g->kind, 1, o->format)), b,
+					       sizeof b),
 				 f8_recipe_name(g->recipe), g->rule ? ", by " : "",
 				 g->rule ? g->rule : "");
-			for (char *c = g->reason; *c; c++) // E4M3, not e4m3, in prose
-				if ((c[0] == 'e' && (c[1] == '4' || c[1] == '5')) && c[-1] == ' ')
-					c[0] = 'E', c[2] = (char)toupper((unsigned char)c[2]);
 		}
 		char *reason = f8_arena_strdup(graph->arena, g->reason);
 		if (!reason)

@@ -163,6 +163,9 @@ f8_status f8_fp8_options_check(const f8_fp8_options *options, f8_diag *diag);
  * false for nodes that are not one of a Linear layer's GEMMs. */
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out);
 
+/* `name` in capitals (E4M3, HYBRID, F32, as reasons write them) into `buffer`; returns it. */
+const char *f8_name_upper(const char *name, char *buffer, size_t size);
+
 /* Glob match of `text` against `pattern` (* any run, ? any one character). */
 bool f8_glob_match(const char *pattern, const char *text);
 
