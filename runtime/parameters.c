@@ -1,6 +1,7 @@
 /*
  * Initial parameters: initializer bytes converted to the leaf's dtype, or Megatron-LM's
- * initialization made up from a seed.
+ * initialization made up from a seed; and the initial values the passes give other leaves
+ * (state with an initializer).
  */
 #define _POSIX_C_SOURCE 200809L // fseeko, off_t
 
@@ -83,21 +84,24 @@ static void fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_i
 	}
 }
 
+/*
+ * Besides params and buffers, any leaf with an initializer gets it: the passes give state an
+ * initial value that is not zero that way (the FP8 scale tables start at 1, fp8-cast's inline
+ * ones); leaves without one stay as the executor made them, zero.
+ */
 f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph, uint64_t seed,
 				f8_diag *diag) {
 	int64_t layers = f8_weight_init_layers(graph);
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
 		const f8_value *value = &graph->values[v];
-		if (value->role != F8_ROLE_PARAMETER && value->role != F8_ROLE_BUFFER)
-			continue;
 		f8_rt_tensor *tensor = f8_cpu_executor_leaf(executor, v);
 		f8_status status = F8_OK;
 		if (value->initializer)
 			status = fill_from_initializer(tensor, value->initializer, value->name, diag);
 		else if (value->role == F8_ROLE_PARAMETER)
 			fill_made_up(tensor, graph, v, layers, seed);
-		else
+		else if (value->role == F8_ROLE_BUFFER)
 			status = f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
 					     value->name);
 		if (status)

@@ -8,11 +8,12 @@
 
 #include <math.h>   // NAN, isfinite
 #include <stdio.h>  // FILE, fopen, fprintf
-#include <string.h> // strcmp, strerror
+#include <string.h> // strcmp, strerror, memcpy
 #include <errno.h>  // errno
 #include <time.h>   // clock_gettime
 
 #include "ir/alloc.h"             // f8_calloc, f8_free
+#include "passes/fp8_cast.h"      // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
 #include "passes/pipeline.h"      // f8_pipeline_run_with
 #include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
 #include "runtime/cpu/executor.h" // f8_cpu_executor
@@ -73,6 +74,8 @@ typedef struct trainer {
 	f8_graph *graph;
 	f8_cpu_executor *executor;
 	f8_value_id tokens, labels, loss, grad_norm, lr;
+	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
+	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
 	f8_tokens data;
 	f8_token_range ranges[3];
@@ -92,6 +95,35 @@ static f8_status find_value(const f8_graph *graph, const char *name, f8_value_id
 	if (*out == F8_NONE)
 		return f8_diag_set(diag, F8_ERR_INVALID, "the training graph has no %%%s", name);
 	return F8_OK;
+}
+
+static bool dim_has_symbol(f8_dim dim, uint16_t symbol) {
+	for (uint8_t t = 0; t < dim.n_terms; t++)
+		for (uint8_t i = 0; i < dim.terms[t].n_symbols; i++)
+			if (dim.terms[t].symbols[i] == symbol)
+				return true;
+	return false;
+}
+
+/* True when a value's type or a node's dim attribute still has symbol `symbol` in it: a symbol
+ * that f8_frontend_bind_dims replaced stays in the graph's table, used nowhere. */
+static bool symbol_in_use(const f8_graph *graph, uint16_t symbol) {
+	for (uint32_t v = 0; v < graph->n_values; v++) {
+		const f8_shape *shape = &graph->values[v].type.shape;
+		for (int d = 0; d < shape->rank; d++)
+			if (dim_has_symbol(shape->dims[d], symbol))
+				return true;
+	}
+	for (uint32_t n = 0; n < graph->n_nodes; n++)
+		for (uint32_t a = 0; a < graph->nodes[n].n_attrs; a++) {
+			const f8_attr *attr = &graph->nodes[n].attrs[a];
+			if (attr->kind == F8_ATTR_DIM && dim_has_symbol(attr->dim, symbol))
+				return true;
+			for (uint32_t i = 0; attr->kind == F8_ATTR_DIMS && i < attr->dims.n; i++)
+				if (dim_has_symbol(attr->dims.items[i], symbol))
+					return true;
+		}
+	return false;
 }
 
 /* Finds the token input (the integer input that is not the labels), the loss and metrics,
@@ -135,13 +167,18 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 					   "fixed to another size than %lld", d ? "seq" : "batch",
 					   d ? "length" : "size", (long long)sizes[d]);
 	}
-	for (uint32_t s = 0; s < graph->n_symbols; s++)
-		if (!symbol_values[s]) {
-			f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s of the model is not known",
-				    graph->symbols[s]);
-			f8_diag_hint(diag, "give it with --dim %s=N", graph->symbols[s]);
-			return F8_ERR_ARGUMENT;
+	for (uint32_t s = 0; s < graph->n_symbols; s++) {
+		if (symbol_values[s])
+			continue;
+		if (!symbol_in_use(graph, (uint16_t)s)) { // bound before compiling: any size does
+			symbol_values[s] = 1;
+			continue;
 		}
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s of the model is not known",
+			    graph->symbols[s]);
+		f8_diag_hint(diag, "give it with --dim %s=N", graph->symbols[s]);
+		return F8_ERR_ARGUMENT;
+	}
 	t->vocab = 0;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
@@ -155,6 +192,57 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the logits' vocabulary size is not a "
 				   "constant");
 	return F8_OK;
+}
+
+/*
+ * With FP8, binds the token input's symbolic dims to the micro-batch size and the sequence
+ * length before compiling, so that block-scaled casts see a token count that divides into
+ * their blocks and the precision pass applies the target's shape rules to concrete GEMM sizes.
+ * The token input is the one integer (batch, seq) input (the labels come with training); a dim
+ * that is a constant or a product stays, for find_interface to check.
+ */
+static f8_status bind_token_dims(f8_graph *graph, const f8_train_config *c, f8_diag *diag) {
+	const f8_value *tokens = NULL;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		if (value->role != F8_ROLE_INPUT || !f8_dtype_is_integer(value->type.dtype) ||
+		    value->type.shape.rank != 2)
+			continue;
+		if (tokens) // not a language model's one input: find_interface says so
+			return F8_OK;
+		tokens = value;
+	}
+	if (!tokens)
+		return F8_OK;
+	const int64_t sizes[2] = {c->micro_batch_size, c->seq_length};
+	f8_dim_binding bindings[2];
+	uint32_t n = 0;
+	for (int d = 0; d < 2; d++) {
+		uint16_t symbol;
+		if (f8_dim_is_symbol(tokens->type.shape.dims[d], &symbol))
+			bindings[n++] = (f8_dim_binding){.name = graph->symbols[symbol],
+							 .value = sizes[d]};
+	}
+	return n ? f8_frontend_bind_dims(graph, bindings, n, diag) : F8_OK;
+}
+
+/* Notes what FP8 left in the compiled graph: a cast phase to run first in each step, and the
+ * scaling tables' non-finite counts for the metrics. */
+static void find_fp8_state(trainer *t) {
+	const f8_graph *graph = t->graph;
+	t->has_cast = false;
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		t->has_cast |= graph->nodes[graph->order[i]].phase == F8_PHASE_CAST;
+	static const char *const tables[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_ACTIVATIONS,
+					      F8_FP8_TABLE_GRADIENTS};
+	for (int i = 0; i < 3; i++) {
+		char name[64];
+		int len = snprintf(name, sizeof name, "%s.nonfinite", tables[i]);
+		f8_value_id v = f8_graph_find_value(graph, name, (size_t)len);
+		bool counts = v != F8_NONE && graph->values[v].producer == F8_NONE &&
+			      graph->values[v].type.dtype == F8_DTYPE_I64;
+		t->nonfinite[i] = counts ? v : F8_NONE;
+	}
 }
 
 /* Loads the model, compiles the training step, makes the executor and its parameters. */
@@ -171,10 +259,14 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	snprintf(t->settings[4], sizeof t->settings[4], "%s", f8_lr_decay_name(optimizer.decay_style));
 	for (int i = 0; i < N_SETTINGS; i++)
 		t->setting_values[i] = t->settings[i];
-	f8_pipeline_options compile = {.training = &optimizer};
+	f8_pipeline_options compile = {.training = &optimizer, .fp8 = c->fp8};
 	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
+	if (!status && c->fp8)
+		status = bind_token_dims(t->graph, c, diag);
 	if (!status)
 		status = f8_pipeline_run_with(t->graph, NULL, true, &compile, NULL, diag);
+	if (!status)
+		find_fp8_state(t);
 	int64_t *symbol_values = NULL;
 	if (!status && !(symbol_values = f8_calloc(t->graph->n_symbols + 1, sizeof(int64_t))))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -227,9 +319,15 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 			       (size_t)t->config->seq_length, tokens->data, labels->data, diag);
 }
 
-/* One iteration: the micro-batches' forward and backward, then the optimizer. */
+/* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
+ * weights), the micro-batches' forward and backward, then the optimizer. */
 static f8_status step(trainer *t, double *loss, f8_diag *diag) {
 	double sum = 0;
+	if (t->has_cast) {
+		f8_status status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
+		if (status)
+			return status;
+	}
 	for (int64_t m = 0; m < t->micro_batches; m++) {
 		f8_status status = feed(t, &t->train_sampler, t->ranges[0], diag);
 		if (!status)
@@ -244,20 +342,41 @@ static f8_status step(trainer *t, double *loss, f8_diag *diag) {
 	return f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
 }
 
-/* The mean loss over eval_iters fixed batches of the validation range. */
+/* The mean loss over eval_iters fixed batches of the validation range. FP8 scaling is frozen
+ * meanwhile (an evaluation must not move the scales or record its amaxes, and a resumed run
+ * must not depend on when it evaluated); the cast phase runs first, so that the weight caches
+ * are those of the current weights. */
 static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 	f8_batch_sampler_rewind(&t->eval_sampler);
+	f8_cpu_executor_freeze_scaling(t->executor, true);
+	f8_status status = t->has_cast ? f8_cpu_executor_run(t->executor,
+							     F8_PHASE_BIT(F8_PHASE_CAST), diag)
+				       : F8_OK;
 	double sum = 0;
-	for (int64_t i = 0; i < t->config->eval_iters; i++) {
-		f8_status status = feed(t, &t->eval_sampler, t->ranges[1], diag);
+	for (int64_t i = 0; !status && i < t->config->eval_iters; i++) {
+		status = feed(t, &t->eval_sampler, t->ranges[1], diag);
 		if (!status)
 			status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
-		if (status)
-			return status;
-		sum += scalar(t, t->loss);
+		if (!status)
+			sum += scalar(t, t->loss);
 	}
+	f8_cpu_executor_freeze_scaling(t->executor, false);
 	*loss = sum / (double)t->config->eval_iters;
-	return F8_OK;
+	return status;
+}
+
+/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables. */
+static int64_t nonfinite_amaxes(const trainer *t) {
+	int64_t sum = -1;
+	for (int i = 0; i < 3; i++) {
+		if (t->nonfinite[i] == F8_NONE)
+			continue;
+		const f8_rt_tensor *count = f8_cpu_executor_value(t->executor, t->nonfinite[i]);
+		int64_t n;
+		memcpy(&n, count->data, sizeof n);
+		sum = (sum < 0 ? 0 : sum) + n;
+	}
+	return sum;
 }
 
 static f8_status save(trainer *t, f8_diag *diag) {
@@ -285,17 +404,20 @@ static const char *json_number(double x, char *buffer, size_t size) {
 static void write_metrics(trainer *t, const char *kind, const f8_train_progress *p) {
 	if (!t->metrics)
 		return;
-	char a[32], b[32], c[32], d[32];
+	char a[32], b[32], c[32], d[32], fp8[48] = "";
+	if (p->fp8_nonfinite_amax >= 0)
+		snprintf(fp8, sizeof fp8, ", \"fp8_nonfinite_amax\": %lld",
+			 (long long)p->fp8_nonfinite_amax);
 	if (strcmp(kind, "eval") == 0)
 		fprintf(t->metrics, "{\"step\": %lld, \"eval_loss\": %s, \"elapsed_s\": %.3f}\n",
 			(long long)t->iteration, json_number(p->eval_loss, a, sizeof a),
 			p->elapsed_seconds);
 	else
 		fprintf(t->metrics, "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
-			"\"grad_norm\": %s, \"tokens_per_s\": %s, \"elapsed_s\": %.3f}\n",
+			"\"grad_norm\": %s, \"tokens_per_s\": %s%s, \"elapsed_s\": %.3f}\n",
 			(long long)t->iteration, json_number(p->loss, a, sizeof a),
 			json_number(p->lr, b, sizeof b), json_number(p->grad_norm, c, sizeof c),
-			json_number(p->tokens_per_second, d, sizeof d), p->elapsed_seconds);
+			json_number(p->tokens_per_second, d, sizeof d), fp8, p->elapsed_seconds);
 	fflush(t->metrics);
 }
 
@@ -323,7 +445,8 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 				.event = F8_TRAIN_EVENT_STEP, .loss = loss, .lr = scalar(t, t->lr),
 				.grad_norm = scalar(t, t->grad_norm),
 				.tokens_per_second = (double)(interval_iterations * c->global_batch_size *
-							      c->seq_length) / seconds};
+							      c->seq_length) / seconds,
+				.fp8_nonfinite_amax = nonfinite_amaxes(t)};
 			notify(t, &p);
 			write_metrics(t, "train", &p);
 			clock_gettime(CLOCK_MONOTONIC, &interval);

@@ -3,10 +3,13 @@
  * steps run, metrics out (a JSONL file and a callback for the console), checkpoints saved and
  * resumed bit for bit.
  *
- * One iteration: for each micro-batch, a batch from the training range (runtime/tokens.h) into
- * the graph's token input and %labels, a run of fwd|bwd (gradients add into the accumulators);
- * then a run of opt (clip, AdamW, the accumulators zeroed). Every eval_interval iterations, the
- * mean loss over eval_iters fixed batches of the validation range (fwd only).
+ * One iteration: with FP8, a run of cast (the weights' FP8 copies, once per step); for each
+ * micro-batch, a batch from the training range (runtime/tokens.h) into the graph's token input
+ * and %labels, a run of fwd|bwd (gradients add into the accumulators); then a run of opt (clip,
+ * AdamW, the accumulators zeroed). Every eval_interval iterations, the mean loss over
+ * eval_iters fixed batches of the validation range (cast, then fwd only, with the FP8 scaling
+ * state frozen). With FP8 the token input's symbolic dims are bound to the micro-batch size and
+ * sequence length before compiling.
  */
 #ifndef F8_RUNTIME_TRAIN_H
 #define F8_RUNTIME_TRAIN_H
@@ -61,6 +64,8 @@ typedef struct f8_train_progress {
 	double lr, grad_norm;           // STEP
 	double eval_loss;               // EVAL
 	double tokens_per_second;       // STEP: over the last logged interval
+	int64_t fp8_nonfinite_amax;     // STEP: NaN or inf amaxes the FP8 scaling tables skipped
+					// so far (their nonfinite counts summed); -1 without tables
 	double elapsed_seconds;         // since the start of this run
 	int64_t parameters;             // START: the number of trained parameters
 	double first_loss, last_loss;   // END: of this run's first and last iterations

@@ -5,11 +5,45 @@
 #ifndef F8_TOOLS_COMMANDS_H
 #define F8_TOOLS_COMMANDS_H
 
+#include <stdbool.h> // bool
+
+#include "runtime/train.h"     // f8_train_config
+#include "tools/fp8_options.h" // f8_tool_fp8_args
+
 int f8_tool_dump_ir(int argc, char **argv);
 int f8_tool_export_onnx(int argc, char **argv);
 int f8_tool_fp8(int argc, char **argv);
 int f8_tool_tokenize(int argc, char **argv);
 int f8_tool_infer(int argc, char **argv);
 int f8_tool_train(int argc, char **argv);
+int f8_tool_audit(int argc, char **argv);
+int f8_tool_calibrate(int argc, char **argv);
+
+/* f8c train's options, which f8c calibrate takes too (tools/train_command.c). */
+typedef struct f8_tool_train_command {
+	const char *name;        // "train": in messages and the usage
+	const char *usage;       // after "f8c NAME ": "MODEL --data TOKENS.bin [OPTIONS]"
+	const char *own_options; // help lines of the command's own options, or NULL
+	bool needs_train_iters;  // --train-iters must be given
+} f8_tool_train_command;
+
+typedef struct f8_tool_train_args f8_tool_train_args;
+
+/*
+ * Parses argv (argv[0] the command's name) with f8c train's options, its --config file and the
+ * FP8 options (FP8 on only with --fp8-format), for `command`. Returns 0 with *out set (destroy
+ * it), 3 after printing the help for --help, or the exit status of an error it printed.
+ */
+int f8_tool_train_args_parse(const f8_tool_train_command *command, int argc, char **argv,
+			     f8_tool_train_args **out);
+
+/* The run the options describe; config->fp8 is set when FP8 is on. Owned by `args`. */
+f8_train_config *f8_tool_train_args_config(f8_tool_train_args *args);
+
+/* The FP8 options as given (settled, files read), on or off. Owned by `args`. */
+const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args);
+
+/* Frees the parsed options. NULL is allowed. */
+void f8_tool_train_args_destroy(f8_tool_train_args *args);
 
 #endif

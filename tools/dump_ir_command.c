@@ -1,5 +1,7 @@
 /*
  * f8c dump-ir: reads a model, runs the pipeline through a pass, prints the IR as text or JSON.
+ * Through precision or fp8-cast it plans FP8 with the FP8 options (tools/fp8_options.h; their
+ * defaults when none is given), so the IR shows every decision inline.
  */
 #include <stdio.h>  // fprintf
 #include <string.h> // strcmp, strchr
@@ -10,70 +12,107 @@
 #include "ir/verify.h"       // f8_graph_verify
 #include "passes/pipeline.h" // f8_pipeline_run
 #include "tools/commands.h"  // f8_tool_dump_ir
+#include "tools/fp8_options.h"  // f8_tool_fp8_args
 #include "tools/tool_options.h" // f8_tool_parse_dim_binding
 
+static void print_usage(FILE *out) {
+	fprintf(out, "usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
+		     "[--verify] [--report] [FP8 options]\n");
+}
+
 static int usage(const char *problem) {
-	fprintf(stderr, "f8c dump-ir: %s\n"
-			"usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
-			"[--verify] [--report]\n"
-			"HINT: MODEL is an ONNX file, a JSON model description (models/*.json) or the "
-			"text IR (*.f8ir); --dim binds a symbolic size; --after runs the pipeline through "
-			"PASS first; --report says on stderr what the passes decided and why\n",
-		problem);
+	fprintf(stderr, "f8c dump-ir: %s\n", problem);
+	print_usage(stderr);
+	fprintf(stderr, "HINT: MODEL is an ONNX file, a JSON model description (models/*.json) or "
+			"the text IR (*.f8ir); --dim binds a symbolic size; --after runs the pipeline "
+			"through PASS first; --report says on stderr what the passes decided and why; "
+			"f8c dump-ir --help lists the FP8 options\n");
 	return 2;
 }
 
-int f8_tool_dump_ir(int argc, char **argv) {
-	const char *path = NULL, *after = NULL, *format = "text";
-	bool verify = false, report = false;
-	enum { MAX_BINDINGS = 32 };
+/* Prints a diagnostic; the exit status it calls for. */
+static int fail(const f8_diag *diag) {
+	f8_diag_print(diag, stderr);
+	return diag->status == F8_ERR_ARGUMENT ? 2 : 1;
+}
+
+enum { MAX_BINDINGS = 32 };
+
+/* The command line: everything but the FP8 options, which go to an f8_tool_fp8_args. */
+typedef struct request {
+	const char *path, *after, *format;
+	bool verify, report, help;
 	f8_dim_binding dims[MAX_BINDINGS];
-	uint32_t n_dims = 0;
+	uint32_t n_dims;
+} request;
+
+/* Parses the command line into r and fp8; 0 or the exit status of an error it printed. */
+static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
+	r->format = "text";
 	for (int i = 1; i < argc; i++) {
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		bool taken;
+		if (f8_tool_fp8_parse_arg(fp8, argc, argv, &i, &taken, &diag))
+			return fail(&diag);
+		if (taken)
+			continue;
+		if (strcmp(argv[i], "--help") == 0) {
+			r->help = true;
+			return 0;
+		}
 		if (strcmp(argv[i], "--dim") == 0) {
 			if (++i == argc)
 				return usage("--dim needs NAME=N");
-			if (n_dims == MAX_BINDINGS)
+			if (r->n_dims == MAX_BINDINGS)
 				return usage("too many --dim options");
-			if (!f8_tool_parse_dim_binding(argv[i], &dims[n_dims++]))
+			if (!f8_tool_parse_dim_binding(argv[i], &r->dims[r->n_dims++]))
 				return usage("--dim needs NAME=N with N a positive integer");
 		} else if (strcmp(argv[i], "--after") == 0) {
 			if (++i == argc)
 				return usage("--after needs a pass name");
-			after = argv[i];
+			r->after = argv[i];
 		} else if (strcmp(argv[i], "--format") == 0) {
 			if (++i == argc)
 				return usage("--format needs text or json");
-			format = argv[i];
+			r->format = argv[i];
 		} else if (strcmp(argv[i], "--verify") == 0) {
-			verify = true;
+			r->verify = true;
 		} else if (strcmp(argv[i], "--report") == 0) {
-			report = true;
+			r->report = true;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "f8c dump-ir: unknown option '%s'\n", argv[i]);
 			return usage("see the options below");
-		} else if (path) {
+		} else if (r->path) {
 			return usage("give one model file");
 		} else {
-			path = argv[i];
+			r->path = argv[i];
 		}
 	}
-	if (!path)
+	if (!r->path)
 		return usage("no model file given");
-	if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
+	if (strcmp(r->format, "text") != 0 && strcmp(r->format, "json") != 0)
 		return usage("--format must be text or json");
+	return 0;
+}
 
+/* Loads, compiles through r->after and prints; the exit status. */
+static int run(const request *r, const f8_tool_fp8_args *fp8) {
+	const char *path = r->path, *after = r->after, *format = r->format;
+	bool verify = r->verify, report = r->report;
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = NULL;
-	f8_frontend_options options = {.dims = dims, .n_dims = n_dims};
+	f8_frontend_options options = {.dims = r->dims, .n_dims = r->n_dims};
 	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
 	// Through a pass at or past training compiles a training step, with the default
-	// hyperparameters (f8c train sets its own).
+	// hyperparameters (f8c train sets its own); at or past precision, FP8 too.
 	f8_training_options hyperparameters = f8_training_options_default();
 	const f8_pass *last = after ? f8_pipeline_find(after) : NULL;
 	f8_pipeline_options compile = {
-		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL};
+		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
+		.fp8 = last && last >= f8_pipeline_find("precision") ? f8_tool_fp8_options(fp8)
+								     : NULL};
 	if (!status && after)
 		status = f8_pipeline_run_with(graph, after, verify, &compile, report ? stderr : NULL,
 					      &diag);
@@ -88,4 +127,32 @@ int f8_tool_dump_ir(int argc, char **argv) {
 		f8_diag_print(&diag, stderr);
 	f8_graph_destroy(graph);
 	return status == F8_OK ? 0 : status == F8_ERR_ARGUMENT ? 2 : 1;
+}
+
+/* Whether the pipeline through `after` (NULL: none of it) stops before planning FP8; an
+ * unknown pass is not (the pipeline names the passes). */
+static bool stops_before_precision(const char *after) {
+	const f8_pass *last = after ? f8_pipeline_find(after) : NULL;
+	return !after || (last && last < f8_pipeline_find("precision"));
+}
+
+int f8_tool_dump_ir(int argc, char **argv) {
+	request r = {0};
+	f8_tool_fp8_args fp8;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	if (f8_tool_fp8_init(&fp8, "dump-ir", true, &diag))
+		return fail(&diag);
+	int code = parse(argc, argv, &r, &fp8);
+	if (!code && r.help) {
+		print_usage(stdout);
+		f8_tool_fp8_print_help(stdout, true);
+	} else if (!code && fp8.given && stops_before_precision(r.after)) {
+		code = usage("the FP8 options act from --after precision on (precision, fp8-cast "
+			     "and later)");
+	} else if (!code) {
+		code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag) : run(&r, &fp8);
+	}
+	f8_tool_fp8_destroy(&fp8);
+	return code;
 }

@@ -27,9 +27,11 @@ static const command commands[] = {
 	{"help", run_help, "help", "this text"},
 	{"version", run_version, "version", "the version of f8c and of the IR text form"},
 	{"dump-ir", f8_tool_dump_ir,
-	 "dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] [--verify] [--report]",
+	 "dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] [--verify] [--report] "
+	 "[FP8 options]",
 	 "read a model (ONNX, a JSON description from models/, or the text IR), run the pipeline "
-	 "through PASS, print the IR"},
+	 "through PASS, print the IR; through precision or fp8-cast, FP8 planned with the FP8 "
+	 "options (their defaults when none)"},
 	{"export-onnx", f8_tool_export_onnx, "export-onnx MODEL.json -o MODEL.onnx [--seed N] [--opset N]",
 	 "write a model description as ONNX (weights made up from the seed, in MODEL.onnx.data)"},
 	{"infer", f8_tool_infer,
@@ -38,7 +40,17 @@ static const command commands[] = {
 	{"train", f8_tool_train,
 	 "train MODEL --data TOKENS.bin [--micro-batch-size N] [--global-batch-size N] "
 	 "[--seq-length N] [--train-iters N] [--lr X] ... (f8c train --help lists them)",
-	 "train on the CPU reference backend, Megatron-LM's option names; metrics and checkpoints"},
+	 "train on the CPU reference backend, Megatron-LM's option names; metrics and checkpoints; "
+	 "in FP8 with --fp8-format"},
+	{"audit", f8_tool_audit,
+	 "audit MODEL [--json] [--micro-batch-size N] [--seq-length N] [--dim NAME=N]... "
+	 "[FP8 options] (f8c audit --help lists them)",
+	 "compile the training step in FP8 and list every GEMM with its precision, recipe and "
+	 "reason, then the FLOPs in FP8, bytes saved, scaling slots and amax all-reduce payload"},
+	{"calibrate", f8_tool_calibrate,
+	 "calibrate MODEL --data TOKENS.bin --steps N -o STATS.json [train options]",
+	 "train N steps in high precision and record each Linear operand's amax statistics, for "
+	 "--calibration STATS.json --fp8-cv-threshold X"},
 	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",
 	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
 	{"tokenize", f8_tool_tokenize, "tokenize TEXT -o TOKENS.bin",

@@ -1,6 +1,8 @@
 /*
  * f8c train: trains a model on a token file on the CPU reference backend, with Megatron-LM's
- * option names, a progress display, a JSONL metrics file and checkpoints.
+ * option names, a progress display, a JSONL metrics file and checkpoints; in FP8 with
+ * --fp8-format and the other FP8 options (tools/fp8_options.h). Its command line parser is
+ * f8c calibrate's too (f8_tool_train_args_parse, tools/commands.h).
  */
 #define _POSIX_C_SOURCE 200809L // isatty, fileno
 
@@ -11,8 +13,10 @@
 #include <string.h>  // strcmp, strncmp, strchr
 #include <unistd.h>  // isatty
 
+#include "ir/alloc.h"           // f8_calloc, f8_free
 #include "runtime/train.h"      // f8_train_config, f8_train_run
-#include "tools/commands.h"     // f8_tool_train
+#include "tools/commands.h"     // f8_tool_train, f8_tool_train_args
+#include "tools/fp8_options.h"  // f8_tool_fp8_args
 #include "tools/tool_options.h" // f8_tool_parse_*
 
 /* X(kind): what an option takes. */
@@ -61,20 +65,37 @@ static const option options[] = {
 
 enum { MAX_DIMS = 32 };
 
-typedef struct request {
+struct f8_tool_train_args {
+	const f8_tool_train_command *command;
 	f8_train_config config;
 	f8_dim_binding dims[MAX_DIMS];
 	bool given[sizeof options / sizeof options[0]]; // on the command line
-} request;
+	f8_tool_fp8_args fp8;
+	json_t *config_document; // --config's, whose strings the config points into
+};
 
-static int usage(const char *problem) {
-	fprintf(stderr, "f8c train: %s\nusage: f8c train MODEL --data TOKENS.bin [OPTIONS]\n",
-		problem);
+typedef struct f8_tool_train_args request;
+
+/* Prints the usage with `problem` (NULL: none) to stderr; returns the usage exit status. */
+static int usage(const request *r, const char *problem) {
+	const f8_tool_train_command *c = r->command;
+	if (problem)
+		fprintf(stderr, "f8c %s: %s\n", c->name, problem);
+	fprintf(stderr, "usage: f8c %s %s\n", c->name, c->usage);
+	if (c->own_options)
+		fputs(c->own_options, stderr);
 	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
 		fprintf(stderr, "  --%-18s %s\n", options[i].name, options[i].help);
+	f8_tool_fp8_print_help(stderr, false);
 	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
 			"makes a token file from any text\n");
 	return 2;
+}
+
+/* Prints a diagnostic about the options; returns the exit status it calls for. */
+static int options_error(const f8_diag *diag) {
+	f8_diag_print(diag, stderr);
+	return diag->status == F8_ERR_ARGUMENT ? 2 : 1;
 }
 
 static const option *find_option(const char *name) {
@@ -145,14 +166,15 @@ static bool set_option(request *r, const option *o, const char *text, char *muta
 	case CONFIG:
 		break;
 	}
-	fprintf(stderr, "f8c train: --%s: cannot use '%s'\n", o->name, text);
+	fprintf(stderr, "f8c %s: --%s: cannot use '%s'\n", r->command->name, o->name, text);
 	return false;
 }
 
 /* Reads --config FILE: each key an option name (with '-' or '_'), each value a number or a
  * string; options given on the command line win. Returns 0 or an exit status. */
-static int read_config(request *r, const char *path, json_t **document) {
+static int read_config(request *r, const char *path) {
 	json_error_t error;
+	json_t **document = &r->config_document;
 	*document = json_load_file(path, JSON_REJECT_DUPLICATES, &error);
 	if (!*document) {
 		fprintf(stderr, "%s:%d:%d: error: %s\n", path, error.line, error.column, error.text);
@@ -169,6 +191,13 @@ static int read_config(request *r, const char *path, json_t **document) {
 		snprintf(name, sizeof name, "%s", key);
 		for (char *c = name; *c; c++)
 			*c = *c == '_' ? '-' : *c;
+		if (f8_tool_fp8_is_option(name)) {
+			f8_diag diag;
+			f8_diag_clear(&diag);
+			if (f8_tool_fp8_set_json(&r->fp8, name, value, path, &diag))
+				return options_error(&diag);
+			continue;
+		}
 		const option *o = find_option(name);
 		if (!o || o->kind == CONFIG || o->kind == DIM) {
 			fprintf(stderr, "%s: error: unknown key \"%s\"\nHINT: the keys are f8c train's "
@@ -204,27 +233,43 @@ static void defaults(request *r) {
 		.dims = r->dims};
 }
 
-static int parse(int argc, char **argv, request *r, json_t **config_document) {
+/* Takes argv[*i] when it is an FP8 option; 0, or the exit status of its error. */
+static int parse_fp8(request *r, int argc, char **argv, int *i, bool *taken) {
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	return f8_tool_fp8_parse_arg(&r->fp8, argc, argv, i, taken, &diag) ? options_error(&diag)
+									      : 0;
+}
+
+/* Parses the command line into r; 0, 3 for --help, or the exit status of an error. */
+static int parse(int argc, char **argv, request *r) {
 	const char *config_path = NULL;
 	defaults(r);
 	for (int i = 1; i < argc; i++) {
 		if (strncmp(argv[i], "--", 2) != 0) {
 			if (r->config.model)
-				return usage("give one model file");
+				return usage(r, "give one model file");
 			r->config.model = argv[i];
 			continue;
 		}
 		if (strcmp(argv[i], "--help") == 0)
-			return usage("train a model"), 3;
+			return usage(r, NULL), 3;
+		bool taken;
+		int code = parse_fp8(r, argc, argv, &i, &taken);
+		if (code)
+			return code;
+		if (taken)
+			continue;
 		const option *o = find_option(argv[i] + 2);
 		if (!o) {
-			fprintf(stderr, "f8c train: unknown option '%s'\n", argv[i]);
-			return usage("see the options below");
+			fprintf(stderr, "f8c %s: unknown option '%s'\n", r->command->name, argv[i]);
+			return usage(r, "see the options below");
 		}
 		if (i + 1 == argc)
-			return fprintf(stderr, "f8c train: %s needs a value\n", argv[i]), 2;
+			return fprintf(stderr, "f8c %s: %s needs a value\n", r->command->name, argv[i]), 2;
 		if (r->given[o - options] && o->kind != DIM)
-			return fprintf(stderr, "f8c train: %s is given twice\n", argv[i]), 2;
+			return fprintf(stderr, "f8c %s: %s is given twice\n", r->command->name, argv[i]),
+			       2;
 		r->given[o - options] = true;
 		if (o->kind == CONFIG)
 			config_path = argv[++i];
@@ -234,21 +279,62 @@ static int parse(int argc, char **argv, request *r, json_t **config_document) {
 			i++;
 	}
 	if (!r->config.model)
-		return usage("no model file given");
+		return usage(r, "no model file given");
 	if (config_path) {
-		int code = read_config(r, config_path, config_document);
+		int code = read_config(r, config_path);
 		if (code)
 			return code;
 	}
 	if (!r->config.data)
-		return usage("no --data given");
+		return usage(r, "no --data given");
 	if (!r->config.global_batch_size)
 		r->config.global_batch_size = r->config.micro_batch_size;
-	if (!r->config.train_iters)
-		return usage("no --train-iters given");
+	if (!r->config.train_iters && r->command->needs_train_iters)
+		return usage(r, "no --train-iters given");
 	if (!r->config.seq_length)
-		return usage("no --seq-length given");
+		return usage(r, "no --seq-length given");
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	if (f8_tool_fp8_finish(&r->fp8, &diag))
+		return options_error(&diag);
+	r->config.fp8 = f8_tool_fp8_options(&r->fp8);
 	return 0;
+}
+
+int f8_tool_train_args_parse(const f8_tool_train_command *command, int argc, char **argv,
+			     f8_tool_train_args **out) {
+	*out = NULL;
+	request *r = f8_calloc(1, sizeof *r);
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	if (!r || f8_tool_fp8_init(&r->fp8, command->name, false, &diag)) {
+		f8_free(r);
+		return fprintf(stderr, "f8c %s: out of memory\n", command->name), 1;
+	}
+	r->command = command;
+	int code = parse(argc, argv, r);
+	if (code) {
+		f8_tool_train_args_destroy(r);
+		return code;
+	}
+	*out = r;
+	return 0;
+}
+
+f8_train_config *f8_tool_train_args_config(f8_tool_train_args *args) {
+	return &args->config;
+}
+
+const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args) {
+	return &args->fp8;
+}
+
+void f8_tool_train_args_destroy(f8_tool_train_args *args) {
+	if (!args)
+		return;
+	f8_tool_fp8_destroy(&args->fp8);
+	json_decref(args->config_document);
+	f8_free(args);
 }
 
 /* The console: a bar redrawn in place on a terminal, plain lines otherwise. */
@@ -301,21 +387,23 @@ static void show(const f8_train_progress *p, void *user) {
 }
 
 int f8_tool_train(int argc, char **argv) {
-	request r = {0};
-	json_t *config_document = NULL;
-	int code = parse(argc, argv, &r, &config_document);
-	if (!code) {
-		f8_diag diag;
-		f8_diag_clear(&diag);
-		bool terminal = isatty(fileno(stderr));
-		f8_status status = f8_train_run(&r.config, show, &terminal, &diag);
-		if (status) {
-			if (terminal)
-				fputc('\n', stderr);
-			f8_diag_print(&diag, stderr);
-			code = status == F8_ERR_ARGUMENT ? 2 : 1;
-		}
+	static const f8_tool_train_command train = {
+		.name = "train", .usage = "MODEL --data TOKENS.bin [OPTIONS]",
+		.needs_train_iters = true};
+	f8_tool_train_args *args;
+	int code = f8_tool_train_args_parse(&train, argc, argv, &args);
+	if (code)
+		return code == 3 ? 0 : code; // 3: --help, which is not an error
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	bool terminal = isatty(fileno(stderr));
+	f8_status status = f8_train_run(&args->config, show, &terminal, &diag);
+	if (status) {
+		if (terminal)
+			fputc('\n', stderr);
+		f8_diag_print(&diag, stderr);
+		code = status == F8_ERR_ARGUMENT ? 2 : 1;
 	}
-	json_decref(config_document);
-	return code == 3 ? 0 : code; // 3: --help, which is not an error
+	f8_tool_train_args_destroy(args);
+	return code;
 }

@@ -4,7 +4,8 @@
  */
 #include "runtime/cpu/executor.h" // f8_cpu_executor
 
-#include <string.h> // memcpy
+#include <stdio.h>  // snprintf
+#include <string.h> // memcpy, memset
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
@@ -25,6 +26,7 @@ struct f8_cpu_executor {
 	f8_rt_tensor *tensors;  // (graph->n_values) leaves for the executor's life, others per run
 	bool *made;             // (graph->n_values) made by the last run and still held
 	bool keep_all;
+	bool freeze_scaling; // f8_cpu_executor_freeze_scaling
 	// Scratch for one node's operands, sized by the largest arity in the graph (a GlobalNorm
 	// reads every parameter's gradient: hundreds for a large model).
 	const f8_rt_tensor **inputs;
@@ -114,9 +116,14 @@ static f8_status allocate(f8_cpu_executor *executor, f8_value_id v, f8_diag *dia
 	}
 	f8_status status = f8_rt_tensor_create(type->dtype, type->shape.rank, dims,
 					       &executor->tensors[v], diag);
-	if (status && diag)
+	if (status && diag) {
+		// The cause is copied out first: formatting diag->message into itself overlaps.
+		const char *reason = status == F8_ERR_NOMEM ? "out of memory" : diag->message;
+		char cause[F8_DIAG_MESSAGE_MAX];
+		snprintf(cause, sizeof cause, "%s", reason);
 		f8_diag_set(diag, status, "cannot allocate %%%s: %s", executor->graph->values[v].name,
-			    status == F8_ERR_NOMEM ? "out of memory" : diag->message);
+			    cause);
+	}
 	return status;
 }
 
@@ -195,6 +202,10 @@ void f8_cpu_executor_keep_all(f8_cpu_executor *executor, bool keep) {
 	if (keep != executor->keep_all)
 		forget_plans(executor); // what a run keeps is part of its plan
 	executor->keep_all = keep;
+}
+
+void f8_cpu_executor_freeze_scaling(f8_cpu_executor *executor, bool freeze) {
+	executor->freeze_scaling = freeze;
 }
 
 static bool is_leaf(const f8_graph *graph, f8_value_id v) {
@@ -342,12 +353,15 @@ static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t pos
 }
 
 /* Moves (or, for a value also kept as an output, copies) each made update source into its
- * leaf. */
+ * leaf; a ScalingUpdate's not while scaling is frozen. */
 static void apply_updates(f8_cpu_executor *executor) {
 	const f8_graph *graph = executor->graph;
 	for (uint32_t i = 0; i < graph->n_updates; i++) {
 		f8_update update = graph->updates[i];
 		if (!executor->made[update.source])
+			continue;
+		f8_node_id producer = graph->values[update.source].producer;
+		if (executor->freeze_scaling && graph->nodes[producer].op == F8_OP_SCALING_UPDATE)
 			continue;
 		f8_rt_tensor *target = &executor->tensors[update.target];
 		f8_rt_tensor *source = &executor->tensors[update.source];

@@ -40,6 +40,16 @@ void f8_cpu_executor_destroy(f8_cpu_executor *executor);
 /* Keep every value a run makes, not only the outputs (for op-by-op comparisons and tests). */
 void f8_cpu_executor_keep_all(f8_cpu_executor *executor, bool keep);
 
+/*
+ * While `freeze` is true, runs do not apply the updates whose source a ScalingUpdate node made:
+ * the FP8 scaling tables (scale, amax history, non-finite count) stay as they are, so that an
+ * evaluation neither moves the scales nor records its amaxes, as TransformerEngine's
+ * evaluation under torch.no_grad leaves them. The ScalingUpdate nodes still run (their outputs
+ * are readable until the next run); every other update applies as usual, the FP8 weight caches
+ * of the cast phase included. Not frozen at creation.
+ */
+void f8_cpu_executor_freeze_scaling(f8_cpu_executor *executor, bool freeze);
+
 /* The tensor of leaf `value`, for the caller to fill or read; NULL if `value` is not a leaf. */
 f8_rt_tensor *f8_cpu_executor_leaf(f8_cpu_executor *executor, f8_value_id value);
 

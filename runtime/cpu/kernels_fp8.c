@@ -1,13 +1,14 @@
 /*
- * Reference kernels of the FP8 ops (ir/infer_fused.c: Quantize, Dequantize, Amax, CastTranspose)
- * and of ONNX's QuantizeLinear and DequantizeLinear (ir/infer_primitive.c), through the
- * bit-exact numerics of ir/fp8.h. Scaled tensors are (rows, cols) matrices: the product of the
- * leading dims by the last dim. High-precision inputs are decoded to float32 first (exact for
+ * Reference kernels of the FP8 ops (ir/infer_fused.c: Quantize, Dequantize, Amax, CastTranspose,
+ * ScalingUpdate; FP8Gemm is in kernels_fp8_gemm.c) and of ONNX's QuantizeLinear and
+ * DequantizeLinear (ir/infer_primitive.c), through the bit-exact numerics of ir/fp8.h. Scaled
+ * tensors are (rows, cols) matrices: the product of the leading dims by the last dim; a block
+ * size of 0 spans the whole axis. High-precision inputs are decoded to float32 first (exact for
  * bf16, f16; f64 rounds), as the GPU's cast kernels read them.
  */
-#include <math.h>   // nearbyint, isnan
+#include <math.h>   // nearbyint, isnan, isfinite
 #include <stdint.h> // int64_t, uint8_t
-#include <string.h> // memcpy
+#include <string.h> // memcpy, strcmp
 
 #include "ir/alloc.h"                // f8_free
 #include "ir/fp8.h"                  // f8_quantize, f8_amax, f8_scale_from_amax, ...
@@ -48,72 +49,137 @@ static void matrix_of(const f8_rt_tensor *tensor, int64_t *rows, int64_t *cols) 
 	*rows = tensor->rank ? f8_cpu_dims_product(tensor, 0, tensor->rank - 1) : 1;
 }
 
-/* With a given scale (delayed scaling): codes = encode(x * scale of x's block, saturate). */
-static void quantize_with_scale(const float *x, int64_t rows, int64_t cols, const f8_attr *block,
-				const f8_rt_tensor *scale, bool saturate, f8_rt_tensor *codes) {
-	uint8_t *out = codes->data;
-	if (!block) {
-		f8_quantize(x, (size_t)(rows * cols), codes->dtype, (float)f8_cpu_get(scale, 0),
-			    saturate, out);
-		return;
+/* A block size along an axis of `extent` elements: 0 spans the whole axis (rowwise is [1, 0]);
+ * never 0, so that an empty axis still divides. */
+static size_t block_along(int64_t block, int64_t extent) {
+	int64_t size = block == 0 ? extent : block;
+	return size > 0 ? (size_t)size : 1;
+}
+
+/*
+ * How a Quantize or CastTranspose node casts, read once from its attributes and scale input.
+ * The scale is given (delayed scaling: a scalar, a table entry picked by `slot`, or a grid of
+ * one f32 per block) or found from the data (current per-tensor, block, rowwise, MX).
+ */
+typedef struct cast_recipe {
+	f8_dtype format;
+	bool saturate;
+	int margin;
+	const f8_attr *block;       // NULL: per tensor
+	bool mx;                    // block [1, 32] with e8m0 scales (ir/fp8.h f8_quantize_mx)
+	const f8_rt_tensor *grid;   // a given scale per block, or NULL
+	bool given;                 // a per-tensor scale is given: `scale`
+	float scale;
+} cast_recipe;
+
+static cast_recipe recipe_of(const f8_cpu_kernel_call *call, f8_dtype format,
+			     const f8_rt_tensor *scale_inv) {
+	const f8_node *node = call->node;
+	const f8_rt_tensor *scale = f8_cpu_input(call, 1);
+	cast_recipe recipe = {.format = format,
+			      .saturate = f8_node_attr_int(node, "saturate", 1),
+			      .margin = (int)f8_node_attr_int(node, "margin", 0),
+			      .block = f8_node_attr(node, "block")};
+	recipe.mx = recipe.block && scale_inv && scale_inv->dtype == F8_DTYPE_E8M0;
+	if (scale && f8_node_attr(node, "slot")) {
+		recipe.given = true;
+		recipe.scale = (float)f8_cpu_get(scale, f8_node_attr_int(node, "slot", 0));
+	} else if (scale && !recipe.block) {
+		recipe.given = true;
+		recipe.scale = (float)f8_cpu_get(scale, 0);
+	} else if (scale) {
+		recipe.grid = scale;
 	}
-	int64_t block_rows = block->ints.items[0], block_cols = block->ints.items[1];
-	int64_t grid_cols = scale->dims[1];
+	return recipe;
+}
+
+/* codes = encode(x * the scale of x's block): the given grid (grid_cols per row of blocks). */
+static void quantize_with_grid(const float *x, int64_t rows, int64_t cols, size_t block_rows,
+			       size_t block_cols, const f8_rt_tensor *grid, f8_dtype format,
+			       bool saturate, uint8_t *codes) {
+	int64_t grid_cols = grid->rank == 2 ? grid->dims[1] : 1;
 	for (int64_t r = 0; r < rows; r++)
-		for (int64_t c = 0; c < cols; c += block_cols) {
-			int64_t width = cols - c < block_cols ? cols - c : block_cols;
-			int64_t at = (r / block_rows) * grid_cols + c / block_cols;
-			float s = (float)f8_cpu_get(scale, at);
-			f8_quantize(x + r * cols + c, (size_t)width, codes->dtype, s, saturate,
-				    out + r * cols + c);
+		for (int64_t c = 0; c < cols; c += (int64_t)block_cols) {
+			int64_t width = cols - c < (int64_t)block_cols ? cols - c : (int64_t)block_cols;
+			int64_t at = (r / (int64_t)block_rows) * grid_cols + c / (int64_t)block_cols;
+			f8_quantize(x + r * cols + c, (size_t)width, format,
+				    (float)f8_cpu_get(grid, at), saturate, codes + r * cols + c);
 		}
 }
 
 /*
- * Quantize: x -> FP8 codes. With a scale input, the codes at that scale (per tensor or per
- * block). Without, the scale is found here and scale_inv is the second output: per tensor
- * (current scaling) scale = f8_scale_from_amax(amax of x, margin) with 1 kept for an all-zero
- * (or non-finite) amax, as TransformerEngine's current scaling starts from 1; per block
- * f8_quantize_blocks; MX (e8m0 scales, block [1, 32]) f8_quantize_mx. Block and MX casts
- * saturate, as ir/fp8.h (and every block-scaled recipe) defines them: saturate=0 is refused
- * there rather than ignored.
+ * Casts the row-major (rows, cols) matrix x under `recipe` into codes (rows * cols bytes) and,
+ * when not NULL, scale_inv (the recipe's grid over this matrix, or a scalar). Given scales give
+ * scale_inv = 1 / scale (in float32, as the found per-tensor scale's is); found ones come from
+ * ir/fp8.h's quantizers. Current per-tensor scaling keeps a scale of 1 for an all-zero or
+ * non-finite amax, as TransformerEngine's current scaling starts from 1.
  */
-F8_CPU_KERNEL(QUANTIZE) {
-	const f8_rt_tensor *x = call->inputs[0], *scale = f8_cpu_input(call, 1);
-	f8_rt_tensor *codes = &call->outputs[0], *scale_inv = f8_cpu_output(call, 1);
-	bool saturate = f8_node_attr_int(call->node, "saturate", 1);
-	int margin = (int)f8_node_attr_int(call->node, "margin", 0);
-	const f8_attr *block = f8_node_attr(call->node, "block");
-	int64_t rows, cols;
-	matrix_of(x, &rows, &cols);
-	if (!scale && block && !saturate) {
-		f8_status status = f8_cpu_fail_unsupported(
-			call, diag, "block-scaled Quantize always saturates; saturate=0 is not "
-				    "supported");
-		f8_diag_hint(diag, "drop saturate=0, or quantize per tensor");
-		return status;
-	}
-	const float *xf;
-	float *owned;
-	f8_status status = as_float(x, &xf, &owned, diag);
-	if (status)
-		return status;
+static void quantize_matrix(const float *x, int64_t rows, int64_t cols, const cast_recipe *recipe,
+			    uint8_t *codes, f8_rt_tensor *scale_inv) {
 	size_t n = (size_t)(rows * cols);
-	if (scale) {
-		quantize_with_scale(xf, rows, cols, block, scale, saturate, codes);
-	} else if (!block) {
-		float s = f8_scale_from_amax(codes->dtype, f8_amax(xf, n), margin, 1.0f);
-		f8_quantize(xf, n, codes->dtype, s, saturate, codes->data);
-		f8_cpu_set(scale_inv, 0, 1.0f / s);
-	} else if (scale_inv->dtype == F8_DTYPE_E8M0) {
-		f8_quantize_mx(xf, (size_t)rows, (size_t)cols, codes->dtype, codes->data,
+	size_t block_rows = 0, block_cols = 0;
+	if (recipe->block) {
+		block_rows = block_along(recipe->block->ints.items[0], rows);
+		block_cols = block_along(recipe->block->ints.items[1], cols);
+	}
+	if (recipe->grid) {
+		quantize_with_grid(x, rows, cols, block_rows, block_cols, recipe->grid,
+				   recipe->format, recipe->saturate, codes);
+		int64_t blocks = f8_rt_tensor_numel(recipe->grid);
+		for (int64_t i = 0; scale_inv && i < blocks; i++)
+			f8_cpu_set(scale_inv, i, 1.0f / (float)f8_cpu_get(recipe->grid, i));
+	} else if (recipe->given || !recipe->block) {
+		float s = recipe->given ? recipe->scale
+					: f8_scale_from_amax(recipe->format, f8_amax(x, n),
+							     recipe->margin, 1.0f);
+		f8_quantize(x, n, recipe->format, s, recipe->saturate, codes);
+		if (scale_inv)
+			f8_cpu_set(scale_inv, 0, 1.0f / s);
+	} else if (recipe->mx) {
+		f8_quantize_mx(x, (size_t)rows, (size_t)cols, recipe->format, codes,
 			       scale_inv->data);
 	} else {
-		size_t block_rows = (size_t)block->ints.items[0];
-		size_t block_cols = (size_t)block->ints.items[1];
-		f8_quantize_blocks(xf, (size_t)rows, (size_t)cols, codes->dtype, block_rows,
-				   block_cols, margin, codes->data, scale_inv->data);
+		f8_quantize_blocks(x, (size_t)rows, (size_t)cols, recipe->format, block_rows,
+				   block_cols, recipe->margin, codes, scale_inv->data);
 	}
+}
+
+/* Block-scaled casts find their scales and always saturate (ir/fp8.h defines them so, as every
+ * block-scaled recipe does): saturate=0 is refused there rather than ignored. */
+static f8_status check_saturation(const f8_cpu_kernel_call *call, const cast_recipe *recipe,
+				  f8_diag *diag) {
+	if (recipe->given || recipe->grid || !recipe->block || recipe->saturate)
+		return F8_OK;
+	f8_status status = f8_cpu_fail_unsupported(
+		call, diag, "a block-scaled cast always saturates; saturate=0 is not supported");
+	f8_diag_hint(diag, "drop saturate=0, or quantize per tensor");
+	return status;
+}
+
+/*
+ * Quantize: x -> FP8 codes, scale_inv (optional with a given scale), and the amax of x
+ * (optional; unscaled, what delayed scaling records). With a scale input: the codes at that
+ * scale, the scalar, the table entry `slot`, or one per block. Without: the scale found here,
+ * per tensor (current scaling) from the amax of x, per block by f8_quantize_blocks (block
+ * [1, 0] is one scale per row), MX (e8m0 scales, block [1, 32]) by f8_quantize_mx.
+ */
+F8_CPU_KERNEL(QUANTIZE) {
+	const f8_rt_tensor *x = call->inputs[0];
+	f8_rt_tensor *codes = &call->outputs[0], *scale_inv = f8_cpu_output(call, 1);
+	f8_rt_tensor *amax = f8_cpu_output(call, 2);
+	cast_recipe recipe = recipe_of(call, codes->dtype, scale_inv);
+	int64_t rows, cols;
+	matrix_of(x, &rows, &cols);
+	f8_status status = check_saturation(call, &recipe, diag);
+	const float *xf;
+	float *owned = NULL;
+	if (!status)
+		status = as_float(x, &xf, &owned, diag);
+	if (status)
+		return status;
+	quantize_matrix(xf, rows, cols, &recipe, codes->data, scale_inv);
+	if (amax)
+		f8_cpu_set(amax, 0, f8_amax(xf, (size_t)(rows * cols)));
 	f8_free(owned);
 	return F8_OK;
 }
@@ -142,8 +208,8 @@ F8_CPU_KERNEL(DEQUANTIZE) {
 		float *owned;
 		if (!(status = as_float(scale_inv, &scales, &owned, diag)))
 			f8_dequantize_blocks(codes->data, (size_t)rows, (size_t)cols, codes->dtype,
-					     (size_t)block->ints.items[0],
-					     (size_t)block->ints.items[1], scales, values);
+					     block_along(block->ints.items[0], rows),
+					     block_along(block->ints.items[1], cols), scales, values);
 		f8_free(owned);
 	}
 	if (!status)
@@ -165,31 +231,82 @@ F8_CPU_KERNEL(AMAX) {
 	return F8_OK;
 }
 
-/*
- * CastTranspose: the codes of x * scale (x's shape), the same codes transposed as a
- * (cols, rows) matrix, and the amax of x itself (unscaled, as TransformerEngine's
- * cast_transpose records it for the next scale), in one pass over x.
- */
-F8_CPU_KERNEL(CAST_TRANSPOSE) {
-	const f8_rt_tensor *x = call->inputs[0], *scale = call->inputs[1];
-	f8_rt_tensor *codes = &call->outputs[0], *transposed = &call->outputs[1];
-	bool saturate = f8_node_attr_int(call->node, "saturate", 1);
-	int64_t rows, cols;
-	matrix_of(x, &rows, &cols);
-	const float *xf;
-	float *owned;
-	f8_status status = as_float(x, &xf, &owned, diag);
+/* out (cols, rows) = in (rows, cols) transposed, for elements of `size` bytes. */
+static void transpose(const void *in, int64_t rows, int64_t cols, size_t size, void *out) {
+	const unsigned char *from = in;
+	unsigned char *to = out;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			memcpy(to + (size_t)(c * rows + r) * size, from + (size_t)(r * cols + c) * size,
+			       size);
+}
+
+/* True when x^T's copy is x's copy transposed: one scale for the tensor, or square blocks, which
+ * cut x^T into x's blocks transposed (same amax, same scale). */
+static bool transposes_alike(const cast_recipe *recipe) {
+	return recipe->given || !recipe->block ||
+	       (!recipe->mx && recipe->block->ints.items[0] == recipe->block->ints.items[1]);
+}
+
+/* The transposed copy of a recipe whose blocks are not x's blocks transposed (1x128, rowwise,
+ * MX): x^T quantized as a matrix of its own, through the same quantize_matrix as x. */
+static f8_status quantize_transposed(const f8_cpu_kernel_call *call, const float *x, int64_t rows,
+				     int64_t cols, const cast_recipe *recipe, f8_diag *diag) {
+	if (recipe->grid) {
+		f8_status status = f8_cpu_fail_unsupported(
+			call, diag, "CastTranspose with a given scale per %lldx%lld block has no "
+				    "scales for the transposed copy's blocks",
+			(long long)recipe->block->ints.items[0], (long long)recipe->block->ints.items[1]);
+		f8_diag_hint(diag, "give square blocks, a per-tensor scale, or no scale (found in "
+				   "the cast)");
+		return status;
+	}
+	float *xt;
+	f8_status status = f8_cpu_alloc(rows * cols, sizeof(float), (void **)&xt, diag);
 	if (status)
 		return status;
-	uint8_t *c = codes->data, *t = transposed->data;
-	float s = (float)f8_cpu_get(scale, 0);
-	f8_quantize(xf, (size_t)(rows * cols), codes->dtype, s, saturate, c);
-	for (int64_t r = 0; r < rows; r++)
-		for (int64_t j = 0; j < cols; j++)
-			t[j * rows + r] = c[r * cols + j];
-	f8_cpu_set(&call->outputs[2], 0, f8_amax(xf, (size_t)(rows * cols)));
-	f8_free(owned);
+	transpose(x, rows, cols, sizeof(float), xt);
+	quantize_matrix(xt, cols, rows, recipe, call->outputs[1].data, &call->outputs[3]);
+	f8_free(xt);
 	return F8_OK;
+}
+
+/*
+ * CastTranspose: from one read of x (rows, cols), its FP8 copy and scale_inv as Quantize makes
+ * them, the copy of x^T (cols, rows) under the same recipe with its scale_inv, and the amax of
+ * x (unscaled, as TransformerEngine's cast_transpose records it for the next scale). Per tensor
+ * and with square blocks the transposed copy is the codes transposed (scale_inv transposed);
+ * with 1x128, rowwise and MX blocks x^T has blocks of its own, quantized from a transposed copy
+ * of x.
+ */
+F8_CPU_KERNEL(CAST_TRANSPOSE) {
+	const f8_rt_tensor *x = call->inputs[0];
+	f8_rt_tensor *codes = &call->outputs[0], *scale_inv = &call->outputs[2];
+	cast_recipe recipe = recipe_of(call, codes->dtype, scale_inv);
+	int64_t rows, cols;
+	matrix_of(x, &rows, &cols);
+	f8_status status = check_saturation(call, &recipe, diag);
+	const float *xf;
+	float *owned = NULL;
+	if (!status)
+		status = as_float(x, &xf, &owned, diag);
+	if (status)
+		return status;
+	quantize_matrix(xf, rows, cols, &recipe, codes->data, scale_inv);
+	if (transposes_alike(&recipe)) {
+		transpose(codes->data, rows, cols, 1, call->outputs[1].data);
+		const f8_rt_tensor *grid = scale_inv;
+		int64_t grid_rows = grid->rank == 2 ? grid->dims[0] : 1;
+		int64_t grid_cols = grid->rank == 2 ? grid->dims[1] : 1;
+		transpose(grid->data, grid_rows, grid_cols, f8_dtype_get_info(grid->dtype)->bytes,
+			  call->outputs[3].data);
+	} else {
+		status = quantize_transposed(call, xf, rows, cols, &recipe, diag);
+	}
+	if (!status)
+		f8_cpu_set(&call->outputs[4], 0, f8_amax(xf, (size_t)(rows * cols)));
+	f8_free(owned);
+	return status;
 }
 
 /* ONNX linear quantization. */
@@ -262,11 +379,46 @@ F8_CPU_KERNEL(DEQUANTIZE_LINEAR) {
 	return F8_OK;
 }
 
-/* Placeholders until the kernels land (issue 5). */
+/*
+ * ScalingUpdate(scale f32[n], amax_history f32[len, n], nonfinite i64[], amax_0 .. amax_n-1):
+ * delayed scaling's step for one table (ir/infer_fused.c). For a finite amax_i, column i of
+ * the history rolls down one row (the oldest row drops out) and row 0 takes amax_i; the amax
+ * used is the column's largest ("max") or row 0 ("most_recent"); scale'_i is
+ * f8_scale_from_amax(format, that amax, margin, scale_i), which keeps the scale for an amax of
+ * 0. A NaN or infinite amax_i leaves slot i as it was and counts in nonfinite.
+ */
 F8_CPU_KERNEL(SCALING_UPDATE) {
-	return f8_cpu_fail_unsupported(call, diag, "ScalingUpdate has no CPU kernel yet");
-}
-
-F8_CPU_KERNEL(FP8_GEMM) {
-	return f8_cpu_fail_unsupported(call, diag, "FP8Gemm has no CPU kernel yet");
+	(void)diag;
+	const f8_node *node = call->node;
+	const f8_rt_tensor *scale = call->inputs[0], *history = call->inputs[1];
+	f8_rt_tensor *scale_out = &call->outputs[0], *history_out = &call->outputs[1];
+	f8_dtype format = f8_node_attr_dtype(node, "format", F8_DTYPE_E4M3);
+	bool most_recent = strcmp(f8_node_attr_string(node, "algo", "max"), "most_recent") == 0;
+	int margin = (int)f8_node_attr_int(node, "margin", 0);
+	int64_t length = history->dims[0], n = scale->dims[0], skipped = 0;
+	// Both tables are f32 (type inference checked), in the executor's aligned buffers.
+	float *scales = scale_out->data, *rows = history_out->data;
+	if (n) {
+		memcpy(scales, scale->data, (size_t)n * sizeof(float));
+		memcpy(rows, history->data, (size_t)(length * n) * sizeof(float));
+	}
+	for (int64_t i = 0; i < n; i++) {
+		float amax = (float)f8_cpu_get(call->inputs[3 + i], 0);
+		if (!isfinite(amax)) {
+			skipped++;
+			continue;
+		}
+		for (int64_t r = length - 1; r > 0; r--)
+			rows[r * n + i] = rows[(r - 1) * n + i];
+		rows[i] = amax;
+		float used = amax;
+		for (int64_t r = 1; !most_recent && r < length; r++)
+			used = rows[r * n + i] > used ? rows[r * n + i] : used;
+		scales[i] = f8_scale_from_amax(format, used, margin, scales[i]);
+	}
+	int64_t count;
+	memcpy(&count, call->inputs[2]->data, sizeof count);
+	count += skipped;
+	memcpy(call->outputs[2].data, &count, sizeof count);
+	return F8_OK;
 }

@@ -2,6 +2,8 @@
  * The golden IR test runner. A golden file is text IR with directives in comments:
  *
  *   # passes: canonicalize            passes to run, verifying after each (none: verify only)
+ *   # fp8: --fp8-recipe block         FP8 options for precision and fp8-cast, as f8c takes them
+ *                                     (tools/fp8_options.h; none: their defaults)
  *   graph g { ... }                   the input
  *   # expect:                         then the exact text the printer must produce, or
  *   # expect-error:                   then the exact diagnostic (as f8c prints it)
@@ -24,6 +26,7 @@
 #include "ir/verify.h"       // f8_graph_verify
 #include "tests/test_support.h" // test_read_file
 #include "passes/pipeline.h" // f8_pipeline_run_named
+#include "tools/fp8_options.h" // f8_tool_fp8_args, the FP8 options' table
 
 enum { MAX_PASSES = 16 };
 
@@ -44,6 +47,34 @@ static size_t read_passes(const char *input, char *line_copy, size_t size, const
 	return n;
 }
 
+/* Reads "# fp8: --opt value ..." from the input part into fp8 with the FP8 options' table;
+ * without the line, fp8 keeps the defaults. Fails as f8c would on a bad option. */
+static f8_status read_fp8(const char *input, f8_tool_fp8_args *fp8, f8_diag *diag) {
+	const char *line = strstr(input, "# fp8:");
+	char copy[512];
+	char *argv[64];
+	int argc = 0;
+	if (line) {
+		line += strlen("# fp8:");
+		size_t len = strcspn(line, "\n");
+		if (len >= sizeof copy)
+			len = sizeof copy - 1;
+		memcpy(copy, line, len);
+		copy[len] = '\0';
+		for (char *token = strtok(copy, " \t"); token && argc < 64; token = strtok(NULL, " \t"))
+			argv[argc++] = token;
+	}
+	for (int i = 0; i < argc; i++) {
+		bool taken;
+		f8_status status = f8_tool_fp8_parse_arg(fp8, argc, argv, &i, &taken, diag);
+		if (!status && !taken)
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "'%s' is not an FP8 option", argv[i]);
+		if (status)
+			return status;
+	}
+	return f8_tool_fp8_finish(fp8, diag);
+}
+
 /* Runs the test's input; returns what f8c printed (IR or diagnostic) in a malloc'd string. */
 static char *run(const char *input, size_t input_len, const char *file_name, bool *errored,
 		 bool *round_trip_ok) {
@@ -53,10 +84,17 @@ static char *run(const char *input, size_t input_len, const char *file_name, boo
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = NULL;
-	f8_status status = f8_text_parse(input, input_len, file_name, &graph, &diag);
+	f8_tool_fp8_args fp8;
+	f8_status status = f8_tool_fp8_init(&fp8, "golden", true, &diag);
 	if (!status)
-		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, NULL, &diag)
+		status = read_fp8(input, &fp8, &diag);
+	if (!status)
+		status = f8_text_parse(input, input_len, file_name, &graph, &diag);
+	if (!status)
+		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true,
+							  f8_tool_fp8_options(&fp8), &diag)
 				  : f8_graph_verify(graph, &diag);
+	f8_tool_fp8_destroy(&fp8);
 	char *output = NULL;
 	size_t output_len = 0;
 	*errored = status != F8_OK;

@@ -1,7 +1,9 @@
 /*
  * The CPU executor's own contract (runtime/cpu/executor.h), on small text-IR graphs: phases,
  * values freed or kept, updates moved into leaves only after a whole run succeeded, errors for
- * a value of a phase that did not run and for a kernel's data error, sizes bound at creation.
+ * a value of a phase that did not run and for a kernel's data error, sizes bound at creation,
+ * and an FP8 step's state: cast-phase caches read by a later forward, scaling frozen for
+ * evaluation.
  */
 #include <math.h>   // fabs, sqrt
 #include <stdio.h>  // sprintf, snprintf
@@ -219,7 +221,100 @@ static void test_stale_read_refused(void) {
 	f8_graph_destroy(graph);
 }
 
+/*
+ * An FP8 step's state: phase cast quantizes the weight into cache leaves (and updates the
+ * weights' scaling table), which a later fwd run reads; while scaling is frozen the table stays
+ * as it was, but the caches still follow the weight.
+ */
+static const char *const fp8_step_graph =
+	"graph fp8step {\n"
+	"  input %x : f32[2, 4]\n"
+	"  param %w : f32[3, 4]\n"
+	"  scale %scale : f32[1]\n"
+	"  amax_history %history : f32[2, 1]\n"
+	"  state %nonfinite : i64[]\n"
+	"  cache %w8 : e4m3[3, 4]\n"
+	"  cache %w8_scale_inv : f32[]\n"
+	"  %w8_next, %w8_scale_inv_next, %w_amax = Quantize(%w, %scale) {to=e4m3, slot=0} "
+	"phase=cast\n"
+	"  %scale_next, %history_next, %nonfinite_next = ScalingUpdate(%scale, %history, "
+	"%nonfinite, %w_amax) {format=e4m3, algo=\"most_recent\"} phase=cast\n"
+	"  %x8, %x8_scale_inv = Quantize(%x) {to=e4m3}\n"
+	"  %y = FP8Gemm(%x8, %w8, %x8_scale_inv, %w8_scale_inv) {to=f32, gemm=\"fwd\"}\n"
+	"  output %y\n"
+	"  update %w8 <- %w8_next\n"
+	"  update %w8_scale_inv <- %w8_scale_inv_next\n"
+	"  update %scale <- %scale_next\n"
+	"  update %history <- %history_next\n"
+	"  update %nonfinite <- %nonfinite_next\n"
+	"}\n";
+
+/* y against want (2 x 3) to float32 precision: the scale_invs 1/224 and 1/28 are rounded. */
+static bool y_is(const f8_cpu_executor *executor, const f8_graph *graph, const double *want) {
+	const f8_rt_tensor *y = f8_cpu_executor_value(executor, id(graph, "y"));
+	bool ok = y != NULL;
+	for (int i = 0; ok && i < 6; i++)
+		ok = fabs(get(y, i) - want[i]) <= 1e-6 * (1 + fabs(want[i]));
+	return ok;
+}
+
+static void test_cast_phase_and_frozen_scaling(void) {
+	f8_graph *graph = parse(fp8_step_graph);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_cpu_executor *executor = NULL;
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	if (!executor) {
+		f8_graph_destroy(graph);
+		return;
+	}
+	const double x[] = {1, 0, 0, 0, 0, 1, 2, 0};
+	const double w[] = {1, 2, -4, 0.5, 8, -16, 0.25, 3, 1, 1, 1, 1};
+	f8_rt_tensor *xl = f8_cpu_executor_leaf(executor, id(graph, "x"));
+	f8_rt_tensor *wl = f8_cpu_executor_leaf(executor, id(graph, "w"));
+	for (int i = 0; i < 8; i++)
+		f8_rt_tensor_set(xl, i, x[i]);
+	for (int i = 0; i < 12; i++)
+		f8_rt_tensor_set(wl, i, w[i]);
+	f8_rt_tensor_set(f8_cpu_executor_leaf(executor, id(graph, "scale")), 0, 1.0);
+	uint32_t fwd = F8_PHASE_BIT(F8_PHASE_FWD), cast = F8_PHASE_BIT(F8_PHASE_CAST);
+#define STATE(name) get(f8_cpu_executor_value(executor, id(graph, name)), 0)
+	// Before any cast the caches are zero: the forward reads them, not the weight.
+	CHECK(f8_cpu_executor_run(executor, fwd, &diag) == F8_OK);
+	CHECK(y_is(executor, graph, (const double[]){0, 0, 0, 0, 0, 0}));
+	// Cast at scale 1 (every weight is an E4M3 value): the next forward is x w^T; the table
+	// records amax 16 and moves the scale to 448 / 16.
+	CHECK(f8_cpu_executor_run(executor, cast, &diag) == F8_OK);
+	CHECK(STATE("scale") == 28.0f && STATE("history") == 16.0f && STATE("w8_scale_inv") == 1.0f);
+	CHECK(f8_cpu_executor_run(executor, fwd, &diag) == F8_OK);
+	CHECK(y_is(executor, graph, (const double[]){1, 8, 1, -6, -15.5, 3}));
+	// Frozen: halve the weight; the cast remakes the caches at the kept scale 28 (codes of
+	// w / 2 * 28, all exact for the columns x reads), but the table does not move.
+	f8_cpu_executor_freeze_scaling(executor, true);
+	for (int i = 0; i < 12; i++)
+		f8_rt_tensor_set(wl, i, w[i] / 2);
+	CHECK(f8_cpu_executor_run(executor, cast, &diag) == F8_OK);
+	CHECK(STATE("scale") == 28.0f && STATE("history") == 16.0f && STATE("nonfinite") == 0);
+	CHECK(get(f8_cpu_executor_value(executor, id(graph, "history")), 1) == 0.0f);
+	CHECK(STATE("scale_next") == 56.0f); // what an unfrozen run would have applied
+	CHECK(STATE("w8") == 14.0f && STATE("w8_scale_inv") == 1.0f / 28.0f);
+	CHECK(f8_cpu_executor_run(executor, fwd, &diag) == F8_OK);
+	CHECK(y_is(executor, graph, (const double[]){0.5, 4, 0.5, -3, -7.75, 1.5}));
+	// Thawed: the next cast records amax 8 (the history rolls) and the scale follows it.
+	f8_cpu_executor_freeze_scaling(executor, false);
+	CHECK(f8_cpu_executor_run(executor, cast, &diag) == F8_OK);
+	CHECK(STATE("scale") == 56.0f && STATE("history") == 8.0f);
+	CHECK(get(f8_cpu_executor_value(executor, id(graph, "history")), 1) == 16.0f);
+#undef STATE
+	f8_cpu_executor_destroy(executor);
+	f8_graph_destroy(graph);
+}
+
 int main(void) {
+	test_cast_phase_and_frozen_scaling();
 	test_wide_node();
 	test_stale_read_refused();
 	test_phases_and_updates();

@@ -520,10 +520,11 @@ static void test_fp8(void) {
 	if (!setup("graph g {\n  input %x : f32[2, 3]\n  input %scale : f32[]\n"
 		   "  %q, %si = Quantize(%x) {to=e4m3}\n  %dq = Dequantize(%q, %si) {to=f32}\n"
 		   "  %qs = Quantize(%x, %scale) {to=e5m2}\n  %am = Amax(%x)\n"
-		   "  %c, %ct, %ca = CastTranspose(%x, %scale) {to=e4m3}\n"
+		   "  %c, %ct, %csi, %ctsi, %ca = CastTranspose(%x, %scale) {to=e4m3}\n"
 		   "  %ql = QuantizeLinear(%x, %scale) {to=i8}\n"
 		   "  %dl = DequantizeLinear(%ql, %scale)\n"
-		   "  output %q, %si, %dq, %qs, %am, %c, %ct, %ca, %ql, %dl\n}\n", NULL))
+		   "  output %q, %si, %dq, %qs, %am, %c, %ct, %csi, %ctsi, %ca, %ql, %dl\n}\n",
+		   NULL))
 	{
 		CHECK(false);
 		return;
@@ -540,6 +541,8 @@ static void test_fp8(void) {
 	EXPECT("qs", 2, -4, 6, 1, 192, -448);
 	EXPECT("c", 2, -4, 6, 1, 192, -448);
 	EXPECT("ct", 2, 1, -4, 192, 6, -448);
+	EXPECT("csi", 0.5);
+	EXPECT("ctsi", 0.5);
 	EXPECT("ca", 224);
 	// x / 2 rounded half to even: 0.5, -1, 1.5, 0.25, 50, -112 -> 0, -1, 2, 0, 50, -112.
 	EXPECT("ql", 0, -1, 2, 0, 50, -112);
@@ -672,7 +675,7 @@ static void check_allocation_failures(const char *text) {
 	}
 	const f8_node *node = &graph->nodes[graph->order[graph->n_order - 1]];
 	const f8_rt_tensor *inputs[8];
-	f8_rt_tensor outputs[4];
+	f8_rt_tensor outputs[8];
 	for (uint32_t i = 0; i < node->n_inputs; i++)
 		inputs[i] = f8_cpu_executor_leaf(executor, node->inputs[i]);
 	for (uint32_t i = 0; i < node->n_outputs; i++) {
@@ -715,6 +718,17 @@ static void test_allocation_failures(void) {
 				  "  %q, %s = Quantize(%x) {to=e4m3}\n  output %q, %s\n}\n");
 	check_allocation_failures("graph g {\n  input %x : f32[3, 4]\n"
 				  "  %y = CumSum(%x) {axis=0}\n  output %y\n}\n");
+	check_allocation_failures("graph g {\n  input %x : bf16[3, 4]\n"
+				  "  %c, %ct, %ci, %cti, %ca = CastTranspose(%x) {to=e4m3, "
+				  "block=[1, 128]}\n  output %c\n}\n");
+	check_allocation_failures("graph g {\n  input %a : e4m3[3, 4]\n  input %b : e4m3[5, 4]\n"
+				  "  input %sa : f32[]\n  input %sb : f32[]\n"
+				  "  %y = FP8Gemm(%a, %b, %sa, %sb) {to=bf16, gemm=\"fwd\"}\n"
+				  "  output %y\n}\n");
+	check_allocation_failures("graph g {\n  input %a : e4m3[3, 4]\n  input %b : e4m3[5, 4]\n"
+				  "  input %sa : f32[3, 2]\n  input %sb : f32[]\n"
+				  "  %y = FP8Gemm(%a, %b, %sa, %sb) {to=f32, gemm=\"fwd\", "
+				  "a_block=[1, 2]}\n  output %y\n}\n");
 }
 
 int main(void) {

@@ -479,13 +479,15 @@ def test_quantization():
     run_case("Quantize, Dequantize, Amax, CastTranspose",
              "%q, %si = Quantize(%x) {to=e4m3}\n%dq = Dequantize(%q, %si) {to=f32}\n"
              "%q5 = Quantize(%x, %s) {to=e5m2}\n%am = Amax(%x)\n"
-             "%c, %ct, %ca = CastTranspose(%x, %s) {to=e5m2}",
+             "%c, %ct, %csi, %ctsi, %ca = CastTranspose(%x, %s) {to=e5m2}",
              {"x": x, "s": scale_in},
              {"q": codes.astype(np.float64), "si": np.float32(1) / scale,
               "dq": codes.astype(np.float32) * (np.float32(1) / scale),
               "q5": codes5.astype(np.float64),
               "am": amax, "c": codes5.astype(np.float64),
-              "ct": codes5.astype(np.float64).reshape(-1, x.shape[-1]).T, "ca": amax}, EXACT)
+              "ct": codes5.astype(np.float64).reshape(-1, x.shape[-1]).T,
+              "csi": np.float32(1) / scale_in, "ctsi": np.float32(1) / scale_in, "ca": amax},
+             EXACT)
     per_axis = rng.uniform(0.1, 1, x.shape[1]).astype(np.float32)
     zero = rng.integers(-5, 5, x.shape[1]).astype(np.int8)
     q = np.clip(np.round(x.astype(np.float64) / per_axis) + zero, -128, 127)
@@ -495,8 +497,67 @@ def test_quantization():
              {"q": q, "d": ((q - zero) * per_axis).astype(np.float32)}, ROUNDED)
 
 
+FP8_TYPES = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+
+
+def fp8_values(format, *shape):
+    """Random finite FP8 values of every magnitude (random codes, NaN and inf codes drawn
+    again), decoded exactly to float32: kernel_tool stores them into an FP8 leaf unchanged."""
+    codes = rng.integers(0, 256, shape).astype(np.uint8)
+    values = codes.view(FP8_TYPES[format]).astype(np.float32)
+    while not np.isfinite(values).all():
+        bad = ~np.isfinite(values)
+        codes[bad] = rng.integers(0, 256, int(bad.sum())).astype(np.uint8)
+        values = codes.view(FP8_TYPES[format]).astype(np.float32)
+    return values
+
+
+def grid(rows, cols, block):
+    """The scale grid's shape of a (rows, cols) operand under block [r, c] (0: the whole axis)."""
+    return tuple(-(-extent // (size or extent)) for extent, size in zip((rows, cols), block))
+
+
+def expand(scales, rows, cols, block):
+    """Each element's scale: the grid repeated over its blocks, cut to (rows, cols)."""
+    r, c = (size or extent for extent, size in zip((rows, cols), block))
+    return np.repeat(np.repeat(scales, r, axis=0), c, axis=1)[:rows, :cols]
+
+
+def test_fp8_gemm():
+    """FP8Gemm per tensor, rowwise, 1x128 by 128x128 blocks and MX (e8m0 scales), E5M2 by E4M3:
+    codes decoded by ml_dtypes, each times its block's scale_inv, multiplied in float64. The
+    per-row recipes accumulate in float32 (GEMM tolerance), the block ones in double."""
+    recipes = [("per tensor", None, None, "f32", GEMM), ("rowwise", [1, 0], [1, 0], "f32", GEMM),
+               ("blocks", [1, 128], [128, 128], "f32", ROUNDED),
+               ("MX", [1, 32], [1, 32], "e8m0", ROUNDED)]
+    for name, a_block, b_block, scale_type, tolerance in recipes:
+        lead = [size(1, 3) for _ in range(size(0, 1))] + [size(1, 40)]
+        m, n = int(np.prod(lead)), size(1, 40)
+        k = size(130, 300) if a_block and a_block[1] else size(1, 80)
+        a_format = "e5m2" if rng.random() < 0.5 else "e4m3"
+        a, b = fp8_values(a_format, m, k), fp8_values("e4m3", n, k)
+        scales = []
+        for rows, block in ((m, a_block), (n, b_block)):
+            shape = grid(rows, k, block) if block else ()
+            if scale_type == "e8m0":
+                scales.append(np.exp2(rng.integers(-4, 5, shape)).astype(np.float32))
+            else:
+                scales.append(rng.uniform(0.01, 2, shape).astype(np.float32))
+        full = [expand(np.atleast_2d(s), rows, k, block or [0, 0])
+                for s, rows, block in ((scales[0], m, a_block), (scales[1], n, b_block))]
+        bias = rng.uniform(-100, 100, n).astype(np.float32)
+        reference = (a.astype(np.float64) * full[0]) @ (b.astype(np.float64) * full[1]).T + bias
+        attrs = "".join(f", {key}=[{block[0]}, {block[1]}]"
+                        for key, block in (("a_block", a_block), ("b_block", b_block)) if block)
+        run_case(f"FP8Gemm {name}, {a_format} x e4m3",
+                 f"%y = FP8Gemm(%a, %b, %sa, %sb, %bias) {{to=f32, gemm=\"fwd\"{attrs}}}",
+                 {"a": a.reshape(*lead, k), "b": b, "sa": scales[0], "sb": scales[1], "bias": bias},
+                 {"y": reference.reshape(*lead, n)}, tolerance,
+                 types={"a": a_format, "b": "e4m3", "sa": scale_type, "sb": scale_type})
+
+
 for test in [test_binary, test_unary, test_casts, test_gemms, test_norms, test_rope,
              test_attention, test_embedding_and_loss, test_reductions, test_moves, test_moe,
-             test_quantization]:
+             test_quantization, test_fp8_gemm]:
     test()
 sys.exit(finish())

@@ -1,0 +1,240 @@
+"""The FP8 side of the f8c command as a user meets it: `f8c audit` on GPT-2 124M lists every GEMM
+with its decision, the first/last-layer policy keeps layers 0 and 11 in high precision with that
+reason, --json parses and agrees with itself, bad configurations fail with a hint that says what
+to do, `f8c calibrate` writes statistics that `--calibration --fp8-cv-threshold` acts on with the
+numbers in the reasons, and dump-ir shows the plan inline.
+
+usage: test_fp8_cli.py F8C_BINARY SOURCE_DIR
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
+f8c, source = sys.argv[1], sys.argv[2]
+gpt2 = os.path.join(source, "models", "gpt2-124m.json")
+tiny = os.path.join(source, "models", "gpt-tiny.json")
+LINEARS = ["attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"]
+KINDS = ["fwd", "dgrad", "wgrad"]
+
+
+def run(*args):
+    result = subprocess.run([f8c, *args], capture_output=True, timeout=300)
+    crashed = result.returncode < 0 or b"Sanitizer" in result.stderr
+    check(not crashed, f"f8c {' '.join(args)} does not crash", result.stderr.decode(errors="replace"))
+    return result.returncode, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
+
+
+def audit_json(*args, model=gpt2):
+    """The audit as a document, or None (with a failed check) when it does not parse."""
+    code, out, err = run("audit", model, "--json", *args)
+    try:
+        document = json.loads(out)
+    except json.JSONDecodeError as error:
+        check(False, f"audit {' '.join(args)} --json parses", f"{error}\n{out[:400]}{err}")
+        return None
+    check(code == 0, f"audit {' '.join(args)} --json succeeds", err)
+    return document
+
+
+code, out, _ = run("help")
+check(code == 0 and "audit" in out and "calibrate" in out, "help lists audit and calibrate", out)
+code, out, _ = run("audit", "--help")
+check(code == 0 and "--fp8-amax-history-len" in out and "Megatron" in out and "1024" in out,
+      "audit --help lists the FP8 options, their defaults and Megatron-LM's", out)
+
+# Every GEMM of GPT-2 124M, in the table: 12 layers x 4 Linear x (fwd, dgrad, wgrad) + the head's 3.
+code, out, err = run("audit", gpt2)
+rows = re.findall(r"^\s*\d+\s+(\S+)\s+(fwd|dgrad|wgrad)\s+\d+x\d+x\d+\s+(.*)$", out, re.M)
+expected = {(f"layers.{i}.{name}", kind) for i in range(12) for name in LINEARS for kind in KINDS}
+expected |= {("head", kind) for kind in KINDS}
+check(code == 0 and len(rows) == 12 * 4 * 3 + 3 and {(s, k) for s, k, _ in rows} == expected,
+      "audit lists every GEMM of gpt2-124m once", f"{len(rows)} rows\n{out[:2000]}{err}")
+check(all(re.match(r"(x|dy) E[45]M[23] delayed per-tensor", what) for s, _, what in rows if s != "head"),
+      "by default every layer GEMM is FP8, delayed, per tensor", out[:2000])
+check(all(what.startswith("F32: ") and "head" in what for s, _, what in rows if s == "head"),
+      "the head stays high precision by default, with the reason", out[-2000:])
+check(re.search(r"GEMMs in FP8: 144 of 147", out) and "scaling slots: fp8.weights 48" in out
+      and re.search(r"amax all-reduce: 144 per-tensor amaxes, 576 bytes", out),
+      "the summary counts GEMMs, slots and the amax payload", out[-800:])
+
+# --first-last-layers-bf16: layers 0 and 11 in high precision, citing the policy.
+code, out, err = run("audit", gpt2, "--first-last-layers-bf16")
+rows = re.findall(r"^\s*\d+\s+(\S+)\s+(fwd|dgrad|wgrad)\s+\d+x\d+x\d+\s+(.*)$", out, re.M)
+ends = [what for s, _, what in rows if s.startswith(("layers.0.", "layers.11."))]
+check(code == 0 and len(ends) == 24 and all(re.match(r"F32: the (first|last) 1 layer\(s\) in high "
+                                                   r"precision by policy", w) for w in ends),
+      "--first-last-layers-bf16 keeps layers 0 and 11 in high precision by policy", "\n".join(ends) + err)
+middle = [what for s, _, what in rows if re.match(r"layers\.([1-9]|10)\.", s)]
+check(len(middle) == 120 and all(not w.startswith("F32") for w in middle),
+      "the layers between stay in FP8", "\n".join(middle[:5]))
+
+# --json: the same audit as one document, consistent with itself.
+document = audit_json("--first-last-layers-bf16")
+if document:
+    gemms, summary = document["gemms"], document["summary"]
+    fp8 = [g for g in gemms if g["fp8"]]
+    check(len(gemms) == 147 and summary["gemms"] == 147 and summary["fp8_gemms"] == len(fp8) == 120,
+          "--json has every GEMM and counts the FP8 ones", json.dumps(summary))
+    check(all(g["reason"] and "by policy" in g["reason"] for g in gemms
+              if g["scope"].startswith(("layers.0.", "layers.11."))),
+          "--json carries the policy's reason", "")
+    share = sum(g["flops"] for g in fp8) / sum(g["flops"] for g in gemms)
+    check(abs(summary["fp8_flop_share"] - share) < 1e-12 and 0 < share < 1,
+          "the FLOP share is the FP8 GEMMs' 2mnk over all", f"{share} {summary}")
+    saved = sum(o["numel"] * 3 for g in fp8 for o in g["operands"])  # f32 operands: 4 - 1 bytes
+    check(summary["operand_bytes_saved"] == saved, "bytes saved: numel x (4 - 1) per FP8 operand",
+          f"{saved} {summary}")
+    operand = fp8[0]["operands"][0]
+    check(operand["format"] == "E4M3" and operand["recipe"] == "delayed"
+          and operand["granularity"] == "per-tensor" and operand["scale_table"] == "fp8.activations.scale",
+          "an operand has its format, recipe, granularity and slot", json.dumps(fp8[0]))
+    check(summary["amax_allreduce_bytes"] == 4 * summary["per_tensor_amaxes"] > 0,
+          "the amax payload is 4 bytes per per-tensor amax", json.dumps(summary))
+
+document = audit_json("--fp8-recipe", "block")
+if document:
+    fwd = next(g for g in document["gemms"] if g["gemm"] == "fwd" and g["fp8"])
+    check([o["granularity"] for o in fwd["operands"]] == ["1x128", "128x128"],
+          "block: 1x128 activations, 128x128 weights", json.dumps(fwd))
+
+
+def refused(args, what, must_say, model=gpt2):
+    code, out, err = run("audit", model, *args)
+    check(code != 0 and "HINT:" in err and all(s in err for s in must_say),
+          f"{what}: an error that says what to do", f"exit {code}\n{err}")
+    check(out == "", f"{what}: nothing on stdout", out[:200])
+
+
+refused(["--fp8-format", "e5m2"], "pure E5M2", ["E5M2 x E5M2", "--fp8-format hybrid"])
+refused(["--fp8-recipe", "mxfp8"], "mxfp8 on sm_90", ["sm_100", "--allow-fallback"])
+refused(["--fp8-amax-history-len", "0"], "history length 0", ["--fp8-amax-history-len", "at least 1"])
+refused(["--fp8-exclude", "layers.99.*"], "an exclude matching nothing", ["layers.99.*", "matches no"])
+refused(["--fp8-recipe", "fastest"], "an unknown recipe", ["delayed|current|rowwise|block|mxfp8"])
+refused(["--fp8-cv-threshold", "0.5"], "a threshold without statistics", ["--calibration", "f8c calibrate"])
+
+document = audit_json("--fp8-recipe", "mxfp8", "--allow-fallback")
+if document:
+    layers = [g for g in document["gemms"] if g["scope"] != "head"]
+    check(layers and all(not g["fp8"] and "fallback by --allow-fallback" in g["reason"]
+                         and "sm_100" in g["reason"] for g in layers),
+          "--allow-fallback records each fallback with its reason", json.dumps(layers[:1]))
+
+with tempfile.TemporaryDirectory() as folder:
+    # Precision configs: a good one acts, a malformed one names the file and the rule.
+    good = os.path.join(folder, "good.json")
+    with open(good, "w") as file:
+        json.dump({"rules": [{"scope": "layers.0.*", "gemms": ["wgrad"], "fp8": False,
+                              "reason": "keep the first wgrad wide"},
+                             {"scope": "head", "fp8": True, "recipe": "current"}]}, file)
+    document = audit_json("--precision-config", good, model=tiny)
+    if document:
+        first = [g for g in document["gemms"] if g["scope"].startswith("layers.0.")]
+        head = [g for g in document["gemms"] if g["scope"] == "head"]
+        check(all(g["fp8"] == (g["gemm"] != "wgrad") for g in first)
+              and all("good.json: rule 1: keep the first wgrad wide" in g["reason"]
+                      for g in first if not g["fp8"]),
+              "a config rule keeps the wgrads it names, with its reason", json.dumps(first[:2]))
+        check(all(g["fp8"] and g["operands"][0]["recipe"] == "current" for g in head),
+              "a config rule puts the head in FP8 with its own recipe", json.dumps(head[:1]))
+    for name, text, must_say in [
+            ("unknown_key.json", '{"rules": [{"scope": "head", "fp8": false, "colour": 1}]}',
+             ["rule 1", 'unknown key "colour"']),
+            ("bad_value.json", '{"rules": [{"scope": "head", "fp8": "no"}]}', ["rule 1", '"fp8"']),
+            ("bad_gemm.json", '{"rules": [{"scope": "head", "fp8": false, "gemms": ["bwd"]}]}',
+             ["rule 1", "fwd, dgrad and wgrad"]),
+            ("truncated.json", '{"rules": [{"scope": ', ["malformed JSON"]),
+            ("no_match.json", '{"rules": [{"scope": "layers.9.*", "fp8": false}]}',
+             ["rule 1", "layers.9.*", "matches no"])]:
+        path = os.path.join(folder, name)
+        with open(path, "w") as file:
+            file.write(text)
+        refused(["--precision-config", path], f"precision config {name}", [name] + must_say, model=tiny)
+
+    # FP8 options in f8c train need --fp8-format, on the command line and in --config.
+    tokens = os.path.join(folder, "notes.bin")
+    code, _, err = run("tokenize", os.path.join(source, "data", "fp8-notes.txt"), "-o", tokens)
+    check(code == 0, "tokenize makes the calibration data", err)
+    code, _, err = run("train", tiny, "--data", tokens, "--train-iters", "1", "--seq-length", "16",
+                       "--fp8-recipe", "current")
+    check(code == 2 and "without --fp8-format" in err and "HINT:" in err,
+          "train: an FP8 option without --fp8-format is an error saying so", err)
+    config = os.path.join(folder, "config.json")
+    with open(config, "w") as file:
+        json.dump({"train-iters": 1, "seq-length": 16, "fp8_exclude": ["layers.0.*"]}, file)
+    code, _, err = run("train", tiny, "--data", tokens, "--config", config)
+    check(code == 2 and "--fp8-exclude without --fp8-format" in err,
+          "train --config: the FP8 keys follow the same rule", err)
+
+    # Calibration: statistics written, read back, acted on.
+    stats = os.path.join(folder, "stats.json")
+    code, _, err = run("calibrate", tiny, "--data", tokens, "--steps", "3", "--seq-length", "32",
+                       "--micro-batch-size", "2", "-o", stats)
+    check(code == 0 and os.path.exists(stats), "calibrate writes STATS.json", err)
+    code, _, err = run("calibrate", tiny, "--data", tokens, "--seq-length", "32", "-o", stats)
+    check(code == 2 and "--steps" in err, "calibrate without --steps is a usage error", err)
+    entries = []
+    try:
+        with open(stats) as file:
+            calibration = json.load(file)
+        entries = calibration["tensors"]
+        check(calibration["format"] == "f8c-calibration" and calibration["version"] == 1
+              and calibration["steps"] == 3 and calibration["fp8_format"] == "hybrid",
+              "the statistics' header", json.dumps({k: v for k, v in calibration.items() if k != "tensors"}))
+        scopes = {f"layers.{i}.{name}" for i in range(4) for name in LINEARS} | {"head"}
+        check({(e["scope"], e["role"]) for e in entries} == {(s, r) for s in scopes for r in ("x", "w", "dy")}
+              and len(entries) == 3 * len(scopes),
+              "one entry per Linear layer and role", str([(e["scope"], e["role"]) for e in entries]))
+        check(all(e["steps"] == 3 and e["amax_mean"] > 0 and e["amax_std"] >= 0 and e["max_step_ratio"] >= 1
+                  and abs(e["amax_cv"] - e["amax_std"] / e["amax_mean"]) < 1e-12
+                  and 0 <= e["underflow"] <= 1 and 0 <= e["saturate"] <= 1 for e in entries),
+              "each entry's statistics are in range and agree", json.dumps(entries[:2]))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
+        check(False, "STATS.json is a calibration document", str(error))
+
+    # A threshold between two layers' worst CVs keeps the unsteady ones in high precision.
+    worst = {}
+    for e in entries:
+        if e["scope"] != "head" and e["amax_cv"] >= worst.get(e["scope"], (-1,))[0]:
+            worst[e["scope"]] = (e["amax_cv"], e)
+    values = sorted({cv for cv, _ in worst.values()})
+    if len(values) >= 2:
+        middle = len(values) // 2
+        threshold = (values[middle - 1] + values[middle]) / 2
+        document = audit_json("--calibration", stats, "--fp8-cv-threshold", repr(threshold), model=tiny)
+        above = {s for s, (cv, _) in worst.items() if cv > threshold}
+        check(above and len(above) < len(worst), "the threshold splits the layers", str(values))
+        for g in document["gemms"] if document else []:
+            if g["scope"] not in worst:
+                continue
+            cv, entry = worst[g["scope"]]
+            if g["scope"] in above:
+                check(not g["fp8"] and "calibration" in g["reason"] and f"{cv:.3g}" in g["reason"]
+                      and f"--fp8-cv-threshold {threshold:g}" in g["reason"] and entry["role"] in g["reason"],
+                      f"{g['scope']} {g['gemm']} (CV {cv:.3g}) stays high precision, citing the numbers",
+                      g["reason"])
+            else:
+                check(g["fp8"], f"{g['scope']} {g['gemm']} (CV {cv:.3g}) stays FP8", g["reason"])
+    else:
+        check(False, "the calibration tells the layers apart", str(values))
+    refused(["--calibration", stats], "statistics without a threshold", ["--fp8-cv-threshold"], model=tiny)
+    broken = os.path.join(folder, "broken.json")
+    with open(broken, "w") as file:
+        json.dump({"format": "f8c-calibration", "version": 1, "tensors": []}, file)
+    refused(["--calibration", broken, "--fp8-cv-threshold", "1"], "a malformed calibration file",
+            ["broken.json", "f8c calibrate"], model=tiny)
+
+# dump-ir shows the plan inline, with the same options.
+code, out, err = run("dump-ir", tiny, "--after", "fp8-cast", "--first-last-layers-bf16")
+check(code == 0 and "FP8Gemm" in out and "CastTranspose" in out and "ScalingUpdate" in out
+      and 'reason="kept F32: the first 1 layer(s)' in out and "phase=cast" in out,
+      "dump-ir --after fp8-cast shows the casts, the GEMMs and the decisions", err + out[:400])
+code, out, err = run("dump-ir", tiny, "--after", "training", "--fp8-recipe", "current")
+check(code == 2 and "--after precision" in err, "dump-ir: FP8 options before precision are an error", err)
+
+sys.exit(finish())

@@ -1,0 +1,421 @@
+/*
+ * The FP8 scaling kernels (runtime/cpu/kernels_fp8.c, kernels_fp8_gemm.c) through text-IR graphs
+ * run by the CPU executor:
+ *   - ScalingUpdate against hand-computed values: the history roll over two steps, max against
+ *     most_recent, the margin, an amax of 0 keeping the scale, NaN and inf skipping their slot
+ *     (history and scale unchanged) and counted in nonfinite;
+ *   - Quantize with a slot of a scale table: codes, scale_inv and amax by hand;
+ *   - CastTranspose under each granularity (given scale, slot, current, 1x128, 128x128, rowwise
+ *     [1, 0] and [1, cols], MX) against Quantize of x and of an explicitly transposed x, code for
+ *     code and scale for scale;
+ *   - FP8Gemm per tensor, rowwise (by rows, and by a per-tensor operand), 1x128 by 128x128
+ *     blocks, MX and E5M2 x E4M3 against a dequantize-then-double-GEMM reference, on fresh random
+ *     inputs of every sign and several binades (never zero), within the accumulation bound that
+ *     kernels_fp8_gemm.c documents.
+ * The seed comes from the clock and is printed; F8C_TEST_SEED=N repeats a run.
+ */
+#include <math.h>   // fabs, ldexp, isnan, NAN, INFINITY
+#include <stdio.h>  // printf, snprintf
+#include <stdlib.h> // getenv, strtoull
+#include <string.h> // strlen, strcmp
+#include <time.h>   // time
+
+#include "ir/text.h"                 // f8_text_parse
+#include "passes/pipeline.h"         // f8_pipeline_run
+#include "runtime/cpu/executor.h"    // f8_cpu_executor
+#include "tests/runtime/test_fill.h" // rng_state, rng_next, rng_uniform, rng_int
+#include "tests/test_support.h"      // CHECK, test_finish
+
+/* The graph under test and its executor. */
+static f8_graph *graph;
+static f8_cpu_executor *executor;
+
+static void teardown(void) {
+	f8_cpu_executor_destroy(executor);
+	f8_graph_destroy(graph);
+	executor = NULL;
+	graph = NULL;
+}
+
+/* Parses and types `text` and makes an executor that keeps every value. */
+static bool setup(const char *text) {
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	graph = NULL;
+	executor = NULL;
+	if (f8_text_parse(text, strlen(text), "test", &graph, &diag) ||
+	    f8_pipeline_run(graph, "canonicalize", true, &diag) ||
+	    f8_cpu_executor_create(graph, NULL, &executor, &diag)) {
+		f8_diag_print(&diag, stdout);
+		printf("%s", text);
+		teardown();
+		return false;
+	}
+	f8_cpu_executor_keep_all(executor, true);
+	return true;
+}
+
+static f8_status execute(uint32_t phases) {
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_status status = f8_cpu_executor_run(executor, phases, &diag);
+	if (status)
+		f8_diag_print(&diag, stdout);
+	return status;
+}
+
+static const f8_rt_tensor *value(const char *name) {
+	return f8_cpu_executor_value(executor, f8_graph_find_value(graph, name, strlen(name)));
+}
+
+static f8_rt_tensor *leaf(const char *name) {
+	return f8_cpu_executor_leaf(executor, f8_graph_find_value(graph, name, strlen(name)));
+}
+
+static void fill(const char *name, const double *values, int64_t n) {
+	f8_rt_tensor *tensor = leaf(name);
+	CHECK(tensor && f8_rt_tensor_numel(tensor) == n);
+	for (int64_t i = 0; tensor && i < n && i < f8_rt_tensor_numel(tensor); i++)
+		f8_rt_tensor_set(tensor, i, values[i]);
+}
+
+/* Checks value `name` element for element, exactly (NaN where NaN is wanted). */
+static void expect(const char *name, const double *want, int64_t n) {
+	const f8_rt_tensor *tensor = value(name);
+	CHECK(tensor && f8_rt_tensor_numel(tensor) == n);
+	for (int64_t i = 0; tensor && i < n && i < f8_rt_tensor_numel(tensor); i++) {
+		double got = f8_rt_tensor_get(tensor, i);
+		bool ok = got == want[i] || (isnan(got) && isnan(want[i]));
+		if (!ok)
+			printf("  %%%s[%lld] = %.9g, expected %.9g\n", name, (long long)i, got, want[i]);
+		CHECK(ok);
+	}
+}
+
+#define FILL(name, ...)                                                                 \
+	do {                                                                            \
+		const double values_[] = {__VA_ARGS__};                                 \
+		fill(name, values_, (int64_t)(sizeof values_ / sizeof values_[0]));     \
+	} while (0)
+
+#define EXPECT(name, ...)                                                               \
+	do {                                                                            \
+		const double want_[] = {__VA_ARGS__};                                   \
+		expect(name, want_, (int64_t)(sizeof want_ / sizeof want_[0]));         \
+	} while (0)
+
+/* float32 arithmetic, as the kernels' scale computation does it. */
+static double f32_div(float a, float b) {
+	return (double)(a / b);
+}
+
+/* ScalingUpdate. Four slots, history length 3: slot 0 finite, slot 1 amax 0 over an all-zero
+ * history, slot 2 NaN, slot 3 inf. %next is the max/margin-0/E4M3 table, which the graph
+ * updates; %recent reads the same table with most_recent, margin 1, E5M2 (placed first: a read
+ * of the table after its update's source is made would be stale). */
+static void test_scaling_update(void) {
+	if (!setup("graph g {\n"
+		   "  scale %scale : f32[4]\n  amax_history %history : f32[3, 4]\n"
+		   "  state %nonfinite : i64[]\n"
+		   "  input %a0 : f32[]\n  input %a1 : f32[]\n  input %a2 : f32[]\n  input %a3 : f32[]\n"
+		   "  %rs, %rh, %rn = ScalingUpdate(%scale, %history, %nonfinite, %a0, %a1, %a2, %a3)"
+		   " {format=e5m2, algo=\"most_recent\", margin=1}\n"
+		   "  %s, %h, %n = ScalingUpdate(%scale, %history, %nonfinite, %a0, %a1, %a2, %a3)"
+		   " {format=e4m3, algo=\"max\"}\n"
+		   "  output %rs, %rh, %rn\n"
+		   "  update %scale <- %s\n  update %history <- %h\n  update %nonfinite <- %n\n}\n")) {
+		CHECK(false);
+		return;
+	}
+	FILL("scale", 0.5, 0.25, 2, 4);
+	FILL("history", 7, 0, 1, 1, /* row 1 */ 1, 0, 2, 2, /* row 2 */ 100, 0, 3, 3);
+	FILL("nonfinite", 5);
+	FILL("a0", 2);
+	FILL("a1", 0);
+	FILL("a2", NAN);
+	FILL("a3", INFINITY);
+	CHECK(execute(F8_PHASES_ALL) == F8_OK);
+	// Slot 0 rolls (100 drops out) and takes 2; slots 2 and 3 stay; slot 1 rolls its zeros.
+	const double rolled[] = {2, 0, 1, 1, 7, 0, 2, 2, 1, 0, 3, 3};
+	expect("h", rolled, 12);
+	expect("rh", rolled, 12);
+	// max: slot 0 over {2, 7, 1} -> 448 / 7; amax 0 keeps 0.25; NaN and inf keep theirs.
+	EXPECT("s", f32_div(448.0f, 7.0f), 0.25, 2, 4);
+	// most_recent with margin 1 in E5M2: 57344 / 2 / 2.
+	EXPECT("rs", 14336, 0.25, 2, 4);
+	EXPECT("n", 7);
+	EXPECT("rn", 7);
+	// The updates applied: the next step sees the new table. Slot 0 takes 500, 7 survives in
+	// row 2; slot 1 finally sees an amax (0.5); slots 2 and 3 get finite amaxes now.
+	EXPECT("history", 2, 0, 1, 1, 7, 0, 2, 2, 1, 0, 3, 3);
+	FILL("a0", 500);
+	FILL("a1", 0.5);
+	FILL("a2", 0.25);
+	FILL("a3", 1);
+	CHECK(execute(F8_PHASES_ALL) == F8_OK);
+	EXPECT("h", 500, 0.5, 0.25, 1, 2, 0, 1, 1, 7, 0, 2, 2);
+	EXPECT("s", f32_div(448.0f, 500.0f), 896, f32_div(448.0f, 2.0f), f32_div(448.0f, 2.0f));
+	EXPECT("rs", f32_div(57344.0f, 500.0f) / 2, 57344, 57344 * 2, 57344 / 2);
+	EXPECT("n", 7);
+	teardown();
+}
+
+/* Quantize with a slot of a scale table: the codes at that scale, scale_inv = 1 / scale, and
+ * the amax of x before scaling. */
+static void test_quantize_slot(void) {
+	if (!setup("graph g {\n  input %x : f32[2, 3]\n  scale %table : f32[3]\n"
+		   "  %q, %qi, %qa = Quantize(%x, %table) {to=e4m3, slot=1}\n"
+		   "  %r, %ri, %ra = Quantize(%x, %table) {to=e5m2, slot=2}\n"
+		   "  output %q, %qi, %qa, %r, %ri, %ra\n}\n")) {
+		CHECK(false);
+		return;
+	}
+	FILL("x", 1, -2, 3, 0.5, 100, -224);
+	FILL("table", 1, 2, 0.5);
+	CHECK(execute(F8_PHASES_ALL) == F8_OK);
+	// x * 2: 200 lies between E4M3's 192 and 208 at a tie, to the even mantissa 192.
+	EXPECT("q", 2, -4, 6, 1, 192, -448);
+	EXPECT("qi", 0.5);
+	EXPECT("qa", 224);
+	// x / 2 in E5M2 (two mantissa bits): 50 rounds to 48; 112 = 1.11b * 2^6 is exact.
+	EXPECT("r", 0.5, -1, 1.5, 0.25, 48, -112);
+	EXPECT("ri", 2);
+	EXPECT("ra", 224);
+	teardown();
+}
+
+/* A random value of either sign, its magnitude 0.3..1.5 times 2^-4..2^4: never zero. */
+static double random_value(void) {
+	return (rng_next() & 1 ? 1 : -1) * ldexp(rng_uniform(0.3, 1.5), (int)rng_int(-4, 4));
+}
+
+/* Checks that values `a` and `b` hold the same elements (compared as doubles: the same codes
+ * and scales decode to the same values, and NaN matches NaN). */
+static void expect_same(const char *what, const char *a, const char *b) {
+	const f8_rt_tensor *x = value(a), *y = value(b);
+	CHECK(x && y && f8_rt_tensor_numel(x) == f8_rt_tensor_numel(y));
+	int64_t n = x && y ? f8_rt_tensor_numel(x) : 0, wrong = 0;
+	for (int64_t i = 0; y && i < n && i < f8_rt_tensor_numel(y); i++) {
+		double u = f8_rt_tensor_get(x, i), v = f8_rt_tensor_get(y, i);
+		if (!(u == v || (isnan(u) && isnan(v))) && wrong++ == 0)
+			printf("  %s: %%%s[%lld] = %.9g, %%%s has %.9g\n", what, a, (long long)i, u,
+			       b, v);
+	}
+	CHECK(wrong == 0);
+}
+
+/* The scale_inv of element (row, k) of a (rows, K) operand whose scale_inv is `scales` under
+ * block [block_rows, block_cols] (0: the whole axis; scalar scales: no block). */
+static double scale_inv_at(const f8_rt_tensor *scales, const int64_t *block, int64_t rows,
+			   int64_t k, int64_t row, int64_t col) {
+	if (scales->rank == 0)
+		return f8_rt_tensor_get(scales, 0);
+	int64_t block_rows = block[0] ? block[0] : rows, block_cols = block[1] ? block[1] : k;
+	return f8_rt_tensor_get(scales, (row / block_rows) * scales->dims[1] + col / block_cols);
+}
+
+/* Checks that codes times scale_inv (under block, {0, 0} per tensor) give back `x` (rows, cols)
+ * to the format's precision: half an ulp (2^-4 of the value for E4M3, 2^-3 for E5M2), or the
+ * smallest subnormal for values below the normals, after saturation at the format's largest
+ * value. A wrong format, block or scale anywhere in a cast shows here, whatever Quantize does. */
+static void check_dequantized(const char *what, const char *codes_name, const char *scales_name,
+			      const int64_t *block, const char *x_name) {
+	const f8_rt_tensor *codes = value(codes_name), *scales = value(scales_name);
+	const f8_rt_tensor *x = value(x_name);
+	bool e5m2 = codes->dtype == F8_DTYPE_E5M2;
+	double relative = e5m2 ? 0x1p-3 : 0x1p-4, smallest = e5m2 ? 0x1p-16 : 0x1p-9;
+	double largest = e5m2 ? 57344 : 448;
+	int64_t rows = x->dims[0], cols = x->dims[1], wrong = 0;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			double scale_inv = scale_inv_at(scales, block, rows, cols, r, c);
+			double want = f8_rt_tensor_get(x, r * cols + c);
+			if (fabs(want) > largest * scale_inv)
+				want = want < 0 ? -largest * scale_inv : largest * scale_inv;
+			double got = f8_rt_tensor_get(codes, r * cols + c) * scale_inv;
+			if (!(fabs(got - want) <= relative * fabs(want) + smallest * scale_inv) &&
+			    wrong++ == 0)
+				printf("  %s: %%%s[%lld, %lld] gives %.9g for %.9g\n", what, codes_name,
+				       (long long)r, (long long)c, got, want);
+		}
+	CHECK(wrong == 0);
+}
+
+/* CastTranspose under `attrs` (with `scale`, an input list suffix like ", %s", or "") against
+ * Quantize of x and of xt, a (rows, cols) matrix and its transpose filled here. */
+static void check_cast_transpose(const char *what, int64_t rows, int64_t cols, const char *attrs,
+				 const char *scale, int64_t block_rows, int64_t block_cols) {
+	char text[2048];
+	snprintf(text, sizeof text,
+		 "graph g {\n  input %%x : f32[%lld, %lld]\n  input %%xt : f32[%lld, %lld]\n"
+		 "  input %%s : f32[]\n  scale %%table : f32[2]\n"
+		 "  %%c, %%ct, %%ci, %%cti, %%ca = CastTranspose(%%x%s) {%s}\n"
+		 "  %%q, %%qi, %%qa = Quantize(%%x%s) {%s}\n"
+		 "  %%p, %%pi = Quantize(%%xt%s) {%s}\n"
+		 "  output %%c, %%ct, %%ci, %%cti, %%ca, %%q, %%qi, %%qa, %%p, %%pi\n}\n",
+		 (long long)rows, (long long)cols, (long long)cols, (long long)rows, scale, attrs,
+		 scale, attrs, scale, attrs);
+	if (!setup(text)) {
+		printf("  %s: the graph does not set up\n", what);
+		CHECK(false);
+		return;
+	}
+	f8_rt_tensor *x = leaf("x"), *xt = leaf("xt");
+	for (int64_t r = 0; r < rows; r++) {
+		double row_scale = ldexp(1.0, (int)rng_int(-6, 6)); // rows of different binades
+		for (int64_t c = 0; c < cols; c++) {
+			double v = random_value() * row_scale;
+			f8_rt_tensor_set(x, r * cols + c, v);
+			f8_rt_tensor_set(xt, c * rows + r, v);
+		}
+	}
+	FILL("s", rng_uniform(0.5, 4));
+	FILL("table", rng_uniform(0.5, 4), rng_uniform(0.5, 4));
+	CHECK(execute(F8_PHASES_ALL) == F8_OK);
+	printf("CastTranspose %s\n", what);
+	expect_same(what, "c", "q");
+	expect_same(what, "ci", "qi");
+	expect_same(what, "ca", "qa");
+	expect_same(what, "ct", "p");
+	expect_same(what, "cti", "pi");
+	const int64_t block[2] = {block_rows, block_cols};
+	check_dequantized(what, "c", "ci", block, "x");
+	check_dequantized(what, "ct", "cti", block, "xt");
+	teardown();
+}
+
+static void test_cast_transpose(void) {
+	// Odd sizes: partial blocks at the bottom and right edges, in both copies.
+	int64_t rows = rng_int(129, 300), cols = rng_int(129, 300);
+	char rowwise[64];
+	snprintf(rowwise, sizeof rowwise, "to=e4m3, block=[1, %lld]", (long long)cols);
+	check_cast_transpose("given scale", rows, cols, "to=e5m2", ", %s", 0, 0);
+	check_cast_transpose("slot", rows, cols, "to=e4m3, slot=1", ", %table", 0, 0);
+	check_cast_transpose("current", rows, cols, "to=e4m3, margin=1", "", 0, 0);
+	check_cast_transpose("1x128", rows, cols, "to=e5m2, block=[1, 128]", "", 1, 128);
+	check_cast_transpose("128x128", rows, cols, "to=e4m3, block=[128, 128]", "", 128, 128);
+	check_cast_transpose("rowwise [1, 0]", rows, cols, "to=e4m3, block=[1, 0]", "", 1, 0);
+	check_cast_transpose("rowwise [1, cols]", rows, cols, rowwise, "", 1, cols);
+	check_cast_transpose("MX", rows, cols, "to=e4m3, block=[1, 32], scale_dtype=e8m0", "", 1,
+			     32);
+	// The transposed 128x128 copy is the codes transposed: its scale grid is transposed too.
+	if (setup("graph g {\n  input %x : f32[130, 260]\n"
+		  "  %c, %ct, %ci, %cti, %ca = CastTranspose(%x) {to=e4m3, block=[128, 128]}\n"
+		  "  output %ct, %cti\n}\n")) {
+		f8_rt_tensor *x = leaf("x");
+		for (int64_t i = 0; i < f8_rt_tensor_numel(x); i++)
+			f8_rt_tensor_set(x, i, random_value());
+		CHECK(execute(F8_PHASES_ALL) == F8_OK);
+		const f8_rt_tensor *ci = value("ci"), *cti = value("cti");
+		CHECK(ci->dims[0] == 2 && ci->dims[1] == 3 && cti->dims[0] == 3 && cti->dims[1] == 2);
+		for (int i = 0; i < 2; i++)
+			for (int j = 0; j < 3; j++)
+				CHECK(f8_rt_tensor_get(ci, i * 3 + j) == f8_rt_tensor_get(cti, j * 2 + i));
+		teardown();
+	} else {
+		CHECK(false);
+	}
+}
+
+/* One FP8Gemm recipe: the operands' casts and the GEMM's block attributes. */
+typedef struct gemm_case {
+	const char *what;
+	const char *a_cast, *b_cast; // Quantize attributes of x and of w
+	int64_t a_block[2], b_block[2];
+	bool a_blocked, b_blocked;
+	const char *to;
+	bool per_row; // the kernel's float32-accumulation path
+} gemm_case;
+
+/* Runs x (m, k) and w (n, k), random, through the case's casts and FP8Gemm with a bias, and
+ * checks y against the dequantized operands multiplied in double. The bound per element:
+ * float32 accumulation (per-row path) errs by at most k * 2^-24 of sum |a*b| (here 2^-23 for
+ * margin), and the one rounding to `to` by half its ulp. */
+static void check_gemm(const gemm_case *g, int64_t m, int64_t n, int64_t k) {
+	char text[2048], blocks[96] = "";
+	if (g->a_blocked)
+		snprintf(blocks, sizeof blocks, ", a_block=[%lld, %lld]", (long long)g->a_block[0],
+			 (long long)g->a_block[1]);
+	if (g->b_blocked)
+		snprintf(blocks + strlen(blocks), sizeof blocks - strlen(blocks),
+			 ", b_block=[%lld, %lld]", (long long)g->b_block[0], (long long)g->b_block[1]);
+	snprintf(text, sizeof text,
+		 "graph g {\n  input %%x : f32[%lld, %lld]\n  input %%w : f32[%lld, %lld]\n"
+		 "  input %%bias : %s[%lld]\n"
+		 "  %%a, %%sa = Quantize(%%x) {%s}\n  %%b, %%sb = Quantize(%%w) {%s}\n"
+		 "  %%y = FP8Gemm(%%a, %%b, %%sa, %%sb, %%bias) {to=%s, gemm=\"fwd\"%s}\n"
+		 "  output %%y\n}\n",
+		 (long long)m, (long long)k, (long long)n, (long long)k, g->to, (long long)n,
+		 g->a_cast, g->b_cast, g->to, blocks);
+	if (!setup(text)) {
+		printf("  %s: the graph does not set up\n", g->what);
+		CHECK(false);
+		return;
+	}
+	const char *names[3] = {"x", "w", "bias"};
+	for (int i = 0; i < 3; i++) {
+		f8_rt_tensor *t = leaf(names[i]);
+		for (int64_t j = 0; j < f8_rt_tensor_numel(t); j++)
+			f8_rt_tensor_set(t, j, random_value());
+	}
+	CHECK(execute(F8_PHASES_ALL) == F8_OK);
+	const f8_rt_tensor *a = value("a"), *b = value("b"), *sa = value("sa"), *sb = value("sb");
+	const f8_rt_tensor *y = value("y"), *bias = value("bias");
+	// Half an ulp of `to`, relative (bf16's a little more: the store rounds to float32 first).
+	double unit = strcmp(g->to, "f32") == 0 ? 0x1p-24 : 0x1p-8 + 0x1p-24;
+	double accumulation = g->per_row ? (double)(k + 2) * 0x1p-23 : (double)(k + 2) * 0x1p-52;
+	int64_t wrong = 0;
+	for (int64_t r = 0; r < m; r++)
+		for (int64_t c = 0; c < n; c++) {
+			double sum = f8_rt_tensor_get(bias, c), magnitude = fabs(sum);
+			for (int64_t i = 0; i < k; i++) {
+				double term = f8_rt_tensor_get(a, r * k + i) *
+					      scale_inv_at(sa, g->a_block, m, k, r, i) *
+					      f8_rt_tensor_get(b, c * k + i) *
+					      scale_inv_at(sb, g->b_block, n, k, c, i);
+				sum += term;
+				magnitude += fabs(term);
+			}
+			double got = f8_rt_tensor_get(y, r * n + c);
+			double accumulated = accumulation * magnitude;
+			double bound = accumulated + unit * (fabs(sum) + accumulated);
+			if (!(fabs(got - sum) <= bound) && wrong++ == 0)
+				printf("  %s: y[%lld, %lld] = %.9g, reference %.9g (bound %.3g)\n", g->what,
+				       (long long)r, (long long)c, got, sum, bound);
+		}
+	printf("FP8Gemm %s: %lld x %lld x %lld\n", g->what, (long long)m, (long long)k, (long long)n);
+	CHECK(wrong == 0);
+	teardown();
+}
+
+static void test_fp8_gemm(void) {
+	const gemm_case cases[] = {
+		{"per tensor", "to=e4m3", "to=e4m3", {0}, {0}, false, false, "f32", true},
+		{"rowwise", "to=e4m3, block=[1, 0]", "to=e4m3, block=[1, 0]", {1, 0}, {1, 0}, true,
+		 true, "f32", true},
+		{"rowwise by per tensor", "to=e4m3, block=[1, 0]", "to=e4m3", {1, 0}, {0}, true, false,
+		 "f32", true},
+		{"1x128 by 128x128", "to=e4m3, block=[1, 128]", "to=e4m3, block=[128, 128]",
+		 {1, 128}, {128, 128}, true, true, "f32", false},
+		{"MX", "to=e4m3, block=[1, 32], scale_dtype=e8m0",
+		 "to=e4m3, block=[1, 32], scale_dtype=e8m0", {1, 32}, {1, 32}, true, true, "f32",
+		 false},
+		{"E5M2 x E4M3", "to=e5m2", "to=e4m3", {0}, {0}, false, false, "f32", true},
+		{"E5M2 x E4M3 blocks, bf16", "to=e5m2, block=[1, 128]", "to=e4m3, block=[128, 128]",
+		 {1, 128}, {128, 128}, true, true, "bf16", false},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		check_gemm(&cases[i], rng_int(1, 9), rng_int(129, 200), rng_int(129, 300));
+}
+
+int main(void) {
+	const char *fixed = getenv("F8C_TEST_SEED");
+	rng_state = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)time(NULL);
+	printf("seed %llu (F8C_TEST_SEED=%llu repeats this run)\n", (unsigned long long)rng_state,
+	       (unsigned long long)rng_state);
+	test_scaling_update();
+	test_quantize_slot();
+	test_cast_transpose();
+	test_fp8_gemm();
+	return test_finish();
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""FP8 training on the CPU, end to end through `f8c train`:
+
+(a) convergence: gpt-tiny trained 300 iterations on data/fp8-notes.txt in FP8 (HYBRID, with the
+    delayed and with the current recipe) ends within 2% of the FP32 run's loss on the same data
+    and seed: the final evaluation loss, and the mean training loss of the last 20 iterations;
+    no amax was non-finite (the metrics' fp8_nonfinite_amax stays 0) and the FP8 runs' losses
+    are not the FP32 run's (FP8 really ran);
+(b) resume: in FP8 with delayed scaling, 12 iterations in one run log the same losses as 6
+    iterations saved then resumed to 12, so the scaling state (scales, amax histories,
+    counters) survives a checkpoint; the checkpoint holds the three scaling tables and no
+    weight caches.
+
+Usage: test_fp8_train.py F8C SOURCE_DIR [--quick]   (--quick runs (b) only: the sanitizer build)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402
+
+ITERS = 300
+TOLERANCE = 0.02
+# Small batches keep three 300-iteration runs to about a minute on two cores.
+SIZES = ["--micro-batch-size", "4", "--global-batch-size", "4", "--seq-length", "64"]
+RECIPES = ["delayed", "current"]
+
+
+def f8c(binary, args, timeout=900):
+    start = time.monotonic()
+    run = subprocess.run([binary] + args, capture_output=True, text=True, timeout=timeout)
+    run.seconds = time.monotonic() - start
+    return run
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def safetensors_names(path):
+    """The tensor names in a safetensors file's header."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        return set(json.loads(f.read(size))) - {"__metadata__"}
+
+
+def train(binary, model, data, metrics, iters, extra):
+    args = ["train", model, "--data", data, "--train-iters", str(iters), "--lr", "3e-3",
+            "--min-lr", "3e-4", "--lr-warmup-iters", "10", "--lr-decay-style", "cosine",
+            "--weight-decay", "0.1", "--adam-beta2", "0.95", "--log-interval", "1",
+            "--seed", "1234", "--metrics", metrics] + SIZES + extra
+    return f8c(binary, args)
+
+
+def convergence(binary, source, work, data):
+    model = os.path.join(source, "models", "gpt-tiny.json")
+    evaluation = ["--eval-interval", str(ITERS), "--eval-iters", "8"]
+    runs = {"fp32": []}
+    for recipe in RECIPES:
+        runs[recipe] = ["--fp8-format", "hybrid", "--fp8-recipe", recipe, "--target", "cpu"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(train, binary, model, data,
+                                     os.path.join(work, name + ".jsonl"), ITERS,
+                                     extra + evaluation)
+                   for name, extra in runs.items()}
+        results = {name: future.result() for name, future in futures.items()}
+    summary = {}
+    for name, run in results.items():
+        if not check(run.returncode == 0, f"{name}: f8c train succeeds ({run.seconds:.0f} s)"):
+            print(run.stderr[-2000:])
+            return
+        lines = records(os.path.join(work, name + ".jsonl"))
+        steps = [r for r in lines if "loss" in r and "step" in r and "eval_loss" not in r]
+        evals = [r["eval_loss"] for r in lines if "eval_loss" in r]
+        tail = [r["loss"] for r in steps[-20:]]
+        summary[name] = (evals[-1] if evals else None, sum(tail) / len(tail), steps)
+        print(f"{name}: eval loss {summary[name][0]}, last-20 train loss {summary[name][1]:.4f}, "
+              f"{run.seconds:.0f} s")
+    reference_eval, reference_tail, reference_steps = summary["fp32"]
+    for recipe in RECIPES:
+        evaluation_loss, tail, steps = summary[recipe]
+        check(evaluation_loss is not None and
+              abs(evaluation_loss - reference_eval) <= TOLERANCE * reference_eval,
+              f"{recipe}: eval loss {evaluation_loss} within 2% of FP32's {reference_eval}")
+        check(abs(tail - reference_tail) <= TOLERANCE * reference_tail,
+              f"{recipe}: last-20 training loss {tail:.4f} within 2% of FP32's "
+              f"{reference_tail:.4f}")
+        check(all(r.get("fp8_nonfinite_amax", 0) == 0 for r in steps),
+              f"{recipe}: every step reports fp8_nonfinite_amax 0")
+        check(any(a["loss"] != b["loss"] for a, b in zip(steps, reference_steps)),
+              f"{recipe}: the losses differ from FP32's (FP8 ran)")
+
+
+def resume(binary, source, work, data):
+    model = os.path.join(source, "models", "gpt-tiny.json")
+    fp8 = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--fp8-amax-history-len", "4",
+           "--target", "cpu"]
+    whole = train(binary, model, data, os.path.join(work, "whole.jsonl"), 12, fp8)
+    save = os.path.join(work, "ckpt")
+    first = train(binary, model, data, os.path.join(work, "first.jsonl"), 6,
+                  fp8 + ["--save", save])
+    second = train(binary, model, data, os.path.join(work, "second.jsonl"), 12,
+                   fp8 + ["--load", save])
+    for name, run in (("12 iterations", whole), ("6 and save", first), ("load and 6", second)):
+        if not check(run.returncode == 0, f"resume: {name} succeeds"):
+            print(run.stderr[-2000:])
+            return
+    losses = [r["loss"] for r in records(os.path.join(work, "whole.jsonl")) if "step" in r and "loss" in r]
+    resumed = [r["loss"] for r in records(os.path.join(work, "first.jsonl")) +
+               records(os.path.join(work, "second.jsonl")) if "step" in r and "loss" in r]
+    check(len(losses) == 12 and losses == resumed,
+          "resume: the losses of 6 + 6 iterations equal those of 12, bit for bit")
+    folder = os.path.join(save, "iter_0000006")
+    try:
+        header = safetensors_names(os.path.join(folder, "optimizer.safetensors"))
+        weight_names = safetensors_names(os.path.join(folder, "weights.safetensors"))
+    except (OSError, ValueError) as error:
+        check(False, f"resume: the checkpoint's safetensors headers read ({error})")
+        return
+    for table in ("fp8.weights", "fp8.activations", "fp8.gradients"):
+        for leaf in ("scale", "amax_history", "nonfinite"):
+            check(f"{table}.{leaf}" in header, f"resume: the checkpoint holds {table}.{leaf}")
+    check(not any(".fp8" in name and not name.startswith("fp8.") for name in header | weight_names),
+          "resume: no weight cache (<param>.fp8*) is checkpointed")
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    binary, source = sys.argv[1], sys.argv[2]
+    quick = "--quick" in sys.argv[3:]
+    with tempfile.TemporaryDirectory() as work:
+        data = os.path.join(work, "notes.bin")
+        run = f8c(binary, ["tokenize", os.path.join(source, "data", "fp8-notes.txt"), "-o", data])
+        if check(run.returncode == 0, "f8c tokenize data/fp8-notes.txt"):
+            resume(binary, source, work, data)
+            if quick:
+                print("SKIP convergence: the 300-iteration runs are for the normal build "
+                      "(--quick, the sanitizer build, runs the resume check only)")
+            else:
+                convergence(binary, source, work, data)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,509 @@
+/*
+ * f8c audit: compiles a model's training step with the FP8 options and prints, for every GEMM in
+ * program order, what was decided and why (each FP8 operand's format, recipe and granularity,
+ * or the high-precision dtype and its reason), then what the plan buys: the share of GEMM FLOPs
+ * in FP8, the operand bytes saved, the scaling slots and the amax all-reduce payload.
+ *
+ * Everything printed is read back from the IR's annotations (f8_value.precision) and the
+ * FP8Gemm nodes, so the audit sees exactly what the plan holds.
+ */
+#include <ctype.h>   // toupper
+#include <jansson.h> // json_pack, json_dumpf
+#include <stdio.h>   // printf, fprintf
+#include <string.h>  // strcmp, strncmp, strlen, strrchr, strstr
+
+#include "frontend/frontend.h"         // f8_frontend_load, f8_frontend_bind_dims
+#include "frontend/json/model_json.h"  // f8_json_model_config_read
+#include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
+#include "passes/fp8_cast.h"           // F8_FP8_TABLE_*
+#include "passes/pipeline.h"           // f8_pipeline_run_with
+#include "tools/commands.h"            // f8_tool_audit
+#include "tools/fp8_options.h"         // f8_tool_fp8_args
+#include "tools/tool_options.h"        // f8_tool_parse_int, f8_tool_parse_dim_binding
+
+enum { MAX_DIMS = 32 };
+
+typedef struct request {
+	const char *model;
+	bool json, help;
+	int64_t micro_batch_size; // binds `batch`
+	int64_t seq_length;       // binds `seq`; 0: the model's own
+	f8_dim_binding dims[MAX_DIMS];
+	uint32_t n_dims;
+	// What load bound besides --dim, for the heading: 0 where the model has no such size.
+	int64_t bound_batch, bound_seq;
+} request;
+
+/* One operand of an FP8 GEMM, as the plan has it. */
+typedef struct operand {
+	const char *role;        // "x", "w", "dy"
+	f8_dtype format;
+	const f8_precision *precision; // the annotation of the FP8 copy it reads
+	const char *table;       // the scaling table of its slot ("fp8.weights"), or NULL
+	char granularity[24];    // "per-tensor", "rowwise", "1x128", "128x128", "1x32 MX"
+	int64_t numel;
+} operand;
+
+/* One GEMM of the program. */
+typedef struct row {
+	const char *scope;
+	const char *kind;        // "fwd", "dgrad", "wgrad", or the op's name for other GEMMs
+	int64_t m, n, k;
+	double flops;            // 2 m n k
+	bool fp8;
+	f8_dtype dtype;          // the high-precision dtype the GEMM computes in
+	const char *reason;      // the decision's reason, from the output's annotation
+	operand operands[2];
+} row;
+
+typedef struct summary {
+	uint32_t n_gemms, n_fp8;
+	double flops, flops_fp8;
+	double bytes_saved;       // operand bytes per step FP8 saves over the high-precision dtype
+	int64_t slots[3];         // per table: weights, activations, gradients
+	uint32_t per_tensor_amaxes; // amaxes reduced per step (per-tensor casts)
+} summary;
+
+static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_ACTIVATIONS,
+					   F8_FP8_TABLE_GRADIENTS};
+
+static void print_usage(FILE *out) {
+	fprintf(out, "usage: f8c audit MODEL [--json] [--micro-batch-size N] [--seq-length N] "
+		     "[--dim NAME=N]... [FP8 options]\n"
+		     "  --json              one JSON document instead of the table\n"
+		     "  --micro-batch-size  binds the model's batch size (default 1)\n"
+		     "  --seq-length        binds its sequence length (default: the model's own)\n"
+		     "  --dim NAME=N        binds any other symbolic size\n");
+}
+
+static int usage(const char *problem) {
+	fprintf(stderr, "f8c audit: %s\n", problem);
+	print_usage(stderr);
+	fprintf(stderr, "HINT: f8c audit --help lists the FP8 options\n");
+	return 2;
+}
+
+static int fail(const f8_diag *diag) {
+	f8_diag_print(diag, stderr);
+	return diag->status == F8_ERR_ARGUMENT ? 2 : 1;
+}
+
+/* Parses the command line into r and fp8; 0 or the exit status of an error it printed. */
+static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
+	r->micro_batch_size = 1;
+	for (int i = 1; i < argc; i++) {
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		bool taken;
+		if (f8_tool_fp8_parse_arg(fp8, argc, argv, &i, &taken, &diag))
+			return fail(&diag);
+		const char *arg = argv[i];
+		bool has_value = i + 1 < argc;
+		if (taken)
+			continue;
+		if (strcmp(arg, "--help") == 0) {
+			r->help = true;
+		} else if (strcmp(arg, "--json") == 0) {
+			r->json = true;
+		} else if (strcmp(arg, "--micro-batch-size") == 0 || strcmp(arg, "--seq-length") == 0) {
+			int64_t *field = arg[2] == 'm' ? &r->micro_batch_size : &r->seq_length;
+			if (!has_value || !f8_tool_parse_int(argv[++i], 1, INT32_MAX, field))
+				return usage("--micro-batch-size and --seq-length need a positive integer");
+		} else if (strcmp(arg, "--dim") == 0) {
+			if (!has_value || r->n_dims == MAX_DIMS ||
+			    !f8_tool_parse_dim_binding(argv[++i], &r->dims[r->n_dims++]))
+				return usage("--dim needs NAME=N with N a positive integer");
+		} else if (arg[0] == '-' && arg[1]) {
+			fprintf(stderr, "f8c audit: unknown option '%s'\n", arg);
+			return usage("see the options below");
+		} else if (r->model) {
+			return usage("give one model file");
+		} else {
+			r->model = arg;
+		}
+	}
+	if (!r->model && !r->help)
+		return usage("no model file given");
+	return 0;
+}
+
+/* The sequence length a JSON model description declares, or 0 (another kind of model). */
+static int64_t described_seq(const char *path) {
+	const char *dot = strrchr(path, '.');
+	FILE *file = dot && strcmp(dot, ".json") == 0 ? fopen(path, "rb") : NULL;
+	if (!file)
+		return 0;
+	char *text = f8_malloc(F8_JSON_MODEL_MAX_BYTES + 1);
+	size_t len = text ? fread(text, 1, F8_JSON_MODEL_MAX_BYTES + 1, file) : 0;
+	fclose(file);
+	f8_json_model_config config;
+	int64_t seq = 0;
+	if (text && len <= F8_JSON_MODEL_MAX_BYTES &&
+	    !f8_json_model_config_read(text, len, path, &config, NULL))
+		seq = config.seq;
+	f8_free(text);
+	return seq;
+}
+
+static bool bound_by_user(const request *r, const char *name) {
+	for (uint32_t i = 0; i < r->n_dims; i++)
+		if (strcmp(r->dims[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+static bool has_symbol(const f8_graph *graph, const char *name) {
+	for (uint32_t i = 0; i < graph->n_symbols; i++)
+		if (strcmp(graph->symbols[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Loads the model with the user's --dim, then binds batch and seq where it has them. */
+static f8_status load(request *r, f8_graph **graph, f8_diag *diag) {
+	f8_frontend_options options = {.dims = r->dims, .n_dims = r->n_dims};
+	f8_status status = f8_frontend_load(r->model, &options, graph, diag);
+	if (status)
+		return status;
+	f8_dim_binding more[2];
+	uint32_t n = 0;
+	if (has_symbol(*graph, "batch") && !bound_by_user(r, "batch"))
+		more[n++] = (f8_dim_binding){.name = "batch", .value = r->bound_batch =
+								       r->micro_batch_size};
+	if (has_symbol(*graph, "seq") && !bound_by_user(r, "seq")) {
+		int64_t seq = r->seq_length ? r->seq_length : described_seq(r->model);
+		if (!seq) {
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "the model's sequence length is symbolic "
+				    "and %s does not declare one", r->model);
+			f8_diag_hint(diag, "give it: --seq-length N (or --dim seq=N)");
+			return F8_ERR_ARGUMENT;
+		}
+		more[n++] = (f8_dim_binding){.name = "seq", .value = r->bound_seq = seq};
+	}
+	return n ? f8_frontend_bind_dims(*graph, more, n, diag) : F8_OK;
+}
+
+/* The product of dims [from, to) of `type` into *out; false when one is not a constant. */
+static bool const_product(const f8_type *type, int from, int to, int64_t *out) {
+	*out = 1;
+	for (int i = from; i < to; i++) {
+		if (!f8_dim_is_const(type->shape.dims[i]))
+			return false;
+		*out *= f8_dim_value(type->shape.dims[i]);
+	}
+	return true;
+}
+
+/* The GEMM's (m, n, k): the output (m, n) = a (m, k) b^T, batch dims folded into m. */
+static bool gemm_sizes(const f8_graph *graph, const f8_node *node, row *out) {
+	const f8_type *a = &graph->values[node->inputs[0]].type;
+	const f8_type *b = &graph->values[node->inputs[1]].type;
+	const f8_type *y = &graph->values[node->outputs[0]].type;
+	int ra = a->shape.rank, ry = y->shape.rank;
+	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD)
+		// dy (rows, n) and x (rows, k): the contraction runs over the rows.
+		return const_product(a, ra - 1, ra, &out->m) &&
+		       const_product(b, b->shape.rank - 1, b->shape.rank, &out->n) &&
+		       const_product(a, 0, ra - 1, &out->k);
+	return const_product(y, 0, ry - 1, &out->m) && const_product(y, ry - 1, ry, &out->n) &&
+	       const_product(a, ra - 1, ra, &out->k);
+}
+
+/* The scaling table an FP8 operand's scale comes from: the table its cast reads (for a weight
+ * cache, the cast that remakes it each step); NULL for scales found in the cast. */
+static const char *scale_table(const f8_graph *graph, f8_value_id v) {
+	for (uint32_t i = 0; i < graph->n_updates && graph->values[v].producer == F8_NONE; i++)
+		if (graph->updates[i].target == v)
+			v = graph->updates[i].source;
+	f8_node_id producer = graph->values[v].producer;
+	if (producer == F8_NONE)
+		return NULL;
+	const f8_node *cast = &graph->nodes[producer];
+	if ((cast->op != F8_OP_QUANTIZE && cast->op != F8_OP_CAST_TRANSPOSE) ||
+	    cast->n_inputs < 2 || cast->inputs[1] == F8_NONE)
+		return NULL;
+	return graph->values[cast->inputs[1]].name;
+}
+
+/* "1x128" from an FP8Gemm's a_block / b_block (absent: per tensor). */
+static void granularity(const f8_node *node, const char *attr, f8_dtype scale_dtype,
+			char *out, size_t size) {
+	const f8_attr *block = f8_node_attr(node, attr);
+	if (!block || block->ints.n != 2)
+		snprintf(out, size, "per-tensor");
+	else if (block->ints.items[0] == 1 && block->ints.items[1] == 0)
+		snprintf(out, size, "rowwise");
+	else
+		snprintf(out, size, "%lldx%lld%s", (long long)block->ints.items[0],
+			 (long long)block->ints.items[1], scale_dtype == F8_DTYPE_E8M0 ? " MX" : "");
+}
+
+static const char *const operand_roles[F8_GEMM_KIND_COUNT][2] = {
+	[F8_GEMM_KIND_FWD] = {"x", "w"},
+	[F8_GEMM_KIND_DGRAD] = {"dy", "w"},
+	[F8_GEMM_KIND_WGRAD] = {"dy", "x"},
+};
+
+/* The row of GEMM `node`; false (diag set) when its sizes are not all bound. */
+static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	const f8_value *y = &graph->values[node->outputs[0]];
+	f8_gemm_kind kind;
+	bool linear = f8_gemm_kind_of(node, &kind);
+	*out = (row){.scope = node->scope ? node->scope : y->name,
+		     .kind = linear ? f8_gemm_kind_name(kind) : f8_op_name(node->op),
+		     .fp8 = node->op == F8_OP_FP8_GEMM, .dtype = y->type.dtype,
+		     .reason = y->precision.reason};
+	if (!gemm_sizes(graph, node, out)) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the sizes of %s (%s) are not all known",
+			    out->scope, out->kind);
+		f8_diag_hint(diag, "bind the model's symbolic sizes with --dim NAME=N");
+		f8_diag_set_node(diag, graph, id);
+		return F8_ERR_ARGUMENT;
+	}
+	out->flops = 2.0 * (double)out->m * (double)out->n * (double)out->k;
+	if (!out->fp8)
+		return F8_OK;
+	static const char *const blocks[2] = {"a_block", "b_block"};
+	for (int i = 0; i < 2; i++) {
+		const f8_value *v = &graph->values[node->inputs[i]];
+		const f8_value *scale_inv = &graph->values[node->inputs[2 + i]];
+		operand *o = &out->operands[i];
+		o->role = linear ? operand_roles[kind][i] : i ? "b" : "a";
+		o->format = v->type.dtype;
+		o->precision = &v->precision;
+		o->table = scale_table(graph, node->inputs[i]);
+		granularity(node, blocks[i], scale_inv->type.dtype, o->granularity,
+			    sizeof o->granularity);
+		const_product(&v->type, 0, v->type.shape.rank, &o->numel);
+	}
+	return F8_OK;
+}
+
+/* The slots of table `name` (its scale is f32[n]), 0 when the plan has none. */
+static int64_t table_slots(const f8_graph *graph, const char *name) {
+	char scale[64];
+	snprintf(scale, sizeof scale, "%s.scale", name);
+	f8_value_id id = f8_graph_find_value(graph, scale, strlen(scale));
+	if (id == F8_NONE || graph->values[id].type.shape.rank != 1 ||
+	    !f8_dim_is_const(graph->values[id].type.shape.dims[0]))
+		return 0;
+	return f8_dim_value(graph->values[id].type.shape.dims[0]);
+}
+
+/* The rows of every GEMM in program order (n in *n_rows) and the summary. */
+static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, summary *s,
+			 f8_diag *diag) {
+	*rows = f8_calloc(graph->n_order ? graph->n_order : 1, sizeof **rows);
+	*n_rows = 0;
+	*s = (summary){0};
+	if (!*rows)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if ((node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
+		    !f8_node_attr(node, "block"))
+			s->per_tensor_amaxes++;
+		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
+			continue;
+		row *r = &(*rows)[(*n_rows)++];
+		f8_status status = describe(graph, graph->order[i], r, diag);
+		if (status)
+			return status;
+		s->n_gemms++;
+		s->flops += r->flops;
+		if (!r->fp8)
+			continue;
+		s->n_fp8++;
+		s->flops_fp8 += r->flops;
+		double wide = (double)f8_dtype_get_info(r->dtype)->bytes;
+		for (int k = 0; k < 2; k++)
+			s->bytes_saved += (double)r->operands[k].numel * (wide - 1);
+	}
+	for (int t = 0; t < 3; t++)
+		s->slots[t] = table_slots(graph, table_names[t]);
+	return F8_OK;
+}
+
+/* A dtype's name in capitals, as the reasons write it: "E4M3". */
+static const char *upper(f8_dtype dtype, char *buffer, size_t size) {
+	const char *name = f8_dtype_name(dtype);
+	size_t i = 0;
+	for (; name[i] && i + 1 < size; i++)
+		buffer[i] = (char)toupper((unsigned char)name[i]);
+	buffer[i] = '\0';
+	return buffer;
+}
+
+/* The reason without the "kept <DTYPE>: " the precision pass starts it with. */
+static const char *bare_reason(const char *reason) {
+	if (!reason)
+		return "no decision recorded";
+	const char *colon = strncmp(reason, "kept ", 5) == 0 ? strstr(reason, ": ") : NULL;
+	return colon ? colon + 2 : reason;
+}
+
+static void print_row(uint32_t index, const row *r, int scope_width) {
+	char sizes[64], a[8];
+	snprintf(sizes, sizeof sizes, "%lldx%lldx%lld", (long long)r->m, (long long)r->n,
+		 (long long)r->k);
+	printf("%4u  %-*s  %-5s  %-18s  ", index, scope_width, r->scope, r->kind, sizes);
+	if (!r->fp8) {
+		printf("%s: %s\n", upper(r->dtype, a, sizeof a), bare_reason(r->reason));
+		return;
+	}
+	for (int i = 0; i < 2; i++) {
+		const operand *o = &r->operands[i];
+		printf("%s%s %s %s %s", i ? ", " : "", o->role, upper(o->format, a, sizeof a),
+		       f8_recipe_name(o->precision->recipe), o->granularity);
+		if (o->precision->scaling_slot != F8_NONE)
+			printf(" (%.*s slot %u)", o->table ? (int)(strlen(o->table) - 6) : 5,
+			       o->table ? o->table : "table", o->precision->scaling_slot);
+	}
+	printf("\n");
+}
+
+static void print_text(const request *q, const f8_fp8_options *o, const row *rows,
+		       uint32_t n_rows, const summary *s) {
+	int width = 5;
+	for (uint32_t i = 0; i < n_rows; i++)
+		width = (int)strlen(rows[i].scope) > width ? (int)strlen(rows[i].scope) : width;
+	printf("f8c audit: %s", q->model);
+	if (q->bound_batch)
+		printf(", batch %lld", (long long)q->bound_batch);
+	if (q->bound_seq)
+		printf(", seq %lld", (long long)q->bound_seq);
+	for (uint32_t i = 0; i < q->n_dims; i++)
+		printf(", %s %lld", q->dims[i].name, (long long)q->dims[i].value);
+	printf("; a training step (one micro-batch) for %s: %s, %s", f8_target_name(o->target),
+	       f8_fp8_format_name(o->format), f8_recipe_name(o->recipe));
+	if (o->recipe == F8_RECIPE_DELAYED)
+		printf(" (history %d, %s, margin %d)", o->amax_history_len,
+		       f8_amax_algo_name(o->amax_algo), o->margin);
+	printf("\n");
+	printf("%4s  %-*s  %-5s  %-18s  %s\n", "#", width, "scope", "gemm", "m x n x k",
+	       "operands: format recipe granularity, or DTYPE: why high precision");
+	for (uint32_t i = 0; i < n_rows; i++)
+		print_row(i, &rows[i], width);
+	printf("\nsummary:\n");
+	printf("  GEMMs in FP8: %u of %u, %.1f%% of %.4g GEMM FLOPs per step\n", s->n_fp8,
+	       s->n_gemms, s->flops > 0 ? 100 * s->flops_fp8 / s->flops : 0.0, s->flops);
+	printf("  GEMM operand traffic saved: %.4g bytes per step (FP8 operands at 1 byte instead "
+	       "of their GEMM's dtype)\n", s->bytes_saved);
+	printf("  scaling slots: %s %lld, %s %lld, %s %lld\n", table_names[0],
+	       (long long)s->slots[0], table_names[1], (long long)s->slots[1], table_names[2],
+	       (long long)s->slots[2]);
+	printf("  amax all-reduce: %u per-tensor amaxes, %u bytes per step\n",
+	       s->per_tensor_amaxes, 4 * s->per_tensor_amaxes);
+}
+
+/* The JSON of one row; NULL when out of memory. */
+static json_t *row_json(uint32_t index, const row *r) {
+	char a[8];
+	json_t *object = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:f, s:b, s:s, s:s?}", "index",
+				   (json_int_t)index, "scope", r->scope, "gemm", r->kind, "m",
+				   (json_int_t)r->m, "n", (json_int_t)r->n, "k", (json_int_t)r->k,
+				   "flops", r->flops, "fp8", r->fp8, "dtype",
+				   upper(r->dtype, a, sizeof a), "reason", r->reason);
+	if (!object || !r->fp8)
+		return object;
+	json_t *operands = json_array();
+	for (int i = 0; i < 2 && operands; i++) {
+		const operand *o = &r->operands[i];
+		json_t *slot = o->precision->scaling_slot == F8_NONE
+				       ? json_null()
+				       : json_integer(o->precision->scaling_slot);
+		json_t *entry = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:I, s:s?}", "role",
+					  o->role, "format", upper(o->format, a, sizeof a), "recipe",
+					  f8_recipe_name(o->precision->recipe), "granularity",
+					  o->granularity, "scale_table", o->table, "slot", slot,
+					  "numel", (json_int_t)o->numel, "reason",
+					  o->precision->reason);
+		if (!entry || json_array_append_new(operands, entry)) {
+			json_decref(operands);
+			operands = NULL;
+		}
+	}
+	if (!operands || json_object_set_new(object, "operands", operands)) {
+		json_decref(object);
+		return NULL;
+	}
+	return object;
+}
+
+/* The whole audit as one document; NULL when out of memory. */
+static json_t *audit_json(const request *q, const f8_fp8_options *o, const row *rows,
+			  uint32_t n_rows, const summary *s) {
+	json_t *gemms = json_array();
+	json_t *root = json_pack(
+		"{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:o, s:{s:I, s:I, s:f, s:f, s:f, s:f, "
+		"s:{s:I, s:I, s:I}, s:I, s:I}}",
+		"model", q->model, "target", f8_target_name(o->target), "fp8_format",
+		f8_fp8_format_name(o->format), "fp8_recipe", f8_recipe_name(o->recipe),
+		"amax_history_len", o->amax_history_len, "amax_compute_algo",
+		f8_amax_algo_name(o->amax_algo), "margin", o->margin, "gemms", gemms, "summary",
+		"gemms", (json_int_t)s->n_gemms, "fp8_gemms", (json_int_t)s->n_fp8, "flops",
+		s->flops, "fp8_flops", s->flops_fp8, "fp8_flop_share",
+		s->flops > 0 ? s->flops_fp8 / s->flops : 0.0, "operand_bytes_saved", s->bytes_saved,
+		"scaling_slots", table_names[0], (json_int_t)s->slots[0], table_names[1],
+		(json_int_t)s->slots[1], table_names[2], (json_int_t)s->slots[2],
+		"per_tensor_amaxes", (json_int_t)s->per_tensor_amaxes, "amax_allreduce_bytes",
+		(json_int_t)(4 * s->per_tensor_amaxes));
+	for (uint32_t i = 0; root && i < n_rows; i++) {
+		json_t *entry = row_json(i, &rows[i]);
+		if (!entry || json_array_append_new(gemms, entry)) {
+			json_decref(root);
+			root = NULL;
+		}
+	}
+	return root;
+}
+
+/* Loads, compiles and audits; the exit status. */
+static int audit(request *q, const f8_fp8_options *fp8) {
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_graph *graph = NULL;
+	f8_training_options hyperparameters = f8_training_options_default();
+	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8};
+	f8_status status = load(q, &graph, &diag);
+	if (!status)
+		status = f8_pipeline_run_with(graph, NULL, true, &compile, NULL, &diag);
+	row *rows = NULL;
+	uint32_t n_rows = 0;
+	summary s;
+	if (!status)
+		status = collect(graph, &rows, &n_rows, &s, &diag);
+	if (!status && q->json) {
+		json_t *document = audit_json(q, fp8, rows, n_rows, &s);
+		if (!document || json_dumpf(document, stdout, JSON_INDENT(2) |
+					    JSON_REAL_PRECISION(17)) || fputc('\n', stdout) == EOF)
+			status = f8_diag_set(&diag, document ? F8_ERR_IO : F8_ERR_NOMEM,
+					     "cannot write the audit");
+		json_decref(document);
+	} else if (!status) {
+		print_text(q, fp8, rows, n_rows, &s);
+	}
+	f8_free(rows);
+	f8_graph_destroy(graph);
+	return status ? fail(&diag) : 0;
+}
+
+int f8_tool_audit(int argc, char **argv) {
+	request r = {0};
+	f8_tool_fp8_args fp8;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	if (f8_tool_fp8_init(&fp8, "audit", true, &diag))
+		return fail(&diag);
+	int code = parse(argc, argv, &r, &fp8);
+	if (!code && r.help) {
+		print_usage(stdout);
+		f8_tool_fp8_print_help(stdout, true);
+	} else if (!code) {
+		code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag)
+						       : audit(&r, f8_tool_fp8_options(&fp8));
+	}
+	f8_tool_fp8_destroy(&fp8);
+	return code;
+}
