@@ -50,9 +50,10 @@ def safetensors_names(path):
         return set(json.loads(f.read(size))) - {"__metadata__"}
 
 
-def train(binary, model, data, metrics, iters, extra):
+def train(binary, model, data, metrics, iters, extra, warmup=10, decay=None):
     args = ["train", model, "--data", data, "--train-iters", str(iters), "--lr", "3e-3",
-            "--min-lr", "3e-4", "--lr-warmup-iters", "10", "--lr-decay-style", "cosine",
+            "--min-lr", "3e-4", "--lr-warmup-iters", str(warmup),
+            "--lr-decay-iters", str(decay or iters), "--lr-decay-style", "cosine",
             "--weight-decay", "0.1", "--adam-beta2", "0.95", "--log-interval", "1",
             "--seed", "1234", "--metrics", metrics] + SIZES + extra
     return f8c(binary, args)
@@ -101,12 +102,12 @@ def resume(binary, source, work, data):
     model = os.path.join(source, "models", "gpt-tiny.json")
     fp8 = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--fp8-amax-history-len", "4",
            "--target", "cpu"]
-    whole = train(binary, model, data, os.path.join(work, "whole.jsonl"), 12, fp8)
+    whole = train(binary, model, data, os.path.join(work, "whole.jsonl"), 12, fp8, 2, 12)
     save = os.path.join(work, "ckpt")
     first = train(binary, model, data, os.path.join(work, "first.jsonl"), 6,
-                  fp8 + ["--save", save])
+                  fp8 + ["--save", save], 2, 12)
     second = train(binary, model, data, os.path.join(work, "second.jsonl"), 12,
-                   fp8 + ["--load", save])
+                   fp8 + ["--load", save], 2, 12)
     for name, run in (("12 iterations", whole), ("6 and save", first), ("load and 6", second)):
         if not check(run.returncode == 0, f"resume: {name} succeeds"):
             print(run.stderr[-2000:])
