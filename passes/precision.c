@@ -444,7 +444,7 @@ static f8_status apply_target(planner *p) {
 			    f8_gemm_kind_name(g->kind), g->scope, problem);
 		f8_diag_hint(p->diag, "pass --allow-fallback to keep such GEMMs in high precision "
 			     "(recorded in the plan), or exclude them with --fp8-exclude '%s'%s",
-			     g->scope, g->recipe == F8_RECIPE_MXFP8 ? ", or use --fp8-recipe block" : "");
+			     g->scope, g->recipe == F8_RECIPE_MXFP8 ? ", or use --fp8-recipe block (or --target sm_100 for Blackwell)" : "");
 		f8_diag_set_node(p->diag, p->graph, g->node);
 		return F8_ERR_UNSUPPORTED;
 	}
