@@ -14,8 +14,9 @@
 #include "runtime/cpu/executor.h"  // f8_cpu_executor
 
 /*
- * Fills every param and buffer leaf of `graph` in `executor`: from its initializer, converted
- * exactly (or rounded to nearest even) to the leaf's dtype, else from `seed`. A buffer without
+ * Fills every param and buffer leaf of `graph` in `executor`, and every other leaf that has an
+ * initializer (the FP8 scale tables start at 1): from its initializer, converted exactly (or
+ * rounded to nearest even) to the leaf's dtype, else (params) from `seed`. A buffer without
  * an initializer is an error (nothing says what it holds); so is a file that changed since the
  * import (shorter than the initializer says).
  */

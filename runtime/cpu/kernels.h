@@ -9,7 +9,9 @@
  * dot products accumulate in double. GEMMs on f32/bf16/f16/fp8 operands decode them exactly to
  * float32 and run OpenBLAS's cblas_sgemm (float32 accumulation, as the GPU's tensor cores do);
  * on f64 operands cblas_dgemm, so that the FP64 gradient check is exact. A kernel may have a fast
- * path for f32 as long as it computes the same thing.
+ * path for f32 as long as it computes the same thing. FP8Gemm's accumulation is described in
+ * kernels_fp8_gemm.c (sgemm where each operand's scale is constant along K, dgemm on the
+ * exactly dequantized operands for block and MX scales).
  */
 #ifndef F8_RUNTIME_CPU_KERNELS_H
 #define F8_RUNTIME_CPU_KERNELS_H
