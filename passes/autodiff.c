@@ -261,7 +261,9 @@ f8_status f8_grad_forward_output(f8_grad_context *context, f8_node_id node, uint
 		return f8_diag_set(diag, F8_ERR_INVALID, "a gradient rule asked %s for output %u, "
 				   "which it does not have", f8_op_name(before.op), index);
 	uint32_t n_outputs = index + 1;
-	char (*names)[F8_GRAD_NAME_MAX] = f8_malloc(n_outputs * sizeof *names);
+	// Zeroed: the outputs the node has keep their names, and unique_name compares the new
+	// ones against every entry before them, those included (as empty strings).
+	char (*names)[F8_GRAD_NAME_MAX] = f8_calloc(n_outputs, sizeof *names);
 	const char **pointers = f8_calloc(n_outputs, sizeof *pointers);
 	f8_status status = names && pointers ? F8_OK
 					     : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory differentiating");
