@@ -274,6 +274,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		status = find_interface(t, symbol_values, diag);
 	if (!status)
 		status = f8_cpu_executor_create(t->graph, symbol_values, &t->executor, diag);
+	if (!status && c->observe)
+		f8_cpu_executor_keep_all(t->executor, true);
 	f8_free(symbol_values);
 	if (!status)
 		status = f8_rt_parameters_init(t->executor, t->graph, c->seed, diag);
@@ -333,6 +335,9 @@ static f8_status step(trainer *t, double *loss, f8_diag *diag) {
 		if (!status)
 			status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) |
 						     F8_PHASE_BIT(F8_PHASE_BWD), diag);
+		if (!status && t->config->observe)
+			status = t->config->observe(t->graph, t->executor, t->iteration + 1, m,
+						    t->config->observe_user, diag);
 		if (status)
 			return status;
 		sum += scalar(t, t->loss);

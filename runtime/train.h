@@ -21,7 +21,16 @@
 #include "ir/diag.h"           // f8_status, f8_diag
 #include "passes/precision.h"  // f8_fp8_options
 #include "passes/training.h"   // f8_training_options
+#include "runtime/cpu/executor.h" // f8_cpu_executor
 #include "runtime/tokens.h"    // f8_token_format
+
+/* Called after each micro-batch's forward and backward, with the executor holding every value
+ * that run made (it keeps all of them when an observer is set): f8c calibrate reads the GEMM
+ * operands there. `iteration` is the one being computed (1-based), `micro_batch` counts from 0
+ * within it. A failure stops the run with its status. */
+typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_cpu_executor *executor,
+				       int64_t iteration, int64_t micro_batch, void *user,
+				       f8_diag *diag);
 
 /* A run, Megatron-LM's option names in the comments. */
 typedef struct f8_train_config {
@@ -45,6 +54,8 @@ typedef struct f8_train_config {
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
 	const f8_fp8_options *fp8;        // --fp8-format ...: train in FP8; NULL: no FP8
+	f8_train_observer observe;        // NULL: none
+	void *observe_user;               // given to observe
 } f8_train_config;
 
 /* What a callback hears after each logged iteration, evaluation, save and at the end. */
