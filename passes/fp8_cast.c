@@ -154,19 +154,20 @@ static f8_status plan(caster *c) {
 		f8_status status;
 		if (kind == F8_GEMM_KIND_WGRAD) { // dy^T and x^T
 			status = need(c, node, kind, a, group_of(graph, a), format_of(c, true),
-				      recipe, true, "dy");
+				      recipe, true, f8_gemm_operand_name(kind, 0));
 			if (!status)
 				status = need(c, node, kind, b, group_of(graph, b), format_of(c, false),
-					      recipe, true, "x");
+					      recipe, true, f8_gemm_operand_name(kind, 1));
 		} else {
 			bool dgrad = kind == F8_GEMM_KIND_DGRAD;
 			status = need(c, node, kind, a, group_of(graph, a), format_of(c, dgrad),
-				      recipe, false, dgrad ? "dy" : "x");
+				      recipe, false, f8_gemm_operand_name(kind, 0));
 			f8_value_id w = weight_source(graph, b);
 			if (!status)
 				status = need(c, node, kind, w != F8_NONE ? w : b,
 					      w != F8_NONE ? GROUP_WEIGHTS : group_of(graph, b),
-					      format_of(c, false), recipe, dgrad, "w");
+					      format_of(c, false), recipe, dgrad,
+					      f8_gemm_operand_name(kind, 1));
 		}
 		if (status)
 			return status;

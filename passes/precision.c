@@ -233,11 +233,15 @@ static void find_head(planner *p) {
 	}
 }
 
-static const char *operand_names[F8_GEMM_KIND_COUNT][2] = {
-	[F8_GEMM_KIND_FWD] = {"x", "w"},
-	[F8_GEMM_KIND_DGRAD] = {"dy", "w"},
-	[F8_GEMM_KIND_WGRAD] = {"dy", "x"},
-};
+const char *f8_gemm_operand_name(f8_gemm_kind kind, int which) {
+	static const char *const names[F8_GEMM_KIND_COUNT][2] = {
+		[F8_GEMM_KIND_FWD] = {"x", "w"},
+		[F8_GEMM_KIND_DGRAD] = {"dy", "w"},
+		[F8_GEMM_KIND_WGRAD] = {"dy", "x"},
+	};
+	return (unsigned)kind < F8_GEMM_KIND_COUNT && (which == 0 || which == 1) ? names[kind][which]
+										  : "?";
+}
 
 /* The FP8 format of operand `which` (0: a, 1: b) of a GEMM of `kind` under `format`. */
 static f8_dtype operand_format(f8_gemm_kind kind, int which, f8_fp8_format format) {
@@ -466,10 +470,10 @@ static f8_status annotate(planner *p, FILE *report) {
 			snprintf(g->reason, sizeof g->reason, "%s of %s: FP8, %s -> %s %s, %s %s, %s%s%s",
 				 f8_gemm_kind_name(g->kind), g->scope,
 				 f8_name_upper(f8_fp8_format_name(o->format), format, sizeof format),
-				 operand_names[g->kind][0],
+				 f8_gemm_operand_name(g->kind, 0),
 				 f8_name_upper(f8_dtype_name(operand_format(g->kind, 0, o->format)), a,
 					       sizeof a),
-				 operand_names[g->kind][1],
+				 f8_gemm_operand_name(g->kind, 1),
 				 f8_name_upper(f8_dtype_name(operand_format(g->kind, 1, o->format)), b,
 					       sizeof b),
 				 f8_recipe_name(g->recipe), g->rule ? ", by " : "",

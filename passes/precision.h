@@ -163,6 +163,10 @@ f8_status f8_fp8_options_check(const f8_fp8_options *options, f8_diag *diag);
  * false for nodes that are not one of a Linear layer's GEMMs. */
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out);
 
+/* The name of operand `which` (0: a, 1: b) of a GEMM of `kind` as reasons and the audit write
+ * it: fwd x and w, dgrad dy and w, wgrad dy and x. */
+const char *f8_gemm_operand_name(f8_gemm_kind kind, int which);
+
 /* `name` in capitals (E4M3, HYBRID, F32, as reasons write them) into `buffer`; returns it. */
 const char *f8_name_upper(const char *name, char *buffer, size_t size);
 

@@ -74,6 +74,9 @@ typedef struct trainer {
 	f8_graph *graph;
 	f8_cpu_executor *executor;
 	f8_value_id tokens, labels, loss, grad_norm, lr;
+	uint16_t bound[2];             // symbols bound before compiling (bind_token_dims)
+	int64_t bound_values[2];
+	uint32_t n_bound;
 	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
 	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
@@ -95,35 +98,6 @@ static f8_status find_value(const f8_graph *graph, const char *name, f8_value_id
 	if (*out == F8_NONE)
 		return f8_diag_set(diag, F8_ERR_INVALID, "the training graph has no %%%s", name);
 	return F8_OK;
-}
-
-static bool dim_has_symbol(f8_dim dim, uint16_t symbol) {
-	for (uint8_t t = 0; t < dim.n_terms; t++)
-		for (uint8_t i = 0; i < dim.terms[t].n_symbols; i++)
-			if (dim.terms[t].symbols[i] == symbol)
-				return true;
-	return false;
-}
-
-/* True when a value's type or a node's dim attribute still has symbol `symbol` in it: a symbol
- * that f8_frontend_bind_dims replaced stays in the graph's table, used nowhere. */
-static bool symbol_in_use(const f8_graph *graph, uint16_t symbol) {
-	for (uint32_t v = 0; v < graph->n_values; v++) {
-		const f8_shape *shape = &graph->values[v].type.shape;
-		for (int d = 0; d < shape->rank; d++)
-			if (dim_has_symbol(shape->dims[d], symbol))
-				return true;
-	}
-	for (uint32_t n = 0; n < graph->n_nodes; n++)
-		for (uint32_t a = 0; a < graph->nodes[n].n_attrs; a++) {
-			const f8_attr *attr = &graph->nodes[n].attrs[a];
-			if (attr->kind == F8_ATTR_DIM && dim_has_symbol(attr->dim, symbol))
-				return true;
-			for (uint32_t i = 0; attr->kind == F8_ATTR_DIMS && i < attr->dims.n; i++)
-				if (dim_has_symbol(attr->dims.items[i], symbol))
-					return true;
-		}
-	return false;
 }
 
 /* Finds the token input (the integer input that is not the labels), the loss and metrics,
@@ -167,13 +141,11 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 					   "fixed to another size than %lld", d ? "seq" : "batch",
 					   d ? "length" : "size", (long long)sizes[d]);
 	}
+	for (uint32_t i = 0; i < t->n_bound; i++) // bound before compiling: in no type now
+		symbol_values[t->bound[i]] = t->bound_values[i];
 	for (uint32_t s = 0; s < graph->n_symbols; s++) {
 		if (symbol_values[s])
 			continue;
-		if (!symbol_in_use(graph, (uint16_t)s)) { // bound before compiling: any size does
-			symbol_values[s] = 1;
-			continue;
-		}
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s of the model is not known",
 			    graph->symbols[s]);
 		f8_diag_hint(diag, "give it with --dim %s=N", graph->symbols[s]);
@@ -201,7 +173,9 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
  * The token input is the one integer (batch, seq) input (the labels come with training); a dim
  * that is a constant or a product stays, for find_interface to check.
  */
-static f8_status bind_token_dims(f8_graph *graph, const f8_train_config *c, f8_diag *diag) {
+static f8_status bind_token_dims(trainer *t, f8_diag *diag) {
+	f8_graph *graph = t->graph;
+	const f8_train_config *c = t->config;
 	const f8_value *tokens = NULL;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		const f8_value *value = &graph->values[graph->inputs[i]];
@@ -219,9 +193,13 @@ static f8_status bind_token_dims(f8_graph *graph, const f8_train_config *c, f8_d
 	uint32_t n = 0;
 	for (int d = 0; d < 2; d++) {
 		uint16_t symbol;
-		if (f8_dim_is_symbol(tokens->type.shape.dims[d], &symbol))
-			bindings[n++] = (f8_dim_binding){.name = graph->symbols[symbol],
-							 .value = sizes[d]};
+		if (!f8_dim_is_symbol(tokens->type.shape.dims[d], &symbol))
+			continue;
+		bindings[n++] = (f8_dim_binding){.name = graph->symbols[symbol], .value = sizes[d]};
+		// The symbol stays in the graph's table, used nowhere: find_interface gives the
+		// executor its value from here.
+		t->bound[t->n_bound] = symbol;
+		t->bound_values[t->n_bound++] = sizes[d];
 	}
 	return n ? f8_frontend_bind_dims(graph, bindings, n, diag) : F8_OK;
 }
@@ -262,7 +240,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	f8_pipeline_options compile = {.training = &optimizer, .fp8 = c->fp8};
 	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
 	if (!status && c->fp8)
-		status = bind_token_dims(t->graph, c, diag);
+		status = bind_token_dims(t, diag);
 	if (!status)
 		status = f8_pipeline_run_with(t->graph, NULL, true, &compile, NULL, diag);
 	if (!status)

@@ -7,7 +7,6 @@
  * Everything printed is read back from the IR's annotations (f8_value.precision) and the
  * FP8Gemm nodes, so the audit sees exactly what the plan holds.
  */
-#include <ctype.h>   // toupper
 #include <jansson.h> // json_pack, json_dumpf
 #include <stdio.h>   // printf, fprintf
 #include <string.h>  // strcmp, strncmp, strlen, strrchr, strstr
@@ -238,12 +237,6 @@ static void granularity(const f8_node *node, const char *attr, f8_dtype scale_dt
 			 (long long)block->ints.items[1], scale_dtype == F8_DTYPE_E8M0 ? " MX" : "");
 }
 
-static const char *const operand_roles[F8_GEMM_KIND_COUNT][2] = {
-	[F8_GEMM_KIND_FWD] = {"x", "w"},
-	[F8_GEMM_KIND_DGRAD] = {"dy", "w"},
-	[F8_GEMM_KIND_WGRAD] = {"dy", "x"},
-};
-
 /* The row of GEMM `node`; false (diag set) when its sizes are not all bound. */
 static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_diag *diag) {
 	const f8_node *node = &graph->nodes[id];
@@ -269,7 +262,7 @@ static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_dia
 		const f8_value *v = &graph->values[node->inputs[i]];
 		const f8_value *scale_inv = &graph->values[node->inputs[2 + i]];
 		operand *o = &out->operands[i];
-		o->role = linear ? operand_roles[kind][i] : i ? "b" : "a";
+		o->role = linear ? f8_gemm_operand_name(kind, i) : i ? "b" : "a";
 		o->format = v->type.dtype;
 		o->precision = &v->precision;
 		o->table = scale_table(graph, node->inputs[i]);
@@ -327,12 +320,7 @@ static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, su
 
 /* A dtype's name in capitals, as the reasons write it: "E4M3". */
 static const char *upper(f8_dtype dtype, char *buffer, size_t size) {
-	const char *name = f8_dtype_name(dtype);
-	size_t i = 0;
-	for (; name[i] && i + 1 < size; i++)
-		buffer[i] = (char)toupper((unsigned char)name[i]);
-	buffer[i] = '\0';
-	return buffer;
+	return f8_name_upper(f8_dtype_name(dtype), buffer, size);
 }
 
 /* The reason without the "kept <DTYPE>: " the precision pass starts it with. */

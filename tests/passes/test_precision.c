@@ -298,6 +298,7 @@ static void test_target(void) {
 	fp8 = f8_fp8_options_default();
 	fp8.format = F8_FP8_FORMAT_E4M3;
 	graph = compile(&fp8, "precision", NULL, &diag);
+	CHECK(graph != NULL);
 	if (graph) {
 		decision d[MAX_GEMMS];
 		const decision *g = find(d, decisions_of(graph, d), "layers.1.mlp.fc2",
@@ -353,6 +354,7 @@ static void test_allocation_failures(void) {
 	bool succeeded = false;
 	for (long n = 0; !succeeded && n < 100000; n++) {
 		f8_graph *graph = compile(&fp8, "training", NULL, &diag);
+		CHECK(graph != NULL);
 		if (!graph)
 			return;
 		test_fail_allocations_after(n);
