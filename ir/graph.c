@@ -32,6 +32,7 @@ NAME_TABLE(role, F8_ROLE_LIST, F8_ROLE_COUNT)
 NAME_TABLE(phase, F8_PHASE_LIST, F8_PHASE_COUNT)
 NAME_TABLE(recipe, F8_RECIPE_LIST, F8_RECIPE_COUNT)
 NAME_TABLE(mesh_axis, F8_MESH_AXIS_LIST, F8_MESH_AXIS_COUNT)
+NAME_TABLE(kernel_family, F8_KERNEL_FAMILY_LIST, F8_KERNEL_FAMILY_COUNT)
 #undef NAME_ENTRY
 #undef NAME_TABLE
 
@@ -86,6 +87,7 @@ void f8_graph_destroy(f8_graph *graph) {
 	f8_free(graph->inputs);
 	f8_free(graph->outputs);
 	f8_free(graph->updates);
+	f8_free(graph->groups);
 	f8_free(graph->symbols);
 	f8_free(graph->name_index);
 	f8_arena_destroy(graph->arena);
@@ -242,6 +244,7 @@ f8_status f8_graph_add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs
 		.n_outputs = n_outputs,
 		.inputs = input_ids,
 		.outputs = output_ids,
+		.group = F8_NONE,
 		.location = {.index = F8_NONE},
 	};
 	graph->n_nodes++;
@@ -322,6 +325,28 @@ f8_status f8_graph_add_update(f8_graph *graph, f8_value_id target, f8_value_id s
 		return F8_ERR_NOMEM;
 	graph->updates[graph->n_updates++] = (f8_update){.target = target, .source = source};
 	return F8_OK;
+}
+
+f8_status f8_graph_add_group(f8_graph *graph, const char *name, f8_kernel_family family,
+			     const char *reason, uint32_t *out, f8_diag *diag) {
+	if (f8_graph_find_group(graph, name, strlen(name)) != F8_NONE)
+		return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s is defined twice", name);
+	const char *name_copy = f8_arena_strdup(graph->arena, name);
+	const char *reason_copy = f8_arena_strdup(graph->arena, reason ? reason : "");
+	if (!name_copy || !reason_copy || graph->n_groups == F8_NONE - 1 ||
+	    GROW(graph->groups, graph->cap_groups, graph->n_groups + 1))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory adding kernel %s", name);
+	graph->groups[graph->n_groups] =
+		(f8_kernel_group){.name = name_copy, .family = family, .reason = reason_copy};
+	*out = graph->n_groups++;
+	return F8_OK;
+}
+
+uint32_t f8_graph_find_group(const f8_graph *graph, const char *name, size_t len) {
+	for (uint32_t i = 0; i < graph->n_groups; i++)
+		if (strlen(graph->groups[i].name) == len && memcmp(graph->groups[i].name, name, len) == 0)
+			return i;
+	return F8_NONE;
 }
 
 f8_status f8_graph_set_order(f8_graph *graph, const f8_node_id *order, uint32_t n) {

@@ -92,17 +92,41 @@ typedef enum f8_mesh_axis {
 	F8_MESH_AXIS_COUNT
 } f8_mesh_axis;
 
+/* X(ENUM, text name): the kernel families the fuse pass groups nodes into (passes/fuse.c says
+ * which nodes each may hold); codegen/ lowers each family's groups to kernel IR. */
+#define F8_KERNEL_FAMILY_LIST(X)                 \
+	X(CAST, "cast")                          \
+	X(NORM, "norm")                          \
+	X(NORM_GRAD, "norm_grad")                \
+	X(ACTIVATION, "activation")              \
+	X(ACTIVATION_GRAD, "activation_grad")    \
+	X(ELEMENTWISE, "elementwise")            \
+	X(CROSS_ENTROPY, "cross_entropy")        \
+	X(OPTIMIZER, "optimizer")                \
+	X(EMBEDDING, "embedding")                \
+	X(EMBEDDING_GRAD, "embedding_grad")      \
+	X(SCALING, "scaling")
+
+typedef enum f8_kernel_family {
+#define F8_KERNEL_FAMILY_ENUM(e, name) F8_KERNEL_FAMILY_##e,
+	F8_KERNEL_FAMILY_LIST(F8_KERNEL_FAMILY_ENUM)
+#undef F8_KERNEL_FAMILY_ENUM
+	F8_KERNEL_FAMILY_COUNT
+} f8_kernel_family;
+
 const char *f8_role_name(f8_role role);
 bool f8_role_is_leaf(f8_role role);
 const char *f8_phase_name(f8_phase phase);
 const char *f8_recipe_name(f8_recipe recipe);
 const char *f8_mesh_axis_name(f8_mesh_axis axis);
+const char *f8_kernel_family_name(f8_kernel_family family);
 
 /* Lookups by text name (`len` bytes at `name`); true and *out set when found. */
 bool f8_role_from_name(const char *name, size_t len, f8_role *out);
 bool f8_phase_from_name(const char *name, size_t len, f8_phase *out);
 bool f8_recipe_from_name(const char *name, size_t len, f8_recipe *out);
 bool f8_mesh_axis_from_name(const char *name, size_t len, f8_mesh_axis *out);
+bool f8_kernel_family_from_name(const char *name, size_t len, f8_kernel_family *out);
 
 /* The precision decision for a value, filled by the precision and fp8-cast passes. */
 typedef struct f8_precision {
@@ -164,6 +188,7 @@ typedef struct f8_node {
 	const char *scope;    // "layers.3.mlp.fc1", or NULL
 	const char *name;     // the node's name in the source model ("MatMul_7"), or NULL
 	f8_phase phase;
+	uint32_t group;       // its fused kernel: an index into graph->groups, F8_NONE: none
 	f8_location location;
 	uint32_t text_line;   // the line of the text IR it was parsed from, for messages; 0 if none
 } f8_node;
@@ -179,6 +204,19 @@ typedef struct f8_update {
 	f8_value_id target; // a leaf: param, state, scale, amax_history
 	f8_value_id source; // produced by a node, of the target's type
 } f8_update;
+
+/*
+ * A fused kernel: nodes the fuse pass made one kernel of (DESIGN.md: "fuse"). Its members are
+ * the nodes whose `group` is its index; they are contiguous in the program order and of one
+ * phase, so that a backend runs the group where its first member stands. Values produced and
+ * read only inside the group never reach memory. Text form: a line `kernel NAME : FAMILY
+ * "reason"` before the first member, and `kernel=NAME` on each member.
+ */
+typedef struct f8_kernel_group {
+	const char *name;        // unique in the graph ("k3"), a C identifier
+	f8_kernel_family family;
+	const char *reason;      // why these nodes are one kernel, in words
+} f8_kernel_group;
 
 typedef struct f8_graph {
 	f8_arena *arena;
@@ -197,8 +235,11 @@ typedef struct f8_graph {
 	uint32_t n_updates;
 	const char **symbols; // (n_symbols) names of symbolic dimensions, by id
 	uint32_t n_symbols;
+	f8_kernel_group *groups; // (n_groups) the fused kernels, by index
+	uint32_t n_groups;
 	// Private: capacities and the name index.
-	uint32_t cap_values, cap_nodes, cap_order, cap_inputs, cap_outputs, cap_symbols, cap_updates;
+	uint32_t cap_values, cap_nodes, cap_order, cap_inputs, cap_outputs, cap_symbols, cap_updates,
+		 cap_groups;
 	uint32_t *name_index; // open addressing over value ids, F8_NONE = empty
 	uint32_t name_index_cap;
 } f8_graph;
@@ -241,6 +282,15 @@ f8_status f8_graph_add_output(f8_graph *graph, f8_value_id value);
 /* Declares that leaf `target` takes the contents of `source` at the end of a step. The verifier
  * checks the pair (a leaf of a state-like role, one update each, the same type). */
 f8_status f8_graph_add_update(f8_graph *graph, f8_value_id target, f8_value_id source);
+
+/* Adds a fused kernel of `family` named `name` and explaining itself by `reason` (both copied);
+ * its index into *out. Nodes join it by setting their `group`. F8_ERR_INVALID when the name is
+ * taken, F8_ERR_NOMEM when memory runs out. */
+f8_status f8_graph_add_group(f8_graph *graph, const char *name, f8_kernel_family family,
+			     const char *reason, uint32_t *out, f8_diag *diag);
+
+/* The fused kernel named `name` (`len` bytes), or F8_NONE. */
+uint32_t f8_graph_find_group(const f8_graph *graph, const char *name, size_t len);
 
 /* The value named `name` (`len` bytes), or F8_NONE. */
 f8_value_id f8_graph_find_value(const f8_graph *graph, const char *name, size_t len);

@@ -1,0 +1,782 @@
+/*
+ * Fused groups -> kernel IR (codegen/lower.h).
+ *
+ * A group iterates over one shape, its anchor: the source of a cast or a norm (the group's
+ * first member's first input) or the first member's output otherwise. Elementwise groups run
+ * one grid loop over every element of the anchor (no block loop: on the GPU each thread takes
+ * elements); a norm group runs one grid iteration per row (the anchor's last axis is the row)
+ * with block loops for the row's sums and one for the output. The members are emitted in order
+ * into the innermost loop, each reading its inputs from registers when a member made them, else
+ * from memory at the element's index, broadcast against the anchor as NumPy does.
+ */
+#include "codegen/lower.h" // f8_codegen_lower_group, f8_kernel_arg
+
+#include <stdarg.h> // va_list
+#include <stdio.h>  // snprintf, vsnprintf
+#include <string.h> // strcmp
+
+#include "ir/alloc.h" // f8_malloc, f8_realloc, f8_free
+#include "ir/ops.h"   // f8_node_attr_*
+
+/* A member's output made in a register of the current loop. */
+typedef struct reg_binding {
+	f8_value_id value;
+	f8_kir_id reg;
+} reg_binding;
+
+/* An amax a cast records: combined per row (norm groups), per kernel, then atomically. */
+typedef struct amax_slot {
+	f8_value_id value;
+	uint32_t param;
+	f8_kir_id element;     // this element's |x|, set while the member is emitted
+	f8_kir_id row_result;  // norm groups: the block loop's result
+	f8_kir_id grid_result; // the grid loop's result
+} amax_slot;
+
+enum { MAX_AMAX = 16 };
+
+typedef struct lower {
+	const f8_graph *graph;
+	uint32_t group;
+	f8_kernel *kernel;
+	f8_diag *diag;
+	f8_node_id *members; // (n_members) in program order
+	uint32_t n_members;
+	f8_kernel_arg *args; // (kernel->n_params) the parameters' bindings
+	bool norm;           // a norm group: rows with block loops
+	f8_shape anchor;
+	f8_kir_id dims[F8_MAX_RANK]; // the anchor's dims
+	f8_kir_id rows, cols;        // product of the leading dims, the last dim
+	f8_kir_id index, row, col;   // the current element
+	reg_binding *regs;
+	uint32_t n_regs, regs_capacity;
+	amax_slot amax[MAX_AMAX];
+	uint32_t n_amax;
+	f8_kir_id scales[MAX_AMAX]; // per cast member, in member order: its scale (top level)
+	uint32_t n_scales, next_scale;
+} lower;
+
+static f8_status lower_fail(lower *lw, f8_node_id node, const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+static f8_status lower_fail(lower *lw, f8_node_id node, const char *format, ...) {
+	char message[F8_DIAG_MESSAGE_MAX];
+	va_list args;
+	va_start(args, format);
+	vsnprintf(message, sizeof message, format, args);
+	va_end(args);
+	char where[160];
+	f8_graph_describe_node(lw->graph, node, where, sizeof where);
+	return f8_diag_set(lw->diag, F8_ERR_UNSUPPORTED, "kernel %s: %s: %s",
+			   lw->graph->groups[lw->group].name, where, message);
+}
+
+static bool is_member(const lower *lw, f8_node_id node) {
+	return node != F8_NONE && lw->graph->nodes[node].group == lw->group;
+}
+
+static const f8_type *type_of(const lower *lw, f8_value_id value) {
+	return &lw->graph->values[value].type;
+}
+
+/* The element's register of `value` when a member made it. */
+static f8_kir_id reg_of(const lower *lw, f8_value_id value) {
+	for (uint32_t i = 0; i < lw->n_regs; i++)
+		if (lw->regs[i].value == value)
+			return lw->regs[i].reg;
+	return F8_KIR_NONE;
+}
+
+static f8_status bind_reg(lower *lw, f8_value_id value, f8_kir_id reg) {
+	if (reg == F8_KIR_NONE)
+		return f8_diag_set(lw->diag, F8_ERR_INVALID, "kernel %s: %s",
+				   lw->graph->groups[lw->group].name,
+				   f8_kir_error(lw->kernel) ? f8_kir_error(lw->kernel) : "no value");
+	if (lw->n_regs == lw->regs_capacity) {
+		uint32_t wanted = lw->regs_capacity ? lw->regs_capacity * 2 : 16;
+		reg_binding *grown = f8_realloc(lw->regs, wanted * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
+		lw->regs = grown;
+		lw->regs_capacity = wanted;
+	}
+	lw->regs[lw->n_regs++] = (reg_binding){value, reg};
+	return F8_OK;
+}
+
+/* The parameter bound to `value`, or F8_NONE. */
+static uint32_t param_of(const lower *lw, f8_value_id value) {
+	for (uint32_t i = 0; i < lw->kernel->n_params; i++)
+		if (lw->args[i].value == value)
+			return i;
+	return F8_NONE;
+}
+
+/* True when `value`, made by a member, is needed outside the group: read by another node of
+ * the program, a graph output, or the source of an update. */
+static bool escapes(const lower *lw, f8_value_id value) {
+	const f8_graph *graph = lw->graph;
+	for (uint32_t i = 0; i < graph->n_outputs; i++)
+		if (graph->outputs[i] == value)
+			return true;
+	for (uint32_t i = 0; i < graph->n_updates; i++)
+		if (graph->updates[i].source == value)
+			return true;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group == lw->group)
+			continue;
+		for (uint32_t j = 0; j < node->n_inputs; j++)
+			if (node->inputs[j] == value)
+				return true;
+	}
+	return false;
+}
+
+static bool is_float_dtype(f8_dtype dtype) {
+	return dtype == F8_DTYPE_F32 || dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16;
+}
+
+/* The cast ops' scale is given per tensor: a scalar, or `slot` of a table; they saturate. */
+static bool per_tensor_given_scale(const f8_graph *graph, const f8_node *node) {
+	if (node->n_inputs < 2 || node->inputs[1] == F8_NONE || f8_node_attr(node, "block") ||
+	    !f8_node_attr_int(node, "saturate", 1))
+		return false;
+	const f8_type *scale = &graph->values[node->inputs[1]].type;
+	if (scale->dtype != F8_DTYPE_F32)
+		return false;
+	if (f8_node_attr(node, "slot"))
+		return true;
+	f8_dim numel;
+	return f8_shape_numel(&scale->shape, &numel) && f8_dim_is_const(numel) &&
+	       f8_dim_value(numel) == 1;
+}
+
+/* ReduceSum over every axis but the last: a bias gradient. */
+static bool sums_leading_axes(const f8_graph *graph, const f8_node *node) {
+	int rank = graph->values[node->inputs[0]].type.shape.rank;
+	const f8_attr *axes = f8_node_attr(node, "axes");
+	if (rank < 2 || !axes || axes->ints.n != (uint32_t)rank - 1)
+		return false;
+	for (uint32_t i = 0; i < axes->ints.n; i++) {
+		int axis;
+		if (!f8_axis_normalize(axes->ints.items[i], rank, false, &axis) || axis != (int)i)
+			return false;
+	}
+	return true;
+}
+
+static bool elementwise_op_lowers(f8_op op) {
+	switch (op) {
+	case F8_OP_ADD:
+	case F8_OP_SUB:
+	case F8_OP_MUL:
+	case F8_OP_DIV:
+	case F8_OP_SQRT:
+	case F8_OP_RECIPROCAL:
+	case F8_OP_NEG:
+	case F8_OP_ABS:
+	case F8_OP_EXP:
+	case F8_OP_LOG:
+	case F8_OP_TANH:
+	case F8_OP_ERF:
+	case F8_OP_SIGMOID:
+	case F8_OP_MAX:
+	case F8_OP_MIN:
+	case F8_OP_RELU:
+	case F8_OP_IDENTITY:
+	case F8_OP_WHERE:
+	case F8_OP_CAST:
+	case F8_OP_GELU:
+	case F8_OP_GELU_GRAD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
+	const f8_node *node = &graph->nodes[id];
+	for (uint32_t i = 0; i < node->n_inputs; i++) {
+		f8_value_id input = node->inputs[i];
+		if (input == F8_NONE)
+			continue;
+		f8_dtype dtype = graph->values[input].type.dtype;
+		bool condition = node->op == F8_OP_WHERE && i == 0 && dtype == F8_DTYPE_BOOL;
+		if (!condition && !is_float_dtype(dtype))
+			return false;
+	}
+	if (elementwise_op_lowers(node->op)) {
+		f8_dtype out = graph->values[node->outputs[0]].type.dtype;
+		return node->n_outputs == 1 && (out == F8_DTYPE_F32 || out == F8_DTYPE_BF16);
+	}
+	switch (node->op) {
+	case F8_OP_LAYER_NORM:
+	case F8_OP_RMS_NORM: {
+		int rank = graph->values[node->inputs[0]].type.shape.rank, axis;
+		return rank >= 1 &&
+		       f8_axis_normalize(f8_node_attr_int(node, "axis", -1), rank, false, &axis) &&
+		       axis == rank - 1;
+	}
+	case F8_OP_REDUCE_SUM:
+		return sums_leading_axes(graph, node);
+	case F8_OP_QUANTIZE:
+	case F8_OP_CAST_TRANSPOSE:
+		return per_tensor_given_scale(graph, node);
+	default:
+		return false;
+	}
+}
+
+/* Emits an instruction, or records that the builder failed (f8_kir_error says why). */
+#define EMIT(lw, op, a, b, c) f8_kir_emit((lw)->kernel, F8_KIR_OP_##op, (a), (b), (c))
+#define NONE F8_KIR_NONE
+
+static f8_status grow_args(lower *lw) {
+	uint32_t n = lw->kernel->n_params + 1;
+	f8_kernel_arg *grown = f8_realloc(lw->args, n * sizeof *grown);
+	if (!grown)
+		return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
+	lw->args = grown;
+	return F8_OK;
+}
+
+/* Parameters are named by kind and position (in0, out1, acc0, size2), not after the values they
+ * bind, so that the groups of identical layers lower to identical kernels. */
+static f8_status add_buffer(lower *lw, f8_value_id value, f8_kir_param_kind kind) {
+	f8_status status = grow_args(lw);
+	uint32_t index, same_kind = 0;
+	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+		same_kind += lw->kernel->params[p].kind == kind;
+	char name[24];
+	snprintf(name, sizeof name, "%s%u", f8_kir_param_kind_name(kind), same_kind);
+	const f8_value *v = &lw->graph->values[value];
+	if (!status)
+		status = f8_kir_add_param(lw->kernel, name, kind, v->type.dtype, &index, lw->diag);
+	if (!status)
+		lw->args[index] = (f8_kernel_arg){.value = value};
+	return status;
+}
+
+/* The amax output of a cast member (Quantize's third, CastTranspose's fifth), or F8_NONE. */
+static f8_value_id amax_output(const f8_node *node) {
+	if (node->op == F8_OP_QUANTIZE)
+		return node->n_outputs > 2 ? node->outputs[2] : F8_NONE;
+	if (node->op == F8_OP_CAST_TRANSPOSE)
+		return node->outputs[4];
+	return F8_NONE;
+}
+
+static bool is_cast(const f8_node *node) {
+	return node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
+}
+
+/* Parameters: what the group reads, what leaves it, the anchor's sizes. */
+static f8_status add_params(lower *lw) {
+	f8_status status = F8_OK;
+	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		for (uint32_t i = 0; !status && i < node->n_inputs; i++) {
+			f8_value_id input = node->inputs[i];
+			if (input != F8_NONE && !is_member(lw, lw->graph->values[input].producer) &&
+			    param_of(lw, input) == F8_NONE)
+				status = add_buffer(lw, input, F8_KIR_PARAM_IN);
+		}
+	}
+	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		for (uint32_t o = 0; !status && o < node->n_outputs; o++) {
+			f8_value_id output = node->outputs[o];
+			if (!escapes(lw, output))
+				continue;
+			bool combined = output == amax_output(node) || node->op == F8_OP_REDUCE_SUM;
+			status = add_buffer(lw, output,
+					    combined ? F8_KIR_PARAM_ACCUMULATE : F8_KIR_PARAM_OUT);
+			if (!status && output == amax_output(node)) {
+				if (lw->n_amax == MAX_AMAX)
+					return lower_fail(lw, lw->members[m], "more than %d amaxes",
+							  MAX_AMAX);
+				lw->amax[lw->n_amax++] = (amax_slot){
+					.value = output, .param = lw->kernel->n_params - 1,
+					.element = NONE, .row_result = NONE, .grid_result = NONE};
+			}
+		}
+	}
+	// Sizes: one per distinct dim of the anchor.
+	for (int k = 0; !status && k < lw->anchor.rank; k++) {
+		uint32_t same = F8_NONE;
+		for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+			if (lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE &&
+			    f8_dim_equal(lw->args[p].dim, lw->anchor.dims[k]))
+				same = p;
+		if (same != F8_NONE)
+			continue;
+		uint32_t sizes = 0;
+		for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+			sizes += lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE;
+		char name[24];
+		snprintf(name, sizeof name, "size%u", sizes);
+		uint32_t index;
+		status = grow_args(lw);
+		if (!status)
+			status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64,
+						  &index, lw->diag);
+		if (!status)
+			lw->args[index] = (f8_kernel_arg){.value = F8_NONE, .dim = lw->anchor.dims[k]};
+	}
+	return status;
+}
+
+/* The size parameter holding `dim`. */
+static uint32_t size_param(const lower *lw, f8_dim dim) {
+	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+		if (lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE && f8_dim_equal(lw->args[p].dim, dim))
+			return p;
+	return F8_NONE;
+}
+
+/*
+ * The index into a buffer of `shape` that broadcasts to the anchor, of the current element:
+ * the element itself, a scalar, a row vector (the last axis), a column (all but the last), or
+ * in general the sum of the coordinates of the axes it does not broadcast times their strides.
+ * F8_KIR_NONE when `shape` does not broadcast to the anchor.
+ */
+static f8_kir_id broadcast_index(lower *lw, const f8_shape *shape) {
+	const f8_shape *anchor = &lw->anchor;
+	if (f8_shape_equal(shape, anchor))
+		return lw->index;
+	int n = anchor->rank, m = shape->rank, offset = n - m;
+	if (m > n)
+		return NONE;
+	bool scalar = true, row_vector = m >= 1, column = m >= 1;
+	for (int k = 0; k < m; k++) {
+		f8_dim dim = shape->dims[k], full = anchor->dims[offset + k];
+		bool one = f8_dim_is_const(dim) && f8_dim_value(dim) == 1;
+		if (!one && !f8_dim_equal(dim, full))
+			return NONE;
+		scalar = scalar && one;
+		bool last = k == m - 1;
+		row_vector = row_vector && (last ? f8_dim_equal(dim, full) : one);
+		column = column && (last ? one : f8_dim_equal(dim, full));
+	}
+	if (scalar)
+		return f8_kir_const_i64(lw->kernel, 0);
+	if (row_vector)
+		return lw->col;
+	if (column && offset == 0)
+		return lw->row;
+	f8_kir_id index = f8_kir_const_i64(lw->kernel, 0), stride = f8_kir_const_i64(lw->kernel, 1);
+	f8_kir_id inner = f8_kir_const_i64(lw->kernel, 1);
+	for (int k = n - 1; k >= 0; k--) {
+		f8_kir_id extent = lw->dims[k];
+		int own = k - offset;
+		if (own >= 0 && f8_dim_equal(shape->dims[own], anchor->dims[k])) {
+			f8_kir_id coordinate = EMIT(lw, REM, EMIT(lw, DIV, lw->index, inner, NONE),
+						    extent, NONE);
+			index = EMIT(lw, ADD, index, EMIT(lw, MUL, coordinate, stride, NONE), NONE);
+			stride = EMIT(lw, MUL, stride, extent, NONE);
+		}
+		inner = EMIT(lw, MUL, inner, extent, NONE);
+	}
+	return index;
+}
+
+/* The current element of `value`: a member's register, else a load from its buffer. */
+static f8_kir_id element(lower *lw, f8_node_id user, f8_value_id value, f8_status *status) {
+	f8_kir_id reg = reg_of(lw, value);
+	if (reg != NONE)
+		return reg;
+	uint32_t param = param_of(lw, value);
+	f8_kir_id index = param == F8_NONE ? NONE
+					   : broadcast_index(lw, &type_of(lw, value)->shape);
+	if (index == NONE) {
+		*status = lower_fail(lw, user, "%%%s does not broadcast to the kernel's shape",
+				     lw->graph->values[value].name);
+		return NONE;
+	}
+	reg = f8_kir_load(lw->kernel, param, index);
+	f8_status bound = bind_reg(lw, value, reg);
+	if (bound)
+		*status = bound;
+	return reg;
+}
+
+/* `v` rounded to bf16 (nearest even on the bits; NaN kept), as a Cast to bf16 stores it. */
+static f8_kir_id round_bf16(lower *lw, f8_kir_id v) {
+	f8_kernel *k = lw->kernel;
+	f8_kir_id bits = EMIT(lw, BITS, v, NONE, NONE), sixteen = f8_kir_const_i64(k, 16);
+	f8_kir_id lsb = EMIT(lw, REM, EMIT(lw, SHR, bits, sixteen, NONE), f8_kir_const_i64(k, 2),
+			     NONE);
+	f8_kir_id biased = EMIT(lw, ADD, EMIT(lw, ADD, bits, f8_kir_const_i64(k, 0x7FFF), NONE),
+				lsb, NONE);
+	f8_kir_id rounded = EMIT(lw, SHL, EMIT(lw, SHR, biased, sixteen, NONE), sixteen, NONE);
+	return EMIT(lw, SELECT, EMIT(lw, IS_NAN, v, NONE, NONE), v,
+		    EMIT(lw, FROM_BITS, rounded, NONE, NONE));
+}
+
+/* The value stored as `dtype` reads back as: rounded for bf16, itself for f32. */
+static f8_kir_id round_to(lower *lw, f8_dtype dtype, f8_kir_id v) {
+	return dtype == F8_DTYPE_BF16 ? round_bf16(lw, v) : v;
+}
+
+static f8_kir_id constant(lower *lw, double value) {
+	return f8_kir_const_f32(lw->kernel, value);
+}
+
+/* 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
+ * x^3))), as the reference kernel computes them. */
+static f8_kir_id gelu(lower *lw, f8_kir_id x, bool tanh_form) {
+	f8_kir_id inner;
+	if (tanh_form) {
+		f8_kir_id cube = EMIT(lw, MUL, EMIT(lw, MUL, x, x, NONE), x, NONE);
+		f8_kir_id sum = EMIT(lw, ADD, x, EMIT(lw, MUL, constant(lw, 0.044715), cube, NONE), NONE);
+		inner = EMIT(lw, TANH, EMIT(lw, MUL, constant(lw, 0.79788456080286535588), sum, NONE),
+			     NONE, NONE);
+	} else {
+		inner = EMIT(lw, ERF, EMIT(lw, MUL, x, constant(lw, 0.70710678118654752440), NONE),
+			     NONE, NONE);
+	}
+	f8_kir_id half_x = EMIT(lw, MUL, constant(lw, 0.5), x, NONE);
+	return EMIT(lw, MUL, half_x, EMIT(lw, ADD, constant(lw, 1), inner, NONE), NONE);
+}
+
+/* gelu'(x), as runtime/cpu/kernels_grad_nn.c's gelu_derivative. */
+static f8_kir_id gelu_derivative(lower *lw, f8_kir_id x, bool tanh_form) {
+	f8_kir_id one = constant(lw, 1), half = constant(lw, 0.5);
+	f8_kir_id xx = EMIT(lw, MUL, x, x, NONE);
+	if (!tanh_form) {
+		f8_kir_id cdf = EMIT(lw, MUL, half,
+				     EMIT(lw, ADD, one,
+					  EMIT(lw, ERF, EMIT(lw, MUL, x, constant(lw, 0.70710678118654752440), NONE), NONE, NONE),
+					  NONE),
+				     NONE);
+		f8_kir_id density = EMIT(lw, EXP, EMIT(lw, MUL, constant(lw, -0.5), xx, NONE), NONE, NONE);
+		f8_kir_id pdf = EMIT(lw, MUL, EMIT(lw, MUL, x, density, NONE),
+				     constant(lw, 0.39894228040143267794), NONE);
+		return EMIT(lw, ADD, cdf, pdf, NONE);
+	}
+	const double sqrt_2_over_pi = 0.79788456080286535588, cubic = 0.044715;
+	f8_kir_id u = EMIT(lw, MUL, constant(lw, sqrt_2_over_pi),
+			   EMIT(lw, ADD, x, EMIT(lw, MUL, constant(lw, cubic), EMIT(lw, MUL, xx, x, NONE), NONE), NONE),
+			   NONE);
+	f8_kir_id t = EMIT(lw, TANH, u, NONE, NONE);
+	f8_kir_id du_dx = EMIT(lw, MUL, constant(lw, sqrt_2_over_pi),
+			       EMIT(lw, ADD, one, EMIT(lw, MUL, constant(lw, 3 * cubic), xx, NONE), NONE), NONE);
+	f8_kir_id left = EMIT(lw, MUL, half, EMIT(lw, ADD, one, t, NONE), NONE);
+	f8_kir_id right = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, MUL, half, x, NONE),
+					     EMIT(lw, SUB, one, EMIT(lw, MUL, t, t, NONE), NONE), NONE),
+			       du_dx, NONE);
+	return EMIT(lw, ADD, left, right, NONE);
+}
+
+/* The f32 arithmetic of an elementwise member on its inputs' elements `in`. */
+static f8_kir_id elementwise(lower *lw, const f8_node *node, const f8_kir_id *in) {
+	bool tanh_form = strcmp(f8_node_attr_string(node, "approximate", "none"), "tanh") == 0;
+	switch (node->op) {
+	case F8_OP_ADD: return EMIT(lw, ADD, in[0], in[1], NONE);
+	case F8_OP_SUB: return EMIT(lw, SUB, in[0], in[1], NONE);
+	case F8_OP_MUL: return EMIT(lw, MUL, in[0], in[1], NONE);
+	case F8_OP_DIV: return EMIT(lw, DIV, in[0], in[1], NONE);
+	case F8_OP_MAX: return EMIT(lw, MAX, in[0], in[1], NONE);
+	case F8_OP_MIN: return EMIT(lw, MIN, in[0], in[1], NONE);
+	case F8_OP_SQRT: return EMIT(lw, SQRT, in[0], NONE, NONE);
+	case F8_OP_RECIPROCAL: return EMIT(lw, DIV, constant(lw, 1), in[0], NONE);
+	case F8_OP_NEG: return EMIT(lw, NEG, in[0], NONE, NONE);
+	case F8_OP_ABS: return EMIT(lw, ABS, in[0], NONE, NONE);
+	case F8_OP_EXP: return EMIT(lw, EXP, in[0], NONE, NONE);
+	case F8_OP_LOG: return EMIT(lw, LOG, in[0], NONE, NONE);
+	case F8_OP_TANH: return EMIT(lw, TANH, in[0], NONE, NONE);
+	case F8_OP_ERF: return EMIT(lw, ERF, in[0], NONE, NONE);
+	case F8_OP_SIGMOID: {
+		f8_kir_id e = EMIT(lw, EXP, EMIT(lw, NEG, in[0], NONE, NONE), NONE, NONE);
+		return EMIT(lw, DIV, constant(lw, 1), EMIT(lw, ADD, constant(lw, 1), e, NONE), NONE);
+	}
+	case F8_OP_RELU: { // x > 0 or NaN ? x : 0, as the reference
+		f8_kir_id keep = EMIT(lw, OR, EMIT(lw, LT, constant(lw, 0), in[0], NONE),
+				      EMIT(lw, IS_NAN, in[0], NONE, NONE), NONE);
+		return EMIT(lw, SELECT, keep, in[0], constant(lw, 0));
+	}
+	case F8_OP_IDENTITY:
+	case F8_OP_CAST: return in[0];
+	case F8_OP_WHERE: return EMIT(lw, SELECT, in[0], in[1], in[2]);
+	case F8_OP_GELU: return gelu(lw, in[0], tanh_form);
+	case F8_OP_GELU_GRAD: return EMIT(lw, MUL, in[0], gelu_derivative(lw, in[1], tanh_form), NONE);
+	default: return NONE;
+	}
+}
+
+/* Stores `reg` as `value` at `index` when the value leaves the group. */
+static f8_status store_if_escaping(lower *lw, f8_value_id value, f8_kir_id index, f8_kir_id reg) {
+	uint32_t param = param_of(lw, value);
+	if (param == F8_NONE)
+		return F8_OK;
+	return f8_kir_store(lw->kernel, param, index, reg, lw->diag);
+}
+
+/* A cast member: codes (and the transposed copy) at the given scale, and the amax of x. */
+static f8_status emit_cast(lower *lw, f8_node_id id, const f8_node *node, f8_kir_id x) {
+	f8_kir_id scale = lw->scales[lw->next_scale++];
+	f8_kir_id scaled = EMIT(lw, MUL, x, scale, NONE);
+	f8_status status = store_if_escaping(lw, node->outputs[0], lw->index, scaled);
+	if (!status && node->op == F8_OP_CAST_TRANSPOSE) {
+		f8_kir_id transposed = EMIT(lw, ADD, EMIT(lw, MUL, lw->col, lw->rows, NONE), lw->row, NONE);
+		status = store_if_escaping(lw, node->outputs[1], transposed, scaled);
+	}
+	for (uint32_t a = 0; a < lw->n_amax; a++)
+		if (lw->amax[a].value == amax_output(node))
+			lw->amax[a].element = EMIT(lw, ABS, x, NONE, NONE);
+	(void)id;
+	return status;
+}
+
+/* One member at the current element: its outputs into registers, stored where they leave. */
+static f8_status emit_member(lower *lw, f8_node_id id) {
+	const f8_node *node = &lw->graph->nodes[id];
+	f8_status status = F8_OK;
+	f8_kir_id in[3] = {NONE, NONE, NONE};
+	for (uint32_t i = 0; i < node->n_inputs && i < 3; i++) {
+		if (is_cast(node) && i == 1)
+			break; // the scale, loaded once at the top
+		if (node->inputs[i] != F8_NONE)
+			in[i] = element(lw, id, node->inputs[i], &status);
+	}
+	if (status)
+		return status;
+	if (is_cast(node))
+		return emit_cast(lw, id, node, in[0]);
+	if (node->op == F8_OP_REDUCE_SUM) {
+		uint32_t param = param_of(lw, node->outputs[0]);
+		return param == F8_NONE ? F8_OK
+					: f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_ADD, param, lw->col,
+							in[0], lw->diag);
+	}
+	f8_value_id output = node->outputs[0];
+	if (!f8_shape_equal(&type_of(lw, output)->shape, &lw->anchor))
+		return lower_fail(lw, id, "its output's shape is not the kernel's");
+	f8_kir_id reg = round_to(lw, type_of(lw, output)->dtype, elementwise(lw, node, in));
+	status = bind_reg(lw, output, reg);
+	if (!status)
+		status = store_if_escaping(lw, output, lw->index, reg);
+	return status;
+}
+
+/* Top level: the anchor's dims, rows and cols, and each cast's scale and 1 / scale. */
+static f8_status emit_top(lower *lw) {
+	f8_kernel *k = lw->kernel;
+	for (int d = 0; d < lw->anchor.rank; d++)
+		lw->dims[d] = f8_kir_size(k, size_param(lw, lw->anchor.dims[d]));
+	int rank = lw->anchor.rank;
+	lw->cols = rank ? lw->dims[rank - 1] : f8_kir_const_i64(k, 1);
+	lw->rows = f8_kir_const_i64(k, 1);
+	for (int d = 0; d + 1 < rank; d++)
+		lw->rows = EMIT(lw, MUL, lw->rows, lw->dims[d], NONE);
+	for (uint32_t m = 0; m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		if (!is_cast(node))
+			continue;
+		if (lw->n_scales == MAX_AMAX)
+			return lower_fail(lw, lw->members[m], "more than %d casts", MAX_AMAX);
+		f8_kir_id slot = f8_kir_const_i64(k, f8_node_attr_int(node, "slot", 0));
+		lw->scales[lw->n_scales++] = f8_kir_load(k, param_of(lw, node->inputs[1]), slot);
+	}
+	return f8_kir_error(k) ? lower_fail(lw, lw->members[0], "%s", f8_kir_error(k)) : F8_OK;
+}
+
+/* After the grid loop: the amaxes combined across blocks, the casts' scale_invs. */
+static f8_status emit_epilogue(lower *lw) {
+	f8_status status = F8_OK;
+	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
+		status = f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_MAX, lw->amax[a].param,
+				       f8_kir_const_i64(lw->kernel, 0), lw->amax[a].grid_result,
+				       lw->diag);
+	uint32_t cast = 0;
+	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		if (!is_cast(node))
+			continue;
+		f8_kir_id inverse = EMIT(lw, DIV, constant(lw, 1), lw->scales[cast++], NONE);
+		f8_kir_id zero = f8_kir_const_i64(lw->kernel, 0);
+		uint32_t scale_invs[2] = {1, node->op == F8_OP_CAST_TRANSPOSE ? 3 : F8_NONE};
+		for (int s = 0; !status && s < 2; s++)
+			if (scale_invs[s] != F8_NONE && scale_invs[s] < node->n_outputs)
+				status = store_if_escaping(lw, node->outputs[scale_invs[s]], zero, inverse);
+	}
+	return status;
+}
+
+/* Opens the grid loop over `extent` with one max accumulator per amax. */
+static f8_status begin_grid(lower *lw, f8_kir_id extent, f8_kir_id *var) {
+	f8_status status = f8_kir_begin_grid_loop(lw->kernel, extent, var, lw->diag);
+	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
+		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
+						&lw->amax[a].grid_result, lw->diag);
+	return status;
+}
+
+/* Every amax's per-iteration value (`row` picks the block loop's results); 0 for a cast that
+ * saw no element, which cannot happen once every member was emitted. */
+static void amax_values(lower *lw, bool row, f8_kir_id *values) {
+	for (uint32_t a = 0; a < lw->n_amax; a++)
+		values[a] = row ? lw->amax[a].row_result : lw->amax[a].element;
+}
+
+/* Elementwise groups: one grid iteration per element of the anchor. */
+static f8_status lower_elementwise(lower *lw) {
+	f8_kir_id extent = EMIT(lw, MUL, lw->rows, lw->cols, NONE), var;
+	f8_status status = begin_grid(lw, extent, &var);
+	if (status)
+		return status;
+	lw->index = var;
+	lw->row = EMIT(lw, DIV, var, lw->cols, NONE);
+	lw->col = EMIT(lw, REM, var, lw->cols, NONE);
+	for (uint32_t m = 0; !status && m < lw->n_members; m++)
+		status = emit_member(lw, lw->members[m]);
+	f8_kir_id values[MAX_AMAX];
+	amax_values(lw, false, values);
+	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+}
+
+/* A block loop over the row summing `square ? (x - shift)^2 : x` (shift NONE: none). */
+static f8_status row_sum(lower *lw, uint32_t x_param, f8_kir_id shift, bool square,
+			 f8_kir_id *sum) {
+	f8_kir_id var;
+	f8_status status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
+	if (!status)
+		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_ADD, F8_KIR_TYPE_F32, sum,
+						lw->diag);
+	if (status)
+		return status;
+	f8_kir_id at = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
+	f8_kir_id v = f8_kir_load(lw->kernel, x_param, at);
+	if (shift != NONE)
+		v = EMIT(lw, SUB, v, shift, NONE);
+	if (square)
+		v = EMIT(lw, MUL, v, v, NONE);
+	return f8_kir_end_loop(lw->kernel, &v, 1, lw->diag);
+}
+
+/*
+ * Norm groups: per row, the statistics (LayerNorm: mean, then the mean square of x - mean;
+ * RMSNorm: the mean square), then one block loop for the output and the other members.
+ */
+static f8_status lower_norm(lower *lw) {
+	f8_node_id norm_id = lw->members[0];
+	const f8_node *norm = &lw->graph->nodes[norm_id];
+	bool layer = norm->op == F8_OP_LAYER_NORM;
+	uint32_t x = param_of(lw, norm->inputs[0]);
+	f8_kir_id var;
+	f8_status status = begin_grid(lw, lw->rows, &var);
+	if (status)
+		return status;
+	lw->row = var;
+	f8_kir_id n = EMIT(lw, TO_F32, lw->cols, NONE, NONE), mean = NONE, squares;
+	if (layer) {
+		f8_kir_id sum;
+		if ((status = row_sum(lw, x, NONE, false, &sum)))
+			return status;
+		mean = EMIT(lw, DIV, sum, n, NONE);
+	}
+	if ((status = row_sum(lw, x, mean, true, &squares)))
+		return status;
+	f8_kir_id variance = EMIT(lw, DIV, squares, n, NONE);
+	f8_kir_id epsilon = constant(lw, f8_node_attr_float(norm, "epsilon", 1e-5));
+	f8_kir_id rstd = EMIT(lw, DIV, constant(lw, 1),
+			      EMIT(lw, SQRT, EMIT(lw, ADD, variance, epsilon, NONE), NONE, NONE), NONE);
+	uint32_t rstd_output = layer ? 2 : 1;
+	if (layer && norm->n_outputs > 1)
+		status = store_if_escaping(lw, norm->outputs[1], lw->row, mean);
+	if (!status && norm->n_outputs > rstd_output)
+		status = store_if_escaping(lw, norm->outputs[rstd_output], lw->row, rstd);
+	if (!status)
+		status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
+	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
+		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
+						&lw->amax[a].row_result, lw->diag);
+	if (status)
+		return status;
+	lw->col = var;
+	lw->index = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
+	f8_kir_id xv = element(lw, norm_id, norm->inputs[0], &status);
+	f8_kir_id gamma = element(lw, norm_id, norm->inputs[1], &status);
+	if (status)
+		return status;
+	f8_dtype x_dtype = type_of(lw, norm->inputs[0])->dtype;
+	f8_kir_id y;
+	if (layer) {
+		y = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, SUB, xv, mean, NONE), rstd, NONE), gamma, NONE);
+		if (norm->n_inputs > 2 && norm->inputs[2] != F8_NONE)
+			y = EMIT(lw, ADD, y, element(lw, norm_id, norm->inputs[2], &status), NONE);
+	} else { // Hugging Face rounds x * rstd to x's dtype before the weight multiplies
+		y = EMIT(lw, MUL, round_to(lw, x_dtype, EMIT(lw, MUL, xv, rstd, NONE)), gamma, NONE);
+	}
+	f8_value_id output = norm->outputs[0];
+	y = round_to(lw, type_of(lw, output)->dtype, y);
+	if (!status)
+		status = bind_reg(lw, output, y);
+	if (!status)
+		status = store_if_escaping(lw, output, lw->index, y);
+	for (uint32_t m = 1; !status && m < lw->n_members; m++)
+		status = emit_member(lw, lw->members[m]);
+	f8_kir_id values[MAX_AMAX];
+	amax_values(lw, false, values);
+	if (!status)
+		status = f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+	amax_values(lw, true, values);
+	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+}
+
+/* The group's members in program order, into lw->members. */
+static f8_status collect_members(lower *lw) {
+	const f8_graph *graph = lw->graph;
+	lw->members = f8_malloc((graph->n_order + 1) * sizeof *lw->members);
+	if (!lw->members)
+		return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		if (graph->nodes[graph->order[i]].group == lw->group)
+			lw->members[lw->n_members++] = graph->order[i];
+	if (!lw->n_members)
+		return f8_diag_set(lw->diag, F8_ERR_INVALID, "kernel %s has no members",
+				   graph->groups[lw->group].name);
+	for (uint32_t m = 0; m < lw->n_members; m++)
+		if (!f8_codegen_can_lower(graph, lw->members[m]))
+			return lower_fail(lw, lw->members[m], "codegen cannot lower this node yet");
+	return F8_OK;
+}
+
+f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_kernel **kernel,
+				 f8_kernel_arg **args, f8_diag *diag) {
+	*kernel = NULL;
+	*args = NULL;
+	lower lw = {.graph = graph, .group = group, .diag = diag};
+	if (group >= graph->n_groups)
+		return f8_diag_set(diag, F8_ERR_INVALID, "no kernel group %u", group);
+	lw.kernel = f8_kir_create(graph->groups[group].name);
+	f8_status status = lw.kernel ? collect_members(&lw)
+				     : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status) {
+		const f8_node *first = &graph->nodes[lw.members[0]];
+		lw.norm = first->op == F8_OP_LAYER_NORM || first->op == F8_OP_RMS_NORM;
+		bool source_shape = lw.norm || is_cast(first) || first->op == F8_OP_REDUCE_SUM;
+		lw.anchor = type_of(&lw, source_shape ? first->inputs[0] : first->outputs[0])->shape;
+		status = add_params(&lw);
+	}
+	if (!status)
+		status = emit_top(&lw);
+	if (!status)
+		status = lw.norm ? lower_norm(&lw) : lower_elementwise(&lw);
+	if (!status)
+		status = emit_epilogue(&lw);
+	if (!status && f8_kir_error(lw.kernel))
+		status = lower_fail(&lw, lw.members[0], "%s", f8_kir_error(lw.kernel));
+	if (!status)
+		status = f8_kir_verify(lw.kernel, diag);
+	f8_free(lw.members);
+	f8_free(lw.regs);
+	if (status) {
+		f8_kir_destroy(lw.kernel);
+		f8_free(lw.args);
+		return status;
+	}
+	*kernel = lw.kernel;
+	*args = lw.args;
+	return F8_OK;
+}
