@@ -29,10 +29,12 @@
  * kernel, grid loop or block loop, and it may use values of its own scope and of the scopes
  * around it. Buffers are typed by their element dtype: a load converts to the register type
  * (bf16, f16, e4m3, e5m2 and e8m0 exactly to f32; i32 and i64 to i64; bool to i1), a store
- * converts back (to bf16 and f16 rounding to nearest even, to e4m3 and e5m2 as sm_90's
- * cvt.rn.satfinite: nearest even, saturating, NaN stays NaN; to e8m0 the exponent of a power
- * of two). Arithmetic is IEEE f32 without fast-math and without contraction, so that the host
- * and the GPU compute the same thing where the order of a reduction does not differ.
+ * converts back as the reference executor's stores do (runtime/tensor.c): to e4m3 and e5m2 as
+ * sm_90's cvt.rn.satfinite, f8_float_encode(dtype, v, true): nearest even, saturating, an inf
+ * too, NaN stays NaN; to bf16 and f16 as cvt.rn, f8_float_encode(dtype, v, false): nearest even,
+ * overflowing to inf; to e8m0 as f8_e8m0_encode(v, F8_ROUND_NEAREST_EVEN)). Arithmetic is IEEE f32 without fast-math and without contraction, so
+ * that the host and the GPU compute the same thing where the order of a reduction does not
+ * differ.
  *
  * Ownership: a kernel owns everything in it (one arena); f8_kir_destroy frees it at once.
  */
@@ -215,7 +217,11 @@ typedef enum f8_kir_stmt_kind {
  *               loop's body
  *   STORE       param (an OUT buffer), index (i64), value: buffer[index] = value, converted
  *   ATOMIC      param (an ACCUMULATE buffer), index, value, combine: buffer[index] combined
- *               with value, atomically across threads and blocks
+ *               with value, atomically across threads and blocks. A max of f32 compares bit
+ *               patterns as unsigned integers (atomicrmw umax): that orders the values >= +0
+ *               and puts NaN above them all, which is what an amax needs, so the values must
+ *               be +0 or above, or NaN (an |x| is); -inf, the max accumulator's identity,
+ *               leaves the buffer as it is. Atomics are on f32 and i64 buffers only.
  * On the GPU, a store or an atomic in a grid loop's body outside a block loop runs once per
  * row (by one thread); block loops in one grid iteration are separated by a barrier, so a
  * block loop may read what an earlier one of the same row stored.
@@ -244,6 +250,11 @@ typedef struct f8_kernel {
 	uint32_t n_stmts, stmts_capacity;
 	uint32_t *top;          // (n_top) the kernel's top-level statement list
 	uint32_t n_top, top_capacity;
+	// The grid loop's trip count as the product of these size parameters (indexes), so that
+	// a launcher can size the grid from the arguments without evaluating the kernel; set by
+	// whoever builds the kernel (n_grid_sizes 0: the trip count is 1).
+	uint32_t grid_sizes[8];
+	uint32_t n_grid_sizes;
 	// The builder's state: the insertion point (the innermost open loop's statement index,
 	// F8_KIR_NONE at the top level) and the first failure of an id-returning builder.
 	uint32_t current;

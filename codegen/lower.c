@@ -15,50 +15,11 @@
 #include <stdio.h>  // snprintf, vsnprintf
 #include <string.h> // strcmp
 
-#include "ir/alloc.h" // f8_malloc, f8_realloc, f8_free
-#include "ir/ops.h"   // f8_node_attr_*
+#include "codegen/lower_internal.h" // f8_lower, f8_lower_*
+#include "ir/alloc.h"              // f8_malloc, f8_realloc, f8_free
+#include "ir/ops.h"                // f8_node_attr_*
 
-/* A member's output made in a register of the current loop. */
-typedef struct reg_binding {
-	f8_value_id value;
-	f8_kir_id reg;
-} reg_binding;
-
-/* An amax a cast records: combined per row (norm groups), per kernel, then atomically. */
-typedef struct amax_slot {
-	f8_value_id value;
-	uint32_t param;
-	f8_kir_id element;     // this element's |x|, set while the member is emitted
-	f8_kir_id row_result;  // norm groups: the block loop's result
-	f8_kir_id grid_result; // the grid loop's result
-} amax_slot;
-
-enum { MAX_AMAX = 16 };
-
-typedef struct lower {
-	const f8_graph *graph;
-	uint32_t group;
-	f8_kernel *kernel;
-	f8_diag *diag;
-	f8_node_id *members; // (n_members) in program order
-	uint32_t n_members;
-	f8_kernel_arg *args; // (kernel->n_params) the parameters' bindings
-	bool norm;           // a norm group: rows with block loops
-	f8_shape anchor;
-	f8_kir_id dims[F8_MAX_RANK]; // the anchor's dims
-	f8_kir_id rows, cols;        // product of the leading dims, the last dim
-	f8_kir_id index, row, col;   // the current element
-	reg_binding *regs;
-	uint32_t n_regs, regs_capacity;
-	amax_slot amax[MAX_AMAX];
-	uint32_t n_amax;
-	f8_kir_id scales[MAX_AMAX]; // per cast member, in member order: its scale (top level)
-	uint32_t n_scales, next_scale;
-} lower;
-
-static f8_status lower_fail(lower *lw, f8_node_id node, const char *format, ...)
-	__attribute__((format(printf, 3, 4)));
-static f8_status lower_fail(lower *lw, f8_node_id node, const char *format, ...) {
+f8_status f8_lower_fail(f8_lower *lw, f8_node_id node, const char *format, ...) {
 	char message[F8_DIAG_MESSAGE_MAX];
 	va_list args;
 	va_start(args, format);
@@ -70,41 +31,41 @@ static f8_status lower_fail(lower *lw, f8_node_id node, const char *format, ...)
 			   lw->graph->groups[lw->group].name, where, message);
 }
 
-static bool is_member(const lower *lw, f8_node_id node) {
+static bool is_member(const f8_lower *lw, f8_node_id node) {
 	return node != F8_NONE && lw->graph->nodes[node].group == lw->group;
 }
 
-static const f8_type *type_of(const lower *lw, f8_value_id value) {
+static const f8_type *type_of(const f8_lower *lw, f8_value_id value) {
 	return &lw->graph->values[value].type;
 }
 
 /* The element's register of `value` when a member made it. */
-static f8_kir_id reg_of(const lower *lw, f8_value_id value) {
+static f8_kir_id reg_of(const f8_lower *lw, f8_value_id value) {
 	for (uint32_t i = 0; i < lw->n_regs; i++)
 		if (lw->regs[i].value == value)
 			return lw->regs[i].reg;
 	return F8_KIR_NONE;
 }
 
-static f8_status bind_reg(lower *lw, f8_value_id value, f8_kir_id reg) {
+static f8_status bind_reg(f8_lower *lw, f8_value_id value, f8_kir_id reg) {
 	if (reg == F8_KIR_NONE)
 		return f8_diag_set(lw->diag, F8_ERR_INVALID, "kernel %s: %s",
 				   lw->graph->groups[lw->group].name,
 				   f8_kir_error(lw->kernel) ? f8_kir_error(lw->kernel) : "no value");
 	if (lw->n_regs == lw->regs_capacity) {
 		uint32_t wanted = lw->regs_capacity ? lw->regs_capacity * 2 : 16;
-		reg_binding *grown = f8_realloc(lw->regs, wanted * sizeof *grown);
+		f8_lower_reg *grown = f8_realloc(lw->regs, wanted * sizeof *grown);
 		if (!grown)
 			return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
 		lw->regs = grown;
 		lw->regs_capacity = wanted;
 	}
-	lw->regs[lw->n_regs++] = (reg_binding){value, reg};
+	lw->regs[lw->n_regs++] = (f8_lower_reg){value, reg};
 	return F8_OK;
 }
 
 /* The parameter bound to `value`, or F8_NONE. */
-static uint32_t param_of(const lower *lw, f8_value_id value) {
+static uint32_t param_of(const f8_lower *lw, f8_value_id value) {
 	for (uint32_t i = 0; i < lw->kernel->n_params; i++)
 		if (lw->args[i].value == value)
 			return i;
@@ -113,7 +74,7 @@ static uint32_t param_of(const lower *lw, f8_value_id value) {
 
 /* True when `value`, made by a member, is needed outside the group: read by another node of
  * the program, a graph output, or the source of an update. */
-static bool escapes(const lower *lw, f8_value_id value) {
+bool f8_lower_escapes(const f8_lower *lw, f8_value_id value) {
 	const f8_graph *graph = lw->graph;
 	for (uint32_t i = 0; i < graph->n_outputs; i++)
 		if (graph->outputs[i] == value)
@@ -194,8 +155,35 @@ static bool elementwise_op_lowers(f8_op op) {
 	}
 }
 
+/* The losses and the scaling update read integer labels and counts among their inputs. */
+static bool row_family_lowers(const f8_graph *graph, const f8_node *node) {
+	const f8_value *v = graph->values;
+	switch (node->op) {
+	case F8_OP_CROSS_ENTROPY:
+		return is_float_dtype(v[node->inputs[0]].type.dtype) &&
+		       v[node->inputs[1]].type.dtype == F8_DTYPE_I64 &&
+		       v[node->outputs[0]].type.dtype == F8_DTYPE_F32 &&
+		       (node->n_outputs < 2 || v[node->outputs[1]].type.dtype == F8_DTYPE_F32);
+	case F8_OP_CROSS_ENTROPY_GRAD:
+		return v[node->inputs[0]].type.dtype == F8_DTYPE_F32 &&
+		       is_float_dtype(v[node->inputs[1]].type.dtype) &&
+		       v[node->inputs[2]].type.dtype == F8_DTYPE_I64 &&
+		       v[node->inputs[3]].type.dtype == F8_DTYPE_F32 &&
+		       (v[node->outputs[0]].type.dtype == F8_DTYPE_F32 ||
+			v[node->outputs[0]].type.dtype == F8_DTYPE_BF16);
+	case F8_OP_SCALING_UPDATE:
+		return v[node->inputs[1]].type.shape.rank == 2 &&
+		       v[node->inputs[2]].type.dtype == F8_DTYPE_I64;
+	default:
+		return false;
+	}
+}
+
 bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 	const f8_node *node = &graph->nodes[id];
+	if (node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD ||
+	    node->op == F8_OP_SCALING_UPDATE)
+		return row_family_lowers(graph, node);
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_value_id input = node->inputs[i];
 		if (input == F8_NONE)
@@ -227,11 +215,7 @@ bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 	}
 }
 
-/* Emits an instruction, or records that the builder failed (f8_kir_error says why). */
-#define EMIT(lw, op, a, b, c) f8_kir_emit((lw)->kernel, F8_KIR_OP_##op, (a), (b), (c))
-#define NONE F8_KIR_NONE
-
-static f8_status grow_args(lower *lw) {
+static f8_status grow_args(f8_lower *lw) {
 	uint32_t n = lw->kernel->n_params + 1;
 	f8_kernel_arg *grown = f8_realloc(lw->args, n * sizeof *grown);
 	if (!grown)
@@ -242,7 +226,7 @@ static f8_status grow_args(lower *lw) {
 
 /* Parameters are named by kind and position (in0, out1, acc0, size2), not after the values they
  * bind, so that the groups of identical layers lower to identical kernels. */
-static f8_status add_buffer(lower *lw, f8_value_id value, f8_kir_param_kind kind) {
+f8_status f8_lower_add_buffer(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind) {
 	f8_status status = grow_args(lw);
 	uint32_t index, same_kind = 0;
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
@@ -253,7 +237,7 @@ static f8_status add_buffer(lower *lw, f8_value_id value, f8_kir_param_kind kind
 	if (!status)
 		status = f8_kir_add_param(lw->kernel, name, kind, v->type.dtype, &index, lw->diag);
 	if (!status)
-		lw->args[index] = (f8_kernel_arg){.value = value};
+		lw->args[index] = (f8_kernel_arg){.value = value, .scratch = F8_NONE};
 	return status;
 }
 
@@ -271,7 +255,7 @@ static bool is_cast(const f8_node *node) {
 }
 
 /* Parameters: what the group reads, what leaves it, the anchor's sizes. */
-static f8_status add_params(lower *lw) {
+static f8_status add_params(f8_lower *lw) {
 	f8_status status = F8_OK;
 	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
 		const f8_node *node = &lw->graph->nodes[lw->members[m]];
@@ -279,23 +263,23 @@ static f8_status add_params(lower *lw) {
 			f8_value_id input = node->inputs[i];
 			if (input != F8_NONE && !is_member(lw, lw->graph->values[input].producer) &&
 			    param_of(lw, input) == F8_NONE)
-				status = add_buffer(lw, input, F8_KIR_PARAM_IN);
+				status = f8_lower_add_buffer(lw, input, F8_KIR_PARAM_IN);
 		}
 	}
 	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
 		const f8_node *node = &lw->graph->nodes[lw->members[m]];
 		for (uint32_t o = 0; !status && o < node->n_outputs; o++) {
 			f8_value_id output = node->outputs[o];
-			if (!escapes(lw, output))
+			if (!f8_lower_escapes(lw, output))
 				continue;
 			bool combined = output == amax_output(node) || node->op == F8_OP_REDUCE_SUM;
-			status = add_buffer(lw, output,
+			status = f8_lower_add_buffer(lw, output,
 					    combined ? F8_KIR_PARAM_ACCUMULATE : F8_KIR_PARAM_OUT);
 			if (!status && output == amax_output(node)) {
-				if (lw->n_amax == MAX_AMAX)
-					return lower_fail(lw, lw->members[m], "more than %d amaxes",
-							  MAX_AMAX);
-				lw->amax[lw->n_amax++] = (amax_slot){
+				if (lw->n_amax == F8_LOWER_MAX_AMAX)
+					return f8_lower_fail(lw, lw->members[m], "more than %d amaxes",
+							  F8_LOWER_MAX_AMAX);
+				lw->amax[lw->n_amax++] = (f8_lower_amax){
 					.value = output, .param = lw->kernel->n_params - 1,
 					.element = NONE, .row_result = NONE, .grid_result = NONE};
 			}
@@ -321,13 +305,14 @@ static f8_status add_params(lower *lw) {
 			status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64,
 						  &index, lw->diag);
 		if (!status)
-			lw->args[index] = (f8_kernel_arg){.value = F8_NONE, .dim = lw->anchor.dims[k]};
+			lw->args[index] = (f8_kernel_arg){.value = F8_NONE, .scratch = F8_NONE,
+							  .dim = lw->anchor.dims[k]};
 	}
 	return status;
 }
 
 /* The size parameter holding `dim`. */
-static uint32_t size_param(const lower *lw, f8_dim dim) {
+uint32_t f8_lower_size_param(const f8_lower *lw, f8_dim dim) {
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
 		if (lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE && f8_dim_equal(lw->args[p].dim, dim))
 			return p;
@@ -340,7 +325,7 @@ static uint32_t size_param(const lower *lw, f8_dim dim) {
  * in general the sum of the coordinates of the axes it does not broadcast times their strides.
  * F8_KIR_NONE when `shape` does not broadcast to the anchor.
  */
-static f8_kir_id broadcast_index(lower *lw, const f8_shape *shape) {
+static f8_kir_id broadcast_index(f8_lower *lw, const f8_shape *shape) {
 	const f8_shape *anchor = &lw->anchor;
 	if (f8_shape_equal(shape, anchor))
 		return lw->index;
@@ -381,7 +366,7 @@ static f8_kir_id broadcast_index(lower *lw, const f8_shape *shape) {
 }
 
 /* The current element of `value`: a member's register, else a load from its buffer. */
-static f8_kir_id element(lower *lw, f8_node_id user, f8_value_id value, f8_status *status) {
+static f8_kir_id element(f8_lower *lw, f8_node_id user, f8_value_id value, f8_status *status) {
 	f8_kir_id reg = reg_of(lw, value);
 	if (reg != NONE)
 		return reg;
@@ -389,7 +374,7 @@ static f8_kir_id element(lower *lw, f8_node_id user, f8_value_id value, f8_statu
 	f8_kir_id index = param == F8_NONE ? NONE
 					   : broadcast_index(lw, &type_of(lw, value)->shape);
 	if (index == NONE) {
-		*status = lower_fail(lw, user, "%%%s does not broadcast to the kernel's shape",
+		*status = f8_lower_fail(lw, user, "%%%s does not broadcast to the kernel's shape",
 				     lw->graph->values[value].name);
 		return NONE;
 	}
@@ -401,7 +386,7 @@ static f8_kir_id element(lower *lw, f8_node_id user, f8_value_id value, f8_statu
 }
 
 /* `v` rounded to bf16 (nearest even on the bits; NaN kept), as a Cast to bf16 stores it. */
-static f8_kir_id round_bf16(lower *lw, f8_kir_id v) {
+static f8_kir_id round_bf16(f8_lower *lw, f8_kir_id v) {
 	f8_kernel *k = lw->kernel;
 	f8_kir_id bits = EMIT(lw, BITS, v, NONE, NONE), sixteen = f8_kir_const_i64(k, 16);
 	f8_kir_id lsb = EMIT(lw, REM, EMIT(lw, SHR, bits, sixteen, NONE), f8_kir_const_i64(k, 2),
@@ -414,53 +399,53 @@ static f8_kir_id round_bf16(lower *lw, f8_kir_id v) {
 }
 
 /* The value stored as `dtype` reads back as: rounded for bf16, itself for f32. */
-static f8_kir_id round_to(lower *lw, f8_dtype dtype, f8_kir_id v) {
+f8_kir_id f8_lower_round_to(f8_lower *lw, f8_dtype dtype, f8_kir_id v) {
 	return dtype == F8_DTYPE_BF16 ? round_bf16(lw, v) : v;
 }
 
-static f8_kir_id constant(lower *lw, double value) {
+f8_kir_id f8_lower_constant(f8_lower *lw, double value) {
 	return f8_kir_const_f32(lw->kernel, value);
 }
 
 /* 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
  * x^3))), as the reference kernel computes them. */
-static f8_kir_id gelu(lower *lw, f8_kir_id x, bool tanh_form) {
+static f8_kir_id gelu(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 	f8_kir_id inner;
 	if (tanh_form) {
 		f8_kir_id cube = EMIT(lw, MUL, EMIT(lw, MUL, x, x, NONE), x, NONE);
-		f8_kir_id sum = EMIT(lw, ADD, x, EMIT(lw, MUL, constant(lw, 0.044715), cube, NONE), NONE);
-		inner = EMIT(lw, TANH, EMIT(lw, MUL, constant(lw, 0.79788456080286535588), sum, NONE),
+		f8_kir_id sum = EMIT(lw, ADD, x, EMIT(lw, MUL, f8_lower_constant(lw, 0.044715), cube, NONE), NONE);
+		inner = EMIT(lw, TANH, EMIT(lw, MUL, f8_lower_constant(lw, 0.79788456080286535588), sum, NONE),
 			     NONE, NONE);
 	} else {
-		inner = EMIT(lw, ERF, EMIT(lw, MUL, x, constant(lw, 0.70710678118654752440), NONE),
+		inner = EMIT(lw, ERF, EMIT(lw, MUL, x, f8_lower_constant(lw, 0.70710678118654752440), NONE),
 			     NONE, NONE);
 	}
-	f8_kir_id half_x = EMIT(lw, MUL, constant(lw, 0.5), x, NONE);
-	return EMIT(lw, MUL, half_x, EMIT(lw, ADD, constant(lw, 1), inner, NONE), NONE);
+	f8_kir_id half_x = EMIT(lw, MUL, f8_lower_constant(lw, 0.5), x, NONE);
+	return EMIT(lw, MUL, half_x, EMIT(lw, ADD, f8_lower_constant(lw, 1), inner, NONE), NONE);
 }
 
 /* gelu'(x), as runtime/cpu/kernels_grad_nn.c's gelu_derivative. */
-static f8_kir_id gelu_derivative(lower *lw, f8_kir_id x, bool tanh_form) {
-	f8_kir_id one = constant(lw, 1), half = constant(lw, 0.5);
+static f8_kir_id gelu_derivative(f8_lower *lw, f8_kir_id x, bool tanh_form) {
+	f8_kir_id one = f8_lower_constant(lw, 1), half = f8_lower_constant(lw, 0.5);
 	f8_kir_id xx = EMIT(lw, MUL, x, x, NONE);
 	if (!tanh_form) {
 		f8_kir_id cdf = EMIT(lw, MUL, half,
 				     EMIT(lw, ADD, one,
-					  EMIT(lw, ERF, EMIT(lw, MUL, x, constant(lw, 0.70710678118654752440), NONE), NONE, NONE),
+					  EMIT(lw, ERF, EMIT(lw, MUL, x, f8_lower_constant(lw, 0.70710678118654752440), NONE), NONE, NONE),
 					  NONE),
 				     NONE);
-		f8_kir_id density = EMIT(lw, EXP, EMIT(lw, MUL, constant(lw, -0.5), xx, NONE), NONE, NONE);
+		f8_kir_id density = EMIT(lw, EXP, EMIT(lw, MUL, f8_lower_constant(lw, -0.5), xx, NONE), NONE, NONE);
 		f8_kir_id pdf = EMIT(lw, MUL, EMIT(lw, MUL, x, density, NONE),
-				     constant(lw, 0.39894228040143267794), NONE);
+				     f8_lower_constant(lw, 0.39894228040143267794), NONE);
 		return EMIT(lw, ADD, cdf, pdf, NONE);
 	}
 	const double sqrt_2_over_pi = 0.79788456080286535588, cubic = 0.044715;
-	f8_kir_id u = EMIT(lw, MUL, constant(lw, sqrt_2_over_pi),
-			   EMIT(lw, ADD, x, EMIT(lw, MUL, constant(lw, cubic), EMIT(lw, MUL, xx, x, NONE), NONE), NONE),
+	f8_kir_id u = EMIT(lw, MUL, f8_lower_constant(lw, sqrt_2_over_pi),
+			   EMIT(lw, ADD, x, EMIT(lw, MUL, f8_lower_constant(lw, cubic), EMIT(lw, MUL, xx, x, NONE), NONE), NONE),
 			   NONE);
 	f8_kir_id t = EMIT(lw, TANH, u, NONE, NONE);
-	f8_kir_id du_dx = EMIT(lw, MUL, constant(lw, sqrt_2_over_pi),
-			       EMIT(lw, ADD, one, EMIT(lw, MUL, constant(lw, 3 * cubic), xx, NONE), NONE), NONE);
+	f8_kir_id du_dx = EMIT(lw, MUL, f8_lower_constant(lw, sqrt_2_over_pi),
+			       EMIT(lw, ADD, one, EMIT(lw, MUL, f8_lower_constant(lw, 3 * cubic), xx, NONE), NONE), NONE);
 	f8_kir_id left = EMIT(lw, MUL, half, EMIT(lw, ADD, one, t, NONE), NONE);
 	f8_kir_id right = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, MUL, half, x, NONE),
 					     EMIT(lw, SUB, one, EMIT(lw, MUL, t, t, NONE), NONE), NONE),
@@ -469,7 +454,7 @@ static f8_kir_id gelu_derivative(lower *lw, f8_kir_id x, bool tanh_form) {
 }
 
 /* The f32 arithmetic of an elementwise member on its inputs' elements `in`. */
-static f8_kir_id elementwise(lower *lw, const f8_node *node, const f8_kir_id *in) {
+static f8_kir_id elementwise(f8_lower *lw, const f8_node *node, const f8_kir_id *in) {
 	bool tanh_form = strcmp(f8_node_attr_string(node, "approximate", "none"), "tanh") == 0;
 	switch (node->op) {
 	case F8_OP_ADD: return EMIT(lw, ADD, in[0], in[1], NONE);
@@ -479,7 +464,7 @@ static f8_kir_id elementwise(lower *lw, const f8_node *node, const f8_kir_id *in
 	case F8_OP_MAX: return EMIT(lw, MAX, in[0], in[1], NONE);
 	case F8_OP_MIN: return EMIT(lw, MIN, in[0], in[1], NONE);
 	case F8_OP_SQRT: return EMIT(lw, SQRT, in[0], NONE, NONE);
-	case F8_OP_RECIPROCAL: return EMIT(lw, DIV, constant(lw, 1), in[0], NONE);
+	case F8_OP_RECIPROCAL: return EMIT(lw, DIV, f8_lower_constant(lw, 1), in[0], NONE);
 	case F8_OP_NEG: return EMIT(lw, NEG, in[0], NONE, NONE);
 	case F8_OP_ABS: return EMIT(lw, ABS, in[0], NONE, NONE);
 	case F8_OP_EXP: return EMIT(lw, EXP, in[0], NONE, NONE);
@@ -488,12 +473,12 @@ static f8_kir_id elementwise(lower *lw, const f8_node *node, const f8_kir_id *in
 	case F8_OP_ERF: return EMIT(lw, ERF, in[0], NONE, NONE);
 	case F8_OP_SIGMOID: {
 		f8_kir_id e = EMIT(lw, EXP, EMIT(lw, NEG, in[0], NONE, NONE), NONE, NONE);
-		return EMIT(lw, DIV, constant(lw, 1), EMIT(lw, ADD, constant(lw, 1), e, NONE), NONE);
+		return EMIT(lw, DIV, f8_lower_constant(lw, 1), EMIT(lw, ADD, f8_lower_constant(lw, 1), e, NONE), NONE);
 	}
 	case F8_OP_RELU: { // x > 0 or NaN ? x : 0, as the reference
-		f8_kir_id keep = EMIT(lw, OR, EMIT(lw, LT, constant(lw, 0), in[0], NONE),
+		f8_kir_id keep = EMIT(lw, OR, EMIT(lw, LT, f8_lower_constant(lw, 0), in[0], NONE),
 				      EMIT(lw, IS_NAN, in[0], NONE, NONE), NONE);
-		return EMIT(lw, SELECT, keep, in[0], constant(lw, 0));
+		return EMIT(lw, SELECT, keep, in[0], f8_lower_constant(lw, 0));
 	}
 	case F8_OP_IDENTITY:
 	case F8_OP_CAST: return in[0];
@@ -505,7 +490,7 @@ static f8_kir_id elementwise(lower *lw, const f8_node *node, const f8_kir_id *in
 }
 
 /* Stores `reg` as `value` at `index` when the value leaves the group. */
-static f8_status store_if_escaping(lower *lw, f8_value_id value, f8_kir_id index, f8_kir_id reg) {
+static f8_status store_if_escaping(f8_lower *lw, f8_value_id value, f8_kir_id index, f8_kir_id reg) {
 	uint32_t param = param_of(lw, value);
 	if (param == F8_NONE)
 		return F8_OK;
@@ -513,7 +498,7 @@ static f8_status store_if_escaping(lower *lw, f8_value_id value, f8_kir_id index
 }
 
 /* A cast member: codes (and the transposed copy) at the given scale, and the amax of x. */
-static f8_status emit_cast(lower *lw, f8_node_id id, const f8_node *node, f8_kir_id x) {
+static f8_status emit_cast(f8_lower *lw, f8_node_id id, const f8_node *node, f8_kir_id x) {
 	f8_kir_id scale = lw->scales[lw->next_scale++];
 	f8_kir_id scaled = EMIT(lw, MUL, x, scale, NONE);
 	f8_status status = store_if_escaping(lw, node->outputs[0], lw->index, scaled);
@@ -529,7 +514,7 @@ static f8_status emit_cast(lower *lw, f8_node_id id, const f8_node *node, f8_kir
 }
 
 /* One member at the current element: its outputs into registers, stored where they leave. */
-static f8_status emit_member(lower *lw, f8_node_id id) {
+static f8_status emit_member(f8_lower *lw, f8_node_id id) {
 	const f8_node *node = &lw->graph->nodes[id];
 	f8_status status = F8_OK;
 	f8_kir_id in[3] = {NONE, NONE, NONE};
@@ -551,8 +536,8 @@ static f8_status emit_member(lower *lw, f8_node_id id) {
 	}
 	f8_value_id output = node->outputs[0];
 	if (!f8_shape_equal(&type_of(lw, output)->shape, &lw->anchor))
-		return lower_fail(lw, id, "its output's shape is not the kernel's");
-	f8_kir_id reg = round_to(lw, type_of(lw, output)->dtype, elementwise(lw, node, in));
+		return f8_lower_fail(lw, id, "its output's shape is not the kernel's");
+	f8_kir_id reg = f8_lower_round_to(lw, type_of(lw, output)->dtype, elementwise(lw, node, in));
 	status = bind_reg(lw, output, reg);
 	if (!status)
 		status = store_if_escaping(lw, output, lw->index, reg);
@@ -560,10 +545,10 @@ static f8_status emit_member(lower *lw, f8_node_id id) {
 }
 
 /* Top level: the anchor's dims, rows and cols, and each cast's scale and 1 / scale. */
-static f8_status emit_top(lower *lw) {
+static f8_status emit_top(f8_lower *lw) {
 	f8_kernel *k = lw->kernel;
 	for (int d = 0; d < lw->anchor.rank; d++)
-		lw->dims[d] = f8_kir_size(k, size_param(lw, lw->anchor.dims[d]));
+		lw->dims[d] = f8_kir_size(k, f8_lower_size_param(lw, lw->anchor.dims[d]));
 	int rank = lw->anchor.rank;
 	lw->cols = rank ? lw->dims[rank - 1] : f8_kir_const_i64(k, 1);
 	lw->rows = f8_kir_const_i64(k, 1);
@@ -573,16 +558,16 @@ static f8_status emit_top(lower *lw) {
 		const f8_node *node = &lw->graph->nodes[lw->members[m]];
 		if (!is_cast(node))
 			continue;
-		if (lw->n_scales == MAX_AMAX)
-			return lower_fail(lw, lw->members[m], "more than %d casts", MAX_AMAX);
+		if (lw->n_scales == F8_LOWER_MAX_AMAX)
+			return f8_lower_fail(lw, lw->members[m], "more than %d casts", F8_LOWER_MAX_AMAX);
 		f8_kir_id slot = f8_kir_const_i64(k, f8_node_attr_int(node, "slot", 0));
 		lw->scales[lw->n_scales++] = f8_kir_load(k, param_of(lw, node->inputs[1]), slot);
 	}
-	return f8_kir_error(k) ? lower_fail(lw, lw->members[0], "%s", f8_kir_error(k)) : F8_OK;
+	return f8_kir_error(k) ? f8_lower_fail(lw, lw->members[0], "%s", f8_kir_error(k)) : F8_OK;
 }
 
 /* After the grid loop: the amaxes combined across blocks, the casts' scale_invs. */
-static f8_status emit_epilogue(lower *lw) {
+static f8_status emit_epilogue(f8_lower *lw) {
 	f8_status status = F8_OK;
 	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
 		status = f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_MAX, lw->amax[a].param,
@@ -593,9 +578,12 @@ static f8_status emit_epilogue(lower *lw) {
 		const f8_node *node = &lw->graph->nodes[lw->members[m]];
 		if (!is_cast(node))
 			continue;
-		f8_kir_id inverse = EMIT(lw, DIV, constant(lw, 1), lw->scales[cast++], NONE);
+		f8_kir_id inverse = EMIT(lw, DIV, f8_lower_constant(lw, 1), lw->scales[cast++], NONE);
 		f8_kir_id zero = f8_kir_const_i64(lw->kernel, 0);
-		uint32_t scale_invs[2] = {1, node->op == F8_OP_CAST_TRANSPOSE ? 3 : F8_NONE};
+		// Quantize: codes, scale_inv, amax; CastTranspose: codes, codes_t, scale_inv,
+		// scale_inv_t, amax.
+		bool transpose = node->op == F8_OP_CAST_TRANSPOSE;
+		uint32_t scale_invs[2] = {transpose ? 2 : 1, transpose ? 3 : F8_NONE};
 		for (int s = 0; !status && s < 2; s++)
 			if (scale_invs[s] != F8_NONE && scale_invs[s] < node->n_outputs)
 				status = store_if_escaping(lw, node->outputs[scale_invs[s]], zero, inverse);
@@ -604,7 +592,7 @@ static f8_status emit_epilogue(lower *lw) {
 }
 
 /* Opens the grid loop over `extent` with one max accumulator per amax. */
-static f8_status begin_grid(lower *lw, f8_kir_id extent, f8_kir_id *var) {
+static f8_status begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var) {
 	f8_status status = f8_kir_begin_grid_loop(lw->kernel, extent, var, lw->diag);
 	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
 		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
@@ -614,13 +602,23 @@ static f8_status begin_grid(lower *lw, f8_kir_id extent, f8_kir_id *var) {
 
 /* Every amax's per-iteration value (`row` picks the block loop's results); 0 for a cast that
  * saw no element, which cannot happen once every member was emitted. */
-static void amax_values(lower *lw, bool row, f8_kir_id *values) {
+static void amax_values(f8_lower *lw, bool row, f8_kir_id *values) {
 	for (uint32_t a = 0; a < lw->n_amax; a++)
 		values[a] = row ? lw->amax[a].row_result : lw->amax[a].element;
 }
 
+/* Records the grid loop's trip count for launchers: the anchor's dims, all (`with_last`) or
+ * the leading ones. */
+static void record_grid_sizes(f8_lower *lw, bool with_last) {
+	int n = lw->anchor.rank - (with_last ? 0 : 1);
+	lw->kernel->n_grid_sizes = 0;
+	for (int d = 0; d < n; d++)
+		lw->kernel->grid_sizes[lw->kernel->n_grid_sizes++] = f8_lower_size_param(lw, lw->anchor.dims[d]);
+}
+
 /* Elementwise groups: one grid iteration per element of the anchor. */
-static f8_status lower_elementwise(lower *lw) {
+static f8_status lower_elementwise(f8_lower *lw) {
+	record_grid_sizes(lw, true);
 	f8_kir_id extent = EMIT(lw, MUL, lw->rows, lw->cols, NONE), var;
 	f8_status status = begin_grid(lw, extent, &var);
 	if (status)
@@ -630,13 +628,13 @@ static f8_status lower_elementwise(lower *lw) {
 	lw->col = EMIT(lw, REM, var, lw->cols, NONE);
 	for (uint32_t m = 0; !status && m < lw->n_members; m++)
 		status = emit_member(lw, lw->members[m]);
-	f8_kir_id values[MAX_AMAX];
+	f8_kir_id values[F8_LOWER_MAX_AMAX];
 	amax_values(lw, false, values);
 	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
 }
 
 /* A block loop over the row summing `square ? (x - shift)^2 : x` (shift NONE: none). */
-static f8_status row_sum(lower *lw, uint32_t x_param, f8_kir_id shift, bool square,
+static f8_status row_sum(f8_lower *lw, uint32_t x_param, f8_kir_id shift, bool square,
 			 f8_kir_id *sum) {
 	f8_kir_id var;
 	f8_status status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
@@ -658,12 +656,13 @@ static f8_status row_sum(lower *lw, uint32_t x_param, f8_kir_id shift, bool squa
  * Norm groups: per row, the statistics (LayerNorm: mean, then the mean square of x - mean;
  * RMSNorm: the mean square), then one block loop for the output and the other members.
  */
-static f8_status lower_norm(lower *lw) {
+static f8_status lower_norm(f8_lower *lw) {
 	f8_node_id norm_id = lw->members[0];
 	const f8_node *norm = &lw->graph->nodes[norm_id];
 	bool layer = norm->op == F8_OP_LAYER_NORM;
 	uint32_t x = param_of(lw, norm->inputs[0]);
 	f8_kir_id var;
+	record_grid_sizes(lw, false);
 	f8_status status = begin_grid(lw, lw->rows, &var);
 	if (status)
 		return status;
@@ -678,8 +677,8 @@ static f8_status lower_norm(lower *lw) {
 	if ((status = row_sum(lw, x, mean, true, &squares)))
 		return status;
 	f8_kir_id variance = EMIT(lw, DIV, squares, n, NONE);
-	f8_kir_id epsilon = constant(lw, f8_node_attr_float(norm, "epsilon", 1e-5));
-	f8_kir_id rstd = EMIT(lw, DIV, constant(lw, 1),
+	f8_kir_id epsilon = f8_lower_constant(lw, f8_node_attr_float(norm, "epsilon", 1e-5));
+	f8_kir_id rstd = EMIT(lw, DIV, f8_lower_constant(lw, 1),
 			      EMIT(lw, SQRT, EMIT(lw, ADD, variance, epsilon, NONE), NONE, NONE), NONE);
 	uint32_t rstd_output = layer ? 2 : 1;
 	if (layer && norm->n_outputs > 1)
@@ -706,17 +705,17 @@ static f8_status lower_norm(lower *lw) {
 		if (norm->n_inputs > 2 && norm->inputs[2] != F8_NONE)
 			y = EMIT(lw, ADD, y, element(lw, norm_id, norm->inputs[2], &status), NONE);
 	} else { // Hugging Face rounds x * rstd to x's dtype before the weight multiplies
-		y = EMIT(lw, MUL, round_to(lw, x_dtype, EMIT(lw, MUL, xv, rstd, NONE)), gamma, NONE);
+		y = EMIT(lw, MUL, f8_lower_round_to(lw, x_dtype, EMIT(lw, MUL, xv, rstd, NONE)), gamma, NONE);
 	}
 	f8_value_id output = norm->outputs[0];
-	y = round_to(lw, type_of(lw, output)->dtype, y);
+	y = f8_lower_round_to(lw, type_of(lw, output)->dtype, y);
 	if (!status)
 		status = bind_reg(lw, output, y);
 	if (!status)
 		status = store_if_escaping(lw, output, lw->index, y);
 	for (uint32_t m = 1; !status && m < lw->n_members; m++)
 		status = emit_member(lw, lw->members[m]);
-	f8_kir_id values[MAX_AMAX];
+	f8_kir_id values[F8_LOWER_MAX_AMAX];
 	amax_values(lw, false, values);
 	if (!status)
 		status = f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
@@ -724,59 +723,165 @@ static f8_status lower_norm(lower *lw) {
 	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
 }
 
-/* The group's members in program order, into lw->members. */
-static f8_status collect_members(lower *lw) {
-	const f8_graph *graph = lw->graph;
-	lw->members = f8_malloc((graph->n_order + 1) * sizeof *lw->members);
-	if (!lw->members)
-		return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
+/* A size parameter for `dim` (one per distinct dim); its index. */
+f8_status f8_lower_add_size(f8_lower *lw, f8_dim dim, uint32_t *index) {
+	*index = f8_lower_size_param(lw, dim);
+	if (*index != F8_NONE)
+		return F8_OK;
+	uint32_t sizes = 0;
+	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+		sizes += lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE;
+	char name[24];
+	snprintf(name, sizeof name, "size%u", sizes);
+	f8_status status = grow_args(lw);
+	if (!status)
+		status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64, index,
+					  lw->diag);
+	if (!status)
+		lw->args[*index] = (f8_kernel_arg){.value = F8_NONE, .scratch = F8_NONE, .dim = dim};
+	return status;
+}
+
+/* A parameter bound to scratch buffer `scratch` of `out`; its index. */
+f8_status f8_lower_add_scratch_param(f8_lower *lw, const f8_lowered_group *out, uint32_t scratch,
+				   f8_kir_param_kind kind, uint32_t *index) {
+	uint32_t same_kind = 0;
+	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+		same_kind += lw->kernel->params[p].kind == kind;
+	char name[24];
+	snprintf(name, sizeof name, "%s%u", f8_kir_param_kind_name(kind), same_kind);
+	f8_status status = grow_args(lw);
+	if (!status)
+		status = f8_kir_add_param(lw->kernel, name, kind, out->scratch[scratch].dtype, index,
+					  lw->diag);
+	if (!status)
+		lw->args[*index] = (f8_kernel_arg){.value = F8_NONE, .scratch = scratch};
+	return status;
+}
+
+/* The group's members in program order, into *members (f8_malloc'd), their count *n. */
+static f8_status collect_members(const f8_graph *graph, uint32_t group, f8_node_id **members,
+				 uint32_t *n, f8_diag *diag) {
+	*n = 0;
+	*members = f8_malloc((graph->n_order + 1) * sizeof **members);
+	if (!*members)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < graph->n_order; i++)
-		if (graph->nodes[graph->order[i]].group == lw->group)
-			lw->members[lw->n_members++] = graph->order[i];
-	if (!lw->n_members)
-		return f8_diag_set(lw->diag, F8_ERR_INVALID, "kernel %s has no members",
-				   graph->groups[lw->group].name);
-	for (uint32_t m = 0; m < lw->n_members; m++)
-		if (!f8_codegen_can_lower(graph, lw->members[m]))
-			return lower_fail(lw, lw->members[m], "codegen cannot lower this node yet");
+		if (graph->nodes[graph->order[i]].group == group)
+			(*members)[(*n)++] = graph->order[i];
+	if (!*n)
+		return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s has no members",
+				   graph->groups[group].name);
 	return F8_OK;
 }
 
-f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_kernel **kernel,
-				 f8_kernel_arg **args, f8_diag *diag) {
-	*kernel = NULL;
-	*args = NULL;
-	lower lw = {.graph = graph, .group = group, .diag = diag};
-	if (group >= graph->n_groups)
-		return f8_diag_set(diag, F8_ERR_INVALID, "no kernel group %u", group);
-	lw.kernel = f8_kir_create(graph->groups[group].name);
-	f8_status status = lw.kernel ? collect_members(&lw)
-				     : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	if (!status) {
-		const f8_node *first = &graph->nodes[lw.members[0]];
-		lw.norm = first->op == F8_OP_LAYER_NORM || first->op == F8_OP_RMS_NORM;
-		bool source_shape = lw.norm || is_cast(first) || first->op == F8_OP_REDUCE_SUM;
-		lw.anchor = type_of(&lw, source_shape ? first->inputs[0] : first->outputs[0])->shape;
-		status = add_params(&lw);
+/* A fresh builder for one kernel of the group, named `name`. */
+f8_status f8_lower_begin(f8_lower *lw, const f8_graph *graph, uint32_t group,
+			     f8_node_id *members, uint32_t n_members, const char *name,
+			     f8_diag *diag) {
+	*lw = (f8_lower){.graph = graph, .group = group, .diag = diag, .members = members,
+		      .n_members = n_members};
+	lw->kernel = f8_kir_create(name);
+	return lw->kernel ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+}
+
+/* Ends a builder: on success its kernel and bindings become launch `out->n_launches`. */
+f8_status f8_lower_end(f8_lower *lw, f8_status status, f8_lowered_group *out) {
+	if (!status && f8_kir_error(lw->kernel))
+		status = f8_lower_fail(lw, lw->members[0], "%s", f8_kir_error(lw->kernel));
+	if (!status)
+		status = f8_kir_verify(lw->kernel, lw->diag);
+	f8_kernel_launch *grown = status ? NULL
+		: f8_realloc(out->launches, (out->n_launches + 1) * sizeof *grown);
+	if (!status && !grown)
+		status = f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
+	f8_free(lw->regs);
+	if (status) {
+		f8_kir_destroy(lw->kernel);
+		f8_free(lw->args);
+		return status;
 	}
+	out->launches = grown;
+	out->launches[out->n_launches++] = (f8_kernel_launch){lw->kernel, lw->args};
+	return F8_OK;
+}
+
+/* The single-kernel families: elementwise chains, activations, norms, casts. */
+static f8_status lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+	f8_lower lw;
+	f8_status status = f8_lower_begin(&lw, graph, group, members, n_members,
+				       graph->groups[group].name, diag);
+	if (status)
+		return status;
+	const f8_node *first = &graph->nodes[members[0]];
+	lw.norm = first->op == F8_OP_LAYER_NORM || first->op == F8_OP_RMS_NORM;
+	bool source_shape = lw.norm || is_cast(first) || first->op == F8_OP_REDUCE_SUM;
+	lw.anchor = type_of(&lw, source_shape ? first->inputs[0] : first->outputs[0])->shape;
+	status = add_params(&lw);
 	if (!status)
 		status = emit_top(&lw);
 	if (!status)
 		status = lw.norm ? lower_norm(&lw) : lower_elementwise(&lw);
 	if (!status)
 		status = emit_epilogue(&lw);
-	if (!status && f8_kir_error(lw.kernel))
-		status = lower_fail(&lw, lw.members[0], "%s", f8_kir_error(lw.kernel));
-	if (!status)
-		status = f8_kir_verify(lw.kernel, diag);
-	f8_free(lw.members);
-	f8_free(lw.regs);
-	if (status) {
-		f8_kir_destroy(lw.kernel);
-		f8_free(lw.args);
-		return status;
+	return f8_lower_end(&lw, status, out);
+}
+
+void f8_lowered_group_release(f8_lowered_group *group) {
+	for (uint32_t i = 0; i < group->n_launches; i++) {
+		f8_kir_destroy(group->launches[i].kernel);
+		f8_free(group->launches[i].args);
 	}
-	*kernel = lw.kernel;
-	*args = lw.args;
+	f8_free(group->launches);
+	f8_free(group->scratch);
+	*group = (f8_lowered_group){0};
+}
+
+/* Adds a scratch buffer of `count` elements of `dtype` to the group; its index into *index. */
+f8_status f8_lower_add_scratch(f8_lowered_group *out, f8_dtype dtype, f8_dim count,
+			     uint32_t *index, f8_diag *diag) {
+	f8_kernel_scratch *grown = f8_realloc(out->scratch, (out->n_scratch + 1) * sizeof *grown);
+	if (!grown)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	out->scratch = grown;
+	out->scratch[out->n_scratch] = (f8_kernel_scratch){.dtype = dtype, .count = count};
+	*index = out->n_scratch++;
 	return F8_OK;
+}
+
+f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_lowered_group *out,
+				 f8_diag *diag) {
+	*out = (f8_lowered_group){.error_scratch = F8_NONE};
+	if (group >= graph->n_groups)
+		return f8_diag_set(diag, F8_ERR_INVALID, "no kernel group %u", group);
+	f8_node_id *members;
+	uint32_t n_members;
+	f8_status status = collect_members(graph, group, &members, &n_members, diag);
+	for (uint32_t m = 0; !status && m < n_members; m++)
+		if (!f8_codegen_can_lower(graph, members[m])) {
+			char where[160];
+			f8_graph_describe_node(graph, members[m], where, sizeof where);
+			status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "kernel %s: %s: codegen cannot "
+					     "lower this node yet", graph->groups[group].name, where);
+		}
+	if (!status) {
+		switch (graph->nodes[members[0]].op) {
+		case F8_OP_CROSS_ENTROPY:
+			status = f8_lower_cross_entropy(graph, group, members, out, diag);
+			break;
+		case F8_OP_CROSS_ENTROPY_GRAD:
+			status = f8_lower_cross_entropy_grad(graph, group, members, out, diag);
+			break;
+		case F8_OP_SCALING_UPDATE:
+			status = f8_lower_scaling_update(graph, group, members, out, diag);
+			break;
+		default:
+			status = lower_fused(graph, group, members, n_members, out, diag);
+		}
+	}
+	f8_free(members);
+	if (status)
+		f8_lowered_group_release(out);
+	return status;
 }

@@ -17,7 +17,10 @@
  *   - LayerNorm, RMSNorm (forward);
  *   - ReduceSum over all leading axes (a bias gradient: column sums, atomically);
  *   - Quantize and CastTranspose with a given per-tensor scale (delayed scaling: `slot` of a
- *     scaling table, or a scalar), with their scale_inv and amax outputs.
+ *     scaling table, or a scalar), with their scale_inv and amax outputs;
+ *   - CrossEntropy (its rows, then their mean or sum in a second kernel) and CrossEntropyGrad
+ *     (the count of labelled rows, then the rows), a label outside the vocabulary reported;
+ *   - ScalingUpdate (the slots' amaxes gathered, then one row per slot).
  * Arithmetic is f32 where the reference executor computes in double and rounds once, so a
  * lowered group matches the reference within f32 rounding, and an FP8 output within one code
  * where the value before the cast differs by an ulp (DESIGN.md: the cast itself is exact).
@@ -26,29 +29,65 @@
 #define F8_CODEGEN_LOWER_H
 
 #include <stdbool.h> // bool
+#include <stdint.h>  // uint32_t
 
 #include "codegen/kir.h" // f8_kernel
 #include "ir/diag.h"     // f8_status, f8_diag
 #include "ir/graph.h"    // f8_graph, f8_node_id, f8_value_id
 #include "ir/shape.h"    // f8_dim
 
+/* A buffer the kernels of one group share that is no value of the graph: what one kernel
+ * leaves for the next (a cross-entropy's per-row losses before their mean), or a data error
+ * the kernels found. The launcher zeroes it before the group's first kernel. */
+typedef struct f8_kernel_scratch {
+	f8_dtype dtype;
+	f8_dim count; // elements
+} f8_kernel_scratch;
+
 /* What a kernel parameter is bound to: a buffer parameter to a value of the graph (its
- * storage), a size parameter to a dim (evaluated with the graph's symbols bound). */
+ * storage) or to a scratch buffer of its group, a size parameter to a dim (evaluated with the
+ * graph's symbols bound). */
 typedef struct f8_kernel_arg {
-	f8_value_id value; // buffers; F8_NONE for a size
+	f8_value_id value; // buffers bound to a value; F8_NONE otherwise
+	uint32_t scratch;  // buffers bound to a scratch buffer: its index; F8_NONE otherwise
 	f8_dim dim;        // sizes
 } f8_kernel_arg;
+
+/* One launch: a kernel and its bindings. */
+typedef struct f8_kernel_launch {
+	f8_kernel *kernel;
+	f8_kernel_arg *args; // (kernel->n_params)
+} f8_kernel_launch;
+
+/*
+ * A group lowered: its kernels, launched in order (most groups have one; a cross-entropy
+ * reduces its rows' losses in a second), and the scratch buffers they share. When `error` is
+ * not NULL, scratch buffer `error_scratch` (one i64) holds 0 after the launches, or 1 + the
+ * position of a data error the kernels found, which the runtime reports with `error` (a label
+ * outside the vocabulary).
+ */
+typedef struct f8_lowered_group {
+	f8_kernel_launch *launches; // (n_launches)
+	uint32_t n_launches;
+	f8_kernel_scratch *scratch; // (n_scratch)
+	uint32_t n_scratch;
+	const char *error;          // static text ("a label outside the vocabulary ..."), or NULL
+	uint32_t error_scratch;
+} f8_lowered_group;
 
 /* True when codegen can lower `node` of `graph` into a group's kernel (the list above). */
 bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id node);
 
 /*
- * Lowers group `group` of `graph` (types inferred, members contiguous) into a new kernel named
- * as the group. Out: *kernel (the caller destroys it with f8_kir_destroy) and *args
- * (kernel->n_params entries, the caller frees them with f8_free). On failure both are NULL and
- * the diagnostic names the group and the node that could not be lowered.
+ * Lowers group `group` of `graph` (types inferred, members contiguous) into *out: kernels
+ * named after the group (k3, k3_reduce), owned by *out until f8_lowered_group_release. On
+ * failure *out is empty and the diagnostic names the group and the node that could not be
+ * lowered.
  */
-f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_kernel **kernel,
-				 f8_kernel_arg **args, f8_diag *diag);
+f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_lowered_group *out,
+				 f8_diag *diag);
+
+/* Frees what *group holds (kernels, bindings, scratch) and empties it. */
+void f8_lowered_group_release(f8_lowered_group *group);
 
 #endif

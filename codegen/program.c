@@ -38,8 +38,12 @@ void f8_codegen_program_destroy(f8_codegen_program *program) {
 		return;
 	for (uint32_t i = 0; i < program->n_kernels; i++)
 		f8_kir_destroy(program->kernels[i]);
-	for (uint32_t i = 0; i < program->n_groups; i++)
-		f8_free(program->groups[i].args);
+	for (uint32_t i = 0; program->groups && i < program->n_groups; i++) {
+		for (uint32_t l = 0; l < program->groups[i].n_launches; l++)
+			f8_free(program->groups[i].launches[l].args);
+		f8_free(program->groups[i].launches);
+		f8_free(program->groups[i].scratch);
+	}
 	f8_free(program->kernels);
 	f8_free(program->groups);
 	f8_free(program);
@@ -49,6 +53,11 @@ void f8_codegen_program_destroy(f8_codegen_program *program) {
 static f8_status add_kernel(f8_codegen_program *program, f8_kernel *kernel,
 			    f8_kernel_family family, uint32_t *index, f8_diag *diag) {
 	f8_kernel **grown = f8_realloc(program->kernels, (program->n_kernels + 1) * sizeof *grown);
+	if (!grown) {
+		f8_kir_destroy(kernel);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	program->kernels = grown;
 	char name[64];
 	uint32_t same_family = 0;
 	for (uint32_t i = 0; i < program->n_kernels; i++)
@@ -57,24 +66,80 @@ static f8_status add_kernel(f8_codegen_program *program, f8_kernel *kernel,
 			       program->kernels[i]->name[strlen(f8_kernel_family_name(family))] == '_';
 	snprintf(name, sizeof name, "%s_%u", f8_kernel_family_name(family), same_family);
 	const char *copy = f8_arena_strdup(kernel->arena, name);
-	if (!grown || !copy) {
-		if (grown)
-			program->kernels = grown;
+	if (!copy) {
 		f8_kir_destroy(kernel);
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	}
-	program->kernels = grown;
 	kernel->name = copy;
 	*index = program->n_kernels;
 	program->kernels[program->n_kernels++] = kernel;
 	return F8_OK;
 }
 
+/* The kernel of `launch` as one of the program's: an identical one found (the launch's is
+ * destroyed) or it added; its index into *index. `texts` holds each kernel's printed form. */
+static f8_status share_kernel(f8_codegen_program *program, char **texts, f8_kernel *kernel,
+			      f8_kernel_family family, uint32_t *index, f8_diag *diag) {
+	char *text = body_text(kernel);
+	if (!text) {
+		f8_kir_destroy(kernel);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	for (uint32_t k = 0; k < program->n_kernels; k++)
+		if (same_body(texts[k], text)) {
+			free(text);
+			f8_kir_destroy(kernel);
+			*index = k;
+			return F8_OK;
+		}
+	f8_status status = add_kernel(program, kernel, family, index, diag);
+	if (status)
+		free(text);
+	else
+		texts[*index] = text;
+	return status;
+}
+
+/* Moves lowered group `lowered` into program group `g`, sharing its kernels. */
+static f8_status take_group(f8_codegen_program *program, char **texts, f8_kernel_family family,
+			    f8_lowered_group *lowered, uint32_t g, f8_diag *diag) {
+	f8_codegen_group *group = &program->groups[g];
+	group->launches = f8_calloc(lowered->n_launches + 1, sizeof *group->launches);
+	if (!group->launches)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	group->scratch = lowered->scratch;
+	group->n_scratch = lowered->n_scratch;
+	group->error = lowered->error;
+	group->error_scratch = lowered->error_scratch;
+	lowered->scratch = NULL;
+	lowered->n_scratch = 0;
+	f8_status status = F8_OK;
+	for (uint32_t l = 0; l < lowered->n_launches; l++) {
+		f8_kernel_launch *launch = &lowered->launches[l];
+		if (!status)
+			status = share_kernel(program, texts, launch->kernel, family,
+					      &group->launches[l].kernel, diag);
+		else
+			f8_kir_destroy(launch->kernel);
+		launch->kernel = NULL;
+		if (!status) {
+			group->launches[l].args = launch->args;
+			group->n_launches = l + 1;
+		} else {
+			f8_free(launch->args);
+		}
+		launch->args = NULL;
+	}
+	return status;
+}
+
 f8_status f8_codegen_program_create(const f8_graph *graph, f8_codegen_program **out,
 				    f8_diag *diag) {
 	*out = NULL;
 	f8_codegen_program *program = f8_calloc(1, sizeof *program);
-	char **texts = f8_calloc(graph->n_groups + 1, sizeof *texts); // per distinct kernel
+	// Each distinct kernel's printed form; a group has at most a few launches.
+	uint32_t most = 4 * graph->n_groups + 1;
+	char **texts = f8_calloc(most, sizeof *texts);
 	if (!program || !texts ||
 	    !(program->groups = f8_calloc(graph->n_groups + 1, sizeof *program->groups))) {
 		f8_free(texts);
@@ -83,33 +148,15 @@ f8_status f8_codegen_program_create(const f8_graph *graph, f8_codegen_program **
 	}
 	f8_status status = F8_OK;
 	for (uint32_t g = 0; !status && g < graph->n_groups; g++) {
-		f8_kernel *kernel;
-		status = f8_codegen_lower_group(graph, g, &kernel, &program->groups[g].args, diag);
-		if (status)
-			break;
+		f8_lowered_group lowered;
+		status = f8_codegen_lower_group(graph, g, &lowered, diag);
+		if (!status && program->n_kernels + lowered.n_launches >= most)
+			status = f8_diag_set(diag, F8_ERR_INVALID, "kernel %s: too many launches",
+					     graph->groups[g].name);
 		program->n_groups = g + 1;
-		char *text = body_text(kernel);
-		if (!text) {
-			f8_kir_destroy(kernel);
-			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-			break;
-		}
-		uint32_t found = F8_NONE;
-		for (uint32_t k = 0; k < program->n_kernels && found == F8_NONE; k++)
-			if (same_body(texts[k], text))
-				found = k;
-		if (found != F8_NONE) {
-			free(text);
-			f8_kir_destroy(kernel);
-			program->groups[g].kernel = found;
-			continue;
-		}
-		status = add_kernel(program, kernel, graph->groups[g].family,
-				    &program->groups[g].kernel, diag);
-		if (status)
-			free(text);
-		else
-			texts[program->n_kernels - 1] = text;
+		if (!status)
+			status = take_group(program, texts, graph->groups[g].family, &lowered, g, diag);
+		f8_lowered_group_release(&lowered);
 	}
 	for (uint32_t k = 0; k < program->n_kernels; k++)
 		free(texts[k]);

@@ -13,10 +13,21 @@
 #include "ir/diag.h"       // f8_status, f8_diag
 #include "ir/graph.h"      // f8_graph
 
-/* One group of the graph: which kernel runs it, with which bindings. */
-typedef struct f8_codegen_group {
+/* One launch of a group: which kernel, with which bindings. */
+typedef struct f8_codegen_launch {
 	uint32_t kernel;     // index into the program's kernels
-	f8_kernel_arg *args; // (that kernel's n_params) this group's bindings
+	f8_kernel_arg *args; // (that kernel's n_params) this launch's bindings
+} f8_codegen_launch;
+
+/* One group of the graph: its launches in order, its scratch buffers and its data error, as
+ * codegen/lower.h's f8_lowered_group says. */
+typedef struct f8_codegen_group {
+	f8_codegen_launch *launches; // (n_launches)
+	uint32_t n_launches;
+	f8_kernel_scratch *scratch;  // (n_scratch)
+	uint32_t n_scratch;
+	const char *error;
+	uint32_t error_scratch;
 } f8_codegen_group;
 
 typedef struct f8_codegen_program {

@@ -153,7 +153,22 @@ static json_t *node_json(const f8_graph *graph, const f8_node *node) {
 				json_object_set_new(location, "column", json_integer(node->location.column));
 		json_object_set_new(object, "location", location);
 	}
+	if (object && node->group < graph->n_groups)
+		json_object_set_new(object, "kernel", json_string(graph->groups[node->group].name));
 	return object;
+}
+
+/* The fused kernels, by index: name, family, reason. */
+static json_t *kernels_json(const f8_graph *graph) {
+	json_t *kernels = json_array();
+	for (uint32_t i = 0; kernels && i < graph->n_groups; i++) {
+		const f8_kernel_group *group = &graph->groups[i];
+		json_t *kernel = json_pack("{s:s, s:s, s:s}", "name", group->name, "family",
+					   f8_kernel_family_name(group->family), "reason",
+					   group->reason ? group->reason : "");
+		json_array_append_new(kernels, kernel);
+	}
+	return kernels;
 }
 
 /* Set when an allocation jansson asked for failed inside a scope. Global as jansson's allocator. */
@@ -205,6 +220,8 @@ static f8_status print_document(const f8_graph *graph, FILE *out, f8_diag *diag)
 				     "updates", updates);
 	if (!document)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");
+	if (graph->n_groups) // after fuse only, as a value's annotations appear once decided
+		json_object_set_new(document, "kernels", kernels_json(graph));
 	if (jansson_out_of_memory) { // a value went missing: write nothing rather than less
 		json_decref(document);
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");

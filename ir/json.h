@@ -1,7 +1,8 @@
 /*
  * The JSON form of a graph, for tools that would rather not parse the text IR (plan viewers,
  * scripts). It carries everything the text form does; dims are numbers when constant and
- * strings ("batch*seq") when symbolic.
+ * strings ("batch*seq") when symbolic. A fused graph adds "kernels" (name, family, reason of
+ * each) and a "kernel" name on each member node.
  */
 #ifndef F8_IR_JSON_H
 #define F8_IR_JSON_H

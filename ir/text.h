@@ -13,8 +13,13 @@
  * Leaves are declared with their role (input, param, state, scale, amax_history). A node's
  * outputs carry their type (left out before shape inference), then annotations in <...>
  * (role, format, recipe, slot, reason, shard, offset, recompute) when set. After the operands
- * come attributes in {...} and then the node's scope, phase (when not fwd), source name and
- * location. `#` starts a comment. The grammar is at the top of ir/text_parse.c.
+ * come attributes in {...} and then the node's scope, phase (when not fwd), source name,
+ * location and fused kernel. A fused kernel is declared by a line before its first member:
+ *
+ *     kernel k0 : norm "LayerNorm of layers.0.norm with ..."
+ *     %n : f32[batch, seq, 768] = LayerNorm(%x, %g, %b) scope="layers.0.norm" kernel=k0
+ *
+ * `#` starts a comment. The grammar is at the top of ir/text_parse.c.
  */
 #ifndef F8_IR_TEXT_H
 #define F8_IR_TEXT_H
@@ -32,7 +37,8 @@ const char *f8_dim_format(const f8_graph *graph, f8_dim dim, char *buffer, size_
 /* Formats `type` ("f32[batch, seq, 768]", "?" when undefined) into `buffer`; returns `buffer`. */
 const char *f8_type_format(const f8_graph *graph, const f8_type *type, char *buffer, size_t size);
 
-/* Prints `graph` in the text form to `out`. Returns F8_ERR_IO when writing fails. */
+/* Prints `graph` in the text form to `out`. Returns F8_ERR_IO when writing fails, F8_ERR_NOMEM
+ * when memory runs out. */
 f8_status f8_text_print(const f8_graph *graph, FILE *out);
 
 /*

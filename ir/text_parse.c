@@ -7,6 +7,7 @@
  *                                                          amax_history
  *             | 'output' VALUE (',' VALUE)*
  *             | 'update' VALUE '<-' VALUE                 a leaf takes a value at the step's end
+ *             | 'kernel' KERNEL ':' FAMILY STRING?        a fused kernel, before its members
  *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
  *   out      := VALUE (':' type)? annots?
  *   type     := DTYPE '[' (dim (',' dim)*)? ']'
@@ -20,7 +21,9 @@
  *   attrs    := '{' (NAME '=' attr_value (',' NAME '=' attr_value)*)? '}'
  *   meta     := 'scope' '=' STRING | 'phase' '=' PHASE | 'name' '=' STRING
  *             | 'loc' '=' STRING (':' INT ':' INT | '[' INT ']')
+ *             | 'kernel' '=' KERNEL                      a kernel declared above
  *   VALUE    := '%' (BARE | STRING)                        BARE: [A-Za-z0-9_.]+
+ *   KERNEL   := [A-Za-z_][A-Za-z0-9_]*                     FAMILY: cast, norm, ... (ir/graph.h)
  *
  * An attribute value is read by the kind its op's schema gives it: INT, FLOAT (also inf, nan),
  * STRING, [INT, ...], [FLOAT, ...], DTYPE, dim, [dim, ...], or a tensor `type(elements)`.
@@ -33,7 +36,7 @@
 #include <errno.h>  // errno
 #include <math.h>   // INFINITY, NAN
 #include <stdio.h>  // FILE, fopen, fread, snprintf
-#include <string.h> // memcmp, memcpy, strcmp, strerror, strlen
+#include <string.h> // memchr, memcmp, memcpy, strcmp, strerror, strlen
 
 #include "ir/alloc.h"         // f8_realloc, f8_free
 #include "ir/arena.h"         // f8_arena_alloc, f8_arena_alloc_array, f8_arena_strdup
@@ -440,6 +443,70 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 	return text_next(p); // past '}'
 }
 
+/* Whether the IDENT token `tok` is a C identifier (the lexer's words may hold dots). */
+static bool is_kernel_name(const token *tok) {
+	return tok->kind == TOKEN_IDENT && memchr(tok->text, '.', tok->len) == NULL;
+}
+
+/* The KERNEL of `kernel=KERNEL`: a kernel declared above, which `node` joins. */
+static f8_status parse_kernel_use(parser *p, f8_node *node) {
+	if (!is_kernel_name(&p->tok))
+		return text_fail_expected(p, "a kernel name (k0)");
+	uint32_t group = f8_graph_find_group(p->graph, p->tok.text, p->tok.len);
+	if (group == F8_NONE) {
+		text_fail_at(p, &p->tok, "kernel %.*s is not declared before this node",
+			     (int)p->tok.len, p->tok.text);
+		f8_diag_hint(p->diag, "a line `kernel %.*s : FAMILY \"reason\"` declares it; it "
+			     "stands before the kernel's first member", (int)p->tok.len,
+			     p->tok.text);
+		return F8_ERR_PARSE;
+	}
+	node->group = group;
+	return text_next(p);
+}
+
+/* The families, "cast, norm, ...", for messages. */
+static const char *family_list(char *buffer, size_t size) {
+	size_t used = 0;
+	buffer[0] = '\0';
+	for (int i = 0; i < F8_KERNEL_FAMILY_COUNT && used < size; i++)
+		used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? ", " : "",
+					 f8_kernel_family_name((f8_kernel_family)i));
+	return buffer;
+}
+
+/* 'kernel' KERNEL ':' FAMILY STRING?: declares a fused kernel (the reason may be left out). */
+static f8_status parse_kernel(parser *p) {
+	f8_status status = text_next(p);
+	if (status)
+		return status;
+	token name = p->tok;
+	if (!is_kernel_name(&name))
+		return text_fail_expected(p, "a kernel name (a C identifier: k0)");
+	if (f8_graph_find_group(p->graph, name.text, name.len) != F8_NONE)
+		return text_fail_at(p, &name, "kernel %.*s is declared twice", (int)name.len,
+				    name.text);
+	if ((status = text_next(p)) || (status = text_expect_punct(p, ':')))
+		return status;
+	f8_kernel_family family;
+	if (p->tok.kind != TOKEN_IDENT ||
+	    !f8_kernel_family_from_name(p->tok.text, p->tok.len, &family)) {
+		char families[256], what[300];
+		snprintf(what, sizeof what, "a kernel family (%s)",
+			 family_list(families, sizeof families));
+		return text_fail_expected(p, what);
+	}
+	const char *reason = "";
+	if ((status = text_next(p)) ||
+	    (p->tok.kind == TOKEN_STRING && (status = text_take_string(p, &reason))))
+		return status;
+	const char *copy = f8_arena_strndup(p->graph->arena, name.text, name.len);
+	uint32_t index;
+	if (!copy)
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	return f8_graph_add_group(p->graph, copy, family, reason, &index, p->diag);
+}
+
 static f8_status parse_meta(parser *p, f8_node *node) {
 	token key = p->tok;
 	f8_status status = text_next(p);
@@ -483,8 +550,10 @@ static f8_status parse_meta(parser *p, f8_node *node) {
 		}
 		return F8_OK;
 	}
+	if (KEY("kernel"))
+		return parse_kernel_use(p, node);
 #undef KEY
-	return text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc)",
+	return text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc, kernel)",
 			    (int)key.len, key.text);
 }
 
@@ -588,6 +657,17 @@ static f8_status parse_call(parser *p, bool has_outputs, f8_op *op) {
 	return status ? status : text_next(p);
 }
 
+/* Whether the word `kernel` here is a node's `kernel=` field, not the declaration of the next
+ * kernel (`kernel k1 : ...` on the next line): an '=' follows it. */
+static bool at_kernel_field(const parser *p) {
+	if (!text_at_ident(p, "kernel"))
+		return false;
+	const char *c = p->pos;
+	while (c < p->end && (*c == ' ' || *c == '\t' || *c == '\r' || *c == '\n'))
+		c++;
+	return c < p->end && *c == '=';
+}
+
 /* One node: outputs (if any), op and operands, attributes, fields. */
 static f8_status parse_node(parser *p) {
 	token first = p->tok;
@@ -643,7 +723,8 @@ static f8_status parse_node(parser *p) {
 	if (text_at_punct(p, '{') && (status = parse_attrs(p, id)))
 		return status;
 	while (!status && (text_at_ident(p, "scope") || text_at_ident(p, "phase") ||
-			   text_at_ident(p, "name") || text_at_ident(p, "loc")))
+			   text_at_ident(p, "name") || text_at_ident(p, "loc") ||
+			   at_kernel_field(p)))
 		status = parse_meta(p, &p->graph->nodes[id]);
 	return status;
 }
@@ -732,6 +813,8 @@ static f8_status parse_graph(parser *p) {
 			status = parse_outputs(p);
 		else if (text_at_ident(p, "update"))
 			status = parse_update(p);
+		else if (text_at_ident(p, "kernel"))
+			status = parse_kernel(p);
 		else if (p->tok.kind == TOKEN_END)
 			status = text_fail_expected(p, "'}' to close the graph");
 		else

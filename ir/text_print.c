@@ -10,7 +10,7 @@
 #include <stdlib.h>   // strtod, strtof
 #include <string.h>   // strlen, memcpy
 
-#include "ir/alloc.h" // f8_malloc
+#include "ir/alloc.h" // f8_malloc, f8_calloc, f8_free
 #include "ir/fp8.h"   // f8_float_decode
 #include "ir/text.h"  // f8_text_print
 
@@ -411,10 +411,37 @@ static void print_node(FILE *out, const f8_graph *graph, const f8_node *node) {
 		else
 			fprintf(out, ":%u:%u", node->location.line, node->location.column);
 	}
+	if (node->group < graph->n_groups)
+		fprintf(out, " kernel=%s", graph->groups[node->group].name);
 	fputc('\n', out);
 }
 
+/* The `kernel` line of group `index`: its name, family and reason. */
+static void print_kernel(FILE *out, const f8_graph *graph, uint32_t index) {
+	const f8_kernel_group *group = &graph->groups[index];
+	fprintf(out, "  kernel %s : %s ", group->name, f8_kernel_family_name(group->family));
+	print_string(out, group->reason ? group->reason : "");
+	fputc('\n', out);
+}
+
+/* The program: each kernel's line before its first member, then the nodes. `declared` (one
+ * flag per kernel) says which lines are written; a verified graph's kernels are contiguous,
+ * but the printer also shows a graph that is not (the verifier's message names the node). */
+static void print_program(FILE *out, const f8_graph *graph, bool *declared) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group < graph->n_groups && !declared[node->group]) {
+			print_kernel(out, graph, node->group);
+			declared[node->group] = true;
+		}
+		print_node(out, graph, node);
+	}
+}
+
 f8_status f8_text_print(const f8_graph *graph, FILE *out) {
+	bool *declared = f8_calloc(graph->n_groups ? graph->n_groups : 1, sizeof *declared);
+	if (!declared)
+		return F8_ERR_NOMEM;
 	fputs("graph ", out);
 	print_name(out, graph->name);
 	fputs(" {\n", out);
@@ -427,8 +454,8 @@ f8_status f8_text_print(const f8_graph *graph, FILE *out) {
 		print_annotations(out, value, false);
 		fputc('\n', out);
 	}
-	for (uint32_t i = 0; i < graph->n_order; i++)
-		print_node(out, graph, &graph->nodes[graph->order[i]]);
+	print_program(out, graph, declared);
+	f8_free(declared);
 	if (graph->n_outputs) {
 		fputs("  output ", out);
 		for (uint32_t i = 0; i < graph->n_outputs; i++) {

@@ -172,6 +172,67 @@ static f8_status verify_updates(const f8_graph *graph, const bool *defined, f8_d
 	return F8_OK;
 }
 
+/* What the check of the fused kernels knows of one kernel so far. */
+typedef struct kernel_seen {
+	uint32_t last;    // the program position of its last member met, F8_NONE before the first
+	f8_phase phase;   // its first member's phase
+} kernel_seen;
+
+/* Checks node `id` at program position `step` against its kernel's members met before it. */
+static f8_status verify_kernel_member(const f8_graph *graph, f8_node_id id, uint32_t step,
+				      kernel_seen *seen, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	if (node->group >= graph->n_groups)
+		return node_error(graph, id, diag, "its kernel index %u is out of range: the graph "
+				  "has %u kernel(s)", node->group, graph->n_groups);
+	kernel_seen *kernel = &seen[node->group];
+	const char *name = graph->groups[node->group].name;
+	if (kernel->last != F8_NONE && kernel->last + 1 != step) {
+		char previous[F8_DIAG_NODE_MAX];
+		uint32_t between = step - kernel->last - 1;
+		node_error(graph, id, diag, "in kernel %s but not next to its previous member, "
+			   "%s: %u node%s outside the kernel stand%s between them", name,
+			   f8_graph_describe_node(graph, graph->order[kernel->last], previous,
+						  sizeof previous),
+			   between, between == 1 ? "" : "s", between == 1 ? "s" : "");
+		f8_diag_hint(diag, "a kernel's members stand together in the program, so that a "
+			     "backend runs the kernel where its first member stands");
+		return F8_ERR_INVALID;
+	}
+	if (kernel->last != F8_NONE && kernel->phase != node->phase)
+		return node_error(graph, id, diag, "in kernel %s but of phase %s, while the "
+				  "kernel's first member is of phase %s: a kernel runs in one phase",
+				  name,
+				  f8_phase_name(node->phase), f8_phase_name(kernel->phase));
+	if (kernel->last == F8_NONE)
+		kernel->phase = node->phase;
+	kernel->last = step;
+	return F8_OK;
+}
+
+/* The fused kernels: a node's kernel exists, each kernel's members stand together in the
+ * program and share a phase, and each kernel has a member. */
+static f8_status verify_kernels(const f8_graph *graph, f8_diag *diag) {
+	kernel_seen *seen = f8_malloc((graph->n_groups ? graph->n_groups : 1) * sizeof *seen);
+	if (!seen)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory verifying the graph");
+	for (uint32_t g = 0; g < graph->n_groups; g++)
+		seen[g].last = F8_NONE;
+	f8_status status = F8_OK;
+	for (uint32_t step = 0; !status && step < graph->n_order; step++)
+		if (graph->nodes[graph->order[step]].group != F8_NONE)
+			status = verify_kernel_member(graph, graph->order[step], step, seen, diag);
+	for (uint32_t g = 0; !status && g < graph->n_groups; g++) {
+		if (seen[g].last != F8_NONE)
+			continue;
+		status = f8_diag_set(diag, F8_ERR_INVALID, "kernel %s (%s) has no member: no "
+				     "node of the program names it", graph->groups[g].name,
+				     f8_kernel_family_name(graph->groups[g].family));
+	}
+	f8_free(seen);
+	return status;
+}
+
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	// defined[v]: value v is available at this point of the program.
 	bool *defined = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *defined);
@@ -273,6 +334,8 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	}
 	if (!status)
 		status = verify_updates(graph, defined, diag);
+	if (!status)
+		status = verify_kernels(graph, diag);
 done:
 	f8_free(defined);
 	f8_free(position);

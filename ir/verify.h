@@ -1,6 +1,6 @@
 /*
  * The verifier: checks that a graph is well formed (SSA, dominance, arity, attributes, types
- * and shapes). The pass pipeline runs it after every pass in tests and behind --verify.
+ * and shapes, fused kernels). The pass pipeline runs it after every pass in tests and behind --verify.
  */
 #ifndef F8_IR_VERIFY_H
 #define F8_IR_VERIFY_H
@@ -28,7 +28,8 @@ f8_status f8_node_check_output_type(const f8_graph *graph, f8_node_id id, uint32
  * Checks the whole graph: leaves are typed and have leaf roles; every node in the program
  * order appears once, reads only values defined above it (leaves or earlier nodes' outputs),
  * passes f8_node_infer_types, and has outputs whose declared types equal the inferred ones;
- * graph outputs are defined. Returns F8_OK or F8_ERR_INVALID with the first problem found,
+ * graph outputs are defined; each fused kernel has members, which stand together in the
+ * program and share a phase. Returns F8_OK or F8_ERR_INVALID with the first problem found,
  * naming the node and, for graphs read from text, the file and line.
  */
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag);

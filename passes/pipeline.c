@@ -1,6 +1,6 @@
 /*
- * The pipeline table. DESIGN.md lists the passes to come (shard, recompute, fuse, schedule);
- * each joins this table in its own issue, with the reason for its place beside it.
+ * The pipeline table. DESIGN.md lists the passes to come (shard, recompute, schedule); each
+ * joins this table in its own issue, with the reason for its place beside it.
  */
 #define _POSIX_C_SOURCE 200809L // strnlen
 
@@ -12,6 +12,7 @@
 #include "ir/verify.h"           // f8_graph_verify
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
+#include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
 #include "passes/training.h"      // f8_pass_training_run
 
@@ -48,6 +49,12 @@ static f8_status fp8_cast(f8_graph *graph, const f8_pipeline_options *options, F
 	return f8_pass_fp8_cast_run(graph, options->fp8, report, diag);
 }
 
+static f8_status fuse(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+		      f8_diag *diag) {
+	(void)options; // the same kernels for training and inference, with FP8 or without
+	return f8_pass_fuse_run(graph, report, diag);
+}
+
 static const f8_pass pipeline[] = {
 	{"canonicalize", canonicalize,
 	 "first: every later pass reads inferred types and wants no dead nodes to plan for"},
@@ -63,6 +70,10 @@ static const f8_pass pipeline[] = {
 	{"fp8-cast", fp8_cast,
 	 "after precision (it rewrites the GEMMs marked FP8); before shard and recompute, which "
 	 "must see the casts and the scaling state to reduce amaxes and reuse scales"},
+	{"fuse", fuse,
+	 "after the passes that add nodes (fp8-cast; shard and recompute when they come), so that "
+	 "its kernels see every cast; before schedule, which plans buffers for what the kernels "
+	 "still write to memory"},
 };
 
 const f8_pass *f8_pipeline_passes(size_t *count) {

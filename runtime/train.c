@@ -254,6 +254,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		status = f8_cpu_executor_create(t->graph, symbol_values, &t->executor, diag);
 	if (!status && c->observe)
 		f8_cpu_executor_keep_all(t->executor, true);
+	if (!status)
+		f8_cpu_executor_use_interpreter(t->executor, c->reference_kernels);
 	f8_free(symbol_values);
 	if (!status)
 		status = f8_rt_parameters_init(t->executor, t->graph, c->seed, diag);

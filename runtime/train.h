@@ -54,6 +54,8 @@ typedef struct f8_train_config {
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
 	const f8_fp8_options *fp8;        // --fp8-format ...: train in FP8; NULL: no FP8
+	bool reference_kernels;           // --kernels reference: every node through its reference
+					  // kernel, not the fused groups' generated kernels
 	f8_train_observer observe;        // NULL: none
 	void *observe_user;               // given to observe
 } f8_train_config;

@@ -123,6 +123,8 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 						      : f8_text_print(graph, stdout);
 	if (status == F8_ERR_IO && !diag.message[0])
 		f8_diag_set(&diag, status, "cannot write the output");
+	else if (status == F8_ERR_NOMEM && !diag.message[0]) // the text printer's
+		f8_diag_set(&diag, status, "out of memory printing the IR");
 	if (status)
 		f8_diag_print(&diag, stderr);
 	f8_graph_destroy(graph);

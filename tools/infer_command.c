@@ -23,7 +23,7 @@ enum { MAX_ITEMS = 64 };
 static int usage(const char *problem) {
 	fprintf(stderr, "f8c infer: %s\n"
 			"usage: f8c infer MODEL --input NAME=FILE.npy... [--dim NAME=N]... "
-			"--output-dir DIR [--seed N]\n"
+			"--output-dir DIR [--seed N] [--kernels generated|reference]\n"
 			"HINT: every graph input needs an --input; symbolic sizes are taken from the "
 			"inputs' shapes (or --dim); each output is written as DIR/NAME.npy\n",
 		problem);
@@ -41,6 +41,7 @@ typedef struct infer_request {
 	f8_dim_binding dims[MAX_ITEMS];
 	uint32_t n_dims;
 	int64_t seed;
+	bool reference_kernels; // --kernels reference: node by node, no generated kernels
 } infer_request;
 
 /* Parses the command line into *request; returns 0, or the usage exit status. */
@@ -66,6 +67,11 @@ static int parse_arguments(int argc, char **argv, infer_request *request) {
 		} else if (strcmp(argv[i], "--seed") == 0) {
 			if (!has_value || !f8_tool_parse_int(argv[++i], 0, INT64_MAX, &request->seed))
 				return usage("--seed needs a non-negative integer");
+		} else if (strcmp(argv[i], "--kernels") == 0) {
+			const char *which = has_value ? argv[++i] : "";
+			if (strcmp(which, "generated") != 0 && strcmp(which, "reference") != 0)
+				return usage("--kernels needs generated or reference");
+			request->reference_kernels = strcmp(which, "reference") == 0;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "f8c infer: unknown option '%s'\n", argv[i]);
 			return usage("see the options below");
@@ -207,6 +213,8 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 					  symbol_values, diag);
 	if (!status)
 		status = f8_cpu_executor_create(graph, symbol_values, &executor, diag);
+	if (!status)
+		f8_cpu_executor_use_interpreter(executor, request->reference_kernels);
 	if (!status)
 		status = f8_rt_parameters_init(executor, graph, (uint64_t)request->seed, diag);
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++)

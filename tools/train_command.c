@@ -20,7 +20,7 @@
 #include "tools/tool_options.h" // f8_tool_parse_*
 
 /* X(kind): what an option takes. */
-typedef enum option_kind { INT, NUMBER, TEXT, DECAY, FORMAT, SPLIT, DIM, CONFIG } option_kind;
+typedef enum option_kind { INT, NUMBER, TEXT, DECAY, FORMAT, KERNELS, SPLIT, DIM, CONFIG } option_kind;
 
 typedef struct option {
 	const char *name; // without the leading "--"
@@ -59,6 +59,8 @@ static const option options[] = {
 	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations"},
 	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder"},
 	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file"},
+	{"kernels", KERNELS, FIELD(reference_kernels), 0,
+	 "generated (the fused groups' kernels, default) or reference (node by node)"},
 	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq"},
 	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys"},
 };
@@ -152,6 +154,11 @@ static bool set_option(request *r, const option *o, const char *text, char *muta
 	case FORMAT:
 		if (!f8_token_format_from_name(text, (f8_token_format *)field))
 			break;
+		return true;
+	case KERNELS:
+		if (strcmp(text, "generated") != 0 && strcmp(text, "reference") != 0)
+			break;
+		*(bool *)field = strcmp(text, "reference") == 0;
 		return true;
 	case SPLIT:
 		if (parse_split(text, r->config.split, &r->config.n_split))

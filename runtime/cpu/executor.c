@@ -1,14 +1,16 @@
 /*
- * The CPU executor: program order, one kernel call per node, intermediate values freed after
- * their last use, updates applied when a run has succeeded.
+ * The CPU executor: program order, one kernel call per node (per fused group: its generated
+ * kernel), intermediate values freed after their last use, updates applied when a run has
+ * succeeded.
  */
 #include "runtime/cpu/executor.h" // f8_cpu_executor
 
 #include <stdio.h>  // snprintf
 #include <string.h> // memcpy, memset
 
-#include "ir/alloc.h"            // f8_calloc, f8_free
-#include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
+#include "ir/alloc.h"              // f8_calloc, f8_free
+#include "runtime/cpu/generated.h" // f8_cpu_generated_create, f8_cpu_generated_run
+#include "runtime/cpu/kernels.h"   // f8_cpu_kernel_get, f8_cpu_kernel_call
 
 /* The run's plan: the nodes to run, and for each value the position of its last read in the
  * run (KEPT: kept after the run: an output, an update's source, or keep_all; NOT_READ). */
@@ -27,6 +29,9 @@ struct f8_cpu_executor {
 	bool *made;             // (graph->n_values) made by the last run and still held
 	bool keep_all;
 	bool freeze_scaling; // f8_cpu_executor_freeze_scaling
+	bool interpreter;    // f8_cpu_executor_use_interpreter
+	// The fused groups' generated kernels, compiled by the first run that runs a group.
+	f8_cpu_generated *generated;
 	// Scratch for one node's operands, sized by the largest arity in the graph (a GlobalNorm
 	// reads every parameter's gradient: hundreds for a large model).
 	const f8_rt_tensor **inputs;
@@ -190,6 +195,7 @@ void f8_cpu_executor_destroy(f8_cpu_executor *executor) {
 		f8_free(executor->spares[i].data);
 	f8_free(executor->spares);
 	forget_plans(executor);
+	f8_cpu_generated_destroy(executor->generated);
 	f8_free(executor->inputs);
 	f8_free(executor->outputs);
 	f8_free(executor->symbol_values);
@@ -202,6 +208,10 @@ void f8_cpu_executor_keep_all(f8_cpu_executor *executor, bool keep) {
 	if (keep != executor->keep_all)
 		forget_plans(executor); // what a run keeps is part of its plan
 	executor->keep_all = keep;
+}
+
+void f8_cpu_executor_use_interpreter(f8_cpu_executor *executor, bool interpreter) {
+	executor->interpreter = interpreter;
 }
 
 void f8_cpu_executor_freeze_scaling(f8_cpu_executor *executor, bool freeze) {
@@ -352,6 +362,78 @@ static f8_status run_node(f8_cpu_executor *executor, f8_node_id id, uint32_t pos
 	return F8_OK;
 }
 
+/* Frees value v when position `position` read it last in this run. */
+static void release_if_last(f8_cpu_executor *executor, f8_value_id v, uint32_t position,
+			    const run_plan *plan) {
+	if (v != F8_NONE && executor->made[v] && plan->last_read[v] == position) {
+		recycle(executor, &executor->tensors[v]);
+		executor->made[v] = false;
+	}
+}
+
+/*
+ * Runs fused group `group`, whose first member stands at `position` of the run, through its
+ * generated kernel (compiled by the first call): checks the inputs it reads from outside are
+ * there, allocates what it writes, calls it, frees what its members read last. Its members
+ * are contiguous in the run (ir/graph.h): their count into *members.
+ */
+static f8_status run_group(f8_cpu_executor *executor, uint32_t group, uint32_t position,
+			   const run_plan *plan, uint32_t *members, f8_diag *diag) {
+	const f8_graph *graph = executor->graph;
+	*members = 0;
+	while (position + *members < plan->n_nodes &&
+	       graph->nodes[plan->nodes[position + *members]].group == group)
+		(*members)++;
+	f8_status status = F8_OK;
+	if (!executor->generated &&
+	    (status = f8_cpu_generated_create(graph, &executor->generated, diag)))
+		return status;
+	for (uint32_t m = 0; m < *members; m++) {
+		f8_node_id id = plan->nodes[position + m];
+		const f8_node *node = &graph->nodes[id];
+		for (uint32_t j = 0; j < node->n_inputs; j++) {
+			f8_value_id v = node->inputs[j];
+			f8_node_id producer = v == F8_NONE ? F8_NONE : graph->values[v].producer;
+			if (v == F8_NONE || (producer != F8_NONE && graph->nodes[producer].group == group))
+				continue;
+			if (!f8_cpu_executor_value(executor, v)) {
+				f8_diag_set(diag, F8_ERR_ARGUMENT, "input %u (%%%s) was not computed "
+					    "in this run: it is made in phase %s", j,
+					    graph->values[v].name,
+					    f8_phase_name(graph->nodes[producer].phase));
+				f8_diag_set_node(diag, graph, id);
+				return F8_ERR_ARGUMENT;
+			}
+		}
+	}
+	uint32_t n_outputs;
+	const f8_value_id *outputs = f8_cpu_generated_outputs(executor->generated, group, &n_outputs);
+	for (uint32_t o = 0; !status && o < n_outputs; o++) {
+		status = allocate(executor, outputs[o], diag);
+		if (!status)
+			executor->made[outputs[o]] = true;
+	}
+	if (!status)
+		status = f8_cpu_generated_run(executor->generated, group, executor->tensors,
+					      executor->symbol_values, diag);
+	if (status) {
+		if (diag && !diag->node[0])
+			f8_diag_set_node(diag, graph, plan->nodes[position]);
+		return status;
+	}
+	for (uint32_t m = 0; m < *members; m++) {
+		const f8_node *node = &graph->nodes[plan->nodes[position + m]];
+		for (uint32_t j = 0; j < node->n_inputs; j++)
+			release_if_last(executor, node->inputs[j], position + m, plan);
+	}
+	for (uint32_t o = 0; o < n_outputs; o++)
+		if (plan->last_read[outputs[o]] == NOT_READ) {
+			recycle(executor, &executor->tensors[outputs[o]]);
+			executor->made[outputs[o]] = false;
+		}
+	return F8_OK;
+}
+
 /* Moves (or, for a value also kept as an output, copies) each made update source into its
  * leaf; a ScalingUpdate's not while scaling is frozen. */
 static void apply_updates(f8_cpu_executor *executor) {
@@ -388,8 +470,17 @@ f8_status f8_cpu_executor_run(f8_cpu_executor *executor, uint32_t phases, f8_dia
 		f8_free(plan->last_read);
 		*plan = (run_plan){0};
 	}
-	for (uint32_t i = 0; !status && i < plan->n_nodes; i++)
-		status = run_node(executor, plan->nodes[i], i, plan, diag);
+	for (uint32_t i = 0; !status && i < plan->n_nodes;) {
+		uint32_t group = executor->graph->nodes[plan->nodes[i]].group;
+		if (group == F8_NONE || executor->interpreter || executor->keep_all) {
+			status = run_node(executor, plan->nodes[i], i, plan, diag);
+			i++;
+		} else {
+			uint32_t members = 0;
+			status = run_group(executor, group, i, plan, &members, diag);
+			i += members;
+		}
+	}
 	if (!status)
 		apply_updates(executor);
 	else

@@ -37,8 +37,18 @@ f8_status f8_cpu_executor_create(const f8_graph *graph, const int64_t *symbol_va
 /* Frees the executor and every tensor it holds. NULL is allowed. */
 void f8_cpu_executor_destroy(f8_cpu_executor *executor);
 
-/* Keep every value a run makes, not only the outputs (for op-by-op comparisons and tests). */
+/* Keep every value a run makes, not only the outputs (for op-by-op comparisons and tests).
+ * Fused groups then run node by node through the reference kernels, so that the values made
+ * inside a group exist to be kept. */
 void f8_cpu_executor_keep_all(f8_cpu_executor *executor, bool keep);
+
+/*
+ * The fused groups of the graph (the fuse pass's kernels) run through their generated kernels
+ * (runtime/cpu/generated.h: lowered by codegen/, compiled by ORC JIT at the first run that
+ * runs one) unless `interpreter` is true: then every node runs through its reference kernel,
+ * the oracle the generated kernels are held to. Off at creation.
+ */
+void f8_cpu_executor_use_interpreter(f8_cpu_executor *executor, bool interpreter);
 
 /*
  * While `freeze` is true, runs do not apply the updates whose source a ScalingUpdate node made:

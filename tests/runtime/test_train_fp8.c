@@ -7,12 +7,13 @@
  *       same training losses, bit for bit, as one that never evaluates;
  *   (c) resume with FP8 is bit-exact: 4 steps straight against 2 saved, then 2 resumed; the
  *       checkpoint holds the scaling tables (scale, amax_history, nonfinite) and no weight
- *       cache.
+ *       cache;
+ *   (d) the generated kernels (the default) train as the reference kernels do.
  * Usage: test_train_fp8 MODEL.json WORK_FOLDER
  */
 #define _POSIX_C_SOURCE 200809L // mkdtemp
 
-#include <math.h>   // isfinite
+#include <math.h>   // isfinite, fabs
 #include <stdio.h>  // printf, snprintf, fopen
 #include <stdlib.h> // mkdtemp, free
 #include <string.h> // strstr, memset
@@ -176,6 +177,34 @@ static void test_resume(const char *model, const char *data, const char *work) {
 	}
 }
 
+/* (d): the fused groups' generated kernels (the default) against every node through its
+ * reference kernel (--kernels reference), 4 steps, with FP8 and without: the losses agree to
+ * f32 rounding amplified by 4 steps of training (and, with FP8, by an FP8 code that rounds the
+ * other way where the generated f32 arithmetic and the reference's double land on either side
+ * of a rounding boundary). */
+static void test_generated_kernels(const char *model, const char *data) {
+	f8_fp8_options fp8 = options_for(F8_RECIPE_DELAYED);
+	for (int with_fp8 = 0; with_fp8 < 2; with_fp8++) {
+		f8_train_config c = config_for(model, data, 4);
+		c.fp8 = with_fp8 ? &fp8 : NULL;
+		heard generated, reference;
+		bool ok = train(&c, &generated);
+		c.reference_kernels = true;
+		ok &= train(&c, &reference);
+		CHECK(ok && generated.steps == 4 && reference.steps == 4);
+		double worst = 0;
+		for (int i = 1; i <= 4; i++) {
+			double difference = fabs(generated.losses[i] - reference.losses[i]);
+			worst = difference / reference.losses[i] > worst
+					? difference / reference.losses[i] : worst;
+		}
+		printf("(d) %s: step 4 generated %.9g, reference %.9g; worst relative difference "
+		       "%.2g\n", with_fp8 ? "FP8" : "F32", generated.losses[4], reference.losses[4],
+		       worst);
+		CHECK(worst <= (with_fp8 ? 1e-3 : 1e-5));
+	}
+}
+
 int main(int argc, char **argv) {
 	if (argc != 3) {
 		printf("usage: test_train_fp8 MODEL.json WORK_FOLDER\n");
@@ -193,5 +222,6 @@ int main(int argc, char **argv) {
 	test_recipes(argv[1], data, work);
 	test_evaluation_frozen(argv[1], data);
 	test_resume(argv[1], data, work);
+	test_generated_kernels(argv[1], data);
 	return test_finish();
 }

@@ -1,0 +1,585 @@
+/*
+ * The fuse pass (passes/fuse.h): the program's nodes grouped into kernels, greedily, in program
+ * order.
+ *
+ * requires: canonicalize (types), fp8-cast (the casts), and every pass that adds nodes.
+ *
+ * It plans on a copy of the program (plan: seeds, families, joins and the moves they make),
+ * writes each kernel's reason, and only then changes the graph (commit), so that a failure
+ * leaves the graph as it was.
+ */
+#include "passes/fuse.h" // f8_pass_fuse_run
+
+#include <stdarg.h> // va_list
+#include <stdio.h>  // fprintf, snprintf, vsnprintf
+#include <string.h> // memcpy, strlen, strncmp
+
+#include "codegen/lower.h"    // f8_codegen_can_lower
+#include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_free
+#include "ir/text.h"          // f8_type_format
+#include "passes/precision.h" // f8_name_upper
+
+/* A planned kernel: its members stand at order[start .. start + n_members) of the plan. */
+typedef struct planned {
+	uint32_t start, n_members;
+	f8_kernel_family family;
+} planned;
+
+typedef struct fuser {
+	f8_graph *graph;
+	f8_diag *diag;
+	f8_node_id *order;     // (n_order) the program as the plan rearranges it
+	uint32_t *position;    // (n_nodes) where each node stands in `order`, F8_NONE: not in it
+	uint32_t *group_of;    // (n_nodes) each node's planned kernel, F8_NONE: none
+	uint32_t *first_use;   // (n_values + 1) value v's readers are readers[first_use[v] ..
+			       // first_use[v + 1]), in program order
+	f8_node_id *readers;   // the program's nodes reading each value
+	bool *kept;            // (n_values) graph outputs and update sources: written anyway
+	planned *kernels;      // (n_kernels) in program order; at most one per node
+	uint32_t n_kernels;
+} fuser;
+
+/* The kernel being grown. */
+typedef struct growing {
+	uint32_t index;        // its index among the planned kernels
+	f8_node_id seed;
+	f8_kernel_family family;
+	uint32_t start, end;   // its members stand at order[start .. end)
+	f8_shape shape;        // elementwise: the shape every member makes
+	bool has_reduce;       // activation_grad: its bias gradient has joined
+} growing;
+
+static f8_status nomem(fuser *f) {
+	return f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory in the fuse pass");
+}
+
+/* Who reads each value, as lists by value (f->first_use, f->readers). */
+static f8_status index_readers(fuser *f) {
+	const f8_graph *graph = f->graph;
+	uint32_t total = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		for (uint32_t j = 0; j < node->n_inputs; j++)
+			if (node->inputs[j] != F8_NONE)
+				f->first_use[node->inputs[j] + 1]++, total++;
+	}
+	for (uint32_t v = 0; v < graph->n_values; v++)
+		f->first_use[v + 1] += f->first_use[v];
+	if (!(f->readers = f8_malloc((total ? total : 1) * sizeof *f->readers)))
+		return nomem(f);
+	// Fill with first_use[v] as v's cursor; the cursors end where v + 1's list starts.
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		for (uint32_t j = 0; j < node->n_inputs; j++)
+			if (node->inputs[j] != F8_NONE)
+				f->readers[f->first_use[node->inputs[j]]++] = graph->order[i];
+	}
+	for (uint32_t v = graph->n_values; v > 0; v--)
+		f->first_use[v] = f->first_use[v - 1];
+	f->first_use[0] = 0;
+	return F8_OK;
+}
+
+/* The plan's tables: a copy of the program, positions, no kernels yet, readers, kept values. */
+static f8_status fuser_init(fuser *f) {
+	const f8_graph *graph = f->graph;
+	size_t n_order = graph->n_order ? graph->n_order : 1;
+	size_t n_nodes = graph->n_nodes ? graph->n_nodes : 1;
+	f->order = f8_malloc(n_order * sizeof *f->order);
+	f->kernels = f8_malloc(n_order * sizeof *f->kernels);
+	f->position = f8_malloc(n_nodes * sizeof *f->position);
+	f->group_of = f8_malloc(n_nodes * sizeof *f->group_of);
+	f->first_use = f8_calloc((size_t)graph->n_values + 1, sizeof *f->first_use);
+	f->kept = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *f->kept);
+	if (!f->order || !f->kernels || !f->position || !f->group_of || !f->first_use || !f->kept)
+		return nomem(f);
+	memcpy(f->order, graph->order, graph->n_order * sizeof *f->order);
+	for (f8_node_id id = 0; id < graph->n_nodes; id++)
+		f->position[id] = f->group_of[id] = F8_NONE;
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		f->position[graph->order[i]] = i;
+	for (uint32_t i = 0; i < graph->n_outputs; i++)
+		f->kept[graph->outputs[i]] = true;
+	for (uint32_t i = 0; i < graph->n_updates; i++)
+		f->kept[graph->updates[i].source] = true;
+	return index_readers(f);
+}
+
+static void fuser_destroy(fuser *f) {
+	f8_free(f->order);
+	f8_free(f->kernels);
+	f8_free(f->position);
+	f8_free(f->group_of);
+	f8_free(f->first_use);
+	f8_free(f->readers);
+	f8_free(f->kept);
+}
+
+/* Families and who may join them. */
+
+static bool is_cast(const f8_node *node) {
+	return node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
+}
+
+/* Whether `node` may be a member of an elementwise kernel: flagged F8_OPF_ELEMENTWISE, not an
+ * op the family leaves out, making one value that is not bool. */
+static bool is_elementwise(const f8_graph *graph, const f8_node *node) {
+	switch (node->op) {
+	case F8_OP_DROPOUT:    // draws random numbers
+	case F8_OP_IS_NAN:     // bool outputs: left out in v1
+	case F8_OP_EQUAL:
+	case F8_OP_LESS:
+	case F8_OP_GREATER:
+	case F8_OP_LESS_OR_EQUAL:
+	case F8_OP_GREATER_OR_EQUAL:
+	case F8_OP_NOT:
+	case F8_OP_AND:
+	case F8_OP_OR:
+	case F8_OP_CAST_LIKE:
+	case F8_OP_GELU:       // activations of their own family
+	case F8_OP_GELU_GRAD:
+		return false;
+	default:
+		return (f8_op_get_info(node->op)->flags & F8_OPF_ELEMENTWISE) &&
+		       node->n_outputs == 1 &&
+		       graph->values[node->outputs[0]].type.dtype != F8_DTYPE_BOOL;
+	}
+}
+
+/* The family of the kernel `node` starts, in *out; false when it starts none. */
+static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_family *out) {
+	switch (node->op) {
+	case F8_OP_LAYER_NORM:
+	case F8_OP_RMS_NORM: *out = F8_KERNEL_FAMILY_NORM; return true;
+	case F8_OP_GELU:
+	case F8_OP_SWIGLU: *out = F8_KERNEL_FAMILY_ACTIVATION; return true;
+	case F8_OP_GELU_GRAD:
+	case F8_OP_SWIGLU_GRAD: *out = F8_KERNEL_FAMILY_ACTIVATION_GRAD; return true;
+	case F8_OP_QUANTIZE:
+	case F8_OP_CAST_TRANSPOSE: *out = F8_KERNEL_FAMILY_CAST; return true;
+	case F8_OP_CROSS_ENTROPY:
+	case F8_OP_CROSS_ENTROPY_GRAD: *out = F8_KERNEL_FAMILY_CROSS_ENTROPY; return true;
+	case F8_OP_SCALING_UPDATE: *out = F8_KERNEL_FAMILY_SCALING; return true;
+	default:
+		// A scalar is the optimizer's arithmetic (learning rate, clipping): not a kernel.
+		*out = F8_KERNEL_FAMILY_ELEMENTWISE;
+		return is_elementwise(graph, node) &&
+		       graph->values[node->outputs[0]].type.shape.rank >= 1;
+	}
+}
+
+/* Whether ReduceSum `node` sums its input over all leading axes into a vector (axes [0 ..
+ * rank-2], keepdims 0): the bias gradient of a Linear layer. */
+static bool is_bias_gradient(const f8_graph *graph, const f8_node *node) {
+	int rank = graph->values[node->inputs[0]].type.shape.rank;
+	const f8_attr *axes = f8_node_attr(node, "axes");
+	if (rank < 2 || !axes || axes->ints.n != (uint32_t)(rank - 1) ||
+	    f8_node_attr_int(node, "keepdims", 1) != 0)
+		return false;
+	for (int i = 0; i < rank - 1; i++) {
+		int axis;
+		if (!f8_axis_normalize(axes->ints.items[i], rank, false, &axis) || axis != i)
+			return false;
+	}
+	return true;
+}
+
+static bool has_shape(const f8_graph *graph, f8_value_id v, const f8_shape *shape) {
+	return f8_shape_equal(&graph->values[v].type.shape, shape);
+}
+
+/* Whether kernel k's family admits `node`, which reads one of k's values. */
+static bool admits(const fuser *f, const growing *k, const f8_node *node) {
+	const f8_graph *graph = f->graph;
+	f8_value_id first = graph->nodes[k->seed].outputs[0];
+	switch (k->family) {
+	case F8_KERNEL_FAMILY_NORM:
+	case F8_KERNEL_FAMILY_ACTIVATION:
+		return is_cast(node) && node->inputs[0] == first;
+	case F8_KERNEL_FAMILY_ACTIVATION_GRAD:
+		if (is_cast(node))
+			return node->inputs[0] == first;
+		return node->op == F8_OP_REDUCE_SUM && !k->has_reduce && node->inputs[0] == first &&
+		       is_bias_gradient(graph, node);
+	case F8_KERNEL_FAMILY_ELEMENTWISE: {
+		if (!is_cast(node)) // is_elementwise first: a Send makes no output
+			return is_elementwise(graph, node) &&
+			       has_shape(graph, node->outputs[0], &k->shape);
+		f8_node_id producer = graph->values[node->inputs[0]].producer;
+		return producer != F8_NONE && f->group_of[producer] == k->index &&
+		       has_shape(graph, node->inputs[0], &k->shape);
+	}
+	default: // the other families hold one node
+		return false;
+	}
+}
+
+/* Whether node `id`, which reads one of kernel k's values, may join it: its family admits it,
+ * it is of the kernel's phase, and its other inputs are made before the kernel. */
+static bool may_join(const fuser *f, const growing *k, f8_node_id id) {
+	const f8_graph *graph = f->graph;
+	const f8_node *node = &graph->nodes[id];
+	if (node->phase != graph->nodes[k->seed].phase || !admits(f, k, node) ||
+	    !f8_codegen_can_lower(graph, id))
+		return false;
+	for (uint32_t i = 0; i < node->n_inputs; i++) {
+		f8_node_id producer = node->inputs[i] == F8_NONE
+					      ? F8_NONE : graph->values[node->inputs[i]].producer;
+		if (producer != F8_NONE && f->group_of[producer] != k->index &&
+		    (f->position[producer] == F8_NONE || f->position[producer] >= k->start))
+			return false;
+	}
+	return true;
+}
+
+/* The plan. */
+
+/* Moves node `id` up to program position `to`; the nodes from `to` to where it stood move down
+ * one. */
+static void move_to(fuser *f, f8_node_id id, uint32_t to) {
+	for (uint32_t p = f->position[id]; p > to; p--) {
+		f->order[p] = f->order[p - 1];
+		f->position[f->order[p]] = p;
+	}
+	f->order[to] = id;
+	f->position[id] = to;
+}
+
+/* Grows kernel k until nothing more may join. Of the candidates, the one standing first in the
+ * program joins first, so that members keep the order they had. */
+static void grow(fuser *f, growing *k) {
+	const f8_graph *graph = f->graph;
+	for (;;) {
+		f8_node_id best = F8_NONE;
+		uint32_t best_position = F8_NONE;
+		for (uint32_t p = k->start; p < k->end; p++) {
+			const f8_node *member = &graph->nodes[f->order[p]];
+			for (uint32_t o = 0; o < member->n_outputs; o++) {
+				f8_value_id v = member->outputs[o];
+				for (uint32_t u = f->first_use[v]; u < f->first_use[v + 1]; u++) {
+					f8_node_id reader = f->readers[u];
+					if (f->group_of[reader] != F8_NONE ||
+					    f->position[reader] >= best_position ||
+					    !may_join(f, k, reader))
+						continue;
+					best = reader;
+					best_position = f->position[reader];
+				}
+			}
+		}
+		if (best == F8_NONE)
+			return;
+		move_to(f, best, k->end);
+		f->group_of[best] = k->index;
+		k->has_reduce |= graph->nodes[best].op == F8_OP_REDUCE_SUM;
+		k->end++;
+	}
+}
+
+/* Seeds and grows the kernels, in program order. */
+static void plan(fuser *f) {
+	const f8_graph *graph = f->graph;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		f8_node_id id = f->order[p];
+		const f8_node *node = &graph->nodes[id];
+		f8_kernel_family family;
+		if (f->group_of[id] != F8_NONE || !seed_family(graph, node, &family) ||
+		    !f8_codegen_can_lower(graph, id))
+			continue;
+		growing k = {.index = f->n_kernels, .seed = id, .family = family, .start = p,
+			     .end = p + 1};
+		if (family == F8_KERNEL_FAMILY_ELEMENTWISE)
+			k.shape = graph->values[node->outputs[0]].type.shape;
+		f->group_of[id] = k.index;
+		grow(f, &k);
+		f->kernels[f->n_kernels++] = (planned){.start = p, .n_members = k.end - p,
+						       .family = family};
+		p = k.end - 1;
+	}
+}
+
+/* Reasons. */
+
+enum { REASON_MAX = 512 };
+
+/* A reason as it is written. */
+typedef struct phrase {
+	char text[REASON_MAX];
+	size_t used;
+} phrase;
+
+static void say(phrase *out, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void say(phrase *out, const char *format, ...) {
+	if (out->used >= sizeof out->text)
+		return;
+	va_list args;
+	va_start(args, format);
+	int n = vsnprintf(out->text + out->used, sizeof out->text - out->used, format, args);
+	va_end(args);
+	out->used += n > 0 ? (size_t)n : 0;
+}
+
+static const char *scope_of(const f8_graph *graph, const f8_node *node) {
+	return node->scope ? node->scope : graph->values[node->outputs[0]].name;
+}
+
+/* "E4M3 cast" or "E4M3 cast and transpose": what cast `node` makes. */
+static void say_cast(phrase *out, const f8_node *node) {
+	char format[8];
+	f8_name_upper(f8_dtype_name(f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED)), format,
+		      sizeof format);
+	say(out, "%s cast%s", format, node->op == F8_OP_CAST_TRANSPOSE ? " and transpose" : "");
+}
+
+static const f8_node *member(const fuser *f, const planned *k, uint32_t i) {
+	return &f->graph->nodes[f->order[k->start + i]];
+}
+
+/* " with the E4M3 cast and transpose of <of> and its amax" for the casts among k's members
+ * after the first (with a slot: the amax recorded for delayed scaling); false, having said
+ * nothing, when there are none. */
+static bool say_casts(phrase *out, const fuser *f, const planned *k, const char *of) {
+	uint32_t n = 0;
+	bool amax = false;
+	const f8_node *first = NULL;
+	for (uint32_t i = 1; i < k->n_members; i++) {
+		const f8_node *node = member(f, k, i);
+		if (!is_cast(node))
+			continue;
+		first = first ? first : node;
+		amax |= f8_node_attr(node, "slot") != NULL;
+		n++;
+	}
+	if (n == 1) {
+		say(out, " with the ");
+		say_cast(out, first);
+		say(out, " of %s%s", of, amax ? " and its amax" : "");
+	} else if (n > 1) {
+		say(out, " with %u casts of %s (", n, of);
+		for (uint32_t i = 1, said = 0; i < k->n_members; i++)
+			if (is_cast(member(f, k, i))) {
+				say(out, "%s", said++ ? ", " : "");
+				say_cast(out, member(f, k, i));
+			}
+		say(out, ")%s", amax ? " and their amaxes" : "");
+	}
+	return n > 0;
+}
+
+/* Whether value v never reaches memory once k is one kernel: members read it, nothing else does,
+ * and it is no graph output or update source. */
+static bool stays_inside(const fuser *f, const planned *k, f8_value_id v) {
+	uint32_t index = (uint32_t)(k - f->kernels);
+	if (f->kept[v] || f->first_use[v] == f->first_use[v + 1])
+		return false;
+	for (uint32_t u = f->first_use[v]; u < f->first_use[v + 1]; u++)
+		if (f->group_of[f->readers[u]] != index)
+			return false;
+	return true;
+}
+
+/* ": one read of x and y[, no f32 copy of the output]": what a norm or activation kernel saves. */
+static void say_saving(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *seed = member(f, k, 0);
+	uint32_t n_read = k->family == F8_KERNEL_FAMILY_NORM ? 1 : seed->n_inputs;
+	say(out, ": one read of ");
+	for (uint32_t i = 0, said = 0; i < n_read; i++) {
+		f8_value_id input = seed->inputs[i];
+		if (input != F8_NONE)
+			say(out, "%s%s", said++ ? " and " : "", graph->values[input].name);
+	}
+	const f8_value *output = &graph->values[seed->outputs[0]];
+	if (stays_inside(f, k, seed->outputs[0]))
+		say(out, ", no %s copy of the output", f8_dtype_name(output->type.dtype));
+}
+
+/* A norm, activation or activation_grad kernel: the op, its casts, the bias gradient. */
+static void say_pointwise(phrase *out, const fuser *f, const planned *k) {
+	const f8_node *seed = member(f, k, 0);
+	say(out, "%s of %s", f8_op_name(seed->op), scope_of(f->graph, seed));
+	bool has_casts = say_casts(out, f, k, "its output");
+	for (uint32_t i = 1; i < k->n_members; i++)
+		if (member(f, k, i)->op == F8_OP_REDUCE_SUM)
+			say(out, "%s the bias gradient of %s", has_casts ? ", and" : " with",
+			    scope_of(f->graph, member(f, k, i)));
+	say_saving(out, f, k);
+}
+
+/* "3 elementwise ops (Add, Mul, Add) with ... in one pass over f32[batch*seq, 768]". */
+static void say_elementwise(phrase *out, const fuser *f, const planned *k) {
+	uint32_t n_ops = 0;
+	for (uint32_t i = 0; i < k->n_members; i++)
+		n_ops += !is_cast(member(f, k, i));
+	if (n_ops == 1)
+		say(out, "one elementwise op (");
+	else
+		say(out, "%u elementwise ops (", n_ops);
+	for (uint32_t i = 0, said = 0; i < k->n_members; i++) {
+		if (is_cast(member(f, k, i)))
+			continue;
+		if (said == 8) {
+			say(out, ", ...");
+			break;
+		}
+		say(out, "%s%s", said++ ? ", " : "", f8_op_name(member(f, k, i)->op));
+	}
+	say(out, ")");
+	say_casts(out, f, k, "the result");
+	char type[160];
+	const f8_value *made = &f->graph->values[member(f, k, 0)->outputs[0]];
+	say(out, " in one pass over %s", f8_type_format(f->graph, &made->type, type, sizeof type));
+	uint32_t inside = 0;
+	for (uint32_t i = 0; i < k->n_members; i++)
+		for (uint32_t o = 0; o < member(f, k, i)->n_outputs; o++)
+			inside += stays_inside(f, k, member(f, k, i)->outputs[o]);
+	if (inside)
+		say(out, ", %u intermediate value%s never written", inside, inside == 1 ? "" : "s");
+}
+
+/* "E5M2 cast and transpose of y.grad (made by Linear, outside any kernel): both copies and the
+ * amax in one read". */
+static void say_lone_cast(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *cast = member(f, k, 0);
+	const f8_value *source = &graph->values[cast->inputs[0]];
+	say_cast(out, cast);
+	if (source->producer == F8_NONE)
+		say(out, " of the %s %s", f8_role_name(source->role), source->name);
+	else if (f->group_of[source->producer] != F8_NONE)
+		say(out, " of %s (made in kernel k%u)", source->name,
+		    f->group_of[source->producer]);
+	else
+		say(out, " of %s (made by %s, outside any kernel)", source->name,
+		    f8_op_name(graph->nodes[source->producer].op));
+	bool transposed = cast->op == F8_OP_CAST_TRANSPOSE;
+	say(out, ": %s%s in one read", transposed ? "both copies" : "the FP8 copy",
+	    f8_node_attr(cast, "slot") ? " and the amax" : "");
+}
+
+/* The reason of kernel k. */
+static void say_reason(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *seed = member(f, k, 0);
+	char type[160];
+	switch (k->family) {
+	case F8_KERNEL_FAMILY_ELEMENTWISE: say_elementwise(out, f, k); return;
+	case F8_KERNEL_FAMILY_CAST: say_lone_cast(out, f, k); return;
+	case F8_KERNEL_FAMILY_CROSS_ENTROPY: {
+		bool grad = seed->op == F8_OP_CROSS_ENTROPY_GRAD;
+		const f8_value *logits = &graph->values[seed->inputs[grad ? 1 : 0]];
+		say(out, "%s of %s: %s from one read of the logits %s", f8_op_name(seed->op),
+		    scope_of(graph, seed),
+		    grad ? "the logits' gradient" : "the loss and its log-sum-exp",
+		    f8_type_format(graph, &logits->type, type, sizeof type));
+		return;
+	}
+	case F8_KERNEL_FAMILY_SCALING: {
+		const char *table = graph->values[seed->inputs[0]].name;
+		size_t len = strlen(table);
+		if (len > 6 && strncmp(table + len - 6, ".scale", 6) == 0)
+			len -= 6;
+		say(out, "%s of %.*s: the amax history and scale of %u slot%s in one kernel",
+		    f8_op_name(seed->op), (int)len, table, seed->n_inputs - 3,
+		    seed->n_inputs == 4 ? "" : "s");
+		return;
+	}
+	default: say_pointwise(out, f, k); return;
+	}
+}
+
+/* Commit and report. */
+
+/* Adds the planned kernels to the graph, then sets the members and the program; on failure the
+ * graph keeps no kernel. */
+static f8_status commit(fuser *f) {
+	f8_graph *graph = f->graph;
+	for (uint32_t i = 0; i < f->n_kernels; i++) {
+		phrase reason = {.used = 0};
+		say_reason(&reason, f, &f->kernels[i]);
+		char name[16];
+		snprintf(name, sizeof name, "k%u", i);
+		uint32_t index;
+		f8_status status = f8_graph_add_group(graph, name, f->kernels[i].family,
+						      reason.text, &index, f->diag);
+		if (status) {
+			graph->n_groups = 0;
+			return status;
+		}
+	}
+	memcpy(graph->order, f->order, graph->n_order * sizeof *graph->order);
+	for (f8_node_id id = 0; id < graph->n_nodes; id++)
+		graph->nodes[id].group = f->group_of[id];
+	return F8_OK;
+}
+
+/* "fuse: k0 norm: LayerNorm (layers.0.norm), CastTranspose (layers.0.norm)" for each kernel. */
+static void report_kernels(const fuser *f, FILE *report) {
+	const f8_graph *graph = f->graph;
+	for (uint32_t i = 0; i < f->n_kernels; i++) {
+		const planned *k = &f->kernels[i];
+		fprintf(report, "fuse: %s %s:", graph->groups[i].name,
+			f8_kernel_family_name(k->family));
+		for (uint32_t m = 0; m < k->n_members; m++)
+			fprintf(report, "%s %s (%s)", m ? "," : "", f8_op_name(member(f, k, m)->op),
+				scope_of(graph, member(f, k, m)));
+		fputc('\n', report);
+	}
+}
+
+/* The summary: kernels per family, nodes fused, the nodes left outside by op (most first). */
+static void report_summary(const fuser *f, FILE *report) {
+	const f8_graph *graph = f->graph;
+	uint32_t per_family[F8_KERNEL_FAMILY_COUNT] = {0}, per_op[F8_OP_COUNT] = {0}, fused = 0;
+	for (uint32_t i = 0; i < f->n_kernels; i++) {
+		per_family[f->kernels[i].family]++;
+		fused += f->kernels[i].n_members;
+	}
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		if (f->group_of[graph->order[i]] == F8_NONE)
+			per_op[graph->nodes[graph->order[i]].op]++;
+	fprintf(report, "fuse: %u kernel%s", f->n_kernels, f->n_kernels == 1 ? "" : "s");
+	for (int family = 0, said = 0; family < F8_KERNEL_FAMILY_COUNT; family++)
+		if (per_family[family])
+			fprintf(report, "%s%u %s", said++ ? ", " : " (", per_family[family],
+				f8_kernel_family_name((f8_kernel_family)family));
+	fprintf(report, "%s; %u of %u nodes fused\n", f->n_kernels ? ")" : "", fused,
+		graph->n_order);
+	if (fused == graph->n_order)
+		return;
+	fprintf(report, "fuse: left outside kernels:");
+	for (int said = 0;; said++) {
+		int most = -1;
+		for (int op = 0; op < F8_OP_COUNT; op++)
+			if (per_op[op] && (most < 0 || per_op[op] > per_op[most]))
+				most = op;
+		if (most < 0)
+			break;
+		fprintf(report, "%s %u %s", said ? "," : "", per_op[most], f8_op_name((f8_op)most));
+		per_op[most] = 0;
+	}
+	fputc('\n', report);
+}
+
+f8_status f8_pass_fuse_run(f8_graph *graph, FILE *report, f8_diag *diag) {
+	if (graph->n_groups) {
+		f8_diag_set(diag, F8_ERR_INVALID, "the graph is fused already: it has %u "
+			    "kernel(s), the first %s", graph->n_groups, graph->groups[0].name);
+		f8_diag_hint(diag, "fuse runs once, after the passes that add nodes; compile "
+			     "from the model, or from IR dumped before fuse (f8c dump-ir --after "
+			     "fp8-cast)");
+		return F8_ERR_INVALID;
+	}
+	fuser f = {.graph = graph, .diag = diag};
+	f8_status status = fuser_init(&f);
+	if (!status) {
+		plan(&f);
+		status = commit(&f);
+	}
+	if (!status && report) {
+		report_kernels(&f, report);
+		report_summary(&f, report);
+	}
+	fuser_destroy(&f);
+	return status;
+}

@@ -1,0 +1,59 @@
+/*
+ * The fuse pass: groups nodes into the fused kernels that codegen/ lowers (ir/graph.h,
+ * f8_kernel_group), each with a reason that says what the kernel saves.
+ *
+ * requires: canonicalize (types), fp8-cast (the casts it groups), and every pass that adds
+ * nodes (shard and recompute, when they come): the groups must see every node.
+ *
+ * Greedy, in program order: the first node not yet in a kernel that may start one (a seed)
+ * starts kernel k<n>, which grows by consumers of its members' outputs that its family admits,
+ * that are of its phase, and whose other inputs are made before the kernel (a leaf, a member,
+ * or a node that stands before the kernel's first member). A consumer that joins moves up to
+ * just after the kernel's last member: its inputs are ready there, and nothing in between can
+ * read what it makes, since it stood after all of it. A node is in one kernel at most. The
+ * families of v1, what codegen lowers:
+ *   norm             LayerNorm or RMSNorm (any phase) + each Quantize or CastTranspose of its
+ *                    first output
+ *   activation       Gelu or SwiGLU + the casts of its output
+ *   activation_grad  GeluGrad or SwiGLUGrad + the casts of its first output + one ReduceSum of
+ *                    that output over all its leading axes (axes [0 .. rank-2], keepdims 0: the
+ *                    bias gradient)
+ *   elementwise      a chain of ops flagged F8_OPF_ELEMENTWISE that make one shape of rank >= 1
+ *                    (other inputs may broadcast to it), + the casts of its values of that
+ *                    shape. Left out: Dropout (it draws random numbers), IsNaN, the comparisons
+ *                    and logical ops and anything else making bool, CastLike; Gelu and GeluGrad
+ *                    are activations. A lone op is a kernel too, but one making a scalar is not:
+ *                    that is the optimizer's scalar arithmetic (learning rate, clipping).
+ *   cast             a Quantize or CastTranspose no other kernel took, alone
+ *   cross_entropy    a CrossEntropy alone; a CrossEntropyGrad alone
+ *   scaling          a ScalingUpdate alone
+ * A node seeds or joins a kernel only when codegen can lower it (codegen/lower.h,
+ * f8_codegen_can_lower): what it cannot lower yet (a cast under a recipe that finds its scales,
+ * SwiGLU and SwiGLUGrad, Pow, Cos, Sin) stays outside and runs as its own op. Every other
+ * node (GEMMs, Attention, shape ops, collectives, AdamW, Embedding, ...) stays outside any
+ * kernel. The program changes only by the moves above; values, types and
+ * annotations stay as they are.
+ *
+ * The pass runs once: a graph that has kernels already is refused (F8_ERR_INVALID), since
+ * grouping the groups again would decide nothing new and a second run over a changed graph
+ * could not keep the first run's names.
+ */
+#ifndef F8_PASSES_FUSE_H
+#define F8_PASSES_FUSE_H
+
+#include <stdio.h> // FILE
+
+#include "ir/diag.h"  // f8_status, f8_diag
+#include "ir/graph.h" // f8_graph
+
+/*
+ * Groups `graph`'s nodes into kernels as above: adds the kernels (graph->groups, named k0, k1,
+ * ... in program order), sets each member's `group` and moves joining members up in the program.
+ * Writes one line per kernel (name, family, its members' ops and scopes) and a summary (kernels
+ * per family, nodes fused, nodes left outside any kernel by op) to `report` when not NULL.
+ * F8_ERR_INVALID when the graph has kernels already, F8_ERR_NOMEM when memory runs out; on
+ * failure the graph is left as it was.
+ */
+f8_status f8_pass_fuse_run(f8_graph *graph, FILE *report, f8_diag *diag);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * The CPU backend's generated kernels (runtime/cpu/generated.h).
+ */
+#include "runtime/cpu/generated.h" // f8_cpu_generated
+
+#include <string.h> // memcpy
+
+#include "codegen/host_jit.h" // f8_host_jit, f8_host_jit_create, f8_host_jit_lookup
+#include "codegen/program.h"  // f8_codegen_program
+#include "ir/alloc.h"         // f8_calloc, f8_free
+
+/* Per group: each launch's compiled function and the values the group writes. */
+typedef struct generated_group {
+	f8_host_kernel *functions; // (the group's n_launches)
+	f8_value_id *outputs;      // (n_outputs)
+	uint32_t n_outputs;
+} generated_group;
+
+struct f8_cpu_generated {
+	const f8_graph *graph;
+	f8_codegen_program *program;
+	f8_host_jit *jit;
+	generated_group *groups; // (program->n_groups)
+};
+
+void f8_cpu_generated_destroy(f8_cpu_generated *generated) {
+	if (!generated)
+		return;
+	for (uint32_t g = 0; generated->groups && g < generated->program->n_groups; g++) {
+		f8_free(generated->groups[g].functions);
+		f8_free(generated->groups[g].outputs);
+	}
+	f8_free(generated->groups);
+	f8_host_jit_destroy(generated->jit);
+	f8_codegen_program_destroy(generated->program);
+	f8_free(generated);
+}
+
+/* Adds `value` to the group's outputs once. */
+static void add_output(generated_group *group, f8_value_id value) {
+	for (uint32_t i = 0; i < group->n_outputs; i++)
+		if (group->outputs[i] == value)
+			return;
+	group->outputs[group->n_outputs++] = value;
+}
+
+/* Each group's functions and outputs, from the program and the compiled kernels. */
+static f8_status bind_groups(f8_cpu_generated *generated, f8_diag *diag) {
+	const f8_codegen_program *program = generated->program;
+	generated->groups = f8_calloc(program->n_groups + 1, sizeof *generated->groups);
+	if (!generated->groups)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t g = 0; g < program->n_groups; g++) {
+		const f8_codegen_group *lowered = &program->groups[g];
+		generated_group *group = &generated->groups[g];
+		uint32_t params = 0;
+		for (uint32_t l = 0; l < lowered->n_launches; l++)
+			params += program->kernels[lowered->launches[l].kernel]->n_params;
+		group->functions = f8_calloc(lowered->n_launches + 1, sizeof *group->functions);
+		group->outputs = f8_calloc(params + 1, sizeof *group->outputs);
+		if (!group->functions || !group->outputs)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		for (uint32_t l = 0; l < lowered->n_launches; l++) {
+			const f8_kernel *kernel = program->kernels[lowered->launches[l].kernel];
+			group->functions[l] = f8_host_jit_lookup(generated->jit, kernel->name);
+			if (!group->functions[l])
+				return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s was compiled but "
+						   "cannot be found", kernel->name);
+			for (uint32_t p = 0; p < kernel->n_params; p++) {
+				f8_kir_param_kind kind = kernel->params[p].kind;
+				f8_value_id value = lowered->launches[l].args[p].value;
+				if ((kind == F8_KIR_PARAM_OUT || kind == F8_KIR_PARAM_ACCUMULATE) &&
+				    value != F8_NONE)
+					add_output(group, value);
+			}
+		}
+	}
+	return F8_OK;
+}
+
+f8_status f8_cpu_generated_create(const f8_graph *graph, f8_cpu_generated **out,
+				  f8_diag *diag) {
+	*out = NULL;
+	f8_cpu_generated *generated = f8_calloc(1, sizeof *generated);
+	if (!generated)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	generated->graph = graph;
+	f8_status status = f8_codegen_program_create(graph, &generated->program, diag);
+	if (!status)
+		status = f8_host_jit_create((const f8_kernel *const *)generated->program->kernels,
+					    generated->program->n_kernels, &generated->jit, diag);
+	if (!status)
+		status = bind_groups(generated, diag);
+	if (status) {
+		f8_cpu_generated_destroy(generated);
+		return status;
+	}
+	*out = generated;
+	return F8_OK;
+}
+
+const f8_value_id *f8_cpu_generated_outputs(const f8_cpu_generated *generated, uint32_t group,
+					    uint32_t *n) {
+	*n = generated->groups[group].n_outputs;
+	return generated->groups[group].outputs;
+}
+
+/* The group's scratch buffers, zeroed, into scratch[i] (f8_calloc'd; the caller frees). */
+static f8_status make_scratch(const f8_codegen_group *group, const int64_t *symbol_values,
+			      void **scratch, f8_diag *diag) {
+	for (uint32_t i = 0; i < group->n_scratch; i++) {
+		int64_t count;
+		if (!f8_dim_evaluate(group->scratch[i].count, symbol_values, &count) || count < 0)
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "a scratch buffer's size overflows");
+		size_t bytes = (size_t)count * f8_dtype_get_info(group->scratch[i].dtype)->bytes;
+		scratch[i] = f8_calloc(bytes + 1, 1);
+		if (!scratch[i])
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	return F8_OK;
+}
+
+/* Runs launch `l` of group `group` with its arguments pointed at their storage. */
+static f8_status run_launch(const f8_cpu_generated *generated, uint32_t group, uint32_t l,
+			    f8_rt_tensor *tensors, void **scratch, const int64_t *symbol_values,
+			    f8_diag *diag) {
+	const f8_codegen_program *program = generated->program;
+	const f8_codegen_launch *launch = &program->groups[group].launches[l];
+	const f8_kernel *kernel = program->kernels[launch->kernel];
+	uint32_t n = kernel->n_params;
+	void **pointers = f8_calloc(n + 1, sizeof *pointers); // args[i] points to parameter i
+	void **buffers = f8_calloc(n + 1, sizeof *buffers);
+	int64_t *sizes = f8_calloc(n + 1, sizeof *sizes);
+	f8_status status = pointers && buffers && sizes
+				   ? F8_OK
+				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t p = 0; !status && p < n; p++) {
+		const f8_kernel_arg *arg = &launch->args[p];
+		if (kernel->params[p].kind == F8_KIR_PARAM_SIZE) {
+			if (!f8_dim_evaluate(arg->dim, symbol_values, &sizes[p]))
+				status = f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: size %u "
+						     "overflows", kernel->name, p);
+			pointers[p] = &sizes[p];
+			continue;
+		}
+		if (arg->scratch != F8_NONE) {
+			buffers[p] = scratch[arg->scratch];
+		} else {
+			buffers[p] = tensors[arg->value].data;
+			if (!buffers[p] && f8_rt_tensor_numel(&tensors[arg->value]) != 0)
+				status = f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: %%%s is not "
+						     "there", kernel->name,
+						     generated->graph->values[arg->value].name);
+		}
+		pointers[p] = &buffers[p];
+	}
+	if (!status)
+		generated->groups[group].functions[l](pointers);
+	f8_free(pointers);
+	f8_free(buffers);
+	f8_free(sizes);
+	return status;
+}
+
+f8_status f8_cpu_generated_run(const f8_cpu_generated *generated, uint32_t group,
+			       f8_rt_tensor *tensors, const int64_t *symbol_values, f8_diag *diag) {
+	const f8_codegen_group *lowered = &generated->program->groups[group];
+	void **scratch = f8_calloc(lowered->n_scratch + 1, sizeof *scratch);
+	f8_status status = scratch ? make_scratch(lowered, symbol_values, scratch, diag)
+				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t l = 0; !status && l < lowered->n_launches; l++)
+		status = run_launch(generated, group, l, tensors, scratch, symbol_values, diag);
+	if (!status && lowered->error) {
+		int64_t flag;
+		memcpy(&flag, scratch[lowered->error_scratch], sizeof flag);
+		if (flag)
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "%s (row %lld)", lowered->error,
+					     (long long)(flag - 1));
+	}
+	for (uint32_t i = 0; scratch && i < lowered->n_scratch; i++)
+		f8_free(scratch[i]);
+	f8_free(scratch);
+	return status;
+}

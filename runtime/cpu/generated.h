@@ -1,0 +1,41 @@
+/*
+ * The CPU backend's generated kernels: every fused group of a graph lowered to kernel IR
+ * (codegen/program.h) and compiled for this machine by ORC JIT (codegen/host_jit.h), so that
+ * the executor runs a group with one call instead of its members one by one. What a group
+ * computes is what its members compute (tests/codegen/test_lower_groups.c holds every group
+ * against the reference kernels); values made and read inside a group are never stored.
+ */
+#ifndef F8_RUNTIME_CPU_GENERATED_H
+#define F8_RUNTIME_CPU_GENERATED_H
+
+#include <stdint.h> // int64_t, uint32_t
+
+#include "ir/diag.h"        // f8_status, f8_diag
+#include "ir/graph.h"       // f8_graph, f8_value_id
+#include "runtime/tensor.h" // f8_rt_tensor
+
+typedef struct f8_cpu_generated f8_cpu_generated;
+
+/* Lowers and compiles every group of `graph` (fused, types inferred; it must outlive the
+ * result). *out is the caller's (f8_cpu_generated_destroy); NULL on failure, with the
+ * diagnostic of the group that could not be lowered or compiled. */
+f8_status f8_cpu_generated_create(const f8_graph *graph, f8_cpu_generated **out,
+				  f8_diag *diag);
+
+void f8_cpu_generated_destroy(f8_cpu_generated *generated);
+
+/* The values group `group` writes (n of them into *n): the caller allocates each, zeroed, in
+ * `tensors` before f8_cpu_generated_run. Owned by `generated`. */
+const f8_value_id *f8_cpu_generated_outputs(const f8_cpu_generated *generated, uint32_t group,
+					    uint32_t *n);
+
+/*
+ * Runs group `group`: reads its inputs from tensors[value] (every one present), writes its
+ * outputs into tensors[value] (allocated and zeroed by the caller), with the graph's symbols
+ * bound to `symbol_values`. F8_ERR_ARGUMENT when an input is missing or a size does not
+ * evaluate.
+ */
+f8_status f8_cpu_generated_run(const f8_cpu_generated *generated, uint32_t group,
+			       f8_rt_tensor *tensors, const int64_t *symbol_values, f8_diag *diag);
+
+#endif

@@ -1,0 +1,693 @@
+/*
+ * Makes the kernel cases that tests/gpu/gpu_kernel_check.c runs on a GPU: f8c's generated
+ * kernels, compiled to one PTX module, with inputs and the expected outputs, so that the GPU
+ * machine needs neither LLVM nor the CPU backend.
+ *
+ * Check mode: gpt-tiny (batch 2, seq 24) is compiled through the whole pipeline without FP8 and
+ * with the default FP8 options; every fused group of both is one case, its launches in order
+ * (most groups have one kernel; a cross-entropy has a second that reduces the rows). Inputs are
+ * drawn by tests/codegen/test_lower_groups.c's policy; the reference outputs come from the
+ * group's members run one by one through the CPU reference kernels, the host JIT's from the CPU
+ * backend's generated kernels (runtime/cpu/generated.h), which are held to the reference here
+ * too, by the same rule, and the verdict written down. The kernels of the two models are named
+ * <model>_<kernel> ("gpt_tiny_fp8_norm_0") so that one module holds both.
+ *
+ * Bench mode: gpt-1.3b (batch 8, seq 2048: the largest activation a group touches, 8x2048x8192
+ * f32, is 512 MiB) with the default FP8 recipe; one case for each group that brings a kernel
+ * not seen before, shapes only. Its inputs are hundreds of megabytes, more than a GPU run can
+ * carry, so the GPU program draws them.
+ *
+ * Writes OUT_DIR/kernels.ptx, OUT_DIR/manifest.json and (check mode) OUT_DIR/cases.safetensors:
+ * tensors "<model>.<group>.<value>" for the inputs and "<model>.<group>.<value>.reference" for
+ * the outputs, named by the graph value a kernel parameter is bound to (the launches of one
+ * group share them). The host JIT's outputs travel as a hash of their bytes in the manifest, not
+ * as tensors: with them the cases would be 44 MB, and with the working tree more than the 64
+ * MiB a GPU run can carry; the hash is enough to tell the GPU's outputs bit-identical or not.
+ * manifest.json: {"format": "f8c kernel cases 2", "mode", "seed", "ptx", "data", "cases": [
+ *   {"name": "<model>.<group>", "model", "group", "family", "members",
+ *    "values": [{"name", "use": in|out|acc, "dtype", "dims", "count",
+ *                in: "random": normal|scale|bool|label|amax;
+ *                out and acc: "fp8_neighbour" (codes may be one apart),
+ *                             "jit_matches_reference", "jit_hash" (case_hash, 16 hex digits)}],
+ *    "scratch": [{"dtype", "count"}], zeroed before the first launch,
+ *    "error": what a nonzero scratch[error_scratch] (i64) means, or null, "error_scratch",
+ *    "launches": [{"kernel", "geometry": {"threads_per_block", "rows_per_block",
+ *                  "max_blocks", "shared_bytes"}, "grid_sizes": [param index, ...], "rows",
+ *                  "params": [{"name", "kind": in|out|acc|size,
+ *                              then "value" or "scratch" (an index) or "size" (the value)}]}]}]}
+ * An "acc" value is written only by atomics: zeroed before the first launch, not poisoned.
+ *
+ * Exit status 1 when the host JIT is outside the rule (the cases are written all the same), so
+ * that the check mode doubles as a test of the tool and of the lowering on the host.
+ *
+ * usage: make_kernel_cases SOURCE_DIR OUT_DIR [--bench] [--seed N]
+ */
+#define _POSIX_C_SOURCE 200809L // rand_r
+
+#include <jansson.h> // json_t, json_pack, json_dump_file
+#include <math.h>    // sqrt, log, cos, exp, fabs, fmax, INFINITY, NAN
+#include <stdio.h>   // printf, snprintf, fopen
+#include <stdlib.h>  // rand_r, strtoul, exit
+#include <string.h>  // strcmp, strlen
+#include <time.h>    // time
+
+#include "codegen/llvm_lower.h"     // f8_llvm_geometry
+#include "codegen/nvptx.h"          // f8_nvptx_compile
+#include "codegen/program.h"        // f8_codegen_program_create, f8_codegen_group
+#include "frontend/frontend.h"      // f8_frontend_load
+#include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
+#include "ir/arena.h"               // f8_arena_strdup
+#include "passes/pipeline.h"        // f8_pipeline_run_with
+#include "passes/precision.h"       // f8_fp8_options_default
+#include "passes/training.h"        // f8_training_options_default
+#include "runtime/cpu/generated.h"  // f8_cpu_generated_create, f8_cpu_generated_run
+#include "runtime/cpu/kernels.h"    // f8_cpu_kernel_get, f8_cpu_kernel_call
+#include "runtime/safetensors.h"    // f8_safetensors_write
+#include "runtime/tensor.h"         // f8_rt_tensor
+#include "tests/gpu/case_compare.h" // case_compare, case_hash
+
+static unsigned seed;
+
+static double uniform(void) {
+	return (rand_r(&seed) + 0.5) / ((double)RAND_MAX + 1.0);
+}
+
+static double normal(void) {
+	return sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform());
+}
+
+/* A compiled model: its graph, its program, and (check mode) the CPU backend's JIT of it. */
+typedef struct model {
+	const char *label;   // "gpt-tiny-fp8": the first part of case and tensor names
+	const char *prefix;  // "gpt_tiny_fp8": kernel names start with it, "" for none
+	f8_graph *graph;
+	f8_codegen_program *program;
+	f8_cpu_generated *generated; // NULL in bench mode
+} model;
+
+/* The tensors to write: names and tensors, both owned here. */
+typedef struct tensor_list {
+	char **names;
+	f8_rt_tensor **tensors;
+	size_t n, capacity;
+} tensor_list;
+
+/* The graph values one case binds, in order of first binding, and how the group uses each. */
+typedef struct case_values {
+	f8_value_id *ids;  // (n)
+	const char **use;  // (n) "in", "out" or "acc"
+	uint32_t n;
+} case_values;
+
+static void fail(const char *what, const f8_diag *diag) {
+	fprintf(stderr, "make_kernel_cases: %s: ", what);
+	f8_diag_print(diag, stderr);
+	exit(1);
+}
+
+static void *checked(void *pointer) {
+	if (!pointer) {
+		fprintf(stderr, "make_kernel_cases: out of memory\n");
+		exit(1);
+	}
+	return pointer;
+}
+
+/* Adds `tensor` (taken over) as "<a>.<b>.<c><suffix>". */
+static void list_add(tensor_list *list, const char *a, const char *b, const char *c,
+		     const char *suffix, f8_rt_tensor *tensor) {
+	if (list->n == list->capacity) {
+		list->capacity = list->capacity ? 2 * list->capacity : 64;
+		list->names = checked(f8_realloc(list->names, list->capacity * sizeof *list->names));
+		list->tensors = checked(f8_realloc(list->tensors,
+						   list->capacity * sizeof *list->tensors));
+	}
+	size_t length = strlen(a) + strlen(b) + strlen(c) + strlen(suffix) + 3;
+	char *name = checked(f8_malloc(length));
+	snprintf(name, length, "%s.%s.%s%s", a, b, c, suffix);
+	list->names[list->n] = name;
+	list->tensors[list->n++] = tensor;
+}
+
+static void list_free(tensor_list *list) {
+	for (size_t i = 0; i < list->n; i++) {
+		f8_free(list->names[i]);
+		f8_rt_tensor_destroy(list->tensors[i]);
+		f8_free(list->tensors[i]);
+	}
+	f8_free(list->names);
+	f8_free(list->tensors);
+}
+
+/* The concrete dims of value `id` into dims (its rank returned); -1 when one does not
+ * evaluate. */
+static int value_dims(const f8_graph *graph, f8_value_id id, const int64_t *symbols,
+		      int64_t *dims) {
+	const f8_type *type = &graph->values[id].type;
+	for (int d = 0; d < type->shape.rank; d++)
+		if (!f8_dim_evaluate(type->shape.dims[d], symbols, &dims[d]))
+			return -1;
+	return type->shape.rank;
+}
+
+/* A new zeroed tensor of value `id`'s type, or NULL. */
+static f8_rt_tensor *make_tensor(const f8_graph *graph, f8_value_id id, const int64_t *symbols) {
+	int64_t dims[F8_MAX_RANK];
+	int rank = value_dims(graph, id, symbols, dims);
+	if (rank < 0)
+		return NULL;
+	f8_rt_tensor *tensor = checked(f8_calloc(1, sizeof *tensor));
+	if (f8_rt_tensor_create(graph->values[id].type.dtype, rank, dims, tensor, NULL)) {
+		f8_free(tensor);
+		return NULL;
+	}
+	return tensor;
+}
+
+/* True when a member of `group` is a ScalingUpdate that reads `id` as one of its amaxes
+ * (inputs 3 on). */
+static bool read_as_amax(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		for (uint32_t j = 3; node->group == group && node->op == F8_OP_SCALING_UPDATE &&
+				     j < node->n_inputs; j++)
+			if (node->inputs[j] == id)
+				return true;
+	}
+	return false;
+}
+
+/* How an input is drawn (test_lower_groups.c's policy): scales and amax histories positive,
+ * 0.25 to 8, as scaling tables hold; the amaxes a ScalingUpdate reads positive with now and
+ * then a NaN, an infinity or a 0; integers labels below 50 with now and then ignore_index
+ * (-100); booleans either way; the rest normal with a spread of 1 to 41, so that casts both
+ * saturate and underflow. */
+static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	const f8_value *value = &graph->values[id];
+	if (value->role == F8_ROLE_SCALE || value->role == F8_ROLE_AMAX_HISTORY)
+		return "scale";
+	if (value->type.dtype == F8_DTYPE_BOOL)
+		return "bool";
+	if (value->type.dtype == F8_DTYPE_I64)
+		return "label";
+	if (read_as_amax(graph, group, id))
+		return "amax";
+	return "normal";
+}
+
+static void fill_random(const char *policy, f8_rt_tensor *tensor) {
+	int64_t n = f8_rt_tensor_numel(tensor);
+	double spread = 1.0 + 40.0 * uniform();
+	for (int64_t i = 0; i < n; i++) {
+		double x, u = uniform();
+		if (strcmp(policy, "scale") == 0)
+			x = 0.25 + 7.75 * uniform();
+		else if (strcmp(policy, "bool") == 0)
+			x = u < 0.5;
+		else if (strcmp(policy, "label") == 0)
+			x = u < 0.1 ? -100 : (double)(int)(50 * uniform());
+		else if (strcmp(policy, "amax") == 0)
+			x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : fabs(normal() * spread);
+		else
+			x = normal() * spread;
+		f8_rt_tensor_set(tensor, i, x);
+	}
+}
+
+/* A CrossEntropyGrad reads the lse its forward made from the same logits: random inputs keep
+ * that contract, lse[r] = log(sum(exp(logits[r, :]))). */
+static void make_lse_consistent(const f8_rt_tensor *logits, f8_rt_tensor *lse) {
+	int64_t rows = f8_rt_tensor_numel(lse), vocab = logits->dims[logits->rank - 1];
+	for (int64_t r = 0; r < rows; r++) {
+		double top = -INFINITY, sum = 0;
+		for (int64_t c = 0; c < vocab; c++)
+			top = fmax(top, f8_rt_tensor_get(logits, r * vocab + c));
+		for (int64_t c = 0; c < vocab; c++)
+			sum += exp(f8_rt_tensor_get(logits, r * vocab + c) - top);
+		f8_rt_tensor_set(lse, r, top + log(sum));
+	}
+}
+
+/* Draws every value the members of `group` read from outside it into inputs[] (by value id),
+ * as test_lower_groups.c's check_group does. */
+static void draw_inputs(const f8_graph *graph, uint32_t group, const int64_t *symbols,
+			f8_rt_tensor **inputs) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		for (uint32_t j = 0; node->group == group && j < node->n_inputs; j++) {
+			f8_value_id input = node->inputs[j];
+			f8_node_id producer = input == F8_NONE ? F8_NONE : graph->values[input].producer;
+			if (input == F8_NONE || inputs[input] ||
+			    (producer != F8_NONE && graph->nodes[producer].group == group))
+				continue;
+			inputs[input] = checked(make_tensor(graph, input, symbols));
+			fill_random(random_policy(graph, group, input), inputs[input]);
+		}
+	}
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group == group && node->op == F8_OP_CROSS_ENTROPY_GRAD)
+			make_lse_consistent(inputs[node->inputs[1]], inputs[node->inputs[3]]);
+	}
+}
+
+/* Runs the members of `group` through the reference kernels; their outputs into tensors[]
+ * (by value id; the inputs already there). */
+static f8_status run_reference(const f8_graph *graph, uint32_t group, const int64_t *symbols,
+			       f8_rt_tensor **tensors, f8_diag *diag) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group != group)
+			continue;
+		const f8_rt_tensor *inputs[256] = {0}; // a ScalingUpdate reads an amax per slot
+		f8_rt_tensor outputs[8];
+		if (node->n_inputs > 256 || node->n_outputs > 8)
+			return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a member with %u inputs and "
+				"%u outputs", node->n_inputs, node->n_outputs);
+		for (uint32_t j = 0; j < node->n_inputs; j++)
+			inputs[j] = node->inputs[j] == F8_NONE ? NULL : tensors[node->inputs[j]];
+		for (uint32_t o = 0; o < node->n_outputs; o++) {
+			f8_rt_tensor *made = make_tensor(graph, node->outputs[o], symbols);
+			if (!made)
+				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+			tensors[node->outputs[o]] = made;
+			outputs[o] = *made;
+		}
+		f8_cpu_kernel_call call = {.graph = graph, .node = node, .symbol_values = symbols,
+					   .inputs = inputs, .outputs = outputs};
+		f8_status status = f8_cpu_kernel_get(node->op)(&call, diag);
+		if (status)
+			return status;
+	}
+	return F8_OK;
+}
+
+/* True when some member computes the value a cast member reads, so that its FP8 codes may
+ * be one apart from the reference's (test_lower_groups.c's rule). */
+static bool casts_computed_values(const f8_graph *graph, uint32_t group) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group != group ||
+		    (node->op != F8_OP_QUANTIZE && node->op != F8_OP_CAST_TRANSPOSE))
+			continue;
+		f8_node_id producer = graph->values[node->inputs[0]].producer;
+		if (producer != F8_NONE && graph->nodes[producer].group == group)
+			return true;
+	}
+	return false;
+}
+
+/* "LayerNorm, CastTranspose": the ops of the group's members in program order. */
+static json_t *members_text(const f8_graph *graph, uint32_t group) {
+	char text[512] = "";
+	size_t used = 0;
+	for (uint32_t i = 0; i < graph->n_order && used < sizeof text; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group == group)
+			used += (size_t)snprintf(text + used, sizeof text - used, "%s%s",
+						 used ? ", " : "", f8_op_name(node->op));
+	}
+	return json_string(text);
+}
+
+/* The values the launches of group `g` bind, each "out" when a launch writes it (OUT), "acc"
+ * when launches only combine into it (ACCUMULATE), else "in". */
+static case_values bound_values(const f8_codegen_program *program, uint32_t g, uint32_t n_values) {
+	const f8_codegen_group *group = &program->groups[g];
+	case_values v = {.ids = checked(f8_calloc(n_values + 1, sizeof *v.ids)),
+			 .use = checked(f8_calloc(n_values + 1, sizeof *v.use))};
+	for (uint32_t l = 0; l < group->n_launches; l++) {
+		const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
+		for (uint32_t p = 0; p < kernel->n_params; p++) {
+			f8_value_id id = group->launches[l].args[p].value;
+			f8_kir_param_kind kind = kernel->params[p].kind;
+			if (kind == F8_KIR_PARAM_SIZE || id == F8_NONE)
+				continue;
+			uint32_t i = 0;
+			while (i < v.n && v.ids[i] != id)
+				i++;
+			if (i == v.n) {
+				v.ids[v.n] = id;
+				v.use[v.n++] = "in";
+			}
+			if (kind == F8_KIR_PARAM_OUT)
+				v.use[i] = "out";
+			else if (kind == F8_KIR_PARAM_ACCUMULATE && strcmp(v.use[i], "out") != 0)
+				v.use[i] = "acc";
+		}
+	}
+	return v;
+}
+
+static json_t *geometry_json(const f8_llvm_geometry *geometry) {
+	return json_pack("{s:I, s:I, s:I, s:I}", "threads_per_block",
+			 (json_int_t)geometry->threads_per_block, "rows_per_block",
+			 (json_int_t)geometry->rows_per_block, "max_blocks",
+			 (json_int_t)geometry->max_blocks, "shared_bytes",
+			 (json_int_t)geometry->shared_bytes);
+}
+
+/* The manifest's "launches" of group `g` (kernel k's geometry at geometry[k]); its values are
+ * referred to by their index in `v`. */
+static json_t *launches_json(const f8_codegen_program *program, uint32_t g, const case_values *v,
+			     const f8_llvm_geometry *geometry, const char *case_name) {
+	const int64_t symbols[64] = {0}; // the models' dims are bound: no symbol is left
+	const f8_codegen_group *group = &program->groups[g];
+	json_t *launches = json_array();
+	for (uint32_t l = 0; l < group->n_launches; l++) {
+		const f8_codegen_launch *launch = &group->launches[l];
+		const f8_kernel *kernel = program->kernels[launch->kernel];
+		json_t *params = json_array(), *grid_sizes = json_array();
+		int64_t rows = 1;
+		for (uint32_t p = 0; p < kernel->n_params; p++) {
+			const f8_kir_param *param = &kernel->params[p];
+			const f8_kernel_arg *arg = &launch->args[p];
+			json_t *entry = json_pack("{s:s, s:s}", "name", param->name, "kind",
+						  f8_kir_param_kind_name(param->kind));
+			int64_t size = 0;
+			if (param->kind == F8_KIR_PARAM_SIZE) {
+				if (!f8_dim_evaluate(arg->dim, symbols, &size)) {
+					fprintf(stderr, "make_kernel_cases: %s: size %s does not "
+						"evaluate\n", case_name, param->name);
+					exit(1);
+				}
+				json_object_set_new(entry, "size", json_integer(size));
+			} else if (arg->value != F8_NONE) {
+				uint32_t i = 0;
+				while (v->ids[i] != arg->value)
+					i++;
+				json_object_set_new(entry, "value", json_integer(i));
+			} else {
+				json_object_set_new(entry, "scratch", json_integer(arg->scratch));
+			}
+			json_array_append_new(params, entry);
+			for (uint32_t s = 0; s < kernel->n_grid_sizes; s++)
+				if (kernel->grid_sizes[s] == p)
+					rows *= size;
+		}
+		for (uint32_t s = 0; s < kernel->n_grid_sizes; s++)
+			json_array_append_new(grid_sizes, json_integer(kernel->grid_sizes[s]));
+		json_array_append_new(launches, json_pack("{s:s, s:o, s:o, s:I, s:o}", "kernel",
+							  kernel->name, "geometry",
+							  geometry_json(&geometry[launch->kernel]),
+							  "grid_sizes", grid_sizes, "rows",
+							  (json_int_t)rows, "params", params));
+	}
+	return launches;
+}
+
+static json_t *scratch_json(const f8_codegen_group *group, const char *case_name) {
+	const int64_t symbols[64] = {0};
+	json_t *scratch = json_array();
+	for (uint32_t i = 0; i < group->n_scratch; i++) {
+		int64_t count;
+		if (!f8_dim_evaluate(group->scratch[i].count, symbols, &count)) {
+			fprintf(stderr, "make_kernel_cases: %s: a scratch size does not evaluate\n",
+				case_name);
+			exit(1);
+		}
+		json_array_append_new(scratch, json_pack("{s:s, s:I}", "dtype",
+							 f8_dtype_name(group->scratch[i].dtype),
+							 "count", (json_int_t)count));
+	}
+	return scratch;
+}
+
+/*
+ * Check mode's data of case `case_name` (group `g` of `m`): draws its inputs, runs the host
+ * JIT (the CPU backend's generated kernels) and the reference, adds the inputs the launches
+ * bind and the reference's outputs to `list`, and writes the JIT's verdict and hash into each
+ * output's manifest entry (values[i]). *jit_ok turns false when a JIT output is outside the
+ * rule.
+ */
+static void run_case(const model *m, uint32_t g, const case_values *v, json_t *values,
+		     const char *case_name, tensor_list *list, bool *jit_ok) {
+	const f8_graph *graph = m->graph;
+	const int64_t symbols[64] = {0};
+	const char *group_name = graph->groups[g].name;
+	f8_rt_tensor **reference = checked(f8_calloc(graph->n_values, sizeof *reference));
+	f8_rt_tensor *jit = checked(f8_calloc(graph->n_values, sizeof *jit)); // views, and outputs
+	draw_inputs(graph, g, symbols, reference);
+	for (uint32_t id = 0; id < graph->n_values; id++)
+		if (reference[id]) {
+			jit[id] = *reference[id];
+			jit[id].owned = false;
+		}
+	for (uint32_t i = 0; i < v->n; i++)
+		if (strcmp(v->use[i], "in") != 0) {
+			f8_rt_tensor *made = checked(make_tensor(graph, v->ids[i], symbols));
+			jit[v->ids[i]] = *made;
+			f8_free(made);
+		} else if (!reference[v->ids[i]]) {
+			fprintf(stderr, "make_kernel_cases: %s: %%%s is bound but neither read from "
+				"outside the group nor written\n", case_name,
+				graph->values[v->ids[i]].name);
+			exit(1);
+		}
+	f8_diag diag = {0};
+	if (f8_cpu_generated_run(m->generated, g, jit, symbols, &diag))
+		fail(case_name, &diag);
+	if (run_reference(graph, g, symbols, reference, &diag))
+		fail(case_name, &diag);
+	bool neighbour = casts_computed_values(graph, g);
+	for (uint32_t i = 0; i < v->n; i++) {
+		f8_value_id id = v->ids[i];
+		const char *name = graph->values[id].name;
+		json_t *entry = json_array_get(values, i);
+		if (strcmp(v->use[i], "in") == 0) {
+			list_add(list, m->label, group_name, name, "", reference[id]);
+			reference[id] = NULL;
+			continue;
+		}
+		case_comparison result;
+		case_compare(reference[id], jit[id].data, neighbour, &result);
+		char hash[32];
+		snprintf(hash, sizeof hash, "%016llx",
+			 (unsigned long long)case_hash(jit[id].data, jit[id].n_bytes));
+		json_object_set_new(entry, "jit_matches_reference", json_boolean(result.bad == 0));
+		json_object_set_new(entry, "jit_hash", json_string(hash));
+		if (result.bad) {
+			*jit_ok = false;
+			printf("  %s: JIT %%%s: %lld of %lld elements differ; first at %lld: reference "
+			       "%.9g, JIT %.9g\n", case_name, name, (long long)result.bad,
+			       (long long)result.count, (long long)result.first, result.want,
+			       result.got);
+		}
+		list_add(list, m->label, group_name, name, ".reference", reference[id]);
+		reference[id] = NULL;
+		f8_rt_tensor_destroy(&jit[id]);
+	}
+	for (uint32_t id = 0; id < graph->n_values; id++) // unbound inputs, members' inner values
+		if (reference[id]) {
+			f8_rt_tensor_destroy(reference[id]);
+			f8_free(reference[id]);
+		}
+	f8_free(reference);
+	f8_free(jit);
+}
+
+/* The manifest entry of group `g` of `m` (kernel k's geometry at geometry[k]); in check mode
+ * (`list` not NULL) with its data, as run_case says. */
+static json_t *make_case(const model *m, uint32_t g, const f8_llvm_geometry *geometry,
+			 tensor_list *list, bool *jit_ok) {
+	const f8_graph *graph = m->graph;
+	const f8_codegen_group *group = &m->program->groups[g];
+	const int64_t symbols[64] = {0};
+	char case_name[256];
+	snprintf(case_name, sizeof case_name, "%s.%s", m->label, graph->groups[g].name);
+	case_values v = bound_values(m->program, g, graph->n_values);
+	bool neighbour = casts_computed_values(graph, g);
+	json_t *values = json_array();
+	for (uint32_t i = 0; i < v.n; i++) {
+		f8_value_id id = v.ids[i];
+		f8_dtype dtype = graph->values[id].type.dtype;
+		int64_t dims[F8_MAX_RANK], count = 1;
+		int rank = value_dims(graph, id, symbols, dims);
+		json_t *dims_json = json_array();
+		for (int d = 0; d < rank; d++) {
+			json_array_append_new(dims_json, json_integer(dims[d]));
+			count *= dims[d];
+		}
+		json_t *entry = json_pack("{s:s, s:s, s:s, s:o, s:I}", "name",
+					  graph->values[id].name, "use", v.use[i], "dtype",
+					  f8_dtype_name(dtype), "dims", dims_json, "count",
+					  (json_int_t)count);
+		if (strcmp(v.use[i], "in") == 0)
+			json_object_set_new(entry, "random",
+					    json_string(random_policy(graph, g, id)));
+		else if (f8_dtype_is_fp8(dtype) && dtype != F8_DTYPE_E8M0)
+			json_object_set_new(entry, "fp8_neighbour", json_boolean(neighbour));
+		json_array_append_new(values, entry);
+	}
+	if (list)
+		run_case(m, g, &v, values, case_name, list, jit_ok);
+	json_t *entry = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s?, s:I, s:o}", "name",
+				  case_name, "model", m->label, "group", graph->groups[g].name,
+				  "family", f8_kernel_family_name(graph->groups[g].family),
+				  "members", members_text(graph, g), "values", values, "scratch",
+				  scratch_json(group, case_name), "error", group->error,
+				  "error_scratch",
+				  (json_int_t)(group->error ? group->error_scratch : 0), "launches",
+				  launches_json(m->program, g, &v, geometry, case_name));
+	f8_free(v.ids);
+	f8_free(v.use);
+	return entry;
+}
+
+/* Loads `path` with the given dims, compiles it for training (with `fp8`, or none) through
+ * the whole pipeline and makes its program, the kernels renamed PREFIX_NAME; in check mode
+ * also the CPU backend's generated kernels. */
+static void compile_model(model *m, const char *path, const f8_dim_binding *dims, uint32_t n_dims,
+			  const f8_fp8_options *fp8, bool check) {
+	f8_frontend_options options = {.dims = dims, .n_dims = n_dims, .seed = 1};
+	f8_training_options training = f8_training_options_default();
+	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8};
+	f8_diag diag = {0};
+	if (f8_frontend_load(path, &options, &m->graph, &diag) ||
+	    f8_pipeline_run_with(m->graph, NULL, true, &compile_options, NULL, &diag) ||
+	    f8_codegen_program_create(m->graph, &m->program, &diag) ||
+	    (check && f8_cpu_generated_create(m->graph, &m->generated, &diag)))
+		fail(m->label, &diag);
+	for (uint32_t k = 0; m->prefix[0] && k < m->program->n_kernels; k++) {
+		f8_kernel *kernel = m->program->kernels[k];
+		char name[256];
+		snprintf(name, sizeof name, "%s_%s", m->prefix, kernel->name);
+		kernel->name = checked(f8_arena_strdup(kernel->arena, name));
+	}
+	printf("%s: %u groups, %u distinct kernels\n", m->label, m->graph->n_groups,
+	       m->program->n_kernels);
+}
+
+static void write_text(const char *path, const char *text) {
+	FILE *file = fopen(path, "wb");
+	if (!file || fputs(text, file) == EOF || fclose(file) != 0) {
+		fprintf(stderr, "make_kernel_cases: cannot write %s\n", path);
+		exit(1);
+	}
+}
+
+/* Compiles every model's kernels into one PTX module (OUT_DIR/kernels.ptx); the geometry of
+ * each into *geometry, by the concatenated kernel index. */
+static void compile_ptx(const model *models, int n_models, const char *out_dir,
+			f8_llvm_geometry **geometry) {
+	uint32_t n = 0;
+	for (int i = 0; i < n_models; i++)
+		n += models[i].program->n_kernels;
+	const f8_kernel **kernels = checked(f8_calloc(n + 1, sizeof *kernels));
+	*geometry = checked(f8_calloc(n + 1, sizeof **geometry));
+	n = 0;
+	for (int i = 0; i < n_models; i++)
+		for (uint32_t k = 0; k < models[i].program->n_kernels; k++)
+			kernels[n++] = models[i].program->kernels[k];
+	char *ptx = NULL;
+	f8_diag diag = {0};
+	if (f8_nvptx_compile(kernels, n, &ptx, *geometry, &diag))
+		fail("PTX", &diag);
+	char path[1024];
+	snprintf(path, sizeof path, "%s/kernels.ptx", out_dir);
+	write_text(path, ptx);
+	printf("%s: %u kernels, %zu bytes of PTX\n", path, n, strlen(ptx));
+	f8_free(ptx);
+	f8_free(kernels);
+}
+
+/* Bench mode: true when group `g` launches a kernel that no earlier group launches. */
+static bool brings_new_kernel(const f8_codegen_program *program, uint32_t g, bool *seen) {
+	bool fresh = false;
+	for (uint32_t l = 0; l < program->groups[g].n_launches; l++) {
+		uint32_t k = program->groups[g].launches[l].kernel;
+		fresh |= !seen[k];
+		seen[k] = true;
+	}
+	return fresh;
+}
+
+int main(int argc, char **argv) {
+	const char *source_dir = NULL, *out_dir = NULL;
+	bool bench = false, usage = false;
+	seed = (unsigned)time(NULL);
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--bench") == 0)
+			bench = true;
+		else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			seed = (unsigned)strtoul(argv[++i], NULL, 10);
+		else if (!source_dir)
+			source_dir = argv[i];
+		else if (!out_dir)
+			out_dir = argv[i];
+		else
+			usage = true;
+	}
+	if (usage || !source_dir || !out_dir) {
+		fprintf(stderr, "usage: make_kernel_cases SOURCE_DIR OUT_DIR [--bench] [--seed N]\n");
+		return 2;
+	}
+	printf("seed %u\n", seed);
+	char path[1024];
+	f8_fp8_options fp8 = f8_fp8_options_default();
+	model models[2] = {{0}};
+	int n_models;
+	if (bench) {
+		const f8_dim_binding dims[] = {{"batch", 8}, {"seq", 2048}};
+		models[0] = (model){.label = "gpt-1.3b-fp8", .prefix = ""};
+		snprintf(path, sizeof path, "%s/models/gpt-1.3b.json", source_dir);
+		compile_model(&models[0], path, dims, 2, &fp8, false);
+		n_models = 1;
+	} else {
+		const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 24}};
+		models[0] = (model){.label = "gpt-tiny", .prefix = "gpt_tiny"};
+		models[1] = (model){.label = "gpt-tiny-fp8", .prefix = "gpt_tiny_fp8"};
+		snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source_dir);
+		compile_model(&models[0], path, dims, 2, NULL, true);
+		compile_model(&models[1], path, dims, 2, &fp8, true);
+		n_models = 2;
+	}
+	f8_llvm_geometry *geometry = NULL;
+	compile_ptx(models, n_models, out_dir, &geometry);
+
+	json_t *cases = json_array();
+	tensor_list list = {0};
+	bool jit_ok = true;
+	uint32_t kernel_base = 0;
+	for (int i = 0; i < n_models; i++) {
+		const f8_codegen_program *program = models[i].program;
+		bool *seen = checked(f8_calloc(program->n_kernels + 1, sizeof *seen));
+		for (uint32_t g = 0; g < program->n_groups; g++)
+			if (brings_new_kernel(program, g, seen) || !bench)
+				json_array_append_new(cases, make_case(&models[i], g,
+								       geometry + kernel_base,
+								       bench ? NULL : &list, &jit_ok));
+		kernel_base += program->n_kernels;
+		f8_free(seen);
+	}
+	json_t *manifest = json_pack("{s:s, s:s, s:I, s:s, s:s?, s:o}", "format",
+				     "f8c kernel cases 2", "mode", bench ? "bench" : "check",
+				     "seed", (json_int_t)seed, "ptx", "kernels.ptx", "data",
+				     bench ? NULL : "cases.safetensors", "cases", cases);
+	snprintf(path, sizeof path, "%s/manifest.json", out_dir);
+	if (!manifest || json_dump_file(manifest, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER)) {
+		fprintf(stderr, "make_kernel_cases: cannot write %s\n", path);
+		return 1;
+	}
+	printf("%s: %zu cases\n", path, json_array_size(cases));
+	if (!bench) {
+		snprintf(path, sizeof path, "%s/cases.safetensors", out_dir);
+		f8_diag diag = {0};
+		if (f8_safetensors_write(path, (const char *const *)list.names,
+					 (const f8_rt_tensor *const *)list.tensors, list.n, NULL, NULL,
+					 0, &diag))
+			fail(path, &diag);
+		printf("%s: %zu tensors\n", path, list.n);
+		printf("the host JIT %s\n", jit_ok ? "matches the reference"
+						   : "does NOT match the reference (see above)");
+	}
+	json_decref(manifest);
+	list_free(&list);
+	f8_free(geometry);
+	for (int i = 0; i < n_models; i++) {
+		f8_cpu_generated_destroy(models[i].generated);
+		f8_codegen_program_destroy(models[i].program);
+		f8_graph_destroy(models[i].graph);
+	}
+	return jit_ok ? 0 : 1;
+}

@@ -1,0 +1,276 @@
+/*
+ * Unit tests of the fuse pass on gpt-tiny, compiled through the whole pipeline with the verifier
+ * after every pass: with FP8 (the defaults: HYBRID, delayed) and without, for training and for
+ * inference. Every kernel verifies; every Quantize, CastTranspose, LayerNorm, Gelu, GeluGrad and
+ * ScalingUpdate is in a kernel, with the members its family admits; the kernels are counted per
+ * family; the fused graph's text reads back the same; the report has a line per kernel and a
+ * summary; a second fuse is refused with a clear error and leaves the graph as it was (the
+ * choice passes/fuse.h documents); allocation failure at every allocation of the pass is
+ * reported as such and leaves the graph unfused.
+ *
+ * usage: test_fuse SOURCE_DIR
+ */
+#define _POSIX_C_SOURCE 200809L // open_memstream
+
+#include <stdio.h>  // printf, snprintf, open_memstream
+#include <stdlib.h> // free
+#include <string.h> // strcmp, strstr
+
+#include "frontend/frontend.h"  // f8_frontend_load
+#include "ir/alloc.h"           // f8_free
+#include "ir/text.h"            // f8_text_parse, f8_text_print_string
+#include "ir/verify.h"          // f8_graph_verify
+#include "passes/fuse.h"        // f8_pass_fuse_run
+#include "passes/pipeline.h"    // f8_pipeline_run_with, f8_pipeline_find
+#include "tests/test_support.h" // CHECK, test_fail_allocations_after
+
+static const char *source_dir;
+
+/* gpt-tiny with batch 2 and seq 128 bound, compiled through `last` (NULL: the whole pipeline)
+ * for training (or inference) with `fp8` (NULL: none); NULL with a message on failure. */
+static f8_graph *compile(bool training, const f8_fp8_options *fp8, const char *last) {
+	char path[512];
+	snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source_dir);
+	const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 128}};
+	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
+	f8_training_options hyperparameters = f8_training_options_default();
+	f8_pipeline_options compile_options = {.training = training ? &hyperparameters : NULL,
+					       .fp8 = fp8};
+	f8_graph *graph = NULL;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
+	if (!status)
+		status = f8_pipeline_run_with(graph, last, true, &compile_options, NULL, &diag);
+	if (status) {
+		f8_diag_print(&diag, stdout);
+		f8_graph_destroy(graph);
+		return NULL;
+	}
+	return graph;
+}
+
+static bool must_be_fused(f8_op op) {
+	return op == F8_OP_QUANTIZE || op == F8_OP_CAST_TRANSPOSE || op == F8_OP_LAYER_NORM ||
+	       op == F8_OP_GELU || op == F8_OP_GELU_GRAD || op == F8_OP_SCALING_UPDATE;
+}
+
+static bool is_cast_of(const f8_node *node, f8_value_id source) {
+	return (node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
+	       node->inputs[0] == source;
+}
+
+/* Checks that each kernel holds what its family admits (passes/fuse.h), counting kernels per
+ * family into per_family. */
+static void check_families(const f8_graph *graph, uint32_t *per_family) {
+	for (uint32_t i = 0; i < graph->n_order;) {
+		const f8_node *seed = &graph->nodes[graph->order[i]];
+		uint32_t group = seed->group;
+		if (group == F8_NONE) {
+			CHECK(!must_be_fused(seed->op));
+			i++;
+			continue;
+		}
+		CHECK(group < graph->n_groups && graph->groups[group].reason[0]);
+		f8_kernel_family family = graph->groups[group].family;
+		per_family[family]++;
+		uint32_t end = i + 1;
+		while (end < graph->n_order && graph->nodes[graph->order[end]].group == group)
+			end++;
+		for (uint32_t m = i + 1; m < end; m++) {
+			const f8_node *node = &graph->nodes[graph->order[m]];
+			CHECK(node->phase == seed->phase);
+			f8_value_id first = seed->outputs[0];
+			if (family == F8_KERNEL_FAMILY_NORM ||
+			    family == F8_KERNEL_FAMILY_ACTIVATION)
+				CHECK(is_cast_of(node, first));
+			else if (family == F8_KERNEL_FAMILY_ACTIVATION_GRAD)
+				CHECK(is_cast_of(node, first) ||
+				      (node->op == F8_OP_REDUCE_SUM && node->inputs[0] == first));
+			else
+				CHECK(family == F8_KERNEL_FAMILY_ELEMENTWISE);
+		}
+		if (family == F8_KERNEL_FAMILY_NORM)
+			CHECK(seed->op == F8_OP_LAYER_NORM);
+		if (family == F8_KERNEL_FAMILY_ACTIVATION)
+			CHECK(seed->op == F8_OP_GELU);
+		if (family == F8_KERNEL_FAMILY_ACTIVATION_GRAD)
+			CHECK(seed->op == F8_OP_GELU_GRAD);
+		if (family == F8_KERNEL_FAMILY_ELEMENTWISE)
+			CHECK(graph->values[seed->outputs[0]].type.shape.rank >= 1);
+		i = end;
+	}
+}
+
+/* The fused graph's text parses back, verifies and prints the same. */
+static void check_round_trip(const f8_graph *graph) {
+	char *printed = NULL, *reprinted = NULL;
+	size_t printed_len = 0, reprinted_len = 0;
+	f8_graph *again = NULL;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	CHECK(f8_text_print_string(graph, &printed, &printed_len) == F8_OK);
+	CHECK(printed && f8_text_parse(printed, printed_len, "fused", &again, &diag) == F8_OK);
+	CHECK(again && f8_graph_verify(again, &diag) == F8_OK);
+	CHECK(again && f8_text_print_string(again, &reprinted, &reprinted_len) == F8_OK);
+	CHECK(printed && reprinted && strcmp(printed, reprinted) == 0);
+	CHECK(again && again->n_groups == graph->n_groups);
+	if (diag.message[0])
+		f8_diag_print(&diag, stdout);
+	f8_free(printed);
+	f8_free(reprinted);
+	f8_graph_destroy(again);
+}
+
+/* A second fuse, as the pipeline runs it, is refused and changes nothing. */
+static void check_refused_again(f8_graph *graph) {
+	char *before = NULL, *after = NULL;
+	size_t len;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	const f8_pass *fuse = f8_pipeline_find("fuse");
+	const f8_pipeline_options options = {0};
+	CHECK(fuse != NULL);
+	if (!fuse)
+		return;
+	CHECK(f8_text_print_string(graph, &before, &len) == F8_OK);
+	CHECK(fuse->run(graph, &options, NULL, &diag) == F8_ERR_INVALID);
+	CHECK(strstr(diag.message, "fused already") && strstr(diag.hint, "fuse runs once"));
+	CHECK(f8_text_print_string(graph, &after, &len) == F8_OK);
+	CHECK(before && after && strcmp(before, after) == 0);
+	f8_free(before);
+	f8_free(after);
+}
+
+/* The pipeline through fuse for training or inference, with FP8 or without. */
+static void test_gpt_tiny(bool training, bool with_fp8) {
+	f8_fp8_options fp8 = f8_fp8_options_default();
+	f8_graph *graph = compile(training, with_fp8 ? &fp8 : NULL, NULL);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	CHECK(f8_graph_verify(graph, &diag) == F8_OK);
+	uint32_t per_family[F8_KERNEL_FAMILY_COUNT] = {0};
+	check_families(graph, per_family);
+	printf("gpt-tiny %s, %s FP8: %u kernels: %u norm, %u activation, %u activation_grad, "
+	       "%u elementwise, %u cast, %u cross_entropy, %u scaling\n",
+	       training ? "training" : "inference", with_fp8 ? "with" : "without", graph->n_groups,
+	       per_family[F8_KERNEL_FAMILY_NORM], per_family[F8_KERNEL_FAMILY_ACTIVATION],
+	       per_family[F8_KERNEL_FAMILY_ACTIVATION_GRAD],
+	       per_family[F8_KERNEL_FAMILY_ELEMENTWISE],
+	       per_family[F8_KERNEL_FAMILY_CAST], per_family[F8_KERNEL_FAMILY_CROSS_ENTROPY],
+	       per_family[F8_KERNEL_FAMILY_SCALING]);
+	// 4 layers: two LayerNorms each and the final one; a Gelu each (a GeluGrad in training).
+	CHECK(per_family[F8_KERNEL_FAMILY_NORM] == 9);
+	CHECK(per_family[F8_KERNEL_FAMILY_ACTIVATION] == 4);
+	CHECK(per_family[F8_KERNEL_FAMILY_ACTIVATION_GRAD] == (training ? 4u : 0u));
+	CHECK(per_family[F8_KERNEL_FAMILY_CROSS_ENTROPY] == (training ? 2u : 0u));
+	// FP8: a ScalingUpdate per table; inference has no gradients' table.
+	CHECK(per_family[F8_KERNEL_FAMILY_SCALING] == (with_fp8 ? (training ? 3u : 2u) : 0u));
+	CHECK(with_fp8 == (per_family[F8_KERNEL_FAMILY_CAST] > 0));
+	check_round_trip(graph);
+	check_refused_again(graph);
+	f8_graph_destroy(graph);
+}
+
+/* In training with FP8, each GeluGrad's kernel holds its E5M2 cast and fc1's bias gradient,
+ * which moved up past the GEMMs; each norm's kernel holds its output's cast. */
+static void test_members(void) {
+	f8_fp8_options fp8 = f8_fp8_options_default();
+	f8_graph *graph = compile(true, &fp8, NULL);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	uint32_t with_reduce = 0, norms_with_cast = 0;
+	for (uint32_t i = 0; i + 2 < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		const f8_node *next = &graph->nodes[graph->order[i + 1]];
+		const f8_node *third = &graph->nodes[graph->order[i + 2]];
+		if (node->op == F8_OP_GELU_GRAD) {
+			with_reduce += next->group == node->group && third->group == node->group &&
+				       next->op == F8_OP_CAST_TRANSPOSE &&
+				       third->op == F8_OP_REDUCE_SUM;
+			CHECK(strstr(graph->groups[node->group].reason, "E5M2 cast and transpose"));
+			CHECK(strstr(graph->groups[node->group].reason, "bias gradient of"));
+		}
+		if (node->op == F8_OP_LAYER_NORM && next->group == node->group &&
+		    is_cast_of(next, node->outputs[0]))
+			norms_with_cast++;
+	}
+	CHECK(with_reduce == 4);
+	// The final norm feeds the head, which stays high precision: no cast to take.
+	CHECK(norms_with_cast == 8);
+	f8_graph_destroy(graph);
+}
+
+/* The report: a line per kernel, then the summary and the nodes left outside. */
+static void test_report(void) {
+	f8_fp8_options fp8 = f8_fp8_options_default();
+	f8_graph *graph = compile(true, &fp8, "fp8-cast");
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *report = open_memstream(&text, &len);
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	CHECK(report && f8_pass_fuse_run(graph, report, &diag) == F8_OK);
+	if (report)
+		fclose(report);
+	uint32_t lines = 0;
+	for (const char *at = text; at && (at = strstr(at, "\nfuse: k")); at++)
+		lines++;
+	CHECK(text && strncmp(text, "fuse: k0 ", 9) == 0);
+	CHECK(lines + 1 == graph->n_groups);
+	CHECK(text && strstr(text, " kernels (") && strstr(text, " nodes fused\n"));
+	CHECK(text && strstr(text, "fuse: left outside kernels: ") && strstr(text, " FP8Gemm"));
+	free(text);
+	f8_graph_destroy(graph);
+}
+
+/* Every allocation of the pass may fail: the status says so, and the graph stays unfused and
+ * valid. */
+static void test_allocation_failures(void) {
+	f8_graph *graph = compile(true, NULL, "fp8-cast");
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	char *before = NULL;
+	size_t len;
+	CHECK(f8_text_print_string(graph, &before, &len) == F8_OK);
+	bool succeeded = false;
+	for (long n = 0; !succeeded && n < 100000; n++) {
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		test_fail_allocations_after(n);
+		f8_status status = f8_pass_fuse_run(graph, NULL, &diag);
+		test_allocations_restore();
+		CHECK(status == F8_OK || status == F8_ERR_NOMEM);
+		succeeded = status == F8_OK;
+		if (succeeded)
+			break;
+		char *after = NULL;
+		CHECK(graph->n_groups == 0 && f8_graph_verify(graph, &diag) == F8_OK);
+		CHECK(f8_text_print_string(graph, &after, &len) == F8_OK);
+		CHECK(before && after && strcmp(before, after) == 0);
+		f8_free(after);
+	}
+	CHECK(succeeded && graph->n_groups > 0);
+	f8_free(before);
+	f8_graph_destroy(graph);
+}
+
+int main(int argc, char **argv) {
+	source_dir = argc > 1 ? argv[1] : ".";
+	test_gpt_tiny(true, true);
+	test_gpt_tiny(true, false);
+	test_gpt_tiny(false, true);
+	test_gpt_tiny(false, false);
+	test_members();
+	test_report();
+	test_allocation_failures();
+	return test_finish();
+}
