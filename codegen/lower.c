@@ -285,28 +285,34 @@ static f8_status add_params(f8_lower *lw) {
 			}
 		}
 	}
-	// Sizes: one per distinct dim of the anchor.
+	// Sizes: one per distinct dim of the anchor; then each cast's slot in its scaling table,
+	// an argument of its own (not folded into the code), so that the casts of every layer
+	// share one kernel.
 	for (int k = 0; !status && k < lw->anchor.rank; k++) {
-		uint32_t same = F8_NONE;
-		for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-			if (lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE &&
-			    f8_dim_equal(lw->args[p].dim, lw->anchor.dims[k]))
-				same = p;
-		if (same != F8_NONE)
+		uint32_t index;
+		status = f8_lower_add_size(lw, lw->anchor.dims[k], &index);
+	}
+	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		if (!is_cast(node))
 			continue;
-		uint32_t sizes = 0;
+		uint32_t sizes = 0, index;
 		for (uint32_t p = 0; p < lw->kernel->n_params; p++)
 			sizes += lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE;
 		char name[24];
 		snprintf(name, sizeof name, "size%u", sizes);
-		uint32_t index;
 		status = grow_args(lw);
 		if (!status)
 			status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64,
 						  &index, lw->diag);
 		if (!status)
-			lw->args[index] = (f8_kernel_arg){.value = F8_NONE, .scratch = F8_NONE,
-							  .dim = lw->anchor.dims[k]};
+			lw->args[index] = (f8_kernel_arg){
+				.value = F8_NONE, .scratch = F8_NONE,
+				.dim = f8_dim_const(f8_node_attr_int(node, "slot", 0))};
+		if (!status && lw->n_slot_params == F8_LOWER_MAX_AMAX)
+			return f8_lower_fail(lw, lw->members[m], "more than %d casts", F8_LOWER_MAX_AMAX);
+		if (!status)
+			lw->slot_params[lw->n_slot_params++] = index;
 	}
 	return status;
 }
@@ -560,7 +566,7 @@ static f8_status emit_top(f8_lower *lw) {
 			continue;
 		if (lw->n_scales == F8_LOWER_MAX_AMAX)
 			return f8_lower_fail(lw, lw->members[m], "more than %d casts", F8_LOWER_MAX_AMAX);
-		f8_kir_id slot = f8_kir_const_i64(k, f8_node_attr_int(node, "slot", 0));
+		f8_kir_id slot = f8_kir_size(k, lw->slot_params[lw->n_scales]);
 		lw->scales[lw->n_scales++] = f8_kir_load(k, param_of(lw, node->inputs[1]), slot);
 	}
 	return f8_kir_error(k) ? f8_lower_fail(lw, lw->members[0], "%s", f8_kir_error(k)) : F8_OK;

@@ -48,6 +48,8 @@ typedef struct f8_lower {
 	f8_lower_amax amax[F8_LOWER_MAX_AMAX];
 	uint32_t n_amax;
 	f8_kir_id scales[F8_LOWER_MAX_AMAX]; // per cast member, in member order: its scale (top level)
+	uint32_t slot_params[F8_LOWER_MAX_AMAX]; // per cast member: the size parameter of its slot
+	uint32_t n_slot_params;
 	uint32_t n_scales, next_scale;
 } f8_lower;
 

@@ -223,10 +223,39 @@ static void find_fp8_state(trainer *t) {
 	}
 }
 
+/* Loads the model and compiles its training step with `optimizer` into t->graph; binds the
+ * batch and sequence sizes first with FP8 or when `bind` (a plan is for one size). */
+static f8_status compile_model(trainer *t, const f8_training_options *optimizer, bool bind,
+			       f8_diag *diag) {
+	const f8_train_config *c = t->config;
+	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
+	f8_pipeline_options compile = {.training = optimizer, .fp8 = c->fp8};
+	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
+	if (!status && (c->fp8 || bind))
+		status = bind_token_dims(t, diag);
+	if (!status)
+		status = f8_pipeline_run_with(t->graph, NULL, true, &compile, NULL, diag);
+	return status;
+}
+
+f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
+	*out = NULL;
+	trainer t = {.config = config};
+	f8_training_options optimizer = resolved_optimizer(config);
+	f8_status status = f8_training_options_check(&optimizer, diag);
+	if (!status)
+		status = compile_model(&t, &optimizer, true, diag);
+	if (status) {
+		f8_graph_destroy(t.graph);
+		return status;
+	}
+	*out = t.graph;
+	return F8_OK;
+}
+
 /* Loads the model, compiles the training step, makes the executor and its parameters. */
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
-	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
 	f8_training_options optimizer = resolved_optimizer(c);
 	t->micro_batches = optimizer.micro_batches;
 	t->optimizer = optimizer;
@@ -237,12 +266,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	snprintf(t->settings[4], sizeof t->settings[4], "%s", f8_lr_decay_name(optimizer.decay_style));
 	for (int i = 0; i < N_SETTINGS; i++)
 		t->setting_values[i] = t->settings[i];
-	f8_pipeline_options compile = {.training = &optimizer, .fp8 = c->fp8};
-	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
-	if (!status && c->fp8)
-		status = bind_token_dims(t, diag);
-	if (!status)
-		status = f8_pipeline_run_with(t->graph, NULL, true, &compile, NULL, diag);
+	f8_status status = compile_model(t, &optimizer, false, diag);
 	if (!status)
 		find_fp8_state(t);
 	int64_t *symbol_values = NULL;

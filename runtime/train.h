@@ -60,6 +60,15 @@ typedef struct f8_train_config {
 	void *observe_user;               // given to observe
 } f8_train_config;
 
+/*
+ * Compiles config->model's training step as f8c train does (the model loaded with config's
+ * --dim sizes and seed; every pass of the pipeline with the optimizer and FP8 options), with
+ * the token input's batch and seq bound to the micro-batch size and the sequence length (f8c
+ * train binds them only with FP8): a plan is for one size. *out is the caller's; NULL on
+ * failure. What f8c compile writes into a plan.
+ */
+f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_diag *diag);
+
 /* What a callback hears after each logged iteration, evaluation, save and at the end. */
 typedef enum f8_train_event {
 	F8_TRAIN_EVENT_START,

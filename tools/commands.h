@@ -18,6 +18,7 @@ int f8_tool_infer(int argc, char **argv);
 int f8_tool_train(int argc, char **argv);
 int f8_tool_audit(int argc, char **argv);
 int f8_tool_calibrate(int argc, char **argv);
+int f8_tool_compile(int argc, char **argv);
 
 /* f8c train's options, which f8c calibrate takes too (tools/train_command.c). */
 typedef struct f8_tool_train_command {
@@ -25,6 +26,7 @@ typedef struct f8_tool_train_command {
 	const char *usage;       // after "f8c NAME ": "MODEL --data TOKENS.bin [OPTIONS]"
 	const char *own_options; // help lines of the command's own options, or NULL
 	bool needs_train_iters;  // --train-iters must be given
+	bool needs_data;         // --data must be given (not for f8c compile)
 } f8_tool_train_command;
 
 typedef struct f8_tool_train_args f8_tool_train_args;

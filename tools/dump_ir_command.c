@@ -1,5 +1,6 @@
 /*
- * f8c dump-ir: reads a model, runs the pipeline through a pass, prints the IR as text or JSON.
+ * f8c dump-ir: reads a model, runs the pipeline through a pass, prints the IR as text or JSON;
+ * or prints a plan's graph (f8c compile's folder), which is past every pass.
  * Through precision or fp8-cast it plans FP8 with the FP8 options (tools/fp8_options.h; their
  * defaults when none is given), so the IR shows every decision inline.
  */
@@ -11,6 +12,7 @@
 #include "ir/text.h"         // f8_text_print
 #include "ir/verify.h"       // f8_graph_verify
 #include "passes/pipeline.h" // f8_pipeline_run
+#include "runtime/plan.h"    // f8_plan_is_dir, f8_plan_load
 #include "tools/commands.h"  // f8_tool_dump_ir
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
 #include "tools/tool_options.h" // f8_tool_parse_dim_binding
@@ -103,8 +105,25 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = NULL;
+	f8_plan *plan = NULL;
 	f8_frontend_options options = {.dims = r->dims, .n_dims = r->n_dims};
-	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
+	f8_status status;
+	if (f8_plan_is_dir(path)) { // a plan: its graph, after every pass, checked as it loads
+		status = f8_plan_load(path, F8C_VERSION, &plan, &diag);
+		if (!status && (after || r->n_dims)) {
+			f8_diag_set(&diag, F8_ERR_ARGUMENT, "%s is a plan: its graph is compiled "
+				    "through every pass already", path);
+			f8_diag_hint(&diag, "drop --after and --dim, or give the model instead");
+			status = F8_ERR_ARGUMENT;
+		}
+		if (!status) {
+			graph = plan->graph;
+			plan->graph = NULL;
+		}
+	} else {
+		status = f8_frontend_load(path, &options, &graph, &diag);
+	}
+	f8_plan_destroy(plan);
 	// Through a pass at or past training compiles a training step, with the default
 	// hyperparameters (f8c train sets its own); at or past precision, FP8 too.
 	f8_training_options hyperparameters = f8_training_options_default();

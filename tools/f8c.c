@@ -51,6 +51,11 @@ static const command commands[] = {
 	 "calibrate MODEL --data TOKENS.bin --steps N -o STATS.json [train options]",
 	 "train N steps in high precision and record each Linear operand's amax statistics, for "
 	 "--calibration STATS.json --fp8-cv-threshold X"},
+	{"compile", f8_tool_compile,
+	 "compile MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [train options] "
+	 "[FP8 options]",
+	 "compile the training step through every pass and codegen into a plan: plan.json (every "
+	 "decision with its reason, the kernels and their launches, estimates) and kernels.ptx"},
 	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",
 	 "FP8 numerics: every code of a format; quantize float32 from stdin to codes on stdout"},
 	{"tokenize", f8_tool_tokenize, "tokenize TEXT -o TOKENS.bin",

@@ -292,7 +292,7 @@ static int parse(int argc, char **argv, request *r) {
 		if (code)
 			return code;
 	}
-	if (!r->config.data)
+	if (!r->config.data && r->command->needs_data)
 		return usage(r, "no --data given");
 	if (!r->config.global_batch_size)
 		r->config.global_batch_size = r->config.micro_batch_size;
@@ -396,7 +396,7 @@ static void show(const f8_train_progress *p, void *user) {
 int f8_tool_train(int argc, char **argv) {
 	static const f8_tool_train_command train = {
 		.name = "train", .usage = "MODEL --data TOKENS.bin [OPTIONS]",
-		.needs_train_iters = true};
+		.needs_train_iters = true, .needs_data = true};
 	f8_tool_train_args *args;
 	int code = f8_tool_train_args_parse(&train, argc, argv, &args);
 	if (code)

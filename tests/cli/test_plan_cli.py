@@ -1,0 +1,159 @@
+"""Plans on disk through the f8c command: `f8c compile` writes plan.json and kernels.ptx for
+every model of the zoo the tests use, with and without FP8; every kernel of every plan passes
+`ptxas -arch=sm_90` (skipped, and said so, where there is no ptxas); plan.json carries the
+decision record (the graph with its reasons, the kernels, the groups' launches, the estimates);
+`f8c dump-ir PLAN` prints the plan's graph; a plan edited into inconsistency (another f8c
+version, a graph that does not parse or verify, kernels that are not what the graph lowers to,
+a changed kernels.ptx) is refused with an error that says what, and a failed compile leaves no
+plan behind.
+
+usage: test_plan_cli.py F8C_BINARY SOURCE_DIR [PTXAS]
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
+f8c, source = sys.argv[1], sys.argv[2]
+ptxas = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] and os.path.exists(sys.argv[3]) else None
+models = os.path.join(source, "models")
+seed = random.randrange(1 << 30)
+print(f"seed {seed}")
+rng = random.Random(seed)
+
+
+def run(*args):
+    result = subprocess.run([f8c, *args], capture_output=True, timeout=300)
+    crashed = result.returncode < 0 or b"Sanitizer" in result.stderr
+    check(not crashed, f"f8c {' '.join(args)} does not crash", result.stderr.decode(errors="replace"))
+    return result.returncode, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
+
+
+work = tempfile.mkdtemp(prefix="f8c-plans-")
+
+# The zoo's test models, each with a fresh batch and sequence size, with and without FP8.
+cases = [("gpt-tiny", []), ("gpt-tiny", ["--fp8-format", "hybrid"]),
+         ("gpt-tiny", ["--fp8-format", "hybrid", "--fp8-recipe", "current", "--target", "cpu"]),
+         ("llama-tiny", []), ("llama-tiny", ["--fp8-format", "hybrid"]),
+         ("mixtral-tiny", []), ("gpt2-124m", ["--fp8-format", "hybrid"])]
+plans = []
+for i, (name, fp8) in enumerate(cases):
+    batch, seq = rng.choice([1, 2, 4]), rng.choice([16, 32, 64])
+    plan = os.path.join(work, f"{name}-{i}")
+    code, out, err = run("compile", os.path.join(models, f"{name}.json"), "--micro-batch-size",
+                         str(batch), "--seq-length", str(seq), *fp8, "-o", plan)
+    ok = code == 0 and os.path.exists(os.path.join(plan, "plan.json"))
+    check(ok, f"compile {name} {' '.join(fp8)} (batch {batch}, seq {seq})", out + err)
+    if ok:
+        plans.append((name, fp8, plan))
+
+for name, fp8, plan in plans:
+    with open(os.path.join(plan, "plan.json")) as file:
+        document = json.load(file)
+    with open(os.path.join(plan, "kernels.ptx")) as file:
+        ptx = file.read()
+    what = f"{name} {' '.join(fp8)}"
+    check(document["format"] == "f8c-plan" and document["format_version"] == 1,
+          f"{what}: plan.json says its format", str(document.get("format")))
+    check(document["graph"].startswith("graph ") and (not fp8 or "reason=" in document["graph"]),
+          f"{what}: the graph is in the plan, with its FP8 reasons", document["graph"][:300])
+    groups, kernels = document["groups"], document["kernels"]
+    check(len(groups) > 0 and all(g["reason"] and g["launches"] for g in groups),
+          f"{what}: every group has a reason and its launches", json.dumps(groups[:2]))
+    check(all(f".entry {k['name']}(" in ptx for k in kernels),
+          f"{what}: kernels.ptx has every kernel plan.json lists", "")
+    check(all(k["threads_per_block"] > 0 and k["max_blocks"] > 0 for k in kernels),
+          f"{what}: every kernel has its launch geometry", json.dumps(kernels[:1]))
+    check(document["estimates"]["gemm_flops"] is not None and document["estimates"]["gemm_flops"] > 0,
+          f"{what}: the estimates have the GEMM FLOPs", json.dumps(document["estimates"]))
+    if ptxas:
+        result = subprocess.run([ptxas, "-arch=sm_90", os.path.join(plan, "kernels.ptx"), "-o",
+                                 os.path.join(plan, "kernels.cubin")], capture_output=True)
+        check(result.returncode == 0, f"{what}: ptxas -arch=sm_90 accepts every kernel",
+              result.stderr.decode(errors="replace")[:2000])
+if not ptxas:
+    print("skipped: ptxas -arch=sm_90 on the plans needs ptxas (the CUDA Toolkit)")
+
+# dump-ir of a plan prints its graph; --after with a plan is refused.
+name, fp8, plan = plans[1]
+with open(os.path.join(plan, "plan.json")) as file:
+    document = json.load(file)
+code, out, err = run("dump-ir", plan)
+check(code == 0 and out == document["graph"], "dump-ir PLAN prints the plan's graph", err[:400])
+code, out, err = run("dump-ir", plan, "--after", "fuse")
+check(code == 2 and "is a plan" in err, "dump-ir PLAN --after is refused", err)
+
+
+def edited(change):
+    """A copy of the FP8 plan with `change(document, ptx)` applied; its folder."""
+    copy = os.path.join(work, f"edited-{rng.randrange(1 << 20)}")
+    shutil.copytree(plan, copy)
+    with open(os.path.join(copy, "plan.json")) as file:
+        document = json.load(file)
+    with open(os.path.join(copy, "kernels.ptx")) as file:
+        ptx = file.read()
+    document, ptx = change(document, ptx)
+    with open(os.path.join(copy, "plan.json"), "w") as file:
+        json.dump(document, file)
+    with open(os.path.join(copy, "kernels.ptx"), "w") as file:
+        file.write(ptx)
+    return copy
+
+
+def refused(change, words, what):
+    copy = edited(change)
+    code, out, err = run("dump-ir", copy)
+    check(code != 0 and not out and all(w in err for w in words), f"a plan {what} is refused", err)
+
+
+def version(d, p):
+    d["f8c_version"] = "0.0." + str(rng.randrange(1, 99))
+    return d, p
+
+
+def no_node(d, p):
+    lines = d["graph"].split("\n")
+    victims = [i for i, line in enumerate(lines) if " = Gelu(" in line or " = LayerNorm(" in line]
+    del lines[rng.choice(victims)]
+    d["graph"] = "\n".join(lines)
+    return d, p
+
+
+def other_kernel(d, p):
+    k = rng.randrange(len(d["kernels"]))
+    d["kernels"][k]["params"][0]["dtype"] = "f64"
+    return d, p
+
+
+def other_ptx(d, p):
+    at = rng.randrange(len(p))
+    return d, p[:at] + " " + p[at:]
+
+
+refused(version, ["written by f8c", "compile the model again"], "from another f8c version")
+refused(no_node, ["graph does not", "compile the model again"], "with a node taken out of its graph")
+refused(other_kernel, ["kernel", "lowers"], "whose kernels are not its graph's")
+refused(other_ptx, ["kernels.ptx is not the file"], "with an edited kernels.ptx")
+
+# A compile that fails leaves no plan behind; a second compile into a plan folder replaces it.
+failed = os.path.join(work, "failed")
+code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--micro-batch-size", "2",
+                     "--seq-length", "100000", "-o", failed)
+check(code != 0 and not os.path.exists(os.path.join(failed, "plan.json")),
+      "a failed compile writes no plan.json", err)
+code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--micro-batch-size", "1",
+                     "--seq-length", "16", "-o", plan)
+code2, out2, err2 = run("dump-ir", plan)
+check(code == 0 and code2 == 0 and "i64[1, 16]" in out2, "a plan folder compiled again is the new plan",
+      err + err2)
+code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--seq-length", "16")
+check(code == 2 and "-o PLAN_DIR" in err, "compile without -o says what is missing", err)
+
+shutil.rmtree(work)
+sys.exit(finish())

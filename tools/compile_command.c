@@ -1,0 +1,121 @@
+/*
+ * f8c compile: a model's training step through every pass and codegen, written as a plan
+ * folder (runtime/plan.h): plan.json, the decision record, and kernels.ptx, the generated
+ * kernels for sm_90. It takes f8c train's options (Megatron-LM's names) and the FP8 options;
+ * those that shape the graph (batch and sequence sizes, the optimizer, FP8) are compiled in and
+ * recorded; --data and the other run options are not needed.
+ */
+#define _POSIX_C_SOURCE 200809L // clock_gettime
+
+#include <stdio.h>  // fprintf, printf
+#include <string.h> // strcmp
+#include <time.h>   // clock_gettime
+
+#include "codegen/nvptx.h"      // f8_nvptx_compile
+#include "codegen/program.h"    // f8_codegen_program_create
+#include "ir/alloc.h"           // f8_calloc, f8_free
+#include "runtime/plan.h"       // f8_plan_write
+#include "runtime/train.h"      // f8_train_compile
+#include "tools/commands.h"     // f8_tool_compile, f8_tool_train_args
+
+static const f8_tool_train_command command = {
+	.name = "compile",
+	.usage = "MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [OPTIONS]",
+	.own_options = "  -o, --output DIR     the plan folder to write (plan.json, kernels.ptx)\n",
+	.needs_train_iters = false,
+	.needs_data = false};
+
+/* Takes -o out of argv into *output, the rest into rest (n in *n_rest); 0 or the exit status
+ * of an error it printed. */
+static int own_options(int argc, char **argv, const char **output, char **rest, int *n_rest) {
+	*n_rest = 0;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "-o") != 0 && strcmp(argv[i], "--output") != 0) {
+			rest[(*n_rest)++] = argv[i];
+			continue;
+		}
+		if (i + 1 == argc)
+			return fprintf(stderr, "f8c compile: %s needs a folder\n", argv[i]), 2;
+		*output = argv[++i];
+	}
+	return 0;
+}
+
+static double seconds_since(const struct timespec *start) {
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
+}
+
+/* Compiles and writes the plan; the compile arguments are rest[1 .. n_rest) but the model. */
+static f8_status compile(f8_train_config *config, char **rest, int n_rest, const char *output,
+			 f8_diag *diag) {
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	f8_graph *graph = NULL;
+	f8_codegen_program *program = NULL;
+	char *ptx = NULL;
+	f8_llvm_geometry *geometry = NULL;
+	const char **args = f8_calloc((size_t)n_rest + 1, sizeof *args);
+	uint32_t n_args = 0;
+	for (int i = 1; args && i < n_rest; i++)
+		if (rest[i] != config->model)
+			args[n_args++] = rest[i];
+	f8_status status = args ? f8_train_compile(config, &graph, diag)
+				: f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	double passes = seconds_since(&start);
+	if (!status)
+		status = f8_codegen_program_create(graph, &program, diag);
+	if (!status && !(geometry = f8_calloc(program->n_kernels + 1, sizeof *geometry)))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = f8_nvptx_compile((const f8_kernel *const *)program->kernels,
+					  program->n_kernels, &ptx, geometry, diag);
+	double codegen = seconds_since(&start) - passes;
+	if (!status) {
+		f8_plan_source source = {.f8c_version = F8C_VERSION, .model = config->model,
+					 .compile_args = args, .n_compile_args = n_args,
+					 .training = true, .graph = graph, .program = program,
+					 .geometry = geometry, .ptx = ptx};
+		status = f8_plan_write(output, &source, diag);
+	}
+	if (!status)
+		printf("f8c compile: %s: %u nodes, %u fused groups, %u distinct kernels, %zu bytes of "
+		       "PTX; passes %.2f s, codegen %.2f s, %.2f s in all\n", output, graph->n_order,
+		       graph->n_groups, program->n_kernels, strlen(ptx), passes, codegen,
+		       seconds_since(&start));
+	f8_free(ptx);
+	f8_free(geometry);
+	f8_free(args);
+	f8_codegen_program_destroy(program);
+	f8_graph_destroy(graph);
+	return status;
+}
+
+int f8_tool_compile(int argc, char **argv) {
+	const char *output = NULL;
+	int n_rest;
+	char **rest = f8_calloc((size_t)argc + 1, sizeof *rest);
+	if (!rest)
+		return fprintf(stderr, "f8c compile: out of memory\n"), 1;
+	f8_tool_train_args *args = NULL;
+	int code = own_options(argc, argv, &output, rest, &n_rest);
+	if (!code)
+		code = f8_tool_train_args_parse(&command, n_rest, rest, &args);
+	if (!code && !output) {
+		fprintf(stderr, "f8c compile: no -o PLAN_DIR given\nusage: f8c compile %s\n",
+			command.usage);
+		code = 2;
+	}
+	if (!code) {
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		if (compile(f8_tool_train_args_config(args), rest, n_rest, output, &diag)) {
+			f8_diag_print(&diag, stderr);
+			code = diag.status == F8_ERR_ARGUMENT ? 2 : 1;
+		}
+	}
+	f8_tool_train_args_destroy(args);
+	f8_free(rest);
+	return code == 3 ? 0 : code; // 3: --help, which is not an error
+}
