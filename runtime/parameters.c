@@ -86,8 +86,9 @@ static void fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_i
 
 /*
  * Besides params and buffers, any leaf with an initializer gets it: the passes give state an
- * initial value that is not zero that way (the FP8 scale tables start at 1, fp8-cast's inline
- * ones); leaves without one stay as the executor made them, zero.
+ * initial value that is not zero that way (fp8-cast's inline ones for the scale tables); an FP8
+ * scale table without one (a graph read back from the text IR, a plan's) starts at 1 as
+ * DESIGN.md says; other leaves without one stay as the executor made them, zero.
  */
 f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph, uint64_t seed,
 				f8_diag *diag) {
@@ -101,6 +102,9 @@ f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph
 			status = fill_from_initializer(tensor, value->initializer, value->name, diag);
 		else if (value->role == F8_ROLE_PARAMETER)
 			fill_made_up(tensor, graph, v, layers, seed);
+		else if (value->role == F8_ROLE_SCALE) // FP8 scales start at 1 (DESIGN.md)
+			for (int64_t e = 0; e < f8_rt_tensor_numel(tensor); e++)
+				f8_rt_tensor_set(tensor, e, 1.0);
 		else if (value->role == F8_ROLE_BUFFER)
 			status = f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
 					     value->name);

@@ -16,6 +16,7 @@
 
 #include <jansson.h> // json_t
 
+#include "frontend/frontend.h"  // f8_frontend_load
 #include "ir/alloc.h"           // f8_malloc, f8_calloc, f8_free
 #include "ir/text.h"            // f8_text_print_string, f8_text_parse, f8_dim_format
 #include "ir/verify.h"          // f8_graph_verify
@@ -248,6 +249,7 @@ void f8_plan_destroy(f8_plan *plan) {
 	if (!plan)
 		return;
 	f8_graph_destroy(plan->graph);
+	f8_graph_destroy(plan->source);
 	f8_free(plan->model);
 	for (uint32_t i = 0; i < plan->n_compile_args; i++)
 		f8_free(plan->compile_args[i]);
@@ -468,5 +470,23 @@ f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, 
 		return status;
 	}
 	*out = plan;
+	return F8_OK;
+}
+
+f8_status f8_plan_attach_weights(f8_plan *plan, f8_diag *diag) {
+	f8_frontend_options options = {0};
+	f8_status status = f8_frontend_load(plan->model, &options, &plan->source, diag);
+	if (status) {
+		f8_diag_hint(diag, "the plan takes its initial weights from its model, %s: put it "
+			     "back there, or compile the model again", plan->model);
+		return status;
+	}
+	const f8_graph *source = plan->source;
+	for (uint32_t i = 0; i < plan->graph->n_inputs; i++) {
+		f8_value *value = &plan->graph->values[plan->graph->inputs[i]];
+		f8_value_id same = f8_graph_find_value(source, value->name, strlen(value->name));
+		if (same != F8_NONE && source->values[same].initializer)
+			value->initializer = source->values[same].initializer;
+	}
 	return F8_OK;
 }

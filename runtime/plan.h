@@ -57,6 +57,7 @@ typedef struct f8_plan {
 	uint32_t n_compile_args;
 	bool training;
 	char *ptx;             // kernels.ptx's text
+	f8_graph *source;      // the model loaded again for its weights (f8_plan_attach_weights)
 } f8_plan;
 
 /* True when `path` is a folder with a plan.json in it. */
@@ -69,6 +70,14 @@ bool f8_plan_is_dir(const char *path);
  * version or a consistency check fails; the message names what, the hint how to mend it).
  */
 f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, f8_diag *diag);
+
+/*
+ * The text IR does not carry a model's weights: loads the plan's model again and gives each
+ * leaf of the plan's graph the initializer of the model's value of its name (an ONNX model's
+ * weights; a JSON description has none: its parameters are made up from the seed). F8_ERR_IO
+ * (with a hint) when the model is not where the plan says.
+ */
+f8_status f8_plan_attach_weights(f8_plan *plan, f8_diag *diag);
 
 void f8_plan_destroy(f8_plan *plan);
 

@@ -266,7 +266,11 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	snprintf(t->settings[4], sizeof t->settings[4], "%s", f8_lr_decay_name(optimizer.decay_style));
 	for (int i = 0; i < N_SETTINGS; i++)
 		t->setting_values[i] = t->settings[i];
-	f8_status status = compile_model(t, &optimizer, false, diag);
+	f8_status status = F8_OK;
+	if (c->graph) // a plan's: compiled already, and owned by its plan
+		t->graph = (f8_graph *)c->graph;
+	else
+		status = compile_model(t, &optimizer, false, diag);
 	if (!status)
 		find_fp8_state(t);
 	int64_t *symbol_values = NULL;
@@ -531,6 +535,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 				     config->metrics);
 	f8_tokens_destroy(&t.data);
 	f8_cpu_executor_destroy(t.executor);
-	f8_graph_destroy(t.graph);
+	if (!config->graph) // a plan's graph is its plan's
+		f8_graph_destroy(t.graph);
 	return status;
 }

@@ -35,6 +35,8 @@ typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_cpu_execu
 /* A run, Megatron-LM's option names in the comments. */
 typedef struct f8_train_config {
 	const char *model;                // MODEL: ONNX, JSON description or text IR
+	const f8_graph *graph;            // a compiled training step to run (a plan's) instead
+					  // of compiling `model`; NULL: compile it
 	const f8_dim_binding *dims;       // --dim: sizes the model needs besides batch and seq
 	uint32_t n_dims;
 	const char *data;                 // --data

@@ -16,6 +16,7 @@
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
 #include "passes/fp8_cast.h"           // F8_FP8_TABLE_*
 #include "passes/pipeline.h"           // f8_pipeline_run_with
+#include "runtime/plan.h"               // f8_plan_is_dir, f8_plan_load
 #include "tools/commands.h"            // f8_tool_audit
 #include "tools/fp8_options.h"         // f8_tool_fp8_args
 #include "tools/tool_options.h"        // f8_tool_parse_int, f8_tool_parse_dim_binding
@@ -447,15 +448,47 @@ static json_t *audit_json(const request *q, const f8_fp8_options *o, const row *
 	return root;
 }
 
-/* Loads, compiles and audits; the exit status. */
-static int audit(request *q, const f8_fp8_options *fp8) {
+/*
+ * MODEL is a plan folder: its graph, and the FP8 options and sizes it was compiled with (from
+ * its compile arguments, into `fp8` and the request's heading fields) in place of the command
+ * line's, which must give none. 0, or the exit status of an error it printed.
+ */
+static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	f8_graph *graph = NULL;
+	if (fp8->given || q->n_dims || q->seq_length || q->micro_batch_size != 1) {
+		fprintf(stderr, "f8c audit: %s is a plan: its sizes and FP8 options are compiled in\n"
+			"HINT: drop them, or audit the model instead\n", q->model);
+		return 2;
+	}
+	if (f8_plan_load(q->model, F8C_VERSION, plan, &diag))
+		return fail(&diag);
+	char **args = (*plan)->compile_args;
+	int n = (int)(*plan)->n_compile_args;
+	for (int i = 0; i < n; i++) {
+		bool taken;
+		if (f8_tool_fp8_parse_arg(fp8, n, args, &i, &taken, &diag))
+			return fail(&diag);
+		if (taken || strcmp(args[i], "--inference") == 0)
+			continue;
+		if (i + 1 < n && strcmp(args[i], "--micro-batch-size") == 0)
+			f8_tool_parse_int(args[i + 1], 1, INT64_MAX, &q->bound_batch);
+		else if (i + 1 < n && strcmp(args[i], "--seq-length") == 0)
+			f8_tool_parse_int(args[i + 1], 1, INT64_MAX, &q->bound_seq);
+		i++; // every other compile option takes a value
+	}
+	return 0;
+}
+
+/* Loads, compiles and audits; the exit status. */
+static int audit(request *q, const f8_fp8_options *fp8, f8_plan *plan) {
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_graph *graph = plan ? plan->graph : NULL;
 	f8_training_options hyperparameters = f8_training_options_default();
 	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8};
-	f8_status status = load(q, &graph, &diag);
-	if (!status)
+	f8_status status = plan ? F8_OK : load(q, &graph, &diag);
+	if (!status && !plan)
 		status = f8_pipeline_run_with(graph, NULL, true, &compile, NULL, &diag);
 	row *rows = NULL;
 	uint32_t n_rows = 0;
@@ -473,7 +506,8 @@ static int audit(request *q, const f8_fp8_options *fp8) {
 		print_text(q, fp8, rows, n_rows, &s);
 	}
 	f8_free(rows);
-	f8_graph_destroy(graph);
+	if (!plan) // a plan's graph is its plan's
+		f8_graph_destroy(graph);
 	return status ? fail(&diag) : 0;
 }
 
@@ -489,8 +523,13 @@ int f8_tool_audit(int argc, char **argv) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
 	} else if (!code) {
-		code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag)
-						       : audit(&r, f8_tool_fp8_options(&fp8));
+		f8_plan *plan = NULL;
+		if (f8_plan_is_dir(r.model))
+			code = use_plan(&r, &fp8, &plan);
+		if (!code)
+			code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag)
+							       : audit(&r, f8_tool_fp8_options(&fp8), plan);
+		f8_plan_destroy(plan);
 	}
 	f8_tool_fp8_destroy(&fp8);
 	return code;

@@ -137,7 +137,8 @@ static const f8_tool_train_command command = {
 		       "--fp8-amax-history-len,\n--fp8-amax-compute-algo and --fp8-margin describe "
 		       "(default: hybrid, 1024, max, 0).\n",
 	.needs_train_iters = false,
-	.needs_data = true};
+	.needs_data = true,
+	.needs_seq_length = true};
 
 /* Takes --steps and -o out of argv into *steps and *output, the rest into rest (n in
  * *n_rest); 0 or the exit status of an error it printed. */

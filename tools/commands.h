@@ -27,6 +27,7 @@ typedef struct f8_tool_train_command {
 	const char *own_options; // help lines of the command's own options, or NULL
 	bool needs_train_iters;  // --train-iters must be given
 	bool needs_data;         // --data must be given (not for f8c compile)
+	bool needs_seq_length;   // --seq-length must be given (f8c compile checks it itself)
 } f8_tool_train_command;
 
 typedef struct f8_tool_train_args f8_tool_train_args;

@@ -5,15 +5,19 @@
  * those that shape the graph (batch and sequence sizes, the optimizer, FP8) are compiled in and
  * recorded; --data and the other run options are not needed.
  */
-#define _POSIX_C_SOURCE 200809L // clock_gettime
+#define _XOPEN_SOURCE 700 // clock_gettime, realpath
 
+#include <stdbool.h> // bool
 #include <stdio.h>  // fprintf, printf
+#include <stdlib.h> // realpath, free
 #include <string.h> // strcmp
 #include <time.h>   // clock_gettime
 
 #include "codegen/nvptx.h"      // f8_nvptx_compile
 #include "codegen/program.h"    // f8_codegen_program_create
 #include "ir/alloc.h"           // f8_calloc, f8_free
+#include "frontend/frontend.h"  // f8_frontend_load
+#include "passes/pipeline.h"    // f8_pipeline_run_with
 #include "runtime/plan.h"       // f8_plan_write
 #include "runtime/train.h"      // f8_train_compile
 #include "tools/commands.h"     // f8_tool_compile, f8_tool_train_args
@@ -21,15 +25,25 @@
 static const f8_tool_train_command command = {
 	.name = "compile",
 	.usage = "MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [OPTIONS]",
-	.own_options = "  -o, --output DIR     the plan folder to write (plan.json, kernels.ptx)\n",
+	.own_options = "  -o, --output DIR     the plan folder to write (plan.json, kernels.ptx)\n"
+		       "  --inference          the forward graph (for f8c infer), not a training step\n",
 	.needs_train_iters = false,
-	.needs_data = false};
+	.needs_data = false,
+	.needs_seq_length = false}; // a training step needs it; compile() says so
 
 /* Takes -o out of argv into *output, the rest into rest (n in *n_rest); 0 or the exit status
  * of an error it printed. */
-static int own_options(int argc, char **argv, const char **output, char **rest, int *n_rest) {
+static int own_options(int argc, char **argv, const char **output, bool *inference, char **rest,
+		       int *n_rest) {
 	*n_rest = 0;
 	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--inference") == 0) {
+			*inference = true;
+			continue;
+		}
+		if (strcmp(argv[i], "--config") == 0)
+			return fprintf(stderr, "f8c compile: --config is not taken: a plan records its "
+				       "options as given\nHINT: give them on the command line\n"), 2;
 		if (strcmp(argv[i], "-o") != 0 && strcmp(argv[i], "--output") != 0) {
 			rest[(*n_rest)++] = argv[i];
 			continue;
@@ -47,9 +61,21 @@ static double seconds_since(const struct timespec *start) {
 	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
 }
 
+/* The forward graph of config->model, its --dim sizes bound, through every pass (FP8 with the
+ * FP8 options): what f8c infer runs. */
+static f8_status compile_inference(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
+	f8_frontend_options options = {.dims = config->dims, .n_dims = config->n_dims,
+				       .seed = config->seed};
+	f8_pipeline_options passes = {.fp8 = config->fp8};
+	f8_status status = f8_frontend_load(config->model, &options, out, diag);
+	if (!status)
+		status = f8_pipeline_run_with(*out, NULL, true, &passes, NULL, diag);
+	return status;
+}
+
 /* Compiles and writes the plan; the compile arguments are rest[1 .. n_rest) but the model. */
-static f8_status compile(f8_train_config *config, char **rest, int n_rest, const char *output,
-			 f8_diag *diag) {
+static f8_status compile(f8_train_config *config, bool inference, char **rest, int n_rest,
+			 const char *output, f8_diag *diag) {
 	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	f8_graph *graph = NULL;
@@ -61,8 +87,14 @@ static f8_status compile(f8_train_config *config, char **rest, int n_rest, const
 	for (int i = 1; args && i < n_rest; i++)
 		if (rest[i] != config->model)
 			args[n_args++] = rest[i];
-	f8_status status = args ? f8_train_compile(config, &graph, diag)
-				: f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (args && inference)
+		args[n_args++] = "--inference";
+	if (!inference && !config->seq_length)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "no --seq-length given: a training plan "
+				   "is for one micro-batch size and sequence length");
+	f8_status status = !args ? f8_diag_set(diag, F8_ERR_NOMEM, "out of memory")
+		: inference ? compile_inference(config, &graph, diag)
+			    : f8_train_compile(config, &graph, diag);
 	double passes = seconds_since(&start);
 	if (!status)
 		status = f8_codegen_program_create(graph, &program, diag);
@@ -73,11 +105,16 @@ static f8_status compile(f8_train_config *config, char **rest, int n_rest, const
 					  program->n_kernels, &ptx, geometry, diag);
 	double codegen = seconds_since(&start) - passes;
 	if (!status) {
-		f8_plan_source source = {.f8c_version = F8C_VERSION, .model = config->model,
+		// The model by its absolute path: the plan takes its weights from it, wherever it
+		// is used from.
+		char *absolute = realpath(config->model, NULL);
+		f8_plan_source source = {.f8c_version = F8C_VERSION,
+					 .model = absolute ? absolute : config->model,
 					 .compile_args = args, .n_compile_args = n_args,
-					 .training = true, .graph = graph, .program = program,
+					 .training = !inference, .graph = graph, .program = program,
 					 .geometry = geometry, .ptx = ptx};
 		status = f8_plan_write(output, &source, diag);
+		free(absolute);
 	}
 	if (!status)
 		printf("f8c compile: %s: %u nodes, %u fused groups, %u distinct kernels, %zu bytes of "
@@ -94,12 +131,13 @@ static f8_status compile(f8_train_config *config, char **rest, int n_rest, const
 
 int f8_tool_compile(int argc, char **argv) {
 	const char *output = NULL;
+	bool inference = false;
 	int n_rest;
 	char **rest = f8_calloc((size_t)argc + 1, sizeof *rest);
 	if (!rest)
 		return fprintf(stderr, "f8c compile: out of memory\n"), 1;
 	f8_tool_train_args *args = NULL;
-	int code = own_options(argc, argv, &output, rest, &n_rest);
+	int code = own_options(argc, argv, &output, &inference, rest, &n_rest);
 	if (!code)
 		code = f8_tool_train_args_parse(&command, n_rest, rest, &args);
 	if (!code && !output) {
@@ -110,7 +148,7 @@ int f8_tool_compile(int argc, char **argv) {
 	if (!code) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
-		if (compile(f8_tool_train_args_config(args), rest, n_rest, output, &diag)) {
+		if (compile(f8_tool_train_args_config(args), inference, rest, n_rest, output, &diag)) {
 			f8_diag_print(&diag, stderr);
 			code = diag.status == F8_ERR_ARGUMENT ? 2 : 1;
 		}

@@ -12,6 +12,7 @@
 #include "frontend/frontend.h"    // f8_frontend_load
 #include "ir/alloc.h"             // f8_calloc, f8_free
 #include "passes/pipeline.h"      // f8_pipeline_run_with
+#include "runtime/plan.h"         // f8_plan_is_dir, f8_plan_load
 #include "runtime/cpu/executor.h" // f8_cpu_executor
 #include "runtime/npy.h"          // f8_npy_read, f8_npy_write
 #include "runtime/parameters.h"   // f8_rt_parameters_init
@@ -22,7 +23,7 @@ enum { MAX_ITEMS = 64 };
 
 static int usage(const char *problem) {
 	fprintf(stderr, "f8c infer: %s\n"
-			"usage: f8c infer MODEL --input NAME=FILE.npy... [--dim NAME=N]... "
+			"usage: f8c infer MODEL|PLAN_DIR --input NAME=FILE.npy... [--dim NAME=N]... "
 			"--output-dir DIR [--seed N] [--kernels generated|reference]\n"
 			"HINT: every graph input needs an --input; symbolic sizes are taken from the "
 			"inputs' shapes (or --dim); each output is written as DIR/NAME.npy\n",
@@ -179,9 +180,28 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 	int64_t *symbol_values = NULL;
 	f8_frontend_options options = {.dims = request->dims, .n_dims = request->n_dims,
 				       .seed = (uint64_t)request->seed};
-	f8_status status = f8_frontend_load(request->model, &options, &graph, diag);
-	if (!status)
-		status = f8_pipeline_run_with(graph, NULL, true, NULL, NULL, diag);
+	f8_plan *plan = NULL;
+	f8_status status;
+	if (f8_plan_is_dir(request->model)) { // an inference plan: compiled, checked, its weights
+		status = f8_plan_load(request->model, F8C_VERSION, &plan, diag);
+		if (!status && plan->training) {
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "%s is a training plan",
+					     request->model);
+			f8_diag_hint(diag, "compile the forward graph: f8c compile MODEL --inference "
+				     "-o DIR");
+		}
+		if (!status && request->n_dims)
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "--dim: %s is compiled already",
+					     request->model);
+		if (!status)
+			status = f8_plan_attach_weights(plan, diag);
+		if (!status)
+			graph = plan->graph;
+	} else {
+		status = f8_frontend_load(request->model, &options, &graph, diag);
+		if (!status)
+			status = f8_pipeline_run_with(graph, NULL, true, NULL, NULL, diag);
+	}
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++) {
 		const char *name = request->inputs[i].name;
 		ids[i] = f8_graph_find_value(graph, name, strlen(name));
@@ -231,7 +251,10 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 		f8_rt_tensor_destroy(&arrays[i]);
 	f8_free(symbol_values);
 	f8_cpu_executor_destroy(executor);
-	f8_graph_destroy(graph);
+	if (plan)
+		f8_plan_destroy(plan); // its graph with it
+	else
+		f8_graph_destroy(graph);
 	return status;
 }
 

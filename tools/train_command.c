@@ -14,6 +14,7 @@
 #include <unistd.h>  // isatty
 
 #include "ir/alloc.h"           // f8_calloc, f8_free
+#include "runtime/plan.h"       // f8_plan_is_dir, f8_plan_load
 #include "runtime/train.h"      // f8_train_config, f8_train_run
 #include "tools/commands.h"     // f8_tool_train, f8_tool_train_args
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
@@ -65,6 +66,19 @@ static const option options[] = {
 	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys"},
 };
 
+/* The options a plan does not fix: which data, how long, what to log and save, which
+ * kernels. The others shape the compiled graph, so a plan carries them (tools/compile_command.c
+ * records them) and f8c train PLAN_DIR refuses them. */
+static bool is_run_option(const char *name) {
+	static const char *const run[] = {"data", "data-format", "split", "train-iters", "seed",
+					  "eval-interval", "eval-iters", "log-interval", "save",
+					  "save-interval", "load", "metrics", "kernels"};
+	for (size_t i = 0; i < sizeof run / sizeof run[0]; i++)
+		if (strcmp(run[i], name) == 0)
+			return true;
+	return false;
+}
+
 enum { MAX_DIMS = 32 };
 
 struct f8_tool_train_args {
@@ -74,6 +88,7 @@ struct f8_tool_train_args {
 	bool given[sizeof options / sizeof options[0]]; // on the command line
 	f8_tool_fp8_args fp8;
 	json_t *config_document; // --config's, whose strings the config points into
+	f8_plan *plan;           // MODEL was a plan folder: its graph, and the options it fixes
 };
 
 typedef struct f8_tool_train_args request;
@@ -248,11 +263,10 @@ static int parse_fp8(request *r, int argc, char **argv, int *i, bool *taken) {
 									      : 0;
 }
 
-/* Parses the command line into r; 0, 3 for --help, or the exit status of an error. */
-static int parse(int argc, char **argv, request *r) {
-	const char *config_path = NULL;
-	defaults(r);
-	for (int i = 1; i < argc; i++) {
+/* Parses argv[from ..) into r, the model and --config's path into *config_path; 0, 3 for
+ * --help, or the exit status of an error. */
+static int parse_args(int argc, char **argv, int from, request *r, const char **config_path) {
+	for (int i = from; i < argc; i++) {
 		if (strncmp(argv[i], "--", 2) != 0) {
 			if (r->config.model)
 				return usage(r, "give one model file");
@@ -279,26 +293,65 @@ static int parse(int argc, char **argv, request *r) {
 			       2;
 		r->given[o - options] = true;
 		if (o->kind == CONFIG)
-			config_path = argv[++i];
+			*config_path = argv[++i];
 		else if (!set_option(r, o, argv[i + 1], argv[i + 1]))
 			return 2;
 		else
 			i++;
 	}
+	return 0;
+}
+
+/*
+ * MODEL is a plan folder: loads it (every check of runtime/plan.h), refuses the options it
+ * fixes when the command line gives them, and takes them from the plan. 0 or an exit status.
+ */
+static int use_plan(request *r, const char *config_path) {
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	const char *folder = r->config.model;
+	if (f8_plan_load(folder, F8C_VERSION, &r->plan, &diag) ||
+	    f8_plan_attach_weights(r->plan, &diag))
+		return options_error(&diag);
+	if (!r->plan->training)
+		return fprintf(stderr, "f8c %s: %s is an inference plan\nHINT: compile the training "
+			       "step: f8c compile MODEL -o DIR\n", r->command->name, folder), 2;
+	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+		if (r->given[i] && !is_run_option(options[i].name))
+			return fprintf(stderr, "f8c %s: --%s is compiled into the plan %s\nHINT: compile "
+				       "the model again with it (f8c compile %s ... -o DIR)\n",
+				       r->command->name, options[i].name, folder, r->plan->model), 2;
+	if (r->fp8.given || config_path)
+		return fprintf(stderr, "f8c %s: %s compiled into the plan %s\nHINT: compile the "
+			       "model again with them\n", r->command->name,
+			       config_path ? "--config's options are" : "the FP8 options are", folder),
+		       2;
+	const char *none = NULL;
+	int code = parse_args((int)r->plan->n_compile_args, r->plan->compile_args, 0, r, &none);
+	r->config.graph = r->plan->graph;
+	return code;
+}
+
+/* Parses the command line into r; 0, 3 for --help, or the exit status of an error. */
+static int parse(int argc, char **argv, request *r) {
+	const char *config_path = NULL;
+	defaults(r);
+	int code = parse_args(argc, argv, 1, r, &config_path);
+	if (code)
+		return code;
 	if (!r->config.model)
 		return usage(r, "no model file given");
-	if (config_path) {
-		int code = read_config(r, config_path);
-		if (code)
-			return code;
-	}
+	if (f8_plan_is_dir(r->config.model) && (code = use_plan(r, config_path)))
+		return code;
+	if (config_path && (code = read_config(r, config_path)))
+		return code;
 	if (!r->config.data && r->command->needs_data)
 		return usage(r, "no --data given");
 	if (!r->config.global_batch_size)
 		r->config.global_batch_size = r->config.micro_batch_size;
 	if (!r->config.train_iters && r->command->needs_train_iters)
 		return usage(r, "no --train-iters given");
-	if (!r->config.seq_length)
+	if (!r->config.seq_length && r->command->needs_seq_length)
 		return usage(r, "no --seq-length given");
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -341,6 +394,7 @@ void f8_tool_train_args_destroy(f8_tool_train_args *args) {
 		return;
 	f8_tool_fp8_destroy(&args->fp8);
 	json_decref(args->config_document);
+	f8_plan_destroy(args->plan);
 	f8_free(args);
 }
 
@@ -396,7 +450,7 @@ static void show(const f8_train_progress *p, void *user) {
 int f8_tool_train(int argc, char **argv) {
 	static const f8_tool_train_command train = {
 		.name = "train", .usage = "MODEL --data TOKENS.bin [OPTIONS]",
-		.needs_train_iters = true, .needs_data = true};
+		.needs_train_iters = true, .needs_data = true, .needs_seq_length = true};
 	f8_tool_train_args *args;
 	int code = f8_tool_train_args_parse(&train, argc, argv, &args);
 	if (code)

@@ -5,7 +5,8 @@ decision record (the graph with its reasons, the kernels, the groups' launches, 
 `f8c dump-ir PLAN` prints the plan's graph; a plan edited into inconsistency (another f8c
 version, a graph that does not parse or verify, kernels that are not what the graph lowers to,
 a changed kernels.ptx) is refused with an error that says what, and a failed compile leaves no
-plan behind.
+plan behind; `f8c train PLAN`, `f8c infer PLAN` and `f8c audit PLAN` give what they give from
+the model compiled with the same options, and refuse options the plan fixes.
 
 usage: test_plan_cli.py F8C_BINARY SOURCE_DIR [PTXAS]
 """
@@ -154,6 +155,56 @@ check(code == 0 and code2 == 0 and "i64[1, 16]" in out2, "a plan folder compiled
       err + err2)
 code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--seq-length", "16")
 check(code == 2 and "-o PLAN_DIR" in err, "compile without -o says what is missing", err)
+
+# f8c train, infer and audit take a plan as they take a model, with the same results.
+tokens = os.path.join(work, "tokens.bin")
+run("tokenize", os.path.join(source, "data", "fp8-notes.txt"), "-o", tokens)
+fp8_plan = os.path.join(work, "train-plan")
+compiled = ["--micro-batch-size", "2", "--seq-length", "32", "--lr", "1e-3", "--fp8-format", "hybrid"]
+code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), *compiled, "-o", fp8_plan)
+check(code == 0, "compile gpt-tiny for training", err)
+steps = ["--data", tokens, "--train-iters", "3", "--log-interval", "1", "--seed", str(seed % 1000)]
+code, out, from_plan = run("train", fp8_plan, *steps)  # f8c train reports on stderr
+code2, out2, from_model = run("train", os.path.join(models, "gpt-tiny.json"), *compiled, *steps)
+
+
+def losses(text):
+    """Each logged iteration's loss, as printed."""
+    return [line.split("loss ")[1].split(",")[0] for line in text.splitlines()
+            if line.startswith("iteration") and "loss " in line]
+
+
+check(code == 0 and code2 == 0 and len(losses(from_plan)) == 3 and losses(from_plan) == losses(from_model),
+      "train PLAN gives the losses train MODEL gives with the same options", from_plan + from_model)
+code, out, err = run("train", fp8_plan, *steps, "--lr", "3e-4")
+check(code == 2 and "compiled into the plan" in err and "HINT" in err, "train PLAN --lr is refused", err)
+code, out, err = run("train", fp8_plan, *steps, "--fp8-recipe", "current")
+check(code == 2 and "FP8 options" in err, "train PLAN with FP8 options is refused", err)
+code, out, err = run("audit", fp8_plan)
+code2, out2, err2 = run("audit", os.path.join(models, "gpt-tiny.json"), "--micro-batch-size", "2",
+                        "--seq-length", "32")
+check(code == 0 and code2 == 0 and out.split("\n", 1)[1] == out2.split("\n", 1)[1],
+      "audit PLAN lists what audit MODEL lists", out[:600] + err + err2)
+inference_plan = os.path.join(work, "infer-plan")
+code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--inference", "--dim", "batch=2",
+                     "--dim", "seq=16", "-o", inference_plan)
+check(code == 0, "compile gpt-tiny --inference", err)
+try:
+    import numpy
+    array = os.path.join(work, "tokens.npy")
+    numpy.save(array, numpy.random.default_rng(seed).integers(0, 256, (2, 16)).astype(numpy.int64))
+    for folder, model in ((os.path.join(work, "out-plan"), inference_plan),
+                          (os.path.join(work, "out-model"), os.path.join(models, "gpt-tiny.json"))):
+        code, out, err = run("infer", model, "--input", f"tokens={array}", "--output-dir", folder)
+        check(code == 0, f"infer {os.path.basename(model)}", err)
+    a = numpy.load(os.path.join(work, "out-plan", "logits.npy"))
+    b = numpy.load(os.path.join(work, "out-model", "logits.npy"))
+    check(a.shape == b.shape and numpy.array_equal(a, b), "infer PLAN gives infer MODEL's logits",
+          f"{a.shape} {b.shape}")
+except ImportError:
+    print("skipped: infer PLAN against infer MODEL needs numpy (tools/install-deps.sh installs it)")
+code, out, err = run("infer", fp8_plan, "--input", "tokens=x.npy", "--output-dir", work)
+check(code == 2 and "training plan" in err, "infer with a training plan is refused", err)
 
 shutil.rmtree(work)
 sys.exit(finish())
