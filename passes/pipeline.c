@@ -14,6 +14,7 @@
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
+#include "passes/schedule.h"      // f8_pass_schedule_run
 #include "passes/training.h"      // f8_pass_training_run
 
 static f8_status canonicalize(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
@@ -55,6 +56,12 @@ static f8_status fuse(f8_graph *graph, const f8_pipeline_options *options, FILE 
 	return f8_pass_fuse_run(graph, report, diag);
 }
 
+static f8_status schedule(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+			  f8_diag *diag) {
+	(void)options;
+	return f8_pass_schedule_run(graph, NULL, report, diag);
+}
+
 static const f8_pass pipeline[] = {
 	{"canonicalize", canonicalize,
 	 "first: every later pass reads inferred types and wants no dead nodes to plan for"},
@@ -74,6 +81,9 @@ static const f8_pass pipeline[] = {
 	 "after the passes that add nodes (fp8-cast; shard and recompute when they come), so that "
 	 "its kernels see every cast; before schedule, which plans buffers for what the kernels "
 	 "still write to memory"},
+	{"schedule", schedule,
+	 "last: buffers are planned for what the fused kernels still write to memory, over the "
+	 "program order every other pass has settled"},
 };
 
 const f8_pass *f8_pipeline_passes(size_t *count) {

@@ -20,6 +20,7 @@
 #include "ir/alloc.h"           // f8_malloc, f8_calloc, f8_free
 #include "ir/text.h"            // f8_text_print_string, f8_text_parse, f8_dim_format
 #include "ir/verify.h"          // f8_graph_verify
+#include "passes/schedule.h"    // f8_buffer_plan_of
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 
 /* FNV-1a, 64 bits: a check that kernels.ptx is the file the plan was written with. */
@@ -214,13 +215,19 @@ f8_status f8_plan_write(const char *dir, const f8_plan_source *source, f8_diag *
 	}
 	char checksum[17];
 	checksum_text(source->ptx, checksum);
+	f8_buffer_plan buffers = f8_buffer_plan_of(source->graph);
 	json_t *document = json_pack(
-		"{s:s, s:i, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:o, s:{s:s, s:I, s:s}}", "format",
+		"{s:s, s:i, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:o, s:{s:b, s:I, s:I, s:I, s:s}, "
+		"s:{s:s, s:I, s:s}}", "format",
 		F8_PLAN_FORMAT, "format_version", F8_PLAN_FORMAT_VERSION, "f8c_version",
 		source->f8c_version, "model", source->model, "compile_args",
 		strings_json(source->compile_args, source->n_compile_args), "training",
 		source->training, "graph", graph_text, "kernels", kernels_json(source), "groups",
 		groups_json(source), "estimates", estimates_json(source->graph, source->program),
+		"buffers", "planned", buffers.planned, "slab_bytes", (json_int_t)buffers.slab_bytes,
+		"bytes_without_reuse", (json_int_t)buffers.total_bytes, "values",
+		(json_int_t)buffers.n_values, "note", "each value's offset in the slab is in the "
+		"graph (offset=); leaves and the values written in place of them are not in the slab",
 		"kernels_ptx", "file", "kernels.ptx", "bytes", (json_int_t)strlen(source->ptx),
 		"fnv1a64", checksum);
 	f8_free(graph_text);

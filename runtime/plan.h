@@ -7,7 +7,8 @@
  * passes in the text IR (the source of truth: every precision, recipe, scaling slot and kernel
  * decision with its reason; `f8c dump-ir PLAN --format json` gives its JSON form), the kernels (name, family,
  * parameters, launch geometry) and each fused group's launches with their bindings, the
- * estimates per micro-batch (GEMM FLOPs, the bytes the generated kernels move, launches), and
+ * buffer plan (the slab's size; each value's offset is in the graph), the estimates per
+ * micro-batch (GEMM FLOPs, the bytes the generated kernels move, launches), and
  * kernels.ptx's size and FNV-1a 64 checksum.
  *
  * Loading refuses, with an error that says what and how to mend it: another format or format

@@ -73,6 +73,10 @@ for name, fp8, plan in plans:
           f"{what}: every kernel has its launch geometry", json.dumps(kernels[:1]))
     check(document["estimates"]["gemm_flops"] is not None and document["estimates"]["gemm_flops"] > 0,
           f"{what}: the estimates have the GEMM FLOPs", json.dumps(document["estimates"]))
+    buffers = document["buffers"]
+    check(buffers["planned"] and 0 < buffers["slab_bytes"] <= buffers["bytes_without_reuse"] and
+          "offset=" in document["graph"],
+          f"{what}: the buffer plan: one slab, each value's offset in the graph", json.dumps(buffers))
     if ptxas:
         result = subprocess.run([ptxas, "-arch=sm_90", os.path.join(plan, "kernels.ptx"), "-o",
                                  os.path.join(plan, "kernels.cubin")], capture_output=True)
