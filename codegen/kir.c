@@ -94,6 +94,7 @@ void f8_kir_destroy(f8_kernel *kernel) {
 		f8_free(kernel->stmts[i].accumulators);
 	}
 	f8_free(kernel->params);
+	f8_free(kernel->shared);
 	f8_free(kernel->insts);
 	f8_free(kernel->stmts);
 	f8_free(kernel->top);
@@ -173,6 +174,7 @@ static uint32_t new_stmt(f8_kernel *kernel, f8_kir_stmt_kind kind) {
 	memset(stmt, 0, sizeof *stmt);
 	stmt->kind = kind;
 	stmt->inst = stmt->var = stmt->extent = stmt->index = stmt->value = F8_KIR_NONE;
+	stmt->mask = F8_KIR_NONE;
 	stmt->param = F8_KIR_NONE;
 	kernel->n_stmts++;
 	if (!place(kernel, index)) {
@@ -259,7 +261,7 @@ static bool is_type(const f8_kernel *kernel, f8_kir_id id, f8_kir_type type) {
 	return id < kernel->n_insts && kernel->insts[id].type == type;
 }
 
-f8_kir_id f8_kir_load(f8_kernel *kernel, uint32_t param, f8_kir_id index) {
+f8_kir_id f8_kir_load_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id mask) {
 	if (param >= kernel->n_params || kernel->params[param].kind == F8_KIR_PARAM_SIZE ||
 	    kernel->params[param].kind == F8_KIR_PARAM_ACCUMULATE)
 		return fail_id(kernel, "load from parameter %u, which is not an in or out buffer",
@@ -267,8 +269,60 @@ f8_kir_id f8_kir_load(f8_kernel *kernel, uint32_t param, f8_kir_id index) {
 	if (!is_type(kernel, index, F8_KIR_TYPE_I64))
 		return fail_id(kernel, "load from %%%s with an index that is not an i64",
 			       kernel->params[param].name);
+	if (mask != F8_KIR_NONE && !is_type(kernel, mask, F8_KIR_TYPE_BOOL))
+		return fail_id(kernel, "load from %%%s with a mask that is not an i1",
+			       kernel->params[param].name);
 	f8_kir_inst inst = blank(F8_KIR_OP_LOAD, f8_kir_type_of_dtype(kernel->params[param].dtype));
 	inst.param = param;
+	inst.a = index;
+	inst.b = mask;
+	return new_inst(kernel, inst, true);
+}
+
+f8_kir_id f8_kir_load(f8_kernel *kernel, uint32_t param, f8_kir_id index) {
+	return f8_kir_load_if(kernel, param, index, F8_KIR_NONE);
+}
+
+static uint32_t shared_bytes(const f8_kernel *kernel) {
+	uint32_t bytes = 0;
+	for (uint32_t i = 0; i < kernel->n_shared; i++)
+		bytes += kernel->shared[i].count *
+			 (uint32_t)f8_dtype_get_info(kernel->shared[i].dtype)->bytes;
+	return bytes;
+}
+
+f8_status f8_kir_add_shared(f8_kernel *kernel, const char *name, f8_dtype dtype, uint32_t count,
+			    uint32_t *index, f8_diag *diag) {
+	if (f8_kir_type_of_dtype(dtype) == F8_KIR_TYPE_COUNT || count == 0)
+		return fail(kernel, diag, "shared array @%s of %u elements of %s", name, count,
+			    f8_dtype_name(dtype));
+	uint64_t bytes = (uint64_t)count * f8_dtype_get_info(dtype)->bytes;
+	if (bytes + shared_bytes(kernel) > F8_KIR_SHARED_BYTES_MAX)
+		return fail(kernel, diag, "shared array @%s: the arrays would take more than %d "
+			    "bytes", name, F8_KIR_SHARED_BYTES_MAX);
+	for (uint32_t i = 0; i < kernel->n_shared; i++)
+		if (strcmp(kernel->shared[i].name, name) == 0)
+			return fail(kernel, diag, "shared array @%s defined twice", name);
+	const char *copy = f8_arena_strdup(kernel->arena, name);
+	f8_kir_shared *grown = f8_realloc(kernel->shared, (kernel->n_shared + 1) * sizeof *grown);
+	if (!copy || !grown)
+		return out_of_memory(kernel, diag);
+	kernel->shared = grown;
+	kernel->shared[kernel->n_shared] = (f8_kir_shared){.name = copy, .dtype = dtype,
+							   .count = count};
+	*index = kernel->n_shared++;
+	return F8_OK;
+}
+
+f8_kir_id f8_kir_load_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id index) {
+	if (shared >= kernel->n_shared)
+		return fail_id(kernel, "load from shared array %u, which is not declared", shared);
+	if (!is_type(kernel, index, F8_KIR_TYPE_I64))
+		return fail_id(kernel, "load from @%s with an index that is not an i64",
+			       kernel->shared[shared].name);
+	f8_kir_inst inst =
+		blank(F8_KIR_OP_LOAD_SHARED, f8_kir_type_of_dtype(kernel->shared[shared].dtype));
+	inst.param = shared;
 	inst.a = index;
 	return new_inst(kernel, inst, true);
 }
@@ -477,45 +531,90 @@ static f8_kir_type buffer_type(const f8_kernel *kernel, uint32_t param) {
 	return p->kind == F8_KIR_PARAM_SIZE ? F8_KIR_TYPE_COUNT : f8_kir_type_of_dtype(p->dtype);
 }
 
-static f8_status write_stmt(f8_kernel *kernel, f8_kir_stmt_kind kind, uint32_t param,
-			    f8_kir_id index, f8_kir_id value, f8_kir_combine combine,
-			    f8_diag *diag) {
+/* The name (with its sigil) and value type of what a write statement of `kind` writes to:
+ * parameter or shared array `target`. False when there is none that it may write. */
+static bool write_target(const f8_kernel *kernel, f8_kir_stmt_kind kind, uint32_t target,
+			 char *name, size_t size, f8_kir_type *type) {
+	if (kind == F8_KIR_STMT_STORE_SHARED) {
+		if (target >= kernel->n_shared)
+			return false;
+		snprintf(name, size, "@%s", kernel->shared[target].name);
+		*type = f8_kir_type_of_dtype(kernel->shared[target].dtype);
+		return true;
+	}
 	f8_kir_param_kind wanted = kind == F8_KIR_STMT_STORE ? F8_KIR_PARAM_OUT
 							     : F8_KIR_PARAM_ACCUMULATE;
-	if (param >= kernel->n_params || kernel->params[param].kind != wanted)
-		return fail(kernel, diag, "%s to parameter %u, which is not an %s buffer",
-			    stmt_names[kind], param, param_kind_names[wanted]);
-	const char *name = kernel->params[param].name;
+	if (target >= kernel->n_params || kernel->params[target].kind != wanted)
+		return false;
+	snprintf(name, size, "%%%s", kernel->params[target].name);
+	*type = buffer_type(kernel, target);
+	return true;
+}
+
+static f8_status write_stmt(f8_kernel *kernel, f8_kir_stmt_kind kind, uint32_t target,
+			    f8_kir_id index, f8_kir_id value, f8_kir_id mask,
+			    f8_kir_combine combine, f8_diag *diag) {
+	char name[80];
+	f8_kir_type type;
+	if (!write_target(kernel, kind, target, name, sizeof name, &type))
+		return fail(kernel, diag, "%s to %u, which is not a %s", stmt_names[kind], target,
+			    kind == F8_KIR_STMT_STORE	     ? "out buffer"
+			    : kind == F8_KIR_STMT_ATOMIC ? "acc buffer"
+							 : "shared array");
 	if (f8_kir_error(kernel))
 		return fail(kernel, diag, "%s", kernel->error);
 	if (!is_type(kernel, index, F8_KIR_TYPE_I64))
-		return fail(kernel, diag, "%s to %%%s with an index that is not an i64",
+		return fail(kernel, diag, "%s to %s with an index that is not an i64",
 			    stmt_names[kind], name);
-	if (!is_type(kernel, value, buffer_type(kernel, param)))
-		return fail(kernel, diag, "%s to %%%s (%s) of a value of another type",
-			    stmt_names[kind], name, f8_dtype_name(kernel->params[param].dtype));
-	if (kind == F8_KIR_STMT_ATOMIC && buffer_type(kernel, param) == F8_KIR_TYPE_BOOL)
-		return fail(kernel, diag, "atomic on %%%s, a bool buffer", name);
+	if (!is_type(kernel, value, type))
+		return fail(kernel, diag, "%s to %s of a value of another type", stmt_names[kind],
+			    name);
+	if (mask != F8_KIR_NONE && !is_type(kernel, mask, F8_KIR_TYPE_BOOL))
+		return fail(kernel, diag, "%s to %s with a mask that is not an i1",
+			    stmt_names[kind], name);
+	if (kind == F8_KIR_STMT_ATOMIC && type == F8_KIR_TYPE_BOOL)
+		return fail(kernel, diag, "atomic on %s, a bool buffer", name);
 	uint32_t stmt = new_stmt(kernel, kind);
 	if (stmt == F8_KIR_NONE)
 		return out_of_memory(kernel, diag);
-	kernel->stmts[stmt].param = param;
+	kernel->stmts[stmt].param = target;
 	kernel->stmts[stmt].index = index;
 	kernel->stmts[stmt].value = value;
+	kernel->stmts[stmt].mask = mask;
 	kernel->stmts[stmt].combine = combine;
 	return F8_OK;
 }
 
+f8_status f8_kir_store_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id value,
+			  f8_kir_id mask, f8_diag *diag) {
+	return write_stmt(kernel, F8_KIR_STMT_STORE, param, index, value, mask,
+			  F8_KIR_COMBINE_ADD, diag);
+}
+
 f8_status f8_kir_store(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id value,
 		       f8_diag *diag) {
-	return write_stmt(kernel, F8_KIR_STMT_STORE, param, index, value, F8_KIR_COMBINE_ADD, diag);
+	return f8_kir_store_if(kernel, param, index, value, F8_KIR_NONE, diag);
+}
+
+f8_status f8_kir_atomic_if(f8_kernel *kernel, f8_kir_combine combine, uint32_t param,
+			   f8_kir_id index, f8_kir_id value, f8_kir_id mask, f8_diag *diag) {
+	if (combine >= F8_KIR_COMBINE_COUNT)
+		return fail(kernel, diag, "an atomic that neither adds nor takes the max");
+	return write_stmt(kernel, F8_KIR_STMT_ATOMIC, param, index, value, mask, combine, diag);
 }
 
 f8_status f8_kir_atomic(f8_kernel *kernel, f8_kir_combine combine, uint32_t param,
 			f8_kir_id index, f8_kir_id value, f8_diag *diag) {
-	if (combine >= F8_KIR_COMBINE_COUNT)
-		return fail(kernel, diag, "an atomic that neither adds nor takes the max");
-	return write_stmt(kernel, F8_KIR_STMT_ATOMIC, param, index, value, combine, diag);
+	return f8_kir_atomic_if(kernel, combine, param, index, value, F8_KIR_NONE, diag);
+}
+
+f8_status f8_kir_store_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id index,
+			      f8_kir_id value, f8_diag *diag) {
+	if (kernel->current == F8_KIR_NONE ||
+	    kernel->stmts[kernel->current].kind != F8_KIR_STMT_BLOCK_LOOP)
+		return fail(kernel, diag, "a store to a shared array outside a block loop");
+	return write_stmt(kernel, F8_KIR_STMT_STORE_SHARED, shared, index, value, F8_KIR_NONE,
+			  F8_KIR_COMBINE_ADD, diag);
 }
 
 /*
@@ -539,6 +638,36 @@ static f8_status check_used(verifier *v, f8_kir_id id, const char *what) {
 static f8_status verify_scope(verifier *v, const uint32_t *list, uint32_t n, int depth,
 			     uint32_t owner);
 
+/* A mask is absent (F8_KIR_NONE) or an i1 defined in scope. */
+static f8_status check_mask(verifier *v, f8_kir_id mask, const char *what) {
+	if (mask == F8_KIR_NONE)
+		return F8_OK;
+	f8_status status = check_used(v, mask, what);
+	if (!status && v->kernel->insts[mask].type != F8_KIR_TYPE_BOOL)
+		status = fail(v->kernel, v->diag, "%s: its mask is not an i1", what);
+	return status;
+}
+
+/* A block loop either loads or stores each shared array (kir.h): another thread's store in
+ * the same loop is unordered with a load. */
+static f8_status check_shared_uses(verifier *v, const f8_kir_stmt *loop) {
+	const f8_kernel *kernel = v->kernel;
+	for (uint32_t a = 0; a < kernel->n_shared; a++) {
+		bool loads = false, stores = false;
+		for (uint32_t i = 0; i < loop->n_body; i++) {
+			const f8_kir_stmt *stmt = &kernel->stmts[loop->body[i]];
+			stores |= stmt->kind == F8_KIR_STMT_STORE_SHARED && stmt->param == a;
+			loads |= stmt->kind == F8_KIR_STMT_INST &&
+				 kernel->insts[stmt->inst].op == F8_KIR_OP_LOAD_SHARED &&
+				 kernel->insts[stmt->inst].param == a;
+		}
+		if (loads && stores)
+			return fail(kernel, v->diag, "a block loop both loads and stores @%s",
+				    kernel->shared[a].name);
+	}
+	return F8_OK;
+}
+
 static f8_status verify_inst(verifier *v, f8_kir_id id, uint32_t owner) {
 	const f8_kernel *kernel = v->kernel;
 	const f8_kir_inst *inst = &kernel->insts[id];
@@ -558,6 +687,15 @@ static f8_status verify_inst(verifier *v, f8_kir_id id, uint32_t owner) {
 		if (inst->param >= kernel->n_params || buffer_type(kernel, inst->param) != inst->type ||
 		    kernel->params[inst->param].kind == F8_KIR_PARAM_ACCUMULATE)
 			return fail(kernel, v->diag, "%s reads no in or out buffer of its type", what);
+		f8_status status = check_mask(v, inst->b, what);
+		if (status)
+			return status;
+	} else if (inst->op == F8_KIR_OP_LOAD_SHARED) {
+		if (inst->param >= kernel->n_shared ||
+		    f8_kir_type_of_dtype(kernel->shared[inst->param].dtype) != inst->type)
+			return fail(kernel, v->diag, "%s reads no shared array of its type", what);
+		if (owner == F8_KIR_NONE || kernel->stmts[owner].kind != F8_KIR_STMT_BLOCK_LOOP)
+			return fail(kernel, v->diag, "%s outside a block loop", what);
 	} else if (inst->op == F8_KIR_OP_SIZE) {
 		if (inst->param >= kernel->n_params ||
 		    kernel->params[inst->param].kind != F8_KIR_PARAM_SIZE)
@@ -591,7 +729,9 @@ static f8_status verify_loop(verifier *v, uint32_t index, int depth) {
 	    kernel->insts[loop->var].loop != index)
 		return fail(kernel, v->diag, "%s has no variable of its own", name);
 	v->visible[loop->var] = true;
-	status = verify_scope(v, loop->body, loop->n_body, depth + 1, index);
+	status = grid ? F8_OK : check_shared_uses(v, loop);
+	if (!status)
+		status = verify_scope(v, loop->body, loop->n_body, depth + 1, index);
 	for (uint32_t i = 0; !status && i < loop->n_accumulators; i++) {
 		const f8_kir_accumulator *acc = &loop->accumulators[i];
 		status = check_used(v, acc->value, name);
@@ -608,22 +748,28 @@ static f8_status verify_loop(verifier *v, uint32_t index, int depth) {
 	return status;
 }
 
-static f8_status verify_write(verifier *v, const f8_kir_stmt *stmt) {
+static f8_status verify_write(verifier *v, const f8_kir_stmt *stmt, int depth) {
 	const f8_kernel *kernel = v->kernel;
 	const char *name = stmt_names[stmt->kind];
-	f8_kir_param_kind wanted = stmt->kind == F8_KIR_STMT_STORE ? F8_KIR_PARAM_OUT
-								   : F8_KIR_PARAM_ACCUMULATE;
-	if (stmt->param >= kernel->n_params || kernel->params[stmt->param].kind != wanted)
-		return fail(kernel, v->diag, "%s to no %s buffer", name, param_kind_names[wanted]);
+	char target[80];
+	f8_kir_type type;
+	if (!write_target(kernel, stmt->kind, stmt->param, target, sizeof target, &type))
+		return fail(kernel, v->diag, "%s to nothing it may write", name);
+	if (stmt->kind == F8_KIR_STMT_STORE_SHARED && depth != 2)
+		return fail(kernel, v->diag, "%s to %s outside a block loop", name, target);
 	f8_status status = check_used(v, stmt->index, name);
 	if (!status)
 		status = check_used(v, stmt->value, name);
+	if (!status && stmt->kind != F8_KIR_STMT_STORE_SHARED)
+		status = check_mask(v, stmt->mask, name);
 	if (status)
 		return status;
+	if (stmt->kind == F8_KIR_STMT_STORE_SHARED && stmt->mask != F8_KIR_NONE)
+		return fail(kernel, v->diag, "%s to %s with a mask", name, target);
 	if (kernel->insts[stmt->index].type != F8_KIR_TYPE_I64 ||
-	    kernel->insts[stmt->value].type != buffer_type(kernel, stmt->param))
-		return fail(kernel, v->diag, "%s to %%%s: an index or value of the wrong type", name,
-			    kernel->params[stmt->param].name);
+	    kernel->insts[stmt->value].type != type)
+		return fail(kernel, v->diag, "%s to %s: an index or value of the wrong type", name,
+			    target);
 	return F8_OK;
 }
 
@@ -646,7 +792,8 @@ static f8_status verify_scope(verifier *v, const uint32_t *list, uint32_t n, int
 			break;
 		case F8_KIR_STMT_STORE:
 		case F8_KIR_STMT_ATOMIC:
-			status = verify_write(v, stmt);
+		case F8_KIR_STMT_STORE_SHARED:
+			status = verify_write(v, stmt, depth);
 			break;
 		default:
 			status = fail(v->kernel, v->diag, "a statement of no kind");
@@ -696,6 +843,12 @@ static void print_inst(const f8_kernel *kernel, f8_kir_id id, FILE *out) {
 	case F8_KIR_OP_LOAD:
 		fprintf(out, "load.%s %%%s[%%%u]", f8_kir_type_name(inst->type),
 			kernel->params[inst->param].name, inst->a);
+		if (inst->b != F8_KIR_NONE)
+			fprintf(out, " if %%%u", inst->b);
+		return;
+	case F8_KIR_OP_LOAD_SHARED:
+		fprintf(out, "load.%s @%s[%%%u]", f8_kir_type_name(inst->type),
+			kernel->shared[inst->param].name, inst->a);
 		return;
 	default:
 		break;
@@ -741,9 +894,15 @@ static void print_scope(const f8_kernel *kernel, const uint32_t *list, uint32_t 
 			fprintf(out, "atomic.%s %%%s[%%%u], %%%u", combine_names[stmt->combine],
 				kernel->params[stmt->param].name, stmt->index, stmt->value);
 			break;
+		case F8_KIR_STMT_STORE_SHARED:
+			fprintf(out, "store @%s[%%%u], %%%u", kernel->shared[stmt->param].name,
+				stmt->index, stmt->value);
+			break;
 		default:
 			fputs("?", out);
 		}
+		if (stmt->kind != F8_KIR_STMT_INST && stmt->mask != F8_KIR_NONE)
+			fprintf(out, " if %%%u", stmt->mask);
 		fputc('\n', out);
 	}
 }
@@ -757,6 +916,9 @@ void f8_kir_print(const f8_kernel *kernel, FILE *out) {
 			fprintf(out, ": %s", f8_dtype_name(p->dtype));
 	}
 	fputs(") {\n", out);
+	for (uint32_t i = 0; i < kernel->n_shared; i++)
+		fprintf(out, "  shared @%s: %s[%u]\n", kernel->shared[i].name,
+			f8_dtype_name(kernel->shared[i].dtype), kernel->shared[i].count);
 	print_scope(kernel, kernel->top, kernel->n_top, 1, out);
 	fputs("}\n", out);
 }

@@ -23,6 +23,24 @@
  *     }
  *     atomic.max %amax[0], %kernel_max
  *
+ * Iterations of a loop may run in any order or at the same time (on the GPU they do): an
+ * iteration reads no element that another iteration of the same loop writes, and writes none
+ * that another writes, atomics aside.
+ *
+ * A kernel may declare shared arrays (`shared @tile: f32[4160]`): per-block scratch of a
+ * constant number of elements, no argument. On the GPU each block has its own (shared memory);
+ * on the host each call has one. Only block loops load and store them, a block loop either
+ * loads or stores a given array, and a load reads an element that an earlier block loop of the
+ * same grid iteration stored (the barrier between block loops orders them): so a block loop
+ * can hand a tile of values to the next, which reads them in another order (a transpose), or
+ * keep a row for later passes over it. Stores and loads convert as a buffer's of the same
+ * dtype do. Indexes must be in range; a shared array's contents at the start of a grid
+ * iteration are undefined.
+ *
+ * Loads, stores and atomics of buffers may carry a mask (an i1): a masked-out store or atomic
+ * does nothing, a masked-out load gives 0 (false for i1) without reading, and neither needs
+ * its index in range. Tiles at the edge of a tensor use them.
+ *
  * Values are SSA instructions in one table per kernel, referred to by id; statements (loops,
  * stores, atomics) are in per-loop lists and say which instructions they place. An
  * instruction belongs to the scope whose statement list holds it (an "inst" statement):
@@ -81,6 +99,7 @@ typedef enum f8_kir_type {
 	X(LOOP_VAR, "loop_var", 0, TYPED)        \
 	X(RESULT, "result", 0, TYPED)            \
 	X(LOAD, "load", 1, TYPED)                \
+	X(LOAD_SHARED, "load.shared", 1, TYPED)  \
 	X(ADD, "add", 2, SAME)                   \
 	X(SUB, "sub", 2, SAME)                   \
 	X(MUL, "mul", 2, SAME)                   \
@@ -127,7 +146,9 @@ typedef enum f8_kir_op {
  *   SIZE      param: the index of a size parameter; type I64
  *   LOOP_VAR  loop: the statement index of its loop (the row or column index); type I64
  *   RESULT    loop, accumulator: an accumulator's value after its loop; type its type
- *   LOAD      param: the buffer; a: the element index (i64); type from the buffer's dtype
+ *   LOAD      param: the buffer; a: the element index (i64); b: its mask (an i1) or
+ *             F8_KIR_NONE; type from the buffer's dtype
+ *   LOAD_SHARED  param: the shared array; a: the element index (i64); type from its dtype
  *   others    a, b, c: operands
  * TO_F32 converts i64 (exactly where it can, else nearest even) or i1; TO_I64 truncates an f32
  * toward zero (saturating; NaN gives 0) or widens an i1. BITS gives the f32's bit pattern
@@ -137,7 +158,7 @@ typedef struct f8_kir_inst {
 	f8_kir_op op;
 	f8_kir_type type;
 	f8_kir_id a, b, c;
-	uint32_t param;       // SIZE, LOAD
+	uint32_t param;       // SIZE, LOAD (a parameter), LOAD_SHARED (a shared array)
 	uint32_t loop;        // LOOP_VAR, RESULT: statement index of the loop
 	uint32_t accumulator; // RESULT: which accumulator of that loop
 	double f;             // CONST of F32 or BOOL
@@ -166,6 +187,17 @@ typedef struct f8_kir_param {
 	f8_kir_param_kind kind;
 	f8_dtype dtype;         // buffers: the element dtype; sizes: F8_DTYPE_I64
 } f8_kir_param;
+
+/* A shared array: per-block scratch (see the header comment). */
+typedef struct f8_kir_shared {
+	const char *name; // unique among the kernel's shared arrays, without the '@'
+	f8_dtype dtype;   // its elements, converted on load and store as a buffer's
+	uint32_t count;   // elements, a constant
+} f8_kir_shared;
+
+/* The most bytes a kernel's shared arrays take together: under the GPU's 48 KB of static
+ * shared memory a block may have, with room for the block reductions' scratch. */
+enum { F8_KIR_SHARED_BYTES_MAX = 40960 };
 
 /* X(ENUM, text name): how accumulators and atomics combine. */
 #define F8_KIR_COMBINE_LIST(X) \
@@ -198,7 +230,8 @@ typedef struct f8_kir_accumulator {
 	X(GRID_LOOP, "for.grid")   \
 	X(BLOCK_LOOP, "for.block") \
 	X(STORE, "store")          \
-	X(ATOMIC, "atomic")
+	X(ATOMIC, "atomic")        \
+	X(STORE_SHARED, "store.shared")
 
 typedef enum f8_kir_stmt_kind {
 #define F8_KIR_STMT_ENUM(e, name) F8_KIR_STMT_##e,
@@ -215,7 +248,9 @@ typedef enum f8_kir_stmt_kind {
  *               only at the kernel's top level, at most one
  *   BLOCK_LOOP  var, extent (of the grid loop's scope), body, accumulators; only in a grid
  *               loop's body
- *   STORE       param (an OUT buffer), index (i64), value: buffer[index] = value, converted
+ *   STORE       param (an OUT buffer), index (i64), value: buffer[index] = value, converted;
+ *               mask: an i1, or F8_KIR_NONE (ATOMIC's too)
+ *   STORE_SHARED  param (a shared array), index, value: only in a block loop's body
  *   ATOMIC      param (an ACCUMULATE buffer), index, value, combine: buffer[index] combined
  *               with value, atomically across threads and blocks. A max of f32 compares bit
  *               patterns as unsigned integers (atomicrmw umax): that orders the values >= +0
@@ -234,8 +269,9 @@ typedef struct f8_kir_stmt {
 	uint32_t n_body, body_capacity;
 	f8_kir_accumulator *accumulators; // loops: (n_accumulators)
 	uint32_t n_accumulators;
-	uint32_t param;                   // STORE, ATOMIC
-	f8_kir_id index, value;           // STORE, ATOMIC
+	uint32_t param;                   // STORE, ATOMIC: a parameter; STORE_SHARED: an array
+	f8_kir_id index, value;           // STORE, ATOMIC, STORE_SHARED
+	f8_kir_id mask;                   // STORE, ATOMIC: an i1 or F8_KIR_NONE
 	f8_kir_combine combine;           // ATOMIC
 } f8_kir_stmt;
 
@@ -244,6 +280,8 @@ typedef struct f8_kernel {
 	const char *name;       // a C identifier, unique in a plan
 	f8_kir_param *params;   // (n_params) in argument order
 	uint32_t n_params, params_capacity;
+	f8_kir_shared *shared;  // (n_shared) the shared arrays
+	uint32_t n_shared;
 	f8_kir_inst *insts;     // (n_insts)
 	uint32_t n_insts, insts_capacity;
 	f8_kir_stmt *stmts;     // (n_stmts)
@@ -255,6 +293,10 @@ typedef struct f8_kernel {
 	// whoever builds the kernel (n_grid_sizes 0: the trip count is 1).
 	uint32_t grid_sizes[8];
 	uint32_t n_grid_sizes;
+	// How many units of that product one grid iteration covers (0 or 1: one), for a grid
+	// loop whose trip count is not a product of sizes: a loop over 64x64 tiles names the
+	// tensor's dims and 4096, and the launcher sizes its grid as if by tiles.
+	uint32_t grid_divisor;
 	// The builder's state: the insertion point (the innermost open loop's statement index,
 	// F8_KIR_NONE at the top level) and the first failure of an id-returning builder.
 	uint32_t current;
@@ -293,6 +335,13 @@ f8_kir_id f8_kir_const_i64(f8_kernel *kernel, int64_t value);
 f8_kir_id f8_kir_const_bool(f8_kernel *kernel, bool value);
 f8_kir_id f8_kir_size(f8_kernel *kernel, uint32_t param);
 f8_kir_id f8_kir_load(f8_kernel *kernel, uint32_t param, f8_kir_id index);
+/* A load under `mask` (an i1; F8_KIR_NONE: none): 0 where the mask is false. */
+f8_kir_id f8_kir_load_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id mask);
+/* Declares a shared array of `count` elements of `dtype` (any dtype a buffer may have; the
+ * kernel's arrays within F8_KIR_SHARED_BYTES_MAX together); its index into *index. */
+f8_status f8_kir_add_shared(f8_kernel *kernel, const char *name, f8_dtype dtype, uint32_t count,
+			    uint32_t *index, f8_diag *diag);
+f8_kir_id f8_kir_load_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id index);
 /* Any instruction of the table with its operands (F8_KIR_NONE for unused ones); the result
  * type follows the op's rule (SELECT: the type of b). F8_KIR_NONE on a type error, with the
  * message in the kernel's last error (f8_kir_error). */
@@ -309,6 +358,13 @@ f8_status f8_kir_store(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_ki
 		       f8_diag *diag);
 f8_status f8_kir_atomic(f8_kernel *kernel, f8_kir_combine combine, uint32_t param,
 			f8_kir_id index, f8_kir_id value, f8_diag *diag);
+/* A store or an atomic under `mask` (an i1; F8_KIR_NONE: none): nothing where it is false. */
+f8_status f8_kir_store_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id value,
+			  f8_kir_id mask, f8_diag *diag);
+f8_status f8_kir_atomic_if(f8_kernel *kernel, f8_kir_combine combine, uint32_t param,
+			   f8_kir_id index, f8_kir_id value, f8_kir_id mask, f8_diag *diag);
+f8_status f8_kir_store_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id index,
+			      f8_kir_id value, f8_diag *diag);
 
 /* The message of the builder's first failure that returned an id (F8_KIR_NONE), or NULL when
  * none has failed. */
@@ -316,7 +372,8 @@ const char *f8_kir_error(const f8_kernel *kernel);
 
 /* Checks the kernel's structure: one grid loop at the top level, block loops only inside it,
  * every value used in its scope or one around it and defined before its use, types, parameter
- * kinds, accumulators complete. F8_ERR_INVALID with the kernel's name and the first problem. */
+ * kinds, accumulators complete, masks i1, shared arrays used only in block loops and not both
+ * loaded and stored by one. F8_ERR_INVALID with the kernel's name and the first problem. */
 f8_status f8_kir_verify(const f8_kernel *kernel, f8_diag *diag);
 
 /* Prints the kernel in its text form (the header comment shows one). */

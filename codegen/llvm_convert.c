@@ -286,6 +286,16 @@ static LLVMValueRef encode_e8m0(const f8_llvm_emit *emit, LLVMValueRef x) {
 	return LLVMBuildTrunc(b, code, emit->i8, "");
 }
 
+LLVMValueRef f8_llvm_store_convert_pair(const f8_llvm_emit *emit, f8_dtype dtype,
+					LLVMValueRef low, LLVMValueRef high) {
+	assert(emit->target == F8_LLVM_TARGET_NVPTX &&
+	       (dtype == F8_DTYPE_E4M3 || dtype == F8_DTYPE_E5M2));
+	const char *text = dtype == F8_DTYPE_E4M3 ? "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;"
+						  : "cvt.rn.satfinite.e5m2x2.f32 $0, $1, $2;";
+	LLVMValueRef args[2] = {high, low}; // the first operand's code goes to the high byte
+	return ptx_convert(emit, text, args, 2);
+}
+
 LLVMValueRef f8_llvm_store_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLVMValueRef value) {
 	LLVMBuilderRef b = emit->builder;
 	bool nvptx = emit->target == F8_LLVM_TARGET_NVPTX;

@@ -1,13 +1,13 @@
 /*
- * Kernel IR -> LLVM IR (codegen/llvm_lower.h): the functions and their ABI, the loops and how
- * they map onto the GPU's blocks and threads, the block reductions, stores and atomics, and
- * each instruction. Element conversions are in llvm_convert.c, exp/log/tanh/erf in
- * llvm_math.c.
+ * Kernel IR -> LLVM IR (codegen/llvm_lower.h): the functions and their ABI, the shared arrays,
+ * each instruction, stores and atomics, and what the kernel's shape decides for the GPU (which
+ * block reductions can wait for the grid's, which barriers a block loop needs). The loops, their
+ * vector form and the block reductions are in llvm_loops.c, element conversions in
+ * llvm_convert.c, exp/log/tanh/erf in llvm_math.c.
  *
  * The statements are lowered in order, scope by scope; `values[id]` holds each instruction's
  * LLVM value once its statement (or, for loop variables and results, its loop) has been
- * lowered. A loop is a header with one phi for the variable and one per accumulator, the body,
- * and a latch that combines each accumulator with its per-iteration value.
+ * lowered.
  */
 #include "codegen/llvm_lower.h" // f8_llvm_lower, f8_llvm_optimize, f8_llvm_geometry
 
@@ -23,10 +23,9 @@
 #include "ir/alloc.h"              // f8_calloc, f8_malloc, f8_free
 
 enum {
-	GPU_THREADS = 256,             // threads per block
-	GPU_WARPS = GPU_THREADS / 32,  // warps per block: the reductions' shared slots per value
 	GPU_MAX_BLOCKS = 132 * 8,      // the H200's SMs, 8 resident blocks of 256 threads each
 	PTX_KERNEL_CALLING_CONV = 71,  // LLVM's CallingConv::PTX_Kernel
+	SHARED_ADDRESS_SPACE = 3,      // NVPTX's shared memory
 };
 
 static const char *const target_names[] = {
@@ -41,30 +40,10 @@ const char *f8_llvm_target_name(f8_llvm_target target) {
 	return target < F8_LLVM_TARGET_COUNT ? target_names[target] : "?";
 }
 
-/* Where a statement is: it decides which threads of a block run a store or an atomic. */
-typedef enum scope { SCOPE_TOP, SCOPE_GRID, SCOPE_BLOCK } scope;
+typedef f8_llvm_lowering lowering;
+typedef f8_llvm_scope scope;
 
-typedef struct lowering {
-	f8_llvm_emit emit;
-	const f8_kernel *kernel;
-	f8_diag *diag;
-	f8_status status;        // the first failure
-	LLVMValueRef function;   // the kernel proper (NVPTX: the entry; host: NAME.body)
-	LLVMValueRef *args;      // (n_params) its parameters
-	LLVMValueRef *values;    // (n_insts) the lowered instructions, NULL until lowered
-	bool *from_grid;         // (n_insts) computed from a result of the grid loop
-	uint32_t grid_loop;      // its statement index
-	bool row_per_thread;     // NVPTX: the grid loop holds no block loop
-	LLVMValueRef thread;     // NVPTX: threadIdx.x, blockIdx.x, gridDim.x as i64
-	LLVMValueRef block, blocks;
-	LLVMValueRef scratch;    // NVPTX: [scratch_slots x i64] in shared memory, or NULL
-	LLVMTypeRef scratch_type;
-	uint32_t scratch_slots;
-} lowering;
-
-static f8_status fail(lowering *l, f8_status status, const char *format, ...)
-	__attribute__((format(printf, 3, 4)));
-static f8_status fail(lowering *l, f8_status status, const char *format, ...) {
+f8_status f8_llvm_fail(lowering *l, f8_status status, const char *format, ...) {
 	if (l->status)
 		return l->status;
 	char message[F8_DIAG_MESSAGE_MAX];
@@ -77,15 +56,14 @@ static f8_status fail(lowering *l, f8_status status, const char *format, ...) {
 	return l->status;
 }
 
-static LLVMBasicBlockRef append_block(lowering *l, const char *name) {
+LLVMBasicBlockRef f8_llvm_append_block(lowering *l, const char *name) {
 	return LLVMAppendBasicBlockInContext(l->emit.context, l->function, name);
 }
 
-/* The value of instruction `id`, lowered before; NULL (and the failure) when it was not. */
-static LLVMValueRef operand(lowering *l, f8_kir_id id) {
+LLVMValueRef f8_llvm_operand(lowering *l, f8_kir_id id) {
 	if (id < l->kernel->n_insts && l->values[id])
 		return l->values[id];
-	fail(l, F8_ERR_INVALID, "%%%u is used before it is computed", id);
+	f8_llvm_fail(l, F8_ERR_INVALID, "%%%u is used before it is computed", id);
 	return NULL;
 }
 
@@ -194,7 +172,7 @@ static LLVMValueRef compute(lowering *l, const f8_kir_inst *inst, bool real, LLV
 	default:
 		break;
 	}
-	fail(l, F8_ERR_UNSUPPORTED, "no lowering of %s", f8_kir_op_name(inst->op));
+	f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "no lowering of %s", f8_kir_op_name(inst->op));
 	return NULL;
 }
 
@@ -226,13 +204,49 @@ static LLVMValueRef convert(lowering *l, const f8_kir_inst *inst, f8_kir_type fr
 	}
 }
 
-static LLVMValueRef element_pointer(lowering *l, uint32_t param, LLVMValueRef index) {
+LLVMValueRef f8_llvm_element_pointer(lowering *l, uint32_t param, LLVMValueRef index) {
 	f8_dtype dtype = l->kernel->params[param].dtype;
 	return LLVMBuildInBoundsGEP2(l->emit.builder, f8_llvm_storage_type(&l->emit, dtype),
 				     l->args[param], &index, 1, "");
 }
 
-static f8_status lower_inst(lowering *l, f8_kir_id id) {
+/* A pointer to element `index` of shared array `array`. */
+static LLVMValueRef shared_pointer(lowering *l, uint32_t array, LLVMValueRef index) {
+	LLVMValueRef indexes[2] = {f8_llvm_i64(&l->emit, 0), index};
+	return LLVMBuildInBoundsGEP2(l->emit.builder, l->shared_types[array], l->shared[array],
+				     indexes, 2, "");
+}
+
+LLVMValueRef f8_llvm_load_stored(lowering *l, uint32_t param, LLVMValueRef index,
+				 LLVMValueRef mask) {
+	LLVMBuilderRef b = l->emit.builder;
+	LLVMTypeRef storage = f8_llvm_storage_type(&l->emit, l->kernel->params[param].dtype);
+	if (!mask)
+		return LLVMBuildLoad2(b, storage, f8_llvm_element_pointer(l, param, index), "");
+	// A branch, not a select: a masked-out index need not be in range.
+	LLVMBasicBlockRef before = LLVMGetInsertBlock(b);
+	LLVMBasicBlockRef merge = f8_llvm_begin_guard(l, mask);
+	LLVMValueRef loaded = LLVMBuildLoad2(b, storage, f8_llvm_element_pointer(l, param, index), "");
+	LLVMBasicBlockRef then = LLVMGetInsertBlock(b);
+	f8_llvm_end_guard(l, merge);
+	LLVMValueRef stored = LLVMBuildPhi(b, storage, "");
+	LLVMValueRef incoming[2] = {LLVMConstNull(storage), loaded};
+	LLVMBasicBlockRef from[2] = {before, then};
+	LLVMAddIncoming(stored, incoming, from, 2);
+	return stored;
+}
+
+LLVMValueRef f8_llvm_load_value(lowering *l, uint32_t param, LLVMValueRef stored,
+				LLVMValueRef mask) {
+	f8_dtype dtype = l->kernel->params[param].dtype;
+	LLVMValueRef value = f8_llvm_load_convert(&l->emit, dtype, stored);
+	if (!mask)
+		return value;
+	LLVMValueRef zero = LLVMConstNull(register_type(l, f8_kir_type_of_dtype(dtype)));
+	return LLVMBuildSelect(l->emit.builder, mask, value, zero, "");
+}
+
+f8_status f8_llvm_lower_inst(lowering *l, f8_kir_id id) {
 	const f8_kir_inst *inst = &l->kernel->insts[id];
 	f8_llvm_emit *e = &l->emit;
 	LLVMValueRef value = NULL;
@@ -246,24 +260,33 @@ static f8_status lower_inst(lowering *l, f8_kir_id id) {
 		value = l->args[inst->param];
 		break;
 	case F8_KIR_OP_LOAD: {
-		LLVMValueRef index = operand(l, inst->a);
+		LLVMValueRef index = f8_llvm_operand(l, inst->a);
+		LLVMValueRef mask = inst->b == F8_KIR_NONE ? NULL : f8_llvm_operand(l, inst->b);
+		if (!index || (inst->b != F8_KIR_NONE && !mask))
+			return l->status;
+		value = f8_llvm_load_value(l, inst->param,
+					   f8_llvm_load_stored(l, inst->param, index, mask), mask);
+		break;
+	}
+	case F8_KIR_OP_LOAD_SHARED: {
+		LLVMValueRef index = f8_llvm_operand(l, inst->a);
 		if (!index)
 			return l->status;
-		f8_dtype dtype = l->kernel->params[inst->param].dtype;
+		f8_dtype dtype = l->kernel->shared[inst->param].dtype;
 		LLVMValueRef stored = LLVMBuildLoad2(e->builder, f8_llvm_storage_type(e, dtype),
-						     element_pointer(l, inst->param, index), "");
+						     shared_pointer(l, inst->param, index), "");
 		value = f8_llvm_load_convert(e, dtype, stored);
 		break;
 	}
 	case F8_KIR_OP_LOOP_VAR:
 	case F8_KIR_OP_RESULT:
-		return fail(l, F8_ERR_INVALID, "%%%u = %s is placed as a statement", id,
+		return f8_llvm_fail(l, F8_ERR_INVALID, "%%%u = %s is placed as a statement", id,
 			    f8_kir_op_name(inst->op));
 	default: {
 		const f8_kir_id ids[3] = {inst->a, inst->b, inst->c};
 		LLVMValueRef operands[3] = {NULL, NULL, NULL};
 		for (int i = 0; i < 3 && ids[i] != F8_KIR_NONE; i++)
-			if (!(operands[i] = operand(l, ids[i])))
+			if (!(operands[i] = f8_llvm_operand(l, ids[i])))
 				return l->status;
 		// SELECT's first operand is its condition; its values decide the type.
 		f8_kir_id typed = inst->op == F8_KIR_OP_SELECT ? inst->b : inst->a;
@@ -280,191 +303,18 @@ static f8_status lower_inst(lowering *l, f8_kir_id id) {
 	return F8_OK;
 }
 
-/* ---- accumulators and reductions ---- */
+/* ---- statements ---- */
 
-static LLVMValueRef identity(lowering *l, const f8_kir_accumulator *acc) {
-	bool real = acc->type == F8_KIR_TYPE_F32;
-	if (acc->combine == F8_KIR_COMBINE_ADD)
-		return real ? f8_llvm_f32(&l->emit, 0.0f) : f8_llvm_i64(&l->emit, 0);
-	return real ? f8_llvm_f32(&l->emit, -__builtin_inff())
-		    : f8_llvm_i64(&l->emit, (uint64_t)1 << 63);
-}
-
-static LLVMValueRef combine(lowering *l, const f8_kir_accumulator *acc, LLVMValueRef a,
-			    LLVMValueRef b) {
-	bool real = acc->type == F8_KIR_TYPE_F32;
-	LLVMTypeRef type = register_type(l, acc->type);
-	if (acc->combine == F8_KIR_COMBINE_ADD)
-		return real ? LLVMBuildFAdd(l->emit.builder, a, b, "")
-			    : LLVMBuildAdd(l->emit.builder, a, b, "");
-	return call2(l, real ? "llvm.maximum" : "llvm.smax", type, a, b);
-}
-
-static LLVMValueRef nvvm(lowering *l, const char *name, LLVMValueRef *args, unsigned n_args) {
-	return f8_llvm_intrinsic(&l->emit, name, NULL, 0, args, n_args);
-}
-
-static void barrier(lowering *l) {
-	nvvm(l, "llvm.nvvm.barrier0", NULL, 0);
-}
-
-/* `value` of the lane `offset` away in a butterfly (lane ^ offset) of the whole warp. */
-static LLVMValueRef shuffle(lowering *l, LLVMValueRef value, uint32_t offset) {
-	f8_llvm_emit *e = &l->emit;
-	LLVMBuilderRef b = e->builder;
-	LLVMValueRef args[4] = {f8_llvm_i32(e, 0xFFFFFFFFu), value, f8_llvm_i32(e, offset),
-				f8_llvm_i32(e, 0x1F)};
-	if (LLVMTypeOf(value) == e->f32)
-		return nvvm(l, "llvm.nvvm.shfl.sync.bfly.f32", args, 4);
-	// An i64 travels as its two halves.
-	LLVMValueRef low = LLVMBuildTrunc(b, value, e->i32, "");
-	LLVMValueRef high = LLVMBuildLShr(b, value, f8_llvm_i64(e, 32), "");
-	high = LLVMBuildTrunc(b, high, e->i32, "");
-	args[1] = low;
-	low = LLVMBuildZExt(b, nvvm(l, "llvm.nvvm.shfl.sync.bfly.i32", args, 4), e->i64, "");
-	args[1] = high;
-	high = LLVMBuildZExt(b, nvvm(l, "llvm.nvvm.shfl.sync.bfly.i32", args, 4), e->i64, "");
-	return LLVMBuildOr(b, LLVMBuildShl(b, high, f8_llvm_i64(e, 32), ""), low, "");
-}
-
-static LLVMValueRef scratch_slot(lowering *l, LLVMValueRef slot) {
-	LLVMValueRef indexes[2] = {f8_llvm_i64(&l->emit, 0), slot};
-	return LLVMBuildInBoundsGEP2(l->emit.builder, l->scratch_type, l->scratch, indexes, 2, "");
-}
-
-/* Opens `if (condition) {`; end_guard closes it. Stores and atomics make no values, so
- * nothing flows out of the guarded block. */
-static LLVMBasicBlockRef begin_guard(lowering *l, LLVMValueRef condition) {
-	LLVMBasicBlockRef then = append_block(l, "then"), merge = append_block(l, "merge");
+LLVMBasicBlockRef f8_llvm_begin_guard(lowering *l, LLVMValueRef condition) {
+	LLVMBasicBlockRef then = f8_llvm_append_block(l, "then"), merge = f8_llvm_append_block(l, "merge");
 	LLVMBuildCondBr(l->emit.builder, condition, then, merge);
 	LLVMPositionBuilderAtEnd(l->emit.builder, then);
 	return merge;
 }
 
-static void end_guard(lowering *l, LLVMBasicBlockRef merge) {
+void f8_llvm_end_guard(lowering *l, LLVMBasicBlockRef merge) {
 	LLVMBuildBr(l->emit.builder, merge);
 	LLVMPositionBuilderAtEnd(l->emit.builder, merge);
-}
-
-/*
- * Combines each thread's `values` (n, one per accumulator) over the block: a butterfly over the
- * warp, lane 0 of each warp writes its warp's value to the scratch, a barrier, then every
- * thread combines the warps' values in warp order, so all get the same bits. The scratch is
- * free again after the next barrier, which every block loop starts with.
- */
-static void block_reduce(lowering *l, const f8_kir_accumulator *accs, uint32_t n,
-			 LLVMValueRef *values) {
-	f8_llvm_emit *e = &l->emit;
-	LLVMBuilderRef b = e->builder;
-	for (uint32_t i = 0; i < n; i++)
-		for (uint32_t offset = 16; offset >= 1; offset /= 2)
-			values[i] = combine(l, &accs[i], values[i], shuffle(l, values[i], offset));
-	LLVMValueRef lane = LLVMBuildAnd(b, l->thread, f8_llvm_i64(e, 31), "");
-	LLVMValueRef warp = LLVMBuildLShr(b, l->thread, f8_llvm_i64(e, 5), "");
-	LLVMBasicBlockRef merge =
-		begin_guard(l, LLVMBuildICmp(b, LLVMIntEQ, lane, f8_llvm_i64(e, 0), ""));
-	for (uint32_t i = 0; i < n; i++) {
-		LLVMValueRef slot = LLVMBuildAdd(b, f8_llvm_i64(e, i * GPU_WARPS), warp, "");
-		LLVMSetAlignment(LLVMBuildStore(b, values[i], scratch_slot(l, slot)), 8);
-	}
-	end_guard(l, merge);
-	barrier(l);
-	for (uint32_t i = 0; i < n; i++) {
-		LLVMTypeRef type = register_type(l, accs[i].type);
-		LLVMValueRef total = NULL;
-		for (uint32_t w = 0; w < GPU_WARPS; w++) {
-			LLVMValueRef slot = scratch_slot(l, f8_llvm_i64(e, i * GPU_WARPS + w));
-			LLVMValueRef part = LLVMBuildLoad2(b, type, slot, "");
-			LLVMSetAlignment(part, 8);
-			total = total ? combine(l, &accs[i], total, part) : part;
-		}
-		values[i] = total;
-	}
-}
-
-/* ---- statements ---- */
-
-static f8_status lower_scope(lowering *l, const uint32_t *list, uint32_t n, scope where);
-
-/*
- * Lowers loop `index` from `start` by `step` while the variable is below the extent; each
- * accumulator's combined value after the loop (this thread's share on the GPU) into
- * `partials`.
- */
-static f8_status lower_loop(lowering *l, uint32_t index, LLVMValueRef start, LLVMValueRef step,
-			    scope body_scope, LLVMValueRef *partials) {
-	const f8_kir_stmt *loop = &l->kernel->stmts[index];
-	f8_llvm_emit *e = &l->emit;
-	LLVMBuilderRef b = e->builder;
-	LLVMValueRef extent = operand(l, loop->extent);
-	if (!extent)
-		return l->status;
-	LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
-	LLVMBasicBlockRef header = append_block(l, "loop"), body = append_block(l, "body");
-	LLVMBasicBlockRef done = append_block(l, "done");
-	LLVMBuildBr(b, header);
-	LLVMPositionBuilderAtEnd(b, header);
-	LLVMValueRef var = LLVMBuildPhi(b, e->i64, "");
-	for (uint32_t i = 0; i < loop->n_accumulators; i++)
-		partials[i] = LLVMBuildPhi(b, register_type(l, loop->accumulators[i].type), "");
-	LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, var, extent, ""), body, done);
-	LLVMPositionBuilderAtEnd(b, body);
-	l->values[loop->var] = var;
-	f8_status status = lower_scope(l, loop->body, loop->n_body, body_scope);
-	if (status)
-		return status;
-	LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-	for (uint32_t i = 0; i < loop->n_accumulators; i++) {
-		const f8_kir_accumulator *acc = &loop->accumulators[i];
-		LLVMValueRef value = operand(l, acc->value);
-		if (!value)
-			return l->status;
-		LLVMValueRef incoming[2] = {identity(l, acc), combine(l, acc, partials[i], value)};
-		LLVMBasicBlockRef from[2] = {entry, latch};
-		LLVMAddIncoming(partials[i], incoming, from, 2);
-	}
-	LLVMValueRef incoming[2] = {start, LLVMBuildAdd(b, var, step, "")};
-	LLVMBasicBlockRef from[2] = {entry, latch};
-	LLVMAddIncoming(var, incoming, from, 2);
-	LLVMBuildBr(b, header);
-	LLVMPositionBuilderAtEnd(b, done);
-	return F8_OK;
-}
-
-/* A grid or block loop: where it starts and how it strides on this target, and its results. */
-static f8_status lower_loop_statement(lowering *l, uint32_t index) {
-	const f8_kir_stmt *loop = &l->kernel->stmts[index];
-	f8_llvm_emit *e = &l->emit;
-	LLVMBuilderRef b = e->builder;
-	bool grid = loop->kind == F8_KIR_STMT_GRID_LOOP;
-	bool gpu = e->target == F8_LLVM_TARGET_NVPTX;
-	LLVMValueRef start = f8_llvm_i64(e, 0), step = f8_llvm_i64(e, 1);
-	LLVMValueRef threads = f8_llvm_i64(e, GPU_THREADS);
-	if (gpu && grid && l->row_per_thread) {
-		start = LLVMBuildAdd(b, LLVMBuildMul(b, l->block, threads, ""), l->thread, "");
-		step = LLVMBuildMul(b, l->blocks, threads, "");
-	} else if (gpu && grid) {
-		start = l->block;
-		step = l->blocks;
-	} else if (gpu) {
-		barrier(l);
-		start = l->thread;
-		step = threads;
-	}
-	LLVMValueRef *partials = f8_calloc(loop->n_accumulators + 1, sizeof *partials);
-	if (!partials)
-		return fail(l, F8_ERR_NOMEM, "out of memory");
-	f8_status status =
-		lower_loop(l, index, start, step, grid ? SCOPE_GRID : SCOPE_BLOCK, partials);
-	// Rows per block: every thread ran every row of its block, so each holds the block's share
-	// of a grid accumulator already; the threads' shares differ where they split the work.
-	bool split = gpu && (grid ? l->row_per_thread : true);
-	if (!status && split && loop->n_accumulators)
-		block_reduce(l, loop->accumulators, loop->n_accumulators, partials);
-	for (uint32_t i = 0; !status && i < loop->n_accumulators; i++)
-		l->values[loop->accumulators[i].result] = partials[i];
-	f8_free(partials);
-	return status;
 }
 
 /*
@@ -475,26 +325,48 @@ static f8_status lower_loop_statement(lowering *l, uint32_t index) {
 static LLVMValueRef writers(lowering *l, scope where, f8_kir_id value) {
 	f8_llvm_emit *e = &l->emit;
 	LLVMBuilderRef b = e->builder;
-	if (e->target != F8_LLVM_TARGET_NVPTX || where == SCOPE_BLOCK ||
-	    (where == SCOPE_GRID && l->row_per_thread))
+	if (e->target != F8_LLVM_TARGET_NVPTX || where == F8_LLVM_SCOPE_BLOCK ||
+	    (where == F8_LLVM_SCOPE_GRID && l->row_per_thread))
 		return NULL;
 	LLVMValueRef first = l->thread;
-	if (where == SCOPE_TOP && !l->from_grid[value])
+	if (where == F8_LLVM_SCOPE_TOP && !l->from_grid[value])
 		first = LLVMBuildOr(b, l->thread, l->block, "");
 	return LLVMBuildICmp(b, LLVMIntEQ, first, f8_llvm_i64(e, 0), "");
 }
 
+/* The writers' condition and the statement's mask (NULL, or an i1), combined (NULL: none). */
+static LLVMValueRef write_condition(lowering *l, const f8_kir_stmt *stmt, scope where) {
+	LLVMValueRef condition = writers(l, where, stmt->value);
+	if (stmt->mask == F8_KIR_NONE)
+		return condition;
+	LLVMValueRef mask = f8_llvm_operand(l, stmt->mask);
+	return condition ? LLVMBuildAnd(l->emit.builder, condition, mask, "") : mask;
+}
+
 static f8_status lower_store(lowering *l, const f8_kir_stmt *stmt, scope where) {
-	LLVMValueRef index = operand(l, stmt->index), value = operand(l, stmt->value);
+	LLVMValueRef index = f8_llvm_operand(l, stmt->index), value = f8_llvm_operand(l, stmt->value);
 	if (!index || !value)
 		return l->status;
-	LLVMValueRef condition = writers(l, where, stmt->value);
-	LLVMBasicBlockRef merge = condition ? begin_guard(l, condition) : NULL;
+	LLVMValueRef condition = write_condition(l, stmt, where);
+	if (l->status)
+		return l->status;
+	LLVMBasicBlockRef merge = condition ? f8_llvm_begin_guard(l, condition) : NULL;
 	f8_dtype dtype = l->kernel->params[stmt->param].dtype;
 	LLVMBuildStore(l->emit.builder, f8_llvm_store_convert(&l->emit, dtype, value),
-		       element_pointer(l, stmt->param, index));
+		       f8_llvm_element_pointer(l, stmt->param, index));
 	if (merge)
-		end_guard(l, merge);
+		f8_llvm_end_guard(l, merge);
+	return F8_OK;
+}
+
+/* A store to a shared array, by every thread that runs it (block loops only: kir.h). */
+static f8_status lower_store_shared(lowering *l, const f8_kir_stmt *stmt) {
+	LLVMValueRef index = f8_llvm_operand(l, stmt->index), value = f8_llvm_operand(l, stmt->value);
+	if (!index || !value)
+		return l->status;
+	f8_dtype dtype = l->kernel->shared[stmt->param].dtype;
+	LLVMBuildStore(l->emit.builder, f8_llvm_store_convert(&l->emit, dtype, value),
+		       shared_pointer(l, stmt->param, index));
 	return F8_OK;
 }
 
@@ -506,20 +378,22 @@ static f8_status lower_store(lowering *l, const f8_kir_stmt *stmt, scope where) 
 static f8_status lower_atomic(lowering *l, const f8_kir_stmt *stmt, scope where) {
 	f8_llvm_emit *e = &l->emit;
 	LLVMBuilderRef b = e->builder;
-	LLVMValueRef index = operand(l, stmt->index), value = operand(l, stmt->value);
+	LLVMValueRef index = f8_llvm_operand(l, stmt->index), value = f8_llvm_operand(l, stmt->value);
 	if (!index || !value)
 		return l->status;
 	bool real = l->kernel->params[stmt->param].dtype == F8_DTYPE_F32;
 	bool max = stmt->combine == F8_KIR_COMBINE_MAX;
-	LLVMValueRef condition = writers(l, where, stmt->value);
+	LLVMValueRef condition = write_condition(l, stmt, where);
+	if (l->status)
+		return l->status;
 	if (real && max) {
 		value = f8_llvm_bits(e, value);
 		LLVMValueRef useful =
 			LLVMBuildICmp(b, LLVMIntNE, value, f8_llvm_i32(e, 0xFF800000u), "");
 		condition = condition ? LLVMBuildAnd(b, condition, useful, "") : useful;
 	}
-	LLVMBasicBlockRef merge = condition ? begin_guard(l, condition) : NULL;
-	LLVMValueRef pointer = element_pointer(l, stmt->param, index);
+	LLVMBasicBlockRef merge = condition ? f8_llvm_begin_guard(l, condition) : NULL;
+	LLVMValueRef pointer = f8_llvm_element_pointer(l, stmt->param, index);
 	if (e->target == F8_LLVM_TARGET_NVPTX) {
 		LLVMAtomicRMWBinOp op = real ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd;
 		if (max)
@@ -538,32 +412,33 @@ static f8_status lower_atomic(lowering *l, const f8_kir_stmt *stmt, scope where)
 		LLVMBuildStore(b, combined, pointer);
 	}
 	if (merge)
-		end_guard(l, merge);
+		f8_llvm_end_guard(l, merge);
 	return F8_OK;
 }
 
-static f8_status lower_scope(lowering *l, const uint32_t *list, uint32_t n, scope where) {
-	f8_status status = F8_OK;
-	for (uint32_t i = 0; !status && i < n; i++) {
-		const f8_kir_stmt *stmt = &l->kernel->stmts[list[i]];
-		switch (stmt->kind) {
-		case F8_KIR_STMT_INST:
-			status = lower_inst(l, stmt->inst);
-			break;
-		case F8_KIR_STMT_GRID_LOOP:
-		case F8_KIR_STMT_BLOCK_LOOP:
-			status = lower_loop_statement(l, list[i]);
-			break;
-		case F8_KIR_STMT_STORE:
-			status = lower_store(l, stmt, where);
-			break;
-		case F8_KIR_STMT_ATOMIC:
-			status = lower_atomic(l, stmt, where);
-			break;
-		default:
-			status = fail(l, F8_ERR_INVALID, "a statement of no kind");
-		}
+f8_status f8_llvm_lower_statement(lowering *l, uint32_t index, scope where) {
+	const f8_kir_stmt *stmt = &l->kernel->stmts[index];
+	switch (stmt->kind) {
+	case F8_KIR_STMT_INST:
+		return f8_llvm_lower_inst(l, stmt->inst);
+	case F8_KIR_STMT_GRID_LOOP:
+	case F8_KIR_STMT_BLOCK_LOOP:
+		return f8_llvm_lower_loop_statement(l, index);
+	case F8_KIR_STMT_STORE:
+		return lower_store(l, stmt, where);
+	case F8_KIR_STMT_ATOMIC:
+		return lower_atomic(l, stmt, where);
+	case F8_KIR_STMT_STORE_SHARED:
+		return lower_store_shared(l, stmt);
+	default:
+		return f8_llvm_fail(l, F8_ERR_INVALID, "a statement of no kind");
 	}
+}
+
+f8_status f8_llvm_lower_scope(lowering *l, const uint32_t *list, uint32_t n, scope where) {
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; !status && i < n; i++)
+		status = f8_llvm_lower_statement(l, list[i], where);
 	return status;
 }
 
@@ -593,7 +468,7 @@ static f8_status check_top_write(lowering *l, uint32_t index) {
 	const f8_kir_stmt *stmt = &k->stmts[index];
 	const char *name = k->params[stmt->param].name;
 	if (l->from_grid[stmt->index])
-		return fail(l, F8_ERR_UNSUPPORTED, "statement %u writes %%%s at an index computed "
+		return f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "statement %u writes %%%s at an index computed "
 			    "from the grid loop's results", index, name);
 	if (!l->from_grid[stmt->value])
 		return F8_OK;
@@ -602,7 +477,7 @@ static f8_status check_top_write(lowering *l, uint32_t index) {
 	if (stmt->kind == F8_KIR_STMT_ATOMIC && value->op == F8_KIR_OP_RESULT &&
 	    grid->accumulators[value->accumulator].combine == stmt->combine)
 		return F8_OK;
-	fail(l, F8_ERR_UNSUPPORTED, "statement %u %s %%%s a value computed from the grid loop's "
+	f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "statement %u %s %%%s a value computed from the grid loop's "
 	     "results, which the GPU has only per block", index,
 	     stmt->kind == F8_KIR_STMT_STORE ? "stores to" : "combines into", name);
 	f8_diag_hint(l->diag, "combine the grid loop's result itself into an acc buffer with an "
@@ -619,7 +494,7 @@ static f8_status check_supported(lowering *l) {
 			continue;
 		f8_dtype dtype = k->params[stmt->param].dtype;
 		if (dtype != F8_DTYPE_F32 && dtype != F8_DTYPE_I64) {
-			fail(l, F8_ERR_UNSUPPORTED, "statement %u is an atomic on %%%s of dtype %s",
+			f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "statement %u is an atomic on %%%s of dtype %s",
 			     i, k->params[stmt->param].name, f8_dtype_name(dtype));
 			f8_diag_hint(l->diag, "accumulate into an f32 or i64 buffer");
 			return l->status;
@@ -636,26 +511,94 @@ static f8_status check_supported(lowering *l) {
 	return F8_OK;
 }
 
-/* The grid loop, whether it holds block loops, and the reductions' scratch size. */
+/* Whether instruction `id` is used anywhere but as the value of the grid loop's accumulator
+ * `except`. */
+static bool used_elsewhere(const f8_kernel *k, f8_kir_id id, uint32_t grid, uint32_t except) {
+	for (f8_kir_id i = 0; i < k->n_insts; i++)
+		if (k->insts[i].a == id || k->insts[i].b == id || k->insts[i].c == id)
+			return true;
+	for (uint32_t s = 0; s < k->n_stmts; s++) {
+		const f8_kir_stmt *stmt = &k->stmts[s];
+		if (stmt->index == id || stmt->value == id || stmt->mask == id || stmt->extent == id)
+			return true;
+		for (uint32_t a = 0; a < stmt->n_accumulators; a++)
+			if (stmt->accumulators[a].value == id && !(s == grid && a == except))
+				return true;
+	}
+	return false;
+}
+
+/* NVPTX, a grid loop of block loops: marks each block-loop result whose only use is as a grid
+ * accumulator's value of the same combine (deferred), and that grid accumulator (reduced at
+ * the grid loop's end); the most accumulators one block reduction then combines. */
+static uint32_t defer_reductions(lowering *l) {
+	const f8_kernel *k = l->kernel;
+	const f8_kir_stmt *grid = &k->stmts[l->grid_loop];
+	uint32_t reduced = 0, grid_reduced = 0;
+	for (uint32_t i = 0; i < grid->n_body; i++) {
+		const f8_kir_stmt *loop = &k->stmts[grid->body[i]];
+		if (loop->kind != F8_KIR_STMT_BLOCK_LOOP)
+			continue;
+		uint32_t kept = 0;
+		for (uint32_t a = 0; a < loop->n_accumulators; a++) {
+			const f8_kir_accumulator *acc = &loop->accumulators[a];
+			for (uint32_t g = 0; g < grid->n_accumulators && !l->deferred[acc->result]; g++) {
+				const f8_kir_accumulator *total = &grid->accumulators[g];
+				if (total->value == acc->result && total->combine == acc->combine &&
+				    total->type == acc->type && !l->grid_reduced[g] &&
+				    !used_elsewhere(k, acc->result, l->grid_loop, g)) {
+					l->deferred[acc->result] = true;
+					l->grid_reduced[g] = true;
+					grid_reduced++;
+				}
+			}
+			kept += !l->deferred[acc->result];
+		}
+		reduced = kept > reduced ? kept : reduced;
+	}
+	return grid_reduced > reduced ? grid_reduced : reduced;
+}
+
+/*
+ * NVPTX, a grid loop of block loops: whether a block loop must begin with a barrier. It orders
+ * what an earlier block loop or the row's stores wrote (global or shared) before this loop's
+ * reads, and frees the reductions' scratch and the shared arrays for reuse by the next row. A
+ * grid loop whose body is one block loop without reductions of its own, with no shared arrays
+ * and no row stores, needs none of that: its rows share nothing.
+ */
+static bool needs_barriers(const lowering *l) {
+	const f8_kernel *k = l->kernel;
+	const f8_kir_stmt *grid = &k->stmts[l->grid_loop];
+	uint32_t loops = 0;
+	bool alone = k->n_shared == 0;
+	for (uint32_t i = 0; i < grid->n_body; i++) {
+		const f8_kir_stmt *stmt = &k->stmts[grid->body[i]];
+		loops += stmt->kind == F8_KIR_STMT_BLOCK_LOOP;
+		alone &= stmt->kind != F8_KIR_STMT_STORE && stmt->kind != F8_KIR_STMT_ATOMIC;
+		for (uint32_t a = 0; stmt->kind == F8_KIR_STMT_BLOCK_LOOP && a < stmt->n_accumulators;
+		     a++)
+			alone &= l->deferred[stmt->accumulators[a].result];
+	}
+	return !(alone && loops == 1);
+}
+
+/* The grid loop, whether it holds block loops, the reductions that wait for the grid's, the
+ * barriers and the reductions' scratch size. */
 static void analyse(lowering *l) {
 	const f8_kernel *k = l->kernel;
+	bool gpu = l->emit.target == F8_LLVM_TARGET_NVPTX;
 	for (uint32_t i = 0; i < k->n_top; i++)
 		if (k->stmts[k->top[i]].kind == F8_KIR_STMT_GRID_LOOP)
 			l->grid_loop = k->top[i];
 	const f8_kir_stmt *grid = &k->stmts[l->grid_loop];
 	l->row_per_thread = true;
-	uint32_t reduced = 0; // the most accumulators one block reduction combines
-	for (uint32_t i = 0; i < grid->n_body; i++) {
-		const f8_kir_stmt *stmt = &k->stmts[grid->body[i]];
-		if (stmt->kind != F8_KIR_STMT_BLOCK_LOOP)
-			continue;
-		l->row_per_thread = false;
-		if (stmt->n_accumulators > reduced)
-			reduced = stmt->n_accumulators;
-	}
-	if (l->row_per_thread)
-		reduced = grid->n_accumulators;
-	l->scratch_slots = l->emit.target == F8_LLVM_TARGET_NVPTX ? reduced * GPU_WARPS : 0;
+	for (uint32_t i = 0; i < grid->n_body; i++)
+		l->loops += k->stmts[grid->body[i]].kind == F8_KIR_STMT_BLOCK_LOOP;
+	l->row_per_thread = l->loops == 0;
+	// the most accumulators one block reduction combines
+	uint32_t reduced = l->row_per_thread ? grid->n_accumulators : gpu ? defer_reductions(l) : 0;
+	l->barriers = gpu && !l->row_per_thread && needs_barriers(l);
+	l->scratch_slots = gpu ? reduced * F8_LLVM_GPU_WARPS : 0;
 	mark_from_grid(l);
 }
 
@@ -712,10 +655,10 @@ static f8_status declare_kernel(lowering *l) {
 	f8_llvm_emit *e = &l->emit;
 	const f8_kernel *k = l->kernel;
 	if (LLVMGetNamedFunction(e->module, k->name))
-		return fail(l, F8_ERR_INVALID, "a second kernel of this name in one module");
+		return f8_llvm_fail(l, F8_ERR_INVALID, "a second kernel of this name in one module");
 	LLVMTypeRef *params = f8_calloc(k->n_params + 1, sizeof *params);
 	if (!params)
-		return fail(l, F8_ERR_NOMEM, "out of memory");
+		return f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < k->n_params; i++)
 		params[i] = k->params[i].kind == F8_KIR_PARAM_SIZE ? e->i64 : e->ptr;
 	LLVMTypeRef type = LLVMFunctionType(LLVMVoidTypeInContext(e->context), params, k->n_params,
@@ -724,12 +667,12 @@ static f8_status declare_kernel(lowering *l) {
 		l->function = LLVMAddFunction(e->module, k->name, type);
 		LLVMSetFunctionCallConv(l->function, PTX_KERNEL_CALLING_CONV);
 		annotate(l, "kernel", 1);
-		annotate(l, "maxntidx", GPU_THREADS); // what the reductions assume; lets ptxas plan
+		annotate(l, "maxntidx", F8_LLVM_GPU_THREADS); // what the reductions assume; lets ptxas plan
 	} else {
 		char *name = suffixed(k->name, ".body");
 		if (!name) {
 			f8_free(params);
-			return fail(l, F8_ERR_NOMEM, "out of memory");
+			return f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
 		}
 		l->function = LLVMAddFunction(e->module, name, type);
 		f8_free(name);
@@ -744,7 +687,37 @@ static f8_status declare_kernel(lowering *l) {
 }
 
 static LLVMValueRef special_register(lowering *l, const char *name) {
-	return LLVMBuildZExt(l->emit.builder, nvvm(l, name, NULL, 0), l->emit.i64, "");
+	LLVMValueRef value = f8_llvm_intrinsic(&l->emit, name, NULL, 0, NULL, 0);
+	return LLVMBuildZExt(l->emit.builder, value, l->emit.i64, "");
+}
+
+/* The shared arrays: NVPTX globals of the shared address space, one per block (named
+ * NAME.shared.ARRAY, so that kernels of one module keep theirs apart); on the host, arrays
+ * on the stack of each call. 16-byte aligned, so that a vector access may use them. */
+static f8_status declare_shared(lowering *l) {
+	f8_llvm_emit *e = &l->emit;
+	const f8_kernel *k = l->kernel;
+	for (uint32_t a = 0; a < k->n_shared; a++) {
+		LLVMTypeRef storage = f8_llvm_storage_type(e, k->shared[a].dtype);
+		l->shared_types[a] = LLVMArrayType2(storage, k->shared[a].count);
+		if (e->target != F8_LLVM_TARGET_NVPTX) {
+			l->shared[a] = LLVMBuildAlloca(e->builder, l->shared_types[a], "");
+			LLVMSetAlignment(l->shared[a], 16);
+			continue;
+		}
+		char suffix[96];
+		snprintf(suffix, sizeof suffix, ".shared.%s", k->shared[a].name);
+		char *name = suffixed(k->name, suffix);
+		if (!name)
+			return f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
+		l->shared[a] = LLVMAddGlobalInAddressSpace(e->module, l->shared_types[a], name,
+							   SHARED_ADDRESS_SPACE);
+		f8_free(name);
+		LLVMSetLinkage(l->shared[a], LLVMInternalLinkage);
+		LLVMSetInitializer(l->shared[a], LLVMGetUndef(l->shared_types[a]));
+		LLVMSetAlignment(l->shared[a], 16);
+	}
+	return F8_OK;
 }
 
 /* NVPTX: the thread's coordinates and the block's reduction scratch. */
@@ -757,9 +730,10 @@ static f8_status begin_gpu_kernel(lowering *l) {
 		return F8_OK;
 	char *name = suffixed(l->kernel->name, ".scratch");
 	if (!name)
-		return fail(l, F8_ERR_NOMEM, "out of memory");
+		return f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
 	l->scratch_type = LLVMArrayType2(e->i64, l->scratch_slots);
-	l->scratch = LLVMAddGlobalInAddressSpace(e->module, l->scratch_type, name, 3);
+	l->scratch = LLVMAddGlobalInAddressSpace(e->module, l->scratch_type, name,
+						 SHARED_ADDRESS_SPACE);
 	f8_free(name);
 	LLVMSetLinkage(l->scratch, LLVMInternalLinkage);
 	LLVMSetInitializer(l->scratch, LLVMGetUndef(l->scratch_type)); // shared memory has none
@@ -784,11 +758,13 @@ static f8_status lower_kernel(lowering *l) {
 		status = declare_kernel(l);
 	if (status)
 		return status;
-	LLVMPositionBuilderAtEnd(l->emit.builder, append_block(l, "entry"));
+	LLVMPositionBuilderAtEnd(l->emit.builder, f8_llvm_append_block(l, "entry"));
 	if (l->emit.target == F8_LLVM_TARGET_NVPTX)
 		status = begin_gpu_kernel(l);
 	if (!status)
-		status = lower_scope(l, l->kernel->top, l->kernel->n_top, SCOPE_TOP);
+		status = declare_shared(l);
+	if (!status)
+		status = f8_llvm_lower_scope(l, l->kernel->top, l->kernel->n_top, F8_LLVM_SCOPE_TOP);
 	if (status)
 		return status;
 	LLVMBuildRetVoid(l->emit.builder);
@@ -808,9 +784,17 @@ f8_status f8_llvm_lower(LLVMModuleRef module, const f8_kernel *kernel, f8_llvm_t
 	l.args = f8_calloc(kernel->n_params + 1, sizeof *l.args);
 	l.values = f8_calloc(kernel->n_insts + 1, sizeof *l.values);
 	l.from_grid = f8_calloc(kernel->n_insts + 1, sizeof *l.from_grid);
+	l.deferred = f8_calloc(kernel->n_insts + 1, sizeof *l.deferred);
+	l.shared = f8_calloc(kernel->n_shared + 1, sizeof *l.shared);
+	l.shared_types = f8_calloc(kernel->n_shared + 1, sizeof *l.shared_types);
+	uint32_t grid_accumulators = 0;
+	for (uint32_t i = 0; i < kernel->n_top; i++)
+		grid_accumulators += kernel->stmts[kernel->top[i]].n_accumulators;
+	l.grid_reduced = f8_calloc(grid_accumulators + 1, sizeof *l.grid_reduced);
 	l.emit.builder = LLVMCreateBuilderInContext(l.emit.context);
-	if (!l.args || !l.values || !l.from_grid) {
-		status = fail(&l, F8_ERR_NOMEM, "out of memory");
+	if (!l.args || !l.values || !l.from_grid || !l.deferred || !l.shared || !l.shared_types ||
+	    !l.grid_reduced) {
+		status = f8_llvm_fail(&l, F8_ERR_NOMEM, "out of memory");
 	} else {
 		analyse(&l);
 		status = lower_kernel(&l);
@@ -819,12 +803,20 @@ f8_status f8_llvm_lower(LLVMModuleRef module, const f8_kernel *kernel, f8_llvm_t
 	f8_free(l.args);
 	f8_free(l.values);
 	f8_free(l.from_grid);
+	f8_free(l.deferred);
+	f8_free(l.shared);
+	f8_free(l.shared_types);
+	f8_free(l.grid_reduced);
 	bool gpu = target == F8_LLVM_TARGET_NVPTX;
+	uint32_t shared = 0, divisor = kernel->grid_divisor ? kernel->grid_divisor : 1;
+	for (uint32_t a = 0; a < kernel->n_shared; a++)
+		shared += kernel->shared[a].count *
+			  (uint32_t)f8_dtype_get_info(kernel->shared[a].dtype)->bytes;
 	*geometry = (f8_llvm_geometry){
-		.threads_per_block = gpu ? GPU_THREADS : 1,
-		.rows_per_block = gpu && l.row_per_thread ? GPU_THREADS : 1,
+		.threads_per_block = gpu ? F8_LLVM_GPU_THREADS : 1,
+		.rows_per_block = gpu ? (l.row_per_thread ? F8_LLVM_GPU_THREADS : 1) * divisor : 1,
 		.max_blocks = gpu ? GPU_MAX_BLOCKS : 1,
-		.shared_bytes = l.scratch_slots * 8,
+		.shared_bytes = gpu ? l.scratch_slots * 8 + shared : 0,
 	};
 	return status;
 }

@@ -14,13 +14,25 @@
  *   NVPTX, a grid loop that holds block loops: one row per block at a time (grid-stride over
  *     rows by blockIdx.x); a block loop spreads the row's columns over threadIdx.x with stride
  *     blockDim.x; its accumulators are combined per thread, then over the block by warp
- *     shuffles and shared memory, in a fixed order, and every thread gets the same result.
- *     Every block loop starts with a barrier, so it sees what earlier block loops and the row's
- *     stores wrote, and the shared scratch is free again. Row-level stores and atomics run on
- *     thread 0.
+ *     shuffles and shared memory, in a fixed order, and every thread gets the same result;
+ *     except where an accumulator's result is only the value of a grid accumulator of the same
+ *     combine (a row's amax into the kernel's): then each thread keeps its share across rows
+ *     and the grid accumulator is reduced over the block once, after the last row. A block loop
+ *     starts with a barrier, so it sees what earlier block loops and the row's stores wrote,
+ *     and the shared scratch and shared arrays are free again; a grid loop whose body is one
+ *     block loop with no reduction of its own, no row stores and a kernel without shared
+ *     arrays needs none and has none. Row-level stores and atomics run on thread 0. Shared
+ *     arrays are shared memory, one per block.
  *   NVPTX, a grid loop without block loops: one row per thread, grid-stride over
  *     blockDim.x * gridDim.x; the grid loop's accumulators are combined per thread, then over
  *     the block.
+ *   NVPTX, the vector form (codegen/llvm_loops.c): a block loop or a grid loop of one row per
+ *     thread whose body loads or stores a buffer at consecutive elements for consecutive
+ *     iterations runs 2-16 consecutive iterations a thread, such an access one 16-byte (or
+ *     narrower) ld.global / st.global where the address is aligned and every lane's mask holds
+ *     (checked at run time; one access a lane otherwise), then the iterations left over one a
+ *     thread.
+ *   Masked loads, stores and atomics are branches around the access, on both targets.
  *   NVPTX, the top level: instructions run on every thread; the epilogue's atomics of the grid
  *     loop's results run once per block (thread 0) with that block's share; any other top-level
  *     store or atomic runs once per kernel (thread 0 of block 0). A top-level store of a value
@@ -28,7 +40,7 @@
  *     its accumulator's combine, has no per-block meaning: it is refused (on both targets, so
  *     that the host does not accept what the GPU cannot run).
  *   HOST: plain loops on one thread, accumulators in iteration order, atomics as plain
- *     read-modify-write.
+ *     read-modify-write, shared arrays on the stack of the call.
  * Arithmetic: IEEE f32 without fast-math flags and without contraction; max and min propagate
  * NaN (llvm.maximum/minimum); sqrt and division are correctly rounded; exp, log, tanh and erf
  * are codegen/llvm_math.c's own sequences, the same instructions on both targets. An atomic
@@ -64,17 +76,20 @@ const char *f8_llvm_target_name(f8_llvm_target target);
  * How to launch one NVPTX kernel. The runtime launches exactly threads_per_block threads
  * (x) per block and
  *     grid = min(ceil(rows / rows_per_block), max_blocks) blocks (x), at least 1,
- * where rows is the grid loop's trip count: the product of the size arguments that the
- * kernel's grid_sizes name (1 when n_grid_sizes is 0). Any grid size is correct (the loops are
- * grid-stride); this one fills the GPU without idle blocks. The kernel declares its shared
- * memory statically (shared_bytes, for information): launch with 0 dynamic shared bytes.
+ * where rows is the product of the size arguments that the kernel's grid_sizes name (1 when
+ * n_grid_sizes is 0): the grid loop's trip count, or for a kernel with a grid_divisor the
+ * units that rows_per_block counts (a tiled kernel: elements, 4096 a tile and block). Any grid
+ * size is correct (the loops are grid-stride); this one fills the GPU without idle blocks. The
+ * kernel declares its shared memory statically (shared_bytes: the reductions' scratch and the
+ * shared arrays, for information): launch with 0 dynamic shared bytes.
  * For the host target: 1 thread, 1 row per block, 1 block, 0 bytes.
  */
 typedef struct f8_llvm_geometry {
 	uint32_t threads_per_block; // 256
-	uint32_t rows_per_block;    // 1 with block loops in the grid loop, else threads_per_block
+	uint32_t rows_per_block;    // 1 with block loops in the grid loop, else threads_per_block;
+				    // times the kernel's grid_divisor
 	uint32_t max_blocks;        // 132 SMs x 8 (H200)
-	uint32_t shared_bytes;      // static shared memory: the block reductions' scratch
+	uint32_t shared_bytes;      // static shared memory: reductions' scratch, shared arrays
 } f8_llvm_geometry;
 
 /*

@@ -184,6 +184,9 @@ bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 	if (node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD ||
 	    node->op == F8_OP_SCALING_UPDATE)
 		return row_family_lowers(graph, node);
+	bool lowers; // the families of the other lowering files (codegen/lower_members.c)
+	if (f8_lower_family_owns(graph, node, &lowers))
+		return lowers;
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_value_id input = node->inputs[i];
 		if (input == F8_NONE)
@@ -254,8 +257,9 @@ static bool is_cast(const f8_node *node) {
 	return node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
 }
 
-/* Parameters: what the group reads, what leaves it, the anchor's sizes. */
-static f8_status add_params(f8_lower *lw) {
+/* Parameters: what the group reads, what leaves it (and what a tiled group or a norm's
+ * transposes need besides: lower_tile.c, when `tiled` or a norm), the anchor's sizes. */
+static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 	f8_status status = F8_OK;
 	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
 		const f8_node *node = &lw->graph->nodes[lw->members[m]];
@@ -285,6 +289,8 @@ static f8_status add_params(f8_lower *lw) {
 			}
 		}
 	}
+	if (!status && (tiled || lw->norm))
+		status = f8_lower_tile_begin(lw, out);
 	// Sizes: one per distinct dim of the anchor; then each cast's slot in its scaling table,
 	// an argument of its own (not folded into the code), so that the casts of every layer
 	// share one kernel.
@@ -355,18 +361,22 @@ static f8_kir_id broadcast_index(f8_lower *lw, const f8_shape *shape) {
 		return lw->col;
 	if (column && offset == 0)
 		return lw->row;
+	// The element's coordinate along the last axis is its column, along a leading axis
+	// (row / the product of the leading axes after it) % the axis: from the row, which the row,
+	// norm and tiled forms have once per row or chunk, not from the flat index per element.
 	f8_kir_id index = f8_kir_const_i64(lw->kernel, 0), stride = f8_kir_const_i64(lw->kernel, 1);
 	f8_kir_id inner = f8_kir_const_i64(lw->kernel, 1);
 	for (int k = n - 1; k >= 0; k--) {
 		f8_kir_id extent = lw->dims[k];
 		int own = k - offset;
 		if (own >= 0 && f8_dim_equal(shape->dims[own], anchor->dims[k])) {
-			f8_kir_id coordinate = EMIT(lw, REM, EMIT(lw, DIV, lw->index, inner, NONE),
-						    extent, NONE);
+			f8_kir_id coordinate = k == n - 1 ? lw->col
+				: EMIT(lw, REM, EMIT(lw, DIV, lw->row, inner, NONE), extent, NONE);
 			index = EMIT(lw, ADD, index, EMIT(lw, MUL, coordinate, stride, NONE), NONE);
 			stride = EMIT(lw, MUL, stride, extent, NONE);
 		}
-		inner = EMIT(lw, MUL, inner, extent, NONE);
+		if (k < n - 1)
+			inner = EMIT(lw, MUL, inner, extent, NONE);
 	}
 	return index;
 }
@@ -384,7 +394,7 @@ static f8_kir_id element(f8_lower *lw, f8_node_id user, f8_value_id value, f8_st
 				     lw->graph->values[value].name);
 		return NONE;
 	}
-	reg = f8_kir_load(lw->kernel, param, index);
+	reg = f8_kir_load_if(lw->kernel, param, index, lw->mask);
 	f8_status bound = bind_reg(lw, value, reg);
 	if (bound)
 		*status = bound;
@@ -495,32 +505,40 @@ static f8_kir_id elementwise(f8_lower *lw, const f8_node *node, const f8_kir_id 
 	}
 }
 
-/* Stores `reg` as `value` at `index` when the value leaves the group. */
+/* Stores `reg` as `value` at `index` when the value leaves the group (under the element's
+ * mask). */
 static f8_status store_if_escaping(f8_lower *lw, f8_value_id value, f8_kir_id index, f8_kir_id reg) {
 	uint32_t param = param_of(lw, value);
 	if (param == F8_NONE)
 		return F8_OK;
-	return f8_kir_store(lw->kernel, param, index, reg, lw->diag);
+	return f8_kir_store_if(lw->kernel, param, index, reg, lw->mask, lw->diag);
 }
 
-/* A cast member: codes (and the transposed copy) at the given scale, and the amax of x. */
+/* A cast member: codes (and the transposed copy: lower_tile.c's where it tiles) at the given
+ * scale, and the amax of x (0 for an element outside the tensor). */
 static f8_status emit_cast(f8_lower *lw, f8_node_id id, const f8_node *node, f8_kir_id x) {
 	f8_kir_id scale = lw->scales[lw->next_scale++];
 	f8_kir_id scaled = EMIT(lw, MUL, x, scale, NONE);
 	f8_status status = store_if_escaping(lw, node->outputs[0], lw->index, scaled);
-	if (!status && node->op == F8_OP_CAST_TRANSPOSE) {
+	if (!status && node->op == F8_OP_CAST_TRANSPOSE && lw->tile) {
+		status = f8_lower_tile_cast(lw, node, x, scale);
+	} else if (!status && node->op == F8_OP_CAST_TRANSPOSE) {
 		f8_kir_id transposed = EMIT(lw, ADD, EMIT(lw, MUL, lw->col, lw->rows, NONE), lw->row, NONE);
 		status = store_if_escaping(lw, node->outputs[1], transposed, scaled);
 	}
-	for (uint32_t a = 0; a < lw->n_amax; a++)
-		if (lw->amax[a].value == amax_output(node))
-			lw->amax[a].element = EMIT(lw, ABS, x, NONE, NONE);
+	for (uint32_t a = 0; a < lw->n_amax; a++) {
+		if (lw->amax[a].value != amax_output(node))
+			continue;
+		f8_kir_id magnitude = EMIT(lw, ABS, x, NONE, NONE);
+		lw->amax[a].element = lw->mask == NONE
+			? magnitude : EMIT(lw, SELECT, lw->mask, magnitude, f8_lower_constant(lw, 0));
+	}
 	(void)id;
 	return status;
 }
 
 /* One member at the current element: its outputs into registers, stored where they leave. */
-static f8_status emit_member(f8_lower *lw, f8_node_id id) {
+f8_status f8_lower_emit_member(f8_lower *lw, f8_node_id id) {
 	const f8_node *node = &lw->graph->nodes[id];
 	f8_status status = F8_OK;
 	f8_kir_id in[3] = {NONE, NONE, NONE};
@@ -534,11 +552,13 @@ static f8_status emit_member(f8_lower *lw, f8_node_id id) {
 		return status;
 	if (is_cast(node))
 		return emit_cast(lw, id, node, in[0]);
+	if (node->op == F8_OP_REDUCE_SUM && lw->tile)
+		return f8_lower_tile_sum(lw, node, in[0]);
 	if (node->op == F8_OP_REDUCE_SUM) {
 		uint32_t param = param_of(lw, node->outputs[0]);
 		return param == F8_NONE ? F8_OK
-					: f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_ADD, param, lw->col,
-							in[0], lw->diag);
+					: f8_kir_atomic_if(lw->kernel, F8_KIR_COMBINE_ADD, param, lw->col,
+							   in[0], lw->mask, lw->diag);
 	}
 	f8_value_id output = node->outputs[0];
 	if (!f8_shape_equal(&type_of(lw, output)->shape, &lw->anchor))
@@ -598,7 +618,7 @@ static f8_status emit_epilogue(f8_lower *lw) {
 }
 
 /* Opens the grid loop over `extent` with one max accumulator per amax. */
-static f8_status begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var) {
+f8_status f8_lower_begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var) {
 	f8_status status = f8_kir_begin_grid_loop(lw->kernel, extent, var, lw->diag);
 	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
 		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
@@ -608,7 +628,7 @@ static f8_status begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var) {
 
 /* Every amax's per-iteration value (`row` picks the block loop's results); 0 for a cast that
  * saw no element, which cannot happen once every member was emitted. */
-static void amax_values(f8_lower *lw, bool row, f8_kir_id *values) {
+void f8_lower_amax_values(f8_lower *lw, bool row, f8_kir_id *values) {
 	for (uint32_t a = 0; a < lw->n_amax; a++)
 		values[a] = row ? lw->amax[a].row_result : lw->amax[a].element;
 }
@@ -622,26 +642,43 @@ static void record_grid_sizes(f8_lower *lw, bool with_last) {
 		lw->kernel->grid_sizes[lw->kernel->n_grid_sizes++] = f8_lower_size_param(lw, lw->anchor.dims[d]);
 }
 
-/* Elementwise groups: one grid iteration per element of the anchor. */
+/* Elementwise groups: one grid iteration per element of the anchor, or per row where the
+ * row form fits (lower_tile.c). */
 static f8_status lower_elementwise(f8_lower *lw) {
+	if (f8_lower_rows_fit(lw))
+		return f8_lower_rows(lw);
 	record_grid_sizes(lw, true);
 	f8_kir_id extent = EMIT(lw, MUL, lw->rows, lw->cols, NONE), var;
-	f8_status status = begin_grid(lw, extent, &var);
+	f8_status status = f8_lower_begin_grid(lw, extent, &var);
 	if (status)
 		return status;
 	lw->index = var;
 	lw->row = EMIT(lw, DIV, var, lw->cols, NONE);
 	lw->col = EMIT(lw, REM, var, lw->cols, NONE);
 	for (uint32_t m = 0; !status && m < lw->n_members; m++)
-		status = emit_member(lw, lw->members[m]);
+		status = f8_lower_emit_member(lw, lw->members[m]);
 	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	amax_values(lw, false, values);
+	f8_lower_amax_values(lw, false, values);
 	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
 }
 
-/* A block loop over the row summing `square ? (x - shift)^2 : x` (shift NONE: none). */
-static f8_status row_sum(f8_lower *lw, uint32_t x_param, f8_kir_id shift, bool square,
-			 f8_kir_id *sum) {
+/* The norm's input at column `col` of the row: from memory (kept in shared array `kept` when
+ * that is not F8_NONE and this is the `first` pass over the row), or from `kept`. */
+static f8_kir_id row_element(f8_lower *lw, uint32_t x_param, uint32_t kept, bool first,
+			     f8_kir_id col, f8_status *status) {
+	if (kept != F8_NONE && !first)
+		return f8_kir_load_shared(lw->kernel, kept, col);
+	f8_kir_id at = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), col, NONE);
+	f8_kir_id v = f8_kir_load(lw->kernel, x_param, at);
+	if (kept != F8_NONE)
+		*status = f8_kir_store_shared(lw->kernel, kept, col, v, lw->diag);
+	return v;
+}
+
+/* A block loop over the row summing `square ? (x - shift)^2 : x` (shift NONE: none), x as
+ * row_element gives it. */
+static f8_status row_sum(f8_lower *lw, uint32_t x_param, uint32_t kept, bool first,
+			 f8_kir_id shift, bool square, f8_kir_id *sum) {
 	f8_kir_id var;
 	f8_status status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
 	if (!status)
@@ -649,8 +686,9 @@ static f8_status row_sum(f8_lower *lw, uint32_t x_param, f8_kir_id shift, bool s
 						lw->diag);
 	if (status)
 		return status;
-	f8_kir_id at = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
-	f8_kir_id v = f8_kir_load(lw->kernel, x_param, at);
+	f8_kir_id v = row_element(lw, x_param, kept, first, var, &status);
+	if (status)
+		return status;
 	if (shift != NONE)
 		v = EMIT(lw, SUB, v, shift, NONE);
 	if (square)
@@ -666,21 +704,28 @@ static f8_status lower_norm(f8_lower *lw) {
 	f8_node_id norm_id = lw->members[0];
 	const f8_node *norm = &lw->graph->nodes[norm_id];
 	bool layer = norm->op == F8_OP_LAYER_NORM;
-	uint32_t x = param_of(lw, norm->inputs[0]);
+	uint32_t x = param_of(lw, norm->inputs[0]), kept = F8_NONE;
 	f8_kir_id var;
 	record_grid_sizes(lw, false);
-	f8_status status = begin_grid(lw, lw->rows, &var);
+	f8_status status = F8_OK;
+	// The row read once, into a shared array, where its length is a constant that fits.
+	f8_dim last = lw->anchor.dims[lw->anchor.rank - 1];
+	if (f8_dim_is_const(last) && f8_dim_value(last) * 4 <= F8_KIR_SHARED_BYTES_MAX / 2)
+		status = f8_kir_add_shared(lw->kernel, "row", F8_DTYPE_F32,
+					   (uint32_t)f8_dim_value(last), &kept, lw->diag);
+	if (!status)
+		status = f8_lower_begin_grid(lw, lw->rows, &var);
 	if (status)
 		return status;
 	lw->row = var;
 	f8_kir_id n = EMIT(lw, TO_F32, lw->cols, NONE, NONE), mean = NONE, squares;
 	if (layer) {
 		f8_kir_id sum;
-		if ((status = row_sum(lw, x, NONE, false, &sum)))
+		if ((status = row_sum(lw, x, kept, true, NONE, false, &sum)))
 			return status;
 		mean = EMIT(lw, DIV, sum, n, NONE);
 	}
-	if ((status = row_sum(lw, x, mean, true, &squares)))
+	if ((status = row_sum(lw, x, kept, !layer, mean, true, &squares)))
 		return status;
 	f8_kir_id variance = EMIT(lw, DIV, squares, n, NONE);
 	f8_kir_id epsilon = f8_lower_constant(lw, f8_node_attr_float(norm, "epsilon", 1e-5));
@@ -700,8 +745,10 @@ static f8_status lower_norm(f8_lower *lw) {
 		return status;
 	lw->col = var;
 	lw->index = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
-	f8_kir_id xv = element(lw, norm_id, norm->inputs[0], &status);
-	f8_kir_id gamma = element(lw, norm_id, norm->inputs[1], &status);
+	if (kept != F8_NONE)
+		status = bind_reg(lw, norm->inputs[0], f8_kir_load_shared(lw->kernel, kept, var));
+	f8_kir_id xv = status ? NONE : element(lw, norm_id, norm->inputs[0], &status);
+	f8_kir_id gamma = status ? NONE : element(lw, norm_id, norm->inputs[1], &status);
 	if (status)
 		return status;
 	f8_dtype x_dtype = type_of(lw, norm->inputs[0])->dtype;
@@ -720,12 +767,12 @@ static f8_status lower_norm(f8_lower *lw) {
 	if (!status)
 		status = store_if_escaping(lw, output, lw->index, y);
 	for (uint32_t m = 1; !status && m < lw->n_members; m++)
-		status = emit_member(lw, lw->members[m]);
+		status = f8_lower_emit_member(lw, lw->members[m]);
 	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	amax_values(lw, false, values);
+	f8_lower_amax_values(lw, false, values);
 	if (!status)
 		status = f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
-	amax_values(lw, true, values);
+	f8_lower_amax_values(lw, true, values);
 	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
 }
 
@@ -786,7 +833,7 @@ f8_status f8_lower_begin(f8_lower *lw, const f8_graph *graph, uint32_t group,
 			     f8_node_id *members, uint32_t n_members, const char *name,
 			     f8_diag *diag) {
 	*lw = (f8_lower){.graph = graph, .group = group, .diag = diag, .members = members,
-		      .n_members = n_members};
+		      .n_members = n_members, .mask = F8_KIR_NONE};
 	lw->kernel = f8_kir_create(name);
 	return lw->kernel ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 }
@@ -824,14 +871,19 @@ static f8_status lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *
 	lw.norm = first->op == F8_OP_LAYER_NORM || first->op == F8_OP_RMS_NORM;
 	bool source_shape = lw.norm || is_cast(first) || first->op == F8_OP_REDUCE_SUM;
 	lw.anchor = type_of(&lw, source_shape ? first->inputs[0] : first->outputs[0])->shape;
-	status = add_params(&lw);
+	bool tiled = f8_lower_tile_fits(&lw);
+	status = add_params(&lw, out, tiled);
 	if (!status)
 		status = emit_top(&lw);
 	if (!status)
-		status = lw.norm ? lower_norm(&lw) : lower_elementwise(&lw);
+		status = lw.norm ? lower_norm(&lw) : tiled ? f8_lower_tiled(&lw) : lower_elementwise(&lw);
 	if (!status)
 		status = emit_epilogue(&lw);
-	return f8_lower_end(&lw, status, out);
+	status = f8_lower_end(&lw, status, out);
+	if (!status) // a norm's CastTransposes: their codes transposed by kernels of their own
+		status = f8_lower_tile_transposes(&lw, out);
+	f8_lower_tile_release(&lw);
+	return status;
 }
 
 void f8_lowered_group_release(f8_lowered_group *group) {
@@ -882,8 +934,10 @@ f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_lower
 		case F8_OP_SCALING_UPDATE:
 			status = f8_lower_scaling_update(graph, group, members, out, diag);
 			break;
-		default:
-			status = lower_fused(graph, group, members, n_members, out, diag);
+		default: // another lowering file's family (codegen/lower_members.c), else lower.c's
+			status = f8_lower_family_owns(graph, &graph->nodes[members[0]], &(bool){false})
+				? f8_lower_family_group(graph, group, members, n_members, out, diag)
+				: lower_fused(graph, group, members, n_members, out, diag);
 		}
 	}
 	f8_free(members);

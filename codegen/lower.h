@@ -10,16 +10,23 @@
  * them first. Values made and read inside the group stay in registers.
  *
  * What lowers (f8_codegen_can_lower says so per node, and the fuse pass groups nothing else):
- *   - elementwise ops of ir/ops.def with f32 register arithmetic (Add, Sub, Mul, Div, Pow with
- *     a constant integer exponent, Sqrt, Reciprocal, Neg, Abs, Exp, Log, Tanh, Erf, Sigmoid,
- *     Max, Min, Relu, Identity, Where, Cast to a float dtype), NumPy broadcasting;
- *   - Gelu (erf and tanh forms), GeluGrad, SwiGLU, SwiGLUGrad;
- *   - LayerNorm, RMSNorm (forward);
- *   - ReduceSum over all leading axes (a bias gradient: column sums, atomically);
+ *   - elementwise ops of ir/ops.def with f32 register arithmetic (Add, Sub, Mul, Div, Sqrt,
+ *     Reciprocal, Neg, Abs, Exp, Log, Tanh, Erf, Sigmoid, Max, Min, Relu, Identity, Where,
+ *     Cast to f32 or bf16), NumPy broadcasting (rows of 256 or more: one block per row);
+ *   - Gelu (erf and tanh forms), GeluGrad, SwiGLU, SwiGLUGrad (packed and two-input forms);
+ *   - LayerNorm, RMSNorm (the row read once into shared memory) and their gradients
+ *     (lower_norm_grad.c: dgamma and dbeta by per-chunk atomics);
+ *   - ReduceSum over all leading axes (a bias gradient: column sums from the cast's tiles);
  *   - Quantize and CastTranspose with a given per-tensor scale (delayed scaling: `slot` of a
- *     scaling table, or a scalar), with their scale_inv and amax outputs;
+ *     scaling table, an argument, or a scalar), with their scale_inv and amax outputs; a group
+ *     with a CastTranspose runs by 64x64 tiles (lower_tile.c), the transposed codes written
+ *     from shared memory; casts that find their scales (current, rowwise, 1x128, 128x128, MX
+ *     1x32 with e8m0 scales: lower_casts.c, an amax kernel then the cast), bit-exact;
  *   - CrossEntropy (its rows, then their mean or sum in a second kernel) and CrossEntropyGrad
  *     (the count of labelled rows, then the rows), a label outside the vocabulary reported;
+ *   - Embedding and EmbeddingGrad (scatter-add by atomics), an id outside the table reported;
+ *   - AdamW over every parameter with the zeroing of the gradient accumulators, one
+ *     multi-tensor kernel (lower_optimizer.c: chunks of 4096 elements over all parameters);
  *   - ScalingUpdate (the slots' amaxes gathered, then one row per slot).
  * Arithmetic is f32 where the reference executor computes in double and rounds once, so a
  * lowered group matches the reference within f32 rounding, and an FP8 output within one code
@@ -71,7 +78,7 @@ typedef struct f8_lowered_group {
 	uint32_t n_launches;
 	f8_kernel_scratch *scratch; // (n_scratch)
 	uint32_t n_scratch;
-	const char *error;          // static text ("a label outside the vocabulary ..."), or NULL
+	const char *error;          // static text (a label or an id out of range), or NULL
 	uint32_t error_scratch;
 } f8_lowered_group;
 

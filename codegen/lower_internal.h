@@ -1,7 +1,9 @@
 /*
  * What the lowering's files share (codegen/lower.c: the single-kernel families; lower_multi.c:
- * the groups that lower to several kernels): the builder of one kernel of a group and its
- * helpers. Not for use outside codegen/.
+ * the groups that lower to several kernels; lower_norm_grad.c, lower_swiglu.c,
+ * lower_embedding.c, lower_optimizer.c, lower_casts.c: the families lower.c dispatches to
+ * through lower_members.c): the builder of one kernel of a group and its helpers. Not for use
+ * outside codegen/.
  */
 #ifndef F8_CODEGEN_LOWER_INTERNAL_H
 #define F8_CODEGEN_LOWER_INTERNAL_H
@@ -51,6 +53,8 @@ typedef struct f8_lower {
 	uint32_t slot_params[F8_LOWER_MAX_AMAX]; // per cast member: the size parameter of its slot
 	uint32_t n_slot_params;
 	uint32_t n_scales, next_scale;
+	f8_kir_id mask;       // the current element's mask (a tile at a tensor's edge), or NONE
+	struct f8_lower_tile *tile; // lower_tile.c's state while it builds a kernel, else NULL
 } f8_lower;
 
 
@@ -92,6 +96,47 @@ f8_status f8_lower_end(f8_lower *lw, f8_status status, f8_lowered_group *out);
 f8_status f8_lower_add_scratch(f8_lowered_group *out, f8_dtype dtype, f8_dim count,
 			       uint32_t *index, f8_diag *diag);
 
+/*
+ * The tiled lowering (codegen/lower_tile.c). A group whose members include a CastTranspose or
+ * a bias gradient (ReduceSum over the leading axes), over a matrix anchor, runs by 64x64
+ * tiles: lower.c's members emitted per element of a tile, the values transposed or summed by
+ * columns kept in shared arrays. A norm group's CastTransposes are left to a second kernel
+ * that transposes the codes the first wrote.
+ *   f8_lower_tile_fits: whether group `lw` (its parameters added) lowers by tiles;
+ *   f8_lower_tile_begin: the state of a tiled group, or of a norm group's transposes, with
+ *     the parameters they need besides add_params' (a norm's codes that leave the group
+ *     nowhere go to a scratch buffer of *out);
+ *   f8_lower_tiled: the grid loop of a tiled group;
+ *   f8_lower_tile_cast, f8_lower_tile_sum: lower.c's emission of a CastTranspose (its input
+ *     `x`, its scale) and of a ReduceSum (its input) at the current element of a tile, or of a
+ *     norm's row;
+ *   f8_lower_tile_transposes: after a norm group's kernel, its codes transposed (launches of
+ *     *out);
+ *   f8_lower_tile_release: frees the state (NULL after).
+ */
+struct f8_lower_tile;
+bool f8_lower_tile_fits(const f8_lower *lw);
+f8_status f8_lower_tile_begin(f8_lower *lw, f8_lowered_group *out);
+f8_status f8_lower_tiled(f8_lower *lw);
+f8_status f8_lower_tile_cast(f8_lower *lw, const f8_node *node, f8_kir_id x, f8_kir_id scale);
+f8_status f8_lower_tile_sum(f8_lower *lw, const f8_node *node, f8_kir_id x);
+f8_status f8_lower_tile_transposes(f8_lower *lw, f8_lowered_group *out);
+void f8_lower_tile_release(f8_lower *lw);
+
+/* The row form of elementwise groups (codegen/lower_tile.c): whether it fits (some input
+ * broadcasts along rows or columns, or a bias gradient needs the column, and the rows are a
+ * constant of at least 256 elements, the threads of a block); the grid loop over rows with a
+ * block loop over each row, the row and column without a division per element. */
+bool f8_lower_rows_fit(const f8_lower *lw);
+f8_status f8_lower_rows(f8_lower *lw);
+
+/* lower.c's member emission and grid loop, for lower_tile.c: one member at the current element
+ * (lw->index, row, col, mask); the grid loop opened with the amaxes' accumulators; every
+ * amax's per-iteration value (`row`: the block loop's results). */
+f8_status f8_lower_emit_member(f8_lower *lw, f8_node_id id);
+f8_status f8_lower_begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var);
+void f8_lower_amax_values(f8_lower *lw, bool row, f8_kir_id *values);
+
 /* The groups of codegen/lower_multi.c, each its first member's op. */
 f8_status f8_lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				 f8_lowered_group *out, f8_diag *diag);
@@ -99,5 +144,86 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 				      f8_node_id *members, f8_lowered_group *out, f8_diag *diag);
 f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				  f8_lowered_group *out, f8_diag *diag);
+
+/* The row families' shared helpers (codegen/lower_members.c). */
+
+/* The buffer parameter bound to `value`, or F8_NONE. */
+uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value);
+/* An IN parameter for `value`, the one already bound to it if any; its index into *index. */
+f8_status f8_lower_bind_input(f8_lower *lw, f8_value_id value, uint32_t *index);
+/* A parameter of `kind` for member output `value` when it leaves the group (f8_lower_escapes),
+ * its index into *index; F8_NONE there when it does not (or `value` is F8_NONE). */
+f8_status f8_lower_bind_output(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind,
+			       uint32_t *index);
+bool f8_lower_is_cast(const f8_node *node);
+
+/*
+ * A cast member (Quantize or CastTranspose with a given per-tensor scale: a scalar, or `slot`
+ * of a table) of a kernel that computes the value it casts. Its parameters: the scale (IN),
+ * the codes and the transposed codes (OUT), the scale_invs (OUT), the amax (ACCUMULATE), each
+ * F8_NONE where the output does not leave the group. While the kernel is built: the scale
+ * (loaded at the top level), the amax's accumulators' results (a block loop's per row, the
+ * grid loop's), and the current iteration's |x| (the max over the values it stored).
+ */
+typedef struct f8_lower_cast {
+	const f8_node *node;
+	uint32_t scale, slot; // the slot: a size parameter (f8_lower_cast_slot)
+	uint32_t codes, codes_t, scale_inv, scale_inv_t, amax;
+	f8_kir_id scale_value;
+	f8_kir_id row_amax, grid_amax;
+	f8_kir_id element_amax; // NONE at the start of each iteration
+} f8_lower_cast;
+
+/* Binds the cast's scale (first, with the kernel's other inputs) and its outputs (after them). */
+f8_status f8_lower_cast_inputs(f8_lower *lw, f8_lower_cast *cast, const f8_node *node);
+f8_status f8_lower_cast_outputs(f8_lower *lw, f8_lower_cast *cast);
+/* After the kernel's other sizes: the slot's size parameter. At the top level: the scale. */
+f8_status f8_lower_cast_slot(f8_lower *lw, f8_lower_cast *cast);
+void f8_lower_cast_load_scale(f8_lower *lw, f8_lower_cast *cast);
+/* A max accumulator for the amax in the open loop: the block loop's (`row`) or the grid's. */
+f8_status f8_lower_cast_add_accumulator(f8_lower *lw, f8_lower_cast *cast, bool row);
+/* Stores x * scale (converted to the codes' dtype on store) at `index` and, for a
+ * CastTranspose, at `index_t`; folds |x| into cast->element_amax. */
+f8_status f8_lower_cast_store(f8_lower *lw, f8_lower_cast *cast, f8_kir_id x, f8_kir_id index,
+			      f8_kir_id index_t);
+/* After the grid loop: the amax combined into its buffer, the scale_invs stored. */
+f8_status f8_lower_cast_epilogue(f8_lower *lw, f8_lower_cast *cast);
+
+/* A kernel of its own (the group's next launch, named NAME_roundN) that stores the `count` f32
+ * sums of scratch buffer `sums` into member output `value` (bf16 or f16), rounding each once:
+ * for sums that f32 atomics combined into a scratch because `value` is of another dtype. */
+f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			      uint32_t sums, f8_value_id value, f8_dim count, f8_lowered_group *out,
+			      f8_diag *diag);
+
+/* The families of the other lowering files: whether a node lowers (f8_codegen_can_lower asks
+ * for the ops each file owns), and the group lowered, given its members in program order (its
+ * first member's op picks the file). */
+bool f8_lower_norm_grad_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_swiglu_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_embedding_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_optimizer_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_cast_recipe_owns(const f8_node *node);
+bool f8_lower_cast_recipe_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_cast_recipe(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			       uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_optimizer(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_embedding(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_swiglu(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
+/*
+ * The dispatch of lower.c to those files (codegen/lower_members.c), so that a new family
+ * touches lower.c nowhere: f8_lower_family_owns says whether one of them owns `node`'s op and,
+ * when one does, whether the node lowers (*lowers); f8_lower_family_group lowers a group whose
+ * first member's op one of them owns (F8_ERR_INVALID for any other).
+ */
+bool f8_lower_family_owns(const f8_graph *graph, const f8_node *node, bool *lowers);
+f8_status f8_lower_family_group(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_norm_grad(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 
 #endif

@@ -151,6 +151,8 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	switch (node->op) {
 	case F8_OP_LAYER_NORM:
 	case F8_OP_RMS_NORM: *out = F8_KERNEL_FAMILY_NORM; return true;
+	case F8_OP_LAYER_NORM_GRAD:
+	case F8_OP_RMS_NORM_GRAD: *out = F8_KERNEL_FAMILY_NORM_GRAD; return true;
 	case F8_OP_GELU:
 	case F8_OP_SWIGLU: *out = F8_KERNEL_FAMILY_ACTIVATION; return true;
 	case F8_OP_GELU_GRAD:
@@ -160,6 +162,9 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_CROSS_ENTROPY:
 	case F8_OP_CROSS_ENTROPY_GRAD: *out = F8_KERNEL_FAMILY_CROSS_ENTROPY; return true;
 	case F8_OP_SCALING_UPDATE: *out = F8_KERNEL_FAMILY_SCALING; return true;
+	case F8_OP_EMBEDDING: *out = F8_KERNEL_FAMILY_EMBEDDING; return true;
+	case F8_OP_EMBEDDING_GRAD: *out = F8_KERNEL_FAMILY_EMBEDDING_GRAD; return true;
+	case F8_OP_ADAMW: *out = F8_KERNEL_FAMILY_OPTIMIZER; return true;
 	default:
 		// A scalar is the optimizer's arithmetic (learning rate, clipping): not a kernel.
 		*out = F8_KERNEL_FAMILY_ELEMENTWISE;
@@ -188,19 +193,43 @@ static bool has_shape(const f8_graph *graph, f8_value_id v, const f8_shape *shap
 	return f8_shape_equal(&graph->values[v].type.shape, shape);
 }
 
-/* Whether kernel k's family admits `node`, which reads one of k's values. */
+/* Whether ConstantOfShape `node` makes the next value of a gradient accumulator (the target
+ * of the update its output is the source of) that a member of kernel k reads. */
+static bool refills_member_input(const fuser *f, const growing *k, const f8_node *node) {
+	const f8_graph *graph = f->graph;
+	for (uint32_t u = 0; u < graph->n_updates; u++) {
+		if (graph->updates[u].source != node->outputs[0])
+			continue;
+		f8_value_id target = graph->updates[u].target;
+		for (uint32_t r = f->first_use[target]; r < f->first_use[target + 1]; r++)
+			if (f->group_of[f->readers[r]] == k->index)
+				return true;
+	}
+	return false;
+}
+
+/* Whether kernel k's family admits `node`, which reads one of k's values (an optimizer kernel:
+ * any node of its phase, see grow_optimizer). */
 static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 	const f8_graph *graph = f->graph;
 	f8_value_id first = graph->nodes[k->seed].outputs[0];
+	// A cast that finds its scales from the data (current, rowwise, block, MX) needs them
+	// before its first code: it is a kernel of its own (codegen/lower_casts.c).
+	if (is_cast(node) && (node->n_inputs < 2 || node->inputs[1] == F8_NONE))
+		return false;
 	switch (k->family) {
 	case F8_KERNEL_FAMILY_NORM:
+	case F8_KERNEL_FAMILY_NORM_GRAD: // the casts of dx
 	case F8_KERNEL_FAMILY_ACTIVATION:
 		return is_cast(node) && node->inputs[0] == first;
-	case F8_KERNEL_FAMILY_ACTIVATION_GRAD:
-		if (is_cast(node))
-			return node->inputs[0] == first;
-		return node->op == F8_OP_REDUCE_SUM && !k->has_reduce && node->inputs[0] == first &&
-		       is_bias_gradient(graph, node);
+	case F8_KERNEL_FAMILY_ACTIVATION_GRAD: {
+		const f8_node *seed = &graph->nodes[k->seed];
+		bool second = seed->n_outputs > 1 && node->inputs[0] == seed->outputs[1];
+		if (is_cast(node)) // SwiGLUGrad's two-input form: dgate's and dup's
+			return node->inputs[0] == first || second;
+		return node->op == F8_OP_REDUCE_SUM && seed->op == F8_OP_GELU_GRAD && !k->has_reduce &&
+		       node->inputs[0] == first && is_bias_gradient(graph, node);
+	}
 	case F8_KERNEL_FAMILY_ELEMENTWISE: {
 		if (!is_cast(node)) // is_elementwise first: a Send makes no output
 			return is_elementwise(graph, node) &&
@@ -209,6 +238,9 @@ static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 		return producer != F8_NONE && f->group_of[producer] == k->index &&
 		       has_shape(graph, node->inputs[0], &k->shape);
 	}
+	case F8_KERNEL_FAMILY_OPTIMIZER:
+		return node->op == F8_OP_ADAMW ||
+		       (node->op == F8_OP_CONSTANT_OF_SHAPE && refills_member_input(f, k, node));
 	default: // the other families hold one node
 		return false;
 	}
@@ -276,6 +308,38 @@ static void grow(fuser *f, growing *k) {
 	}
 }
 
+/* An optimizer kernel takes every AdamW of its phase that may join (codegen lowers it and
+ * its inputs are made before the kernel: the updates of different parameters are independent,
+ * none reads what another makes) and the ConstantOfShape that zeroes each one's gradient
+ * accumulator for the next step. Scanned in program order from the kernel on, each moves up to
+ * the kernel's end as grow's joins do; an AdamW stands before its zeroing, so it has joined by
+ * the time the zeroing is looked at. */
+static void grow_optimizer(fuser *f, growing *k) {
+	for (uint32_t p = k->end; p < f->graph->n_order; p++) {
+		f8_node_id id = f->order[p];
+		if (f->group_of[id] != F8_NONE || !may_join(f, k, id))
+			continue;
+		move_to(f, id, k->end);
+		f->group_of[id] = k->index;
+		k->end++;
+	}
+}
+
+/*
+ * The optimizer's kernel holds a loop per parameter (the kernel IR cannot pick a buffer by a
+ * runtime index), so its code grows with the parameters: past this many, its PTX (200 KB per
+ * launch for GPT-1.3B's 292) and its compile time cost more than the plan may, and AdamW runs
+ * as its own ops until a pointer table lets one loop cover every parameter.
+ */
+enum { OPTIMIZER_MAX_PARAMETERS = 64 };
+
+static bool too_many_parameters(const f8_graph *graph) {
+	uint32_t n = 0;
+	for (uint32_t p = 0; p < graph->n_order; p++)
+		n += graph->nodes[graph->order[p]].op == F8_OP_ADAMW;
+	return n > OPTIMIZER_MAX_PARAMETERS;
+}
+
 /* Seeds and grows the kernels, in program order. */
 static void plan(fuser *f) {
 	const f8_graph *graph = f->graph;
@@ -284,14 +348,18 @@ static void plan(fuser *f) {
 		const f8_node *node = &graph->nodes[id];
 		f8_kernel_family family;
 		if (f->group_of[id] != F8_NONE || !seed_family(graph, node, &family) ||
-		    !f8_codegen_can_lower(graph, id))
+		    !f8_codegen_can_lower(graph, id) ||
+		    (family == F8_KERNEL_FAMILY_OPTIMIZER && too_many_parameters(graph)))
 			continue;
 		growing k = {.index = f->n_kernels, .seed = id, .family = family, .start = p,
 			     .end = p + 1};
 		if (family == F8_KERNEL_FAMILY_ELEMENTWISE)
 			k.shape = graph->values[node->outputs[0]].type.shape;
 		f->group_of[id] = k.index;
-		grow(f, &k);
+		if (family == F8_KERNEL_FAMILY_OPTIMIZER)
+			grow_optimizer(f, &k);
+		else
+			grow(f, &k);
 		f->kernels[f->n_kernels++] = (planned){.start = p, .n_members = k.end - p,
 						       .family = family};
 		p = k.end - 1;
@@ -406,6 +474,65 @@ static void say_pointwise(phrase *out, const fuser *f, const planned *k) {
 	say_saving(out, f, k);
 }
 
+/* "LayerNormGrad of layers.0.norm with the E5M2 cast and transpose of dx and its amax: dx,
+ * dgamma and dbeta in one kernel over dy and x, no f32 copy of dx". */
+static void say_norm_grad(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *seed = member(f, k, 0);
+	say(out, "%s of %s", f8_op_name(seed->op), scope_of(graph, seed));
+	say_casts(out, f, k, "dx");
+	bool dbeta = seed->n_outputs > 2 && seed->outputs[2] != F8_NONE;
+	say(out, ": dx%s in one kernel over dy and x", dbeta ? ", dgamma and dbeta" : " and dgamma");
+	if (stays_inside(f, k, seed->outputs[0]))
+		say(out, ", no %s copy of dx",
+		    f8_dtype_name(graph->values[seed->outputs[0]].type.dtype));
+}
+
+/* "Embedding of embed: the rows of embed.weight f32[256, 128] gathered by token id, ..." or
+ * "EmbeddingGrad of embed: the rows of dy added into dw f32[256, 128] by id, ...". */
+static void say_embedding(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *seed = member(f, k, 0);
+	bool grad = seed->op == F8_OP_EMBEDDING_GRAD;
+	const f8_value *table = &graph->values[grad ? seed->outputs[0] : seed->inputs[1]];
+	char type[160];
+	f8_type_format(graph, &table->type, type, sizeof type);
+	say(out, "%s of %s: ", f8_op_name(seed->op), scope_of(graph, seed));
+	if (grad)
+		say(out, "the rows of dy added into %s %s by id with atomics", table->name, type);
+	else
+		say(out, "the rows of %s %s gathered by token id", table->name, type);
+	say(out, ", an id outside the table flagged as a data error");
+}
+
+/* "AdamW of 52 parameters (210,432 elements) with the zeroing of their 52 gradient
+ * accumulators: one multi-tensor kernel, each element read and written once". */
+static void say_optimizer(phrase *out, const fuser *f, const planned *k) {
+	uint32_t n_adamw = 0, n_zero = 0;
+	int64_t elements = 0;
+	for (uint32_t i = 0; i < k->n_members; i++) {
+		const f8_node *node = member(f, k, i);
+		if (node->op != F8_OP_ADAMW) {
+			n_zero++;
+			continue;
+		}
+		n_adamw++;
+		f8_dim numel;
+		if (elements >= 0 && f8_shape_numel(&f->graph->values[node->inputs[0]].type.shape,
+						    &numel) && f8_dim_is_const(numel))
+			elements += f8_dim_value(numel);
+		else
+			elements = -1;
+	}
+	say(out, "AdamW of %u parameter%s", n_adamw, n_adamw == 1 ? "" : "s");
+	if (elements >= 0)
+		say(out, " (%lld elements)", (long long)elements);
+	if (n_zero)
+		say(out, " with the zeroing of %s %u gradient accumulator%s", n_zero == 1 ? "its" : "their",
+		    n_zero, n_zero == 1 ? "" : "s");
+	say(out, ": one multi-tensor kernel, each element read and written once");
+}
+
 /* "3 elementwise ops (Add, Mul, Add) with ... in one pass over f32[batch*seq, 768]". */
 static void say_elementwise(phrase *out, const fuser *f, const planned *k) {
 	uint32_t n_ops = 0;
@@ -453,8 +580,22 @@ static void say_lone_cast(phrase *out, const fuser *f, const planned *k) {
 		say(out, " of %s (made by %s, outside any kernel)", source->name,
 		    f8_op_name(graph->nodes[source->producer].op));
 	bool transposed = cast->op == F8_OP_CAST_TRANSPOSE;
-	say(out, ": %s%s in one read", transposed ? "both copies" : "the FP8 copy",
-	    f8_node_attr(cast, "slot") ? " and the amax" : "");
+	const char *copies = transposed ? "both copies" : "the FP8 copy";
+	if (cast->n_inputs > 1 && cast->inputs[1] != F8_NONE) {
+		say(out, ": %s%s in one read", copies, f8_node_attr(cast, "slot") ? " and the amax" : "");
+		return;
+	}
+	// The scales come from the data: codegen/lower_casts.c's kernels.
+	const f8_attr *block = f8_node_attr(cast, "block");
+	if (!block || block->ints.n != 2)
+		say(out, ": the tensor's amax, then %s at the scale it gives", copies);
+	else if (block->ints.items[0] == 1 && block->ints.items[1] == 0)
+		say(out, ": %s with a scale per row (and per column of x^T's copy)", copies);
+	else
+		say(out, ": %s with a scale per %lldx%lld block%s", copies,
+		    (long long)block->ints.items[0], (long long)block->ints.items[1],
+		    f8_node_attr_dtype(cast, "scale_dtype", F8_DTYPE_F32) == F8_DTYPE_E8M0
+			    ? " (MX, E8M0)" : "");
 }
 
 /* The reason of kernel k. */
@@ -484,6 +625,10 @@ static void say_reason(phrase *out, const fuser *f, const planned *k) {
 		    seed->n_inputs == 4 ? "" : "s");
 		return;
 	}
+	case F8_KERNEL_FAMILY_NORM_GRAD: say_norm_grad(out, f, k); return;
+	case F8_KERNEL_FAMILY_OPTIMIZER: say_optimizer(out, f, k); return;
+	case F8_KERNEL_FAMILY_EMBEDDING:
+	case F8_KERNEL_FAMILY_EMBEDDING_GRAD: say_embedding(out, f, k); return;
 	default: say_pointwise(out, f, k); return;
 	}
 }

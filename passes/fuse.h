@@ -14,25 +14,37 @@
  * families of v1, what codegen lowers:
  *   norm             LayerNorm or RMSNorm (any phase) + each Quantize or CastTranspose of its
  *                    first output
+ *   norm_grad        LayerNormGrad or RMSNormGrad + the casts of dx (its first output: the E5M2
+ *                    copy an FP8 dgrad GEMM reads)
  *   activation       Gelu or SwiGLU + the casts of its output
- *   activation_grad  GeluGrad or SwiGLUGrad + the casts of its first output + one ReduceSum of
- *                    that output over all its leading axes (axes [0 .. rank-2], keepdims 0: the
- *                    bias gradient)
+ *   activation_grad  GeluGrad or SwiGLUGrad + the casts of its first output (SwiGLUGrad's
+ *                    two-output form: of either) + for GeluGrad one ReduceSum of that output over
+ *                    all its leading axes (axes [0 .. rank-2], keepdims 0: the bias gradient)
  *   elementwise      a chain of ops flagged F8_OPF_ELEMENTWISE that make one shape of rank >= 1
  *                    (other inputs may broadcast to it), + the casts of its values of that
  *                    shape. Left out: Dropout (it draws random numbers), IsNaN, the comparisons
  *                    and logical ops and anything else making bool, CastLike; Gelu and GeluGrad
  *                    are activations. A lone op is a kernel too, but one making a scalar is not:
  *                    that is the optimizer's scalar arithmetic (learning rate, clipping).
- *   cast             a Quantize or CastTranspose no other kernel took, alone
+ *   cast             a Quantize or CastTranspose no other kernel took, alone. Only a cast with a
+ *                    given scale (delayed scaling) joins the kernels above: one that finds its
+ *                    scales from the data (current, rowwise, block, MX) needs them before its
+ *                    first code, so it is always a kernel of its own
  *   cross_entropy    a CrossEntropy alone; a CrossEntropyGrad alone
+ *   embedding        an Embedding alone; embedding_grad: an EmbeddingGrad alone
+ *   optimizer        every AdamW of the phase (they are independent: none reads what another
+ *                    makes) + the ConstantOfShape that makes the next value of a gradient
+ *                    accumulator a member reads (the zeroing for the next step): the kernel
+ *                    takes them all, scanning the program from its seed on, not only readers of
+ *                    its values, each moving up as a join does; only for a model of at most 64
+ *                    parameters (the kernel has a loop per parameter, so its code and compile
+ *                    time grow with them: GPT-1.3B's would be 1 MB of PTX)
  *   scaling          a ScalingUpdate alone
  * A node seeds or joins a kernel only when codegen can lower it (codegen/lower.h,
- * f8_codegen_can_lower): what it cannot lower yet (a cast under a recipe that finds its scales,
- * SwiGLU and SwiGLUGrad, Pow, Cos, Sin) stays outside and runs as its own op. Every other
- * node (GEMMs, Attention, shape ops, collectives, AdamW, Embedding, ...) stays outside any
- * kernel. The program changes only by the moves above; values, types and
- * annotations stay as they are.
+ * f8_codegen_can_lower): what it cannot lower yet (Pow, Cos, Sin, an AdamW of a symbolic
+ * shape, ...) stays outside and runs as its own op. Every other node (GEMMs, Attention, shape
+ * ops, collectives, GlobalNorm, ...) stays outside any kernel. The program changes only by the
+ * moves above; values, types and annotations stay as they are.
  *
  * The pass runs once: a graph that has kernels already is refused (F8_ERR_INVALID), since
  * grouping the groups again would decide nothing new and a second run over a changed graph

@@ -2,12 +2,15 @@
 # f8c's generated PTX kernels on a GPU: builds the cases here and says how the GPU run is made.
 #
 # Here (no GPU needed): builds make_kernel_cases and gpu_kernel_check (tests/gpu/), makes
-#   BUILD/device/cases    gpt-tiny's groups with and without FP8: PTX, inputs, reference outputs
-#   BUILD/device/bench    gpt-1.3b's distinct kernels (batch 8, seq 2048, FP8): PTX and shapes,
-#                         and the module assembled for sm_90 (kernels.cubin, for cuobjdump)
-#   BUILD/device/profile  six of the bench kernels, one of each kind worth a profile (the weight
-#                         cast, LayerNorm alone and with its cast, a broadcasting and a plain
-#                         Add, the GELU gradient with its cast and bias gradient), for ncu
+#   BUILD/device/cases    one group for each kernel of gpt-tiny with and without FP8, of gpt-odd
+#                         (odd shapes) and of a few groups of text IR at shapes that leave
+#                         tiles part-way and accesses unaligned: PTX, inputs, reference outputs
+#   BUILD/device/bench    gpt-1.3b's kernels (batch 8, seq 2048, FP8), each on every shape it
+#                         runs: PTX and shapes, and the module assembled for sm_90
+#                         (kernels.cubin, for cuobjdump)
+#   BUILD/device/profile  the bench kernels worth a profile (the tiled cast, LayerNorm and its
+#                         transpose, the broadcasting Add, the GELU gradient with its cast and
+#                         bias gradient), for ncu
 # and puts gpu_kernel_check beside them, checked to need nothing but glibc, libm and libcuda
 # (the GPU machine has no LLVM and perhaps no libjansson). BUILD/device is what a GPU run
 # carries; the commands it runs are printed last. Results go in tools/bench_kernels.md.
@@ -34,7 +37,7 @@ mkdir -p "$device/cases" "$device/bench" "$device/profile"
 "$build/tests/gpu/make_kernel_cases" "$root" "$device/bench" --bench
 cp "$build/tests/gpu/gpu_kernel_check" "$device/"
 
-profile_kernels="cast_1 norm_48 norm_0 elementwise_0 elementwise_1 activation_grad_0"
+profile_kernels="cast_0 norm_0 norm_1 elementwise_0 activation_grad_0"
 cp "$device/bench/kernels.ptx" "$device/profile/"
 python3 - "$device" $profile_kernels <<'PY'
 import json, sys

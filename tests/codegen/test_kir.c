@@ -1,8 +1,9 @@
 /*
  * The kernel IR on its own: the builder makes the kernel of kir.h's header comment, the printer
- * writes it as that comment shows, the verifier accepts it; every misuse the builder or the
- * verifier should refuse is refused with a message naming the kernel; allocation failure at
- * every allocation of building a kernel is reported, never a crash.
+ * writes it as that comment shows, the verifier accepts it; a transpose by tiles through a
+ * shared array with masked loads, stores and atomics prints and verifies; every misuse the
+ * builder or the verifier should refuse is refused with a message naming the kernel;
+ * allocation failure at every allocation of building a kernel is reported, never a crash.
  *
  * usage: test_kir
  */
@@ -145,6 +146,130 @@ static void test_refusals(void) {
 #undef FRESH
 }
 
+/*
+ * A transpose by tiles of 4x4, the shapes the tiled lowering makes: a shared array, masked
+ * loads and stores at the tensor's edge, a block loop storing the tile and one loading it.
+ */
+static f8_status build_transpose(f8_kernel *k, f8_diag *diag) {
+	uint32_t x, y, acc, rows, cols, tile;
+	f8_status status = f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_E4M3, &x, diag);
+	if (!status)
+		status = f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_E4M3, &y, diag);
+	if (!status)
+		status = f8_kir_add_param(k, "sums", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32, &acc, diag);
+	if (!status)
+		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
+	if (!status)
+		status = f8_kir_add_param(k, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &cols, diag);
+	if (!status)
+		status = f8_kir_add_shared(k, "tile", F8_DTYPE_F32, 20, &tile, diag);
+	if (status)
+		return status;
+#define E(op, a, b) f8_kir_emit(k, F8_KIR_OP_##op, (a), (b), F8_KIR_NONE)
+	f8_kir_id n_rows = f8_kir_size(k, rows), n_cols = f8_kir_size(k, cols), four = f8_kir_const_i64(k, 4);
+	f8_kir_id across = E(DIV, E(ADD, n_cols, f8_kir_const_i64(k, 3)), four), t, e, f;
+	f8_kir_id tiles = E(MUL, E(DIV, E(ADD, n_rows, f8_kir_const_i64(k, 3)), four), across);
+	if ((status = f8_kir_begin_grid_loop(k, tiles, &t, diag)))
+		return status;
+	f8_kir_id r0 = E(MUL, E(DIV, t, across), four), c0 = E(MUL, E(REM, t, across), four);
+	if ((status = f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 16), &e, diag)))
+		return status;
+	f8_kir_id r = E(ADD, r0, E(DIV, e, four)), c = E(ADD, c0, E(REM, e, four));
+	f8_kir_id inside = E(AND, E(LT, r, n_rows), E(LT, c, n_cols));
+	f8_kir_id v = f8_kir_load_if(k, x, E(ADD, E(MUL, r, n_cols), c), inside);
+	if ((status = f8_kir_store_shared(k, tile, E(ADD, E(MUL, E(DIV, e, four), f8_kir_const_i64(k, 5)),
+						       E(REM, e, four)), v, diag)) ||
+	    (status = f8_kir_atomic_if(k, F8_KIR_COMBINE_ADD, acc, c, v, inside, diag)) ||
+	    (status = f8_kir_end_loop(k, NULL, 0, diag)) ||
+	    (status = f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 16), &f, diag)))
+		return status;
+	f8_kir_id c2 = E(ADD, c0, E(DIV, f, four)), r2 = E(ADD, r0, E(REM, f, four));
+	f8_kir_id w = f8_kir_load_shared(k, tile, E(ADD, E(MUL, E(REM, f, four), f8_kir_const_i64(k, 5)),
+						    E(DIV, f, four)));
+	f8_kir_id ok = E(AND, E(LT, r2, n_rows), E(LT, c2, n_cols));
+	if ((status = f8_kir_store_if(k, y, E(ADD, E(MUL, c2, n_rows), r2), w, ok, diag)) ||
+	    (status = f8_kir_end_loop(k, NULL, 0, diag)))
+		return status;
+#undef E
+	return f8_kir_end_loop(k, NULL, 0, diag);
+}
+
+static void test_shared_and_masks(void) {
+	f8_kernel *k = f8_kir_create("transpose");
+	f8_diag diag = {0};
+	CHECK(k && build_transpose(k, &diag) == F8_OK);
+	CHECK(k && f8_kir_verify(k, &diag) == F8_OK);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	if (k)
+		f8_kir_print(k, out);
+	fclose(out);
+	printf("%s", text);
+	CHECK(strstr(text, "  shared @tile: f32[20]\n") != NULL);
+	CHECK(strstr(text, "= load.f32 %x[%") && strstr(text, "] if %"));
+	CHECK(strstr(text, "store @tile[%") != NULL && strstr(text, "= load.f32 @tile[%") != NULL);
+	CHECK(strstr(text, "atomic.add %sums[%") != NULL && strstr(text, "store %y[%") != NULL);
+	free(text);
+	f8_kir_destroy(k);
+}
+
+/* The shared arrays' and masks' misuses. */
+static void test_shared_refusals(void) {
+	f8_diag diag = {0};
+	uint32_t x, y, n, tile, other;
+	f8_kir_id var, inner;
+#define FRESH()                                                                          \
+	f8_kernel *k = f8_kir_create("bad");                                             \
+	CHECK(f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32, &x, &diag) == 0);  \
+	CHECK(f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_F32, &y, &diag) == 0); \
+	CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0); \
+	CHECK(f8_kir_add_shared(k, "tile", F8_DTYPE_F32, 64, &tile, &diag) == 0)
+	{ // too large together, twice the same name, no elements
+		FRESH();
+		CHECK(f8_kir_add_shared(k, "big", F8_DTYPE_F32, F8_KIR_SHARED_BYTES_MAX / 4, &other,
+					&diag) == F8_ERR_INVALID);
+		CHECK(strstr(diag.message, "more than") != NULL);
+		CHECK(f8_kir_add_shared(k, "tile", F8_DTYPE_BF16, 4, &other, &diag) == F8_ERR_INVALID);
+		CHECK(f8_kir_add_shared(k, "none", F8_DTYPE_F32, 0, &other, &diag) == F8_ERR_INVALID);
+		f8_kir_destroy(k);
+	}
+	{ // a shared store in the grid loop's body; a mask that is not an i1
+		FRESH();
+		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
+		CHECK(f8_kir_store_shared(k, tile, var, f8_kir_const_f32(k, 1), &diag) ==
+		      F8_ERR_INVALID);
+		CHECK(f8_kir_store_if(k, y, var, f8_kir_const_f32(k, 1), var, &diag) == F8_ERR_INVALID);
+		CHECK(strstr(diag.message, "not an i1") != NULL);
+		CHECK(f8_kir_load_if(k, x, var, var) == F8_KIR_NONE);
+		f8_kir_destroy(k);
+	}
+	{ // a shared load outside a block loop
+		FRESH();
+		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
+		f8_kir_id v = f8_kir_load_shared(k, tile, var);
+		CHECK(f8_kir_store(k, y, var, v, &diag) == F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_verify(k, &diag) == F8_ERR_INVALID);
+		CHECK(strstr(diag.message, "outside a block loop") != NULL);
+		f8_kir_destroy(k);
+	}
+	{ // one block loop both storing and loading the array
+		FRESH();
+		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
+		CHECK(f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 64), &inner, &diag) == F8_OK);
+		CHECK(f8_kir_store_shared(k, tile, inner, f8_kir_const_f32(k, 1), &diag) == F8_OK);
+		f8_kir_id v = f8_kir_load_shared(k, tile, inner);
+		CHECK(f8_kir_store(k, y, inner, v, &diag) == F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_verify(k, &diag) == F8_ERR_INVALID);
+		CHECK(strstr(diag.message, "both loads and stores @tile") != NULL);
+		f8_kir_destroy(k);
+	}
+#undef FRESH
+}
+
 static void test_allocation_failure(void) {
 	for (long after = 0;; after++) {
 		test_fail_allocations_after(after);
@@ -165,6 +290,8 @@ static void test_allocation_failure(void) {
 int main(void) {
 	test_build_print_verify();
 	test_refusals();
+	test_shared_and_masks();
+	test_shared_refusals();
 	test_allocation_failure();
 	return test_finish();
 }

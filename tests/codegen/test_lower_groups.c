@@ -5,8 +5,9 @@
  * inputs; each output the kernel writes is compared (f32 arithmetic against the reference's
  * double: the tolerances are at compare()), amaxes and scale_invs exactly where the values are
  * read from memory. Groups come from small text graphs
- * (each made one group by hand) and from gpt-tiny's training step compiled through the whole
- * pipeline, with and without FP8.
+ * (each made one group by hand) and from the training steps of gpt-tiny (without FP8, with
+ * delayed and with current scaling) and llama-tiny (delayed, and block scaling) compiled
+ * through the whole pipeline. AdamW is also checked bit for bit over many steps.
  *
  * usage: test_lower_groups SOURCE_DIR
  */
@@ -69,11 +70,39 @@ static void free_values(values *v) {
 	f8_free(v->tensor);
 }
 
+/* What input `j` of `node` holds, for fill_random. */
+typedef enum input_kind {
+	INPUT_PLAIN,     // normal with a spread
+	INPUT_AMAX,      // a ScalingUpdate's amax
+	INPUT_ID,        // an Embedding's or EmbeddingGrad's ids: in [0, the table's rows)
+	INPUT_MOMENT,    // AdamW's v: a mean of squares
+	INPUT_LR,        // AdamW's learning rate
+	INPUT_STEP,      // AdamW's step, from 1
+	INPUT_GRAD_SCALE // AdamW's clipping factor, in (0, 1]
+} input_kind;
+
+static input_kind kind_of(const f8_node *node, uint32_t j) {
+	switch (node->op) {
+	case F8_OP_SCALING_UPDATE: return j >= 3 ? INPUT_AMAX : INPUT_PLAIN;
+	case F8_OP_EMBEDDING: return j == 0 ? INPUT_ID : INPUT_PLAIN;
+	case F8_OP_EMBEDDING_GRAD: return j == 1 ? INPUT_ID : INPUT_PLAIN;
+	case F8_OP_ADAMW: {
+		static const input_kind adamw[7] = {INPUT_PLAIN, INPUT_PLAIN, INPUT_PLAIN, INPUT_MOMENT,
+						    INPUT_LR, INPUT_STEP, INPUT_GRAD_SCALE};
+		return j < 7 ? adamw[j] : INPUT_PLAIN;
+	}
+	default: return INPUT_PLAIN;
+	}
+}
+
 /* Random contents for an input: scales and amax histories positive (0.25 to 8, as scaling
- * tables hold), the amaxes a ScalingUpdate reads (`amax`) positive with now and then a NaN, an
- * infinity or a 0, integers labels below 50 with now and then ignore_index (-100), bools either
- * way, the rest normal with a spread, so that casts both saturate and underflow. */
-static void fill_random(const f8_graph *graph, f8_value_id id, bool amax, f8_rt_tensor *tensor) {
+ * tables hold), the amaxes a ScalingUpdate reads positive with now and then a NaN, an infinity
+ * or a 0, ids below `rows`, integers labels below 50 with now and then ignore_index (-100),
+ * bools either way, AdamW's scalars as a training step has them (a step up to about 5000, where
+ * the bias corrections still matter), the rest normal with a spread, so that casts both
+ * saturate and underflow. */
+static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, int64_t rows,
+			f8_rt_tensor *tensor) {
 	f8_role role = graph->values[id].role;
 	int64_t n = f8_rt_tensor_numel(tensor);
 	double spread = 1.0 + 40.0 * uniform();
@@ -81,16 +110,34 @@ static void fill_random(const f8_graph *graph, f8_value_id id, bool amax, f8_rt_
 		double x, u = uniform();
 		if (role == F8_ROLE_SCALE || role == F8_ROLE_AMAX_HISTORY)
 			x = 0.25 + 7.75 * uniform();
+		else if (kind == INPUT_ID)
+			x = (double)(int64_t)(rows * u);
+		else if (kind == INPUT_STEP)
+			x = 1 + (double)(int64_t)(5000 * u * u * u);
+		else if (kind == INPUT_LR)
+			x = 1e-4 + 1e-3 * u;
+		else if (kind == INPUT_GRAD_SCALE)
+			x = 0.05 + 0.95 * u;
+		else if (kind == INPUT_MOMENT)
+			x = fabs(u * (normal() * spread) * (normal() * spread));
 		else if (tensor->dtype == F8_DTYPE_BOOL)
 			x = u < 0.5;
 		else if (tensor->dtype == F8_DTYPE_I64)
 			x = u < 0.1 ? -100 : (double)(int)(50 * uniform());
-		else if (amax)
+		else if (kind == INPUT_AMAX)
 			x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : fabs(normal() * spread);
 		else
 			x = normal() * spread;
 		f8_rt_tensor_set(tensor, i, x);
 	}
+}
+
+/* The rows of the table an Embedding or EmbeddingGrad node reads or makes. */
+static int64_t table_rows(const f8_graph *graph, const f8_node *node, const int64_t *symbols) {
+	f8_value_id table = node->op == F8_OP_EMBEDDING ? node->inputs[1] : node->outputs[0];
+	int64_t rows = 0;
+	f8_dim_evaluate(graph->values[table].type.shape.dims[0], symbols, &rows);
+	return rows;
 }
 
 /* Runs the group's members through the reference kernels; their outputs into `v`. */
@@ -233,7 +280,9 @@ static void check_group(const f8_graph *graph, const f8_cpu_generated *generated
 				status = F8_ERR_NOMEM;
 				break;
 			}
-			fill_random(graph, input, node->op == F8_OP_SCALING_UPDATE && j >= 3,
+			input_kind kind = kind_of(node, j);
+			fill_random(graph, input, kind,
+				    kind == INPUT_ID ? table_rows(graph, node, symbols) : 0,
 				    v.tensor[input]);
 			tensors[input] = *v.tensor[input]; // shares the data; v owns it
 			tensors[input].owned = false;
@@ -368,6 +417,18 @@ static const char gelu_grad_cast[] =
 	"  output %dh8, %dh8t, %si, %sit, %amax, %dbias\n"
 	"}\n";
 
+/* Rows of 320 (a constant of at least 256): the row form, a block loop a row, and the
+ * positions' general broadcast; bf16 input and output: 16-byte accesses on the GPU. */
+static const char broadcast_rows[] =
+	"graph broadcast_rows {\n"
+	"  input %x : bf16[b, s, 320]\n"
+	"  input %pos : bf16[s, 320]\n"
+	"  input %gate : bf16[b, s, 1]\n"
+	"  %a = Add(%x, %pos)\n"
+	"  %y = Mul(%a, %gate)\n"
+	"  output %y\n"
+	"}\n";
+
 static const char cast_only[] =
 	"graph cast_only {\n"
 	"  input %x : f32[s, 48]\n"
@@ -409,26 +470,206 @@ static const char scaling_update[] =
 	"  output %s, %h, %n\n"
 	"}\n";
 
-/* A label outside the vocabulary: the generated kernels flag it and the run fails naming the
- * row, as the reference kernel fails. */
-static void check_label_error(void) {
-	printf("CrossEntropy with a label outside the vocabulary\n");
+/* 120 rows: 15 chunks of the norm_grad kernel's 8 rows. */
+static const char layer_norm_grad_cast[] =
+	"graph layer_norm_grad_cast {\n"
+	"  input %dy : f32[b, s, 96]\n"
+	"  input %x : f32[b, s, 96]\n"
+	"  input %gamma : f32[96]\n"
+	"  input %mean : f32[b, s, 1]\n"
+	"  input %rstd : f32[b, s, 1]\n"
+	"  scale %table : f32[2]\n"
+	"  %dx, %dgamma, %dbeta = LayerNormGrad(%dy, %x, %gamma, %mean, %rstd) {epsilon=1e-05}\n"
+	"  %dx8, %dx8t, %si, %sit, %amax = CastTranspose(%dx, %table) {to=e5m2, slot=1}\n"
+	"  output %dx8, %dx8t, %si, %sit, %amax, %dgamma, %dbeta\n"
+	"}\n";
+
+/* 21 rows: the last chunk is partial. bf16 dgamma is summed in f32, then rounded. */
+static const char rms_norm_grad_bf16[] =
+	"graph rms_norm_grad_bf16 {\n"
+	"  input %dy : bf16[b, 7, 72]\n"
+	"  input %x : bf16[b, 7, 72]\n"
+	"  input %gamma : bf16[72]\n"
+	"  input %rstd : f32[b, 7, 1]\n"
+	"  scale %scale : f32[]\n"
+	"  %dx, %dgamma = RMSNormGrad(%dy, %x, %gamma, %rstd) {epsilon=1e-06}\n"
+	"  %dx8, %si, %amax = Quantize(%dx, %scale) {to=e5m2}\n"
+	"  output %dx, %dx8, %si, %amax, %dgamma\n"
+	"}\n";
+
+/* Llama's MLP: the packed [gate | up] SwiGLU with the E4M3 cast of its output ... */
+static const char swiglu_packed_cast[] =
+	"graph swiglu_packed_cast {\n"
+	"  input %x : f32[b, s, 160]\n"
+	"  scale %table : f32[2]\n"
+	"  %y = SwiGLU(%x)\n"
+	"  %y8, %y8t, %si, %sit, %amax = CastTranspose(%y, %table) {to=e4m3, slot=0}\n"
+	"  output %y8, %y8t, %si, %sit, %amax\n"
+	"}\n";
+
+/* ... the two-input form, bf16 ... */
+static const char swiglu_two_bf16[] =
+	"graph swiglu_two_bf16 {\n"
+	"  input %gate : bf16[s, 48]\n"
+	"  input %up : bf16[s, 48]\n"
+	"  scale %scale : f32[]\n"
+	"  %y = SwiGLU(%gate, %up)\n"
+	"  %y8, %si, %amax = Quantize(%y, %scale) {to=e4m3}\n"
+	"  output %y, %y8, %si, %amax\n"
+	"}\n";
+
+/* ... and their gradients with the E5M2 cast of dx: packed, and two outputs each cast. */
+static const char swiglu_grad_packed_cast[] =
+	"graph swiglu_grad_packed_cast {\n"
+	"  input %dy : f32[b, s, 80]\n"
+	"  input %x : f32[b, s, 160]\n"
+	"  scale %table : f32[3]\n"
+	"  %dx = SwiGLUGrad(%dy, %x)\n"
+	"  %dx8, %dx8t, %si, %sit, %amax = CastTranspose(%dx, %table) {to=e5m2, slot=2}\n"
+	"  output %dx, %dx8, %dx8t, %si, %sit, %amax\n"
+	"}\n";
+
+static const char swiglu_grad_two_cast[] =
+	"graph swiglu_grad_two_cast {\n"
+	"  input %dy : bf16[s, 48]\n"
+	"  input %gate : bf16[s, 48]\n"
+	"  input %up : bf16[s, 48]\n"
+	"  scale %table : f32[2]\n"
+	"  %dgate, %dup = SwiGLUGrad(%dy, %gate, %up)\n"
+	"  %g8, %g8t, %gsi, %gsit, %gamax = CastTranspose(%dgate, %table) {to=e5m2, slot=0}\n"
+	"  %u8, %usi, %uamax = Quantize(%dup, %table) {to=e5m2, slot=1}\n"
+	"  output %dgate, %g8, %g8t, %gsi, %gsit, %gamax, %u8, %usi, %uamax\n"
+	"}\n";
+
+/* 120 positions (each id about 2.4 times over 50 rows). */
+static const char embedding[] =
+	"graph embedding {\n"
+	"  input %ids : i64[b, s]\n"
+	"  param %table : bf16[50, 24]\n"
+	"  %y = Embedding(%ids, %table)\n"
+	"  output %y\n"
+	"}\n";
+
+static const char embedding_grad[] =
+	"graph embedding_grad {\n"
+	"  input %dy : f32[s, 24]\n"
+	"  input %ids : i64[s]\n"
+	"  %dw = EmbeddingGrad(%dy, %ids) {vocab=50}\n"
+	"  output %dw\n"
+	"}\n";
+
+static const char embedding_grad_bf16[] =
+	"graph embedding_grad_bf16 {\n"
+	"  input %dy : bf16[b, s, 24]\n"
+	"  input %ids : i32[b, s]\n"
+	"  %dw = EmbeddingGrad(%dy, %ids) {vocab=50}\n"
+	"  output %dw\n"
+	"}\n";
+
+/* Three parameters of two shapes and two dtypes, two weight decays, one without the clipping
+ * factor, and the zeroing of two gradients: one optimizer kernel. */
+static const char adamw_multi[] =
+	"graph adamw_multi {\n"
+	"  param %w : f32[40, 40]\n"
+	"  param %b : bf16[40]\n"
+	"  param %e : f32[5000]\n"
+	"  state %w.grad : f32[40, 40]\n"
+	"  state %b.grad : bf16[40]\n"
+	"  state %e.grad : f32[5000]\n"
+	"  state %w.m : f32[40, 40]\n"
+	"  state %w.v : f32[40, 40]\n"
+	"  state %b.m : f32[40]\n"
+	"  state %b.v : f32[40]\n"
+	"  state %e.m : f32[5000]\n"
+	"  state %e.v : f32[5000]\n"
+	"  input %lr : f32[]\n"
+	"  input %step : i64[]\n"
+	"  input %clip : f32[]\n"
+	"  %w2, %wm2, %wv2 = AdamW(%w, %w.grad, %w.m, %w.v, %lr, %step, %clip) {beta1=0.9, "
+	"beta2=0.999, epsilon=1e-08, weight_decay=0.1}\n"
+	"  %w.zero = ConstantOfShape() {shape=[40, 40], value=f32[](0)}\n"
+	"  %b2, %bm2, %bv2 = AdamW(%b, %b.grad, %b.m, %b.v, %lr, %step, %clip) {weight_decay=0}\n"
+	"  %e2, %em2, %ev2 = AdamW(%e, %e.grad, %e.m, %e.v, %lr, %step) {beta1=0.8, beta2=0.95, "
+	"epsilon=1e-06, weight_decay=0.01}\n"
+	"  %e.zero = ConstantOfShape() {shape=[5000], value=f32[](0)}\n"
+	"  output %w2, %wm2, %wv2, %b2, %bm2, %bv2, %e2, %em2, %ev2\n"
+	"  update %w.grad <- %w.zero\n"
+	"  update %e.grad <- %e.zero\n"
+	"}\n";
+
+/* Casts that find their scales (codegen/lower_casts.c): current (per tensor), rowwise, 1x128,
+ * 128x128 and MX 1x32, each both copies where it is a CastTranspose. */
+static const char cast_current[] =
+	"graph cast_current {\n"
+	"  input %x : f32[b, s, 48]\n"
+	"  %x8, %x8t, %si, %sit, %amax = CastTranspose(%x) {to=e4m3}\n"
+	"  output %x8, %x8t, %si, %sit, %amax\n"
+	"}\n";
+
+static const char quantize_current_bf16[] =
+	"graph quantize_current_bf16 {\n"
+	"  input %x : bf16[s, 72]\n"
+	"  %x8, %si, %amax = Quantize(%x) {to=e5m2, margin=2}\n"
+	"  output %x8, %si, %amax\n"
+	"}\n";
+
+static const char cast_rowwise[] =
+	"graph cast_rowwise {\n"
+	"  input %x : f32[b, s, 48]\n"
+	"  %x8, %x8t, %si, %sit, %amax = CastTranspose(%x) {to=e4m3, block=[1, 0]}\n"
+	"  output %x8, %x8t, %si, %sit, %amax\n"
+	"}\n";
+
+static const char cast_1x128[] =
+	"graph cast_1x128 {\n"
+	"  input %x : bf16[2, 128, 384]\n"
+	"  %x8, %x8t, %si, %sit, %amax = CastTranspose(%x) {to=e5m2, block=[1, 128]}\n"
+	"  output %x8, %x8t, %si, %sit, %amax\n"
+	"}\n";
+
+static const char cast_128x128[] =
+	"graph cast_128x128 {\n"
+	"  input %w : f32[384, 256]\n"
+	"  %w8, %w8t, %si, %sit, %amax = CastTranspose(%w) {to=e4m3, block=[128, 128]}\n"
+	"  output %w8, %w8t, %si, %sit, %amax\n"
+	"}\n";
+
+static const char cast_mx[] =
+	"graph cast_mx {\n"
+	"  input %x : f32[64, 96]\n"
+	"  %x8, %x8t, %si, %sit, %amax = CastTranspose(%x) {to=e4m3, block=[1, 32], "
+	"scale_dtype=e8m0}\n"
+	"  output %x8, %x8t, %si, %sit, %amax\n"
+	"}\n";
+
+static const char quantize_mx_e5m2[] =
+	"graph quantize_mx_e5m2 {\n"
+	"  input %x : bf16[s, 80]\n"
+	"  %x8, %si = Quantize(%x) {to=e5m2, block=[1, 32], scale_dtype=e8m0}\n"
+	"  output %x8, %si\n"
+	"}\n";
+
+/* A label outside the vocabulary, an id outside the embedding table: the generated kernels
+ * flag it and the run fails naming the row (position 4 of integer input `name`, 77), as the
+ * reference kernel fails. */
+static void check_data_error(const char *title, const char *text, f8_kernel_family family,
+			     const char *name, const char *message) {
+	printf("%s\n", title);
 	f8_graph *graph = NULL;
 	f8_diag diag = {0};
 	uint32_t group = 0;
 	f8_cpu_generated *generated = NULL;
-	f8_status status = f8_text_parse(cross_entropy, strlen(cross_entropy), "ce", &graph, &diag);
+	f8_status status = f8_text_parse(text, strlen(text), title, &graph, &diag);
 	if (!status)
 		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
 	if (!status)
-		status = f8_graph_add_group(graph, "k0", F8_KERNEL_FAMILY_CROSS_ENTROPY, "", &group,
-					    &diag);
+		status = f8_graph_add_group(graph, "k0", family, "", &group, &diag);
 	for (uint32_t i = 0; !status && i < graph->n_order; i++)
 		graph->nodes[graph->order[i]].group = group;
 	if (!status)
 		status = f8_cpu_generated_create(graph, &generated, &diag);
 	CHECK(status == F8_OK);
-	int64_t symbols[1] = {6};
+	int64_t symbols[4] = {6, 1, 1, 1}; // 6 rows or positions
 	f8_rt_tensor *tensors = f8_calloc(graph ? graph->n_values : 1, sizeof *tensors);
 	for (uint32_t v = 0; !status && v < graph->n_values; v++) {
 		f8_rt_tensor *made = make_tensor(graph, v, symbols);
@@ -441,11 +682,11 @@ static void check_label_error(void) {
 			f8_rt_tensor_set(&tensors[v], i, tensors[v].dtype == F8_DTYPE_I64 ? i : normal());
 	}
 	if (!status) {
-		f8_rt_tensor_set(&tensors[f8_graph_find_value(graph, "labels", 6)], 4, 77);
+		f8_rt_tensor_set(&tensors[f8_graph_find_value(graph, name, strlen(name))], 4, 77);
 		status = f8_cpu_generated_run(generated, group, tensors, symbols, &diag);
 		printf("  %s\n", diag.message);
 		CHECK(status == F8_ERR_ARGUMENT);
-		CHECK(strstr(diag.message, "outside the vocabulary") && strstr(diag.message, "row 4"));
+		CHECK(strstr(diag.message, message) && strstr(diag.message, "row 4"));
 	}
 	for (uint32_t v = 0; graph && tensors && v < graph->n_values; v++)
 		f8_rt_tensor_destroy(&tensors[v]);
@@ -454,12 +695,99 @@ static void check_label_error(void) {
 	f8_graph_destroy(graph);
 }
 
-/* gpt-tiny's training step through the whole pipeline: every group it fused. */
-static void check_model(const char *source_dir, const f8_fp8_options *fp8) {
-	printf("gpt-tiny %s\n", fp8 ? "FP8 (HYBRID, delayed)" : "without FP8");
+/*
+ * AdamW's generated kernel against the reference bit for bit, at every step from 1 to 3000
+ * and three learning rates: its scalars (the bias corrections, the decay) are computed in
+ * double-float arithmetic and must round to the floats the reference's double arithmetic
+ * rounds to (codegen/lower_optimizer.c), and the update's f32 arithmetic is the reference's op
+ * for op.
+ */
+static void check_adamw_exact(void) {
+	printf("AdamW bit for bit at steps 1 to 3000\n");
+	f8_graph *graph = NULL;
+	f8_diag diag = {0};
+	uint32_t group = 0;
+	f8_cpu_generated *generated = NULL;
+	f8_status status = f8_text_parse(adamw_multi, strlen(adamw_multi), "adamw", &graph, &diag);
+	if (!status)
+		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
+	if (!status)
+		status = f8_graph_add_group(graph, "k0", F8_KERNEL_FAMILY_OPTIMIZER, "", &group, &diag);
+	for (uint32_t i = 0; !status && i < graph->n_order; i++)
+		graph->nodes[graph->order[i]].group = group;
+	if (!status)
+		status = f8_cpu_generated_create(graph, &generated, &diag);
+	CHECK(status == F8_OK);
+	if (status) {
+		f8_diag_print(&diag, stdout);
+		f8_graph_destroy(graph);
+		return;
+	}
+	int64_t symbols[1] = {0};
+	values v = {.tensor = f8_calloc(graph->n_values, sizeof *v.tensor), .n = graph->n_values};
+	f8_rt_tensor *tensors = f8_calloc(graph->n_values, sizeof *tensors);
+	for (uint32_t i = 0; i < graph->n_values; i++) { // the inputs once, the outputs' storage
+		f8_rt_tensor *made = make_tensor(graph, i, symbols);
+		CHECK(made != NULL);
+		tensors[i] = *made;
+		f8_free(made);
+		if (graph->values[i].producer != F8_NONE)
+			continue;
+		input_kind kind = strstr(graph->values[i].name, ".v") ? INPUT_MOMENT
+				  : strcmp(graph->values[i].name, "clip") == 0 ? INPUT_GRAD_SCALE
+									  : INPUT_PLAIN;
+		fill_random(graph, i, kind, 0, &tensors[i]);
+		v.tensor[i] = &tensors[i];
+	}
+	const double rates[3] = {3e-4, 1e-3, 6e-3};
+	f8_value_id lr = f8_graph_find_value(graph, "lr", 2), step = f8_graph_find_value(graph, "step", 4);
+	int64_t differ = 0, compared = 0;
+	for (int64_t t = 1; t <= 3000; t++) {
+		f8_rt_tensor_set(&tensors[lr], 0, rates[t % 3]);
+		f8_rt_tensor_set(&tensors[step], 0, (double)t);
+		values reference = {.tensor = f8_calloc(graph->n_values, sizeof *v.tensor),
+				    .n = graph->n_values};
+		for (uint32_t i = 0; i < graph->n_values; i++)
+			if (graph->values[i].producer == F8_NONE) // borrowed, not freed below
+				reference.tensor[i] = v.tensor[i];
+		status = f8_cpu_generated_run(generated, group, tensors, symbols, &diag);
+		if (!status)
+			status = run_reference(graph, group, symbols, &reference, &diag);
+		for (uint32_t i = 0; !status && i < graph->n_values; i++) {
+			if (graph->values[i].producer == F8_NONE || !reference.tensor[i])
+				continue;
+			compared++;
+			differ += memcmp(tensors[i].data, reference.tensor[i]->data,
+					 reference.tensor[i]->n_bytes) != 0;
+		}
+		for (uint32_t i = 0; i < graph->n_values; i++)
+			if (graph->values[i].producer == F8_NONE)
+				reference.tensor[i] = NULL;
+		free_values(&reference);
+		if (status)
+			break;
+	}
+	if (status)
+		f8_diag_print(&diag, stdout);
+	printf("  %lld of %lld outputs differ\n", (long long)differ, (long long)compared);
+	CHECK(status == F8_OK && differ == 0);
+	for (uint32_t i = 0; i < graph->n_values; i++)
+		f8_rt_tensor_destroy(&tensors[i]);
+	f8_free(tensors);
+	f8_free(v.tensor);
+	f8_cpu_generated_destroy(generated);
+	f8_graph_destroy(graph);
+}
+
+/* A model's training step through the whole pipeline (batch x seq tokens): every group it
+ * fused. */
+static void check_model(const char *source_dir, const char *model, int64_t batch, int64_t seq,
+			const f8_fp8_options *fp8) {
+	printf("%s %s%s%s\n", model, fp8 ? "FP8 (HYBRID, " : "without FP8",
+	       fp8 ? f8_recipe_name(fp8->recipe) : "", fp8 ? ")" : "");
 	char path[512];
-	snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source_dir);
-	const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 24}};
+	snprintf(path, sizeof path, "%s/models/%s.json", source_dir, model);
+	const f8_dim_binding dims[] = {{"batch", batch}, {"seq", seq}};
 	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
 	f8_training_options training = f8_training_options_default();
 	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8};
@@ -493,15 +821,56 @@ int main(int argc, char **argv) {
 	check_text_group("RMSNorm (bf16) + Quantize", rms_norm_quantize, F8_KERNEL_FAMILY_NORM);
 	check_text_group("GeluGrad + CastTranspose + dbias", gelu_grad_cast,
 			 F8_KERNEL_FAMILY_ACTIVATION_GRAD);
+	check_text_group("elementwise rows of 320, broadcast (bf16)", broadcast_rows,
+			 F8_KERNEL_FAMILY_ELEMENTWISE);
 	check_text_group("CastTranspose alone", cast_only, F8_KERNEL_FAMILY_CAST);
 	check_text_group("CrossEntropy (mean)", cross_entropy, F8_KERNEL_FAMILY_CROSS_ENTROPY);
 	check_text_group("CrossEntropyGrad (bf16 logits)", cross_entropy_grad,
 			 F8_KERNEL_FAMILY_CROSS_ENTROPY);
 	check_text_group("ScalingUpdate (4 slots, margin 1)", scaling_update,
 			 F8_KERNEL_FAMILY_SCALING);
-	check_label_error();
-	check_model(argv[1], NULL);
+	check_text_group("LayerNormGrad + CastTranspose of dx", layer_norm_grad_cast,
+			 F8_KERNEL_FAMILY_NORM_GRAD);
+	check_text_group("RMSNormGrad (bf16) + Quantize of dx", rms_norm_grad_bf16,
+			 F8_KERNEL_FAMILY_NORM_GRAD);
+	check_text_group("SwiGLU (packed) + CastTranspose", swiglu_packed_cast,
+			 F8_KERNEL_FAMILY_ACTIVATION);
+	check_text_group("SwiGLU (gate, up; bf16) + Quantize", swiglu_two_bf16,
+			 F8_KERNEL_FAMILY_ACTIVATION);
+	check_text_group("SwiGLUGrad (packed) + CastTranspose of dx", swiglu_grad_packed_cast,
+			 F8_KERNEL_FAMILY_ACTIVATION_GRAD);
+	check_text_group("SwiGLUGrad (two outputs, bf16) + casts of both",
+			 swiglu_grad_two_cast, F8_KERNEL_FAMILY_ACTIVATION_GRAD);
+	check_text_group("Embedding (bf16 table)", embedding, F8_KERNEL_FAMILY_EMBEDDING);
+	check_text_group("EmbeddingGrad (f32 dw, atomics)", embedding_grad,
+			 F8_KERNEL_FAMILY_EMBEDDING_GRAD);
+	check_text_group("EmbeddingGrad (bf16 dw: f32 sums, then rounded)", embedding_grad_bf16,
+			 F8_KERNEL_FAMILY_EMBEDDING_GRAD);
+	check_text_group("CastTranspose, current scaling", cast_current, F8_KERNEL_FAMILY_CAST);
+	check_text_group("Quantize, current scaling (bf16, margin 2)", quantize_current_bf16,
+			 F8_KERNEL_FAMILY_CAST);
+	check_text_group("CastTranspose, rowwise", cast_rowwise, F8_KERNEL_FAMILY_CAST);
+	check_text_group("CastTranspose, 1x128 blocks (bf16)", cast_1x128, F8_KERNEL_FAMILY_CAST);
+	check_text_group("CastTranspose, 128x128 blocks", cast_128x128, F8_KERNEL_FAMILY_CAST);
+	check_text_group("CastTranspose, MX 1x32 (e8m0 scales)", cast_mx, F8_KERNEL_FAMILY_CAST);
+	check_text_group("Quantize, MX 1x32 E5M2 (bf16, a partial block)", quantize_mx_e5m2,
+			 F8_KERNEL_FAMILY_CAST);
+	check_text_group("AdamW of 3 parameters + zeroing: one multi-tensor kernel", adamw_multi,
+			 F8_KERNEL_FAMILY_OPTIMIZER);
+	check_adamw_exact();
+	check_data_error("CrossEntropy with a label outside the vocabulary", cross_entropy,
+			 F8_KERNEL_FAMILY_CROSS_ENTROPY, "labels", "outside the vocabulary");
+	check_data_error("Embedding with an id outside the table", embedding,
+			 F8_KERNEL_FAMILY_EMBEDDING, "ids", "outside the embedding table");
+	check_data_error("EmbeddingGrad with an id outside the table", embedding_grad,
+			 F8_KERNEL_FAMILY_EMBEDDING_GRAD, "ids", "outside the embedding table");
+	check_model(argv[1], "gpt-tiny", 2, 24, NULL);
 	f8_fp8_options fp8 = f8_fp8_options_default();
-	check_model(argv[1], &fp8);
+	check_model(argv[1], "gpt-tiny", 2, 24, &fp8);
+	check_model(argv[1], "llama-tiny", 2, 24, &fp8); // SwiGLU, RMSNormGrad
+	fp8.recipe = F8_RECIPE_CURRENT;
+	check_model(argv[1], "gpt-tiny", 2, 24, &fp8);
+	fp8.recipe = F8_RECIPE_BLOCK; // 1x128 blocks along the tokens: 128 of them
+	check_model(argv[1], "llama-tiny", 2, 64, &fp8);
 	return test_finish();
 }

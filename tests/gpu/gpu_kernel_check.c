@@ -445,6 +445,8 @@ static void draw(f8_dtype dtype, const char *policy, void *to) {
 		x = u < 0.5;
 	else if (strcmp(policy, "label") == 0)
 		x = u < 0.1 ? -100 : (double)(int)(50 * uniform());
+	else if (strcmp(policy, "id") == 0)
+		x = (double)(int)(50 * uniform());
 	else if (strcmp(policy, "amax") == 0)
 		x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : 4.0 * uniform();
 	else

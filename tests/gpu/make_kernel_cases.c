@@ -4,8 +4,14 @@
  * machine needs neither LLVM nor the CPU backend.
  *
  * Check mode: gpt-tiny (batch 2, seq 24) is compiled through the whole pipeline without FP8 and
- * with the default FP8 options; every fused group of both is one case, its launches in order
- * (most groups have one kernel; a cross-entropy has a second that reduces the rows). Inputs are
+ * with the default FP8 options, gpt-odd (written here: one layer of hidden 272, FFN 1088, vocab
+ * 97, batch 2, seq 40) with FP8, whose 80 rows and 272 columns end tiles of 64 part-way and
+ * whose logits' rows (97) are unaligned for any vector access, and a few groups of text IR
+ * (odd_groups) at shapes FP8 GEMMs would refuse: rows and columns that leave every 16-byte
+ * access unaligned, rows of at least 256 for the row kernels of broadcasting groups. Each group
+ * that brings a kernel not seen before is one case, its launches in order (most groups have one
+ * kernel; a cross-entropy has a second that reduces the rows, a norm with a CastTranspose one
+ * that transposes the codes). Inputs are
  * drawn by tests/codegen/test_lower_groups.c's policy; the reference outputs come from the
  * group's members run one by one through the CPU reference kernels, the host JIT's from the CPU
  * backend's generated kernels (runtime/cpu/generated.h), which are held to the reference here
@@ -26,7 +32,7 @@
  * manifest.json: {"format": "f8c kernel cases 2", "mode", "seed", "ptx", "data", "cases": [
  *   {"name": "<model>.<group>", "model", "group", "family", "members",
  *    "values": [{"name", "use": in|out|acc, "dtype", "dims", "count",
- *                in: "random": normal|scale|bool|label|amax;
+ *                in: "random": normal|scale|bool|label|id|amax;
  *                out and acc: "fp8_neighbour" (codes may be one apart),
  *                             "jit_matches_reference", "jit_hash" (case_hash, 16 hex digits)}],
  *    "scratch": [{"dtype", "count"}], zeroed before the first launch,
@@ -57,7 +63,8 @@
 #include "frontend/frontend.h"      // f8_frontend_load
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
 #include "ir/arena.h"               // f8_arena_strdup
-#include "passes/pipeline.h"        // f8_pipeline_run_with
+#include "ir/text.h"                // f8_text_parse
+#include "passes/pipeline.h"        // f8_pipeline_run, f8_pipeline_run_with
 #include "passes/precision.h"       // f8_fp8_options_default
 #include "passes/training.h"        // f8_training_options_default
 #include "runtime/cpu/generated.h"  // f8_cpu_generated_create, f8_cpu_generated_run
@@ -177,11 +184,23 @@ static bool read_as_amax(const f8_graph *graph, uint32_t group, f8_value_id id) 
 	return false;
 }
 
+/* True when a member of `group` reads `id` as an Embedding's or EmbeddingGrad's ids. */
+static bool read_as_ids(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group == group &&
+		    ((node->op == F8_OP_EMBEDDING && node->inputs[0] == id) ||
+		     (node->op == F8_OP_EMBEDDING_GRAD && node->inputs[1] == id)))
+			return true;
+	}
+	return false;
+}
+
 /* How an input is drawn (test_lower_groups.c's policy): scales and amax histories positive,
  * 0.25 to 8, as scaling tables hold; the amaxes a ScalingUpdate reads positive with now and
- * then a NaN, an infinity or a 0; integers labels below 50 with now and then ignore_index
- * (-100); booleans either way; the rest normal with a spread of 1 to 41, so that casts both
- * saturate and underflow. */
+ * then a NaN, an infinity or a 0; an embedding's ids below 50 (every model here has more rows);
+ * integers labels below 50 with now and then ignore_index (-100); booleans either way; the rest
+ * normal with a spread of 1 to 41, so that casts both saturate and underflow. */
 static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	const f8_value *value = &graph->values[id];
 	if (value->role == F8_ROLE_SCALE || value->role == F8_ROLE_AMAX_HISTORY)
@@ -189,7 +208,7 @@ static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value
 	if (value->type.dtype == F8_DTYPE_BOOL)
 		return "bool";
 	if (value->type.dtype == F8_DTYPE_I64)
-		return "label";
+		return read_as_ids(graph, group, id) ? "id" : "label";
 	if (read_as_amax(graph, group, id))
 		return "amax";
 	return "normal";
@@ -206,6 +225,8 @@ static void fill_random(const char *policy, f8_rt_tensor *tensor) {
 			x = u < 0.5;
 		else if (strcmp(policy, "label") == 0)
 			x = u < 0.1 ? -100 : (double)(int)(50 * uniform());
+		else if (strcmp(policy, "id") == 0)
+			x = (double)(int)(50 * uniform());
 		else if (strcmp(policy, "amax") == 0)
 			x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : fabs(normal() * spread);
 		else
@@ -534,6 +555,72 @@ static json_t *make_case(const model *m, uint32_t g, const f8_llvm_geometry *geo
 	return entry;
 }
 
+/* Groups of text IR at odd shapes (the header says why), each made one group of its family. */
+static const struct odd_group {
+	const char *label, *prefix;
+	f8_kernel_family family;
+	const char *text;
+} odd_groups[] = {
+	{"odd-cast", "odd_cast", F8_KERNEL_FAMILY_CAST,
+	 "graph odd_cast {\n"
+	 "  input %x : f32[37, 70]\n"
+	 "  scale %table : f32[4]\n"
+	 "  %x8, %x8t, %si, %sit, %amax = CastTranspose(%x, %table) {to=e4m3, slot=3}\n"
+	 "  output %x8, %x8t, %si, %sit, %amax\n"
+	 "}\n"},
+	{"odd-gelu-grad", "odd_gelu_grad", F8_KERNEL_FAMILY_ACTIVATION_GRAD,
+	 "graph odd_gelu_grad {\n"
+	 "  input %dy : f32[3, 37, 200]\n"
+	 "  input %h : f32[3, 37, 200]\n"
+	 "  scale %table : f32[2]\n"
+	 "  %dh = GeluGrad(%dy, %h) {approximate=\"tanh\"}\n"
+	 "  %dh8, %dh8t, %si, %sit, %amax = CastTranspose(%dh, %table) {to=e5m2, slot=1}\n"
+	 "  %dbias = ReduceSum(%dh) {axes=[0, 1], keepdims=0}\n"
+	 "  output %dh8, %dh8t, %si, %sit, %amax, %dbias\n"
+	 "}\n"},
+	{"odd-norm", "odd_norm", F8_KERNEL_FAMILY_NORM,
+	 "graph odd_norm {\n"
+	 "  input %x : bf16[2, 37, 264]\n"
+	 "  input %gamma : bf16[264]\n"
+	 "  input %beta : bf16[264]\n"
+	 "  scale %table : f32[3]\n"
+	 "  %n, %mean, %rstd = LayerNorm(%x, %gamma, %beta) {epsilon=1e-05}\n"
+	 "  %n8, %n8t, %si, %sit, %amax = CastTranspose(%n, %table) {to=e4m3, slot=2}\n"
+	 "  output %n, %n8, %n8t, %si, %sit, %amax, %mean, %rstd\n"
+	 "}\n"},
+	{"odd-broadcast", "odd_broadcast", F8_KERNEL_FAMILY_ELEMENTWISE,
+	 "graph odd_broadcast {\n"
+	 "  input %x : f32[3, 37, 301]\n"
+	 "  input %pos : f32[37, 301]\n"
+	 "  input %bias : f32[301]\n"
+	 "  %a = Add(%x, %pos)\n"
+	 "  %y = Add(%a, %bias)\n"
+	 "  %c = Cast(%y) {to=bf16}\n"
+	 "  output %c\n"
+	 "}\n"},
+	{"odd-gelu", "odd_gelu", F8_KERNEL_FAMILY_ACTIVATION,
+	 "graph odd_gelu {\n"
+	 "  input %h : bf16[45, 130]\n"
+	 "  scale %table : f32[2]\n"
+	 "  %a = Gelu(%h) {approximate=\"tanh\"}\n"
+	 "  %a8, %a8t, %si, %sit, %amax = CastTranspose(%a, %table) {to=e4m3, slot=0}\n"
+	 "  output %a, %a8, %a8t, %si, %sit, %amax\n"
+	 "}\n"},
+};
+enum { N_ODD_GROUPS = sizeof odd_groups / sizeof *odd_groups };
+
+/* Renames the kernels of `m` PREFIX_NAME, so that one module holds every model's. */
+static void name_kernels(model *m) {
+	for (uint32_t k = 0; m->prefix[0] && k < m->program->n_kernels; k++) {
+		f8_kernel *kernel = m->program->kernels[k];
+		char name[256];
+		snprintf(name, sizeof name, "%s_%s", m->prefix, kernel->name);
+		kernel->name = checked(f8_arena_strdup(kernel->arena, name));
+	}
+	printf("%s: %u groups, %u distinct kernels\n", m->label, m->graph->n_groups,
+	       m->program->n_kernels);
+}
+
 /* Loads `path` with the given dims, compiles it for training (with `fp8`, or none) through
  * the whole pipeline and makes its program, the kernels renamed PREFIX_NAME; in check mode
  * also the CPU backend's generated kernels. */
@@ -548,14 +635,25 @@ static void compile_model(model *m, const char *path, const f8_dim_binding *dims
 	    f8_codegen_program_create(m->graph, &m->program, &diag) ||
 	    (check && f8_cpu_generated_create(m->graph, &m->generated, &diag)))
 		fail(m->label, &diag);
-	for (uint32_t k = 0; m->prefix[0] && k < m->program->n_kernels; k++) {
-		f8_kernel *kernel = m->program->kernels[k];
-		char name[256];
-		snprintf(name, sizeof name, "%s_%s", m->prefix, kernel->name);
-		kernel->name = checked(f8_arena_strdup(kernel->arena, name));
-	}
-	printf("%s: %u groups, %u distinct kernels\n", m->label, m->graph->n_groups,
-	       m->program->n_kernels);
+	name_kernels(m);
+}
+
+/* Parses odd group `odd` (text IR), makes all its nodes one group and compiles it as check
+ * mode's models are (its kernels renamed PREFIX_NAME). */
+static void compile_text(model *m, const struct odd_group *odd) {
+	*m = (model){.label = odd->label, .prefix = odd->prefix};
+	f8_diag diag = {0};
+	uint32_t group;
+	if (f8_text_parse(odd->text, strlen(odd->text), odd->label, &m->graph, &diag) ||
+	    f8_pipeline_run(m->graph, "canonicalize", true, &diag) ||
+	    f8_graph_add_group(m->graph, "k0", odd->family, "the whole graph", &group, &diag))
+		fail(m->label, &diag);
+	for (uint32_t i = 0; i < m->graph->n_order; i++)
+		m->graph->nodes[m->graph->order[i]].group = group;
+	if (f8_codegen_program_create(m->graph, &m->program, &diag) ||
+	    f8_cpu_generated_create(m->graph, &m->generated, &diag))
+		fail(m->label, &diag);
+	name_kernels(m);
 }
 
 static void write_text(const char *path, const char *text) {
@@ -591,7 +689,20 @@ static void compile_ptx(const model *models, int n_models, const char *out_dir,
 	f8_free(kernels);
 }
 
-/* Bench mode: true when group `g` launches a kernel that no earlier group launches. */
+/* gpt-odd: shapes that end tiles part-way and leave rows unaligned (the header says which). */
+static const char odd_model[] =
+	"{\"comment\": \"make_kernel_cases's odd shapes\", \"arch\": \"gpt\", \"vocab\": 97, "
+	"\"seq\": 40, \"layers\": 1, \"hidden\": 272, \"heads\": 4, \"ffn\": 1088}\n";
+
+/* Check mode leaves out the optimizer's group: its inputs and references are every parameter
+ * and moment of the model four times over (27 MB for gpt-tiny), more than a GPU run carries
+ * with the rest. */
+static bool optimizer(const f8_graph *graph, uint32_t g) {
+	return graph->groups[g].family == F8_KERNEL_FAMILY_OPTIMIZER;
+}
+
+/* True when group `g` launches a kernel that no earlier group launches: the cases are these
+ * groups, one for each kernel. */
 static bool brings_new_kernel(const f8_codegen_program *program, uint32_t g, bool *seen) {
 	bool fresh = false;
 	for (uint32_t l = 0; l < program->groups[g].n_launches; l++) {
@@ -600,6 +711,32 @@ static bool brings_new_kernel(const f8_codegen_program *program, uint32_t g, boo
 		seen[k] = true;
 	}
 	return fresh;
+}
+
+/* Bench mode: true when group `g` runs its first kernel on a shape (its first input's dims)
+ * that no earlier group ran it on (`seen`: the signatures so far, n of them), so that the
+ * weight casts of every matrix shape are timed, each with the kernel they share. */
+static bool brings_new_shape(const model *m, uint32_t g, char (*seen)[96], uint32_t *n) {
+	const f8_codegen_group *group = &m->program->groups[g];
+	const int64_t symbols[64] = {0};
+	char signature[96];
+	int used = snprintf(signature, sizeof signature, "%u:", group->launches[0].kernel);
+	for (uint32_t i = 0; i < m->graph->n_order; i++) {
+		const f8_node *node = &m->graph->nodes[m->graph->order[i]];
+		if (node->group != g || !node->n_inputs || node->inputs[0] == F8_NONE)
+			continue;
+		int64_t dims[F8_MAX_RANK];
+		int rank = value_dims(m->graph, node->inputs[0], symbols, dims);
+		for (int d = 0; d < rank && used < (int)sizeof signature - 24; d++)
+			used += snprintf(signature + used, sizeof signature - (size_t)used, "%lldx",
+					 (long long)dims[d]);
+		break;
+	}
+	for (uint32_t i = 0; i < *n; i++)
+		if (strcmp(seen[i], signature) == 0)
+			return false;
+	snprintf(seen[(*n)++], sizeof *seen, "%s", signature);
+	return true;
 }
 
 int main(int argc, char **argv) {
@@ -625,7 +762,7 @@ int main(int argc, char **argv) {
 	printf("seed %u\n", seed);
 	char path[1024];
 	f8_fp8_options fp8 = f8_fp8_options_default();
-	model models[2] = {{0}};
+	model models[3 + N_ODD_GROUPS] = {{0}};
 	int n_models;
 	if (bench) {
 		const f8_dim_binding dims[] = {{"batch", 8}, {"seq", 2048}};
@@ -640,7 +777,14 @@ int main(int argc, char **argv) {
 		snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source_dir);
 		compile_model(&models[0], path, dims, 2, NULL, true);
 		compile_model(&models[1], path, dims, 2, &fp8, true);
-		n_models = 2;
+		const f8_dim_binding odd_dims[] = {{"batch", 2}, {"seq", 40}};
+		models[2] = (model){.label = "gpt-odd-fp8", .prefix = "gpt_odd_fp8"};
+		snprintf(path, sizeof path, "%s/gpt-odd.json", out_dir);
+		write_text(path, odd_model);
+		compile_model(&models[2], path, odd_dims, 2, &fp8, true);
+		n_models = 3;
+		for (int i = 0; i < N_ODD_GROUPS; i++)
+			compile_text(&models[n_models++], &odd_groups[i]);
 	}
 	f8_llvm_geometry *geometry = NULL;
 	compile_ptx(models, n_models, out_dir, &geometry);
@@ -652,13 +796,19 @@ int main(int argc, char **argv) {
 	for (int i = 0; i < n_models; i++) {
 		const f8_codegen_program *program = models[i].program;
 		bool *seen = checked(f8_calloc(program->n_kernels + 1, sizeof *seen));
-		for (uint32_t g = 0; g < program->n_groups; g++)
-			if (brings_new_kernel(program, g, seen) || !bench)
+		char (*shapes)[96] = checked(f8_calloc(program->n_groups + 1, sizeof *shapes));
+		uint32_t n_shapes = 0;
+		for (uint32_t g = 0; g < program->n_groups; g++) {
+			bool fresh = brings_new_kernel(program, g, seen);
+			fresh |= bench && brings_new_shape(&models[i], g, shapes, &n_shapes);
+			if (fresh && (bench || !optimizer(models[i].graph, g)))
 				json_array_append_new(cases, make_case(&models[i], g,
 								       geometry + kernel_base,
 								       bench ? NULL : &list, &jit_ok));
+		}
 		kernel_base += program->n_kernels;
 		f8_free(seen);
+		f8_free(shapes);
 	}
 	json_t *manifest = json_pack("{s:s, s:s, s:I, s:s, s:s?, s:o}", "format",
 				     "f8c kernel cases 2", "mode", bench ? "bench" : "check",

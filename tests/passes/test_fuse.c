@@ -26,11 +26,13 @@
 
 static const char *source_dir;
 
-/* gpt-tiny with batch 2 and seq 128 bound, compiled through `last` (NULL: the whole pipeline)
- * for training (or inference) with `fp8` (NULL: none); NULL with a message on failure. */
-static f8_graph *compile(bool training, const f8_fp8_options *fp8, const char *last) {
+/* models/`model`.json with batch 2 and seq 128 bound, compiled through `last` (NULL: the whole
+ * pipeline) for training (or inference) with `fp8` (NULL: none); NULL with a message on
+ * failure. */
+static f8_graph *compile_model(const char *model, bool training, const f8_fp8_options *fp8,
+			       const char *last) {
 	char path[512];
-	snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source_dir);
+	snprintf(path, sizeof path, "%s/models/%s.json", source_dir, model);
 	const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 128}};
 	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
 	f8_training_options hyperparameters = f8_training_options_default();
@@ -50,9 +52,30 @@ static f8_graph *compile(bool training, const f8_fp8_options *fp8, const char *l
 	return graph;
 }
 
+static f8_graph *compile(bool training, const f8_fp8_options *fp8, const char *last) {
+	return compile_model("gpt-tiny", training, fp8, last);
+}
+
 static bool must_be_fused(f8_op op) {
-	return op == F8_OP_QUANTIZE || op == F8_OP_CAST_TRANSPOSE || op == F8_OP_LAYER_NORM ||
-	       op == F8_OP_GELU || op == F8_OP_GELU_GRAD || op == F8_OP_SCALING_UPDATE;
+	switch (op) {
+	case F8_OP_QUANTIZE:
+	case F8_OP_CAST_TRANSPOSE:
+	case F8_OP_LAYER_NORM:
+	case F8_OP_RMS_NORM:
+	case F8_OP_LAYER_NORM_GRAD:
+	case F8_OP_RMS_NORM_GRAD:
+	case F8_OP_GELU:
+	case F8_OP_GELU_GRAD:
+	case F8_OP_SWIGLU:
+	case F8_OP_SWIGLU_GRAD:
+	case F8_OP_EMBEDDING:
+	case F8_OP_EMBEDDING_GRAD:
+	case F8_OP_ADAMW:
+	case F8_OP_SCALING_UPDATE:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static bool is_cast_of(const f8_node *node, f8_value_id source) {
@@ -81,21 +104,33 @@ static void check_families(const f8_graph *graph, uint32_t *per_family) {
 			const f8_node *node = &graph->nodes[graph->order[m]];
 			CHECK(node->phase == seed->phase);
 			f8_value_id first = seed->outputs[0];
-			if (family == F8_KERNEL_FAMILY_NORM ||
+			if (family == F8_KERNEL_FAMILY_NORM || family == F8_KERNEL_FAMILY_NORM_GRAD ||
 			    family == F8_KERNEL_FAMILY_ACTIVATION)
 				CHECK(is_cast_of(node, first));
 			else if (family == F8_KERNEL_FAMILY_ACTIVATION_GRAD)
 				CHECK(is_cast_of(node, first) ||
-				      (node->op == F8_OP_REDUCE_SUM && node->inputs[0] == first));
+				      (node->op == F8_OP_REDUCE_SUM && node->inputs[0] == first &&
+				       seed->op == F8_OP_GELU_GRAD));
+			else if (family == F8_KERNEL_FAMILY_OPTIMIZER)
+				CHECK(node->op == F8_OP_ADAMW || node->op == F8_OP_CONSTANT_OF_SHAPE);
 			else
 				CHECK(family == F8_KERNEL_FAMILY_ELEMENTWISE);
+			if (is_cast_of(node, node->inputs[0])) // casts that find their scales: alone
+				CHECK(node->n_inputs > 1 && node->inputs[1] != F8_NONE);
 		}
 		if (family == F8_KERNEL_FAMILY_NORM)
-			CHECK(seed->op == F8_OP_LAYER_NORM);
+			CHECK(seed->op == F8_OP_LAYER_NORM || seed->op == F8_OP_RMS_NORM);
+		if (family == F8_KERNEL_FAMILY_NORM_GRAD)
+			CHECK(seed->op == F8_OP_LAYER_NORM_GRAD || seed->op == F8_OP_RMS_NORM_GRAD);
 		if (family == F8_KERNEL_FAMILY_ACTIVATION)
-			CHECK(seed->op == F8_OP_GELU);
+			CHECK(seed->op == F8_OP_GELU || seed->op == F8_OP_SWIGLU);
 		if (family == F8_KERNEL_FAMILY_ACTIVATION_GRAD)
-			CHECK(seed->op == F8_OP_GELU_GRAD);
+			CHECK(seed->op == F8_OP_GELU_GRAD || seed->op == F8_OP_SWIGLU_GRAD);
+		if (family == F8_KERNEL_FAMILY_OPTIMIZER)
+			CHECK(seed->op == F8_OP_ADAMW);
+		if (family == F8_KERNEL_FAMILY_EMBEDDING || family == F8_KERNEL_FAMILY_EMBEDDING_GRAD)
+			CHECK(end == i + 1 && (seed->op == F8_OP_EMBEDDING ||
+					       seed->op == F8_OP_EMBEDDING_GRAD));
 		if (family == F8_KERNEL_FAMILY_ELEMENTWISE)
 			CHECK(graph->values[seed->outputs[0]].type.shape.rank >= 1);
 		i = end;
@@ -154,19 +189,22 @@ static void test_gpt_tiny(bool training, bool with_fp8) {
 	CHECK(f8_graph_verify(graph, &diag) == F8_OK);
 	uint32_t per_family[F8_KERNEL_FAMILY_COUNT] = {0};
 	check_families(graph, per_family);
-	printf("gpt-tiny %s, %s FP8: %u kernels: %u norm, %u activation, %u activation_grad, "
-	       "%u elementwise, %u cast, %u cross_entropy, %u scaling\n",
-	       training ? "training" : "inference", with_fp8 ? "with" : "without", graph->n_groups,
-	       per_family[F8_KERNEL_FAMILY_NORM], per_family[F8_KERNEL_FAMILY_ACTIVATION],
-	       per_family[F8_KERNEL_FAMILY_ACTIVATION_GRAD],
-	       per_family[F8_KERNEL_FAMILY_ELEMENTWISE],
-	       per_family[F8_KERNEL_FAMILY_CAST], per_family[F8_KERNEL_FAMILY_CROSS_ENTROPY],
-	       per_family[F8_KERNEL_FAMILY_SCALING]);
-	// 4 layers: two LayerNorms each and the final one; a Gelu each (a GeluGrad in training).
+	printf("gpt-tiny %s, %s FP8: %u kernels:", training ? "training" : "inference",
+	       with_fp8 ? "with" : "without", graph->n_groups);
+	for (int family = 0; family < F8_KERNEL_FAMILY_COUNT; family++)
+		printf("%s %u %s", family ? "," : "", per_family[family],
+		       f8_kernel_family_name((f8_kernel_family)family));
+	printf("\n");
+	// 4 layers: two LayerNorms each and the final one, each with its gradient in training; a
+	// Gelu each (a GeluGrad in training); the token embedding, its gradient; one optimizer.
 	CHECK(per_family[F8_KERNEL_FAMILY_NORM] == 9);
+	CHECK(per_family[F8_KERNEL_FAMILY_NORM_GRAD] == (training ? 9u : 0u));
 	CHECK(per_family[F8_KERNEL_FAMILY_ACTIVATION] == 4);
 	CHECK(per_family[F8_KERNEL_FAMILY_ACTIVATION_GRAD] == (training ? 4u : 0u));
 	CHECK(per_family[F8_KERNEL_FAMILY_CROSS_ENTROPY] == (training ? 2u : 0u));
+	CHECK(per_family[F8_KERNEL_FAMILY_EMBEDDING] == 1);
+	CHECK(per_family[F8_KERNEL_FAMILY_EMBEDDING_GRAD] == (training ? 1u : 0u));
+	CHECK(per_family[F8_KERNEL_FAMILY_OPTIMIZER] == (training ? 1u : 0u));
 	// FP8: a ScalingUpdate per table; inference has no gradients' table.
 	CHECK(per_family[F8_KERNEL_FAMILY_SCALING] == (with_fp8 ? (training ? 3u : 2u) : 0u));
 	CHECK(with_fp8 == (per_family[F8_KERNEL_FAMILY_CAST] > 0));
@@ -203,6 +241,85 @@ static void test_members(void) {
 	// The final norm feeds the head, which stays high precision: no cast to take.
 	CHECK(norms_with_cast == 8);
 	f8_graph_destroy(graph);
+}
+
+/* In training, one optimizer kernel holds every AdamW and the zeroing of every gradient
+ * accumulator (the ConstantOfShape each update takes the next value from), moved together. */
+static void test_optimizer(void) {
+	f8_graph *graph = compile(true, NULL, NULL);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	uint32_t adamw = 0, in_kernel = 0, zeroings = 0, zeroed = 0, group = F8_NONE;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->op == F8_OP_ADAMW) {
+			adamw++;
+			group = group == F8_NONE ? node->group : group;
+			in_kernel += node->group == group && group != F8_NONE;
+		}
+		if (node->op == F8_OP_CONSTANT_OF_SHAPE && node->phase == F8_PHASE_OPT) {
+			zeroings++;
+			zeroed += node->group == group && group != F8_NONE;
+		}
+	}
+	printf("optimizer: %u of %u AdamW and %u of %u zeroings in one kernel\n", in_kernel, adamw,
+	       zeroed, zeroings);
+	CHECK(adamw == 52 && in_kernel == adamw && zeroed == zeroings && zeroings == adamw);
+	CHECK(group != F8_NONE && graph->groups[group].family == F8_KERNEL_FAMILY_OPTIMIZER &&
+	      strstr(graph->groups[group].reason, "AdamW of 52 parameters") &&
+	      strstr(graph->groups[group].reason, "zeroing of their 52 gradient accumulators"));
+	f8_graph_destroy(graph);
+}
+
+/* llama-tiny in training with FP8: each SwiGLU's kernel holds the E4M3 cast of its output,
+ * each SwiGLUGrad's the E5M2 cast of dx; the RMSNormGrads are norm_grad kernels. */
+static void test_llama_tiny(void) {
+	f8_fp8_options fp8 = f8_fp8_options_default();
+	f8_graph *graph = compile_model("llama-tiny", true, &fp8, NULL);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	uint32_t per_family[F8_KERNEL_FAMILY_COUNT] = {0}, swiglu_cast = 0, swiglu_grad_cast = 0;
+	check_families(graph, per_family);
+	for (uint32_t i = 0; i + 1 < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		const f8_node *next = &graph->nodes[graph->order[i + 1]];
+		bool cast = next->group == node->group && is_cast_of(next, node->outputs[0]);
+		swiglu_cast += node->op == F8_OP_SWIGLU && cast;
+		swiglu_grad_cast += node->op == F8_OP_SWIGLU_GRAD && cast;
+	}
+	printf("llama-tiny training with FP8: %u kernels, %u norm_grad, %u SwiGLU and %u "
+	       "SwiGLUGrad with their casts\n", graph->n_groups,
+	       per_family[F8_KERNEL_FAMILY_NORM_GRAD], swiglu_cast, swiglu_grad_cast);
+	CHECK(per_family[F8_KERNEL_FAMILY_NORM_GRAD] == 9);
+	CHECK(swiglu_cast == 4 && swiglu_grad_cast == 4);
+	CHECK(per_family[F8_KERNEL_FAMILY_OPTIMIZER] == 1);
+	f8_graph_destroy(graph);
+}
+
+/* Under current and block scaling the casts find their scales: each is a kernel of its own
+ * (check_families checks that no other kernel holds one). */
+static void test_recipes(void) {
+	const f8_recipe recipes[] = {F8_RECIPE_CURRENT, F8_RECIPE_BLOCK};
+	for (int i = 0; i < 2; i++) {
+		f8_fp8_options fp8 = f8_fp8_options_default();
+		fp8.recipe = recipes[i];
+		f8_graph *graph = compile(true, &fp8, NULL);
+		CHECK(graph != NULL);
+		if (!graph)
+			continue;
+		uint32_t per_family[F8_KERNEL_FAMILY_COUNT] = {0}, casts = 0;
+		check_families(graph, per_family);
+		for (uint32_t n = 0; n < graph->n_order; n++) {
+			const f8_node *node = &graph->nodes[graph->order[n]];
+			casts += node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
+		}
+		printf("%s scaling: %u casts, %u cast kernels\n", f8_recipe_name(recipes[i]), casts,
+		       per_family[F8_KERNEL_FAMILY_CAST]);
+		CHECK(casts > 0 && per_family[F8_KERNEL_FAMILY_CAST] == casts);
+		f8_graph_destroy(graph);
+	}
 }
 
 /* The report: a line per kernel, then the summary and the nodes left outside. */
@@ -270,6 +387,9 @@ int main(int argc, char **argv) {
 	test_gpt_tiny(false, true);
 	test_gpt_tiny(false, false);
 	test_members();
+	test_optimizer();
+	test_llama_tiny();
+	test_recipes();
 	test_report();
 	test_allocation_failures();
 	return test_finish();
