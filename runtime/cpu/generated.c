@@ -21,6 +21,11 @@ struct f8_cpu_generated {
 	f8_codegen_program *program;
 	f8_host_jit *jit;
 	generated_group *groups; // (program->n_groups)
+	// One launch's arguments, sized for the kernel with the most parameters and reused by
+	// every launch, so that a run allocates nothing for them: args[i] points to parameter
+	// i's value, a buffer pointer in buffers[i] or a size in sizes[i].
+	void **args, **buffers;
+	int64_t *sizes;
 };
 
 void f8_cpu_generated_destroy(f8_cpu_generated *generated) {
@@ -31,6 +36,9 @@ void f8_cpu_generated_destroy(f8_cpu_generated *generated) {
 		f8_free(generated->groups[g].outputs);
 	}
 	f8_free(generated->groups);
+	f8_free(generated->args);
+	f8_free(generated->buffers);
+	f8_free(generated->sizes);
 	f8_host_jit_destroy(generated->jit);
 	f8_codegen_program_destroy(generated->program);
 	f8_free(generated);
@@ -91,6 +99,14 @@ f8_status f8_cpu_generated_create(const f8_graph *graph, f8_cpu_generated **out,
 					    generated->program->n_kernels, &generated->jit, diag);
 	if (!status)
 		status = bind_groups(generated, diag);
+	uint32_t most = 1;
+	for (uint32_t k = 0; !status && k < generated->program->n_kernels; k++)
+		if (generated->program->kernels[k]->n_params > most)
+			most = generated->program->kernels[k]->n_params;
+	if (!status && (!(generated->args = f8_calloc(most, sizeof *generated->args)) ||
+			!(generated->buffers = f8_calloc(most, sizeof *generated->buffers)) ||
+			!(generated->sizes = f8_calloc(most, sizeof *generated->sizes))))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (status) {
 		f8_cpu_generated_destroy(generated);
 		return status;
@@ -121,26 +137,21 @@ static f8_status make_scratch(const f8_codegen_group *group, const int64_t *symb
 }
 
 /* Runs launch `l` of group `group` with its arguments pointed at their storage. */
-static f8_status run_launch(const f8_cpu_generated *generated, uint32_t group, uint32_t l,
+static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_t l,
 			    f8_rt_tensor *tensors, void **scratch, const int64_t *symbol_values,
 			    f8_diag *diag) {
 	const f8_codegen_program *program = generated->program;
 	const f8_codegen_launch *launch = &program->groups[group].launches[l];
 	const f8_kernel *kernel = program->kernels[launch->kernel];
-	uint32_t n = kernel->n_params;
-	void **pointers = f8_calloc(n + 1, sizeof *pointers); // args[i] points to parameter i
-	void **buffers = f8_calloc(n + 1, sizeof *buffers);
-	int64_t *sizes = f8_calloc(n + 1, sizeof *sizes);
-	f8_status status = pointers && buffers && sizes
-				   ? F8_OK
-				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	for (uint32_t p = 0; !status && p < n; p++) {
+	void **args = generated->args, **buffers = generated->buffers;
+	int64_t *sizes = generated->sizes;
+	for (uint32_t p = 0; p < kernel->n_params; p++) {
 		const f8_kernel_arg *arg = &launch->args[p];
 		if (kernel->params[p].kind == F8_KIR_PARAM_SIZE) {
 			if (!f8_dim_evaluate(arg->dim, symbol_values, &sizes[p]))
-				status = f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: size %u "
-						     "overflows", kernel->name, p);
-			pointers[p] = &sizes[p];
+				return f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: size %u overflows",
+						   kernel->name, p);
+			args[p] = &sizes[p];
 			continue;
 		}
 		if (arg->scratch != F8_NONE) {
@@ -148,21 +159,17 @@ static f8_status run_launch(const f8_cpu_generated *generated, uint32_t group, u
 		} else {
 			buffers[p] = tensors[arg->value].data;
 			if (!buffers[p] && f8_rt_tensor_numel(&tensors[arg->value]) != 0)
-				status = f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: %%%s is not "
-						     "there", kernel->name,
-						     generated->graph->values[arg->value].name);
+				return f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: %%%s is not there",
+						   kernel->name,
+						   generated->graph->values[arg->value].name);
 		}
-		pointers[p] = &buffers[p];
+		args[p] = &buffers[p];
 	}
-	if (!status)
-		generated->groups[group].functions[l](pointers);
-	f8_free(pointers);
-	f8_free(buffers);
-	f8_free(sizes);
-	return status;
+	generated->groups[group].functions[l](args);
+	return F8_OK;
 }
 
-f8_status f8_cpu_generated_run(const f8_cpu_generated *generated, uint32_t group,
+f8_status f8_cpu_generated_run(f8_cpu_generated *generated, uint32_t group,
 			       f8_rt_tensor *tensors, const int64_t *symbol_values, f8_diag *diag) {
 	const f8_codegen_group *lowered = &generated->program->groups[group];
 	void **scratch = f8_calloc(lowered->n_scratch + 1, sizeof *scratch);

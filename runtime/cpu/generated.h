@@ -33,9 +33,9 @@ const f8_value_id *f8_cpu_generated_outputs(const f8_cpu_generated *generated, u
  * Runs group `group`: reads its inputs from tensors[value] (every one present), writes its
  * outputs into tensors[value] (allocated and zeroed by the caller), with the graph's symbols
  * bound to `symbol_values`. F8_ERR_ARGUMENT when an input is missing or a size does not
- * evaluate.
+ * evaluate. Launches reuse argument arrays `generated` holds: one run at a time.
  */
-f8_status f8_cpu_generated_run(const f8_cpu_generated *generated, uint32_t group,
+f8_status f8_cpu_generated_run(f8_cpu_generated *generated, uint32_t group,
 			       f8_rt_tensor *tensors, const int64_t *symbol_values, f8_diag *diag);
 
 #endif

@@ -1,10 +1,11 @@
 /*
  * Every fusion group's generated kernels against the unfused reference: the groups are lowered
  * to kernel IR (codegen/lower.h), compiled for the host by ORC JIT and run as the CPU backend
- * runs them (runtime/cpu/generated.h) on fresh random inputs; its members run one by one through the CPU reference kernels on the same
- * inputs; each output the kernel writes is compared (f32 arithmetic against the reference's
- * double: the tolerances are at compare()), amaxes and scale_invs exactly where the values are
- * read from memory. Groups come from small text graphs
+ * runs them (runtime/cpu/generated.h) on fresh random inputs; its members run one by one
+ * through the CPU reference kernels on the same inputs; each output the kernel writes is
+ * compared (f32 arithmetic against the reference's double: the tolerances are
+ * tests/codegen/case_compare.h's), amaxes and scale_invs exactly where the values are read from
+ * memory. Groups come from small text graphs
  * (each made one group by hand) and from the training steps of gpt-tiny (without FP8, with
  * delayed and with current scaling) and llama-tiny (delayed, and block scaling) compiled
  * through the whole pipeline. AdamW is also checked bit for bit over many steps.
@@ -28,6 +29,7 @@
 #include "runtime/cpu/generated.h" // f8_cpu_generated_create, f8_cpu_generated_run
 #include "runtime/cpu/kernels.h"   // f8_cpu_kernel_get, f8_cpu_kernel_call
 #include "runtime/tensor.h"      // f8_rt_tensor
+#include "tests/codegen/case_compare.h" // case_compare
 #include "tests/test_support.h"  // CHECK, test_finish
 
 static unsigned seed;
@@ -169,65 +171,19 @@ static f8_status run_reference(const f8_graph *graph, uint32_t group, const int6
 	return F8_OK;
 }
 
-/* How far apart two FP8 codes of `dtype` are in value order (0 equal, 1 neighbours). */
-static int code_distance(f8_dtype dtype, uint8_t a, uint8_t b) {
-	if (a == b)
-		return 0;
-	float x = f8_float_decode(dtype, a), y = f8_float_decode(dtype, b);
-	if (isnan(x) || isnan(y))
-		return 99;
-	int between = 0; // codes strictly between x and y
-	float low = x < y ? x : y, high = x < y ? y : x;
-	for (uint32_t c = 0; c < 256; c++) {
-		float z = f8_float_decode(dtype, c);
-		between += z > low && z < high;
-	}
-	return between + 1;
-}
-
-/*
- * Compares the kernel's buffer for `value` with the reference's; prints the first mismatch.
- * The tolerances are relative to each element and to the tensor's largest magnitude, since an
- * f32 result that cancels (a LayerNorm output near -beta, a sum of terms of both signs) carries
- * the absolute error of its terms: f32 within 2e-5 of the element plus 1e-5 of the largest,
- * bf16 within one bf16 ulp plus that; FP8 codes equal (a cast of a value read from memory is
- * exact) or, where a member computed the value cast, one code apart or within 1e-5 of the
- * largest decoded value (noise around zero crosses subnormal codes).
- */
+/* Compares the kernel's buffer for `value` with the reference's by the rule of
+ * tests/codegen/case_compare.h (FP8 codes one apart only where `exact_fp8` is false); prints
+ * the first mismatch. */
 static void compare(const f8_graph *graph, f8_value_id value, const f8_rt_tensor *reference,
 		    const void *got, bool exact_fp8, const char *kernel) {
-	f8_dtype dtype = reference->dtype;
-	f8_rt_tensor view = *reference;
-	view.data = (void *)got;
-	int64_t n = f8_rt_tensor_numel(reference), bad = 0, first = -1;
-	double largest = 0;
-	for (int64_t i = 0; i < n; i++) {
-		double x = fabs(f8_rt_tensor_get(reference, i));
-		if (isfinite(x) && x > largest)
-			largest = x;
-	}
-	bool codes = f8_dtype_is_fp8(dtype) && dtype != F8_DTYPE_E8M0;
-	for (int64_t i = 0; i < n; i++) {
-		double want = f8_rt_tensor_get(reference, i), have = f8_rt_tensor_get(&view, i);
-		double error = fabs(want - have);
-		bool ok = (isnan(want) && isnan(have)) || want == have;
-		if (!ok && codes && !exact_fp8) {
-			uint8_t a = ((const uint8_t *)reference->data)[i], b = ((const uint8_t *)got)[i];
-			ok = code_distance(dtype, a, b) <= 1 || error <= 1e-5 * largest;
-		} else if (!ok && !codes) {
-			double relative = dtype == F8_DTYPE_BF16 ? 1.0 / 128 : 2e-5;
-			ok = error <= relative * fabs(want) + 1e-5 * largest;
-		}
-		if (!ok && bad++ == 0)
-			first = i;
-	}
-	if (bad)
+	case_comparison result;
+	case_compare(reference, got, !exact_fp8, &result);
+	if (result.bad)
 		printf("  %s: %%%s: %lld of %lld elements differ; first at %lld: reference %.9g, "
-		       "kernel %.9g (largest %.3g)\n",
-		       kernel, graph->values[value].name, (long long)bad, (long long)n,
-		       (long long)first, f8_rt_tensor_get(reference, first),
-		       f8_rt_tensor_get(&view, first), largest);
-	CHECK(bad == 0);
+		       "kernel %.9g\n",
+		       kernel, graph->values[value].name, (long long)result.bad,
+		       (long long)result.count, (long long)result.first, result.want, result.got);
+	CHECK(result.bad == 0);
 }
 
 /* True when some member computes the value a cast member reads (so it may differ by an ulp). */
@@ -259,7 +215,7 @@ static void make_lse_consistent(const f8_rt_tensor *logits, f8_rt_tensor *lse) {
 
 /* Runs group `group` through its generated kernels (`generated`) and through the reference
  * kernels on the same fresh inputs, and compares every value the generated kernels write. */
-static void check_group(const f8_graph *graph, const f8_cpu_generated *generated, uint32_t group,
+static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint32_t group,
 			const int64_t *symbols) {
 	const char *name = graph->groups[group].name;
 	f8_diag diag = {0};

@@ -8,7 +8,7 @@
  * wrote cannot pass), zeroes what is only accumulated into and the scratch buffers, as the ABI
  * asks, runs the launches with their kernels' geometry, synchronizes (a fault of a kernel shows
  * there), reads the data-error flag where the group has one, copies the outputs back and
- * compares them with the reference by tests/gpu/case_compare.h's rule. It also counts the
+ * compares them with the reference by tests/codegen/case_compare.h's rule. It also counts the
  * outputs bit-identical with the host JIT's (which come as a hash of their bytes:
  * make_kernel_cases.c says why). One line per case, a summary, exit status 1 on any failure.
  *
@@ -35,7 +35,7 @@
 #include "runtime/cuda/driver.h"    // f8_cuda_*
 #include "runtime/safetensors.h"    // f8_safetensors_open, f8_safetensors_read
 #include "runtime/tensor.h"         // f8_rt_tensor
-#include "tests/gpu/case_compare.h" // case_compare, case_hash
+#include "tests/codegen/case_compare.h" // case_compare, case_hash
 
 enum { WARM_UP = 3, TIMED = 25 };
 

@@ -71,7 +71,7 @@
 #include "runtime/cpu/kernels.h"    // f8_cpu_kernel_get, f8_cpu_kernel_call
 #include "runtime/safetensors.h"    // f8_safetensors_write
 #include "runtime/tensor.h"         // f8_rt_tensor
-#include "tests/gpu/case_compare.h" // case_compare, case_hash
+#include "tests/codegen/case_compare.h" // case_compare, case_hash
 
 static unsigned seed;
 

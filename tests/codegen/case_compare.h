@@ -1,8 +1,8 @@
 /*
- * The comparison rule of a kernel's output against the reference kernels' (the rule of
- * tests/codegen/test_lower_groups.c's compare()), shared by the program that makes the kernel
- * cases on the host (tests/gpu/make_kernel_cases.c, which also holds the host JIT to it) and
- * the one that runs them on a GPU (tests/gpu/gpu_kernel_check.c). Tolerances are relative to
+ * The comparison rule of a kernel's output against the reference kernels', shared by the host
+ * check of every fusion group (tests/codegen/test_lower_groups.c), the program that makes the
+ * kernel cases (tests/gpu/make_kernel_cases.c, which also holds the host JIT to it) and the one
+ * that runs them on a GPU (tests/gpu/gpu_kernel_check.c). Tolerances are relative to
  * each element and to the tensor's largest finite magnitude, since an f32 result that cancels
  * (a LayerNorm output near -beta, a sum of terms of both signs) carries the absolute error of
  * its terms:
@@ -14,8 +14,8 @@
  *     and rounds once), one code apart in value order or within 1e-5 of the largest decoded
  *     value (noise around zero crosses subnormal codes).
  */
-#ifndef F8_TESTS_GPU_CASE_COMPARE_H
-#define F8_TESTS_GPU_CASE_COMPARE_H
+#ifndef F8_TESTS_CODEGEN_CASE_COMPARE_H
+#define F8_TESTS_CODEGEN_CASE_COMPARE_H
 
 #include <stdbool.h> // bool
 #include <stddef.h>  // size_t

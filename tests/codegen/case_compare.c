@@ -1,7 +1,7 @@
 /*
- * The comparison rule of kernel outputs against the reference (tests/gpu/case_compare.h).
+ * The comparison rule of kernel outputs against the reference (tests/codegen/case_compare.h).
  */
-#include "tests/gpu/case_compare.h" // case_compare, case_comparison
+#include "tests/codegen/case_compare.h" // case_compare, case_comparison
 
 #include <math.h>   // fabs, isfinite, isnan
 #include <string.h> // memcmp
