@@ -57,7 +57,7 @@ void case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neigh
 			uint8_t b = ((const uint8_t *)got)[i];
 			ok = case_code_distance(dtype, a, b) <= 1 || error <= 1e-5 * largest;
 		} else if (!ok && !codes) {
-			double relative = dtype == F8_DTYPE_BF16 ? 1.0 / 128 : 2e-5;
+			double relative = dtype == F8_DTYPE_BF16 ? 2.0 / 128 : 2e-5;
 			ok = error <= relative * fabs(want) + 1e-5 * largest;
 		}
 		if (!ok && out->bad++ == 0) {
