@@ -160,12 +160,24 @@ static f8_status reduce_chosen(lowering *l, const f8_kir_stmt *loop, const bool 
 typedef enum lane_class { LANE_OTHER, LANE_UNIFORM, LANE_LINEAR, LANE_ALIGNED } lane_class;
 
 typedef struct vector_body {
-	uint32_t width;      // W
+	uint32_t width;      // W: the iterations of a chunk
+	uint32_t chunks;     // U: the chunks a thread runs at once (their lanes: W * U)
+	uint32_t most;       // the most chunks at once the loop allows (choose_width)
 	f8_kir_id var;       // the loop's variable
 	bool *in_body;       // (n_insts) placed in the body, or the variable
 	lane_class *classes; // (n_insts) of the body's instructions
-	LLVMValueRef *lanes; // (n_insts * width) each body instruction's value in each lane
+	LLVMValueRef *lanes; // (n_insts * W * most) each body instruction's value in each lane
 } vector_body;
+
+/* The lanes of the chunks a thread runs at once: lane u W + j is iteration j of chunk u. */
+static uint32_t lanes_of(const vector_body *v) {
+	return v->width * v->chunks;
+}
+
+/* Where instruction `id`'s value in lane `lane` is kept in v->lanes. */
+static size_t lane_slot(const vector_body *v, f8_kir_id id, uint32_t lane) {
+	return (size_t)id * v->width * v->most + lane;
+}
 
 static lane_class class_of(const vector_body *v, f8_kir_id id) {
 	return id == F8_KIR_NONE || !v->in_body[id] ? LANE_UNIFORM : v->classes[id];
@@ -286,6 +298,23 @@ static uint32_t body_weight(const f8_kernel *k, const f8_kir_stmt *loop) {
 	return weight;
 }
 
+/* The most chunks a thread runs at once (all their loads issued before the first is used): up
+ * to MAX_CHUNKS_AT_ONCE while the lanes' weight allows, no more than a block loop of constant
+ * extent gives each thread, and one in a grid loop (its threads' rows are far apart). */
+enum { MAX_CHUNKS_AT_ONCE = 4 };
+
+static uint32_t chunks_at_once(const f8_kernel *k, const f8_kir_stmt *loop, uint32_t width) {
+	if (loop->kind != F8_KIR_STMT_BLOCK_LOOP)
+		return 1;
+	uint32_t most = MAX_CHUNKS_AT_ONCE, weight = body_weight(k, loop) * width;
+	const f8_kir_inst *extent = &k->insts[loop->extent];
+	int64_t per_thread = extent->op == F8_KIR_OP_CONST
+				     ? extent->i / width / F8_LLVM_GPU_THREADS : MAX_CHUNKS_AT_ONCE;
+	while (most > 1 && (weight * most > MAX_LANE_WEIGHT || most > per_thread))
+		most /= 2;
+	return most;
+}
+
 /* The vector width of loop `index` (1: the scalar form), its classes filled for that width. */
 static uint32_t choose_width(lowering *l, uint32_t index, vector_body *v) {
 	const f8_kernel *k = l->kernel;
@@ -302,8 +331,10 @@ static uint32_t choose_width(lowering *l, uint32_t index, vector_body *v) {
 	for (uint32_t w = 16; w >= 2; w /= 2) {
 		v->width = w;
 		size_t widest = classify_body(k, loop, v);
-		if (widest && widest * w <= 16 && body_weight(k, loop) * w <= MAX_LANE_WEIGHT)
+		if (widest && widest * w <= 16 && body_weight(k, loop) * w <= MAX_LANE_WEIGHT) {
+			v->most = chunks_at_once(k, loop, w);
 			return w;
+		}
 	}
 	return 1;
 }
@@ -313,7 +344,7 @@ static uint32_t choose_width(lowering *l, uint32_t index, vector_body *v) {
 static LLVMValueRef lane_value(lowering *l, const vector_body *v, f8_kir_id id, uint32_t lane) {
 	if (id == F8_KIR_NONE)
 		return NULL;
-	return v->in_body[id] ? v->lanes[id * v->width + lane] : f8_llvm_operand(l, id);
+	return v->in_body[id] ? v->lanes[lane_slot(v, id, lane)] : f8_llvm_operand(l, id);
 }
 
 /* Makes lane `lane`'s values of `ids` (n, F8_KIR_NONE skipped) the ones l->values holds, for
@@ -322,24 +353,24 @@ static void enter_lane(lowering *l, const vector_body *v, const f8_kir_id *ids, 
 		       uint32_t lane) {
 	for (int i = 0; i < n; i++)
 		if (ids[i] != F8_KIR_NONE && v->in_body[ids[i]])
-			l->values[ids[i]] = v->lanes[ids[i] * v->width + lane];
+			l->values[ids[i]] = v->lanes[lane_slot(v, ids[i], lane)];
 }
 
-/* The i1 that holds where a W-element access of buffer `param` at linear `index` may be one:
- * lane 0's element address aligned to the access's size and every lane's mask (`mask`,
- * F8_KIR_NONE: none) true. The address, not the buffer and the index apart: a test of the
+/* The i1 that holds where a W-element access of buffer `param` at linear `index` by the chunk
+ * of lanes `first` .. `first` + W - 1 may be one: lane `first`'s element address aligned to the
+ * access's size and every lane's mask (`mask`, F8_KIR_NONE: none) true. The address, not the buffer and the index apart: a test of the
  * buffer alone would be hoisted to the kernel's entry and kept live through it, one a loop and
  * buffer, more registers than a kernel of many loops has. */
 static LLVMValueRef whole_access(lowering *l, const vector_body *v, uint32_t param,
-				 f8_kir_id index, f8_kir_id mask) {
+				 f8_kir_id index, f8_kir_id mask, uint32_t first) {
 	f8_llvm_emit *e = &l->emit;
 	LLVMBuilderRef b = e->builder;
 	uint64_t bytes = v->width * f8_dtype_get_info(l->kernel->params[param].dtype)->bytes;
-	LLVMValueRef first = f8_llvm_element_pointer(l, param, lane_value(l, v, index, 0));
-	LLVMValueRef address = LLVMBuildPtrToInt(b, first, e->i64, "");
+	LLVMValueRef pointer = f8_llvm_element_pointer(l, param, lane_value(l, v, index, first));
+	LLVMValueRef address = LLVMBuildPtrToInt(b, pointer, e->i64, "");
 	LLVMValueRef misaligned = LLVMBuildAnd(b, address, f8_llvm_i64(e, bytes - 1), "");
 	LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, misaligned, f8_llvm_i64(e, 0), "");
-	for (uint32_t lane = 0; mask != F8_KIR_NONE && lane < v->width; lane++)
+	for (uint32_t lane = first; mask != F8_KIR_NONE && lane < first + v->width; lane++)
 		ok = LLVMBuildAnd(b, ok, lane_value(l, v, mask, lane), "");
 	return ok;
 }
@@ -388,9 +419,10 @@ static LLVMValueRef asm_load(lowering *l, LLVMValueRef pointer, uint64_t bytes,
 	return LLVMBuildBitCast(b, vector, type, "");
 }
 
-/* A linear load: W elements in one access where whole_access holds, one a lane otherwise;
- * each lane converted to its register value (0 where its mask is false). */
-static f8_status vector_load(lowering *l, vector_body *v, f8_kir_id id) {
+/* A linear load by the chunk of lanes `at` .. `at` + W - 1: W elements in one access where
+ * whole_access holds, one a lane otherwise; each lane converted to its register value (0 where
+ * its mask is false). */
+static f8_status vector_load(lowering *l, vector_body *v, f8_kir_id id, uint32_t at) {
 	f8_llvm_emit *e = &l->emit;
 	LLVMBuilderRef b = e->builder;
 	const f8_kir_inst *inst = &l->kernel->insts[id];
@@ -398,20 +430,20 @@ static f8_status vector_load(lowering *l, vector_body *v, f8_kir_id id) {
 	LLVMTypeRef storage = f8_llvm_storage_type(e, l->kernel->params[param].dtype);
 	LLVMTypeRef vector_type = LLVMVectorType(storage, w);
 	uint64_t bytes = w * f8_dtype_get_info(l->kernel->params[param].dtype)->bytes;
-	LLVMValueRef whole = whole_access(l, v, param, inst->a, inst->b);
+	LLVMValueRef whole = whole_access(l, v, param, inst->a, inst->b, at);
 	LLVMBasicBlockRef one = f8_llvm_append_block(l, "whole"), each = f8_llvm_append_block(l, "lanes");
 	LLVMBasicBlockRef merge = f8_llvm_append_block(l, "loaded");
 	LLVMBuildCondBr(b, whole, one, each);
 	LLVMPositionBuilderAtEnd(b, one);
-	LLVMValueRef first = lane_value(l, v, inst->a, 0);
+	LLVMValueRef first = lane_value(l, v, inst->a, at);
 	LLVMValueRef from_one =
 		asm_load(l, f8_llvm_element_pointer(l, param, first), bytes, vector_type);
 	LLVMBuildBr(b, merge);
 	LLVMPositionBuilderAtEnd(b, each);
 	LLVMValueRef from_each = LLVMGetUndef(vector_type);
 	for (uint32_t lane = 0; lane < w; lane++) {
-		LLVMValueRef stored = f8_llvm_load_stored(l, param, lane_value(l, v, inst->a, lane),
-							  lane_value(l, v, inst->b, lane));
+		LLVMValueRef stored = f8_llvm_load_stored(l, param, lane_value(l, v, inst->a, at + lane),
+							  lane_value(l, v, inst->b, at + lane));
 		from_each = LLVMBuildInsertElement(b, from_each, stored, f8_llvm_i32(e, lane), "");
 	}
 	LLVMBasicBlockRef each_end = LLVMGetInsertBlock(b);
@@ -423,27 +455,28 @@ static f8_status vector_load(lowering *l, vector_body *v, f8_kir_id id) {
 	LLVMAddIncoming(elements, incoming, from, 2);
 	for (uint32_t lane = 0; lane < w; lane++) {
 		LLVMValueRef stored = LLVMBuildExtractElement(b, elements, f8_llvm_i32(e, lane), "");
-		v->lanes[id * w + lane] =
-			f8_llvm_load_value(l, param, stored, lane_value(l, v, inst->b, lane));
+		v->lanes[lane_slot(v, id, at + lane)] =
+			f8_llvm_load_value(l, param, stored, lane_value(l, v, inst->b, at + lane));
 	}
 	return l->status;
 }
 
-/* Each lane's value of a linear store converted to the buffer's storage; FP8 on NVPTX two
- * lanes a cvt, as the i16 pairs[lane / 2]. */
-static void store_codes(lowering *l, const vector_body *v, const f8_kir_stmt *stmt,
+/* Each value of a linear store by the chunk of lanes `at` .. `at` + W - 1 converted to the
+ * buffer's storage, into codes[lane - at]; FP8 on NVPTX two lanes a cvt, as the i16
+ * pairs[(lane - at) / 2]. */
+static void store_codes(lowering *l, const vector_body *v, const f8_kir_stmt *stmt, uint32_t at,
 			LLVMValueRef *codes, LLVMValueRef *pairs) {
 	f8_llvm_emit *e = &l->emit;
 	f8_dtype dtype = l->kernel->params[stmt->param].dtype;
 	bool paired = e->target == F8_LLVM_TARGET_NVPTX &&
 		      (dtype == F8_DTYPE_E4M3 || dtype == F8_DTYPE_E5M2);
 	for (uint32_t lane = 0; lane < v->width; lane++) {
-		LLVMValueRef value = lane_value(l, v, stmt->value, lane);
+		LLVMValueRef value = lane_value(l, v, stmt->value, at + lane);
 		pairs[lane / 2] = NULL;
 		if (!paired) {
 			codes[lane] = f8_llvm_store_convert(e, dtype, value);
 		} else if (lane % 2 == 1) {
-			LLVMValueRef low = lane_value(l, v, stmt->value, lane - 1);
+			LLVMValueRef low = lane_value(l, v, stmt->value, at + lane - 1);
 			LLVMValueRef pair = f8_llvm_store_convert_pair(e, dtype, low, value);
 			pairs[lane / 2] = pair;
 			codes[lane - 1] = LLVMBuildTrunc(e->builder, pair, e->i8, "");
@@ -454,9 +487,10 @@ static void store_codes(lowering *l, const vector_body *v, const f8_kir_stmt *st
 	}
 }
 
-/* A linear store: W elements in one access where whole_access holds, else each lane under its
- * own mask. */
-static f8_status vector_store(lowering *l, const vector_body *v, const f8_kir_stmt *stmt) {
+/* A linear store by the chunk of lanes `at` .. `at` + W - 1: W elements in one access where
+ * whole_access holds, else each lane under its own mask. */
+static f8_status vector_store(lowering *l, const vector_body *v, const f8_kir_stmt *stmt,
+			      uint32_t at) {
 	f8_llvm_emit *e = &l->emit;
 	LLVMBuilderRef b = e->builder;
 	uint32_t w = v->width;
@@ -464,8 +498,8 @@ static f8_status vector_store(lowering *l, const vector_body *v, const f8_kir_st
 	LLVMTypeRef storage = f8_llvm_storage_type(e, dtype);
 	uint64_t bytes = w * f8_dtype_get_info(dtype)->bytes;
 	LLVMValueRef codes[16], pairs[8];
-	store_codes(l, v, stmt, codes, pairs);
-	LLVMValueRef whole = whole_access(l, v, stmt->param, stmt->index, stmt->mask);
+	store_codes(l, v, stmt, at, codes, pairs);
+	LLVMValueRef whole = whole_access(l, v, stmt->param, stmt->index, stmt->mask, at);
 	LLVMBasicBlockRef one = f8_llvm_append_block(l, "whole"), each = f8_llvm_append_block(l, "lanes");
 	LLVMBasicBlockRef merge = f8_llvm_append_block(l, "stored");
 	LLVMBuildCondBr(b, whole, one, each);
@@ -476,17 +510,18 @@ static f8_status vector_store(lowering *l, const vector_body *v, const f8_kir_st
 	for (uint32_t i = 0; i < (paired ? w / 2 : w); i++)
 		vector = LLVMBuildInsertElement(b, vector, paired ? pairs[i] : codes[i],
 						f8_llvm_i32(e, i), "");
-	LLVMValueRef pointer = f8_llvm_element_pointer(l, stmt->param, lane_value(l, v, stmt->index, 0));
+	LLVMValueRef pointer = f8_llvm_element_pointer(l, stmt->param,
+						       lane_value(l, v, stmt->index, at));
 	LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildBitCast(b, vector, access_type(l, bytes), ""),
 					pointer),
 			 (unsigned)bytes);
 	LLVMBuildBr(b, merge);
 	LLVMPositionBuilderAtEnd(b, each);
 	for (uint32_t lane = 0; lane < w; lane++) {
-		LLVMValueRef mask = lane_value(l, v, stmt->mask, lane);
+		LLVMValueRef mask = lane_value(l, v, stmt->mask, at + lane);
 		LLVMBasicBlockRef done = mask ? f8_llvm_begin_guard(l, mask) : NULL;
-		LLVMBuildStore(b, codes[lane], f8_llvm_element_pointer(
-						       l, stmt->param, lane_value(l, v, stmt->index, lane)));
+		LLVMValueRef index = lane_value(l, v, stmt->index, at + lane);
+		LLVMBuildStore(b, codes[lane], f8_llvm_element_pointer(l, stmt->param, index));
 		if (done)
 			f8_llvm_end_guard(l, done);
 	}
@@ -495,25 +530,30 @@ static f8_status vector_store(lowering *l, const vector_body *v, const f8_kir_st
 	return l->status;
 }
 
-/* One body statement for every lane: linear accesses whole, the rest one lane at a time. */
+/* One body statement for every lane: linear accesses whole a chunk, the rest one lane at a
+ * time. */
 static f8_status lower_lanes(lowering *l, vector_body *v, uint32_t index, f8_llvm_scope where) {
 	const f8_kir_stmt *stmt = &l->kernel->stmts[index];
 	size_t bytes;
-	if (linear_access(l->kernel, v, stmt, &bytes) != F8_KIR_NONE)
-		return stmt->kind == F8_KIR_STMT_STORE ? vector_store(l, v, stmt)
-						       : vector_load(l, v, stmt->inst);
+	if (linear_access(l->kernel, v, stmt, &bytes) != F8_KIR_NONE) {
+		f8_status status = F8_OK;
+		for (uint32_t at = 0; !status && at < lanes_of(v); at += v->width)
+			status = stmt->kind == F8_KIR_STMT_STORE ? vector_store(l, v, stmt, at)
+								 : vector_load(l, v, stmt->inst, at);
+		return status;
+	}
 	f8_kir_id ids[3] = {stmt->index, stmt->value, stmt->mask};
 	if (stmt->kind == F8_KIR_STMT_INST) {
 		const f8_kir_inst *inst = &l->kernel->insts[stmt->inst];
 		ids[0] = inst->a, ids[1] = inst->b, ids[2] = inst->c;
 	}
-	for (uint32_t lane = 0; lane < v->width; lane++) {
+	for (uint32_t lane = 0; lane < lanes_of(v); lane++) {
 		enter_lane(l, v, ids, 3, lane);
 		f8_status status = f8_llvm_lower_statement(l, index, where);
 		if (status)
 			return status;
 		if (stmt->kind == F8_KIR_STMT_INST)
-			v->lanes[stmt->inst * v->width + lane] = l->values[stmt->inst];
+			v->lanes[lane_slot(v, stmt->inst, lane)] = l->values[stmt->inst];
 	}
 	return F8_OK;
 }
@@ -555,7 +595,7 @@ static void close_loop(lowering *l, const f8_kir_stmt *loop, emitted_loop *m, LL
 	for (uint32_t i = 0; i < loop->n_accumulators; i++) {
 		const f8_kir_accumulator *acc = &loop->accumulators[i];
 		LLVMValueRef combined = m->phis[i];
-		for (uint32_t lane = 0; lane < (v ? v->width : 1); lane++)
+		for (uint32_t lane = 0; lane < (v ? lanes_of(v) : 1); lane++)
 			combined = combine(l, acc, combined,
 					   v ? lane_value(l, v, acc->value, lane)
 					     : f8_llvm_operand(l, acc->value));
@@ -594,9 +634,49 @@ static f8_status lower_loop(lowering *l, uint32_t index, LLVMValueRef start, LLV
 }
 
 /*
- * The vector form of loop `index` (llvm_loops.c's header): chunk c from `start` by `step`
- * while (c + 1) W is within the extent, then the iterations left over by the scalar loop from
- * W * chunks + start by `step`; the accumulators' partial results into `partials`.
+ * One loop of the vector form: chunk c from `start` by `step` U (U = v->chunks) while the U
+ * chunks c, c + step, ..., c + (U - 1) step are all below `chunks`, each thread running those U
+ * together; the accumulators start from `initial` (NULL: the identities) and end in
+ * `partials`; the first chunk it left into *next.
+ */
+static f8_status lower_chunk_loop(lowering *l, uint32_t index, vector_body *v, LLVMValueRef start,
+				  LLVMValueRef step, LLVMValueRef chunks, f8_llvm_scope where,
+				  const LLVMValueRef *initial, LLVMValueRef *partials,
+				  LLVMValueRef *next) {
+	const f8_kir_stmt *loop = &l->kernel->stmts[index];
+	f8_llvm_emit *e = &l->emit;
+	LLVMBuilderRef b = e->builder;
+	LLVMValueRef width = f8_llvm_i64(e, v->width), at_once = f8_llvm_i64(e, v->chunks);
+	LLVMValueRef spread = LLVMBuildMul(b, step, LLVMBuildSub(b, at_once, f8_llvm_i64(e, 1), ""), "");
+	emitted_loop m = {.phis = partials};
+	open_loop(l, loop, LLVMBuildSub(b, chunks, spread, ""), &m);
+	for (uint32_t u = 0; u < v->chunks; u++) {
+		LLVMValueRef chunk = LLVMBuildAdd(b, m.var, LLVMBuildMul(b, step, f8_llvm_i64(e, u), ""), "");
+		LLVMValueRef first = LLVMBuildMul(b, chunk, width, "");
+		for (uint32_t lane = 0; lane < v->width; lane++)
+			v->lanes[lane_slot(v, loop->var, u * v->width + lane)] =
+				LLVMBuildAdd(b, first, f8_llvm_i64(e, lane), "");
+	}
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; !status && i < loop->n_body; i++)
+		status = lower_lanes(l, v, loop->body[i], where);
+	for (uint32_t i = 0; !status && i < loop->n_accumulators; i++)
+		for (uint32_t lane = 0; lane < lanes_of(v); lane++)
+			if (!lane_value(l, v, loop->accumulators[i].value, lane))
+				status = f8_llvm_fail(l, F8_ERR_INVALID, "an accumulator's value "
+						      "is not computed");
+	if (status)
+		return status;
+	close_loop(l, loop, &m, start, LLVMBuildMul(b, step, at_once, ""), initial, v);
+	*next = m.var; // the header's phi: the chunk that failed the test
+	return F8_OK;
+}
+
+/*
+ * The vector form of loop `index` (llvm_loops.c's header): its chunks U at a time a thread
+ * (v->most), then one at a time, from `start` by `step`, while within the extent; then the
+ * iterations left over by the scalar loop from W * chunks + start by `step`; the accumulators'
+ * partial results into `partials`.
  */
 static f8_status lower_vector_loop(lowering *l, uint32_t index, vector_body *v,
 				   LLVMValueRef start, LLVMValueRef step, f8_llvm_scope where,
@@ -609,31 +689,25 @@ static f8_status lower_vector_loop(lowering *l, uint32_t index, vector_body *v,
 		return l->status;
 	LLVMValueRef width = f8_llvm_i64(e, v->width);
 	LLVMValueRef chunks = LLVMBuildSDiv(b, extent, width, "");
-	emitted_loop m = {.phis = partials};
-	open_loop(l, loop, chunks, &m);
-	LLVMValueRef first = LLVMBuildMul(b, m.var, width, "");
-	for (uint32_t lane = 0; lane < v->width; lane++)
-		v->lanes[loop->var * v->width + lane] =
-			LLVMBuildAdd(b, first, f8_llvm_i64(e, lane), "");
-	f8_status status = F8_OK;
-	for (uint32_t i = 0; !status && i < loop->n_body; i++)
-		status = lower_lanes(l, v, loop->body[i], where);
-	for (uint32_t i = 0; !status && i < loop->n_accumulators; i++)
-		for (uint32_t lane = 0; lane < v->width; lane++)
-			if (!lane_value(l, v, loop->accumulators[i].value, lane))
-				status = f8_llvm_fail(l, F8_ERR_INVALID, "an accumulator's value "
-						      "is not computed");
-	if (status)
-		return status;
-	close_loop(l, loop, &m, start, step, NULL, v);
-	LLVMValueRef *chunked = f8_calloc(loop->n_accumulators + 1, sizeof *chunked);
-	if (!chunked)
+	uint32_t n = loop->n_accumulators;
+	LLVMValueRef *so_far = f8_calloc(n + 1, sizeof *so_far);
+	if (!so_far)
 		return f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
-	for (uint32_t i = 0; i < loop->n_accumulators; i++)
-		chunked[i] = partials[i];
+	f8_status status = F8_OK;
+	LLVMValueRef next = start;
+	const LLVMValueRef *initial = NULL;
+	for (uint32_t at_once = v->most; !status && at_once >= 1; at_once = at_once > 1 ? 1 : 0) {
+		v->chunks = at_once;
+		status = lower_chunk_loop(l, index, v, next, step, chunks, where, initial, partials,
+					  &next);
+		for (uint32_t i = 0; i < n; i++)
+			so_far[i] = partials[i];
+		initial = so_far;
+	}
 	LLVMValueRef rest = LLVMBuildAdd(b, LLVMBuildMul(b, chunks, width, ""), start, "");
-	status = lower_loop(l, index, rest, step, where, chunked, partials);
-	f8_free(chunked);
+	if (!status)
+		status = lower_loop(l, index, rest, step, where, so_far, partials);
+	f8_free(so_far);
 	return status;
 }
 
@@ -648,7 +722,7 @@ static f8_status lower_any_loop(lowering *l, uint32_t index, LLVMValueRef start,
 		status = f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
 	uint32_t width = status ? 1 : choose_width(l, index, &v);
 	if (!status && width > 1) {
-		v.lanes = f8_calloc((size_t)n * width + 1, sizeof *v.lanes);
+		v.lanes = f8_calloc((size_t)n * width * v.most + 1, sizeof *v.lanes);
 		status = v.lanes ? lower_vector_loop(l, index, &v, start, step, where, partials)
 				 : f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
 	} else if (!status) {
