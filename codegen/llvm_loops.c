@@ -298,19 +298,24 @@ static uint32_t body_weight(const f8_kernel *k, const f8_kir_stmt *loop) {
 	return weight;
 }
 
-/* The most chunks a thread runs at once (all their loads issued before the first is used): up
- * to MAX_CHUNKS_AT_ONCE while the lanes' weight allows, no more than a block loop of constant
- * extent gives each thread, and one in a grid loop (its threads' rows are far apart). */
-enum { MAX_CHUNKS_AT_ONCE = 4 };
+/*
+ * The most chunks a thread runs at once (all their loads issued before the first is used): up
+ * to MAX_CHUNKS_AT_ONCE, no more than the block loop's constant extent gives each thread, in
+ * block loops of a constant extent whose chunk weighs no more than MAX_CHUNK_WEIGHT (a tile's
+ * casts); one elsewhere. Measured on the H200 (tools/bench_kernels.md, 2026-12-03): a tiled
+ * cast's 4 chunks at once took it from 43-60% of copy bandwidth to 48-66%; in loops of a
+ * heavier chunk (GELU's) or a row's extent (norms, cross-entropy, embedding) the wider code
+ * held more registers, ran fewer blocks an SM and lost 5-20%.
+ */
+enum { MAX_CHUNKS_AT_ONCE = 4, MAX_CHUNK_WEIGHT = 128 };
 
 static uint32_t chunks_at_once(const f8_kernel *k, const f8_kir_stmt *loop, uint32_t width) {
-	if (loop->kind != F8_KIR_STMT_BLOCK_LOOP)
-		return 1;
-	uint32_t most = MAX_CHUNKS_AT_ONCE, weight = body_weight(k, loop) * width;
 	const f8_kir_inst *extent = &k->insts[loop->extent];
-	int64_t per_thread = extent->op == F8_KIR_OP_CONST
-				     ? extent->i / width / F8_LLVM_GPU_THREADS : MAX_CHUNKS_AT_ONCE;
-	while (most > 1 && (weight * most > MAX_LANE_WEIGHT || most > per_thread))
+	if (loop->kind != F8_KIR_STMT_BLOCK_LOOP || extent->op != F8_KIR_OP_CONST ||
+	    body_weight(k, loop) * width > MAX_CHUNK_WEIGHT)
+		return 1;
+	uint32_t most = MAX_CHUNKS_AT_ONCE;
+	while (most > 1 && most > extent->i / width / F8_LLVM_GPU_THREADS)
 		most /= 2;
 	return most;
 }
@@ -530,8 +535,8 @@ static f8_status vector_store(lowering *l, const vector_body *v, const f8_kir_st
 	return l->status;
 }
 
-/* One body statement for every lane: linear accesses whole a chunk, the rest one lane at a
- * time. */
+/* One body statement for every lane: linear accesses whole a chunk, values the same in every
+ * lane of a chunk or linear in the lane once a chunk, the rest one lane at a time. */
 static f8_status lower_lanes(lowering *l, vector_body *v, uint32_t index, f8_llvm_scope where) {
 	const f8_kir_stmt *stmt = &l->kernel->stmts[index];
 	size_t bytes;
@@ -547,6 +552,22 @@ static f8_status lower_lanes(lowering *l, vector_body *v, uint32_t index, f8_llv
 		const f8_kir_inst *inst = &l->kernel->insts[stmt->inst];
 		ids[0] = inst->a, ids[1] = inst->b, ids[2] = inst->c;
 	}
+	lane_class class = stmt->kind == F8_KIR_STMT_INST ? v->classes[stmt->inst] : LANE_OTHER;
+	for (uint32_t at = 0; class != LANE_OTHER && at < lanes_of(v); at += v->width) {
+		// Once a chunk: the same in every lane, or lane 0's value plus the lane (an index).
+		enter_lane(l, v, ids, 3, at);
+		f8_status status = f8_llvm_lower_statement(l, index, where);
+		if (status)
+			return status;
+		LLVMValueRef first = l->values[stmt->inst];
+		for (uint32_t lane = 0; lane < v->width; lane++)
+			v->lanes[lane_slot(v, stmt->inst, at + lane)] =
+				class == LANE_UNIFORM || lane == 0
+					? first
+					: LLVMBuildAdd(l->emit.builder, first, f8_llvm_i64(&l->emit, lane), "");
+	}
+	if (class != LANE_OTHER)
+		return F8_OK;
 	for (uint32_t lane = 0; lane < lanes_of(v); lane++) {
 		enter_lane(l, v, ids, 3, lane);
 		f8_status status = f8_llvm_lower_statement(l, index, where);
