@@ -23,61 +23,54 @@
 /* X(kind): what an option takes. */
 typedef enum option_kind { INT, NUMBER, TEXT, DECAY, FORMAT, KERNELS, SPLIT, DIM, CONFIG } option_kind;
 
+/* Whether a plan fixes an option: those that shape the compiled graph (tools/compile_command.c
+ * records them, and f8c train PLAN_DIR refuses them), or those of one run (which data, how long,
+ * what to log and save, which kernels). */
+typedef enum option_scope { COMPILED, RUN } option_scope;
+
 typedef struct option {
 	const char *name; // without the leading "--"
 	option_kind kind;
 	size_t offset;    // of the field in f8_train_config
 	int64_t min;      // INT: the least value
 	const char *help;
+	option_scope scope;
 } option;
 
 #define FIELD(f) offsetof(f8_train_config, f)
 #define OPTIM(f) (offsetof(f8_train_config, optimizer) + offsetof(f8_training_options, f))
 
 static const option options[] = {
-	{"data", TEXT, FIELD(data), 0, "token file (llm.c format, or raw with --data-format)"},
-	{"data-format", FORMAT, FIELD(data_format), 0, "auto, llmc, uint16 or uint32"},
-	{"split", SPLIT, FIELD(split), 0, "train,valid[,test] weights (969,30,1)"},
-	{"micro-batch-size", INT, FIELD(micro_batch_size), 1, "sequences per micro-batch"},
-	{"global-batch-size", INT, FIELD(global_batch_size), 1, "sequences per iteration"},
-	{"seq-length", INT, FIELD(seq_length), 1, "tokens per sequence"},
-	{"train-iters", INT, FIELD(train_iters), 1, "the iteration to stop after"},
-	{"lr", NUMBER, OPTIM(lr), 0, "peak learning rate"},
-	{"min-lr", NUMBER, OPTIM(min_lr), 0, "learning rate at the end of decay"},
-	{"lr-warmup-iters", INT, OPTIM(warmup_iters), 0, "linear warm-up iterations"},
-	{"lr-decay-iters", INT, OPTIM(decay_iters), 0, "decay until (default: --train-iters)"},
-	{"lr-decay-style", DECAY, OPTIM(decay_style), 0, "constant, linear or cosine"},
-	{"clip-grad", NUMBER, OPTIM(clip_grad), 0, "largest global gradient norm (0: none)"},
-	{"weight-decay", NUMBER, OPTIM(weight_decay), 0, "AdamW's decoupled weight decay"},
-	{"adam-beta1", NUMBER, OPTIM(beta1), 0, ""},
-	{"adam-beta2", NUMBER, OPTIM(beta2), 0, ""},
-	{"adam-eps", NUMBER, OPTIM(epsilon), 0, ""},
-	{"seed", INT, FIELD(seed), 0, "weights and data order"},
-	{"eval-interval", INT, FIELD(eval_interval), 0, "evaluate every N iterations"},
-	{"eval-iters", INT, FIELD(eval_iters), 0, "batches per evaluation"},
-	{"log-interval", INT, FIELD(log_interval), 1, "report every N iterations"},
-	{"save", TEXT, FIELD(save), 0, "checkpoint folder"},
-	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations"},
-	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder"},
-	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file"},
+	{"data", TEXT, FIELD(data), 0, "token file (llm.c format, or raw with --data-format)", RUN},
+	{"data-format", FORMAT, FIELD(data_format), 0, "auto, llmc, uint16 or uint32", RUN},
+	{"split", SPLIT, FIELD(split), 0, "train,valid[,test] weights (969,30,1)", RUN},
+	{"micro-batch-size", INT, FIELD(micro_batch_size), 1, "sequences per micro-batch", COMPILED},
+	{"global-batch-size", INT, FIELD(global_batch_size), 1, "sequences per iteration", COMPILED},
+	{"seq-length", INT, FIELD(seq_length), 1, "tokens per sequence", COMPILED},
+	{"train-iters", INT, FIELD(train_iters), 1, "the iteration to stop after", RUN},
+	{"lr", NUMBER, OPTIM(lr), 0, "peak learning rate", COMPILED},
+	{"min-lr", NUMBER, OPTIM(min_lr), 0, "learning rate at the end of decay", COMPILED},
+	{"lr-warmup-iters", INT, OPTIM(warmup_iters), 0, "linear warm-up iterations", COMPILED},
+	{"lr-decay-iters", INT, OPTIM(decay_iters), 0, "decay until (default: --train-iters)", COMPILED},
+	{"lr-decay-style", DECAY, OPTIM(decay_style), 0, "constant, linear or cosine", COMPILED},
+	{"clip-grad", NUMBER, OPTIM(clip_grad), 0, "largest global gradient norm (0: none)", COMPILED},
+	{"weight-decay", NUMBER, OPTIM(weight_decay), 0, "AdamW's decoupled weight decay", COMPILED},
+	{"adam-beta1", NUMBER, OPTIM(beta1), 0, "", COMPILED},
+	{"adam-beta2", NUMBER, OPTIM(beta2), 0, "", COMPILED},
+	{"adam-eps", NUMBER, OPTIM(epsilon), 0, "", COMPILED},
+	{"seed", INT, FIELD(seed), 0, "weights and data order", RUN},
+	{"eval-interval", INT, FIELD(eval_interval), 0, "evaluate every N iterations", RUN},
+	{"eval-iters", INT, FIELD(eval_iters), 0, "batches per evaluation", RUN},
+	{"log-interval", INT, FIELD(log_interval), 1, "report every N iterations", RUN},
+	{"save", TEXT, FIELD(save), 0, "checkpoint folder", RUN},
+	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations", RUN},
+	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder", RUN},
+	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file", RUN},
 	{"kernels", KERNELS, FIELD(reference_kernels), 0,
-	 "generated (the fused groups' kernels, default) or reference (node by node)"},
-	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq"},
-	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys"},
+	 "generated (the fused groups' kernels, default) or reference (node by node)", RUN},
+	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq", COMPILED},
+	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys", COMPILED},
 };
-
-/* The options a plan does not fix: which data, how long, what to log and save, which
- * kernels. The others shape the compiled graph, so a plan carries them (tools/compile_command.c
- * records them) and f8c train PLAN_DIR refuses them. */
-static bool is_run_option(const char *name) {
-	static const char *const run[] = {"data", "data-format", "split", "train-iters", "seed",
-					  "eval-interval", "eval-iters", "log-interval", "save",
-					  "save-interval", "load", "metrics", "kernels"};
-	for (size_t i = 0; i < sizeof run / sizeof run[0]; i++)
-		if (strcmp(run[i], name) == 0)
-			return true;
-	return false;
-}
 
 enum { MAX_DIMS = 32 };
 
@@ -317,7 +310,7 @@ static int use_plan(request *r, const char *config_path) {
 		return fprintf(stderr, "f8c %s: %s is an inference plan\nHINT: compile the training "
 			       "step: f8c compile MODEL -o DIR\n", r->command->name, folder), 2;
 	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
-		if (r->given[i] && !is_run_option(options[i].name))
+		if (r->given[i] && options[i].scope == COMPILED)
 			return fprintf(stderr, "f8c %s: --%s is compiled into the plan %s\nHINT: compile "
 				       "the model again with it (f8c compile %s ... -o DIR)\n",
 				       r->command->name, options[i].name, folder, r->plan->model), 2;
