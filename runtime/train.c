@@ -71,7 +71,8 @@ enum { N_SETTINGS = sizeof setting_keys / sizeof setting_keys[0] };
 /* Everything a run holds. */
 typedef struct trainer {
 	const f8_train_config *config;
-	f8_graph *graph;
+	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
+	f8_graph *compiled;            // the step compiled here (owned); NULL when a plan's runs
 	f8_cpu_executor *executor;
 	f8_value_id tokens, labels, loss, grad_norm, lr;
 	uint16_t bound[2];             // symbols bound before compiling (bind_token_dims)
@@ -174,7 +175,7 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
  * that is a constant or a product stays, for find_interface to check.
  */
 static f8_status bind_token_dims(trainer *t, f8_diag *diag) {
-	f8_graph *graph = t->graph;
+	f8_graph *graph = t->compiled;
 	const f8_train_config *c = t->config;
 	const f8_value *tokens = NULL;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
@@ -223,18 +224,20 @@ static void find_fp8_state(trainer *t) {
 	}
 }
 
-/* Loads the model and compiles its training step with `optimizer` into t->graph; binds the
- * batch and sequence sizes first with FP8 or when `bind` (a plan is for one size). */
+/* Loads the model and compiles its training step with `optimizer` into t->compiled (and
+ * t->graph); binds the batch and sequence sizes first with FP8 or when `bind` (a plan is for
+ * one size). */
 static f8_status compile_model(trainer *t, const f8_training_options *optimizer, bool bind,
 			       f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
 	f8_pipeline_options compile = {.training = optimizer, .fp8 = c->fp8};
-	f8_status status = f8_frontend_load(c->model, &options, &t->graph, diag);
+	f8_status status = f8_frontend_load(c->model, &options, &t->compiled, diag);
 	if (!status && (c->fp8 || bind))
 		status = bind_token_dims(t, diag);
 	if (!status)
-		status = f8_pipeline_run_with(t->graph, NULL, true, &compile, NULL, diag);
+		status = f8_pipeline_run_with(t->compiled, NULL, true, &compile, NULL, diag);
+	t->graph = t->compiled;
 	return status;
 }
 
@@ -246,10 +249,10 @@ f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_dia
 	if (!status)
 		status = compile_model(&t, &optimizer, true, diag);
 	if (status) {
-		f8_graph_destroy(t.graph);
+		f8_graph_destroy(t.compiled);
 		return status;
 	}
-	*out = t.graph;
+	*out = t.compiled;
 	return F8_OK;
 }
 
@@ -268,7 +271,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		t->setting_values[i] = t->settings[i];
 	f8_status status = F8_OK;
 	if (c->graph) // a plan's: compiled already, and owned by its plan
-		t->graph = (f8_graph *)c->graph;
+		t->graph = c->graph;
 	else
 		status = compile_model(t, &optimizer, false, diag);
 	if (!status)
@@ -535,7 +538,6 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 				     config->metrics);
 	f8_tokens_destroy(&t.data);
 	f8_cpu_executor_destroy(t.executor);
-	if (!config->graph) // a plan's graph is its plan's
-		f8_graph_destroy(t.graph);
+	f8_graph_destroy(t.compiled);
 	return status;
 }
