@@ -675,12 +675,12 @@ static f8_kir_id row_element(f8_lower *lw, uint32_t x_param, uint32_t kept, bool
 	return v;
 }
 
-/* A block loop over the row summing `square ? (x - shift)^2 : x` (shift NONE: none), x as
- * row_element gives it. */
-static f8_status row_sum(f8_lower *lw, uint32_t x_param, uint32_t kept, bool first,
-			 f8_kir_id shift, bool square, f8_kir_id *sum) {
+/* A block loop over the row (`extent` columns) summing `square ? (x - shift)^2 : x` (shift
+ * NONE: none), x as row_element gives it. */
+static f8_status row_sum(f8_lower *lw, f8_kir_id extent, uint32_t x_param, uint32_t kept,
+			 bool first, f8_kir_id shift, bool square, f8_kir_id *sum) {
 	f8_kir_id var;
-	f8_status status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
+	f8_status status = f8_kir_begin_block_loop(lw->kernel, extent, &var, lw->diag);
 	if (!status)
 		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_ADD, F8_KIR_TYPE_F32, sum,
 						lw->diag);
@@ -698,7 +698,10 @@ static f8_status row_sum(f8_lower *lw, uint32_t x_param, uint32_t kept, bool fir
 
 /*
  * Norm groups: per row, the statistics (LayerNorm: mean, then the mean square of x - mean;
- * RMSNorm: the mean square), then one block loop for the output and the other members.
+ * RMSNorm: the mean square), then one block loop for the output and the other members. Where
+ * the row is kept in shared memory its length is a constant of the kernel already, and the
+ * block loops run to that constant, so that the GPU's vector form may give each thread its
+ * chunks of the row at once (codegen/llvm_loops.c).
  */
 static f8_status lower_norm(f8_lower *lw) {
 	f8_node_id norm_id = lw->members[0];
@@ -718,14 +721,16 @@ static f8_status lower_norm(f8_lower *lw) {
 	if (status)
 		return status;
 	lw->row = var;
+	f8_kir_id extent = kept == F8_NONE ? lw->cols
+					   : f8_kir_const_i64(lw->kernel, f8_dim_value(last));
 	f8_kir_id n = EMIT(lw, TO_F32, lw->cols, NONE, NONE), mean = NONE, squares;
 	if (layer) {
 		f8_kir_id sum;
-		if ((status = row_sum(lw, x, kept, true, NONE, false, &sum)))
+		if ((status = row_sum(lw, extent, x, kept, true, NONE, false, &sum)))
 			return status;
 		mean = EMIT(lw, DIV, sum, n, NONE);
 	}
-	if ((status = row_sum(lw, x, kept, !layer, mean, true, &squares)))
+	if ((status = row_sum(lw, extent, x, kept, !layer, mean, true, &squares)))
 		return status;
 	f8_kir_id variance = EMIT(lw, DIV, squares, n, NONE);
 	f8_kir_id epsilon = f8_lower_constant(lw, f8_node_attr_float(norm, "epsilon", 1e-5));
@@ -737,7 +742,7 @@ static f8_status lower_norm(f8_lower *lw) {
 	if (!status && norm->n_outputs > rstd_output)
 		status = store_if_escaping(lw, norm->outputs[rstd_output], lw->row, rstd);
 	if (!status)
-		status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
+		status = f8_kir_begin_block_loop(lw->kernel, extent, &var, lw->diag);
 	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
 		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
 						&lw->amax[a].row_result, lw->diag);
