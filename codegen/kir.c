@@ -174,8 +174,9 @@ static uint32_t new_stmt(f8_kernel *kernel, f8_kir_stmt_kind kind) {
 	memset(stmt, 0, sizeof *stmt);
 	stmt->kind = kind;
 	stmt->inst = stmt->var = stmt->extent = stmt->index = stmt->value = F8_KIR_NONE;
-	stmt->mask = F8_KIR_NONE;
+	stmt->mask = stmt->address = F8_KIR_NONE;
 	stmt->param = F8_KIR_NONE;
+	stmt->dtype = F8_DTYPE_UNDEFINED;
 	kernel->n_stmts++;
 	if (!place(kernel, index)) {
 		kernel->n_stmts--;
@@ -206,7 +207,7 @@ static f8_kir_id new_inst(f8_kernel *kernel, f8_kir_inst inst, bool placed) {
 static f8_kir_inst blank(f8_kir_op op, f8_kir_type type) {
 	return (f8_kir_inst){.op = op, .type = type, .a = F8_KIR_NONE, .b = F8_KIR_NONE,
 			     .c = F8_KIR_NONE, .param = F8_KIR_NONE, .loop = F8_KIR_NONE,
-			     .accumulator = F8_KIR_NONE};
+			     .accumulator = F8_KIR_NONE, .dtype = F8_DTYPE_UNDEFINED};
 }
 
 f8_status f8_kir_add_param(f8_kernel *kernel, const char *name, f8_kir_param_kind kind,
@@ -215,8 +216,9 @@ f8_status f8_kir_add_param(f8_kernel *kernel, const char *name, f8_kir_param_kin
 		return fail(kernel, diag, "parameter %%%s added after the body began", name);
 	if (kind >= F8_KIR_PARAM_COUNT)
 		return fail(kernel, diag, "parameter %%%s has no kind", name);
-	if (kind == F8_KIR_PARAM_SIZE ? dtype != F8_DTYPE_I64
-				      : f8_kir_type_of_dtype(dtype) == F8_KIR_TYPE_COUNT)
+	if (kind == F8_KIR_PARAM_SIZE || kind == F8_KIR_PARAM_TABLE
+		    ? dtype != F8_DTYPE_I64
+		    : f8_kir_type_of_dtype(dtype) == F8_KIR_TYPE_COUNT)
 		return fail(kernel, diag, "parameter %%%s cannot be of dtype %s", name,
 			    f8_dtype_name(dtype));
 	for (uint32_t i = 0; i < kernel->n_params; i++)
@@ -264,8 +266,8 @@ static bool is_type(const f8_kernel *kernel, f8_kir_id id, f8_kir_type type) {
 f8_kir_id f8_kir_load_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id mask) {
 	if (param >= kernel->n_params || kernel->params[param].kind == F8_KIR_PARAM_SIZE ||
 	    kernel->params[param].kind == F8_KIR_PARAM_ACCUMULATE)
-		return fail_id(kernel, "load from parameter %u, which is not an in or out buffer",
-			       param);
+		return fail_id(kernel, "load from parameter %u, which is not an in or out buffer "
+			       "or a table", param);
 	if (!is_type(kernel, index, F8_KIR_TYPE_I64))
 		return fail_id(kernel, "load from %%%s with an index that is not an i64",
 			       kernel->params[param].name);
@@ -324,6 +326,19 @@ f8_kir_id f8_kir_load_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id index
 		blank(F8_KIR_OP_LOAD_SHARED, f8_kir_type_of_dtype(kernel->shared[shared].dtype));
 	inst.param = shared;
 	inst.a = index;
+	return new_inst(kernel, inst, true);
+}
+
+f8_kir_id f8_kir_load_ptr(f8_kernel *kernel, f8_dtype dtype, f8_kir_id address, f8_kir_id index) {
+	f8_kir_type type = f8_kir_type_of_dtype(dtype);
+	if (type == F8_KIR_TYPE_COUNT)
+		return fail_id(kernel, "load.ptr of %s, which no buffer holds", f8_dtype_name(dtype));
+	if (!is_type(kernel, address, F8_KIR_TYPE_I64) || !is_type(kernel, index, F8_KIR_TYPE_I64))
+		return fail_id(kernel, "load.ptr with an address or an index that is not an i64");
+	f8_kir_inst inst = blank(F8_KIR_OP_LOAD_PTR, type);
+	inst.a = address;
+	inst.b = index;
+	inst.dtype = dtype;
 	return new_inst(kernel, inst, true);
 }
 
@@ -617,6 +632,28 @@ f8_status f8_kir_store_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id inde
 			  F8_KIR_COMBINE_ADD, diag);
 }
 
+f8_status f8_kir_store_ptr(f8_kernel *kernel, f8_dtype dtype, f8_kir_id address, f8_kir_id index,
+			   f8_kir_id value, f8_diag *diag) {
+	f8_kir_type type = f8_kir_type_of_dtype(dtype);
+	if (f8_kir_error(kernel))
+		return fail(kernel, diag, "%s", kernel->error);
+	if (type == F8_KIR_TYPE_COUNT)
+		return fail(kernel, diag, "store.ptr of %s, which no buffer holds", f8_dtype_name(dtype));
+	if (!is_type(kernel, address, F8_KIR_TYPE_I64) || !is_type(kernel, index, F8_KIR_TYPE_I64))
+		return fail(kernel, diag, "store.ptr with an address or an index that is not an i64");
+	if (!is_type(kernel, value, type))
+		return fail(kernel, diag, "store.ptr to %s of a value of another type",
+			    f8_dtype_name(dtype));
+	uint32_t stmt = new_stmt(kernel, F8_KIR_STMT_STORE_PTR);
+	if (stmt == F8_KIR_NONE)
+		return out_of_memory(kernel, diag);
+	kernel->stmts[stmt].address = address;
+	kernel->stmts[stmt].dtype = dtype;
+	kernel->stmts[stmt].index = index;
+	kernel->stmts[stmt].value = value;
+	return F8_OK;
+}
+
 /*
  * The verifier walks the scopes in order with `visible[id]` true for each instruction that may
  * be used at the current point: defined earlier in this scope or in one around it.
@@ -668,6 +705,39 @@ static f8_status check_shared_uses(verifier *v, const f8_kir_stmt *loop) {
 	return F8_OK;
 }
 
+/* Whether value `id` (in scope) is made inside a block loop: its variable, or placed in its
+ * body. A loop's result is made in the scope around the loop. */
+static bool in_block_loop(const verifier *v, f8_kir_id id) {
+	const f8_kernel *kernel = v->kernel;
+	const f8_kir_inst *inst = &kernel->insts[id];
+	uint32_t loop = inst->op == F8_KIR_OP_LOOP_VAR ? inst->loop
+			: inst->op == F8_KIR_OP_RESULT ? F8_KIR_NONE
+						       : v->scope_of[id];
+	return loop != F8_KIR_NONE && kernel->stmts[loop].kind == F8_KIR_STMT_BLOCK_LOOP;
+}
+
+/* A pointer access's address and index: i64s in scope, the address not made in a block loop
+ * (kir.h: it is uniform over one); its dtype one a buffer may have. */
+static f8_status check_pointer(verifier *v, f8_kir_id address, f8_kir_id index, f8_dtype dtype,
+			       const char *what) {
+	const f8_kernel *kernel = v->kernel;
+	f8_status status = check_used(v, address, what);
+	if (!status)
+		status = check_used(v, index, what);
+	if (status)
+		return status;
+	if (kernel->insts[address].type != F8_KIR_TYPE_I64 ||
+	    kernel->insts[index].type != F8_KIR_TYPE_I64)
+		return fail(kernel, v->diag, "%s: an address or index that is not an i64", what);
+	if (in_block_loop(v, address))
+		return fail(kernel, v->diag, "%s: its address %%%u is made in a block loop", what,
+			    address);
+	if (f8_kir_type_of_dtype(dtype) == F8_KIR_TYPE_COUNT)
+		return fail(kernel, v->diag, "%s: of dtype %s, which no buffer holds", what,
+			    f8_dtype_name(dtype));
+	return F8_OK;
+}
+
 static f8_status verify_inst(verifier *v, f8_kir_id id, uint32_t owner) {
 	const f8_kernel *kernel = v->kernel;
 	const f8_kir_inst *inst = &kernel->insts[id];
@@ -696,6 +766,12 @@ static f8_status verify_inst(verifier *v, f8_kir_id id, uint32_t owner) {
 			return fail(kernel, v->diag, "%s reads no shared array of its type", what);
 		if (owner == F8_KIR_NONE || kernel->stmts[owner].kind != F8_KIR_STMT_BLOCK_LOOP)
 			return fail(kernel, v->diag, "%s outside a block loop", what);
+	} else if (inst->op == F8_KIR_OP_LOAD_PTR) {
+		f8_status status = check_pointer(v, inst->a, inst->b, inst->dtype, what);
+		if (status)
+			return status;
+		if (f8_kir_type_of_dtype(inst->dtype) != inst->type)
+			return fail(kernel, v->diag, "%s: its type is not its dtype's", what);
 	} else if (inst->op == F8_KIR_OP_SIZE) {
 		if (inst->param >= kernel->n_params ||
 		    kernel->params[inst->param].kind != F8_KIR_PARAM_SIZE)
@@ -773,6 +849,21 @@ static f8_status verify_write(verifier *v, const f8_kir_stmt *stmt, int depth) {
 	return F8_OK;
 }
 
+static f8_status verify_store_ptr(verifier *v, const f8_kir_stmt *stmt) {
+	const f8_kernel *kernel = v->kernel;
+	f8_status status = check_pointer(v, stmt->address, stmt->index, stmt->dtype, "store.ptr");
+	if (!status)
+		status = check_used(v, stmt->value, "store.ptr");
+	if (status)
+		return status;
+	if (stmt->mask != F8_KIR_NONE)
+		return fail(kernel, v->diag, "store.ptr with a mask");
+	if (kernel->insts[stmt->value].type != f8_kir_type_of_dtype(stmt->dtype))
+		return fail(kernel, v->diag, "store.ptr of a value of another type than %s's",
+			    f8_dtype_name(stmt->dtype));
+	return F8_OK;
+}
+
 static f8_status verify_scope(verifier *v, const uint32_t *list, uint32_t n, int depth,
 			      uint32_t owner) {
 	f8_status status = F8_OK;
@@ -794,6 +885,9 @@ static f8_status verify_scope(verifier *v, const uint32_t *list, uint32_t n, int
 		case F8_KIR_STMT_ATOMIC:
 		case F8_KIR_STMT_STORE_SHARED:
 			status = verify_write(v, stmt, depth);
+			break;
+		case F8_KIR_STMT_STORE_PTR:
+			status = verify_store_ptr(v, stmt);
 			break;
 		default:
 			status = fail(v->kernel, v->diag, "a statement of no kind");
@@ -850,6 +944,10 @@ static void print_inst(const f8_kernel *kernel, f8_kir_id id, FILE *out) {
 		fprintf(out, "load.%s @%s[%%%u]", f8_kir_type_name(inst->type),
 			kernel->shared[inst->param].name, inst->a);
 		return;
+	case F8_KIR_OP_LOAD_PTR:
+		fprintf(out, "load.ptr.%s %s %%%u[%%%u]", f8_kir_type_name(inst->type),
+			f8_dtype_name(inst->dtype), inst->a, inst->b);
+		return;
 	default:
 		break;
 	}
@@ -897,6 +995,10 @@ static void print_scope(const f8_kernel *kernel, const uint32_t *list, uint32_t 
 		case F8_KIR_STMT_STORE_SHARED:
 			fprintf(out, "store @%s[%%%u], %%%u", kernel->shared[stmt->param].name,
 				stmt->index, stmt->value);
+			break;
+		case F8_KIR_STMT_STORE_PTR:
+			fprintf(out, "store.ptr %s %%%u[%%%u], %%%u", f8_dtype_name(stmt->dtype),
+				stmt->address, stmt->index, stmt->value);
 			break;
 		default:
 			fputs("?", out);

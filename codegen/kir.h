@@ -2,13 +2,14 @@
  * The kernel IR: what one fused group of graph nodes computes, in a form both targets lower
  * (codegen/llvm_lower.h: NVPTX for sm_90, the host through ORC JIT).
  *
- * A kernel has parameters (buffers and i64 sizes) and one body: a grid loop over rows. The grid
- * loop's body runs once per row: row-uniform instructions, stores and atomics, and block loops
- * over the row's columns. On the GPU the grid loop is spread over thread blocks (grid-stride)
- * and a block loop over the threads of one block; on the host both are plain loops. Either loop
- * may carry accumulators (add or max), combined over all its iterations: a block loop's over
- * the row (the GPU reduces them with warp shuffles and shared memory), the grid loop's over the
- * whole kernel (the GPU combines them per block, then the epilogue's atomics combine blocks).
+ * A kernel has parameters (buffers, i64 sizes, tables) and one body: a grid loop over rows.
+ * The grid loop's body runs once per row: row-uniform instructions, stores and atomics, and
+ * block loops over the row's columns. On the GPU the grid loop is spread over thread blocks
+ * (grid-stride) and a block loop over the threads of one block; on the host both are plain
+ * loops. Either loop may carry accumulators (add or max), combined over all its iterations: a
+ * block loop's over the row (the GPU reduces them with warp shuffles and shared memory), the
+ * grid loop's over the whole kernel (the GPU combines them per block, then the epilogue's
+ * atomics combine blocks).
  *
  *   kernel cast_amax(in %x: f32, out %y: e4m3, in %scale: f32, acc %amax: f32, size %rows,
  *                    size %cols)
@@ -40,6 +41,28 @@
  * Loads, stores and atomics of buffers may carry a mask (an i1): a masked-out store or atomic
  * does nothing, a masked-out load gives 0 (false for i1) without reading, and neither needs
  * its index in range. Tiles at the edge of a tensor use them.
+ *
+ * A buffer chosen at run time: a table parameter (`table %table0: i64`) is an i64 buffer that
+ * the launcher fills before the launch (codegen/lower.h's f8_kernel_table says with what: per
+ * row, constants and the addresses of buffers), read with plain loads. An i64 read from it may
+ * be an address: `load.ptr.f32 bf16 %a[%i]` reads element i of the bf16 array at address %a,
+ * `store.ptr bf16 %a[%i], %v` writes it, converting as a buffer of that dtype does (no masks).
+ * The address must be uniform over a block loop: defined at the top level or in the grid
+ * loop's body (a table's cell for the row the grid iteration works on), never in a block loop.
+ * The kernel cannot tell which addresses it may write: the launcher's table does (its columns
+ * of OUT addresses), and the rule of independent iterations holds for them as for buffers.
+ * A multi-tensor kernel uses them (codegen/lower_optimizer.c: AdamW over every parameter).
+ *
+ *   kernel scale_all(table %table0: i64, size %chunks)    // a row: first chunk, numel, x, y
+ *     for.grid %c < %chunks {
+ *       %row = ... the row whose chunks hold %c (a binary search over column 0) ...
+ *       %x = load %table0[4 %row + 2]  ...  %y = load %table0[4 %row + 3]
+ *       for.block %j < %length {
+ *         %e = add.i64 %offset, %j
+ *         %v = load.ptr.f32 bf16 %x[%e]
+ *         store.ptr f32 %y[%e], mul %v, %two
+ *       }
+ *     }
  *
  * Values are SSA instructions in one table per kernel, referred to by id; statements (loops,
  * stores, atomics) are in per-loop lists and say which instructions they place. An
@@ -100,6 +123,7 @@ typedef enum f8_kir_type {
 	X(RESULT, "result", 0, TYPED)            \
 	X(LOAD, "load", 1, TYPED)                \
 	X(LOAD_SHARED, "load.shared", 1, TYPED)  \
+	X(LOAD_PTR, "load.ptr", 2, TYPED)        \
 	X(ADD, "add", 2, SAME)                   \
 	X(SUB, "sub", 2, SAME)                   \
 	X(MUL, "mul", 2, SAME)                   \
@@ -149,6 +173,8 @@ typedef enum f8_kir_op {
  *   LOAD      param: the buffer; a: the element index (i64); b: its mask (an i1) or
  *             F8_KIR_NONE; type from the buffer's dtype
  *   LOAD_SHARED  param: the shared array; a: the element index (i64); type from its dtype
+ *   LOAD_PTR  a: the address (i64, uniform over block loops: see the header), b: the element
+ *             index (i64); dtype: the elements' at that address; type from the dtype
  *   others    a, b, c: operands
  * TO_F32 converts i64 (exactly where it can, else nearest even) or i1; TO_I64 truncates an f32
  * toward zero (saturating; NaN gives 0) or widens an i1. BITS gives the f32's bit pattern
@@ -163,6 +189,7 @@ typedef struct f8_kir_inst {
 	uint32_t accumulator; // RESULT: which accumulator of that loop
 	double f;             // CONST of F32 or BOOL
 	int64_t i;            // CONST of I64
+	f8_dtype dtype;       // LOAD_PTR: the element dtype at the address
 } f8_kir_inst;
 
 /* X(ENUM, text name): how a kernel uses a parameter. */
@@ -170,11 +197,14 @@ typedef struct f8_kir_inst {
 	X(IN, "in")               \
 	X(OUT, "out")             \
 	X(ACCUMULATE, "acc")      \
-	X(SIZE, "size")
+	X(SIZE, "size")           \
+	X(TABLE, "table")
 
 /* IN: read only. OUT: written (and possibly read after it was written, by the same thread).
  * ACCUMULATE: the launcher zeroes it before the launch, the kernel combines into it with
- * atomics only. SIZE: an i64 argument, the value of a dimension. */
+ * atomics only. SIZE: an i64 argument, the value of a dimension. TABLE: an i64 buffer the
+ * launcher fills before the launch (constants and buffer addresses, see the header), read
+ * only. */
 typedef enum f8_kir_param_kind {
 #define F8_KIR_PARAM_ENUM(e, name) F8_KIR_PARAM_##e,
 	F8_KIR_PARAM_LIST(F8_KIR_PARAM_ENUM)
@@ -231,7 +261,8 @@ typedef struct f8_kir_accumulator {
 	X(BLOCK_LOOP, "for.block") \
 	X(STORE, "store")          \
 	X(ATOMIC, "atomic")        \
-	X(STORE_SHARED, "store.shared")
+	X(STORE_SHARED, "store.shared") \
+	X(STORE_PTR, "store.ptr")
 
 typedef enum f8_kir_stmt_kind {
 #define F8_KIR_STMT_ENUM(e, name) F8_KIR_STMT_##e,
@@ -251,6 +282,8 @@ typedef enum f8_kir_stmt_kind {
  *   STORE       param (an OUT buffer), index (i64), value: buffer[index] = value, converted;
  *               mask: an i1, or F8_KIR_NONE (ATOMIC's too)
  *   STORE_SHARED  param (a shared array), index, value: only in a block loop's body
+ *   STORE_PTR   address (an i64 uniform over block loops, as LOAD_PTR's), dtype, index, value:
+ *               element index of the dtype array at address = value, converted; no mask
  *   ATOMIC      param (an ACCUMULATE buffer), index, value, combine: buffer[index] combined
  *               with value, atomically across threads and blocks. A max of f32 compares bit
  *               patterns as unsigned integers (atomicrmw umax): that orders the values >= +0
@@ -273,6 +306,8 @@ typedef struct f8_kir_stmt {
 	f8_kir_id index, value;           // STORE, ATOMIC, STORE_SHARED
 	f8_kir_id mask;                   // STORE, ATOMIC: an i1 or F8_KIR_NONE
 	f8_kir_combine combine;           // ATOMIC
+	f8_kir_id address;                // STORE_PTR: the address (i64)
+	f8_dtype dtype;                   // STORE_PTR: the elements' dtype at the address
 } f8_kir_stmt;
 
 typedef struct f8_kernel {
@@ -342,6 +377,12 @@ f8_kir_id f8_kir_load_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_
 f8_status f8_kir_add_shared(f8_kernel *kernel, const char *name, f8_dtype dtype, uint32_t count,
 			    uint32_t *index, f8_diag *diag);
 f8_kir_id f8_kir_load_shared(f8_kernel *kernel, uint32_t shared, f8_kir_id index);
+/* Element `index` of the `dtype` array at `address` (an i64; any dtype a buffer may have), as
+ * its register value; and a store of `value` (of that register type) there. The address must
+ * not be defined in a block loop (f8_kir_verify checks). */
+f8_kir_id f8_kir_load_ptr(f8_kernel *kernel, f8_dtype dtype, f8_kir_id address, f8_kir_id index);
+f8_status f8_kir_store_ptr(f8_kernel *kernel, f8_dtype dtype, f8_kir_id address, f8_kir_id index,
+			   f8_kir_id value, f8_diag *diag);
 /* Any instruction of the table with its operands (F8_KIR_NONE for unused ones); the result
  * type follows the op's rule (SELECT: the type of b). F8_KIR_NONE on a type error, with the
  * message in the kernel's last error (f8_kir_error). */
@@ -373,7 +414,7 @@ const char *f8_kir_error(const f8_kernel *kernel);
 /* Checks the kernel's structure: one grid loop at the top level, block loops only inside it,
  * every value used in its scope or one around it and defined before its use, types, parameter
  * kinds, accumulators complete, masks i1, shared arrays used only in block loops and not both
- * loaded and stored by one. F8_ERR_INVALID with the kernel's name and the first problem. */
+ * loaded and stored by one, addresses not defined in a block loop. F8_ERR_INVALID with the kernel's name and the first problem. */
 f8_status f8_kir_verify(const f8_kernel *kernel, f8_diag *diag);
 
 /* Prints the kernel in its text form (the header comment shows one). */

@@ -8,6 +8,13 @@
  * The statements are lowered in order, scope by scope; `values[id]` holds each instruction's
  * LLVM value once its statement (or, for loop variables and results, its loop) has been
  * lowered.
+ *
+ * A table parameter is a buffer of i64s like any other (a pointer argument). load.ptr and
+ * store.ptr turn their i64 address into a pointer of the buffers' address space (global on
+ * NVPTX) and access it as a buffer's element; llvm_loops.c's vector form does not know them
+ * (only `load` and `store` are its linear accesses), so a loop of them stays scalar, one
+ * element a thread: consecutive threads still touch consecutive elements, so the GPU
+ * coalesces them.
  */
 #include "codegen/llvm_lower.h" // f8_llvm_lower, f8_llvm_optimize, f8_llvm_geometry
 
@@ -210,6 +217,15 @@ LLVMValueRef f8_llvm_element_pointer(lowering *l, uint32_t param, LLVMValueRef i
 				     l->args[param], &index, 1, "");
 }
 
+/* A pointer to element `index` of the `dtype` array at `address` (an i64: kir.h's load.ptr
+ * and store.ptr), in the buffers' address space. */
+static LLVMValueRef address_pointer(lowering *l, f8_dtype dtype, LLVMValueRef address,
+				    LLVMValueRef index) {
+	LLVMBuilderRef b = l->emit.builder;
+	LLVMValueRef base = LLVMBuildIntToPtr(b, address, l->emit.ptr, "");
+	return LLVMBuildInBoundsGEP2(b, f8_llvm_storage_type(&l->emit, dtype), base, &index, 1, "");
+}
+
 /* A pointer to element `index` of shared array `array`. */
 static LLVMValueRef shared_pointer(lowering *l, uint32_t array, LLVMValueRef index) {
 	LLVMValueRef indexes[2] = {f8_llvm_i64(&l->emit, 0), index};
@@ -278,6 +294,15 @@ f8_status f8_llvm_lower_inst(lowering *l, f8_kir_id id) {
 		value = f8_llvm_load_convert(e, dtype, stored);
 		break;
 	}
+	case F8_KIR_OP_LOAD_PTR: {
+		LLVMValueRef address = f8_llvm_operand(l, inst->a), index = f8_llvm_operand(l, inst->b);
+		if (!address || !index)
+			return l->status;
+		LLVMValueRef stored = LLVMBuildLoad2(e->builder, f8_llvm_storage_type(e, inst->dtype),
+						     address_pointer(l, inst->dtype, address, index), "");
+		value = f8_llvm_load_convert(e, inst->dtype, stored);
+		break;
+	}
 	case F8_KIR_OP_LOOP_VAR:
 	case F8_KIR_OP_RESULT:
 		return f8_llvm_fail(l, F8_ERR_INVALID, "%%%u = %s is placed as a statement", id,
@@ -343,17 +368,21 @@ static LLVMValueRef write_condition(lowering *l, const f8_kir_stmt *stmt, scope 
 	return condition ? LLVMBuildAnd(l->emit.builder, condition, mask, "") : mask;
 }
 
+/* A store to a buffer or, store.ptr, through an address. */
 static f8_status lower_store(lowering *l, const f8_kir_stmt *stmt, scope where) {
+	bool through = stmt->kind == F8_KIR_STMT_STORE_PTR;
 	LLVMValueRef index = f8_llvm_operand(l, stmt->index), value = f8_llvm_operand(l, stmt->value);
-	if (!index || !value)
+	LLVMValueRef address = through ? f8_llvm_operand(l, stmt->address) : NULL;
+	if (!index || !value || (through && !address))
 		return l->status;
 	LLVMValueRef condition = write_condition(l, stmt, where);
 	if (l->status)
 		return l->status;
 	LLVMBasicBlockRef merge = condition ? f8_llvm_begin_guard(l, condition) : NULL;
-	f8_dtype dtype = l->kernel->params[stmt->param].dtype;
+	f8_dtype dtype = through ? stmt->dtype : l->kernel->params[stmt->param].dtype;
 	LLVMBuildStore(l->emit.builder, f8_llvm_store_convert(&l->emit, dtype, value),
-		       f8_llvm_element_pointer(l, stmt->param, index));
+		       through ? address_pointer(l, dtype, address, index)
+			       : f8_llvm_element_pointer(l, stmt->param, index));
 	if (merge)
 		f8_llvm_end_guard(l, merge);
 	return F8_OK;
@@ -425,6 +454,7 @@ f8_status f8_llvm_lower_statement(lowering *l, uint32_t index, scope where) {
 	case F8_KIR_STMT_BLOCK_LOOP:
 		return f8_llvm_lower_loop_statement(l, index);
 	case F8_KIR_STMT_STORE:
+	case F8_KIR_STMT_STORE_PTR:
 		return lower_store(l, stmt, where);
 	case F8_KIR_STMT_ATOMIC:
 		return lower_atomic(l, stmt, where);
@@ -466,7 +496,11 @@ static void mark_from_grid(lowering *l) {
 static f8_status check_top_write(lowering *l, uint32_t index) {
 	const f8_kernel *k = l->kernel;
 	const f8_kir_stmt *stmt = &k->stmts[index];
-	const char *name = k->params[stmt->param].name;
+	const char *name = stmt->kind == F8_KIR_STMT_STORE_PTR ? "an address"
+							       : k->params[stmt->param].name;
+	if (stmt->kind == F8_KIR_STMT_STORE_PTR && l->from_grid[stmt->address])
+		return f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "statement %u stores through an address "
+				    "computed from the grid loop's results", index);
 	if (l->from_grid[stmt->index])
 		return f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "statement %u writes %%%s at an index computed "
 			    "from the grid loop's results", index, name);
@@ -479,7 +513,7 @@ static f8_status check_top_write(lowering *l, uint32_t index) {
 		return F8_OK;
 	f8_llvm_fail(l, F8_ERR_UNSUPPORTED, "statement %u %s %%%s a value computed from the grid loop's "
 	     "results, which the GPU has only per block", index,
-	     stmt->kind == F8_KIR_STMT_STORE ? "stores to" : "combines into", name);
+	     stmt->kind == F8_KIR_STMT_ATOMIC ? "combines into" : "stores to", name);
 	f8_diag_hint(l->diag, "combine the grid loop's result itself into an acc buffer with an "
 		     "atomic of its accumulator's kind, and compute from it in a later kernel");
 	return l->status;
@@ -502,7 +536,8 @@ static f8_status check_supported(lowering *l) {
 	}
 	for (uint32_t i = 0; i < k->n_top; i++) {
 		f8_kir_stmt_kind kind = k->stmts[k->top[i]].kind;
-		if (kind == F8_KIR_STMT_STORE || kind == F8_KIR_STMT_ATOMIC) {
+		if (kind == F8_KIR_STMT_STORE || kind == F8_KIR_STMT_ATOMIC ||
+		    kind == F8_KIR_STMT_STORE_PTR) {
 			f8_status status = check_top_write(l, k->top[i]);
 			if (status)
 				return status;
@@ -519,7 +554,8 @@ static bool used_elsewhere(const f8_kernel *k, f8_kir_id id, uint32_t grid, uint
 			return true;
 	for (uint32_t s = 0; s < k->n_stmts; s++) {
 		const f8_kir_stmt *stmt = &k->stmts[s];
-		if (stmt->index == id || stmt->value == id || stmt->mask == id || stmt->extent == id)
+		if (stmt->index == id || stmt->value == id || stmt->mask == id ||
+		    stmt->extent == id || stmt->address == id)
 			return true;
 		for (uint32_t a = 0; a < stmt->n_accumulators; a++)
 			if (stmt->accumulators[a].value == id && !(s == grid && a == except))
@@ -574,7 +610,8 @@ static bool needs_barriers(const lowering *l) {
 	for (uint32_t i = 0; i < grid->n_body; i++) {
 		const f8_kir_stmt *stmt = &k->stmts[grid->body[i]];
 		loops += stmt->kind == F8_KIR_STMT_BLOCK_LOOP;
-		alone &= stmt->kind != F8_KIR_STMT_STORE && stmt->kind != F8_KIR_STMT_ATOMIC;
+		alone &= stmt->kind != F8_KIR_STMT_STORE && stmt->kind != F8_KIR_STMT_ATOMIC &&
+			 stmt->kind != F8_KIR_STMT_STORE_PTR;
 		for (uint32_t a = 0; stmt->kind == F8_KIR_STMT_BLOCK_LOOP && a < stmt->n_accumulators;
 		     a++)
 			alone &= l->deferred[stmt->accumulators[a].result];

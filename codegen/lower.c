@@ -893,6 +893,9 @@ static f8_status lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *
 
 void f8_lowered_group_release(f8_lowered_group *group) {
 	for (uint32_t i = 0; i < group->n_launches; i++) {
+		if (group->launches[i].kernel)
+			f8_kernel_args_free_tables(group->launches[i].args,
+						   group->launches[i].kernel->n_params);
 		f8_kir_destroy(group->launches[i].kernel);
 		f8_free(group->launches[i].args);
 	}

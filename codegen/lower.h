@@ -26,7 +26,8 @@
  *     (the count of labelled rows, then the rows), a label outside the vocabulary reported;
  *   - Embedding and EmbeddingGrad (scatter-add by atomics), an id outside the table reported;
  *   - AdamW over every parameter with the zeroing of the gradient accumulators, one
- *     multi-tensor kernel (lower_optimizer.c: chunks of 4096 elements over all parameters);
+ *     multi-tensor kernel of constant size (lower_optimizer.c: chunks of 4096 elements over
+ *     all parameters, their buffers found through a table);
  *   - ScalingUpdate (the slots' amaxes gathered, then one row per slot).
  * Arithmetic is f32 where the reference executor computes in double and rounds once, so a
  * lowered group matches the reference within f32 rounding, and an FP8 output within one code
@@ -51,14 +52,43 @@ typedef struct f8_kernel_scratch {
 	f8_dim count; // elements
 } f8_kernel_scratch;
 
+/* One cell of a table (below): the address of a value's storage, or a constant. */
+typedef struct f8_kernel_table_cell {
+	f8_value_id value; // the address of its storage (0 where it has no elements); F8_NONE:
+			   // the constant
+	int64_t constant;
+} f8_kernel_table_cell;
+
+/*
+ * What the launcher writes into a table parameter (kir.h) before the launch: n_rows rows of
+ * n_columns i64s, row by row, each cell a constant or the device address (the host's on the
+ * CPU backend) of a value's storage. `columns` says how the kernel uses each column's
+ * addresses: F8_KIR_PARAM_IN (loads through them), F8_KIR_PARAM_OUT (stores, and perhaps loads
+ * after), or F8_KIR_PARAM_SIZE (no addresses: constants only). A cell of an IN or OUT column
+ * may be a constant too (0: the row has no such buffer, and the kernel does not touch it).
+ * The values a table names are bound as a buffer parameter's are: a launcher allocates them,
+ * an OUT column's are the group's outputs.
+ */
+typedef struct f8_kernel_table {
+	uint32_t n_rows, n_columns;
+	f8_kir_param_kind *columns;   // (n_columns)
+	const char *const *names;     // (n_columns) static text: what each column holds
+	f8_kernel_table_cell *cells;  // (n_rows * n_columns)
+} f8_kernel_table;
+
 /* What a kernel parameter is bound to: a buffer parameter to a value of the graph (its
  * storage) or to a scratch buffer of its group, a size parameter to a dim (evaluated with the
- * graph's symbols bound). */
+ * graph's symbols bound), a table parameter to a table of its group. */
 typedef struct f8_kernel_arg {
-	f8_value_id value; // buffers bound to a value; F8_NONE otherwise
-	uint32_t scratch;  // buffers bound to a scratch buffer: its index; F8_NONE otherwise
-	f8_dim dim;        // sizes
+	f8_value_id value;      // buffers bound to a value; F8_NONE otherwise (and for tables)
+	uint32_t scratch;       // buffers bound to a scratch buffer: its index; F8_NONE otherwise
+	f8_dim dim;             // sizes
+	f8_kernel_table *table; // tables: what to fill it with, owned by the binding; else NULL
 } f8_kernel_arg;
+
+/* Frees the tables of bindings args[0 .. n_params) (a launch's, one per parameter of its
+ * kernel), leaving NULL there. Whoever frees a launch's bindings calls it first. */
+void f8_kernel_args_free_tables(f8_kernel_arg *args, uint32_t n_params);
 
 /* One launch: a kernel and its bindings. */
 typedef struct f8_kernel_launch {
@@ -94,7 +124,8 @@ bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id node);
 f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_lowered_group *out,
 				 f8_diag *diag);
 
-/* Frees what *group holds (kernels, bindings, scratch) and empties it. */
+/* Frees what *group holds (kernels, bindings and their tables, scratch) and empties it; a
+ * launch whose bindings were taken (args NULL) frees nothing of them. */
 void f8_lowered_group_release(f8_lowered_group *group);
 
 #endif

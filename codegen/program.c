@@ -39,8 +39,12 @@ void f8_codegen_program_destroy(f8_codegen_program *program) {
 	for (uint32_t i = 0; i < program->n_kernels; i++)
 		f8_kir_destroy(program->kernels[i]);
 	for (uint32_t i = 0; program->groups && i < program->n_groups; i++) {
-		for (uint32_t l = 0; l < program->groups[i].n_launches; l++)
-			f8_free(program->groups[i].launches[l].args);
+		for (uint32_t l = 0; l < program->groups[i].n_launches; l++) {
+			const f8_codegen_launch *launch = &program->groups[i].launches[l];
+			f8_kernel_args_free_tables(launch->args,
+						   program->kernels[launch->kernel]->n_params);
+			f8_free(launch->args);
+		}
 		f8_free(program->groups[i].launches);
 		f8_free(program->groups[i].scratch);
 	}
@@ -116,6 +120,7 @@ static f8_status take_group(f8_codegen_program *program, char **texts, f8_kernel
 	f8_status status = F8_OK;
 	for (uint32_t l = 0; l < lowered->n_launches; l++) {
 		f8_kernel_launch *launch = &lowered->launches[l];
+		uint32_t n_params = launch->kernel->n_params;
 		if (!status)
 			status = share_kernel(program, texts, launch->kernel, family,
 					      &group->launches[l].kernel, diag);
@@ -126,6 +131,7 @@ static f8_status take_group(f8_codegen_program *program, char **texts, f8_kernel
 			group->launches[l].args = launch->args;
 			group->n_launches = l + 1;
 		} else {
+			f8_kernel_args_free_tables(launch->args, n_params);
 			f8_free(launch->args);
 		}
 		launch->args = NULL;

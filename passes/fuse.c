@@ -325,21 +325,6 @@ static void grow_optimizer(fuser *f, growing *k) {
 	}
 }
 
-/*
- * The optimizer's kernel holds a loop per parameter (the kernel IR cannot pick a buffer by a
- * runtime index), so its code grows with the parameters: past this many, its PTX (200 KB per
- * launch for GPT-1.3B's 292) and its compile time cost more than the plan may, and AdamW runs
- * as its own ops until a pointer table lets one loop cover every parameter.
- */
-enum { OPTIMIZER_MAX_PARAMETERS = 64 };
-
-static bool too_many_parameters(const f8_graph *graph) {
-	uint32_t n = 0;
-	for (uint32_t p = 0; p < graph->n_order; p++)
-		n += graph->nodes[graph->order[p]].op == F8_OP_ADAMW;
-	return n > OPTIMIZER_MAX_PARAMETERS;
-}
-
 /* Seeds and grows the kernels, in program order. */
 static void plan(fuser *f) {
 	const f8_graph *graph = f->graph;
@@ -348,8 +333,7 @@ static void plan(fuser *f) {
 		const f8_node *node = &graph->nodes[id];
 		f8_kernel_family family;
 		if (f->group_of[id] != F8_NONE || !seed_family(graph, node, &family) ||
-		    !f8_codegen_can_lower(graph, id) ||
-		    (family == F8_KERNEL_FAMILY_OPTIMIZER && too_many_parameters(graph)))
+		    !f8_codegen_can_lower(graph, id))
 			continue;
 		growing k = {.index = f->n_kernels, .seed = id, .family = family, .start = p,
 			     .end = p + 1};

@@ -36,9 +36,8 @@
  *                    makes) + the ConstantOfShape that makes the next value of a gradient
  *                    accumulator a member reads (the zeroing for the next step): the kernel
  *                    takes them all, scanning the program from its seed on, not only readers of
- *                    its values, each moving up as a join does; only for a model of at most 64
- *                    parameters (the kernel has a loop per parameter, so its code and compile
- *                    time grow with them: GPT-1.3B's would be 1 MB of PTX)
+ *                    its values, each moving up as a join does, for any number of parameters
+ *                    (the kernel reaches them through a table: its code does not grow with them)
  *   scaling          a ScalingUpdate alone
  * A node seeds or joins a kernel only when codegen can lower it (codegen/lower.h,
  * f8_codegen_can_lower): what it cannot lower yet (Pow, Cos, Sin, an AdamW of a symbolic

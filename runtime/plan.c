@@ -92,13 +92,19 @@ static json_t *estimates_json(const f8_graph *graph, const f8_codegen_program *p
 		for (uint32_t l = 0; l < group->n_launches; l++) {
 			const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
 			for (uint32_t p = 0; p < kernel->n_params; p++) {
-				f8_value_id v = group->launches[l].args[p].value;
-				if (kernel->params[p].kind == F8_KIR_PARAM_SIZE || v == F8_NONE)
-					continue;
-				double n = numel_of(&graph->values[v].type);
-				known = known && n >= 0;
-				bytes += n > 0 ? n * (double)f8_dtype_get_info(graph->values[v].type.dtype)->bytes
-					       : 0;
+				const f8_kernel_arg *arg = &group->launches[l].args[p];
+				const f8_kernel_table *table = arg->table;
+				size_t cells = table ? (size_t)table->n_rows * table->n_columns : 1;
+				for (size_t c = 0; c < cells; c++) { // a table: the values it names
+					f8_value_id v = table ? table->cells[c].value : arg->value;
+					if (kernel->params[p].kind == F8_KIR_PARAM_SIZE || v == F8_NONE)
+						continue;
+					double n = numel_of(&graph->values[v].type);
+					known = known && n >= 0;
+					bytes += n > 0 ? n * (double)f8_dtype_get_info(
+								 graph->values[v].type.dtype)->bytes
+						       : 0;
+				}
 			}
 		}
 	}
@@ -116,10 +122,39 @@ static json_t *estimates_json(const f8_graph *graph, const f8_codegen_program *p
 	return estimates;
 }
 
-/* A kernel parameter's binding as text: "%value", "scratch2", or a dim ("batch*seq", "768"). */
+/*
+ * A table's contents: {"columns": [{"name", "kind"}...], "rows": ["0 4096 %w %w.grad", ...]},
+ * a row as one line of text, its cells a constant (decimal) or a value's address (%value).
+ */
+static json_t *table_json(const f8_graph *graph, const f8_kernel_table *table) {
+	json_t *columns = json_array(), *rows = json_array();
+	for (uint32_t c = 0; columns && c < table->n_columns; c++)
+		json_array_append_new(columns, json_pack("{s:s, s:s}", "name", table->names[c],
+							 "kind", f8_kir_param_kind_name(table->columns[c])));
+	for (uint32_t r = 0; rows && r < table->n_rows; r++) {
+		char text[4096];
+		size_t used = 0;
+		for (uint32_t c = 0; c < table->n_columns && used < sizeof text; c++) {
+			const f8_kernel_table_cell *cell = &table->cells[(size_t)r * table->n_columns + c];
+			if (cell->value == F8_NONE)
+				used += (size_t)snprintf(text + used, sizeof text - used, "%s%lld",
+							 c ? " " : "", (long long)cell->constant);
+			else
+				used += (size_t)snprintf(text + used, sizeof text - used, "%s%%%s",
+							 c ? " " : "", graph->values[cell->value].name);
+		}
+		json_array_append_new(rows, json_string(text));
+	}
+	return json_pack("{s:o, s:o}", "columns", columns, "rows", rows);
+}
+
+/* A kernel parameter's binding as text: "%value", "scratch2", or a dim ("batch*seq", "768");
+ * a table's as table_json's object. */
 static json_t *arg_json(const f8_graph *graph, const f8_kernel *kernel, uint32_t p,
 			const f8_kernel_arg *arg) {
 	char text[160];
+	if (kernel->params[p].kind == F8_KIR_PARAM_TABLE)
+		return arg->table ? table_json(graph, arg->table) : json_null();
 	if (kernel->params[p].kind == F8_KIR_PARAM_SIZE)
 		return json_string(f8_dim_format(graph, arg->dim, text, sizeof text));
 	if (arg->scratch != F8_NONE)

@@ -6,7 +6,9 @@
  * the compile options it was compiled from (the command line's, in order), the graph after all
  * passes in the text IR (the source of truth: every precision, recipe, scaling slot and kernel
  * decision with its reason; `f8c dump-ir PLAN --format json` gives its JSON form), the kernels (name, family,
- * parameters, launch geometry) and each fused group's launches with their bindings, the
+ * parameters, launch geometry) and each fused group's launches with their bindings (a table
+ * parameter's: its columns and its rows, each cell a constant or %value, the value whose
+ * address the launcher writes there), the
  * buffer plan (the slab's size; each value's offset is in the graph), the estimates per
  * micro-batch (GEMM FLOPs, the bytes the generated kernels move, launches), and
  * kernels.ptx's size and FNV-1a 64 checksum.

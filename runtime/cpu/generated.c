@@ -1,17 +1,23 @@
 /*
- * The CPU backend's generated kernels (runtime/cpu/generated.h).
+ * The CPU backend's generated kernels (runtime/cpu/generated.h). A table parameter (kir.h)
+ * gets storage of its own per launch, made once with the executor and filled before each
+ * launch with its constants and the host addresses of the values it names.
  */
 #include "runtime/cpu/generated.h" // f8_cpu_generated
 
+#include <stdint.h> // intptr_t
 #include <string.h> // memcpy
 
 #include "codegen/host_jit.h" // f8_host_jit, f8_host_jit_create, f8_host_jit_lookup
 #include "codegen/program.h"  // f8_codegen_program
 #include "ir/alloc.h"         // f8_calloc, f8_free
 
-/* Per group: each launch's compiled function and the values the group writes. */
+/* Per group: each launch's compiled function, its tables' storage and the values the group
+ * writes. */
 typedef struct generated_group {
 	f8_host_kernel *functions; // (the group's n_launches)
+	int64_t ***tables;         // (n_launches) per launch, per parameter: a table's i64s or NULL
+	uint32_t n_launches;
 	f8_value_id *outputs;      // (n_outputs)
 	uint32_t n_outputs;
 } generated_group;
@@ -32,8 +38,17 @@ void f8_cpu_generated_destroy(f8_cpu_generated *generated) {
 	if (!generated)
 		return;
 	for (uint32_t g = 0; generated->groups && g < generated->program->n_groups; g++) {
-		f8_free(generated->groups[g].functions);
-		f8_free(generated->groups[g].outputs);
+		generated_group *group = &generated->groups[g];
+		for (uint32_t l = 0; group->tables && l < group->n_launches; l++) {
+			const f8_codegen_launch *launch = &generated->program->groups[g].launches[l];
+			uint32_t n_params = generated->program->kernels[launch->kernel]->n_params;
+			for (uint32_t p = 0; group->tables[l] && p < n_params; p++)
+				f8_free(group->tables[l][p]);
+			f8_free(group->tables[l]);
+		}
+		f8_free(group->tables);
+		f8_free(group->functions);
+		f8_free(group->outputs);
 	}
 	f8_free(generated->groups);
 	f8_free(generated->args);
@@ -52,6 +67,31 @@ static void add_output(generated_group *group, f8_value_id value) {
 	group->outputs[group->n_outputs++] = value;
 }
 
+/* Launch `l` of `group`'s table storage, one array per table parameter; the values its OUT
+ * columns name added to the group's outputs. */
+static f8_status bind_tables(const f8_kernel *kernel, const f8_codegen_launch *launch,
+			     generated_group *group, uint32_t l, f8_diag *diag) {
+	group->tables[l] = f8_calloc(kernel->n_params + 1, sizeof *group->tables[l]);
+	if (!group->tables[l])
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t p = 0; p < kernel->n_params; p++) {
+		const f8_kernel_table *table = launch->args[p].table;
+		if (kernel->params[p].kind != F8_KIR_PARAM_TABLE)
+			continue;
+		if (!table)
+			return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s: table %%%s is bound to "
+					   "nothing", kernel->name, kernel->params[p].name);
+		size_t cells = (size_t)table->n_rows * table->n_columns;
+		if (!(group->tables[l][p] = f8_calloc(cells + 1, sizeof *group->tables[l][p])))
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		for (size_t i = 0; i < cells; i++)
+			if (table->columns[i % table->n_columns] == F8_KIR_PARAM_OUT &&
+			    table->cells[i].value != F8_NONE)
+				add_output(group, table->cells[i].value);
+	}
+	return F8_OK;
+}
+
 /* Each group's functions and outputs, from the program and the compiled kernels. */
 static f8_status bind_groups(f8_cpu_generated *generated, f8_diag *diag) {
 	const f8_codegen_program *program = generated->program;
@@ -61,12 +101,20 @@ static f8_status bind_groups(f8_cpu_generated *generated, f8_diag *diag) {
 	for (uint32_t g = 0; g < program->n_groups; g++) {
 		const f8_codegen_group *lowered = &program->groups[g];
 		generated_group *group = &generated->groups[g];
-		uint32_t params = 0;
-		for (uint32_t l = 0; l < lowered->n_launches; l++)
-			params += program->kernels[lowered->launches[l].kernel]->n_params;
+		size_t bound = 0; // at most one output per parameter or table cell
+		for (uint32_t l = 0; l < lowered->n_launches; l++) {
+			const f8_kernel *kernel = program->kernels[lowered->launches[l].kernel];
+			bound += kernel->n_params;
+			for (uint32_t p = 0; p < kernel->n_params; p++) {
+				const f8_kernel_table *table = lowered->launches[l].args[p].table;
+				bound += table ? (size_t)table->n_rows * table->n_columns : 0;
+			}
+		}
+		group->n_launches = lowered->n_launches;
 		group->functions = f8_calloc(lowered->n_launches + 1, sizeof *group->functions);
-		group->outputs = f8_calloc(params + 1, sizeof *group->outputs);
-		if (!group->functions || !group->outputs)
+		group->tables = f8_calloc(lowered->n_launches + 1, sizeof *group->tables);
+		group->outputs = f8_calloc(bound + 1, sizeof *group->outputs);
+		if (!group->functions || !group->tables || !group->outputs)
 			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 		for (uint32_t l = 0; l < lowered->n_launches; l++) {
 			const f8_kernel *kernel = program->kernels[lowered->launches[l].kernel];
@@ -81,6 +129,9 @@ static f8_status bind_groups(f8_cpu_generated *generated, f8_diag *diag) {
 				    value != F8_NONE)
 					add_output(group, value);
 			}
+			f8_status status = bind_tables(kernel, &lowered->launches[l], group, l, diag);
+			if (status)
+				return status;
 		}
 	}
 	return F8_OK;
@@ -136,6 +187,36 @@ static f8_status make_scratch(const f8_codegen_group *group, const int64_t *symb
 	return F8_OK;
 }
 
+/* The storage of value `value` for kernel `kernel`; NULL (and the diagnostic) when a value of
+ * elements has none. */
+static void *storage_of(const f8_cpu_generated *generated, const f8_kernel *kernel,
+			f8_rt_tensor *tensors, f8_value_id value, f8_diag *diag) {
+	void *data = tensors[value].data;
+	if (!data && f8_rt_tensor_numel(&tensors[value]) != 0)
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: %%%s is not there", kernel->name,
+			    generated->graph->values[value].name);
+	return data;
+}
+
+/* Fills `cells` with `table`'s constants and the addresses of the values it names. */
+static f8_status fill_table(const f8_cpu_generated *generated, const f8_kernel *kernel,
+			    const f8_kernel_table *table, f8_rt_tensor *tensors, int64_t *cells,
+			    f8_diag *diag) {
+	size_t n = (size_t)table->n_rows * table->n_columns;
+	for (size_t i = 0; i < n; i++) {
+		const f8_kernel_table_cell *cell = &table->cells[i];
+		if (cell->value == F8_NONE) {
+			cells[i] = cell->constant;
+			continue;
+		}
+		void *data = storage_of(generated, kernel, tensors, cell->value, diag);
+		if (!data && f8_rt_tensor_numel(&tensors[cell->value]) != 0)
+			return F8_ERR_ARGUMENT;
+		cells[i] = (int64_t)(intptr_t)data;
+	}
+	return F8_OK;
+}
+
 /* Runs launch `l` of group `group` with its arguments pointed at their storage. */
 static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_t l,
 			    f8_rt_tensor *tensors, void **scratch, const int64_t *symbol_values,
@@ -154,14 +235,19 @@ static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_
 			args[p] = &sizes[p];
 			continue;
 		}
-		if (arg->scratch != F8_NONE) {
+		if (kernel->params[p].kind == F8_KIR_PARAM_TABLE) {
+			int64_t *cells = generated->groups[group].tables[l][p];
+			f8_status status = fill_table(generated, kernel, arg->table, tensors, cells,
+						      diag);
+			if (status)
+				return status;
+			buffers[p] = cells;
+		} else if (arg->scratch != F8_NONE) {
 			buffers[p] = scratch[arg->scratch];
 		} else {
-			buffers[p] = tensors[arg->value].data;
+			buffers[p] = storage_of(generated, kernel, tensors, arg->value, diag);
 			if (!buffers[p] && f8_rt_tensor_numel(&tensors[arg->value]) != 0)
-				return f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: %%%s is not there",
-						   kernel->name,
-						   generated->graph->values[arg->value].name);
+				return F8_ERR_ARGUMENT;
 		}
 		args[p] = &buffers[p];
 	}

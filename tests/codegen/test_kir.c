@@ -1,7 +1,8 @@
 /*
  * The kernel IR on its own: the builder makes the kernel of kir.h's header comment, the printer
  * writes it as that comment shows, the verifier accepts it; a transpose by tiles through a
- * shared array with masked loads, stores and atomics prints and verifies; every misuse the
+ * shared array with masked loads, stores and atomics prints and verifies, and so does a
+ * table parameter with loads and stores through its addresses; every misuse the
  * builder or the verifier should refuse is refused with a message naming the kernel;
  * allocation failure at every allocation of building a kernel is reported, never a crash.
  *
@@ -270,6 +271,98 @@ static void test_shared_refusals(void) {
 #undef FRESH
 }
 
+/*
+ * kir.h's table example: rows of (x, y) addresses; per row, y[j] = 2 x[j] for j < 8, x bf16 and
+ * y f32, through load.ptr and store.ptr.
+ */
+static f8_status build_scale_all(f8_kernel *k, f8_diag *diag) {
+	uint32_t table, rows;
+	f8_status status = f8_kir_add_param(k, "table0", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table,
+					    diag);
+	if (!status)
+		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
+	f8_kir_id r, j;
+	if (status || (status = f8_kir_begin_grid_loop(k, f8_kir_size(k, rows), &r, diag)))
+		return status;
+	f8_kir_id two = f8_kir_const_i64(k, 2), at = f8_kir_emit(k, F8_KIR_OP_MUL, r, two, F8_KIR_NONE);
+	f8_kir_id x = f8_kir_load(k, table, at);
+	f8_kir_id y = f8_kir_load(k, table, f8_kir_emit(k, F8_KIR_OP_ADD, at, f8_kir_const_i64(k, 1),
+							F8_KIR_NONE));
+	if ((status = f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 8), &j, diag)))
+		return status;
+	f8_kir_id v = f8_kir_load_ptr(k, F8_DTYPE_BF16, x, j);
+	f8_kir_id twice = f8_kir_emit(k, F8_KIR_OP_MUL, v, f8_kir_const_f32(k, 2), F8_KIR_NONE);
+	if ((status = f8_kir_store_ptr(k, F8_DTYPE_F32, y, j, twice, diag)) ||
+	    (status = f8_kir_end_loop(k, NULL, 0, diag)))
+		return status;
+	return f8_kir_end_loop(k, NULL, 0, diag);
+}
+
+/* A table parameter and accesses through its addresses: printed, verified; their misuses. */
+static void test_tables(void) {
+	f8_kernel *k = f8_kir_create("scale_all");
+	f8_diag diag = {0};
+	CHECK(k && build_scale_all(k, &diag) == F8_OK);
+	CHECK(k && f8_kir_verify(k, &diag) == F8_OK);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	if (k)
+		f8_kir_print(k, out);
+	fclose(out);
+	printf("%s", text);
+	CHECK(strstr(text, "kernel scale_all(table %table0: i64, size %rows)") != NULL);
+	CHECK(strstr(text, "= load.i64 %table0[%") != NULL);
+	CHECK(strstr(text, "= load.ptr.f32 bf16 %") != NULL);
+	CHECK(strstr(text, "store.ptr f32 %") != NULL);
+	free(text);
+	f8_kir_destroy(k);
+
+	uint32_t table, n, bad;
+	f8_kir_id var, inner;
+	k = f8_kir_create("bad");
+	CHECK(f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_F32, &bad, &diag) ==
+	      F8_ERR_INVALID);
+	CHECK(f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == F8_OK);
+	CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == F8_OK);
+	CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
+	f8_kir_id address = f8_kir_load(k, table, var);
+	CHECK(f8_kir_store(k, table, var, address, &diag) == F8_ERR_INVALID); // read only
+	CHECK(f8_kir_store_ptr(k, F8_DTYPE_F32, address, var, var, &diag) == F8_ERR_INVALID);
+	CHECK(strstr(diag.message, "another type") != NULL);
+	CHECK(f8_kir_load_ptr(k, F8_DTYPE_F64, address, var) == F8_KIR_NONE);
+	CHECK(strstr(f8_kir_error(k), "no buffer holds") != NULL);
+	f8_kir_destroy(k);
+	{ // an address computed in the block loop
+		k = f8_kir_create("bad");
+		CHECK(f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == 0);
+		CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0);
+		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
+		CHECK(f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 4), &inner, &diag) == F8_OK);
+		f8_kir_id moving = f8_kir_load(k, table, inner);
+		f8_kir_id v = f8_kir_load_ptr(k, F8_DTYPE_F32, moving, inner);
+		CHECK(f8_kir_store_ptr(k, F8_DTYPE_F32, moving, inner, v, &diag) == F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_verify(k, &diag) == F8_ERR_INVALID);
+		CHECK(strstr(diag.message, "made in a block loop") != NULL);
+		f8_kir_destroy(k);
+	}
+	{ // the block loop's variable as an address
+		k = f8_kir_create("bad");
+		CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0);
+		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
+		CHECK(f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 4), &inner, &diag) == F8_OK);
+		CHECK(f8_kir_store_ptr(k, F8_DTYPE_BF16, inner, var, f8_kir_const_f32(k, 1), &diag) ==
+		      F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
+		CHECK(f8_kir_verify(k, &diag) == F8_ERR_INVALID);
+		CHECK(strstr(diag.message, "made in a block loop") != NULL);
+		f8_kir_destroy(k);
+	}
+}
+
 static void test_allocation_failure(void) {
 	for (long after = 0;; after++) {
 		test_fail_allocations_after(after);
@@ -292,6 +385,7 @@ int main(void) {
 	test_refusals();
 	test_shared_and_masks();
 	test_shared_refusals();
+	test_tables();
 	test_allocation_failure();
 	return test_finish();
 }

@@ -12,6 +12,8 @@
  *   - grid-loop accumulators of one row per thread (add and max, f32 and i64) and their atomics;
  *   - exp, log, tanh and erf against libm in double, in ulps, with their special values;
  *   - arithmetic without contraction, NaN through max and min, integer ops and conversions;
+ *   - loads and stores through the addresses of a table parameter (bf16 in, f32 and e4m3
+ *     out), on the host;
  *   - refusals (a top-level store of a grid result, an atomic on bf16), allocation failure;
  *   - all of these kernels in one PTX module: ptxas -arch=sm_90 accepts it (when given a
  *     ptxas), no fma.rn where the kernel has a separate mul and add, sqrt.rn, div.rn, the
@@ -29,6 +31,7 @@
 
 #include <float.h>    // FLT_MAX
 #include <inttypes.h> // PRIu64, PRId64
+#include <stdint.h>   // intptr_t
 #include <math.h>     // exp, log, tanh, erf, isnan, fabs, frexp, ldexp, fmaf, floorf, sqrtf
 #include <stdio.h>    // printf, fopen, fdopen
 #include <stdlib.h>   // malloc, free, getenv, strtoull, system
@@ -828,6 +831,93 @@ static int run_ptxas(const char *ptxas, const char *ptx) {
 	return status == 0 ? 0 : 1;
 }
 
+/*
+ * gather(table %table0: i64, size %rows): a row of the table per grid iteration, (x, y, z, n):
+ * for j < n, y[j] = 2 x[j] and z[j] = x[j], with x bf16, y f32 and z e4m3, through load.ptr
+ * and store.ptr at the row's addresses.
+ */
+static f8_kernel *build_gather(void) {
+	f8_kernel *k = f8_kir_create("gather");
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	uint32_t table, rows;
+	f8_kir_id r, j;
+	f8_status status = k ? f8_kir_add_param(k, "table0", F8_KIR_PARAM_TABLE, F8_DTYPE_I64,
+						&table, &diag) : F8_ERR_NOMEM;
+	if (!status)
+		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
+	if (!status)
+		status = f8_kir_begin_grid_loop(k, f8_kir_size(k, rows), &r, &diag);
+	if (status) {
+		f8_diag_print(&diag, stdout);
+		f8_kir_destroy(k);
+		return NULL;
+	}
+	f8_kir_id cells[4], base = f8_kir_emit(k, F8_KIR_OP_MUL, r, f8_kir_const_i64(k, 4), F8_KIR_NONE);
+	for (int c = 0; c < 4; c++)
+		cells[c] = f8_kir_load(k, table, f8_kir_emit(k, F8_KIR_OP_ADD, base,
+							     f8_kir_const_i64(k, c), F8_KIR_NONE));
+	status = f8_kir_begin_block_loop(k, cells[3], &j, &diag);
+	f8_kir_id x = f8_kir_load_ptr(k, F8_DTYPE_BF16, cells[0], j);
+	f8_kir_id twice = f8_kir_emit(k, F8_KIR_OP_MUL, x, f8_kir_const_f32(k, 2), F8_KIR_NONE);
+	if (!status)
+		status = f8_kir_store_ptr(k, F8_DTYPE_F32, cells[1], j, twice, &diag);
+	if (!status)
+		status = f8_kir_store_ptr(k, F8_DTYPE_E4M3, cells[2], j, x, &diag);
+	if (!status)
+		status = f8_kir_end_loop(k, NULL, 0, &diag);
+	if (!status)
+		status = f8_kir_end_loop(k, NULL, 0, &diag);
+	if (!status)
+		status = f8_kir_verify(k, &diag);
+	if (status) {
+		f8_diag_print(&diag, stdout);
+		f8_kir_destroy(k);
+		return NULL;
+	}
+	return k;
+}
+
+/* gather on the host over three rows of odd lengths (one empty), each element against
+ * ir/fp8.h. Host only, also with --gpu: its table holds host addresses. */
+static void check_gather(void) {
+	enum { ROWS = 3 };
+	const int64_t lengths[ROWS] = {37, 0, 300};
+	uint16_t *x[ROWS];
+	float *y[ROWS];
+	uint8_t *z[ROWS];
+	int64_t cells[ROWS * 4];
+	for (int r = 0; r < ROWS; r++) {
+		x[r] = malloc((size_t)lengths[r] * sizeof *x[r] + 2);
+		y[r] = malloc((size_t)lengths[r] * sizeof *y[r] + 4);
+		z[r] = malloc((size_t)lengths[r] + 1);
+		for (int64_t e = 0; e < lengths[r]; e++)
+			x[r][e] = (uint16_t)f8_float_encode(F8_DTYPE_BF16, rng_uniform(-600, 600), false);
+		int64_t row[4] = {(int64_t)(intptr_t)x[r], (int64_t)(intptr_t)y[r],
+				  (int64_t)(intptr_t)z[r], lengths[r]};
+		memcpy(&cells[r * 4], row, sizeof row);
+	}
+	int64_t *table = cells, rows = ROWS;
+	void *args[2] = {&table, &rows};
+	f8_host_kernel kernel = f8_host_jit_lookup(jit, "gather");
+	CHECK(kernel != NULL);
+	if (kernel)
+		kernel(args);
+	size_t wrong = 0;
+	for (int r = 0; r < ROWS; r++) {
+		for (int64_t e = 0; kernel && e < lengths[r]; e++) {
+			float v = f8_float_decode(F8_DTYPE_BF16, x[r][e]);
+			wrong += bits_of(y[r][e]) != bits_of(2 * v) ||
+				 z[r][e] != f8_float_encode(F8_DTYPE_E4M3, v, true);
+		}
+		free(x[r]);
+		free(y[r]);
+		free(z[r]);
+	}
+	printf("gather through a table: %zu wrong\n", wrong);
+	CHECK(wrong == 0);
+}
+
 static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *ptxas) {
 	f8_llvm_geometry geometry[16];
 	char *ptx = NULL;
@@ -846,6 +936,7 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *p
 	for (uint32_t k = 0; k < n; k++) {
 		CHECK(entry_has(ptx, kernels[k]->name, ".maxntid 256"));
 		bool blocks = strcmp(kernels[k]->name, "softmax") == 0 ||
+			      strcmp(kernels[k]->name, "gather") == 0 ||
 			      strncmp(kernels[k]->name, "cast_", 5) == 0;
 		CHECK(geometry[k].threads_per_block == 256 && geometry[k].max_blocks == 132 * 8);
 		CHECK(geometry[k].rows_per_block == (blocks ? 1u : 256u));
@@ -864,6 +955,9 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *p
 	CHECK(entry_has(ptx, "grid_stats", "atom.global.max.u32") ||
 	      entry_has(ptx, "grid_stats", "red.global.max.u32"));
 	CHECK(strstr(ptx, "approx") == NULL); // no approximate division, sqrt or math
+	// through the table's addresses: global loads and stores, the e4m3 by cvt
+	CHECK(entry_has(ptx, "gather", "ld.global.u16") && entry_has(ptx, "gather", "st.global.f32"));
+	CHECK(entry_has(ptx, "gather", "cvt.rn.satfinite.e4m3x2.f32"));
 	CHECK(run_ptxas(ptxas, ptx) <= 0);
 	if (getenv("F8_TEST_PTX_OUT")) { // for running the module on a GPU elsewhere
 		FILE *file = fopen(getenv("F8_TEST_PTX_OUT"), "w");
@@ -918,7 +1012,8 @@ int main(int argc, char **argv) {
 				build_grid_stats(),
 				build_math(),
 				build_arith(),
-				build_mixed()};
+				build_mixed(),
+				build_gather()};
 	enum { N_KERNELS = sizeof kernels / sizeof *kernels };
 	bool built = true;
 	for (int k = 0; k < N_KERNELS; k++)
@@ -970,6 +1065,7 @@ int main(int argc, char **argv) {
 		check_math_specials();
 		check_arith();
 		check_mixed();
+		check_gather();
 		check_refusals();
 		check_allocation_failure(all);
 		check_ptx(all, N_KERNELS, ptxas);

@@ -15,13 +15,14 @@
 #define _POSIX_C_SOURCE 200809L // rand_r
 
 #include <math.h>   // fabs, isnan, nextafterf
+#include <stdarg.h> // va_list (adamw_many_text)
 #include <stdio.h>  // printf, snprintf
 #include <stdlib.h> // rand_r
 #include <string.h> // strlen, strstr
 #include <time.h>   // time
 
 #include "frontend/frontend.h"   // f8_frontend_load
-#include "ir/alloc.h"            // f8_free
+#include "ir/alloc.h"            // f8_malloc, f8_realloc, f8_free
 #include "ir/fp8.h"              // f8_float_decode
 #include "ir/text.h"             // f8_text_parse
 #include "passes/pipeline.h"     // f8_pipeline_run_with
@@ -352,6 +353,31 @@ static const char layer_norm_cast[] =
 	"  output %n8, %n8t, %si, %sit, %amax, %mean, %rstd\n"
 	"}\n";
 
+/* Constant dims that are multiples of 4, not of 64 (132 x 200): the transposing kernel moves
+ * the codes as 4-byte words, its tiles ending part-way in both directions. */
+static const char layer_norm_cast_words[] =
+	"graph layer_norm_cast_words {\n"
+	"  input %x : f32[3, 44, 200]\n"
+	"  input %gamma : f32[200]\n"
+	"  input %beta : f32[200]\n"
+	"  scale %table : f32[3]\n"
+	"  %n, %mean, %rstd = LayerNorm(%x, %gamma, %beta) {epsilon=1e-05}\n"
+	"  %n8, %n8t, %si, %sit, %amax = CastTranspose(%n, %table) {to=e4m3, slot=2}\n"
+	"  output %n8, %n8t, %si, %sit, %amax, %mean, %rstd\n"
+	"}\n";
+
+/* The same by words with RMSNorm (bf16) and E5M2, only the transposed codes leaving the group:
+ * the norm kernel leaves the codes in a scratch buffer. */
+static const char rms_norm_cast_words[] =
+	"graph rms_norm_cast_words {\n"
+	"  input %x : bf16[68, 136]\n"
+	"  input %gamma : bf16[136]\n"
+	"  scale %table : f32[2]\n"
+	"  %n, %rstd = RMSNorm(%x, %gamma) {epsilon=1e-06}\n"
+	"  %n8, %n8t, %si, %sit, %amax = CastTranspose(%n, %table) {to=e5m2, slot=1}\n"
+	"  output %n8t, %sit, %amax\n"
+	"}\n";
+
 static const char rms_norm_quantize[] =
 	"graph rms_norm_quantize {\n"
 	"  input %x : bf16[s, 72]\n"
@@ -399,6 +425,35 @@ static const char cross_entropy[] =
 	"  input %labels : i64[s]\n"
 	"  %loss, %lse = CrossEntropy(%logits, %labels) {ignore_index=-100, reduction=\"mean\"}\n"
 	"  output %loss, %lse\n"
+	"}\n";
+
+/* Vocabularies longer than a segment of codegen/lower_multi.c (6144 logits, kept in shared
+ * memory): 20000 is three whole segments and a short one, each row's segments combined by a
+ * second kernel; f32 rows of 20000 are 16-byte aligned, bf16 ones alternate. */
+static const char cross_entropy_segments[] =
+	"graph cross_entropy_segments {\n"
+	"  input %logits : f32[s, 20000]\n"
+	"  input %labels : i64[s]\n"
+	"  %loss, %lse = CrossEntropy(%logits, %labels) {ignore_index=-100, reduction=\"mean\"}\n"
+	"  output %loss, %lse\n"
+	"}\n";
+
+static const char cross_entropy_segments_bf16[] =
+	"graph cross_entropy_segments_bf16 {\n"
+	"  input %logits : bf16[b, s, 20004]\n"
+	"  input %labels : i64[b, s]\n"
+	"  %loss, %lse = CrossEntropy(%logits, %labels) {ignore_index=-100, reduction=\"none\"}\n"
+	"  output %loss, %lse\n"
+	"}\n";
+
+/* A vocabulary that is no constant (80 here; labels go up to 49): no shared array fits every
+ * length, the row is read twice. */
+static const char cross_entropy_symbolic[] =
+	"graph cross_entropy_symbolic {\n"
+	"  input %logits : f32[b, 2*s]\n"
+	"  input %labels : i64[b]\n"
+	"  %loss = CrossEntropy(%logits, %labels) {ignore_index=-100, reduction=\"sum\"}\n"
+	"  output %loss\n"
 	"}\n";
 
 static const char cross_entropy_grad[] =
@@ -658,13 +713,13 @@ static void check_data_error(const char *title, const char *text, f8_kernel_fami
  * rounds to (codegen/lower_optimizer.c), and the update's f32 arithmetic is the reference's op
  * for op.
  */
-static void check_adamw_exact(void) {
-	printf("AdamW bit for bit at steps 1 to 3000\n");
+static void adamw_exact(const char *title, const char *text, int64_t steps) {
+	printf("%s\n", title);
 	f8_graph *graph = NULL;
 	f8_diag diag = {0};
 	uint32_t group = 0;
 	f8_cpu_generated *generated = NULL;
-	f8_status status = f8_text_parse(adamw_multi, strlen(adamw_multi), "adamw", &graph, &diag);
+	f8_status status = f8_text_parse(text, strlen(text), "adamw", &graph, &diag);
 	if (!status)
 		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
 	if (!status)
@@ -698,7 +753,7 @@ static void check_adamw_exact(void) {
 	const double rates[3] = {3e-4, 1e-3, 6e-3};
 	f8_value_id lr = f8_graph_find_value(graph, "lr", 2), step = f8_graph_find_value(graph, "step", 4);
 	int64_t differ = 0, compared = 0;
-	for (int64_t t = 1; t <= 3000; t++) {
+	for (int64_t t = 1; t <= steps; t++) {
 		f8_rt_tensor_set(&tensors[lr], 0, rates[t % 3]);
 		f8_rt_tensor_set(&tensors[step], 0, (double)t);
 		values reference = {.tensor = f8_calloc(graph->n_values, sizeof *v.tensor),
@@ -733,6 +788,85 @@ static void check_adamw_exact(void) {
 	f8_free(v.tensor);
 	f8_cpu_generated_destroy(generated);
 	f8_graph_destroy(graph);
+}
+
+static void check_adamw_exact(void) {
+	adamw_exact("AdamW bit for bit at steps 1 to 3000", adamw_multi, 3000);
+}
+
+/* Appends printf-style text to the growing *text (its length *used, capacity *capacity). */
+static void append(char **text, size_t *used, size_t *capacity, const char *format, ...)
+	__attribute__((format(printf, 4, 5)));
+static void append(char **text, size_t *used, size_t *capacity, const char *format, ...) {
+	for (;;) {
+		va_list args;
+		va_start(args, format);
+		int n = vsnprintf(*text + *used, *capacity - *used, format, args);
+		va_end(args);
+		if (n >= 0 && (size_t)n < *capacity - *used) {
+			*used += (size_t)n;
+			return;
+		}
+		*capacity = 2 * *capacity + (size_t)(n > 0 ? n : 0);
+		*text = f8_realloc(*text, *capacity);
+		CHECK(*text != NULL);
+	}
+}
+
+/*
+ * An optimizer of `n` parameters of odd sizes (1 to 9000 elements: one chunk of the kernel's
+ * 4096 and several, and the last one partial), f32 and bf16, weight decays 0, 0.1 and 0.01
+ * (a table column), some without the clipping factor, some with other betas and epsilon, some
+ * without a zeroing, and a zeroing of no parameter's gradient: more kinds of tensor than one
+ * launch takes (codegen/lower_optimizer.c's variants), so it is cut into several, each with
+ * its table. The text, f8_malloc'd.
+ */
+static char *adamw_many_text(uint32_t n) {
+	size_t used = 0, capacity = 4096;
+	char *text = f8_malloc(capacity);
+	CHECK(text != NULL);
+	text[0] = '\0';
+	append(&text, &used, &capacity, "graph adamw_many {\n  input %%lr : f32[]\n"
+	       "  input %%step : i64[]\n  input %%clip : f32[]\n  state %%orphan : f32[77]\n");
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t numel = 1 + (i * 7919u) % 9000u;
+		const char *dtype = i % 5 == 1 ? "bf16" : "f32";
+		append(&text, &used, &capacity, "  param %%p%u : %s[%u]\n  state %%p%u.grad : %s[%u]\n"
+		       "  state %%p%u.m : f32[%u]\n  state %%p%u.v : f32[%u]\n", i, dtype, numel, i,
+		       dtype, numel, i, numel, i, numel);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t numel = 1 + (i * 7919u) % 9000u;
+		const char *dtype = i % 5 == 1 ? "bf16" : "f32";
+		const char *decay = i % 3 == 0 ? "0" : i % 3 == 1 ? "0.1" : "0.01";
+		const char *betas = i % 50 == 7 ? "beta1=0.8, beta2=0.95, epsilon=1e-06, " : "";
+		append(&text, &used, &capacity, "  %%p%u.n, %%p%u.mn, %%p%u.vn = AdamW(%%p%u, %%p%u.grad, "
+		       "%%p%u.m, %%p%u.v, %%lr, %%step%s) {%sweight_decay=%s}\n", i, i, i, i, i, i, i,
+		       i % 7 == 3 ? "" : ", %clip", betas, decay);
+		if (i % 4 != 3)
+			append(&text, &used, &capacity, "  %%p%u.zero = ConstantOfShape() {shape=[%u], "
+			       "value=%s[](0)}\n", i, numel, dtype);
+	}
+	append(&text, &used, &capacity, "  %%orphan.zero = ConstantOfShape() {shape=[77], "
+	       "value=f32[](0.5)}\n  output");
+	for (uint32_t i = 0; i < n; i++)
+		append(&text, &used, &capacity, "%s %%p%u.n, %%p%u.mn, %%p%u.vn", i ? "," : "", i, i, i);
+	append(&text, &used, &capacity, "\n  update %%orphan <- %%orphan.zero\n");
+	for (uint32_t i = 0; i < n; i++)
+		if (i % 4 != 3)
+			append(&text, &used, &capacity, "  update %%p%u.grad <- %%p%u.zero\n", i, i);
+	append(&text, &used, &capacity, "}\n");
+	return text;
+}
+
+/* 300 parameters (adamw_many_text): within the rule of case_compare, then bit for bit at steps
+ * 1 to 40. */
+static void check_adamw_many(void) {
+	char *text = adamw_many_text(300);
+	check_text_group("AdamW of 300 parameters + zeroing: launches of tables", text,
+			 F8_KERNEL_FAMILY_OPTIMIZER);
+	adamw_exact("AdamW of 300 parameters bit for bit at steps 1 to 40", text, 40);
+	f8_free(text);
 }
 
 /* A model's training step through the whole pipeline (batch x seq tokens): every group it
@@ -775,6 +909,10 @@ int main(int argc, char **argv) {
 	printf("seed %u (F8_TEST_SEED=%u repeats this run)\n", seed, seed);
 	check_text_group("elementwise chain, broadcast", chain, F8_KERNEL_FAMILY_ELEMENTWISE);
 	check_text_group("LayerNorm + CastTranspose", layer_norm_cast, F8_KERNEL_FAMILY_NORM);
+	check_text_group("LayerNorm + CastTranspose, codes transposed as words",
+			 layer_norm_cast_words, F8_KERNEL_FAMILY_NORM);
+	check_text_group("RMSNorm (bf16) + CastTranspose E5M2 through scratch, as words",
+			 rms_norm_cast_words, F8_KERNEL_FAMILY_NORM);
 	check_text_group("RMSNorm (bf16) + Quantize", rms_norm_quantize, F8_KERNEL_FAMILY_NORM);
 	check_text_group("GeluGrad + CastTranspose + dbias", gelu_grad_cast,
 			 F8_KERNEL_FAMILY_ACTIVATION_GRAD);
@@ -782,6 +920,12 @@ int main(int argc, char **argv) {
 			 F8_KERNEL_FAMILY_ELEMENTWISE);
 	check_text_group("CastTranspose alone", cast_only, F8_KERNEL_FAMILY_CAST);
 	check_text_group("CrossEntropy (mean)", cross_entropy, F8_KERNEL_FAMILY_CROSS_ENTROPY);
+	check_text_group("CrossEntropy, vocabulary of 20000 in segments (mean)",
+			 cross_entropy_segments, F8_KERNEL_FAMILY_CROSS_ENTROPY);
+	check_text_group("CrossEntropy, vocabulary of 20004 in segments (bf16, none)",
+			 cross_entropy_segments_bf16, F8_KERNEL_FAMILY_CROSS_ENTROPY);
+	check_text_group("CrossEntropy, symbolic vocabulary (sum)", cross_entropy_symbolic,
+			 F8_KERNEL_FAMILY_CROSS_ENTROPY);
 	check_text_group("CrossEntropyGrad (bf16 logits)", cross_entropy_grad,
 			 F8_KERNEL_FAMILY_CROSS_ENTROPY);
 	check_text_group("ScalingUpdate (4 slots, margin 1)", scaling_update,
@@ -815,6 +959,7 @@ int main(int argc, char **argv) {
 	check_text_group("AdamW of 3 parameters + zeroing: one multi-tensor kernel", adamw_multi,
 			 F8_KERNEL_FAMILY_OPTIMIZER);
 	check_adamw_exact();
+	check_adamw_many();
 	check_data_error("CrossEntropy with a label outside the vocabulary", cross_entropy,
 			 F8_KERNEL_FAMILY_CROSS_ENTROPY, "labels", "outside the vocabulary");
 	check_data_error("Embedding with an id outside the table", embedding,

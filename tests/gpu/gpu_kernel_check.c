@@ -8,7 +8,10 @@
  * wrote cannot pass), zeroes what is only accumulated into and the scratch buffers, as the ABI
  * asks, runs the launches with their kernels' geometry, synchronizes (a fault of a kernel shows
  * there), reads the data-error flag where the group has one, copies the outputs back and
- * compares them with the reference by tests/codegen/case_compare.h's rule. It also counts the
+ * compares them with the reference by tests/codegen/case_compare.h's rule. A table parameter
+ * (the optimizer's) is built once the case's buffers are allocated: its cells' constants and
+ * the device addresses of the values they name, copied to the device (cuMemAlloc,
+ * cuMemcpyHtoD). It also counts the
  * outputs bit-identical with the host JIT's (which come as a hash of their bytes:
  * make_kernel_cases.c says why). One line per case, a summary, exit status 1 on any failure.
  *
@@ -51,7 +54,8 @@ typedef struct case_buffer {
 	int64_t dims[F8_MAX_RANK];
 	int64_t count;       // elements
 	size_t bytes;        // count * element size
-	const char *random;  // inputs: normal, scale, bool, label or amax
+	const char *random;  // inputs: normal, scale, bool, label, id, amax, moment, rate, step
+			     // or fraction (make_kernel_cases.c's policies)
 	bool fp8_neighbour;  // outputs: FP8 codes may be one apart from the reference
 	bool jit_matches;    // outputs: the host JIT's output is within the rule
 	uint64_t jit_hash;   // outputs: case_hash of the host JIT's bytes
@@ -65,7 +69,9 @@ typedef struct case_launch {
 	int64_t rows;        // the grid loop's trip count
 	uint32_t n_params;
 	int64_t *sizes;      // (n_params) the size arguments
-	void **args;         // (n_params) kernelParams: &buffer.device or &sizes[p]
+	void **args;         // (n_params) kernelParams: &buffer.device, &sizes[p] or &tables[p]
+	json_t **table_json; // (n_params) a table parameter's manifest entry, else NULL
+	CUdeviceptr *tables; // (n_params) a table parameter's device copy (prepare makes it)
 	CUfunction function;
 } case_launch;
 
@@ -187,6 +193,8 @@ static void parse_launch(json_t *entry, kernel_case *c, case_launch *launch) {
 	launch->n_params = (uint32_t)json_array_size(params);
 	launch->sizes = checked(calloc(launch->n_params + 1, sizeof *launch->sizes));
 	launch->args = checked(calloc(launch->n_params + 1, sizeof *launch->args));
+	launch->table_json = checked(calloc(launch->n_params + 1, sizeof *launch->table_json));
+	launch->tables = checked(calloc(launch->n_params + 1, sizeof *launch->tables));
 	for (uint32_t p = 0; p < launch->n_params; p++) {
 		json_t *param = json_array_get(params, p);
 		json_t *value = json_object_get(param, "value"), *scratch = json_object_get(param,
@@ -196,7 +204,10 @@ static void parse_launch(json_t *entry, kernel_case *c, case_launch *launch) {
 			index = json_integer_value(value);
 		else if (json_is_integer(scratch))
 			index = c->n_values + json_integer_value(scratch);
-		if (json_is_integer(json_object_get(param, "size"))) {
+		if (json_is_object(json_object_get(param, "table"))) {
+			launch->table_json[p] = json_object_get(param, "table");
+			launch->args[p] = &launch->tables[p];
+		} else if (json_is_integer(json_object_get(param, "size"))) {
 			launch->sizes[p] = get_integer(param, "size", c->name);
 			launch->args[p] = &launch->sizes[p];
 		} else if (index >= 0 && index < (json_int_t)c->n_buffers) {
@@ -262,14 +273,53 @@ static void free_case(kernel_case *c) {
 		if (f8_cuda_free(c->buffers[i].device, &diag))
 			die(c->name, &diag);
 	for (uint32_t l = 0; l < c->n_launches; l++) {
+		for (uint32_t p = 0; p < c->launches[l].n_params; p++)
+			if (f8_cuda_free(c->launches[l].tables[p], &diag))
+				die(c->name, &diag);
 		free(c->launches[l].sizes);
 		free(c->launches[l].args);
+		free(c->launches[l].table_json);
+		free(c->launches[l].tables);
 	}
 	free(c->launches);
 	free(c->buffers);
 }
 
-/* Finds every launch's function and allocates every buffer of the case. */
+/*
+ * The device copy of a table parameter (make_kernel_cases.c's manifest says its form): each
+ * row's i64s, a size column's cell its constant, an in or out column's the device address of
+ * the case's value it names (0 for null). The buffers are allocated before.
+ */
+static f8_status make_table(const kernel_case *c, json_t *table, CUdeviceptr *device,
+			    f8_diag *diag) {
+	json_t *columns = json_object_get(table, "columns"), *rows = json_object_get(table, "rows");
+	size_t n_columns = json_array_size(columns), n_rows = json_array_size(rows);
+	int64_t *cells = checked(calloc(n_rows * n_columns + 1, sizeof *cells));
+	for (size_t r = 0; r < n_rows; r++) {
+		json_t *row = json_array_get(rows, r);
+		if (json_array_size(row) != n_columns)
+			manifest_error(c->name, "has a table row of another width", "");
+		for (size_t k = 0; k < n_columns; k++) {
+			json_t *cell = json_array_get(row, k);
+			const char *kind = json_string_value(json_array_get(columns, k));
+			bool address = kind && strcmp(kind, "size") != 0;
+			json_int_t i = json_integer_value(cell);
+			if (!json_is_null(cell) && (!json_is_integer(cell) ||
+						    (address && (i < 0 || i >= (json_int_t)c->n_values))))
+				manifest_error(c->name, "has a table cell that names no value", "");
+			cells[r * n_columns + k] = json_is_null(cell) ? 0
+				: address ? (int64_t)c->buffers[i].device : (int64_t)i;
+		}
+	}
+	size_t bytes = n_rows * n_columns * sizeof *cells;
+	f8_status status = bytes ? f8_cuda_alloc(bytes, device, diag) : F8_OK;
+	if (!status && bytes)
+		status = f8_cuda_copy_to_device(*device, cells, bytes, diag);
+	free(cells);
+	return status;
+}
+
+/* Finds every launch's function and allocates every buffer of the case, then the tables. */
 static f8_status prepare(CUmodule module, kernel_case *c, f8_diag *diag) {
 	f8_status status = F8_OK;
 	for (uint32_t l = 0; !status && l < c->n_launches; l++)
@@ -278,6 +328,11 @@ static f8_status prepare(CUmodule module, kernel_case *c, f8_diag *diag) {
 	for (uint32_t i = 0; !status && i < c->n_buffers; i++)
 		if (c->buffers[i].bytes)
 			status = f8_cuda_alloc(c->buffers[i].bytes, &c->buffers[i].device, diag);
+	for (uint32_t l = 0; !status && l < c->n_launches; l++)
+		for (uint32_t p = 0; !status && p < c->launches[l].n_params; p++)
+			if (c->launches[l].table_json[p])
+				status = make_table(c, c->launches[l].table_json[p],
+						    &c->launches[l].tables[p], diag);
 	return status;
 }
 
@@ -449,6 +504,14 @@ static void draw(f8_dtype dtype, const char *policy, void *to) {
 		x = (double)(int)(50 * uniform());
 	else if (strcmp(policy, "amax") == 0)
 		x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : 4.0 * uniform();
+	else if (strcmp(policy, "moment") == 0)
+		x = 4.0 * uniform();
+	else if (strcmp(policy, "rate") == 0)
+		x = 0.01 * u;
+	else if (strcmp(policy, "step") == 0)
+		x = 1 + (double)(int)(3000 * u);
+	else if (strcmp(policy, "fraction") == 0)
+		x = u;
 	else
 		x = 4.0 * sqrt(-2.0 * log(uniform())) * cos(6.283185307179586 * uniform());
 	f8_rt_tensor one = {.dtype = dtype, .rank = 0, .data = to,
@@ -459,7 +522,7 @@ static void draw(f8_dtype dtype, const char *policy, void *to) {
 /* Random pools on the device, one per (dtype, policy), that inputs are tiled from: drawing
  * hundreds of megabytes on the host for every case would cost more than the run. A pool holds
  * up to POOL_ELEMENTS (64 MB of f32, beyond the 60 MB L2), fewer when no input needs more. */
-enum { POOL_ELEMENTS = 1 << 24, MAX_POOLS = 16 };
+enum { POOL_ELEMENTS = 1 << 24, MAX_POOLS = 24 };
 typedef struct pool {
 	f8_dtype dtype;
 	const char *policy;

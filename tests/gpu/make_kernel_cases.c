@@ -8,7 +8,9 @@
  * 97, batch 2, seq 40) with FP8, whose 80 rows and 272 columns end tiles of 64 part-way and
  * whose logits' rows (97) are unaligned for any vector access, and a few groups of text IR
  * (odd_groups) at shapes FP8 GEMMs would refuse: rows and columns that leave every 16-byte
- * access unaligned, rows of at least 256 for the row kernels of broadcasting groups. Each group
+ * access unaligned, rows of at least 256 for the row kernels of broadcasting groups, and an
+ * optimizer of three odd-sized parameters (f32 and bf16; the models' own optimizer groups are
+ * too large for a check run: see optimizer() below), whose launch builds a table. Each group
  * that brings a kernel not seen before is one case, its launches in order (most groups have one
  * kernel; a cross-entropy has a second that reduces the rows, a norm with a CastTranspose one
  * that transposes the codes). Inputs are
@@ -39,8 +41,12 @@
  *    "error": what a nonzero scratch[error_scratch] (i64) means, or null, "error_scratch",
  *    "launches": [{"kernel", "geometry": {"threads_per_block", "rows_per_block",
  *                  "max_blocks", "shared_bytes"}, "grid_sizes": [param index, ...], "rows",
- *                  "params": [{"name", "kind": in|out|acc|size,
- *                              then "value" or "scratch" (an index) or "size" (the value)}]}]}]}
+ *                  "params": [{"name", "kind": in|out|acc|size|table,
+ *                              then "value" or "scratch" (an index) or "size" (the value)
+ *                              or "table": {"columns": [in|out|size, ...], "rows": [[cell,
+ *                              ...], ...]}: an in or out column's cell the index of a value
+ *                              (its device address goes there) or null (0), a size
+ *                              column's the constant}]}]}]}
  * An "acc" value is written only by atomics: zeroed before the first launch, not poisoned.
  *
  * Exit status 1 when the host JIT is outside the rule (the cases are written all the same), so
@@ -87,6 +93,7 @@ static double normal(void) {
 typedef struct model {
 	const char *label;   // "gpt-tiny-fp8": the first part of case and tensor names
 	const char *prefix;  // "gpt_tiny_fp8": kernel names start with it, "" for none
+	bool text;           // a group of text IR, small: its optimizer's group is a case too
 	f8_graph *graph;
 	f8_codegen_program *program;
 	f8_cpu_generated *generated; // NULL in bench mode
@@ -196,13 +203,31 @@ static bool read_as_ids(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	return false;
 }
 
-/* How an input is drawn (test_lower_groups.c's policy): scales and amax histories positive,
+/* The input position at which a member AdamW of `group` reads `id`, or -1. */
+static int adamw_input(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		for (uint32_t j = 0; node->group == group && node->op == F8_OP_ADAMW &&
+				     j < node->n_inputs; j++)
+			if (node->inputs[j] == id)
+				return (int)j;
+	}
+	return -1;
+}
+
+/* How an input is drawn (test_lower_groups.c's policy): AdamW's exp_avg_sq positive
+ * ("moment"), its learning rate in (0, 0.01) ("rate"), its step from 1 to 3000 ("step"), its
+ * clipping factor in (0, 1] ("fraction"); scales and amax histories positive,
  * 0.25 to 8, as scaling tables hold; the amaxes a ScalingUpdate reads positive with now and
  * then a NaN, an infinity or a 0; an embedding's ids below 50 (every model here has more rows);
  * integers labels below 50 with now and then ignore_index (-100); booleans either way; the rest
  * normal with a spread of 1 to 41, so that casts both saturate and underflow. */
 static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	const f8_value *value = &graph->values[id];
+	static const char *const adamw[7] = {NULL, NULL, NULL, "moment", "rate", "step", "fraction"};
+	int j = adamw_input(graph, group, id);
+	if (j >= 0 && j < 7 && adamw[j])
+		return adamw[j];
 	if (value->role == F8_ROLE_SCALE || value->role == F8_ROLE_AMAX_HISTORY)
 		return "scale";
 	if (value->type.dtype == F8_DTYPE_BOOL)
@@ -229,6 +254,14 @@ static void fill_random(const char *policy, f8_rt_tensor *tensor) {
 			x = (double)(int)(50 * uniform());
 		else if (strcmp(policy, "amax") == 0)
 			x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : fabs(normal() * spread);
+		else if (strcmp(policy, "moment") == 0)
+			x = fabs(normal() * spread);
+		else if (strcmp(policy, "rate") == 0)
+			x = 0.01 * u;
+		else if (strcmp(policy, "step") == 0)
+			x = 1 + (double)(int)(3000 * u);
+		else if (strcmp(policy, "fraction") == 0)
+			x = u;
 		else
 			x = normal() * spread;
 		f8_rt_tensor_set(tensor, i, x);
@@ -331,8 +364,24 @@ static json_t *members_text(const f8_graph *graph, uint32_t group) {
 	return json_string(text);
 }
 
-/* The values the launches of group `g` bind, each "out" when a launch writes it (OUT), "acc"
- * when launches only combine into it (ACCUMULATE), else "in". */
+/* Adds value `id` to `v` (once), bound by a parameter or a table column of `kind`. */
+static void bind_value(case_values *v, f8_value_id id, f8_kir_param_kind kind) {
+	uint32_t i = 0;
+	while (i < v->n && v->ids[i] != id)
+		i++;
+	if (i == v->n) {
+		v->ids[v->n] = id;
+		v->use[v->n++] = "in";
+	}
+	if (kind == F8_KIR_PARAM_OUT)
+		v->use[i] = "out";
+	else if (kind == F8_KIR_PARAM_ACCUMULATE && strcmp(v->use[i], "out") != 0)
+		v->use[i] = "acc";
+}
+
+/* The values the launches of group `g` bind, by their parameters or in their tables' cells,
+ * each "out" when a launch writes it (OUT), "acc" when launches only combine into it
+ * (ACCUMULATE), else "in". */
 static case_values bound_values(const f8_codegen_program *program, uint32_t g, uint32_t n_values) {
 	const f8_codegen_group *group = &program->groups[g];
 	case_values v = {.ids = checked(f8_calloc(n_values + 1, sizeof *v.ids)),
@@ -340,24 +389,42 @@ static case_values bound_values(const f8_codegen_program *program, uint32_t g, u
 	for (uint32_t l = 0; l < group->n_launches; l++) {
 		const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
 		for (uint32_t p = 0; p < kernel->n_params; p++) {
-			f8_value_id id = group->launches[l].args[p].value;
+			const f8_kernel_arg *arg = &group->launches[l].args[p];
 			f8_kir_param_kind kind = kernel->params[p].kind;
-			if (kind == F8_KIR_PARAM_SIZE || id == F8_NONE)
-				continue;
-			uint32_t i = 0;
-			while (i < v.n && v.ids[i] != id)
-				i++;
-			if (i == v.n) {
-				v.ids[v.n] = id;
-				v.use[v.n++] = "in";
-			}
-			if (kind == F8_KIR_PARAM_OUT)
-				v.use[i] = "out";
-			else if (kind == F8_KIR_PARAM_ACCUMULATE && strcmp(v.use[i], "out") != 0)
-				v.use[i] = "acc";
+			const f8_kernel_table *table = arg->table;
+			for (size_t c = 0; table && c < (size_t)table->n_rows * table->n_columns; c++)
+				if (table->cells[c].value != F8_NONE)
+					bind_value(&v, table->cells[c].value,
+						   table->columns[c % table->n_columns]);
+			if (kind != F8_KIR_PARAM_SIZE && arg->value != F8_NONE)
+				bind_value(&v, arg->value, kind);
 		}
 	}
 	return v;
+}
+
+/* A table's manifest entry: {"columns": [kind...], "rows": [[cell...]...]}, a cell of an in
+ * or out column the index of its value in `v` or null (no buffer: the address 0), of a size
+ * column the constant. */
+static json_t *table_json(const f8_kernel_table *table, const case_values *v) {
+	json_t *columns = json_array(), *rows = json_array();
+	for (uint32_t c = 0; c < table->n_columns; c++)
+		json_array_append_new(columns, json_string(f8_kir_param_kind_name(table->columns[c])));
+	for (uint32_t r = 0; r < table->n_rows; r++) {
+		json_t *row = json_array();
+		for (uint32_t c = 0; c < table->n_columns; c++) {
+			const f8_kernel_table_cell *cell = &table->cells[(size_t)r * table->n_columns + c];
+			uint32_t i = 0;
+			while (cell->value != F8_NONE && v->ids[i] != cell->value)
+				i++;
+			json_array_append_new(row, cell->value != F8_NONE ? json_integer(i)
+					      : table->columns[c] == F8_KIR_PARAM_SIZE
+						      ? json_integer(cell->constant)
+						      : json_null());
+		}
+		json_array_append_new(rows, row);
+	}
+	return json_pack("{s:o, s:o}", "columns", columns, "rows", rows);
 }
 
 static json_t *geometry_json(const f8_llvm_geometry *geometry) {
@@ -393,6 +460,8 @@ static json_t *launches_json(const f8_codegen_program *program, uint32_t g, cons
 					exit(1);
 				}
 				json_object_set_new(entry, "size", json_integer(size));
+			} else if (param->kind == F8_KIR_PARAM_TABLE) {
+				json_object_set_new(entry, "table", table_json(arg->table, v));
 			} else if (arg->value != F8_NONE) {
 				uint32_t i = 0;
 				while (v->ids[i] != arg->value)
@@ -598,6 +667,37 @@ static const struct odd_group {
 	 "  %c = Cast(%y) {to=bf16}\n"
 	 "  output %c\n"
 	 "}\n"},
+	{"odd-adamw", "odd_adamw", F8_KERNEL_FAMILY_OPTIMIZER,
+	 "graph odd_adamw {\n"
+	 "  param %w : f32[37, 70]\n"
+	 "  param %b : bf16[301]\n"
+	 "  param %e : f32[5000]\n"
+	 "  state %w.grad : f32[37, 70]\n"
+	 "  state %b.grad : bf16[301]\n"
+	 "  state %e.grad : f32[5000]\n"
+	 "  state %w.m : f32[37, 70]\n"
+	 "  state %w.v : f32[37, 70]\n"
+	 "  state %b.m : f32[301]\n"
+	 "  state %b.v : f32[301]\n"
+	 "  state %e.m : f32[5000]\n"
+	 "  state %e.v : f32[5000]\n"
+	 "  input %lr : f32[]\n"
+	 "  input %step : i64[]\n"
+	 "  input %clip : f32[]\n"
+	 "  %w2, %wm2, %wv2 = AdamW(%w, %w.grad, %w.m, %w.v, %lr, %step, %clip) "
+	 "{weight_decay=0.1}\n"
+	 "  %w.zero = ConstantOfShape() {shape=[37, 70], value=f32[](0)}\n"
+	 "  %b2, %bm2, %bv2 = AdamW(%b, %b.grad, %b.m, %b.v, %lr, %step, %clip) "
+	 "{weight_decay=0}\n"
+	 "  %b.zero = ConstantOfShape() {shape=[301], value=bf16[](0)}\n"
+	 "  %e2, %em2, %ev2 = AdamW(%e, %e.grad, %e.m, %e.v, %lr, %step, %clip) "
+	 "{weight_decay=0.01}\n"
+	 "  %e.zero = ConstantOfShape() {shape=[5000], value=f32[](0)}\n"
+	 "  output %w2, %wm2, %wv2, %b2, %bm2, %bv2, %e2, %em2, %ev2\n"
+	 "  update %w.grad <- %w.zero\n"
+	 "  update %b.grad <- %b.zero\n"
+	 "  update %e.grad <- %e.zero\n"
+	 "}\n"},
 	{"odd-gelu", "odd_gelu", F8_KERNEL_FAMILY_ACTIVATION,
 	 "graph odd_gelu {\n"
 	 "  input %h : bf16[45, 130]\n"
@@ -641,7 +741,7 @@ static void compile_model(model *m, const char *path, const f8_dim_binding *dims
 /* Parses odd group `odd` (text IR), makes all its nodes one group and compiles it as check
  * mode's models are (its kernels renamed PREFIX_NAME). */
 static void compile_text(model *m, const struct odd_group *odd) {
-	*m = (model){.label = odd->label, .prefix = odd->prefix};
+	*m = (model){.label = odd->label, .prefix = odd->prefix, .text = true};
 	f8_diag diag = {0};
 	uint32_t group;
 	if (f8_text_parse(odd->text, strlen(odd->text), odd->label, &m->graph, &diag) ||
@@ -694,9 +794,9 @@ static const char odd_model[] =
 	"{\"comment\": \"make_kernel_cases's odd shapes\", \"arch\": \"gpt\", \"vocab\": 97, "
 	"\"seq\": 40, \"layers\": 1, \"hidden\": 272, \"heads\": 4, \"ffn\": 1088}\n";
 
-/* Check mode leaves out the optimizer's group: its inputs and references are every parameter
- * and moment of the model four times over (27 MB for gpt-tiny), more than a GPU run carries
- * with the rest. */
+/* Check mode leaves out the models' optimizer groups: their inputs and references are every
+ * parameter and moment of the model four times over (27 MB for gpt-tiny), more than a GPU run
+ * carries with the rest. The text group odd-adamw checks the optimizer's kernel instead. */
 static bool optimizer(const f8_graph *graph, uint32_t g) {
 	return graph->groups[g].family == F8_KERNEL_FAMILY_OPTIMIZER;
 }
@@ -801,7 +901,7 @@ int main(int argc, char **argv) {
 		for (uint32_t g = 0; g < program->n_groups; g++) {
 			bool fresh = brings_new_kernel(program, g, seen);
 			fresh |= bench && brings_new_shape(&models[i], g, shapes, &n_shapes);
-			if (fresh && (bench || !optimizer(models[i].graph, g)))
+			if (fresh && (bench || models[i].text || !optimizer(models[i].graph, g)))
 				json_array_append_new(cases, make_case(&models[i], g,
 								       geometry + kernel_base,
 								       bench ? NULL : &list, &jit_ok));
