@@ -1,11 +1,11 @@
 /*
- * The groups that lower to several kernels (codegen/lower.h): a cross-entropy's rows, then
- * their mean; a cross-entropy gradient's count of labelled rows, then its rows; a scaling
- * update's amaxes gathered, then one row per slot. The kernels of a group share scratch
- * buffers (f8_lowered_group) and, for labels, an error flag the runtime reports.
+ * The groups that lower to several kernels (codegen/lower.h): a cross-entropy's segments of
+ * long rows, its rows, then their mean; a cross-entropy gradient's count of labelled rows, then
+ * its rows; a scaling update's amaxes gathered, then one row per slot. The kernels of a group
+ * share scratch buffers (f8_lowered_group) and, for labels, an error flag the runtime reports.
  */
 #include <float.h>  // FLT_MAX, FLT_TRUE_MIN
-#include <math.h>   // ldexp
+#include <math.h>   // INFINITY, ldexp
 #include <stdio.h>  // snprintf
 #include <string.h> // strcmp
 
@@ -83,100 +83,266 @@ static f8_status label_of_row(f8_lower *lw, uint32_t labels, uint32_t error, f8_
 }
 
 /*
- * CrossEntropy(logits, labels) -> loss, lse. Kernel 1, one row per label: the row's max and
- * sum of exp in two block loops, lse = max + log(sum), the row's loss lse - logit[label] (0
- * for an ignored row); reduction none stores it, else it goes with whether the row counts to
- * a scratch [2, rows]. Kernel 2 (mean, sum) adds them up in one block: the mean over the rows
- * that count (0 when none does), as the reference.
+ * CrossEntropy(logits, labels) -> loss, lse: a row's lse is max + log(sum of exp(x - max)), its
+ * loss lse - logit[label] (0 for an ignored row). Each logit is read from memory once: the block
+ * loop that takes the max of a row, or of a segment of a long row, keeps it in a shared array,
+ * from which the sum of exp reads it back.
+ *
+ * A vocabulary that is a constant of at most SEGMENT: kernel "rows", one grid iteration a row,
+ * its max and sum, then its lse and loss. A longer one is split into segments of SEGMENT
+ * logits (the last one shorter): kernel "segments" first, one grid iteration per segment of a
+ * row, its max m_k and sum s_k into a scratch [2, rows * segments]; then kernel "rows" combines
+ * a row's segments, m = max m_k, s = sum s_k exp(m_k - m), a row a thread. A vocabulary that
+ * is not a constant (no shared array fits every length): kernel "rows", the row read twice.
+ * Reduction none stores the losses; mean and sum put each with whether its row counts into a
+ * scratch [2, rows], which kernel "reduce" adds up in one block: the mean over the rows that
+ * count (0 when none does), as the reference.
  */
-f8_status f8_lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,
-				     f8_lowered_group *out, f8_diag *diag) {
-	const f8_node *node = &graph->nodes[members[0]];
-	const char *reduction = f8_node_attr_string(node, "reduction", "mean");
-	bool none = strcmp(reduction, "none") == 0, mean = strcmp(reduction, "mean") == 0;
-	int64_t ignore = f8_node_attr_int(node, "ignore_index", -100);
-	f8_dim rows_dim, vocab_dim, two = f8_dim_const(2), both;
-	if (!matrix_dims(&graph->values[node->inputs[0]].type.shape, &rows_dim, &vocab_dim) ||
-	    !f8_dim_mul(rows_dim, two, &both))
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "kernel %s: the logits' size overflows",
-				   graph->groups[group].name);
-	uint32_t losses = F8_NONE;
-	f8_status status = add_error_flag(out, diag);
-	if (!status && !none)
-		status = f8_lower_add_scratch(out, F8_DTYPE_F32, both, &losses, diag);
-	char name[80];
-	snprintf(name, sizeof name, "%s_rows", graph->groups[group].name);
-	f8_lower lw;
-	if (status || (status = f8_lower_begin(&lw, graph, group, members, 1, name, diag)))
+
+enum {
+	SEGMENT = 6144,    // logits one grid iteration keeps: 24 KB of f32, so that 8 blocks of
+			   // 256 threads still fit an SM's 228 KB of shared memory
+	ACCESS_BYTES = 16, // the GPU's widest access, the boundary a block loop over logits starts at
+	GROUP = 4,         // f32 in one such access: kept logits the sum of exp takes an iteration
+			   // (a power of two: they are added pairwise)
+};
+
+/* What the kernels of one CrossEntropy share while they are built. */
+typedef struct cross_entropy {
+	const f8_graph *graph;
+	uint32_t group;
+	f8_node_id *members;
+	const f8_node *node;
+	f8_diag *diag;
+	bool none, mean;
+	int64_t ignore;
+	f8_dim rows, vocab;
+	int64_t segments; // a row's segments; 1: the row is not split
+	int64_t kept;     // the shared array's elements (a segment or a row, its lead and padding);
+			  // 0: none
+	uint32_t losses;  // scratch [2, rows] (mean, sum), else F8_NONE
+	uint32_t partials; // scratch [2, rows * segments] (m_k, then s_k) of split rows, else F8_NONE
+} cross_entropy;
+
+/*
+ * In a grid iteration: the max and the sum of exp(x - max) of the `length` logits from flat
+ * index `start`, in two block loops. The first starts at the 16-byte boundary at or before
+ * `start`, so that its loads are whole 16-byte accesses on the GPU wherever a row starts; what
+ * it loads goes to shared array `kept`, -inf in the `lead` elements before `start` and up to
+ * the next multiple of GROUP after the last, so that the second loop takes GROUP elements an
+ * iteration (one 16-byte shared access, one loop step for four exps) with no mask: exp(-inf -
+ * max) adds 0. Without a shared array (`kept` F8_NONE) the second loop reads memory again.
+ */
+static f8_status segment_sums(f8_lower *lw, uint32_t logits, uint32_t kept, f8_kir_id start,
+			      f8_kir_id length, f8_kir_id *max, f8_kir_id *sum) {
+	f8_kernel *k = lw->kernel;
+	int64_t align = ACCESS_BYTES / (int64_t)f8_dtype_get_info(k->params[logits].dtype)->bytes;
+	f8_kir_id lead = EMIT(lw, REM, start, i64(lw, align), NONE);
+	f8_kir_id base = EMIT(lw, SUB, start, lead, NONE), end = EMIT(lw, ADD, lead, length, NONE);
+	f8_kir_id groups = NONE, padded = end, c;
+	if (kept != F8_NONE) {
+		groups = EMIT(lw, DIV, EMIT(lw, ADD, end, i64(lw, GROUP - 1), NONE), i64(lw, GROUP), NONE);
+		padded = EMIT(lw, MUL, groups, i64(lw, GROUP), NONE);
+	}
+	f8_kir_id minus_inf = f8_lower_constant(lw, -INFINITY);
+	f8_status status = f8_kir_begin_block_loop(k, padded, &c, lw->diag);
+	if (!status)
+		status = f8_kir_add_accumulator(k, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32, max, lw->diag);
+	if (status)
 		return status;
-	uint32_t logits, labels, lse, loss = F8_NONE, rows_out = F8_NONE, error, p_rows, p_vocab;
+	f8_kir_id inside = EMIT(lw, LE, lead, c, NONE);
+	if (kept != F8_NONE)
+		inside = EMIT(lw, AND, inside, EMIT(lw, LT, c, end, NONE), NONE);
+	f8_kir_id x = EMIT(lw, SELECT, inside,
+			   f8_kir_load_if(k, logits, EMIT(lw, ADD, base, c, NONE), inside), minus_inf);
+	if (kept != F8_NONE)
+		status = f8_kir_store_shared(k, kept, c, x, lw->diag);
+	if (!status)
+		status = f8_kir_end_loop(k, &x, 1, lw->diag);
+	if (!status)
+		status = begin_sum(lw, kept != F8_NONE ? groups : length, 1, F8_KIR_TYPE_F32, &c, sum);
+	if (status)
+		return status;
+	f8_kir_id e[GROUP];
+	for (int j = 0; j < (kept != F8_NONE ? GROUP : 1); j++) {
+		x = kept != F8_NONE
+			? f8_kir_load_shared(k, kept, EMIT(lw, ADD, EMIT(lw, MUL, c, i64(lw, GROUP), NONE),
+							    i64(lw, j), NONE))
+			: f8_kir_load(k, logits, EMIT(lw, ADD, start, c, NONE));
+		e[j] = EMIT(lw, EXP, EMIT(lw, SUB, x, *max, NONE), NONE, NONE);
+	}
+	for (int n = kept != F8_NONE ? GROUP : 1; n > 1; n /= 2) // pairwise: independent adds
+		for (int j = 0; j < n / 2; j++)
+			e[j] = EMIT(lw, ADD, e[2 * j], e[2 * j + 1], NONE);
+	return f8_kir_end_loop(k, &e[0], 1, lw->diag);
+}
+
+/* In kernel "rows": row r's max and sum from its `segments` segments' (m_k at
+ * partials[r * segments + k], s_k rows * segments elements further): m = max m_k, then
+ * s = sum s_k exp(m_k - m). Unrolled (the count is a constant): the kernel then has no block
+ * loop and runs a row a thread, all of a row's loads in flight at once. */
+static void combine_segments(f8_lower *lw, uint32_t partials, f8_kir_id rows, f8_kir_id r,
+			     int64_t segments, f8_kir_id *max, f8_kir_id *sum) {
+	f8_kernel *k = lw->kernel;
+	f8_kir_id n = i64(lw, segments), first = EMIT(lw, MUL, r, n, NONE);
+	f8_kir_id sums = EMIT(lw, ADD, EMIT(lw, MUL, rows, n, NONE), first, NONE);
+	*max = f8_lower_constant(lw, -INFINITY);
+	for (int64_t s = 0; s < segments; s++)
+		*max = EMIT(lw, MAX, *max, f8_kir_load(k, partials, EMIT(lw, ADD, first, i64(lw, s), NONE)),
+			    NONE);
+	*sum = f8_lower_constant(lw, 0);
+	for (int64_t s = 0; s < segments; s++) {
+		f8_kir_id m = f8_kir_load(k, partials, EMIT(lw, ADD, first, i64(lw, s), NONE));
+		f8_kir_id scaled = EMIT(lw, EXP, EMIT(lw, SUB, m, *max, NONE), NONE, NONE);
+		f8_kir_id part = f8_kir_load(k, partials, EMIT(lw, ADD, sums, i64(lw, s), NONE));
+		*sum = EMIT(lw, ADD, *sum, EMIT(lw, MUL, part, scaled, NONE), NONE);
+	}
+}
+
+/*
+ * Kernel "segments" of a split row: one grid iteration per segment, p = r * segments + k, its
+ * max and sum (segment_sums) into partials[p] and partials[rows * segments + p]. A segment of
+ * -inf alone sums to 0 there, so that it adds nothing to a row whose max is finite (a row of
+ * -inf alone still comes out NaN, 0 * exp(-inf - -inf), as the reference's).
+ */
+static f8_status segments_kernel(const cross_entropy *ce, f8_lowered_group *out) {
+	char name[80];
+	snprintf(name, sizeof name, "%s_segments", ce->graph->groups[ce->group].name);
+	f8_lower lw;
+	f8_status status = f8_lower_begin(&lw, ce->graph, ce->group, ce->members, 1, name, ce->diag);
+	if (status)
+		return status;
+	uint32_t logits = 0, partials, p_rows, p_vocab, kept;
+	status = f8_lower_add_buffer(&lw, ce->node->inputs[0], F8_KIR_PARAM_IN);
+	if (!status)
+		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KIR_PARAM_OUT, &partials);
+	if (!status)
+		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
+	if (!status)
+		status = f8_lower_add_size(&lw, ce->vocab, &p_vocab);
+	if (!status)
+		status = f8_kir_add_shared(lw.kernel, "segment", F8_DTYPE_F32, (uint32_t)ce->kept, &kept,
+					   ce->diag);
+	if (status)
+		return f8_lower_end(&lw, status, out);
+	// The launcher sizes the grid as if by rows * vocab / SEGMENT iterations.
+	lw.kernel->grid_sizes[0] = p_rows;
+	lw.kernel->grid_sizes[1] = p_vocab;
+	lw.kernel->n_grid_sizes = 2;
+	lw.kernel->grid_divisor = SEGMENT;
+	f8_kir_id rows = f8_kir_size(lw.kernel, p_rows), vocab = f8_kir_size(lw.kernel, p_vocab);
+	f8_kir_id n = i64(&lw, ce->segments), pairs = EMIT(&lw, MUL, rows, n, NONE), p, max, sum;
+	status = f8_kir_begin_grid_loop(lw.kernel, pairs, &p, ce->diag);
+	if (status)
+		return f8_lower_end(&lw, status, out);
+	f8_kir_id r = EMIT(&lw, DIV, p, n, NONE);
+	f8_kir_id first = EMIT(&lw, MUL, EMIT(&lw, REM, p, n, NONE), i64(&lw, SEGMENT), NONE);
+	f8_kir_id start = EMIT(&lw, ADD, EMIT(&lw, MUL, r, vocab, NONE), first, NONE);
+	f8_kir_id length = EMIT(&lw, MIN, i64(&lw, SEGMENT), EMIT(&lw, SUB, vocab, first, NONE), NONE);
+	status = segment_sums(&lw, logits, kept, start, length, &max, &sum);
+	if (!status) {
+		f8_kir_id only_inf = EMIT(&lw, EQ, max, f8_lower_constant(&lw, -INFINITY), NONE);
+		sum = EMIT(&lw, SELECT, only_inf, f8_lower_constant(&lw, 0), sum);
+		status = f8_kir_store(lw.kernel, partials, p, max, ce->diag);
+	}
+	if (!status)
+		status = f8_kir_store(lw.kernel, partials, EMIT(&lw, ADD, pairs, p, NONE), sum, ce->diag);
+	if (!status)
+		status = f8_kir_end_loop(lw.kernel, NULL, 0, ce->diag);
+	return f8_lower_end(&lw, status, out);
+}
+
+/*
+ * Kernel "rows": one grid iteration a row: its label checked, its max and sum from the row
+ * itself (segment_sums) or from its segments' (combine_segments), its lse stored where it leaves
+ * the group, its loss stored (reduction none) or put with whether the row counts into the
+ * losses' scratch.
+ */
+static f8_status rows_kernel(const cross_entropy *ce, f8_lowered_group *out) {
+	const f8_node *node = ce->node;
+	char name[80];
+	snprintf(name, sizeof name, "%s_rows", ce->graph->groups[ce->group].name);
+	f8_lower lw;
+	f8_status status = f8_lower_begin(&lw, ce->graph, ce->group, ce->members, 1, name, ce->diag);
+	if (status)
+		return status;
+	uint32_t logits = 0, labels = 1, partials = F8_NONE, lse, loss = F8_NONE, losses = F8_NONE;
+	uint32_t error, p_rows, p_vocab, kept = F8_NONE;
 	f8_value_id lse_value = node->n_outputs > 1 ? node->outputs[1] : F8_NONE;
-	if (!(status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KIR_PARAM_IN)))
-		logits = 0, labels = 1, status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KIR_PARAM_IN);
+	status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KIR_PARAM_IN);
+	if (!status)
+		status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KIR_PARAM_IN);
+	if (!status && ce->partials != F8_NONE)
+		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KIR_PARAM_IN, &partials);
 	if (!status)
 		status = add_output(&lw, lse_value, F8_KIR_PARAM_OUT, &lse);
-	if (!status && none)
+	if (!status && ce->none)
 		status = add_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &loss);
-	if (!status && !none)
-		status = f8_lower_add_scratch_param(&lw, out, losses, F8_KIR_PARAM_OUT, &rows_out);
+	if (!status && !ce->none)
+		status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KIR_PARAM_OUT, &losses);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, out->error_scratch, F8_KIR_PARAM_ACCUMULATE, &error);
+		status = f8_lower_add_scratch_param(&lw, out, out->error_scratch,
+						    F8_KIR_PARAM_ACCUMULATE, &error);
 	if (!status)
-		status = f8_lower_add_size(&lw, rows_dim, &p_rows);
+		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
 	if (!status)
-		status = f8_lower_add_size(&lw, vocab_dim, &p_vocab);
-	f8_kir_id rows = NONE, vocab = NONE, r = NONE, c, row_max, row_sum, label, counts;
+		status = f8_lower_add_size(&lw, ce->vocab, &p_vocab);
+	if (!status && partials == F8_NONE && ce->kept)
+		status = f8_kir_add_shared(lw.kernel, "row", F8_DTYPE_F32, (uint32_t)ce->kept, &kept,
+					   ce->diag);
+	if (status)
+		return f8_lower_end(&lw, status, out);
+	lw.kernel->grid_sizes[0] = p_rows;
+	lw.kernel->n_grid_sizes = 1;
+	f8_kir_id rows = f8_kir_size(lw.kernel, p_rows), vocab = f8_kir_size(lw.kernel, p_vocab);
+	f8_kir_id r, label, counts, max, sum;
+	status = f8_kir_begin_grid_loop(lw.kernel, rows, &r, ce->diag);
+	if (!status)
+		status = label_of_row(&lw, labels, error, r, vocab, ce->ignore, &label, &counts);
+	if (status)
+		return f8_lower_end(&lw, status, out);
+	// The label's logit first, so that the row's other loads overlap its latency.
+	f8_kir_id pick = EMIT(&lw, SELECT, counts, label, i64(&lw, 0));
+	f8_kir_id picked = load_at(&lw, logits, r, vocab, pick);
+	if (partials == F8_NONE)
+		status = segment_sums(&lw, logits, kept, EMIT(&lw, MUL, r, vocab, NONE), vocab, &max,
+				      &sum);
+	else
+		combine_segments(&lw, partials, rows, r, ce->segments, &max, &sum);
 	if (!status) {
-		lw.kernel->grid_sizes[0] = p_rows;
-		lw.kernel->n_grid_sizes = 1;
-		rows = f8_kir_size(lw.kernel, p_rows);
-		vocab = f8_kir_size(lw.kernel, p_vocab);
-		status = f8_kir_begin_grid_loop(lw.kernel, rows, &r, diag);
-	}
-	if (!status)
-		status = label_of_row(&lw, labels, error, r, vocab, ignore, &label, &counts);
-	if (!status && !(status = f8_kir_begin_block_loop(lw.kernel, vocab, &c, diag)) &&
-	    !(status = f8_kir_add_accumulator(lw.kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
-					      &row_max, diag))) {
-		f8_kir_id x = load_at(&lw, logits, r, vocab, c);
-		status = f8_kir_end_loop(lw.kernel, &x, 1, diag);
-	}
-	if (!status && !(status = begin_sum(&lw, vocab, 1, F8_KIR_TYPE_F32, &c, &row_sum))) {
-		f8_kir_id x = load_at(&lw, logits, r, vocab, c);
-		f8_kir_id e = EMIT(&lw, EXP, EMIT(&lw, SUB, x, row_max, NONE), NONE, NONE);
-		status = f8_kir_end_loop(lw.kernel, &e, 1, diag);
-	}
-	if (!status) {
-		f8_kir_id lse_v = EMIT(&lw, ADD, row_max, EMIT(&lw, LOG, row_sum, NONE, NONE), NONE);
+		f8_kir_id lse_v = EMIT(&lw, ADD, max, EMIT(&lw, LOG, sum, NONE, NONE), NONE);
 		if (lse != F8_NONE)
-			status = f8_kir_store(lw.kernel, lse, r, lse_v, diag);
-		f8_kir_id pick = EMIT(&lw, SELECT, counts, label, i64(&lw, 0));
-		f8_kir_id value = EMIT(&lw, SELECT, counts,
-				       EMIT(&lw, SUB, lse_v, load_at(&lw, logits, r, vocab, pick), NONE),
+			status = f8_kir_store(lw.kernel, lse, r, lse_v, ce->diag);
+		f8_kir_id value = EMIT(&lw, SELECT, counts, EMIT(&lw, SUB, lse_v, picked, NONE),
 				       f8_lower_constant(&lw, 0));
 		if (!status && loss != F8_NONE)
-			status = f8_kir_store(lw.kernel, loss, r, value, diag);
-		if (!status && rows_out != F8_NONE)
-			status = f8_kir_store(lw.kernel, rows_out, r, value, diag);
-		if (!status && rows_out != F8_NONE)
-			status = f8_kir_store(lw.kernel, rows_out, EMIT(&lw, ADD, rows, r, NONE),
-					      EMIT(&lw, TO_F32, counts, NONE, NONE), diag);
+			status = f8_kir_store(lw.kernel, loss, r, value, ce->diag);
+		if (!status && losses != F8_NONE)
+			status = f8_kir_store(lw.kernel, losses, r, value, ce->diag);
+		if (!status && losses != F8_NONE)
+			status = f8_kir_store(lw.kernel, losses, EMIT(&lw, ADD, rows, r, NONE),
+					      EMIT(&lw, TO_F32, counts, NONE, NONE), ce->diag);
 	}
 	if (!status)
-		status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
-	if ((status = f8_lower_end(&lw, status, out)) || none)
+		status = f8_kir_end_loop(lw.kernel, NULL, 0, ce->diag);
+	return f8_lower_end(&lw, status, out);
+}
+
+/* Kernel "reduce" (mean, sum): the losses' sum, or their mean over the rows that count. */
+static f8_status reduce_kernel(const cross_entropy *ce, f8_lowered_group *out) {
+	char name[80];
+	snprintf(name, sizeof name, "%s_reduce", ce->graph->groups[ce->group].name);
+	f8_lower lw;
+	f8_status status = f8_lower_begin(&lw, ce->graph, ce->group, ce->members, 1, name, ce->diag);
+	if (status)
 		return status;
-	// Kernel 2: the losses' sum, or their mean over the rows that count.
-	snprintf(name, sizeof name, "%s_reduce", graph->groups[group].name);
-	if ((status = f8_lower_begin(&lw, graph, group, members, 1, name, diag)))
-		return status;
-	uint32_t rows_in, loss_out;
-	status = f8_lower_add_scratch_param(&lw, out, losses, F8_KIR_PARAM_IN, &rows_in);
+	uint32_t rows_in, loss_out, p_rows;
+	status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KIR_PARAM_IN, &rows_in);
 	if (!status)
-		status = add_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &loss_out);
+		status = add_output(&lw, ce->node->outputs[0], F8_KIR_PARAM_OUT, &loss_out);
 	if (!status)
-		status = f8_lower_add_size(&lw, rows_dim, &p_rows);
-	f8_kir_id sums[2];
+		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
+	f8_kir_id sums[2], rows = NONE, r, c;
 	if (!status) {
 		rows = f8_kir_size(lw.kernel, p_rows);
 		status = begin_single(&lw, &r);
@@ -184,18 +350,55 @@ f8_status f8_lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_
 	if (!status && !(status = begin_sum(&lw, rows, 2, F8_KIR_TYPE_F32, &c, sums))) {
 		f8_kir_id values[2] = {f8_kir_load(lw.kernel, rows_in, c),
 				       f8_kir_load(lw.kernel, rows_in, EMIT(&lw, ADD, rows, c, NONE))};
-		status = f8_kir_end_loop(lw.kernel, values, 2, diag);
+		status = f8_kir_end_loop(lw.kernel, values, 2, ce->diag);
 	}
 	if (!status && loss_out != F8_NONE) {
 		f8_kir_id result = sums[0];
-		if (mean)
+		if (ce->mean)
 			result = EMIT(&lw, SELECT, EMIT(&lw, LT, f8_lower_constant(&lw, 0), sums[1], NONE),
 				      EMIT(&lw, DIV, sums[0], sums[1], NONE), f8_lower_constant(&lw, 0));
-		status = f8_kir_store(lw.kernel, loss_out, i64(&lw, 0), result, diag);
+		status = f8_kir_store(lw.kernel, loss_out, i64(&lw, 0), result, ce->diag);
 	}
 	if (!status)
-		status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
+		status = f8_kir_end_loop(lw.kernel, NULL, 0, ce->diag);
 	return f8_lower_end(&lw, status, out);
+}
+
+f8_status f8_lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				     f8_lowered_group *out, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[members[0]];
+	const char *reduction = f8_node_attr_string(node, "reduction", "mean");
+	cross_entropy ce = {.graph = graph, .group = group, .members = members, .node = node,
+			    .diag = diag, .none = strcmp(reduction, "none") == 0,
+			    .mean = strcmp(reduction, "mean") == 0,
+			    .ignore = f8_node_attr_int(node, "ignore_index", -100), .segments = 1,
+			    .losses = F8_NONE, .partials = F8_NONE};
+	const f8_type *logits = &graph->values[node->inputs[0]].type;
+	int64_t align = ACCESS_BYTES / (int64_t)f8_dtype_get_info(logits->dtype)->bytes;
+	f8_dim both, split;
+	bool fits = matrix_dims(&logits->shape, &ce.rows, &ce.vocab) &&
+		    f8_dim_mul(ce.rows, f8_dim_const(2), &both);
+	if (fits && f8_dim_is_const(ce.vocab)) {
+		int64_t vocab = f8_dim_value(ce.vocab);
+		ce.segments = vocab > SEGMENT ? (vocab + SEGMENT - 1) / SEGMENT : 1;
+		int64_t longest = (vocab > SEGMENT ? SEGMENT : vocab) + align - 1;
+		ce.kept = (longest + GROUP - 1) / GROUP * GROUP;
+	}
+	if (!fits || !f8_dim_mul(ce.rows, f8_dim_const(2 * ce.segments), &split))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "kernel %s: the logits' size overflows",
+				   graph->groups[group].name);
+	f8_status status = add_error_flag(out, diag);
+	if (!status && !ce.none)
+		status = f8_lower_add_scratch(out, F8_DTYPE_F32, both, &ce.losses, diag);
+	if (!status && ce.segments > 1)
+		status = f8_lower_add_scratch(out, F8_DTYPE_F32, split, &ce.partials, diag);
+	if (!status && ce.segments > 1)
+		status = segments_kernel(&ce, out);
+	if (!status)
+		status = rows_kernel(&ce, out);
+	if (!status && !ce.none)
+		status = reduce_kernel(&ce, out);
+	return status;
 }
 
 /*

@@ -22,8 +22,11 @@
  *
  * A norm group cannot be tiled (a tile needs the statistics of whole rows), so its
  * CastTransposes write the codes row-major only (to a scratch buffer where the codes leave the
- * group nowhere) and a second kernel per CastTranspose transposes them by tiles: codes decode
- * exactly to f32 and encode back to the same code.
+ * group nowhere) and a second kernel per CastTranspose transposes them by tiles. Where the
+ * codes' rows and columns are constant multiples of 4 it moves them as 4-byte words and never
+ * decodes them (16-byte loads and stores on the GPU, a 4.3 KB shared tile, a few integer ops a
+ * code: the kernel is a copy); else a code at a time through an f32 tile, codes decoding
+ * exactly to f32 and encoding back to the same code.
  *
  * Rows: an elementwise group whose inputs broadcast along the anchor's rows or columns runs a
  * grid loop over rows and a block loop over each row where the rows are long enough to keep a
@@ -43,6 +46,9 @@ enum {
 	SUM_PARTS = TILE / SUM_ROWS, // partial sums per column of a tile
 	MAX_TILES = 2,               // shared tiles a kernel may keep: 2 x 16.6 KB of f32
 	MAX_CASTS = F8_LOWER_MAX_AMAX,
+	WORD = 4,                    // FP8 codes in the 4-byte word a norm's transposes move
+	WORDS = TILE / WORD,         // words in a tile row
+	WORD_PITCH = WORDS + 1,      // a tile row of words in its shared array, padded as above
 };
 
 /* A value kept in a shared array per tile: a CastTranspose's input or a bias gradient's. */
@@ -460,17 +466,39 @@ f8_status f8_lower_tiled(f8_lower *lw) {
 
 /* ---- a norm's transposes ---- */
 
-/* The transposing kernel's body: codes (parameter `codes`) through tile `array` to the
- * transposed codes (`codes_t`). */
-static f8_status transpose_body(f8_lower *lw, uint32_t codes, uint32_t codes_t, uint32_t array) {
+/* Whether a norm's codes can be transposed as 4-byte words: the rows (the anchor's leading
+ * dims' product) and the columns constants that are multiples of WORD, so that every row of
+ * the codes and of the transposed codes starts at a word. */
+static bool moves_words(const f8_lower *lw) {
+	int rank = lw->anchor.rank;
+	int64_t rows = 1; // modulo WORD
+	for (int d = 0; d < rank; d++) {
+		f8_dim dim = lw->anchor.dims[d];
+		if (!f8_dim_is_const(dim))
+			return false;
+		if (d + 1 < rank)
+			rows = rows * (f8_dim_value(dim) % WORD) % WORD;
+	}
+	return rank >= 2 && rows == 0 && f8_dim_value(lw->anchor.dims[rank - 1]) % WORD == 0;
+}
+
+/* The rows and columns of the codes' (rows, cols) view, from the size parameters. */
+static void codes_dims(f8_lower *lw, f8_kir_id *rows, f8_kir_id *cols) {
 	f8_kernel *k = lw->kernel;
 	int rank = lw->anchor.rank;
-	f8_kir_id rows = i64(lw, 1);
-	f8_kir_id cols = rank ? f8_kir_size(k, f8_lower_size_param(lw, lw->anchor.dims[rank - 1]))
-			      : i64(lw, 1);
+	*rows = i64(lw, 1);
+	*cols = rank ? f8_kir_size(k, f8_lower_size_param(lw, lw->anchor.dims[rank - 1])) : i64(lw, 1);
 	for (int d = 0; d + 1 < rank; d++)
-		rows = EMIT(lw, MUL, rows, f8_kir_size(k, f8_lower_size_param(lw, lw->anchor.dims[d])),
-			    NONE);
+		*rows = EMIT(lw, MUL, *rows, f8_kir_size(k, f8_lower_size_param(lw, lw->anchor.dims[d])),
+			     NONE);
+}
+
+/* The transposing kernel's body: codes (parameter `codes`) through tile `array` to the
+ * transposed codes (`codes_t`), a code an iteration, decoded to f32 and encoded back. */
+static f8_status transpose_body(f8_lower *lw, uint32_t codes, uint32_t codes_t, uint32_t array) {
+	f8_kernel *k = lw->kernel;
+	f8_kir_id rows, cols;
+	codes_dims(lw, &rows, &cols);
 	tile_grid g = grid_of(lw, rows, cols);
 	f8_kir_id t, major, minor, row, col, mask;
 	f8_status status = f8_kir_begin_grid_loop(k, g.tiles, &t, lw->diag);
@@ -499,9 +527,72 @@ static f8_status transpose_body(f8_lower *lw, uint32_t codes, uint32_t codes_t, 
 	return status ? status : f8_kir_end_loop(k, NULL, 0, lw->diag);
 }
 
+/*
+ * The transposing kernel's body where moves_words holds: the codes (parameter `codes`) and the
+ * transposed codes (`codes_t`) read and written as words, never decoded. The first block loop
+ * keeps the tile's words, WORDS a row, in shared array `array`; in the second, word g of the
+ * transposed codes' tile row c (the tile's column c) takes byte c % 4 of word c / 4 of tile
+ * rows 4g .. 4g + 3, the first row's into its low byte. Words are little-endian (the host and
+ * the GPU): byte j of a word is its code at column 4w + j.
+ */
+static f8_status transpose_words(f8_lower *lw, uint32_t codes, uint32_t codes_t, uint32_t array) {
+	f8_kernel *k = lw->kernel;
+	f8_kir_id rows, cols, t, e;
+	codes_dims(lw, &rows, &cols);
+	tile_grid g = grid_of(lw, rows, cols);
+	f8_status status = f8_kir_begin_grid_loop(k, g.tiles, &t, lw->diag);
+	if (status)
+		return status;
+	place_tile(lw, &g, t);
+	f8_kir_id word = i64(lw, WORD), words = i64(lw, WORDS), pitch = i64(lw, WORD_PITCH);
+	f8_kir_id row_words = EMIT(lw, DIV, cols, word, NONE); // words in a row of the codes
+	f8_kir_id col_words = EMIT(lw, DIV, rows, word, NONE); // and of the transposed codes
+	// The tile's rows, a word an iteration.
+	if ((status = f8_kir_begin_block_loop(k, i64(lw, TILE * WORDS), &e, lw->diag)))
+		return status;
+	f8_kir_id i = EMIT(lw, DIV, e, words, NONE), w = EMIT(lw, REM, e, words, NONE);
+	f8_kir_id row = EMIT(lw, ADD, g.tr0, i, NONE);
+	f8_kir_id at = EMIT(lw, ADD, EMIT(lw, DIV, g.tc0, word, NONE), w, NONE);
+	f8_kir_id mask = EMIT(lw, AND, EMIT(lw, LT, row, rows, NONE), EMIT(lw, LT, at, row_words, NONE),
+			      NONE);
+	f8_kir_id x = f8_kir_load_if(k, codes, EMIT(lw, ADD, EMIT(lw, MUL, row, row_words, NONE), at,
+						    NONE), mask);
+	status = f8_kir_store_shared(k, array, EMIT(lw, ADD, EMIT(lw, MUL, i, pitch, NONE), w, NONE), x,
+				     lw->diag);
+	if (!status)
+		status = f8_kir_end_loop(k, NULL, 0, lw->diag);
+	// The tile's columns, a word of four rows an iteration.
+	if (!status)
+		status = f8_kir_begin_block_loop(k, i64(lw, TILE * WORDS), &e, lw->diag);
+	if (status)
+		return status;
+	f8_kir_id c = EMIT(lw, DIV, e, words, NONE), group = EMIT(lw, REM, e, words, NONE);
+	f8_kir_id col = EMIT(lw, ADD, g.tc0, c, NONE);
+	at = EMIT(lw, ADD, EMIT(lw, DIV, g.tr0, word, NONE), group, NONE);
+	mask = EMIT(lw, AND, EMIT(lw, LT, col, cols, NONE), EMIT(lw, LT, at, col_words, NONE), NONE);
+	f8_kir_id shift = EMIT(lw, MUL, EMIT(lw, REM, c, word, NONE), i64(lw, 8), NONE);
+	f8_kir_id first = EMIT(lw, ADD, EMIT(lw, MUL, EMIT(lw, MUL, group, word, NONE), pitch, NONE),
+			       EMIT(lw, DIV, c, word, NONE), NONE);
+	f8_kir_id y = NONE;
+	// Byte shift / 8 of row 4 group + j to byte j: a word loads sign-extended to i64, and the
+	// shift left by 56 drops all but the byte wanted.
+	for (int j = 0; j < WORD; j++) {
+		x = f8_kir_load_shared(k, array, EMIT(lw, ADD, first, i64(lw, j * WORD_PITCH), NONE));
+		x = EMIT(lw, SHL, EMIT(lw, SHR, x, shift, NONE), i64(lw, 56), NONE);
+		x = EMIT(lw, SHR, x, i64(lw, 56 - 8 * j), NONE);
+		y = j ? EMIT(lw, ADD, y, x, NONE) : x;
+	}
+	f8_kir_id index = EMIT(lw, ADD, EMIT(lw, MUL, col, col_words, NONE), at, NONE);
+	status = f8_kir_store_if(k, codes_t, index, y, mask, lw->diag);
+	if (!status)
+		status = f8_kir_end_loop(k, NULL, 0, lw->diag);
+	return status ? status : f8_kir_end_loop(k, NULL, 0, lw->diag);
+}
+
 /* A kernel of the group transposing the codes of `cast` (its codes as the norm kernel left
  * them: parameter 0, a value or a scratch buffer) by tiles into its transposed codes
- * (parameter 1). */
+ * (parameter 1): as words where moves_words holds (both parameters then i32 buffers bound to
+ * the codes, the shared tile 4.3 KB), else a code at a time through an f32 tile. */
 static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, uint32_t n,
 				 f8_lowered_group *out) {
 	char name[160];
@@ -512,6 +603,7 @@ static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, ui
 	if (status)
 		return status;
 	lw.anchor = norm->anchor;
+	bool words = moves_words(&lw);
 	uint32_t codes = 0, size, array;
 	status = cast->scratch == F8_NONE
 		? f8_lower_add_buffer(&lw, cast->node->outputs[0], F8_KIR_PARAM_IN)
@@ -520,11 +612,15 @@ static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, ui
 		status = f8_lower_add_buffer(&lw, cast->node->outputs[1], F8_KIR_PARAM_OUT);
 	for (int d = 0; !status && d < lw.anchor.rank; d++)
 		status = f8_lower_add_size(&lw, lw.anchor.dims[d], &size);
+	if (!status && words) // the codes' bytes, read and written 4 at a time
+		lw.kernel->params[0].dtype = lw.kernel->params[1].dtype = F8_DTYPE_I32;
 	if (!status)
-		status = f8_kir_add_shared(lw.kernel, "tile0", F8_DTYPE_F32, TILE * TILE_PITCH, &array,
-					   lw.diag);
+		status = words ? f8_kir_add_shared(lw.kernel, "tile0", F8_DTYPE_I32, TILE * WORD_PITCH,
+						   &array, lw.diag)
+			       : f8_kir_add_shared(lw.kernel, "tile0", F8_DTYPE_F32, TILE * TILE_PITCH,
+						   &array, lw.diag);
 	if (!status)
-		status = transpose_body(&lw, 0, 1, array);
+		status = words ? transpose_words(&lw, 0, 1, array) : transpose_body(&lw, 0, 1, array);
 	return f8_lower_end(&lw, status, out);
 }
 
