@@ -36,8 +36,7 @@ static bool same_body(const char *a, const char *b) {
 void f8_codegen_program_destroy(f8_codegen_program *program) {
 	if (!program)
 		return;
-	for (uint32_t i = 0; i < program->n_kernels; i++)
-		f8_kir_destroy(program->kernels[i]);
+	// The bindings before the kernels, which say how many a launch has.
 	for (uint32_t i = 0; program->groups && i < program->n_groups; i++) {
 		for (uint32_t l = 0; l < program->groups[i].n_launches; l++) {
 			const f8_codegen_launch *launch = &program->groups[i].launches[l];
@@ -48,6 +47,8 @@ void f8_codegen_program_destroy(f8_codegen_program *program) {
 		f8_free(program->groups[i].launches);
 		f8_free(program->groups[i].scratch);
 	}
+	for (uint32_t i = 0; i < program->n_kernels; i++)
+		f8_kir_destroy(program->kernels[i]);
 	f8_free(program->kernels);
 	f8_free(program->groups);
 	f8_free(program);
