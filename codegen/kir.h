@@ -115,6 +115,11 @@ typedef enum f8_kir_type {
  * condition). Division and remainder of integers are signed and truncate; a divisor of 0 is
  * the builder's error, not the kernel's behaviour. max and min propagate NaN (IEEE maximum,
  * minimum), so that an amax of a tensor holding a NaN is NaN.
+ * exp.term is exp of a value that is only a term of a sum (a softmax's denominator): on the
+ * GPU the hardware's approximation (ex2.approx.ftz of x log2 e, within about 2 ulps where the
+ * result is normal, 0 where it would be subnormal), on the host exp's own sequence; the
+ * targets' sums differ by that as they already do by the order of the sum. exp keeps the
+ * same bits on both (codegen/llvm_math.c).
  */
 #define F8_KIR_OP_LIST(X)                        \
 	X(CONST, "const", 0, TYPED)              \
@@ -139,6 +144,7 @@ typedef enum f8_kir_type {
 	X(LOG, "log", 1, SAME)                   \
 	X(TANH, "tanh", 1, SAME)                 \
 	X(ERF, "erf", 1, SAME)                   \
+	X(EXP_TERM, "exp.term", 1, SAME)         \
 	X(FLOOR, "floor", 1, SAME)               \
 	X(LT, "lt", 2, BOOL)                     \
 	X(LE, "le", 2, BOOL)                     \

@@ -155,6 +155,13 @@ static LLVMValueRef compute(lowering *l, const f8_kir_inst *inst, bool real, LLV
 	case F8_KIR_OP_TANH:
 	case F8_KIR_OP_ERF:
 		return f8_llvm_math(e, inst->op, a);
+	case F8_KIR_OP_EXP_TERM: // kir.h: the hardware's approximation on the GPU
+		if (e->target != F8_LLVM_TARGET_NVPTX)
+			return f8_llvm_math(e, F8_KIR_OP_EXP, a);
+		return f8_llvm_intrinsic(e, "llvm.nvvm.ex2.approx.ftz.f", NULL, 0,
+					 (LLVMValueRef[]){LLVMBuildFMul(builder, a,
+									f8_llvm_f32(e, 0x1.715476p+0f), "")},
+					 1);
 	case F8_KIR_OP_LT:
 	case F8_KIR_OP_LE:
 	case F8_KIR_OP_EQ:

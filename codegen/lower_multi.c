@@ -131,7 +131,9 @@ typedef struct cross_entropy {
  * it loads goes to shared array `kept`, -inf in the `lead` elements before `start` and up to
  * the next multiple of GROUP after the last, so that the second loop takes GROUP elements an
  * iteration (one 16-byte shared access, one loop step for four exps) with no mask: exp(-inf -
- * max) adds 0. Without a shared array (`kept` F8_NONE) the second loop reads memory again.
+ * max) adds 0. Without a shared array (`kept` F8_NONE) the second loop reads memory again. The
+ * exps are kir.h's exp.term, the GPU's ex2.approx: exp's own sequence (llvm_math.c, about 25
+ * instructions) made the kernel issue-bound on the H200 (46.6% of copy bandwidth, 2026-12-03).
  */
 static f8_status segment_sums(f8_lower *lw, uint32_t logits, uint32_t kept, f8_kir_id start,
 			      f8_kir_id length, f8_kir_id *max, f8_kir_id *sum) {
@@ -169,7 +171,7 @@ static f8_status segment_sums(f8_lower *lw, uint32_t logits, uint32_t kept, f8_k
 			? f8_kir_load_shared(k, kept, EMIT(lw, ADD, EMIT(lw, MUL, c, i64(lw, GROUP), NONE),
 							    i64(lw, j), NONE))
 			: f8_kir_load(k, logits, EMIT(lw, ADD, start, c, NONE));
-		e[j] = EMIT(lw, EXP, EMIT(lw, SUB, x, *max, NONE), NONE, NONE);
+		e[j] = EMIT(lw, EXP_TERM, EMIT(lw, SUB, x, *max, NONE), NONE, NONE);
 	}
 	for (int n = kept != F8_NONE ? GROUP : 1; n > 1; n /= 2) // pairwise: independent adds
 		for (int j = 0; j < n / 2; j++)
