@@ -8,9 +8,9 @@
 #   BUILD/device/bench    gpt-1.3b's kernels (batch 8, seq 2048, FP8), each on every shape it
 #                         runs: PTX and shapes, and the module assembled for sm_90
 #                         (kernels.cubin, for cuobjdump)
-#   BUILD/device/profile  the bench kernels worth a profile (the tiled cast, LayerNorm and its
-#                         transpose, the broadcasting Add, the GELU gradient with its cast and
-#                         bias gradient), for ncu
+#   BUILD/device/profile  the bench kernels worth a profile (LayerNorm with its codes and their
+#                         transpose, the cross-entropy's segments, the LayerNorm gradient with
+#                         its cast, GELU with its cast), for ncu
 # and puts gpu_kernel_check beside them, checked to need nothing but glibc, libm and libcuda
 # (the GPU machine has no LLVM and perhaps no libjansson). BUILD/device is what a GPU run
 # carries; the commands it runs are printed last. Results go in tools/bench_kernels.md.
@@ -37,7 +37,7 @@ mkdir -p "$device/cases" "$device/bench" "$device/profile"
 "$build/tests/gpu/make_kernel_cases" "$root" "$device/bench" --bench
 cp "$build/tests/gpu/gpu_kernel_check" "$device/"
 
-profile_kernels="cast_0 norm_0 norm_1 elementwise_0 activation_grad_0"
+profile_kernels="norm_0 norm_1 cross_entropy_0 norm_grad_0 activation_0"
 cp "$device/bench/kernels.ptx" "$device/profile/"
 python3 - "$device" $profile_kernels <<'PY'
 import json, sys

@@ -10,7 +10,9 @@
  * (odd_groups) at shapes FP8 GEMMs would refuse: rows and columns that leave every 16-byte
  * access unaligned, rows of at least 256 for the row kernels of broadcasting groups, and an
  * optimizer of three odd-sized parameters (f32 and bf16; the models' own optimizer groups are
- * too large for a check run: see optimizer() below), whose launch builds a table. Each group
+ * too large for a check run: see optimizer() below), whose launch builds a table, a norm whose
+ * codes are transposed as 4-byte words, and a cross-entropy of bf16 rows of 20000 logits that
+ * runs by segments (gpt-tiny's vocabulary is shorter than a segment). Each group
  * that brings a kernel not seen before is one case, its launches in order (most groups have one
  * kernel; a cross-entropy has a second that reduces the rows, a norm with a CastTranspose one
  * that transposes the codes). Inputs are
@@ -697,6 +699,23 @@ static const struct odd_group {
 	 "  update %w.grad <- %w.zero\n"
 	 "  update %b.grad <- %b.zero\n"
 	 "  update %e.grad <- %e.zero\n"
+	 "}\n"},
+	{"odd-norm-words", "odd_norm_words", F8_KERNEL_FAMILY_NORM, // codes transposed as words
+	 "graph odd_norm_words {\n"
+	 "  input %x : f32[3, 44, 200]\n"
+	 "  input %gamma : f32[200]\n"
+	 "  input %beta : f32[200]\n"
+	 "  scale %table : f32[3]\n"
+	 "  %n, %mean, %rstd = LayerNorm(%x, %gamma, %beta) {epsilon=1e-05}\n"
+	 "  %n8, %n8t, %si, %sit, %amax = CastTranspose(%n, %table) {to=e4m3, slot=2}\n"
+	 "  output %n8, %n8t, %si, %sit, %amax, %mean, %rstd\n"
+	 "}\n"},
+	{"odd-cross-entropy", "odd_cross_entropy", F8_KERNEL_FAMILY_CROSS_ENTROPY, // segments
+	 "graph odd_cross_entropy {\n"
+	 "  input %logits : bf16[37, 20000]\n"
+	 "  input %labels : i64[37]\n"
+	 "  %loss, %lse = CrossEntropy(%logits, %labels) {ignore_index=-100, reduction=\"none\"}\n"
+	 "  output %loss, %lse\n"
 	 "}\n"},
 	{"odd-gelu", "odd_gelu", F8_KERNEL_FAMILY_ACTIVATION,
 	 "graph odd_gelu {\n"
