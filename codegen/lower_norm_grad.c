@@ -23,11 +23,14 @@
 
 #include "ir/ops.h" // f8_node_attr_float
 
-/* Rows per grid iteration: a column's sums combine once per chunk. 8 held 255 registers
- * (spilling with a cast) for the chunk's statistics and sums, one block an SM: 37% of copy
- * bandwidth (16% with the cast) on the H200; 2 hold about 125, two blocks an SM, for 4 times
- * the atomics. */
-enum { CHUNK_ROWS = 2 };
+/* Rows per grid iteration: a column's sums combine once per chunk. 8 hold 255 registers (and
+ * spill with a cast), one block an SM: 37% of copy bandwidth on the H200 (16% with the cast).
+ * 2 held about 125, two blocks an SM, and ran at 19% (12%): 4 times the atomics, all rows'
+ * onto the same columns, serialize (ncu: 24% of warps active, 11% of DRAM throughput). What
+ * would fix both is a column's partial sums kept per block across its grid iterations and
+ * added once at the end, which the kernel IR cannot say yet (a shared array's contents do not
+ * outlive a grid iteration). */
+enum { CHUNK_ROWS = 8 };
 
 typedef struct norm_grad {
 	f8_lower lw;
