@@ -206,7 +206,8 @@ f8_kernel *build_softmax(void) {
 	end_loop(&b, &xv, 1);
 	c = begin_block(&b, n_cols);
 	f8_kir_id s = accumulator(&b, F8_KIR_COMBINE_ADD, F8_KIR_TYPE_F32);
-	f8_kir_id e = OP1(&b, EXP, OP2(&b, SUB, f8_kir_load(b.k, x, OP2(&b, ADD, base, c)), m));
+	f8_kir_id xc = f8_kir_load(b.k, x, OP2(&b, ADD, base, c));
+	f8_kir_id e = OP1(&b, EXP_TERM, OP2(&b, SUB, xc, m));
 	end_loop(&b, &e, 1);
 	c = begin_block(&b, n_cols);
 	f8_kir_id i = OP2(&b, ADD, base, c);

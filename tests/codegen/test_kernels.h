@@ -38,7 +38,8 @@ f8_kernel *build_loads(void);
 f8_kernel *build_stores(void);
 
 /* softmax(in x, out y, out row_max, out row_sum: f32, acc max, acc sum: f32, size rows,
- * size cols): three block loops per row (max, sum of exp, the normalized store), row stores,
+ * size cols): three block loops per row (max, sum of exp.term, the normalized store by exp),
+ * row stores,
  * grid accumulators of the row max and sum with their atomics. */
 f8_kernel *build_softmax(void);
 
