@@ -353,15 +353,35 @@ static bool casts_computed_values(const f8_graph *graph, uint32_t group) {
 	return false;
 }
 
-/* "LayerNorm, CastTranspose": the ops of the group's members in program order. */
+/* "LayerNorm, CastTranspose": the ops of the group's members in program order, each once with
+ * its count where it is more than one ("AdamW x292, ConstantOfShape x292"). */
 static json_t *members_text(const f8_graph *graph, uint32_t group) {
+	enum { MAX_OPS = 32 };
+	f8_op ops[MAX_OPS];
+	uint32_t counts[MAX_OPS], n = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group != group)
+			continue;
+		uint32_t k = 0;
+		while (k < n && ops[k] != node->op)
+			k++;
+		if (k == n) {
+			if (n == MAX_OPS)
+				continue;
+			ops[n] = node->op;
+			counts[n++] = 0;
+		}
+		counts[k]++;
+	}
 	char text[512] = "";
 	size_t used = 0;
-	for (uint32_t i = 0; i < graph->n_order && used < sizeof text; i++) {
-		const f8_node *node = &graph->nodes[graph->order[i]];
-		if (node->group == group)
-			used += (size_t)snprintf(text + used, sizeof text - used, "%s%s",
-						 used ? ", " : "", f8_op_name(node->op));
+	for (uint32_t k = 0; k < n && used < sizeof text; k++) {
+		const char *name = f8_op_name(ops[k]), *comma = used ? ", " : "";
+		used += (size_t)(counts[k] > 1
+				 ? snprintf(text + used, sizeof text - used, "%s%s x%u", comma, name,
+					    counts[k])
+				 : snprintf(text + used, sizeof text - used, "%s%s", comma, name));
 	}
 	return json_string(text);
 }
