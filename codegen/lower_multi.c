@@ -12,6 +12,14 @@
 #include "codegen/lower_internal.h" // f8_lower, f8_lower_*
 #include "ir/ops.h"                 // f8_node_attr_*
 
+/* Begins the group's kernel named GROUP_SUFFIX ("k3_rows"). */
+static f8_status begin_kernel(f8_lower *lw, const f8_graph *graph, uint32_t group,
+			      f8_node_id *members, const char *suffix, f8_diag *diag) {
+	char name[80];
+	snprintf(name, sizeof name, "%s_%s", graph->groups[group].name, suffix);
+	return f8_lower_begin(lw, graph, group, members, 1, name, diag);
+}
+
 /* A buffer parameter for `value` when it leaves the group, else F8_NONE in *index. */
 static f8_status add_output(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind,
 			    uint32_t *index) {
@@ -208,10 +216,8 @@ static void combine_segments(f8_lower *lw, uint32_t partials, f8_kir_id rows, f8
  * -inf alone still comes out NaN, 0 * exp(-inf - -inf), as the reference's).
  */
 static f8_status segments_kernel(const cross_entropy *ce, f8_lowered_group *out) {
-	char name[80];
-	snprintf(name, sizeof name, "%s_segments", ce->graph->groups[ce->group].name);
 	f8_lower lw;
-	f8_status status = f8_lower_begin(&lw, ce->graph, ce->group, ce->members, 1, name, ce->diag);
+	f8_status status = begin_kernel(&lw, ce->graph, ce->group, ce->members, "segments", ce->diag);
 	if (status)
 		return status;
 	uint32_t logits = 0, partials, p_rows, p_vocab, kept;
@@ -262,10 +268,8 @@ static f8_status segments_kernel(const cross_entropy *ce, f8_lowered_group *out)
  */
 static f8_status rows_kernel(const cross_entropy *ce, f8_lowered_group *out) {
 	const f8_node *node = ce->node;
-	char name[80];
-	snprintf(name, sizeof name, "%s_rows", ce->graph->groups[ce->group].name);
 	f8_lower lw;
-	f8_status status = f8_lower_begin(&lw, ce->graph, ce->group, ce->members, 1, name, ce->diag);
+	f8_status status = begin_kernel(&lw, ce->graph, ce->group, ce->members, "rows", ce->diag);
 	if (status)
 		return status;
 	uint32_t logits = 0, labels = 1, partials = F8_NONE, lse, loss = F8_NONE, losses = F8_NONE;
@@ -332,10 +336,8 @@ static f8_status rows_kernel(const cross_entropy *ce, f8_lowered_group *out) {
 
 /* Kernel "reduce" (mean, sum): the losses' sum, or their mean over the rows that count. */
 static f8_status reduce_kernel(const cross_entropy *ce, f8_lowered_group *out) {
-	char name[80];
-	snprintf(name, sizeof name, "%s_reduce", ce->graph->groups[ce->group].name);
 	f8_lower lw;
-	f8_status status = f8_lower_begin(&lw, ce->graph, ce->group, ce->members, 1, name, ce->diag);
+	f8_status status = begin_kernel(&lw, ce->graph, ce->group, ce->members, "reduce", ce->diag);
 	if (status)
 		return status;
 	uint32_t rows_in, loss_out, p_rows;
@@ -425,13 +427,11 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 	f8_status status = add_error_flag(out, diag);
 	if (!status && mean)
 		status = f8_lower_add_scratch(out, F8_DTYPE_F32, f8_dim_const(1), &count, diag);
-	char name[80];
 	f8_lower lw;
 	f8_kir_id r, c, rows, vocab, label, counts, sum;
 	if (!status && mean) { // kernel 1: the count of rows that count
-		snprintf(name, sizeof name, "%s_count", graph->groups[group].name);
 		uint32_t count_out;
-		if ((status = f8_lower_begin(&lw, graph, group, members, 1, name, diag)))
+		if ((status = begin_kernel(&lw, graph, group, members, "count", diag)))
 			return status;
 		status = f8_lower_add_buffer(&lw, node->inputs[2], F8_KIR_PARAM_IN);
 		labels_param = 0;
@@ -464,8 +464,7 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 	}
 	if (status)
 		return status;
-	snprintf(name, sizeof name, "%s_rows", graph->groups[group].name);
-	if ((status = f8_lower_begin(&lw, graph, group, members, 1, name, diag)))
+	if ((status = begin_kernel(&lw, graph, group, members, "rows", diag)))
 		return status;
 	// Parameters: dloss, logits, labels, lse in, dlogits out, the count, the flag, sizes.
 	uint32_t dloss = 0, logits = 1, lse = 3, dlogits, count_in = F8_NONE;
@@ -537,10 +536,8 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 	f8_dim slots_dim = history_shape->dims[1], length_dim = history_shape->dims[0];
 	uint32_t n_amax = node->n_inputs - 3, amaxes;
 	f8_status status = f8_lower_add_scratch(out, F8_DTYPE_F32, slots_dim, &amaxes, diag);
-	char name[80];
-	snprintf(name, sizeof name, "%s_gather", graph->groups[group].name);
 	f8_lower lw;
-	if (status || (status = f8_lower_begin(&lw, graph, group, members, 1, name, diag)))
+	if (status || (status = begin_kernel(&lw, graph, group, members, "gather", diag)))
 		return status;
 	uint32_t gathered, p_slots, p_length;
 	for (uint32_t i = 0; !status && i < n_amax; i++)
@@ -557,8 +554,7 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 		status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
 	if ((status = f8_lower_end(&lw, status, out)))
 		return status;
-	snprintf(name, sizeof name, "%s_update", graph->groups[group].name);
-	if ((status = f8_lower_begin(&lw, graph, group, members, 1, name, diag)))
+	if ((status = begin_kernel(&lw, graph, group, members, "update", diag)))
 		return status;
 	// Parameters: scale, history, nonfinite, the gathered amaxes in; their next values out.
 	uint32_t scale = 0, history = 1, nonfinite = 2, amax_in, scale_out, history_out, count_out;

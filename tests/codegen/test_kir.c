@@ -19,6 +19,19 @@
 #include "ir/alloc.h"           // f8_free
 #include "tests/test_support.h" // CHECK, test_finish, test_fail_allocations_after
 
+/* The kernel's text (f8_kir_print), printed to stdout too; malloc'd, "" without a kernel. */
+static char *printed(const f8_kernel *k) {
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	if (k && out)
+		f8_kir_print(k, out);
+	if (out)
+		fclose(out);
+	printf("%s", text ? text : "");
+	return text;
+}
+
 /* kir.h's example: y = cast(x * scale), the amax of x over the whole tensor. */
 static f8_status build_cast_amax(f8_kernel *k, f8_diag *diag) {
 	uint32_t x, y, scale, amax, rows, cols;
@@ -66,12 +79,7 @@ static void test_build_print_verify(void) {
 		return;
 	CHECK(build_cast_amax(k, &diag) == F8_OK);
 	CHECK(f8_kir_verify(k, &diag) == F8_OK);
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	f8_kir_print(k, out);
-	fclose(out);
-	printf("%s", text);
+	char *text = printed(k);
 	CHECK(strstr(text, "kernel cast_amax(in %x: f32, out %y: e4m3, in %scale: f32, acc %amax: "
 			   "f32, size %rows, size %cols) {") != NULL);
 	CHECK(strstr(text, "for.grid") != NULL && strstr(text, "for.block") != NULL);
@@ -200,13 +208,7 @@ static void test_shared_and_masks(void) {
 	f8_diag diag = {0};
 	CHECK(k && build_transpose(k, &diag) == F8_OK);
 	CHECK(k && f8_kir_verify(k, &diag) == F8_OK);
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	if (k)
-		f8_kir_print(k, out);
-	fclose(out);
-	printf("%s", text);
+	char *text = printed(k);
 	CHECK(strstr(text, "  shared @tile: f32[20]\n") != NULL);
 	CHECK(strstr(text, "= load.f32 %x[%") && strstr(text, "] if %"));
 	CHECK(strstr(text, "store @tile[%") != NULL && strstr(text, "= load.f32 @tile[%") != NULL);
@@ -304,13 +306,7 @@ static void test_tables(void) {
 	f8_diag diag = {0};
 	CHECK(k && build_scale_all(k, &diag) == F8_OK);
 	CHECK(k && f8_kir_verify(k, &diag) == F8_OK);
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	if (k)
-		f8_kir_print(k, out);
-	fclose(out);
-	printf("%s", text);
+	char *text = printed(k);
 	CHECK(strstr(text, "kernel scale_all(table %table0: i64, size %rows)") != NULL);
 	CHECK(strstr(text, "= load.i64 %table0[%") != NULL);
 	CHECK(strstr(text, "= load.ptr.f32 bf16 %") != NULL);
