@@ -4,7 +4,8 @@ every model of the zoo the tests use, with and without FP8; every kernel of ever
 decision record (the graph with its reasons, the kernels, the groups' launches, the estimates);
 `f8c dump-ir PLAN` prints the plan's graph; a plan edited into inconsistency (another f8c
 version, a graph that does not parse or verify, kernels that are not what the graph lowers to,
-a changed kernels.ptx) is refused with an error that says what, and a failed compile leaves no
+an optimizer table that names other buffers, a changed kernels.ptx) is refused with an error
+that says what, and a failed compile leaves no
 plan behind; `f8c train PLAN`, `f8c infer PLAN` and `f8c audit PLAN` give what they give from
 the model compiled with the same options, and refuse options the plan fixes.
 
@@ -136,6 +137,21 @@ def other_kernel(d, p):
     return d, p
 
 
+def other_table(d, p):
+    """Swaps the parameter and its gradient in a row of the optimizer's table."""
+    tables = [a for g in d["groups"] for launch in g["launches"] for a in launch["args"]
+              if isinstance(a, dict) and a["rows"]]
+    check(len(tables) > 0, "the FP8 plan's optimizer launch has its table", "")
+    rows = tables[0]["rows"]
+    r = rng.randrange(len(rows))
+    cells = rows[r].split(" ")
+    names = [c["name"] for c in tables[0]["columns"]]
+    i, j = names.index("param"), names.index("grad")
+    cells[i], cells[j] = cells[j], cells[i]
+    rows[r] = " ".join(cells)
+    return d, p
+
+
 def other_ptx(d, p):
     at = rng.randrange(len(p))
     return d, p[:at] + " " + p[at:]
@@ -144,6 +160,8 @@ def other_ptx(d, p):
 refused(version, ["written by f8c", "compile the model again"], "from another f8c version")
 refused(no_node, ["graph does not", "compile the model again"], "with a node taken out of its graph")
 refused(other_kernel, ["kernel", "lowers"], "whose kernels are not its graph's")
+refused(other_table, ["launches of kernel", "not what its graph lowers to"],
+        "whose optimizer table names other buffers")
 refused(other_ptx, ["kernels.ptx is not the file"], "with an edited kernels.ptx")
 
 # A compile that fails leaves no plan behind; a second compile into a plan folder replaces it.
