@@ -5,9 +5,9 @@ decision record (the graph with its reasons, the kernels, the groups' launches, 
 `f8c dump-ir PLAN` prints the plan's graph; a plan edited into inconsistency (another f8c
 version, a graph that does not parse or verify, kernels that are not what the graph lowers to,
 an optimizer table that names other buffers, a changed kernels.ptx) is refused with an error
-that says what, and a failed compile leaves no
-plan behind; `f8c train PLAN`, `f8c infer PLAN` and `f8c audit PLAN` give what they give from
-the model compiled with the same options, and refuse options the plan fixes.
+that says what, and a failed compile leaves no plan behind; `f8c train PLAN`, `f8c infer PLAN`
+and `f8c audit PLAN` give what they give from the model compiled with the same options, and
+refuse options the plan fixes.
 
 usage: test_plan_cli.py F8C_BINARY SOURCE_DIR [PTXAS]
 """
