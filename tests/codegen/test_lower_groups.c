@@ -78,6 +78,7 @@ typedef enum input_kind {
 	INPUT_PLAIN,     // normal with a spread
 	INPUT_AMAX,      // a ScalingUpdate's amax
 	INPUT_ID,        // an Embedding's or EmbeddingGrad's ids: in [0, the table's rows)
+	INPUT_LABEL,     // a cross-entropy's labels: in [0, the vocabulary), or ignore_index
 	INPUT_MOMENT,    // AdamW's v: a mean of squares
 	INPUT_LR,        // AdamW's learning rate
 	INPUT_STEP,      // AdamW's step, from 1
@@ -89,6 +90,8 @@ static input_kind kind_of(const f8_node *node, uint32_t j) {
 	case F8_OP_SCALING_UPDATE: return j >= 3 ? INPUT_AMAX : INPUT_PLAIN;
 	case F8_OP_EMBEDDING: return j == 0 ? INPUT_ID : INPUT_PLAIN;
 	case F8_OP_EMBEDDING_GRAD: return j == 1 ? INPUT_ID : INPUT_PLAIN;
+	case F8_OP_CROSS_ENTROPY: return j == 1 ? INPUT_LABEL : INPUT_PLAIN;
+	case F8_OP_CROSS_ENTROPY_GRAD: return j == 2 ? INPUT_LABEL : INPUT_PLAIN;
 	case F8_OP_ADAMW: {
 		static const input_kind adamw[7] = {INPUT_PLAIN, INPUT_PLAIN, INPUT_PLAIN, INPUT_MOMENT,
 						    INPUT_LR, INPUT_STEP, INPUT_GRAD_SCALE};
@@ -100,7 +103,9 @@ static input_kind kind_of(const f8_node *node, uint32_t j) {
 
 /* Random contents for an input: scales and amax histories positive (0.25 to 8, as scaling
  * tables hold), the amaxes a ScalingUpdate reads positive with now and then a NaN, an infinity
- * or a 0, ids below `rows`, integers labels below 50 with now and then ignore_index (-100),
+ * or a 0, ids below `rows`, a cross-entropy's labels below `rows` (its vocabulary, so that a
+ * label falls in any segment of a long row) with now and then ignore_index (-100), other
+ * integers below 50 or -100,
  * bools either way, AdamW's scalars as a training step has them (a step up to about 5000, where
  * the bias corrections still matter), the rest normal with a spread, so that casts both
  * saturate and underflow. */
@@ -115,6 +120,8 @@ static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, 
 			x = 0.25 + 7.75 * uniform();
 		else if (kind == INPUT_ID)
 			x = (double)(int64_t)(rows * u);
+		else if (kind == INPUT_LABEL)
+			x = u < 0.1 ? -100 : (double)(int64_t)(rows * uniform());
 		else if (kind == INPUT_STEP)
 			x = 1 + (double)(int64_t)(5000 * u * u * u);
 		else if (kind == INPUT_LR)
@@ -135,11 +142,16 @@ static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, 
 	}
 }
 
-/* The rows of the table an Embedding or EmbeddingGrad node reads or makes. */
+/* The rows of the table an Embedding or EmbeddingGrad node reads or makes; a cross-entropy's
+ * vocabulary (the logits' last dim). */
 static int64_t table_rows(const f8_graph *graph, const f8_node *node, const int64_t *symbols) {
-	f8_value_id table = node->op == F8_OP_EMBEDDING ? node->inputs[1] : node->outputs[0];
+	bool labels = node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD;
+	f8_value_id table = node->op == F8_OP_EMBEDDING ? node->inputs[1]
+			    : labels ? node->inputs[node->op == F8_OP_CROSS_ENTROPY ? 0 : 1]
+				     : node->outputs[0];
+	const f8_shape *shape = &graph->values[table].type.shape;
 	int64_t rows = 0;
-	f8_dim_evaluate(graph->values[table].type.shape.dims[0], symbols, &rows);
+	f8_dim_evaluate(shape->dims[labels ? shape->rank - 1 : 0], symbols, &rows);
 	return rows;
 }
 
@@ -239,7 +251,8 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 			}
 			input_kind kind = kind_of(node, j);
 			fill_random(graph, input, kind,
-				    kind == INPUT_ID ? table_rows(graph, node, symbols) : 0,
+				    kind == INPUT_ID || kind == INPUT_LABEL ? table_rows(graph, node, symbols)
+									    : 0,
 				    v.tensor[input]);
 			tensors[input] = *v.tensor[input]; // shares the data; v owns it
 			tensors[input].owned = false;
@@ -446,7 +459,7 @@ static const char cross_entropy_segments_bf16[] =
 	"  output %loss, %lse\n"
 	"}\n";
 
-/* A vocabulary that is no constant (80 here; labels go up to 49): no shared array fits every
+/* A vocabulary that is no constant (80 here, the labels below it): no shared array fits every
  * length, the row is read twice. */
 static const char cross_entropy_symbolic[] =
 	"graph cross_entropy_symbolic {\n"
