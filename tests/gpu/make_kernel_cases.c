@@ -205,6 +205,23 @@ static bool read_as_ids(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	return false;
 }
 
+/* The vocabulary of the member cross-entropy of `group` that reads `id` as its labels (its
+ * logits' last dim, where that is a constant), else 50. */
+static int64_t label_limit(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		bool forward = node->op == F8_OP_CROSS_ENTROPY;
+		if (node->group != group || (!forward && node->op != F8_OP_CROSS_ENTROPY_GRAD) ||
+		    node->inputs[forward ? 1 : 2] != id)
+			continue;
+		const f8_shape *logits = &graph->values[node->inputs[forward ? 0 : 1]].type.shape;
+		f8_dim vocab = logits->dims[logits->rank - 1];
+		if (f8_dim_is_const(vocab))
+			return f8_dim_value(vocab);
+	}
+	return 50;
+}
+
 /* The input position at which a member AdamW of `group` reads `id`, or -1. */
 static int adamw_input(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	for (uint32_t i = 0; i < graph->n_order; i++) {
@@ -222,7 +239,8 @@ static int adamw_input(const f8_graph *graph, uint32_t group, f8_value_id id) {
  * clipping factor in (0, 1] ("fraction"); scales and amax histories positive,
  * 0.25 to 8, as scaling tables hold; the amaxes a ScalingUpdate reads positive with now and
  * then a NaN, an infinity or a 0; an embedding's ids below 50 (every model here has more rows);
- * integers labels below 50 with now and then ignore_index (-100); booleans either way; the rest
+ * labels below `limit` (a cross-entropy's vocabulary: label_limit) with now and then
+ * ignore_index (-100); booleans either way; the rest
  * normal with a spread of 1 to 41, so that casts both saturate and underflow. */
 static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	const f8_value *value = &graph->values[id];
@@ -241,7 +259,7 @@ static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value
 	return "normal";
 }
 
-static void fill_random(const char *policy, f8_rt_tensor *tensor) {
+static void fill_random(const char *policy, int64_t limit, f8_rt_tensor *tensor) {
 	int64_t n = f8_rt_tensor_numel(tensor);
 	double spread = 1.0 + 40.0 * uniform();
 	for (int64_t i = 0; i < n; i++) {
@@ -251,7 +269,7 @@ static void fill_random(const char *policy, f8_rt_tensor *tensor) {
 		else if (strcmp(policy, "bool") == 0)
 			x = u < 0.5;
 		else if (strcmp(policy, "label") == 0)
-			x = u < 0.1 ? -100 : (double)(int)(50 * uniform());
+			x = u < 0.1 ? -100 : (double)(int64_t)((double)limit * uniform());
 		else if (strcmp(policy, "id") == 0)
 			x = (double)(int)(50 * uniform());
 		else if (strcmp(policy, "amax") == 0)
@@ -297,7 +315,8 @@ static void draw_inputs(const f8_graph *graph, uint32_t group, const int64_t *sy
 			    (producer != F8_NONE && graph->nodes[producer].group == group))
 				continue;
 			inputs[input] = checked(make_tensor(graph, input, symbols));
-			fill_random(random_policy(graph, group, input), inputs[input]);
+			fill_random(random_policy(graph, group, input), label_limit(graph, group, input),
+				    inputs[input]);
 		}
 	}
 	for (uint32_t i = 0; i < graph->n_order; i++) {
