@@ -124,6 +124,31 @@ bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
 	}
 }
 
+/* The product of dims [from, to) of `type` into *out; false when one is not a constant. */
+static bool const_product(const f8_type *type, int from, int to, int64_t *out) {
+	*out = 1;
+	for (int i = from; i < to; i++) {
+		if (!f8_dim_is_const(type->shape.dims[i]))
+			return false;
+		*out *= f8_dim_value(type->shape.dims[i]);
+	}
+	return true;
+}
+
+bool f8_gemm_sizes(const f8_graph *graph, const f8_node *node, int64_t *m, int64_t *n,
+		   int64_t *k) {
+	const f8_type *a = &graph->values[node->inputs[0]].type;
+	const f8_type *b = &graph->values[node->inputs[1]].type;
+	const f8_type *y = &graph->values[node->outputs[0]].type;
+	int ra = a->shape.rank, rb = b->shape.rank, ry = y->shape.rank;
+	if (ra < 1 || rb < 1 || ry < 1)
+		return false;
+	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD)
+		return const_product(a, ra - 1, ra, m) && const_product(b, rb - 1, rb, n) &&
+		       const_product(a, 0, ra - 1, k);
+	return const_product(y, 0, ry - 1, m) && const_product(y, ry - 1, ry, n) &&
+	       const_product(a, ra - 1, ra, k);
+}
 
 enum { REASON_MAX = 384 };
 

@@ -163,6 +163,13 @@ f8_status f8_fp8_options_check(const f8_fp8_options *options, f8_diag *diag);
  * false for nodes that are not one of a Linear layer's GEMMs. */
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out);
 
+/* The (m, n, k) of GEMM node `node` (an op with F8_OPF_GEMM): its output (m, n) = a (m, k) b^T,
+ * batch dims folded into m; a weight gradient's dW (m, n) = dy^T x, dy (rows, m) and x (rows,
+ * n), contracts over the rows (k). False when a size is not a constant. What the audit and the
+ * plan's estimates count as 2 m n k FLOPs. */
+bool f8_gemm_sizes(const f8_graph *graph, const f8_node *node, int64_t *m, int64_t *n,
+		   int64_t *k);
+
 /* The name of operand `which` (0: a, 1: b) of a GEMM of `kind` as reasons and the audit write
  * it: fwd x and w, dgrad dy and w, wgrad dy and x. */
 const char *f8_gemm_operand_name(f8_gemm_kind kind, int which);

@@ -20,6 +20,7 @@
 #include "ir/alloc.h"           // f8_malloc, f8_calloc, f8_free
 #include "ir/text.h"            // f8_text_print_string, f8_text_parse, f8_dim_format
 #include "ir/verify.h"          // f8_graph_verify
+#include "passes/precision.h"   // f8_gemm_sizes
 #include "passes/schedule.h"    // f8_buffer_plan_of
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 
@@ -48,31 +49,13 @@ static double numel_of(const f8_type *type) {
 	return n;
 }
 
-/* The size of the last dim of `v`'s shape (1 for a scalar), or -1 when symbolic. */
-static double last_dim(const f8_graph *graph, f8_value_id v) {
-	const f8_shape *shape = &graph->values[v].type.shape;
-	if (!shape->rank)
-		return 1;
-	f8_dim dim = shape->dims[shape->rank - 1];
-	return f8_dim_is_const(dim) ? (double)f8_dim_value(dim) : -1;
-}
-
-/* 2 m n k of a GEMM node (Linear, LinearWgrad, FP8Gemm, MatMul, Gemm); 0 for other ops, -1
- * when a size is symbolic. LinearWgrad's k is the rows of dy, the others' the last dim of the
- * first operand. */
+/* 2 m n k of a GEMM node (f8_gemm_sizes, as the audit counts it); 0 for other ops, -1 when a
+ * size is symbolic. */
 static double gemm_flops(const f8_graph *graph, const f8_node *node) {
-	if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM) || node->op == F8_OP_GROUPED_LINEAR ||
-	    node->op == F8_OP_GROUPED_LINEAR_WGRAD)
+	int64_t m, n, k;
+	if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
 		return 0;
-	double out = numel_of(&graph->values[node->outputs[0]].type), k;
-	if (node->op == F8_OP_LINEAR_WGRAD) {
-		double dy = numel_of(&graph->values[node->inputs[0]].type);
-		double width = last_dim(graph, node->inputs[0]);
-		k = dy < 0 || width <= 0 ? -1 : dy / width;
-	} else {
-		k = last_dim(graph, node->inputs[0]);
-	}
-	return out < 0 || k < 0 ? -1 : 2 * out * k;
+	return f8_gemm_sizes(graph, node, &m, &n, &k) ? 2.0 * (double)m * (double)n * (double)k : -1;
 }
 
 /* The estimates per micro-batch (and per step's cast and opt phases, once): GEMM FLOPs, the

@@ -183,32 +183,6 @@ static f8_status load(request *r, f8_graph **graph, f8_diag *diag) {
 	return n ? f8_frontend_bind_dims(*graph, more, n, diag) : F8_OK;
 }
 
-/* The product of dims [from, to) of `type` into *out; false when one is not a constant. */
-static bool const_product(const f8_type *type, int from, int to, int64_t *out) {
-	*out = 1;
-	for (int i = from; i < to; i++) {
-		if (!f8_dim_is_const(type->shape.dims[i]))
-			return false;
-		*out *= f8_dim_value(type->shape.dims[i]);
-	}
-	return true;
-}
-
-/* The GEMM's (m, n, k): the output (m, n) = a (m, k) b^T, batch dims folded into m. */
-static bool gemm_sizes(const f8_graph *graph, const f8_node *node, row *out) {
-	const f8_type *a = &graph->values[node->inputs[0]].type;
-	const f8_type *b = &graph->values[node->inputs[1]].type;
-	const f8_type *y = &graph->values[node->outputs[0]].type;
-	int ra = a->shape.rank, ry = y->shape.rank;
-	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD)
-		// dy (rows, n) and x (rows, k): the contraction runs over the rows.
-		return const_product(a, ra - 1, ra, &out->m) &&
-		       const_product(b, b->shape.rank - 1, b->shape.rank, &out->n) &&
-		       const_product(a, 0, ra - 1, &out->k);
-	return const_product(y, 0, ry - 1, &out->m) && const_product(y, ry - 1, ry, &out->n) &&
-	       const_product(a, ra - 1, ra, &out->k);
-}
-
 /* The scaling table an FP8 operand's scale comes from: the table its cast reads (for a weight
  * cache, the cast that remakes it each step); NULL for scales found in the cast. */
 static const char *scale_table(const f8_graph *graph, f8_value_id v) {
@@ -248,7 +222,7 @@ static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_dia
 		     .kind = linear ? f8_gemm_kind_name(kind) : f8_op_name(node->op),
 		     .fp8 = node->op == F8_OP_FP8_GEMM, .dtype = y->type.dtype,
 		     .reason = y->precision.reason};
-	if (!gemm_sizes(graph, node, out)) {
+	if (!f8_gemm_sizes(graph, node, &out->m, &out->n, &out->k)) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "the sizes of %s (%s) are not all known",
 			    out->scope, out->kind);
 		f8_diag_hint(diag, "bind the model's symbolic sizes with --dim NAME=N");
@@ -269,7 +243,9 @@ static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_dia
 		o->table = scale_table(graph, node->inputs[i]);
 		granularity(node, blocks[i], scale_inv->type.dtype, o->granularity,
 			    sizeof o->granularity);
-		const_product(&v->type, 0, v->type.shape.rank, &o->numel);
+		f8_dim numel;
+		o->numel = f8_shape_numel(&v->type.shape, &numel) && f8_dim_is_const(numel)
+				   ? f8_dim_value(numel) : 0;
 	}
 	return F8_OK;
 }
