@@ -328,6 +328,14 @@ static uint32_t choose_width(lowering *l, uint32_t index, vector_body *v) {
 	if (l->emit.target != F8_LLVM_TARGET_NVPTX || (grid && !l->row_per_thread) ||
 	    l->loops > MAX_VECTOR_LOOPS)
 		return 1;
+	// Accesses through an address (load.ptr, store.ptr) keep their loop scalar: the lanes
+	// would each need the address, which the forms below do not carry.
+	for (uint32_t i = 0; i < loop->n_body; i++) {
+		const f8_kir_stmt *stmt = &k->stmts[loop->body[i]];
+		if (stmt->kind == F8_KIR_STMT_STORE_PTR ||
+		    (stmt->kind == F8_KIR_STMT_INST && k->insts[stmt->inst].op == F8_KIR_OP_LOAD_PTR))
+			return 1;
+	}
 	v->var = loop->var;
 	v->in_body[loop->var] = true;
 	for (uint32_t i = 0; i < loop->n_body; i++)

@@ -977,6 +977,38 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *p
 	f8_free(ptx);
 }
 
+/*
+ * A grid loop of one row a thread that stores through an address read at its row (a table's
+ * cell, then store.ptr) compiles for NVPTX, each row through its own address: the vector form
+ * once took every lane's store through one lane's address, or refused the kernel.
+ */
+static void check_pointer_rows(void) {
+	f8_kernel *k = f8_kir_create("pointer_rows");
+	f8_diag diag = {0};
+	uint32_t table, rows;
+	f8_kir_id r;
+	CHECK(k && f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == F8_OK &&
+	      f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag) == F8_OK &&
+	      f8_kir_begin_grid_loop(k, f8_kir_size(k, rows), &r, &diag) == F8_OK);
+	if (!k || diag.message[0]) {
+		f8_kir_destroy(k);
+		return;
+	}
+	f8_kir_id address = f8_kir_load(k, table, r);
+	f8_kir_id value = f8_kir_emit(k, F8_KIR_OP_TO_F32, r, F8_KIR_NONE, F8_KIR_NONE);
+	CHECK(f8_kir_store_ptr(k, F8_DTYPE_F32, address, f8_kir_const_i64(k, 0), value, &diag) ==
+		      F8_OK &&
+	      f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK && f8_kir_verify(k, &diag) == F8_OK);
+	char *ptx = NULL;
+	f8_llvm_geometry geometry;
+	f8_status status = f8_nvptx_compile((const f8_kernel *const *)&k, 1, &ptx, &geometry, &diag);
+	if (status)
+		f8_diag_print(&diag, stdout);
+	CHECK(status == F8_OK && ptx && !strstr(ptx, "st.global.v"));
+	f8_free(ptx);
+	f8_kir_destroy(k);
+}
+
 /* --gpu: compiles the kernels to PTX and loads them on the first GPU; false when it cannot. */
 static bool open_gpu(void) {
 	f8_llvm_geometry geometry[16];
@@ -1077,6 +1109,7 @@ int main(int argc, char **argv) {
 		check_refusals();
 		check_allocation_failure(all);
 		check_ptx(all, N_KERNELS, ptxas);
+		check_pointer_rows();
 	}
 	f8_host_jit_destroy(jit);
 	for (int k = 0; k < N_KERNELS; k++)
