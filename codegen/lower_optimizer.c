@@ -464,15 +464,18 @@ static f8_status update_element(optimizer *o, const variant_key *key, const row 
 	f8_kernel *k = lw->kernel;
 	const f8_dtype *dtypes = key->dtypes;
 	f8_status status = F8_OK;
+	bool adamw = dtypes[0] != F8_DTYPE_UNDEFINED;
+	f8_kir_id in[N_INPUTS];
+	for (uint32_t i = 0; adamw && i < N_INPUTS; i++)
+		in[i] = f8_kir_load_ptr(k, dtypes[i], r->addresses[i], e);
+	// The zeroing after the loads: in a slab (passes/schedule.c writes an update's source in
+	// place of its leaf) the zeroed gradient is the gradient's own storage.
 	uint32_t zero = COLUMN_ZERO_OUT - BUFFER_FIRST;
 	if (dtypes[zero] != F8_DTYPE_UNDEFINED)
 		status = f8_kir_store_ptr(k, dtypes[zero], r->addresses[zero], e,
 					  f32(lw, key->fill), lw->diag);
-	if (dtypes[0] == F8_DTYPE_UNDEFINED || status) // no AdamW
+	if (!adamw || status)
 		return status;
-	f8_kir_id in[N_INPUTS];
-	for (uint32_t i = 0; i < N_INPUTS; i++)
-		in[i] = f8_kir_load_ptr(k, dtypes[i], r->addresses[i], e);
 	const scalars *s = set_of(o, key);
 	f8_kir_id grad = in[COLUMN_GRAD - BUFFER_FIRST];
 	if (s->grad_scale != NONE)
