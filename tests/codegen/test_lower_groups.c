@@ -25,6 +25,7 @@
 #include "ir/alloc.h"            // f8_malloc, f8_realloc, f8_free
 #include "ir/fp8.h"              // f8_float_decode
 #include "ir/text.h"             // f8_text_parse
+#include "codegen/lower.h"       // f8_codegen_lower_group, f8_lowered_group
 #include "passes/pipeline.h"     // f8_pipeline_run_with
 #include "passes/precision.h"    // f8_fp8_options_default
 #include "runtime/cpu/generated.h" // f8_cpu_generated_create, f8_cpu_generated_run
@@ -190,7 +191,7 @@ static f8_status run_reference(const f8_graph *graph, uint32_t group, const int6
 static void compare(const f8_graph *graph, f8_value_id value, const f8_rt_tensor *reference,
 		    const void *got, bool exact_fp8, const char *kernel) {
 	case_comparison result;
-	case_compare(reference, got, !exact_fp8, &result);
+	case_compare(reference, got, !exact_fp8, case_rounded_twice(graph, value), &result);
 	if (result.bad)
 		printf("  %s: %%%s: %lld of %lld elements differ; first at %lld: reference %.9g, "
 		       "kernel %.9g\n",
@@ -330,6 +331,44 @@ static void check_text_group(const char *title, const char *text, f8_kernel_fami
 		graph->nodes[graph->order[i]].group = group;
 	int64_t symbols[4] = {3, 40, 7, 5};
 	check_groups(graph, symbols);
+	f8_graph_destroy(graph);
+}
+
+/*
+ * Lowers the whole of `text` as one group of `family` and checks the form the title names was
+ * taken: at least `launches` launches, one of a kernel whose name ends in `suffix` (NULL: any),
+ * whose first parameter is of `dtype` (F8_DTYPE_UNDEFINED: any). The value checks of
+ * check_text_group pass with either form, so they cannot say which one ran.
+ */
+static void check_form(const char *title, const char *text, f8_kernel_family family,
+		       uint32_t launches, const char *suffix, f8_dtype dtype) {
+	printf("%s\n", title);
+	f8_graph *graph = NULL;
+	f8_diag diag = {0};
+	uint32_t group = 0;
+	f8_lowered_group lowered = {0};
+	f8_status status = f8_text_parse(text, strlen(text), title, &graph, &diag);
+	if (!status)
+		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
+	if (!status)
+		status = f8_graph_add_group(graph, "k0", family, "the whole graph", &group, &diag);
+	for (uint32_t i = 0; !status && i < graph->n_order; i++)
+		graph->nodes[graph->order[i]].group = group;
+	if (!status)
+		status = f8_codegen_lower_group(graph, group, &lowered, &diag);
+	if (status)
+		f8_diag_print(&diag, stdout);
+	CHECK(status == F8_OK);
+	bool found = false;
+	for (uint32_t l = 0; l < lowered.n_launches; l++) {
+		const f8_kernel *k = lowered.launches[l].kernel;
+		size_t n = strlen(k->name), m = suffix ? strlen(suffix) : 0;
+		found |= (!suffix || (n >= m && strcmp(k->name + n - m, suffix) == 0)) &&
+			 (dtype == F8_DTYPE_UNDEFINED || (k->n_params && k->params[0].dtype == dtype));
+	}
+	printf("  %u launches\n", lowered.n_launches);
+	CHECK(lowered.n_launches >= launches && found);
+	f8_lowered_group_release(&lowered);
 	f8_graph_destroy(graph);
 }
 
@@ -879,6 +918,8 @@ static void check_adamw_many(void) {
 	check_text_group("AdamW of 300 parameters + zeroing: launches of tables", text,
 			 F8_KERNEL_FAMILY_OPTIMIZER);
 	adamw_exact("AdamW of 300 parameters bit for bit at steps 1 to 40", text, 40);
+	check_form("AdamW of 300 parameters: more variants than a launch takes", text,
+		   F8_KERNEL_FAMILY_OPTIMIZER, 2, NULL, F8_DTYPE_UNDEFINED);
 	f8_free(text);
 }
 
@@ -926,6 +967,10 @@ int main(int argc, char **argv) {
 			 layer_norm_cast_words, F8_KERNEL_FAMILY_NORM);
 	check_text_group("RMSNorm (bf16) + CastTranspose E5M2 through scratch, as words",
 			 rms_norm_cast_words, F8_KERNEL_FAMILY_NORM);
+	check_form("LayerNorm + CastTranspose: a transposing kernel of i32 words",
+		   layer_norm_cast_words, F8_KERNEL_FAMILY_NORM, 2, NULL, F8_DTYPE_I32);
+	check_form("RMSNorm + CastTranspose: a transposing kernel of i32 words", rms_norm_cast_words,
+		   F8_KERNEL_FAMILY_NORM, 2, NULL, F8_DTYPE_I32);
 	check_text_group("RMSNorm (bf16) + Quantize", rms_norm_quantize, F8_KERNEL_FAMILY_NORM);
 	check_text_group("GeluGrad + CastTranspose + dbias", gelu_grad_cast,
 			 F8_KERNEL_FAMILY_ACTIVATION_GRAD);
@@ -937,6 +982,10 @@ int main(int argc, char **argv) {
 			 cross_entropy_segments, F8_KERNEL_FAMILY_CROSS_ENTROPY);
 	check_text_group("CrossEntropy, vocabulary of 20004 in segments (bf16, none)",
 			 cross_entropy_segments_bf16, F8_KERNEL_FAMILY_CROSS_ENTROPY);
+	check_form("CrossEntropy of 20000: a segments kernel", cross_entropy_segments,
+		   F8_KERNEL_FAMILY_CROSS_ENTROPY, 3, "_segments", F8_DTYPE_UNDEFINED);
+	check_form("CrossEntropy of 20004 (none): a segments kernel", cross_entropy_segments_bf16,
+		   F8_KERNEL_FAMILY_CROSS_ENTROPY, 2, "_segments", F8_DTYPE_UNDEFINED);
 	check_text_group("CrossEntropy, symbolic vocabulary (sum)", cross_entropy_symbolic,
 			 F8_KERNEL_FAMILY_CROSS_ENTROPY);
 	check_text_group("CrossEntropyGrad (bf16 logits)", cross_entropy_grad,

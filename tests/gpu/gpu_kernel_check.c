@@ -57,6 +57,7 @@ typedef struct case_buffer {
 	const char *random;  // inputs: normal, scale, bool, label, id, amax, moment, rate, step
 			     // or fraction (make_kernel_cases.c's policies)
 	bool fp8_neighbour;  // outputs: FP8 codes may be one apart from the reference
+	bool rounded_twice;  // outputs: rounded twice, two bf16 ulps apart (case_compare.h)
 	bool jit_matches;    // outputs: the host JIT's output is within the rule
 	uint64_t jit_hash;   // outputs: case_hash of the host JIT's bytes
 	CUdeviceptr device;  // 0 when none (no bytes)
@@ -175,6 +176,7 @@ static void parse_value(json_t *entry, const char *where, case_buffer *buffer) {
 	if (buffer->use == USE_IN)
 		buffer->random = get_string(entry, "random", where);
 	buffer->fp8_neighbour = json_is_true(json_object_get(entry, "fp8_neighbour"));
+	buffer->rounded_twice = json_is_true(json_object_get(entry, "rounded_twice"));
 	buffer->jit_matches = json_is_true(json_object_get(entry, "jit_matches_reference"));
 	const char *hash = json_string_value(json_object_get(entry, "jit_hash"));
 	buffer->jit_hash = hash ? strtoull(hash, NULL, 16) : 0;
@@ -401,7 +403,7 @@ static bool check_output(const f8_safetensors *file, const kernel_case *c,
 	f8_rt_tensor reference;
 	read_tensor(file, c, buffer, ".reference", &reference);
 	case_comparison result;
-	case_compare(&reference, got, buffer->fp8_neighbour, &result);
+	case_compare(&reference, got, buffer->fp8_neighbour, buffer->rounded_twice, &result);
 	bool identical = case_hash(got, buffer->bytes) == buffer->jit_hash;
 	tally->outputs++;
 	tally->identical_with_jit += identical;

@@ -37,7 +37,8 @@
  *   {"name": "<model>.<group>", "model", "group", "family", "members",
  *    "values": [{"name", "use": in|out|acc, "dtype", "dims", "count",
  *                in: "random": normal|scale|bool|label|id|amax;
- *                out and acc: "fp8_neighbour" (codes may be one apart),
+ *                out and acc: "fp8_neighbour" (codes may be one apart), "rounded_twice"
+ *                             (two bf16 ulps apart: case_compare.h),
  *                             "jit_matches_reference", "jit_hash" (case_hash, 16 hex digits)}],
  *    "scratch": [{"dtype", "count"}], zeroed before the first launch,
  *    "error": what a nonzero scratch[error_scratch] (i64) means, or null, "error_scratch",
@@ -591,7 +592,8 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 			continue;
 		}
 		case_comparison result;
-		case_compare(reference[id], jit[id].data, neighbour, &result);
+		case_compare(reference[id], jit[id].data, neighbour, case_rounded_twice(graph, id),
+			     &result);
 		char hash[32];
 		snprintf(hash, sizeof hash, "%016llx",
 			 (unsigned long long)case_hash(jit[id].data, jit[id].n_bytes));
@@ -648,6 +650,8 @@ static json_t *make_case(const model *m, uint32_t g, const f8_llvm_geometry *geo
 					    json_string(random_policy(graph, g, id)));
 		else if (f8_dtype_is_fp8(dtype) && dtype != F8_DTYPE_E8M0)
 			json_object_set_new(entry, "fp8_neighbour", json_boolean(neighbour));
+		else if (case_rounded_twice(graph, id))
+			json_object_set_new(entry, "rounded_twice", json_true());
 		json_array_append_new(values, entry);
 	}
 	if (list)
