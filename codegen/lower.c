@@ -891,6 +891,21 @@ static f8_status lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *
 	return status;
 }
 
+void f8_kernel_table_destroy(f8_kernel_table *table) {
+	if (table) {
+		f8_free(table->columns);
+		f8_free(table->cells);
+	}
+	f8_free(table);
+}
+
+void f8_kernel_args_free_tables(f8_kernel_arg *args, uint32_t n_params) {
+	for (uint32_t p = 0; args && p < n_params; p++) {
+		f8_kernel_table_destroy(args[p].table);
+		args[p].table = NULL;
+	}
+}
+
 void f8_lowered_group_release(f8_lowered_group *group) {
 	for (uint32_t i = 0; i < group->n_launches; i++) {
 		if (group->launches[i].kernel)

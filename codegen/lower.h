@@ -86,6 +86,9 @@ typedef struct f8_kernel_arg {
 	f8_kernel_table *table; // tables: what to fill it with, owned by the binding; else NULL
 } f8_kernel_arg;
 
+/* Frees `table` (NULL: nothing) with what it holds. */
+void f8_kernel_table_destroy(f8_kernel_table *table);
+
 /* Frees the tables of bindings args[0 .. n_params) (a launch's, one per parameter of its
  * kernel), leaving NULL there. Whoever frees a launch's bindings calls it first. */
 void f8_kernel_args_free_tables(f8_kernel_arg *args, uint32_t n_params);

@@ -622,21 +622,6 @@ static f8_status make_table(optimizer *o, f8_kernel_table **out) {
 	return F8_OK;
 }
 
-static void destroy_table(f8_kernel_table *table) {
-	if (table) {
-		f8_free(table->columns);
-		f8_free(table->cells);
-	}
-	f8_free(table);
-}
-
-void f8_kernel_args_free_tables(f8_kernel_arg *args, uint32_t n_params) {
-	for (uint32_t p = 0; args && p < n_params; p++) {
-		destroy_table(args[p].table);
-		args[p].table = NULL;
-	}
-}
-
 /* The table parameter, bound to `table` (which the binding owns once the launch is made). */
 static f8_status add_table_param(optimizer *o, f8_kernel_table *table) {
 	f8_lower *lw = &o->lw;
@@ -696,7 +681,7 @@ static f8_status lower_launch(optimizer *o, const char *name, f8_lowered_group *
 	}
 	status = f8_lower_end(lw, status, out);
 	if (status) // f8_lower_end freed the bindings, not their table
-		destroy_table(table);
+		f8_kernel_table_destroy(table);
 	return status;
 }
 
