@@ -420,7 +420,8 @@ const char *f8_kir_error(const f8_kernel *kernel);
 /* Checks the kernel's structure: one grid loop at the top level, block loops only inside it,
  * every value used in its scope or one around it and defined before its use, types, parameter
  * kinds, accumulators complete, masks i1, shared arrays used only in block loops and not both
- * loaded and stored by one, addresses not defined in a block loop. F8_ERR_INVALID with the kernel's name and the first problem. */
+ * loaded and stored by one, addresses not defined in a block loop. F8_ERR_INVALID with the
+ * kernel's name and the first problem. */
 f8_status f8_kir_verify(const f8_kernel *kernel, f8_diag *diag);
 
 /* Prints the kernel in its text form (the header comment shows one). */

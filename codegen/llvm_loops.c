@@ -371,9 +371,10 @@ static void enter_lane(lowering *l, const vector_body *v, const f8_kir_id *ids, 
 
 /* The i1 that holds where a W-element access of buffer `param` at linear `index` by the chunk
  * of lanes `first` .. `first` + W - 1 may be one: lane `first`'s element address aligned to the
- * access's size and every lane's mask (`mask`, F8_KIR_NONE: none) true. The address, not the buffer and the index apart: a test of the
- * buffer alone would be hoisted to the kernel's entry and kept live through it, one a loop and
- * buffer, more registers than a kernel of many loops has. */
+ * access's size and every lane's mask (`mask`, F8_KIR_NONE: none) true. The address, not the
+ * buffer and the index apart: a test of the buffer alone would be hoisted to the kernel's
+ * entry and kept live through it, one a loop and buffer, more registers than a kernel of many
+ * loops has. */
 static LLVMValueRef whole_access(lowering *l, const vector_body *v, uint32_t param,
 				 f8_kir_id index, f8_kir_id mask, uint32_t first) {
 	f8_llvm_emit *e = &l->emit;
