@@ -310,25 +310,35 @@ static void check_groups(const f8_graph *graph, const int64_t *symbols) {
 	f8_cpu_generated_destroy(generated);
 }
 
-/* A text graph made one group: all its nodes, in order. */
-static void check_text_group(const char *title, const char *text, f8_kernel_family family) {
-	printf("%s\n", title);
+/* Parses `text` (canonicalized) and makes all its nodes one group of `family`, k0; the graph,
+ * or NULL with the failure printed and counted. */
+static f8_graph *one_group(const char *title, const char *text, f8_kernel_family family,
+			   uint32_t *group) {
 	f8_graph *graph = NULL;
 	f8_diag diag = {0};
 	f8_status status = f8_text_parse(text, strlen(text), title, &graph, &diag);
 	if (!status)
 		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
-	uint32_t group = 0;
 	if (!status)
-		status = f8_graph_add_group(graph, "k0", family, "the whole graph", &group, &diag);
+		status = f8_graph_add_group(graph, "k0", family, "the whole graph", group, &diag);
 	if (status) {
 		f8_diag_print(&diag, stdout);
 		CHECK(status == F8_OK);
 		f8_graph_destroy(graph);
-		return;
+		return NULL;
 	}
 	for (uint32_t i = 0; i < graph->n_order; i++)
-		graph->nodes[graph->order[i]].group = group;
+		graph->nodes[graph->order[i]].group = *group;
+	return graph;
+}
+
+/* A text graph made one group: all its nodes, in order. */
+static void check_text_group(const char *title, const char *text, f8_kernel_family family) {
+	printf("%s\n", title);
+	uint32_t group;
+	f8_graph *graph = one_group(title, text, family, &group);
+	if (!graph)
+		return;
 	int64_t symbols[4] = {3, 40, 7, 5};
 	check_groups(graph, symbols);
 	f8_graph_destroy(graph);
@@ -343,19 +353,13 @@ static void check_text_group(const char *title, const char *text, f8_kernel_fami
 static void check_form(const char *title, const char *text, f8_kernel_family family,
 		       uint32_t launches, const char *suffix, f8_dtype dtype) {
 	printf("%s\n", title);
-	f8_graph *graph = NULL;
+	uint32_t group;
+	f8_graph *graph = one_group(title, text, family, &group);
+	if (!graph)
+		return;
 	f8_diag diag = {0};
-	uint32_t group = 0;
 	f8_lowered_group lowered = {0};
-	f8_status status = f8_text_parse(text, strlen(text), title, &graph, &diag);
-	if (!status)
-		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
-	if (!status)
-		status = f8_graph_add_group(graph, "k0", family, "the whole graph", &group, &diag);
-	for (uint32_t i = 0; !status && i < graph->n_order; i++)
-		graph->nodes[graph->order[i]].group = group;
-	if (!status)
-		status = f8_codegen_lower_group(graph, group, &lowered, &diag);
+	f8_status status = f8_codegen_lower_group(graph, group, &lowered, &diag);
 	if (status)
 		f8_diag_print(&diag, stdout);
 	CHECK(status == F8_OK);
@@ -767,19 +771,13 @@ static void check_data_error(const char *title, const char *text, f8_kernel_fami
  */
 static void adamw_exact(const char *title, const char *text, int64_t steps) {
 	printf("%s\n", title);
-	f8_graph *graph = NULL;
+	uint32_t group;
+	f8_graph *graph = one_group(title, text, F8_KERNEL_FAMILY_OPTIMIZER, &group);
+	if (!graph)
+		return;
 	f8_diag diag = {0};
-	uint32_t group = 0;
 	f8_cpu_generated *generated = NULL;
-	f8_status status = f8_text_parse(text, strlen(text), "adamw", &graph, &diag);
-	if (!status)
-		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
-	if (!status)
-		status = f8_graph_add_group(graph, "k0", F8_KERNEL_FAMILY_OPTIMIZER, "", &group, &diag);
-	for (uint32_t i = 0; !status && i < graph->n_order; i++)
-		graph->nodes[graph->order[i]].group = group;
-	if (!status)
-		status = f8_cpu_generated_create(graph, &generated, &diag);
+	f8_status status = f8_cpu_generated_create(graph, &generated, &diag);
 	CHECK(status == F8_OK);
 	if (status) {
 		f8_diag_print(&diag, stdout);
