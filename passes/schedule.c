@@ -6,6 +6,7 @@
 #include "passes/schedule.h" // f8_pass_schedule_run, f8_buffer_plan
 
 #include <stdlib.h> // qsort
+#include <string.h> // memmove
 
 #include "ir/alloc.h" // f8_calloc, f8_free
 
@@ -90,28 +91,31 @@ static int larger_first(const void *a, const void *b) {
 	return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static int by_offset(const void *a, const void *b) {
-	const interval *x = *(const interval *const *)a, *y = *(const interval *const *)b;
-	return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
-/* Places spans[0 .. n) (sorted larger first): each at the lowest offset free over its
- * lifetime among those placed before it. `scratch` holds n pointers. */
-static void place(interval *spans, uint32_t n, interval **scratch) {
+/*
+ * Places spans[0 .. n) (sorted larger first): each at the lowest offset free over its
+ * lifetime among those placed before it. `placed` (n pointers) keeps those placed so far in
+ * offset order, so that each placement is one pass over them, skipping those whose lifetimes
+ * do not meet the span's, and one insertion.
+ */
+static void place(interval *spans, uint32_t n, interval **placed) {
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t k = 0;
-		for (uint32_t j = 0; j < i; j++)
-			if (spans[j].first <= spans[i].last && spans[i].first <= spans[j].last)
-				scratch[k++] = &spans[j];
-		qsort(scratch, k, sizeof *scratch, by_offset);
+		interval *span = &spans[i];
 		uint64_t offset = 0;
-		for (uint32_t j = 0; j < k; j++) {
-			if (scratch[j]->offset >= offset + spans[i].bytes)
+		for (uint32_t j = 0; j < i; j++) {
+			const interval *other = placed[j];
+			if (other->first > span->last || span->first > other->last)
+				continue; // never live at the same time
+			if (other->offset >= offset + span->bytes)
 				break; // the gap below this one holds it
-			uint64_t end = scratch[j]->offset + scratch[j]->bytes;
+			uint64_t end = other->offset + other->bytes;
 			offset = end > offset ? end : offset;
 		}
-		spans[i].offset = offset;
+		span->offset = offset;
+		uint32_t at = i;
+		while (at > 0 && placed[at - 1]->offset > offset)
+			at--;
+		memmove(&placed[at + 1], &placed[at], (i - at) * sizeof *placed);
+		placed[at] = span;
 	}
 }
 
@@ -122,8 +126,8 @@ f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *repo
 	uint32_t *last = f8_malloc(n_values * sizeof *last);
 	bool *escapes = f8_calloc(2 * (size_t)n_values, sizeof *escapes); // then in_place
 	interval *spans = f8_calloc(n_values, sizeof *spans);
-	interval **scratch = f8_calloc(n_values, sizeof *scratch);
-	f8_status status = position && last && escapes && spans && scratch
+	interval **placed = f8_calloc(n_values, sizeof *placed);
+	f8_status status = position && last && escapes && spans && placed
 				   ? F8_OK
 				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory planning buffers");
 	f8_buffer_plan result = {0};
@@ -138,7 +142,7 @@ f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *repo
 	}
 	if (!status && result.planned) {
 		qsort(spans, n, sizeof *spans, larger_first);
-		place(spans, n, scratch);
+		place(spans, n, placed);
 		for (uint32_t i = 0; i < n; i++) {
 			graph->values[spans[i].value].buffer_offset = (int64_t)spans[i].offset;
 			uint64_t end = spans[i].offset + spans[i].bytes;
@@ -160,7 +164,7 @@ f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *repo
 	f8_free(last);
 	f8_free(escapes);
 	f8_free(spans);
-	f8_free(scratch);
+	f8_free(placed);
 	return status;
 }
 
