@@ -20,18 +20,6 @@ static f8_status begin_kernel(f8_lower *lw, const f8_graph *graph, uint32_t grou
 	return f8_lower_begin(lw, graph, group, members, 1, name, diag);
 }
 
-/* A buffer parameter for `value` when it leaves the group, else F8_NONE in *index. */
-static f8_status add_output(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind,
-			    uint32_t *index) {
-	*index = F8_NONE;
-	if (value == F8_NONE || !f8_lower_escapes(lw, value))
-		return F8_OK;
-	f8_status status = f8_lower_add_buffer(lw, value, kind);
-	if (!status)
-		*index = lw->kernel->n_params - 1;
-	return status;
-}
-
 /* The rows and columns of a (rows, cols) view of `shape`: its leading dims' product, its last. */
 static bool matrix_dims(const f8_shape *shape, f8_dim *rows, f8_dim *cols) {
 	*rows = f8_dim_const(1);
@@ -281,9 +269,9 @@ static f8_status rows_kernel(const cross_entropy *ce, f8_lowered_group *out) {
 	if (!status && ce->partials != F8_NONE)
 		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KIR_PARAM_IN, &partials);
 	if (!status)
-		status = add_output(&lw, lse_value, F8_KIR_PARAM_OUT, &lse);
+		status = f8_lower_bind_output(&lw, lse_value, F8_KIR_PARAM_OUT, &lse);
 	if (!status && ce->none)
-		status = add_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &loss);
+		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &loss);
 	if (!status && !ce->none)
 		status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KIR_PARAM_OUT, &losses);
 	if (!status)
@@ -343,7 +331,7 @@ static f8_status reduce_kernel(const cross_entropy *ce, f8_lowered_group *out) {
 	uint32_t rows_in, loss_out, p_rows;
 	status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KIR_PARAM_IN, &rows_in);
 	if (!status)
-		status = add_output(&lw, ce->node->outputs[0], F8_KIR_PARAM_OUT, &loss_out);
+		status = f8_lower_bind_output(&lw, ce->node->outputs[0], F8_KIR_PARAM_OUT, &loss_out);
 	if (!status)
 		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
 	f8_kir_id sums[2], rows = NONE, r, c;
@@ -472,7 +460,7 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 	for (uint32_t i = 0; !status && i < 4; i++)
 		status = f8_lower_add_buffer(&lw, node->inputs[i], F8_KIR_PARAM_IN);
 	if (!status)
-		status = add_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &dlogits);
+		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &dlogits);
 	if (!status && mean)
 		status = f8_lower_add_scratch_param(&lw, out, count, F8_KIR_PARAM_IN, &count_in);
 	if (!status)
@@ -563,11 +551,11 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 	if (!status)
 		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KIR_PARAM_IN, &amax_in);
 	if (!status)
-		status = add_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &scale_out);
+		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &scale_out);
 	if (!status)
-		status = add_output(&lw, node->outputs[1], F8_KIR_PARAM_OUT, &history_out);
+		status = f8_lower_bind_output(&lw, node->outputs[1], F8_KIR_PARAM_OUT, &history_out);
 	if (!status)
-		status = add_output(&lw, node->outputs[2], F8_KIR_PARAM_ACCUMULATE, &count_out);
+		status = f8_lower_bind_output(&lw, node->outputs[2], F8_KIR_PARAM_ACCUMULATE, &count_out);
 	if (!status)
 		status = f8_lower_add_size(&lw, slots_dim, &p_slots);
 	if (!status)
