@@ -626,16 +626,36 @@ f8_status f8_lower_begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var) {
 	return status;
 }
 
-/* Every amax's per-iteration value (`row` picks the block loop's results); 0 for a cast that
- * saw no element, which cannot happen once every member was emitted. */
-void f8_lower_amax_values(f8_lower *lw, bool row, f8_kir_id *values) {
-	for (uint32_t a = 0; a < lw->n_amax; a++)
-		values[a] = row ? lw->amax[a].row_result : lw->amax[a].element;
+f8_status f8_lower_row_accumulators(f8_lower *lw) {
+	f8_status status = F8_OK;
+	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
+		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
+						&lw->amax[a].row_result, lw->diag);
+	return status;
 }
 
-/* Records the grid loop's trip count for launchers: the anchor's dims, all (`with_last`) or
- * the leading ones. */
-static void record_grid_sizes(f8_lower *lw, bool with_last) {
+f8_status f8_lower_begin_columns(f8_lower *lw, f8_kir_id extent) {
+	f8_kir_id var;
+	f8_status status = f8_kir_begin_block_loop(lw->kernel, extent, &var, lw->diag);
+	if (!status)
+		status = f8_lower_row_accumulators(lw);
+	if (status)
+		return status;
+	lw->col = var;
+	lw->index = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
+	return F8_OK;
+}
+
+f8_status f8_lower_end_loop(f8_lower *lw, bool row, f8_status status) {
+	if (status)
+		return status;
+	f8_kir_id values[F8_LOWER_MAX_AMAX]; // 0 for a cast that saw no element: none once every
+	for (uint32_t a = 0; a < lw->n_amax; a++) // member was emitted
+		values[a] = row ? lw->amax[a].row_result : lw->amax[a].element;
+	return f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+}
+
+void f8_lower_record_grid_sizes(f8_lower *lw, bool with_last) {
 	int n = lw->anchor.rank - (with_last ? 0 : 1);
 	lw->kernel->n_grid_sizes = 0;
 	for (int d = 0; d < n; d++)
@@ -647,7 +667,7 @@ static void record_grid_sizes(f8_lower *lw, bool with_last) {
 static f8_status lower_elementwise(f8_lower *lw) {
 	if (f8_lower_rows_fit(lw))
 		return f8_lower_rows(lw);
-	record_grid_sizes(lw, true);
+	f8_lower_record_grid_sizes(lw, true);
 	f8_kir_id extent = EMIT(lw, MUL, lw->rows, lw->cols, NONE), var;
 	f8_status status = f8_lower_begin_grid(lw, extent, &var);
 	if (status)
@@ -657,9 +677,7 @@ static f8_status lower_elementwise(f8_lower *lw) {
 	lw->col = EMIT(lw, REM, var, lw->cols, NONE);
 	for (uint32_t m = 0; !status && m < lw->n_members; m++)
 		status = f8_lower_emit_member(lw, lw->members[m]);
-	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	f8_lower_amax_values(lw, false, values);
-	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+	return f8_lower_end_loop(lw, false, status);
 }
 
 /* The norm's input at column `col` of the row: from memory (kept in shared array `kept` when
@@ -709,7 +727,7 @@ static f8_status lower_norm(f8_lower *lw) {
 	bool layer = norm->op == F8_OP_LAYER_NORM;
 	uint32_t x = param_of(lw, norm->inputs[0]), kept = F8_NONE;
 	f8_kir_id var;
-	record_grid_sizes(lw, false);
+	f8_lower_record_grid_sizes(lw, false);
 	f8_status status = F8_OK;
 	// The row read once, into a shared array, where its length is a constant that fits.
 	f8_dim last = lw->anchor.dims[lw->anchor.rank - 1];
@@ -742,16 +760,11 @@ static f8_status lower_norm(f8_lower *lw) {
 	if (!status && norm->n_outputs > rstd_output)
 		status = store_if_escaping(lw, norm->outputs[rstd_output], lw->row, rstd);
 	if (!status)
-		status = f8_kir_begin_block_loop(lw->kernel, extent, &var, lw->diag);
-	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
-		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
-						&lw->amax[a].row_result, lw->diag);
+		status = f8_lower_begin_columns(lw, extent);
 	if (status)
 		return status;
-	lw->col = var;
-	lw->index = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
 	if (kept != F8_NONE)
-		status = bind_reg(lw, norm->inputs[0], f8_kir_load_shared(lw->kernel, kept, var));
+		status = bind_reg(lw, norm->inputs[0], f8_kir_load_shared(lw->kernel, kept, lw->col));
 	f8_kir_id xv = status ? NONE : element(lw, norm_id, norm->inputs[0], &status);
 	f8_kir_id gamma = status ? NONE : element(lw, norm_id, norm->inputs[1], &status);
 	if (status)
@@ -773,12 +786,7 @@ static f8_status lower_norm(f8_lower *lw) {
 		status = store_if_escaping(lw, output, lw->index, y);
 	for (uint32_t m = 1; !status && m < lw->n_members; m++)
 		status = f8_lower_emit_member(lw, lw->members[m]);
-	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	f8_lower_amax_values(lw, false, values);
-	if (!status)
-		status = f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
-	f8_lower_amax_values(lw, true, values);
-	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+	return f8_lower_end_loop(lw, true, f8_lower_end_loop(lw, false, status));
 }
 
 /* A size parameter for `dim` (one per distinct dim); its index. */

@@ -130,12 +130,22 @@ void f8_lower_tile_release(f8_lower *lw);
 bool f8_lower_rows_fit(const f8_lower *lw);
 f8_status f8_lower_rows(f8_lower *lw);
 
-/* lower.c's member emission and grid loop, for lower_tile.c: one member at the current element
- * (lw->index, row, col, mask); the grid loop opened with the amaxes' accumulators; every
- * amax's per-iteration value (`row`: the block loop's results). */
+/* lower.c's member emission and loops, for lower_tile.c:
+ *   emit_member: one member at the current element (lw->index, row, col, mask);
+ *   begin_grid: the grid loop over `extent` with the amaxes' accumulators;
+ *   row_accumulators: the amaxes' accumulators of the block loop just opened;
+ *   begin_columns: a block loop over `extent` columns of row lw->row with them, lw->col and
+ *     lw->index its column and element;
+ *   end_loop: passes a failed `status` through, else ends the innermost loop with each amax's
+ *     value per iteration: the element's, or (`row`) the block loop's result;
+ *   record_grid_sizes: the grid loop's trip count for launchers, the anchor's dims, all
+ *     (`with_last`) or the leading ones. */
 f8_status f8_lower_emit_member(f8_lower *lw, f8_node_id id);
 f8_status f8_lower_begin_grid(f8_lower *lw, f8_kir_id extent, f8_kir_id *var);
-void f8_lower_amax_values(f8_lower *lw, bool row, f8_kir_id *values);
+f8_status f8_lower_row_accumulators(f8_lower *lw);
+f8_status f8_lower_begin_columns(f8_lower *lw, f8_kir_id extent);
+f8_status f8_lower_end_loop(f8_lower *lw, bool row, f8_status status);
+void f8_lower_record_grid_sizes(f8_lower *lw, bool with_last);
 
 /* The groups of codegen/lower_multi.c, each its first member's op. */
 f8_status f8_lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,

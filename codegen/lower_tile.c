@@ -306,31 +306,16 @@ bool f8_lower_rows_fit(const f8_lower *lw) {
 }
 
 f8_status f8_lower_rows(f8_lower *lw) {
-	lw->kernel->n_grid_sizes = 0;
-	for (int d = 0; d + 1 < lw->anchor.rank; d++)
-		lw->kernel->grid_sizes[lw->kernel->n_grid_sizes++] =
-			f8_lower_size_param(lw, lw->anchor.dims[d]);
+	f8_lower_record_grid_sizes(lw, false);
 	f8_kir_id var;
 	f8_status status = f8_lower_begin_grid(lw, lw->rows, &var);
 	if (!status)
 		lw->row = var;
 	if (!status)
-		status = f8_kir_begin_block_loop(lw->kernel, lw->cols, &var, lw->diag);
-	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
-		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
-						&lw->amax[a].row_result, lw->diag);
-	if (status)
-		return status;
-	lw->col = var;
-	lw->index = EMIT(lw, ADD, EMIT(lw, MUL, lw->row, lw->cols, NONE), var, NONE);
+		status = f8_lower_begin_columns(lw, lw->cols);
 	for (uint32_t m = 0; !status && m < lw->n_members; m++)
 		status = f8_lower_emit_member(lw, lw->members[m]);
-	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	f8_lower_amax_values(lw, false, values);
-	if (!status)
-		status = f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
-	f8_lower_amax_values(lw, true, values);
-	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+	return f8_lower_end_loop(lw, true, f8_lower_end_loop(lw, false, status));
 }
 
 /* ---- the tiled loops ---- */
@@ -386,9 +371,8 @@ static f8_status members_loop(f8_lower *lw, const tile_grid *g) {
 	struct f8_lower_tile *tile = lw->tile;
 	f8_kir_id row, col, mask;
 	f8_status status = open_tile_loop(lw, g, false, &tile->i, &tile->j, &row, &col, &mask);
-	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
-		status = f8_kir_add_accumulator(lw->kernel, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32,
-						&lw->amax[a].row_result, lw->diag);
+	if (!status)
+		status = f8_lower_row_accumulators(lw);
 	if (status)
 		return status;
 	lw->row = row, lw->col = col, lw->mask = mask;
@@ -396,9 +380,7 @@ static f8_status members_loop(f8_lower *lw, const tile_grid *g) {
 	for (uint32_t m = 0; !status && m < lw->n_members; m++)
 		status = f8_lower_emit_member(lw, lw->members[m]);
 	lw->mask = NONE;
-	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	f8_lower_amax_values(lw, false, values);
-	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+	return f8_lower_end_loop(lw, false, status);
 }
 
 /* The transposed codes of each cast, from its tile, column by column of the tile. */
@@ -459,9 +441,7 @@ f8_status f8_lower_tiled(f8_lower *lw) {
 		status = transpose_loop(lw, &g);
 	if (!status && lw->tile->n_sums)
 		status = sum_loop(lw, &g);
-	f8_kir_id values[F8_LOWER_MAX_AMAX];
-	f8_lower_amax_values(lw, true, values);
-	return status ? status : f8_kir_end_loop(lw->kernel, values, lw->n_amax, lw->diag);
+	return f8_lower_end_loop(lw, true, status);
 }
 
 /* ---- a norm's transposes ---- */
