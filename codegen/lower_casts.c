@@ -275,16 +275,25 @@ static f8_status bind_outputs(kernel *k, outputs *o) {
 	return status;
 }
 
+/* A cast kernel's parameters: kernel 1's amaxes (scratch `found`, into *amax_in; none where
+ * `found` is F8_NONE), the outputs, the sizes. */
+static f8_status cast_params(kernel *k, f8_lowered_group *out, uint32_t found, uint32_t *amax_in,
+			     outputs *o) {
+	*amax_in = F8_NONE;
+	f8_status status = F8_OK;
+	if (found != F8_NONE)
+		status = f8_lower_add_scratch_param(&k->lw, out, found, F8_KIR_PARAM_IN, amax_in);
+	if (!status)
+		status = bind_outputs(k, o);
+	return status ? status : sizes(k);
+}
+
 /* Per tensor, kernel 2: the scale from the amax, the codes (and codes^T) of every element. */
 static f8_status tensor_cast(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	uint32_t amax_in;
 	outputs o;
-	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KIR_PARAM_IN, &amax_in);
-	if (!status)
-		status = bind_outputs(k, &o);
-	if (!status)
-		status = sizes(k);
+	f8_status status = cast_params(k, out, found, &amax_in, &o);
 	if (status)
 		return status;
 	f8_kir_id zero = i64(k, 0), inverse, r, c;
@@ -388,15 +397,9 @@ static f8_status transposed_scale_invs(kernel *k, uint32_t scale_inv_t, uint32_t
 static f8_status row_blocks_cast(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	const recipe *r = k->r;
-	uint32_t column_amax_in = F8_NONE;
+	uint32_t column_amax_in;
 	outputs o;
-	f8_status status = F8_OK;
-	if (r->transpose)
-		status = f8_lower_add_scratch_param(lw, out, found, F8_KIR_PARAM_IN, &column_amax_in);
-	if (!status)
-		status = bind_outputs(k, &o);
-	if (!status)
-		status = sizes(k);
+	f8_status status = cast_params(k, out, r->transpose ? found : F8_NONE, &column_amax_in, &o);
 	if (status)
 		return status;
 	lw->kernel->grid_sizes[lw->kernel->n_grid_sizes++] = k->p_cols;
@@ -488,11 +491,7 @@ static f8_status square_cast(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	uint32_t amax_in;
 	outputs o;
-	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KIR_PARAM_IN, &amax_in);
-	if (!status)
-		status = bind_outputs(k, &o);
-	if (!status)
-		status = sizes(k);
+	f8_status status = cast_params(k, out, found, &amax_in, &o);
 	if (status)
 		return status;
 	f8_kir_id side = i64(k, k->r->width), blocks = ceil_div(k, k->cols, side);
