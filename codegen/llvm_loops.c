@@ -282,11 +282,6 @@ static size_t classify_body(const f8_kernel *k, const f8_kir_stmt *loop, vector_
  * functions' sequences (llvm_math.c) 8 more, a division or square root 2 more. */
 enum { MAX_LANE_WEIGHT = 768 };
 
-/* A kernel of more block loops than this (an optimizer's, one a tensor) keeps them scalar: each
- * vector loop's invariants are hoisted to the kernel's entry and live through all the loops,
- * which spills. */
-enum { MAX_VECTOR_LOOPS = 16 };
-
 static uint32_t body_weight(const f8_kernel *k, const f8_kir_stmt *loop) {
 	uint32_t weight = 0;
 	for (uint32_t i = 0; i < loop->n_body; i++) {
@@ -325,8 +320,7 @@ static uint32_t choose_width(lowering *l, uint32_t index, vector_body *v) {
 	const f8_kernel *k = l->kernel;
 	const f8_kir_stmt *loop = &k->stmts[index];
 	bool grid = loop->kind == F8_KIR_STMT_GRID_LOOP;
-	if (l->emit.target != F8_LLVM_TARGET_NVPTX || (grid && !l->row_per_thread) ||
-	    l->loops > MAX_VECTOR_LOOPS)
+	if (l->emit.target != F8_LLVM_TARGET_NVPTX || (grid && !l->row_per_thread))
 		return 1;
 	// Accesses through an address (load.ptr, store.ptr) keep their loop scalar: the lanes
 	// would each need the address, which the forms below do not carry.
