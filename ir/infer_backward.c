@@ -16,7 +16,7 @@ static f8_status require_same_type(const f8_graph *graph, const f8_type *a, cons
 	if (f8_type_equal(a, b))
 		return F8_OK;
 	char s1[160], s2[160];
-	return infer_fail(diag, "%s is %s but %s is %s; they must match", a_what,
+	return f8_infer_fail(diag, "%s is %s but %s is %s; they must match", a_what,
 			  f8_type_format(graph, a, s1, sizeof s1), b_what,
 			  f8_type_format(graph, b, s2, sizeof s2));
 }
@@ -30,19 +30,19 @@ static bool is_scalar(const f8_type *type) {
 f8_status f8_infer_linear_wgrad(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *x = infer_input(graph, node, 1);
-	f8_status status = infer_require_float(dy, "dy", diag);
+	f8_status status = f8_infer_require_float(dy, "dy", diag);
 	if (!status)
-		status = infer_require_same_dtype(dy, "dy", x, "x", diag);
+		status = f8_infer_require_same_dtype(dy, "dy", x, "x", diag);
 	if (!status)
-		status = infer_require_flag(node, "transpose_weight", diag);
+		status = f8_infer_require_flag(node, "transpose_weight", diag);
 	if (status)
 		return status;
 	int rank = x->shape.rank;
 	if (rank < 1 || dy->shape.rank != rank)
-		return infer_fail(diag, "dy and x must have the same rank, at least 1");
+		return f8_infer_fail(diag, "dy and x must have the same rank, at least 1");
 	for (int i = 0; i < rank - 1; i++)
 		if (!f8_dim_equal(dy->shape.dims[i], x->shape.dims[i]))
-			return infer_fail(diag, "dy and x must agree on every dim but the last");
+			return f8_infer_fail(diag, "dy and x must agree on every dim but the last");
 	f8_dim n = dy->shape.dims[rank - 1], k = x->shape.dims[rank - 1];
 	bool transposed = f8_node_attr_int(node, "transpose_weight", 0);
 	outputs[0] = (f8_type){.dtype = dy->dtype,
@@ -60,7 +60,7 @@ f8_status f8_infer_layer_norm_grad(const f8_graph *graph, const f8_node *node, f
 	const f8_type *rstd = infer_input(graph, node, 4);
 	f8_status status = require_same_type(graph, dy, "dy", x, "x", diag);
 	if (!status)
-		status = infer_require_float(gamma, "gamma", diag);
+		status = f8_infer_require_float(gamma, "gamma", diag);
 	if (!status)
 		status = require_same_type(graph, mean, "mean", rstd, "rstd", diag);
 	if (status)
@@ -79,7 +79,7 @@ f8_status f8_infer_rms_norm_grad(const f8_graph *graph, const f8_node *node, f8_
 	const f8_type *gamma = infer_input(graph, node, 2);
 	f8_status status = require_same_type(graph, dy, "dy", x, "x", diag);
 	if (!status)
-		status = infer_require_float(gamma, "gamma", diag);
+		status = f8_infer_require_float(gamma, "gamma", diag);
 	if (status)
 		return status;
 	outputs[0] = *x;
@@ -96,13 +96,13 @@ f8_status f8_infer_attention_grad(const f8_graph *graph, const f8_node *node, f8
 	const f8_type *lse = infer_input(graph, node, 5);
 	f8_status status = require_same_type(graph, dout, "dout", out, "out", diag);
 	if (!status)
-		status = infer_require_float(lse, "lse", diag);
+		status = f8_infer_require_float(lse, "lse", diag);
 	if (status)
 		return status;
 	for (uint32_t i = 0; i < 3; i++) {
 		const f8_type *operand = infer_input(graph, node, i + 1);
 		if (operand->shape.rank != 4)
-			return infer_fail(diag, "q, k and v must have rank 4");
+			return f8_infer_fail(diag, "q, k and v must have rank 4");
 		outputs[i] = *operand;
 	}
 	return F8_OK;
@@ -113,11 +113,11 @@ f8_status f8_infer_gelu_grad(const f8_graph *graph, const f8_node *node, f8_type
 			     f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *x = infer_input(graph, node, 1);
 	static const char *const approximations[] = {"none", "tanh", NULL};
-	f8_status status = infer_require_choice(node, "approximate", approximations, diag);
+	f8_status status = f8_infer_require_choice(node, "approximate", approximations, diag);
 	if (!status)
 		status = require_same_type(graph, dy, "dy", x, "x", diag);
 	if (!status)
-		status = infer_require_float(x, "x", diag);
+		status = f8_infer_require_float(x, "x", diag);
 	outputs[0] = *x;
 	return status;
 }
@@ -129,7 +129,7 @@ f8_status f8_infer_swiglu_grad(const f8_graph *graph, const f8_node *node, f8_ty
 	const f8_type *x = infer_input(graph, node, 1), *up = infer_input(graph, node, 2);
 	uint32_t n_inputs = up ? 2 : 1;
 	if (node->n_outputs != n_inputs)
-		return infer_fail(diag, "SwiGLUGrad has one output per input of the SwiGLU (%u)",
+		return f8_infer_fail(diag, "SwiGLUGrad has one output per input of the SwiGLU (%u)",
 				  n_inputs);
 	f8_type y;
 	f8_node forward = *node;
@@ -151,16 +151,16 @@ f8_status f8_infer_swiglu_grad(const f8_graph *graph, const f8_node *node, f8_ty
 f8_status f8_infer_embedding_grad(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				  f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *ids = infer_input(graph, node, 1);
-	f8_status status = infer_require_float(dy, "dy", diag);
+	f8_status status = f8_infer_require_float(dy, "dy", diag);
 	if (!status)
-		status = infer_require_integer(ids, "the ids", diag);
+		status = f8_infer_require_integer(ids, "the ids", diag);
 	if (status)
 		return status;
 	if (dy->shape.rank != ids->shape.rank + 1)
-		return infer_fail(diag, "dy must have the ids' shape and one more dim, hidden");
+		return f8_infer_fail(diag, "dy must have the ids' shape and one more dim, hidden");
 	for (int i = 0; i < ids->shape.rank; i++)
 		if (!f8_dim_equal(dy->shape.dims[i], ids->shape.dims[i]))
-			return infer_fail(diag, "dy must have the ids' shape and one more dim, hidden");
+			return f8_infer_fail(diag, "dy must have the ids' shape and one more dim, hidden");
 	const f8_attr *vocab = f8_node_attr(node, "vocab");
 	outputs[0] = (f8_type){.dtype = dy->dtype,
 			       .shape = {.rank = 2, .dims = {vocab->dim, dy->shape.dims[ids->shape.rank]}}};
@@ -172,15 +172,15 @@ f8_status f8_infer_embedding_grad(const f8_graph *graph, const f8_node *node, f8
 f8_status f8_infer_gather_grad(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			       f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *indices = infer_input(graph, node, 1);
-	f8_status status = infer_require_float(dy, "dy", diag);
+	f8_status status = f8_infer_require_float(dy, "dy", diag);
 	if (!status)
-		status = infer_require_integer(indices, "indices", diag);
+		status = f8_infer_require_integer(indices, "indices", diag);
 	if (status)
 		return status;
 	int data_rank = dy->shape.rank - indices->shape.rank + 1, axis;
 	if (data_rank < 1)
-		return infer_fail(diag, "dy has too small a rank for these indices");
-	if ((status = infer_axis(f8_node_attr_int(node, "axis", 0), data_rank, false, "axis", &axis,
+		return f8_infer_fail(diag, "dy has too small a rank for these indices");
+	if ((status = f8_infer_axis(f8_node_attr_int(node, "axis", 0), data_rank, false, "axis", &axis,
 				 diag)))
 		return status;
 	f8_shape data = {.rank = (uint8_t)data_rank};
@@ -199,7 +199,7 @@ f8_status f8_infer_slice_grad(const f8_graph *graph, const f8_node *node, f8_typ
 	const f8_type *dy = infer_input(graph, node, 0);
 	const f8_attr *shape = f8_node_attr(node, "shape");
 	if (shape->dims.n != dy->shape.rank)
-		return infer_fail(diag, "attribute shape must have dy's rank");
+		return f8_infer_fail(diag, "attribute shape must have dy's rank");
 	f8_type x = {.dtype = dy->dtype, .shape = {.rank = (uint8_t)shape->dims.n}};
 	for (uint32_t i = 0; i < shape->dims.n; i++)
 		x.shape.dims[i] = shape->dims.items[i];
@@ -261,7 +261,7 @@ f8_status f8_infer_router_grad(const f8_graph *graph, const f8_node *node, f8_ty
 	const f8_type *probs = infer_input(graph, node, 2);
 	f8_status status = require_same_type(graph, dprobs, "dprobs", probs, "probs", diag);
 	if (!status)
-		status = infer_require_float(logits, "the logits", diag);
+		status = f8_infer_require_float(logits, "the logits", diag);
 	outputs[0] = *logits;
 	return status;
 }
@@ -271,16 +271,16 @@ f8_status f8_infer_router_grad(const f8_graph *graph, const f8_node *node, f8_ty
 f8_status f8_infer_moe_dispatch_grad(const f8_graph *graph, const f8_node *node,
 				     f8_type *outputs, f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *indices = infer_input(graph, node, 1);
-	f8_status status = infer_require_float(dy, "dy", diag);
+	f8_status status = f8_infer_require_float(dy, "dy", diag);
 	if (!status)
-		status = infer_require_integer(indices, "the expert indices", diag);
+		status = f8_infer_require_integer(indices, "the expert indices", diag);
 	if (status)
 		return status;
 	f8_dim rows;
 	if (dy->shape.rank != 2 || indices->shape.rank != 2 ||
 	    !f8_dim_mul(indices->shape.dims[0], indices->shape.dims[1], &rows) ||
 	    !f8_dim_equal(rows, dy->shape.dims[0]))
-		return infer_fail(diag, "dy must be (tokens * top_k, hidden) for indices (tokens, top_k)");
+		return f8_infer_fail(diag, "dy must be (tokens * top_k, hidden) for indices (tokens, top_k)");
 	outputs[0] = (f8_type){.dtype = dy->dtype,
 			       .shape = {.rank = 2, .dims = {indices->shape.dims[0], dy->shape.dims[1]}}};
 	return F8_OK;
@@ -292,18 +292,18 @@ f8_status f8_infer_grouped_linear_wgrad(const f8_graph *graph, const f8_node *no
 					f8_type *outputs, f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *x = infer_input(graph, node, 1);
 	const f8_type *counts = infer_input(graph, node, 2);
-	f8_status status = infer_require_float(dy, "dy", diag);
+	f8_status status = f8_infer_require_float(dy, "dy", diag);
 	if (!status)
-		status = infer_require_same_dtype(dy, "dy", x, "x", diag);
+		status = f8_infer_require_same_dtype(dy, "dy", x, "x", diag);
 	if (!status)
-		status = infer_require_integer(counts, "the counts", diag);
+		status = f8_infer_require_integer(counts, "the counts", diag);
 	if (!status)
-		status = infer_require_flag(node, "transpose_weight", diag);
+		status = f8_infer_require_flag(node, "transpose_weight", diag);
 	if (status)
 		return status;
 	if (dy->shape.rank != 2 || x->shape.rank != 2 || counts->shape.rank != 1 ||
 	    !f8_dim_equal(dy->shape.dims[0], x->shape.dims[0]))
-		return infer_fail(diag, "GroupedLinearWgrad needs dy (rows, N), x (rows, K), counts "
+		return f8_infer_fail(diag, "GroupedLinearWgrad needs dy (rows, N), x (rows, K), counts "
 					"(experts)");
 	bool transposed = f8_node_attr_int(node, "transpose_weight", 0);
 	f8_dim n = dy->shape.dims[1], k = x->shape.dims[1];
@@ -337,7 +337,7 @@ f8_status f8_infer_moe_combine_grad(const f8_graph *graph, const f8_node *node,
 f8_status f8_infer_global_norm(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			       f8_diag *diag) {
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
-		f8_status status = infer_require_float(infer_input(graph, node, i), "every input", diag);
+		f8_status status = f8_infer_require_float(infer_input(graph, node, i), "every input", diag);
 		if (status)
 			return status;
 	}
@@ -356,21 +356,21 @@ f8_status f8_infer_learning_rate(const f8_graph *graph, const f8_node *node, f8_
 				 f8_diag *diag) {
 	static const char *const styles[] = {"constant", "linear", "cosine", NULL};
 	const f8_type *iteration = infer_input(graph, node, 0);
-	f8_status status = infer_require_integer(iteration, "the iteration", diag);
+	f8_status status = f8_infer_require_integer(iteration, "the iteration", diag);
 	if (!status)
-		status = infer_require_choice(node, "style", styles, diag);
+		status = f8_infer_require_choice(node, "style", styles, diag);
 	if (status)
 		return status;
 	if (!is_scalar(iteration))
-		return infer_fail(diag, "the iteration must be a scalar");
+		return f8_infer_fail(diag, "the iteration must be a scalar");
 	double lr = f8_node_attr_float(node, "lr", 0), min_lr = f8_node_attr_float(node, "min_lr", 0);
 	int64_t warmup = f8_node_attr_int(node, "warmup", 0);
 	int64_t decay = f8_node_attr_int(node, "decay_iters", 0);
 	if (!(lr >= 0) || !(min_lr >= 0) || min_lr > lr)
-		return infer_fail(diag, "needs 0 <= min_lr <= lr (lr %g, min_lr %g)", lr, min_lr);
+		return f8_infer_fail(diag, "needs 0 <= min_lr <= lr (lr %g, min_lr %g)", lr, min_lr);
 	if (warmup < 0 || (strcmp(f8_node_attr_string(node, "style", "constant"), "constant") != 0 &&
 			   decay <= warmup))
-		return infer_fail(diag, "needs warmup >= 0 and, to decay, decay_iters > warmup "
+		return f8_infer_fail(diag, "needs warmup >= 0 and, to decay, decay_iters > warmup "
 					"(warmup %lld, decay_iters %lld)", (long long)warmup,
 				  (long long)decay);
 	outputs[0] = infer_scalar(F8_DTYPE_F32);
@@ -393,29 +393,29 @@ f8_status f8_infer_adamw(const f8_graph *graph, const f8_node *node, f8_type *ou
 	const f8_type *m = infer_input(graph, node, 2), *v = infer_input(graph, node, 3);
 	const f8_type *lr = infer_input(graph, node, 4), *step = infer_input(graph, node, 5);
 	const f8_type *grad_scale = infer_input(graph, node, 6);
-	f8_status status = infer_require_float(param, "the parameter", diag);
+	f8_status status = f8_infer_require_float(param, "the parameter", diag);
 	if (!status)
-		status = infer_require_float(grad, "the gradient", diag);
+		status = f8_infer_require_float(grad, "the gradient", diag);
 	if (!status && !f8_shape_equal(&param->shape, &grad->shape))
-		status = infer_fail(diag, "the gradient must have the parameter's shape");
+		status = f8_infer_fail(diag, "the gradient must have the parameter's shape");
 	f8_type moment = {.dtype = F8_DTYPE_F32, .shape = param->shape};
 	if (!status)
 		status = require_same_type(graph, m, "m", &moment, "f32 like the parameter", diag);
 	if (!status)
 		status = require_same_type(graph, v, "v", &moment, "f32 like the parameter", diag);
 	if (!status && (lr->dtype != F8_DTYPE_F32 || !is_scalar(lr)))
-		status = infer_fail(diag, "lr must be an f32 scalar");
+		status = f8_infer_fail(diag, "lr must be an f32 scalar");
 	if (!status && (!f8_dtype_is_integer(step->dtype) || !is_scalar(step)))
-		status = infer_fail(diag, "step must be an integer scalar");
+		status = f8_infer_fail(diag, "step must be an integer scalar");
 	if (!status && grad_scale && (grad_scale->dtype != F8_DTYPE_F32 || !is_scalar(grad_scale)))
-		status = infer_fail(diag, "grad_scale must be an f32 scalar");
+		status = f8_infer_fail(diag, "grad_scale must be an f32 scalar");
 	double beta1 = f8_node_attr_float(node, "beta1", 0.9);
 	double beta2 = f8_node_attr_float(node, "beta2", 0.999);
 	double epsilon = f8_node_attr_float(node, "epsilon", 1e-8);
 	double weight_decay = f8_node_attr_float(node, "weight_decay", 0.0);
 	if (!status && !(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
 			 weight_decay >= 0))
-		status = infer_fail(diag, "needs 0 <= beta1, beta2 < 1, epsilon > 0 and "
+		status = f8_infer_fail(diag, "needs 0 <= beta1, beta2 < 1, epsilon > 0 and "
 					  "weight_decay >= 0");
 	if (status)
 		return status;

@@ -15,7 +15,7 @@ static f8_status require_trailing_shape(const f8_graph *graph, const f8_type *x,
 	if (!f8_shape_equal(&trailing, &param->shape)) {
 		char s1[160], s2[160];
 		f8_type expected = {.dtype = param->dtype, .shape = trailing};
-		return infer_fail(diag, "%s is %s, expected %s (the input's dims from axis %d)", what,
+		return f8_infer_fail(diag, "%s is %s, expected %s (the input's dims from axis %d)", what,
 				  f8_type_format(graph, param, s1, sizeof s1),
 				  f8_type_format(graph, &expected, s2, sizeof s2), axis);
 	}
@@ -29,26 +29,26 @@ f8_status f8_infer_linear(const f8_graph *graph, const f8_node *node, f8_type *o
 			  f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *w = infer_input(graph, node, 1);
 	const f8_type *bias = infer_input(graph, node, 2);
-	f8_status status = infer_require_float(x, "x", diag);
+	f8_status status = f8_infer_require_float(x, "x", diag);
 	if (!status)
-		status = infer_require_same_dtype(x, "x", w, "the weight", diag);
+		status = f8_infer_require_same_dtype(x, "x", w, "the weight", diag);
 	if (!status)
-		status = infer_require_flag(node, "transpose_weight", diag);
+		status = f8_infer_require_flag(node, "transpose_weight", diag);
 	if (status)
 		return status;
 	if (x->shape.rank < 1 || w->shape.rank != 2)
-		return infer_fail(diag, "Linear needs x of rank >= 1 and a weight of rank 2");
+		return f8_infer_fail(diag, "Linear needs x of rank >= 1 and a weight of rank 2");
 	bool transposed = f8_node_attr_int(node, "transpose_weight", 0);
 	f8_dim k = x->shape.dims[x->shape.rank - 1];
 	f8_dim n = w->shape.dims[transposed ? 1 : 0], w_k = w->shape.dims[transposed ? 0 : 1];
 	if (!f8_dim_equal(k, w_k)) {
 		char s1[64], s2[64];
-		return infer_fail(diag, "x has K = %s but the weight %s has K = %s",
+		return f8_infer_fail(diag, "x has K = %s but the weight %s has K = %s",
 				  f8_dim_format(graph, k, s1, sizeof s1), transposed ? "(K, N)" : "(N, K)",
 				  f8_dim_format(graph, w_k, s2, sizeof s2));
 	}
 	if (bias && (bias->shape.rank != 1 || !f8_dim_equal(bias->shape.dims[0], n)))
-		return infer_fail(diag, "the bias must have shape (N)");
+		return f8_infer_fail(diag, "the bias must have shape (N)");
 	outputs[0] = *x;
 	outputs[0].shape.dims[x->shape.rank - 1] = n;
 	return F8_OK;
@@ -66,14 +66,14 @@ static f8_status norm_common(const f8_graph *graph, const f8_node *node, int *ax
 			     f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *gamma = infer_input(graph, node, 1);
 	double epsilon = f8_node_attr_float(node, "epsilon", 1e-5);
-	f8_status status = infer_require_float(x, "x", diag);
+	f8_status status = f8_infer_require_float(x, "x", diag);
 	if (!status)
-		status = infer_axis(f8_node_attr_int(node, "axis", -1), x->shape.rank, false, "axis",
+		status = f8_infer_axis(f8_node_attr_int(node, "axis", -1), x->shape.rank, false, "axis",
 				    axis, diag);
 	if (!status)
 		status = require_trailing_shape(graph, x, *axis, gamma, "the scale (gamma)", diag);
 	if (!status && !(epsilon > 0.0))
-		status = infer_fail(diag, "attribute epsilon must be positive, not %g", epsilon);
+		status = f8_infer_fail(diag, "attribute epsilon must be positive, not %g", epsilon);
 	return status;
 }
 
@@ -120,38 +120,38 @@ f8_status f8_infer_attention(const f8_graph *graph, const f8_node *node, f8_type
 			     f8_diag *diag) {
 	const f8_type *q = infer_input(graph, node, 0), *k = infer_input(graph, node, 1);
 	const f8_type *v = infer_input(graph, node, 2), *mask = infer_input(graph, node, 3);
-	f8_status status = infer_require_float(q, "q", diag);
+	f8_status status = f8_infer_require_float(q, "q", diag);
 	if (!status)
-		status = infer_require_same_dtype(q, "q", k, "k", diag);
+		status = f8_infer_require_same_dtype(q, "q", k, "k", diag);
 	if (!status)
-		status = infer_require_same_dtype(q, "q", v, "v", diag);
+		status = f8_infer_require_same_dtype(q, "q", v, "v", diag);
 	if (!status)
-		status = infer_require_flag(node, "causal", diag);
+		status = f8_infer_require_flag(node, "causal", diag);
 	if (status)
 		return status;
 	if (q->shape.rank != 4 || k->shape.rank != 4 || v->shape.rank != 4)
-		return infer_fail(diag, "q, k and v must have rank 4: (batch, heads, seq, head_dim)");
+		return f8_infer_fail(diag, "q, k and v must have rank 4: (batch, heads, seq, head_dim)");
 	const f8_dim *dq = q->shape.dims, *dk = k->shape.dims, *dv = v->shape.dims;
 	f8_dim group;
 	if (!f8_dim_equal(dq[0], dk[0]) || !f8_dim_equal(dk[0], dv[0]))
-		return infer_fail(diag, "q, k and v must have the same batch size");
+		return f8_infer_fail(diag, "q, k and v must have the same batch size");
 	if (!f8_dim_equal(dk[1], dv[1]) || !f8_dim_div(dq[1], dk[1], &group))
-		return infer_fail(diag, "k and v must have the same number of heads, which must "
+		return f8_infer_fail(diag, "k and v must have the same number of heads, which must "
 					"divide q's heads");
 	if (!f8_dim_equal(dk[2], dv[2]))
-		return infer_fail(diag, "k and v must have the same sequence length");
+		return f8_infer_fail(diag, "k and v must have the same sequence length");
 	if (!f8_dim_equal(dq[3], dk[3]))
-		return infer_fail(diag, "q and k must have the same head dimension");
+		return f8_infer_fail(diag, "q and k must have the same head dimension");
 	if (f8_node_attr(node, "scale") && !(f8_node_attr_float(node, "scale", 0) > 0))
-		return infer_fail(diag, "attribute scale must be positive");
+		return f8_infer_fail(diag, "attribute scale must be positive");
 	if (mask) {
 		f8_shape scores = {.rank = 4, .dims = {dq[0], dq[1], dq[2], dk[2]}}, broadcast;
 		if (mask->dtype != F8_DTYPE_BOOL && mask->dtype != q->dtype)
-			return infer_fail(diag, "the mask must be bool or of q's dtype");
-		if ((status = infer_broadcast(graph, &mask->shape, &scores, &broadcast, diag)))
+			return f8_infer_fail(diag, "the mask must be bool or of q's dtype");
+		if ((status = f8_infer_broadcast_shapes(graph, &mask->shape, &scores, &broadcast, diag)))
 			return status;
 		if (!f8_shape_equal(&broadcast, &scores))
-			return infer_fail(diag, "the mask must broadcast to (batch, heads, seq_q, seq_kv)");
+			return f8_infer_fail(diag, "the mask must broadcast to (batch, heads, seq_q, seq_kv)");
 	}
 	outputs[0] = (f8_type){.dtype = q->dtype, .shape = {.rank = 4, .dims = {dq[0], dq[1], dq[2], dv[3]}}};
 	if (node->n_outputs > 1)
@@ -162,7 +162,7 @@ f8_status f8_infer_attention(const f8_graph *graph, const f8_node *node, f8_type
 f8_status f8_infer_gelu(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
 	static const char *const approximations[] = {"none", "tanh", NULL};
-	f8_status status = infer_require_choice(node, "approximate", approximations, diag);
+	f8_status status = f8_infer_require_choice(node, "approximate", approximations, diag);
 	return status ? status : f8_infer_unary_float(graph, node, outputs, diag);
 }
 
@@ -170,22 +170,22 @@ f8_status f8_infer_gelu(const f8_graph *graph, const f8_node *node, f8_type *out
 f8_status f8_infer_swiglu(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			  f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *up = infer_input(graph, node, 1);
-	f8_status status = infer_require_float(x, "the input", diag);
+	f8_status status = f8_infer_require_float(x, "the input", diag);
 	if (status)
 		return status;
 	if (x->shape.rank < 1)
-		return infer_fail(diag, "SwiGLU needs rank >= 1");
+		return f8_infer_fail(diag, "SwiGLU needs rank >= 1");
 	outputs[0] = *x;
 	if (up) {
-		if ((status = infer_require_same_dtype(x, "gate", up, "up", diag)))
+		if ((status = f8_infer_require_same_dtype(x, "gate", up, "up", diag)))
 			return status;
 		if (!f8_shape_equal(&x->shape, &up->shape))
-			return infer_fail(diag, "gate and up must have the same shape");
+			return f8_infer_fail(diag, "gate and up must have the same shape");
 		return F8_OK;
 	}
 	f8_dim *last = &outputs[0].shape.dims[x->shape.rank - 1];
 	if (!f8_dim_div(*last, f8_dim_const(2), last))
-		return infer_fail(diag, "the last dimension must be even: it holds gate and up");
+		return f8_infer_fail(diag, "the last dimension must be even: it holds gate and up");
 	return F8_OK;
 }
 
@@ -197,35 +197,35 @@ f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *out
 			f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *cos = infer_input(graph, node, 1);
 	const f8_type *sin = infer_input(graph, node, 2);
-	f8_status status = infer_require_float(x, "x", diag);
+	f8_status status = f8_infer_require_float(x, "x", diag);
 	if (!status)
-		status = infer_require_flag(node, "interleaved", diag);
+		status = f8_infer_require_flag(node, "interleaved", diag);
 	if (!status)
-		status = infer_require_float(cos, "cos", diag);
+		status = f8_infer_require_float(cos, "cos", diag);
 	if (status)
 		return status;
 	int rank = cos->shape.rank;
 	if (!f8_type_equal(cos, sin) || rank < 2)
-		return infer_fail(diag, "cos and sin must have the same type and shape (seq, rotary_dim)");
+		return f8_infer_fail(diag, "cos and sin must have the same type and shape (seq, rotary_dim)");
 	if (x->shape.rank < 2 || x->shape.rank < rank)
-		return infer_fail(diag, "x must have rank >= 2 and at least the rank of cos: "
+		return f8_infer_fail(diag, "x must have rank >= 2 and at least the rank of cos: "
 					"(..., seq, head_dim)");
 	// Leading dims broadcast against x's: 1, or x's own (per-batch tables from position ids).
 	for (int i = 0; i < rank - 2; i++) {
 		f8_dim dim = cos->shape.dims[i], against = x->shape.dims[x->shape.rank - rank + i];
 		if (!f8_dim_equal(dim, f8_dim_const(1)) && !f8_dim_equal(dim, against))
-			return infer_fail(diag, "cos and sin's leading dims must be 1 or x's, before "
+			return f8_infer_fail(diag, "cos and sin's leading dims must be 1 or x's, before "
 						"(seq, rotary_dim)");
 	}
 	f8_dim seq = x->shape.dims[x->shape.rank - 2], head_dim = x->shape.dims[x->shape.rank - 1];
 	f8_dim rotary = cos->shape.dims[rank - 1], half;
 	if (!f8_dim_equal(cos->shape.dims[rank - 2], seq))
-		return infer_fail(diag, "cos and sin must have one row per position of x's sequence");
+		return f8_infer_fail(diag, "cos and sin must have one row per position of x's sequence");
 	if (!f8_dim_div(rotary, f8_dim_const(2), &half))
-		return infer_fail(diag, "the rotary dimension must be even");
+		return f8_infer_fail(diag, "the rotary dimension must be even");
 	if (!f8_dim_equal(rotary, head_dim) &&
 	    !(f8_dim_is_const(rotary) && f8_dim_is_const(head_dim) && f8_dim_value(rotary) < f8_dim_value(head_dim)))
-		return infer_fail(diag, "the rotary dimension must not exceed the head dimension");
+		return f8_infer_fail(diag, "the rotary dimension must not exceed the head dimension");
 	outputs[0] = *x;
 	return F8_OK;
 }
@@ -234,15 +234,15 @@ f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *out
 f8_status f8_infer_embedding(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			     f8_diag *diag) {
 	const f8_type *ids = infer_input(graph, node, 0), *w = infer_input(graph, node, 1);
-	f8_status status = infer_require_integer(ids, "the ids", diag);
+	f8_status status = f8_infer_require_integer(ids, "the ids", diag);
 	if (!status)
-		status = infer_require_float(w, "the weight", diag);
+		status = f8_infer_require_float(w, "the weight", diag);
 	if (status)
 		return status;
 	if (w->shape.rank != 2)
-		return infer_fail(diag, "the weight must have rank 2: (vocab, hidden)");
+		return f8_infer_fail(diag, "the weight must have rank 2: (vocab, hidden)");
 	if (ids->shape.rank + 1 > F8_MAX_RANK)
-		return infer_fail(diag, "the result would have rank > %d", F8_MAX_RANK);
+		return f8_infer_fail(diag, "the result would have rank > %d", F8_MAX_RANK);
 	outputs[0] = (f8_type){.dtype = w->dtype, .shape = ids->shape};
 	outputs[0].shape.dims[outputs[0].shape.rank++] = w->shape.dims[1];
 	return F8_OK;
@@ -262,18 +262,18 @@ f8_status f8_infer_router(const f8_graph *graph, const f8_node *node, f8_type *o
 	static const char *const scores[] = {"softmax", "sigmoid", NULL};
 	const f8_type *logits = infer_input(graph, node, 0);
 	int64_t top_k = f8_node_attr_int(node, "top_k", 0);
-	f8_status status = infer_require_float(logits, "the logits", diag);
+	f8_status status = f8_infer_require_float(logits, "the logits", diag);
 	if (!status)
-		status = infer_require_choice(node, "score", scores, diag);
+		status = f8_infer_require_choice(node, "score", scores, diag);
 	if (!status)
-		status = infer_require_flag(node, "normalize", diag);
+		status = f8_infer_require_flag(node, "normalize", diag);
 	if (status)
 		return status;
 	if (logits->shape.rank != 2)
-		return infer_fail(diag, "the logits must have rank 2: (tokens, experts)");
+		return f8_infer_fail(diag, "the logits must have rank 2: (tokens, experts)");
 	f8_dim experts = logits->shape.dims[1];
 	if (top_k < 1 || (f8_dim_is_const(experts) && top_k > f8_dim_value(experts)))
-		return infer_fail(diag, "attribute top_k is %lld; it must be in [1, experts]",
+		return f8_infer_fail(diag, "attribute top_k is %lld; it must be in [1, experts]",
 				  (long long)top_k);
 	f8_shape shape = {.rank = 2, .dims = {logits->shape.dims[0], f8_dim_const(top_k)}};
 	outputs[0] = (f8_type){.dtype = F8_DTYPE_F32, .shape = shape};
@@ -284,14 +284,14 @@ f8_status f8_infer_router(const f8_graph *graph, const f8_node *node, f8_type *o
 /* Checks indices (tokens, top_k) against x's tokens; the row count tokens * top_k into *rows. */
 static f8_status expert_indices(const f8_graph *graph, const f8_type *indices, f8_dim tokens,
 				f8_dim *rows, f8_diag *diag) {
-	f8_status status = infer_require_integer(indices, "the expert indices", diag);
+	f8_status status = f8_infer_require_integer(indices, "the expert indices", diag);
 	if (status)
 		return status;
 	if (indices->shape.rank != 2 || !f8_dim_equal(indices->shape.dims[0], tokens))
-		return infer_fail(diag, "the expert indices must have shape (tokens, top_k)");
+		return f8_infer_fail(diag, "the expert indices must have shape (tokens, top_k)");
 	if (!f8_dim_mul(tokens, indices->shape.dims[1], rows)) {
 		char s[64];
-		return infer_fail(diag, "%s tokens times top_k does not fit a dimension",
+		return f8_infer_fail(diag, "%s tokens times top_k does not fit a dimension",
 				  f8_dim_format(graph, tokens, s, sizeof s));
 	}
 	return F8_OK;
@@ -303,13 +303,13 @@ f8_status f8_infer_moe_dispatch(const f8_graph *graph, const f8_node *node, f8_t
 				f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *indices = infer_input(graph, node, 1);
 	int64_t experts = f8_node_attr_int(node, "experts", 0);
-	f8_status status = infer_require_float(x, "x", diag);
+	f8_status status = f8_infer_require_float(x, "x", diag);
 	if (status)
 		return status;
 	if (x->shape.rank != 2)
-		return infer_fail(diag, "x must have rank 2: (tokens, hidden)");
+		return f8_infer_fail(diag, "x must have rank 2: (tokens, hidden)");
 	if (experts < 1)
-		return infer_fail(diag, "attribute experts must be at least 1");
+		return f8_infer_fail(diag, "attribute experts must be at least 1");
 	f8_dim rows;
 	if ((status = expert_indices(graph, indices, x->shape.dims[0], &rows, diag)))
 		return status;
@@ -326,22 +326,22 @@ f8_status f8_infer_grouped_linear(const f8_graph *graph, const f8_node *node, f8
 				  f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0), *w = infer_input(graph, node, 1);
 	const f8_type *counts = infer_input(graph, node, 2);
-	f8_status status = infer_require_float(x, "x", diag);
+	f8_status status = f8_infer_require_float(x, "x", diag);
 	if (!status)
-		status = infer_require_same_dtype(x, "x", w, "the weight", diag);
+		status = f8_infer_require_same_dtype(x, "x", w, "the weight", diag);
 	if (!status)
-		status = infer_require_integer(counts, "the counts", diag);
+		status = f8_infer_require_integer(counts, "the counts", diag);
 	if (!status)
-		status = infer_require_flag(node, "transpose_weight", diag);
+		status = f8_infer_require_flag(node, "transpose_weight", diag);
 	if (status)
 		return status;
 	if (x->shape.rank != 2 || w->shape.rank != 3)
-		return infer_fail(diag, "GroupedLinear needs x (rows, K) and a weight (experts, N, K)");
+		return f8_infer_fail(diag, "GroupedLinear needs x (rows, K) and a weight (experts, N, K)");
 	bool transposed = f8_node_attr_int(node, "transpose_weight", 0);
 	if (!f8_dim_equal(x->shape.dims[1], w->shape.dims[transposed ? 1 : 2]))
-		return infer_fail(diag, "x and the weight disagree on K");
+		return f8_infer_fail(diag, "x and the weight disagree on K");
 	if (counts->shape.rank != 1 || !f8_dim_equal(counts->shape.dims[0], w->shape.dims[0]))
-		return infer_fail(diag, "the counts must have shape (experts), one per weight");
+		return f8_infer_fail(diag, "the counts must have shape (experts), one per weight");
 	outputs[0] = (f8_type){.dtype = x->dtype,
 			       .shape = {.rank = 2, .dims = {x->shape.dims[0],
 							     w->shape.dims[transposed ? 2 : 1]}}};
@@ -354,19 +354,19 @@ f8_status f8_infer_moe_combine(const f8_graph *graph, const f8_node *node, f8_ty
 			       f8_diag *diag) {
 	const f8_type *y = infer_input(graph, node, 0), *probs = infer_input(graph, node, 1);
 	const f8_type *indices = infer_input(graph, node, 2);
-	f8_status status = infer_require_float(y, "y", diag);
+	f8_status status = f8_infer_require_float(y, "y", diag);
 	if (!status)
-		status = infer_require_float(probs, "the probabilities", diag);
+		status = f8_infer_require_float(probs, "the probabilities", diag);
 	if (status)
 		return status;
 	if (y->shape.rank != 2 || probs->shape.rank != 2)
-		return infer_fail(diag, "MoECombine needs y (tokens * top_k, hidden) and probs "
+		return f8_infer_fail(diag, "MoECombine needs y (tokens * top_k, hidden) and probs "
 					"(tokens, top_k)");
 	f8_dim tokens = probs->shape.dims[0], rows;
 	if ((status = expert_indices(graph, indices, tokens, &rows, diag)))
 		return status;
 	if (!f8_shape_equal(&probs->shape, &indices->shape) || !f8_dim_equal(rows, y->shape.dims[0]))
-		return infer_fail(diag, "y must have tokens * top_k rows, and probs the shape of the "
+		return f8_infer_fail(diag, "y must have tokens * top_k rows, and probs the shape of the "
 					"indices");
 	outputs[0] = (f8_type){.dtype = y->dtype, .shape = {.rank = 2, .dims = {tokens, y->shape.dims[1]}}};
 	return F8_OK;
@@ -378,19 +378,19 @@ f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_
 				 f8_diag *diag) {
 	static const char *const reductions[] = {"mean", "sum", "none", NULL};
 	const f8_type *logits = infer_input(graph, node, 0), *labels = infer_input(graph, node, 1);
-	f8_status status = infer_require_float(logits, "the logits", diag);
+	f8_status status = f8_infer_require_float(logits, "the logits", diag);
 	if (!status)
-		status = infer_require_integer(labels, "the labels", diag);
+		status = f8_infer_require_integer(labels, "the labels", diag);
 	if (!status)
-		status = infer_require_choice(node, "reduction", reductions, diag);
+		status = f8_infer_require_choice(node, "reduction", reductions, diag);
 	if (status)
 		return status;
 	f8_shape rows = logits->shape;
 	if (rows.rank < 1)
-		return infer_fail(diag, "the logits must have rank >= 1: (..., vocab)");
+		return f8_infer_fail(diag, "the logits must have rank >= 1: (..., vocab)");
 	rows.rank--;
 	if (!f8_shape_equal(&rows, &labels->shape))
-		return infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
+		return f8_infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
 	bool keep_rows = strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") == 0;
 	outputs[0] = keep_rows ? (f8_type){.dtype = F8_DTYPE_F32, .shape = rows} : infer_scalar(F8_DTYPE_F32);
 	if (node->n_outputs > 1)
@@ -422,7 +422,7 @@ static f8_status matrix_dims(const f8_type *x, f8_dim *rows, f8_dim *cols, f8_di
 	leading.rank = x->shape.rank ? x->shape.rank - 1 : 0;
 	*cols = x->shape.rank ? x->shape.dims[x->shape.rank - 1] : f8_dim_const(1);
 	if (!f8_shape_numel(&leading, rows))
-		return infer_fail(diag, "the row count overflows");
+		return f8_infer_fail(diag, "the row count overflows");
 	return F8_OK;
 }
 
@@ -434,13 +434,13 @@ static f8_status scale_grid(const f8_graph *graph, const f8_type *x, f8_dim rows
 	if (!block)
 		return F8_OK;
 	if (block->ints.n != 2 || block->ints.items[0] < 0 || block->ints.items[1] < 0)
-		return infer_fail(diag, "the block of %s must be two sizes [rows, cols], each "
+		return f8_infer_fail(diag, "the block of %s must be two sizes [rows, cols], each "
 				  "positive or 0 for the whole axis", what);
 	out->rank = 2;
 	if (!blocks_along(rows, block->ints.items[0], &out->dims[0]) ||
 	    !blocks_along(cols, block->ints.items[1], &out->dims[1])) {
 		char s[160];
-		return infer_fail(diag, "%s %s does not divide into blocks of %lldx%lld", what,
+		return f8_infer_fail(diag, "%s %s does not divide into blocks of %lldx%lld", what,
 				  f8_type_format(graph, x, s, sizeof s),
 				  (long long)block->ints.items[0], (long long)block->ints.items[1]);
 	}
@@ -453,7 +453,7 @@ static f8_status scale_shape(const f8_graph *graph, const f8_node *node, const f
 	const f8_attr *block = f8_node_attr(node, "block");
 	f8_dim rows, cols;
 	if (block && x->shape.rank < 1)
-		return infer_fail(diag, "block scaling needs a tensor of rank >= 1");
+		return f8_infer_fail(diag, "block scaling needs a tensor of rank >= 1");
 	f8_status status = matrix_dims(x, &rows, &cols, diag);
 	if (!status)
 		status = scale_grid(graph, x, rows, cols, block, "the input", out, diag);
@@ -463,8 +463,8 @@ static f8_status scale_shape(const f8_graph *graph, const f8_node *node, const f
 static f8_status require_fp8_format(const f8_node *node, f8_diag *diag) {
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
 	if (!f8_dtype_is_fp8(to))
-		return infer_fail(diag, "attribute to must be e4m3 or e5m2, not %s", f8_dtype_name(to));
-	return infer_require_flag(node, "saturate", diag);
+		return f8_infer_fail(diag, "attribute to must be e4m3 or e5m2, not %s", f8_dtype_name(to));
+	return f8_infer_require_flag(node, "saturate", diag);
 }
 
 /*
@@ -481,31 +481,31 @@ static f8_status check_cast(const f8_graph *graph, const f8_node *node, f8_shape
 	int64_t slot = f8_node_attr_int(node, "slot", -1);
 	f8_status status = require_fp8_format(node, diag);
 	if (!status)
-		status = infer_require_float(x, "the input", diag);
+		status = f8_infer_require_float(x, "the input", diag);
 	if (!status)
 		status = scale_shape(graph, node, x, scales, diag);
 	if (status)
 		return status;
 	if (f8_dtype_is_fp8(x->dtype))
-		return infer_fail(diag, "the input is already FP8");
+		return f8_infer_fail(diag, "the input is already FP8");
 	if (f8_node_attr_int(node, "margin", 0) < 0)
-		return infer_fail(diag, "attribute margin must not be negative");
+		return f8_infer_fail(diag, "attribute margin must not be negative");
 	if (scale_dtype != F8_DTYPE_F32 && scale_dtype != F8_DTYPE_E8M0)
-		return infer_fail(diag, "attribute scale_dtype must be f32 or e8m0");
+		return f8_infer_fail(diag, "attribute scale_dtype must be f32 or e8m0");
 	if (scale_dtype == F8_DTYPE_E8M0 &&
 	    !(block && block->ints.n == 2 && block->ints.items[0] == 1 && block->ints.items[1] == 32))
-		return infer_fail(diag, "e8m0 scales are for MX blocks: block must be [1, 32]");
+		return f8_infer_fail(diag, "e8m0 scales are for MX blocks: block must be [1, 32]");
 	if (f8_node_attr(node, "slot")) {
 		if (!scale || block || slot < 0)
-			return infer_fail(diag, "attribute slot (>= 0) picks a per-tensor scale from a "
+			return f8_infer_fail(diag, "attribute slot (>= 0) picks a per-tensor scale from a "
 						"scale table input: it needs the table and no block");
 		if (scale->dtype != F8_DTYPE_F32 || scale->shape.rank != 1 ||
 		    (f8_dim_is_const(scale->shape.dims[0]) &&
 		     slot >= f8_dim_value(scale->shape.dims[0])))
-			return infer_fail(diag, "the scale table must be f32[n] with n > slot %lld",
+			return f8_infer_fail(diag, "the scale table must be f32[n] with n > slot %lld",
 					  (long long)slot);
 	} else if (scale && (scale->dtype != F8_DTYPE_F32 || !f8_shape_equal(&scale->shape, scales))) {
-		return infer_fail(diag, "the scale must be f32 with one entry per block (a scalar "
+		return f8_infer_fail(diag, "the scale must be f32 with one entry per block (a scalar "
 					"without block)");
 	}
 	return F8_OK;
@@ -527,7 +527,7 @@ f8_status f8_infer_quantize(const f8_graph *graph, const f8_node *node, f8_type 
 	if (status)
 		return status;
 	if (!given && node->n_outputs < 2)
-		return infer_fail(diag, "Quantize without a scale input finds the scale: it also "
+		return f8_infer_fail(diag, "Quantize without a scale input finds the scale: it also "
 					"outputs scale_inv");
 	f8_dtype scale_dtype = f8_node_attr_dtype(node, "scale_dtype", F8_DTYPE_F32);
 	outputs[0] = (f8_type){.dtype = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED),
@@ -546,15 +546,15 @@ f8_status f8_infer_dequantize(const f8_graph *graph, const f8_node *node, f8_typ
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
 	f8_shape scales;
 	if (!f8_dtype_is_fp8(x->dtype))
-		return infer_fail(diag, "the input must be e4m3 or e5m2, not %s", f8_dtype_name(x->dtype));
+		return f8_infer_fail(diag, "the input must be e4m3 or e5m2, not %s", f8_dtype_name(x->dtype));
 	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
-		return infer_fail(diag, "attribute to must be f32, bf16 or f16");
+		return f8_infer_fail(diag, "attribute to must be f32, bf16 or f16");
 	f8_status status = scale_shape(graph, node, x, &scales, diag);
 	if (status)
 		return status;
 	if ((scale_inv->dtype != F8_DTYPE_F32 && scale_inv->dtype != F8_DTYPE_E8M0) ||
 	    !f8_shape_equal(&scale_inv->shape, &scales))
-		return infer_fail(diag, "scale_inv must be f32 or e8m0 with one entry per block (a "
+		return f8_infer_fail(diag, "scale_inv must be f32 or e8m0 with one entry per block (a "
 					"scalar without block)");
 	outputs[0] = (f8_type){.dtype = to, .shape = x->shape};
 	return F8_OK;
@@ -562,7 +562,7 @@ f8_status f8_infer_dequantize(const f8_graph *graph, const f8_node *node, f8_typ
 
 f8_status f8_infer_amax(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
-	f8_status status = infer_require_float(infer_input(graph, node, 0), "the input", diag);
+	f8_status status = f8_infer_require_float(infer_input(graph, node, 0), "the input", diag);
 	outputs[0] = infer_scalar(F8_DTYPE_F32);
 	return status;
 }
@@ -586,7 +586,7 @@ f8_status f8_infer_cast_transpose(const f8_graph *graph, const f8_node *node, f8
 	if (status)
 		return status;
 	if (x->shape.rank < 2)
-		return infer_fail(diag, "CastTranspose needs rank >= 2");
+		return f8_infer_fail(diag, "CastTranspose needs rank >= 2");
 	f8_type transposed = {.dtype = x->dtype, .shape = {.rank = 2, .dims = {cols, rows}}};
 	status = scale_grid(graph, &transposed, cols, rows, f8_node_attr(node, "block"),
 			    "the transposed input", &scales_t, diag);
@@ -616,29 +616,29 @@ f8_status f8_infer_scaling_update(const f8_graph *graph, const f8_node *node, f8
 	static const char *const algos[] = {"max", "most_recent", NULL};
 	const f8_type *scale = infer_input(graph, node, 0), *history = infer_input(graph, node, 1);
 	const f8_type *nonfinite = infer_input(graph, node, 2);
-	f8_status status = infer_require_choice(node, "algo", algos, diag);
+	f8_status status = f8_infer_require_choice(node, "algo", algos, diag);
 	if (status)
 		return status;
 	if (!f8_dtype_is_fp8(f8_node_attr_dtype(node, "format", F8_DTYPE_UNDEFINED)))
-		return infer_fail(diag, "attribute format must be e4m3 or e5m2");
+		return f8_infer_fail(diag, "attribute format must be e4m3 or e5m2");
 	if (f8_node_attr_int(node, "margin", 0) < 0)
-		return infer_fail(diag, "attribute margin must not be negative");
+		return f8_infer_fail(diag, "attribute margin must not be negative");
 	int64_t n = node->n_inputs - 3;
 	if (!scale || !history || !nonfinite || scale->dtype != F8_DTYPE_F32 ||
 	    scale->shape.rank != 1 || !f8_dim_equal(scale->shape.dims[0], f8_dim_const(n)))
-		return infer_fail(diag, "the scale table must be f32[%lld], one entry per amax input",
+		return f8_infer_fail(diag, "the scale table must be f32[%lld], one entry per amax input",
 				  (long long)n);
 	if (history->dtype != F8_DTYPE_F32 || history->shape.rank != 2 ||
 	    !f8_dim_is_const(history->shape.dims[0]) || f8_dim_value(history->shape.dims[0]) < 1 ||
 	    !f8_dim_equal(history->shape.dims[1], f8_dim_const(n)))
-		return infer_fail(diag, "the amax history must be f32[length, %lld], length >= 1",
+		return f8_infer_fail(diag, "the amax history must be f32[length, %lld], length >= 1",
 				  (long long)n);
 	if (nonfinite->dtype != F8_DTYPE_I64 || nonfinite->shape.rank != 0)
-		return infer_fail(diag, "the non-finite count must be an i64 scalar");
+		return f8_infer_fail(diag, "the non-finite count must be an i64 scalar");
 	for (uint32_t i = 3; i < node->n_inputs; i++) {
 		const f8_type *amax = infer_input(graph, node, i);
 		if (!amax || amax->dtype != F8_DTYPE_F32 || amax->shape.rank != 0)
-			return infer_fail(diag, "input %u must be an f32 scalar amax", i);
+			return f8_infer_fail(diag, "input %u must be an f32 scalar amax", i);
 	}
 	outputs[0] = *scale;
 	outputs[1] = *history;
@@ -659,7 +659,7 @@ static f8_status check_gemm_scale(const f8_graph *graph, const f8_node *node, ui
 		return status;
 	if (!scale_inv || (scale_inv->dtype != F8_DTYPE_F32 && scale_inv->dtype != F8_DTYPE_E8M0) ||
 	    !f8_shape_equal(&scale_inv->shape, &grid))
-		return infer_fail(diag, "the scale_inv of %s must be f32 (or e8m0) with one entry per "
+		return f8_infer_fail(diag, "the scale_inv of %s must be f32 (or e8m0) with one entry per "
 					"block of %s (a scalar without it)", what, block_attr);
 	return F8_OK;
 }
@@ -678,24 +678,24 @@ f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type 
 	const f8_type *a = infer_input(graph, node, 0), *b = infer_input(graph, node, 1);
 	const f8_type *bias = infer_input(graph, node, 4);
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
-	f8_status status = infer_require_choice(node, "gemm", gemms, diag);
+	f8_status status = f8_infer_require_choice(node, "gemm", gemms, diag);
 	if (status)
 		return status;
 	if (!f8_dtype_is_fp8(a->dtype) || !f8_dtype_is_fp8(b->dtype))
-		return infer_fail(diag, "both operands must be FP8, not %s and %s",
+		return f8_infer_fail(diag, "both operands must be FP8, not %s and %s",
 				  f8_dtype_name(a->dtype), f8_dtype_name(b->dtype));
 	if (a->dtype == F8_DTYPE_E5M2 && b->dtype == F8_DTYPE_E5M2)
-		return infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
+		return f8_infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
 	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
-		return infer_fail(diag, "attribute to must be f32, bf16 or f16");
+		return f8_infer_fail(diag, "attribute to must be f32, bf16 or f16");
 	if (a->shape.rank < 2 || b->shape.rank != 2)
-		return infer_fail(diag, "a must be (..., K) and b (N, K)");
+		return f8_infer_fail(diag, "a must be (..., K) and b (N, K)");
 	f8_dim m, k, n = b->shape.dims[0];
 	if ((status = matrix_dims(a, &m, &k, diag)))
 		return status;
 	if (!f8_dim_equal(k, b->shape.dims[1])) {
 		char sa[160], sb[160];
-		return infer_fail(diag, "the K of a %s and b %s differ", f8_type_format(graph, a, sa, sizeof sa),
+		return f8_infer_fail(diag, "the K of a %s and b %s differ", f8_type_format(graph, a, sa, sizeof sa),
 				  f8_type_format(graph, b, sb, sizeof sb));
 	}
 	status = check_gemm_scale(graph, node, 2, "a_block", m, k, "a", diag);
@@ -704,7 +704,7 @@ f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type 
 	if (status)
 		return status;
 	if (bias && (bias->dtype != to || bias->shape.rank != 1 || !f8_dim_equal(bias->shape.dims[0], n)))
-		return infer_fail(diag, "the bias must be %s[N]", f8_dtype_name(to));
+		return f8_infer_fail(diag, "the bias must be %s[N]", f8_dtype_name(to));
 	outputs[0] = (f8_type){.dtype = to, .shape = a->shape};
 	outputs[0].shape.dims[a->shape.rank - 1] = n;
 	return F8_OK;
@@ -716,7 +716,7 @@ static f8_status require_group(const f8_node *node, f8_diag *diag) {
 	const char *group = f8_node_attr_string(node, "group", "");
 	f8_mesh_axis axis;
 	if (!f8_mesh_axis_from_name(group, strlen(group), &axis))
-		return infer_fail(diag, "attribute group \"%s\" is not a mesh axis (tp, cp, ep, dp, pp)",
+		return f8_infer_fail(diag, "attribute group \"%s\" is not a mesh axis (tp, cp, ep, dp, pp)",
 				  group);
 	return F8_OK;
 }
@@ -726,7 +726,7 @@ f8_status f8_infer_all_reduce(const f8_graph *graph, const f8_node *node, f8_typ
 	static const char *const reductions[] = {"sum", "max", NULL};
 	f8_status status = require_group(node, diag);
 	if (!status)
-		status = infer_require_choice(node, "op", reductions, diag);
+		status = f8_infer_require_choice(node, "op", reductions, diag);
 	outputs[0] = *infer_input(graph, node, 0);
 	return status;
 }
@@ -739,18 +739,18 @@ static f8_status gather_scatter(const f8_graph *graph, const f8_node *node, bool
 	int axis;
 	f8_status status = require_group(node, diag);
 	if (!status)
-		status = infer_axis(f8_node_attr_int(node, "axis", 0), x->shape.rank, false, "axis",
+		status = f8_infer_axis(f8_node_attr_int(node, "axis", 0), x->shape.rank, false, "axis",
 				    &axis, diag);
 	if (status)
 		return status;
 	if (ranks < 1)
-		return infer_fail(diag, "attribute ranks must be positive");
+		return f8_infer_fail(diag, "attribute ranks must be positive");
 	outputs[0] = *x;
 	f8_dim *dim = &outputs[0].shape.dims[axis];
 	bool ok = gather ? f8_dim_mul(*dim, f8_dim_const(ranks), dim)
 			 : f8_dim_div(*dim, f8_dim_const(ranks), dim);
 	if (!ok)
-		return infer_fail(diag, "dimension %d does not %s over %lld ranks", axis,
+		return f8_infer_fail(diag, "dimension %d does not %s over %lld ranks", axis,
 				  gather ? "gather" : "divide evenly", (long long)ranks);
 	return F8_OK;
 }
@@ -769,7 +769,7 @@ f8_status f8_infer_send(const f8_graph *graph, const f8_node *node, f8_type *out
 			f8_diag *diag) {
 	(void)graph, (void)outputs;
 	if (f8_node_attr_int(node, "peer", -1) < 0)
-		return infer_fail(diag, "attribute peer must not be negative");
+		return f8_infer_fail(diag, "attribute peer must not be negative");
 	return require_group(node, diag);
 }
 
@@ -781,7 +781,7 @@ f8_status f8_infer_recv(const f8_graph *graph, const f8_node *node, f8_type *out
 		return status;
 	const f8_attr *shape = f8_node_attr(node, "shape");
 	if (shape->dims.n > F8_MAX_RANK)
-		return infer_fail(diag, "attribute shape has rank %u > %d", shape->dims.n, F8_MAX_RANK);
+		return f8_infer_fail(diag, "attribute shape has rank %u > %d", shape->dims.n, F8_MAX_RANK);
 	outputs[0] = (f8_type){.dtype = f8_node_attr_dtype(node, "dtype", F8_DTYPE_UNDEFINED),
 			       .shape = {.rank = (uint8_t)shape->dims.n}};
 	memcpy(outputs[0].shape.dims, shape->dims.items, shape->dims.n * sizeof(f8_dim));

@@ -48,33 +48,33 @@ typedef struct parser {
  * Fails at `at` (a token of the input) with a message: sets `p->diag` to F8_ERR_PARSE with the
  * file, line, column and the line's text. Returns F8_ERR_PARSE.
  */
-f8_status text_fail_at(parser *p, const token *at, const char *format, ...)
+f8_status f8_text_fail_at(parser *p, const token *at, const char *format, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Fails at the current token with "expected `what`, found <the token>". */
-f8_status text_fail_expected(parser *p, const char *what);
+f8_status f8_text_fail_expected(parser *p, const char *what);
 
 /*
  * Reads the next token into p->tok, skipping spaces and comments; at the end of the input it is
  * TOKEN_END. A malformed token fails with F8_ERR_PARSE.
  */
-f8_status text_next(parser *p);
+f8_status f8_text_next(parser *p);
 
 /* Checks that the current token is the punctuation `c` and advances past it. */
-f8_status text_expect_punct(parser *p, char c);
+f8_status f8_text_expect_punct(parser *p, char c);
 
 /* Takes the current token, which must be a string, decoded into the graph's arena; advances. */
-f8_status text_take_string(parser *p, const char **out);
+f8_status f8_text_take_string(parser *p, const char **out);
 
 /* The name of the VALUE token `tok` (decoded if quoted), in the graph's arena. */
-f8_status text_value_name(parser *p, const token *tok, const char **out);
+f8_status f8_text_value_name(parser *p, const token *tok, const char **out);
 
 /*
  * Reads the graph's name after the word `graph` (the current token) into the graph's arena and
- * leaves the token after it unread: call text_next next. The name is bare, as the printer writes
+ * leaves the token after it unread: call f8_text_next next. The name is bare, as the printer writes
  * names, or a string.
  */
-f8_status text_take_graph_name(parser *p, const char **out);
+f8_status f8_text_take_graph_name(parser *p, const char **out);
 
 /* Whether the current token is the punctuation `c`. */
 static inline bool text_at_punct(const parser *p, char c) {

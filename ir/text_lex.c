@@ -17,7 +17,7 @@ enum {
 };
 
 /* Fails at `at` with a message and the caret display; returns F8_ERR_PARSE. */
-f8_status text_fail_at(parser *p, const token *at, const char *format, ...) {
+f8_status f8_text_fail_at(parser *p, const token *at, const char *format, ...) {
 	va_list args;
 	va_start(args, format);
 	f8_diag_setv(p->diag, F8_ERR_PARSE, format, args);
@@ -51,9 +51,9 @@ static const char *describe(const token *tok, char *buffer, size_t size) {
 }
 
 /* "expected `what`, found <the current token>". */
-f8_status text_fail_expected(parser *p, const char *what) {
+f8_status f8_text_fail_expected(parser *p, const char *what) {
 	char found[64];
-	return text_fail_at(p, &p->tok, "expected %s, found %s", what,
+	return f8_text_fail_at(p, &p->tok, "expected %s, found %s", what,
 			    describe(&p->tok, found, sizeof found));
 }
 
@@ -99,7 +99,7 @@ static f8_status scan_string(parser *p, token *tok) {
 	if (c >= p->end || *c != '"') {
 		tok->text = p->pos;
 		tok->len = 1;
-		return text_fail_at(p, tok, "unterminated string");
+		return f8_text_fail_at(p, tok, "unterminated string");
 	}
 	tok->kind = TOKEN_STRING;
 	tok->len = (size_t)(c + 1 - p->pos);
@@ -136,10 +136,10 @@ static f8_status scan_number(parser *p, token *tok) {
 	}
 	tok->len = (size_t)(c - p->pos);
 	if (c < p->end && is_bare_char(*c)) // "12ab": a number glued to a name
-		return text_fail_at(p, tok, "malformed number");
+		return f8_text_fail_at(p, tok, "malformed number");
 	char text[MAX_NUMBER_TEXT];
 	if (tok->len >= sizeof text)
-		return text_fail_at(p, tok, "number too long");
+		return f8_text_fail_at(p, tok, "number too long");
 	memcpy(text, p->pos, tok->len);
 	text[tok->len] = '\0';
 	char *stop;
@@ -154,14 +154,14 @@ static f8_status scan_number(parser *p, token *tok) {
 		tok->f = text[0] == '-' && tok->i == 0 ? -0.0 : (double)tok->i;
 	}
 	if (stop != text + tok->len || tok->len == 0 || (tok->len == 1 && text[0] == '-'))
-		return text_fail_at(p, tok, "malformed number");
+		return f8_text_fail_at(p, tok, "malformed number");
 	if (errno == ERANGE && !is_float)
-		return text_fail_at(p, tok, "integer out of range");
+		return f8_text_fail_at(p, tok, "integer out of range");
 	return F8_OK;
 }
 
 /* Reads the next token into p->tok (see ir/text_internal.h). */
-f8_status text_next(parser *p) {
+f8_status f8_text_next(parser *p) {
 	skip_space_and_comments(p);
 	token *tok = &p->tok;
 	*tok = (token){.text = p->pos, .len = 1, .line = p->line,
@@ -209,7 +209,7 @@ f8_status text_next(parser *p) {
 			while (e < p->end && is_bare_char(*e))
 				e++;
 			if (e == start)
-				return text_fail_at(p, tok, "expected a value name after '%%'");
+				return f8_text_fail_at(p, tok, "expected a value name after '%%'");
 			tok->text = start;
 			tok->len = (size_t)(e - start);
 		}
@@ -221,7 +221,7 @@ f8_status text_next(parser *p) {
 	} else if (c != '\0' && strchr("{}()[]<>,:=*+-", c)) {
 		tok->kind = TOKEN_PUNCT;
 	} else {
-		return text_fail_at(p, tok, (c >= 0x20 && c < 0x7f) ? "unexpected character '%c'"
+		return f8_text_fail_at(p, tok, (c >= 0x20 && c < 0x7f) ? "unexpected character '%c'"
 								   : "unexpected byte 0x%02x",
 				    (unsigned char)c);
 	}
@@ -231,12 +231,12 @@ f8_status text_next(parser *p) {
 }
 
 /* The current token must be `c`; advances past it. */
-f8_status text_expect_punct(parser *p, char c) {
+f8_status f8_text_expect_punct(parser *p, char c) {
 	if (!text_at_punct(p, c)) {
 		char what[8] = {'\'', c, '\'', '\0'};
-		return text_fail_expected(p, what);
+		return f8_text_fail_expected(p, what);
 	}
-	return text_next(p);
+	return f8_text_next(p);
 }
 
 /* Strings. */
@@ -265,11 +265,11 @@ static f8_status decode_string(parser *p, const token *tok, const char **out, si
 			char *stop;
 			long value = strtol(hex, &stop, 16);
 			if (stop != hex + 2 || value == 0)
-				return text_fail_at(p, tok, "bad escape \\x%s in string", hex);
+				return f8_text_fail_at(p, tok, "bad escape \\x%s in string", hex);
 			text[n++] = (char)value;
 			i += 2;
 		} else {
-			return text_fail_at(p, tok, "unknown escape '\\%c' in string", c);
+			return f8_text_fail_at(p, tok, "unknown escape '\\%c' in string", c);
 		}
 	}
 	text[n] = '\0';
@@ -280,15 +280,15 @@ static f8_status decode_string(parser *p, const token *tok, const char **out, si
 }
 
 /* Takes a string token into the arena and advances. */
-f8_status text_take_string(parser *p, const char **out) {
+f8_status f8_text_take_string(parser *p, const char **out) {
 	if (p->tok.kind != TOKEN_STRING)
-		return text_fail_expected(p, "a string");
+		return f8_text_fail_expected(p, "a string");
 	f8_status status = decode_string(p, &p->tok, out, NULL);
-	return status ? status : text_next(p);
+	return status ? status : f8_text_next(p);
 }
 
 /* The name of a VALUE token (decoded if quoted), in the arena. */
-f8_status text_value_name(parser *p, const token *tok, const char **out) {
+f8_status f8_text_value_name(parser *p, const token *tok, const char **out) {
 	if (tok->text[0] == '"')
 		return decode_string(p, tok, out, NULL);
 	*out = f8_arena_strndup(p->graph->arena, tok->text, tok->len);
@@ -296,7 +296,7 @@ f8_status text_value_name(parser *p, const token *tok, const char **out) {
 }
 
 /* The graph's name: bare or a string (see ir/text_internal.h). */
-f8_status text_take_graph_name(parser *p, const char **out) {
+f8_status f8_text_take_graph_name(parser *p, const char **out) {
 	// The name is bare as the printer writes names ([A-Za-z0-9_.]+, so `0` and `1.5x` too,
 	// which the lexer would take for numbers) or a string: a bare one is read before the lexer.
 	skip_space_and_comments(p);
@@ -308,11 +308,11 @@ f8_status text_take_graph_name(parser *p, const char **out) {
 		name = f8_arena_strndup(p->graph->arena, p->pos, (size_t)(end - p->pos));
 		p->pos = end;
 	} else {
-		f8_status status = text_next(p);
+		f8_status status = f8_text_next(p);
 		if (status)
 			return status;
 		if (p->tok.kind != TOKEN_STRING)
-			return text_fail_expected(p, "the graph's name");
+			return f8_text_fail_expected(p, "the graph's name");
 		if ((status = decode_string(p, &p->tok, &name, NULL)))
 			return status;
 	}

@@ -41,7 +41,7 @@
 #include "ir/alloc.h"         // f8_realloc, f8_free
 #include "ir/arena.h"         // f8_arena_alloc, f8_arena_alloc_array, f8_arena_strdup
 #include "ir/text.h"          // f8_text_parse, f8_text_parse_file
-#include "ir/text_internal.h" // parser, token, the lexer (text_next, text_fail_at, ...)
+#include "ir/text_internal.h" // parser, token, the lexer (f8_text_next, f8_text_fail_at, ...)
 
 enum {
 	MAX_TENSOR_ELEMENTS = 1 << 20, // Constant tensors in the text IR are small by nature
@@ -65,22 +65,22 @@ static f8_status parse_dim_term(parser *p, int64_t sign, f8_dim *out) {
 			if (status == F8_ERR_NOMEM)
 				return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 			if (status)
-				return text_fail_at(p, &p->tok, "more than %d symbols",
+				return f8_text_fail_at(p, &p->tok, "more than %d symbols",
 						    UINT16_MAX + 1);
 			factor = f8_dim_symbol(symbol);
 		} else {
-			return text_fail_expected(p, "a dimension (a number or a symbol like seq)");
+			return f8_text_fail_expected(p, "a dimension (a number or a symbol like seq)");
 		}
 		if (!f8_dim_mul(term, factor, &term))
-			return text_fail_at(p, &first,
+			return f8_text_fail_at(p, &first,
 					    "dimension overflows or has more than %d symbols in a "
 					    "product", F8_DIM_MAX_SYMBOLS);
-		f8_status status = text_next(p);
+		f8_status status = f8_text_next(p);
 		if (status)
 			return status;
 		if (!text_at_punct(p, '*'))
 			break;
-		if ((status = text_next(p)))
+		if ((status = f8_text_next(p)))
 			return status;
 	}
 	*out = term;
@@ -96,7 +96,7 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 	f8_status status = F8_OK;
 	if (text_at_punct(p, '-')) { // `-seq+64`: the printer writes a negative first term so
 		first_sign = -1;
-		status = text_next(p);
+		status = f8_text_next(p);
 	}
 	if (!status)
 		status = parse_dim_term(p, first_sign, &dim);
@@ -104,7 +104,7 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 		int64_t sign = 1;
 		if (text_at_punct(p, '+') || text_at_punct(p, '-')) {
 			sign = text_at_punct(p, '-') ? -1 : 1;
-			status = text_next(p);
+			status = f8_text_next(p);
 		} else if (!(p->tok.kind == TOKEN_INT && p->tok.text[0] == '-')) {
 			break;
 		}
@@ -112,7 +112,7 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 		if (!status)
 			status = parse_dim_term(p, sign, &term);
 		if (!status && !f8_dim_add(dim, term, &dim))
-			return text_fail_at(p, &first,
+			return f8_text_fail_at(p, &first,
 					    "dimension overflows or has more than %d terms",
 					    F8_DIM_MAX_TERMS);
 	}
@@ -123,22 +123,22 @@ static f8_status parse_dim(parser *p, f8_dim *out) {
 
 /* '[' dim (',' dim)* ']' into `dims` (up to `max`), count in *n. */
 static f8_status parse_dim_list(parser *p, f8_dim *dims, uint32_t max, uint32_t *n) {
-	f8_status status = text_expect_punct(p, '[');
+	f8_status status = f8_text_expect_punct(p, '[');
 	*n = 0;
 	while (!status && !text_at_punct(p, ']')) {
-		if (*n && (status = text_expect_punct(p, ',')))
+		if (*n && (status = f8_text_expect_punct(p, ',')))
 			return status;
 		if (*n == max)
-			return text_fail_at(p, &p->tok, "more than %u dimensions", max);
+			return f8_text_fail_at(p, &p->tok, "more than %u dimensions", max);
 		status = parse_dim(p, &dims[(*n)++]);
 	}
-	return status ? status : text_next(p);
+	return status ? status : f8_text_next(p);
 }
 
 static f8_status parse_dtype(parser *p, f8_dtype *out) {
 	if (p->tok.kind != TOKEN_IDENT || !f8_dtype_from_name(p->tok.text, p->tok.len, out))
-		return text_fail_expected(p, "a dtype (f32, bf16, e4m3, i64, ...)");
-	return text_next(p);
+		return f8_text_fail_expected(p, "a dtype (f32, bf16, e4m3, i64, ...)");
+	return f8_text_next(p);
 }
 
 static f8_status parse_type(parser *p, f8_type *out) {
@@ -155,74 +155,74 @@ static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 	token key = p->tok;
 	f8_status status;
 	if (key.kind != TOKEN_IDENT)
-		return text_fail_expected(p, "an annotation (role, format, recipe, slot, reason, "
+		return f8_text_fail_expected(p, "an annotation (role, format, recipe, slot, reason, "
 					     "shard, offset, recompute)");
-	if ((status = text_next(p)))
+	if ((status = f8_text_next(p)))
 		return status;
 	if (key.len == 9 && memcmp(key.text, "recompute", 9) == 0) {
 		value->recompute = true;
 		return F8_OK;
 	}
-	if ((status = text_expect_punct(p, '=')))
+	if ((status = f8_text_expect_punct(p, '=')))
 		return status;
 	token arg = p->tok;
 #define KEY(word) (key.len == strlen(word) && memcmp(key.text, word, key.len) == 0)
 	if (KEY("role")) {
 		if (is_leaf)
-			return text_fail_at(p, &key, "a leaf's role is the word that declares it");
+			return f8_text_fail_at(p, &key, "a leaf's role is the word that declares it");
 		if (arg.kind != TOKEN_IDENT || !f8_role_from_name(arg.text, arg.len, &value->role) ||
 		    f8_role_is_leaf(value->role))
-			return text_fail_expected(p, "a role of a node's output (act, grad)");
-		return text_next(p);
+			return f8_text_fail_expected(p, "a role of a node's output (act, grad)");
+		return f8_text_next(p);
 	}
 	if (KEY("format"))
 		return parse_dtype(p, &value->precision.format);
 	if (KEY("recipe")) {
 		if (arg.kind != TOKEN_IDENT || !f8_recipe_from_name(arg.text, arg.len, &value->precision.recipe))
-			return text_fail_expected(p, "a recipe (delayed, current, rowwise, block, mxfp8)");
-		return text_next(p);
+			return f8_text_fail_expected(p, "a recipe (delayed, current, rowwise, block, mxfp8)");
+		return f8_text_next(p);
 	}
 	if (KEY("slot") || KEY("offset")) {
 		if (arg.kind != TOKEN_INT || arg.i < 0 || (KEY("slot") && arg.i >= F8_NONE))
-			return text_fail_expected(p, "a non-negative integer");
+			return f8_text_fail_expected(p, "a non-negative integer");
 		if (KEY("slot"))
 			value->precision.scaling_slot = (uint32_t)arg.i;
 		else
 			value->buffer_offset = arg.i;
-		return text_next(p);
+		return f8_text_next(p);
 	}
 	if (KEY("reason"))
-		return text_take_string(p, &value->precision.reason);
+		return f8_text_take_string(p, &value->precision.reason);
 	if (KEY("shard")) {
 		f8_sharding *sharding = &value->sharding;
 		if (arg.kind != TOKEN_IDENT || !f8_mesh_axis_from_name(arg.text, arg.len, &sharding->mesh_axis))
-			return text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
-		if ((status = text_next(p)) || (status = text_expect_punct(p, ':')))
+			return f8_text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
+		if ((status = f8_text_next(p)) || (status = f8_text_expect_punct(p, ':')))
 			return status;
 		if (text_at_ident(p, "partial"))
 			sharding->split_dim = -1;
 		else if (p->tok.kind == TOKEN_INT && p->tok.i >= 0 && p->tok.i < F8_MAX_RANK)
 			sharding->split_dim = (int)p->tok.i;
 		else
-			return text_fail_expected(p, "the split dimension or 'partial'");
+			return f8_text_fail_expected(p, "the split dimension or 'partial'");
 		sharding->sharded = true;
-		return text_next(p);
+		return f8_text_next(p);
 	}
 #undef KEY
-	return text_fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
+	return f8_text_fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
 }
 
 /* Attribute values. */
 
 static f8_status parse_number(parser *p, bool want_int, int64_t *i, double *f) {
 	if (!want_int && text_at_punct(p, '-')) { // `-inf`, `-nan`: a minus, then the word
-		f8_status status = text_next(p);
+		f8_status status = f8_text_next(p);
 		if (status)
 			return status;
 		if (!text_at_ident(p, "inf") && !text_at_ident(p, "nan"))
-			return text_fail_expected(p, "inf or nan after '-'");
+			return f8_text_fail_expected(p, "inf or nan after '-'");
 		*f = p->tok.text[0] == 'i' ? -(double)INFINITY : -(double)NAN;
-		return text_next(p);
+		return f8_text_next(p);
 	}
 	if (p->tok.kind == TOKEN_INT) {
 		*i = p->tok.i;
@@ -232,9 +232,9 @@ static f8_status parse_number(parser *p, bool want_int, int64_t *i, double *f) {
 	} else if (!want_int && (text_at_ident(p, "inf") || text_at_ident(p, "nan"))) {
 		*f = p->tok.text[0] == 'i' ? (double)INFINITY : (double)NAN;
 	} else {
-		return text_fail_expected(p, want_int ? "an integer" : "a number");
+		return f8_text_fail_expected(p, want_int ? "an integer" : "a number");
 	}
-	return text_next(p);
+	return f8_text_next(p);
 }
 
 /* Stores element `index` of a tensor literal from the current token. */
@@ -256,13 +256,13 @@ static f8_status parse_tensor_element(parser *p, f8_tensor_data *tensor, size_t 
 	} else if (f8_dtype_is_float(tensor->dtype)) {
 		// Small floats are written as their bit patterns (see ir/text_print.c).
 		if (i < 0 || (uint64_t)i >> (8 * info->bytes))
-			return text_fail_at(p, &at, "0x%llx is not a %s bit pattern",
+			return f8_text_fail_at(p, &at, "0x%llx is not a %s bit pattern",
 					    (unsigned long long)i, info->name);
 		memcpy(element, &(uint16_t){(uint16_t)i}, info->bytes);
 	} else {
 		double min = info->kind == F8_DTYPE_KIND_INT ? -info->max - 1 : 0;
 		if ((double)i < min || (double)i > info->max)
-			return text_fail_at(p, &at, "%lld does not fit in %s", (long long)i,
+			return f8_text_fail_at(p, &at, "%lld does not fit in %s", (long long)i,
 					    info->name);
 		if (info->bytes == 8)
 			memcpy(element, &i, 8);
@@ -285,47 +285,47 @@ static f8_status parse_tensor(parser *p, f8_attr *attr) {
 		return status;
 	f8_dim numel;
 	if (!f8_shape_numel(&type.shape, &numel) || !f8_dim_is_const(numel))
-		return text_fail_at(p, &start, "a tensor literal needs a constant shape");
+		return f8_text_fail_at(p, &start, "a tensor literal needs a constant shape");
 	for (int i = 0; i < type.shape.rank; i++)
 		if (f8_dim_value(type.shape.dims[i]) < 0)
-			return text_fail_at(p, &start,
+			return f8_text_fail_at(p, &start,
 					    "a tensor literal cannot have a negative size");
 	if (f8_dim_value(numel) > MAX_TENSOR_ELEMENTS)
-		return text_fail_at(p, &start, "tensor literal of %lld elements is larger than %d",
+		return f8_text_fail_at(p, &start, "tensor literal of %lld elements is larger than %d",
 				    (long long)f8_dim_value(numel), MAX_TENSOR_ELEMENTS);
 	if (type.dtype == F8_DTYPE_UNDEFINED)
-		return text_fail_at(p, &start, "a tensor literal needs a dtype");
+		return f8_text_fail_at(p, &start, "a tensor literal needs a dtype");
 	size_t count = (size_t)f8_dim_value(numel), bytes = f8_dtype_get_info(type.dtype)->bytes;
 	*tensor = (f8_tensor_data){.dtype = type.dtype, .shape = type.shape, .n_bytes = count * bytes};
 	if (!(tensor->data = f8_arena_alloc(p->graph->arena, tensor->n_bytes)))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-	if ((status = text_expect_punct(p, '(')))
+	if ((status = f8_text_expect_punct(p, '(')))
 		return status;
 	for (size_t i = 0; i < count; i++) {
-		if (i && (status = text_expect_punct(p, ',')))
+		if (i && (status = f8_text_expect_punct(p, ',')))
 			return status;
 		if ((status = parse_tensor_element(p, tensor, i)))
 			return status;
 	}
 	if (!text_at_punct(p, ')'))
-		return text_fail_at(p, &p->tok, "expected ')' after the %zu elements of %.*s",
+		return f8_text_fail_at(p, &p->tok, "expected ')' after the %zu elements of %.*s",
 				    count, (int)start.len, start.text);
 	attr->tensor = tensor;
-	return text_next(p);
+	return f8_text_next(p);
 }
 
 /* '[' item (',' item)* ']' of INTS, FLOATS or DIMS into arena storage. */
 static f8_status parse_list(parser *p, f8_attr *attr) {
-	f8_status status = text_expect_punct(p, '[');
+	f8_status status = f8_text_expect_punct(p, '[');
 	uint32_t n = 0, cap = 0;
 	void *items = NULL;
 	size_t size = attr->kind == F8_ATTR_INTS ? sizeof(int64_t)
 		      : attr->kind == F8_ATTR_FLOATS ? sizeof(double) : sizeof(f8_dim);
 	while (!status && !text_at_punct(p, ']')) {
-		if (n && (status = text_expect_punct(p, ',')))
+		if (n && (status = f8_text_expect_punct(p, ',')))
 			break;
 		if (n == MAX_LIST) {
-			status = text_fail_at(p, &p->tok, "list longer than %d", MAX_LIST);
+			status = f8_text_fail_at(p, &p->tok, "list longer than %d", MAX_LIST);
 			break;
 		}
 		if (n == cap) {
@@ -367,7 +367,7 @@ static f8_status parse_list(parser *p, f8_attr *attr) {
 		attr->floats.n = n, attr->floats.items = stored;
 	else
 		attr->dims.n = n, attr->dims.items = stored;
-	return text_next(p);
+	return f8_text_next(p);
 }
 
 static f8_status parse_attr_value(parser *p, f8_attr *attr) {
@@ -381,7 +381,7 @@ static f8_status parse_attr_value(parser *p, f8_attr *attr) {
 		return parse_number(p, false, &ignored, &attr->f);
 	}
 	case F8_ATTR_STRING:
-		return text_take_string(p, &attr->s);
+		return f8_text_take_string(p, &attr->s);
 	case F8_ATTR_DTYPE:
 		return parse_dtype(p, &attr->dtype);
 	case F8_ATTR_DIM:
@@ -400,16 +400,16 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 	f8_attr by_schema[64] = {{0}}; // every schema is far shorter; checked below
 	bool present[64] = {false};
 	assert(info->n_attrs <= 64);
-	f8_status status = text_next(p); // past '{'
+	f8_status status = f8_text_next(p); // past '{'
 	for (bool first = true; !status && !text_at_punct(p, '}'); first = false) {
-		if (!first && (status = text_expect_punct(p, ',')))
+		if (!first && (status = f8_text_expect_punct(p, ',')))
 			return status;
 		token name = p->tok;
 		if (name.kind != TOKEN_IDENT)
-			return text_fail_expected(p, "an attribute name");
+			return f8_text_fail_expected(p, "an attribute name");
 		const f8_attr_spec *spec = f8_op_find_attr_spec(op, name.text, name.len);
 		if (!spec) {
-			text_fail_at(p, &name, "%s has no attribute '%.*s'", info->name, (int)name.len, name.text);
+			f8_text_fail_at(p, &name, "%s has no attribute '%.*s'", info->name, (int)name.len, name.text);
 			char hint[F8_DIAG_MESSAGE_MAX] = "";
 			size_t used = 0;
 			for (uint32_t i = 0; i < info->n_attrs && used < sizeof hint; i++)
@@ -422,8 +422,8 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 		}
 		size_t slot = (size_t)(spec - info->attrs);
 		if (present[slot])
-			return text_fail_at(p, &name, "attribute '%s' given twice", spec->name);
-		if ((status = text_next(p)) || (status = text_expect_punct(p, '=')))
+			return f8_text_fail_at(p, &name, "attribute '%s' given twice", spec->name);
+		if ((status = f8_text_next(p)) || (status = f8_text_expect_punct(p, '=')))
 			return status;
 		by_schema[slot] = (f8_attr){.name = spec->name, .kind = spec->kind};
 		present[slot] = true;
@@ -440,7 +440,7 @@ static f8_status parse_attrs(parser *p, f8_node_id id) {
 	// one way of attaching attributes for every producer of graphs.
 	if (f8_node_set_attrs(p->graph, id, attrs, n))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
-	return text_next(p); // past '}'
+	return f8_text_next(p); // past '}'
 }
 
 /* Whether the IDENT token `tok` is a C identifier (the lexer's words may hold dots). */
@@ -451,10 +451,10 @@ static bool is_kernel_name(const token *tok) {
 /* The KERNEL of `kernel=KERNEL`: a kernel declared above, which `node` joins. */
 static f8_status parse_kernel_use(parser *p, f8_node *node) {
 	if (!is_kernel_name(&p->tok))
-		return text_fail_expected(p, "a kernel name (k0)");
+		return f8_text_fail_expected(p, "a kernel name (k0)");
 	uint32_t group = f8_graph_find_group(p->graph, p->tok.text, p->tok.len);
 	if (group == F8_NONE) {
-		text_fail_at(p, &p->tok, "kernel %.*s is not declared before this node",
+		f8_text_fail_at(p, &p->tok, "kernel %.*s is not declared before this node",
 			     (int)p->tok.len, p->tok.text);
 		f8_diag_hint(p->diag, "a line `kernel %.*s : FAMILY \"reason\"` declares it; it "
 			     "stands before the kernel's first member", (int)p->tok.len,
@@ -462,7 +462,7 @@ static f8_status parse_kernel_use(parser *p, f8_node *node) {
 		return F8_ERR_PARSE;
 	}
 	node->group = group;
-	return text_next(p);
+	return f8_text_next(p);
 }
 
 /* The families, "cast, norm, ...", for messages. */
@@ -477,16 +477,16 @@ static const char *family_list(char *buffer, size_t size) {
 
 /* 'kernel' KERNEL ':' FAMILY STRING?: declares a fused kernel (the reason may be left out). */
 static f8_status parse_kernel(parser *p) {
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	if (status)
 		return status;
 	token name = p->tok;
 	if (!is_kernel_name(&name))
-		return text_fail_expected(p, "a kernel name (a C identifier: k0)");
+		return f8_text_fail_expected(p, "a kernel name (a C identifier: k0)");
 	if (f8_graph_find_group(p->graph, name.text, name.len) != F8_NONE)
-		return text_fail_at(p, &name, "kernel %.*s is declared twice", (int)name.len,
+		return f8_text_fail_at(p, &name, "kernel %.*s is declared twice", (int)name.len,
 				    name.text);
-	if ((status = text_next(p)) || (status = text_expect_punct(p, ':')))
+	if ((status = f8_text_next(p)) || (status = f8_text_expect_punct(p, ':')))
 		return status;
 	f8_kernel_family family;
 	if (p->tok.kind != TOKEN_IDENT ||
@@ -494,11 +494,11 @@ static f8_status parse_kernel(parser *p) {
 		char families[256], what[300];
 		snprintf(what, sizeof what, "a kernel family (%s)",
 			 family_list(families, sizeof families));
-		return text_fail_expected(p, what);
+		return f8_text_fail_expected(p, what);
 	}
 	const char *reason = "";
-	if ((status = text_next(p)) ||
-	    (p->tok.kind == TOKEN_STRING && (status = text_take_string(p, &reason))))
+	if ((status = f8_text_next(p)) ||
+	    (p->tok.kind == TOKEN_STRING && (status = f8_text_take_string(p, &reason))))
 		return status;
 	const char *copy = f8_arena_strndup(p->graph->arena, name.text, name.len);
 	uint32_t index;
@@ -509,43 +509,43 @@ static f8_status parse_kernel(parser *p) {
 
 static f8_status parse_meta(parser *p, f8_node *node) {
 	token key = p->tok;
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	if (!status)
-		status = text_expect_punct(p, '=');
+		status = f8_text_expect_punct(p, '=');
 	if (status)
 		return status;
 #define KEY(word) (key.len == strlen(word) && memcmp(key.text, word, key.len) == 0)
 	if (KEY("scope"))
-		return text_take_string(p, &node->scope);
+		return f8_text_take_string(p, &node->scope);
 	if (KEY("name"))
-		return text_take_string(p, &node->name);
+		return f8_text_take_string(p, &node->name);
 	if (KEY("phase")) {
 		if (p->tok.kind != TOKEN_IDENT || !f8_phase_from_name(p->tok.text, p->tok.len, &node->phase))
-			return text_fail_expected(p, "a phase (fwd, bwd, opt)");
-		return text_next(p);
+			return f8_text_fail_expected(p, "a phase (fwd, bwd, opt)");
+		return f8_text_next(p);
 	}
 	if (KEY("loc")) {
-		if ((status = text_take_string(p, &node->location.file)))
+		if ((status = f8_text_take_string(p, &node->location.file)))
 			return status;
 		if (text_at_punct(p, '[')) {
-			if ((status = text_next(p)))
+			if ((status = f8_text_next(p)))
 				return status;
 			if (p->tok.kind != TOKEN_INT || p->tok.i < 0 || p->tok.i >= F8_NONE)
-				return text_fail_expected(p, "a node index");
+				return f8_text_fail_expected(p, "a node index");
 			node->location.index = (uint32_t)p->tok.i;
-			if ((status = text_next(p)))
+			if ((status = f8_text_next(p)))
 				return status;
-			return text_expect_punct(p, ']');
+			return f8_text_expect_punct(p, ']');
 		}
 		uint32_t *fields[2] = {&node->location.line, &node->location.column};
 		for (int i = 0; i < 2; i++) {
-			if ((status = text_expect_punct(p, ':')))
+			if ((status = f8_text_expect_punct(p, ':')))
 				return status;
 			if (p->tok.kind != TOKEN_INT || p->tok.i < 1 || p->tok.i >= F8_NONE)
-				return text_fail_expected(p, i ? "a column number"
+				return f8_text_fail_expected(p, i ? "a column number"
 							       : "a line number");
 			*fields[i] = (uint32_t)p->tok.i;
-			if ((status = text_next(p)))
+			if ((status = f8_text_next(p)))
 				return status;
 		}
 		return F8_OK;
@@ -553,14 +553,14 @@ static f8_status parse_meta(parser *p, f8_node *node) {
 	if (KEY("kernel"))
 		return parse_kernel_use(p, node);
 #undef KEY
-	return text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc, kernel)",
+	return f8_text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc, kernel)",
 			    (int)key.len, key.text);
 }
 
 /* Appends to the scratch id list. */
 static f8_status push_id(parser *p, f8_value_id id) {
 	if (p->n_ids == MAX_LIST)
-		return text_fail_at(p, &p->tok, "more than %d operands or outputs", MAX_LIST);
+		return f8_text_fail_at(p, &p->tok, "more than %d operands or outputs", MAX_LIST);
 	if (p->n_ids == p->cap_ids) {
 		uint32_t cap = p->cap_ids ? p->cap_ids * 2 : 16;
 		f8_value_id *grown = f8_realloc(p->ids, cap * sizeof *grown);
@@ -577,18 +577,18 @@ static f8_status push_id(parser *p, f8_value_id id) {
 static f8_status parse_use(parser *p, f8_value_id *out) {
 	if (text_at_ident(p, "_")) { // an omitted optional input
 		*out = F8_NONE;
-		return text_next(p);
+		return f8_text_next(p);
 	}
 	if (p->tok.kind != TOKEN_VALUE)
-		return text_fail_expected(p, "a value (%name) or _");
+		return f8_text_fail_expected(p, "a value (%name) or _");
 	const char *name;
-	f8_status status = text_value_name(p, &p->tok, &name);
+	f8_status status = f8_text_value_name(p, &p->tok, &name);
 	if (status)
 		return status;
 	*out = f8_graph_find_value(p->graph, name, strlen(name));
 	if (*out == F8_NONE)
-		return text_fail_at(p, &p->tok, "value %%%s is not defined before this use", name);
-	return text_next(p);
+		return f8_text_fail_at(p, &p->tok, "value %%%s is not defined before this use", name);
+	return f8_text_next(p);
 }
 
 /* One output of a node as written, kept until the node (and so the value) exists. */
@@ -604,20 +604,20 @@ static f8_status parse_output_def(parser *p, output_def *def, bool is_leaf) {
 					.precision = {.scaling_slot = F8_NONE},
 					.sharding = {.split_dim = -1},
 					.buffer_offset = -1}};
-	f8_status status = text_value_name(p, &p->tok, &def->name);
+	f8_status status = f8_text_value_name(p, &p->tok, &def->name);
 	if (!status)
-		status = text_next(p);
-	if (!status && text_at_punct(p, ':') && !(status = text_next(p)))
+		status = f8_text_next(p);
+	if (!status && text_at_punct(p, ':') && !(status = f8_text_next(p)))
 		status = parse_type(p, &def->scratch.type);
 	if (!status && text_at_punct(p, '<')) {
-		status = text_next(p);
+		status = f8_text_next(p);
 		for (bool first = true; !status && !text_at_punct(p, '>'); first = false) {
-			if (!first && (status = text_expect_punct(p, ',')))
+			if (!first && (status = f8_text_expect_punct(p, ',')))
 				break;
 			status = parse_annotation(p, &def->scratch, is_leaf);
 		}
 		if (!status)
-			status = text_next(p);
+			status = f8_text_next(p);
 	}
 	return status;
 }
@@ -636,25 +636,25 @@ static void apply_output_def(f8_value *value, const output_def *def) {
 static f8_status parse_call(parser *p, bool has_outputs, f8_op *op) {
 	token at = p->tok;
 	if (at.kind != TOKEN_IDENT)
-		return text_fail_expected(p, has_outputs ? "an op name" : "a declaration, a node or '}'");
+		return f8_text_fail_expected(p, has_outputs ? "an op name" : "a declaration, a node or '}'");
 	if (!f8_op_from_name(at.text, at.len, op)) {
-		text_fail_at(p, &at, "unknown op '%.*s'", (int)at.len, at.text);
+		f8_text_fail_at(p, &at, "unknown op '%.*s'", (int)at.len, at.text);
 		f8_diag_hint(p->diag, "ops are spelled as in ONNX where ONNX has them (MatMul, Add, "
 				      "LayerNorm, Quantize); ir/ops.def lists them all");
 		return F8_ERR_PARSE;
 	}
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	if (!status)
-		status = text_expect_punct(p, '(');
+		status = f8_text_expect_punct(p, '(');
 	p->n_ids = 0;
 	while (!status && !text_at_punct(p, ')')) {
 		f8_value_id id;
-		if (p->n_ids && (status = text_expect_punct(p, ',')))
+		if (p->n_ids && (status = f8_text_expect_punct(p, ',')))
 			break;
 		if (!(status = parse_use(p, &id)))
 			status = push_id(p, id);
 	}
-	return status ? status : text_next(p);
+	return status ? status : f8_text_next(p);
 }
 
 /* Whether the word `kernel` here is a node's `kernel=` field, not the declaration of the next
@@ -678,7 +678,7 @@ static f8_status parse_node(parser *p) {
 		if (n_outputs == cap_outputs) {
 			cap_outputs = cap_outputs ? cap_outputs * 2 : 4;
 			if (cap_outputs > MAX_LIST) {
-				status = text_fail_at(p, &p->tok, "more than %d outputs", MAX_LIST);
+				status = f8_text_fail_at(p, &p->tok, "more than %d outputs", MAX_LIST);
 				break;
 			}
 			output_def *grown = f8_realloc(outputs, cap_outputs * sizeof *grown);
@@ -691,11 +691,11 @@ static f8_status parse_node(parser *p) {
 		status = parse_output_def(p, &outputs[n_outputs++], false);
 		if (!status && !text_at_punct(p, ','))
 			break;
-		if (!status && (status = text_next(p)) == F8_OK && p->tok.kind != TOKEN_VALUE)
-			status = text_fail_expected(p, "another output (%name)");
+		if (!status && (status = f8_text_next(p)) == F8_OK && p->tok.kind != TOKEN_VALUE)
+			status = f8_text_fail_expected(p, "another output (%name)");
 	}
 	if (!status && n_outputs)
-		status = text_expect_punct(p, '=');
+		status = f8_text_expect_punct(p, '=');
 	f8_op op = 0;
 	if (!status)
 		status = parse_call(p, n_outputs > 0, &op);
@@ -708,9 +708,9 @@ static f8_status parse_node(parser *p) {
 		names[i] = outputs[i].name;
 		for (uint32_t j = 0; j < i; j++)
 			if (strcmp(names[j], names[i]) == 0)
-				status = text_fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
+				status = f8_text_fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
 		if (!status && f8_graph_find_value(p->graph, names[i], strlen(names[i])) != F8_NONE)
-			status = text_fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
+			status = f8_text_fail_at(p, &outputs[i].at, "value %%%s is defined twice", names[i]);
 	}
 	if (!status)
 		status = f8_graph_add_node(p->graph, op, p->ids, p->n_ids, n_outputs, names, &id, p->diag);
@@ -731,19 +731,19 @@ static f8_status parse_node(parser *p) {
 
 /* A leaf declaration: ROLE %name : type annotations? */
 static f8_status parse_leaf(parser *p, f8_role role) {
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	if (status)
 		return status;
 	if (p->tok.kind != TOKEN_VALUE)
-		return text_fail_expected(p, "a value name (%name)");
+		return f8_text_fail_expected(p, "a value name (%name)");
 	output_def def;
 	token at = p->tok;
 	if ((status = parse_output_def(p, &def, true)))
 		return status;
 	if (def.scratch.type.dtype == F8_DTYPE_UNDEFINED)
-		return text_fail_at(p, &at, "input %%%s needs a type (: f32[...])", def.name);
+		return f8_text_fail_at(p, &at, "input %%%s needs a type (: f32[...])", def.name);
 	if (f8_graph_find_value(p->graph, def.name, strlen(def.name)) != F8_NONE)
-		return text_fail_at(p, &at, "value %%%s is defined twice", def.name);
+		return f8_text_fail_at(p, &at, "value %%%s is defined twice", def.name);
 	f8_value_id id;
 	if ((status = f8_graph_add_input(p->graph, def.name, role, &def.scratch.type, &id, p->diag)))
 		return status;
@@ -753,18 +753,18 @@ static f8_status parse_leaf(parser *p, f8_role role) {
 }
 
 static f8_status parse_outputs(parser *p) {
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	for (bool first = true; !status; first = false) {
 		if (!first && !text_at_punct(p, ','))
 			break;
-		if (!first && (status = text_next(p)))
+		if (!first && (status = f8_text_next(p)))
 			break;
 		f8_value_id id;
 		token at = p->tok;
 		if ((status = parse_use(p, &id)))
 			break;
 		if (id == F8_NONE)
-			return text_fail_at(p, &at, "a graph output cannot be omitted");
+			return f8_text_fail_at(p, &at, "a graph output cannot be omitted");
 		if (f8_graph_add_output(p->graph, id))
 			return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	}
@@ -774,35 +774,35 @@ static f8_status parse_outputs(parser *p) {
 static f8_status parse_update(parser *p) {
 	f8_value_id target, source;
 	token at = p->tok;
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	if (!status)
 		status = parse_use(p, &target);
 	if (!status && !text_at_punct(p, '<'))
-		status = text_fail_expected(p, "'<-' after the updated leaf");
-	if (!status && !(status = text_next(p)) && !text_at_punct(p, '-'))
-		status = text_fail_expected(p, "'<-' after the updated leaf");
-	if (!status && !(status = text_next(p)))
+		status = f8_text_fail_expected(p, "'<-' after the updated leaf");
+	if (!status && !(status = f8_text_next(p)) && !text_at_punct(p, '-'))
+		status = f8_text_fail_expected(p, "'<-' after the updated leaf");
+	if (!status && !(status = f8_text_next(p)))
 		status = parse_use(p, &source);
 	if (status)
 		return status;
 	if (target == F8_NONE || source == F8_NONE)
-		return text_fail_at(p, &at, "an update needs a leaf and a value, neither omitted");
+		return f8_text_fail_at(p, &at, "an update needs a leaf and a value, neither omitted");
 	if (f8_graph_add_update(p->graph, target, source))
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	return F8_OK;
 }
 
 static f8_status parse_graph(parser *p) {
-	f8_status status = text_next(p);
+	f8_status status = f8_text_next(p);
 	if (status)
 		return status;
 	if (!text_at_ident(p, "graph"))
-		return text_fail_expected(p, "'graph'");
+		return f8_text_fail_expected(p, "'graph'");
 	const char *name;
-	if ((status = text_take_graph_name(p, &name)))
+	if ((status = f8_text_take_graph_name(p, &name)))
 		return status;
 	p->graph->name = name;
-	if ((status = text_next(p)) || (status = text_expect_punct(p, '{')))
+	if ((status = f8_text_next(p)) || (status = f8_text_expect_punct(p, '{')))
 		return status;
 	while (!status && !text_at_punct(p, '}')) {
 		f8_role role;
@@ -816,12 +816,12 @@ static f8_status parse_graph(parser *p) {
 		else if (text_at_ident(p, "kernel"))
 			status = parse_kernel(p);
 		else if (p->tok.kind == TOKEN_END)
-			status = text_fail_expected(p, "'}' to close the graph");
+			status = f8_text_fail_expected(p, "'}' to close the graph");
 		else
 			status = parse_node(p);
 	}
-	if (!status && !(status = text_next(p)) && p->tok.kind != TOKEN_END)
-		status = text_fail_expected(p, "the end of the input after the graph");
+	if (!status && !(status = f8_text_next(p)) && p->tok.kind != TOKEN_END)
+		status = f8_text_fail_expected(p, "the end of the input after the graph");
 	return status;
 }
 

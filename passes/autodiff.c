@@ -456,10 +456,10 @@ static f8_status make_seed(f8_grad_context *context, f8_value_id loss, f8_value_
 	f8_status status = F8_OK;
 	if (seed != F8_NONE && type.shape.rank > 0) {
 		f8_attr shape = grad_attr_dims("shape", type.shape.dims, type.shape.rank);
-		status = grad_op(context, F8_OP_EXPAND, &seed, 1, &shape, 1, name, &g, diag);
+		status = f8_grad_op(context, F8_OP_EXPAND, &seed, 1, &shape, 1, name, &g, diag);
 	} else if (seed == F8_NONE) {
-		status = type.shape.rank ? grad_fill(context, &type, 1.0, name, &g, diag)
-					 : grad_constant(context, type.dtype, 1.0, name, &g, diag);
+		status = type.shape.rank ? f8_grad_fill(context, &type, 1.0, name, &g, diag)
+					 : f8_grad_constant(context, type.dtype, 1.0, name, &g, diag);
 	}
 	if (!status && g >= context->n_values)
 		graph->values[g].role = F8_ROLE_GRADIENT;

@@ -31,43 +31,43 @@ f8_grad_rule f8_grad_rule_get(f8_op op) {
 	return (unsigned)op < F8_OP_COUNT ? rules[op] : NULL;
 }
 
-const char *grad_derive(char *buffer, size_t size, const char *base, const char *suffix) {
+const char *f8_grad_derive(char *buffer, size_t size, const char *base, const char *suffix) {
 	snprintf(buffer, size, "%s.%s", base, suffix);
 	return buffer;
 }
 
-const char *grad_step_name(char *buffer, size_t size, const char *name, bool last,
+const char *f8_grad_step_name(char *buffer, size_t size, const char *name, bool last,
 			   const char *suffix) {
-	return last ? name : grad_derive(buffer, size, name, suffix);
+	return last ? name : f8_grad_derive(buffer, size, name, suffix);
 }
 
-f8_status grad_op(f8_grad_context *context, f8_op op, const f8_value_id *inputs,
+f8_status f8_grad_op(f8_grad_context *context, f8_op op, const f8_value_id *inputs,
 		  uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, const char *name,
 		  f8_value_id *out, f8_diag *diag) {
 	const char *names[1] = {name};
 	return f8_grad_emit_named(context, op, inputs, n_inputs, attrs, n_attrs, 1, names, out, diag);
 }
 
-f8_status grad_unary(f8_grad_context *context, f8_op op, f8_value_id x, const char *name,
+f8_status f8_grad_unary(f8_grad_context *context, f8_op op, f8_value_id x, const char *name,
 		     f8_value_id *out, f8_diag *diag) {
-	return grad_op(context, op, &x, 1, NULL, 0, name, out, diag);
+	return f8_grad_op(context, op, &x, 1, NULL, 0, name, out, diag);
 }
 
-f8_status grad_binary(f8_grad_context *context, f8_op op, f8_value_id a, f8_value_id b,
+f8_status f8_grad_binary(f8_grad_context *context, f8_op op, f8_value_id a, f8_value_id b,
 		      const char *name, f8_value_id *out, f8_diag *diag) {
 	f8_value_id inputs[2] = {a, b};
-	return grad_op(context, op, inputs, 2, NULL, 0, name, out, diag);
+	return f8_grad_op(context, op, inputs, 2, NULL, 0, name, out, diag);
 }
 
-f8_status grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
+f8_status f8_grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
 			const char *name, f8_value_id *out, f8_diag *diag) {
 	uint8_t bytes[8];
 	f8_tensor_data tensor = f8_tensor_data_make_scalar(dtype, value, bytes);
 	f8_attr attr = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor};
-	return grad_op(context, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, out, diag);
+	return f8_grad_op(context, F8_OP_CONSTANT, NULL, 0, &attr, 1, name, out, diag);
 }
 
-f8_status grad_fill(f8_grad_context *context, const f8_type *type, double value,
+f8_status f8_grad_fill(f8_grad_context *context, const f8_type *type, double value,
 		    const char *name, f8_value_id *out, f8_diag *diag) {
 	uint8_t bytes[8];
 	f8_tensor_data tensor = f8_tensor_data_make_scalar(type->dtype, value, bytes);
@@ -75,10 +75,10 @@ f8_status grad_fill(f8_grad_context *context, const f8_type *type, double value,
 	memcpy(dims, type->shape.dims, type->shape.rank * sizeof *dims);
 	f8_attr attrs[2] = {grad_attr_dims("shape", dims, type->shape.rank),
 			    {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor}};
-	return grad_op(context, F8_OP_CONSTANT_OF_SHAPE, NULL, 0, attrs, 2, name, out, diag);
+	return f8_grad_op(context, F8_OP_CONSTANT_OF_SHAPE, NULL, 0, attrs, 2, name, out, diag);
 }
 
-f8_status grad_reshape(f8_grad_context *context, f8_value_id x, const f8_shape *shape,
+f8_status f8_grad_reshape(f8_grad_context *context, f8_value_id x, const f8_shape *shape,
 		       const char *name, f8_value_id *out, f8_diag *diag) {
 	f8_type type = grad_type(context, x);
 	if (f8_shape_equal(&type.shape, shape)) {
@@ -88,14 +88,14 @@ f8_status grad_reshape(f8_grad_context *context, f8_value_id x, const f8_shape *
 	f8_dim dims[F8_MAX_RANK];
 	memcpy(dims, shape->dims, shape->rank * sizeof *dims);
 	f8_attr attr = grad_attr_dims("shape", dims, shape->rank);
-	return grad_op(context, F8_OP_RESHAPE, &x, 1, &attr, 1, name, out, diag);
+	return f8_grad_op(context, F8_OP_RESHAPE, &x, 1, &attr, 1, name, out, diag);
 }
 
-bool grad_needs_sum(const f8_shape *full, const f8_shape *target) {
+bool f8_grad_needs_sum(const f8_shape *full, const f8_shape *target) {
 	return !f8_shape_equal(full, target);
 }
 
-f8_status grad_sum_to(f8_grad_context *context, f8_value_id g, const f8_shape *target,
+f8_status f8_grad_sum_to(f8_grad_context *context, f8_value_id g, const f8_shape *target,
 		      const char *name, f8_value_id *out, f8_diag *diag) {
 	f8_shape full = grad_type(context, g).shape;
 	if (f8_shape_equal(&full, target)) {
@@ -121,16 +121,16 @@ f8_status grad_sum_to(f8_grad_context *context, f8_value_id g, const f8_shape *t
 	bool reshape = !f8_shape_equal(&kept, target);
 	if (n_axes) {
 		f8_attr attrs[2] = {grad_attr_ints("axes", axes, n_axes), grad_attr_int("keepdims", 1)};
-		f8_status status = grad_op(context, F8_OP_REDUCE_SUM, &g, 1, attrs, 2,
-					   grad_step_name(step, sizeof step, name, !reshape, "sum"),
+		f8_status status = f8_grad_op(context, F8_OP_REDUCE_SUM, &g, 1, attrs, 2,
+					   f8_grad_step_name(step, sizeof step, name, !reshape, "sum"),
 					   &summed, diag);
 		if (status)
 			return status;
 	}
-	return grad_reshape(context, summed, target, name, out, diag);
+	return f8_grad_reshape(context, summed, target, name, out, diag);
 }
 
-bool grad_scalar_constant(const f8_graph *graph, f8_value_id value, double *out) {
+bool f8_grad_scalar_constant(const f8_graph *graph, f8_value_id value, double *out) {
 	f8_node_id producer = graph->values[value].producer;
 	if (producer == F8_NONE || graph->nodes[producer].op != F8_OP_CONSTANT)
 		return false;

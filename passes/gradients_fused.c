@@ -63,14 +63,14 @@ F8_GRAD_RULE(LINEAR) {
 		f8_attr flip = grad_attr_int("transpose_weight", 1);
 		f8_value_id inputs[2] = {dy[0], w};
 		f8_grad_name(context, x, name, sizeof name);
-		status = grad_op(context, F8_OP_LINEAR, inputs, 2, &flip, !transposed, name, &dx[0],
+		status = f8_grad_op(context, F8_OP_LINEAR, inputs, 2, &flip, !transposed, name, &dx[0],
 				 diag);
 	}
 	if (!status && f8_grad_wants(context, w)) {
 		f8_attr layout = grad_attr_int("transpose_weight", 1);
 		f8_value_id inputs[2] = {dy[0], x};
 		f8_grad_name(context, w, name, sizeof name);
-		status = grad_op(context, F8_OP_LINEAR_WGRAD, inputs, 2, &layout, transposed != 0,
+		status = f8_grad_op(context, F8_OP_LINEAR_WGRAD, inputs, 2, &layout, transposed != 0,
 				 name, &dx[1], diag);
 	}
 	if (!status && b != F8_NONE && f8_grad_wants(context, b)) {
@@ -84,7 +84,7 @@ F8_GRAD_RULE(LINEAR) {
 		if (rank == 1)
 			dx[2] = dy[0];
 		else
-			status = grad_op(context, F8_OP_REDUCE_SUM, dy, 1, attrs, 2, name, &dx[2], diag);
+			status = f8_grad_op(context, F8_OP_REDUCE_SUM, dy, 1, attrs, 2, name, &dx[2], diag);
 	}
 	return status;
 }
@@ -247,13 +247,13 @@ F8_GRAD_RULE(GROUPED_LINEAR) {
 	if (f8_grad_wants(context, x)) {
 		f8_value_id inputs[3] = {dy[0], w, counts};
 		f8_grad_name(context, x, name, sizeof name);
-		status = grad_op(context, F8_OP_GROUPED_LINEAR, inputs, 3, &layout, !transposed, name,
+		status = f8_grad_op(context, F8_OP_GROUPED_LINEAR, inputs, 3, &layout, !transposed, name,
 				 &dx[0], diag);
 	}
 	if (!status && f8_grad_wants(context, w)) {
 		f8_value_id inputs[3] = {dy[0], x, counts};
 		f8_grad_name(context, w, name, sizeof name);
-		status = grad_op(context, F8_OP_GROUPED_LINEAR_WGRAD, inputs, 3, &layout,
+		status = f8_grad_op(context, F8_OP_GROUPED_LINEAR_WGRAD, inputs, 3, &layout,
 				 transposed != 0, name, &dx[1], diag);
 	}
 	return status;

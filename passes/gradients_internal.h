@@ -50,51 +50,51 @@ static inline f8_node grad_node(f8_grad_context *context, f8_node_id node) {
 }
 
 /* `base` + "." + `suffix` into `buffer`; returns `buffer`. */
-const char *grad_derive(char *buffer, size_t size, const char *base, const char *suffix);
+const char *f8_grad_derive(char *buffer, size_t size, const char *base, const char *suffix);
 
 /* `name` when `last`, else `name`.`suffix` into `buffer`: the name of a step of a chain whose
  * last node takes the chain's name. */
-const char *grad_step_name(char *buffer, size_t size, const char *name, bool last,
+const char *f8_grad_step_name(char *buffer, size_t size, const char *name, bool last,
 			   const char *suffix);
 
 /* Emits a one-output node named `name` (NULL: derived) into *out. */
-f8_status grad_op(f8_grad_context *context, f8_op op, const f8_value_id *inputs,
+f8_status f8_grad_op(f8_grad_context *context, f8_op op, const f8_value_id *inputs,
 		  uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, const char *name,
 		  f8_value_id *out, f8_diag *diag);
 
 /* A one-input, one-output node without attributes. */
-f8_status grad_unary(f8_grad_context *context, f8_op op, f8_value_id x, const char *name,
+f8_status f8_grad_unary(f8_grad_context *context, f8_op op, f8_value_id x, const char *name,
 		     f8_value_id *out, f8_diag *diag);
 
 /* A two-input, one-output node without attributes (Add, Mul, ...). */
-f8_status grad_binary(f8_grad_context *context, f8_op op, f8_value_id a, f8_value_id b,
+f8_status f8_grad_binary(f8_grad_context *context, f8_op op, f8_value_id a, f8_value_id b,
 		      const char *name, f8_value_id *out, f8_diag *diag);
 
 /* A scalar Constant `value` of `dtype` (a float dtype or an integer one). */
-f8_status grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
+f8_status f8_grad_constant(f8_grad_context *context, f8_dtype dtype, double value,
 			const char *name, f8_value_id *out, f8_diag *diag);
 
 /* ConstantOfShape `value` with `type`: the zeros that stand for a gradient nothing flows into. */
-f8_status grad_fill(f8_grad_context *context, const f8_type *type, double value,
+f8_status f8_grad_fill(f8_grad_context *context, const f8_type *type, double value,
 		    const char *name, f8_value_id *out, f8_diag *diag);
 
 /* Reshape of `x` to `shape` (no node when it has that shape already). */
-f8_status grad_reshape(f8_grad_context *context, f8_value_id x, const f8_shape *shape,
+f8_status f8_grad_reshape(f8_grad_context *context, f8_value_id x, const f8_shape *shape,
 		       const char *name, f8_value_id *out, f8_diag *diag);
 
 /* Whether a gradient of shape `full` must be summed to reach `target` (broadcast undone). */
-bool grad_needs_sum(const f8_shape *full, const f8_shape *target);
+bool f8_grad_needs_sum(const f8_shape *full, const f8_shape *target);
 
 /*
  * The gradient `g` of a broadcast result summed back to an input of shape `target`: ReduceSum
  * over the broadcast axes with keepdims, then a Reshape when ranks differ; `g` itself when
  * nothing was broadcast.
  */
-f8_status grad_sum_to(f8_grad_context *context, f8_value_id g, const f8_shape *target,
+f8_status f8_grad_sum_to(f8_grad_context *context, f8_value_id g, const f8_shape *target,
 		      const char *name, f8_value_id *out, f8_diag *diag);
 
 /* The value of a Constant of one element at `value` into *out; false when it is not one. */
-bool grad_scalar_constant(const f8_graph *graph, f8_value_id value, double *out);
+bool f8_grad_scalar_constant(const f8_graph *graph, f8_value_id value, double *out);
 
 /* The attribute builders. */
 static inline f8_attr grad_attr_int(const char *name, int64_t value) {

@@ -2,7 +2,7 @@
  * Gradient rules of the primitive (ONNX-style) ops: what an imported graph keeps where
  * fuse-patterns found no high-level op. Each gradient is composed from existing ops, with the
  * backward ops of ir/ops.def where a primitive has one (Gather, Slice, Softmax); a gradient of a
- * broadcast operand is summed back to its shape (grad_sum_to).
+ * broadcast operand is summed back to its shape (f8_grad_sum_to).
  *
  * Naming: the value a rule hands back for input i is named by the engine (f8_grad_name); the
  * steps before it are named after it (`<name>.full` before the broadcast sum, ...).
@@ -25,8 +25,8 @@ static bool wanted(f8_grad_context *context, const f8_node *n, uint32_t i, f8_va
 	f8_grad_name(context, n->inputs[i], name, F8_GRAD_NAME_MAX);
 	f8_shape shape = grad_type(context, full).shape;
 	f8_shape target = grad_type(context, n->inputs[i]).shape;
-	if (grad_needs_sum(&shape, &target))
-		grad_derive(unreduced, F8_GRAD_NAME_MAX, name, "full");
+	if (f8_grad_needs_sum(&shape, &target))
+		f8_grad_derive(unreduced, F8_GRAD_NAME_MAX, name, "full");
 	else
 		snprintf(unreduced, F8_GRAD_NAME_MAX, "%s", name);
 	return true;
@@ -36,13 +36,13 @@ static bool wanted(f8_grad_context *context, const f8_node *n, uint32_t i, f8_va
 static f8_status reduce_into(f8_grad_context *context, const f8_node *n, uint32_t i,
 			     f8_value_id g, const char *name, f8_value_id *dx, f8_diag *diag) {
 	f8_shape target = grad_type(context, n->inputs[i]).shape;
-	return grad_sum_to(context, g, &target, name, &dx[i], diag);
+	return f8_grad_sum_to(context, g, &target, name, &dx[i], diag);
 }
 
 /* A scalar constant of the dtype of `like`. */
 static f8_status constant_like(f8_grad_context *context, f8_value_id like, double value,
 			       const char *name, f8_value_id *out, f8_diag *diag) {
-	return grad_constant(context, grad_type(context, like).dtype, value, name, out, diag);
+	return f8_grad_constant(context, grad_type(context, like).dtype, value, name, out, diag);
 }
 
 /* Elementwise with broadcasting. */
@@ -67,10 +67,10 @@ F8_GRAD_RULE(SUB) {
 		// Sum first, then negate: the Neg runs on the smaller tensor.
 		f8_value_id summed = F8_NONE;
 		f8_shape target = grad_type(context, n.inputs[1]).shape;
-		status = grad_sum_to(context, dy[0], &target, grad_derive(step, sizeof step, name, "pos"),
+		status = f8_grad_sum_to(context, dy[0], &target, f8_grad_derive(step, sizeof step, name, "pos"),
 				     &summed, diag);
 		if (!status)
-			status = grad_unary(context, F8_OP_NEG, summed, name, &dx[1], diag);
+			status = f8_grad_unary(context, F8_OP_NEG, summed, name, &dx[1], diag);
 	}
 	return status;
 }
@@ -83,7 +83,7 @@ F8_GRAD_RULE(MUL) {
 		f8_value_id g = F8_NONE;
 		if (!wanted(context, &n, i, dy[0], name, full))
 			continue;
-		status = grad_binary(context, F8_OP_MUL, dy[0], n.inputs[1 - i], full, &g, diag);
+		status = f8_grad_binary(context, F8_OP_MUL, dy[0], n.inputs[1 - i], full, &g, diag);
 		if (!status)
 			status = reduce_into(context, &n, i, g, name, dx, diag);
 	}
@@ -97,22 +97,22 @@ F8_GRAD_RULE(DIV) {
 	f8_value_id b = n.inputs[1], y = n.outputs[0], g, t, summed;
 	f8_status status = F8_OK;
 	if (wanted(context, &n, 0, dy[0], name, full)) {
-		status = grad_binary(context, F8_OP_DIV, dy[0], b, full, &g, diag);
+		status = f8_grad_binary(context, F8_OP_DIV, dy[0], b, full, &g, diag);
 		if (!status)
 			status = reduce_into(context, &n, 0, g, name, dx, diag);
 	}
 	if (!status && wanted(context, &n, 1, dy[0], name, full)) {
 		f8_shape target = grad_type(context, b).shape;
-		status = grad_binary(context, F8_OP_MUL, dy[0], y, grad_derive(step, sizeof step, name,
+		status = f8_grad_binary(context, F8_OP_MUL, dy[0], y, f8_grad_derive(step, sizeof step, name,
 									  "dy_y"), &t, diag);
 		if (!status)
-			status = grad_binary(context, F8_OP_DIV, t, b, grad_derive(step, sizeof step,
+			status = f8_grad_binary(context, F8_OP_DIV, t, b, f8_grad_derive(step, sizeof step,
 										  name, "neg"), &g, diag);
 		if (!status)
-			status = grad_sum_to(context, g, &target, grad_derive(step, sizeof step, name,
+			status = f8_grad_sum_to(context, g, &target, f8_grad_derive(step, sizeof step, name,
 									      "neg_sum"), &summed, diag);
 		if (!status)
-			status = grad_unary(context, F8_OP_NEG, summed, name, &dx[1], diag);
+			status = f8_grad_unary(context, F8_OP_NEG, summed, name, &dx[1], diag);
 	}
 	return status;
 }
@@ -125,50 +125,50 @@ F8_GRAD_RULE(POW) {
 	f8_status status = F8_OK;
 	double exponent;
 	if (wanted(context, &n, 0, dy[0], name, full)) {
-		if (grad_scalar_constant(f8_grad_graph(context), b, &exponent)) {
+		if (f8_grad_scalar_constant(f8_grad_graph(context), b, &exponent)) {
 			// k = exponent * a^(exponent - 1), with the powers 1 and 0 spelled out.
 			if (exponent == 2.0) {
 				p = a;
 			} else {
-				status = constant_like(context, a, exponent - 1.0, grad_derive(step, sizeof step,
+				status = constant_like(context, a, exponent - 1.0, f8_grad_derive(step, sizeof step,
 						       name, "exponent"), &c, diag);
 				if (!status)
-					status = grad_binary(context, F8_OP_POW, a, c, grad_derive(step,
+					status = f8_grad_binary(context, F8_OP_POW, a, c, f8_grad_derive(step,
 							     sizeof step, name, "power"), &p, diag);
 			}
 			if (!status)
-				status = constant_like(context, a, exponent, grad_derive(step, sizeof step,
+				status = constant_like(context, a, exponent, f8_grad_derive(step, sizeof step,
 						       name, "factor"), &c, diag);
 			if (!status)
-				status = grad_binary(context, F8_OP_MUL, p, c, grad_derive(step, sizeof step,
+				status = f8_grad_binary(context, F8_OP_MUL, p, c, f8_grad_derive(step, sizeof step,
 						     name, "slope"), &k, diag);
 		} else {
-			status = constant_like(context, a, 1.0, grad_derive(step, sizeof step, name, "one"),
+			status = constant_like(context, a, 1.0, f8_grad_derive(step, sizeof step, name, "one"),
 					       &c, diag);
 			f8_value_id b_minus_1 = F8_NONE;
 			if (!status)
-				status = grad_binary(context, F8_OP_SUB, b, c, grad_derive(step, sizeof step,
+				status = f8_grad_binary(context, F8_OP_SUB, b, c, f8_grad_derive(step, sizeof step,
 						     name, "exponent"), &b_minus_1, diag);
 			if (!status)
-				status = grad_binary(context, F8_OP_POW, a, b_minus_1, grad_derive(step,
+				status = f8_grad_binary(context, F8_OP_POW, a, b_minus_1, f8_grad_derive(step,
 						     sizeof step, name, "power"), &p, diag);
 			if (!status)
-				status = grad_binary(context, F8_OP_MUL, b, p, grad_derive(step, sizeof step,
+				status = f8_grad_binary(context, F8_OP_MUL, b, p, f8_grad_derive(step, sizeof step,
 						     name, "slope"), &k, diag);
 		}
 		if (!status)
-			status = grad_binary(context, F8_OP_MUL, dy[0], k, full, &g, diag);
+			status = f8_grad_binary(context, F8_OP_MUL, dy[0], k, full, &g, diag);
 		if (!status)
 			status = reduce_into(context, &n, 0, g, name, dx, diag);
 	}
 	if (!status && wanted(context, &n, 1, dy[0], name, full)) {
-		status = grad_unary(context, F8_OP_LOG, a, grad_derive(step, sizeof step, name, "log"),
+		status = f8_grad_unary(context, F8_OP_LOG, a, f8_grad_derive(step, sizeof step, name, "log"),
 				    &p, diag);
 		if (!status)
-			status = grad_binary(context, F8_OP_MUL, y, p, grad_derive(step, sizeof step, name,
+			status = f8_grad_binary(context, F8_OP_MUL, y, p, f8_grad_derive(step, sizeof step, name,
 					     "slope"), &k, diag);
 		if (!status)
-			status = grad_binary(context, F8_OP_MUL, dy[0], k, full, &g, diag);
+			status = f8_grad_binary(context, F8_OP_MUL, dy[0], k, full, &g, diag);
 		if (!status)
 			status = reduce_into(context, &n, 1, g, name, dx, diag);
 	}
@@ -179,14 +179,14 @@ F8_GRAD_RULE(POW) {
 static f8_status compare(f8_grad_context *context, f8_op op, f8_value_id a, f8_value_id b,
 			 const char *name, const char *suffix, f8_value_id *out, f8_diag *diag) {
 	char step[F8_GRAD_NAME_MAX];
-	return grad_binary(context, op, a, b, grad_derive(step, sizeof step, name, suffix), out, diag);
+	return f8_grad_binary(context, op, a, b, f8_grad_derive(step, sizeof step, name, suffix), out, diag);
 }
 
 /* Where(mask, dy, otherwise): dy where the mask holds. */
 static f8_status select(f8_grad_context *context, f8_value_id mask, f8_value_id dy,
 			f8_value_id otherwise, const char *name, f8_value_id *out, f8_diag *diag) {
 	f8_value_id inputs[3] = {mask, dy, otherwise};
-	return grad_op(context, F8_OP_WHERE, inputs, 3, NULL, 0, name, out, diag);
+	return f8_grad_op(context, F8_OP_WHERE, inputs, 3, NULL, 0, name, out, diag);
 }
 
 /* Max and Min: the gradient goes to the operand that won; a tie splits it in halves, as
@@ -206,16 +206,16 @@ static f8_status extremum(f8_grad_context *context, f8_node_id node, const f8_va
 			status = compare(context, F8_OP_EQUAL, n.inputs[0], n.inputs[1], name, "tie",
 					 &tie, diag);
 			if (!status)
-				status = constant_like(context, dy[0], 0.5, grad_derive(step, sizeof step,
+				status = constant_like(context, dy[0], 0.5, f8_grad_derive(step, sizeof step,
 						       name, "half"), &c, diag);
 			if (!status)
-				status = grad_binary(context, F8_OP_MUL, dy[0], c, grad_derive(step,
+				status = f8_grad_binary(context, F8_OP_MUL, dy[0], c, f8_grad_derive(step,
 						     sizeof step, name, "shared"), &half, diag);
 			if (!status)
-				status = constant_like(context, dy[0], 0.0, grad_derive(step, sizeof step,
+				status = constant_like(context, dy[0], 0.0, f8_grad_derive(step, sizeof step,
 						       name, "zero"), &zero, diag);
 			if (!status)
-				status = select(context, tie, half, zero, grad_derive(step, sizeof step,
+				status = select(context, tie, half, zero, f8_grad_derive(step, sizeof step,
 						name, "split"), &split, diag);
 		}
 		if (!status)
@@ -246,11 +246,11 @@ F8_GRAD_RULE(WHERE) {
 		if (!wanted(context, &n, i, dy[0], name, full))
 			continue;
 		if (zero == F8_NONE)
-			status = constant_like(context, dy[0], 0.0, grad_derive(step, sizeof step, name,
+			status = constant_like(context, dy[0], 0.0, f8_grad_derive(step, sizeof step, name,
 					       "zero"), &zero, diag);
 		f8_value_id inputs[3] = {n.inputs[0], i == 1 ? dy[0] : zero, i == 1 ? zero : dy[0]};
 		if (!status)
-			status = grad_op(context, F8_OP_WHERE, inputs, 3, NULL, 0, full, &g, diag);
+			status = f8_grad_op(context, F8_OP_WHERE, inputs, 3, NULL, 0, full, &g, diag);
 		if (!status)
 			status = reduce_into(context, &n, i, g, name, dx, diag);
 	}
@@ -270,7 +270,7 @@ static bool wanted_x(f8_grad_context *context, const f8_node *n, char *name) {
 /* dx = dy * factor. */
 static f8_status times(f8_grad_context *context, f8_value_id dy, f8_value_id factor,
 		       const char *name, f8_value_id *dx, f8_diag *diag) {
-	return grad_binary(context, F8_OP_MUL, dy, factor, name, dx, diag);
+	return f8_grad_binary(context, F8_OP_MUL, dy, factor, name, dx, diag);
 }
 
 /* y = sqrt(x): dx = dy * 0.5 / y. */
@@ -280,12 +280,12 @@ F8_GRAD_RULE(SQRT) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id half = F8_NONE, g = F8_NONE;
-	f8_status status = constant_like(context, dy[0], 0.5, grad_derive(step, sizeof step, name,
+	f8_status status = constant_like(context, dy[0], 0.5, f8_grad_derive(step, sizeof step, name,
 					 "half"), &half, diag);
 	if (!status)
-		status = times(context, dy[0], half, grad_derive(step, sizeof step, name, "halved"), &g,
+		status = times(context, dy[0], half, f8_grad_derive(step, sizeof step, name, "halved"), &g,
 			       diag);
-	return status ? status : grad_binary(context, F8_OP_DIV, g, n.outputs[0], name, &dx[0], diag);
+	return status ? status : f8_grad_binary(context, F8_OP_DIV, g, n.outputs[0], name, &dx[0], diag);
 }
 
 /* y = 1/x: dx = -dy * y * y. */
@@ -295,18 +295,18 @@ F8_GRAD_RULE(RECIPROCAL) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id square = F8_NONE, g = F8_NONE;
-	f8_status status = grad_binary(context, F8_OP_MUL, n.outputs[0], n.outputs[0],
-				       grad_derive(step, sizeof step, name, "square"), &square, diag);
+	f8_status status = f8_grad_binary(context, F8_OP_MUL, n.outputs[0], n.outputs[0],
+				       f8_grad_derive(step, sizeof step, name, "square"), &square, diag);
 	if (!status)
-		status = times(context, dy[0], square, grad_derive(step, sizeof step, name, "neg"), &g,
+		status = times(context, dy[0], square, f8_grad_derive(step, sizeof step, name, "neg"), &g,
 			       diag);
-	return status ? status : grad_unary(context, F8_OP_NEG, g, name, &dx[0], diag);
+	return status ? status : f8_grad_unary(context, F8_OP_NEG, g, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(NEG) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX];
-	return wanted_x(context, &n, name) ? grad_unary(context, F8_OP_NEG, dy[0], name, &dx[0], diag)
+	return wanted_x(context, &n, name) ? f8_grad_unary(context, F8_OP_NEG, dy[0], name, &dx[0], diag)
 					   : F8_OK;
 }
 
@@ -317,17 +317,17 @@ F8_GRAD_RULE(ABS) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id x = n.inputs[0], zero, positive, negative, minus, below;
-	f8_status status = constant_like(context, x, 0.0, grad_derive(step, sizeof step, name,
+	f8_status status = constant_like(context, x, 0.0, f8_grad_derive(step, sizeof step, name,
 					 "zero"), &zero, diag);
 	if (!status)
 		status = compare(context, F8_OP_GREATER, x, zero, name, "positive", &positive, diag);
 	if (!status)
 		status = compare(context, F8_OP_LESS, x, zero, name, "negative", &negative, diag);
 	if (!status)
-		status = grad_unary(context, F8_OP_NEG, dy[0], grad_derive(step, sizeof step, name,
+		status = f8_grad_unary(context, F8_OP_NEG, dy[0], f8_grad_derive(step, sizeof step, name,
 				    "minus"), &minus, diag);
 	if (!status)
-		status = select(context, negative, minus, zero, grad_derive(step, sizeof step, name,
+		status = select(context, negative, minus, zero, f8_grad_derive(step, sizeof step, name,
 				"below"), &below, diag);
 	return status ? status : select(context, positive, dy[0], below, name, &dx[0], diag);
 }
@@ -345,7 +345,7 @@ F8_GRAD_RULE(LOG) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX];
 	return wanted_x(context, &n, name)
-		       ? grad_binary(context, F8_OP_DIV, dy[0], n.inputs[0], name, &dx[0], diag)
+		       ? f8_grad_binary(context, F8_OP_DIV, dy[0], n.inputs[0], name, &dx[0], diag)
 		       : F8_OK;
 }
 
@@ -357,17 +357,17 @@ static f8_status one_minus_rule(f8_grad_context *context, f8_node_id node, const
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id y = n.outputs[0], one = F8_NONE, square = y, rest = F8_NONE, slope = F8_NONE;
-	f8_status status = constant_like(context, y, 1.0, grad_derive(step, sizeof step, name, "one"),
+	f8_status status = constant_like(context, y, 1.0, f8_grad_derive(step, sizeof step, name, "one"),
 					 &one, diag);
 	if (!status && tanh_form)
-		status = grad_binary(context, F8_OP_MUL, y, y, grad_derive(step, sizeof step, name,
+		status = f8_grad_binary(context, F8_OP_MUL, y, y, f8_grad_derive(step, sizeof step, name,
 				     "square"), &square, diag);
 	if (!status)
-		status = grad_binary(context, F8_OP_SUB, one, square, grad_derive(step, sizeof step,
+		status = f8_grad_binary(context, F8_OP_SUB, one, square, f8_grad_derive(step, sizeof step,
 				     name, tanh_form ? "slope" : "rest"), &rest, diag);
 	slope = rest;
 	if (!status && !tanh_form)
-		status = grad_binary(context, F8_OP_MUL, y, rest, grad_derive(step, sizeof step, name,
+		status = f8_grad_binary(context, F8_OP_MUL, y, rest, f8_grad_derive(step, sizeof step, name,
 				     "slope"), &slope, diag);
 	return status ? status : times(context, dy[0], slope, name, &dx[0], diag);
 }
@@ -387,12 +387,12 @@ F8_GRAD_RULE(COS) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id sine = F8_NONE, g = F8_NONE;
-	f8_status status = grad_unary(context, F8_OP_SIN, n.inputs[0], grad_derive(step, sizeof step,
+	f8_status status = f8_grad_unary(context, F8_OP_SIN, n.inputs[0], f8_grad_derive(step, sizeof step,
 				      name, "sin"), &sine, diag);
 	if (!status)
-		status = times(context, dy[0], sine, grad_derive(step, sizeof step, name, "neg"), &g,
+		status = times(context, dy[0], sine, f8_grad_derive(step, sizeof step, name, "neg"), &g,
 			       diag);
-	return status ? status : grad_unary(context, F8_OP_NEG, g, name, &dx[0], diag);
+	return status ? status : f8_grad_unary(context, F8_OP_NEG, g, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(SIN) {
@@ -401,7 +401,7 @@ F8_GRAD_RULE(SIN) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id cosine = F8_NONE;
-	f8_status status = grad_unary(context, F8_OP_COS, n.inputs[0], grad_derive(step, sizeof step,
+	f8_status status = f8_grad_unary(context, F8_OP_COS, n.inputs[0], f8_grad_derive(step, sizeof step,
 				      name, "cos"), &cosine, diag);
 	return status ? status : times(context, dy[0], cosine, name, &dx[0], diag);
 }
@@ -413,19 +413,19 @@ F8_GRAD_RULE(ERF) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id x = n.inputs[0], square, negative, bell, c, slope;
-	f8_status status = grad_binary(context, F8_OP_MUL, x, x, grad_derive(step, sizeof step, name,
+	f8_status status = f8_grad_binary(context, F8_OP_MUL, x, x, f8_grad_derive(step, sizeof step, name,
 				       "square"), &square, diag);
 	if (!status)
-		status = grad_unary(context, F8_OP_NEG, square, grad_derive(step, sizeof step, name,
+		status = f8_grad_unary(context, F8_OP_NEG, square, f8_grad_derive(step, sizeof step, name,
 				    "exponent"), &negative, diag);
 	if (!status)
-		status = grad_unary(context, F8_OP_EXP, negative, grad_derive(step, sizeof step, name,
+		status = f8_grad_unary(context, F8_OP_EXP, negative, f8_grad_derive(step, sizeof step, name,
 				    "bell"), &bell, diag);
 	if (!status)
-		status = constant_like(context, x, 2.0 / sqrt(PI), grad_derive(step, sizeof step, name,
+		status = constant_like(context, x, 2.0 / sqrt(PI), f8_grad_derive(step, sizeof step, name,
 				       "factor"), &c, diag);
 	if (!status)
-		status = grad_binary(context, F8_OP_MUL, bell, c, grad_derive(step, sizeof step, name,
+		status = f8_grad_binary(context, F8_OP_MUL, bell, c, f8_grad_derive(step, sizeof step, name,
 				     "slope"), &slope, diag);
 	return status ? status : times(context, dy[0], slope, name, &dx[0], diag);
 }
@@ -437,7 +437,7 @@ F8_GRAD_RULE(RELU) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id zero = F8_NONE, positive = F8_NONE;
-	f8_status status = constant_like(context, n.inputs[0], 0.0, grad_derive(step, sizeof step,
+	f8_status status = constant_like(context, n.inputs[0], 0.0, f8_grad_derive(step, sizeof step,
 					 name, "zero"), &zero, diag);
 	if (!status)
 		status = compare(context, F8_OP_GREATER, n.inputs[0], zero, name, "positive", &positive,
@@ -482,7 +482,7 @@ static f8_status cast_back(f8_grad_context *context, f8_node_id node, const f8_v
 		return F8_OK;
 	}
 	f8_attr attr = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = to};
-	return grad_op(context, F8_OP_CAST, dy, 1, &attr, 1, name, &dx[0], diag);
+	return f8_grad_op(context, F8_OP_CAST, dy, 1, &attr, 1, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(CAST) {
@@ -506,7 +506,7 @@ static f8_status swap_last_two(f8_grad_context *context, f8_value_id x, const ch
 	perm[rank - 2] = rank - 1;
 	perm[rank - 1] = rank - 2;
 	f8_attr attr = grad_attr_ints("perm", perm, (uint32_t)rank);
-	return grad_op(context, F8_OP_TRANSPOSE, &x, 1, &attr, 1, name, out, diag);
+	return f8_grad_op(context, F8_OP_TRANSPOSE, &x, 1, &attr, 1, name, out, diag);
 }
 
 /* `x` of rank 1 as a matrix: (1, K) as a left operand, (K, 1) as a right one. */
@@ -519,7 +519,7 @@ static f8_status as_matrix(f8_grad_context *context, f8_value_id x, bool left, c
 	}
 	f8_shape matrix = {.rank = 2, .dims = {left ? f8_dim_const(1) : shape.dims[0],
 					       left ? shape.dims[0] : f8_dim_const(1)}};
-	return grad_reshape(context, x, &matrix, name, out, diag);
+	return f8_grad_reshape(context, x, &matrix, name, out, diag);
 }
 
 /*
@@ -541,7 +541,7 @@ F8_GRAD_RULE(MATMUL) {
 		y2.rank++;
 	}
 	const char *dy_name = f8_grad_graph(context)->values[dy[0]].name;
-	f8_status status = grad_reshape(context, dy[0], &y2, grad_derive(step, sizeof step, dy_name,
+	f8_status status = f8_grad_reshape(context, dy[0], &y2, f8_grad_derive(step, sizeof step, dy_name,
 					"matrix"), &dy2, diag);
 	bool want[2] = {f8_grad_wants(context, a), f8_grad_wants(context, b)};
 	for (uint32_t i = 0; !status && i < 2; i++) {
@@ -549,15 +549,15 @@ F8_GRAD_RULE(MATMUL) {
 			continue;
 		f8_grad_name(context, n.inputs[i], name, sizeof name);
 		f8_value_id other = n.inputs[1 - i];
-		status = as_matrix(context, other, i == 1, grad_derive(step, sizeof step, name, "other"),
+		status = as_matrix(context, other, i == 1, f8_grad_derive(step, sizeof step, name, "other"),
 				   i == 0 ? &b2 : &a2, diag);
 		if (!status)
-			status = swap_last_two(context, i == 0 ? b2 : a2, grad_derive(step, sizeof step,
+			status = swap_last_two(context, i == 0 ? b2 : a2, f8_grad_derive(step, sizeof step,
 					       name, "other_t"), &t, diag);
 		f8_value_id inputs[2] = {i == 0 ? dy2 : t, i == 0 ? t : dy2};
 		if (!status)
-			status = grad_op(context, F8_OP_MATMUL, inputs, 2, NULL, 0,
-					 grad_derive(step, sizeof step, name, "full"), &g, diag);
+			status = f8_grad_op(context, F8_OP_MATMUL, inputs, 2, NULL, 0,
+					 f8_grad_derive(step, sizeof step, name, "full"), &g, diag);
 		// Sum over broadcast batch dims against the matrix form, then drop its unit dim.
 		f8_shape target = i == 0 ? sa : sb;
 		if (target.rank == 1)
@@ -565,11 +565,11 @@ F8_GRAD_RULE(MATMUL) {
 								i == 0 ? target.dims[0] : f8_dim_const(1)}};
 		f8_value_id summed = F8_NONE;
 		if (!status)
-			status = grad_sum_to(context, g, &target, grad_step_name(step, sizeof step, name,
+			status = f8_grad_sum_to(context, g, &target, f8_grad_step_name(step, sizeof step, name,
 					     target.rank == (i == 0 ? sa : sb).rank, "matrix"), &summed,
 					     diag);
 		if (!status)
-			status = grad_reshape(context, summed, i == 0 ? &sa : &sb, name, &dx[i], diag);
+			status = f8_grad_reshape(context, summed, i == 0 ? &sa : &sb, name, &dx[i], diag);
 	}
 	return status;
 }
@@ -600,13 +600,13 @@ F8_GRAD_RULE(GEMM) {
 		f8_value_id inputs[2] = {ta ? b : dy[0], ta ? dy[0] : b};
 		uint32_t n_attrs = ta ? gemm_attrs(attrs, alpha, tb, 1) : gemm_attrs(attrs, alpha, 0, !tb);
 		f8_grad_name(context, a, name, sizeof name);
-		status = grad_op(context, F8_OP_GEMM, inputs, 2, attrs, n_attrs, name, &dx[0], diag);
+		status = f8_grad_op(context, F8_OP_GEMM, inputs, 2, attrs, n_attrs, name, &dx[0], diag);
 	}
 	if (!status && f8_grad_wants(context, b)) {
 		f8_value_id inputs[2] = {tb ? dy[0] : a, tb ? a : dy[0]};
 		uint32_t n_attrs = tb ? gemm_attrs(attrs, alpha, 1, ta) : gemm_attrs(attrs, alpha, !ta, 0);
 		f8_grad_name(context, b, name, sizeof name);
-		status = grad_op(context, F8_OP_GEMM, inputs, 2, attrs, n_attrs, name, &dx[1], diag);
+		status = f8_grad_op(context, F8_OP_GEMM, inputs, 2, attrs, n_attrs, name, &dx[1], diag);
 	}
 	if (!status && c != F8_NONE && f8_grad_wants(context, c)) {
 		f8_value_id g = dy[0], factor = F8_NONE;
@@ -614,14 +614,14 @@ F8_GRAD_RULE(GEMM) {
 		f8_grad_name(context, c, name, sizeof name);
 		if (beta != 1.0) {
 			f8_shape full = grad_type(context, dy[0]).shape;
-			status = constant_like(context, dy[0], beta, grad_derive(step, sizeof step, name,
+			status = constant_like(context, dy[0], beta, f8_grad_derive(step, sizeof step, name,
 					       "beta"), &factor, diag);
 			if (!status)
-				status = times(context, dy[0], factor, grad_step_name(step, sizeof step, name,
-					       !grad_needs_sum(&full, &target), "full"), &g, diag);
+				status = times(context, dy[0], factor, f8_grad_step_name(step, sizeof step, name,
+					       !f8_grad_needs_sum(&full, &target), "full"), &g, diag);
 		}
 		if (!status)
-			status = grad_sum_to(context, g, &target, name, &dx[2], diag);
+			status = f8_grad_sum_to(context, g, &target, name, &dx[2], diag);
 	}
 	return status;
 }
@@ -640,7 +640,7 @@ F8_GRAD_RULE(GATHER) {
 	f8_attr attrs[2] = {{.name = "size", .kind = F8_ATTR_DIM, .dim = data.dims[axis]},
 			    grad_attr_int("axis", axis)};
 	f8_value_id inputs[2] = {dy[0], n.inputs[1]};
-	return grad_op(context, F8_OP_GATHER_GRAD, inputs, 2, attrs, axis ? 2 : 1, name, &dx[0],
+	return f8_grad_op(context, F8_OP_GATHER_GRAD, inputs, 2, attrs, axis ? 2 : 1, name, &dx[0],
 		       diag);
 }
 
@@ -652,7 +652,7 @@ static f8_status reshape_back(f8_grad_context *context, f8_node_id node, const f
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_shape shape = grad_type(context, n.inputs[0]).shape;
-	return grad_reshape(context, dy[0], &shape, name, &dx[0], diag);
+	return f8_grad_reshape(context, dy[0], &shape, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(RESHAPE) {
@@ -678,7 +678,7 @@ F8_GRAD_RULE(TRANSPOSE) {
 	for (uint32_t i = 0; perm && i < perm->ints.n; i++)
 		inverse[perm->ints.items[i]] = i;
 	f8_attr attr = grad_attr_ints("perm", inverse, perm ? perm->ints.n : 0);
-	return grad_op(context, F8_OP_TRANSPOSE, dy, 1, &attr, perm ? 1 : 0, name, &dx[0], diag);
+	return f8_grad_op(context, F8_OP_TRANSPOSE, dy, 1, &attr, perm ? 1 : 0, name, &dx[0], diag);
 }
 
 /* Concat: one Split of dy along the axis, one part per input. */
@@ -731,13 +731,13 @@ F8_GRAD_RULE(SPLIT) {
 		const f8_value *out = &f8_grad_graph(context)->values[n.outputs[o]];
 		f8_type type = out->type;
 		snprintf(step, sizeof step, "%s.grad.zero", out->name);
-		status = grad_fill(context, &type, 0.0, step, &parts[o], diag);
+		status = f8_grad_fill(context, &type, 0.0, step, &parts[o], diag);
 		if (!status)
 			f8_grad_graph(context)->values[parts[o]].role = F8_ROLE_GRADIENT;
 	}
 	f8_attr axis = grad_attr_int("axis", f8_node_attr_int(&n, "axis", 0));
 	if (!status)
-		status = grad_op(context, F8_OP_CONCAT, parts, n.n_outputs, &axis, 1, name, &dx[0],
+		status = f8_grad_op(context, F8_OP_CONCAT, parts, n.n_outputs, &axis, 1, name, &dx[0],
 				 diag);
 	f8_free(parts);
 	return status;
@@ -754,7 +754,7 @@ F8_GRAD_RULE(SLICE) {
 	uint32_t n_attrs = 1;
 	for (uint32_t i = 0; i < n.n_attrs; i++)
 		attrs[n_attrs++] = n.attrs[i];
-	return grad_op(context, F8_OP_SLICE_GRAD, dy, 1, attrs, n_attrs, name, &dx[0], diag);
+	return f8_grad_op(context, F8_OP_SLICE_GRAD, dy, 1, attrs, n_attrs, name, &dx[0], diag);
 }
 
 /* Expand broadcasts: the gradient sums back. */
@@ -764,7 +764,7 @@ F8_GRAD_RULE(EXPAND) {
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_shape shape = grad_type(context, n.inputs[0]).shape;
-	return grad_sum_to(context, dy[0], &shape, name, &dx[0], diag);
+	return f8_grad_sum_to(context, dy[0], &shape, name, &dx[0], diag);
 }
 
 /* Trilu keeps a triangle: its gradient is the same triangle of dy. */
@@ -773,7 +773,7 @@ F8_GRAD_RULE(TRILU) {
 	char name[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	return grad_op(context, F8_OP_TRILU, dy, 1, n.attrs, n.n_attrs, name, &dx[0], diag);
+	return f8_grad_op(context, F8_OP_TRILU, dy, 1, n.attrs, n.n_attrs, name, &dx[0], diag);
 }
 
 /* Softmax and LogSoftmax through their backward ops, which read the forward's output. */
@@ -784,7 +784,7 @@ static f8_status softmax_back(f8_grad_context *context, f8_node_id node, const f
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	f8_value_id inputs[2] = {dy[0], n.outputs[0]};
-	return grad_op(context, op, inputs, 2, n.attrs, n.n_attrs, name, &dx[0], diag);
+	return f8_grad_op(context, op, inputs, 2, n.attrs, n.n_attrs, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(SOFTMAX) {
@@ -831,7 +831,7 @@ static reduction reduction_of(const f8_node *n, const f8_shape *x) {
 static f8_status kept_gradient(f8_grad_context *context, f8_value_id dy, const reduction *r,
 			       const char *name, f8_value_id *out, f8_diag *diag) {
 	char step[F8_GRAD_NAME_MAX];
-	return grad_reshape(context, dy, &r->kept, grad_derive(step, sizeof step, name, "kept"), out,
+	return f8_grad_reshape(context, dy, &r->kept, f8_grad_derive(step, sizeof step, name, "kept"), out,
 			    diag);
 }
 
@@ -842,7 +842,7 @@ static f8_status expand_to(f8_grad_context *context, f8_value_id g, const f8_sha
 	for (int i = 0; i < x->rank; i++)
 		dims[i] = x->dims[i];
 	f8_attr attr = grad_attr_dims("shape", dims, x->rank);
-	return grad_op(context, F8_OP_EXPAND, &g, 1, &attr, 1, name, out, diag);
+	return f8_grad_op(context, F8_OP_EXPAND, &g, 1, &attr, 1, name, out, diag);
 }
 
 F8_GRAD_RULE(REDUCE_SUM) {
@@ -870,21 +870,21 @@ F8_GRAD_RULE(REDUCE_MEAN) {
 	f8_status status = kept_gradient(context, dy[0], &r, name, &kept, diag);
 	if (!status && r.count_is_const) {
 		status = constant_like(context, dy[0], 1.0 / (double)r.count,
-				       grad_derive(step, sizeof step, name, "inverse_count"), &count, diag);
+				       f8_grad_derive(step, sizeof step, name, "inverse_count"), &count, diag);
 		if (!status)
-			status = times(context, kept, count, grad_derive(step, sizeof step, name, "share"),
+			status = times(context, kept, count, f8_grad_derive(step, sizeof step, name, "share"),
 				       &share, diag);
 	} else if (!status) {
 		f8_value_id ones = F8_NONE;
 		f8_attr attrs[2] = {grad_attr_ints("axes", r.axes, r.n_axes),
 				    grad_attr_int("keepdims", 1)};
-		status = grad_fill(context, &x, 1.0, grad_derive(step, sizeof step, name, "ones"), &ones,
+		status = f8_grad_fill(context, &x, 1.0, f8_grad_derive(step, sizeof step, name, "ones"), &ones,
 				   diag);
 		if (!status)
-			status = grad_op(context, F8_OP_REDUCE_SUM, &ones, 1, attrs, 2,
-					 grad_derive(step, sizeof step, name, "count"), &count, diag);
+			status = f8_grad_op(context, F8_OP_REDUCE_SUM, &ones, 1, attrs, 2,
+					 f8_grad_derive(step, sizeof step, name, "count"), &count, diag);
 		if (!status)
-			status = grad_binary(context, F8_OP_DIV, kept, count, grad_derive(step, sizeof step,
+			status = f8_grad_binary(context, F8_OP_DIV, kept, count, f8_grad_derive(step, sizeof step,
 					     name, "share"), &share, diag);
 	}
 	return status ? status : expand_to(context, share, &x.shape, name, &dx[0], diag);
@@ -905,18 +905,18 @@ F8_GRAD_RULE(REDUCE_MAX) {
 	f8_attr attrs[2] = {grad_attr_ints("axes", r.axes, r.n_axes), grad_attr_int("keepdims", 1)};
 	f8_status status = kept_gradient(context, dy[0], &r, name, &kept, diag);
 	if (!status)
-		status = grad_reshape(context, n.outputs[0], &r.kept, grad_derive(step, sizeof step, name,
+		status = f8_grad_reshape(context, n.outputs[0], &r.kept, f8_grad_derive(step, sizeof step, name,
 				      "max"), &max, diag);
 	if (!status)
 		status = compare(context, F8_OP_EQUAL, n.inputs[0], max, name, "hits", &hits, diag);
 	if (!status)
-		status = grad_op(context, F8_OP_CAST, &hits, 1, &to, 1, grad_derive(step, sizeof step, name,
+		status = f8_grad_op(context, F8_OP_CAST, &hits, 1, &to, 1, f8_grad_derive(step, sizeof step, name,
 				 "mask"), &mask, diag);
 	if (!status)
-		status = grad_op(context, F8_OP_REDUCE_SUM, &mask, 1, attrs, 2,
-				 grad_derive(step, sizeof step, name, "ties"), &count, diag);
+		status = f8_grad_op(context, F8_OP_REDUCE_SUM, &mask, 1, attrs, 2,
+				 f8_grad_derive(step, sizeof step, name, "ties"), &count, diag);
 	if (!status)
-		status = grad_binary(context, F8_OP_DIV, kept, count, grad_derive(step, sizeof step, name,
+		status = f8_grad_binary(context, F8_OP_DIV, kept, count, f8_grad_derive(step, sizeof step, name,
 				     "share"), &share, diag);
 	return status ? status : times(context, mask, share, name, &dx[0], diag);
 }
@@ -935,7 +935,7 @@ F8_GRAD_RULE(CUM_SUM) {
 		n_attrs++;
 	if (attrs[2].i)
 		attrs[n_attrs++] = attrs[2];
-	return grad_op(context, F8_OP_CUM_SUM, dy, 1, attrs, n_attrs, name, &dx[0], diag);
+	return f8_grad_op(context, F8_OP_CUM_SUM, dy, 1, attrs, n_attrs, name, &dx[0], diag);
 }
 
 /* Collectives: gathering and scattering are each other's gradients (over the same group). */
@@ -945,7 +945,7 @@ static f8_status collective_back(f8_grad_context *context, f8_node_id node, cons
 	char name[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	return grad_op(context, op, dy, 1, n.attrs, n.n_attrs, name, &dx[0], diag);
+	return f8_grad_op(context, op, dy, 1, n.attrs, n.n_attrs, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(ALL_GATHER) {

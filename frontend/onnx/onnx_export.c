@@ -20,7 +20,7 @@ static int64_t ir_version_for(int opset) {
 /* One dim of a value's type: a constant as a dim_value, a lone symbol as a dim_param; any other
  * symbolic size is left unnamed, which ONNX allows. */
 static F8cOnnx__TensorShapeProto__Dimension *dim_proto(onnx_exporter *ex, f8_dim size) {
-	F8cOnnx__TensorShapeProto__Dimension *dim = export_alloc(ex, 1, sizeof *dim);
+	F8cOnnx__TensorShapeProto__Dimension *dim = f8_export_alloc(ex, 1, sizeof *dim);
 	if (!dim)
 		return NULL;
 	*dim = (F8cOnnx__TensorShapeProto__Dimension)F8C_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
@@ -37,11 +37,11 @@ static F8cOnnx__TensorShapeProto__Dimension *dim_proto(onnx_exporter *ex, f8_dim
 
 /* A TypeProto for a tensor of `type`. */
 static F8cOnnx__TypeProto *type_proto(onnx_exporter *ex, const f8_type *type) {
-	F8cOnnx__TypeProto *proto = export_alloc(ex, 1, sizeof *proto);
-	F8cOnnx__TypeProto__Tensor *tensor = export_alloc(ex, 1, sizeof *tensor);
-	F8cOnnx__TensorShapeProto *shape = export_alloc(ex, 1, sizeof *shape);
+	F8cOnnx__TypeProto *proto = f8_export_alloc(ex, 1, sizeof *proto);
+	F8cOnnx__TypeProto__Tensor *tensor = f8_export_alloc(ex, 1, sizeof *tensor);
+	F8cOnnx__TensorShapeProto *shape = f8_export_alloc(ex, 1, sizeof *shape);
 	F8cOnnx__TensorShapeProto__Dimension **dims;
-	dims = export_alloc(ex, type->shape.rank, sizeof *dims);
+	dims = f8_export_alloc(ex, type->shape.rank, sizeof *dims);
 	if (!proto || !tensor || !shape || !dims)
 		return NULL;
 	for (int i = 0; i < type->shape.rank; i++)
@@ -51,7 +51,7 @@ static F8cOnnx__TypeProto *type_proto(onnx_exporter *ex, const f8_type *type) {
 	*tensor = (F8cOnnx__TypeProto__Tensor)F8C_ONNX__TYPE_PROTO__TENSOR__INIT;
 	*shape = (F8cOnnx__TensorShapeProto)F8C_ONNX__TENSOR_SHAPE_PROTO__INIT;
 	shape->dim = dims, shape->n_dim = type->shape.rank;
-	tensor->has_elem_type = true, tensor->elem_type = export_data_type(type->dtype);
+	tensor->has_elem_type = true, tensor->elem_type = f8_export_data_type(type->dtype);
 	tensor->shape = shape;
 	proto->value_case = F8C_ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
 	proto->tensor_type = tensor;
@@ -62,8 +62,8 @@ static F8cOnnx__TypeProto *type_proto(onnx_exporter *ex, const f8_type *type) {
 static void add_value_info(onnx_exporter *ex, f8_value_id id, F8cOnnx__ValueInfoProto ***list,
 			   size_t *n_list) {
 	const f8_value *value = &ex->graph->values[id];
-	F8cOnnx__ValueInfoProto *info = export_alloc(ex, 1, sizeof *info);
-	F8cOnnx__ValueInfoProto **grown = export_alloc(ex, *n_list + 1, sizeof *grown);
+	F8cOnnx__ValueInfoProto *info = f8_export_alloc(ex, 1, sizeof *info);
+	F8cOnnx__ValueInfoProto **grown = f8_export_alloc(ex, *n_list + 1, sizeof *grown);
 	F8cOnnx__TypeProto *type = type_proto(ex, &value->type);
 	if (!info || !grown || !type)
 		return;
@@ -82,17 +82,17 @@ static void add_weight(onnx_exporter *ex, const export_weight *w, const char *lo
 	char offset[24], length[24];
 	snprintf(offset, sizeof offset, "%llu", (unsigned long long)w->offset);
 	snprintf(length, sizeof length, "%llu", (unsigned long long)w->n_bytes);
-	F8cOnnx__TensorProto *tensor = export_tensor(ex, value->name, value->type.dtype,
+	F8cOnnx__TensorProto *tensor = f8_export_tensor(ex, value->name, value->type.dtype,
 						     &value->type.shape, NULL, 0);
-	F8cOnnx__StringStringEntryProto **entries = export_alloc(ex, 3, sizeof *entries);
-	if (!tensor || !entries || !(entries[0] = export_entry(ex, "location", location)) ||
-	    !(entries[1] = export_entry(ex, "offset", offset)) ||
-	    !(entries[2] = export_entry(ex, "length", length)))
+	F8cOnnx__StringStringEntryProto **entries = f8_export_alloc(ex, 3, sizeof *entries);
+	if (!tensor || !entries || !(entries[0] = f8_export_entry(ex, "location", location)) ||
+	    !(entries[1] = f8_export_entry(ex, "offset", offset)) ||
+	    !(entries[2] = f8_export_entry(ex, "length", length)))
 		return;
 	tensor->external_data = entries, tensor->n_external_data = 3;
 	tensor->has_data_location = true;
 	tensor->data_location = F8C_ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-	export_add_initializer(ex, tensor);
+	f8_export_add_initializer(ex, tensor);
 }
 
 /* Fails unless leaf `value` is a weight f8c can make up: without contents, f32, bf16 or f16,
@@ -100,13 +100,13 @@ static void add_weight(onnx_exporter *ex, const export_weight *w, const char *lo
 static bool check_weight(onnx_exporter *ex, const f8_value *value, f8_dim *numel) {
 	f8_dtype dtype = value->type.dtype;
 	if (value->initializer) {
-		export_fail(ex, F8_ERR_UNSUPPORTED, "%%%s has contents from a model file; "
+		f8_export_fail(ex, F8_ERR_UNSUPPORTED, "%%%s has contents from a model file; "
 			    "export-onnx makes up the weights of model descriptions", value->name);
 		return false;
 	}
 	if (!f8_shape_numel(&value->type.shape, numel) || !f8_dim_is_const(*numel) ||
 	    (dtype != F8_DTYPE_F32 && dtype != F8_DTYPE_BF16 && dtype != F8_DTYPE_F16)) {
-		export_fail(ex, F8_ERR_UNSUPPORTED, "weight %%%s is not f32, bf16 or f16 of a "
+		f8_export_fail(ex, F8_ERR_UNSUPPORTED, "weight %%%s is not f32, bf16 or f16 of a "
 			    "constant size", value->name);
 		return false;
 	}
@@ -130,7 +130,7 @@ static void declare_leaves(onnx_exporter *ex, const char *location, export_weigh
 		if (value->role == F8_ROLE_INPUT) {
 			add_value_info(ex, id, &ex->proto->input, &ex->proto->n_input);
 		} else if (value->role != F8_ROLE_PARAMETER && value->role != F8_ROLE_BUFFER) {
-			export_fail(ex, F8_ERR_UNSUPPORTED, "%%%s is a %s: export-onnx writes "
+			f8_export_fail(ex, F8_ERR_UNSUPPORTED, "%%%s is a %s: export-onnx writes "
 				    "forward graphs, whose leaves are inputs and weights",
 				    value->name, f8_role_name(value->role));
 		} else if (check_weight(ex, value, &numel)) {
@@ -150,7 +150,7 @@ static void lower_program(onnx_exporter *ex) {
 	const f8_graph *graph = ex->graph;
 	for (uint32_t p = 0; p < graph->n_order && !ex->status; p++) {
 		ex->node = &graph->nodes[graph->order[p]];
-		export_lower_node(ex, ex->node);
+		f8_export_lower_node(ex, ex->node);
 		if (ex->status && !ex->diag->node[0])
 			f8_diag_set_node(ex->diag, graph, graph->order[p]);
 	}
@@ -158,7 +158,7 @@ static void lower_program(onnx_exporter *ex) {
 	for (uint32_t i = 0; i < graph->n_outputs && !ex->status; i++) {
 		f8_value_id id = graph->outputs[i];
 		if (ex->forms[id] != EXPORT_FORM_PLAIN || !ex->names[id])
-			export_fail(ex, F8_ERR_UNSUPPORTED, "graph output %%%s is not a plain "
+			f8_export_fail(ex, F8_ERR_UNSUPPORTED, "graph output %%%s is not a plain "
 				    "tensor", graph->values[id].name);
 		add_value_info(ex, id, &ex->proto->output, &ex->proto->n_output);
 	}
@@ -167,8 +167,8 @@ static void lower_program(onnx_exporter *ex) {
 /* The header: IR version, the default domain's opset, the producer, what the model is. */
 static void write_header(onnx_exporter *ex, const f8_onnx_export_options *options,
 			 F8cOnnx__ModelProto *model) {
-	F8cOnnx__OperatorSetIdProto *opset = export_alloc(ex, 1, sizeof *opset);
-	F8cOnnx__OperatorSetIdProto **opsets = export_alloc(ex, 1, sizeof *opsets);
+	F8cOnnx__OperatorSetIdProto *opset = f8_export_alloc(ex, 1, sizeof *opset);
+	F8cOnnx__OperatorSetIdProto **opsets = f8_export_alloc(ex, 1, sizeof *opsets);
 	if (!opset || !opsets)
 		return;
 	*opset = (F8cOnnx__OperatorSetIdProto)F8C_ONNX__OPERATOR_SET_ID_PROTO__INIT;
@@ -186,7 +186,7 @@ static void write_header(onnx_exporter *ex, const f8_onnx_export_options *option
 		 ex->has_moe ? " Mixture-of-experts layers are dense: every expert runs on every "
 			       "token, weighted by its top-k router probability or 0 (experts / "
 			       "top_k times the FLOPs of routing)." : "");
-	model->doc_string = export_strdup(ex, doc);
+	model->doc_string = f8_export_strdup(ex, doc);
 }
 
 /* Builds the whole ModelProto into *model, all of it in the exporter's arena. */
@@ -198,7 +198,7 @@ static void build_model(onnx_exporter *ex, const f8_onnx_export_options *options
 	model->graph = ex->proto;
 	ex->proto->name = (char *)graph->name;
 	for (uint32_t v = 0; v < graph->n_values; v++) // no helper may take an IR value's name
-		export_reserve(ex, graph->values[v].name);
+		f8_export_reserve(ex, graph->values[v].name);
 	declare_leaves(ex, paths->data_location, weights, n_weights, data_size);
 	lower_program(ex);
 	write_header(ex, options, model); // last: it says whether the graph has dense MoE layers
@@ -217,7 +217,7 @@ static f8_status write_model(onnx_exporter *ex, const F8cOnnx__ModelProto *model
 	if (!packed)
 		return f8_diag_set(ex->diag, F8_ERR_NOMEM, "out of memory writing the ONNX model");
 	f8c_onnx__model_proto__pack(model, packed);
-	f8_status status = export_write_files(ex->graph, packed, size, paths, weights, n_weights,
+	f8_status status = f8_export_write_files(ex->graph, packed, size, paths, weights, n_weights,
 					      data_size, options, ex->diag);
 	f8_free(packed);
 	return status;
@@ -236,7 +236,7 @@ f8_status f8_onnx_export(const f8_graph *graph, const char *path,
 		return F8_ERR_ARGUMENT;
 	}
 	export_paths paths;
-	f8_status status = export_make_paths(path, &paths, diag);
+	f8_status status = f8_export_make_paths(path, &paths, diag);
 	if (status)
 		return status;
 	F8cOnnx__GraphProto graph_proto = F8C_ONNX__GRAPH_PROTO__INIT;
@@ -250,7 +250,7 @@ f8_status f8_onnx_export(const f8_graph *graph, const char *path,
 	uint32_t n_weights = 0;
 	uint64_t data_size = 0;
 	if (!ex.arena || !ex.names || !ex.forms || !ex.symbol_sizes || !weights)
-		export_fail(&ex, F8_ERR_NOMEM, "out of memory writing the ONNX model");
+		f8_export_fail(&ex, F8_ERR_NOMEM, "out of memory writing the ONNX model");
 	else
 		build_model(&ex, options, &paths, &model, weights, &n_weights, &data_size);
 	status = ex.status ? ex.status

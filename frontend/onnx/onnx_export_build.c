@@ -8,13 +8,13 @@
 #include <string.h> // memcmp, memcpy, strcmp, strlen
 
 #include "frontend/onnx/onnx_export_internal.h" // onnx_exporter, export_*
-#include "frontend/onnx/onnx_internal.h"        // onnx_dtype
+#include "frontend/onnx/onnx_internal.h"        // f8_onnx_dtype
 #include "ir/fp8.h"                             // f8_float_encode
 #include "ir/text.h"                            // f8_dim_format
 
 enum { NAME_MAX_BYTES = 256 };
 
-f8_status export_fail(onnx_exporter *ex, f8_status status, const char *format, ...) {
+f8_status f8_export_fail(onnx_exporter *ex, f8_status status, const char *format, ...) {
 	if (ex->status)
 		return ex->status;
 	va_list args;
@@ -24,7 +24,7 @@ f8_status export_fail(onnx_exporter *ex, f8_status status, const char *format, .
 	return ex->status = status;
 }
 
-void export_unsupported(onnx_exporter *ex, const char *format, ...) {
+void f8_export_unsupported(onnx_exporter *ex, const char *format, ...) {
 	if (ex->status)
 		return;
 	va_list args;
@@ -37,10 +37,10 @@ void export_unsupported(onnx_exporter *ex, const char *format, ...) {
 
 /* Fails with F8_ERR_NOMEM. */
 static void out_of_memory(onnx_exporter *ex) {
-	export_fail(ex, F8_ERR_NOMEM, "out of memory writing the ONNX model");
+	f8_export_fail(ex, F8_ERR_NOMEM, "out of memory writing the ONNX model");
 }
 
-void *export_alloc(onnx_exporter *ex, size_t count, size_t size) {
+void *f8_export_alloc(onnx_exporter *ex, size_t count, size_t size) {
 	if (ex->status)
 		return NULL;
 	void *memory = f8_arena_alloc_array(ex->arena, count ? count : 1, size);
@@ -49,7 +49,7 @@ void *export_alloc(onnx_exporter *ex, size_t count, size_t size) {
 	return memory;
 }
 
-char *export_strdup(onnx_exporter *ex, const char *text) {
+char *f8_export_strdup(onnx_exporter *ex, const char *text) {
 	if (ex->status)
 		return NULL;
 	char *copy = f8_arena_strdup(ex->arena, text);
@@ -63,7 +63,7 @@ static bool reserve_one(onnx_exporter *ex, void ***array, size_t n, size_t *cap)
 	if (n < *cap)
 		return true;
 	size_t grown = *cap ? *cap * 2 : 64;
-	void **copy = export_alloc(ex, grown, sizeof *copy);
+	void **copy = f8_export_alloc(ex, grown, sizeof *copy);
 	if (!copy)
 		return false;
 	if (n)
@@ -91,12 +91,12 @@ static bool name_taken(const onnx_exporter *ex, const char *name) {
 	return false;
 }
 
-void export_reserve(onnx_exporter *ex, const char *name) {
+void f8_export_reserve(onnx_exporter *ex, const char *name) {
 	if (ex->status)
 		return;
 	if ((ex->n_taken + 1) * 2 > ex->cap_taken) {
 		uint32_t cap = ex->cap_taken ? ex->cap_taken * 2 : 1024;
-		const char **table = export_alloc(ex, cap, sizeof *table);
+		const char **table = f8_export_alloc(ex, cap, sizeof *table);
 		if (!table)
 			return;
 		for (uint32_t i = 0; i < ex->cap_taken; i++) {
@@ -123,13 +123,13 @@ static const char *unique_name(onnx_exporter *ex, const char *wanted) {
 	snprintf(name, sizeof name, "%s", wanted);
 	for (uint32_t n = 2; name_taken(ex, name); n++)
 		snprintf(name, sizeof name, "%.*s_%u", NAME_MAX_BYTES - 12, wanted, n);
-	char *copy = export_strdup(ex, name);
+	char *copy = f8_export_strdup(ex, name);
 	if (copy)
-		export_reserve(ex, copy);
+		f8_export_reserve(ex, copy);
 	return copy;
 }
 
-const char *export_name(onnx_exporter *ex, const char *what) {
+const char *f8_export_name(onnx_exporter *ex, const char *what) {
 	char name[NAME_MAX_BYTES];
 	bool own = ex->node && !ex->shared;
 	const char *base = own ? ex->graph->values[ex->node->outputs[0]].name : "f8c";
@@ -139,14 +139,14 @@ const char *export_name(onnx_exporter *ex, const char *what) {
 
 /* Nodes and attributes. */
 
-F8cOnnx__StringStringEntryProto *export_entry(onnx_exporter *ex, const char *key,
+F8cOnnx__StringStringEntryProto *f8_export_entry(onnx_exporter *ex, const char *key,
 					       const char *value) {
-	F8cOnnx__StringStringEntryProto *e = export_alloc(ex, 1, sizeof *e);
+	F8cOnnx__StringStringEntryProto *e = f8_export_alloc(ex, 1, sizeof *e);
 	if (!e)
 		return NULL;
 	*e = (F8cOnnx__StringStringEntryProto)F8C_ONNX__STRING_STRING_ENTRY_PROTO__INIT;
-	e->key = export_strdup(ex, key);
-	e->value = export_strdup(ex, value);
+	e->key = f8_export_strdup(ex, key);
+	e->value = f8_export_strdup(ex, value);
 	return ex->status ? NULL : e;
 }
 
@@ -158,23 +158,23 @@ static void add_scope(onnx_exporter *ex, F8cOnnx__NodeProto *proto) {
 		return;
 	char list[NAME_MAX_BYTES + 64];
 	snprintf(list, sizeof list, "['%s', '%s']", scope, proto->op_type);
-	F8cOnnx__StringStringEntryProto **props = export_alloc(ex, 1, sizeof *props);
-	if (props && (props[0] = export_entry(ex, "pkg.torch.onnx.name_scopes", list))) {
+	F8cOnnx__StringStringEntryProto **props = f8_export_alloc(ex, 1, sizeof *props);
+	if (props && (props[0] = f8_export_entry(ex, "pkg.torch.onnx.name_scopes", list))) {
 		proto->metadata_props = props;
 		proto->n_metadata_props = 1;
 	}
 }
 
-F8cOnnx__NodeProto *export_node(onnx_exporter *ex, const char *op_type,
+F8cOnnx__NodeProto *f8_export_node(onnx_exporter *ex, const char *op_type,
 				const char *const *inputs, uint32_t n_inputs,
 				const char *const *outputs, uint32_t n_outputs) {
 	F8cOnnx__GraphProto *graph = ex->proto;
 	for (uint32_t i = 0; i < n_outputs; i++)
 		if (!outputs[i])
 			return NULL; // a failure made the name: ex->status is set
-	F8cOnnx__NodeProto *node = export_alloc(ex, 1, sizeof *node);
-	char **in = export_alloc(ex, n_inputs, sizeof *in);
-	char **out = export_alloc(ex, n_outputs, sizeof *out);
+	F8cOnnx__NodeProto *node = f8_export_alloc(ex, 1, sizeof *node);
+	char **in = f8_export_alloc(ex, n_inputs, sizeof *in);
+	char **out = f8_export_alloc(ex, n_outputs, sizeof *out);
 	if (!node || !in || !out ||
 	    !reserve_one(ex, (void ***)&graph->node, graph->n_node, &ex->cap_nodes))
 		return NULL;
@@ -192,27 +192,27 @@ F8cOnnx__NodeProto *export_node(onnx_exporter *ex, const char *op_type,
 	return ex->status ? NULL : node;
 }
 
-const char *export_op_to(onnx_exporter *ex, const char *op_type, const char *output,
+const char *f8_export_op_to(onnx_exporter *ex, const char *op_type, const char *output,
 			 const char *const *inputs, uint32_t n_inputs) {
 	for (uint32_t i = 0; i < n_inputs; i++) {
 		if (!inputs[i]) { // a builder before this one failed: it set ex->status
 			if (!ex->status)
-				export_fail(ex, F8_ERR_INVALID, "internal error: %s lacks input %u",
+				f8_export_fail(ex, F8_ERR_INVALID, "internal error: %s lacks input %u",
 					    op_type, i);
 			return NULL;
 		}
 	}
-	return export_node(ex, op_type, inputs, n_inputs, &output, 1) ? output : NULL;
+	return f8_export_node(ex, op_type, inputs, n_inputs, &output, 1) ? output : NULL;
 }
 
-const char *export_op(onnx_exporter *ex, const char *op_type, const char *what,
+const char *f8_export_op(onnx_exporter *ex, const char *op_type, const char *what,
 		      const char *const *inputs, uint32_t n_inputs) {
 	if (ex->status)
 		return NULL;
-	return export_op_to(ex, op_type, export_name(ex, what), inputs, n_inputs);
+	return f8_export_op_to(ex, op_type, f8_export_name(ex, what), inputs, n_inputs);
 }
 
-F8cOnnx__NodeProto *export_last(onnx_exporter *ex) {
+F8cOnnx__NodeProto *f8_export_last(onnx_exporter *ex) {
 	return ex->status || !ex->proto->n_node ? NULL : ex->proto->node[ex->proto->n_node - 1];
 }
 
@@ -222,8 +222,8 @@ static F8cOnnx__AttributeProto *add_attr(onnx_exporter *ex, F8cOnnx__NodeProto *
 					 F8cOnnx__AttributeProto__AttributeType type) {
 	if (!node || ex->status)
 		return NULL;
-	F8cOnnx__AttributeProto *attr = export_alloc(ex, 1, sizeof *attr);
-	F8cOnnx__AttributeProto **list = export_alloc(ex, node->n_attribute + 1, sizeof *list);
+	F8cOnnx__AttributeProto *attr = f8_export_alloc(ex, 1, sizeof *attr);
+	F8cOnnx__AttributeProto **list = f8_export_alloc(ex, node->n_attribute + 1, sizeof *list);
 	if (!attr || !list)
 		return NULL;
 	*attr = (F8cOnnx__AttributeProto)F8C_ONNX__ATTRIBUTE_PROTO__INIT;
@@ -237,7 +237,7 @@ static F8cOnnx__AttributeProto *add_attr(onnx_exporter *ex, F8cOnnx__NodeProto *
 	return attr;
 }
 
-void export_attr_int(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_int(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 		     int64_t value) {
 	F8cOnnx__AttributeProto *attr = add_attr(ex, node, name,
 						 F8C_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
@@ -245,7 +245,7 @@ void export_attr_int(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *na
 		attr->has_i = true, attr->i = value;
 }
 
-void export_attr_float(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_float(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 		       double value) {
 	F8cOnnx__AttributeProto *attr = add_attr(ex, node, name,
 						 F8C_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
@@ -253,7 +253,7 @@ void export_attr_float(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *
 		attr->has_f = true, attr->f = (float)value;
 }
 
-void export_attr_string(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_string(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 			const char *value) {
 	F8cOnnx__AttributeProto *attr = add_attr(ex, node, name,
 						 F8C_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
@@ -262,18 +262,18 @@ void export_attr_string(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char 
 								    (uint8_t *)value};
 }
 
-void export_attr_ints(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_ints(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 		      const int64_t *items, uint32_t n) {
 	F8cOnnx__AttributeProto *attr = add_attr(ex, node, name,
 						 F8C_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-	int64_t *copy = attr ? export_alloc(ex, n, sizeof *copy) : NULL;
+	int64_t *copy = attr ? f8_export_alloc(ex, n, sizeof *copy) : NULL;
 	if (!copy)
 		return;
 	memcpy(copy, items, n * sizeof *copy);
 	attr->ints = copy, attr->n_ints = n;
 }
 
-void export_attr_tensor(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_tensor(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 			F8cOnnx__TensorProto *tensor) {
 	F8cOnnx__AttributeProto *attr = add_attr(ex, node, name,
 						 F8C_ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
@@ -283,19 +283,19 @@ void export_attr_tensor(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char 
 
 /* Tensors and constants. */
 
-int32_t export_data_type(f8_dtype dtype) {
+int32_t f8_export_data_type(f8_dtype dtype) {
 	f8_dtype found;
 	for (int32_t number = 1; number < 64; number++)
-		if (onnx_dtype(number, &found) && found == dtype)
+		if (f8_onnx_dtype(number, &found) && found == dtype)
 			return number;
 	return 0;
 }
 
-F8cOnnx__TensorProto *export_tensor(onnx_exporter *ex, const char *name, f8_dtype dtype,
+F8cOnnx__TensorProto *f8_export_tensor(onnx_exporter *ex, const char *name, f8_dtype dtype,
 				    const f8_shape *shape, const void *data, size_t n_bytes) {
-	F8cOnnx__TensorProto *tensor = export_alloc(ex, 1, sizeof *tensor);
-	int64_t *dims = export_alloc(ex, shape->rank, sizeof *dims);
-	uint8_t *bytes = export_alloc(ex, n_bytes, 1);
+	F8cOnnx__TensorProto *tensor = f8_export_alloc(ex, 1, sizeof *tensor);
+	int64_t *dims = f8_export_alloc(ex, shape->rank, sizeof *dims);
+	uint8_t *bytes = f8_export_alloc(ex, n_bytes, 1);
 	if (!tensor || !dims || !bytes)
 		return NULL;
 	*tensor = (F8cOnnx__TensorProto)F8C_ONNX__TENSOR_PROTO__INIT;
@@ -305,20 +305,20 @@ F8cOnnx__TensorProto *export_tensor(onnx_exporter *ex, const char *name, f8_dtyp
 		memcpy(bytes, data, n_bytes);
 	tensor->name = (char *)name;
 	tensor->dims = dims, tensor->n_dims = shape->rank;
-	tensor->has_data_type = true, tensor->data_type = export_data_type(dtype);
+	tensor->has_data_type = true, tensor->data_type = f8_export_data_type(dtype);
 	tensor->has_raw_data = data != NULL;
 	tensor->raw_data = (ProtobufCBinaryData){n_bytes, bytes};
 	return tensor;
 }
 
-void export_add_initializer(onnx_exporter *ex, F8cOnnx__TensorProto *tensor) {
+void f8_export_add_initializer(onnx_exporter *ex, F8cOnnx__TensorProto *tensor) {
 	F8cOnnx__GraphProto *graph = ex->proto;
 	if (tensor && reserve_one(ex, (void ***)&graph->initializer, graph->n_initializer,
 				  &ex->cap_initializers))
 		graph->initializer[graph->n_initializer++] = tensor;
 }
 
-const char *export_cache_find(const onnx_exporter *ex, const export_cached *key) {
+const char *f8_export_cache_find(const onnx_exporter *ex, const export_cached *key) {
 	for (uint32_t i = 0; i < ex->n_cached; i++) {
 		const export_cached *c = &ex->cache[i];
 		if (c->kind == key->kind && c->dtype == key->dtype && c->n_bytes == key->n_bytes &&
@@ -329,12 +329,12 @@ const char *export_cache_find(const onnx_exporter *ex, const export_cached *key)
 	return NULL;
 }
 
-void export_cache_add(onnx_exporter *ex, const export_cached *key, const char *name) {
+void f8_export_cache_add(onnx_exporter *ex, const export_cached *key, const char *name) {
 	if (!name || ex->status)
 		return;
 	if (ex->n_cached == ex->cap_cached) {
 		uint32_t cap = ex->cap_cached ? ex->cap_cached * 2 : 64;
-		export_cached *grown = export_alloc(ex, cap, sizeof *grown);
+		export_cached *grown = f8_export_alloc(ex, cap, sizeof *grown);
 		if (!grown)
 			return;
 		if (ex->n_cached)
@@ -369,29 +369,29 @@ static void constant_name(f8_dtype dtype, const f8_shape *shape, const void *dat
 		snprintf(out + used, size - used, "]");
 }
 
-const char *export_constant(onnx_exporter *ex, f8_dtype dtype, const f8_shape *shape,
+const char *f8_export_constant(onnx_exporter *ex, f8_dtype dtype, const f8_shape *shape,
 			    const void *data, size_t n_bytes) {
 	export_cached key = {.kind = EXPORT_CACHE_CONSTANT, .dtype = dtype, .shape = *shape,
 			     .data = data, .n_bytes = n_bytes};
-	const char *name = export_cache_find(ex, &key);
+	const char *name = f8_export_cache_find(ex, &key);
 	if (name || ex->status)
 		return name;
 	char wanted[NAME_MAX_BYTES];
 	constant_name(dtype, shape, data, wanted, sizeof wanted);
 	name = unique_name(ex, wanted);
-	F8cOnnx__TensorProto *tensor = export_tensor(ex, name, dtype, shape, data, n_bytes);
-	export_add_initializer(ex, tensor);
+	F8cOnnx__TensorProto *tensor = f8_export_tensor(ex, name, dtype, shape, data, n_bytes);
+	f8_export_add_initializer(ex, tensor);
 	key.data = tensor ? tensor->raw_data.data : NULL;
-	export_cache_add(ex, &key, name);
+	f8_export_cache_add(ex, &key, name);
 	return ex->status ? NULL : name;
 }
 
-const char *export_ints(onnx_exporter *ex, const int64_t *items, uint32_t n) {
+const char *f8_export_ints(onnx_exporter *ex, const int64_t *items, uint32_t n) {
 	f8_shape shape = {.rank = 1, .dims = {f8_dim_const(n)}};
-	return export_constant(ex, F8_DTYPE_I64, &shape, items, n * sizeof *items);
+	return f8_export_constant(ex, F8_DTYPE_I64, &shape, items, n * sizeof *items);
 }
 
-const char *export_scalar(onnx_exporter *ex, f8_dtype dtype, double value) {
+const char *f8_export_scalar(onnx_exporter *ex, f8_dtype dtype, double value) {
 	// Little-endian bytes of the value in `dtype`, as every f8c tensor is stored.
 	// Integer dtypes take integral values in range (sizes, axes, counts).
 	uint8_t bytes[8] = {0};
@@ -412,26 +412,26 @@ const char *export_scalar(onnx_exporter *ex, f8_dtype dtype, double value) {
 		uint16_t bits = (uint16_t)f8_float_encode(dtype, (float)value, true);
 		memcpy(bytes, &bits, sizeof bits);
 	} else {
-		export_unsupported(ex, "a constant of dtype %s", f8_dtype_name(dtype));
+		f8_export_unsupported(ex, "a constant of dtype %s", f8_dtype_name(dtype));
 		return NULL;
 	}
 	f8_shape scalar = {0};
-	return export_constant(ex, dtype, &scalar, bytes, f8_dtype_get_info(dtype)->bytes);
+	return f8_export_constant(ex, dtype, &scalar, bytes, f8_dtype_get_info(dtype)->bytes);
 }
 
 /* Shapes. Helpers shared by several IR nodes carry no node's scope. */
 
-bool export_enter_shared(onnx_exporter *ex) {
+bool f8_export_enter_shared(onnx_exporter *ex) {
 	bool was = ex->shared;
 	ex->shared = true;
 	return was;
 }
 
-const char *export_shared_op(onnx_exporter *ex, const char *op_type, const char *wanted,
+const char *f8_export_shared_op(onnx_exporter *ex, const char *op_type, const char *wanted,
 			     const char *const *inputs, uint32_t n_inputs) {
 	if (ex->status)
 		return NULL;
-	return export_op_to(ex, op_type, unique_name(ex, wanted), inputs, n_inputs);
+	return f8_export_op_to(ex, op_type, unique_name(ex, wanted), inputs, n_inputs);
 }
 
 /* The 1-D tensor [the size `symbol`]: Shape, sliced to one dim, of the first graph input that
@@ -448,15 +448,15 @@ static const char *symbol_size(onnx_exporter *ex, uint16_t symbol) {
 				continue;
 			char wanted[NAME_MAX_BYTES];
 			snprintf(wanted, sizeof wanted, "size/%s", graph->symbols[symbol]);
-			bool shared = export_enter_shared(ex);
-			const char *size = export_shared_op(ex, "Shape", wanted, IN(input->name));
-			export_attr_int(ex, export_last(ex), "start", axis);
-			export_attr_int(ex, export_last(ex), "end", axis + 1);
+			bool shared = f8_export_enter_shared(ex);
+			const char *size = f8_export_shared_op(ex, "Shape", wanted, IN(input->name));
+			f8_export_attr_int(ex, f8_export_last(ex), "start", axis);
+			f8_export_attr_int(ex, f8_export_last(ex), "end", axis + 1);
 			ex->shared = shared;
 			return ex->symbol_sizes[symbol] = size;
 		}
 	}
-	export_unsupported(ex, "the size '%s' is no dimension of a graph input: ONNX cannot "
+	f8_export_unsupported(ex, "the size '%s' is no dimension of a graph input: ONNX cannot "
 			   "compute it", graph->symbols[symbol]);
 	return NULL;
 }
@@ -468,55 +468,55 @@ static const char *term_tensor(onnx_exporter *ex, const f8_dim_term *term,
 	for (int s = 0; s < term->n_symbols; s++) {
 		const char *factor = symbol_size(ex, term->symbols[s]);
 		if (product)
-			factor = export_shared_op(ex, "Mul", wanted, IN(product, factor));
+			factor = f8_export_shared_op(ex, "Mul", wanted, IN(product, factor));
 		product = factor;
 	}
 	if (product && term->coefficient == 1)
 		return product;
-	const char *coefficient = export_ints(ex, INTS(term->coefficient));
+	const char *coefficient = f8_export_ints(ex, INTS(term->coefficient));
 	if (!product)
 		return coefficient;
-	return export_shared_op(ex, "Mul", wanted, IN(product, coefficient));
+	return f8_export_shared_op(ex, "Mul", wanted, IN(product, coefficient));
 }
 
 /* The 1-D tensor [dim]: a constant, or the sum of its terms. */
 static const char *size_tensor(onnx_exporter *ex, f8_dim dim) {
 	if (f8_dim_is_const(dim))
-		return export_ints(ex, INTS(f8_dim_value(dim)));
+		return f8_export_ints(ex, INTS(f8_dim_value(dim)));
 	export_cached key = {.kind = EXPORT_CACHE_SHAPE, .shape = {.rank = 1, .dims = {dim}}};
-	const char *sum = export_cache_find(ex, &key);
+	const char *sum = f8_export_cache_find(ex, &key);
 	if (sum || ex->status)
 		return sum;
 	char text[NAME_MAX_BYTES - 16], wanted[NAME_MAX_BYTES];
 	f8_dim_format(ex->graph, dim, text, sizeof text);
 	snprintf(wanted, sizeof wanted, "size/%s", text);
-	bool shared = export_enter_shared(ex);
+	bool shared = f8_export_enter_shared(ex);
 	for (int t = 0; t < dim.n_terms; t++) {
 		const char *term = term_tensor(ex, &dim.terms[t], wanted);
-		sum = t == 0 ? term : export_shared_op(ex, "Add", wanted, IN(sum, term));
+		sum = t == 0 ? term : f8_export_shared_op(ex, "Add", wanted, IN(sum, term));
 	}
 	ex->shared = shared;
-	export_cache_add(ex, &key, sum);
+	f8_export_cache_add(ex, &key, sum);
 	return ex->status ? NULL : sum;
 }
 
-const char *export_shape(onnx_exporter *ex, const f8_dim *dims, uint32_t n) {
+const char *f8_export_shape(onnx_exporter *ex, const f8_dim *dims, uint32_t n) {
 	int64_t values[F8_MAX_RANK];
 	uint32_t n_constant = 0;
 	for (uint32_t i = 0; i < n && i < F8_MAX_RANK; i++)
 		if (f8_dim_is_const(dims[i]))
 			values[n_constant++] = f8_dim_value(dims[i]);
 	if (n > F8_MAX_RANK) {
-		export_unsupported(ex, "a shape of rank %u", n);
+		f8_export_unsupported(ex, "a shape of rank %u", n);
 		return NULL;
 	}
 	if (n_constant == n)
-		return export_ints(ex, values, n);
+		return f8_export_ints(ex, values, n);
 	if (n == 1)
 		return size_tensor(ex, dims[0]);
 	export_cached key = {.kind = EXPORT_CACHE_SHAPE, .shape = {.rank = (uint8_t)n}};
 	memcpy(key.shape.dims, dims, n * sizeof *dims);
-	const char *name = export_cache_find(ex, &key);
+	const char *name = f8_export_cache_find(ex, &key);
 	if (name || ex->status)
 		return name;
 	// Pieces: each symbolic size alone, each run of constants as one constant.
@@ -526,42 +526,42 @@ const char *export_shape(onnx_exporter *ex, const f8_dim *dims, uint32_t n) {
 		uint32_t run = 0;
 		while (i + run < n && f8_dim_is_const(dims[i + run]))
 			values[run] = f8_dim_value(dims[i + run]), run++;
-		pieces[n_pieces++] = run ? export_ints(ex, values, run) : size_tensor(ex, dims[i]);
+		pieces[n_pieces++] = run ? f8_export_ints(ex, values, run) : size_tensor(ex, dims[i]);
 		i += run ? run - 1 : 0;
 	}
 	char text[NAME_MAX_BYTES - 16], wanted[NAME_MAX_BYTES];
 	f8_type type = {.dtype = F8_DTYPE_I64, .shape = key.shape};
 	f8_type_format(ex->graph, &type, text, sizeof text);
 	snprintf(wanted, sizeof wanted, "shape/%s", strchr(text, '[') ? strchr(text, '[') : text);
-	bool shared = export_enter_shared(ex);
-	name = export_shared_op(ex, "Concat", wanted, pieces, n_pieces);
-	export_attr_int(ex, export_last(ex), "axis", 0);
+	bool shared = f8_export_enter_shared(ex);
+	name = f8_export_shared_op(ex, "Concat", wanted, pieces, n_pieces);
+	f8_export_attr_int(ex, f8_export_last(ex), "axis", 0);
 	ex->shared = shared;
-	export_cache_add(ex, &key, name);
+	f8_export_cache_add(ex, &key, name);
 	return ex->status ? NULL : name;
 }
 
-const char *export_size(onnx_exporter *ex, f8_dim dim) {
+const char *f8_export_size(onnx_exporter *ex, f8_dim dim) {
 	if (f8_dim_is_const(dim))
-		return export_scalar(ex, F8_DTYPE_I64, (double)f8_dim_value(dim));
+		return f8_export_scalar(ex, F8_DTYPE_I64, (double)f8_dim_value(dim));
 	export_cached key = {.kind = EXPORT_CACHE_SIZE, .shape = {.rank = 1, .dims = {dim}}};
-	const char *name = export_cache_find(ex, &key);
+	const char *name = f8_export_cache_find(ex, &key);
 	if (name || ex->status)
 		return name;
 	const char *tensor = size_tensor(ex, dim);
 	char text[NAME_MAX_BYTES - 16], wanted[NAME_MAX_BYTES];
 	f8_dim_format(ex->graph, dim, text, sizeof text);
 	snprintf(wanted, sizeof wanted, "size/%s/scalar", text);
-	bool shared = export_enter_shared(ex);
-	name = export_shared_op(ex, "Squeeze", wanted, IN(tensor, export_ints(ex, INTS(0))));
+	bool shared = f8_export_enter_shared(ex);
+	name = f8_export_shared_op(ex, "Squeeze", wanted, IN(tensor, f8_export_ints(ex, INTS(0))));
 	ex->shared = shared;
-	export_cache_add(ex, &key, name);
+	f8_export_cache_add(ex, &key, name);
 	return ex->status ? NULL : name;
 }
 
 /* The IR graph's values. */
 
-const f8_type *export_input_type(const onnx_exporter *ex, const f8_node *node, uint32_t i) {
+const f8_type *f8_export_input_type(const onnx_exporter *ex, const f8_node *node, uint32_t i) {
 	return &ex->graph->values[node->inputs[i]].type;
 }
 
@@ -572,17 +572,17 @@ static bool require_form(onnx_exporter *ex, const f8_node *node, uint32_t i, exp
 		return true;
 	const char *name = ex->graph->values[value].name;
 	if (form == EXPORT_FORM_PLAIN)
-		export_unsupported(ex, "input %u (%%%s) is a value of a mixture-of-experts layer, "
+		f8_export_unsupported(ex, "input %u (%%%s) is a value of a mixture-of-experts layer, "
 				   "which is written densely: only the MoE ops and activations may "
 				   "read it", i, name);
 	else
-		export_unsupported(ex, "input %u (%%%s) does not come from the mixture-of-"
+		f8_export_unsupported(ex, "input %u (%%%s) does not come from the mixture-of-"
 				   "experts ops (Router, MoEDispatch, GroupedLinear) that f8c "
 				   "writes densely", i, name);
 	return false;
 }
 
-const char *export_input_form(onnx_exporter *ex, const f8_node *node, uint32_t i,
+const char *f8_export_input_form(onnx_exporter *ex, const f8_node *node, uint32_t i,
 			      export_form form) {
 	if (ex->status || i >= node->n_inputs || node->inputs[i] == F8_NONE)
 		return NULL;
@@ -590,16 +590,16 @@ const char *export_input_form(onnx_exporter *ex, const f8_node *node, uint32_t i
 	if (!require_form(ex, node, i, form))
 		return NULL;
 	if (form != EXPORT_FORM_ROUTE && !ex->names[value])
-		export_fail(ex, F8_ERR_INVALID, "input %u (%%%s) is read before it is written", i,
+		f8_export_fail(ex, F8_ERR_INVALID, "input %u (%%%s) is read before it is written", i,
 			    ex->graph->values[value].name);
 	return form == EXPORT_FORM_ROUTE ? "" : ex->names[value];
 }
 
-const char *export_input(onnx_exporter *ex, const f8_node *node, uint32_t i) {
-	return export_input_form(ex, node, i, EXPORT_FORM_PLAIN);
+const char *f8_export_input(onnx_exporter *ex, const f8_node *node, uint32_t i) {
+	return f8_export_input_form(ex, node, i, EXPORT_FORM_PLAIN);
 }
 
-void export_bind(onnx_exporter *ex, const f8_node *node, uint32_t i, const char *name,
+void f8_export_bind(onnx_exporter *ex, const f8_node *node, uint32_t i, const char *name,
 		 export_form form) {
 	if (ex->status)
 		return;
@@ -607,8 +607,8 @@ void export_bind(onnx_exporter *ex, const f8_node *node, uint32_t i, const char 
 	ex->names[node->outputs[i]] = name;
 }
 
-const char *export_output(onnx_exporter *ex, const f8_node *node, uint32_t i) {
+const char *f8_export_output(onnx_exporter *ex, const f8_node *node, uint32_t i) {
 	const char *name = ex->graph->values[node->outputs[i]].name;
-	export_bind(ex, node, i, name, EXPORT_FORM_PLAIN);
+	f8_export_bind(ex, node, i, name, EXPORT_FORM_PLAIN);
 	return ex->status ? NULL : name;
 }

@@ -30,7 +30,7 @@ static bool format_path(char *out, const char *format, ...) {
 	return n >= 0 && n < EXPORT_PATH_MAX;
 }
 
-f8_status export_make_paths(const char *path, export_paths *paths, f8_diag *diag) {
+f8_status f8_export_make_paths(const char *path, export_paths *paths, f8_diag *diag) {
 	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
 	int folder_len = slash ? (slash == path ? 1 : (int)(slash - path)) : 1;
 	long pid = (long)getpid();
@@ -204,7 +204,7 @@ static f8_status check_room(f8_diag *diag, const export_paths *paths, uint64_t d
 	return F8_ERR_IO;
 }
 
-f8_status export_write_files(const f8_graph *graph, const uint8_t *packed, size_t size,
+f8_status f8_export_write_files(const f8_graph *graph, const uint8_t *packed, size_t size,
 			     const export_paths *paths, const export_weight *weights,
 			     uint32_t n_weights, uint64_t data_size,
 			     const f8_onnx_export_options *options, f8_diag *diag) {

@@ -83,29 +83,29 @@ typedef struct onnx_exporter {
 /* onnx_export_build.c */
 
 /* Sets the first failure (printf-style) and returns it; later failures are ignored. */
-f8_status export_fail(onnx_exporter *ex, f8_status status, const char *format, ...)
+f8_status f8_export_fail(onnx_exporter *ex, f8_status status, const char *format, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Fails with F8_ERR_UNSUPPORTED about the node being lowered, naming it. */
-void export_unsupported(onnx_exporter *ex, const char *format, ...)
+void f8_export_unsupported(onnx_exporter *ex, const char *format, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /* `count` zeroed objects of `size` bytes from the arena; NULL (and the failure set) when out of
  * memory or after a failure. */
-void *export_alloc(onnx_exporter *ex, size_t count, size_t size);
+void *f8_export_alloc(onnx_exporter *ex, size_t count, size_t size);
 
 /* A copy of `text` in the arena. */
-char *export_strdup(onnx_exporter *ex, const char *text);
+char *f8_export_strdup(onnx_exporter *ex, const char *text);
 
 /* A StringStringEntryProto `key`: `value`, both copied. */
-F8cOnnx__StringStringEntryProto *export_entry(onnx_exporter *ex, const char *key,
+F8cOnnx__StringStringEntryProto *f8_export_entry(onnx_exporter *ex, const char *key,
 					       const char *value);
 
 /* Reserves `name` (an IR value's): no helper gets it. */
-void export_reserve(onnx_exporter *ex, const char *name);
+void f8_export_reserve(onnx_exporter *ex, const char *name);
 
 /* A fresh name for a helper value of the node being lowered: "<its first output>/<what>". */
-const char *export_name(onnx_exporter *ex, const char *what);
+const char *f8_export_name(onnx_exporter *ex, const char *what);
 
 /*
  * Appends an ONNX node `op_type` reading `inputs` (n_inputs; NULL for an omitted optional
@@ -113,85 +113,85 @@ const char *export_name(onnx_exporter *ex, const char *what);
  * the IR node's scope (as torch.onnx records it, which f8c's importer reads back). Returns the
  * node, to add attributes to; NULL after a failure.
  */
-F8cOnnx__NodeProto *export_node(onnx_exporter *ex, const char *op_type, const char *const *inputs,
+F8cOnnx__NodeProto *f8_export_node(onnx_exporter *ex, const char *op_type, const char *const *inputs,
 				uint32_t n_inputs, const char *const *outputs, uint32_t n_outputs);
 
-/* export_node with one output called `output`; returns `output` (NULL after a failure). */
-const char *export_op_to(onnx_exporter *ex, const char *op_type, const char *output,
+/* f8_export_node with one output called `output`; returns `output` (NULL after a failure). */
+const char *f8_export_op_to(onnx_exporter *ex, const char *op_type, const char *output,
 			 const char *const *inputs, uint32_t n_inputs);
 
-/* export_op_to with a fresh output name export_name(`what`). */
-const char *export_op(onnx_exporter *ex, const char *op_type, const char *what,
+/* f8_export_op_to with a fresh output name f8_export_name(`what`). */
+const char *f8_export_op(onnx_exporter *ex, const char *op_type, const char *what,
 		      const char *const *inputs, uint32_t n_inputs);
 
-/* Helpers shared by several IR nodes (a causal mask): export_enter_shared marks what follows
+/* Helpers shared by several IR nodes (a causal mask): f8_export_enter_shared marks what follows
  * as shared (no node's scope) and returns the mark for the caller to restore into ex->shared;
- * export_shared_op is export_op_to with the output called `wanted` (or a numbered variant). */
-bool export_enter_shared(onnx_exporter *ex);
-const char *export_shared_op(onnx_exporter *ex, const char *op_type, const char *wanted,
+ * f8_export_shared_op is f8_export_op_to with the output called `wanted` (or a numbered variant). */
+bool f8_export_enter_shared(onnx_exporter *ex);
+const char *f8_export_shared_op(onnx_exporter *ex, const char *op_type, const char *wanted,
 			     const char *const *inputs, uint32_t n_inputs);
 
 /* The last node appended (to add attributes to), or NULL after a failure. */
-F8cOnnx__NodeProto *export_last(onnx_exporter *ex);
+F8cOnnx__NodeProto *f8_export_last(onnx_exporter *ex);
 
 /* Attributes of `node` (NULL: nothing happens). */
-void export_attr_int(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name, int64_t value);
-void export_attr_float(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name, double value);
-void export_attr_string(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_int(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name, int64_t value);
+void f8_export_attr_float(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name, double value);
+void f8_export_attr_string(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 			const char *value);
-void export_attr_ints(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_ints(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 		      const int64_t *items, uint32_t n);
-void export_attr_tensor(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
+void f8_export_attr_tensor(onnx_exporter *ex, F8cOnnx__NodeProto *node, const char *name,
 			F8cOnnx__TensorProto *tensor);
 
 /* The ONNX TensorProto.DataType of `dtype`; 0 when ONNX has none. */
-int32_t export_data_type(f8_dtype dtype);
+int32_t f8_export_data_type(f8_dtype dtype);
 
 /* A TensorProto of `dtype` and the constant `shape`, holding `n_bytes` at `data` inline (`data`
  * NULL: no contents, for the caller to point at external data). */
-F8cOnnx__TensorProto *export_tensor(onnx_exporter *ex, const char *name, f8_dtype dtype,
+F8cOnnx__TensorProto *f8_export_tensor(onnx_exporter *ex, const char *name, f8_dtype dtype,
 				    const f8_shape *shape, const void *data, size_t n_bytes);
 
-/* The name of the cached tensor equal to `key`, or NULL; export_cache_add records one. */
-const char *export_cache_find(const onnx_exporter *ex, const export_cached *key);
-void export_cache_add(onnx_exporter *ex, const export_cached *key, const char *name);
+/* The name of the cached tensor equal to `key`, or NULL; f8_export_cache_add records one. */
+const char *f8_export_cache_find(const onnx_exporter *ex, const export_cached *key);
+void f8_export_cache_add(onnx_exporter *ex, const export_cached *key, const char *name);
 
 /* Adds `tensor` to the graph's initializers. */
-void export_add_initializer(onnx_exporter *ex, F8cOnnx__TensorProto *tensor);
+void f8_export_add_initializer(onnx_exporter *ex, F8cOnnx__TensorProto *tensor);
 
 /* A constant initializer (shared between equal ones) of `dtype` and `shape` holding `data`. */
-const char *export_constant(onnx_exporter *ex, f8_dtype dtype, const f8_shape *shape,
+const char *f8_export_constant(onnx_exporter *ex, f8_dtype dtype, const f8_shape *shape,
 			    const void *data, size_t n_bytes);
 
 /* Constants: a 1-D int64 tensor of the n `items`; a scalar of `dtype` (float, integer, bool). */
-const char *export_ints(onnx_exporter *ex, const int64_t *items, uint32_t n);
-const char *export_scalar(onnx_exporter *ex, f8_dtype dtype, double value);
+const char *f8_export_ints(onnx_exporter *ex, const int64_t *items, uint32_t n);
+const char *f8_export_scalar(onnx_exporter *ex, f8_dtype dtype, double value);
 
 /*
  * The sizes `dims` (n of them) as a 1-D int64 tensor, each symbolic size computed from the Shape
  * of a graph input that has it (shared between equal lists); a constant when none is symbolic.
  */
-const char *export_shape(onnx_exporter *ex, const f8_dim *dims, uint32_t n);
+const char *f8_export_shape(onnx_exporter *ex, const f8_dim *dims, uint32_t n);
 
 /* One size as an int64 scalar (for Range). */
-const char *export_size(onnx_exporter *ex, f8_dim dim);
+const char *f8_export_size(onnx_exporter *ex, f8_dim dim);
 
 /* The ONNX name of input `i` of `node`, which must be written in the plain form; NULL when the
  * input is omitted (or after a failure). */
-const char *export_input(onnx_exporter *ex, const f8_node *node, uint32_t i);
+const char *f8_export_input(onnx_exporter *ex, const f8_node *node, uint32_t i);
 
 /* The IR name of output `i` of `node`, recorded as written (in the plain form). */
-const char *export_output(onnx_exporter *ex, const f8_node *node, uint32_t i);
+const char *f8_export_output(onnx_exporter *ex, const f8_node *node, uint32_t i);
 
 /* Records output `i` of `node` as written under the ONNX name `name` in `form`. */
-void export_bind(onnx_exporter *ex, const f8_node *node, uint32_t i, const char *name,
+void f8_export_bind(onnx_exporter *ex, const f8_node *node, uint32_t i, const char *name,
 		 export_form form);
 
 /* The ONNX name of input `i` of `node`, which must be written in `form` (a dense MoE value). */
-const char *export_input_form(onnx_exporter *ex, const f8_node *node, uint32_t i, export_form form);
+const char *f8_export_input_form(onnx_exporter *ex, const f8_node *node, uint32_t i, export_form form);
 
 /* The type of input `i` of `node`. */
-const f8_type *export_input_type(const onnx_exporter *ex, const f8_node *node, uint32_t i);
+const f8_type *f8_export_input_type(const onnx_exporter *ex, const f8_node *node, uint32_t i);
 
 /* onnx_export_file.c */
 
@@ -213,7 +213,7 @@ typedef struct export_weight {
 
 /* The paths for the model `path`; F8_ERR_ARGUMENT when it is not a file name in an existing
  * folder, or names something other than a file (as does its data's path). */
-f8_status export_make_paths(const char *path, export_paths *paths, f8_diag *diag);
+f8_status f8_export_make_paths(const char *path, export_paths *paths, f8_diag *diag);
 
 /*
  * Writes the packed model (`size` bytes at `packed`) and the n_weights `weights` of `graph`,
@@ -221,7 +221,7 @@ f8_status export_make_paths(const char *path, export_paths *paths, f8_diag *diag
  * into place. On failure nothing is left: F8_ERR_IO (the folder lacks room, a write failed, or
  * options->interrupted was set) or F8_ERR_NOMEM, with `diag` filled.
  */
-f8_status export_write_files(const f8_graph *graph, const uint8_t *packed, size_t size,
+f8_status f8_export_write_files(const f8_graph *graph, const uint8_t *packed, size_t size,
 			     const export_paths *paths, const export_weight *weights,
 			     uint32_t n_weights, uint64_t data_size,
 			     const f8_onnx_export_options *options, f8_diag *diag);
@@ -229,15 +229,15 @@ f8_status export_write_files(const f8_graph *graph, const uint8_t *packed, size_
 /* onnx_export_ops.c */
 
 /* Writes the ONNX nodes of IR node `node` (ex->node). */
-void export_lower_node(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_node(onnx_exporter *ex, const f8_node *node);
 
 /* onnx_export_fused.c */
 
-void export_lower_rope(onnx_exporter *ex, const f8_node *node);
-void export_lower_attention(onnx_exporter *ex, const f8_node *node);
-void export_lower_router(onnx_exporter *ex, const f8_node *node);
-void export_lower_moe_dispatch(onnx_exporter *ex, const f8_node *node);
-void export_lower_grouped_linear(onnx_exporter *ex, const f8_node *node);
-void export_lower_moe_combine(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_rope(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_attention(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_router(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_moe_dispatch(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_grouped_linear(onnx_exporter *ex, const f8_node *node);
+void f8_export_lower_moe_combine(onnx_exporter *ex, const f8_node *node);
 
 #endif

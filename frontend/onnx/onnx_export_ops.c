@@ -19,13 +19,13 @@ typedef void (*lower_fn)(onnx_exporter *ex, const f8_node *node);
 static const char *activation_input(onnx_exporter *ex, const f8_node *node, export_form *form) {
 	*form = ex->forms[node->inputs[0]] == EXPORT_FORM_EXPERT_ROWS ? EXPORT_FORM_EXPERT_ROWS
 								      : EXPORT_FORM_PLAIN;
-	return export_input_form(ex, node, 0, *form);
+	return f8_export_input_form(ex, node, 0, *form);
 }
 
 /* The IR name of output 0 of `node`, recorded as written in `form`. */
 static const char *output_as(onnx_exporter *ex, const f8_node *node, export_form form) {
 	const char *name = ex->graph->values[node->outputs[0]].name;
-	export_bind(ex, node, 0, name, form);
+	f8_export_bind(ex, node, 0, name, form);
 	return ex->status ? NULL : name;
 }
 
@@ -35,31 +35,31 @@ static void lower_same(onnx_exporter *ex, const f8_node *node) {
 	const char *inputs[3];
 	export_form form = EXPORT_FORM_PLAIN;
 	if (node->n_inputs > 3 || node->n_outputs != 1) {
-		export_unsupported(ex, "%s with %u inputs and %u outputs", f8_op_name(node->op),
+		f8_export_unsupported(ex, "%s with %u inputs and %u outputs", f8_op_name(node->op),
 				   node->n_inputs, node->n_outputs);
 		return;
 	}
 	bool elementwise = f8_op_get_info(node->op)->flags & F8_OPF_ELEMENTWISE;
 	for (uint32_t i = 0; i < node->n_inputs; i++)
 		inputs[i] = node->n_inputs == 1 && elementwise ? activation_input(ex, node, &form)
-							       : export_input(ex, node, i);
-	export_op_to(ex, f8_op_name(node->op), output_as(ex, node, form), inputs, node->n_inputs);
+							       : f8_export_input(ex, node, i);
+	f8_export_op_to(ex, f8_op_name(node->op), output_as(ex, node, form), inputs, node->n_inputs);
 }
 
 /* lower_same plus the node's INT attributes (the IR and ONNX agree on their names). */
 static void lower_with_ints(onnx_exporter *ex, const f8_node *node) {
 	lower_same(ex, node);
-	F8cOnnx__NodeProto *onnx = export_last(ex);
+	F8cOnnx__NodeProto *onnx = f8_export_last(ex);
 	for (uint32_t a = 0; a < node->n_attrs; a++) {
 		const f8_attr *attr = &node->attrs[a];
 		if (attr->kind == F8_ATTR_INT)
-			export_attr_int(ex, onnx, attr->name, attr->i);
+			f8_export_attr_int(ex, onnx, attr->name, attr->i);
 		else if (attr->kind == F8_ATTR_INTS)
-			export_attr_ints(ex, onnx, attr->name, attr->ints.items, attr->ints.n);
+			f8_export_attr_ints(ex, onnx, attr->name, attr->ints.items, attr->ints.n);
 		else if (attr->kind == F8_ATTR_FLOAT)
-			export_attr_float(ex, onnx, attr->name, attr->f);
+			f8_export_attr_float(ex, onnx, attr->name, attr->f);
 		else
-			export_unsupported(ex, "attribute %s of kind %s", attr->name,
+			f8_export_unsupported(ex, "attribute %s of kind %s", attr->name,
 					   f8_attr_kind_name(attr->kind));
 	}
 }
@@ -67,41 +67,41 @@ static void lower_with_ints(onnx_exporter *ex, const f8_node *node) {
 /* Cast: the IR's dtype as ONNX's TensorProto.DataType. */
 static void lower_cast(onnx_exporter *ex, const f8_node *node) {
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
-	int32_t data_type = export_data_type(to);
+	int32_t data_type = f8_export_data_type(to);
 	if (!data_type) {
-		export_unsupported(ex, "Cast to %s, which ONNX has no type for", f8_dtype_name(to));
+		f8_export_unsupported(ex, "Cast to %s, which ONNX has no type for", f8_dtype_name(to));
 		return;
 	}
-	export_op_to(ex, "Cast", export_output(ex, node, 0), IN(export_input(ex, node, 0)));
-	export_attr_int(ex, export_last(ex), "to", data_type);
+	f8_export_op_to(ex, "Cast", f8_export_output(ex, node, 0), IN(f8_export_input(ex, node, 0)));
+	f8_export_attr_int(ex, f8_export_last(ex), "to", data_type);
 	int64_t saturate = f8_node_attr_int(node, "saturate", 1);
 	if (!saturate && f8_dtype_is_fp8(to)) // opset 19 on; ONNX's default (1) is left implicit
-		export_attr_int(ex, export_last(ex), "saturate", saturate);
+		f8_export_attr_int(ex, f8_export_last(ex), "saturate", saturate);
 }
 
 /* Constant: a Constant node, not an initializer, so that f8c reads it back as a Constant (a
  * float initializer of more than one element would come back as a weight). */
 static void lower_constant(onnx_exporter *ex, const f8_node *node) {
 	const f8_tensor_data *value = f8_node_attr(node, "value")->tensor;
-	if (!export_data_type(value->dtype)) {
-		export_unsupported(ex, "a constant of dtype %s", f8_dtype_name(value->dtype));
+	if (!f8_export_data_type(value->dtype)) {
+		f8_export_unsupported(ex, "a constant of dtype %s", f8_dtype_name(value->dtype));
 		return;
 	}
-	export_op_to(ex, "Constant", export_output(ex, node, 0), NULL, 0);
-	export_attr_tensor(ex, export_last(ex), "value",
-			   export_tensor(ex, NULL, value->dtype, &value->shape, value->data,
+	f8_export_op_to(ex, "Constant", f8_export_output(ex, node, 0), NULL, 0);
+	f8_export_attr_tensor(ex, f8_export_last(ex), "value",
+			   f8_export_tensor(ex, NULL, value->dtype, &value->shape, value->data,
 					 value->n_bytes));
 }
 
 /* ConstantOfShape: the shape as an input, computed where symbolic. */
 static void lower_constant_of_shape(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *shape = f8_node_attr(node, "shape"), *value = f8_node_attr(node, "value");
-	export_op_to(ex, "ConstantOfShape", export_output(ex, node, 0),
-		     IN(export_shape(ex, shape->dims.items, shape->dims.n)));
+	f8_export_op_to(ex, "ConstantOfShape", f8_export_output(ex, node, 0),
+		     IN(f8_export_shape(ex, shape->dims.items, shape->dims.n)));
 	const f8_tensor_data *fill = value ? value->tensor : NULL;
 	if (fill)
-		export_attr_tensor(ex, export_last(ex), "value",
-				   export_tensor(ex, NULL, fill->dtype, &fill->shape, fill->data,
+		f8_export_attr_tensor(ex, f8_export_last(ex), "value",
+				   f8_export_tensor(ex, NULL, fill->dtype, &fill->shape, fill->data,
 						 fill->n_bytes));
 }
 
@@ -111,7 +111,7 @@ static void lower_constant_of_shape(onnx_exporter *ex, const f8_node *node) {
  */
 static void lower_reshape(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *shape = f8_node_attr(node, "shape");
-	const f8_shape *x = &export_input_type(ex, node, 0)->shape;
+	const f8_shape *x = &f8_export_input_type(ex, node, 0)->shape;
 	bool allow_zero = f8_node_attr_int(node, "allowzero", 0);
 	f8_dim dims[F8_MAX_RANK];
 	int symbolic = -1, n_symbolic = 0;
@@ -127,16 +127,16 @@ static void lower_reshape(onnx_exporter *ex, const f8_node *node) {
 	}
 	if (n_symbolic == 1 && !has_minus_one)
 		dims[symbolic] = f8_dim_const(-1);
-	export_op_to(ex, "Reshape", export_output(ex, node, 0),
-		     IN(export_input(ex, node, 0), export_shape(ex, dims, shape->dims.n)));
+	f8_export_op_to(ex, "Reshape", f8_export_output(ex, node, 0),
+		     IN(f8_export_input(ex, node, 0), f8_export_shape(ex, dims, shape->dims.n)));
 	if (allow_zero)
-		export_attr_int(ex, export_last(ex), "allowzero", 1);
+		f8_export_attr_int(ex, f8_export_last(ex), "allowzero", 1);
 }
 
 /* Expand: ONNX's broadcast is two-way, so a target dim equal to the input's is written as 1. */
 static void lower_expand(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *shape = f8_node_attr(node, "shape");
-	const f8_shape *x = &export_input_type(ex, node, 0)->shape;
+	const f8_shape *x = &f8_export_input_type(ex, node, 0)->shape;
 	f8_dim dims[F8_MAX_RANK];
 	uint32_t n = shape->dims.n < F8_MAX_RANK ? shape->dims.n : F8_MAX_RANK;
 	for (uint32_t i = 0; i < n; i++) {
@@ -145,16 +145,16 @@ static void lower_expand(onnx_exporter *ex, const f8_node *node) {
 		if (from >= 0 && f8_dim_equal(dims[i], x->dims[from]))
 			dims[i] = f8_dim_const(1);
 	}
-	export_op_to(ex, "Expand", export_output(ex, node, 0),
-		     IN(export_input(ex, node, 0), export_shape(ex, dims, n)));
+	f8_export_op_to(ex, "Expand", f8_export_output(ex, node, 0),
+		     IN(f8_export_input(ex, node, 0), f8_export_shape(ex, dims, n)));
 }
 
 /* Squeeze and Unsqueeze: the axes as an input. */
 static void lower_squeeze(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *axes = f8_node_attr(node, "axes");
-	const char *x = export_input(ex, node, 0);
-	const char *inputs[2] = {x, axes ? export_ints(ex, axes->ints.items, axes->ints.n) : NULL};
-	export_op_to(ex, f8_op_name(node->op), export_output(ex, node, 0), inputs, axes ? 2 : 1);
+	const char *x = f8_export_input(ex, node, 0);
+	const char *inputs[2] = {x, axes ? f8_export_ints(ex, axes->ints.items, axes->ints.n) : NULL};
+	f8_export_op_to(ex, f8_op_name(node->op), f8_export_output(ex, node, 0), inputs, axes ? 2 : 1);
 }
 
 /* Split: the sizes as an input (computed where symbolic), or equal parts. */
@@ -162,57 +162,57 @@ static void lower_split(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *split = f8_node_attr(node, "split");
 	const char *outputs[F8_MAX_RANK * 8];
 	if (node->n_outputs > sizeof outputs / sizeof outputs[0]) {
-		export_unsupported(ex, "Split into %u parts", node->n_outputs);
+		f8_export_unsupported(ex, "Split into %u parts", node->n_outputs);
 		return;
 	}
 	for (uint32_t i = 0; i < node->n_outputs; i++)
-		outputs[i] = export_output(ex, node, i);
-	const char *x = export_input(ex, node, 0);
-	const char *sizes = split ? export_shape(ex, split->dims.items, split->dims.n) : NULL;
+		outputs[i] = f8_export_output(ex, node, i);
+	const char *x = f8_export_input(ex, node, 0);
+	const char *sizes = split ? f8_export_shape(ex, split->dims.items, split->dims.n) : NULL;
 	const char *inputs[2] = {x, sizes};
 	if (ex->status)
 		return;
-	F8cOnnx__NodeProto *onnx = export_node(ex, "Split", inputs, split ? 2 : 1, outputs,
+	F8cOnnx__NodeProto *onnx = f8_export_node(ex, "Split", inputs, split ? 2 : 1, outputs,
 					       node->n_outputs);
-	export_attr_int(ex, onnx, "axis", f8_node_attr_int(node, "axis", 0));
+	f8_export_attr_int(ex, onnx, "axis", f8_node_attr_int(node, "axis", 0));
 	if (!split && ex->opset >= 18) // equal parts: from opset 18 ONNX wants their number
-		export_attr_int(ex, onnx, "num_outputs", node->n_outputs);
+		f8_export_attr_int(ex, onnx, "num_outputs", node->n_outputs);
 }
 
 /* Slice: starts and ends as inputs (computed where symbolic), axes and steps as constants. */
 static void lower_slice(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *starts = f8_node_attr(node, "starts"), *ends = f8_node_attr(node, "ends");
 	const f8_attr *axes = f8_node_attr(node, "axes"), *steps = f8_node_attr(node, "steps");
-	const char *inputs[5] = {export_input(ex, node, 0),
-				 export_shape(ex, starts->dims.items, starts->dims.n),
-				 export_shape(ex, ends->dims.items, ends->dims.n), NULL, NULL};
+	const char *inputs[5] = {f8_export_input(ex, node, 0),
+				 f8_export_shape(ex, starts->dims.items, starts->dims.n),
+				 f8_export_shape(ex, ends->dims.items, ends->dims.n), NULL, NULL};
 	uint32_t n = 3;
 	if (axes || steps) {
 		int64_t all[F8_MAX_RANK];
 		for (uint32_t i = 0; i < starts->dims.n && i < F8_MAX_RANK; i++)
 			all[i] = (int64_t)i;
-		inputs[n++] = axes ? export_ints(ex, axes->ints.items, axes->ints.n)
-				   : export_ints(ex, all, starts->dims.n);
+		inputs[n++] = axes ? f8_export_ints(ex, axes->ints.items, axes->ints.n)
+				   : f8_export_ints(ex, all, starts->dims.n);
 	}
 	if (steps)
-		inputs[n++] = export_ints(ex, steps->ints.items, steps->ints.n);
-	export_op_to(ex, "Slice", export_output(ex, node, 0), inputs, n);
+		inputs[n++] = f8_export_ints(ex, steps->ints.items, steps->ints.n);
+	f8_export_op_to(ex, "Slice", f8_export_output(ex, node, 0), inputs, n);
 }
 
 /* Range: start, limit and delta as scalars of the output's dtype; a symbolic limit computed. */
 static void lower_range(onnx_exporter *ex, const f8_node *node) {
 	f8_dtype dtype = f8_node_attr_dtype(node, "dtype", F8_DTYPE_I64);
 	f8_dim limit = f8_node_attr(node, "limit")->dim;
-	const char *start = export_scalar(ex, dtype, (double)f8_node_attr_int(node, "start", 0));
-	const char *delta = export_scalar(ex, dtype, (double)f8_node_attr_int(node, "delta", 1));
+	const char *start = f8_export_scalar(ex, dtype, (double)f8_node_attr_int(node, "start", 0));
+	const char *delta = f8_export_scalar(ex, dtype, (double)f8_node_attr_int(node, "delta", 1));
 	const char *end = f8_dim_is_const(limit)
-				  ? export_scalar(ex, dtype, (double)f8_dim_value(limit))
-				  : export_size(ex, limit);
+				  ? f8_export_scalar(ex, dtype, (double)f8_dim_value(limit))
+				  : f8_export_size(ex, limit);
 	if (!f8_dim_is_const(limit) && dtype != F8_DTYPE_I64) {
-		end = export_op(ex, "Cast", "limit", IN(end));
-		export_attr_int(ex, export_last(ex), "to", export_data_type(dtype));
+		end = f8_export_op(ex, "Cast", "limit", IN(end));
+		f8_export_attr_int(ex, f8_export_last(ex), "to", f8_export_data_type(dtype));
 	}
-	export_op_to(ex, "Range", export_output(ex, node, 0), IN(start, end, delta));
+	f8_export_op_to(ex, "Range", f8_export_output(ex, node, 0), IN(start, end, delta));
 }
 
 /* ReduceMean, ReduceSum, ReduceMax of `x` over `axes` (n; 0: all) into `output`: the axes as an
@@ -220,19 +220,19 @@ static void lower_range(onnx_exporter *ex, const f8_node *node) {
 static const char *reduce(onnx_exporter *ex, const char *op_type, const char *output,
 			  const char *x, const int64_t *axes, uint32_t n, bool keepdims) {
 	bool as_input = strcmp(op_type, "ReduceSum") == 0 || ex->opset >= 18;
-	const char *inputs[2] = {x, n && as_input ? export_ints(ex, axes, n) : NULL};
-	export_op_to(ex, op_type, output, inputs, n && as_input ? 2 : 1);
-	F8cOnnx__NodeProto *onnx = export_last(ex);
+	const char *inputs[2] = {x, n && as_input ? f8_export_ints(ex, axes, n) : NULL};
+	f8_export_op_to(ex, op_type, output, inputs, n && as_input ? 2 : 1);
+	F8cOnnx__NodeProto *onnx = f8_export_last(ex);
 	if (n && !as_input)
-		export_attr_ints(ex, onnx, "axes", axes, n);
-	export_attr_int(ex, onnx, "keepdims", keepdims);
+		f8_export_attr_ints(ex, onnx, "axes", axes, n);
+	f8_export_attr_int(ex, onnx, "keepdims", keepdims);
 	return ex->status ? NULL : output;
 }
 
 /* ReduceMean, ReduceSum, ReduceMax: see reduce(). */
 static void lower_reduce(onnx_exporter *ex, const f8_node *node) {
 	const f8_attr *axes = f8_node_attr(node, "axes");
-	reduce(ex, f8_op_name(node->op), export_output(ex, node, 0), export_input(ex, node, 0),
+	reduce(ex, f8_op_name(node->op), f8_export_output(ex, node, 0), f8_export_input(ex, node, 0),
 	       axes ? axes->ints.items : NULL, axes ? axes->ints.n : 0,
 	       f8_node_attr_int(node, "keepdims", 1));
 }
@@ -240,58 +240,58 @@ static void lower_reduce(onnx_exporter *ex, const f8_node *node) {
 /* Trilu: k as an input when it is not 0. */
 static void lower_trilu(onnx_exporter *ex, const f8_node *node) {
 	int64_t k = f8_node_attr_int(node, "k", 0);
-	const char *diagonal = k ? export_scalar(ex, F8_DTYPE_I64, (double)k) : NULL;
-	const char *inputs[2] = {export_input(ex, node, 0), diagonal};
-	export_op_to(ex, "Trilu", export_output(ex, node, 0), inputs, k ? 2 : 1);
-	export_attr_int(ex, export_last(ex), "upper", f8_node_attr_int(node, "upper", 1));
+	const char *diagonal = k ? f8_export_scalar(ex, F8_DTYPE_I64, (double)k) : NULL;
+	const char *inputs[2] = {f8_export_input(ex, node, 0), diagonal};
+	f8_export_op_to(ex, "Trilu", f8_export_output(ex, node, 0), inputs, k ? 2 : 1);
+	f8_export_attr_int(ex, f8_export_last(ex), "upper", f8_node_attr_int(node, "upper", 1));
 }
 
 /* CumSum: the axis as a scalar input. */
 static void lower_cum_sum(onnx_exporter *ex, const f8_node *node) {
 	int64_t axis_value = f8_node_attr_int(node, "axis", 0);
-	const char *axis = export_scalar(ex, F8_DTYPE_I64, (double)axis_value);
-	export_op_to(ex, "CumSum", export_output(ex, node, 0), IN(export_input(ex, node, 0), axis));
-	export_attr_int(ex, export_last(ex), "exclusive", f8_node_attr_int(node, "exclusive", 0));
-	export_attr_int(ex, export_last(ex), "reverse", f8_node_attr_int(node, "reverse", 0));
+	const char *axis = f8_export_scalar(ex, F8_DTYPE_I64, (double)axis_value);
+	f8_export_op_to(ex, "CumSum", f8_export_output(ex, node, 0), IN(f8_export_input(ex, node, 0), axis));
+	f8_export_attr_int(ex, f8_export_last(ex), "exclusive", f8_node_attr_int(node, "exclusive", 0));
+	f8_export_attr_int(ex, f8_export_last(ex), "reverse", f8_node_attr_int(node, "reverse", 0));
 }
 
 /* Dropout in a forward (inference) graph is the identity. */
 static void lower_dropout(onnx_exporter *ex, const f8_node *node) {
 	if (node->n_outputs > 1) {
-		export_unsupported(ex, "Dropout's mask");
+		f8_export_unsupported(ex, "Dropout's mask");
 		return;
 	}
-	export_op_to(ex, "Identity", export_output(ex, node, 0), IN(export_input(ex, node, 0)));
+	f8_export_op_to(ex, "Identity", f8_export_output(ex, node, 0), IN(f8_export_input(ex, node, 0)));
 }
 
 /* High-level ops. */
 
 /* Embedding: Gather(weight, ids) along axis 0. */
 static void lower_embedding(onnx_exporter *ex, const f8_node *node) {
-	const char *ids = export_input(ex, node, 0), *table = export_input(ex, node, 1);
-	export_op_to(ex, "Gather", export_output(ex, node, 0), IN(table, ids));
-	export_attr_int(ex, export_last(ex), "axis", 0);
+	const char *ids = f8_export_input(ex, node, 0), *table = f8_export_input(ex, node, 1);
+	f8_export_op_to(ex, "Gather", f8_export_output(ex, node, 0), IN(table, ids));
+	f8_export_attr_int(ex, f8_export_last(ex), "axis", 0);
 }
 
 /* Linear: Gemm(x, w, b, transB) where x is a matrix; else MatMul(x, Transpose(w)) [+ b]. */
 static void lower_linear(onnx_exporter *ex, const f8_node *node) {
-	const char *x = export_input(ex, node, 0), *w = export_input(ex, node, 1);
-	const char *bias = export_input(ex, node, 2), *out = export_output(ex, node, 0);
+	const char *x = f8_export_input(ex, node, 0), *w = f8_export_input(ex, node, 1);
+	const char *bias = f8_export_input(ex, node, 2), *out = f8_export_output(ex, node, 0);
 	bool stored_kn = f8_node_attr_int(node, "transpose_weight", 0);
-	if (export_input_type(ex, node, 0)->shape.rank == 2) {
-		export_op_to(ex, "Gemm", out, (const char *[]){x, w, bias}, bias ? 3 : 2);
+	if (f8_export_input_type(ex, node, 0)->shape.rank == 2) {
+		f8_export_op_to(ex, "Gemm", out, (const char *[]){x, w, bias}, bias ? 3 : 2);
 		if (!stored_kn)
-			export_attr_int(ex, export_last(ex), "transB", 1);
+			f8_export_attr_int(ex, f8_export_last(ex), "transB", 1);
 		return;
 	}
 	if (!stored_kn) {
-		w = export_op(ex, "Transpose", "weight_t", IN(w));
-		export_attr_ints(ex, export_last(ex), "perm", INTS(1, 0));
+		w = f8_export_op(ex, "Transpose", "weight_t", IN(w));
+		f8_export_attr_ints(ex, f8_export_last(ex), "perm", INTS(1, 0));
 	}
-	const char *product = export_op_to(ex, "MatMul", bias ? export_name(ex, "matmul") : out,
+	const char *product = f8_export_op_to(ex, "MatMul", bias ? f8_export_name(ex, "matmul") : out,
 					   IN(x, w));
 	if (bias)
-		export_op_to(ex, "Add", out, IN(product, bias));
+		f8_export_op_to(ex, "Add", out, IN(product, bias));
 }
 
 /* LayerNorm: LayerNormalization (opset 17), whose optional Mean and InvStdDev outputs are the
@@ -299,27 +299,27 @@ static void lower_linear(onnx_exporter *ex, const f8_node *node) {
 static void lower_layer_norm(onnx_exporter *ex, const f8_node *node) {
 	const char *inputs[3], *outputs[3];
 	for (uint32_t i = 0; i < node->n_inputs && i < 3; i++)
-		inputs[i] = export_input(ex, node, i);
+		inputs[i] = f8_export_input(ex, node, i);
 	for (uint32_t i = 0; i < node->n_outputs && i < 3; i++)
-		outputs[i] = export_output(ex, node, i);
+		outputs[i] = f8_export_output(ex, node, i);
 	if (ex->status)
 		return;
-	F8cOnnx__NodeProto *onnx = export_node(ex, "LayerNormalization", inputs, node->n_inputs,
+	F8cOnnx__NodeProto *onnx = f8_export_node(ex, "LayerNormalization", inputs, node->n_inputs,
 					       outputs, node->n_outputs);
-	export_attr_int(ex, onnx, "axis", f8_node_attr_int(node, "axis", -1));
-	export_attr_float(ex, onnx, "epsilon", f8_node_attr_float(node, "epsilon", 1e-5));
+	f8_export_attr_int(ex, onnx, "axis", f8_node_attr_int(node, "axis", -1));
+	f8_export_attr_float(ex, onnx, "epsilon", f8_node_attr_float(node, "epsilon", 1e-5));
 }
 
 /* RMSNorm as Llama's modeling code writes it: weight * (x * 1 / sqrt(mean(x^2) + eps)). */
 static void lower_rms_norm(onnx_exporter *ex, const f8_node *node) {
 	if (node->n_outputs > 1) {
-		export_unsupported(ex, "RMSNorm's 1/rms output");
+		f8_export_unsupported(ex, "RMSNorm's 1/rms output");
 		return;
 	}
-	const f8_type *type = export_input_type(ex, node, 0);
+	const f8_type *type = f8_export_input_type(ex, node, 0);
 	int rank = type->shape.rank, axis;
 	if (!f8_axis_normalize(f8_node_attr_int(node, "axis", -1), rank, false, &axis)) {
-		export_unsupported(ex, "RMSNorm over axis %lld of rank %d",
+		f8_export_unsupported(ex, "RMSNorm over axis %lld of rank %d",
 					  (long long)f8_node_attr_int(node, "axis", -1), rank);
 		return;
 	}
@@ -327,17 +327,17 @@ static void lower_rms_norm(onnx_exporter *ex, const f8_node *node) {
 	uint32_t n = 0;
 	for (int a = axis; a < rank; a++)
 		axes[n++] = a == rank - 1 ? -1 : a;
-	const char *x = export_input(ex, node, 0), *weight = export_input(ex, node, 1);
-	const char *two = export_scalar(ex, type->dtype, 2.0);
-	const char *eps = export_scalar(ex, type->dtype, f8_node_attr_float(node, "epsilon", 1e-5));
-	const char *squared = export_op(ex, "Pow", "squared", IN(x, two));
-	const char *mean = reduce(ex, "ReduceMean", export_name(ex, "mean"), squared, axes, n,
+	const char *x = f8_export_input(ex, node, 0), *weight = f8_export_input(ex, node, 1);
+	const char *two = f8_export_scalar(ex, type->dtype, 2.0);
+	const char *eps = f8_export_scalar(ex, type->dtype, f8_node_attr_float(node, "epsilon", 1e-5));
+	const char *squared = f8_export_op(ex, "Pow", "squared", IN(x, two));
+	const char *mean = reduce(ex, "ReduceMean", f8_export_name(ex, "mean"), squared, axes, n,
 				  true);
-	const char *mean_eps = export_op(ex, "Add", "mean_eps", IN(mean, eps));
-	const char *rms = export_op(ex, "Sqrt", "rms", IN(mean_eps));
-	const char *inverse = export_op(ex, "Reciprocal", "rms_inverse", IN(rms));
-	const char *normed = export_op(ex, "Mul", "normed", IN(x, inverse));
-	export_op_to(ex, "Mul", export_output(ex, node, 0), IN(weight, normed));
+	const char *mean_eps = f8_export_op(ex, "Add", "mean_eps", IN(mean, eps));
+	const char *rms = f8_export_op(ex, "Sqrt", "rms", IN(mean_eps));
+	const char *inverse = f8_export_op(ex, "Reciprocal", "rms_inverse", IN(rms));
+	const char *normed = f8_export_op(ex, "Mul", "normed", IN(x, inverse));
+	f8_export_op_to(ex, "Mul", f8_export_output(ex, node, 0), IN(weight, normed));
 }
 
 /* Gelu: 0.5 * x * (1 + erf(x / sqrt 2)), or GPT-2's
@@ -345,26 +345,26 @@ static void lower_rms_norm(onnx_exporter *ex, const f8_node *node) {
 static void lower_gelu(onnx_exporter *ex, const f8_node *node) {
 	export_form form;
 	const char *x = activation_input(ex, node, &form);
-	f8_dtype dtype = export_input_type(ex, node, 0)->dtype;
+	f8_dtype dtype = f8_export_input_type(ex, node, 0)->dtype;
 	const char *factor;
 	if (strcmp(f8_node_attr_string(node, "approximate", "none"), "tanh") == 0) {
-		const char *three = export_scalar(ex, dtype, 3.0);
-		const char *c = export_scalar(ex, dtype, 0.044715);
-		const char *cube = export_op(ex, "Pow", "cube", IN(x, three));
-		const char *inner = export_op(ex, "Add", "inner",
-					      IN(x, export_op(ex, "Mul", "cubic", IN(cube, c))));
-		const char *k = export_scalar(ex, dtype, sqrt(2.0 / PI));
-		factor = export_op(ex, "Tanh", "tanh",
-				   IN(export_op(ex, "Mul", "scaled", IN(inner, k))));
+		const char *three = f8_export_scalar(ex, dtype, 3.0);
+		const char *c = f8_export_scalar(ex, dtype, 0.044715);
+		const char *cube = f8_export_op(ex, "Pow", "cube", IN(x, three));
+		const char *inner = f8_export_op(ex, "Add", "inner",
+					      IN(x, f8_export_op(ex, "Mul", "cubic", IN(cube, c))));
+		const char *k = f8_export_scalar(ex, dtype, sqrt(2.0 / PI));
+		factor = f8_export_op(ex, "Tanh", "tanh",
+				   IN(f8_export_op(ex, "Mul", "scaled", IN(inner, k))));
 	} else {
-		const char *root_two = export_scalar(ex, dtype, sqrt(2.0));
-		factor = export_op(ex, "Erf", "erf",
-				   IN(export_op(ex, "Div", "scaled", IN(x, root_two))));
+		const char *root_two = f8_export_scalar(ex, dtype, sqrt(2.0));
+		factor = f8_export_op(ex, "Erf", "erf",
+				   IN(f8_export_op(ex, "Div", "scaled", IN(x, root_two))));
 	}
-	const char *one = export_scalar(ex, dtype, 1.0), *half = export_scalar(ex, dtype, 0.5);
-	const char *one_plus = export_op(ex, "Add", "one_plus", IN(factor, one));
-	const char *half_x = export_op(ex, "Mul", "half_x", IN(x, half));
-	export_op_to(ex, "Mul", output_as(ex, node, form), IN(half_x, one_plus));
+	const char *one = f8_export_scalar(ex, dtype, 1.0), *half = f8_export_scalar(ex, dtype, 0.5);
+	const char *one_plus = f8_export_op(ex, "Add", "one_plus", IN(factor, one));
+	const char *half_x = f8_export_op(ex, "Mul", "half_x", IN(x, half));
+	f8_export_op_to(ex, "Mul", output_as(ex, node, form), IN(half_x, one_plus));
 }
 
 /* SwiGLU: silu(gate) * up, silu(g) = g * sigmoid(g); one input [gate | up] is Split first. */
@@ -372,26 +372,26 @@ static void lower_swiglu(onnx_exporter *ex, const f8_node *node) {
 	export_form form;
 	const char *gate = activation_input(ex, node, &form), *up;
 	if (node->n_inputs > 1) {
-		up = export_input_form(ex, node, 1, form);
+		up = f8_export_input_form(ex, node, 1, form);
 	} else {
-		const f8_shape *shape = &export_input_type(ex, node, 0)->shape;
+		const f8_shape *shape = &f8_export_input_type(ex, node, 0)->shape;
 		f8_dim width = shape->dims[shape->rank - 1];
 		if (!f8_dim_is_const(width)) {
-			export_unsupported(ex, "SwiGLU of a symbolic width");
+			f8_export_unsupported(ex, "SwiGLU of a symbolic width");
 			return;
 		}
-		const char *halves[2] = {export_name(ex, "gate"), export_name(ex, "up")};
+		const char *halves[2] = {f8_export_name(ex, "gate"), f8_export_name(ex, "up")};
 		int64_t half = f8_dim_value(width) / 2;
-		const char *sizes = export_ints(ex, INTS(half, half));
+		const char *sizes = f8_export_ints(ex, INTS(half, half));
 		if (ex->status)
 			return;
-		F8cOnnx__NodeProto *split = export_node(ex, "Split", IN(gate, sizes), halves, 2);
-		export_attr_int(ex, split, "axis", -1);
+		F8cOnnx__NodeProto *split = f8_export_node(ex, "Split", IN(gate, sizes), halves, 2);
+		f8_export_attr_int(ex, split, "axis", -1);
 		gate = halves[0], up = halves[1];
 	}
-	const char *sigmoid = export_op(ex, "Sigmoid", "sigmoid", IN(gate));
-	const char *silu = export_op(ex, "Mul", "silu", IN(gate, sigmoid));
-	export_op_to(ex, "Mul", output_as(ex, node, form), IN(silu, up));
+	const char *sigmoid = f8_export_op(ex, "Sigmoid", "sigmoid", IN(gate));
+	const char *silu = f8_export_op(ex, "Mul", "silu", IN(gate, sigmoid));
+	f8_export_op_to(ex, "Mul", output_as(ex, node, form), IN(silu, up));
 }
 
 static const lower_fn lowerings[F8_OP_COUNT] = {
@@ -421,16 +421,16 @@ static const lower_fn lowerings[F8_OP_COUNT] = {
 	[F8_OP_EMBEDDING] = lower_embedding, [F8_OP_LINEAR] = lower_linear,
 	[F8_OP_LAYER_NORM] = lower_layer_norm, [F8_OP_RMS_NORM] = lower_rms_norm,
 	[F8_OP_GELU] = lower_gelu, [F8_OP_SWIGLU] = lower_swiglu,
-	[F8_OP_ROPE] = export_lower_rope, [F8_OP_ATTENTION] = export_lower_attention,
-	[F8_OP_ROUTER] = export_lower_router, [F8_OP_MOE_DISPATCH] = export_lower_moe_dispatch,
-	[F8_OP_GROUPED_LINEAR] = export_lower_grouped_linear,
-	[F8_OP_MOE_COMBINE] = export_lower_moe_combine,
+	[F8_OP_ROPE] = f8_export_lower_rope, [F8_OP_ATTENTION] = f8_export_lower_attention,
+	[F8_OP_ROUTER] = f8_export_lower_router, [F8_OP_MOE_DISPATCH] = f8_export_lower_moe_dispatch,
+	[F8_OP_GROUPED_LINEAR] = f8_export_lower_grouped_linear,
+	[F8_OP_MOE_COMBINE] = f8_export_lower_moe_combine,
 };
 
-void export_lower_node(onnx_exporter *ex, const f8_node *node) {
+void f8_export_lower_node(onnx_exporter *ex, const f8_node *node) {
 	lower_fn lower = lowerings[node->op];
 	if (!lower) {
-		export_unsupported(ex, "f8c has no ONNX form for %s", f8_op_name(node->op));
+		f8_export_unsupported(ex, "f8c has no ONNX form for %s", f8_op_name(node->op));
 		f8_diag_hint(ex->diag, "export-onnx writes forward graphs of high-level and "
 				       "primitive ops; FP8, collective and training ops have no "
 				       "standard ONNX form");

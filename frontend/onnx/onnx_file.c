@@ -32,7 +32,7 @@ static void pb_free(void *context, void *pointer) {
 
 static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
 
-void onnx_model_free(F8cOnnx__ModelProto *model) {
+void f8_onnx_model_free(F8cOnnx__ModelProto *model) {
 	if (model)
 		f8c_onnx__model_proto__free_unpacked(model, &pb_allocator);
 }
@@ -41,14 +41,14 @@ static f8_status io_fail(onnx_importer *im, const char *what, const char *path) 
 	return f8_diag_set(im->diag, F8_ERR_IO, "cannot %s %s: %s", what, path, strerror(errno));
 }
 
-f8_status onnx_open_folder(onnx_importer *im, const char *folder) {
+f8_status f8_onnx_open_folder(onnx_importer *im, const char *folder) {
 	if (!(im->folder = f8_arena_strdup(im->graph->arena, folder)))
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	im->folder_fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return im->folder_fd < 0 ? io_fail(im, "open the model's folder", folder) : F8_OK;
 }
 
-f8_status onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size,
+f8_status f8_onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size,
 			    F8cOnnx__ModelProto **out) {
 	if (size > ONNX_MAX_FILE_BYTES) {
 		f8_diag_set(im->diag, F8_ERR_PARSE, "%s is %zu bytes, more than an ONNX model can be "
@@ -67,13 +67,13 @@ f8_status onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size
 	return F8_ERR_PARSE;
 }
 
-f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelProto **out) {
+f8_status f8_onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelProto **out) {
 	*out = NULL;
 	// The folder that holds the model is its external data's root.
 	const char *slash = strrchr(path, '/');
 	char *folder = slash ? f8_arena_strndup(im->graph->arena, path, (size_t)(slash - path + 1))
 			     : f8_arena_strdup(im->graph->arena, "./");
-	f8_status status = folder ? onnx_open_folder(im, folder)
+	f8_status status = folder ? f8_onnx_open_folder(im, folder)
 				  : f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	if (status)
 		return status;
@@ -107,7 +107,7 @@ f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelPro
 	}
 	close(fd);
 	if (!status)
-		status = onnx_model_unpack(im, bytes, size, out);
+		status = f8_onnx_model_unpack(im, bytes, size, out);
 	f8_free(bytes);
 	return status;
 }
@@ -134,7 +134,7 @@ static const struct {
 	{27, "FLOAT6E2M3", F8_DTYPE_UNDEFINED}, {28, "FLOAT6E3M2", F8_DTYPE_UNDEFINED},
 };
 
-bool onnx_dtype(int32_t data_type, f8_dtype *out) {
+bool f8_onnx_dtype(int32_t data_type, f8_dtype *out) {
 	for (size_t i = 0; i < sizeof onnx_dtypes / sizeof onnx_dtypes[0]; i++) {
 		if (onnx_dtypes[i].number == data_type) {
 			*out = onnx_dtypes[i].dtype;
@@ -144,7 +144,7 @@ bool onnx_dtype(int32_t data_type, f8_dtype *out) {
 	return false;
 }
 
-const char *onnx_dtype_name(int32_t data_type) {
+const char *f8_onnx_dtype_name(int32_t data_type) {
 	for (size_t i = 0; i < sizeof onnx_dtypes / sizeof onnx_dtypes[0]; i++)
 		if (onnx_dtypes[i].number == data_type)
 			return onnx_dtypes[i].name;
@@ -352,16 +352,16 @@ static size_t other_typed_count(const F8cOnnx__TensorProto *tensor, f8_dtype dty
 	return all - typed_count(tensor, dtype);
 }
 
-f8_status onnx_tensor_check(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+f8_status f8_onnx_tensor_check(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 			    f8_type *type, uint64_t *n_bytes) {
 	char detail[64];
 	if (tensor->n_dims > F8_MAX_RANK) {
 		snprintf(detail, sizeof detail, "%zu > %d", tensor->n_dims, F8_MAX_RANK);
 		return tensor_fail(im, tensor, "too many dimensions: ", detail);
 	}
-	if (!onnx_dtype(tensor->data_type, &type->dtype))
+	if (!f8_onnx_dtype(tensor->data_type, &type->dtype))
 		return tensor_fail(im, tensor, "f8c does not read tensors of type ",
-				   onnx_dtype_name(tensor->data_type));
+				   f8_onnx_dtype_name(tensor->data_type));
 	if (tensor->segment)
 		return tensor_fail(im, tensor, "segmented tensors are not supported", NULL);
 	uint64_t count = 1, element = f8_dtype_get_info(type->dtype)->bytes;
@@ -451,13 +451,13 @@ static f8_status tensor_bytes(onnx_importer *im, const F8cOnnx__TensorProto *ten
 	return F8_OK;
 }
 
-f8_status onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+f8_status f8_onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 				  uint64_t n_bytes, const f8_initializer **out) {
 	f8_initializer *init = f8_arena_alloc(im->graph->arena, sizeof *init);
 	if (!init)
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	*init = (f8_initializer){.n_bytes = n_bytes};
-	onnx_dtype(tensor->data_type, &init->dtype); // checked by onnx_tensor_check
+	f8_onnx_dtype(tensor->data_type, &init->dtype); // checked by f8_onnx_tensor_check
 	if (is_external(tensor)) {
 		external_ref ref;
 		f8_status status = external_fields(im, tensor, &ref);
@@ -473,7 +473,7 @@ f8_status onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto 
 		init->offset = ref.offset;
 	} else {
 		f8_dtype dtype = F8_DTYPE_UNDEFINED;
-		onnx_dtype(tensor->data_type, &dtype); // checked by onnx_tensor_check
+		f8_onnx_dtype(tensor->data_type, &dtype); // checked by f8_onnx_tensor_check
 		uint8_t *data = f8_arena_alloc(im->graph->arena, n_bytes ? n_bytes : 1);
 		if (!data)
 			return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory for tensor '%s'",
@@ -527,9 +527,9 @@ static double float_element(const uint8_t *bytes, f8_dtype dtype, size_t i) {
 	return f8_float_decode(dtype, bits);
 }
 
-f8_status onnx_tensor_known(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+f8_status f8_onnx_tensor_known(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 			    const f8_type *type, onnx_known **out) {
-	*out = onnx_known_create(im, type->dtype, &type->shape);
+	*out = f8_onnx_known_create(im, type->dtype, &type->shape);
 	if (!*out)
 		return f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 	uint64_t n_bytes = (uint64_t)(*out)->count * f8_dtype_get_info(type->dtype)->bytes;

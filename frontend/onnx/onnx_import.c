@@ -15,7 +15,7 @@
 #include "ir/arena.h"                    // f8_arena_strdup
 #include "ir/verify.h"                   // f8_node_infer_types
 
-f8_status onnx_fail(onnx_importer *im, f8_status status, const char *format, ...) {
+f8_status f8_onnx_fail(onnx_importer *im, f8_status status, const char *format, ...) {
 	va_list args;
 	va_start(args, format);
 	f8_diag_setv(im->diag, status, format, args);
@@ -74,9 +74,9 @@ static f8_status grow_bindings(onnx_importer *im) {
 /* Adds a binding for `name`, which must be new (ONNX values are assigned once). */
 static f8_status add_binding(onnx_importer *im, const char *name, onnx_binding **out) {
 	if (!name || !*name)
-		return onnx_fail(im, F8_ERR_INVALID, "a value has an empty name");
+		return f8_onnx_fail(im, F8_ERR_INVALID, "a value has an empty name");
 	if (find_binding(im, name))
-		return onnx_fail(im, F8_ERR_INVALID, "value '%s' is defined twice", name);
+		return f8_onnx_fail(im, F8_ERR_INVALID, "value '%s' is defined twice", name);
 	if ((im->n_bindings + 1) * 2 > im->cap_bindings) {
 		f8_status status = grow_bindings(im);
 		if (status)
@@ -94,7 +94,7 @@ static f8_status add_binding(onnx_importer *im, const char *name, onnx_binding *
 	return F8_OK;
 }
 
-f8_status onnx_bind_known(onnx_importer *im, const onnx_node *node, uint32_t index,
+f8_status f8_onnx_bind_known(onnx_importer *im, const onnx_node *node, uint32_t index,
 			  onnx_known *known) {
 	onnx_binding *binding;
 	f8_status status = add_binding(im, node->proto->output[index], &binding);
@@ -103,7 +103,7 @@ f8_status onnx_bind_known(onnx_importer *im, const onnx_node *node, uint32_t ind
 	return status;
 }
 
-f8_status onnx_bind_alias(onnx_importer *im, const onnx_node *node, uint32_t index,
+f8_status f8_onnx_bind_alias(onnx_importer *im, const onnx_node *node, uint32_t index,
 			  const onnx_binding *target) {
 	onnx_binding *binding;
 	f8_value_id value = target->value;
@@ -114,21 +114,21 @@ f8_status onnx_bind_alias(onnx_importer *im, const onnx_node *node, uint32_t ind
 	return status;
 }
 
-f8_status onnx_value_of(onnx_importer *im, onnx_binding *binding, f8_value_id *out) {
+f8_status f8_onnx_value_of(onnx_importer *im, onnx_binding *binding, f8_value_id *out) {
 	if (binding->value != F8_NONE) {
 		*out = binding->value;
 		return F8_OK;
 	}
 	const onnx_known *known = binding->known;
-	if (!onnx_known_is_concrete(known)) {
-		onnx_fail(im, F8_ERR_UNSUPPORTED, "value '%s' is computed from a symbolic size and "
+	if (!f8_onnx_known_is_concrete(known)) {
+		f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "value '%s' is computed from a symbolic size and "
 			  "used as data; f8c needs that size fixed", binding->name);
 		f8_diag_hint(im->diag, "bind the model's symbolic sizes with --dim, for example "
 				       "--dim batch=8 --dim seq=2048");
 		return F8_ERR_UNSUPPORTED;
 	}
 	f8_tensor_data tensor;
-	f8_status status = onnx_known_to_tensor(im, known, &tensor);
+	f8_status status = f8_onnx_known_to_tensor(im, known, &tensor);
 	f8_node_id id;
 	if (!status)
 		status = f8_graph_add_node(im->graph, F8_OP_CONSTANT, NULL, 0, 1, &binding->name, &id,
@@ -181,19 +181,19 @@ static f8_status node_scope(onnx_importer *im, const F8cOnnx__NodeProto *proto,
 	return *out ? F8_OK : f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 }
 
-f8_status onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8_value_id *inputs,
+f8_status f8_onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8_value_id *inputs,
 		    uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, uint32_t n_outputs,
 		    f8_node_id *out) {
 	const F8cOnnx__NodeProto *proto = node->proto;
 	const char *names[16] = {0};
 	if (n_outputs > 16 || n_outputs > proto->n_output)
-		return onnx_fail(im, F8_ERR_INVALID, "%s has %zu outputs; f8c expects %u",
+		return f8_onnx_fail(im, F8_ERR_INVALID, "%s has %zu outputs; f8c expects %u",
 				 proto->op_type, proto->n_output, n_outputs);
 	for (uint32_t i = 0; i < n_outputs; i++)
 		names[i] = proto->output[i] && *proto->output[i] ? proto->output[i] : NULL;
 	for (uint32_t i = 0; i < n_outputs; i++)
 		if (names[i] && find_binding(im, names[i]))
-			return onnx_fail(im, F8_ERR_INVALID, "value '%s' is defined twice", names[i]);
+			return f8_onnx_fail(im, F8_ERR_INVALID, "value '%s' is defined twice", names[i]);
 	f8_node_id id;
 	f8_status status = f8_graph_add_node(im->graph, op, inputs, n_inputs, n_outputs, names, &id,
 					     im->diag);
@@ -228,9 +228,9 @@ f8_status onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8
 /* The header: IR version and the opsets of the domains the model imports. */
 static f8_status check_header(onnx_importer *im, const F8cOnnx__ModelProto *model) {
 	if (!model->graph)
-		return onnx_fail(im, F8_ERR_INVALID, "the model has no graph");
+		return f8_onnx_fail(im, F8_ERR_INVALID, "the model has no graph");
 	if (model->n_functions)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "the model defines local functions (%s%s%s); "
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "the model defines local functions (%s%s%s); "
 				 "f8c reads exporters' inlined graphs only",
 				 model->functions[0]->domain ? model->functions[0]->domain : "",
 				 model->functions[0]->domain ? "." : "",
@@ -243,10 +243,10 @@ static f8_status check_header(onnx_importer *im, const F8cOnnx__ModelProto *mode
 	}
 	if (!imported || im->opset < ONNX_OPSET_MIN || im->opset > ONNX_OPSET_MAX) {
 		if (!imported)
-			onnx_fail(im, F8_ERR_UNSUPPORTED, "the model imports no opset of the default "
+			f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "the model imports no opset of the default "
 				  "ONNX domain");
 		else
-			onnx_fail(im, F8_ERR_UNSUPPORTED, "the model uses ONNX opset %lld; f8c reads "
+			f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "the model uses ONNX opset %lld; f8c reads "
 				  "opsets %d to %d", (long long)im->opset, ONNX_OPSET_MIN, ONNX_OPSET_MAX);
 		f8_diag_hint(im->diag, "export with opset_version between %d and %d", ONNX_OPSET_MIN,
 			     ONNX_OPSET_MAX);
@@ -254,7 +254,7 @@ static f8_status check_header(onnx_importer *im, const F8cOnnx__ModelProto *mode
 	}
 	const F8cOnnx__GraphProto *graph = model->graph;
 	if (graph->n_node > ONNX_MAX_NODES || graph->n_initializer > ONNX_MAX_INITIALIZERS)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "the graph has %zu nodes and %zu initializers; "
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "the graph has %zu nodes and %zu initializers; "
 				 "f8c reads at most %d of each", graph->n_node, graph->n_initializer,
 				 ONNX_MAX_NODES);
 	return F8_OK;
@@ -285,7 +285,7 @@ static f8_status import_initializers(onnx_importer *im, const F8cOnnx__GraphProt
 		f8_type type = {0};
 		uint64_t n_bytes;
 		onnx_binding *binding;
-		f8_status status = onnx_tensor_check(im, tensor, &type, &n_bytes);
+		f8_status status = f8_onnx_tensor_check(im, tensor, &type, &n_bytes);
 		if (!status)
 			status = add_binding(im, tensor->name, &binding);
 		if (status) {
@@ -298,16 +298,16 @@ static f8_status import_initializers(onnx_importer *im, const F8cOnnx__GraphProt
 				 n_bytes > f8_dtype_get_info(type.dtype)->bytes;
 		if (!parameter && !small) {
 			snprintf(im->diag->node, sizeof im->diag->node, "initializer %zu", i);
-			return onnx_fail(im, F8_ERR_UNSUPPORTED, "initializer '%s' is a %s tensor of %llu "
+			return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "initializer '%s' is a %s tensor of %llu "
 					 "bytes: f8c folds constants up to %d elements and trains float "
 					 "weights", tensor->name, f8_dtype_name(type.dtype),
 					 (unsigned long long)n_bytes, ONNX_MAX_KNOWN_ELEMENTS);
 		}
 		if (!parameter) {
-			status = onnx_tensor_known(im, tensor, &type, &binding->known);
+			status = f8_onnx_tensor_known(im, tensor, &type, &binding->known);
 		} else {
 			const f8_initializer *init;
-			status = onnx_tensor_initializer(im, tensor, n_bytes, &init);
+			status = f8_onnx_tensor_initializer(im, tensor, n_bytes, &init);
 			if (!status)
 				status = f8_graph_add_input(im->graph, tensor->name,
 							    is_buffer(graph, tensor->name) ? F8_ROLE_BUFFER
@@ -339,15 +339,15 @@ static f8_status input_type(onnx_importer *im, const F8cOnnx__ValueInfoProto *in
 	const F8cOnnx__TypeProto *type = info->type;
 	const char *name = info->name ? info->name : "";
 	if (!type || type->value_case != F8C_ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' is not a tensor", name);
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' is not a tensor", name);
 	const F8cOnnx__TypeProto__Tensor *tensor = type->tensor_type;
-	if (!onnx_dtype(tensor->elem_type, &out->dtype))
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' has type %s, which f8c does "
-				 "not read", name, onnx_dtype_name(tensor->elem_type));
+	if (!f8_onnx_dtype(tensor->elem_type, &out->dtype))
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' has type %s, which f8c does "
+				 "not read", name, f8_onnx_dtype_name(tensor->elem_type));
 	if (!tensor->shape)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' has no shape", name);
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' has no shape", name);
 	if (tensor->shape->n_dim > F8_MAX_RANK)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' has rank %zu > %d", name,
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "graph input '%s' has rank %zu > %d", name,
 				 tensor->shape->n_dim, F8_MAX_RANK);
 	out->shape.rank = (uint8_t)tensor->shape->n_dim;
 	for (size_t i = 0; i < tensor->shape->n_dim; i++) {
@@ -355,7 +355,7 @@ static f8_status input_type(onnx_importer *im, const F8cOnnx__ValueInfoProto *in
 		f8_dim *to = &out->shape.dims[i];
 		if (dim->value_case == F8C_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
 			if (dim->dim_value < 0)
-				return onnx_fail(im, F8_ERR_INVALID, "graph input '%s' has a negative "
+				return f8_onnx_fail(im, F8_ERR_INVALID, "graph input '%s' has a negative "
 						 "dimension", name);
 			*to = f8_dim_const(dim->dim_value);
 			continue;
@@ -363,14 +363,14 @@ static f8_status input_type(onnx_importer *im, const F8cOnnx__ValueInfoProto *in
 		const char *param = dim->value_case == F8C_ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
 					    ? dim->dim_param : NULL;
 		if (!param || !*param) {
-			onnx_fail(im, F8_ERR_UNSUPPORTED, "dimension %zu of graph input '%s' has neither "
+			f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "dimension %zu of graph input '%s' has neither "
 				  "a size nor a name", i, name);
 			f8_diag_hint(im->diag, "name the exporter's dynamic dimensions (torch.export.Dim) "
 					       "or give fixed sizes");
 			return F8_ERR_UNSUPPORTED;
 		}
 		if (!is_symbol_name(param)) {
-			onnx_fail(im, F8_ERR_UNSUPPORTED, "dimension %zu of graph input '%s' is named "
+			f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "dimension %zu of graph input '%s' is named "
 				  "'%.60s', which is not a plain name", i, name, param);
 			f8_diag_hint(im->diag, "f8c takes letters, digits, '_' and '.' (like batch or "
 					       "seq_len); rename the exporter's dynamic dims, or fix the size "
@@ -431,9 +431,9 @@ static f8_status convert_nodes(onnx_importer *im, const F8cOnnx__GraphProto *gra
 		const F8cOnnx__NodeProto *proto = graph->node[i];
 		onnx_node node = {.proto = proto, .index = (uint32_t)i, .n_inputs = (uint32_t)proto->n_input};
 		if (!proto->op_type || !*proto->op_type) {
-			status = onnx_fail(im, F8_ERR_INVALID, "the node has no op_type");
+			status = f8_onnx_fail(im, F8_ERR_INVALID, "the node has no op_type");
 		} else if (proto->n_input > ONNX_MAX_NODE_INPUTS) {
-			status = onnx_fail(im, F8_ERR_UNSUPPORTED, "%zu inputs; f8c reads at most %d",
+			status = f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "%zu inputs; f8c reads at most %d",
 					   proto->n_input, ONNX_MAX_NODE_INPUTS);
 		} else if (proto->n_input > cap) {
 			f8_free(inputs);
@@ -445,12 +445,12 @@ static f8_status convert_nodes(onnx_importer *im, const F8cOnnx__GraphProto *gra
 			const char *name = proto->input[j];
 			inputs[j] = name && *name ? find_binding(im, name) : NULL;
 			if (name && *name && !inputs[j])
-				status = onnx_fail(im, F8_ERR_INVALID, "input %zu '%s' is not defined before "
+				status = f8_onnx_fail(im, F8_ERR_INVALID, "input %zu '%s' is not defined before "
 						   "this node", j, name);
 		}
 		node.inputs = inputs;
 		if (!status)
-			status = onnx_convert_node(im, &node);
+			status = f8_onnx_convert_node(im, &node);
 		if (status && status != F8_ERR_NOMEM) // name the ONNX node, not the IR one it became
 			describe_node(im, &node);
 	}
@@ -464,8 +464,8 @@ static f8_status import_outputs(onnx_importer *im, const F8cOnnx__GraphProto *gr
 		onnx_binding *binding = find_binding(im, name);
 		f8_value_id value;
 		if (!binding)
-			return onnx_fail(im, F8_ERR_INVALID, "graph output '%s' is never computed", name);
-		f8_status status = onnx_value_of(im, binding, &value);
+			return f8_onnx_fail(im, F8_ERR_INVALID, "graph output '%s' is never computed", name);
+		f8_status status = f8_onnx_value_of(im, binding, &value);
 		if (!status && f8_graph_add_output(im->graph, value))
 			status = f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 		if (status)
@@ -502,13 +502,13 @@ static f8_status import(const model_source *source, const f8_dim_binding *dims, 
 	    !(im.dims_used = f8_calloc(n_dims ? n_dims : 1, sizeof *im.dims_used)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status && !source->bytes)
-		status = onnx_model_read(&im, source->path, &model);
+		status = f8_onnx_model_read(&im, source->path, &model);
 	else if (!status && source->folder)
-		status = onnx_open_folder(&im, source->folder);
+		status = f8_onnx_open_folder(&im, source->folder);
 	else if (!status) // no root: any external data is refused when opened
 		im.folder = "(no folder)/";
 	if (!status && source->bytes)
-		status = onnx_model_unpack(&im, source->bytes, source->size, &model);
+		status = f8_onnx_model_unpack(&im, source->bytes, source->size, &model);
 	if (!status)
 		status = check_header(&im, model);
 	if (!status) {
@@ -526,7 +526,7 @@ static f8_status import(const model_source *source, const f8_dim_binding *dims, 
 		status = import_outputs(&im, model->graph);
 	if (status && !diag->file[0])
 		f8_diag_at(diag, source->path, 0, 0, NULL, 0);
-	onnx_model_free(model);
+	f8_onnx_model_free(model);
 	f8_free(im.bindings);
 	f8_free(im.dims_used);
 	if (im.folder_fd >= 0)

@@ -72,85 +72,85 @@ typedef struct onnx_node {
 /* onnx_file.c */
 
 /* Reads and unpacks the model file at `path`, checking its size; *out freed with
- * onnx_model_free. Also opens the model's folder into im->folder_fd. */
-f8_status onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelProto **out);
+ * f8_onnx_model_free. Also opens the model's folder into im->folder_fd. */
+f8_status f8_onnx_model_read(onnx_importer *im, const char *path, F8cOnnx__ModelProto **out);
 
-/* Unpacks a model from memory (`size` bytes, checked); *out freed with onnx_model_free. */
-f8_status onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size,
+/* Unpacks a model from memory (`size` bytes, checked); *out freed with f8_onnx_model_free. */
+f8_status f8_onnx_model_unpack(onnx_importer *im, const uint8_t *bytes, size_t size,
 			    F8cOnnx__ModelProto **out);
 
 /* Opens `folder` (ending in '/') as the root of external data: im->folder and im->folder_fd. */
-f8_status onnx_open_folder(onnx_importer *im, const char *folder);
-void onnx_model_free(F8cOnnx__ModelProto *model);
+f8_status f8_onnx_open_folder(onnx_importer *im, const char *folder);
+void f8_onnx_model_free(F8cOnnx__ModelProto *model);
 
 /* The f8_dtype of ONNX data type `data_type`; false when f8c has no such dtype. */
-bool onnx_dtype(int32_t data_type, f8_dtype *out);
-const char *onnx_dtype_name(int32_t data_type);
+bool f8_onnx_dtype(int32_t data_type, f8_dtype *out);
+const char *f8_onnx_dtype_name(int32_t data_type);
 
 /* Checks a tensor's dims, dtype and data against each other and, for external data, the file
  * (inside the folder, regular, not a link, long enough). Fills the type and *n_bytes. */
-f8_status onnx_tensor_check(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+f8_status f8_onnx_tensor_check(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 			    f8_type *type, uint64_t *n_bytes);
 
 /* The initializer reference of a checked tensor (inline data copied into the arena). */
-f8_status onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+f8_status f8_onnx_tensor_initializer(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 				  uint64_t n_bytes, const f8_initializer **out);
 
 /* Reads a checked, small tensor's elements into a known (arena). */
-f8_status onnx_tensor_known(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
+f8_status f8_onnx_tensor_known(onnx_importer *im, const F8cOnnx__TensorProto *tensor,
 			    const f8_type *type, onnx_known **out);
 
 /* onnx_known.c */
 
 /* A new known of `dtype` and constant `shape`, elements zeroed; NULL when out of memory or
  * larger than ONNX_MAX_KNOWN_ELEMENTS (the caller then does not fold). */
-onnx_known *onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_shape *shape);
+onnx_known *f8_onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_shape *shape);
 
 /* True when every element is a constant (no symbols): it can become a tensor literal. */
-bool onnx_known_is_concrete(const onnx_known *known);
+bool f8_onnx_known_is_concrete(const onnx_known *known);
 
 /* Writes the known as a tensor literal (for a Constant node). */
-f8_status onnx_known_to_tensor(onnx_importer *im, const onnx_known *known, f8_tensor_data *out);
+f8_status f8_onnx_known_to_tensor(onnx_importer *im, const onnx_known *known, f8_tensor_data *out);
 
 /*
  * Folds ONNX op `op_type` over known inputs into *out. F8_OK with *out NULL means "not folded"
  * (the op, a symbolic element or the size stops it): the caller emits an IR node instead.
  */
-f8_status onnx_known_fold(onnx_importer *im, const onnx_node *node, onnx_known **out);
+f8_status f8_onnx_known_fold(onnx_importer *im, const onnx_node *node, onnx_known **out);
 
 /* onnx_import.c */
 
 /* The IR value of `binding`, making a Constant node for a known one on first use. */
-f8_status onnx_value_of(onnx_importer *im, onnx_binding *binding, f8_value_id *out);
+f8_status f8_onnx_value_of(onnx_importer *im, onnx_binding *binding, f8_value_id *out);
 
 /*
  * Adds IR node `op` for the ONNX node: reads `inputs` (n_inputs, F8_NONE for omitted), sets
  * `attrs`, names its outputs after the node's first `n_outputs` outputs, records the node's
  * name and place, infers its types and binds the outputs. *out gets the node's id (may be NULL).
  */
-f8_status onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8_value_id *inputs,
+f8_status f8_onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8_value_id *inputs,
 		    uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, uint32_t n_outputs,
 		    f8_node_id *out);
 
 /* Binds ONNX output `index` of the node to a known, or to an existing binding (Identity). */
-f8_status onnx_bind_known(onnx_importer *im, const onnx_node *node, uint32_t index,
+f8_status f8_onnx_bind_known(onnx_importer *im, const onnx_node *node, uint32_t index,
 			  onnx_known *known);
-f8_status onnx_bind_alias(onnx_importer *im, const onnx_node *node, uint32_t index,
+f8_status f8_onnx_bind_alias(onnx_importer *im, const onnx_node *node, uint32_t index,
 			  const onnx_binding *target);
 
 /* Sets an error about the current node: F8_ERR_UNSUPPORTED or F8_ERR_INVALID with a message. */
-f8_status onnx_fail(onnx_importer *im, f8_status status, const char *format, ...)
+f8_status f8_onnx_fail(onnx_importer *im, f8_status status, const char *format, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* onnx_ops.c */
 
 /* Converts one node (all its inputs bound) into IR nodes or known values. */
-f8_status onnx_convert_node(onnx_importer *im, const onnx_node *node);
+f8_status f8_onnx_convert_node(onnx_importer *im, const onnx_node *node);
 
 /* Writes the supported operators, comma-separated, into `buffer`. */
-void onnx_supported_ops(char *buffer, size_t size);
+void f8_onnx_supported_ops(char *buffer, size_t size);
 
 /* Finds attribute `name` of the node, or NULL. */
-const F8cOnnx__AttributeProto *onnx_attr(const onnx_node *node, const char *name);
+const F8cOnnx__AttributeProto *f8_onnx_attr(const onnx_node *node, const char *name);
 
 #endif

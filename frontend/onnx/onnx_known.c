@@ -37,7 +37,7 @@ static bool known_count(const f8_shape *shape, uint32_t *out) {
 	return true;
 }
 
-onnx_known *onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_shape *shape) {
+onnx_known *f8_onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_shape *shape) {
 	uint32_t count;
 	if (!known_count(shape, &count))
 		return NULL;
@@ -59,7 +59,7 @@ onnx_known *onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_shape 
 	return known;
 }
 
-bool onnx_known_is_concrete(const onnx_known *known) {
+bool f8_onnx_known_is_concrete(const onnx_known *known) {
 	for (uint32_t i = 0; known->ints && i < known->count; i++)
 		if (!f8_dim_is_const(known->ints[i]))
 			return false;
@@ -102,7 +102,7 @@ static int64_t wrap_to(f8_dtype dtype, int64_t value) {
 	}
 }
 
-f8_status onnx_known_to_tensor(onnx_importer *im, const onnx_known *known, f8_tensor_data *out) {
+f8_status f8_onnx_known_to_tensor(onnx_importer *im, const onnx_known *known, f8_tensor_data *out) {
 	size_t element = f8_dtype_get_info(known->dtype)->bytes;
 	uint8_t *data = f8_arena_alloc(im->graph->arena, known->count ? known->count * element : 1);
 	if (!data)
@@ -254,7 +254,7 @@ static fold_result fold_binary(onnx_importer *im, const char *op, const onnx_kno
 	if (a->dtype != b->dtype || !broadcast_shapes(&a->shape, &b->shape, &shape))
 		return NOT_FOLDED; // the IR node will report the mismatch with its place
 	bool compare = is_comparison(op);
-	onnx_known *r = onnx_known_create(im, compare ? F8_DTYPE_BOOL : a->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, compare ? F8_DTYPE_BOOL : a->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t o = 0; o < r->count; o++) {
@@ -282,7 +282,7 @@ static fold_result fold_binary(onnx_importer *im, const char *op, const onnx_kno
 
 static fold_result fold_unary(onnx_importer *im, const char *op, const onnx_known *x,
 			      onnx_known **out) {
-	onnx_known *r = onnx_known_create(im, x->dtype, &x->shape);
+	onnx_known *r = f8_onnx_known_create(im, x->dtype, &x->shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t i = 0; i < x->count; i++) {
@@ -313,13 +313,13 @@ static fold_result fold_unary(onnx_importer *im, const char *op, const onnx_know
 
 static fold_result fold_cast(onnx_importer *im, const onnx_node *node, const onnx_known *x,
 			     onnx_known **out) {
-	const F8cOnnx__AttributeProto *to = onnx_attr(node, "to");
-	const F8cOnnx__AttributeProto *saturate_attr = onnx_attr(node, "saturate");
+	const F8cOnnx__AttributeProto *to = f8_onnx_attr(node, "to");
+	const F8cOnnx__AttributeProto *saturate_attr = f8_onnx_attr(node, "saturate");
 	bool saturate = !saturate_attr || saturate_attr->i != 0;
 	f8_dtype dtype;
-	if (!to || !onnx_dtype((int32_t)to->i, &dtype))
+	if (!to || !f8_onnx_dtype((int32_t)to->i, &dtype))
 		return NOT_FOLDED; // the converter reports it
-	onnx_known *r = onnx_known_create(im, dtype, &x->shape);
+	onnx_known *r = f8_onnx_known_create(im, dtype, &x->shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t i = 0; i < x->count; i++) {
@@ -358,7 +358,7 @@ static void copy_element(onnx_known *r, uint32_t to, const onnx_known *x, uint32
 /* A known with x's elements and another shape (Reshape, Squeeze, Unsqueeze). */
 static fold_result reshaped(onnx_importer *im, const onnx_known *x, const f8_shape *shape,
 			    onnx_known **out) {
-	onnx_known *r = onnx_known_create(im, x->dtype, shape);
+	onnx_known *r = f8_onnx_known_create(im, x->dtype, shape);
 	if (!r || r->count != x->count)
 		return NOT_FOLDED;
 	for (uint32_t i = 0; i < x->count; i++)
@@ -386,7 +386,7 @@ static fold_result fold_reshape(onnx_importer *im, const onnx_node *node, const 
 	uint32_t n;
 	if (!const_ints(target, dims, F8_MAX_RANK, &n))
 		return NOT_FOLDED;
-	const F8cOnnx__AttributeProto *allow_zero = onnx_attr(node, "allowzero");
+	const F8cOnnx__AttributeProto *allow_zero = f8_onnx_attr(node, "allowzero");
 	f8_shape shape = {.rank = (uint8_t)n};
 	int infer_at = -1;
 	int64_t known = 1;
@@ -453,7 +453,7 @@ static fold_result fold_unsqueeze(onnx_importer *im, const onnx_known *x, const 
 }
 
 static fold_result fold_concat(onnx_importer *im, const onnx_node *node, onnx_known **out) {
-	const F8cOnnx__AttributeProto *axis_attr = onnx_attr(node, "axis");
+	const F8cOnnx__AttributeProto *axis_attr = f8_onnx_attr(node, "axis");
 	const onnx_known *first = node->inputs[0]->known;
 	int axis;
 	if (!axis_attr || !f8_axis_normalize(axis_attr->i, first->shape.rank, false, &axis))
@@ -472,7 +472,7 @@ static fold_result fold_concat(onnx_importer *im, const onnx_node *node, onnx_kn
 		total += f8_dim_value(k->shape.dims[axis]);
 	}
 	shape.dims[axis] = f8_dim_const(total);
-	onnx_known *r = onnx_known_create(im, first->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, first->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	// Row-major: the output is blocks of `outer` rows, each the inputs' slices side by side.
@@ -494,10 +494,10 @@ static fold_result fold_concat(onnx_importer *im, const onnx_node *node, onnx_kn
 
 static fold_result fold_gather(onnx_importer *im, const onnx_node *node, const onnx_known *data,
 			       const onnx_known *indices, onnx_known **out) {
-	const F8cOnnx__AttributeProto *axis_attr = onnx_attr(node, "axis");
+	const F8cOnnx__AttributeProto *axis_attr = f8_onnx_attr(node, "axis");
 	int axis;
 	if (!f8_axis_normalize(axis_attr ? axis_attr->i : 0, data->shape.rank, false, &axis) ||
-	    !indices->ints || !onnx_known_is_concrete(indices) ||
+	    !indices->ints || !f8_onnx_known_is_concrete(indices) ||
 	    data->shape.rank - 1 + indices->shape.rank > F8_MAX_RANK)
 		return NOT_FOLDED;
 	f8_shape shape = {0};
@@ -507,7 +507,7 @@ static fold_result fold_gather(onnx_importer *im, const onnx_node *node, const o
 		shape.dims[shape.rank++] = indices->shape.dims[i];
 	for (int i = axis + 1; i < data->shape.rank; i++)
 		shape.dims[shape.rank++] = data->shape.dims[i];
-	onnx_known *r = onnx_known_create(im, data->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, data->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	int64_t size = f8_dim_value(data->shape.dims[axis]), inner = 1, outer = 1;
@@ -572,7 +572,7 @@ static fold_result fold_slice(onnx_importer *im, const onnx_node *node, onnx_kno
 		step[axis] = s;
 		shape.dims[axis] = f8_dim_const(length[axis]);
 	}
-	onnx_known *r = onnx_known_create(im, x->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, x->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	int64_t in_strides[F8_MAX_RANK], out_strides[F8_MAX_RANK];
@@ -602,7 +602,7 @@ static fold_result fold_expand(onnx_importer *im, const onnx_known *x, const onn
 		requested.dims[i] = f8_dim_const(dims[i]);
 	if (!broadcast_shapes(&x->shape, &requested, &shape))
 		return NOT_FOLDED;
-	onnx_known *r = onnx_known_create(im, x->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, x->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t o = 0; o < r->count; o++)
@@ -615,10 +615,10 @@ static fold_result fold_where(onnx_importer *im, const onnx_node *node, onnx_kno
 	const onnx_known *c = node->inputs[0]->known, *a = node->inputs[1]->known;
 	const onnx_known *b = node->inputs[2]->known;
 	f8_shape ab, shape;
-	if (!c->ints || !onnx_known_is_concrete(c) || a->dtype != b->dtype ||
+	if (!c->ints || !f8_onnx_known_is_concrete(c) || a->dtype != b->dtype ||
 	    !broadcast_shapes(&a->shape, &b->shape, &ab) || !broadcast_shapes(&c->shape, &ab, &shape))
 		return NOT_FOLDED;
-	onnx_known *r = onnx_known_create(im, a->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, a->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t o = 0; o < r->count; o++) {
@@ -639,8 +639,8 @@ static fold_result fold_range(onnx_importer *im, const onnx_node *node, onnx_kno
 	double s = 0, l, d = 0, n;
 	int64_t first = 0, step = 0;
 	if (start->ints) {
-		if (!onnx_known_is_concrete(start) || !onnx_known_is_concrete(limit) ||
-		    !onnx_known_is_concrete(delta))
+		if (!f8_onnx_known_is_concrete(start) || !f8_onnx_known_is_concrete(limit) ||
+		    !f8_onnx_known_is_concrete(delta))
 			return NOT_FOLDED; // a Range to `seq` stays a Range node
 		// Integers exactly: through doubles, 2^60 + 5 - 2^60 would be 0 and the elements
 		// near 2^63 would not convert back.
@@ -659,7 +659,7 @@ static fold_result fold_range(onnx_importer *im, const onnx_node *node, onnx_kno
 	if (!(n >= 0.0 && n <= ONNX_MAX_KNOWN_ELEMENTS))
 		return NOT_FOLDED;
 	f8_shape shape = {.rank = 1, .dims = {f8_dim_const((int64_t)n)}};
-	onnx_known *r = onnx_known_create(im, start->dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, start->dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t i = 0; i < r->count; i++) {
@@ -677,8 +677,8 @@ static fold_result fold_shape(onnx_importer *im, const onnx_node *node, onnx_kno
 	const onnx_binding *input = node->inputs[0];
 	const f8_shape *x = input->known ? &input->known->shape
 					 : &im->graph->values[input->value].type.shape;
-	const F8cOnnx__AttributeProto *start_attr = onnx_attr(node, "start");
-	const F8cOnnx__AttributeProto *end_attr = onnx_attr(node, "end");
+	const F8cOnnx__AttributeProto *start_attr = f8_onnx_attr(node, "start");
+	const F8cOnnx__AttributeProto *end_attr = f8_onnx_attr(node, "end");
 	int64_t rank = x->rank, start = start_attr ? start_attr->i : 0, end = end_attr ? end_attr->i : rank;
 	start = start < 0 ? start + rank : start;
 	end = end < 0 ? end + rank : end;
@@ -686,7 +686,7 @@ static fold_result fold_shape(onnx_importer *im, const onnx_node *node, onnx_kno
 	end = end < 0 ? 0 : end > rank ? rank : end;
 	int64_t n = end > start ? end - start : 0;
 	f8_shape shape = {.rank = 1, .dims = {f8_dim_const(n)}};
-	onnx_known *r = onnx_known_create(im, F8_DTYPE_I64, &shape);
+	onnx_known *r = f8_onnx_known_create(im, F8_DTYPE_I64, &shape);
 	if (!r)
 		return FOLD_ERROR;
 	for (int64_t i = 0; i < n; i++)
@@ -707,19 +707,19 @@ static fold_result fold_constant_of_shape(onnx_importer *im, const onnx_node *no
 			return NOT_FOLDED;
 		shape.dims[i] = f8_dim_const(dims[i]);
 	}
-	const F8cOnnx__AttributeProto *value = onnx_attr(node, "value");
+	const F8cOnnx__AttributeProto *value = f8_onnx_attr(node, "value");
 	f8_type type = {.dtype = F8_DTYPE_F32};
 	onnx_known *fill = NULL;
 	uint64_t n_bytes;
 	if (value && value->t) {
 		// A value that is not one element is left to the converter, which says so.
-		if (onnx_tensor_check(im, value->t, &type, &n_bytes) ||
+		if (f8_onnx_tensor_check(im, value->t, &type, &n_bytes) ||
 		    n_bytes != f8_dtype_get_info(type.dtype)->bytes)
 			return NOT_FOLDED;
-		if (onnx_tensor_known(im, value->t, &type, &fill))
+		if (f8_onnx_tensor_known(im, value->t, &type, &fill))
 			return FOLD_ERROR;
 	}
-	onnx_known *r = onnx_known_create(im, type.dtype, &shape);
+	onnx_known *r = f8_onnx_known_create(im, type.dtype, &shape);
 	if (!r)
 		return NOT_FOLDED;
 	for (uint32_t i = 0; fill && i < r->count; i++)
@@ -778,14 +778,14 @@ static fold_result fold(onnx_importer *im, const onnx_node *node, onnx_known **o
 	return NOT_FOLDED;
 }
 
-f8_status onnx_known_fold(onnx_importer *im, const onnx_node *node, onnx_known **out) {
+f8_status f8_onnx_known_fold(onnx_importer *im, const onnx_node *node, onnx_known **out) {
 	*out = NULL;
 	fold_result result = fold(im, node, out);
 	if (result == FOLD_ERROR) {
 		*out = NULL;
 		if (im->diag->status)
 			return im->diag->status;
-		return onnx_fail(im, F8_ERR_INVALID, "%s: an index is out of range",
+		return f8_onnx_fail(im, F8_ERR_INVALID, "%s: an index is out of range",
 				 node->proto->op_type);
 	}
 	if (result == NOT_FOLDED)

@@ -8,7 +8,7 @@
 #include <stdio.h>  // snprintf
 #include <string.h> // strcmp, memcpy
 
-#include "frontend/onnx/onnx_internal.h" // onnx_importer, onnx_node, onnx_emit
+#include "frontend/onnx/onnx_internal.h" // onnx_importer, onnx_node, f8_onnx_emit
 #include "ir/arena.h"                    // f8_arena_alloc_array
 #include "ir/verify.h"                   // f8_node_infer_types
 
@@ -20,7 +20,7 @@ enum {
 	ATTR_INTS = 7,
 };
 
-const F8cOnnx__AttributeProto *onnx_attr(const onnx_node *node, const char *name) {
+const F8cOnnx__AttributeProto *f8_onnx_attr(const onnx_node *node, const char *name) {
 	for (size_t i = 0; i < node->proto->n_attribute; i++) {
 		const F8cOnnx__AttributeProto *attr = node->proto->attribute[i];
 		if (attr->name && strcmp(attr->name, name) == 0)
@@ -32,12 +32,12 @@ const F8cOnnx__AttributeProto *onnx_attr(const onnx_node *node, const char *name
 /* Attribute `name` of ONNX type `type`, or NULL when absent; a wrong type is an error. */
 static f8_status typed_attr(onnx_importer *im, const onnx_node *node, const char *name, int type,
 			    const F8cOnnx__AttributeProto **out) {
-	*out = onnx_attr(node, name);
+	*out = f8_onnx_attr(node, name);
 	if (*out && (*out)->ref_attr_name)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "attribute %s refers to a function's "
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "attribute %s refers to a function's "
 				 "attribute; f8c reads inlined graphs only", name);
 	if (*out && (int)(*out)->type != type)
-		return onnx_fail(im, F8_ERR_INVALID, "attribute %s has type %d, expected %d", name,
+		return f8_onnx_fail(im, F8_ERR_INVALID, "attribute %s has type %d, expected %d", name,
 				 (*out)->type, type);
 	return F8_OK;
 }
@@ -64,7 +64,7 @@ static f8_status input_value(onnx_importer *im, const onnx_node *node, uint32_t 
 	*out = F8_NONE;
 	if (i >= node->n_inputs || !node->inputs[i])
 		return F8_OK;
-	return onnx_value_of(im, node->inputs[i], out);
+	return f8_onnx_value_of(im, node->inputs[i], out);
 }
 
 /* The IR values of inputs [0, n). */
@@ -89,16 +89,16 @@ static f8_status input_dims(onnx_importer *im, const onnx_node *node, uint32_t i
 		return F8_OK;
 	const onnx_known *known = node->inputs[i]->known;
 	if (known && !known->ints)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) must be an integer tensor, not "
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) must be an integer tensor, not "
 				 "%s", i, what, f8_dtype_name(known->dtype));
 	if (!known) {
-		onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) must be an integer tensor computed "
+		f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) must be an integer tensor computed "
 			  "from constants and shapes; here it depends on data", i, what);
 		f8_diag_hint(im->diag, "f8c keeps shapes static; --dim fixes symbolic sizes");
 		return F8_ERR_UNSUPPORTED;
 	}
 	if (known->count > max)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) has %u elements, more than %u",
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) has %u elements, more than %u",
 				 i, what, known->count, max);
 	for (uint32_t k = 0; k < known->count; k++)
 		out[k] = known->ints[k];
@@ -113,7 +113,7 @@ static f8_status input_ints(onnx_importer *im, const onnx_node *node, uint32_t i
 	f8_status status = input_dims(im, node, i, what, dims, max < F8_MAX_RANK ? max : F8_MAX_RANK, n);
 	for (uint32_t k = 0; !status && k < *n; k++) {
 		if (!f8_dim_is_const(dims[k])) {
-			onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) depends on a symbolic size", i,
+			f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "input %u (%s) depends on a symbolic size", i,
 				  what);
 			f8_diag_hint(im->diag, "bind it with --dim");
 			return F8_ERR_UNSUPPORTED;
@@ -127,7 +127,7 @@ static f8_status input_ints(onnx_importer *im, const onnx_node *node, uint32_t i
 static f8_status require_inputs(onnx_importer *im, const onnx_node *node, uint32_t min) {
 	for (uint32_t i = 0; i < min; i++)
 		if (i >= node->n_inputs || !node->inputs[i])
-			return onnx_fail(im, F8_ERR_INVALID, "%s needs at least %u inputs",
+			return f8_onnx_fail(im, F8_ERR_INVALID, "%s needs at least %u inputs",
 					 node->proto->op_type, min);
 	return F8_OK;
 }
@@ -136,19 +136,19 @@ static f8_status require_inputs(onnx_importer *im, const onnx_node *node, uint32
 static f8_status emit_plain(onnx_importer *im, const onnx_node *node, f8_op op) {
 	f8_value_id inputs[4];
 	if (node->n_inputs > 4)
-		return onnx_fail(im, F8_ERR_INVALID, "%s has %u inputs", node->proto->op_type,
+		return f8_onnx_fail(im, F8_ERR_INVALID, "%s has %u inputs", node->proto->op_type,
 				 node->n_inputs);
 	f8_status status = input_values(im, node, node->n_inputs, inputs);
-	return status ? status : onnx_emit(im, node, op, inputs, node->n_inputs, NULL, 0, 1, NULL);
+	return status ? status : f8_onnx_emit(im, node, op, inputs, node->n_inputs, NULL, 0, 1, NULL);
 }
 
 /* Folds when the inputs are known; true in *done when it did. */
 static f8_status try_fold(onnx_importer *im, const onnx_node *node, bool *done) {
 	onnx_known *known;
-	f8_status status = onnx_known_fold(im, node, &known);
+	f8_status status = f8_onnx_known_fold(im, node, &known);
 	*done = !status && known;
 	if (*done)
-		status = onnx_bind_known(im, node, 0, known);
+		status = f8_onnx_bind_known(im, node, 0, known);
 	return status;
 }
 
@@ -170,13 +170,13 @@ static f8_status convert_plain(onnx_importer *im, const onnx_node *node, const c
 
 static f8_status convert_identity(onnx_importer *im, const onnx_node *node, const converter *c) {
 	(void)c;
-	return onnx_bind_alias(im, node, 0, node->inputs[0]);
+	return f8_onnx_bind_alias(im, node, 0, node->inputs[0]);
 }
 
 /* Max / Min take any number of inputs; the IR ops take two. */
 static f8_status convert_variadic(onnx_importer *im, const onnx_node *node, const converter *c) {
 	if (node->n_inputs == 1)
-		return onnx_bind_alias(im, node, 0, node->inputs[0]);
+		return f8_onnx_bind_alias(im, node, 0, node->inputs[0]);
 	bool done;
 	f8_status status = node->n_inputs == 2 ? try_fold(im, node, &done) : (done = false, F8_OK);
 	if (status || done)
@@ -198,7 +198,7 @@ static f8_status convert_variadic(onnx_importer *im, const onnx_node *node, cons
 				acc = next;
 			}
 		} else if (!status) {
-			status = onnx_emit(im, node, c->op, pair, 2, NULL, 0, 1, NULL);
+			status = f8_onnx_emit(im, node, c->op, pair, 2, NULL, 0, 1, NULL);
 		}
 	}
 	return status;
@@ -206,42 +206,42 @@ static f8_status convert_variadic(onnx_importer *im, const onnx_node *node, cons
 
 static f8_status convert_constant(onnx_importer *im, const onnx_node *node, const converter *c) {
 	(void)c;
-	const F8cOnnx__AttributeProto *value = onnx_attr(node, "value");
+	const F8cOnnx__AttributeProto *value = f8_onnx_attr(node, "value");
 	onnx_known *known = NULL;
 	if (node->proto->n_attribute != 1)
-		return onnx_fail(im, F8_ERR_INVALID, "Constant needs exactly one value attribute");
+		return f8_onnx_fail(im, F8_ERR_INVALID, "Constant needs exactly one value attribute");
 	const F8cOnnx__AttributeProto *attr = node->proto->attribute[0];
 	const char *name = attr->name ? attr->name : "";
 	if (value && value->t) {
 		f8_type type = {0};
 		uint64_t n_bytes;
-		f8_status status = onnx_tensor_check(im, value->t, &type, &n_bytes);
+		f8_status status = f8_onnx_tensor_check(im, value->t, &type, &n_bytes);
 		if (status)
 			return status;
 		if (n_bytes > ONNX_MAX_KNOWN_ELEMENTS * f8_dtype_get_info(type.dtype)->bytes)
-			return onnx_fail(im, F8_ERR_UNSUPPORTED, "a Constant of %llu bytes; f8c folds "
+			return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "a Constant of %llu bytes; f8c folds "
 					 "constants up to %d elements (put weights in initializers)",
 					 (unsigned long long)n_bytes, ONNX_MAX_KNOWN_ELEMENTS);
-		status = onnx_tensor_known(im, value->t, &type, &known);
-		return status ? status : onnx_bind_known(im, node, 0, known);
+		status = f8_onnx_tensor_known(im, value->t, &type, &known);
+		return status ? status : f8_onnx_bind_known(im, node, 0, known);
 	}
 	bool is_int = strcmp(name, "value_int") == 0 || strcmp(name, "value_ints") == 0;
 	bool is_float = strcmp(name, "value_float") == 0 || strcmp(name, "value_floats") == 0;
 	bool list = strcmp(name, "value_ints") == 0 || strcmp(name, "value_floats") == 0;
 	if (!is_int && !is_float)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Constant with attribute %s", name);
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Constant with attribute %s", name);
 	size_t n = list ? (is_int ? attr->n_ints : attr->n_floats) : 1;
 	f8_shape shape = {.rank = list ? 1 : 0, .dims = {f8_dim_const((int64_t)n)}};
-	known = onnx_known_create(im, is_int ? F8_DTYPE_I64 : F8_DTYPE_F32, &shape);
+	known = f8_onnx_known_create(im, is_int ? F8_DTYPE_I64 : F8_DTYPE_F32, &shape);
 	if (!known)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "a Constant list of %zu elements", n);
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "a Constant list of %zu elements", n);
 	for (size_t i = 0; i < n; i++) {
 		if (is_int)
 			known->ints[i] = f8_dim_const(list ? attr->ints[i] : attr->i);
 		else
 			known->floats[i] = list ? attr->floats[i] : attr->f;
 	}
-	return onnx_bind_known(im, node, 0, known);
+	return f8_onnx_bind_known(im, node, 0, known);
 }
 
 static f8_status convert_shape(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -249,7 +249,7 @@ static f8_status convert_shape(onnx_importer *im, const onnx_node *node, const c
 	f8_status status = try_fold(im, node, &done);
 	(void)c;
 	if (!status && !done)
-		status = onnx_fail(im, F8_ERR_UNSUPPORTED, "Shape of a tensor too large to fold");
+		status = f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Shape of a tensor too large to fold");
 	return status;
 }
 
@@ -262,8 +262,8 @@ static f8_status convert_cast(onnx_importer *im, const onnx_node *node, const co
 		status = attr_int(im, node, "saturate", 1, &saturate);
 	if (status)
 		return status;
-	if (!onnx_dtype((int32_t)to, &dtype))
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Cast to %s", onnx_dtype_name((int32_t)to));
+	if (!f8_onnx_dtype((int32_t)to, &dtype))
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Cast to %s", f8_onnx_dtype_name((int32_t)to));
 	if ((status = try_fold(im, node, &done)) || done)
 		return status;
 	f8_value_id x;
@@ -273,7 +273,7 @@ static f8_status convert_cast(onnx_importer *im, const onnx_node *node, const co
 	// saturate only means something for FP8 targets; ONNX's default (1) is left implicit.
 	uint32_t n_attrs = f8_dtype_is_fp8(dtype) && saturate == 0 ? 2 : 1;
 	(void)c;
-	return status ? status : onnx_emit(im, node, F8_OP_CAST, &x, 1, attrs, n_attrs, 1, NULL);
+	return status ? status : f8_onnx_emit(im, node, F8_OP_CAST, &x, 1, attrs, n_attrs, 1, NULL);
 }
 
 static f8_status convert_cast_like(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -286,7 +286,7 @@ static f8_status convert_cast_like(onnx_importer *im, const onnx_node *node, con
 	bool fp8 = !status && f8_dtype_is_fp8(im->graph->values[inputs[1]].type.dtype);
 	(void)c;
 	return status ? status
-		      : onnx_emit(im, node, F8_OP_CAST_LIKE, inputs, 2, &attr, fp8 && !saturate, 1, NULL);
+		      : f8_onnx_emit(im, node, F8_OP_CAST_LIKE, inputs, 2, &attr, fp8 && !saturate, 1, NULL);
 }
 
 /* Reshape and Expand: the shape input becomes the `shape` attribute. */
@@ -307,7 +307,7 @@ static f8_status convert_reshape(onnx_importer *im, const onnx_node *node, const
 		return status;
 	f8_attr attrs[2] = {{.name = "shape", .kind = F8_ATTR_DIMS, .dims = {n, dims}},
 			    {.name = "allowzero", .kind = F8_ATTR_INT, .i = allow_zero}};
-	return onnx_emit(im, node, c->op, &x, 1, attrs, allow_zero ? 2 : 1, 1, NULL);
+	return f8_onnx_emit(im, node, c->op, &x, 1, attrs, allow_zero ? 2 : 1, 1, NULL);
 }
 
 /* Squeeze and Unsqueeze: axes from the second input. */
@@ -324,7 +324,7 @@ static f8_status convert_squeeze(onnx_importer *im, const onnx_node *node, const
 		return status;
 	bool has_axes = node->n_inputs > 1 && node->inputs[1];
 	f8_attr attr = {.name = "axes", .kind = F8_ATTR_INTS, .ints = {n, axes}};
-	return onnx_emit(im, node, c->op, &x, 1, &attr, has_axes, 1, NULL);
+	return f8_onnx_emit(im, node, c->op, &x, 1, &attr, has_axes, 1, NULL);
 }
 
 static f8_status convert_concat(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -332,7 +332,7 @@ static f8_status convert_concat(onnx_importer *im, const onnx_node *node, const 
 	bool done;
 	f8_status status = attr_int(im, node, "axis", INT64_MIN, &axis);
 	if (!status && axis == INT64_MIN)
-		status = onnx_fail(im, F8_ERR_INVALID, "Concat needs attribute axis");
+		status = f8_onnx_fail(im, F8_ERR_INVALID, "Concat needs attribute axis");
 	if (!status)
 		status = try_fold(im, node, &done);
 	if (status || done)
@@ -344,7 +344,7 @@ static f8_status convert_concat(onnx_importer *im, const onnx_node *node, const 
 		return status;
 	f8_attr attr = {.name = "axis", .kind = F8_ATTR_INT, .i = axis};
 	(void)c;
-	return onnx_emit(im, node, F8_OP_CONCAT, inputs, node->n_inputs, &attr, 1, 1, NULL);
+	return f8_onnx_emit(im, node, F8_OP_CONCAT, inputs, node->n_inputs, &attr, 1, 1, NULL);
 }
 
 static f8_status convert_split(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -360,11 +360,11 @@ static f8_status convert_split(onnx_importer *im, const onnx_node *node, const c
 	if (status)
 		return status;
 	if (node->proto->n_output > 64)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Split into %zu parts", node->proto->n_output);
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Split into %zu parts", node->proto->n_output);
 	f8_attr attrs[2] = {{.name = "axis", .kind = F8_ATTR_INT, .i = axis},
 			    {.name = "split", .kind = F8_ATTR_DIMS, .dims = {n, split}}};
 	(void)c;
-	return onnx_emit(im, node, F8_OP_SPLIT, &x, 1, attrs, n ? 2 : 1,
+	return f8_onnx_emit(im, node, F8_OP_SPLIT, &x, 1, attrs, n ? 2 : 1,
 			 (uint32_t)node->proto->n_output, NULL);
 }
 
@@ -394,7 +394,7 @@ static f8_status convert_slice(onnx_importer *im, const onnx_node *node, const c
 	if (n_steps)
 		attrs[n_attrs++] = attrs[3];
 	(void)c;
-	return onnx_emit(im, node, F8_OP_SLICE, &x, 1, attrs, n_attrs, 1, NULL);
+	return f8_onnx_emit(im, node, F8_OP_SLICE, &x, 1, attrs, n_attrs, 1, NULL);
 }
 
 /* Ops with one optional INT attribute of the same name in ONNX and the IR. */
@@ -414,7 +414,7 @@ static f8_status convert_axis_op(onnx_importer *im, const onnx_node *node, const
 	if ((status = input_values(im, node, n, inputs)))
 		return status;
 	f8_attr attr = {.name = name, .kind = F8_ATTR_INT, .i = value};
-	return onnx_emit(im, node, c->op, inputs, n, &attr, value != fallback, 1, NULL);
+	return f8_onnx_emit(im, node, c->op, inputs, n, &attr, value != fallback, 1, NULL);
 }
 
 static f8_status convert_gather(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -441,9 +441,9 @@ static f8_status convert_range(onnx_importer *im, const onnx_node *node, const c
 	    (status = input_dims(im, node, 2, "delta", &delta, 1, &n_delta)))
 		return status;
 	if (n_start != 1 || n_limit != 1 || n_delta != 1)
-		return onnx_fail(im, F8_ERR_INVALID, "Range's start, limit and delta must be scalars");
+		return f8_onnx_fail(im, F8_ERR_INVALID, "Range's start, limit and delta must be scalars");
 	if (!f8_dim_is_const(start) || !f8_dim_is_const(delta))
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Range with a symbolic start or delta");
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Range with a symbolic start or delta");
 	f8_attr attrs[4] = {
 		{.name = "start", .kind = F8_ATTR_INT, .i = f8_dim_value(start)},
 		{.name = "limit", .kind = F8_ATTR_DIM, .dim = limit},
@@ -451,7 +451,7 @@ static f8_status convert_range(onnx_importer *im, const onnx_node *node, const c
 		{.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = node->inputs[0]->known->dtype},
 	};
 	(void)c;
-	return onnx_emit(im, node, F8_OP_RANGE, NULL, 0, attrs, 4, 1, NULL);
+	return f8_onnx_emit(im, node, F8_OP_RANGE, NULL, 0, attrs, 4, 1, NULL);
 }
 
 static f8_status convert_constant_of_shape(onnx_importer *im, const onnx_node *node,
@@ -471,20 +471,20 @@ static f8_status convert_constant_of_shape(onnx_importer *im, const onnx_node *n
 	if (value && value->t) {
 		f8_type type = {0};
 		uint64_t n_bytes;
-		if ((status = onnx_tensor_check(im, value->t, &type, &n_bytes)))
+		if ((status = f8_onnx_tensor_check(im, value->t, &type, &n_bytes)))
 			return status;
 		if (n_bytes != f8_dtype_get_info(type.dtype)->bytes)
-			return onnx_fail(im, F8_ERR_INVALID, "ConstantOfShape's value must hold one "
+			return f8_onnx_fail(im, F8_ERR_INVALID, "ConstantOfShape's value must hold one "
 					 "element, not %llu bytes of %s", (unsigned long long)n_bytes,
 					 f8_dtype_name(type.dtype));
-		if ((status = onnx_tensor_known(im, value->t, &type, &fill)) ||
-		    (status = onnx_known_to_tensor(im, fill, &tensor)))
+		if ((status = f8_onnx_tensor_known(im, value->t, &type, &fill)) ||
+		    (status = f8_onnx_known_to_tensor(im, fill, &tensor)))
 			return status;
 	}
 	f8_attr attrs[2] = {{.name = "shape", .kind = F8_ATTR_DIMS, .dims = {n, dims}},
 			    {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &tensor}};
 	(void)c;
-	return onnx_emit(im, node, F8_OP_CONSTANT_OF_SHAPE, NULL, 0, attrs, fill ? 2 : 1, 1, NULL);
+	return f8_onnx_emit(im, node, F8_OP_CONSTANT_OF_SHAPE, NULL, 0, attrs, fill ? 2 : 1, 1, NULL);
 }
 
 static f8_status convert_trilu(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -499,7 +499,7 @@ static f8_status convert_trilu(onnx_importer *im, const onnx_node *node, const c
 	f8_attr attrs[2] = {{.name = "upper", .kind = F8_ATTR_INT, .i = upper},
 			    {.name = "k", .kind = F8_ATTR_INT, .i = k}};
 	(void)c;
-	return status ? status : onnx_emit(im, node, F8_OP_TRILU, &x, 1, attrs, 2, 1, NULL);
+	return status ? status : f8_onnx_emit(im, node, F8_OP_TRILU, &x, 1, attrs, 2, 1, NULL);
 }
 
 /* ReduceMean / ReduceSum / ReduceMax: axes from an attribute (older opsets) or the input. */
@@ -518,21 +518,21 @@ static f8_status convert_reduce(onnx_importer *im, const onnx_node *node, const 
 		for (uint32_t i = 0; i < n && i < F8_MAX_RANK; i++)
 			axes[i] = axes_attr->ints[i];
 		if (n > F8_MAX_RANK)
-			status = onnx_fail(im, F8_ERR_INVALID, "too many axes");
+			status = f8_onnx_fail(im, F8_ERR_INVALID, "too many axes");
 	} else if (!status) {
 		status = input_ints(im, node, 1, "axes", axes, F8_MAX_RANK, &n);
 	}
 	if (status)
 		return status;
 	if (n == 0 && noop)
-		return onnx_bind_alias(im, node, 0, node->inputs[0]);
+		return f8_onnx_bind_alias(im, node, 0, node->inputs[0]);
 	if ((status = input_value(im, node, 0, &x)))
 		return status;
 	f8_attr attrs[2] = {{.name = "axes", .kind = F8_ATTR_INTS, .ints = {n, axes}},
 			    {.name = "keepdims", .kind = F8_ATTR_INT, .i = keepdims}};
 	f8_attr *first = n ? attrs : attrs + 1;
 	uint32_t n_attrs = (n ? 1 : 0) + (keepdims != 1);
-	return onnx_emit(im, node, c->op, &x, 1, first, n_attrs, 1, NULL);
+	return f8_onnx_emit(im, node, c->op, &x, 1, first, n_attrs, 1, NULL);
 }
 
 static f8_status convert_cum_sum(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -545,14 +545,14 @@ static f8_status convert_cum_sum(onnx_importer *im, const onnx_node *node, const
 	if (!status)
 		status = input_ints(im, node, 1, "axis", &axis, 1, &n);
 	if (!status && n != 1)
-		status = onnx_fail(im, F8_ERR_INVALID, "CumSum needs one axis");
+		status = f8_onnx_fail(im, F8_ERR_INVALID, "CumSum needs one axis");
 	if (!status)
 		status = input_value(im, node, 0, &x);
 	f8_attr attrs[3] = {{.name = "axis", .kind = F8_ATTR_INT, .i = axis},
 			    {.name = "exclusive", .kind = F8_ATTR_INT, .i = exclusive},
 			    {.name = "reverse", .kind = F8_ATTR_INT, .i = reverse}};
 	(void)c;
-	return status ? status : onnx_emit(im, node, F8_OP_CUM_SUM, &x, 1, attrs, 3, 1, NULL);
+	return status ? status : f8_onnx_emit(im, node, F8_OP_CUM_SUM, &x, 1, attrs, 3, 1, NULL);
 }
 
 /* The number of outputs up to the last one named (optional outputs may be left empty). */
@@ -574,7 +574,7 @@ static f8_status convert_layer_norm(onnx_importer *im, const onnx_node *node, co
 	if (!status)
 		status = attr_int(im, node, "stash_type", 1, &stash_type);
 	if (!status && stash_type != 1)
-		status = onnx_fail(im, F8_ERR_UNSUPPORTED, "LayerNormalization with stash_type %lld; "
+		status = f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "LayerNormalization with stash_type %lld; "
 				   "f8c computes norms' statistics in f32 (stash_type 1)",
 				   (long long)stash_type);
 	uint32_t n = node->n_inputs > 3 ? 3 : node->n_inputs;
@@ -586,7 +586,7 @@ static f8_status convert_layer_norm(onnx_importer *im, const onnx_node *node, co
 	uint32_t outputs = named_outputs(node);
 	(void)c;
 	return status ? status
-		      : onnx_emit(im, node, F8_OP_LAYER_NORM, inputs, n, attrs, 2,
+		      : f8_onnx_emit(im, node, F8_OP_LAYER_NORM, inputs, n, attrs, 2,
 				  outputs ? outputs : 1, NULL);
 }
 
@@ -615,7 +615,7 @@ static f8_status convert_gemm(onnx_importer *im, const onnx_node *node, const co
 		if (!defaults[i])
 			kept[n_attrs++] = attrs[i];
 	(void)c;
-	return status ? status : onnx_emit(im, node, F8_OP_GEMM, inputs, n, kept, n_attrs, 1, NULL);
+	return status ? status : f8_onnx_emit(im, node, F8_OP_GEMM, inputs, n, kept, n_attrs, 1, NULL);
 }
 
 static f8_status convert_gelu(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -629,13 +629,13 @@ static f8_status convert_gelu(onnx_importer *im, const onnx_node *node, const co
 	char text[16] = "none";
 	if (approximate) {
 		if (approximate->s.len >= sizeof text)
-			return onnx_fail(im, F8_ERR_INVALID, "Gelu's approximate is not none or tanh");
+			return f8_onnx_fail(im, F8_ERR_INVALID, "Gelu's approximate is not none or tanh");
 		memcpy(text, approximate->s.data, approximate->s.len);
 		text[approximate->s.len] = '\0';
 	}
 	f8_attr attr = {.name = "approximate", .kind = F8_ATTR_STRING, .s = text};
 	(void)c;
-	return onnx_emit(im, node, F8_OP_GELU, &x, 1, &attr, strcmp(text, "none") != 0, 1, NULL);
+	return f8_onnx_emit(im, node, F8_OP_GELU, &x, 1, &attr, strcmp(text, "none") != 0, 1, NULL);
 }
 
 /* Dropout in an inference graph is the identity (ONNX: training_mode false by default). */
@@ -647,11 +647,11 @@ static f8_status convert_dropout(onnx_importer *im, const onnx_node *node, const
 	if (status)
 		return status;
 	if (training)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Dropout in training mode: f8c imports the "
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Dropout in training mode: f8c imports the "
 				 "inference graph and adds dropout when it builds training");
 	if (named_outputs(node) > 1)
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "Dropout's mask output is read");
-	return onnx_bind_alias(im, node, 0, node->inputs[0]);
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Dropout's mask output is read");
+	return f8_onnx_bind_alias(im, node, 0, node->inputs[0]);
 }
 
 static f8_status convert_quantize_linear(onnx_importer *im, const onnx_node *node,
@@ -674,15 +674,15 @@ static f8_status convert_quantize_linear(onnx_importer *im, const onnx_node *nod
 	f8_dtype to = F8_DTYPE_U8;
 	if (n == 3 && inputs[2] != F8_NONE)
 		to = im->graph->values[inputs[2]].type.dtype;
-	else if (output_dtype && !onnx_dtype((int32_t)output_dtype, &to))
-		return onnx_fail(im, F8_ERR_UNSUPPORTED, "QuantizeLinear to %s",
-				 onnx_dtype_name((int32_t)output_dtype));
+	else if (output_dtype && !f8_onnx_dtype((int32_t)output_dtype, &to))
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "QuantizeLinear to %s",
+				 f8_onnx_dtype_name((int32_t)output_dtype));
 	f8_attr attrs[4] = {{.name = "to", .kind = F8_ATTR_DTYPE, .dtype = to},
 			    {.name = "axis", .kind = F8_ATTR_INT, .i = axis},
 			    {.name = "saturate", .kind = F8_ATTR_INT, .i = saturate},
 			    {.name = "block_size", .kind = F8_ATTR_INT, .i = block_size}};
 	(void)c;
-	return onnx_emit(im, node, F8_OP_QUANTIZE_LINEAR, inputs, n, attrs, block_size ? 4 : 3, 1,
+	return f8_onnx_emit(im, node, F8_OP_QUANTIZE_LINEAR, inputs, n, attrs, block_size ? 4 : 3, 1,
 			 NULL);
 }
 
@@ -700,7 +700,7 @@ static f8_status convert_dequantize_linear(onnx_importer *im, const onnx_node *n
 			    {.name = "block_size", .kind = F8_ATTR_INT, .i = block_size}};
 	(void)c;
 	return status ? status
-		      : onnx_emit(im, node, F8_OP_DEQUANTIZE_LINEAR, inputs, n, attrs,
+		      : f8_onnx_emit(im, node, F8_OP_DEQUANTIZE_LINEAR, inputs, n, attrs,
 				  block_size ? 2 : 1, 1, NULL);
 }
 
@@ -711,7 +711,7 @@ static f8_status convert_transpose(onnx_importer *im, const onnx_node *node, con
 	int64_t items[F8_MAX_RANK];
 	f8_status status = typed_attr(im, node, "perm", ATTR_INTS, &perm);
 	if (!status && perm && perm->n_ints > F8_MAX_RANK)
-		status = onnx_fail(im, F8_ERR_INVALID, "perm has %zu entries", perm->n_ints);
+		status = f8_onnx_fail(im, F8_ERR_INVALID, "perm has %zu entries", perm->n_ints);
 	if (!status)
 		status = input_value(im, node, 0, &x);
 	if (status)
@@ -720,7 +720,7 @@ static f8_status convert_transpose(onnx_importer *im, const onnx_node *node, con
 	for (uint32_t i = 0; i < n; i++)
 		items[i] = perm->ints[i];
 	f8_attr attr = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {n, items}};
-	return onnx_emit(im, node, F8_OP_TRANSPOSE, &x, 1, &attr, perm != NULL, 1, NULL);
+	return f8_onnx_emit(im, node, F8_OP_TRANSPOSE, &x, 1, &attr, perm != NULL, 1, NULL);
 }
 
 /* The supported operators, by ONNX name. */
@@ -787,7 +787,7 @@ static const converter converters[] = {
 	{"Where", convert_plain, F8_OP_WHERE, 3},
 };
 
-void onnx_supported_ops(char *buffer, size_t size) {
+void f8_onnx_supported_ops(char *buffer, size_t size) {
 	size_t used = 0;
 	buffer[0] = '\0';
 	for (size_t i = 0; i < sizeof converters / sizeof converters[0] && used < size; i++)
@@ -795,7 +795,7 @@ void onnx_supported_ops(char *buffer, size_t size) {
 					 converters[i].name);
 }
 
-f8_status onnx_convert_node(onnx_importer *im, const onnx_node *node) {
+f8_status f8_onnx_convert_node(onnx_importer *im, const onnx_node *node) {
 	const F8cOnnx__NodeProto *proto = node->proto;
 	const char *domain = proto->domain ? proto->domain : "";
 	const converter *c = NULL;
@@ -805,8 +805,8 @@ f8_status onnx_convert_node(onnx_importer *im, const onnx_node *node) {
 				c = &converters[i];
 	if (!c) {
 		char supported[1024];
-		onnx_supported_ops(supported, sizeof supported);
-		onnx_fail(im, F8_ERR_UNSUPPORTED, "f8c does not support operator %s%s%s", domain,
+		f8_onnx_supported_ops(supported, sizeof supported);
+		f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "f8c does not support operator %s%s%s", domain,
 			  *domain ? "." : "", proto->op_type);
 		f8_diag_hint(im->diag, "supported (default domain, opsets %d-%d): %s", ONNX_OPSET_MIN,
 			     ONNX_OPSET_MAX, supported);
@@ -814,7 +814,7 @@ f8_status onnx_convert_node(onnx_importer *im, const onnx_node *node) {
 	}
 	f8_status status = require_inputs(im, node, c->min_inputs);
 	if (!status && proto->n_output < 1)
-		status = onnx_fail(im, F8_ERR_INVALID, "%s has no outputs", proto->op_type);
+		status = f8_onnx_fail(im, F8_ERR_INVALID, "%s has no outputs", proto->op_type);
 	if (status)
 		return status;
 	return c->convert(im, node, c);

@@ -1,7 +1,7 @@
 /*
  * The comparison rule of kernel outputs against the reference (tests/codegen/case_compare.h).
  */
-#include "tests/codegen/case_compare.h" // case_compare, case_comparison
+#include "tests/codegen/case_compare.h" // f8_case_compare, case_comparison
 
 #include <math.h>   // fabs, isfinite, isnan
 #include <string.h> // memcmp
@@ -9,14 +9,14 @@
 #include "ir/dtype.h" // f8_dtype_is_fp8
 #include "ir/fp8.h"   // f8_float_decode
 
-uint64_t case_hash(const void *data, size_t bytes) {
+uint64_t f8_case_hash(const void *data, size_t bytes) {
 	uint64_t hash = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < bytes; i++)
 		hash = (hash ^ ((const uint8_t *)data)[i]) * 0x100000001b3ull;
 	return hash;
 }
 
-int case_code_distance(f8_dtype dtype, uint8_t a, uint8_t b) {
+int f8_case_code_distance(f8_dtype dtype, uint8_t a, uint8_t b) {
 	if (a == b)
 		return 0;
 	float x = f8_float_decode(dtype, a), y = f8_float_decode(dtype, b);
@@ -31,7 +31,7 @@ int case_code_distance(f8_dtype dtype, uint8_t a, uint8_t b) {
 	return between + 1;
 }
 
-void case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neighbour,
+void f8_case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neighbour,
 		  bool rounded_twice, case_comparison *out) {
 	f8_dtype dtype = reference->dtype;
 	f8_rt_tensor view = *reference;
@@ -55,7 +55,7 @@ void case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neigh
 		if (!ok && codes && fp8_neighbour) {
 			uint8_t a = ((const uint8_t *)reference->data)[i];
 			uint8_t b = ((const uint8_t *)got)[i];
-			ok = case_code_distance(dtype, a, b) <= 1 || error <= 1e-5 * largest;
+			ok = f8_case_code_distance(dtype, a, b) <= 1 || error <= 1e-5 * largest;
 		} else if (!ok && !codes) {
 			double relative = dtype == F8_DTYPE_BF16 ? (rounded_twice ? 2.0 : 1.0) / 128 : 2e-5;
 			ok = error <= relative * fabs(want) + 1e-5 * largest;

@@ -41,11 +41,11 @@ typedef struct case_comparison {
 /* The 64-bit FNV-1a hash of `bytes` bytes: how the cases carry the host JIT's outputs (the
  * tensors themselves would not fit in what a GPU run can carry), so that the GPU's outputs are
  * checked bit for bit against them. */
-uint64_t case_hash(const void *data, size_t bytes);
+uint64_t f8_case_hash(const void *data, size_t bytes);
 
 /* How far apart two FP8 codes of `dtype` are in value order: 0 equal, 1 neighbours, 99 when
  * one is NaN and the other is not the same code. */
-int case_code_distance(f8_dtype dtype, uint8_t a, uint8_t b);
+int f8_case_code_distance(f8_dtype dtype, uint8_t a, uint8_t b);
 
 /* Whether `value` is rounded twice in its computation (the rule above): the output of an
  * RMSNorm of bf16 or f16 input. */
@@ -63,7 +63,7 @@ static inline bool case_rounded_twice(const f8_graph *graph, f8_value_id value) 
  * `reference` by the rule above; `fp8_neighbour` allows FP8 codes one apart, `rounded_twice`
  * two bf16 ulps. Nothing is written but *out.
  */
-void case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neighbour,
+void f8_case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neighbour,
 		  bool rounded_twice, case_comparison *out);
 
 #endif

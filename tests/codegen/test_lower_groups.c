@@ -31,7 +31,7 @@
 #include "runtime/cpu/generated.h" // f8_cpu_generated_create, f8_cpu_generated_run
 #include "runtime/cpu/kernels.h"   // f8_cpu_kernel_get, f8_cpu_kernel_call
 #include "runtime/tensor.h"      // f8_rt_tensor
-#include "tests/codegen/case_compare.h" // case_compare
+#include "tests/codegen/case_compare.h" // f8_case_compare
 #include "tests/test_support.h"  // CHECK, test_finish
 
 static unsigned seed;
@@ -191,7 +191,7 @@ static f8_status run_reference(const f8_graph *graph, uint32_t group, const int6
 static void compare(const f8_graph *graph, f8_value_id value, const f8_rt_tensor *reference,
 		    const void *got, bool exact_fp8, const char *kernel) {
 	case_comparison result;
-	case_compare(reference, got, !exact_fp8, case_rounded_twice(graph, value), &result);
+	f8_case_compare(reference, got, !exact_fp8, case_rounded_twice(graph, value), &result);
 	if (result.bad)
 		printf("  %s: %%%s: %lld of %lld elements differ; first at %lld: reference %.9g, "
 		       "kernel %.9g\n",
@@ -909,7 +909,7 @@ static char *adamw_many_text(uint32_t n) {
 	return text;
 }
 
-/* 300 parameters (adamw_many_text): within the rule of case_compare, then bit for bit at steps
+/* 300 parameters (adamw_many_text): within the rule of f8_case_compare, then bit for bit at steps
  * 1 to 40. */
 static void check_adamw_many(void) {
 	char *text = adamw_many_text(300);

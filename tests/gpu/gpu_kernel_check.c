@@ -38,7 +38,7 @@
 #include "runtime/cuda/driver.h"    // f8_cuda_*
 #include "runtime/safetensors.h"    // f8_safetensors_open, f8_safetensors_read
 #include "runtime/tensor.h"         // f8_rt_tensor
-#include "tests/codegen/case_compare.h" // case_compare, case_hash
+#include "tests/codegen/case_compare.h" // f8_case_compare, f8_case_hash
 
 enum { WARM_UP = 3, TIMED = 25 };
 
@@ -59,7 +59,7 @@ typedef struct case_buffer {
 	bool fp8_neighbour;  // outputs: FP8 codes may be one apart from the reference
 	bool rounded_twice;  // outputs: rounded twice, two bf16 ulps apart (case_compare.h)
 	bool jit_matches;    // outputs: the host JIT's output is within the rule
-	uint64_t jit_hash;   // outputs: case_hash of the host JIT's bytes
+	uint64_t jit_hash;   // outputs: f8_case_hash of the host JIT's bytes
 	CUdeviceptr device;  // 0 when none (no bytes)
 } case_buffer;
 
@@ -403,8 +403,8 @@ static bool check_output(const f8_safetensors *file, const kernel_case *c,
 	f8_rt_tensor reference;
 	read_tensor(file, c, buffer, ".reference", &reference);
 	case_comparison result;
-	case_compare(&reference, got, buffer->fp8_neighbour, buffer->rounded_twice, &result);
-	bool identical = case_hash(got, buffer->bytes) == buffer->jit_hash;
+	f8_case_compare(&reference, got, buffer->fp8_neighbour, buffer->rounded_twice, &result);
+	bool identical = f8_case_hash(got, buffer->bytes) == buffer->jit_hash;
 	tally->outputs++;
 	tally->identical_with_jit += identical;
 	if (result.bad)

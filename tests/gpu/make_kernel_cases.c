@@ -39,7 +39,7 @@
  *                in: "random": normal|scale|bool|label|id|amax;
  *                out and acc: "fp8_neighbour" (codes may be one apart), "rounded_twice"
  *                             (two bf16 ulps apart: case_compare.h),
- *                             "jit_matches_reference", "jit_hash" (case_hash, 16 hex digits)}],
+ *                             "jit_matches_reference", "jit_hash" (f8_case_hash, 16 hex digits)}],
  *    "scratch": [{"dtype", "count"}], zeroed before the first launch,
  *    "error": what a nonzero scratch[error_scratch] (i64) means, or null, "error_scratch",
  *    "launches": [{"kernel", "geometry": {"threads_per_block", "rows_per_block",
@@ -80,7 +80,7 @@
 #include "runtime/cpu/kernels.h"    // f8_cpu_kernel_get, f8_cpu_kernel_call
 #include "runtime/safetensors.h"    // f8_safetensors_write
 #include "runtime/tensor.h"         // f8_rt_tensor
-#include "tests/codegen/case_compare.h" // case_compare, case_hash
+#include "tests/codegen/case_compare.h" // f8_case_compare, f8_case_hash
 
 static unsigned seed;
 
@@ -592,11 +592,11 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 			continue;
 		}
 		case_comparison result;
-		case_compare(reference[id], jit[id].data, neighbour, case_rounded_twice(graph, id),
+		f8_case_compare(reference[id], jit[id].data, neighbour, case_rounded_twice(graph, id),
 			     &result);
 		char hash[32];
 		snprintf(hash, sizeof hash, "%016llx",
-			 (unsigned long long)case_hash(jit[id].data, jit[id].n_bytes));
+			 (unsigned long long)f8_case_hash(jit[id].data, jit[id].n_bytes));
 		json_object_set_new(entry, "jit_matches_reference", json_boolean(result.bad == 0));
 		json_object_set_new(entry, "jit_hash", json_string(hash));
 		if (result.bad) {
