@@ -32,6 +32,8 @@ NAME_TABLE(role, F8_ROLE_LIST, F8_ROLE_COUNT)
 NAME_TABLE(phase, F8_PHASE_LIST, F8_PHASE_COUNT)
 NAME_TABLE(recipe, F8_RECIPE_LIST, F8_RECIPE_COUNT)
 NAME_TABLE(mesh_axis, F8_MESH_AXIS_LIST, F8_MESH_AXIS_COUNT)
+NAME_TABLE(reduction, F8_REDUCTION_LIST, F8_REDUCTION_COUNT)
+NAME_TABLE(placement_kind, F8_PLACEMENT_KIND_LIST, F8_PLACEMENT_KIND_COUNT)
 NAME_TABLE(kernel_family, F8_KERNEL_FAMILY_LIST, F8_KERNEL_FAMILY_COUNT)
 #undef NAME_ENTRY
 #undef NAME_TABLE
@@ -192,7 +194,6 @@ static f8_status new_value(f8_graph *graph, const char *name, f8_value_id *out, 
 		.role = F8_ROLE_ACTIVATION,
 		.producer = F8_NONE,
 		.precision = {.scaling_slot = F8_NONE},
-		.sharding = {.split_dim = -1},
 		.buffer_offset = -1,
 	};
 	index_insert(graph, id);

@@ -1,6 +1,6 @@
 /*
  * The IR graph: SSA values, nodes, attributes, and the per-value annotations that the passes
- * fill in (precision, sharding, buffer offset, recompute).
+ * fill in (precision, placements on the device mesh, buffer offset, recompute).
  *
  * Ownership: a graph owns everything reachable from it. Names, attribute payloads and node
  * operand lists live in the graph's arena; the value and node tables grow by reallocation, so
@@ -92,6 +92,35 @@ typedef enum f8_mesh_axis {
 	F8_MESH_AXIS_COUNT
 } f8_mesh_axis;
 
+/* X(ENUM, text name): the reductions a partial value awaits: gradients are summed, amaxes
+ * (DESIGN.md, "Distributed") are maxed. */
+#define F8_REDUCTION_LIST(X) \
+	X(SUM, "sum")        \
+	X(MAX, "max")
+
+typedef enum f8_reduction {
+#define F8_REDUCTION_ENUM(e, name) F8_REDUCTION_##e,
+	F8_REDUCTION_LIST(F8_REDUCTION_ENUM)
+#undef F8_REDUCTION_ENUM
+	F8_REDUCTION_COUNT
+} f8_reduction;
+
+/* X(ENUM, text name): how a value lies along one mesh axis, as PyTorch's DTensor says it: every
+ * rank of the axis holds all of it, or a slice of one dimension, or a term of a reduction not
+ * done yet. The text IR's annotations are keyed by the names (`shard=`, `partial=`; replicated,
+ * the default, is not written). REPLICATED stays first, so that a zeroed placement is it. */
+#define F8_PLACEMENT_KIND_LIST(X)        \
+	X(REPLICATED, "replicated")      \
+	X(SHARD, "shard")                \
+	X(PARTIAL, "partial")
+
+typedef enum f8_placement_kind {
+#define F8_PLACEMENT_KIND_ENUM(e, name) F8_PLACEMENT_KIND_##e,
+	F8_PLACEMENT_KIND_LIST(F8_PLACEMENT_KIND_ENUM)
+#undef F8_PLACEMENT_KIND_ENUM
+	F8_PLACEMENT_KIND_COUNT
+} f8_placement_kind;
+
 /* X(ENUM, text name): the kernel families the fuse pass groups nodes into (passes/fuse.c says
  * which nodes each may hold); codegen/ lowers each family's groups to kernel IR. */
 #define F8_KERNEL_FAMILY_LIST(X)                 \
@@ -119,6 +148,8 @@ bool f8_role_is_leaf(f8_role role);
 const char *f8_phase_name(f8_phase phase);
 const char *f8_recipe_name(f8_recipe recipe);
 const char *f8_mesh_axis_name(f8_mesh_axis axis);
+const char *f8_reduction_name(f8_reduction reduction);
+const char *f8_placement_kind_name(f8_placement_kind kind);
 const char *f8_kernel_family_name(f8_kernel_family family);
 
 /* Lookups by text name (`len` bytes at `name`); true and *out set when found. */
@@ -126,6 +157,8 @@ bool f8_role_from_name(const char *name, size_t len, f8_role *out);
 bool f8_phase_from_name(const char *name, size_t len, f8_phase *out);
 bool f8_recipe_from_name(const char *name, size_t len, f8_recipe *out);
 bool f8_mesh_axis_from_name(const char *name, size_t len, f8_mesh_axis *out);
+bool f8_reduction_from_name(const char *name, size_t len, f8_reduction *out);
+bool f8_placement_kind_from_name(const char *name, size_t len, f8_placement_kind *out);
 bool f8_kernel_family_from_name(const char *name, size_t len, f8_kernel_family *out);
 
 /* The precision decision for a value, filled by the precision and fp8-cast passes. */
@@ -136,12 +169,21 @@ typedef struct f8_precision {
 	const char *reason;    // why, in words ("fwd input of layers.3.mlp.fc1, HYBRID -> E4M3")
 } f8_precision;
 
-/* How a value is split over the device mesh, filled by the shard pass. */
-typedef struct f8_sharding {
-	bool sharded;            // false: replicated (the other fields are unused)
-	f8_mesh_axis mesh_axis;  // the mesh axis it is split over
-	int split_dim;           // the tensor dimension split, or -1 for a partial sum pending reduction
-} f8_sharding;
+/*
+ * How a value lies along one mesh axis, filled by the shard pass. One kind per axis, so that an
+ * axis cannot both split a value and hold partial terms of it. A value has one placement per
+ * axis (f8_value.placement): TP on dim 1 and ZeRO's DP on dim 0, say, or partial over TP and
+ * split over SP's CP. Several axes may split one dimension; they split it in mesh order (TP
+ * first, and each later axis splits the slices of the one before, as Megatron's distributed
+ * optimizer splits a TP shard over DP). A zeroed placement is replicated.
+ */
+typedef struct f8_placement {
+	f8_placement_kind kind;
+	union {
+		uint8_t dim;            // SHARD: the tensor dimension split, below the value's rank
+		f8_reduction reduction; // PARTIAL: how the ranks' terms combine into the value
+	};
+} f8_placement;
 
 /*
  * Where a parameter's initial contents come from: the weights of the model file it was imported
@@ -165,7 +207,7 @@ typedef struct f8_value {
 	uint32_t output_index; // which output of `producer`
 	// Annotations, left at their "none" values until the pass that decides them.
 	f8_precision precision;
-	f8_sharding sharding;
+	f8_placement placement[F8_MESH_AXIS_COUNT]; // by f8_mesh_axis; zeroed: replicated
 	int64_t buffer_offset; // byte offset in the step's slab, -1 while unplanned
 	bool recompute;        // dropped after the forward and recomputed in the backward
 	const f8_initializer *initializer; // initial contents of a parameter, or NULL

@@ -97,6 +97,26 @@ static json_t *attr_json(const f8_graph *graph, const f8_attr *attr) {
 	}
 }
 
+/* The value's placements, keyed by mesh axis: {"tp": {"shard": 0}, "dp": {"partial": "sum"}};
+ * NULL when it is replicated on every axis (replicated axes are left out, as the text leaves
+ * them out). */
+static json_t *placements_json(const f8_value *value) {
+	json_t *object = NULL;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+		const f8_placement *placement = &value->placement[axis];
+		if (placement->kind == F8_PLACEMENT_KIND_REPLICATED)
+			continue;
+		if (!object && !(object = json_object()))
+			return NULL;
+		const char *kind = f8_placement_kind_name(placement->kind);
+		json_t *entry = placement->kind == F8_PLACEMENT_KIND_SHARD
+			? json_pack("{s:i}", kind, (int)placement->dim)
+			: json_pack("{s:s}", kind, f8_reduction_name(placement->reduction));
+		json_object_set_new(object, f8_mesh_axis_name((f8_mesh_axis)axis), entry);
+	}
+	return object;
+}
+
 static json_t *value_json(const f8_graph *graph, f8_value_id id) {
 	const f8_value *value = &graph->values[id];
 	json_t *object = json_pack("{s:s, s:s, s:s, s:o}", "name", value->name, "role",
@@ -115,11 +135,9 @@ static json_t *value_json(const f8_graph *graph, f8_value_id id) {
 			json_object_set_new(decision, "reason", json_string(precision->reason));
 		json_object_set_new(object, "precision", decision);
 	}
-	if (value->sharding.sharded)
-		json_object_set_new(object, "sharding",
-				    json_pack("{s:s, s:i}", "mesh_axis",
-					      f8_mesh_axis_name(value->sharding.mesh_axis), "split_dim",
-					      value->sharding.split_dim));
+	json_t *placements = placements_json(value);
+	if (placements)
+		json_object_set_new(object, "placements", placements);
 	if (value->buffer_offset >= 0)
 		json_object_set_new(object, "offset", json_integer(value->buffer_offset));
 	if (value->recompute)

@@ -60,6 +60,13 @@ f8_status f8_text_fail_expected(parser *p, const char *what);
  */
 f8_status f8_text_next(parser *p);
 
+/*
+ * Whether the input after the current token begins with a word and then the punctuation `c`
+ * (` dp:` after the ',' of `shard=tp:0,dp:1`), skipping spaces and comments as f8_text_next
+ * does; nothing is read. The grammar's one place that looks two tokens ahead.
+ */
+bool f8_text_word_then_punct_ahead(const parser *p, char c);
+
 /* Checks that the current token is the punctuation `c` and advances past it. */
 f8_status f8_text_expect_punct(parser *p, char c);
 

@@ -230,6 +230,19 @@ f8_status f8_text_next(parser *p) {
 	return status;
 }
 
+/* A word and then `c` after the current token, read on a copy of the parser (see
+ * ir/text_internal.h). */
+bool f8_text_word_then_punct_ahead(const parser *p, char c) {
+	parser ahead = *p;
+	skip_space_and_comments(&ahead);
+	if (ahead.pos >= ahead.end || !is_ident_start(*ahead.pos))
+		return false;
+	while (ahead.pos < ahead.end && is_bare_char(*ahead.pos))
+		ahead.pos++;
+	skip_space_and_comments(&ahead);
+	return ahead.pos < ahead.end && *ahead.pos == c;
+}
+
 /* The current token must be `c`; advances past it. */
 f8_status f8_text_expect_punct(parser *p, char c) {
 	if (!text_at_punct(p, c)) {

@@ -15,8 +15,10 @@
  *   term     := (INT | SYMBOL) ('*' (INT | SYMBOL))*
  *   annots   := '<' annot (',' annot)* '>'
  *   annot    := 'role' '=' ROLE | 'format' '=' DTYPE | 'recipe' '=' RECIPE | 'slot' '=' INT
- *             | 'reason' '=' STRING | 'shard' '=' MESH_AXIS ':' (INT | 'partial')
- *             | 'offset' '=' INT | 'recompute'
+ *             | 'reason' '=' STRING | 'offset' '=' INT | 'recompute'
+ *             | 'shard' '=' split (',' split)*         split: MESH_AXIS ':' INT (the dim split)
+ *             | 'partial' '=' pending (',' pending)*   pending: MESH_AXIS ':' ('sum' | 'max')
+ *                                                      MESH_AXIS: tp cp ep dp pp (ir/graph.h)
  *   operands := (VALUE | '_') (',' (VALUE | '_'))*          '_' is an omitted optional input
  *   attrs    := '{' (NAME '=' attr_value (',' NAME '=' attr_value)*)? '}'
  *   meta     := 'scope' '=' STRING | 'phase' '=' PHASE | 'name' '=' STRING
@@ -24,6 +26,11 @@
  *             | 'kernel' '=' KERNEL                      a kernel declared above
  *   VALUE    := '%' (BARE | STRING)                        BARE: [A-Za-z0-9_.]+
  *   KERNEL   := [A-Za-z_][A-Za-z0-9_]*                     FAMILY: cast, norm, ... (ir/graph.h)
+ *
+ * A value names each mesh axis at most once in its `shard` and `partial` annotations (it is
+ * replicated over the axes it does not name). In `<shard=tp:0,dp:1, partial=cp:sum>`, a ','
+ * before a word and ':' continues a list of axes, and any other ',' ends it: no annotation key
+ * is followed by ':'.
  *
  * An attribute value is read by the kind its op's schema gives it: INT, FLOAT (also inf, nan),
  * STRING, [INT, ...], [FLOAT, ...], DTYPE, dim, [dim, ...], or a tensor `type(elements)`.
@@ -150,13 +157,74 @@ static f8_status parse_type(parser *p, f8_type *out) {
 	return status;
 }
 
+/* The tensor dimension of a `shard=` item, the current token, into *dim. The verifier checks
+ * it against the value's rank; here it must only fit a rank. */
+static f8_status parse_split_dim(parser *p, uint8_t *dim) {
+	if (p->tok.kind == TOKEN_INT && p->tok.i >= 0 && p->tok.i < F8_MAX_RANK) {
+		*dim = (uint8_t)p->tok.i;
+		return f8_text_next(p);
+	}
+	char what[64];
+	snprintf(what, sizeof what, "the split tensor dimension (an integer, 0 to %d)",
+		 F8_MAX_RANK - 1);
+	f8_status status = f8_text_fail_expected(p, what);
+	if (text_at_ident(p, "partial")) // the form before placements, `shard=tp:partial`
+		f8_diag_hint(p->diag, "a value that awaits a reduction over an axis is written "
+			     "partial=AXIS:REDUCTION (partial=tp:sum)");
+	return status;
+}
+
+/* The items of a `shard=` or `partial=` annotation (`kind`), from the token after the '=':
+ * AXIS ':' (INT | REDUCTION), separated by ','. An axis placed already, by this annotation or
+ * another, is an error: a value has one placement per axis. */
+static f8_status parse_placements(parser *p, f8_value *value, f8_placement_kind kind) {
+	for (;;) {
+		token at = p->tok;
+		f8_mesh_axis axis;
+		if (at.kind != TOKEN_IDENT || !f8_mesh_axis_from_name(at.text, at.len, &axis))
+			return f8_text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
+		f8_placement *placement = &value->placement[axis];
+		if (placement->kind != F8_PLACEMENT_KIND_REPLICATED) {
+			char before[16];
+			if (placement->kind == F8_PLACEMENT_KIND_SHARD)
+				snprintf(before, sizeof before, "%u", (unsigned)placement->dim);
+			else
+				snprintf(before, sizeof before, "%s",
+					 f8_reduction_name(placement->reduction));
+			return f8_text_fail_at(p, &at, "mesh axis %s is given twice in this value (it "
+					    "is %s=%s:%s already): a value has one placement per axis",
+					    f8_mesh_axis_name(axis),
+					    f8_placement_kind_name(placement->kind),
+					    f8_mesh_axis_name(axis), before);
+		}
+		f8_status status = f8_text_next(p);
+		if (!status)
+			status = f8_text_expect_punct(p, ':');
+		if (!status && kind == F8_PLACEMENT_KIND_SHARD) {
+			status = parse_split_dim(p, &placement->dim);
+		} else if (!status) {
+			if (p->tok.kind != TOKEN_IDENT ||
+			    !f8_reduction_from_name(p->tok.text, p->tok.len, &placement->reduction))
+				return f8_text_fail_expected(p, "a reduction (sum, max)");
+			status = f8_text_next(p);
+		}
+		if (status)
+			return status;
+		placement->kind = kind;
+		if (!text_at_punct(p, ',') || !f8_text_word_then_punct_ahead(p, ':'))
+			return F8_OK;
+		if ((status = f8_text_next(p)))
+			return status;
+	}
+}
+
 /* Annotations: '<' annot (',' annot)* '>'. */
 static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 	token key = p->tok;
 	f8_status status;
 	if (key.kind != TOKEN_IDENT)
 		return f8_text_fail_expected(p, "an annotation (role, format, recipe, slot, reason, "
-					     "shard, offset, recompute)");
+					     "shard, partial, offset, recompute)");
 	if ((status = f8_text_next(p)))
 		return status;
 	if (key.len == 9 && memcmp(key.text, "recompute", 9) == 0) {
@@ -193,21 +261,10 @@ static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 	}
 	if (KEY("reason"))
 		return f8_text_take_string(p, &value->precision.reason);
-	if (KEY("shard")) {
-		f8_sharding *sharding = &value->sharding;
-		if (arg.kind != TOKEN_IDENT || !f8_mesh_axis_from_name(arg.text, arg.len, &sharding->mesh_axis))
-			return f8_text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
-		if ((status = f8_text_next(p)) || (status = f8_text_expect_punct(p, ':')))
-			return status;
-		if (text_at_ident(p, "partial"))
-			sharding->split_dim = -1;
-		else if (p->tok.kind == TOKEN_INT && p->tok.i >= 0 && p->tok.i < F8_MAX_RANK)
-			sharding->split_dim = (int)p->tok.i;
-		else
-			return f8_text_fail_expected(p, "the split dimension or 'partial'");
-		sharding->sharded = true;
-		return f8_text_next(p);
-	}
+	if (KEY("shard"))
+		return parse_placements(p, value, F8_PLACEMENT_KIND_SHARD);
+	if (KEY("partial"))
+		return parse_placements(p, value, F8_PLACEMENT_KIND_PARTIAL);
 #undef KEY
 	return f8_text_fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
 }
@@ -602,7 +659,6 @@ static f8_status parse_output_def(parser *p, output_def *def, bool is_leaf) {
 	*def = (output_def){.at = p->tok,
 			    .scratch = {.role = F8_ROLE_ACTIVATION,
 					.precision = {.scaling_slot = F8_NONE},
-					.sharding = {.split_dim = -1},
 					.buffer_offset = -1}};
 	f8_status status = f8_text_value_name(p, &p->tok, &def->name);
 	if (!status)
@@ -627,7 +683,7 @@ static void apply_output_def(f8_value *value, const output_def *def) {
 	value->type = def->scratch.type;
 	value->role = def->scratch.role;
 	value->precision = def->scratch.precision;
-	value->sharding = def->scratch.sharding;
+	memcpy(value->placement, def->scratch.placement, sizeof value->placement);
 	value->buffer_offset = def->scratch.buffer_offset;
 	value->recompute = def->scratch.recompute;
 }

@@ -319,6 +319,31 @@ static void print_attr(FILE *out, const f8_graph *graph, const f8_attr *attr) {
 	}
 }
 
+/* The axes on which `value` is placed by `kind`, as `shard=tp:0,dp:1` after `separator`, in
+ * mesh-axis order; nothing when there are none. Returns the separator for what comes next. The
+ * axes are joined by a bare ',' and the annotations by ", ", to show which is which (the parser
+ * tells them apart by the ':' after an axis, not by the space). */
+static const char *print_placements(FILE *out, const f8_value *value, f8_placement_kind kind,
+				    const char *separator) {
+	bool first = true;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+		const f8_placement *placement = &value->placement[axis];
+		if (placement->kind != kind)
+			continue;
+		if (first)
+			fprintf(out, "%s%s=", separator, f8_placement_kind_name(kind));
+		else
+			fputc(',', out);
+		first = false;
+		fprintf(out, "%s:", f8_mesh_axis_name((f8_mesh_axis)axis));
+		if (kind == F8_PLACEMENT_KIND_SHARD)
+			fprintf(out, "%u", (unsigned)placement->dim);
+		else
+			fputs(f8_reduction_name(placement->reduction), out);
+	}
+	return first ? separator : ", ";
+}
+
 /* The annotations of a value that differ from their defaults, as <key=value, ...>. */
 static void print_annotations(FILE *out, const f8_value *value, bool print_role) {
 	const char *separator = " <";
@@ -344,14 +369,8 @@ static void print_annotations(FILE *out, const f8_value *value, bool print_role)
 		print_string(out, precision->reason);
 		separator = ", ";
 	}
-	if (value->sharding.sharded) {
-		fprintf(out, "%sshard=%s:", separator, f8_mesh_axis_name(value->sharding.mesh_axis));
-		if (value->sharding.split_dim < 0)
-			fputs("partial", out);
-		else
-			fprintf(out, "%d", value->sharding.split_dim);
-		separator = ", ";
-	}
+	separator = print_placements(out, value, F8_PLACEMENT_KIND_SHARD, separator);
+	separator = print_placements(out, value, F8_PLACEMENT_KIND_PARTIAL, separator);
 	if (value->buffer_offset >= 0) {
 		fprintf(out, "%soffset=%" PRId64, separator, value->buffer_offset);
 		separator = ", ";

@@ -4,6 +4,7 @@
 #include "ir/verify.h" // f8_graph_verify, f8_node_infer_types
 
 #include <stdarg.h> // va_list
+#include <stdio.h>  // snprintf, vsnprintf
 #include <string.h> // strcmp
 
 #include "ir/alloc.h" // f8_calloc, f8_malloc, f8_free
@@ -132,6 +133,57 @@ f8_status f8_node_check_output_type(const f8_graph *graph, f8_node_id id, uint32
 			  f8_type_format(graph, inferred, inferred_text, sizeof inferred_text));
 }
 
+/* Fails about value `value`'s placements with "output %y <message>" about the node that makes
+ * it (with its text position), or "param %w <message>" for a leaf. */
+static f8_status placement_error(const f8_graph *graph, const f8_value *value, f8_diag *diag,
+				 const char *format, ...) __attribute__((format(printf, 4, 5)));
+static f8_status placement_error(const f8_graph *graph, const f8_value *value, f8_diag *diag,
+				 const char *format, ...) {
+	char message[F8_DIAG_MESSAGE_MAX];
+	va_list args;
+	va_start(args, format);
+	vsnprintf(message, sizeof message, format, args);
+	va_end(args);
+	if (value->producer != F8_NONE)
+		return node_error(graph, value->producer, diag, "output %%%s %s", value->name, message);
+	return f8_diag_set(diag, F8_ERR_INVALID, "%s %%%s %s", f8_role_name(value->role),
+			   value->name, message);
+}
+
+/* A typed value's placements on the mesh: a split dimension is one of its own, and only a float
+ * value awaits a reduction (partial values are gradients and amaxes). The mesh's sizes are not
+ * in the IR, so that a split dimension divides by its axis's size is left to the plan. Several
+ * axes may split one dimension (ir/graph.h says in which order). */
+static f8_status verify_placements(const f8_graph *graph, const f8_value *value, f8_diag *diag) {
+	for (int i = 0; i < F8_MESH_AXIS_COUNT; i++) {
+		const f8_placement *placement = &value->placement[i];
+		const char *axis = f8_mesh_axis_name((f8_mesh_axis)i);
+		uint8_t rank = value->type.shape.rank;
+		if ((unsigned)placement->kind >= F8_PLACEMENT_KIND_COUNT)
+			return placement_error(graph, value, diag, "has placement kind %d over mesh axis "
+					       "%s, which does not exist", (int)placement->kind, axis);
+		if (placement->kind == F8_PLACEMENT_KIND_SHARD && placement->dim >= rank) {
+			char type[160];
+			return placement_error(graph, value, diag, "is split along dimension %u over mesh "
+					       "axis %s, but its type %s has %u dimension%s",
+					       (unsigned)placement->dim, axis,
+					       f8_type_format(graph, &value->type, type, sizeof type),
+					       (unsigned)rank, rank == 1 ? "" : "s");
+		}
+		if (placement->kind != F8_PLACEMENT_KIND_PARTIAL)
+			continue;
+		if ((unsigned)placement->reduction >= F8_REDUCTION_COUNT)
+			return placement_error(graph, value, diag, "awaits reduction %d over mesh axis %s, "
+					       "which does not exist", (int)placement->reduction, axis);
+		if (!f8_dtype_is_float(value->type.dtype))
+			return placement_error(graph, value, diag, "awaits a %s over mesh axis %s, but it "
+					       "is %s: only float values (gradients, amaxes) are partial",
+					       f8_reduction_name(placement->reduction), axis,
+					       f8_dtype_name(value->type.dtype));
+	}
+	return F8_OK;
+}
+
 /* Each update: a leaf of a role that holds state (not an input the user feeds, not a buffer),
  * updated at most once per phase, from a value the program defines, of the leaf's type. */
 static f8_status verify_updates(const f8_graph *graph, const bool *defined, f8_diag *diag) {
@@ -255,6 +307,8 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 		else if (!f8_shape_numel(&value->type.shape, &(f8_dim){0}))
 			status = f8_diag_set(diag, F8_ERR_INVALID, "input %%%s has more elements than a "
 					     "tensor can (its size overflows)", value->name);
+		else
+			status = verify_placements(graph, value, diag);
 		if (status)
 			goto done;
 		defined[graph->inputs[i]] = true;
@@ -318,7 +372,8 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 						    "leaves", value->name, f8_role_name(value->role));
 				goto done;
 			}
-			if ((status = f8_node_check_output_type(graph, id, i, &types[i], diag)))
+			if ((status = f8_node_check_output_type(graph, id, i, &types[i], diag)) ||
+			    (status = verify_placements(graph, value, diag)))
 				goto done;
 			defined[node->outputs[i]] = true;
 		}
