@@ -9,7 +9,8 @@
  * (an amax, a bias gradient summed over rows) are ACCUMULATE parameters: the launcher zeroes
  * them first. Values made and read inside the group stay in registers.
  *
- * What lowers (f8_codegen_can_lower says so per node, and the fuse pass groups nothing else):
+ * What lowers (f8_codegen_can_lower says so per node; it is the target table's supports_node,
+ * codegen/target.h, and the fuse pass groups nothing else):
  *   - elementwise ops of ir/ops.def with f32 register arithmetic (Add, Sub, Mul, Div, Sqrt,
  *     Reciprocal, Neg, Abs, Exp, Log, Tanh, Erf, Sigmoid, Max, Min, Relu, Identity, Where,
  *     Cast to f32 or bf16), NumPy broadcasting (rows of 256 or more: one block per row);

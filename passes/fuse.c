@@ -14,7 +14,6 @@
 #include <stdio.h>  // fprintf, snprintf, vsnprintf
 #include <string.h> // memcpy, strlen, strncmp
 
-#include "codegen/lower.h"    // f8_codegen_can_lower
 #include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_free
 #include "ir/text.h"          // f8_type_format
 #include "passes/precision.h" // f8_name_upper
@@ -27,6 +26,7 @@ typedef struct planned {
 
 typedef struct fuser {
 	f8_graph *graph;
+	const f8_target_table *target; // what lowers; NULL: nothing does
 	f8_diag *diag;
 	f8_node_id *order;     // (n_order) the program as the plan rearranges it
 	uint32_t *position;    // (n_nodes) where each node stands in `order`, F8_NONE: not in it
@@ -113,6 +113,17 @@ static void fuser_destroy(fuser *f) {
 	f8_free(f->first_use);
 	f8_free(f->readers);
 	f8_free(f->kept);
+}
+
+/* Whether node `id` may be in a kernel on the target: codegen lowers it, and the target does not
+ * run it in a library. */
+static bool lowers(const fuser *f, f8_node_id id) {
+	const f8_target_table *target = f->target;
+	if (!target || !target->supports_node)
+		return false;
+	if (target->runs_in_library && target->runs_in_library(f->graph, id))
+		return false;
+	return target->supports_node(f->graph, id);
 }
 
 /* Families and who may join them. */
@@ -252,7 +263,7 @@ static bool may_join(const fuser *f, const growing *k, f8_node_id id) {
 	const f8_graph *graph = f->graph;
 	const f8_node *node = &graph->nodes[id];
 	if (node->phase != graph->nodes[k->seed].phase || !admits(f, k, node) ||
-	    !f8_codegen_can_lower(graph, id))
+	    !lowers(f, id))
 		return false;
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_node_id producer = node->inputs[i] == F8_NONE
@@ -333,7 +344,7 @@ static void plan(fuser *f) {
 		const f8_node *node = &graph->nodes[id];
 		f8_kernel_family family;
 		if (f->group_of[id] != F8_NONE || !seed_family(graph, node, &family) ||
-		    !f8_codegen_can_lower(graph, id))
+		    !lowers(f, id))
 			continue;
 		growing k = {.index = f->n_kernels, .seed = id, .family = family, .start = p,
 			     .end = p + 1};
@@ -690,7 +701,8 @@ static void report_summary(const fuser *f, FILE *report) {
 	fputc('\n', report);
 }
 
-f8_status f8_pass_fuse_run(f8_graph *graph, FILE *report, f8_diag *diag) {
+f8_status f8_pass_fuse_run(f8_graph *graph, const f8_target_table *target, FILE *report,
+			   f8_diag *diag) {
 	if (graph->n_groups) {
 		f8_diag_set(diag, F8_ERR_INVALID, "the graph is fused already: it has %u "
 			    "kernel(s), the first %s", graph->n_groups, graph->groups[0].name);
@@ -699,12 +711,15 @@ f8_status f8_pass_fuse_run(f8_graph *graph, FILE *report, f8_diag *diag) {
 			     "fp8-cast)");
 		return F8_ERR_INVALID;
 	}
-	fuser f = {.graph = graph, .diag = diag};
+	fuser f = {.graph = graph, .target = target, .diag = diag};
 	f8_status status = fuser_init(&f);
 	if (!status) {
 		plan(&f);
 		status = commit(&f);
 	}
+	if (!status && report && (!target || !target->supports_node))
+		fprintf(report, "fuse: nothing fused: no target table says what codegen lowers "
+			"(the compile driver passes codegen/target.h's)\n");
 	if (!status && report) {
 		report_kernels(&f, report);
 		report_summary(&f, report);

@@ -39,11 +39,13 @@
  *                    its values, each moving up as a join does, for any number of parameters
  *                    (the kernel reaches them through a table: its code does not grow with them)
  *   scaling          a ScalingUpdate alone
- * A node seeds or joins a kernel only when codegen can lower it (codegen/lower.h,
- * f8_codegen_can_lower): what it cannot lower yet (Pow, Cos, Sin, an AdamW of a symbolic
- * shape, ...) stays outside and runs as its own op. Every other node (GEMMs, Attention, shape
- * ops, collectives, GlobalNorm, ...) stays outside any kernel. The program changes only by the
- * moves above; values, types and annotations stay as they are.
+ * A node seeds or joins a kernel only when the target table says codegen can lower it
+ * (passes/target.h, supports_node; codegen fills it with f8_codegen_can_lower) and does not run
+ * it in a library (runs_in_library): what codegen cannot lower yet (Pow, Cos, Sin, an AdamW of
+ * a symbolic shape, ...) stays outside and runs as its own op. Every other node (GEMMs,
+ * Attention, shape ops, collectives, GlobalNorm, ...) stays outside any kernel. Without a
+ * table that answers supports_node nothing lowers, so nothing is grouped. The program changes
+ * only by the moves above; values, types and annotations stay as they are.
  *
  * The pass runs once: a graph that has kernels already is refused (F8_ERR_INVALID), since
  * grouping the groups again would decide nothing new and a second run over a changed graph
@@ -54,17 +56,20 @@
 
 #include <stdio.h> // FILE
 
-#include "ir/diag.h"  // f8_status, f8_diag
-#include "ir/graph.h" // f8_graph
+#include "ir/diag.h"       // f8_status, f8_diag
+#include "ir/graph.h"      // f8_graph
+#include "passes/target.h" // f8_target_table
 
 /*
- * Groups `graph`'s nodes into kernels as above: adds the kernels (graph->groups, named k0, k1,
- * ... in program order), sets each member's `group` and moves joining members up in the program.
- * Writes one line per kernel (name, family, its members' ops and scopes) and a summary (kernels
- * per family, nodes fused, nodes left outside any kernel by op) to `report` when not NULL.
- * F8_ERR_INVALID when the graph has kernels already, F8_ERR_NOMEM when memory runs out; on
- * failure the graph is left as it was.
+ * Groups `graph`'s nodes into kernels as above, for the target `target` describes (NULL, or
+ * a table without supports_node: no kernels, and the report says why): adds the kernels
+ * (graph->groups, named k0, k1, ... in program order), sets each member's `group` and moves
+ * joining members up in the program. Writes one line per kernel (name, family, its members'
+ * ops and scopes) and a summary (kernels per family, nodes fused, nodes left outside any kernel
+ * by op) to `report` when not NULL. F8_ERR_INVALID when the graph has kernels already,
+ * F8_ERR_NOMEM when memory runs out; on failure the graph is left as it was.
  */
-f8_status f8_pass_fuse_run(f8_graph *graph, FILE *report, f8_diag *diag);
+f8_status f8_pass_fuse_run(f8_graph *graph, const f8_target_table *target, FILE *report,
+			   f8_diag *diag);
 
 #endif

@@ -40,7 +40,7 @@ static f8_status precision(f8_graph *graph, const f8_pipeline_options *options, 
 			   f8_diag *diag) {
 	if (!options->fp8) // no FP8 asked for
 		return F8_OK;
-	return f8_pass_precision_run(graph, options->fp8, report, diag);
+	return f8_pass_precision_run(graph, options->fp8, options->target, report, diag);
 }
 
 static f8_status fp8_cast(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
@@ -52,8 +52,9 @@ static f8_status fp8_cast(f8_graph *graph, const f8_pipeline_options *options, F
 
 static f8_status fuse(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 		      f8_diag *diag) {
-	(void)options; // the same kernels for training and inference, with FP8 or without
-	return f8_pass_fuse_run(graph, report, diag);
+	// The same kernels for training and inference, with FP8 or without: only the target's
+	// table decides what lowers.
+	return f8_pass_fuse_run(graph, options->target, report, diag);
 }
 
 static f8_status schedule(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
@@ -156,11 +157,13 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 }
 
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
-				const f8_fp8_options *fp8, f8_diag *diag) {
+				const f8_fp8_options *fp8, const f8_target_table *target,
+				f8_diag *diag) {
 	f8_training_options defaults = f8_training_options_default();
 	f8_fp8_options fp8_defaults = f8_fp8_options_default();
 	const f8_pipeline_options training = {.training = &defaults,
-					      .fp8 = fp8 ? fp8 : &fp8_defaults};
+					      .fp8 = fp8 ? fp8 : &fp8_defaults,
+					      .target = target};
 	for (size_t i = 0; i < n; i++) {
 		const f8_pass *pass = f8_pipeline_find(names[i]);
 		if (!pass)

@@ -12,9 +12,21 @@
 #include "ir/diag.h"          // f8_status, f8_diag
 #include "ir/graph.h"         // f8_graph
 #include "passes/precision.h" // f8_fp8_options
+#include "passes/target.h"    // f8_target_table
 #include "passes/training.h"  // f8_training_options
 
-/* What a compilation is for, given to every pass. */
+/*
+ * What a compilation is for, given to every pass.
+ *
+ * The target: the passes never include codegen/, so what a kernel may hold reaches them as a
+ * table (passes/target.h) that the compile driver gets from codegen (codegen/target.h,
+ * f8_codegen_target_table_for(fp8): the FP8 options' --target when FP8 is planned, else
+ * sm_90). fuse groups only what the table's supports_node lowers: without a table it groups
+ * nothing and its report says so. precision reads the chip's FP8 GEMM rules from the table,
+ * or, without one, from f8_target_table_default(fp8->target), so that planning FP8 needs no
+ * codegen; a table for another chip than fp8->target is an F8_ERR_ARGUMENT. fp8-cast carries
+ * out precision's decisions in Hopper's TN form on every chip, and asks the table nothing yet.
+ */
 typedef struct f8_pipeline_options {
 	// Compile a training step with these hyperparameters; NULL compiles for inference, and
 	// the passes that build training (training) leave the graph as it is.
@@ -22,6 +34,8 @@ typedef struct f8_pipeline_options {
 	// Plan FP8 with these options; NULL plans no FP8, and precision and fp8-cast leave the
 	// graph as it is (Megatron-LM trains in FP8 only when --fp8-format is given).
 	const f8_fp8_options *fp8;
+	// What the chip runs and codegen lowers, as above; NULL: no kernels, chip facts from fp8.
+	const f8_target_table *target;
 } f8_pipeline_options;
 
 /* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass
@@ -42,9 +56,11 @@ const f8_pass *f8_pipeline_passes(size_t *count);
 const f8_pass *f8_pipeline_find(const char *name);
 
 /*
- * Runs the pipeline from its first pass through the pass named `last` (NULL: all of them).
- * With `verify`, runs the verifier after each pass and fails naming the pass that broke the
- * graph. F8_ERR_ARGUMENT when `last` is not a pass (the hint lists them).
+ * Runs the pipeline from its first pass through the pass named `last` (NULL: all of them), for
+ * inference without a target table: for the prefixes that stop before fuse (the frontends'
+ * canonicalize); run the whole pipeline with f8_pipeline_run_with and a table. With `verify`,
+ * runs the verifier after each pass and fails naming the pass that broke the graph.
+ * F8_ERR_ARGUMENT when `last` is not a pass (the hint lists them).
  */
 f8_status f8_pipeline_run(f8_graph *graph, const char *last, bool verify, f8_diag *diag);
 
@@ -58,8 +74,10 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 
 /* Runs the passes named in `names` (n of them), in that order, verifying as above; a named
  * training pass runs with the default hyperparameters, a named precision or fp8-cast pass with
- * `fp8` (NULL: f8_fp8_options_default()). */
+ * `fp8` (NULL: f8_fp8_options_default()), every pass with `target` (may be NULL: see
+ * f8_pipeline_options). */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
-				const f8_fp8_options *fp8, f8_diag *diag);
+				const f8_fp8_options *fp8, const f8_target_table *target,
+				f8_diag *diag);
 
 #endif

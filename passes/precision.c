@@ -29,7 +29,6 @@
 	}
 #define NAME_OF(e, name) name,
 NAME_TABLE(fp8_format, F8_FP8_FORMAT_LIST, F8_FP8_FORMAT_COUNT)
-NAME_TABLE(target, F8_TARGET_LIST, F8_TARGET_COUNT)
 NAME_TABLE(amax_algo, F8_AMAX_ALGO_LIST, F8_AMAX_ALGO_COUNT)
 NAME_TABLE(gemm_kind, F8_GEMM_KIND_LIST, F8_GEMM_KIND_COUNT)
 #undef NAME_OF
@@ -168,6 +167,7 @@ typedef struct gemm {
 typedef struct planner {
 	f8_graph *graph;
 	const f8_fp8_options *options;
+	const f8_target_table *target; // the chip's: what its FP8 GEMMs run
 	f8_diag *diag;
 	gemm *gemms;
 	uint32_t n_gemms;
@@ -411,18 +411,43 @@ static f8_status apply_rules(planner *p) {
 	return F8_OK;
 }
 
+/* What a GEMM of `recipe` is called where a chip has none: "sm_90 has no MX GEMM". */
+static const char *recipe_gemm_name(f8_recipe recipe) {
+	switch (recipe) {
+	case F8_RECIPE_MXFP8: return "MX";
+	case F8_RECIPE_BLOCK: return "block-scaled FP8";
+	case F8_RECIPE_ROWWISE: return "row-scaled FP8";
+	default: return "per-tensor FP8";
+	}
+}
+
+/* The recipe problem of g on the target, in `problem`: which GPUs would run it (the cpu
+ * emulates every recipe, which is no advice for a GPU plan). */
+static void recipe_problem(const planner *p, const gemm *g, char *problem, size_t size) {
+	char chips[64] = "";
+	size_t used = 0;
+	for (int i = 0; i < F8_TARGET_COUNT && used < sizeof chips; i++) {
+		f8_target chip = (f8_target)i;
+		unsigned runs = f8_target_table_default(chip)->fp8_gemm.recipes;
+		if (chip != F8_TARGET_CPU && (runs & F8_RECIPE_BIT(g->recipe)))
+			used += (size_t)snprintf(chips + used, sizeof chips - used, "%s%s",
+						 used ? " or " : "", f8_target_name(chip));
+	}
+	snprintf(problem, size, "the %s recipe needs %s; %s has no %s GEMM",
+		 f8_recipe_name(g->recipe), used ? chips : "a chip f8c knows",
+		 f8_target_name(p->target->chip), recipe_gemm_name(g->recipe));
+}
+
 /* The problem with running g in FP8 on the target, in `problem`; false when there is none.
- * Hopper's and Blackwell's FP8 GEMMs want the contraction and N multiples of 16 and M of 8;
- * a size that is symbolic and not provably a multiple passes here and is checked again when
- * the sizes are bound (f8c train binds them before planning). */
+ * The target's FP8 GEMMs run some recipes and want K, N and M multiples of their own (Hopper's
+ * and Blackwell's: the contraction and N of 16, M of 8); a size that is symbolic and not
+ * provably a multiple passes here and is checked again when the sizes are bound (f8c train
+ * binds them before planning). */
 static bool target_problem(const planner *p, const gemm *g, char *problem, size_t size) {
 	const f8_graph *graph = p->graph;
-	f8_target target = p->options->target;
-	if (target == F8_TARGET_CPU)
-		return false;
-	if (g->recipe == F8_RECIPE_MXFP8 && target != F8_TARGET_SM_100) {
-		snprintf(problem, size, "the mxfp8 recipe needs sm_100; %s has no MX GEMM",
-			 f8_target_name(target));
+	const f8_target_gemm *rules = &p->target->fp8_gemm;
+	if (!(rules->recipes & F8_RECIPE_BIT(g->recipe))) {
+		recipe_problem(p, g, problem, size);
 		return true;
 	}
 	const f8_node *node = &graph->nodes[g->node];
@@ -441,17 +466,23 @@ static bool target_problem(const planner *p, const gemm *g, char *problem, size_
 	default: m = a_last, n = b->shape.dims[b->shape.rank - 1], k = rows; break;
 	}
 	const struct { const char *name; f8_dim dim; int64_t multiple; } sizes[] = {
-		{"K", k, 16}, {"N", n, 16}, {"M", m, 8}};
+		{"K", k, rules->k_multiple}, {"N", n, rules->n_multiple}, {"M", m, rules->m_multiple}};
 	for (int i = 0; i < 3; i++) {
 		f8_dim quotient;
-		if (!f8_dim_is_const(sizes[i].dim) ||
+		if (sizes[i].multiple <= 1 || !f8_dim_is_const(sizes[i].dim) ||
 		    f8_dim_div(sizes[i].dim, f8_dim_const(sizes[i].multiple), &quotient))
 			continue;
-		char text[64];
-		snprintf(problem, size, "%s=%s is not a multiple of %lld (FP8 GEMMs on %s need K "
-			 "and N multiples of 16, M of 8)", sizes[i].name,
-			 f8_dim_format(graph, sizes[i].dim, text, sizeof text),
-			 (long long)sizes[i].multiple, f8_target_name(target));
+		char text[64], rule[64];
+		if (rules->k_multiple == rules->n_multiple)
+			snprintf(rule, sizeof rule, "K and N multiples of %lld, M of %lld",
+				 (long long)rules->k_multiple, (long long)rules->m_multiple);
+		else
+			snprintf(rule, sizeof rule, "K multiples of %lld, N of %lld, M of %lld",
+				 (long long)rules->k_multiple, (long long)rules->n_multiple,
+				 (long long)rules->m_multiple);
+		snprintf(problem, size, "%s=%s is not a multiple of %lld (FP8 GEMMs on %s need %s)",
+			 sizes[i].name, f8_dim_format(graph, sizes[i].dim, text, sizeof text),
+			 (long long)sizes[i].multiple, f8_target_name(p->target->chip), rule);
 		return true;
 	}
 	return false;
@@ -521,10 +552,25 @@ static f8_status annotate(planner *p, FILE *report) {
 	return F8_OK;
 }
 
-f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options, FILE *report,
-				f8_diag *diag) {
+/* The target table the pass reads: `target`, which must be for the chip the options name, or
+ * the chip facts alone. */
+static f8_status find_target(planner *p, const f8_target_table *target) {
+	p->target = target ? target : f8_target_table_default(p->options->target);
+	if (p->target->chip == p->options->target)
+		return F8_OK;
+	f8_diag_set(p->diag, F8_ERR_ARGUMENT, "the target table is for %s, but --target is %s",
+		    f8_target_name(p->target->chip), f8_target_name(p->options->target));
+	f8_diag_hint(p->diag, "pass the table of the FP8 options' target "
+		     "(codegen/target.h: f8_codegen_target_table_for)");
+	return F8_ERR_ARGUMENT;
+}
+
+f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
+				const f8_target_table *target, FILE *report, f8_diag *diag) {
 	planner p = {.graph = graph, .options = options, .diag = diag};
 	f8_status status = f8_fp8_options_check(options, diag);
+	if (!status)
+		status = find_target(&p, target);
 	if (!status)
 		status = collect(&p);
 	if (!status) {

@@ -24,9 +24,10 @@
  *   6. calibration: a layer whose GEMM operands' amax has a coefficient of variation above the
  *      threshold;
  *   7. --precision-config rules, in file order;
- *   8. the target: recipes the chip lacks (MXFP8 on sm_90), Hopper's shape rules (K and N
- *      multiples of 16, M of 8). These are errors naming the GEMM unless allow_fallback, which
- *      records a high-precision decision with the reason.
+ *   8. the target, as its table says (passes/target.h, f8_target_gemm): recipes the chip's
+ *      FP8 GEMMs lack (MXFP8 on sm_90), their shape rules (Hopper's: K and N multiples of 16,
+ *      M of 8). These are errors naming the GEMM unless allow_fallback, which records a
+ *      high-precision decision with the reason.
  */
 #ifndef F8_PASSES_PRECISION_H
 #define F8_PASSES_PRECISION_H
@@ -35,8 +36,9 @@
 #include <stddef.h>  // size_t
 #include <stdio.h>   // FILE
 
-#include "ir/diag.h"  // f8_status, f8_diag
-#include "ir/graph.h" // f8_graph, f8_recipe
+#include "ir/diag.h"       // f8_status, f8_diag
+#include "ir/graph.h"      // f8_graph, f8_recipe
+#include "passes/target.h" // f8_target, f8_target_table
 
 /* X(ENUM, name): FP8 formats of a training run (TransformerEngine's Format). HYBRID: E4M3 for
  * activations and weights, E5M2 for gradients. Pure E5M2 is not offered: the hardware has no
@@ -51,20 +53,6 @@ typedef enum f8_fp8_format {
 #undef F8_FP8_FORMAT_ENUM
 	F8_FP8_FORMAT_COUNT
 } f8_fp8_format;
-
-/* X(ENUM, name): what a plan is compiled for. cpu runs every recipe (emulated exactly) and has
- * no shape rules; sm_90 (Hopper) and sm_100 (Blackwell) have cuBLASLt's. */
-#define F8_TARGET_LIST(X)   \
-	X(CPU, "cpu")       \
-	X(SM_90, "sm_90")   \
-	X(SM_100, "sm_100")
-
-typedef enum f8_target {
-#define F8_TARGET_ENUM(e, name) F8_TARGET_##e,
-	F8_TARGET_LIST(F8_TARGET_ENUM)
-#undef F8_TARGET_ENUM
-	F8_TARGET_COUNT
-} f8_target;
 
 /* X(ENUM, name): how delayed scaling reads its amax history (--fp8-amax-compute-algo). */
 #define F8_AMAX_ALGO_LIST(X)            \
@@ -92,11 +80,9 @@ typedef enum f8_gemm_kind {
 } f8_gemm_kind;
 
 const char *f8_fp8_format_name(f8_fp8_format format);
-const char *f8_target_name(f8_target target);
 const char *f8_amax_algo_name(f8_amax_algo algo);
 const char *f8_gemm_kind_name(f8_gemm_kind kind);
 bool f8_fp8_format_from_name(const char *name, f8_fp8_format *out);
-bool f8_target_from_name(const char *name, f8_target *out);
 bool f8_amax_algo_from_name(const char *name, f8_amax_algo *out);
 bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out);
 
@@ -181,12 +167,14 @@ const char *f8_name_upper(const char *name, char *buffer, size_t size);
 bool f8_glob_match(const char *pattern, const char *text);
 
 /*
- * Runs the precision pass with `options`. Writes every decision, one line per GEMM, to `report`
- * when not NULL. Fails with F8_ERR_UNSUPPORTED naming the GEMM when the target cannot run it and
- * fallback is not allowed, and with F8_ERR_ARGUMENT when an exclude pattern, a config rule or a
- * calibration entry matches nothing in the graph (a typo would otherwise be silent).
+ * Runs the precision pass with `options`, on the chip `target` describes (its fp8_gemm; NULL:
+ * f8_target_table_default(options->target), the chip facts without codegen). Writes every
+ * decision, one line per GEMM, to `report` when not NULL. Fails with F8_ERR_UNSUPPORTED naming
+ * the GEMM when the target cannot run it and fallback is not allowed, and with F8_ERR_ARGUMENT
+ * when an exclude pattern, a config rule or a calibration entry matches nothing in the graph (a
+ * typo would otherwise be silent), or when `target` is for another chip than options->target.
  */
-f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options, FILE *report,
-				f8_diag *diag);
+f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
+				const f8_target_table *target, FILE *report, f8_diag *diag);
 
 #endif

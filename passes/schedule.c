@@ -3,17 +3,19 @@
  *
  * requires: types inferred, fuse.
  */
+#define _POSIX_C_SOURCE 200809L // strnlen
+
 #include "passes/schedule.h" // f8_pass_schedule_run, f8_buffer_plan
 
 #include <stdlib.h> // qsort
-#include <string.h> // memmove
+#include <string.h> // memmove, memcpy, strnlen
 
-#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/alloc.h"  // f8_calloc, f8_free
+#include "ir/verify.h" // f8_graph_verify_buffers, F8_SLAB_ALIGNMENT
 
-enum { ALIGNMENT = 256 };
 #define END_OF_STEP (UINT32_MAX - 1) // below F8_NONE, which marks "never read"
 
-/* A value to place: its lifetime [first, last] in program positions, its aligned size. */
+/* A value to place: its lifetime [first, last] in positions of the run order, its aligned size. */
 typedef struct interval {
 	f8_value_id value;
 	uint32_t first, last;
@@ -29,28 +31,70 @@ static bool aligned_size(const f8_graph *graph, f8_value_id v, uint64_t *out) {
 			return false;
 		n *= (uint64_t)f8_dim_value(type->shape.dims[d]);
 	}
-	*out = (n + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+	*out = (n + F8_SLAB_ALIGNMENT - 1) / F8_SLAB_ALIGNMENT * F8_SLAB_ALIGNMENT;
 	return true;
 }
 
+/* When a phase runs in a step: cast once first, fwd and bwd once per micro-batch, opt last. */
+static int phase_rank(f8_phase phase) {
+	return phase == F8_PHASE_CAST ? 0 : phase == F8_PHASE_OPT ? 2 : 1;
+}
+
 /*
- * The lifetimes: each value made by a node gets [its position, its last read] (END_OF_STEP for
- * outputs and update sources); values that stay inside their fused kernel get none. Fills
- * `spans` (n of them, into *n) and counts those inside kernels; false when a size is
- * symbolic.
+ * The order a step runs the program's nodes in, into `run` (n_order ids): phase cast, then fwd
+ * and bwd, then opt, each in program order; the lifetimes are in its positions. Returns the
+ * last fwd or bwd position, where the micro-batch loop ends. The program order alone would not
+ * do: fp8-cast puts a weight's cast (phase cast) at the head beside an input's (fwd), so a
+ * cast node may stand after fwd nodes that it runs before.
  */
-static bool lifetimes(const f8_graph *graph, uint32_t *position, uint32_t *last, bool *escapes,
-		      interval *spans, uint32_t *n, uint32_t *in_kernels) {
-	for (uint32_t p = 0; p < graph->n_order; p++)
-		position[graph->order[p]] = p;
+static uint32_t run_order(const f8_graph *graph, f8_node_id *run) {
+	uint32_t n = 0, loop_end = 0;
+	for (int rank = 0; rank < 3; rank++) {
+		for (uint32_t p = 0; p < graph->n_order; p++) {
+			if (phase_rank(graph->nodes[graph->order[p]].phase) != rank)
+				continue;
+			loop_end = rank == 1 ? n : loop_end;
+			run[n++] = graph->order[p];
+		}
+	}
+	return loop_end;
+}
+
+/*
+ * The lifetimes, in the positions of `run` (run_order; loop_end its last fwd or bwd
+ * position): each value made by a node gets [its position, its last read] (END_OF_STEP for
+ * outputs); a fused kernel's members count as standing at each of the kernel's positions (one
+ * launch reads and writes for all of them at once); a value made in phase cast and read in fwd
+ * or bwd lives to loop_end, since the micro-batches after the first read it again. Values that
+ * stay inside their fused kernel, and update sources, get none. Fills `spans` (n of them, into
+ * *n) and counts those inside kernels; false when a size is symbolic. `kernel_span` (2 per
+ * kernel) is room for each kernel's first and last positions.
+ */
+static bool lifetimes(const f8_graph *graph, const f8_node_id *run, uint32_t loop_end,
+		      uint32_t *kernel_span, uint32_t *last, bool *escapes, interval *spans,
+		      uint32_t *n, uint32_t *in_kernels) {
+	for (uint32_t g = 0; g < graph->n_groups; g++)
+		kernel_span[2 * g] = F8_NONE;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
-		const f8_node *node = &graph->nodes[graph->order[p]];
+		const f8_node *node = &graph->nodes[run[p]];
+		if (node->group != F8_NONE && kernel_span[2 * node->group] == F8_NONE)
+			kernel_span[2 * node->group] = p;
+		if (node->group != F8_NONE)
+			kernel_span[2 * node->group + 1] = p;
+	}
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[run[p]];
+		uint32_t reads_until = node->group == F8_NONE ? p
+							      : kernel_span[2 * node->group + 1];
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
 			f8_value_id v = node->inputs[i];
 			f8_node_id producer = v == F8_NONE ? F8_NONE : graph->values[v].producer;
 			if (producer == F8_NONE)
 				continue;
-			last[v] = p > last[v] || last[v] == F8_NONE ? p : last[v];
+			bool reread = graph->nodes[producer].phase == F8_PHASE_CAST &&
+				      phase_rank(node->phase) == 1;
+			uint32_t until = reread ? loop_end : reads_until;
+			last[v] = until > last[v] || last[v] == F8_NONE ? until : last[v];
 			escapes[v] |= graph->nodes[producer].group == F8_NONE ||
 				      graph->nodes[producer].group != node->group;
 		}
@@ -65,17 +109,21 @@ static bool lifetimes(const f8_graph *graph, uint32_t *position, uint32_t *last,
 		in_place[graph->updates[i].source] = true, escapes[graph->updates[i].source] = true;
 	*n = *in_kernels = 0;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
-		const f8_node *node = &graph->nodes[graph->order[p]];
+		const f8_node *node = &graph->nodes[run[p]];
+		uint32_t writes_from = node->group == F8_NONE ? p : kernel_span[2 * node->group];
 		for (uint32_t o = 0; o < node->n_outputs; o++) {
 			f8_value_id v = node->outputs[o];
-			bool read = last[v] != F8_NONE;
+			// last < writes_from only in a program no step can run (a cast node reading
+			// what fwd makes): such a value is taken as unread.
+			bool read = last[v] != F8_NONE && last[v] > writes_from;
 			if (node->group != F8_NONE && !escapes[v]) { // in registers, or never written
 				*in_kernels += 1;
 				continue;
 			}
 			if (in_place[v])
 				continue;
-			interval span = {.value = v, .first = p, .last = read ? last[v] : p};
+			interval span = {.value = v, .first = writes_from,
+					 .last = read ? last[v] : writes_from};
 			if (!aligned_size(graph, v, &span.bytes))
 				return false;
 			spans[(*n)++] = span;
@@ -84,11 +132,15 @@ static bool lifetimes(const f8_graph *graph, uint32_t *position, uint32_t *last,
 	return true;
 }
 
+/* Larger first, then earlier; the value id last, so that the order (and so the plan) does not
+ * depend on how the C library's qsort orders equal elements. */
 static int larger_first(const void *a, const void *b) {
 	const interval *x = a, *y = b;
 	if (x->bytes != y->bytes)
 		return x->bytes < y->bytes ? 1 : -1;
-	return x->first < y->first ? -1 : x->first > y->first;
+	if (x->first != y->first)
+		return x->first < y->first ? -1 : 1;
+	return x->value < y->value ? -1 : x->value > y->value;
 }
 
 /*
@@ -119,15 +171,36 @@ static void place(interval *spans, uint32_t n, interval **placed) {
 	}
 }
 
+/* The plan made, held to the verifier's check of it (ir/verify.h), which derives the lifetimes
+ * on its own: a failure is a bug of this pass, said as one, before the check's message. */
+static f8_status self_check(const f8_graph *graph, uint64_t slab_bytes, f8_diag *diag) {
+	f8_status status = f8_graph_verify_buffers(graph, slab_bytes, diag);
+	if (status != F8_ERR_INVALID || !diag)
+		return status;
+	char original[F8_DIAG_MESSAGE_MAX];
+	memcpy(original, diag->message, sizeof original);
+	int prefix = snprintf(diag->message, sizeof diag->message, "internal error in pass "
+			      "schedule: the slab plan it made fails its check: ");
+	if (prefix > 0 && (size_t)prefix < sizeof diag->message) {
+		size_t len = strnlen(original, sizeof diag->message - (size_t)prefix - 1);
+		memcpy(diag->message + prefix, original, len);
+		diag->message[prefix + len] = '\0';
+	}
+	f8_diag_hint(diag, "this is a bug in f8c, not in the model: please report it with the "
+		     "model and the options");
+	return status;
+}
+
 f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *report,
 			       f8_diag *diag) {
 	uint32_t n_values = graph->n_values + 1;
-	uint32_t *position = f8_calloc(graph->n_nodes + 1, sizeof *position);
+	f8_node_id *run = f8_calloc(graph->n_order + 1, sizeof *run);
+	uint32_t *kernel_span = f8_calloc(2 * ((size_t)graph->n_groups + 1), sizeof *kernel_span);
 	uint32_t *last = f8_malloc(n_values * sizeof *last);
 	bool *escapes = f8_calloc(2 * (size_t)n_values, sizeof *escapes); // then in_place
 	interval *spans = f8_calloc(n_values, sizeof *spans);
 	interval **placed = f8_calloc(n_values, sizeof *placed);
-	f8_status status = position && last && escapes && spans && placed
+	f8_status status = run && kernel_span && last && escapes && spans && placed
 				   ? F8_OK
 				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory planning buffers");
 	f8_buffer_plan result = {0};
@@ -137,8 +210,9 @@ f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *repo
 			last[v] = F8_NONE;
 		for (uint32_t v = 0; v < graph->n_values; v++)
 			graph->values[v].buffer_offset = -1;
-		result.planned = lifetimes(graph, position, last, escapes, spans, &n,
-					   &result.n_in_kernels);
+		uint32_t loop_end = run_order(graph, run);
+		result.planned = lifetimes(graph, run, loop_end, kernel_span, last, escapes, spans,
+					   &n, &result.n_in_kernels);
 	}
 	if (!status && result.planned) {
 		qsort(spans, n, sizeof *spans, larger_first);
@@ -151,6 +225,8 @@ f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *repo
 		}
 		result.n_values = n;
 	}
+	if (!status)
+		status = self_check(graph, result.slab_bytes, diag);
 	if (!status && report && result.planned)
 		fprintf(report, "schedule: %u values in one slab of %llu bytes (%llu without reuse); "
 			"%u values stay inside fused kernels\n", result.n_values,
@@ -160,7 +236,8 @@ f8_status f8_pass_schedule_run(f8_graph *graph, f8_buffer_plan *plan, FILE *repo
 		fprintf(report, "schedule: sizes are symbolic, no buffers planned\n");
 	if (!status && plan)
 		*plan = result;
-	f8_free(position);
+	f8_free(run);
+	f8_free(kernel_span);
 	f8_free(last);
 	f8_free(escapes);
 	f8_free(spans);

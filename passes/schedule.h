@@ -8,15 +8,23 @@
  * requires: types inferred, fuse (values made and read inside one fused kernel never reach
  * memory, so they get no buffer).
  *
- * A value is live from the node that makes it to the last node that reads it, in program
- * order (a step runs its phases in that order); graph outputs live to the end of the step.
+ * A value is live from the node that makes it to the last node that reads it, in the order a
+ * step runs them: phase cast, then fwd and bwd, then opt, each in program order (a cast node
+ * may stand after fwd nodes that it runs before); graph outputs live to the end of the step. A
+ * fused kernel is one launch: its members write from its first position and read until its
+ * last, so that no kernel writes over what it still reads (a transposed copy, an amax). A value
+ * made in phase cast and read in fwd or bwd lives to the last fwd or bwd node: cast runs once a
+ * step, fwd and bwd once per micro-batch, and each micro-batch reads it.
  * Update sources (new weights, moments, gradient accumulators, scaling tables, weight caches)
  * are written in place of their leaves, as Megatron-LM's optimizer updates in place: the
- * executor refuses a run that reads a leaf after its update's source is made. Leaves (inputs, parameters, optimizer state, scaling tables, weight caches)
- * are not in the slab: they persist across steps. Offsets are aligned to 256 bytes (what
+ * executor refuses a run that reads a leaf after its update's source is made. Leaves (inputs,
+ * parameters, optimizer state, scaling tables, weight caches) are not in the slab: they
+ * persist across steps. Offsets are aligned to F8_SLAB_ALIGNMENT (ir/verify.h: 256 bytes, what
  * cudaMalloc gives, and more than any vector access needs); values are placed largest first,
  * each at the lowest offset whose range is free over its lifetime. A graph whose sizes are not
- * all bound is left unplanned (offsets -1): a plan is for one batch and sequence size.
+ * all bound is left unplanned (offsets -1): a plan is for one batch and sequence size. The plan
+ * made is checked by f8_graph_verify_buffers (ir/verify.h), which derives the lifetimes on its
+ * own; a plan that fails it is an internal error.
  */
 #ifndef F8_PASSES_SCHEDULE_H
 #define F8_PASSES_SCHEDULE_H

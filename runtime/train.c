@@ -12,6 +12,7 @@
 #include <errno.h>  // errno
 #include <time.h>   // clock_gettime
 
+#include "codegen/target.h"       // f8_codegen_target_table_for
 #include "ir/alloc.h"             // f8_calloc, f8_free
 #include "passes/fp8_cast.h"      // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
 #include "passes/pipeline.h"      // f8_pipeline_run_with
@@ -231,7 +232,8 @@ static f8_status compile_model(trainer *t, const f8_training_options *optimizer,
 			       f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
-	f8_pipeline_options compile = {.training = optimizer, .fp8 = c->fp8};
+	f8_pipeline_options compile = {.training = optimizer, .fp8 = c->fp8,
+				       .target = f8_codegen_target_table_for(c->fp8)};
 	f8_status status = f8_frontend_load(c->model, &options, &t->compiled, diag);
 	if (!status && (c->fp8 || bind))
 		status = bind_token_dims(t, diag);

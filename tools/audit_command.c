@@ -11,6 +11,7 @@
 #include <stdio.h>   // printf, fprintf
 #include <string.h>  // strcmp, strncmp, strlen, strrchr, strstr
 
+#include "codegen/target.h"            // f8_codegen_target_table_for
 #include "frontend/frontend.h"         // f8_frontend_load, f8_frontend_bind_dims
 #include "frontend/json/model_json.h"  // f8_json_model_config_read
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
@@ -462,7 +463,8 @@ static int audit(request *q, const f8_fp8_options *fp8, f8_plan *plan) {
 	f8_diag_clear(&diag);
 	f8_graph *graph = plan ? plan->graph : NULL;
 	f8_training_options hyperparameters = f8_training_options_default();
-	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8};
+	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8,
+				       .target = f8_codegen_target_table_for(fp8)};
 	f8_status status = plan ? F8_OK : load(q, &graph, &diag);
 	if (!status && !plan)
 		status = f8_pipeline_run_with(graph, NULL, true, &compile, NULL, &diag);

@@ -15,6 +15,7 @@
 
 #include "codegen/nvptx.h"      // f8_nvptx_compile
 #include "codegen/program.h"    // f8_codegen_program_create
+#include "codegen/target.h"     // f8_codegen_target_table_for
 #include "ir/alloc.h"           // f8_calloc, f8_free
 #include "frontend/frontend.h"  // f8_frontend_load
 #include "passes/pipeline.h"    // f8_pipeline_run_with
@@ -66,7 +67,8 @@ static double seconds_since(const struct timespec *start) {
 static f8_status compile_inference(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
 	f8_frontend_options options = {.dims = config->dims, .n_dims = config->n_dims,
 				       .seed = config->seed};
-	f8_pipeline_options passes = {.fp8 = config->fp8};
+	f8_pipeline_options passes = {.fp8 = config->fp8,
+				      .target = f8_codegen_target_table_for(config->fp8)};
 	f8_status status = f8_frontend_load(config->model, &options, out, diag);
 	if (!status)
 		status = f8_pipeline_run_with(*out, NULL, true, &passes, NULL, diag);

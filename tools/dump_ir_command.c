@@ -7,6 +7,7 @@
 #include <stdio.h>  // fprintf
 #include <string.h> // strcmp, strchr
 
+#include "codegen/target.h"   // f8_codegen_target_table_for
 #include "frontend/frontend.h" // f8_frontend_load, f8_dim_binding
 #include "ir/json.h"         // f8_json_print
 #include "ir/text.h"         // f8_text_print
@@ -128,10 +129,12 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 	// hyperparameters (f8c train sets its own); at or past precision, FP8 too.
 	f8_training_options hyperparameters = f8_training_options_default();
 	const f8_pass *last = after ? f8_pipeline_find(after) : NULL;
+	const f8_fp8_options *planned = last && last >= f8_pipeline_find("precision")
+						? f8_tool_fp8_options(fp8) : NULL;
 	f8_pipeline_options compile = {
 		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
-		.fp8 = last && last >= f8_pipeline_find("precision") ? f8_tool_fp8_options(fp8)
-								     : NULL};
+		.fp8 = planned,
+		.target = f8_codegen_target_table_for(planned)};
 	if (!status && after)
 		status = f8_pipeline_run_with(graph, after, verify, &compile, report ? stderr : NULL,
 					      &diag);

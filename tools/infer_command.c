@@ -9,6 +9,7 @@
 #include <string.h>   // strcmp, strchr, strerror
 #include <sys/stat.h> // mkdir
 
+#include "codegen/target.h"       // f8_codegen_target_table_for
 #include "frontend/frontend.h"    // f8_frontend_load
 #include "ir/alloc.h"             // f8_calloc, f8_free
 #include "passes/pipeline.h"      // f8_pipeline_run_with
@@ -198,9 +199,10 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 		if (!status)
 			graph = plan->graph;
 	} else {
+		const f8_pipeline_options inference = {.target = f8_codegen_target_table_for(NULL)};
 		status = f8_frontend_load(request->model, &options, &graph, diag);
 		if (!status)
-			status = f8_pipeline_run_with(graph, NULL, true, NULL, NULL, diag);
+			status = f8_pipeline_run_with(graph, NULL, true, &inference, NULL, diag);
 	}
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++) {
 		const char *name = request->inputs[i].name;

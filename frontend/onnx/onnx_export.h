@@ -4,7 +4,7 @@
  * ops: standard ONNX ops of the default domain only, weights in one external data file.
  *
  * The weights are made up, deterministically from a seed, initialized as Megatron-LM does by
- * default (f8_weight_init_*). A mixture-of-experts layer is written in a dense form (every expert
+ * default (ir/weight_init.h). A mixture-of-experts layer is written in a dense form (every expert
  * on every token, weighted by the router's renormalized top-k probabilities and zero elsewhere),
  * which costs experts / top_k times the FLOPs of the routed layer; ONNX has no standard op for
  * routing that would keep the shapes static.
@@ -17,6 +17,7 @@
 
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph, f8_value_id
+#include "ir/weight_init.h" // f8_weight_init: the rule the exporter writes weights by
 
 enum {
 	F8_ONNX_EXPORT_OPSET_DEFAULT = 18,
@@ -49,45 +50,5 @@ typedef struct f8_onnx_export_options {
  */
 f8_status f8_onnx_export(const f8_graph *graph, const char *path,
 			 const f8_onnx_export_options *options, f8_diag *diag);
-
-/*
- * The weights f8c makes up for a model description, as Megatron-LM initializes them by default:
- * normal(0, 0.02) for weights and embeddings; the output projections of the residual branches
- * (attn.proj, mlp.fc2, mlp.experts.fc2) normal(0, 0.02 / sqrt(2 * layers)); the scales of norms 1
- * and every bias 0.
- */
-typedef enum f8_weight_init_kind {
-	F8_WEIGHT_INIT_NORMAL,
-	F8_WEIGHT_INIT_ONES,
-	F8_WEIGHT_INIT_ZEROS,
-} f8_weight_init_kind;
-
-typedef struct f8_weight_init {
-	f8_weight_init_kind kind;
-	double std; // the standard deviation of NORMAL (mean 0)
-} f8_weight_init;
-
-/* The number of layers of `graph`: one more than the largest N of a parameter named layers.N.*,
- * at least 1. */
-int64_t f8_weight_init_layers(const f8_graph *graph);
-
-/* How parameter `value` of `graph` (of a model with `layers` layers) is initialized: by what
- * reads it (a norm's scale, a bias) and by its name (the output projections). */
-f8_weight_init f8_weight_init_rule(const f8_graph *graph, f8_value_id value, int64_t layers);
-
-/*
- * Elements [first, first + count) of the parameter called `name`, initialized by `rule` from
- * `seed`, into `out` (count floats). The random numbers are counter-based, so any range can be
- * made alone and the result does not depend on how a tensor is cut into ranges: element i is
- * from the pair p = i / 2 of uniforms u1 = U(2p), u2 = U(2p + 1), where U(j) takes the top 53
- * bits of splitmix64's output function of key + (j + 1) * 0x9E3779B97F4A7C15, key =
- * splitmix64(seed) XOR FNV-1a-64(name); Box-Muller gives sqrt(-2 ln u1) * cos(2 pi u2) for even
- * i and * sin(2 pi u2) for odd i (u1 in (0, 1], u2 in [0, 1)), in double precision, times the
- * rule's std, rounded to float. The same seed and name give the same numbers wherever libm's log,
- * cos and sin agree (they may differ in the last bit between C libraries), and different names
- * independent streams, so adding a layer does not change the other layers' weights.
- */
-void f8_weight_init_fill(const f8_weight_init *rule, uint64_t seed, const char *name,
-			 uint64_t first, uint64_t count, float *out);
 
 #endif

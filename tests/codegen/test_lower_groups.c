@@ -26,6 +26,7 @@
 #include "ir/fp8.h"              // f8_float_decode
 #include "ir/text.h"             // f8_text_parse
 #include "codegen/lower.h"       // f8_codegen_lower_group, f8_lowered_group
+#include "codegen/target.h"      // f8_codegen_target_table_for
 #include "passes/pipeline.h"     // f8_pipeline_run_with
 #include "passes/precision.h"    // f8_fp8_options_default
 #include "runtime/cpu/generated.h" // f8_cpu_generated_create, f8_cpu_generated_run
@@ -932,7 +933,8 @@ static void check_model(const char *source_dir, const char *model, int64_t batch
 	const f8_dim_binding dims[] = {{"batch", batch}, {"seq", seq}};
 	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
 	f8_training_options training = f8_training_options_default();
-	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8};
+	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8,
+					       .target = f8_codegen_target_table_for(fp8)};
 	f8_graph *graph = NULL;
 	f8_diag diag = {0};
 	f8_status status = f8_frontend_load(path, &options, &graph, &diag);

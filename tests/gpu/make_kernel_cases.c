@@ -69,6 +69,7 @@
 #include "codegen/llvm_lower.h"     // f8_llvm_geometry
 #include "codegen/nvptx.h"          // f8_nvptx_compile
 #include "codegen/program.h"        // f8_codegen_program_create, f8_codegen_group
+#include "codegen/target.h"         // f8_codegen_target_table_for
 #include "frontend/frontend.h"      // f8_frontend_load
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
 #include "ir/arena.h"               // f8_arena_strdup
@@ -790,7 +791,8 @@ static void compile_model(model *m, const char *path, const f8_dim_binding *dims
 			  const f8_fp8_options *fp8, bool check) {
 	f8_frontend_options options = {.dims = dims, .n_dims = n_dims, .seed = 1};
 	f8_training_options training = f8_training_options_default();
-	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8};
+	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8,
+					       .target = f8_codegen_target_table_for(fp8)};
 	f8_diag diag = {0};
 	if (f8_frontend_load(path, &options, &m->graph, &diag) ||
 	    f8_pipeline_run_with(m->graph, NULL, true, &compile_options, NULL, &diag) ||

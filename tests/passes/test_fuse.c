@@ -5,8 +5,9 @@
  * ScalingUpdate is in a kernel, with the members its family admits; the kernels are counted per
  * family; the fused graph's text reads back the same; the report has a line per kernel and a
  * summary; a second fuse is refused with a clear error and leaves the graph as it was (the
- * choice passes/fuse.h documents); allocation failure at every allocation of the pass is
- * reported as such and leaves the graph unfused.
+ * choice passes/fuse.h documents); without a target table (or with one that lowers nothing)
+ * nothing is fused and the report says why; allocation failure at every allocation of the pass
+ * is reported as such and leaves the graph unfused.
  *
  * usage: test_fuse SOURCE_DIR
  */
@@ -16,6 +17,7 @@
 #include <stdlib.h> // free
 #include <string.h> // strcmp, strstr
 
+#include "codegen/target.h"     // f8_codegen_target_table_for
 #include "frontend/frontend.h"  // f8_frontend_load
 #include "ir/alloc.h"           // f8_free
 #include "ir/text.h"            // f8_text_parse, f8_text_print_string
@@ -37,7 +39,8 @@ static f8_graph *compile_model(const char *model, bool training, const f8_fp8_op
 	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
 	f8_training_options hyperparameters = f8_training_options_default();
 	f8_pipeline_options compile_options = {.training = training ? &hyperparameters : NULL,
-					       .fp8 = fp8};
+					       .fp8 = fp8,
+					       .target = f8_codegen_target_table_for(fp8)};
 	f8_graph *graph = NULL;
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -334,7 +337,8 @@ static void test_report(void) {
 	FILE *report = open_memstream(&text, &len);
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	CHECK(report && f8_pass_fuse_run(graph, report, &diag) == F8_OK);
+	CHECK(report && f8_pass_fuse_run(graph, f8_codegen_target_table_for(&fp8), report,
+					 &diag) == F8_OK);
 	if (report)
 		fclose(report);
 	uint32_t lines = 0;
@@ -346,6 +350,31 @@ static void test_report(void) {
 	CHECK(text && strstr(text, "fuse: left outside kernels: ") && strstr(text, " FP8Gemm"));
 	free(text);
 	f8_graph_destroy(graph);
+}
+
+/* Without a target table, or with the passes' own (the chip facts, no supports_node), nothing
+ * lowers: no kernels, and the report's first line says why. */
+static void test_no_target(void) {
+	const f8_target_table *tables[] = {NULL, f8_target_table_default(F8_TARGET_SM_90)};
+	for (int i = 0; i < 2; i++) {
+		f8_graph *graph = compile(true, NULL, "fp8-cast");
+		CHECK(graph != NULL);
+		if (!graph)
+			return;
+		char *text = NULL;
+		size_t len = 0;
+		FILE *report = open_memstream(&text, &len);
+		f8_diag diag;
+		f8_diag_clear(&diag);
+		CHECK(report && f8_pass_fuse_run(graph, tables[i], report, &diag) == F8_OK);
+		if (report)
+			fclose(report);
+		CHECK(graph->n_groups == 0 && f8_graph_verify(graph, &diag) == F8_OK);
+		CHECK(text && strncmp(text, "fuse: nothing fused: no target table", 36) == 0 &&
+		      strstr(text, "fuse: 0 kernels; 0 of "));
+		free(text);
+		f8_graph_destroy(graph);
+	}
 }
 
 /* Every allocation of the pass may fail: the status says so, and the graph stays unfused and
@@ -363,7 +392,8 @@ static void test_allocation_failures(void) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
 		test_fail_allocations_after(n);
-		f8_status status = f8_pass_fuse_run(graph, NULL, &diag);
+		f8_status status = f8_pass_fuse_run(graph, f8_codegen_target_table_for(NULL),
+						    NULL, &diag);
 		test_allocations_restore();
 		CHECK(status == F8_OK || status == F8_ERR_NOMEM);
 		succeeded = status == F8_OK;
@@ -391,6 +421,7 @@ int main(int argc, char **argv) {
 	test_llama_tiny();
 	test_recipes();
 	test_report();
+	test_no_target();
 	test_allocation_failures();
 	return test_finish();
 }

@@ -331,7 +331,7 @@ static void test_shapes(void) {
 			status = f8_pass_canonicalize_run(graph, &diag);
 		fp8.allow_fallback = fallback;
 		if (!status)
-			status = f8_pass_precision_run(graph, &fp8, NULL, &diag);
+			status = f8_pass_precision_run(graph, &fp8, NULL, NULL, &diag);
 		if (status && status != F8_ERR_UNSUPPORTED)
 			f8_diag_print(&diag, stdout);
 		if (!fallback) {
@@ -358,7 +358,7 @@ static void test_allocation_failures(void) {
 		if (!graph)
 			return;
 		test_fail_allocations_after(n);
-		f8_status status = f8_pass_precision_run(graph, &fp8, NULL, &diag);
+		f8_status status = f8_pass_precision_run(graph, &fp8, NULL, NULL, &diag);
 		if (!status)
 			status = f8_pass_fp8_cast_run(graph, &fp8, NULL, &diag);
 		test_allocations_restore();

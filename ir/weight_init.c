@@ -1,11 +1,11 @@
 /*
  * The weights f8c makes up for a model description: Megatron-LM's default initialization from a
- * small counter-based generator (splitmix64 and Box-Muller), described in onnx_export.h.
+ * small counter-based generator (splitmix64 and Box-Muller), described in ir/weight_init.h.
  */
 #include <math.h>   // cos, log, sin, sqrt
 #include <string.h> // strlen, strncmp, strcmp
 
-#include "frontend/onnx/onnx_export.h" // f8_weight_init, f8_weight_init_fill
+#include "ir/weight_init.h" // f8_weight_init, f8_weight_init_fill
 
 static const double PI = 3.14159265358979323846;
 static const double MEGATRON_STD = 0.02; // Megatron-LM's init_method_std
