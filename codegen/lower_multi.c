@@ -513,25 +513,43 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 /*
  * ScalingUpdate(scale [n], amax_history [len, n], nonfinite, amax_0 .. amax_n-1) -> their next
  * values (runtime/cpu/kernels_fp8.c has the semantics). Kernel 1 gathers the n amaxes (each
- * its own scalar) into a scratch [n]; kernel 2 takes one row per slot: a block loop over the
- * history rolls column i down one row with amax_i on top (a non-finite amax_i keeps the column
- * and counts), and takes the column's max; the scale follows f8_scale_from_amax.
+ * its own scalar) into a scratch [n] and keeps the non-finite count; kernel 2 copies the
+ * history into a scratch; kernel 3 takes one row per slot: a block loop over the saved history
+ * rolls column i down one row with amax_i on top (a non-finite amax_i keeps the column and
+ * counts), and takes the column's max; the scale follows f8_scale_from_amax. The next values are
+ * the state's own storage in a slab plan (passes/schedule.h: an update is written in place), so
+ * kernel 3 reads the history and the count from the copies: rolling in place would read rows
+ * its other threads have already moved, and the count's storage is zeroed before the launch
+ * (it is an ACCUMULATE argument).
  */
 f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				      f8_lowered_group *out, f8_diag *diag) {
 	const f8_node *node = &graph->nodes[members[0]];
 	const f8_shape *history_shape = &graph->values[node->inputs[1]].type.shape;
 	f8_dim slots_dim = history_shape->dims[1], length_dim = history_shape->dims[0];
-	uint32_t n_amax = node->n_inputs - 3, amaxes;
+	uint32_t n_amax = node->n_inputs - 3, amaxes, saved_history, saved_count;
+	f8_dim cells;
+	if (!f8_dim_mul(slots_dim, length_dim, &cells))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the amax history's size overflows");
 	f8_status status = f8_lower_add_scratch(out, F8_DTYPE_F32, slots_dim, &amaxes, diag);
+	if (!status)
+		status = f8_lower_add_scratch(out, F8_DTYPE_F32, cells, &saved_history, diag);
+	if (!status)
+		status = f8_lower_add_scratch(out, F8_DTYPE_I64, f8_dim_const(1), &saved_count, diag);
 	f8_lower lw;
 	if (status || (status = begin_kernel(&lw, graph, group, members, "gather", diag)))
 		return status;
-	uint32_t gathered, p_slots, p_length;
+	uint32_t gathered, count_copy, p_slots, p_length;
 	for (uint32_t i = 0; !status && i < n_amax; i++)
 		status = f8_lower_add_buffer(&lw, node->inputs[3 + i], F8_KIR_PARAM_IN);
+	uint32_t nonfinite = n_amax;
+	if (!status)
+		status = f8_lower_add_buffer(&lw, node->inputs[2], F8_KIR_PARAM_IN);
 	if (!status)
 		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KIR_PARAM_OUT, &gathered);
+	if (!status)
+		status = f8_lower_add_scratch_param(&lw, out, saved_count, F8_KIR_PARAM_OUT,
+						    &count_copy);
 	f8_kir_id r, c;
 	if (!status)
 		status = begin_single(&lw, &r);
@@ -539,15 +557,56 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 		status = f8_kir_store(lw.kernel, gathered, i64(&lw, i),
 				      f8_kir_load(lw.kernel, i, i64(&lw, 0)), diag);
 	if (!status)
+		status = f8_kir_store(lw.kernel, count_copy, i64(&lw, 0),
+				      f8_kir_load(lw.kernel, nonfinite, i64(&lw, 0)), diag);
+	if (!status)
 		status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
+	if ((status = f8_lower_end(&lw, status, out)))
+		return status;
+	if ((status = begin_kernel(&lw, graph, group, members, "save", diag)))
+		return status;
+	// The history, column by column as kernel 3 reads it, into its scratch copy.
+	uint32_t history_in = 0, history_copy;
+	status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KIR_PARAM_IN);
+	if (!status)
+		status = f8_lower_add_scratch_param(&lw, out, saved_history, F8_KIR_PARAM_OUT,
+						    &history_copy);
+	if (!status)
+		status = f8_lower_add_size(&lw, slots_dim, &p_slots);
+	if (!status)
+		status = f8_lower_add_size(&lw, length_dim, &p_length);
+	if (!status) {
+		lw.kernel->grid_sizes[0] = p_slots;
+		lw.kernel->n_grid_sizes = 1;
+		f8_kir_id slots = f8_kir_size(lw.kernel, p_slots);
+		f8_kir_id length = f8_kir_size(lw.kernel, p_length);
+		status = f8_kir_begin_grid_loop(lw.kernel, slots, &r, diag);
+		if (!status)
+			status = f8_kir_begin_block_loop(lw.kernel, length, &c, diag);
+		if (!status) {
+			f8_kir_id at = EMIT(&lw, ADD, EMIT(&lw, MUL, c, slots, NONE), r, NONE);
+			status = f8_kir_store(lw.kernel, history_copy, at,
+					      f8_kir_load(lw.kernel, history_in, at), diag);
+		}
+		if (!status)
+			status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
+		if (!status)
+			status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
+	}
 	if ((status = f8_lower_end(&lw, status, out)))
 		return status;
 	if ((status = begin_kernel(&lw, graph, group, members, "update", diag)))
 		return status;
-	// Parameters: scale, history, nonfinite, the gathered amaxes in; their next values out.
-	uint32_t scale = 0, history = 1, nonfinite = 2, amax_in, scale_out, history_out, count_out;
-	for (uint32_t i = 0; !status && i < 3; i++)
-		status = f8_lower_add_buffer(&lw, node->inputs[i], F8_KIR_PARAM_IN);
+	// Parameters: scale, the saved history and count, the gathered amaxes in; the next values
+	// out.
+	uint32_t scale = 0, history, amax_in, scale_out, history_out, count_out;
+	status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KIR_PARAM_IN);
+	if (!status)
+		status = f8_lower_add_scratch_param(&lw, out, saved_history, F8_KIR_PARAM_IN,
+						    &history);
+	if (!status)
+		status = f8_lower_add_scratch_param(&lw, out, saved_count, F8_KIR_PARAM_IN,
+						    &nonfinite);
 	if (!status)
 		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KIR_PARAM_IN, &amax_in);
 	if (!status)

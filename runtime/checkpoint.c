@@ -10,7 +10,7 @@
 #include <inttypes.h> // PRIu64, PRId64, SCNu64
 #include <stdio.h>    // snprintf
 #include <stdlib.h>   // strtoull, strtoll
-#include <string.h>   // strcmp, strlen, memcpy, strerror
+#include <string.h>   // strcmp, strlen, strerror
 #include <sys/stat.h> // mkdir
 #include <time.h>     // clock_gettime
 
@@ -75,32 +75,39 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 	return status;
 }
 
-/* Writes the leaves of `which` into `path` with the metadata keys/values. */
-static f8_status write_file(const char *path, int which, const f8_graph *graph,
-			    const f8_cpu_executor *executor, const char *const *keys,
-			    const char *const *values, size_t n_metadata, f8_diag *diag) {
+/* Writes the leaves of `which` into `path` with the metadata keys/values, each read from the
+ * executor's backend into host memory first. */
+static f8_status write_file(const char *path, int which, const f8_executor *executor,
+			    const char *const *keys, const char *const *values, size_t n_metadata,
+			    f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
 	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
+	f8_rt_tensor *host = f8_calloc(graph->n_inputs + 1, sizeof *host);
 	const f8_rt_tensor **tensors = f8_calloc(graph->n_inputs + 1, sizeof *tensors);
-	f8_status status = names && tensors ? F8_OK
-					    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = names && host && tensors
+				   ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	size_t n = 0;
 	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
-		if (file_of(graph, v) == which) {
-			names[n] = graph->values[v].name;
-			tensors[n++] = f8_cpu_executor_value(executor, v);
-		}
+		if (file_of(graph, v) != which)
+			continue;
+		names[n] = graph->values[v].name;
+		status = f8_executor_read(executor, v, &host[n], diag);
+		tensors[n] = &host[n];
+		n += !status;
 	}
 	if (!status)
 		status = f8_safetensors_write(path, names, tensors, n, keys, values, n_metadata, diag);
+	for (size_t i = 0; host && i < n; i++)
+		f8_rt_tensor_destroy(&host[i]);
 	f8_free(names);
+	f8_free(host);
 	f8_free(tensors);
 	return status;
 }
 
-f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
-			     const f8_cpu_executor *executor, const f8_checkpoint_info *info,
-			     f8_diag *diag) {
+f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
+			     const f8_checkpoint_info *info, f8_diag *diag) {
 	char iteration_folder[4096], iteration[32], sampler[32], seed[32], tokens[32], save_id[48];
 	snprintf(iteration, sizeof iteration, "%07" PRId64, info->iteration);
 	char folder_name[48];
@@ -137,7 +144,7 @@ f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
 		char path[4096];
 		status = path_in(iteration_folder, file_names[file], path, sizeof path, diag);
 		if (!status)
-			status = write_file(path, file, graph, executor, keys, values,
+			status = write_file(path, file, executor, keys, values,
 					    FIXED + info->n_settings, diag);
 	}
 	return status ? status : write_latest(folder, info->iteration, diag);
@@ -176,8 +183,8 @@ static f8_status check_record(const f8_safetensors *file, const char *path, cons
 
 /* Reads every leaf file `which` holds into staged[v]; checks names, dtypes and shapes. */
 static f8_status stage_file(const f8_safetensors *file, const char *path, int which,
-			    const f8_graph *graph, const f8_cpu_executor *executor,
-			    f8_rt_tensor *staged, f8_diag *diag) {
+			    const f8_executor *executor, f8_rt_tensor *staged, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
 	size_t expected = 0;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
@@ -185,7 +192,7 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		if (file_of(graph, v) != which)
 			continue;
 		expected++;
-		const f8_rt_tensor *leaf = f8_cpu_executor_value(executor, v);
+		const f8_tensor_view *leaf = f8_executor_view(executor, v);
 		if (!f8_safetensors_find(file, value->name)) {
 			f8_diag_set(diag, F8_ERR_INVALID, "%s has no tensor '%s'", path, value->name);
 			f8_diag_hint(diag, "the checkpoint is of another model or another training "
@@ -195,7 +202,10 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		f8_status status = f8_safetensors_read(file, value->name, &staged[v], diag);
 		if (status)
 			return status;
-		if (!f8_rt_tensor_same_type(&staged[v], leaf))
+		bool same = staged[v].dtype == leaf->dtype && staged[v].rank == leaf->rank;
+		for (int d = 0; same && d < leaf->rank; d++)
+			same = staged[v].dims[d] == leaf->dims[d];
+		if (!same)
 			return f8_diag_set(diag, F8_ERR_INVALID, "%s: tensor '%s' has another dtype or "
 					   "shape than the model's %s", path, value->name,
 					   f8_dtype_name(leaf->dtype));
@@ -264,8 +274,9 @@ static f8_status check_settings(const f8_safetensors *record, const char *path,
 	return F8_OK;
 }
 
-f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
-			     f8_cpu_executor *executor, f8_checkpoint_info *info, f8_diag *diag) {
+f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
+			     f8_checkpoint_info *info, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
 	f8_rt_tensor *staged = f8_calloc(graph->n_values + 1, sizeof *staged);
 	f8_safetensors *files[N_FILES] = {0};
 	const char *save_id = NULL;
@@ -280,8 +291,7 @@ f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
 		if (!status)
 			status = check_record(files[file], paths[file], &save_id, diag);
 		if (!status)
-			status = stage_file(files[file], paths[file], file, graph, executor, staged,
-					    diag);
+			status = stage_file(files[file], paths[file], file, executor, staged, diag);
 	}
 	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0;
 	if (!status) {
@@ -299,13 +309,13 @@ f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
 			status = check_settings(record, paths[OPTIMIZER], info, diag);
 	}
 	if (!status) { // everything checked: now write the leaves
-		for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 			f8_value_id v = graph->inputs[i];
-			if (file_of(graph, v) < 0)
-				continue;
-			f8_rt_tensor *leaf = f8_cpu_executor_leaf(executor, v);
-			memcpy(leaf->data, staged[v].data, leaf->n_bytes);
+			if (file_of(graph, v) >= 0)
+				status = f8_executor_write(executor, v, &staged[v], diag);
 		}
+	}
+	if (!status) {
 		info->iteration = (int64_t)iteration;
 		info->sampler_state = sampler;
 		info->seed = seed;

@@ -25,7 +25,7 @@
 
 #include "ir/diag.h"              // f8_status, f8_diag
 #include "ir/graph.h"             // f8_graph
-#include "runtime/cpu/executor.h" // f8_cpu_executor
+#include "runtime/executor.h"     // f8_executor
 
 /* What a checkpoint records beside the tensors. */
 typedef struct f8_checkpoint_info {
@@ -40,20 +40,19 @@ typedef struct f8_checkpoint_info {
 	uint32_t n_settings;
 } f8_checkpoint_info;
 
-/* Saves the params and state leaves of `graph` held by `executor` as iteration
- * info->iteration of the checkpoint folder `folder` (created when missing), with `info`. */
-f8_status f8_checkpoint_save(const char *folder, const f8_graph *graph,
-			     const f8_cpu_executor *executor, const f8_checkpoint_info *info,
-			     f8_diag *diag);
+/* Saves the params and state leaves of the executor's graph as iteration info->iteration of
+ * the checkpoint folder `folder` (created when missing), with `info`. */
+f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
+			     const f8_checkpoint_info *info, f8_diag *diag);
 
 /*
  * Loads the latest checkpoint of `folder` (or `folder` itself when it holds the two files) into
- * the params and state leaves of `graph` in `executor`, and its record into *info. On entry
+ * the params and state leaves of the executor's graph, and its record into *info. On entry
  * info's settings are the current run's: a stored setting that differs fails with
  * F8_ERR_ARGUMENT naming it. Every parameter and state leaf must be there with its exact dtype
  * and shape, and nothing else may be. info->model is left as it was.
  */
-f8_status f8_checkpoint_load(const char *folder, const f8_graph *graph,
-			     f8_cpu_executor *executor, f8_checkpoint_info *info, f8_diag *diag);
+f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
+			     f8_checkpoint_info *info, f8_diag *diag);
 
 #endif

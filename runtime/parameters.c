@@ -12,7 +12,7 @@
 #include <string.h> // memcpy, strerror
 #include <sys/types.h> // off_t
 
-#include "frontend/onnx/onnx_export.h" // f8_weight_init_rule, f8_weight_init_fill
+#include "ir/weight_init.h"          // f8_weight_init_rule, f8_weight_init_fill
 #include "ir/alloc.h"                  // f8_malloc, f8_free
 
 /* Reads the bytes of `init` into `buffer` (init->n_bytes). */
@@ -88,26 +88,35 @@ static void fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_i
  * Besides params and buffers, any leaf with an initializer gets it: the passes give state an
  * initial value that is not zero that way (fp8-cast's inline ones for the scale tables); an FP8
  * scale table without one (a graph read back from the text IR, a plan's) starts at 1 as
- * DESIGN.md says; other leaves without one stay as the executor made them, zero.
+ * DESIGN.md says; other leaves without one stay as the executor made them, zero. Each leaf is
+ * made on the host and written to the executor's backend.
  */
-f8_status f8_rt_parameters_init(f8_cpu_executor *executor, const f8_graph *graph, uint64_t seed,
-				f8_diag *diag) {
+f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
 	int64_t layers = f8_weight_init_layers(graph);
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
 		const f8_value *value = &graph->values[v];
-		f8_rt_tensor *tensor = f8_cpu_executor_leaf(executor, v);
-		f8_status status = F8_OK;
-		if (value->initializer)
-			status = fill_from_initializer(tensor, value->initializer, value->name, diag);
-		else if (value->role == F8_ROLE_PARAMETER)
-			fill_made_up(tensor, graph, v, layers, seed);
-		else if (value->role == F8_ROLE_SCALE) // FP8 scales start at 1 (DESIGN.md)
-			for (int64_t e = 0; e < f8_rt_tensor_numel(tensor); e++)
-				f8_rt_tensor_set(tensor, e, 1.0);
-		else if (value->role == F8_ROLE_BUFFER)
-			status = f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
-					     value->name);
+		if (!value->initializer && value->role != F8_ROLE_PARAMETER &&
+		    value->role != F8_ROLE_SCALE && value->role != F8_ROLE_BUFFER)
+			continue; // stays zero
+		if (value->role == F8_ROLE_BUFFER && !value->initializer)
+			return f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
+					   value->name);
+		const f8_tensor_view *view = f8_executor_view(executor, v);
+		f8_rt_tensor tensor;
+		f8_status status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, &tensor,
+						       diag);
+		if (!status && value->initializer)
+			status = fill_from_initializer(&tensor, value->initializer, value->name, diag);
+		else if (!status && value->role == F8_ROLE_PARAMETER)
+			fill_made_up(&tensor, graph, v, layers, seed);
+		else if (!status) // FP8 scales start at 1 (DESIGN.md)
+			for (int64_t e = 0; e < f8_rt_tensor_numel(&tensor); e++)
+				f8_rt_tensor_set(&tensor, e, 1.0);
+		if (!status)
+			status = f8_executor_write(executor, v, &tensor, diag);
+		f8_rt_tensor_destroy(&tensor);
 		if (status)
 			return status;
 	}

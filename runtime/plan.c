@@ -19,7 +19,7 @@
 #include "frontend/frontend.h"  // f8_frontend_load
 #include "ir/alloc.h"           // f8_malloc, f8_calloc, f8_free
 #include "ir/text.h"            // f8_text_print_string, f8_text_parse, f8_dim_format
-#include "ir/verify.h"          // f8_graph_verify
+#include "ir/verify.h"          // f8_graph_verify, f8_graph_verify_buffers
 #include "passes/precision.h"   // f8_gemm_sizes
 #include "passes/schedule.h"    // f8_buffer_plan_of
 #include "runtime/atomic_file.h" // f8_atomic_file_*
@@ -485,6 +485,10 @@ f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, 
 		status = inconsistent(diag, dir, "its graph does not parse: %s", diag->message);
 	if (!status && f8_graph_verify(plan->graph, diag))
 		status = inconsistent(diag, dir, "its graph does not verify: %s", diag->message);
+	json_int_t slab = json_integer_value(json_object_get(json_object_get(document, "buffers"),
+							     "slab_bytes"));
+	if (!status && f8_graph_verify_buffers(plan->graph, slab > 0 ? (uint64_t)slab : 0, diag))
+		status = inconsistent(diag, dir, "its slab plan does not hold: %s", diag->message);
 	if (!status)
 		status = check_kernels(dir, plan->graph, document, diag);
 	if (!status)

@@ -17,7 +17,7 @@
 #include "passes/fp8_cast.h"      // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
 #include "passes/pipeline.h"      // f8_pipeline_run_with
 #include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
-#include "runtime/cpu/executor.h" // f8_cpu_executor
+#include "runtime/executor.h"     // f8_executor
 #include "runtime/parameters.h"   // f8_rt_parameters_init
 
 /* The optimizer's options as the run compiles them: micro-batches from the batch sizes, the
@@ -74,7 +74,8 @@ typedef struct trainer {
 	const f8_train_config *config;
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
 	f8_graph *compiled;            // the step compiled here (owned); NULL when a plan's runs
-	f8_cpu_executor *executor;
+	f8_executor *executor;
+	f8_rt_tensor token_batch, label_batch; // a micro-batch on the host, written to the leaves
 	f8_value_id tokens, labels, loss, grad_norm, lr;
 	uint16_t bound[2];             // symbols bound before compiling (bind_token_dims)
 	int64_t bound_values[2];
@@ -169,9 +170,10 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 }
 
 /*
- * With FP8, binds the token input's symbolic dims to the micro-batch size and the sequence
- * length before compiling, so that block-scaled casts see a token count that divides into
- * their blocks and the precision pass applies the target's shape rules to concrete GEMM sizes.
+ * Binds the token input's symbolic dims to the micro-batch size and the sequence length before
+ * compiling, so that the schedule pass plans the step's memory, block-scaled casts see a token
+ * count that divides into their blocks and the precision pass applies the target's shape rules
+ * to concrete GEMM sizes.
  * The token input is the one integer (batch, seq) input (the labels come with training); a dim
  * that is a constant or a product stays, for find_interface to check.
  */
@@ -226,16 +228,17 @@ static void find_fp8_state(trainer *t) {
 }
 
 /* Loads the model and compiles its training step with `optimizer` into t->compiled (and
- * t->graph); binds the batch and sequence sizes first with FP8 or when `bind` (a plan is for
- * one size). */
-static f8_status compile_model(trainer *t, const f8_training_options *optimizer, bool bind,
+ * t->graph), the batch and sequence sizes bound first: a step is compiled for one size, so that
+ * the schedule pass plans its memory (and, with FP8, block-scaled casts see a token count that
+ * divides into their blocks). */
+static f8_status compile_model(trainer *t, const f8_training_options *optimizer,
 			       f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
 	f8_pipeline_options compile = {.training = optimizer, .fp8 = c->fp8,
 				       .target = f8_codegen_target_table_for(c->fp8)};
 	f8_status status = f8_frontend_load(c->model, &options, &t->compiled, diag);
-	if (!status && (c->fp8 || bind))
+	if (!status)
 		status = bind_token_dims(t, diag);
 	if (!status)
 		status = f8_pipeline_run_with(t->compiled, NULL, true, &compile, NULL, diag);
@@ -249,7 +252,7 @@ f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_dia
 	f8_training_options optimizer = resolved_optimizer(config);
 	f8_status status = f8_training_options_check(&optimizer, diag);
 	if (!status)
-		status = compile_model(&t, &optimizer, true, diag);
+		status = compile_model(&t, &optimizer, diag);
 	if (status) {
 		f8_graph_destroy(t.compiled);
 		return status;
@@ -275,7 +278,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	if (c->graph) // a plan's: compiled already, and owned by its plan
 		t->graph = c->graph;
 	else
-		status = compile_model(t, &optimizer, false, diag);
+		status = compile_model(t, &optimizer, diag);
 	if (!status)
 		find_fp8_state(t);
 	int64_t *symbol_values = NULL;
@@ -284,14 +287,23 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	if (!status)
 		status = find_interface(t, symbol_values, diag);
 	if (!status)
-		status = f8_cpu_executor_create(t->graph, symbol_values, &t->executor, diag);
+		status = f8_executor_create(t->graph, symbol_values, c->backend, &t->executor, diag);
 	if (!status && c->observe)
-		f8_cpu_executor_keep_all(t->executor, true);
-	if (!status)
-		f8_cpu_executor_use_interpreter(t->executor, c->reference_kernels);
+		f8_executor_keep_all(t->executor, true);
 	f8_free(symbol_values);
 	if (!status)
-		status = f8_rt_parameters_init(t->executor, t->graph, c->seed, diag);
+		status = f8_rt_parameters_init(t->executor, c->seed, diag);
+	const f8_tensor_view *tokens = status ? NULL : f8_executor_view(t->executor, t->tokens);
+	const f8_tensor_view *labels = status ? NULL : f8_executor_view(t->executor, t->labels);
+	if (!status && (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64))
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the token input and labels must be "
+				     "i64");
+	if (!status)
+		status = f8_rt_tensor_create(tokens->dtype, tokens->rank, tokens->dims,
+					     &t->token_batch, diag);
+	if (!status)
+		status = f8_rt_tensor_create(labels->dtype, labels->rank, labels->dims,
+					     &t->label_batch, diag);
 	return status;
 }
 
@@ -311,6 +323,10 @@ static f8_status set_up_data(trainer *t, f8_diag *diag) {
 }
 
 static void notify(trainer *t, f8_train_progress *progress) {
+	if (progress->event == F8_TRAIN_EVENT_START || progress->event == F8_TRAIN_EVENT_END) {
+		progress->memory = f8_executor_memory_of(t->executor);
+		progress->peak_bytes = f8_executor_backend(t->executor)->peak_bytes;
+	}
 	progress->iteration = t->iteration;
 	progress->train_iters = t->config->train_iters;
 	progress->elapsed_seconds = seconds_since(&t->start);
@@ -319,19 +335,20 @@ static void notify(trainer *t, f8_train_progress *progress) {
 }
 
 static double scalar(const trainer *t, f8_value_id value) {
-	const f8_rt_tensor *tensor = f8_cpu_executor_value(t->executor, value);
-	return tensor ? f8_rt_tensor_get(tensor, 0) : NAN;
+	return f8_executor_read_scalar(t->executor, value);
 }
 
 /* One batch from `sampler` over `range` into the token input and the labels. */
 static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range range,
 		      f8_diag *diag) {
-	f8_rt_tensor *tokens = f8_cpu_executor_leaf(t->executor, t->tokens);
-	f8_rt_tensor *labels = f8_cpu_executor_leaf(t->executor, t->labels);
-	if (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the token input and labels must be i64");
-	return f8_batch_sample(sampler, range, (size_t)t->config->micro_batch_size,
-			       (size_t)t->config->seq_length, tokens->data, labels->data, diag);
+	f8_status status = f8_batch_sample(sampler, range, (size_t)t->config->micro_batch_size,
+					   (size_t)t->config->seq_length, t->token_batch.data,
+					   t->label_batch.data, diag);
+	if (!status)
+		status = f8_executor_write(t->executor, t->tokens, &t->token_batch, diag);
+	if (!status)
+		status = f8_executor_write(t->executor, t->labels, &t->label_batch, diag);
+	return status;
 }
 
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
@@ -339,15 +356,15 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 static f8_status step(trainer *t, double *loss, f8_diag *diag) {
 	double sum = 0;
 	if (t->has_cast) {
-		f8_status status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
+		f8_status status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
 		if (status)
 			return status;
 	}
 	for (int64_t m = 0; m < t->micro_batches; m++) {
 		f8_status status = feed(t, &t->train_sampler, t->ranges[0], diag);
 		if (!status)
-			status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) |
-						     F8_PHASE_BIT(F8_PHASE_BWD), diag);
+			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) |
+						 F8_PHASE_BIT(F8_PHASE_BWD), diag);
 		if (!status && t->config->observe)
 			status = t->config->observe(t->graph, t->executor, t->iteration + 1, m,
 						    t->config->observe_user, diag);
@@ -357,7 +374,7 @@ static f8_status step(trainer *t, double *loss, f8_diag *diag) {
 	}
 	*loss = sum / (double)t->micro_batches;
 	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
-	return f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
+	return f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
 }
 
 /* The mean loss over eval_iters fixed batches of the validation range. FP8 scaling is frozen
@@ -366,19 +383,19 @@ static f8_status step(trainer *t, double *loss, f8_diag *diag) {
  * are those of the current weights. */
 static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 	f8_batch_sampler_rewind(&t->eval_sampler);
-	f8_cpu_executor_freeze_scaling(t->executor, true);
-	f8_status status = t->has_cast ? f8_cpu_executor_run(t->executor,
-							     F8_PHASE_BIT(F8_PHASE_CAST), diag)
+	f8_executor_freeze_scaling(t->executor, true);
+	f8_status status = t->has_cast ? f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST),
+							 diag)
 				       : F8_OK;
 	double sum = 0;
 	for (int64_t i = 0; !status && i < t->config->eval_iters; i++) {
 		status = feed(t, &t->eval_sampler, t->ranges[1], diag);
 		if (!status)
-			status = f8_cpu_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
+			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
 		if (!status)
 			sum += scalar(t, t->loss);
 	}
-	f8_cpu_executor_freeze_scaling(t->executor, false);
+	f8_executor_freeze_scaling(t->executor, false);
 	*loss = sum / (double)t->config->eval_iters;
 	return status;
 }
@@ -389,10 +406,7 @@ static int64_t nonfinite_amaxes(const trainer *t) {
 	for (int i = 0; i < 3; i++) {
 		if (t->nonfinite[i] == F8_NONE)
 			continue;
-		const f8_rt_tensor *count = f8_cpu_executor_value(t->executor, t->nonfinite[i]);
-		int64_t n;
-		memcpy(&n, count->data, sizeof n);
-		sum = (sum < 0 ? 0 : sum) + n;
+		sum = (sum < 0 ? 0 : sum) + (int64_t)scalar(t, t->nonfinite[i]);
 	}
 	return sum;
 }
@@ -403,7 +417,7 @@ static f8_status save(trainer *t, f8_diag *diag) {
 				   .seed = t->config->seed, .consumed_tokens = t->consumed_tokens,
 				   .model = t->config->model, .setting_keys = setting_keys,
 				   .setting_values = t->setting_values, .n_settings = N_SETTINGS};
-	f8_status status = f8_checkpoint_save(t->config->save, t->graph, t->executor, &info, diag);
+	f8_status status = f8_checkpoint_save(t->config->save, t->executor, &info, diag);
 	if (!status)
 		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
 	return status;
@@ -494,7 +508,8 @@ static int64_t count_parameters(const trainer *t) {
 	int64_t n = 0;
 	for (uint32_t i = 0; i < t->graph->n_inputs; i++)
 		if (t->graph->values[t->graph->inputs[i]].role == F8_ROLE_PARAMETER)
-			n += f8_rt_tensor_numel(f8_cpu_executor_value(t->executor, t->graph->inputs[i]));
+			n += (int64_t)(f8_executor_view(t->executor, t->graph->inputs[i])->n_bytes /
+				       f8_dtype_get_info(t->graph->values[t->graph->inputs[i]].type.dtype)->bytes);
 	return n;
 }
 
@@ -511,12 +526,10 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,
 					   .n_settings = N_SETTINGS};
-		status = f8_checkpoint_load(config->load, t.graph, t.executor, &info, diag);
+		status = f8_checkpoint_load(config->load, t.executor, &info, diag);
 		f8_value_id iteration = f8_graph_find_value(t.graph, "iteration", 9);
-		const f8_rt_tensor *counted = iteration == F8_NONE
-						      ? NULL
-						      : f8_cpu_executor_value(t.executor, iteration);
-		if (!status && (!counted || f8_rt_tensor_get(counted, 0) != (double)info.iteration))
+		double counted = iteration == F8_NONE ? NAN : scalar(&t, iteration);
+		if (!status && counted != (double)info.iteration)
 			status = f8_diag_set(diag, F8_ERR_INVALID, "the checkpoint in %s says iteration "
 					     "%lld, but its optimizer state counts another",
 					     config->load, (long long)info.iteration);
@@ -539,7 +552,9 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = f8_diag_set(diag, F8_ERR_IO, "cannot write the metrics file %s",
 				     config->metrics);
 	f8_tokens_destroy(&t.data);
-	f8_cpu_executor_destroy(t.executor);
+	f8_executor_destroy(t.executor);
+	f8_rt_tensor_destroy(&t.token_batch);
+	f8_rt_tensor_destroy(&t.label_batch);
 	f8_graph_destroy(t.compiled);
 	return status;
 }

@@ -1,15 +1,15 @@
 /*
- * The training loop on the CPU backend: a model, a token file and the hyperparameters in; the
- * steps run, metrics out (a JSONL file and a callback for the console), checkpoints saved and
- * resumed bit for bit.
+ * The training loop, on any backend (runtime/backend.h): a model, a token file and the
+ * hyperparameters in; the steps run, metrics out (a JSONL file and a callback for the console),
+ * checkpoints saved and resumed bit for bit.
  *
  * One iteration: with FP8, a run of cast (the weights' FP8 copies, once per step); for each
  * micro-batch, a batch from the training range (runtime/tokens.h) into the graph's token input
  * and %labels, a run of fwd|bwd (gradients add into the accumulators); then a run of opt (clip,
  * AdamW, the accumulators zeroed). Every eval_interval iterations, the mean loss over
  * eval_iters fixed batches of the validation range (cast, then fwd only, with the FP8 scaling
- * state frozen). With FP8 the token input's symbolic dims are bound to the micro-batch size and
- * sequence length before compiling.
+ * state frozen). The token input's symbolic dims are bound to the micro-batch size and the
+ * sequence length before compiling: the step runs the slab plan of its schedule pass.
  */
 #ifndef F8_RUNTIME_TRAIN_H
 #define F8_RUNTIME_TRAIN_H
@@ -21,14 +21,15 @@
 #include "ir/diag.h"           // f8_status, f8_diag
 #include "passes/precision.h"  // f8_fp8_options
 #include "passes/training.h"   // f8_training_options
-#include "runtime/cpu/executor.h" // f8_cpu_executor
+#include "runtime/backend.h"   // f8_backend
+#include "runtime/executor.h"  // f8_executor
 #include "runtime/tokens.h"    // f8_token_format
 
 /* Called after each micro-batch's forward and backward, with the executor holding every value
  * that run made (it keeps all of them when an observer is set): f8c calibrate reads the GEMM
- * operands there. `iteration` is the one being computed (1-based), `micro_batch` counts from 0
+ * operands there (f8_executor_read). `iteration` is the one being computed (1-based), `micro_batch` counts from 0
  * within it. A failure stops the run with its status. */
-typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_cpu_executor *executor,
+typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_executor *executor,
 				       int64_t iteration, int64_t micro_batch, void *user,
 				       f8_diag *diag);
 
@@ -56,8 +57,8 @@ typedef struct f8_train_config {
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
 	const f8_fp8_options *fp8;        // --fp8-format ...: train in FP8; NULL: no FP8
-	bool reference_kernels;           // --kernels reference: every node through its reference
-					  // kernel, not the fused groups' generated kernels
+	f8_backend *backend;              // what runs the step (borrowed; the caller makes it:
+					  // the CPU backend, --kernels generated|reference)
 	f8_train_observer observe;        // NULL: none
 	void *observe_user;               // given to observe
 } f8_train_config;
@@ -65,8 +66,8 @@ typedef struct f8_train_config {
 /*
  * Compiles config->model's training step as f8c train does (the model loaded with config's
  * --dim sizes and seed; every pass of the pipeline with the optimizer and FP8 options), with
- * the token input's batch and seq bound to the micro-batch size and the sequence length (f8c
- * train binds them only with FP8): a plan is for one size. *out is the caller's; NULL on
+ * the token input's batch and seq bound to the micro-batch size and the sequence length: a
+ * plan is for one size. *out is the caller's; NULL on
  * failure. What f8c compile writes into a plan.
  */
 f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_diag *diag);
@@ -95,6 +96,8 @@ typedef struct f8_train_progress {
 	double first_loss, last_loss;   // END: of this run's first and last iterations
 	double best_eval;               // END: the lowest eval loss (NAN without evaluations)
 	const char *path;               // SAVE: the folder
+	f8_executor_memory memory;      // START, END: the executor's buffers (runtime/executor.h)
+	uint64_t peak_bytes;            // START, END: the most the backend had allocated so far
 } f8_train_progress;
 
 typedef void (*f8_train_callback)(const f8_train_progress *progress, void *user);

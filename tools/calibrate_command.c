@@ -68,7 +68,7 @@ static f8_status list_operands(session *s, const f8_graph *graph, f8_diag *diag)
 
 /* The observer: ends the previous step in the statistics when a new one begins, then records
  * every operand of this micro-batch. */
-static f8_status observe(const f8_graph *graph, const f8_cpu_executor *executor,
+static f8_status observe(const f8_graph *graph, const f8_executor *executor,
 			 int64_t iteration, int64_t micro_batch, void *user, f8_diag *diag) {
 	(void)micro_batch;
 	session *s = user;
@@ -80,11 +80,12 @@ static f8_status observe(const f8_graph *graph, const f8_cpu_executor *executor,
 	s->iteration = iteration;
 	for (uint32_t i = 0; !status && i < s->n_observed; i++) {
 		const observed *o = &s->observed[i];
-		const f8_rt_tensor *values = f8_cpu_executor_value(executor, o->value);
-		status = values ? f8_calibration_stats_observe(s->stats, o->scope, o->role, values,
-							       diag)
-				: f8_diag_set(diag, F8_ERR_INVALID, "the run kept no %%%s",
-					      graph->values[o->value].name);
+		f8_rt_tensor values;
+		status = f8_executor_read(executor, o->value, &values, diag);
+		if (!status)
+			status = f8_calibration_stats_observe(s->stats, o->scope, o->role, &values,
+							      diag);
+		f8_rt_tensor_destroy(&values);
 	}
 	return status;
 }
@@ -210,7 +211,8 @@ int f8_tool_calibrate(int argc, char **argv) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
 		const f8_tool_fp8_args *fp8 = f8_tool_train_args_fp8(args);
-		if (calibrate(config, &fp8->options, output, &diag)) {
+		if (f8_tool_train_args_backend(args, &diag) ||
+		    calibrate(config, &fp8->options, output, &diag)) {
 			f8_diag_print(&diag, stderr);
 			code = diag.status == F8_ERR_ARGUMENT ? 2 : 1;
 		}

@@ -14,7 +14,8 @@
 #include "ir/alloc.h"             // f8_calloc, f8_free
 #include "passes/pipeline.h"      // f8_pipeline_run_with
 #include "runtime/plan.h"         // f8_plan_is_dir, f8_plan_load
-#include "runtime/cpu/executor.h" // f8_cpu_executor
+#include "runtime/cpu/backend.h"  // f8_cpu_backend_create
+#include "runtime/executor.h"     // f8_executor
 #include "runtime/npy.h"          // f8_npy_read, f8_npy_write
 #include "runtime/parameters.h"   // f8_rt_parameters_init
 #include "tools/commands.h"       // f8_tool_infer
@@ -130,24 +131,32 @@ static f8_status bind_from_arrays(const f8_graph *graph, const f8_value_id *valu
 
 /* Copies `array` into the executor's input leaf, converting exactly (an integer array into a
  * float input and back) and checking the shape against the bound sizes. */
-static f8_status set_input(f8_cpu_executor *executor, const f8_graph *graph, f8_value_id id,
+static f8_status set_input(f8_executor *executor, const f8_graph *graph, f8_value_id id,
 			   const f8_rt_tensor *array, f8_diag *diag) {
-	f8_rt_tensor *leaf = f8_cpu_executor_leaf(executor, id);
+	const f8_tensor_view *leaf = f8_executor_view(executor, id);
 	const char *name = graph->values[id].name;
 	for (int d = 0; d < leaf->rank; d++)
 		if (leaf->dims[d] != array->dims[d])
 			return f8_diag_set(diag, F8_ERR_ARGUMENT, "input %%%s: dim %d of the array is "
 					   "%lld, the model wants %lld", name, d,
 					   (long long)array->dims[d], (long long)leaf->dims[d]);
-	f8_rt_tensor_convert(leaf, array);
-	for (int64_t i = 0; leaf->dtype != array->dtype && i < f8_rt_tensor_numel(leaf); i++) {
+	f8_rt_tensor converted;
+	f8_status status = f8_rt_tensor_create(leaf->dtype, leaf->rank, leaf->dims, &converted,
+					       diag);
+	if (!status)
+		f8_rt_tensor_convert(&converted, array);
+	for (int64_t i = 0; !status && leaf->dtype != array->dtype &&
+			    i < f8_rt_tensor_numel(&converted); i++) {
 		double x = f8_rt_tensor_get(array, i);
-		if (f8_rt_tensor_get(leaf, i) != x && x == x)
-			return f8_diag_set(diag, F8_ERR_ARGUMENT, "input %%%s: element %lld (%g) does "
-					   "not fit %s", name, (long long)i, x,
-					   f8_dtype_name(leaf->dtype));
+		if (f8_rt_tensor_get(&converted, i) != x && x == x)
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "input %%%s: element %lld (%g) "
+					     "does not fit %s", name, (long long)i, x,
+					     f8_dtype_name(leaf->dtype));
 	}
-	return F8_OK;
+	if (!status)
+		status = f8_executor_write(executor, id, &converted, diag);
+	f8_rt_tensor_destroy(&converted);
+	return status;
 }
 
 /* Writes output `value` as DIR/NAME.npy, widening dtypes .npy has no code for to f32. */
@@ -175,7 +184,8 @@ static f8_status write_output(const char *folder, const f8_graph *graph, f8_valu
 /* Runs the request: load, compile for inference, read the inputs, run, write the outputs. */
 static f8_status infer(const infer_request *request, f8_diag *diag) {
 	f8_graph *graph = NULL;
-	f8_cpu_executor *executor = NULL;
+	f8_backend *backend = NULL;
+	f8_executor *executor = NULL;
 	f8_rt_tensor arrays[MAX_ITEMS] = {0};
 	f8_value_id ids[MAX_ITEMS];
 	int64_t *symbol_values = NULL;
@@ -234,25 +244,33 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 		status = bind_from_arrays(graph, ids, arrays, request->n_inputs, request,
 					  symbol_values, diag);
 	if (!status)
-		status = f8_cpu_executor_create(graph, symbol_values, &executor, diag);
+		status = f8_cpu_backend_create(request->reference_kernels
+						       ? F8_CPU_KERNELS_REFERENCE
+						       : F8_CPU_KERNELS_GENERATED, &backend, diag);
 	if (!status)
-		f8_cpu_executor_use_interpreter(executor, request->reference_kernels);
+		status = f8_executor_create(graph, symbol_values, backend, &executor, diag);
 	if (!status)
-		status = f8_rt_parameters_init(executor, graph, (uint64_t)request->seed, diag);
+		status = f8_rt_parameters_init(executor, (uint64_t)request->seed, diag);
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++)
 		status = set_input(executor, graph, ids[i], &arrays[i], diag);
 	if (!status)
-		status = f8_cpu_executor_run(executor, F8_PHASES_ALL, diag);
+		status = f8_executor_run(executor, F8_PHASES_ALL, diag);
 	if (!status && mkdir(request->output_dir, 0777) != 0 && errno != EEXIST)
 		status = f8_diag_set(diag, F8_ERR_IO, "cannot make folder %s: %s",
 				     request->output_dir, strerror(errno));
-	for (uint32_t i = 0; !status && i < graph->n_outputs; i++)
-		status = write_output(request->output_dir, graph, graph->outputs[i],
-				      f8_cpu_executor_value(executor, graph->outputs[i]), diag);
+	for (uint32_t i = 0; !status && i < graph->n_outputs; i++) {
+		f8_rt_tensor output;
+		status = f8_executor_read(executor, graph->outputs[i], &output, diag);
+		if (!status)
+			status = write_output(request->output_dir, graph, graph->outputs[i], &output,
+					      diag);
+		f8_rt_tensor_destroy(&output);
+	}
 	for (uint32_t i = 0; i < request->n_inputs; i++)
 		f8_rt_tensor_destroy(&arrays[i]);
 	f8_free(symbol_values);
-	f8_cpu_executor_destroy(executor);
+	f8_executor_destroy(executor);
+	f8_backend_destroy(backend);
 	if (plan)
 		f8_plan_destroy(plan); // its graph with it
 	else

@@ -14,6 +14,7 @@
 #include <unistd.h>  // isatty
 
 #include "ir/alloc.h"           // f8_calloc, f8_free
+#include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #include "runtime/plan.h"       // f8_plan_is_dir, f8_plan_load
 #include "runtime/train.h"      // f8_train_config, f8_train_run
 #include "tools/commands.h"     // f8_tool_train, f8_tool_train_args
@@ -66,7 +67,7 @@ static const option options[] = {
 	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations", RUN},
 	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder", RUN},
 	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file", RUN},
-	{"kernels", KERNELS, FIELD(reference_kernels), 0,
+	{"kernels", KERNELS, 0, 0,
 	 "generated (the fused groups' kernels, default) or reference (node by node)", RUN},
 	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq", COMPILED},
 	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys", COMPILED},
@@ -81,6 +82,9 @@ struct f8_tool_train_args {
 	bool given[sizeof options / sizeof options[0]]; // on the command line
 	f8_tool_fp8_args fp8;
 	json_t *config_document; // --config's, whose strings the config points into
+	f8_cpu_kernels kernels;  // --kernels
+	bool verbose;            // --verbose: the memory the run used, at its end
+	f8_backend *backend;     // made by f8_tool_train_args_backend
 	f8_plan *plan;           // MODEL was a plan folder: its graph, and the options it fixes
 };
 
@@ -96,6 +100,8 @@ static int usage(const request *r, const char *problem) {
 		fputs(c->own_options, stderr);
 	for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
 		fprintf(stderr, "  --%-18s %s\n", options[i].name, options[i].help);
+	fprintf(stderr, "  --%-18s %s\n", "verbose", "at the end, the memory the run used (the "
+		"plan's slab, the leaves) and the backend's peak");
 	f8_tool_fp8_print_help(stderr, false);
 	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
 			"makes a token file from any text\n");
@@ -163,10 +169,11 @@ static bool set_option(request *r, const option *o, const char *text, char *muta
 		if (!f8_token_format_from_name(text, (f8_token_format *)field))
 			break;
 		return true;
-	case KERNELS:
+	case KERNELS: // not the run's but its backend's: f8_tool_train_args_backend
 		if (strcmp(text, "generated") != 0 && strcmp(text, "reference") != 0)
 			break;
-		*(bool *)field = strcmp(text, "reference") == 0;
+		r->kernels = strcmp(text, "reference") == 0 ? F8_CPU_KERNELS_REFERENCE
+							    : F8_CPU_KERNELS_GENERATED;
 		return true;
 	case SPLIT:
 		if (parse_split(text, r->config.split, &r->config.n_split))
@@ -268,6 +275,10 @@ static int parse_args(int argc, char **argv, int from, request *r, const char **
 		}
 		if (strcmp(argv[i], "--help") == 0)
 			return usage(r, NULL), 3;
+		if (strcmp(argv[i], "--verbose") == 0) {
+			r->verbose = true;
+			continue;
+		}
 		bool taken;
 		int code = parse_fp8(r, argc, argv, &i, &taken);
 		if (code)
@@ -382,18 +393,52 @@ const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args) {
 	return &args->fp8;
 }
 
+f8_status f8_tool_train_args_backend(f8_tool_train_args *args, f8_diag *diag) {
+	f8_status status = args->backend ? F8_OK
+					 : f8_cpu_backend_create(args->kernels, &args->backend, diag);
+	args->config.backend = args->backend;
+	return status;
+}
+
 void f8_tool_train_args_destroy(f8_tool_train_args *args) {
 	if (!args)
 		return;
 	f8_tool_fp8_destroy(&args->fp8);
 	json_decref(args->config_document);
+	f8_backend_destroy(args->backend);
 	f8_plan_destroy(args->plan);
 	f8_free(args);
 }
 
 /* The console: a bar redrawn in place on a terminal, plain lines otherwise. */
+/* What the console shows. */
+typedef struct console {
+	bool terminal; // a bar redrawn in place
+	bool verbose;  // --verbose
+} console;
+
+/* The memory line of --verbose: the executor's buffers against the backend's peak. */
+static void show_memory(const f8_train_progress *p) {
+	const f8_executor_memory *m = &p->memory;
+	uint64_t sum = m->slab_bytes + m->leaf_bytes + m->other_bytes;
+	fprintf(stderr, "memory: %s %llu B + leaves %llu B", m->planned ? "the plan's slab"
+								     : "no slab plan, values",
+		(unsigned long long)(m->planned ? m->slab_bytes : p->peak_bytes - m->leaf_bytes -
+								    m->other_bytes),
+		(unsigned long long)m->leaf_bytes);
+	if (m->other_bytes)
+		fprintf(stderr, " + frozen scaling state %llu B", (unsigned long long)m->other_bytes);
+	fprintf(stderr, " = %llu B; the backend's peak %llu B%s\n",
+		(unsigned long long)(m->planned ? sum : p->peak_bytes),
+		(unsigned long long)p->peak_bytes,
+		m->planned && p->peak_bytes > sum ? " (more: the reference kernels' fused groups "
+						     "keep their inner values in buffers of their own)"
+						  : "");
+}
+
 static void show(const f8_train_progress *p, void *user) {
-	bool terminal = *(bool *)user;
+	const console *c = user;
+	bool terminal = c->terminal;
 	switch (p->event) {
 	case F8_TRAIN_EVENT_START:
 		fprintf(stderr, "f8c train: %lld parameters, from iteration %lld to %lld\n",
@@ -434,6 +479,8 @@ static void show(const f8_train_progress *p, void *user) {
 		if (!isnan(p->best_eval))
 			fprintf(stderr, ", best eval loss %.4f", p->best_eval);
 		fprintf(stderr, "\n");
+		if (c->verbose)
+			show_memory(p);
 		break;
 	case F8_TRAIN_EVENT_COUNT:
 		break;
@@ -450,10 +497,12 @@ int f8_tool_train(int argc, char **argv) {
 		return code == 3 ? 0 : code; // 3: --help, which is not an error
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	bool terminal = isatty(fileno(stderr));
-	f8_status status = f8_train_run(&args->config, show, &terminal, &diag);
+	console screen = {.terminal = isatty(fileno(stderr)), .verbose = args->verbose};
+	f8_status status = f8_tool_train_args_backend(args, &diag);
+	if (!status)
+		status = f8_train_run(&args->config, show, &screen, &diag);
 	if (status) {
-		if (terminal)
+		if (screen.terminal)
 			fputc('\n', stderr);
 		f8_diag_print(&diag, stderr);
 		code = status == F8_ERR_ARGUMENT ? 2 : 1;

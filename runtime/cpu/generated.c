@@ -11,6 +11,7 @@
 #include "codegen/host_jit.h" // f8_host_jit, f8_host_jit_create, f8_host_jit_lookup
 #include "codegen/program.h"  // f8_codegen_program
 #include "ir/alloc.h"         // f8_calloc, f8_free
+#include "runtime/cpu/backend.h" // f8_cpu_view_data, f8_cpu_views_borrow
 
 /* Per group: each launch's compiled function, its tables' storage and the values the group
  * writes. */
@@ -190,18 +191,20 @@ static f8_status make_scratch(const f8_codegen_group *group, const int64_t *symb
 /* The storage of value `value` for kernel `kernel`; NULL (and the diagnostic) when a value of
  * elements has none. */
 static void *storage_of(const f8_cpu_generated *generated, const f8_kernel *kernel,
-			f8_rt_tensor *tensors, f8_value_id value, f8_diag *diag) {
-	void *data = tensors[value].data;
-	if (!data && f8_rt_tensor_numel(&tensors[value]) != 0)
-		f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: %%%s is not there", kernel->name,
+			const f8_tensor_view *views, f8_value_id value, f8_diag *diag) {
+	void *data = f8_cpu_view_data(&views[value]);
+	if (!data && views[value].n_bytes != 0)
+		f8_diag_set(diag, F8_ERR_INVALID, "kernel %s: %%%s has no memory (the slab plan "
+			    "keeps it inside a kernel)", kernel->name,
 			    generated->graph->values[value].name);
 	return data;
 }
 
-/* Fills `cells` with `table`'s constants and the addresses of the values it names. */
+/* Fills `cells` with `table`'s constants and the addresses of the values it names; zeroes
+ * the values of its ACCUMULATE columns (the launcher's part, codegen/kir.h). */
 static f8_status fill_table(const f8_cpu_generated *generated, const f8_kernel *kernel,
-			    const f8_kernel_table *table, f8_rt_tensor *tensors, int64_t *cells,
-			    f8_diag *diag) {
+			    const f8_kernel_table *table, const f8_tensor_view *views,
+			    int64_t *cells, f8_diag *diag) {
 	size_t n = (size_t)table->n_rows * table->n_columns;
 	for (size_t i = 0; i < n; i++) {
 		const f8_kernel_table_cell *cell = &table->cells[i];
@@ -209,9 +212,11 @@ static f8_status fill_table(const f8_cpu_generated *generated, const f8_kernel *
 			cells[i] = cell->constant;
 			continue;
 		}
-		void *data = storage_of(generated, kernel, tensors, cell->value, diag);
-		if (!data && f8_rt_tensor_numel(&tensors[cell->value]) != 0)
-			return F8_ERR_ARGUMENT;
+		void *data = storage_of(generated, kernel, views, cell->value, diag);
+		if (!data && views[cell->value].n_bytes != 0)
+			return F8_ERR_INVALID;
+		if (data && table->columns[i % table->n_columns] == F8_KIR_PARAM_ACCUMULATE)
+			memset(data, 0, views[cell->value].n_bytes);
 		cells[i] = (int64_t)(intptr_t)data;
 	}
 	return F8_OK;
@@ -219,8 +224,8 @@ static f8_status fill_table(const f8_cpu_generated *generated, const f8_kernel *
 
 /* Runs launch `l` of group `group` with its arguments pointed at their storage. */
 static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_t l,
-			    f8_rt_tensor *tensors, void **scratch, const int64_t *symbol_values,
-			    f8_diag *diag) {
+			    const f8_tensor_view *views, void **scratch,
+			    const int64_t *symbol_values, f8_diag *diag) {
 	const f8_codegen_program *program = generated->program;
 	const f8_codegen_launch *launch = &program->groups[group].launches[l];
 	const f8_kernel *kernel = program->kernels[launch->kernel];
@@ -237,7 +242,7 @@ static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_
 		}
 		if (kernel->params[p].kind == F8_KIR_PARAM_TABLE) {
 			int64_t *cells = generated->groups[group].tables[l][p];
-			f8_status status = fill_table(generated, kernel, arg->table, tensors, cells,
+			f8_status status = fill_table(generated, kernel, arg->table, views, cells,
 						      diag);
 			if (status)
 				return status;
@@ -245,9 +250,11 @@ static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_
 		} else if (arg->scratch != F8_NONE) {
 			buffers[p] = scratch[arg->scratch];
 		} else {
-			buffers[p] = storage_of(generated, kernel, tensors, arg->value, diag);
-			if (!buffers[p] && f8_rt_tensor_numel(&tensors[arg->value]) != 0)
-				return F8_ERR_ARGUMENT;
+			buffers[p] = storage_of(generated, kernel, views, arg->value, diag);
+			if (!buffers[p] && views[arg->value].n_bytes != 0)
+				return F8_ERR_INVALID;
+			if (buffers[p] && kernel->params[p].kind == F8_KIR_PARAM_ACCUMULATE)
+				memset(buffers[p], 0, views[arg->value].n_bytes);
 		}
 		args[p] = &buffers[p];
 	}
@@ -256,13 +263,14 @@ static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_
 }
 
 f8_status f8_cpu_generated_run(f8_cpu_generated *generated, uint32_t group,
-			       f8_rt_tensor *tensors, const int64_t *symbol_values, f8_diag *diag) {
+			       const f8_tensor_view *views, const int64_t *symbol_values,
+			       f8_diag *diag) {
 	const f8_codegen_group *lowered = &generated->program->groups[group];
 	void **scratch = f8_calloc(lowered->n_scratch + 1, sizeof *scratch);
 	f8_status status = scratch ? make_scratch(lowered, symbol_values, scratch, diag)
 				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t l = 0; !status && l < lowered->n_launches; l++)
-		status = run_launch(generated, group, l, tensors, scratch, symbol_values, diag);
+		status = run_launch(generated, group, l, views, scratch, symbol_values, diag);
 	if (!status && lowered->error) {
 		int64_t flag;
 		memcpy(&flag, scratch[lowered->error_scratch], sizeof flag);
@@ -273,5 +281,20 @@ f8_status f8_cpu_generated_run(f8_cpu_generated *generated, uint32_t group,
 	for (uint32_t i = 0; scratch && i < lowered->n_scratch; i++)
 		f8_free(scratch[i]);
 	f8_free(scratch);
+	return status;
+}
+
+f8_status f8_cpu_generated_run_tensors(f8_cpu_generated *generated, uint32_t group,
+				       const f8_rt_tensor *tensors, const int64_t *symbol_values,
+				       f8_diag *diag) {
+	uint32_t n = generated->graph->n_values;
+	f8_tensor_view *views = f8_calloc(n + 1, sizeof *views);
+	f8_status status = views ? f8_cpu_views_borrow(tensors, n, views, diag)
+				 : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = f8_cpu_generated_run(generated, group, views, symbol_values, diag);
+	if (views)
+		f8_cpu_views_release(views, n);
+	f8_free(views);
 	return status;
 }

@@ -152,6 +152,28 @@ def other_table(d, p):
     return d, p
 
 
+def overlapping_offset(d, p):
+    """Moves one value's slab offset onto another's that is alive at the same time: the one
+    just before it in the graph that reads it (an operand and the result of one node)."""
+    import re
+    lines = d["graph"].split("\n")
+    offset = re.compile(r"offset=(\d+)")
+    for i, line in enumerate(lines):
+        defined = re.match(r"\s*(%\S+) :", line)
+        if not defined or not offset.search(line):
+            continue
+        for j in range(i + 1, len(lines)):
+            reader = offset.search(lines[j])
+            if reader and defined.group(1) + ")" in lines[j] or reader and defined.group(1) + "," in lines[j]:
+                mine = offset.search(line).group(1)
+                if reader.group(1) != mine:
+                    lines[j] = offset.sub("offset=" + mine, lines[j], count=1)
+                    d["graph"] = "\n".join(lines)
+                    return d, p
+    check(False, "the FP8 plan has a value and a reader with offsets", "")
+    return d, p
+
+
 def other_ptx(d, p):
     at = rng.randrange(len(p))
     return d, p[:at] + " " + p[at:]
@@ -163,6 +185,8 @@ refused(other_kernel, ["kernel", "lowers"], "whose kernels are not its graph's")
 refused(other_table, ["launches of kernel", "not what its graph lowers to"],
         "whose optimizer table names other buffers")
 refused(other_ptx, ["kernels.ptx is not the file"], "with an edited kernels.ptx")
+refused(overlapping_offset, ["slab plan does not hold", "overlap", "compile the model again"],
+        "whose slab offsets overlap")
 
 # A compile that fails leaves no plan behind; a second compile into a plan folder replaces it.
 failed = os.path.join(work, "failed")

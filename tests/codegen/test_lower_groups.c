@@ -277,7 +277,7 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 		}
 	}
 	if (!status)
-		status = f8_cpu_generated_run(generated, group, tensors, symbols, &diag);
+		status = f8_cpu_generated_run_tensors(generated, group, tensors, symbols, &diag);
 	if (!status)
 		status = run_reference(graph, group, symbols, &v, &diag);
 	if (status) {
@@ -751,7 +751,7 @@ static void check_data_error(const char *title, const char *text, f8_kernel_fami
 	}
 	if (!status) {
 		f8_rt_tensor_set(&tensors[f8_graph_find_value(graph, name, strlen(name))], 4, 77);
-		status = f8_cpu_generated_run(generated, group, tensors, symbols, &diag);
+		status = f8_cpu_generated_run_tensors(generated, group, tensors, symbols, &diag);
 		printf("  %s\n", diag.message);
 		CHECK(status == F8_ERR_ARGUMENT);
 		CHECK(strstr(diag.message, message) && strstr(diag.message, "row 4"));
@@ -812,7 +812,7 @@ static void adamw_exact(const char *title, const char *text, int64_t steps) {
 		for (uint32_t i = 0; i < graph->n_values; i++)
 			if (graph->values[i].producer == F8_NONE) // borrowed, not freed below
 				reference.tensor[i] = v.tensor[i];
-		status = f8_cpu_generated_run(generated, group, tensors, symbols, &diag);
+		status = f8_cpu_generated_run_tensors(generated, group, tensors, symbols, &diag);
 		if (!status)
 			status = run_reference(graph, group, symbols, &reference, &diag);
 		for (uint32_t i = 0; !status && i < graph->n_values; i++) {

@@ -578,7 +578,7 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 			exit(1);
 		}
 	f8_diag diag = {0};
-	if (f8_cpu_generated_run(m->generated, g, jit, symbols, &diag))
+	if (f8_cpu_generated_run_tensors(m->generated, g, jit, symbols, &diag))
 		fail(case_name, &diag);
 	if (run_reference(graph, g, symbols, reference, &diag))
 		fail(case_name, &diag);

@@ -21,6 +21,7 @@
 #include "passes/fp8_cast.h"     // F8_FP8_TABLE_*
 #include "passes/precision.h"    // f8_fp8_options, f8_fp8_options_default
 #include "runtime/safetensors.h" // f8_safetensors_open, f8_safetensors_find
+#include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #include "runtime/train.h"       // f8_train_run, f8_train_config
 #include "tests/test_support.h"  // CHECK, test_finish, test_read_file
 
@@ -31,10 +32,16 @@ typedef struct heard {
 	double losses[MAX_STEPS + 1]; // by iteration
 	int64_t nonfinite;
 	int steps;
+	f8_executor_memory memory; // at the end
+	uint64_t peak_bytes;       // the backend's, at the end
 } heard;
 
 static void listen(const f8_train_progress *progress, void *user) {
 	heard *h = user;
+	if (progress->event == F8_TRAIN_EVENT_END) {
+		h->memory = progress->memory;
+		h->peak_bytes = progress->peak_bytes;
+	}
 	if (progress->event != F8_TRAIN_EVENT_STEP || progress->iteration > MAX_STEPS)
 		return;
 	h->losses[progress->iteration] = progress->loss;
@@ -72,11 +79,18 @@ static f8_train_config config_for(const char *model, const char *data, int64_t i
 	return c;
 }
 
-static bool train(const f8_train_config *c, heard *h) {
+/* How the runs' CPU backends run the fused groups (test_generated_kernels switches it). */
+static f8_cpu_kernels kernels = F8_CPU_KERNELS_GENERATED;
+
+static bool train(const f8_train_config *config, heard *h) {
 	memset(h, 0, sizeof *h);
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	f8_status status = f8_train_run(c, listen, h, &diag);
+	f8_train_config c = *config;
+	f8_status status = f8_cpu_backend_create(kernels, &c.backend, &diag);
+	if (!status)
+		status = f8_train_run(&c, listen, h, &diag);
+	f8_backend_destroy(c.backend);
 	if (status)
 		f8_diag_print(&diag, stdout);
 	return status == F8_OK;
@@ -189,9 +203,20 @@ static void test_generated_kernels(const char *model, const char *data) {
 		c.fp8 = with_fp8 ? &fp8 : NULL;
 		heard generated, reference;
 		bool ok = train(&c, &generated);
-		c.reference_kernels = true;
+		kernels = F8_CPU_KERNELS_REFERENCE;
 		ok &= train(&c, &reference);
+		kernels = F8_CPU_KERNELS_GENERATED;
 		CHECK(ok && generated.steps == 4 && reference.steps == 4);
+		// The generated kernels run the slab plan: the backend allocated the plan's slab and
+		// the leaves, nothing else (the reference kernels' groups need their inner values).
+		const f8_executor_memory *m = &generated.memory;
+		CHECK(m->planned && m->slab_bytes > 0 && m->other_bytes == 0);
+		CHECK(generated.peak_bytes == m->slab_bytes + m->leaf_bytes);
+		CHECK(reference.peak_bytes >= reference.memory.slab_bytes + reference.memory.leaf_bytes);
+		printf("(d) %s: slab %llu B + leaves %llu B; peak %llu B (generated), %llu B (reference)\n",
+		       with_fp8 ? "FP8" : "F32", (unsigned long long)m->slab_bytes,
+		       (unsigned long long)m->leaf_bytes, (unsigned long long)generated.peak_bytes,
+		       (unsigned long long)reference.peak_bytes);
 		double worst = 0;
 		for (int i = 1; i <= 4; i++) {
 			double difference = fabs(generated.losses[i] - reference.losses[i]);

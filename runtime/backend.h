@@ -1,0 +1,112 @@
+/*
+ * The backend seam (DESIGN.md, "Compile and run"): what the executor core (runtime/executor.h)
+ * asks of a device, and nothing more. A backend owns its memory and its kernels; the core owns
+ * the program: the order of the nodes, the phases, which value lives where, the updates, the
+ * checks. The CPU backend (runtime/cpu/backend.h) is the first implementation; the CUDA backend
+ * implements the same interface.
+ *
+ * Memory is in buffers the backend makes; the core hands a backend tensor views into them (a
+ * buffer, a byte offset, a dtype and concrete dims). A run of a node or of a fused group gets
+ * the views of every value of the graph, indexed by value id: it reads its inputs and writes
+ * its outputs there. A value the step never stores (one made and read inside a fused kernel)
+ * has a view without a buffer. An update's source is viewed in its leaf's storage: a run writes
+ * the new weights, moments, accumulators and scaling state in place, as the schedule pass
+ * planned (passes/schedule.h), so a kernel must allow an output to be one of its inputs.
+ *
+ * Every call returns a status and fills the diagnostic; none exits. Calls may be asynchronous
+ * (a GPU's stream): download and synchronize are where the host sees the results.
+ */
+#ifndef F8_RUNTIME_BACKEND_H
+#define F8_RUNTIME_BACKEND_H
+
+#include <stdbool.h> // bool
+#include <stdint.h>  // uint64_t, int64_t
+
+#include "ir/diag.h"  // f8_status, f8_diag
+#include "ir/dtype.h" // f8_dtype
+#include "ir/graph.h" // f8_graph, f8_node_id, f8_mesh_axis
+#include "ir/shape.h" // F8_MAX_RANK
+
+typedef struct f8_backend f8_backend; // a backend instance: its device, streams and kernels
+typedef struct f8_buffer f8_buffer;   // memory a backend made
+
+/* A tensor as a backend sees it: bytes at `offset` of `buffer`, row-major. */
+typedef struct f8_tensor_view {
+	f8_buffer *buffer;         // NULL: the value is never stored (inside a fused kernel)
+	uint64_t offset;           // bytes from the buffer's start
+	uint64_t n_bytes;          // numel * the dtype's size
+	f8_dtype dtype;
+	int rank;
+	int64_t dims[F8_MAX_RANK]; // (rank)
+} f8_tensor_view;
+
+/* What a backend does; each backend fills one of these, static and constant. */
+typedef struct f8_backend_interface {
+	const char *name; // "cpu", "cpu-generated", "cuda": in messages and --verbose
+
+	/* Prepares to run `graph` (verified, fused; it outlives the backend's use of it) with its
+	 * symbols bound to `symbol_values` (graph->n_symbols): loads or compiles its kernels,
+	 * makes their workspaces. Called once, before any other call but buffer_create. */
+	f8_status (*prepare)(f8_backend *backend, const f8_graph *graph,
+			     const int64_t *symbol_values, f8_diag *diag);
+
+	/* A buffer of `n_bytes` (0 allowed), aligned to 256 bytes, its contents undefined. */
+	f8_status (*buffer_create)(f8_backend *backend, uint64_t n_bytes, f8_buffer **out,
+				   f8_diag *diag);
+	void (*buffer_destroy)(f8_backend *backend, f8_buffer *buffer);
+
+	/* Host bytes into a view and back; n_bytes is the view's. */
+	f8_status (*upload)(f8_backend *backend, const f8_tensor_view *to, const void *from,
+			    f8_diag *diag);
+	f8_status (*download)(f8_backend *backend, const f8_tensor_view *from, void *to,
+			      f8_diag *diag);
+	/* Zeroes a view's bytes. */
+	f8_status (*zero)(f8_backend *backend, const f8_tensor_view *view, f8_diag *diag);
+
+	/* Runs fused group `group` of the prepared graph: reads and writes views[value] for the
+	 * values it reads from outside the group and those it writes. */
+	f8_status (*run_group)(f8_backend *backend, uint32_t group, const f8_tensor_view *views,
+			       f8_diag *diag);
+	/* Runs node `node` outside any group: a library call (a GEMM, attention) or, on a
+	 * backend that has one, its reference kernel. */
+	f8_status (*run_node)(f8_backend *backend, f8_node_id node, const f8_tensor_view *views,
+			      f8_diag *diag);
+	/* Runs collective node `node` (AllReduce, AllGather, ...) on the communicator of mesh
+	 * axis `axis`. */
+	f8_status (*run_collective)(f8_backend *backend, f8_node_id node, f8_mesh_axis axis,
+				    const f8_tensor_view *views, f8_diag *diag);
+
+	/* Waits until everything asked of the backend so far is done. */
+	f8_status (*synchronize)(f8_backend *backend, f8_diag *diag);
+
+	/* Frees the backend (its buffers must have been destroyed). */
+	void (*destroy)(f8_backend *backend);
+} f8_backend_interface;
+
+/* Every backend's struct starts with this, so that the core reaches its interface. */
+struct f8_backend {
+	const f8_backend_interface *interface;
+	uint64_t allocated_bytes; // in buffers now, kept by the backend
+	uint64_t peak_bytes;      // the most allocated_bytes has been
+};
+
+/* The backend's name. */
+static inline const char *f8_backend_name(const f8_backend *backend) {
+	return backend->interface->name;
+}
+
+/* Frees `backend`; NULL is allowed. */
+static inline void f8_backend_destroy(f8_backend *backend) {
+	if (backend)
+		backend->interface->destroy(backend);
+}
+
+/* Counts a buffer of n_bytes made (a backend calls this from buffer_create) or freed. */
+static inline void f8_backend_count(f8_backend *backend, uint64_t n_bytes, bool made) {
+	backend->allocated_bytes = made ? backend->allocated_bytes + n_bytes
+					: backend->allocated_bytes - n_bytes;
+	if (backend->allocated_bytes > backend->peak_bytes)
+		backend->peak_bytes = backend->allocated_bytes;
+}
+
+#endif

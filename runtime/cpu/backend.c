@@ -1,0 +1,397 @@
+/*
+ * The CPU backend (runtime/cpu/backend.h): host buffers, nodes through their reference
+ * kernels, fused groups through their generated kernels or their members.
+ */
+#include "runtime/cpu/backend.h" // f8_cpu_backend_create
+
+#include <stdint.h> // uintptr_t
+#include <string.h> // memcpy, memset
+
+#include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
+#include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
+#ifndef F8C_NO_LLVM
+#include "runtime/cpu/generated.h" // f8_cpu_generated
+#endif
+
+enum { ALIGNMENT = 256 };
+
+struct f8_buffer {
+	void *memory;        // as allocated; NULL for a buffer that borrows its data
+	unsigned char *data; // aligned to ALIGNMENT (a borrowed one: as it is)
+	uint64_t n_bytes;
+};
+
+/* The members of a group, in program order. */
+typedef struct members {
+	f8_node_id *nodes;
+	uint32_t n;
+} members;
+
+typedef struct cpu_backend {
+	f8_backend base;
+	f8_cpu_kernels kernels;
+	const f8_graph *graph;
+	const int64_t *symbol_values; // the executor's, bound at prepare
+	members *groups;              // (graph->n_groups)
+#ifndef F8C_NO_LLVM
+	f8_cpu_generated *generated;  // compiled by the first group run through it
+#endif
+	// Scratch for one node's operands, sized by the largest arity in the graph (a GlobalNorm
+	// reads every parameter's gradient: hundreds for a large model).
+	f8_rt_tensor *inputs, *outputs, *temporary;
+	const f8_rt_tensor **input_pointers;
+	bool *in_place;
+	// A group run through its members: the buffers of its values that have none, by id.
+	f8_buffer **inside;
+	f8_tensor_view *group_views;  // (n_values) the views with those values' memory
+} cpu_backend;
+
+static cpu_backend *cpu_of(f8_backend *backend) {
+	return (cpu_backend *)backend;
+}
+
+void *f8_cpu_view_data(const f8_tensor_view *view) {
+	return view->buffer ? view->buffer->data + view->offset : NULL;
+}
+
+f8_rt_tensor f8_cpu_view_tensor(const f8_tensor_view *view) {
+	f8_rt_tensor tensor = {.dtype = view->dtype, .rank = view->rank,
+			       .data = view->n_bytes ? f8_cpu_view_data(view) : NULL,
+			       .n_bytes = view->n_bytes, .owned = false};
+	memcpy(tensor.dims, view->dims, sizeof tensor.dims);
+	return tensor;
+}
+
+static f8_status buffer_create(f8_backend *backend, uint64_t n_bytes, f8_buffer **out,
+			       f8_diag *diag) {
+	*out = NULL;
+	f8_buffer *buffer = f8_calloc(1, sizeof *buffer);
+	if (buffer && n_bytes + ALIGNMENT > n_bytes && n_bytes < SIZE_MAX - ALIGNMENT)
+		buffer->memory = f8_malloc((size_t)n_bytes + ALIGNMENT);
+	if (!buffer || !buffer->memory) {
+		f8_free(buffer);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory: a buffer of %llu bytes",
+				   (unsigned long long)n_bytes);
+	}
+	uintptr_t address = (uintptr_t)buffer->memory;
+	buffer->data = (unsigned char *)buffer->memory +
+		       ((ALIGNMENT - address % ALIGNMENT) % ALIGNMENT);
+	buffer->n_bytes = n_bytes;
+	f8_backend_count(backend, n_bytes, true);
+	*out = buffer;
+	return F8_OK;
+}
+
+static void buffer_destroy(f8_backend *backend, f8_buffer *buffer) {
+	if (!buffer)
+		return;
+	f8_backend_count(backend, buffer->n_bytes, false);
+	f8_free(buffer->memory);
+	f8_free(buffer);
+}
+
+/* The host memory of a view that must have some. */
+static f8_status memory_of(const f8_tensor_view *view, void **out, f8_diag *diag) {
+	*out = f8_cpu_view_data(view);
+	if (!*out && view->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "a view of %llu bytes has no buffer",
+				   (unsigned long long)view->n_bytes);
+	if (*out && view->offset + view->n_bytes > view->buffer->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "a view of %llu bytes at %llu leaves its "
+				   "buffer of %llu", (unsigned long long)view->n_bytes,
+				   (unsigned long long)view->offset,
+				   (unsigned long long)view->buffer->n_bytes);
+	return F8_OK;
+}
+
+static f8_status upload(f8_backend *backend, const f8_tensor_view *to, const void *from,
+			f8_diag *diag) {
+	(void)backend;
+	void *data;
+	f8_status status = memory_of(to, &data, diag);
+	if (!status && to->n_bytes)
+		memcpy(data, from, to->n_bytes);
+	return status;
+}
+
+static f8_status download(f8_backend *backend, const f8_tensor_view *from, void *to,
+			  f8_diag *diag) {
+	(void)backend;
+	void *data;
+	f8_status status = memory_of(from, &data, diag);
+	if (!status && from->n_bytes)
+		memcpy(to, data, from->n_bytes);
+	return status;
+}
+
+static f8_status zero(f8_backend *backend, const f8_tensor_view *view, f8_diag *diag) {
+	(void)backend;
+	void *data;
+	f8_status status = memory_of(view, &data, diag);
+	if (!status && view->n_bytes)
+		memset(data, 0, view->n_bytes);
+	return status;
+}
+
+static void free_groups(cpu_backend *cpu) {
+	for (uint32_t g = 0; cpu->groups && g < cpu->graph->n_groups; g++)
+		f8_free(cpu->groups[g].nodes);
+	f8_free(cpu->groups);
+	cpu->groups = NULL;
+}
+
+static f8_status prepare(f8_backend *backend, const f8_graph *graph,
+			 const int64_t *symbol_values, f8_diag *diag) {
+	cpu_backend *cpu = cpu_of(backend);
+	cpu->graph = graph;
+	cpu->symbol_values = symbol_values;
+	uint32_t most = 1;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		most = node->n_inputs > most ? node->n_inputs : most;
+		most = node->n_outputs > most ? node->n_outputs : most;
+	}
+	size_t n_values = graph->n_values ? graph->n_values : 1;
+	cpu->inputs = f8_calloc(most, sizeof *cpu->inputs);
+	cpu->outputs = f8_calloc(most, sizeof *cpu->outputs);
+	cpu->temporary = f8_calloc(most, sizeof *cpu->temporary);
+	cpu->input_pointers = f8_calloc(most, sizeof *cpu->input_pointers);
+	cpu->in_place = f8_calloc(most, sizeof *cpu->in_place);
+	cpu->inside = f8_calloc(n_values, sizeof *cpu->inside);
+	cpu->group_views = f8_calloc(n_values, sizeof *cpu->group_views);
+	cpu->groups = f8_calloc(graph->n_groups + 1, sizeof *cpu->groups);
+	if (!cpu->inputs || !cpu->outputs || !cpu->temporary || !cpu->input_pointers ||
+	    !cpu->in_place || !cpu->inside || !cpu->group_views || !cpu->groups)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		uint32_t g = graph->nodes[graph->order[i]].group;
+		if (g == F8_NONE)
+			continue;
+		members *group = &cpu->groups[g];
+		if (!group->nodes && !(group->nodes = f8_calloc(graph->n_order, sizeof *group->nodes)))
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		group->nodes[group->n++] = graph->order[i];
+	}
+	return F8_OK;
+}
+
+/* Whether views a and b share bytes. */
+static bool overlap(const f8_tensor_view *a, const f8_tensor_view *b) {
+	return a->buffer && a->buffer == b->buffer && a->n_bytes && b->n_bytes &&
+	       a->offset < b->offset + b->n_bytes && b->offset < a->offset + a->n_bytes;
+}
+
+/* Runs node `id`'s reference kernel on `views`: its outputs zeroed first, as the kernels
+ * expect, or for an output in place of an input computed apart and copied in after. */
+static f8_status run_reference(cpu_backend *cpu, f8_node_id id, const f8_tensor_view *views,
+			       f8_diag *diag) {
+	const f8_graph *graph = cpu->graph;
+	const f8_node *node = &graph->nodes[id];
+	for (uint32_t j = 0; j < node->n_inputs; j++) {
+		f8_value_id v = node->inputs[j];
+		cpu->input_pointers[j] = NULL;
+		if (v == F8_NONE)
+			continue;
+		cpu->inputs[j] = f8_cpu_view_tensor(&views[v]);
+		if (!cpu->inputs[j].data && cpu->inputs[j].n_bytes)
+			return f8_diag_set(diag, F8_ERR_INVALID, "input %u (%%%s) is not stored", j,
+					   graph->values[v].name);
+		cpu->input_pointers[j] = &cpu->inputs[j];
+	}
+	f8_status status = F8_OK;
+	for (uint32_t j = 0; !status && j < node->n_outputs; j++) {
+		const f8_tensor_view *out = &views[node->outputs[j]];
+		cpu->in_place[j] = false;
+		for (uint32_t i = 0; i < node->n_inputs; i++)
+			cpu->in_place[j] |= node->inputs[i] != F8_NONE &&
+					    overlap(out, &views[node->inputs[i]]);
+		if (!cpu->in_place[j]) {
+			cpu->outputs[j] = f8_cpu_view_tensor(out);
+			if (!cpu->outputs[j].data && cpu->outputs[j].n_bytes)
+				status = f8_diag_set(diag, F8_ERR_INVALID, "output %u (%%%s) is not "
+						     "stored", j, graph->values[node->outputs[j]].name);
+			else if (cpu->outputs[j].n_bytes)
+				memset(cpu->outputs[j].data, 0, cpu->outputs[j].n_bytes);
+			continue;
+		}
+		status = f8_rt_tensor_create(out->dtype, out->rank, out->dims, &cpu->temporary[j],
+					     diag);
+		cpu->outputs[j] = cpu->temporary[j];
+	}
+	f8_cpu_kernel_call call = {.graph = graph, .node = node,
+				   .symbol_values = cpu->symbol_values,
+				   .inputs = cpu->input_pointers, .outputs = cpu->outputs};
+	if (!status)
+		status = f8_cpu_kernel_get(node->op)(&call, diag);
+	for (uint32_t j = 0; j < node->n_outputs; j++) {
+		if (!cpu->in_place[j])
+			continue;
+		if (!status && cpu->temporary[j].n_bytes)
+			memcpy(f8_cpu_view_data(&views[node->outputs[j]]), cpu->temporary[j].data,
+			       cpu->temporary[j].n_bytes);
+		f8_rt_tensor_destroy(&cpu->temporary[j]);
+		cpu->in_place[j] = false;
+	}
+	return status;
+}
+
+static f8_status run_node(f8_backend *backend, f8_node_id node, const f8_tensor_view *views,
+			  f8_diag *diag) {
+	return run_reference(cpu_of(backend), node, views, diag);
+}
+
+static f8_status run_collective(f8_backend *backend, f8_node_id node, f8_mesh_axis axis,
+				const f8_tensor_view *views, f8_diag *diag) {
+	(void)axis; // one process: every mesh axis has one rank (kernels_collective.c)
+	return run_reference(cpu_of(backend), node, views, diag);
+}
+
+/*
+ * Runs group `group` through its members' reference kernels. The values made and read inside
+ * it have no buffer in the slab plan: while the group runs they get buffers of their own
+ * (counted in the backend's bytes: the reference path needs more memory than the plan).
+ */
+static f8_status run_members(cpu_backend *cpu, uint32_t group, const f8_tensor_view *views,
+			     f8_diag *diag) {
+	const f8_graph *graph = cpu->graph;
+	const members *list = &cpu->groups[group];
+	f8_status status = F8_OK;
+	bool copied = false; // group_views holds views with the inside values' buffers
+	for (uint32_t m = 0; !status && m < list->n; m++) {
+		const f8_node *node = &graph->nodes[list->nodes[m]];
+		for (uint32_t j = 0; !status && j < node->n_outputs; j++) {
+			f8_value_id v = node->outputs[j];
+			if (views[v].buffer || !views[v].n_bytes)
+				continue;
+			if (!copied)
+				memcpy(cpu->group_views, views, graph->n_values * sizeof *views);
+			copied = true;
+			status = buffer_create(&cpu->base, views[v].n_bytes, &cpu->inside[v], diag);
+			cpu->group_views[v].buffer = cpu->inside[v];
+			cpu->group_views[v].offset = 0;
+		}
+	}
+	const f8_tensor_view *use = copied ? cpu->group_views : views;
+	for (uint32_t m = 0; !status && m < list->n; m++)
+		status = run_reference(cpu, list->nodes[m], use, diag);
+	if (status && diag && !diag->node[0] && list->n)
+		f8_diag_set_node(diag, graph, list->nodes[0]);
+	for (uint32_t m = 0; copied && m < list->n; m++) {
+		const f8_node *node = &graph->nodes[list->nodes[m]];
+		for (uint32_t j = 0; j < node->n_outputs; j++) {
+			buffer_destroy(&cpu->base, cpu->inside[node->outputs[j]]);
+			cpu->inside[node->outputs[j]] = NULL;
+		}
+	}
+	return status;
+}
+
+static f8_status run_group(f8_backend *backend, uint32_t group, const f8_tensor_view *views,
+			   f8_diag *diag) {
+	cpu_backend *cpu = cpu_of(backend);
+	if (cpu->kernels == F8_CPU_KERNELS_REFERENCE)
+		return run_members(cpu, group, views, diag);
+#ifdef F8C_NO_LLVM
+	return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "this f8c was built without LLVM: it has no "
+			   "generated kernels");
+#else
+	f8_status status = F8_OK;
+	if (!cpu->generated &&
+	    (status = f8_cpu_generated_create(cpu->graph, &cpu->generated, diag)))
+		return status;
+	return f8_cpu_generated_run(cpu->generated, group, views, cpu->symbol_values, diag);
+#endif
+}
+
+static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
+	(void)backend, (void)diag;
+	return F8_OK;
+}
+
+static void destroy(f8_backend *backend) {
+	cpu_backend *cpu = cpu_of(backend);
+#ifndef F8C_NO_LLVM
+	f8_cpu_generated_destroy(cpu->generated);
+#endif
+	free_groups(cpu);
+	f8_free(cpu->inputs);
+	f8_free(cpu->outputs);
+	f8_free(cpu->temporary);
+	f8_free(cpu->input_pointers);
+	f8_free(cpu->in_place);
+	f8_free(cpu->inside);
+	f8_free(cpu->group_views);
+	f8_free(cpu);
+}
+
+static const f8_backend_interface cpu_interface = {
+	.name = "cpu",
+	.prepare = prepare,
+	.buffer_create = buffer_create,
+	.buffer_destroy = buffer_destroy,
+	.upload = upload,
+	.download = download,
+	.zero = zero,
+	.run_group = run_group,
+	.run_node = run_node,
+	.run_collective = run_collective,
+	.synchronize = synchronize,
+	.destroy = destroy,
+};
+
+bool f8_cpu_backend_has_generated(void) {
+#ifdef F8C_NO_LLVM
+	return false;
+#else
+	return true;
+#endif
+}
+
+f8_status f8_cpu_backend_create(f8_cpu_kernels kernels, f8_backend **out, f8_diag *diag) {
+	*out = NULL;
+	if (kernels == F8_CPU_KERNELS_GENERATED && !f8_cpu_backend_has_generated()) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "this f8c was built without LLVM, so the CPU "
+			    "backend has no generated kernels");
+		f8_diag_hint(diag, "run with --kernels reference, or use a build with LLVM");
+		return F8_ERR_UNSUPPORTED;
+	}
+	cpu_backend *cpu = f8_calloc(1, sizeof *cpu);
+	if (!cpu)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	cpu->base.interface = &cpu_interface;
+	cpu->kernels = kernels;
+	*out = &cpu->base;
+	return F8_OK;
+}
+
+void f8_cpu_backend_use(f8_backend *backend, f8_cpu_kernels kernels) {
+	cpu_of(backend)->kernels = kernels;
+}
+
+bool f8_cpu_backend_is(const f8_backend *backend) {
+	return backend && backend->interface == &cpu_interface;
+}
+
+f8_status f8_cpu_views_borrow(const f8_rt_tensor *tensors, uint32_t n, f8_tensor_view *views,
+			      f8_diag *diag) {
+	for (uint32_t i = 0; i < n; i++) {
+		const f8_rt_tensor *t = &tensors[i];
+		views[i] = (f8_tensor_view){.n_bytes = t->n_bytes, .dtype = t->dtype, .rank = t->rank};
+		memcpy(views[i].dims, t->dims, sizeof views[i].dims);
+		if (!t->data)
+			continue;
+		if (!(views[i].buffer = f8_calloc(1, sizeof *views[i].buffer))) {
+			f8_cpu_views_release(views, i);
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		}
+		*views[i].buffer = (f8_buffer){.data = t->data, .n_bytes = t->n_bytes};
+	}
+	return F8_OK;
+}
+
+void f8_cpu_views_release(f8_tensor_view *views, uint32_t n) {
+	for (uint32_t i = 0; i < n; i++) {
+		f8_free(views[i].buffer);
+		views[i].buffer = NULL;
+	}
+}
