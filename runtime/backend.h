@@ -44,9 +44,10 @@ typedef struct f8_tensor_view {
 typedef struct f8_backend_interface {
 	const char *name; // "cpu", "cpu-generated", "cuda": in messages and --verbose
 
-	/* Prepares to run `graph` (verified, fused; it outlives the backend's use of it) with its
-	 * symbols bound to `symbol_values` (graph->n_symbols): loads or compiles its kernels,
-	 * makes their workspaces. Called once, before any other call but buffer_create. */
+	/* Prepares to run `graph` (verified, fused) with its symbols bound to `symbol_values`
+	 * (graph->n_symbols; both must outlive the runs, not the backend): loads or compiles its
+	 * kernels, makes their workspaces. Before any run; a later prepare replaces what an
+	 * earlier one made, so one backend serves one executor at a time. */
 	f8_status (*prepare)(f8_backend *backend, const f8_graph *graph,
 			     const int64_t *symbol_values, f8_diag *diag);
 

@@ -32,7 +32,8 @@ typedef struct cpu_backend {
 	f8_cpu_kernels kernels;
 	const f8_graph *graph;
 	const int64_t *symbol_values; // the executor's, bound at prepare
-	members *groups;              // (graph->n_groups)
+	members *groups;              // (n_groups)
+	uint32_t n_groups;            // the graph's, kept: the graph may go before the backend
 #ifndef F8C_NO_LLVM
 	f8_cpu_generated *generated;  // compiled by the first group run through it
 #endif
@@ -133,18 +134,38 @@ static f8_status zero(f8_backend *backend, const f8_tensor_view *view, f8_diag *
 	return status;
 }
 
-static void free_groups(cpu_backend *cpu) {
-	for (uint32_t g = 0; cpu->groups && g < cpu->graph->n_groups; g++)
+/* Frees what prepare made, so that the backend can prepare another graph or go. */
+static void release_prepared(cpu_backend *cpu) {
+	for (uint32_t g = 0; cpu->groups && g < cpu->n_groups; g++)
 		f8_free(cpu->groups[g].nodes);
 	f8_free(cpu->groups);
+#ifndef F8C_NO_LLVM
+	f8_cpu_generated_destroy(cpu->generated);
+	cpu->generated = NULL;
+#endif
+	f8_free(cpu->inputs);
+	f8_free(cpu->outputs);
+	f8_free(cpu->temporary);
+	f8_free(cpu->input_pointers);
+	f8_free(cpu->in_place);
+	f8_free(cpu->inside);
+	f8_free(cpu->group_views);
 	cpu->groups = NULL;
+	cpu->n_groups = 0;
+	cpu->inputs = cpu->outputs = cpu->temporary = NULL;
+	cpu->input_pointers = NULL;
+	cpu->in_place = NULL;
+	cpu->inside = NULL;
+	cpu->group_views = NULL;
 }
 
 static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 			 const int64_t *symbol_values, f8_diag *diag) {
 	cpu_backend *cpu = cpu_of(backend);
+	release_prepared(cpu);
 	cpu->graph = graph;
 	cpu->symbol_values = symbol_values;
+	cpu->n_groups = graph->n_groups;
 	uint32_t most = 1;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
@@ -310,17 +331,7 @@ static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 
 static void destroy(f8_backend *backend) {
 	cpu_backend *cpu = cpu_of(backend);
-#ifndef F8C_NO_LLVM
-	f8_cpu_generated_destroy(cpu->generated);
-#endif
-	free_groups(cpu);
-	f8_free(cpu->inputs);
-	f8_free(cpu->outputs);
-	f8_free(cpu->temporary);
-	f8_free(cpu->input_pointers);
-	f8_free(cpu->in_place);
-	f8_free(cpu->inside);
-	f8_free(cpu->group_views);
+	release_prepared(cpu);
 	f8_free(cpu);
 }
 
