@@ -5,9 +5,12 @@
  * Loads decode with integer arithmetic on both targets: every value of bf16, f16, e4m3, e5m2
  * and e8m0 is an f32, so there is nothing to round, only bits to move. Stores round: the host
  * runs the same integer encoder as ir/fp8.c (one rounding, at the target's spacing in the
- * input's binade, derived from the dtype table); NVPTX uses the hardware's cvt instructions,
- * which DESIGN.md defines the numerics by: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 as they are,
- * cvt.rn.{bf16,f16}.f32 with the canonical NaN of f8_float_encode selected. FP8 stores saturate
+ * input's binade), on the same layouts (ir/fp8.h f8_float_layout_of: the sign bit, the largest
+ * finite code, the codes of inf and NaN, none written down here); NVPTX uses the hardware's cvt
+ * instructions, which DESIGN.md defines the numerics by: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32
+ * as they are, cvt.rn.{bf16,f16}.f32 with the canonical NaN of f8_float_encode selected. The
+ * e8m0 codes are the layout's too, and the rest of e8m0's conversions is f32's exponent field,
+ * which e8m0's is. FP8 stores saturate
  * (f8_float_encode(..., true)); bf16 and f16 stores overflow to inf (f8_float_encode(...,
  * false)), as the reference executor's stores (runtime/tensor.c) do.
  */
@@ -17,7 +20,8 @@
 #include <stdbool.h> // bool
 #include <string.h>  // strlen
 
-#include "ir/dtype.h" // f8_dtype_get_info
+#include "ir/dtype.h" // f8_dtype
+#include "ir/fp8.h"   // f8_float_layout, f8_float_layout_of
 
 void f8_llvm_emit_types(f8_llvm_emit *emit) {
 	LLVMContextRef context = emit->context;
@@ -93,36 +97,21 @@ LLVMTypeRef f8_llvm_storage_type(const f8_llvm_emit *emit, f8_dtype dtype) {
 	}
 }
 
-/*
- * A signed small float format in the encoder's terms, derived from its dtype row as ir/fp8.c
- * derives it: magnitudes are codes without the sign; the largest finite one is below the
- * all-ones exponent (formats with inf) or below the all-ones code (E4M3, whose only NaN it is);
- * the NaN written is the all-ones magnitude, the hardware's canonical one.
- */
-typedef struct small_float {
-	int mantissa_bits;
-	int bias;
-	int min_exponent; // of the smallest normal: 1 - bias
-	uint32_t sign_bit, max_magnitude, inf_magnitude, nan_magnitude;
-	bool has_inf;
-} small_float;
+/* The layout of a signed small float format (bf16, f16, e4m3, e5m2): ir/fp8.c's. */
+static f8_float_layout signed_layout_of(f8_dtype dtype) {
+	assert(dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 || dtype == F8_DTYPE_E4M3 ||
+	       dtype == F8_DTYPE_E5M2);
+	return f8_float_layout_of(dtype);
+}
 
-static small_float small_float_of(f8_dtype dtype) {
-	const f8_dtype_info *info = f8_dtype_get_info(dtype);
-	assert(info->kind == F8_DTYPE_KIND_FLOAT && info->bytes <= 2 && dtype != F8_DTYPE_E8M0);
-	int width = (int)info->bytes * 8;
-	uint32_t all_ones = (1u << (width - 1)) - 1;
-	uint32_t exponent_ones = ((1u << info->exponent_bits) - 1) << info->mantissa_bits;
-	return (small_float){
-		.mantissa_bits = info->mantissa_bits,
-		.bias = info->bias,
-		.min_exponent = 1 - info->bias,
-		.sign_bit = 1u << (width - 1),
-		.max_magnitude = info->has_inf ? exponent_ones - 1 : all_ones - 1,
-		.inf_magnitude = exponent_ones,
-		.nan_magnitude = all_ones,
-		.has_inf = info->has_inf,
-	};
+/*
+ * The layout of e8m0, whose exponent field is f32's (8 bits, bias 127): its code is an f32's
+ * biased exponent, which its encoder and decoder below move without rebiasing.
+ */
+static f8_float_layout e8m0_layout(void) {
+	f8_float_layout layout = f8_float_layout_of(F8_DTYPE_E8M0);
+	assert(layout.exponent_bits == 8 && layout.mantissa_bits == 0 && layout.bias == 127);
+	return layout;
 }
 
 static LLVMValueRef smax32(const f8_llvm_emit *emit, LLVMValueRef a, LLVMValueRef b) {
@@ -168,7 +157,7 @@ static LLVMValueRef shift_round(const f8_llvm_emit *emit, LLVMValueRef significa
  * largest finite code (saturate) or infinity (a format with one). Zero falls out too (a zero
  * significand rounds to code 0); only NaN needs its own select.
  */
-static LLVMValueRef encode_integer(const f8_llvm_emit *emit, const small_float *format,
+static LLVMValueRef encode_integer(const f8_llvm_emit *emit, const f8_float_layout *format,
 				   LLVMValueRef x, bool saturate) {
 	LLVMBuilderRef b = emit->builder;
 	LLVMValueRef bits = f8_llvm_bits(emit, x);
@@ -243,7 +232,7 @@ static LLVMValueRef encode_fp8_ptx(const f8_llvm_emit *emit, f8_dtype dtype, LLV
  */
 static LLVMValueRef encode_half_ptx(const f8_llvm_emit *emit, f8_dtype dtype, LLVMValueRef x) {
 	LLVMBuilderRef b = emit->builder;
-	small_float format = small_float_of(dtype);
+	f8_float_layout format = signed_layout_of(dtype);
 	const char *text =
 		dtype == F8_DTYPE_BF16 ? "cvt.rn.bf16.f32 $0, $1;" : "cvt.rn.f16.f32 $0, $1;";
 	LLVMValueRef code = LLVMBuildZExt(b, ptx_convert(emit, text, &x, 1), emit->i32, "");
@@ -255,19 +244,20 @@ static LLVMValueRef encode_half_ptx(const f8_llvm_emit *emit, f8_dtype dtype, LL
 /*
  * f32 -> e8m0 as f8_e8m0_encode(x, F8_ROUND_NEAREST_EVEN), the rounding the reference's stores
  * use: the exponent field, plus one when the mantissa is at least half (a tie goes up: 2^(e+1)
- * is the even neighbour), at most 0xFE (2^127); a subnormal rounds to code 1 (2^-126) from 1.5
- * * 2^-127 up, else to code 0 (2^-127), as zero does; +inf is 0xFE; NaN and negative values
- * (not -0) are NaN, 0xFF.
+ * is the even neighbour), at most the largest code (0xFE, 2^127); a subnormal rounds to code 1
+ * (2^-126) from 1.5 * 2^-127 up, else to code 0 (2^-127), as zero does; +inf is the largest
+ * code; NaN and negative values (not -0) are NaN, 0xFF.
  */
 static LLVMValueRef encode_e8m0(const f8_llvm_emit *emit, LLVMValueRef x) {
 	LLVMBuilderRef b = emit->builder;
+	f8_float_layout layout = e8m0_layout();
 	LLVMValueRef bits = f8_llvm_bits(emit, x);
 	LLVMValueRef magnitude = LLVMBuildAnd(b, bits, f8_llvm_i32(emit, 0x7FFFFFFFu), "");
 	LLVMValueRef biased = LLVMBuildLShr(b, magnitude, f8_llvm_i32(emit, 23), "");
 	LLVMValueRef fraction = LLVMBuildAnd(b, magnitude, f8_llvm_i32(emit, 0x7FFFFFu), "");
 	LLVMValueRef up = LLVMBuildICmp(b, LLVMIntUGE, fraction, f8_llvm_i32(emit, 0x400000u), "");
 	LLVMValueRef code = smin32(emit, LLVMBuildAdd(b, biased, LLVMBuildZExt(b, up, emit->i32, ""), ""),
-				   f8_llvm_i32(emit, 0xFE));
+				   f8_llvm_i32(emit, layout.max_magnitude));
 	LLVMValueRef subnormal = LLVMBuildICmp(b, LLVMIntEQ, biased, f8_llvm_i32(emit, 0), "");
 	LLVMValueRef sub_code = LLVMBuildZExt(
 		b, LLVMBuildICmp(b, LLVMIntUGE, magnitude, f8_llvm_i32(emit, 0x600000u), ""),
@@ -275,14 +265,14 @@ static LLVMValueRef encode_e8m0(const f8_llvm_emit *emit, LLVMValueRef x) {
 	code = LLVMBuildSelect(b, subnormal, sub_code, code, "");
 	LLVMValueRef infinite =
 		LLVMBuildICmp(b, LLVMIntEQ, magnitude, f8_llvm_i32(emit, 0x7F800000u), "");
-	code = LLVMBuildSelect(b, infinite, f8_llvm_i32(emit, 0xFE), code, "");
+	code = LLVMBuildSelect(b, infinite, f8_llvm_i32(emit, layout.max_magnitude), code, "");
 	LLVMValueRef nan =
 		LLVMBuildICmp(b, LLVMIntUGT, magnitude, f8_llvm_i32(emit, 0x7F800000u), "");
 	LLVMValueRef negative = LLVMBuildAnd(
 		b, LLVMBuildICmp(b, LLVMIntSLT, bits, f8_llvm_i32(emit, 0), ""),
 		LLVMBuildICmp(b, LLVMIntNE, magnitude, f8_llvm_i32(emit, 0), ""), "");
-	code = LLVMBuildSelect(b, LLVMBuildOr(b, nan, negative, ""), f8_llvm_i32(emit, 0xFF), code,
-			       "");
+	code = LLVMBuildSelect(b, LLVMBuildOr(b, nan, negative, ""),
+			       f8_llvm_i32(emit, layout.nan_magnitude), code, "");
 	return LLVMBuildTrunc(b, code, emit->i8, "");
 }
 
@@ -323,7 +313,7 @@ LLVMValueRef f8_llvm_store_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLV
 		assert(0 && "a dtype no buffer may have");
 		return NULL;
 	}
-	small_float format = small_float_of(dtype);
+	f8_float_layout format = signed_layout_of(dtype);
 	LLVMTypeRef storage = f8_llvm_storage_type(emit, dtype);
 	bool saturate = dtype == F8_DTYPE_E4M3 || dtype == F8_DTYPE_E5M2; // as the reference stores
 	return LLVMBuildTrunc(b, encode_integer(emit, &format, value, saturate), storage, "");
@@ -335,7 +325,7 @@ LLVMValueRef f8_llvm_store_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLV
  * in f32 (for bf16, whose exponent range is f32's, the normal formula covers subnormals too);
  * inf and NaN are selected, the NaN as sign | 0x7FC00000 like f8_float_decode's copysignf(NAN).
  */
-static LLVMValueRef decode_small_float(const f8_llvm_emit *emit, const small_float *format,
+static LLVMValueRef decode_small_float(const f8_llvm_emit *emit, const f8_float_layout *format,
 				       LLVMValueRef code) {
 	LLVMBuilderRef b = emit->builder;
 	int shift = 23 - format->mantissa_bits;
@@ -378,10 +368,12 @@ static LLVMValueRef decode_small_float(const f8_llvm_emit *emit, const small_flo
 /* e8m0 -> f32: code c is 2^(c - 127); code 0 is 2^-127, an f32 subnormal; 0xFF is NaN. */
 static LLVMValueRef decode_e8m0(const f8_llvm_emit *emit, LLVMValueRef code) {
 	LLVMBuilderRef b = emit->builder;
+	f8_float_layout layout = e8m0_layout();
 	LLVMValueRef bits = LLVMBuildShl(b, code, f8_llvm_i32(emit, 23), "");
 	LLVMValueRef zero = LLVMBuildICmp(b, LLVMIntEQ, code, f8_llvm_i32(emit, 0), "");
 	bits = LLVMBuildSelect(b, zero, f8_llvm_i32(emit, 0x00400000u), bits, "");
-	LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntEQ, code, f8_llvm_i32(emit, 0xFF), "");
+	LLVMValueRef nan =
+		LLVMBuildICmp(b, LLVMIntEQ, code, f8_llvm_i32(emit, layout.nan_magnitude), "");
 	bits = LLVMBuildSelect(b, nan, f8_llvm_i32(emit, 0x7FC00000u), bits, "");
 	return f8_llvm_from_bits(emit, bits);
 }
@@ -402,7 +394,7 @@ LLVMValueRef f8_llvm_load_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLVM
 	case F8_DTYPE_F16:
 	case F8_DTYPE_E4M3:
 	case F8_DTYPE_E5M2: {
-		small_float format = small_float_of(dtype);
+		f8_float_layout format = signed_layout_of(dtype);
 		return decode_small_float(emit, &format, LLVMBuildZExt(b, stored, emit->i32, ""));
 	}
 	default:

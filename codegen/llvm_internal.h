@@ -55,10 +55,10 @@ LLVMTypeRef f8_llvm_storage_type(const f8_llvm_emit *emit, f8_dtype dtype);
  * bit-exact with ir/fp8.h's f8_float_decode (NaNs come out as sign | 0x7FC00000). */
 LLVMValueRef f8_llvm_load_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLVMValueRef stored);
 
-/* A register value -> the element to store: bf16, f16, e4m3 and e5m2 bit-exact with
- * f8_float_encode(dtype, value, true); e8m0 with f8_e8m0_encode(value, F8_ROUND_DOWN); i32
- * truncates; bool is 0 or 1. NVPTX uses the cvt instructions where they are the hardware's
- * path, the host integer arithmetic. */
+/* A register value -> the element to store: e4m3 and e5m2 bit-exact with
+ * f8_float_encode(dtype, value, true), bf16 and f16 with f8_float_encode(dtype, value, false);
+ * e8m0 with f8_e8m0_encode(value, F8_ROUND_NEAREST_EVEN); i32 truncates; bool is 0 or 1. NVPTX
+ * uses the cvt instructions where they are the hardware's path, the host integer arithmetic. */
 LLVMValueRef f8_llvm_store_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLVMValueRef value);
 
 /* NVPTX: two f32 -> e4m3 or e5m2 codes in one cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32: an i16

@@ -184,8 +184,8 @@ bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 	if (node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD ||
 	    node->op == F8_OP_SCALING_UPDATE)
 		return row_family_lowers(graph, node);
-	bool lowers; // the families of the other lowering files (codegen/lower_members.c)
-	if (f8_lower_family_owns(graph, node, &lowers))
+	bool lowers; // the ops of the other lowering files (codegen/lower_members.c)
+	if (f8_lower_file_owns(graph, node, &lowers))
 		return lowers;
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_value_id input = node->inputs[i];
@@ -872,9 +872,8 @@ f8_status f8_lower_end(f8_lower *lw, f8_status status, f8_lowered_group *out) {
 	return F8_OK;
 }
 
-/* The single-kernel families: elementwise chains, activations, norms, casts. */
-static f8_status lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *members,
-			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+f8_status f8_lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			 uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
 	f8_lower lw;
 	f8_status status = f8_lower_begin(&lw, graph, group, members, n_members,
 				       graph->groups[group].name, diag);
@@ -954,23 +953,8 @@ f8_status f8_codegen_lower_group(const f8_graph *graph, uint32_t group, f8_lower
 			status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "kernel %s: %s: codegen cannot "
 					     "lower this node yet", graph->groups[group].name, where);
 		}
-	if (!status) {
-		switch (graph->nodes[members[0]].op) {
-		case F8_OP_CROSS_ENTROPY:
-			status = f8_lower_cross_entropy(graph, group, members, out, diag);
-			break;
-		case F8_OP_CROSS_ENTROPY_GRAD:
-			status = f8_lower_cross_entropy_grad(graph, group, members, out, diag);
-			break;
-		case F8_OP_SCALING_UPDATE:
-			status = f8_lower_scaling_update(graph, group, members, out, diag);
-			break;
-		default: // another lowering file's family (codegen/lower_members.c), else lower.c's
-			status = f8_lower_family_owns(graph, &graph->nodes[members[0]], &(bool){false})
-				? f8_lower_family_group(graph, group, members, n_members, out, diag)
-				: lower_fused(graph, group, members, n_members, out, diag);
-		}
-	}
+	if (!status) // by the group's family (codegen/lower_members.c)
+		status = f8_lower_family_group(graph, group, members, n_members, out, diag);
 	f8_free(members);
 	if (status)
 		f8_lowered_group_release(out);

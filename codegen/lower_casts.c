@@ -24,9 +24,10 @@
 #include "codegen/lower_internal.h" // f8_lower, f8_lower_*
 
 #include <float.h>  // FLT_MAX, FLT_TRUE_MIN
-#include <math.h>   // frexp, ldexp
+#include <math.h>   // ldexp
 #include <stdio.h>  // snprintf
 
+#include "ir/fp8.h" // f8_float_layout_of
 #include "ir/ops.h" // f8_node_attr_*
 
 enum { CHUNK_ROWS = 8 }; // rows per grid iteration where a kernel combines across rows
@@ -152,7 +153,8 @@ static f8_kir_id ceil_div(kernel *k, f8_kir_id a, f8_kir_id b) {
 	return EMIT(lw, DIV, EMIT(lw, ADD, a, EMIT(lw, SUB, b, i64(k, 1), NONE), NONE), b, NONE);
 }
 
-/* 2^e as f32, exactly, for an i64 e in [-127, 127] (2^-127 is a subnormal). */
+/* 2^e as f32, exactly, for an i64 e in E8M0's range, [-127, 127] (2^-127 is an f32
+ * subnormal): built from f32's bits (bias 127, 23 mantissa bits). */
 static f8_kir_id power_of_two(kernel *k, f8_kir_id e) {
 	f8_lower *lw = &k->lw;
 	f8_kir_id normal = EMIT(lw, FROM_BITS, EMIT(lw, SHL, EMIT(lw, ADD, e, i64(k, 127), NONE),
@@ -164,8 +166,9 @@ static f8_kir_id power_of_two(kernel *k, f8_kir_id e) {
 /*
  * The multiplier that casts a block of amax `amax`, and into *stored what its scale_inv holds:
  * f8_scale_from_amax(format, amax, margin, 1) and 1 / it; MX: 2^-shared_exp and 2^shared_exp
- * (shared_exp = floor(log2 amax) - emax clamped to [-127, 127]; 127 for an infinite amax; NaN
- * for a NaN amax, which makes every code of the block NaN, as f8_quantize_mx).
+ * (shared_exp = floor(log2 amax) - emax clamped to E8M0's range, [-127, 127]; its top for an
+ * infinite amax; NaN for a NaN amax, which makes every code of the block NaN, as
+ * f8_quantize_mx). emax and the range are the layouts' (ir/fp8.h), as f8_quantize_mx reads them.
  */
 static f8_kir_id multiplier(kernel *k, f8_kir_id amax, f8_kir_id *stored) {
 	f8_lower *lw = &k->lw;
@@ -182,14 +185,17 @@ static f8_kir_id multiplier(kernel *k, f8_kir_id amax, f8_kir_id *stored) {
 		*stored = EMIT(lw, DIV, f32(k, 1), scale, NONE);
 		return scale;
 	}
-	int emax;
-	frexp(f8_dtype_get_info(k->r->format)->max, &emax);
-	emax -= 1; // frexp's exponent is one above the binade's
+	int emax = f8_float_layout_of(k->r->format).max_exponent;
+	f8_float_layout scale = f8_float_layout_of(F8_DTYPE_E8M0);
+	// The amax's f32 exponent field (bias 127): 255 for inf and NaN; 0 for a subnormal,
+	// which the clamp takes to the bottom of the range.
 	f8_kir_id field = EMIT(lw, REM, EMIT(lw, SHR, EMIT(lw, BITS, amax, NONE, NONE), i64(k, 23), NONE),
 			       i64(k, 256), NONE);
 	f8_kir_id shared = EMIT(lw, SUB, field, i64(k, 127 + emax), NONE);
-	shared = EMIT(lw, MAX, EMIT(lw, MIN, shared, i64(k, 127), NONE), i64(k, -127), NONE);
-	shared = EMIT(lw, SELECT, EMIT(lw, EQ, field, i64(k, 255), NONE), i64(k, 127), shared);
+	shared = EMIT(lw, MAX, EMIT(lw, MIN, shared, i64(k, scale.max_exponent), NONE),
+		      i64(k, scale.min_exponent), NONE);
+	shared = EMIT(lw, SELECT, EMIT(lw, EQ, field, i64(k, 255), NONE),
+		      i64(k, scale.max_exponent), shared);
 	*stored = power_of_two(k, shared);
 	f8_kir_id inverse = power_of_two(k, EMIT(lw, NEG, shared, NONE, NONE));
 	f8_kir_id nan = EMIT(lw, IS_NAN, amax, NONE, NONE);

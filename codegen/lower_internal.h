@@ -1,9 +1,9 @@
 /*
- * What the lowering's files share (codegen/lower.c: the single-kernel families; lower_multi.c:
- * the groups that lower to several kernels; lower_norm_grad.c, lower_swiglu.c,
- * lower_embedding.c, lower_optimizer.c, lower_casts.c: the families lower.c dispatches to
- * through lower_members.c): the builder of one kernel of a group and its helpers. Not for use
- * outside codegen/.
+ * What the lowering's files share (codegen/lower.c: the single-kernel groups, elementwise
+ * chains, Gelu, norms and casts with a given scale; lower_multi.c: the groups that lower to
+ * several kernels; lower_norm_grad.c, lower_swiglu.c, lower_embedding.c, lower_optimizer.c,
+ * lower_casts.c: the other ops; lower_members.c: the table by kernel family that picks among
+ * them): the builder of one kernel of a group and its helpers. Not for use outside codegen/.
  */
 #ifndef F8_CODEGEN_LOWER_INTERNAL_H
 #define F8_CODEGEN_LOWER_INTERNAL_H
@@ -147,6 +147,12 @@ f8_status f8_lower_begin_columns(f8_lower *lw, f8_kir_id extent);
 f8_status f8_lower_end_loop(f8_lower *lw, bool row, f8_status status);
 void f8_lower_record_grid_sizes(f8_lower *lw, bool with_last);
 
+/* The groups of lower.c's ops (elementwise chains, Gelu and GeluGrad, norms, casts with a
+ * given scale, bias gradients), of whichever family: one kernel, or a norm's and the
+ * transposes of its codes. */
+f8_status f8_lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			 uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
 /* The groups of codegen/lower_multi.c, each its first member's op. */
 f8_status f8_lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				 f8_lowered_group *out, f8_diag *diag);
@@ -206,9 +212,9 @@ f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id 
 			      uint32_t sums, f8_value_id value, f8_dim count, f8_lowered_group *out,
 			      f8_diag *diag);
 
-/* The families of the other lowering files: whether a node lowers (f8_codegen_can_lower asks
- * for the ops each file owns), and the group lowered, given its members in program order (its
- * first member's op picks the file). */
+/* The ops of the other lowering files: whether a node lowers (f8_codegen_can_lower asks for
+ * the ops each file owns), and the group lowered, given its members in program order (the
+ * group's family picks the file, f8_lower_family_group). */
 bool f8_lower_norm_grad_lowers(const f8_graph *graph, const f8_node *node);
 bool f8_lower_swiglu_lowers(const f8_graph *graph, const f8_node *node);
 bool f8_lower_embedding_lowers(const f8_graph *graph, const f8_node *node);
@@ -225,12 +231,17 @@ f8_status f8_lower_swiglu(const f8_graph *graph, uint32_t group, f8_node_id *mem
 			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 
 /*
- * The dispatch of lower.c to those files (codegen/lower_members.c), so that a new family
- * touches lower.c nowhere: f8_lower_family_owns says whether one of them owns `node`'s op and,
- * when one does, whether the node lowers (*lowers); f8_lower_family_group lowers a group whose
- * first member's op one of them owns (F8_ERR_INVALID for any other).
+ * lower.c's questions to the other files (codegen/lower_members.c), so that a new family
+ * touches lower.c nowhere:
+ *   f8_lower_file_owns: whether a file other than lower.c and lower_multi.c owns `node`'s op
+ *     and, when one does, whether the node lowers (*lowers); asked per node, before the fuse
+ *     pass has grouped it, so by op;
+ *   f8_lower_family_group: group `group` lowered by its family (graph->groups[group].family),
+ *     through one table by f8_kernel_family generated from ir/graph.h's F8_KERNEL_FAMILY_LIST;
+ *     F8_ERR_INVALID naming the kernel when its first member is of no op that starts a kernel
+ *     of that family (the fuse pass's seeds: a text IR may declare any family).
  */
-bool f8_lower_family_owns(const f8_graph *graph, const f8_node *node, bool *lowers);
+bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers);
 f8_status f8_lower_family_group(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 f8_status f8_lower_norm_grad(const f8_graph *graph, uint32_t group, f8_node_id *members,

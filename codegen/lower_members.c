@@ -5,15 +5,17 @@
  * scaled stores of both copies, its amax combined per row, per kernel and then atomically, its
  * scale_invs (lower.c has its own for the elementwise and norm groups; these serve
  * lower_norm_grad.c and lower_swiglu.c, whose kernels walk rows and columns themselves); the
- * kernel that rounds f32 sums into a bf16 output; and the dispatch of lower.c to each file's
- * family, so that a new family leaves lower.c as it is.
+ * kernel that rounds f32 sums into a bf16 output; which file says whether a node lowers; and
+ * the one table by kernel family (ir/graph.h F8_KERNEL_FAMILY_LIST) of how a group lowers, so
+ * that a new family adds a row here and leaves lower.c as it is.
  */
 #include "codegen/lower_internal.h" // f8_lower, f8_lower_cast
 
-#include <stdio.h> // snprintf
+#include <assert.h> // assert, static_assert
+#include <stdio.h>  // snprintf
 
 #include "ir/alloc.h" // f8_realloc
-#include "ir/ops.h"   // f8_node_attr_int
+#include "ir/ops.h"   // f8_node_attr_int, f8_op_get_info, F8_OPF_ELEMENTWISE
 
 uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value) {
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
@@ -168,7 +170,7 @@ f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id 
 	return f8_lower_end(&lw, status, out);
 }
 
-bool f8_lower_family_owns(const f8_graph *graph, const f8_node *node, bool *lowers) {
+bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers) {
 	if (f8_lower_cast_recipe_owns(node)) { // the casts with a given scale are lower.c's
 		*lowers = f8_lower_cast_recipe_lowers(graph, node);
 		return true;
@@ -196,24 +198,101 @@ bool f8_lower_family_owns(const f8_graph *graph, const f8_node *node, bool *lowe
 	}
 }
 
+/* The families whose kernels start with either of two ops that different files lower. */
+
+static f8_status lower_cast(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			    uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+	if (f8_lower_cast_recipe_owns(&graph->nodes[members[0]])) // it finds its scales
+		return f8_lower_cast_recipe(graph, group, members, n_members, out, diag);
+	return f8_lower_fused(graph, group, members, n_members, out, diag); // a given scale
+}
+
+/* Gelu and GeluGrad are lower.c's elementwise ops, SwiGLU and SwiGLUGrad lower_swiglu.c's. */
+static f8_status lower_activation(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				  uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+	f8_op first = graph->nodes[members[0]].op;
+	if (first == F8_OP_SWIGLU || first == F8_OP_SWIGLU_GRAD)
+		return f8_lower_swiglu(graph, group, members, n_members, out, diag);
+	return f8_lower_fused(graph, group, members, n_members, out, diag);
+}
+
+static f8_status lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				     uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+	(void)n_members; // the loss and its gradient are lone nodes
+	if (graph->nodes[members[0]].op == F8_OP_CROSS_ENTROPY_GRAD)
+		return f8_lower_cross_entropy_grad(graph, group, members, out, diag);
+	return f8_lower_cross_entropy(graph, group, members, out, diag);
+}
+
+static f8_status lower_scaling(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			       uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+	(void)n_members; // a lone node
+	return f8_lower_scaling_update(graph, group, members, out, diag);
+}
+
+/* How a kernel family lowers: the function, and the ops a kernel of it starts with (the fuse
+ * pass's seeds, passes/fuse.c seed_family), which that function reads its first member as. */
+typedef struct family_lowering {
+	f8_status (*lower)(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			   uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+	f8_op starts[2]; // the same op twice where one starts it
+	bool elementwise; // instead: any elementwise op that starts no other family's kernels
+} family_lowering;
+
+/* One row per family, named after its enum: the table below is generated from
+ * F8_KERNEL_FAMILY_LIST (ir/graph.h), so that a family added there without a row here is a
+ * build error, not a kernel nothing lowers. */
+#define CAST_ROW {lower_cast, {F8_OP_QUANTIZE, F8_OP_CAST_TRANSPOSE}, false}
+#define NORM_ROW {f8_lower_fused, {F8_OP_LAYER_NORM, F8_OP_RMS_NORM}, false}
+#define NORM_GRAD_ROW {f8_lower_norm_grad, {F8_OP_LAYER_NORM_GRAD, F8_OP_RMS_NORM_GRAD}, false}
+#define ACTIVATION_ROW {lower_activation, {F8_OP_GELU, F8_OP_SWIGLU}, false}
+#define ACTIVATION_GRAD_ROW {lower_activation, {F8_OP_GELU_GRAD, F8_OP_SWIGLU_GRAD}, false}
+#define ELEMENTWISE_ROW {f8_lower_fused, {F8_OP_COUNT, F8_OP_COUNT}, true}
+#define CROSS_ENTROPY_ROW \
+	{lower_cross_entropy, {F8_OP_CROSS_ENTROPY, F8_OP_CROSS_ENTROPY_GRAD}, false}
+#define OPTIMIZER_ROW {f8_lower_optimizer, {F8_OP_ADAMW, F8_OP_ADAMW}, false}
+#define EMBEDDING_ROW {f8_lower_embedding, {F8_OP_EMBEDDING, F8_OP_EMBEDDING}, false}
+#define EMBEDDING_GRAD_ROW {f8_lower_embedding, {F8_OP_EMBEDDING_GRAD, F8_OP_EMBEDDING_GRAD}, false}
+#define SCALING_ROW {lower_scaling, {F8_OP_SCALING_UPDATE, F8_OP_SCALING_UPDATE}, false}
+
+static const family_lowering families[] = {
+#define FAMILY_ROW(e, name) [F8_KERNEL_FAMILY_##e] = e##_ROW,
+	F8_KERNEL_FAMILY_LIST(FAMILY_ROW)
+#undef FAMILY_ROW
+};
+static_assert(sizeof families / sizeof families[0] == F8_KERNEL_FAMILY_COUNT,
+	      "one lowering per kernel family");
+
+static bool starts(const family_lowering *row, f8_op op) {
+	return row->starts[0] == op || row->starts[1] == op;
+}
+
+/* Whether a kernel of family `family` may start with `op`. */
+static bool family_starts(f8_kernel_family family, f8_op op) {
+	if (!families[family].elementwise)
+		return starts(&families[family], op);
+	for (int f = 0; f < F8_KERNEL_FAMILY_COUNT; f++)
+		if (starts(&families[f], op))
+			return false;
+	return (f8_op_get_info(op)->flags & F8_OPF_ELEMENTWISE) != 0;
+}
+
 f8_status f8_lower_family_group(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
-	if (f8_lower_cast_recipe_owns(&graph->nodes[members[0]]))
-		return f8_lower_cast_recipe(graph, group, members, n_members, out, diag);
-	switch (graph->nodes[members[0]].op) {
-	case F8_OP_LAYER_NORM_GRAD:
-	case F8_OP_RMS_NORM_GRAD:
-		return f8_lower_norm_grad(graph, group, members, n_members, out, diag);
-	case F8_OP_SWIGLU:
-	case F8_OP_SWIGLU_GRAD:
-		return f8_lower_swiglu(graph, group, members, n_members, out, diag);
-	case F8_OP_EMBEDDING:
-	case F8_OP_EMBEDDING_GRAD:
-		return f8_lower_embedding(graph, group, members, n_members, out, diag);
-	case F8_OP_ADAMW:
-		return f8_lower_optimizer(graph, group, members, n_members, out, diag);
-	default:
-		return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s: no lowering file owns its "
-				   "first member's op", graph->groups[group].name);
+	f8_kernel_family family = graph->groups[group].family;
+	assert((unsigned)family < F8_KERNEL_FAMILY_COUNT);
+	if (!family_starts(family, graph->nodes[members[0]].op)) {
+		// The text IR may declare any family; each lowering reads its first member as one
+		// of the ops its family starts with.
+		char where[160];
+		f8_graph_describe_node(graph, members[0], where, sizeof where);
+		f8_diag_set(diag, F8_ERR_INVALID, "kernel %s (%s) starts with %s, which starts no "
+			    "%s kernel", graph->groups[group].name, f8_kernel_family_name(family),
+			    where, f8_kernel_family_name(family));
+		f8_diag_hint(diag, "the fuse pass starts each kernel with the node that decides "
+			     "its family (passes/fuse.c); declare the family of the kernel's "
+			     "first member");
+		return F8_ERR_INVALID;
 	}
+	return families[family].lower(graph, group, members, n_members, out, diag);
 }

@@ -3,7 +3,8 @@
  * from which the enum, the name lookup and every range check are generated.
  *
  * The floating-point rows carry the exact layout (exponent bits, mantissa bits, bias) and the
- * special-value conventions, because the FP8 numerics in ir/fp8.c are derived from them:
+ * special-value conventions, because the FP8 numerics are derived from them, in one place
+ * (ir/fp8.h f8_float_layout_of) for both ir/fp8.c and the kernels codegen/ generates:
  *   E4M3 is the FN variant (no infinities, max 448, NaN = S.1111.111),
  *   E5M2 is IEEE-like (max 57344, infinities, NaN),
  *   E8M0 is the OCP MX scale type (no sign, no zero, 2^-127 .. 2^127, 0xFF = NaN).

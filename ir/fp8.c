@@ -2,7 +2,7 @@
  * FP8 numerics: float32 <-> BF16/F16/E4M3/E5M2/E8M0 conversions done on the integer bits of the
  * float32 (so there is exactly one rounding, as in the hardware), amax and scales, and the
  * per-tensor, block and MX quantizers built on them. Every layout fact comes from the dtype
- * table; one encoder and one decoder serve all four signed formats.
+ * table, through f8_float_layout_of; one encoder and one decoder serve all four signed formats.
  */
 #include "ir/fp8.h" // f8_float_encode, f8_round, f8_quantize_blocks, F8_MX_BLOCK
 
@@ -13,20 +13,6 @@
 
 #include "ir/dtype.h" // f8_dtype_get_info, f8_dtype_is_fp8
 
-/*
- * A signed float format's layout, in the terms the encoder needs. Magnitudes are codes without
- * the sign bit; since codes of one sign grow with the value, comparing magnitudes compares values.
- */
-typedef struct f8_layout {
-	int mantissa_bits;
-	int min_exponent; // unbiased exponent of the smallest normal: 1 - bias
-	uint32_t sign_bit;
-	uint32_t max_magnitude; // the largest finite value
-	uint32_t inf_magnitude; // only when has_inf
-	uint32_t nan_magnitude; // the NaN this module writes: all ones, S.1111.111 for E4M3
-	bool has_inf;
-} f8_layout;
-
 static uint32_t f8_float_bits(float value) {
 	uint32_t bits;
 	memcpy(&bits, &value, sizeof bits);
@@ -34,28 +20,40 @@ static uint32_t f8_float_bits(float value) {
 }
 
 /*
- * The layout of BF16, F16, E4M3 or E5M2 from its dtype row. IEEE-like formats (has_inf) give
- * the all-ones exponent to inf and NaN; E4M3 (no inf) gives only the all-ones code to NaN, so
- * its largest finite magnitude is one below it. The NaN written is the all-ones magnitude: the
- * hardware's canonical NaN (0x7F for both FP8 formats, 0x7FFF for the 16-bit ones).
+ * The layout from the dtype row (ir/fp8.h says what each field is). A format whose exponent
+ * and mantissa fill the code has no sign bit (E8M0). The NaN written is the all-ones
+ * magnitude: the hardware's canonical NaN (0x7F for both FP8 formats, 0x7FFF for the 16-bit
+ * ones, 0xFF for E8M0). A format without mantissa bits has no subnormals, so its smallest code
+ * is a normal one: E8M0's code 0 is 2^-bias.
  */
-static f8_layout f8_layout_of(f8_dtype dtype) {
+f8_float_layout f8_float_layout_of(f8_dtype dtype) {
 	const f8_dtype_info *info = f8_dtype_get_info(dtype);
-	assert(info->kind == F8_DTYPE_KIND_FLOAT && info->has_nan);
-	assert(1 + info->exponent_bits + info->mantissa_bits == (int)info->bytes * 8);
-	assert(info->bytes <= 2);
+	assert(info->kind == F8_DTYPE_KIND_FLOAT && info->has_nan && info->bytes <= 2);
 	int width = (int)info->bytes * 8;
-	uint32_t all_ones = (1u << (width - 1)) - 1;
+	bool is_signed = 1 + info->exponent_bits + info->mantissa_bits == width;
+	assert(is_signed || info->exponent_bits + info->mantissa_bits == width);
+	uint32_t sign_bit = is_signed ? 1u << (width - 1) : 0;
+	uint32_t all_ones = (is_signed ? sign_bit : 1u << width) - 1;
 	uint32_t exponent_ones = ((1u << info->exponent_bits) - 1) << info->mantissa_bits;
-	f8_layout layout = {
+	uint32_t max_magnitude = info->has_inf ? exponent_ones - 1 : all_ones - 1;
+	f8_float_layout layout = {
+		.width = width,
+		.exponent_bits = info->exponent_bits,
 		.mantissa_bits = info->mantissa_bits,
-		.min_exponent = 1 - info->bias,
-		.sign_bit = 1u << (width - 1),
-		.max_magnitude = info->has_inf ? exponent_ones - 1 : all_ones - 1,
+		.bias = info->bias,
+		.min_exponent = info->mantissa_bits ? 1 - info->bias : -info->bias,
+		.max_exponent = (int)(max_magnitude >> info->mantissa_bits) - info->bias,
+		.sign_bit = sign_bit,
+		.max_magnitude = max_magnitude,
 		.inf_magnitude = exponent_ones,
 		.nan_magnitude = all_ones,
 		.has_inf = info->has_inf,
 	};
+	// The row's largest finite value is the one its bits give: the scales use the former.
+	uint32_t max_mantissa = max_magnitude & ((1u << info->mantissa_bits) - 1);
+	assert(ldexp(1.0 + ldexp((double)max_mantissa, -info->mantissa_bits),
+		     layout.max_exponent) == info->max);
+	(void)max_mantissa;
 	return layout;
 }
 
@@ -101,7 +99,7 @@ static uint32_t f8_shift_round(uint32_t x, int shift) {
  * into the next binade, or from the subnormals into the normals, lands on the right code without
  * a special case; overflow then is just a magnitude above the largest finite one.
  */
-static uint32_t f8_encode_layout(const f8_layout *layout, float value, bool saturate) {
+static uint32_t f8_encode_layout(const f8_float_layout *layout, float value, bool saturate) {
 	uint32_t bits = f8_float_bits(value);
 	uint32_t sign = (bits >> 31) ? layout->sign_bit : 0;
 	uint32_t magnitude = bits & 0x7FFFFFFFu;
@@ -134,25 +132,23 @@ static uint32_t f8_encode_layout(const f8_layout *layout, float value, bool satu
 
 uint32_t f8_float_encode(f8_dtype dtype, float value, bool saturate) {
 	assert(dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 || f8_dtype_is_fp8(dtype));
-	f8_layout layout = f8_layout_of(dtype);
+	f8_float_layout layout = f8_float_layout_of(dtype);
 	return f8_encode_layout(&layout, value, saturate);
 }
 
 /* E8M0: no sign, no mantissa, no zero; code c is 2^(c - bias), the all-ones code is NaN. */
-static float f8_e8m0_decode(const f8_dtype_info *info, uint32_t bits) {
-	uint32_t nan_code = (1u << info->exponent_bits) - 1;
-	assert(bits <= nan_code);
-	if (bits == nan_code)
+static float f8_e8m0_decode(const f8_float_layout *layout, uint32_t bits) {
+	assert(bits <= layout->nan_magnitude);
+	if (bits == layout->nan_magnitude)
 		return NAN;
-	return ldexpf(1.0f, (int)bits - info->bias);
+	return ldexpf(1.0f, (int)bits - layout->bias);
 }
 
 float f8_float_decode(f8_dtype dtype, uint32_t bits) {
-	const f8_dtype_info *info = f8_dtype_get_info(dtype);
+	f8_float_layout layout = f8_float_layout_of(dtype);
 	if (dtype == F8_DTYPE_E8M0)
-		return f8_e8m0_decode(info, bits);
+		return f8_e8m0_decode(&layout, bits);
 	assert(dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16 || f8_dtype_is_fp8(dtype));
-	f8_layout layout = f8_layout_of(dtype);
 	assert(bits <= (layout.sign_bit << 1) - 1);
 	float sign = (bits & layout.sign_bit) ? -1.0f : 1.0f;
 	uint32_t magnitude = bits & ~layout.sign_bit;
@@ -173,9 +169,9 @@ float f8_float_decode(f8_dtype dtype, uint32_t bits) {
 
 uint8_t f8_e8m0_encode(float value, f8_round round) {
 	assert((unsigned)round < F8_ROUND_COUNT);
-	const f8_dtype_info *info = f8_dtype_get_info(F8_DTYPE_E8M0);
-	const int lowest = -info->bias, highest = (1 << info->exponent_bits) - 2 - info->bias;
-	const uint8_t nan_code = (uint8_t)((1u << info->exponent_bits) - 1);
+	const f8_float_layout layout = f8_float_layout_of(F8_DTYPE_E8M0);
+	const int lowest = layout.min_exponent, highest = layout.max_exponent;
+	const uint8_t nan_code = (uint8_t)layout.nan_magnitude;
 	uint32_t bits = f8_float_bits(value);
 	uint32_t magnitude = bits & 0x7FFFFFFFu;
 	if (magnitude > 0x7F800000u || ((bits >> 31) && magnitude != 0))
@@ -183,7 +179,7 @@ uint8_t f8_e8m0_encode(float value, f8_round round) {
 	if (magnitude == 0)
 		return 0; // zero (either sign) is below the range
 	if (magnitude == 0x7F800000u)
-		return (uint8_t)(highest + info->bias);
+		return (uint8_t)layout.max_magnitude;
 
 	uint32_t significand;
 	int exponent;
@@ -210,7 +206,7 @@ uint8_t f8_e8m0_encode(float value, f8_round round) {
 		result = lowest;
 	if (result > highest)
 		result = highest;
-	return (uint8_t)(result + info->bias);
+	return (uint8_t)(result + layout.bias);
 }
 
 float f8_amax(const float *x, size_t n) {
@@ -244,7 +240,7 @@ float f8_scale_from_amax(f8_dtype format, float amax, int margin, float previous
 void f8_quantize(const float *x, size_t n, f8_dtype format, float scale, bool saturate,
 		 uint8_t *codes) {
 	assert(f8_dtype_is_fp8(format));
-	f8_layout layout = f8_layout_of(format);
+	f8_float_layout layout = f8_float_layout_of(format);
 	for (size_t i = 0; i < n; i++)
 		codes[i] = (uint8_t)f8_encode_layout(&layout, x[i] * scale, saturate);
 }
@@ -288,7 +284,7 @@ f8_status f8_quantize_blocks(const float *x, size_t rows, size_t cols, f8_dtype 
 			     float *scale_inv) {
 	if (!f8_dtype_is_fp8(format) || block_rows == 0 || block_cols == 0)
 		return F8_ERR_ARGUMENT;
-	f8_layout layout = f8_layout_of(format);
+	f8_float_layout layout = f8_float_layout_of(format);
 	size_t grid_rows = f8_ceil_div(rows, block_rows), grid_cols = f8_ceil_div(cols, block_cols);
 	for (size_t br = 0; br < grid_rows; br++) {
 		for (size_t bc = 0; bc < grid_cols; bc++) {
@@ -326,31 +322,20 @@ void f8_dequantize_blocks(const uint8_t *codes, size_t rows, size_t cols, f8_dty
 }
 
 /*
- * The exponent of the largest normal of an FP8 format (8 for E4M3, 15 for E5M2): the binade of
- * its largest finite value.
+ * One MX block of n <= 32 elements, its scale of layout `scale` (E8M0). Dividing by
+ * 2^shared_exp is exact except where the quotient falls into float32's subnormals, and such a
+ * quotient is far below half the smallest subnormal of either FP8 format, so it encodes to the
+ * same signed zero either way.
  */
-static int f8_max_exponent(f8_dtype format) {
-	uint32_t significand;
-	int exponent;
-	return f8_float_split(f8_float_bits((float)f8_dtype_get_info(format)->max) & 0x7FFFFFFFu,
-			      &significand, &exponent);
-}
-
-/*
- * One MX block of n <= 32 elements. Dividing by 2^shared_exp is exact except where the quotient
- * falls into float32's subnormals, and such a quotient is far below half the smallest subnormal
- * of either FP8 format, so it encodes to the same signed zero either way.
- */
-static uint8_t f8_quantize_mx_block(const f8_layout *layout, int max_exponent,
-				    const f8_dtype_info *scale_info, const float *x, size_t n,
+static uint8_t f8_quantize_mx_block(const f8_float_layout *layout,
+				    const f8_float_layout *scale, const float *x, size_t n,
 				    uint8_t *codes) {
-	const int lowest = -scale_info->bias;
-	const int highest = (1 << scale_info->exponent_bits) - 2 - scale_info->bias;
+	const int lowest = scale->min_exponent, highest = scale->max_exponent;
 	float amax = f8_amax(x, n);
 	if (isnan(amax)) {
 		for (size_t i = 0; i < n; i++)
 			codes[i] = (uint8_t)layout->nan_magnitude;
-		return (uint8_t)((1u << scale_info->exponent_bits) - 1);
+		return (uint8_t)scale->nan_magnitude;
 	}
 	int shared_exp = lowest;
 	if (isinf(amax)) {
@@ -358,8 +343,8 @@ static uint8_t f8_quantize_mx_block(const f8_layout *layout, int max_exponent,
 	} else if (amax > 0.0f) {
 		uint32_t significand;
 		int exponent;
-		shared_exp =
-			f8_float_split(f8_float_bits(amax), &significand, &exponent) - max_exponent;
+		shared_exp = f8_float_split(f8_float_bits(amax), &significand, &exponent) -
+			     layout->max_exponent;
 		if (shared_exp < lowest)
 			shared_exp = lowest;
 		if (shared_exp > highest)
@@ -367,24 +352,22 @@ static uint8_t f8_quantize_mx_block(const f8_layout *layout, int max_exponent,
 	}
 	for (size_t i = 0; i < n; i++)
 		codes[i] = (uint8_t)f8_encode_layout(layout, ldexpf(x[i], -shared_exp), true);
-	return (uint8_t)(shared_exp + scale_info->bias);
+	return (uint8_t)(shared_exp + scale->bias);
 }
 
 f8_status f8_quantize_mx(const float *x, size_t rows, size_t cols, f8_dtype format, uint8_t *codes,
 			 uint8_t *scales) {
 	if (!f8_dtype_is_fp8(format))
 		return F8_ERR_ARGUMENT;
-	f8_layout layout = f8_layout_of(format);
-	int max_exponent = f8_max_exponent(format);
-	const f8_dtype_info *scale_info = f8_dtype_get_info(F8_DTYPE_E8M0);
+	f8_float_layout layout = f8_float_layout_of(format);
+	f8_float_layout scale = f8_float_layout_of(F8_DTYPE_E8M0);
 	size_t blocks = f8_ceil_div(cols, F8_MX_BLOCK);
 	for (size_t r = 0; r < rows; r++)
 		for (size_t b = 0; b < blocks; b++) {
 			size_t c = b * F8_MX_BLOCK;
 			size_t n = cols - c < F8_MX_BLOCK ? cols - c : F8_MX_BLOCK;
-			scales[r * blocks + b] =
-				f8_quantize_mx_block(&layout, max_exponent, scale_info,
-						     x + r * cols + c, n, codes + r * cols + c);
+			scales[r * blocks + b] = f8_quantize_mx_block(
+				&layout, &scale, x + r * cols + c, n, codes + r * cols + c);
 		}
 	return F8_OK;
 }
@@ -392,8 +375,8 @@ f8_status f8_quantize_mx(const float *x, size_t rows, size_t cols, f8_dtype form
 void f8_dequantize_mx(const uint8_t *codes, size_t rows, size_t cols, f8_dtype format,
 		      const uint8_t *scales, float *y) {
 	assert(f8_dtype_is_fp8(format));
-	const f8_dtype_info *scale_info = f8_dtype_get_info(F8_DTYPE_E8M0);
-	const uint8_t nan_scale = (uint8_t)((1u << scale_info->exponent_bits) - 1);
+	const f8_float_layout scale_layout = f8_float_layout_of(F8_DTYPE_E8M0);
+	const uint8_t nan_scale = (uint8_t)scale_layout.nan_magnitude;
 	float table[256];
 	f8_decode_table(format, table);
 	size_t blocks = f8_ceil_div(cols, F8_MX_BLOCK);
@@ -404,6 +387,6 @@ void f8_dequantize_mx(const uint8_t *codes, size_t rows, size_t cols, f8_dtype f
 			// Exact: the product of an FP8 value and 2^-127..2^127 is a float32 or inf.
 			y[r * cols + c] = scale == nan_scale
 						  ? NAN
-						  : ldexpf(value, (int)scale - scale_info->bias);
+						  : ldexpf(value, (int)scale - scale_layout.bias);
 		}
 }

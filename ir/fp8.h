@@ -12,7 +12,11 @@
  * on an H200 for every float32 input): 0x7F for E4M3 and E5M2, 0x7FFF for BF16 and F16, in both
  * modes. The NaN of non-saturating E4M3 overflow (and of +-inf) keeps the sign: S.1111.111.
  *
- * The bit layouts come from the dtype table (ir/dtype.h); nothing here repeats them.
+ * The bit layouts come from the dtype table (ir/dtype.h); nothing here repeats them. What the
+ * encoders need of a layout (the sign bit, the largest finite code, the codes of inf and NaN,
+ * the exponent range) is derived from a dtype row in one place, f8_float_layout_of, which the
+ * LLVM lowering (codegen/llvm_convert.c, codegen/lower_casts.c) reads as well: the generated
+ * kernels and these numerics cannot disagree about a layout.
  */
 #ifndef F8_IR_FP8_H
 #define F8_IR_FP8_H
@@ -23,6 +27,34 @@
 
 #include "ir/diag.h"  // f8_status
 #include "ir/dtype.h" // f8_dtype
+
+/*
+ * The layout of a small float format (BF16, F16, E4M3, E5M2, E8M0) in the terms the encoders
+ * and decoders use, derived from its dtype row. A magnitude is a code without its sign bit;
+ * codes of one sign grow with the value, so comparing magnitudes compares values. Formats with
+ * infinities (IEEE-like) give the all-ones exponent to inf and NaN; E4M3 (no inf) gives only
+ * its all-ones code to NaN, so its largest finite magnitude is one below it. E8M0 has no sign,
+ * no zero and no subnormals: code c is 2^(c - bias) for c up to max_magnitude.
+ *   BF16: 0x7F7F max, 0x7F80 inf, 0x7FFF NaN; F16: 0x7BFF, 0x7C00, 0x7FFF;
+ *   E4M3: 0x7E max (448), no inf, 0x7F NaN; E5M2: 0x7B max (57344), 0x7C inf, 0x7F NaN;
+ *   E8M0: 0xFE max (2^127), no inf, 0xFF NaN.
+ */
+typedef struct f8_float_layout {
+	int width;              // bits of a code: 8 or 16
+	int exponent_bits;
+	int mantissa_bits;      // stored fraction bits
+	int bias;
+	int min_exponent;       // of the smallest normal: 1 - bias (E8M0: -bias, its code 0)
+	int max_exponent;       // of the largest finite value, MX's emax: 8 E4M3, 15 E5M2, 127 E8M0
+	uint32_t sign_bit;      // 0 for E8M0
+	uint32_t max_magnitude; // the largest finite value's code
+	uint32_t inf_magnitude; // with has_inf: the all-ones exponent and a zero mantissa
+	uint32_t nan_magnitude; // the NaN the encoders write: all ones (the hardware's canonical)
+	bool has_inf;
+} f8_float_layout;
+
+/* The layout of `dtype`, one of BF16, F16, E4M3, E5M2, E8M0, from its row of ir/dtype.h. */
+f8_float_layout f8_float_layout_of(f8_dtype dtype);
 
 /* Rounding of float32 -> E8M0, which has no mantissa: the MX recipe picks per use. */
 typedef enum f8_round {

@@ -12,6 +12,7 @@
 
 #include "ir/alloc.h"         // f8_calloc, f8_free
 #include "ir/arena.h"         // f8_arena_alloc_array, f8_arena_strdup
+#include "ir/gemm.h"          // f8_gemm_kind_of, f8_gemm_kind_name, f8_gemm_operand_name
 #include "ir/verify.h"        // f8_node_infer_types
 #include "passes/canonicalize.h" // f8_pass_remove_dead_nodes
 

@@ -11,6 +11,7 @@
 
 #include "ir/alloc.h" // f8_calloc, f8_free
 #include "ir/arena.h" // f8_arena_strdup
+#include "ir/gemm.h"  // f8_gemm_kind_of, f8_gemm_operand_name
 #include "ir/text.h"  // f8_dim_format
 
 #define NAME_TABLE(kind, LIST, COUNT)                                                      \
@@ -30,7 +31,6 @@
 #define NAME_OF(e, name) name,
 NAME_TABLE(fp8_format, F8_FP8_FORMAT_LIST, F8_FP8_FORMAT_COUNT)
 NAME_TABLE(amax_algo, F8_AMAX_ALGO_LIST, F8_AMAX_ALGO_COUNT)
-NAME_TABLE(gemm_kind, F8_GEMM_KIND_LIST, F8_GEMM_KIND_COUNT)
 #undef NAME_OF
 #undef NAME_TABLE
 
@@ -105,48 +105,6 @@ bool f8_glob_match(const char *pattern, const char *text) {
 	while (*pattern == '*')
 		pattern++;
 	return *pattern == '\0';
-}
-
-bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
-	switch (node->op) {
-	case F8_OP_LINEAR:
-		*out = f8_node_attr_int(node, "transpose_weight", 0) ? F8_GEMM_KIND_DGRAD
-								     : F8_GEMM_KIND_FWD;
-		return true;
-	case F8_OP_LINEAR_WGRAD:
-		*out = F8_GEMM_KIND_WGRAD;
-		return true;
-	case F8_OP_FP8_GEMM:
-		return f8_gemm_kind_from_name(f8_node_attr_string(node, "gemm", ""), out);
-	default:
-		return false;
-	}
-}
-
-/* The product of dims [from, to) of `type` into *out; false when one is not a constant. */
-static bool const_product(const f8_type *type, int from, int to, int64_t *out) {
-	*out = 1;
-	for (int i = from; i < to; i++) {
-		if (!f8_dim_is_const(type->shape.dims[i]))
-			return false;
-		*out *= f8_dim_value(type->shape.dims[i]);
-	}
-	return true;
-}
-
-bool f8_gemm_sizes(const f8_graph *graph, const f8_node *node, int64_t *m, int64_t *n,
-		   int64_t *k) {
-	const f8_type *a = &graph->values[node->inputs[0]].type;
-	const f8_type *b = &graph->values[node->inputs[1]].type;
-	const f8_type *y = &graph->values[node->outputs[0]].type;
-	int ra = a->shape.rank, rb = b->shape.rank, ry = y->shape.rank;
-	if (ra < 1 || rb < 1 || ry < 1)
-		return false;
-	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD)
-		return const_product(a, ra - 1, ra, m) && const_product(b, rb - 1, rb, n) &&
-		       const_product(a, 0, ra - 1, k);
-	return const_product(y, 0, ry - 1, m) && const_product(y, ry - 1, ry, n) &&
-	       const_product(a, ra - 1, ra, k);
 }
 
 enum { REASON_MAX = 384 };
@@ -256,16 +214,6 @@ static void find_head(planner *p) {
 		    p->gemms[i].kind == F8_GEMM_KIND_FWD)
 			p->head = p->gemms[i].scope;
 	}
-}
-
-const char *f8_gemm_operand_name(f8_gemm_kind kind, int which) {
-	static const char *const names[F8_GEMM_KIND_COUNT][2] = {
-		[F8_GEMM_KIND_FWD] = {"x", "w"},
-		[F8_GEMM_KIND_DGRAD] = {"dy", "w"},
-		[F8_GEMM_KIND_WGRAD] = {"dy", "x"},
-	};
-	return (unsigned)kind < F8_GEMM_KIND_COUNT && (which == 0 || which == 1) ? names[kind][which]
-										  : "?";
 }
 
 /* The FP8 format of operand `which` (0: a, 1: b) of a GEMM of `kind` under `format`. */

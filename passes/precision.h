@@ -39,6 +39,11 @@
 #include "ir/diag.h"       // f8_status, f8_diag
 #include "ir/graph.h"      // f8_graph, f8_recipe
 #include "passes/target.h" // f8_target, f8_target_table
+// f8_gemm_kind (the rules' kinds), and the GEMM queries that lived here until they moved to
+// ir/ (f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_name): included for the files that
+// still find them through this header (runtime/plan.c's f8_gemm_sizes), until they include
+// ir/gemm.h themselves.
+#include "ir/gemm.h"
 
 /* X(ENUM, name): FP8 formats of a training run (TransformerEngine's Format). HYBRID: E4M3 for
  * activations and weights, E5M2 for gradients. Pure E5M2 is not offered: the hardware has no
@@ -66,25 +71,10 @@ typedef enum f8_amax_algo {
 	F8_AMAX_ALGO_COUNT
 } f8_amax_algo;
 
-/* X(ENUM, name): the three GEMMs of a Linear layer. */
-#define F8_GEMM_KIND_LIST(X) \
-	X(FWD, "fwd")        \
-	X(DGRAD, "dgrad")    \
-	X(WGRAD, "wgrad")
-
-typedef enum f8_gemm_kind {
-#define F8_GEMM_KIND_ENUM(e, name) F8_GEMM_KIND_##e,
-	F8_GEMM_KIND_LIST(F8_GEMM_KIND_ENUM)
-#undef F8_GEMM_KIND_ENUM
-	F8_GEMM_KIND_COUNT
-} f8_gemm_kind;
-
 const char *f8_fp8_format_name(f8_fp8_format format);
 const char *f8_amax_algo_name(f8_amax_algo algo);
-const char *f8_gemm_kind_name(f8_gemm_kind kind);
 bool f8_fp8_format_from_name(const char *name, f8_fp8_format *out);
 bool f8_amax_algo_from_name(const char *name, f8_amax_algo *out);
-bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out);
 
 /* One --precision-config rule: the GEMMs whose scope matches `scope` (a glob: * and ?), of the
  * kinds in `kinds` (a mask of 1 << f8_gemm_kind; 0 means all three), get `fp8` and, when FP8,
@@ -144,21 +134,6 @@ f8_fp8_options f8_fp8_options_default(void);
 /* Checks the options alone (a history length of 0, a negative margin, pure E5M2 cannot be
  * asked for by construction): F8_ERR_ARGUMENT naming the option as f8c spells it, with a hint. */
 f8_status f8_fp8_options_check(const f8_fp8_options *options, f8_diag *diag);
-
-/* The kind of GEMM node `node` is (Linear fwd or dgrad, LinearWgrad, FP8Gemm's gemm attribute);
- * false for nodes that are not one of a Linear layer's GEMMs. */
-bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out);
-
-/* The (m, n, k) of GEMM node `node` (an op with F8_OPF_GEMM): its output (m, n) = a (m, k) b^T,
- * batch dims folded into m; a weight gradient's dW (m, n) = dy^T x, dy (rows, m) and x (rows,
- * n), contracts over the rows (k). False when a size is not a constant. What the audit and the
- * plan's estimates count as 2 m n k FLOPs. */
-bool f8_gemm_sizes(const f8_graph *graph, const f8_node *node, int64_t *m, int64_t *n,
-		   int64_t *k);
-
-/* The name of operand `which` (0: a, 1: b) of a GEMM of `kind` as reasons and the audit write
- * it: fwd x and w, dgrad dy and w, wgrad dy and x. */
-const char *f8_gemm_operand_name(f8_gemm_kind kind, int which);
 
 /* `name` in capitals (E4M3, HYBRID, F32, as reasons write them) into `buffer`; returns it. */
 const char *f8_name_upper(const char *name, char *buffer, size_t size);

@@ -12,6 +12,7 @@
 #include <string.h>  // strcmp, strncmp, strlen, strrchr, strstr
 
 #include "codegen/target.h"            // f8_codegen_target_table_for
+#include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_name
 #include "frontend/frontend.h"         // f8_frontend_load, f8_frontend_bind_dims
 #include "frontend/json/model_json.h"  // f8_json_model_config_read
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
