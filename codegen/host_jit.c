@@ -94,7 +94,7 @@ static f8_status build_module(f8_host_jit *jit, const f8_kernel *const *kernels,
 	LLVMSetDataLayout(module, LLVMOrcLLJITGetDataLayoutStr(jit->lljit));
 	f8_status status = F8_OK;
 	for (uint32_t i = 0; !status && i < n; i++) {
-		f8_llvm_geometry geometry;
+		f8_launch_geometry geometry;
 		status = f8_llvm_lower(module, kernels[i], F8_LLVM_TARGET_HOST, &geometry, diag);
 	}
 	if (!status) {

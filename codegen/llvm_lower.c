@@ -16,7 +16,7 @@
  * element a thread: consecutive threads still touch consecutive elements, so the GPU
  * coalesces them.
  */
-#include "codegen/llvm_lower.h" // f8_llvm_lower, f8_llvm_optimize, f8_llvm_geometry
+#include "codegen/llvm_lower.h" // f8_llvm_lower, f8_llvm_optimize, f8_launch_geometry
 
 #include <stdarg.h>  // va_list
 #include <stdbool.h> // bool
@@ -816,7 +816,7 @@ static f8_status lower_kernel(lowering *l) {
 }
 
 f8_status f8_llvm_lower(LLVMModuleRef module, const f8_kernel *kernel, f8_llvm_target target,
-			f8_llvm_geometry *geometry, f8_diag *diag) {
+			f8_launch_geometry *geometry, f8_diag *diag) {
 	f8_status status = f8_kir_verify(kernel, diag);
 	if (status)
 		return status;
@@ -856,7 +856,7 @@ f8_status f8_llvm_lower(LLVMModuleRef module, const f8_kernel *kernel, f8_llvm_t
 	for (uint32_t a = 0; a < kernel->n_shared; a++)
 		shared += kernel->shared[a].count *
 			  (uint32_t)f8_dtype_get_info(kernel->shared[a].dtype)->bytes;
-	*geometry = (f8_llvm_geometry){
+	*geometry = (f8_launch_geometry){
 		.threads_per_block = gpu ? F8_LLVM_GPU_THREADS : 1,
 		.rows_per_block = gpu ? (l.row_per_thread ? F8_LLVM_GPU_THREADS : 1) * divisor : 1,
 		.max_blocks = gpu ? GPU_MAX_BLOCKS : 1,

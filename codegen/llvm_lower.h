@@ -57,6 +57,7 @@
 
 #include "codegen/kir.h" // f8_kernel
 #include "ir/diag.h"     // f8_status, f8_diag
+#include "ir/launch.h"   // f8_launch_geometry
 
 /* X(ENUM, name): the targets of the lowering. */
 #define F8_LLVM_TARGET_LIST(X) \
@@ -72,25 +73,7 @@ typedef enum f8_llvm_target {
 
 const char *f8_llvm_target_name(f8_llvm_target target);
 
-/*
- * How to launch one NVPTX kernel. The runtime launches exactly threads_per_block threads
- * (x) per block and
- *     grid = min(ceil(rows / rows_per_block), max_blocks) blocks (x), at least 1,
- * where rows is the product of the size arguments that the kernel's grid_sizes name (1 when
- * n_grid_sizes is 0): the grid loop's trip count, or for a kernel with a grid_divisor the
- * units that rows_per_block counts (a tiled kernel: elements, 4096 a tile and block). Any grid
- * size is correct (the loops are grid-stride); this one fills the GPU without idle blocks. The
- * kernel declares its shared memory statically (shared_bytes: the reductions' scratch and the
- * shared arrays, for information): launch with 0 dynamic shared bytes.
- * For the host target: 1 thread, 1 row per block, 1 block, 0 bytes.
- */
-typedef struct f8_llvm_geometry {
-	uint32_t threads_per_block; // 256
-	uint32_t rows_per_block;    // 1 with block loops in the grid loop, else threads_per_block;
-				    // times the kernel's grid_divisor
-	uint32_t max_blocks;        // 132 SMs x 8 (H200)
-	uint32_t shared_bytes;      // static shared memory: reductions' scratch, shared arrays
-} f8_llvm_geometry;
+/* How to launch one kernel: ir/launch.h's f8_launch_geometry, which f8_llvm_lower fills. */
 
 /*
  * Lowers `kernel` (verified here with f8_kir_verify) into `module`, which the caller made for
@@ -102,7 +85,7 @@ typedef struct f8_llvm_geometry {
  * above). The module may hold a partial function after a failure: discard it.
  */
 f8_status f8_llvm_lower(LLVMModuleRef module, const f8_kernel *kernel, f8_llvm_target target,
-			f8_llvm_geometry *geometry, f8_diag *diag);
+			f8_launch_geometry *geometry, f8_diag *diag);
 
 /*
  * Verifies `module` and runs LLVM's "default<O2>" pipeline on it for `machine` (NULL: no

@@ -68,7 +68,7 @@ static f8_status emit_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, ch
 }
 
 f8_status f8_nvptx_compile(const f8_kernel *const *kernels, uint32_t n, char **ptx,
-			   f8_llvm_geometry *geometry, f8_diag *diag) {
+			   f8_launch_geometry *geometry, f8_diag *diag) {
 	*ptx = NULL;
 	LLVMTargetMachineRef machine = NULL;
 	f8_status status = nvptx_machine(&machine, diag);

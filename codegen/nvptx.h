@@ -10,7 +10,7 @@
 #include <stdint.h> // uint32_t
 
 #include "codegen/kir.h"        // f8_kernel
-#include "codegen/llvm_lower.h" // f8_llvm_geometry
+#include "codegen/llvm_lower.h" // f8_launch_geometry
 #include "ir/diag.h"            // f8_status, f8_diag
 
 // The target: 64-bit CUDA, Hopper, PTX ISA 8.0 (CUDA 12.0's ptxas and every later one accept
@@ -26,6 +26,6 @@
  * kernel: as f8_llvm_lower's, or F8_ERR_UNSUPPORTED when this LLVM has no NVPTX back end.
  */
 f8_status f8_nvptx_compile(const f8_kernel *const *kernels, uint32_t n, char **ptx,
-			   f8_llvm_geometry *geometry, f8_diag *diag);
+			   f8_launch_geometry *geometry, f8_diag *diag);
 
 #endif

@@ -10,12 +10,7 @@
 
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph
-
-/* One `--dim name=N`: the symbolic size `name` is N in this run. */
-typedef struct f8_dim_binding {
-	const char *name;
-	int64_t value;
-} f8_dim_binding;
+#include "ir/shape.h" // f8_dim_binding
 
 typedef struct f8_frontend_options {
 	const f8_dim_binding *dims; // (n_dims) sizes to bind; a name the model lacks is an error

@@ -120,4 +120,10 @@ static inline bool f8_type_equal(const f8_type *a, const f8_type *b) {
  */
 bool f8_axis_normalize(int64_t axis, int rank, bool allow_end, int *out);
 
+/* One `--dim name=N`: the symbolic size `name` is N in this run. */
+typedef struct f8_dim_binding {
+	const char *name;
+	int64_t value;
+} f8_dim_binding;
+
 #endif

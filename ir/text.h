@@ -56,6 +56,10 @@ f8_status f8_text_print_string(const f8_graph *graph, char **out, size_t *len);
 f8_status f8_text_parse(const char *text, size_t len, const char *file, f8_graph **out,
 			f8_diag *diag);
 
+/* Parses `text` as one dimension of the text IR ("batch*seq", "768", "seq+1") over `graph`'s
+ * symbols into *out. F8_ERR_PARSE for anything else, or a symbol the graph does not have. */
+f8_status f8_text_parse_dim(f8_graph *graph, const char *text, f8_dim *out, f8_diag *diag);
+
 /* Reads `path` and parses it as above; F8_ERR_IO when it cannot be read. */
 f8_status f8_text_parse_file(const char *path, f8_graph **out, f8_diag *diag);
 

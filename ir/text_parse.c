@@ -902,6 +902,23 @@ f8_status f8_text_parse(const char *text, size_t len, const char *file, f8_graph
 	return F8_OK;
 }
 
+f8_status f8_text_parse_dim(f8_graph *graph, const char *text, f8_dim *out, f8_diag *diag) {
+	parser p = {.file = NULL, .text = text, .end = text + strlen(text), .pos = text,
+		    .line_start = text, .line = 1, .graph = graph, .diag = diag};
+	uint32_t symbols = graph->n_symbols;
+	f8_status status = f8_text_next(&p);
+	if (!status)
+		status = parse_dim(&p, out);
+	if (!status && p.tok.kind != TOKEN_END)
+		status = f8_text_fail_expected(&p, "the end of the dimension");
+	if (!status && graph->n_symbols != symbols) {
+		graph->n_symbols = symbols; // interned by the parse, used nowhere
+		status = f8_diag_set(diag, F8_ERR_PARSE, "dimension '%s' names a size the graph "
+				     "does not have", text);
+	}
+	return status;
+}
+
 f8_status f8_text_parse_file(const char *path, f8_graph **out, f8_diag *diag) {
 	*out = NULL;
 	FILE *file = fopen(path, "rb");

@@ -1,7 +1,7 @@
 /*
  * The verifier and the checked entry to the shape functions.
  */
-#include "ir/verify.h" // f8_graph_verify, f8_node_infer_types
+#include "ir/verify.h" // f8_graph_verify, f8_node_infer_types, f8_graph_verify_buffers
 
 #include <stdarg.h> // va_list
 #include <stdio.h>  // snprintf, vsnprintf
@@ -285,6 +285,16 @@ static f8_status verify_kernels(const f8_graph *graph, f8_diag *diag) {
 	return status;
 }
 
+/* Whether any value has a buffer offset, that is whether the graph holds a slab plan to check:
+ * looked at here so that verifying an unplanned graph (after every pass before schedule, in
+ * tests) costs the slab check's allocations and liveness nothing. */
+static bool has_offsets(const f8_graph *graph) {
+	for (f8_value_id v = 0; v < graph->n_values; v++)
+		if (graph->values[v].buffer_offset >= 0)
+			return true;
+	return false;
+}
+
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	// defined[v]: value v is available at this point of the program.
 	bool *defined = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *defined);
@@ -391,6 +401,10 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 		status = verify_updates(graph, defined, diag);
 	if (!status)
 		status = verify_kernels(graph, diag);
+	// Last, as the slab check derives lifetimes from the program and kernels checked above. No
+	// slab bound: the graph does not carry the slab's size, which is derived from the offsets.
+	if (!status && has_offsets(graph))
+		status = f8_graph_verify_buffers(graph, 0, diag);
 done:
 	f8_free(defined);
 	f8_free(position);

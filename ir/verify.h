@@ -1,8 +1,8 @@
 /*
  * The verifier: checks that a graph is well formed (SSA, dominance, arity, attributes, types
- * and shapes, fused kernels). The pass pipeline runs it after every pass in tests and behind --verify.
- * f8_graph_verify_buffers (ir/verify_buffers.c) checks a slab plan, the schedule pass's buffer
- * offsets, against the values' lifetimes.
+ * and shapes, fused kernels, the slab plan). The pass pipeline runs it after every pass in tests
+ * and behind --verify. Its last check, f8_graph_verify_buffers (ir/verify_buffers.c), holds a
+ * slab plan, the schedule pass's buffer offsets, to the values' lifetimes.
  */
 #ifndef F8_IR_VERIFY_H
 #define F8_IR_VERIFY_H
@@ -38,22 +38,23 @@ f8_status f8_node_check_output_type(const f8_graph *graph, f8_node_id id, uint32
  * order appears once, reads only values defined above it (leaves or earlier nodes' outputs),
  * passes f8_node_infer_types, and has outputs whose declared types equal the inferred ones;
  * graph outputs are defined; each fused kernel has members, which stand together in the
- * program and share a phase. Returns F8_OK or F8_ERR_INVALID with the first problem found,
- * naming the node and, for graphs read from text, the file and line.
+ * program and share a phase. Then, when any value has a buffer offset, that the offsets are a
+ * slab plan: f8_graph_verify_buffers with no bound on the slab (a graph does not carry its
+ * slab's size). Returns F8_OK, F8_ERR_INVALID with the first problem found, naming the node
+ * and, for graphs read from text, the file and line, or F8_ERR_NOMEM.
  */
 f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag);
 
 /*
- * Checks the slab plan of `graph` (one that f8_graph_verify accepts): its values' buffer
- * offsets, against liveness derived here on its own, by the schedule pass's rule
- * (passes/schedule.h). A value needs a buffer unless it is a leaf (it persists across steps),
- * an update's source (written in place of its leaf), made and read only inside its fused
+ * Checks the slab plan of `graph` (one that passes f8_graph_verify's other checks, which end with
+ * this one): its values' buffer offsets, against liveness derived here on its own, by the schedule
+ * pass's rule (passes/schedule.h). A value needs a buffer unless it is a leaf (it persists across
+ * steps), an update's source (written in place of its leaf), made and read only inside its fused
  * kernel (never written), or made by no node of the program. A buffer lives from its node's
- * position to its last reader's, in the order a step runs the program (phase cast, then fwd
- * and bwd, then opt, each in program order), where a fused kernel's members stand at each of
- * the kernel's positions (one launch); a graph output's to the end of the step; one made in
- * phase cast and read in fwd or bwd to the last fwd or bwd node, since every micro-batch
- * reads it. Checks:
+ * position to its last reader's, in the order a step runs the program (phase cast, then fwd and
+ * bwd, then opt, each in program order), where a fused kernel's members stand at each of the
+ * kernel's positions (one launch); a graph output's to the end of the step; one made in phase cast
+ * and read in fwd or bwd to the last fwd or bwd node, since every micro-batch reads it. Checks:
  *   - a graph with no offset at all is unplanned (a symbolic size, or before schedule): F8_OK;
  *   - no value that needs no buffer has an offset;
  *   - when planned, every value that needs a buffer has one, and its size is bound;

@@ -91,22 +91,72 @@ static void fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_i
  * DESIGN.md says; other leaves without one stay as the executor made them, zero. Each leaf is
  * made on the host and written to the executor's backend.
  */
-f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed, f8_diag *diag) {
+f8_status f8_rt_parameters_read_initializer(const f8_value *value, f8_rt_tensor *out,
+					    f8_diag *diag) {
+	*out = (f8_rt_tensor){0};
+	int64_t dims[F8_MAX_RANK];
+	for (int d = 0; d < value->type.shape.rank; d++) {
+		if (!f8_dim_is_const(value->type.shape.dims[d]))
+			return f8_diag_set(diag, F8_ERR_INVALID, "%%%s has weights but a symbolic "
+					   "size", value->name);
+		dims[d] = f8_dim_value(value->type.shape.dims[d]);
+	}
+	f8_status status = f8_rt_tensor_create(value->type.dtype, value->type.shape.rank, dims, out,
+					       diag);
+	if (!status)
+		status = fill_from_initializer(out, value->initializer, value->name, diag);
+	if (status)
+		f8_rt_tensor_destroy(out);
+	return status;
+}
+
+/* Leaf `value`'s tensor in `weights` (a plan's), checked against the leaf's type, into *out;
+ * false (*out empty) when the file has none of that name. */
+static f8_status read_weight(const f8_safetensors *weights, const f8_value *value,
+			     const f8_tensor_view *view, bool *found, f8_rt_tensor *out,
+			     f8_diag *diag) {
+	*found = weights && f8_safetensors_find(weights, value->name);
+	if (!*found)
+		return F8_OK;
+	f8_status status = f8_safetensors_read(weights, value->name, out, diag);
+	bool same = !status && out->dtype == view->dtype && out->rank == view->rank;
+	for (int d = 0; same && d < view->rank; d++)
+		same = out->dims[d] == view->dims[d];
+	if (!status && !same) {
+		f8_rt_tensor_destroy(out);
+		status = f8_diag_set(diag, F8_ERR_INVALID, "the plan's weights of %%%s are not of "
+				     "its dtype and shape", value->name);
+	}
+	return status;
+}
+
+f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
+				const f8_safetensors *weights, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	int64_t layers = f8_weight_init_layers(graph);
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
 		const f8_value *value = &graph->values[v];
+		const f8_tensor_view *view = f8_executor_view(executor, v);
+		f8_rt_tensor tensor = {0};
+		bool found;
+		f8_status status = read_weight(weights, value, view, &found, &tensor, diag);
+		if (!status && found) {
+			status = f8_executor_write(executor, v, &tensor, diag);
+			f8_rt_tensor_destroy(&tensor);
+			if (status)
+				return status;
+			continue;
+		}
+		if (status)
+			return status;
 		if (!value->initializer && value->role != F8_ROLE_PARAMETER &&
 		    value->role != F8_ROLE_SCALE && value->role != F8_ROLE_BUFFER)
 			continue; // stays zero
 		if (value->role == F8_ROLE_BUFFER && !value->initializer)
 			return f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
 					   value->name);
-		const f8_tensor_view *view = f8_executor_view(executor, v);
-		f8_rt_tensor tensor;
-		f8_status status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, &tensor,
-						       diag);
+		status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, &tensor, diag);
 		if (!status && value->initializer)
 			status = fill_from_initializer(&tensor, value->initializer, value->name, diag);
 		else if (!status && value->role == F8_ROLE_PARAMETER)

@@ -1,6 +1,6 @@
 /*
- * Plans on disk (runtime/plan.h): writing plan.json and kernels.ptx, and loading them back with
- * every check.
+ * Plans on disk (runtime/plan.h): writing plan.json, kernels.ptx and weights.safetensors, and
+ * loading them back with every check, against the record itself.
  */
 #define _POSIX_C_SOURCE 200809L // mkdir, stat
 
@@ -10,135 +10,117 @@
 #include <inttypes.h> // PRIx64
 #include <stdarg.h>   // va_list
 #include <stdio.h>    // snprintf
-#include <stdlib.h>   // free (jansson's and the text printer's buffers)
+#include <stdlib.h>   // free (jansson's and the text printer's buffers), strtoll
 #include <string.h>   // strcmp, strlen, strstr, strerror
 #include <sys/stat.h> // mkdir, stat
 
 #include <jansson.h> // json_t
 
-#include "frontend/frontend.h"  // f8_frontend_load
-#include "ir/alloc.h"           // f8_malloc, f8_calloc, f8_free
-#include "ir/text.h"            // f8_text_print_string, f8_text_parse, f8_dim_format
-#include "ir/verify.h"          // f8_graph_verify, f8_graph_verify_buffers
-#include "passes/precision.h"   // f8_gemm_sizes
-#include "passes/schedule.h"    // f8_buffer_plan_of
+#include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
+#include "ir/text.h"             // f8_text_print_string, f8_text_parse, f8_dim_format
+#include "ir/verify.h"           // f8_graph_verify, f8_graph_verify_buffers
 #include "runtime/atomic_file.h" // f8_atomic_file_*
+#include "runtime/parameters.h"  // f8_rt_parameters_read_initializer
 
-/* FNV-1a, 64 bits: a check that kernels.ptx is the file the plan was written with. */
-static uint64_t fnv1a64(const char *text, size_t n) {
+static const char *const param_kind_names[] = {
+#define F8_PLAN_PARAM_NAME(e, name) name,
+	F8_PLAN_PARAM_LIST(F8_PLAN_PARAM_NAME)
+#undef F8_PLAN_PARAM_NAME
+};
+_Static_assert(sizeof param_kind_names / sizeof param_kind_names[0] == F8_PLAN_PARAM_COUNT,
+	       "a name for every parameter kind");
+
+const char *f8_plan_param_kind_name(f8_plan_param_kind kind) {
+	return (unsigned)kind < F8_PLAN_PARAM_COUNT ? param_kind_names[kind] : "?";
+}
+
+static bool param_kind_from_name(const char *name, f8_plan_param_kind *out) {
+	for (int k = 0; name && k < F8_PLAN_PARAM_COUNT; k++)
+		if (strcmp(name, param_kind_names[k]) == 0)
+			return *out = (f8_plan_param_kind)k, true;
+	return false;
+}
+
+static const char WEIGHTS[] = "weights.safetensors";
+static const char PTX[] = "kernels.ptx";
+
+/* FNV-1a, 64 bits: a check that a file or the record is the one the plan was written with. */
+static uint64_t fnv1a64(const void *bytes, size_t n) {
+	const unsigned char *c = bytes;
 	uint64_t hash = 14695981039346656037ull;
 	for (size_t i = 0; i < n; i++) {
-		hash ^= (unsigned char)text[i];
+		hash ^= c[i];
 		hash *= 1099511628211ull;
 	}
 	return hash;
 }
 
-static void checksum_text(const char *text, char out[17]) {
-	snprintf(out, 17, "%016" PRIx64, fnv1a64(text, strlen(text)));
+static void hex64(uint64_t value, char out[17]) {
+	snprintf(out, 17, "%016" PRIx64, value);
 }
 
-/* The product of a shape's dims when they are all constant, else -1. */
-static double numel_of(const f8_type *type) {
-	double n = 1;
-	for (int d = 0; d < type->shape.rank; d++) {
-		if (!f8_dim_is_const(type->shape.dims[d]))
-			return -1;
-		n *= (double)f8_dim_value(type->shape.dims[d]);
+f8_status f8_plan_create(f8_graph *graph, f8_plan **out, f8_diag *diag) {
+	*out = NULL;
+	f8_plan *plan = f8_calloc(1, sizeof *plan);
+	if (!plan || !(plan->arena = f8_arena_create())) {
+		f8_free(plan);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	}
-	return n;
+	plan->graph = graph;
+	*out = plan;
+	return F8_OK;
 }
 
-/* 2 m n k of a GEMM node (f8_gemm_sizes, as the audit counts it); 0 for other ops, -1 when a
- * size is symbolic. */
-static double gemm_flops(const f8_graph *graph, const f8_node *node) {
-	int64_t m, n, k;
-	if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
-		return 0;
-	return f8_gemm_sizes(graph, node, &m, &n, &k) ? 2.0 * (double)m * (double)n * (double)k : -1;
+void f8_plan_destroy(f8_plan *plan) {
+	if (!plan)
+		return;
+	f8_graph_destroy(plan->graph);
+	f8_free(plan->ptx);
+	f8_safetensors_close(plan->weights);
+	f8_arena_destroy(plan->arena);
+	f8_free(plan);
 }
 
-/* The estimates per micro-batch (and per step's cast and opt phases, once): GEMM FLOPs, the
- * bytes the generated kernels read and write (each buffer once per launch), the launches. */
-static json_t *estimates_json(const f8_graph *graph, const f8_codegen_program *program) {
-	double flops = 0, bytes = 0;
-	bool known = true;
-	for (uint32_t i = 0; i < graph->n_order; i++) {
-		double f = gemm_flops(graph, &graph->nodes[graph->order[i]]);
-		known = known && f >= 0;
-		flops += f > 0 ? f : 0;
-	}
-	uint32_t launches = 0;
-	for (uint32_t g = 0; g < program->n_groups; g++) {
-		const f8_codegen_group *group = &program->groups[g];
-		launches += group->n_launches;
-		for (uint32_t l = 0; l < group->n_launches; l++) {
-			const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
-			for (uint32_t p = 0; p < kernel->n_params; p++) {
-				const f8_kernel_arg *arg = &group->launches[l].args[p];
-				const f8_kernel_table *table = arg->table;
-				size_t cells = table ? (size_t)table->n_rows * table->n_columns : 1;
-				for (size_t c = 0; c < cells; c++) { // a table: the values it names
-					f8_value_id v = table ? table->cells[c].value : arg->value;
-					if (kernel->params[p].kind == F8_KIR_PARAM_SIZE || v == F8_NONE)
-						continue;
-					double n = numel_of(&graph->values[v].type);
-					known = known && n >= 0;
-					bytes += n > 0 ? n * (double)f8_dtype_get_info(
-								 graph->values[v].type.dtype)->bytes
-						       : 0;
-				}
-			}
-		}
-	}
-	json_t *estimates = json_pack("{s:i, s:s}", "kernel_launches", (json_int_t)launches,
-				      "note", "per micro-batch, every phase once; GEMM FLOPs are 2 m n k "
-				      "of the graph's GEMMs (attention's are cuDNN's, not counted); "
-				      "bytes are what the generated kernels read and write");
-	if (estimates && known) {
-		json_object_set_new(estimates, "gemm_flops", json_real(flops));
-		json_object_set_new(estimates, "kernel_bytes", json_real(bytes));
-	} else if (estimates) {
-		json_object_set_new(estimates, "gemm_flops", json_null());
-		json_object_set_new(estimates, "kernel_bytes", json_null());
-	}
-	return estimates;
+bool f8_plan_is_dir(const char *path) {
+	struct stat folder, file;
+	char plan[4096];
+	snprintf(plan, sizeof plan, "%s/plan.json", path);
+	return stat(path, &folder) == 0 && S_ISDIR(folder.st_mode) && stat(plan, &file) == 0;
 }
 
-/*
- * A table's contents: {"columns": [{"name", "kind"}...], "rows": ["0 4096 %w %w.grad", ...]},
- * a row as one line of text, its cells a constant (decimal) or a value's address (%value).
- */
-static json_t *table_json(const f8_graph *graph, const f8_kernel_table *table) {
+/* ---- Writing ---------------------------------------------------------------------------- */
+
+/* A table's contents: {"columns": [{"name", "kind"}...], "rows": ["0 4096 %w %w.grad", ...]},
+ * a row as one line of text, its cells a constant (decimal) or a value's address (%value). */
+static json_t *table_json(const f8_graph *graph, const f8_plan_table *table) {
 	json_t *columns = json_array(), *rows = json_array();
 	for (uint32_t c = 0; columns && c < table->n_columns; c++)
-		json_array_append_new(columns, json_pack("{s:s, s:s}", "name", table->names[c],
-							 "kind", f8_kir_param_kind_name(table->columns[c])));
+		json_array_append_new(columns, json_pack("{s:s, s:s}", "name", table->names[c], "kind",
+							 f8_plan_param_kind_name(table->columns[c])));
 	for (uint32_t r = 0; rows && r < table->n_rows; r++) {
 		char text[4096];
 		size_t used = 0;
 		for (uint32_t c = 0; c < table->n_columns && used < sizeof text; c++) {
-			const f8_kernel_table_cell *cell = &table->cells[(size_t)r * table->n_columns + c];
-			if (cell->value == F8_NONE)
+			size_t i = (size_t)r * table->n_columns + c;
+			if (table->values[i] == F8_NONE)
 				used += (size_t)snprintf(text + used, sizeof text - used, "%s%lld",
-							 c ? " " : "", (long long)cell->constant);
+							 c ? " " : "", (long long)table->constants[i]);
 			else
 				used += (size_t)snprintf(text + used, sizeof text - used, "%s%%%s",
-							 c ? " " : "", graph->values[cell->value].name);
+							 c ? " " : "", graph->values[table->values[i]].name);
 		}
 		json_array_append_new(rows, json_string(text));
 	}
 	return json_pack("{s:o, s:o}", "columns", columns, "rows", rows);
 }
 
-/* A kernel parameter's binding as text: "%value", "scratch2", or a dim ("batch*seq", "768");
- * a table's as table_json's object. */
-static json_t *arg_json(const f8_graph *graph, const f8_kernel *kernel, uint32_t p,
-			const f8_kernel_arg *arg) {
+/* A parameter's binding as text: "%value", "scratch2", or a dim ("batch*seq", "768"); a
+ * table's as table_json's object. */
+static json_t *arg_json(const f8_graph *graph, const f8_plan_param *param, const f8_plan_arg *arg) {
 	char text[160];
-	if (kernel->params[p].kind == F8_KIR_PARAM_TABLE)
+	if (param->kind == F8_PLAN_PARAM_TABLE)
 		return arg->table ? table_json(graph, arg->table) : json_null();
-	if (kernel->params[p].kind == F8_KIR_PARAM_SIZE)
+	if (param->kind == F8_PLAN_PARAM_SIZE)
 		return json_string(f8_dim_format(graph, arg->dim, text, sizeof text));
 	if (arg->scratch != F8_NONE)
 		snprintf(text, sizeof text, "scratch%u", arg->scratch);
@@ -147,17 +129,17 @@ static json_t *arg_json(const f8_graph *graph, const f8_kernel *kernel, uint32_t
 	return json_string(text);
 }
 
-static json_t *kernels_json(const f8_plan_source *source) {
-	const f8_codegen_program *program = source->program;
+static json_t *kernels_json(const f8_plan *plan) {
 	json_t *kernels = json_array();
-	for (uint32_t k = 0; kernels && k < program->n_kernels; k++) {
-		const f8_kernel *kernel = program->kernels[k];
-		const f8_llvm_geometry *g = &source->geometry[k];
+	for (uint32_t k = 0; kernels && k < plan->n_kernels; k++) {
+		const f8_plan_kernel *kernel = &plan->kernels[k];
+		const f8_launch_geometry *g = &kernel->geometry;
 		json_t *params = json_array(), *grid = json_array();
 		for (uint32_t p = 0; params && p < kernel->n_params; p++)
 			json_array_append_new(params, json_pack("{s:s, s:s, s:s}", "name",
-				kernel->params[p].name, "kind", f8_kir_param_kind_name(kernel->params[p].kind),
-				"dtype", f8_dtype_name(kernel->params[p].dtype)));
+				kernel->params[p].name, "kind",
+				f8_plan_param_kind_name(kernel->params[p].kind), "dtype",
+				f8_dtype_name(kernel->params[p].dtype)));
 		for (uint32_t i = 0; grid && i < kernel->n_grid_sizes; i++)
 			json_array_append_new(grid, json_integer(kernel->grid_sizes[i]));
 		json_array_append_new(kernels, json_pack(
@@ -169,18 +151,17 @@ static json_t *kernels_json(const f8_plan_source *source) {
 	return kernels;
 }
 
-static json_t *groups_json(const f8_plan_source *source) {
-	const f8_graph *graph = source->graph;
-	const f8_codegen_program *program = source->program;
+static json_t *groups_json(const f8_plan *plan) {
+	const f8_graph *graph = plan->graph;
 	json_t *groups = json_array();
-	for (uint32_t g = 0; groups && g < program->n_groups; g++) {
-		const f8_codegen_group *group = &program->groups[g];
+	for (uint32_t g = 0; groups && g < plan->n_groups; g++) {
+		const f8_plan_group *group = &plan->groups[g];
 		json_t *launches = json_array(), *scratch = json_array();
 		for (uint32_t l = 0; launches && l < group->n_launches; l++) {
-			const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
+			const f8_plan_kernel *kernel = &plan->kernels[group->launches[l].kernel];
 			json_t *args = json_array();
 			for (uint32_t p = 0; args && p < kernel->n_params; p++)
-				json_array_append_new(args, arg_json(graph, kernel, p,
+				json_array_append_new(args, arg_json(graph, &kernel->params[p],
 								     &group->launches[l].args[p]));
 			json_array_append_new(launches, json_pack("{s:s, s:o}", "kernel", kernel->name,
 								   "args", args));
@@ -192,12 +173,25 @@ static json_t *groups_json(const f8_plan_source *source) {
 				f8_dim_format(graph, group->scratch[s].count, count, sizeof count)));
 		}
 		const f8_kernel_group *named = &graph->groups[g];
-		json_array_append_new(groups, json_pack(
-			"{s:s, s:s, s:s, s:o, s:o}", "name", named->name, "family",
-			f8_kernel_family_name(named->family), "reason", named->reason, "launches",
-			launches, "scratch", scratch));
+		json_t *entry = json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", named->name, "family",
+					  f8_kernel_family_name(named->family), "reason",
+					  named->reason, "launches", launches, "scratch", scratch);
+		if (entry && group->error)
+			json_object_set_new(entry, "error", json_pack("{s:s, s:i}", "message",
+				group->error, "scratch", (json_int_t)group->error_scratch));
+		json_array_append_new(groups, entry);
 	}
 	return groups;
+}
+
+static json_t *estimates_json(const f8_plan_estimates *e) {
+	return json_pack("{s:i, s:o, s:o, s:s}", "kernel_launches", (json_int_t)e->kernel_launches,
+			 "gemm_flops", e->gemm_flops >= 0 ? json_real(e->gemm_flops) : json_null(),
+			 "kernel_bytes", e->kernel_bytes >= 0 ? json_real(e->kernel_bytes)
+							       : json_null(),
+			 "note", "per micro-batch, every phase once; GEMM FLOPs are 2 m n k of the "
+			 "graph's GEMMs (attention's are cuDNN's, not counted); bytes are what the "
+			 "generated kernels read and write");
 }
 
 /* Writes `n` bytes of `text` to `path` atomically. */
@@ -213,101 +207,8 @@ static f8_status write_file(const char *path, const char *text, size_t n, f8_dia
 	return status;
 }
 
-static json_t *strings_json(const char *const *strings, uint32_t n) {
-	json_t *array = json_array();
-	for (uint32_t i = 0; array && i < n; i++)
-		json_array_append_new(array, json_string(strings[i]));
-	return array;
-}
-
-f8_status f8_plan_write(const char *dir, const f8_plan_source *source, f8_diag *diag) {
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-		return f8_diag_set_in_file(diag, dir, F8_ERR_IO, "cannot make the plan folder: %s",
-					   strerror(errno));
-	char *graph_text = NULL;
-	size_t graph_len = 0;
-	f8_status status = f8_text_print_string(source->graph, &graph_text, &graph_len);
-	if (status) {
-		f8_free(graph_text);
-		return f8_diag_set(diag, status, "cannot print the graph: out of memory");
-	}
-	char checksum[17];
-	checksum_text(source->ptx, checksum);
-	f8_buffer_plan buffers = f8_buffer_plan_of(source->graph);
-	json_t *document = json_pack(
-		"{s:s, s:i, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:o, s:{s:b, s:I, s:I, s:I, s:s}, "
-		"s:{s:s, s:I, s:s}}", "format",
-		F8_PLAN_FORMAT, "format_version", F8_PLAN_FORMAT_VERSION, "f8c_version",
-		source->f8c_version, "model", source->model, "compile_args",
-		strings_json(source->compile_args, source->n_compile_args), "training",
-		source->training, "graph", graph_text, "kernels", kernels_json(source), "groups",
-		groups_json(source), "estimates", estimates_json(source->graph, source->program),
-		"buffers", "planned", buffers.planned, "slab_bytes", (json_int_t)buffers.slab_bytes,
-		"bytes_without_reuse", (json_int_t)buffers.total_bytes, "values",
-		(json_int_t)buffers.n_values, "note", "each value's offset in the slab is in the "
-		"graph (offset=); leaves and the values written in place of them are not in the slab",
-		"kernels_ptx", "file", "kernels.ptx", "bytes", (json_int_t)strlen(source->ptx),
-		"fnv1a64", checksum);
-	f8_free(graph_text);
-	char *json_text = document ? json_dumps(document, JSON_INDENT(1)) : NULL;
-	json_decref(document);
-	if (!json_text)
-		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory writing the plan");
-	char path[4096];
-	snprintf(path, sizeof path, "%s/kernels.ptx", dir);
-	status = write_file(path, source->ptx, strlen(source->ptx), diag);
-	snprintf(path, sizeof path, "%s/plan.json", dir);
-	if (!status)
-		status = write_file(path, json_text, strlen(json_text), diag);
-	free(json_text);
-	return status;
-}
-
-bool f8_plan_is_dir(const char *path) {
-	struct stat folder, file;
-	char plan[4096];
-	snprintf(plan, sizeof plan, "%s/plan.json", path);
-	return stat(path, &folder) == 0 && S_ISDIR(folder.st_mode) && stat(plan, &file) == 0;
-}
-
-void f8_plan_destroy(f8_plan *plan) {
-	if (!plan)
-		return;
-	f8_graph_destroy(plan->graph);
-	f8_graph_destroy(plan->source);
-	f8_free(plan->model);
-	for (uint32_t i = 0; i < plan->n_compile_args; i++)
-		f8_free(plan->compile_args[i]);
-	f8_free(plan->compile_args);
-	f8_free(plan->ptx);
-	f8_free(plan);
-}
-
-static char *copy_text(const char *text) {
-	size_t n = strlen(text) + 1;
-	char *copy = f8_malloc(n);
-	if (copy)
-		memcpy(copy, text, n);
-	return copy;
-}
-
-/* A consistency check that failed: what, and the mend. */
-static f8_status inconsistent(f8_diag *diag, const char *dir, const char *format, ...)
-	__attribute__((format(printf, 3, 4)));
-static f8_status inconsistent(f8_diag *diag, const char *dir, const char *format, ...) {
-	char message[F8_DIAG_MESSAGE_MAX];
-	va_list args;
-	va_start(args, format);
-	vsnprintf(message, sizeof message, format, args);
-	va_end(args);
-	f8_diag_set(diag, F8_ERR_INVALID, "%s/plan.json: %s", dir, message);
-	f8_diag_hint(diag, "the plan was edited or damaged after f8c compile wrote it: compile the "
-		     "model again (f8c compile MODEL ... -o %s)", dir);
-	return F8_ERR_INVALID;
-}
-
-/* The whole file at `path` into *out (f8_malloc'd, terminated). */
-static f8_status read_text(const char *path, char **out, size_t *len, f8_diag *diag) {
+/* The whole file at `path` into *out (f8_malloc'd, terminated), its size into *len. */
+static f8_status read_bytes(const char *path, char **out, size_t *len, f8_diag *diag) {
 	*out = NULL;
 	FILE *file = fopen(path, "rb");
 	if (!file)
@@ -327,90 +228,136 @@ static f8_status read_text(const char *path, char **out, size_t *len, f8_diag *d
 	return F8_OK;
 }
 
-/* The kernels and groups plan.json lists against what the graph lowers to now. */
-static f8_status check_kernels(const char *dir, const f8_graph *graph, json_t *document,
-			       f8_diag *diag) {
-	f8_codegen_program *program;
-	f8_status status = f8_codegen_program_create(graph, &program, diag);
-	if (status)
-		return inconsistent(diag, dir, "its graph's kernels do not lower: %s", diag->message);
-	json_t *kernels = json_object_get(document, "kernels");
-	json_t *groups = json_object_get(document, "groups");
-	if (json_array_size(kernels) != program->n_kernels || json_array_size(groups) != program->n_groups)
-		status = inconsistent(diag, dir, "it lists %zu kernels in %zu groups; its graph lowers "
-				      "to %u kernels in %u groups", json_array_size(kernels),
-				      json_array_size(groups), program->n_kernels, program->n_groups);
-	for (uint32_t k = 0; !status && k < program->n_kernels; k++) {
-		const f8_kernel *kernel = program->kernels[k];
-		json_t *listed = json_array_get(kernels, k), *params = json_object_get(listed, "params");
-		const char *name = json_string_value(json_object_get(listed, "name"));
-		bool same = name && strcmp(name, kernel->name) == 0 &&
-			    json_array_size(params) == kernel->n_params;
-		for (uint32_t p = 0; same && p < kernel->n_params; p++) {
-			json_t *param = json_array_get(params, p);
-			const char *kind = json_string_value(json_object_get(param, "kind"));
-			const char *dtype = json_string_value(json_object_get(param, "dtype"));
-			same = kind && dtype &&
-			       strcmp(kind, f8_kir_param_kind_name(kernel->params[p].kind)) == 0 &&
-			       strcmp(dtype, f8_dtype_name(kernel->params[p].dtype)) == 0;
-		}
-		if (!same)
-			status = inconsistent(diag, dir, "kernel %u is listed as %s; its graph lowers "
-					      "it to %s with other parameters", k, name ? name : "?",
-					      kernel->name);
+/* weights.safetensors: every leaf with an initializer, converted to the leaf's dtype. */
+static f8_status write_weights(const char *path, const f8_graph *graph, f8_diag *diag) {
+	uint32_t n = 0;
+	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
+	f8_rt_tensor *tensors = f8_calloc(graph->n_inputs + 1, sizeof *tensors);
+	const f8_rt_tensor **pointers = f8_calloc(graph->n_inputs + 1, sizeof *pointers);
+	f8_status status = names && tensors && pointers
+				   ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		if (!value->initializer)
+			continue;
+		status = f8_rt_parameters_read_initializer(value, &tensors[n], diag);
+		names[n] = value->name;
+		pointers[n] = &tensors[n];
+		n += !status;
 	}
-	for (uint32_t g = 0; !status && g < program->n_groups; g++) {
-		json_t *launches = json_object_get(json_array_get(groups, g), "launches");
-		const f8_codegen_group *group = &program->groups[g];
-		bool same = json_array_size(launches) == group->n_launches;
-		for (uint32_t l = 0; same && l < group->n_launches; l++) {
-			const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
-			json_t *launch = json_array_get(launches, l), *args = json_object_get(launch, "args");
-			const char *name = json_string_value(json_object_get(launch, "kernel"));
-			same = name && strcmp(name, kernel->name) == 0 &&
-			       json_array_size(args) == kernel->n_params;
-			for (uint32_t p = 0; same && p < kernel->n_params; p++) {
-				json_t *want = arg_json(graph, kernel, p, &group->launches[l].args[p]);
-				same = want && json_equal(want, json_array_get(args, p));
-				json_decref(want);
-			}
-		}
-		if (!same)
-			status = inconsistent(diag, dir, "the launches of kernel %s are not what its "
-					      "graph lowers to", graph->groups[g].name);
-	}
-	f8_codegen_program_destroy(program);
+	if (!status)
+		status = f8_safetensors_write(path, names, pointers, n, NULL, NULL, 0, diag);
+	for (uint32_t i = 0; tensors && i < n; i++)
+		f8_rt_tensor_destroy(&tensors[i]);
+	f8_free(names);
+	f8_free(tensors);
+	f8_free(pointers);
 	return status;
 }
 
-/* kernels.ptx against plan.json: its size, its checksum, an entry per listed kernel. */
-static f8_status check_ptx(const char *dir, json_t *document, f8_plan *plan, f8_diag *diag) {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/kernels.ptx", dir);
-	size_t len = 0;
-	f8_status status = read_text(path, &plan->ptx, &len, diag);
+/* {"file", "bytes", "fnv1a64"} of the file at `path`. */
+static f8_status file_record(const char *path, const char *name, json_t **out, f8_diag *diag) {
+	char *bytes;
+	size_t len;
+	f8_status status = read_bytes(path, &bytes, &len, diag);
 	if (status)
 		return status;
-	json_t *record = json_object_get(document, "kernels_ptx");
-	const char *want = json_string_value(json_object_get(record, "fnv1a64"));
-	char have[17];
-	checksum_text(plan->ptx, have);
-	if ((json_int_t)len != json_integer_value(json_object_get(record, "bytes")) || !want ||
-	    strcmp(want, have) != 0)
-		return inconsistent(diag, dir, "kernels.ptx is not the file the plan was written with "
-				    "(%zu bytes, checksum %s; plan.json says %lld bytes, %s)", len,
-				    have, (long long)json_integer_value(json_object_get(record, "bytes")),
-				    want ? want : "none");
-	json_t *kernels = json_object_get(document, "kernels");
-	for (size_t k = 0; k < json_array_size(kernels); k++) {
-		const char *name = json_string_value(json_object_get(json_array_get(kernels, k), "name"));
-		char entry[256];
-		snprintf(entry, sizeof entry, ".entry %s(", name ? name : "");
-		if (!name || !strstr(plan->ptx, entry))
-			return inconsistent(diag, dir, "kernels.ptx has no entry for kernel %s",
-					    name ? name : "?");
-	}
-	return F8_OK;
+	char checksum[17];
+	hex64(fnv1a64(bytes, len), checksum);
+	f8_free(bytes);
+	*out = json_pack("{s:s, s:I, s:s}", "file", name, "bytes", (json_int_t)len, "fnv1a64",
+			 checksum);
+	return *out ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+}
+
+/* The digest of `document` without its "digest" key: FNV-1a 64 of its compact dump with the
+ * keys sorted, which a load of the written file reproduces exactly. */
+static bool digest_of(json_t *document, char out[17]) {
+	json_t *copy = json_copy(document);
+	if (!copy)
+		return false;
+	json_object_del(copy, "digest");
+	char *text = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+	json_decref(copy);
+	if (!text)
+		return false;
+	hex64(fnv1a64(text, strlen(text)), out);
+	free(text);
+	return true;
+}
+
+static json_t *strings_json(const char *const *strings, uint32_t n) {
+	json_t *array = json_array();
+	for (uint32_t i = 0; array && i < n; i++)
+		json_array_append_new(array, json_string(strings[i]));
+	return array;
+}
+
+f8_status f8_plan_write(const char *dir, const f8_plan *plan, f8_diag *diag) {
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+		return f8_diag_set_in_file(diag, dir, F8_ERR_IO, "cannot make the plan folder: %s",
+					   strerror(errno));
+	char weights[4096], ptx[4096], record[4096];
+	snprintf(weights, sizeof weights, "%s/%s", dir, WEIGHTS);
+	snprintf(ptx, sizeof ptx, "%s/%s", dir, PTX);
+	snprintf(record, sizeof record, "%s/plan.json", dir);
+	json_t *weights_record = NULL, *ptx_record = NULL, *document = NULL;
+	const char *text = plan->ptx ? plan->ptx : "";
+	f8_status status = write_weights(weights, plan->graph, diag);
+	if (!status)
+		status = file_record(weights, WEIGHTS, &weights_record, diag);
+	if (!status)
+		status = write_file(ptx, text, strlen(text), diag);
+	if (!status)
+		status = file_record(ptx, PTX, &ptx_record, diag);
+	char *graph_text = NULL;
+	size_t graph_len = 0;
+	if (!status && f8_text_print_string(plan->graph, &graph_text, &graph_len))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "cannot print the graph: out of memory");
+	if (!status)
+		document = json_pack(
+			"{s:s, s:i, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:o, s:{s:b, s:I, s:s}, s:O, "
+			"s:O}", "format", F8_PLAN_FORMAT, "format_version", F8_PLAN_FORMAT_VERSION,
+			"f8c_version", plan->f8c_version, "model", plan->model ? plan->model : "",
+			"compile_args", strings_json(plan->compile_args, plan->n_compile_args),
+			"training", plan->training, "graph", graph_text, "kernels", kernels_json(plan),
+			"groups", groups_json(plan), "estimates", estimates_json(&plan->estimates),
+			"buffers", "planned", plan->slab_bytes > 0, "slab_bytes",
+			(json_int_t)plan->slab_bytes, "note", "each value's offset in the slab is in "
+			"the graph (offset=); leaves and the values written in place of them are not "
+			"in the slab", "kernels_ptx", ptx_record, "weights", weights_record);
+	f8_free(graph_text);
+	char digest[17];
+	if (!status && (!document || !digest_of(document, digest) ||
+			json_object_set_new(document, "digest", json_string(digest))))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory writing the plan");
+	char *json_text = status ? NULL : json_dumps(document, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+	if (!status && !json_text)
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory writing the plan");
+	if (!status)
+		status = write_file(record, json_text, strlen(json_text), diag);
+	free(json_text);
+	json_decref(document);
+	json_decref(weights_record);
+	json_decref(ptx_record);
+	return status;
+}
+
+/* ---- Loading ---------------------------------------------------------------------------- */
+
+/* A consistency check that failed: what, and the mend. */
+static f8_status inconsistent(f8_diag *diag, const char *dir, const char *format, ...)
+	__attribute__((format(printf, 3, 4)));
+static f8_status inconsistent(f8_diag *diag, const char *dir, const char *format, ...) {
+	char message[F8_DIAG_MESSAGE_MAX];
+	va_list args;
+	va_start(args, format);
+	vsnprintf(message, sizeof message, format, args);
+	va_end(args);
+	f8_diag_set(diag, F8_ERR_INVALID, "%s/plan.json: %s", dir, message);
+	f8_diag_hint(diag, "the plan was edited or damaged after f8c compile wrote it: compile the "
+		     "model again (f8c compile MODEL ... -o %s)", dir);
+	return F8_ERR_INVALID;
 }
 
 /* plan.json's header: format, version, the f8c that wrote it. */
@@ -440,6 +387,10 @@ static f8_status check_header(const char *dir, json_t *document, const char *f8c
 	return F8_OK;
 }
 
+static const char *keep(f8_plan *plan, const char *text) {
+	return text ? f8_arena_strdup(plan->arena, text) : NULL;
+}
+
 /* The model, the compile arguments and the mode into *plan. */
 static f8_status read_origin(const char *dir, json_t *document, f8_plan *plan, f8_diag *diag) {
 	const char *model = json_string_value(json_object_get(document, "model"));
@@ -447,18 +398,332 @@ static f8_status read_origin(const char *dir, json_t *document, f8_plan *plan, f
 	if (!model || !json_is_array(args) || !json_is_boolean(json_object_get(document, "training")))
 		return inconsistent(diag, dir, "it lacks the model, the compile arguments or the mode");
 	plan->training = json_is_true(json_object_get(document, "training"));
-	plan->model = copy_text(model);
-	plan->compile_args = f8_calloc(json_array_size(args) + 1, sizeof *plan->compile_args);
-	if (!plan->model || !plan->compile_args)
+	plan->model = keep(plan, model);
+	plan->f8c_version = keep(plan, json_string_value(json_object_get(document, "f8c_version")));
+	plan->compile_args = f8_arena_alloc_array(plan->arena, json_array_size(args) + 1,
+						  sizeof *plan->compile_args);
+	if (!plan->model || !plan->f8c_version || !plan->compile_args)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (size_t i = 0; i < json_array_size(args); i++) {
 		const char *arg = json_string_value(json_array_get(args, i));
 		if (!arg)
 			return inconsistent(diag, dir, "compile argument %zu is not a string", i);
-		if (!(plan->compile_args[plan->n_compile_args++] = copy_text(arg)))
+		if (!(plan->compile_args[plan->n_compile_args++] = keep(plan, arg)))
 			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	}
 	return F8_OK;
+}
+
+/* An unsigned 32-bit field of `object` into *out; false when it is missing or out of range. */
+static bool get_u32(json_t *object, const char *key, uint32_t *out) {
+	json_t *value = json_object_get(object, key);
+	if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+	    json_integer_value(value) > UINT32_MAX)
+		return false;
+	*out = (uint32_t)json_integer_value(value);
+	return true;
+}
+
+/* The kernels: names, parameters, geometry, grid sizes. */
+static f8_status read_kernels(const char *dir, json_t *document, f8_plan *plan, f8_diag *diag) {
+	json_t *kernels = json_object_get(document, "kernels");
+	if (!json_is_array(kernels))
+		return inconsistent(diag, dir, "it has no kernels list");
+	plan->n_kernels = (uint32_t)json_array_size(kernels);
+	plan->kernels = f8_arena_alloc_array(plan->arena, plan->n_kernels + 1, sizeof *plan->kernels);
+	if (!plan->kernels)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t k = 0; k < plan->n_kernels; k++) {
+		json_t *entry = json_array_get(kernels, k), *params = json_object_get(entry, "params");
+		json_t *grid = json_object_get(entry, "grid_sizes");
+		f8_plan_kernel *kernel = &plan->kernels[k];
+		f8_launch_geometry *g = &kernel->geometry;
+		kernel->name = keep(plan, json_string_value(json_object_get(entry, "name")));
+		kernel->n_params = (uint32_t)json_array_size(params);
+		kernel->n_grid_sizes = (uint32_t)json_array_size(grid);
+		kernel->params = f8_arena_alloc_array(plan->arena, kernel->n_params + 1,
+						      sizeof *kernel->params);
+		kernel->grid_sizes = f8_arena_alloc_array(plan->arena, kernel->n_grid_sizes + 1,
+							  sizeof *kernel->grid_sizes);
+		if (!kernel->name || !json_is_array(params) || !json_is_array(grid) ||
+		    !get_u32(entry, "threads_per_block", &g->threads_per_block) ||
+		    !get_u32(entry, "rows_per_block", &g->rows_per_block) ||
+		    !get_u32(entry, "max_blocks", &g->max_blocks) ||
+		    !get_u32(entry, "shared_bytes", &g->shared_bytes))
+			return inconsistent(diag, dir, "kernel %u lacks its name, parameters or launch "
+					    "geometry", k);
+		if (!kernel->params || !kernel->grid_sizes)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		if (!g->threads_per_block || !g->rows_per_block)
+			return inconsistent(diag, dir, "kernel %s launches %u threads, %u rows a block",
+					    kernel->name, g->threads_per_block, g->rows_per_block);
+		for (uint32_t p = 0; p < kernel->n_params; p++) {
+			json_t *param = json_array_get(params, p);
+			f8_plan_param *to = &kernel->params[p];
+			const char *dtype = json_string_value(json_object_get(param, "dtype"));
+			to->name = keep(plan, json_string_value(json_object_get(param, "name")));
+			if (!to->name || !dtype ||
+			    !f8_dtype_from_name(dtype, strlen(dtype), &to->dtype) ||
+			    !param_kind_from_name(json_string_value(json_object_get(param, "kind")),
+						  &to->kind))
+				return inconsistent(diag, dir, "parameter %u of kernel %s has no name, "
+						    "kind or dtype f8c knows", p, kernel->name);
+		}
+		for (uint32_t i = 0; i < kernel->n_grid_sizes; i++) {
+			json_t *index = json_array_get(grid, i);
+			json_int_t at = json_integer_value(index);
+			if (!json_is_integer(index) || at < 0 || at >= kernel->n_params ||
+			    kernel->params[at].kind != F8_PLAN_PARAM_SIZE)
+				return inconsistent(diag, dir, "kernel %s's grid size %u is no size "
+						    "parameter", kernel->name, i);
+			kernel->grid_sizes[i] = (uint32_t)at;
+		}
+		for (uint32_t j = 0; j < k; j++)
+			if (strcmp(plan->kernels[j].name, kernel->name) == 0)
+				return inconsistent(diag, dir, "kernel %s is listed twice", kernel->name);
+	}
+	return F8_OK;
+}
+
+/* The value "%name" names, into *out; false when it is not "%" and a value of the graph. */
+static bool value_named(const f8_graph *graph, const char *text, f8_value_id *out) {
+	if (!text || text[0] != '%')
+		return false;
+	*out = f8_graph_find_value(graph, text + 1, strlen(text + 1));
+	return *out != F8_NONE;
+}
+
+/* A table argument from table_json's form. */
+static f8_status read_table(const char *dir, json_t *object, const char *where, f8_plan *plan,
+			    f8_plan_table **out, f8_diag *diag) {
+	json_t *columns = json_object_get(object, "columns"), *rows = json_object_get(object, "rows");
+	if (!json_is_array(columns) || !json_is_array(rows))
+		return inconsistent(diag, dir, "%s: a table without columns or rows", where);
+	f8_plan_table *table = f8_arena_alloc(plan->arena, sizeof *table);
+	size_t cells = json_array_size(columns) * json_array_size(rows);
+	if (!table)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	table->n_columns = (uint32_t)json_array_size(columns);
+	table->n_rows = (uint32_t)json_array_size(rows);
+	table->columns = f8_arena_alloc_array(plan->arena, table->n_columns + 1,
+					      sizeof *table->columns);
+	table->names = f8_arena_alloc_array(plan->arena, table->n_columns + 1, sizeof *table->names);
+	table->values = f8_arena_alloc_array(plan->arena, cells + 1, sizeof *table->values);
+	table->constants = f8_arena_alloc_array(plan->arena, cells + 1, sizeof *table->constants);
+	if (!table->columns || !table->names || !table->values || !table->constants)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t c = 0; c < table->n_columns; c++) {
+		json_t *column = json_array_get(columns, c);
+		table->names[c] = keep(plan, json_string_value(json_object_get(column, "name")));
+		if (!table->names[c] ||
+		    !param_kind_from_name(json_string_value(json_object_get(column, "kind")),
+					  &table->columns[c]))
+			return inconsistent(diag, dir, "%s: table column %u has no name or kind",
+					    where, c);
+	}
+	for (uint32_t r = 0; r < table->n_rows; r++) {
+		const char *row = json_string_value(json_array_get(rows, r));
+		for (uint32_t c = 0; row && c < table->n_columns; c++) {
+			char cell[512];
+			size_t len = strcspn(row, " ");
+			size_t i = (size_t)r * table->n_columns + c;
+			if (!len || len >= sizeof cell)
+				row = NULL;
+			if (!row)
+				break;
+			memcpy(cell, row, len);
+			cell[len] = '\0';
+			row += len + (row[len] == ' ');
+			char *end;
+			table->values[i] = F8_NONE;
+			if (cell[0] == '%') {
+				if (!value_named(plan->graph, cell, &table->values[i]))
+					return inconsistent(diag, dir, "%s: table row %u names %s, which "
+							    "is no value of the graph", where, r, cell);
+			} else if ((table->constants[i] = strtoll(cell, &end, 10), *end)) {
+				row = NULL;
+			}
+		}
+		if (!row || *row)
+			return inconsistent(diag, dir, "%s: table row %u is not %u cells", where, r,
+					    table->n_columns);
+	}
+	*out = table;
+	return F8_OK;
+}
+
+/* Argument `p` of a launch of `kernel` in group `name`. */
+static f8_status read_arg(const char *dir, json_t *json, const f8_plan_kernel *kernel,
+			  uint32_t p, const f8_plan_group *group, const char *name, f8_plan *plan,
+			  f8_plan_arg *arg, f8_diag *diag) {
+	const f8_plan_param *param = &kernel->params[p];
+	char where[256];
+	snprintf(where, sizeof where, "group %s, kernel %s, parameter %s", name, kernel->name,
+		 param->name);
+	*arg = (f8_plan_arg){.value = F8_NONE, .scratch = F8_NONE};
+	if (param->kind == F8_PLAN_PARAM_TABLE)
+		return read_table(dir, json, where, plan, &arg->table, diag);
+	const char *text = json_string_value(json);
+	if (!text)
+		return inconsistent(diag, dir, "%s: no binding", where);
+	if (param->kind == F8_PLAN_PARAM_SIZE) {
+		if (f8_text_parse_dim(plan->graph, text, &arg->dim, diag))
+			return inconsistent(diag, dir, "%s: %s", where, diag->message);
+		return F8_OK;
+	}
+	char *end;
+	if (strncmp(text, "scratch", 7) == 0) {
+		unsigned long index = strtoul(text + 7, &end, 10);
+		if (*end || end == text + 7 || index >= group->n_scratch)
+			return inconsistent(diag, dir, "%s: %s is no scratch of the group", where, text);
+		arg->scratch = (uint32_t)index;
+		return F8_OK;
+	}
+	// The parameter's dtype may differ from the value's: a kernel moves FP8 codes as i32 words.
+	if (!value_named(plan->graph, text, &arg->value))
+		return inconsistent(diag, dir, "%s: %s is no value of the graph", where, text);
+	return F8_OK;
+}
+
+/* The groups: one per group of the graph, by name, each launch of a listed kernel. */
+static f8_status read_groups(const char *dir, json_t *document, f8_plan *plan, f8_diag *diag) {
+	json_t *groups = json_object_get(document, "groups");
+	const f8_graph *graph = plan->graph;
+	if (!json_is_array(groups) || json_array_size(groups) != graph->n_groups)
+		return inconsistent(diag, dir, "it lists %zu groups; its graph has %u",
+				    json_array_size(groups), graph->n_groups);
+	plan->n_groups = graph->n_groups;
+	plan->groups = f8_arena_alloc_array(plan->arena, plan->n_groups + 1, sizeof *plan->groups);
+	if (!plan->groups)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t g = 0; g < plan->n_groups; g++) {
+		json_t *entry = json_array_get(groups, g);
+		json_t *launches = json_object_get(entry, "launches");
+		json_t *scratch = json_object_get(entry, "scratch");
+		const char *name = json_string_value(json_object_get(entry, "name"));
+		f8_plan_group *group = &plan->groups[g];
+		if (!name || strcmp(name, graph->groups[g].name) != 0 || !json_is_array(launches) ||
+		    !json_is_array(scratch))
+			return inconsistent(diag, dir, "group %u is not the graph's %s with launches "
+					    "and scratch", g, graph->groups[g].name);
+		group->n_launches = (uint32_t)json_array_size(launches);
+		group->n_scratch = (uint32_t)json_array_size(scratch);
+		group->launches = f8_arena_alloc_array(plan->arena, group->n_launches + 1,
+						       sizeof *group->launches);
+		group->scratch = f8_arena_alloc_array(plan->arena, group->n_scratch + 1,
+						      sizeof *group->scratch);
+		if (!group->launches || !group->scratch)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		for (uint32_t s = 0; s < group->n_scratch; s++) {
+			json_t *one = json_array_get(scratch, s);
+			const char *dtype = json_string_value(json_object_get(one, "dtype"));
+			const char *count = json_string_value(json_object_get(one, "count"));
+			if (!dtype || !count ||
+			    !f8_dtype_from_name(dtype, strlen(dtype), &group->scratch[s].dtype) ||
+			    f8_text_parse_dim(plan->graph, count, &group->scratch[s].count, diag))
+				return inconsistent(diag, dir, "group %s: scratch %u is no dtype and "
+						    "count", name, s);
+		}
+		json_t *error = json_object_get(entry, "error");
+		group->error = keep(plan, json_string_value(json_object_get(error, "message")));
+		if (error && (!group->error || !get_u32(error, "scratch", &group->error_scratch) ||
+			      group->error_scratch >= group->n_scratch))
+			return inconsistent(diag, dir, "group %s: its data error has no message or "
+					    "scratch", name);
+		for (uint32_t l = 0; l < group->n_launches; l++) {
+			json_t *launch = json_array_get(launches, l), *args = json_object_get(launch, "args");
+			const char *kernel = json_string_value(json_object_get(launch, "kernel"));
+			uint32_t k = 0;
+			while (kernel && k < plan->n_kernels && strcmp(plan->kernels[k].name, kernel))
+				k++;
+			if (!kernel || k == plan->n_kernels || !json_is_array(args) ||
+			    json_array_size(args) != plan->kernels[k].n_params)
+				return inconsistent(diag, dir, "group %s: launch %u is not of a listed "
+						    "kernel with its parameters", name, l);
+			f8_plan_launch *to = &group->launches[l];
+			to->kernel = k;
+			to->args = f8_arena_alloc_array(plan->arena, plan->kernels[k].n_params + 1,
+							sizeof *to->args);
+			if (!to->args)
+				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+			for (uint32_t p = 0; p < plan->kernels[k].n_params; p++) {
+				f8_status status = read_arg(dir, json_array_get(args, p), &plan->kernels[k],
+							    p, group, name, plan, &to->args[p], diag);
+				if (status)
+					return status;
+			}
+		}
+	}
+	return F8_OK;
+}
+
+/* A file the record lists ({"file", "bytes", "fnv1a64"}): present, of its size and checksum;
+ * its bytes into *out (f8_free) when `out` is not NULL. */
+static f8_status check_file(const char *dir, json_t *record, const char *expected, char **out,
+			    f8_diag *diag) {
+	const char *name = json_string_value(json_object_get(record, "file"));
+	const char *want = json_string_value(json_object_get(record, "fnv1a64"));
+	json_int_t want_bytes = json_integer_value(json_object_get(record, "bytes"));
+	if (!name || strcmp(name, expected) != 0 || !want)
+		return inconsistent(diag, dir, "it does not record %s", expected);
+	char path[4096], *bytes, have[17];
+	size_t len;
+	snprintf(path, sizeof path, "%s/%s", dir, expected);
+	f8_status status = read_bytes(path, &bytes, &len, diag);
+	if (status)
+		return status;
+	hex64(fnv1a64(bytes, len), have);
+	if ((json_int_t)len != want_bytes || strcmp(want, have) != 0) {
+		f8_free(bytes);
+		return inconsistent(diag, dir, "%s is not the file the plan was written with (%zu "
+				    "bytes, checksum %s; plan.json says %lld bytes, %s)", expected, len,
+				    have, (long long)want_bytes, want);
+	}
+	if (out)
+		*out = bytes;
+	else
+		f8_free(bytes);
+	return F8_OK;
+}
+
+/* kernels.ptx: the recorded file, with an entry for every kernel. */
+static f8_status check_ptx(const char *dir, json_t *document, f8_plan *plan, f8_diag *diag) {
+	f8_status status = check_file(dir, json_object_get(document, "kernels_ptx"), PTX,
+				      &plan->ptx, diag);
+	for (uint32_t k = 0; !status && k < plan->n_kernels; k++) {
+		char entry[256];
+		snprintf(entry, sizeof entry, ".entry %s(", plan->kernels[k].name);
+		if (!strstr(plan->ptx, entry))
+			status = inconsistent(diag, dir, "kernels.ptx has no entry for kernel %s",
+					      plan->kernels[k].name);
+	}
+	return status;
+}
+
+/* weights.safetensors: the recorded file; each tensor a leaf of the graph, of its dtype and
+ * shape. */
+static f8_status check_weights(const char *dir, json_t *document, f8_plan *plan, f8_diag *diag) {
+	f8_status status = check_file(dir, json_object_get(document, "weights"), WEIGHTS, NULL, diag);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, WEIGHTS);
+	if (!status)
+		status = f8_safetensors_open(path, &plan->weights, diag);
+	const f8_graph *graph = plan->graph;
+	for (size_t i = 0; !status && i < f8_safetensors_count(plan->weights); i++) {
+		const char *name = f8_safetensors_name(plan->weights, i);
+		const f8_safetensors_tensor *tensor = f8_safetensors_get(plan->weights, i);
+		f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
+		bool same = v != F8_NONE && graph->values[v].producer == F8_NONE &&
+			    graph->values[v].type.dtype == tensor->dtype &&
+			    graph->values[v].type.shape.rank == tensor->rank;
+		for (int d = 0; same && d < tensor->rank; d++)
+			same = f8_dim_is_const(graph->values[v].type.shape.dims[d]) &&
+			       f8_dim_value(graph->values[v].type.shape.dims[d]) == tensor->dims[d];
+		if (!same)
+			status = inconsistent(diag, dir, "%s holds '%s', which is no leaf of the graph "
+					      "of that dtype and shape", WEIGHTS, name);
+	}
+	return status;
 }
 
 f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, f8_diag *diag) {
@@ -473,9 +738,18 @@ f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, 
 			   (uint32_t)(error.column > 0 ? error.column : 0), NULL, 0);
 		return status;
 	}
-	f8_plan *plan = f8_calloc(1, sizeof *plan);
-	f8_status status = plan ? check_header(dir, document, f8c_version, diag)
-				: f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_plan *plan = NULL;
+	f8_status status = f8_plan_create(NULL, &plan, diag);
+	if (!status)
+		status = check_header(dir, document, f8c_version, diag);
+	char digest[17];
+	const char *recorded = json_string_value(json_object_get(document, "digest"));
+	if (!status && !digest_of(document, digest))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status && (!recorded || strcmp(recorded, digest) != 0))
+		status = inconsistent(diag, dir, "its digest is %s, but what it records digests to "
+				      "%s: it was changed since it was written", recorded ? recorded
+				      : "missing", digest);
 	if (!status)
 		status = read_origin(dir, document, plan, diag);
 	const char *graph_text = json_string_value(json_object_get(document, "graph"));
@@ -487,35 +761,29 @@ f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, 
 		status = inconsistent(diag, dir, "its graph does not verify: %s", diag->message);
 	json_int_t slab = json_integer_value(json_object_get(json_object_get(document, "buffers"),
 							     "slab_bytes"));
-	if (!status && f8_graph_verify_buffers(plan->graph, slab > 0 ? (uint64_t)slab : 0, diag))
+	plan->slab_bytes = slab > 0 ? (uint64_t)slab : 0;
+	if (!status && f8_graph_verify_buffers(plan->graph, plan->slab_bytes, diag))
 		status = inconsistent(diag, dir, "its slab plan does not hold: %s", diag->message);
+	json_t *estimates = json_object_get(document, "estimates");
+	plan->estimates = (f8_plan_estimates){
+		.gemm_flops = json_is_number(json_object_get(estimates, "gemm_flops"))
+			? json_number_value(json_object_get(estimates, "gemm_flops")) : -1,
+		.kernel_bytes = json_is_number(json_object_get(estimates, "kernel_bytes"))
+			? json_number_value(json_object_get(estimates, "kernel_bytes")) : -1};
+	get_u32(estimates, "kernel_launches", &plan->estimates.kernel_launches);
 	if (!status)
-		status = check_kernels(dir, plan->graph, document, diag);
+		status = read_kernels(dir, document, plan, diag);
+	if (!status)
+		status = read_groups(dir, document, plan, diag);
 	if (!status)
 		status = check_ptx(dir, document, plan, diag);
+	if (!status)
+		status = check_weights(dir, document, plan, diag);
 	json_decref(document);
 	if (status) {
 		f8_plan_destroy(plan);
 		return status;
 	}
 	*out = plan;
-	return F8_OK;
-}
-
-f8_status f8_plan_attach_weights(f8_plan *plan, f8_diag *diag) {
-	f8_frontend_options options = {0};
-	f8_status status = f8_frontend_load(plan->model, &options, &plan->source, diag);
-	if (status) {
-		f8_diag_hint(diag, "the plan takes its initial weights from its model, %s: put it "
-			     "back there, or compile the model again", plan->model);
-		return status;
-	}
-	const f8_graph *source = plan->source;
-	for (uint32_t i = 0; i < plan->graph->n_inputs; i++) {
-		f8_value *value = &plan->graph->values[plan->graph->inputs[i]];
-		f8_value_id same = f8_graph_find_value(source, value->name, strlen(value->name));
-		if (same != F8_NONE && source->values[same].initializer)
-			value->initializer = source->values[same].initializer;
-	}
 	return F8_OK;
 }

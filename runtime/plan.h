@@ -1,86 +1,165 @@
 /*
- * Plans on disk (DESIGN.md, "plan"): a folder with plan.json, the whole decision record, and
- * kernels.ptx, the generated kernels for sm_90.
+ * Plans on disk (DESIGN.md, "plan"): the executable f8c compile writes and every other command
+ * runs, without the model it came from and without the compiler. A plan is a folder:
  *
- * plan.json holds: the format and its version, the f8c version that wrote it, the model and
- * the compile options it was compiled from (the command line's, in order), the graph after all
- * passes in the text IR (the source of truth: every precision, recipe, scaling slot and kernel
- * decision with its reason; `f8c dump-ir PLAN --format json` gives its JSON form), the kernels (name, family,
- * parameters, launch geometry) and each fused group's launches with their bindings (a table
- * parameter's: its columns and its rows, each cell a constant or %value, the value whose
- * address the launcher writes there), the
- * buffer plan (the slab's size; each value's offset is in the graph), the estimates per
- * micro-batch (GEMM FLOPs, the bytes the generated kernels move, launches), and
- * kernels.ptx's size and FNV-1a 64 checksum.
+ *   plan.json            the whole decision record: the format and its version, the f8c that
+ *                        wrote it, the model and the compile options it was compiled from (as
+ *                        given, in order), the graph after every pass in the text IR (every
+ *                        precision, recipe, scaling slot, kernel and slab decision with its
+ *                        reason; `f8c dump-ir PLAN --format json` gives its JSON form), the
+ *                        kernels (name, parameters, launch geometry), each fused group's
+ *                        launches with their bindings and scratch, the slab, the estimates per
+ *                        micro-batch, the files below with their sizes and checksums, and a
+ *                        digest over all of it
+ *   kernels.ptx          the generated kernels for sm_90
+ *   weights.safetensors  the initial contents of every leaf that has some in the model: an
+ *                        ONNX model's weights, the scaling tables' first scales. Parameters a
+ *                        description leaves to f8c are made where the plan runs, from the seed,
+ *                        by the rule of ir/weight_init.h, the same bits as the exporter writes
+ *                        (a 175B plan does not carry 700 GB of random numbers).
  *
- * Loading refuses, with an error that says what and how to mend it: another format or format
- * version, a plan from another f8c version, a graph that does not parse or verify, kernels that
- * are not what the graph lowers to today, and a kernels.ptx that is missing, of another size or
- * checksum, or without an entry the plan lists.
+ * Loading checks the record, never recompiles it: the format and the writer's version; the
+ * digest (an edit of any kind, of the graph, the options, a launch's geometry or a binding, is
+ * refused with a hint to compile again); the graph parses and verifies, its slab plan holds;
+ * every kernel has an entry in kernels.ptx, every binding names a value of the graph, a scratch
+ * of its group or a parameter of the right kind; the files' sizes and checksums.
  */
 #ifndef F8_RUNTIME_PLAN_H
 #define F8_RUNTIME_PLAN_H
 
 #include <stdbool.h> // bool
-#include <stdint.h>  // uint32_t
+#include <stdint.h>  // uint32_t, uint64_t, int64_t
 
-#include "codegen/llvm_lower.h" // f8_llvm_geometry
-#include "codegen/program.h"    // f8_codegen_program
-#include "ir/diag.h"            // f8_status, f8_diag
-#include "ir/graph.h"           // f8_graph
+#include "ir/diag.h"             // f8_status, f8_diag
+#include "ir/graph.h"            // f8_graph, f8_value_id
+#include "ir/launch.h"           // f8_launch_geometry
+#include "ir/shape.h"            // f8_dim
+#include "runtime/safetensors.h" // f8_safetensors
 
 #define F8_PLAN_FORMAT "f8c-plan"
-#define F8_PLAN_FORMAT_VERSION 1
+#define F8_PLAN_FORMAT_VERSION 2
 
-/* What a plan is written from. */
-typedef struct f8_plan_source {
-	const char *f8c_version;          // the writing f8c's version
-	const char *model;                // the model file, as given
-	const char *const *compile_args;  // (n_compile_args) the compile options, as given
+/* X(ENUM, name): how a kernel uses a parameter, as codegen/kir.h's F8_KIR_PARAM_* name them
+ * (the plan's text is the contract between the two). */
+#define F8_PLAN_PARAM_LIST(X)      \
+	X(IN, "in")                \
+	X(OUT, "out")              \
+	X(ACCUMULATE, "acc")       \
+	X(SIZE, "size")            \
+	X(TABLE, "table")
+
+typedef enum f8_plan_param_kind {
+#define F8_PLAN_PARAM_ENUM(e, name) F8_PLAN_PARAM_##e,
+	F8_PLAN_PARAM_LIST(F8_PLAN_PARAM_ENUM)
+#undef F8_PLAN_PARAM_ENUM
+	F8_PLAN_PARAM_COUNT
+} f8_plan_param_kind;
+
+const char *f8_plan_param_kind_name(f8_plan_param_kind kind);
+
+typedef struct f8_plan_param {
+	const char *name;
+	f8_plan_param_kind kind;
+	f8_dtype dtype; // buffers: the element dtype; sizes: i64
+} f8_plan_param;
+
+/* A kernel of kernels.ptx. */
+typedef struct f8_plan_kernel {
+	const char *name;          // its .entry
+	f8_plan_param *params;     // (n_params)
+	uint32_t n_params;
+	f8_launch_geometry geometry;
+	uint32_t *grid_sizes;      // (n_grid_sizes) the size parameters whose product is the rows
+	uint32_t n_grid_sizes;
+} f8_plan_kernel;
+
+/* A table argument: n_rows rows of n_columns cells, each a constant or a value's address. */
+typedef struct f8_plan_table {
+	uint32_t n_rows, n_columns;
+	f8_plan_param_kind *columns; // (n_columns)
+	const char **names;          // (n_columns)
+	f8_value_id *values;         // (n_rows * n_columns) F8_NONE: the cell is constants[i]
+	int64_t *constants;          // (n_rows * n_columns)
+} f8_plan_table;
+
+/* What one parameter of a launch is bound to. */
+typedef struct f8_plan_arg {
+	f8_value_id value;     // a buffer bound to a value, else F8_NONE
+	uint32_t scratch;      // a buffer bound to a scratch of the group, else F8_NONE
+	f8_dim dim;            // a size
+	f8_plan_table *table;  // a table, else NULL
+} f8_plan_arg;
+
+typedef struct f8_plan_launch {
+	uint32_t kernel;    // index into the plan's kernels
+	f8_plan_arg *args;  // (that kernel's n_params)
+} f8_plan_launch;
+
+typedef struct f8_plan_scratch {
+	f8_dtype dtype;
+	f8_dim count;  // elements
+} f8_plan_scratch;
+
+/* A fused group of the graph (by the graph's group index): its launches in order. */
+typedef struct f8_plan_group {
+	f8_plan_launch *launches;  // (n_launches)
+	uint32_t n_launches;
+	f8_plan_scratch *scratch;  // (n_scratch) zeroed before the group's first launch
+	uint32_t n_scratch;
+	const char *error;         // the data error its kernels report, or NULL
+	uint32_t error_scratch;    // the scratch holding it (row + 1, 0: none)
+} f8_plan_group;
+
+/* What the estimates say, per micro-batch (every phase once). */
+typedef struct f8_plan_estimates {
+	uint32_t kernel_launches;
+	double gemm_flops;   // 2 m n k of the graph's GEMMs; < 0 when a size is symbolic
+	double kernel_bytes; // what the generated kernels read and write; < 0 when unknown
+} f8_plan_estimates;
+
+/* A plan, loaded or made by the compile driver; everything owned by it (its arena). */
+typedef struct f8_plan {
+	f8_graph *graph;            // after every pass, verified
+	const char *f8c_version;    // the writer's
+	const char *model;          // what it was compiled from, for people (never opened)
+	const char **compile_args;  // (n_compile_args)
 	uint32_t n_compile_args;
-	bool training;                    // a training step (else the forward graph)
-	const f8_graph *graph;            // after every pass
-	const f8_codegen_program *program; // its kernels
-	const f8_llvm_geometry *geometry; // (program->n_kernels) their launch geometry
-	const char *ptx;                  // kernels.ptx's text
-} f8_plan_source;
+	bool training;              // a training step (else the forward graph)
+	f8_plan_kernel *kernels;    // (n_kernels)
+	uint32_t n_kernels;
+	f8_plan_group *groups;      // (n_groups == graph->n_groups)
+	uint32_t n_groups;
+	uint64_t slab_bytes;        // the schedule pass's slab (0: unplanned)
+	f8_plan_estimates estimates;
+	char *ptx;                  // kernels.ptx's text
+	f8_safetensors *weights;    // weights.safetensors, open (loaded plans; NULL when made)
+	f8_arena *arena;
+} f8_plan;
+
+/* An empty plan owning `graph` (NULL allowed) whose records the caller fills from the arena
+ * (the compile driver, tools/). F8_ERR_NOMEM. */
+f8_status f8_plan_create(f8_graph *graph, f8_plan **out, f8_diag *diag);
 
 /*
- * Writes the plan folder `dir` (made if missing): kernels.ptx, then plan.json, each written
- * atomically, so that a plan.json that exists belongs to a whole kernels.ptx. F8_ERR_IO naming
- * the file that could not be written; F8_ERR_NOMEM.
+ * Writes plan `plan` as folder `dir` (made if missing): weights.safetensors from the initial
+ * contents of the graph's leaves that have an initializer (read from the model's files now),
+ * kernels.ptx, then plan.json, each written atomically, so that a plan.json that exists
+ * belongs to a whole plan. F8_ERR_IO naming the file that could not be written or read;
+ * F8_ERR_NOMEM.
  */
-f8_status f8_plan_write(const char *dir, const f8_plan_source *source, f8_diag *diag);
-
-/* A loaded plan; everything owned by it. */
-typedef struct f8_plan {
-	f8_graph *graph;       // parsed and verified
-	char *model;           // the model it was compiled from
-	char **compile_args;   // (n_compile_args)
-	uint32_t n_compile_args;
-	bool training;
-	char *ptx;             // kernels.ptx's text
-	f8_graph *source;      // the model loaded again for its weights (f8_plan_attach_weights)
-} f8_plan;
+f8_status f8_plan_write(const char *dir, const f8_plan *plan, f8_diag *diag);
 
 /* True when `path` is a folder with a plan.json in it. */
 bool f8_plan_is_dir(const char *path);
 
 /*
- * Loads the plan in folder `dir`, written by f8c version `f8c_version`, and checks it as the
- * header says. *out is the caller's (f8_plan_destroy); NULL on failure: F8_ERR_IO (a file that
- * cannot be read), F8_ERR_PARSE (plan.json is not JSON of the plan's form), F8_ERR_INVALID (a
- * version or a consistency check fails; the message names what, the hint how to mend it).
+ * Loads the plan in folder `dir` and checks it as the header says, for f8c version
+ * `f8c_version`. *out is the caller's (f8_plan_destroy); NULL on failure: F8_ERR_IO (a file
+ * that cannot be read), F8_ERR_PARSE (plan.json is not JSON of the plan's form), F8_ERR_INVALID
+ * (a version, the digest or a consistency check fails; the message names what, the hint how
+ * to mend it).
  */
 f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, f8_diag *diag);
-
-/*
- * The text IR does not carry a model's weights: loads the plan's model again and gives each
- * leaf of the plan's graph the initializer of the model's value of its name (an ONNX model's
- * weights; a JSON description has none: its parameters are made up from the seed). F8_ERR_IO
- * (with a hint) when the model is not where the plan says.
- */
-f8_status f8_plan_attach_weights(f8_plan *plan, f8_diag *diag);
 
 void f8_plan_destroy(f8_plan *plan);
 

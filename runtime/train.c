@@ -12,17 +12,13 @@
 #include <errno.h>  // errno
 #include <time.h>   // clock_gettime
 
-#include "codegen/target.h"       // f8_codegen_target_table_for
 #include "ir/alloc.h"             // f8_calloc, f8_free
 #include "passes/fp8_cast.h"      // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
-#include "passes/pipeline.h"      // f8_pipeline_run_with
 #include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
 #include "runtime/executor.h"     // f8_executor
 #include "runtime/parameters.h"   // f8_rt_parameters_init
 
-/* The optimizer's options as the run compiles them: micro-batches from the batch sizes, the
- * decay over the whole run unless --lr-decay-iters says otherwise. */
-static f8_training_options resolved_optimizer(const f8_train_config *c) {
+f8_training_options f8_train_optimizer(const f8_train_config *c) {
 	f8_training_options optimizer = c->optimizer;
 	optimizer.micro_batches = c->micro_batch_size > 0 ? c->global_batch_size / c->micro_batch_size
 							  : 0;
@@ -53,7 +49,7 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "evaluation needs a validation split: --split's second weight is 0";
 	if (problem)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s", problem);
-	f8_training_options optimizer = resolved_optimizer(c);
+	f8_training_options optimizer = f8_train_optimizer(c);
 	return f8_training_options_check(&optimizer, diag);
 }
 
@@ -73,13 +69,9 @@ enum { N_SETTINGS = sizeof setting_keys / sizeof setting_keys[0] };
 typedef struct trainer {
 	const f8_train_config *config;
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
-	f8_graph *compiled;            // the step compiled here (owned); NULL when a plan's runs
 	f8_executor *executor;
 	f8_rt_tensor token_batch, label_batch; // a micro-batch on the host, written to the leaves
 	f8_value_id tokens, labels, loss, grad_norm, lr;
-	uint16_t bound[2];             // symbols bound before compiling (bind_token_dims)
-	int64_t bound_values[2];
-	uint32_t n_bound;
 	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
 	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
@@ -101,6 +93,21 @@ static f8_status find_value(const f8_graph *graph, const char *name, f8_value_id
 	if (*out == F8_NONE)
 		return f8_diag_set(diag, F8_ERR_INVALID, "the training graph has no %%%s", name);
 	return F8_OK;
+}
+
+/* Whether `symbol` appears in a type of the graph (a size the compile driver bound stays in the
+ * table, used nowhere). */
+static bool symbol_used(const f8_graph *graph, uint16_t symbol) {
+	for (uint32_t v = 0; v < graph->n_values; v++) {
+		const f8_shape *shape = &graph->values[v].type.shape;
+		for (int d = 0; d < shape->rank; d++) {
+			f8_dim substituted;
+			if (!f8_dim_substitute(shape->dims[d], symbol, 2, &substituted) ||
+			    !f8_dim_equal(substituted, shape->dims[d]))
+				return true;
+		}
+	}
+	return false;
 }
 
 /* Finds the token input (the integer input that is not the labels), the loss and metrics,
@@ -144,11 +151,13 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 					   "fixed to another size than %lld", d ? "seq" : "batch",
 					   d ? "length" : "size", (long long)sizes[d]);
 	}
-	for (uint32_t i = 0; i < t->n_bound; i++) // bound before compiling: in no type now
-		symbol_values[t->bound[i]] = t->bound_values[i];
 	for (uint32_t s = 0; s < graph->n_symbols; s++) {
 		if (symbol_values[s])
 			continue;
+		if (!symbol_used(graph, (uint16_t)s)) { // bound before compiling: in no type now
+			symbol_values[s] = 1;
+			continue;
+		}
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "size %s of the model is not known",
 			    graph->symbols[s]);
 		f8_diag_hint(diag, "give it with --dim %s=N", graph->symbols[s]);
@@ -167,45 +176,6 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the logits' vocabulary size is not a "
 				   "constant");
 	return F8_OK;
-}
-
-/*
- * Binds the token input's symbolic dims to the micro-batch size and the sequence length before
- * compiling, so that the schedule pass plans the step's memory, block-scaled casts see a token
- * count that divides into their blocks and the precision pass applies the target's shape rules
- * to concrete GEMM sizes.
- * The token input is the one integer (batch, seq) input (the labels come with training); a dim
- * that is a constant or a product stays, for find_interface to check.
- */
-static f8_status bind_token_dims(trainer *t, f8_diag *diag) {
-	f8_graph *graph = t->compiled;
-	const f8_train_config *c = t->config;
-	const f8_value *tokens = NULL;
-	for (uint32_t i = 0; i < graph->n_inputs; i++) {
-		const f8_value *value = &graph->values[graph->inputs[i]];
-		if (value->role != F8_ROLE_INPUT || !f8_dtype_is_integer(value->type.dtype) ||
-		    value->type.shape.rank != 2)
-			continue;
-		if (tokens) // not a language model's one input: find_interface says so
-			return F8_OK;
-		tokens = value;
-	}
-	if (!tokens)
-		return F8_OK;
-	const int64_t sizes[2] = {c->micro_batch_size, c->seq_length};
-	f8_dim_binding bindings[2];
-	uint32_t n = 0;
-	for (int d = 0; d < 2; d++) {
-		uint16_t symbol;
-		if (!f8_dim_is_symbol(tokens->type.shape.dims[d], &symbol))
-			continue;
-		bindings[n++] = (f8_dim_binding){.name = graph->symbols[symbol], .value = sizes[d]};
-		// The symbol stays in the graph's table, used nowhere: find_interface gives the
-		// executor its value from here.
-		t->bound[t->n_bound] = symbol;
-		t->bound_values[t->n_bound++] = sizes[d];
-	}
-	return n ? f8_frontend_bind_dims(graph, bindings, n, diag) : F8_OK;
 }
 
 /* Notes what FP8 left in the compiled graph: a cast phase to run first in each step, and the
@@ -227,44 +197,10 @@ static void find_fp8_state(trainer *t) {
 	}
 }
 
-/* Loads the model and compiles its training step with `optimizer` into t->compiled (and
- * t->graph), the batch and sequence sizes bound first: a step is compiled for one size, so that
- * the schedule pass plans its memory (and, with FP8, block-scaled casts see a token count that
- * divides into their blocks). */
-static f8_status compile_model(trainer *t, const f8_training_options *optimizer,
-			       f8_diag *diag) {
-	const f8_train_config *c = t->config;
-	f8_frontend_options options = {.dims = c->dims, .n_dims = c->n_dims, .seed = c->seed};
-	f8_pipeline_options compile = {.training = optimizer, .fp8 = c->fp8,
-				       .target = f8_codegen_target_table_for(c->fp8)};
-	f8_status status = f8_frontend_load(c->model, &options, &t->compiled, diag);
-	if (!status)
-		status = bind_token_dims(t, diag);
-	if (!status)
-		status = f8_pipeline_run_with(t->compiled, NULL, true, &compile, NULL, diag);
-	t->graph = t->compiled;
-	return status;
-}
-
-f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
-	*out = NULL;
-	trainer t = {.config = config};
-	f8_training_options optimizer = resolved_optimizer(config);
-	f8_status status = f8_training_options_check(&optimizer, diag);
-	if (!status)
-		status = compile_model(&t, &optimizer, diag);
-	if (status) {
-		f8_graph_destroy(t.compiled);
-		return status;
-	}
-	*out = t.compiled;
-	return F8_OK;
-}
-
-/* Loads the model, compiles the training step, makes the executor and its parameters. */
+/* Takes the compiled training step, makes the executor and its parameters. */
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
-	f8_training_options optimizer = resolved_optimizer(c);
+	f8_training_options optimizer = f8_train_optimizer(c);
 	t->micro_batches = optimizer.micro_batches;
 	t->optimizer = optimizer;
 	snprintf(t->settings[0], sizeof t->settings[0], "%.17g", optimizer.lr);
@@ -274,11 +210,10 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	snprintf(t->settings[4], sizeof t->settings[4], "%s", f8_lr_decay_name(optimizer.decay_style));
 	for (int i = 0; i < N_SETTINGS; i++)
 		t->setting_values[i] = t->settings[i];
-	f8_status status = F8_OK;
-	if (c->graph) // a plan's: compiled already, and owned by its plan
-		t->graph = c->graph;
-	else
-		status = compile_model(t, &optimizer, diag);
+	f8_status status = c->graph ? F8_OK
+				    : f8_diag_set(diag, F8_ERR_ARGUMENT, "no compiled training step "
+						  "to run");
+	t->graph = c->graph;
 	if (!status)
 		find_fp8_state(t);
 	int64_t *symbol_values = NULL;
@@ -292,7 +227,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		f8_executor_keep_all(t->executor, true);
 	f8_free(symbol_values);
 	if (!status)
-		status = f8_rt_parameters_init(t->executor, c->seed, diag);
+		status = f8_rt_parameters_init(t->executor, c->seed, c->weights, diag);
 	const f8_tensor_view *tokens = status ? NULL : f8_executor_view(t->executor, t->tokens);
 	const f8_tensor_view *labels = status ? NULL : f8_executor_view(t->executor, t->labels);
 	if (!status && (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64))
@@ -555,6 +490,5 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	f8_executor_destroy(t.executor);
 	f8_rt_tensor_destroy(&t.token_batch);
 	f8_rt_tensor_destroy(&t.label_batch);
-	f8_graph_destroy(t.compiled);
 	return status;
 }

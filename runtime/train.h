@@ -8,8 +8,8 @@
  * and %labels, a run of fwd|bwd (gradients add into the accumulators); then a run of opt (clip,
  * AdamW, the accumulators zeroed). Every eval_interval iterations, the mean loss over
  * eval_iters fixed batches of the validation range (cast, then fwd only, with the FP8 scaling
- * state frozen). The token input's symbolic dims are bound to the micro-batch size and the
- * sequence length before compiling: the step runs the slab plan of its schedule pass.
+ * state frozen). The step comes compiled (a plan's, or the compile driver's, tools/compile.h,
+ * for one micro-batch size and sequence length): it runs the slab plan of its schedule pass.
  */
 #ifndef F8_RUNTIME_TRAIN_H
 #define F8_RUNTIME_TRAIN_H
@@ -17,12 +17,13 @@
 #include <stdbool.h> // bool
 #include <stdint.h>  // int64_t, uint64_t
 
-#include "frontend/frontend.h" // f8_dim_binding
+#include "ir/shape.h"          // f8_dim_binding
 #include "ir/diag.h"           // f8_status, f8_diag
 #include "passes/precision.h"  // f8_fp8_options
 #include "passes/training.h"   // f8_training_options
 #include "runtime/backend.h"   // f8_backend
 #include "runtime/executor.h"  // f8_executor
+#include "runtime/safetensors.h" // f8_safetensors
 #include "runtime/tokens.h"    // f8_token_format
 
 /* Called after each micro-batch's forward and backward, with the executor holding every value
@@ -35,9 +36,11 @@ typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_executor 
 
 /* A run, Megatron-LM's option names in the comments. */
 typedef struct f8_train_config {
-	const char *model;                // MODEL: ONNX, JSON description or text IR
-	const f8_graph *graph;            // a compiled training step to run (a plan's) instead
-					  // of compiling `model`; NULL: compile it
+	const char *model;                // MODEL: ONNX, JSON description or text IR (the
+					  // compile driver's input; the run never opens it)
+	const f8_graph *graph;            // the compiled training step to run (a plan's, or
+					  // tools/compile.h's): required
+	const f8_safetensors *weights;    // a plan's initial weights, or NULL
 	const f8_dim_binding *dims;       // --dim: sizes the model needs besides batch and seq
 	uint32_t n_dims;
 	const char *data;                 // --data
@@ -63,14 +66,9 @@ typedef struct f8_train_config {
 	void *observe_user;               // given to observe
 } f8_train_config;
 
-/*
- * Compiles config->model's training step as f8c train does (the model loaded with config's
- * --dim sizes and seed; every pass of the pipeline with the optimizer and FP8 options), with
- * the token input's batch and seq bound to the micro-batch size and the sequence length: a
- * plan is for one size. *out is the caller's; NULL on
- * failure. What f8c compile writes into a plan.
- */
-f8_status f8_train_compile(const f8_train_config *config, f8_graph **out, f8_diag *diag);
+/* The optimizer's options as a run compiles them (tools/compile.h): micro-batches from the
+ * batch sizes, the decay over the whole run unless --lr-decay-iters says otherwise. */
+f8_training_options f8_train_optimizer(const f8_train_config *config);
 
 /* What a callback hears after each logged iteration, evaluation, save and at the end. */
 typedef enum f8_train_event {

@@ -11,15 +11,12 @@
 #include <stdio.h>   // printf, fprintf
 #include <string.h>  // strcmp, strncmp, strlen, strrchr, strstr
 
-#include "codegen/target.h"            // f8_codegen_target_table_for
-#include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_name
-#include "frontend/frontend.h"         // f8_frontend_load, f8_frontend_bind_dims
-#include "frontend/json/model_json.h"  // f8_json_model_config_read
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
+#include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_name
 #include "passes/fp8_cast.h"           // F8_FP8_TABLE_*
-#include "passes/pipeline.h"           // f8_pipeline_run_with
 #include "runtime/plan.h"               // f8_plan_is_dir, f8_plan_load
 #include "tools/commands.h"            // f8_tool_audit
+#include "tools/compile.h"             // f8_tool_load_model, f8_tool_run_passes
 #include "tools/fp8_options.h"         // f8_tool_fp8_args
 #include "tools/tool_options.h"        // f8_tool_parse_int, f8_tool_parse_dim_binding
 
@@ -129,24 +126,6 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 	return 0;
 }
 
-/* The sequence length a JSON model description declares, or 0 (another kind of model). */
-static int64_t described_seq(const char *path) {
-	const char *dot = strrchr(path, '.');
-	FILE *file = dot && strcmp(dot, ".json") == 0 ? fopen(path, "rb") : NULL;
-	if (!file)
-		return 0;
-	char *text = f8_malloc(F8_JSON_MODEL_MAX_BYTES + 1);
-	size_t len = text ? fread(text, 1, F8_JSON_MODEL_MAX_BYTES + 1, file) : 0;
-	fclose(file);
-	f8_json_model_config config;
-	int64_t seq = 0;
-	if (text && len <= F8_JSON_MODEL_MAX_BYTES &&
-	    !f8_json_model_config_read(text, len, path, &config, NULL))
-		seq = config.seq;
-	f8_free(text);
-	return seq;
-}
-
 static bool bound_by_user(const request *r, const char *name) {
 	for (uint32_t i = 0; i < r->n_dims; i++)
 		if (strcmp(r->dims[i].name, name) == 0)
@@ -164,7 +143,7 @@ static bool has_symbol(const f8_graph *graph, const char *name) {
 /* Loads the model with the user's --dim, then binds batch and seq where it has them. */
 static f8_status load(request *r, f8_graph **graph, f8_diag *diag) {
 	f8_frontend_options options = {.dims = r->dims, .n_dims = r->n_dims};
-	f8_status status = f8_frontend_load(r->model, &options, graph, diag);
+	f8_status status = f8_tool_load_model(r->model, &options, graph, diag);
 	if (status)
 		return status;
 	f8_dim_binding more[2];
@@ -173,7 +152,7 @@ static f8_status load(request *r, f8_graph **graph, f8_diag *diag) {
 		more[n++] = (f8_dim_binding){.name = "batch", .value = r->bound_batch =
 								       r->micro_batch_size};
 	if (has_symbol(*graph, "seq") && !bound_by_user(r, "seq")) {
-		int64_t seq = r->seq_length ? r->seq_length : described_seq(r->model);
+		int64_t seq = r->seq_length ? r->seq_length : f8_tool_described_seq(r->model);
 		if (!seq) {
 			f8_diag_set(diag, F8_ERR_ARGUMENT, "the model's sequence length is symbolic "
 				    "and %s does not declare one", r->model);
@@ -182,7 +161,7 @@ static f8_status load(request *r, f8_graph **graph, f8_diag *diag) {
 		}
 		more[n++] = (f8_dim_binding){.name = "seq", .value = r->bound_seq = seq};
 	}
-	return n ? f8_frontend_bind_dims(*graph, more, n, diag) : F8_OK;
+	return n ? f8_tool_bind_dims(*graph, more, n, diag) : F8_OK;
 }
 
 /* The scaling table an FP8 operand's scale comes from: the table its cast reads (for a weight
@@ -441,7 +420,7 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	}
 	if (f8_plan_load(q->model, F8C_VERSION, plan, &diag))
 		return fail(&diag);
-	char **args = (*plan)->compile_args;
+	char **args = (char **)(*plan)->compile_args; // the plan's own copies
 	int n = (int)(*plan)->n_compile_args;
 	for (int i = 0; i < n; i++) {
 		bool taken;
@@ -464,11 +443,10 @@ static int audit(request *q, const f8_fp8_options *fp8, f8_plan *plan) {
 	f8_diag_clear(&diag);
 	f8_graph *graph = plan ? plan->graph : NULL;
 	f8_training_options hyperparameters = f8_training_options_default();
-	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8,
-				       .target = f8_codegen_target_table_for(fp8)};
+	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8};
 	f8_status status = plan ? F8_OK : load(q, &graph, &diag);
 	if (!status && !plan)
-		status = f8_pipeline_run_with(graph, NULL, true, &compile, NULL, &diag);
+		status = f8_tool_run_passes(graph, NULL, true, &compile, NULL, &diag);
 	row *rows = NULL;
 	uint32_t n_rows = 0;
 	summary s;

@@ -100,8 +100,9 @@ static void report(const f8_train_progress *progress, void *user) {
 
 /* Calibrates `config` (FP8 off: what it observes is the high-precision run) for the FP8 run
  * that `fp8` describes, writing `output`. */
-static f8_status calibrate(f8_train_config *config, const f8_fp8_options *fp8,
+static f8_status calibrate(f8_tool_train_args *args, const f8_fp8_options *fp8,
 			   const char *output, f8_diag *diag) {
+	f8_train_config *config = f8_tool_train_args_config(args);
 	session s = {0};
 	f8_calibration_settings settings = {.format = fp8->format,
 					    .amax_history_len = fp8->amax_history_len,
@@ -111,6 +112,8 @@ static f8_status calibrate(f8_train_config *config, const f8_fp8_options *fp8,
 	config->observe = observe;
 	config->observe_user = &s;
 	f8_status status = f8_calibration_stats_create(&settings, &s.stats, diag);
+	if (!status) // compiled now, without FP8
+		status = f8_tool_train_args_ready(args, diag);
 	if (!status)
 		status = f8_train_run(config, report, NULL, diag);
 	if (!status && s.iteration)
@@ -211,8 +214,7 @@ int f8_tool_calibrate(int argc, char **argv) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
 		const f8_tool_fp8_args *fp8 = f8_tool_train_args_fp8(args);
-		if (f8_tool_train_args_backend(args, &diag) ||
-		    calibrate(config, &fp8->options, output, &diag)) {
+		if (calibrate(args, &fp8->options, output, &diag)) {
 			f8_diag_print(&diag, stderr);
 			code = diag.status == F8_ERR_ARGUMENT ? 2 : 1;
 		}

@@ -46,9 +46,11 @@ f8_train_config *f8_tool_train_args_config(f8_tool_train_args *args);
 /* The FP8 options as given (settled, files read), on or off. Owned by `args`. */
 const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args);
 
-/* Makes the backend the options ask for (the CPU backend, --kernels generated|reference) and
- * sets it as the run's; owned by `args`. f8_cpu_backend_create's failures. */
-f8_status f8_tool_train_args_backend(f8_tool_train_args *args, f8_diag *diag);
+/* Makes the run ready: the backend the options ask for (the CPU backend, --kernels
+ * generated|reference) and, for a MODEL (not a plan), its training step compiled
+ * (tools/compile.h) with the options as they are now; both owned by `args`. The config's
+ * failures (f8_train_check_config), the backend's, the compiler's. */
+f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag);
 
 /* Frees the parsed options. NULL is allowed. */
 void f8_tool_train_args_destroy(f8_tool_train_args *args);

@@ -1,32 +1,27 @@
 /*
  * f8c compile: a model's training step through every pass and codegen, written as a plan
- * folder (runtime/plan.h): plan.json, the decision record, and kernels.ptx, the generated
- * kernels for sm_90. It takes f8c train's options (Megatron-LM's names) and the FP8 options;
+ * folder (runtime/plan.h): plan.json, the decision record, kernels.ptx, the generated kernels
+ * for sm_90, and weights.safetensors, the model's initial weights. It takes f8c train's options (Megatron-LM's names) and the FP8 options;
  * those that shape the graph (batch and sequence sizes, the optimizer, FP8) are compiled in and
  * recorded; --data and the other run options are not needed.
  */
-#define _XOPEN_SOURCE 700 // clock_gettime, realpath
+#define _POSIX_C_SOURCE 200809L // clock_gettime
 
 #include <stdbool.h> // bool
 #include <stdio.h>  // fprintf, printf
-#include <stdlib.h> // realpath, free
 #include <string.h> // strcmp
 #include <time.h>   // clock_gettime
 
-#include "codegen/nvptx.h"      // f8_nvptx_compile
-#include "codegen/program.h"    // f8_codegen_program_create
-#include "codegen/target.h"     // f8_codegen_target_table_for
-#include "ir/alloc.h"           // f8_calloc, f8_free
-#include "frontend/frontend.h"  // f8_frontend_load
-#include "passes/pipeline.h"    // f8_pipeline_run_with
-#include "runtime/plan.h"       // f8_plan_write
-#include "runtime/train.h"      // f8_train_compile
-#include "tools/commands.h"     // f8_tool_compile, f8_tool_train_args
+#include "ir/alloc.h"         // f8_calloc, f8_free
+#include "runtime/plan.h"     // f8_plan_write
+#include "tools/commands.h"   // f8_tool_compile, f8_tool_train_args
+#include "tools/compile.h"    // f8_tool_compile_training, f8_tool_plan_make
 
 static const f8_tool_train_command command = {
 	.name = "compile",
 	.usage = "MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [OPTIONS]",
-	.own_options = "  -o, --output DIR     the plan folder to write (plan.json, kernels.ptx)\n"
+	.own_options = "  -o, --output DIR     the plan folder to write (plan.json, kernels.ptx, "
+		       "weights.safetensors)\n"
 		       "  --inference          the forward graph (for f8c infer), not a training step\n",
 	.needs_train_iters = false,
 	.needs_data = false,
@@ -62,28 +57,13 @@ static double seconds_since(const struct timespec *start) {
 	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
 }
 
-/* The forward graph of config->model, its --dim sizes bound, through every pass (FP8 with the
- * FP8 options): what f8c infer runs. */
-static f8_status compile_inference(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
-	f8_frontend_options options = {.dims = config->dims, .n_dims = config->n_dims,
-				       .seed = config->seed};
-	f8_pipeline_options passes = {.fp8 = config->fp8,
-				      .target = f8_codegen_target_table_for(config->fp8)};
-	f8_status status = f8_frontend_load(config->model, &options, out, diag);
-	if (!status)
-		status = f8_pipeline_run_with(*out, NULL, true, &passes, NULL, diag);
-	return status;
-}
-
 /* Compiles and writes the plan; the compile arguments are rest[1 .. n_rest) but the model. */
 static f8_status compile(f8_train_config *config, bool inference, char **rest, int n_rest,
 			 const char *output, f8_diag *diag) {
 	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	f8_graph *graph = NULL;
-	f8_codegen_program *program = NULL;
-	char *ptx = NULL;
-	f8_llvm_geometry *geometry = NULL;
+	f8_plan *plan = NULL;
 	const char **args = f8_calloc((size_t)n_rest + 1, sizeof *args);
 	uint32_t n_args = 0;
 	for (int i = 1; args && i < n_rest; i++)
@@ -91,43 +71,28 @@ static f8_status compile(f8_train_config *config, bool inference, char **rest, i
 			args[n_args++] = rest[i];
 	if (args && inference)
 		args[n_args++] = "--inference";
-	if (!inference && !config->seq_length)
+	if (!inference && !config->seq_length) {
+		f8_free(args);
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "no --seq-length given: a training plan "
 				   "is for one micro-batch size and sequence length");
-	f8_status status = !args ? f8_diag_set(diag, F8_ERR_NOMEM, "out of memory")
-		: inference ? compile_inference(config, &graph, diag)
-			    : f8_train_compile(config, &graph, diag);
-	double passes = seconds_since(&start);
-	if (!status)
-		status = f8_codegen_program_create(graph, &program, diag);
-	if (!status && !(geometry = f8_calloc(program->n_kernels + 1, sizeof *geometry)))
-		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	if (!status)
-		status = f8_nvptx_compile((const f8_kernel *const *)program->kernels,
-					  program->n_kernels, &ptx, geometry, diag);
-	double codegen = seconds_since(&start) - passes;
-	if (!status) {
-		// The model by its absolute path: the plan takes its weights from it, wherever it
-		// is used from.
-		char *absolute = realpath(config->model, NULL);
-		f8_plan_source source = {.f8c_version = F8C_VERSION,
-					 .model = absolute ? absolute : config->model,
-					 .compile_args = args, .n_compile_args = n_args,
-					 .training = !inference, .graph = graph, .program = program,
-					 .geometry = geometry, .ptx = ptx};
-		status = f8_plan_write(output, &source, diag);
-		free(absolute);
 	}
+	f8_status status = !args ? f8_diag_set(diag, F8_ERR_NOMEM, "out of memory")
+		: inference ? f8_tool_compile_inference(config, &graph, diag)
+			    : f8_tool_compile_training(config, &graph, diag);
+	double passes = seconds_since(&start);
+	uint32_t nodes = graph ? graph->n_order : 0, groups = graph ? graph->n_groups : 0;
+	if (!status)
+		status = f8_tool_plan_make(graph, !inference, config->model, args, n_args, &plan,
+					   diag);
+	double codegen = seconds_since(&start) - passes;
+	if (!status)
+		status = f8_plan_write(output, plan, diag);
 	if (!status)
 		printf("f8c compile: %s: %u nodes, %u fused groups, %u distinct kernels, %zu bytes of "
-		       "PTX; passes %.2f s, codegen %.2f s, %.2f s in all\n", output, graph->n_order,
-		       graph->n_groups, program->n_kernels, strlen(ptx), passes, codegen,
-		       seconds_since(&start));
-	f8_free(ptx);
-	f8_free(geometry);
+		       "PTX; passes %.2f s, codegen %.2f s, %.2f s in all\n", output, nodes, groups,
+		       plan->n_kernels, strlen(plan->ptx), passes, codegen, seconds_since(&start));
+	f8_plan_destroy(plan); // the graph with it
 	f8_free(args);
-	f8_codegen_program_destroy(program);
-	f8_graph_destroy(graph);
 	return status;
 }
 

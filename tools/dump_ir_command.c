@@ -7,14 +7,14 @@
 #include <stdio.h>  // fprintf
 #include <string.h> // strcmp, strchr
 
-#include "codegen/target.h"   // f8_codegen_target_table_for
-#include "frontend/frontend.h" // f8_frontend_load, f8_dim_binding
+#include "frontend/frontend.h" // f8_frontend_options
 #include "ir/json.h"         // f8_json_print
 #include "ir/text.h"         // f8_text_print
 #include "ir/verify.h"       // f8_graph_verify
-#include "passes/pipeline.h" // f8_pipeline_run
+#include "passes/pipeline.h" // f8_pipeline_find, f8_pipeline_options
 #include "runtime/plan.h"    // f8_plan_is_dir, f8_plan_load
 #include "tools/commands.h"  // f8_tool_dump_ir
+#include "tools/compile.h"   // f8_tool_load_model, f8_tool_run_passes
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
 #include "tools/tool_options.h" // f8_tool_parse_dim_binding
 
@@ -122,7 +122,7 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 			plan->graph = NULL;
 		}
 	} else {
-		status = f8_frontend_load(path, &options, &graph, &diag);
+		status = f8_tool_load_model(path, &options, &graph, &diag);
 	}
 	f8_plan_destroy(plan);
 	// Through a pass at or past training compiles a training step, with the default
@@ -133,11 +133,10 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 						? f8_tool_fp8_options(fp8) : NULL;
 	f8_pipeline_options compile = {
 		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
-		.fp8 = planned,
-		.target = f8_codegen_target_table_for(planned)};
+		.fp8 = planned};
 	if (!status && after)
-		status = f8_pipeline_run_with(graph, after, verify, &compile, report ? stderr : NULL,
-					      &diag);
+		status = f8_tool_run_passes(graph, after, verify, &compile, report ? stderr : NULL,
+					    &diag);
 	if (!status && verify)
 		status = f8_graph_verify(graph, &diag);
 	if (!status)

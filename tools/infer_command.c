@@ -9,16 +9,16 @@
 #include <string.h>   // strcmp, strchr, strerror
 #include <sys/stat.h> // mkdir
 
-#include "codegen/target.h"       // f8_codegen_target_table_for
-#include "frontend/frontend.h"    // f8_frontend_load
+#include "frontend/frontend.h"    // f8_frontend_options
 #include "ir/alloc.h"             // f8_calloc, f8_free
-#include "passes/pipeline.h"      // f8_pipeline_run_with
+#include "passes/pipeline.h"      // f8_pipeline_options
 #include "runtime/plan.h"         // f8_plan_is_dir, f8_plan_load
 #include "runtime/cpu/backend.h"  // f8_cpu_backend_create
 #include "runtime/executor.h"     // f8_executor
 #include "runtime/npy.h"          // f8_npy_read, f8_npy_write
 #include "runtime/parameters.h"   // f8_rt_parameters_init
 #include "tools/commands.h"       // f8_tool_infer
+#include "tools/compile.h"        // f8_tool_load_model, f8_tool_run_passes
 #include "tools/tool_options.h"   // f8_tool_parse_dim_binding
 
 enum { MAX_ITEMS = 64 };
@@ -205,14 +205,12 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "--dim: %s is compiled already",
 					     request->model);
 		if (!status)
-			status = f8_plan_attach_weights(plan, diag);
-		if (!status)
 			graph = plan->graph;
 	} else {
-		const f8_pipeline_options inference = {.target = f8_codegen_target_table_for(NULL)};
-		status = f8_frontend_load(request->model, &options, &graph, diag);
+		const f8_pipeline_options inference = {0};
+		status = f8_tool_load_model(request->model, &options, &graph, diag);
 		if (!status)
-			status = f8_pipeline_run_with(graph, NULL, true, &inference, NULL, diag);
+			status = f8_tool_run_passes(graph, NULL, true, &inference, NULL, diag);
 	}
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++) {
 		const char *name = request->inputs[i].name;
@@ -244,13 +242,15 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 		status = bind_from_arrays(graph, ids, arrays, request->n_inputs, request,
 					  symbol_values, diag);
 	if (!status)
-		status = f8_cpu_backend_create(request->reference_kernels
+		status = f8_cpu_backend_create(request->reference_kernels ||
+							       !f8_cpu_backend_has_generated()
 						       ? F8_CPU_KERNELS_REFERENCE
 						       : F8_CPU_KERNELS_GENERATED, &backend, diag);
 	if (!status)
 		status = f8_executor_create(graph, symbol_values, backend, &executor, diag);
 	if (!status)
-		status = f8_rt_parameters_init(executor, (uint64_t)request->seed, diag);
+		status = f8_rt_parameters_init(executor, (uint64_t)request->seed,
+					       plan ? plan->weights : NULL, diag);
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++)
 		status = set_input(executor, graph, ids[i], &arrays[i], diag);
 	if (!status)

@@ -17,6 +17,7 @@
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #include "runtime/plan.h"       // f8_plan_is_dir, f8_plan_load
 #include "runtime/train.h"      // f8_train_config, f8_train_run
+#include "tools/compile.h"      // f8_tool_compile_training
 #include "tools/commands.h"     // f8_tool_train, f8_tool_train_args
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
 #include "tools/tool_options.h" // f8_tool_parse_*
@@ -84,7 +85,8 @@ struct f8_tool_train_args {
 	json_t *config_document; // --config's, whose strings the config points into
 	f8_cpu_kernels kernels;  // --kernels
 	bool verbose;            // --verbose: the memory the run used, at its end
-	f8_backend *backend;     // made by f8_tool_train_args_backend
+	f8_backend *backend;     // made by f8_tool_train_args_ready
+	f8_graph *compiled;      // MODEL's step, compiled by f8_tool_train_args_ready
 	f8_plan *plan;           // MODEL was a plan folder: its graph, and the options it fixes
 };
 
@@ -248,6 +250,9 @@ static int read_config(request *r, const char *path) {
 }
 
 static void defaults(request *r) {
+	// The generated kernels where this build has them (with LLVM), else the reference ones.
+	r->kernels = f8_cpu_backend_has_generated() ? F8_CPU_KERNELS_GENERATED
+						    : F8_CPU_KERNELS_REFERENCE;
 	r->config = (f8_train_config){
 		.data_format = F8_TOKEN_FORMAT_AUTO, .split = {969, 30, 1}, .n_split = 3,
 		.micro_batch_size = 8, .global_batch_size = 0, .seq_length = 0,
@@ -314,8 +319,7 @@ static int use_plan(request *r, const char *config_path) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	const char *folder = r->config.model;
-	if (f8_plan_load(folder, F8C_VERSION, &r->plan, &diag) ||
-	    f8_plan_attach_weights(r->plan, &diag))
+	if (f8_plan_load(folder, F8C_VERSION, &r->plan, &diag))
 		return options_error(&diag);
 	if (!r->plan->training)
 		return fprintf(stderr, "f8c %s: %s is an inference plan\nHINT: compile the training "
@@ -331,8 +335,11 @@ static int use_plan(request *r, const char *config_path) {
 			       config_path ? "--config's options are" : "the FP8 options are", folder),
 		       2;
 	const char *none = NULL;
-	int code = parse_args((int)r->plan->n_compile_args, r->plan->compile_args, 0, r, &none);
+	// The plan's own copies of its arguments, which the parser may split in place (--dim).
+	int code = parse_args((int)r->plan->n_compile_args, (char **)r->plan->compile_args, 0, r,
+			      &none);
 	r->config.graph = r->plan->graph;
+	r->config.weights = r->plan->weights;
 	return code;
 }
 
@@ -393,10 +400,15 @@ const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args) {
 	return &args->fp8;
 }
 
-f8_status f8_tool_train_args_backend(f8_tool_train_args *args, f8_diag *diag) {
+f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	f8_status status = args->backend ? F8_OK
 					 : f8_cpu_backend_create(args->kernels, &args->backend, diag);
 	args->config.backend = args->backend;
+	if (!status && !args->config.graph && !(status = f8_train_check_config(&args->config,
+									       diag)))
+		status = f8_tool_compile_training(&args->config, &args->compiled, diag);
+	if (!status && !args->config.graph)
+		args->config.graph = args->compiled;
 	return status;
 }
 
@@ -406,6 +418,7 @@ void f8_tool_train_args_destroy(f8_tool_train_args *args) {
 	f8_tool_fp8_destroy(&args->fp8);
 	json_decref(args->config_document);
 	f8_backend_destroy(args->backend);
+	f8_graph_destroy(args->compiled);
 	f8_plan_destroy(args->plan);
 	f8_free(args);
 }
@@ -498,7 +511,7 @@ int f8_tool_train(int argc, char **argv) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	console screen = {.terminal = isatty(fileno(stderr)), .verbose = args->verbose};
-	f8_status status = f8_tool_train_args_backend(args, &diag);
+	f8_status status = f8_tool_train_args_ready(args, &diag);
 	if (!status)
 		status = f8_train_run(&args->config, show, &screen, &diag);
 	if (status) {

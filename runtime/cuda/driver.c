@@ -229,22 +229,13 @@ f8_status f8_cuda_event_elapsed(CUevent start, CUevent end, float *milliseconds,
 	return status;
 }
 
-uint32_t f8_cuda_grid_blocks(const f8_cuda_geometry *geometry, int64_t rows) {
-	if (rows <= 0 || geometry->rows_per_block == 0)
-		return 1;
-	int64_t blocks = (rows - 1) / geometry->rows_per_block + 1;
-	if (geometry->max_blocks && blocks > geometry->max_blocks)
-		blocks = geometry->max_blocks;
-	return (uint32_t)blocks;
-}
-
-f8_status f8_cuda_launch(CUfunction function, const char *name, const f8_cuda_geometry *geometry,
+f8_status f8_cuda_launch(CUfunction function, const char *name, const f8_launch_geometry *geometry,
 			 int64_t rows, void **args, CUstream stream, f8_diag *diag) {
 	if (geometry->threads_per_block == 0 || geometry->rows_per_block == 0)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s: a launch geometry of %u threads and "
 							  "%u rows per block",
 				   name, geometry->threads_per_block, geometry->rows_per_block);
-	uint32_t blocks = f8_cuda_grid_blocks(geometry, rows);
+	uint32_t blocks = f8_launch_grid_blocks(geometry, rows);
 	CUresult result = cuLaunchKernel(function, blocks, 1, 1, geometry->threads_per_block, 1, 1,
 					 0, stream, args, NULL);
 	f8_status status = f8_cuda_check(result, "cuLaunchKernel", diag);

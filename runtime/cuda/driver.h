@@ -5,8 +5,8 @@
  * an f8_diag naming the call with cuGetErrorName and cuGetErrorString.
  *
  * Nothing here includes LLVM or links codegen: the GPU side of f8c loads the PTX text a plan
- * carries and needs only libcuda. The launch geometry is therefore a struct of its own,
- * field for field codegen/llvm_lower.h's f8_llvm_geometry, with the same grid rule.
+ * carries and needs only libcuda. Kernels launch by ir/launch.h's geometry, the one codegen
+ * chooses and the plan records.
  *
  * Copies and memsets named _async are queued on the given stream (0: the context's default
  * stream) and complete in stream order; the others return when the bytes are in place.
@@ -19,7 +19,8 @@
 
 #include <cuda.h> // CUresult, CUdevice, CUcontext, CUmodule, CUfunction, CUdeviceptr, CUevent
 
-#include "ir/diag.h" // f8_status, f8_diag
+#include "ir/diag.h"   // f8_status, f8_diag
+#include "ir/launch.h" // f8_launch_geometry, f8_launch_grid_blocks
 
 /* The device f8c runs on, and its primary context (current on the calling thread). */
 typedef struct f8_cuda_device {
@@ -33,19 +34,8 @@ typedef struct f8_cuda_device {
 	int driver_version;        // 13000 for CUDA 13.0
 } f8_cuda_device;
 
-/*
- * How to launch one kernel of a PTX module (codegen/llvm_lower.h's f8_llvm_geometry, which
- * the plan or a kernel-case manifest carries): exactly threads_per_block threads per block and
- *     grid = min(ceil(rows / rows_per_block), max_blocks) blocks, at least 1,
- * where rows is the kernel's grid-loop trip count (the product of its grid-size arguments).
- * Shared memory is declared in the kernel: launches ask for no dynamic shared memory.
- */
-typedef struct f8_cuda_geometry {
-	uint32_t threads_per_block; // 256
-	uint32_t rows_per_block;    // 1 when a block works a row, else threads_per_block
-	uint32_t max_blocks;        // 132 SMs x 8 on an H200
-	uint32_t shared_bytes;      // static shared memory, for information
-} f8_cuda_geometry;
+/* How to launch one kernel of a PTX module: ir/launch.h's f8_launch_geometry, which codegen
+ * chose and the plan or a kernel-case manifest carries. */
 
 /*
  * Turns `result` into a status: F8_OK for CUDA_SUCCESS, else a failure whose message names
@@ -114,9 +104,6 @@ void f8_cuda_event_destroy(CUevent event);
 f8_status f8_cuda_event_record(CUevent event, CUstream stream, f8_diag *diag);
 f8_status f8_cuda_event_elapsed(CUevent start, CUevent end, float *milliseconds, f8_diag *diag);
 
-/* The number of blocks for `rows` grid-loop rows: min(ceil(rows / rows_per_block),
- * max_blocks), at least 1 (rows <= 0 gives 1: the kernel's top level still runs once). */
-uint32_t f8_cuda_grid_blocks(const f8_cuda_geometry *geometry, int64_t rows);
 
 /*
  * Launches `function` (called `name`, for messages) with `geometry` over `rows` rows on
@@ -125,7 +112,7 @@ uint32_t f8_cuda_grid_blocks(const f8_cuda_geometry *geometry, int64_t rows);
  * kernel's own faults show at the next synchronize. F8_ERR_ARGUMENT for a geometry of no
  * threads or rows per block.
  */
-f8_status f8_cuda_launch(CUfunction function, const char *name, const f8_cuda_geometry *geometry,
+f8_status f8_cuda_launch(CUfunction function, const char *name, const f8_launch_geometry *geometry,
 			 int64_t rows, void **args, CUstream stream, f8_diag *diag);
 
 #endif

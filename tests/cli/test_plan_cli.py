@@ -1,13 +1,14 @@
-"""Plans on disk through the f8c command: `f8c compile` writes plan.json and kernels.ptx for
-every model of the zoo the tests use, with and without FP8; every kernel of every plan passes
-`ptxas -arch=sm_90` (skipped, and said so, where there is no ptxas); plan.json carries the
-decision record (the graph with its reasons, the kernels, the groups' launches, the estimates);
-`f8c dump-ir PLAN` prints the plan's graph; a plan edited into inconsistency (another f8c
-version, a graph that does not parse or verify, kernels that are not what the graph lowers to,
-an optimizer table that names other buffers, a changed kernels.ptx) is refused with an error
-that says what, and a failed compile leaves no plan behind; `f8c train PLAN`, `f8c infer PLAN`
-and `f8c audit PLAN` give what they give from the model compiled with the same options, and
-refuse options the plan fixes.
+"""Plans on disk through the f8c command: `f8c compile` writes plan.json, kernels.ptx and
+weights.safetensors for every model of the zoo the tests use, with and without FP8; every
+kernel of every plan passes `ptxas -arch=sm_90` (skipped, and said so, where there is no
+ptxas); plan.json carries the decision record (the graph with its reasons, the kernels, the
+groups' launches, the estimates); `f8c dump-ir PLAN` prints the plan's graph; a plan edited in
+any way (another f8c version, its graph, a kernel's parameters or launch geometry, a binding,
+a compile option, kernels.ptx, the weights, slab offsets) is refused with an error that says
+what, and a failed compile leaves no plan behind; `f8c train PLAN`, `f8c infer PLAN` and
+`f8c audit PLAN` give what they give from the model compiled with the same options, with the
+model file gone (a JSON description and an ONNX model with its weights), and refuse options
+the plan fixes.
 
 usage: test_plan_cli.py F8C_BINARY SOURCE_DIR [PTXAS]
 """
@@ -61,7 +62,9 @@ for name, fp8, plan in plans:
     with open(os.path.join(plan, "kernels.ptx")) as file:
         ptx = file.read()
     what = f"{name} {' '.join(fp8)}"
-    check(document["format"] == "f8c-plan" and document["format_version"] == 1,
+    check(document["format"] == "f8c-plan" and document["format_version"] == 2 and
+          len(document["digest"]) == 16 and
+          os.path.exists(os.path.join(plan, document["weights"]["file"])),
           f"{what}: plan.json says its format", str(document.get("format")))
     check(document["graph"].startswith("graph ") and (not fp8 or "reason=" in document["graph"]),
           f"{what}: the graph is in the plan, with its FP8 reasons", document["graph"][:300])
@@ -75,8 +78,7 @@ for name, fp8, plan in plans:
     check(document["estimates"]["gemm_flops"] is not None and document["estimates"]["gemm_flops"] > 0,
           f"{what}: the estimates have the GEMM FLOPs", json.dumps(document["estimates"]))
     buffers = document["buffers"]
-    check(buffers["planned"] and 0 < buffers["slab_bytes"] <= buffers["bytes_without_reuse"] and
-          "offset=" in document["graph"],
+    check(buffers["planned"] and 0 < buffers["slab_bytes"] and "offset=" in document["graph"],
           f"{what}: the buffer plan: one slab, each value's offset in the graph", json.dumps(buffers))
     if ptxas:
         result = subprocess.run([ptxas, "-arch=sm_90", os.path.join(plan, "kernels.ptx"), "-o",
@@ -96,8 +98,10 @@ code, out, err = run("dump-ir", plan, "--after", "fuse")
 check(code == 2 and "is a plan" in err, "dump-ir PLAN --after is refused", err)
 
 
-def edited(change):
-    """A copy of the FP8 plan with `change(document, ptx)` applied; its folder."""
+def edited(change, digest=True):
+    """A copy of the FP8 plan with `change(document, ptx)` applied; its folder. With `digest`,
+    the digest is made anew over the edit (as an editor who knows the format would), so that
+    the check behind it is what refuses the plan."""
     copy = os.path.join(work, f"edited-{rng.randrange(1 << 20)}")
     shutil.copytree(plan, copy)
     with open(os.path.join(copy, "plan.json")) as file:
@@ -105,6 +109,8 @@ def edited(change):
     with open(os.path.join(copy, "kernels.ptx")) as file:
         ptx = file.read()
     document, ptx = change(document, ptx)
+    if digest:
+        document["digest"] = digest_of(document)
     with open(os.path.join(copy, "plan.json"), "w") as file:
         json.dump(document, file)
     with open(os.path.join(copy, "kernels.ptx"), "w") as file:
@@ -112,8 +118,18 @@ def edited(change):
     return copy
 
 
-def refused(change, words, what):
-    copy = edited(change)
+def digest_of(document):
+    """plan.json's digest: FNV-1a 64 of the compact dump, keys sorted, without "digest"."""
+    text = json.dumps({k: v for k, v in document.items() if k != "digest"}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True)
+    value = 14695981039346656037
+    for byte in text.encode():
+        value = ((value ^ byte) * 1099511628211) & ((1 << 64) - 1)
+    return f"{value:016x}"
+
+
+def refused(change, words, what, digest=True):
+    copy = edited(change, digest)
     code, out, err = run("dump-ir", copy)
     check(code != 0 and not out and all(w in err for w in words), f"a plan {what} is refused", err)
 
@@ -174,6 +190,40 @@ def overlapping_offset(d, p):
     return d, p
 
 
+def other_geometry(d, p):
+    k = rng.randrange(len(d["kernels"]))
+    d["kernels"][k]["threads_per_block"] *= 2
+    return d, p
+
+
+def other_option(d, p):
+    args = d["compile_args"]
+    i = args.index("--micro-batch-size") if "--micro-batch-size" in args else 0
+    args[i + 1] = str(int(args[i + 1]) + 1) if "--micro-batch-size" in args else args[i]
+    d["compile_args"] = args + ["--lr", "1e-2"]
+    return d, p
+
+
+def no_geometry(d, p):
+    del d["kernels"][rng.randrange(len(d["kernels"]))]["max_blocks"]
+    return d, p
+
+
+def unknown_binding(d, p):
+    for g in d["groups"]:
+        for launch in g["launches"]:
+            for i, a in enumerate(launch["args"]):
+                if isinstance(a, str) and a.startswith("%"):
+                    launch["args"][i] = "%no_such_value"
+                    return d, p
+    return d, p
+
+
+def other_weights(d, p):
+    d["weights"]["fnv1a64"] = "0" * 16
+    return d, p
+
+
 def other_ptx(d, p):
     at = rng.randrange(len(p))
     return d, p[:at] + " " + p[at:]
@@ -181,11 +231,18 @@ def other_ptx(d, p):
 
 refused(version, ["written by f8c", "compile the model again"], "from another f8c version")
 refused(no_node, ["graph does not", "compile the model again"], "with a node taken out of its graph")
-refused(other_kernel, ["kernel", "lowers"], "whose kernels are not its graph's")
-refused(other_table, ["launches of kernel", "not what its graph lowers to"],
-        "whose optimizer table names other buffers")
+refused(other_kernel, ["digest", "changed since it was written"],
+        "with a kernel's parameter edited", digest=False)
+refused(other_table, ["digest", "changed since it was written"],
+        "whose optimizer table names other buffers", digest=False)
+refused(other_geometry, ["digest", "compile the model again"], "with a launch geometry edited",
+        digest=False)
+refused(other_option, ["digest"], "with a compile option edited", digest=False)
+refused(no_geometry, ["launch", "geometry"], "with a kernel's launch geometry taken out")
+refused(unknown_binding, ["no value of the graph"], "with a binding to a value it lacks")
+refused(other_weights, ["weights.safetensors is not the file"], "with edited weights")
 refused(other_ptx, ["kernels.ptx is not the file"], "with an edited kernels.ptx")
-refused(overlapping_offset, ["slab plan does not hold", "overlap", "compile the model again"],
+refused(overlapping_offset, ["overlap", "in the slab", "compile the model again"],
         "whose slab offsets overlap")
 
 # A compile that fails leaves no plan behind; a second compile into a plan folder replaces it.
@@ -207,8 +264,12 @@ tokens = os.path.join(work, "tokens.bin")
 run("tokenize", os.path.join(source, "data", "fp8-notes.txt"), "-o", tokens)
 fp8_plan = os.path.join(work, "train-plan")
 compiled = ["--micro-batch-size", "2", "--seq-length", "32", "--lr", "1e-3", "--fp8-format", "hybrid"]
-code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), *compiled, "-o", fp8_plan)
+# The plan runs without its model: compiled from a copy that is gone before it trains.
+copy = os.path.join(work, "gpt-tiny-copy.json")
+shutil.copy(os.path.join(models, "gpt-tiny.json"), copy)
+code, out, err = run("compile", copy, *compiled, "-o", fp8_plan)
 check(code == 0, "compile gpt-tiny for training", err)
+os.remove(copy)
 steps = ["--data", tokens, "--train-iters", "3", "--log-interval", "1", "--seed", str(seed % 1000)]
 code, out, from_plan = run("train", fp8_plan, *steps)  # f8c train reports on stderr
 code2, out2, from_model = run("train", os.path.join(models, "gpt-tiny.json"), *compiled, *steps)
@@ -232,9 +293,21 @@ code2, out2, err2 = run("audit", os.path.join(models, "gpt-tiny.json"), "--micro
 check(code == 0 and code2 == 0 and out.split("\n", 1)[1] == out2.split("\n", 1)[1],
       "audit PLAN lists what audit MODEL lists", out[:600] + err + err2)
 inference_plan = os.path.join(work, "infer-plan")
-code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--inference", "--dim", "batch=2",
-                     "--dim", "seq=16", "-o", inference_plan)
+shutil.copy(os.path.join(models, "gpt-tiny.json"), copy)
+code, out, err = run("compile", copy, "--inference", "--dim", "batch=2", "--dim", "seq=16", "-o",
+                     inference_plan)
 check(code == 0, "compile gpt-tiny --inference", err)
+os.remove(copy)
+# An ONNX model's weights travel in the plan: compiled from a copy of the exporter fixture
+# (model.onnx and its external data), which is gone when the plan runs.
+onnx_source = os.path.join(source, "tests", "data", "onnx", "gpt2-tiny")
+onnx_copy = os.path.join(work, "gpt2-tiny-copy")
+shutil.copytree(onnx_source, onnx_copy)
+onnx_plan = os.path.join(work, "onnx-plan")
+code, out, err = run("compile", os.path.join(onnx_copy, "model.onnx"), "--inference", "--dim",
+                     "batch=2", "--dim", "seq=16", "-o", onnx_plan)
+check(code == 0, "compile the gpt2-tiny ONNX fixture --inference", err)
+shutil.rmtree(onnx_copy)
 try:
     import numpy
     array = os.path.join(work, "tokens.npy")
@@ -247,6 +320,25 @@ try:
     b = numpy.load(os.path.join(work, "out-model", "logits.npy"))
     check(a.shape == b.shape and numpy.array_equal(a, b), "infer PLAN gives infer MODEL's logits",
           f"{a.shape} {b.shape}")
+    inputs = [line.split(":")[0].split("%")[1].strip() for line in
+              json.load(open(os.path.join(onnx_plan, "plan.json")))["graph"].splitlines()
+              if line.strip().startswith("input %")]
+    onnx_array = os.path.join(work, "onnx-tokens.npy")
+    numpy.save(onnx_array, numpy.random.default_rng(seed + 1).integers(0, 64, (2, 16)).astype(
+        numpy.int64))
+    given = [f"{name}={onnx_array}" for name in inputs]
+    for folder, model in ((os.path.join(work, "onnx-out-plan"), onnx_plan),
+                          (os.path.join(work, "onnx-out-model"), os.path.join(onnx_source, "model.onnx"))):
+        code, out, err = run("infer", model, *sum((["--input", g] for g in given), []),
+                             "--output-dir", folder, *([] if model == onnx_plan else
+                                                       ["--dim", "batch=2", "--dim", "seq=16"]))
+        check(code == 0, f"infer {model} (ONNX)", err)
+    outputs = sorted(os.listdir(os.path.join(work, "onnx-out-plan")))
+    same = outputs and all(numpy.array_equal(numpy.load(os.path.join(work, "onnx-out-plan", o)),
+                                             numpy.load(os.path.join(work, "onnx-out-model", o)))
+                           for o in outputs)
+    check(same, "infer of an ONNX plan, its model gone, gives infer of the model's outputs",
+          str(outputs))
 except ImportError:
     print("skipped: infer PLAN against infer MODEL needs numpy (tools/install-deps.sh installs it)")
 code, out, err = run("infer", fp8_plan, "--input", "tokens=x.npy", "--output-dir", work)

@@ -49,7 +49,7 @@ static struct {
 	cu_result (*error_string)(cu_result error, const char **text);
 	cu_handle module;
 	const f8_kernel *const *kernels;
-	const f8_llvm_geometry *geometry;
+	const f8_launch_geometry *geometry;
 	uint32_t n_kernels;
 } cuda;
 
@@ -73,7 +73,7 @@ static bool lookup(void *library, const char *name, void *function) {
 }
 
 bool test_gpu_open(const char *ptx, const f8_kernel *const *kernels,
-		   const f8_llvm_geometry *geometry, uint32_t n) {
+		   const f8_launch_geometry *geometry, uint32_t n) {
 	void *library = dlopen("libcuda.so.1", RTLD_NOW);
 	if (!library) {
 		printf("CUDA: no driver (%s)\n", dlerror());
@@ -108,7 +108,7 @@ bool test_gpu_open(const char *ptx, const f8_kernel *const *kernels,
 
 /* The launch's grid: min(ceil(rows / rows_per_block), max_blocks), at least 1 (llvm_lower.h),
  * rows the product of the sizes the kernel's grid_sizes name. */
-static unsigned grid_of(const f8_kernel *kernel, const f8_llvm_geometry *geometry,
+static unsigned grid_of(const f8_kernel *kernel, const f8_launch_geometry *geometry,
 			const test_launch *l) {
 	int64_t rows = 1;
 	for (uint32_t i = 0; i < kernel->n_grid_sizes; i++)
@@ -138,7 +138,7 @@ bool test_gpu_run(const char *name, test_launch *l) {
 		     cuda_ok(cuda.to_device(device[i], l->values[i], bytes), "cuMemcpyHtoD");
 		args[i] = &device[i];
 	}
-	const f8_llvm_geometry *geometry = &cuda.geometry[k];
+	const f8_launch_geometry *geometry = &cuda.geometry[k];
 	unsigned grid = grid_of(cuda.kernels[k], geometry, l);
 	ok = ok && cuda_ok(cuda.launch(function, grid, 1, 1, geometry->threads_per_block, 1, 1, 0,
 				       NULL, args, NULL), name) &&

@@ -11,7 +11,7 @@
 #include <stdint.h>  // int64_t, uint32_t
 
 #include "codegen/kir.h"        // f8_kernel
-#include "codegen/llvm_lower.h" // f8_llvm_geometry
+#include "codegen/llvm_lower.h" // f8_launch_geometry
 #include "ir/dtype.h"           // f8_dtype
 
 enum { TEST_MAX_ARGS = 32 };
@@ -33,7 +33,7 @@ void test_arg_size(test_launch *l, int64_t size);
 /* Loads the driver and `ptx`, whose entries are `kernels` (n) launched with `geometry`;
  * false, with the reason printed, when there is no GPU to run on. */
 bool test_gpu_open(const char *ptx, const f8_kernel *const *kernels,
-		   const f8_llvm_geometry *geometry, uint32_t n);
+		   const f8_launch_geometry *geometry, uint32_t n);
 
 /* Runs kernel `name` on the GPU with the call's buffers (copied there and back, all of them,
  * so that accumulators start from the host's values); false, printed, on a CUDA error. */

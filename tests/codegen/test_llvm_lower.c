@@ -15,17 +15,20 @@
  *   - loads and stores through the addresses of a table parameter (bf16 in, f32 and e4m3
  *     out), on the host;
  *   - refusals (a top-level store of a grid result, an atomic on bf16), allocation failure;
- *   - all of these kernels in one PTX module: ptxas -arch=sm_90 accepts it (when given a
- *     ptxas), no fma.rn where the kernel has a separate mul and add, sqrt.rn, div.rn, the
- *     cvt.rn.satfinite conversions.
+ *   - all of these kernels in one PTX module: no fma.rn where the kernel has a separate mul
+ *     and add, sqrt.rn, div.rn, the cvt.rn.satfinite conversions;
+ *   - with --ptxas PTXAS, that module alone: ptxas -arch=sm_90 accepts it. A test of its own
+ *     (codegen.llvm_lower_ptxas), since it needs the CUDA Toolkit: without a ptxas at PTXAS it
+ *     says so and exits with SKIP_STATUS, which ctest counts as skipped.
  *
- * usage: test_llvm_lower PTXAS [--exhaustive | --exhaustive-stores | --exhaustive-math] [--gpu]
- *   PTXAS: the path of ptxas, or anything else to skip running it. --exhaustive checks every
- *   store conversion (-stores) and measures the math functions (-math) on all 2^32 f32 inputs
- *   instead of the usual tests (minutes; llvm_math.c's numbers). --gpu
- *   (needs an sm_90 GPU and its driver) runs every kernel call on the GPU as well, with larger
- *   grids, and requires the GPU's buffers to equal the host's bit for bit (NaN payloads
- *   aside), except for f32 sums taken in another order; the checks then judge the GPU's.
+ * usage: test_llvm_lower [--exhaustive | --exhaustive-stores | --exhaustive-math] [--gpu]
+ *        test_llvm_lower --ptxas PTXAS
+ *   --exhaustive checks every store conversion (-stores) and measures the math functions
+ *   (-math) on all 2^32 f32 inputs instead of the usual tests (minutes; llvm_math.c's
+ *   numbers). --gpu (needs an sm_90 GPU and its driver) runs every kernel call on the GPU as
+ *   well, with larger grids, and requires the GPU's buffers to equal the host's bit for bit
+ *   (NaN payloads aside), except for f32 sums taken in another order; the checks then judge
+ *   the GPU's.
  */
 #define _POSIX_C_SOURCE 200809L // mkstemp, fdopen, clock_gettime
 
@@ -33,7 +36,7 @@
 #include <inttypes.h> // PRIu64, PRId64
 #include <stdint.h>   // intptr_t
 #include <math.h>     // exp, log, tanh, erf, isnan, fabs, frexp, ldexp, fmaf, floorf, sqrtf
-#include <stdio.h>    // printf, fopen, fdopen
+#include <stdio.h>    // printf, fprintf, fopen, fdopen
 #include <stdlib.h>   // malloc, free, getenv, strtoull, system
 #include <string.h>   // memcpy, memcmp, strcmp, strncmp, strstr, strlen
 #include <time.h>     // clock_gettime
@@ -751,7 +754,7 @@ static void check_refusals(void) {
 		CHECK(f8_host_jit_create(kernels, 1, &refused, &diag) == F8_ERR_UNSUPPORTED);
 		CHECK(refused == NULL && strstr(diag.message, "kernel refused") != NULL);
 		char *ptx = NULL;
-		f8_llvm_geometry geometry;
+		f8_launch_geometry geometry;
 		CHECK(f8_nvptx_compile(kernels, 1, &ptx, &geometry, &diag) == F8_ERR_UNSUPPORTED);
 		CHECK(ptx == NULL);
 		f8_kir_destroy(kernel);
@@ -776,7 +779,7 @@ static void check_allocation_failure(const f8_kernel *const *kernels) {
 	for (long n = 0; n < 200; n++) {
 		f8_diag diag;
 		char *ptx = NULL;
-		f8_llvm_geometry geometry;
+		f8_launch_geometry geometry;
 		test_fail_allocations_after(n);
 		f8_status status = f8_nvptx_compile(kernels, 1, &ptx, &geometry, &diag);
 		test_allocations_restore();
@@ -814,12 +817,8 @@ static bool entry_has(const char *ptx, const char *name, const char *instruction
 	return has;
 }
 
-/* Runs `ptxas -arch=sm_90` on the text; 0 on success, -1 when skipped. */
+/* Runs `ptxas -arch=sm_90` (an executable at `ptxas`) on the text; 0 on success. */
 static int run_ptxas(const char *ptxas, const char *ptx) {
-	if (access(ptxas, X_OK) != 0) {
-		printf("ptxas -arch=sm_90: skipped: needs ptxas (none at \"%s\")\n", ptxas);
-		return -1;
-	}
 	char path[] = "/tmp/f8c_test_ptx_XXXXXX";
 	int fd = mkstemp(path);
 	FILE *file = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -922,8 +921,8 @@ static void check_gather(void) {
 	CHECK(wrong == 0);
 }
 
-static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *ptxas) {
-	f8_llvm_geometry geometry[16];
+static void check_ptx(const f8_kernel *const *kernels, uint32_t n) {
+	f8_launch_geometry geometry[16];
 	char *ptx = NULL;
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -966,7 +965,6 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *p
 	// through the table's addresses: global loads and stores, the e4m3 by cvt
 	CHECK(entry_has(ptx, "gather", "ld.global.u16") && entry_has(ptx, "gather", "st.global.f32"));
 	CHECK(entry_has(ptx, "gather", "cvt.rn.satfinite.e4m3x2.f32"));
-	CHECK(run_ptxas(ptxas, ptx) <= 0);
 	if (getenv("F8_TEST_PTX_OUT")) { // for running the module on a GPU elsewhere
 		FILE *file = fopen(getenv("F8_TEST_PTX_OUT"), "w");
 		if (file) {
@@ -1000,7 +998,7 @@ static void check_pointer_rows(void) {
 		      F8_OK &&
 	      f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK && f8_kir_verify(k, &diag) == F8_OK);
 	char *ptx = NULL;
-	f8_llvm_geometry geometry;
+	f8_launch_geometry geometry;
 	f8_status status = f8_nvptx_compile((const f8_kernel *const *)&k, 1, &ptx, &geometry, &diag);
 	if (status)
 		f8_diag_print(&diag, stdout);
@@ -1011,7 +1009,7 @@ static void check_pointer_rows(void) {
 
 /* --gpu: compiles the kernels to PTX and loads them on the first GPU; false when it cannot. */
 static bool open_gpu(void) {
-	f8_llvm_geometry geometry[16];
+	f8_launch_geometry geometry[16];
 	char *ptx = NULL;
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -1019,21 +1017,95 @@ static bool open_gpu(void) {
 		f8_diag_print(&diag, stdout);
 		return false;
 	}
-	static f8_llvm_geometry kept[16];
+	static f8_launch_geometry kept[16];
 	memcpy(kept, geometry, sizeof kept);
 	bool opened = test_gpu_open(ptx, all_kernels, kept, n_all_kernels);
 	f8_free(ptx); // the driver has its own copy
 	return opened;
 }
 
+enum {
+	N_KERNELS = 10,
+	SKIP_STATUS = 77, // ctest's SKIP_RETURN_CODE for this test (tests/codegen/CMakeLists.txt)
+};
+
+/* The kernels of the checks into kernels[N_KERNELS], cast_e4m3 first (check_ptx reads its
+ * geometry); false when one does not build (its builder printed why). */
+static bool build_kernels(f8_kernel **kernels) {
+	f8_kernel *built[N_KERNELS] = {build_cast("cast_e4m3", F8_DTYPE_E4M3),
+				       build_cast("cast_e5m2", F8_DTYPE_E5M2),
+				       build_loads(),
+				       build_stores(),
+				       build_softmax(),
+				       build_grid_stats(),
+				       build_math(),
+				       build_arith(),
+				       build_mixed(),
+				       build_gather()};
+	bool all_built = true;
+	for (int k = 0; k < N_KERNELS; k++)
+		all_built &= (kernels[k] = built[k]) != NULL;
+	return all_built;
+}
+
+static void destroy_kernels(f8_kernel **kernels) {
+	for (int k = 0; k < N_KERNELS; k++)
+		f8_kir_destroy(kernels[k]);
+}
+
+/*
+ * --ptxas PTXAS: `ptxas -arch=sm_90` accepts the PTX module of every kernel. Without an
+ * executable at PTXAS it says why and returns SKIP_STATUS before building anything; the
+ * module's instructions are checked by the usual run (check_ptx), which needs no ptxas.
+ */
+static int check_ptxas(const char *ptxas) {
+	if (access(ptxas, X_OK) != 0) {
+		printf("SKIP: ptxas -arch=sm_90 needs the CUDA Toolkit's ptxas (none at \"%s\")\n",
+		       ptxas);
+		printf("HINT: install the CUDA Toolkit, or point CMake at its ptxas "
+		       "(-DF8C_PTXAS=PATH)\n");
+		return SKIP_STATUS;
+	}
+	f8_kernel *kernels[N_KERNELS];
+	bool built = build_kernels(kernels);
+	CHECK(built);
+	f8_launch_geometry geometry[N_KERNELS];
+	char *ptx = NULL;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_status status = built ? f8_nvptx_compile((const f8_kernel *const *)kernels, N_KERNELS,
+						    &ptx, geometry, &diag)
+				 : F8_OK;
+	if (status)
+		f8_diag_print(&diag, stdout);
+	CHECK(status == F8_OK);
+	if (ptx)
+		CHECK(run_ptxas(ptxas, ptx) == 0);
+	f8_free(ptx);
+	destroy_kernels(kernels);
+	return test_finish();
+}
+
+static int usage(void) {
+	fprintf(stderr, "usage: test_llvm_lower [--exhaustive | --exhaustive-stores | "
+		"--exhaustive-math] [--gpu]\n       test_llvm_lower --ptxas PTXAS\n");
+	return 2;
+}
+
 int main(int argc, char **argv) {
-	const char *ptxas = argc > 1 ? argv[1] : "";
 	bool exhaustive_stores = false, exhaustive_math = false;
-	for (int i = 2; i < argc; i++) {
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--ptxas") == 0)
+			return i == 1 && argc == 3 ? check_ptxas(argv[2]) : usage();
 		bool both = strcmp(argv[i], "--exhaustive") == 0;
-		exhaustive_stores |= both || strcmp(argv[i], "--exhaustive-stores") == 0;
-		exhaustive_math |= both || strcmp(argv[i], "--exhaustive-math") == 0;
-		gpu |= strcmp(argv[i], "--gpu") == 0;
+		bool stores = both || strcmp(argv[i], "--exhaustive-stores") == 0;
+		bool math = both || strcmp(argv[i], "--exhaustive-math") == 0;
+		bool on_gpu = strcmp(argv[i], "--gpu") == 0;
+		if (!stores && !math && !on_gpu) // a ptxas path too, which this test once took
+			return usage();
+		exhaustive_stores |= stores;
+		exhaustive_math |= math;
+		gpu |= on_gpu;
 	}
 	const char *seed_text = getenv("F8_TEST_SEED");
 	struct timespec now;
@@ -1044,23 +1116,13 @@ int main(int argc, char **argv) {
 	printf("seed %" PRIu64 " (F8_TEST_SEED=%" PRIu64 " repeats this run)\n", rng_state,
 	       rng_state);
 
-	f8_kernel *kernels[] = {build_cast("cast_e4m3", F8_DTYPE_E4M3),
-				build_cast("cast_e5m2", F8_DTYPE_E5M2),
-				build_loads(),
-				build_stores(),
-				build_softmax(),
-				build_grid_stats(),
-				build_math(),
-				build_arith(),
-				build_mixed(),
-				build_gather()};
-	enum { N_KERNELS = sizeof kernels / sizeof *kernels };
-	bool built = true;
-	for (int k = 0; k < N_KERNELS; k++)
-		built &= kernels[k] != NULL;
+	f8_kernel *kernels[N_KERNELS];
+	bool built = build_kernels(kernels);
 	CHECK(built);
-	if (!built)
+	if (!built) {
+		destroy_kernels(kernels);
 		return test_finish();
+	}
 	const f8_kernel *const *all = (const f8_kernel *const *)kernels;
 	all_kernels = all;
 	n_all_kernels = N_KERNELS;
@@ -1108,11 +1170,10 @@ int main(int argc, char **argv) {
 		check_gather();
 		check_refusals();
 		check_allocation_failure(all);
-		check_ptx(all, N_KERNELS, ptxas);
+		check_ptx(all, N_KERNELS);
 		check_pointer_rows();
 	}
 	f8_host_jit_destroy(jit);
-	for (int k = 0; k < N_KERNELS; k++)
-		f8_kir_destroy(kernels[k]);
+	destroy_kernels(kernels);
 	return test_finish();
 }

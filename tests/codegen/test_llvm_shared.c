@@ -8,19 +8,22 @@
  *     rounding; elements outside the tensor are never written (a poisoned margin stays);
  *   - rows of a scaled bf16 product with a block loop whose amax feeds the grid loop's (the GPU
  *     reduces it once per block) and a masked bf16 store: exact on the host;
- *   - their PTX (ptxas -arch=sm_90 when given one): 16-byte global loads and stores where
- *     consecutive iterations touch consecutive elements, FP8 codes converted two a cvt, the
- *     shared arrays in shared memory, and the barriers: the rows kernel, one block loop with no
- *     reduction of its own, has none but the grid reduction's.
+ *   - their PTX: 16-byte global loads and stores where consecutive iterations touch
+ *     consecutive elements, FP8 codes converted two a cvt, the shared arrays in shared memory,
+ *     and the barriers: the rows kernel, one block loop with no reduction of its own, has none
+ *     but the grid reduction's;
+ *   - with --ptxas PTXAS, that PTX alone: ptxas -arch=sm_90 accepts it. A test of its own
+ *     (codegen.llvm_shared_ptxas), since it needs the CUDA Toolkit: without a ptxas at PTXAS it
+ *     says so and exits with SKIP_STATUS, which ctest counts as skipped.
  *
- * usage: test_llvm_shared PTXAS   (PTXAS: ptxas's path, or anything else to skip running it)
+ * usage: test_llvm_shared [--ptxas PTXAS]
  */
 #define _POSIX_C_SOURCE 200809L // mkstemp, fdopen
 
 #include <math.h>   // fabsf, fabs, ldexpf
-#include <stdio.h>  // printf
+#include <stdio.h>  // printf, fprintf, fdopen
 #include <stdlib.h> // malloc, free, getenv, strtoull, system
-#include <string.h> // strstr, strlen, memset
+#include <string.h> // strstr, strlen, strcmp, memset
 #include <time.h>   // time
 #include <unistd.h> // access, unlink
 
@@ -256,8 +259,8 @@ static int count_in(const char *ptx, const char *name, const char *instruction) 
 	return count;
 }
 
-static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *ptxas) {
-	f8_llvm_geometry geometry[2];
+static void check_ptx(const f8_kernel *const *kernels, uint32_t n) {
+	f8_launch_geometry geometry[2];
 	char *ptx = NULL;
 	f8_diag diag = {0};
 	f8_status status = f8_nvptx_compile(kernels, n, &ptx, geometry, &diag);
@@ -286,27 +289,62 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n, const char *p
 	      count_in(ptx, "rows", "ld.global.v2.u32") == 1);
 	CHECK(count_in(ptx, "rows", "bar.sync") == 1);                // the grid reduction's only
 	CHECK(geometry[1].rows_per_block == 1);
-	if (access(ptxas, X_OK) == 0) {
-		char path[] = "/tmp/f8c_test_shared_XXXXXX";
-		int fd = mkstemp(path);
-		FILE *file = fd >= 0 ? fdopen(fd, "w") : NULL;
-		if (file) {
-			fputs(ptx, file);
-			fclose(file);
-			char command[1024];
-			snprintf(command, sizeof command, "'%s' -arch=sm_90 '%s' -o /dev/null", ptxas, path);
-			int result = system(command);
-			printf("ptxas -arch=sm_90: %s\n", result == 0 ? "ok" : "FAILED");
-			CHECK(result == 0);
-			unlink(path);
-		}
-	} else {
-		printf("ptxas -arch=sm_90: skipped (no ptxas at \"%s\")\n", ptxas);
-	}
 	f8_free(ptx);
 }
 
+enum { SKIP_STATUS = 77 }; // ctest's SKIP_RETURN_CODE for this test (tests/codegen/CMakeLists.txt)
+
+/*
+ * --ptxas PTXAS: `ptxas -arch=sm_90` accepts the PTX of both kernels. Without an executable at
+ * PTXAS it says why and returns SKIP_STATUS before building anything; the PTX's instructions
+ * are checked by the usual run (check_ptx), which needs no ptxas.
+ */
+static int check_ptxas(const char *ptxas) {
+	if (access(ptxas, X_OK) != 0) {
+		printf("SKIP: ptxas -arch=sm_90 needs the CUDA Toolkit's ptxas (none at \"%s\")\n",
+		       ptxas);
+		printf("HINT: install the CUDA Toolkit, or point CMake at its ptxas "
+		       "(-DF8C_PTXAS=PATH)\n");
+		return SKIP_STATUS;
+	}
+	const f8_kernel *kernels[2] = {build_tiles(), build_rows()};
+	CHECK(kernels[0] && kernels[1]);
+	f8_launch_geometry geometry[2];
+	char *ptx = NULL;
+	f8_diag diag = {0};
+	f8_status status = kernels[0] && kernels[1]
+				   ? f8_nvptx_compile(kernels, 2, &ptx, geometry, &diag) : F8_OK;
+	if (status)
+		f8_diag_print(&diag, stdout);
+	CHECK(status == F8_OK);
+	char path[] = "/tmp/f8c_test_shared_XXXXXX";
+	int fd = ptx ? mkstemp(path) : -1;
+	FILE *file = fd >= 0 ? fdopen(fd, "w") : NULL;
+	CHECK(!ptx || file);
+	if (file) {
+		fputs(ptx, file);
+		fclose(file);
+		char command[1024];
+		snprintf(command, sizeof command, "'%s' -arch=sm_90 '%s' -o /dev/null", ptxas,
+			 path);
+		int result = system(command);
+		printf("ptxas -arch=sm_90: %s\n", result == 0 ? "ok" : "FAILED");
+		CHECK(result == 0);
+		unlink(path);
+	}
+	f8_free(ptx);
+	f8_kir_destroy((f8_kernel *)kernels[0]);
+	f8_kir_destroy((f8_kernel *)kernels[1]);
+	return test_finish();
+}
+
 int main(int argc, char **argv) {
+	if (argc == 3 && strcmp(argv[1], "--ptxas") == 0)
+		return check_ptxas(argv[2]);
+	if (argc != 1) {
+		fprintf(stderr, "usage: test_llvm_shared [--ptxas PTXAS]\n");
+		return 2;
+	}
 	const char *seed = getenv("F8_TEST_SEED");
 	rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
 	printf("seed %llu (F8_TEST_SEED=%llu repeats this run)\n", (unsigned long long)rng_state,
@@ -326,7 +364,7 @@ int main(int argc, char **argv) {
 		check_tiles(shapes[s][0], shapes[s][1]);
 		check_rows(shapes[s][0], shapes[s][1]);
 	}
-	check_ptx(kernels, 2, argc > 1 ? argv[1] : "");
+	check_ptx(kernels, 2);
 	f8_host_jit_destroy(jit);
 	f8_kir_destroy((f8_kernel *)kernels[0]);
 	f8_kir_destroy((f8_kernel *)kernels[1]);

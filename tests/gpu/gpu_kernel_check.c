@@ -66,7 +66,7 @@ typedef struct case_buffer {
 /* One launch of a case: a kernel, its geometry, its arguments. */
 typedef struct case_launch {
 	const char *kernel;  // the PTX entry
-	f8_cuda_geometry geometry;
+	f8_launch_geometry geometry;
 	int64_t rows;        // the grid loop's trip count
 	uint32_t n_params;
 	int64_t *sizes;      // (n_params) the size arguments
@@ -186,7 +186,7 @@ static void parse_value(json_t *entry, const char *where, case_buffer *buffer) {
 static void parse_launch(json_t *entry, kernel_case *c, case_launch *launch) {
 	launch->kernel = get_string(entry, "kernel", c->name);
 	json_t *geometry = json_object_get(entry, "geometry");
-	launch->geometry = (f8_cuda_geometry){
+	launch->geometry = (f8_launch_geometry){
 		.threads_per_block = (uint32_t)get_integer(geometry, "threads_per_block", c->name),
 		.rows_per_block = (uint32_t)get_integer(geometry, "rows_per_block", c->name),
 		.max_blocks = (uint32_t)get_integer(geometry, "max_blocks", c->name),
@@ -369,7 +369,7 @@ static void grid_text(const kernel_case *c, char *text, size_t capacity) {
 	text[0] = '\0';
 	for (uint32_t l = 0; l < c->n_launches && used < capacity; l++)
 		used += (size_t)snprintf(text + used, capacity - used, "%s%ux%u", l ? "+" : "",
-					 f8_cuda_grid_blocks(&c->launches[l].geometry,
+					 f8_launch_grid_blocks(&c->launches[l].geometry,
 							     c->launches[l].rows),
 					 c->launches[l].geometry.threads_per_block);
 }

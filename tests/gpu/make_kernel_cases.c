@@ -66,7 +66,7 @@
 #include <string.h>  // strcmp, strlen
 #include <time.h>    // time
 
-#include "codegen/llvm_lower.h"     // f8_llvm_geometry
+#include "codegen/llvm_lower.h"     // f8_launch_geometry
 #include "codegen/nvptx.h"          // f8_nvptx_compile
 #include "codegen/program.h"        // f8_codegen_program_create, f8_codegen_group
 #include "codegen/target.h"         // f8_codegen_target_table_for
@@ -470,7 +470,7 @@ static json_t *table_json(const f8_kernel_table *table, const case_values *v) {
 	return json_pack("{s:o, s:o}", "columns", columns, "rows", rows);
 }
 
-static json_t *geometry_json(const f8_llvm_geometry *geometry) {
+static json_t *geometry_json(const f8_launch_geometry *geometry) {
 	return json_pack("{s:I, s:I, s:I, s:I}", "threads_per_block",
 			 (json_int_t)geometry->threads_per_block, "rows_per_block",
 			 (json_int_t)geometry->rows_per_block, "max_blocks",
@@ -481,7 +481,7 @@ static json_t *geometry_json(const f8_llvm_geometry *geometry) {
 /* The manifest's "launches" of group `g` (kernel k's geometry at geometry[k]); its values are
  * referred to by their index in `v`. */
 static json_t *launches_json(const f8_codegen_program *program, uint32_t g, const case_values *v,
-			     const f8_llvm_geometry *geometry, const char *case_name) {
+			     const f8_launch_geometry *geometry, const char *case_name) {
 	const int64_t symbols[64] = {0}; // the models' dims are bound: no symbol is left
 	const f8_codegen_group *group = &program->groups[g];
 	json_t *launches = json_array();
@@ -622,7 +622,7 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 
 /* The manifest entry of group `g` of `m` (kernel k's geometry at geometry[k]); in check mode
  * (`list` not NULL) with its data, as run_case says. */
-static json_t *make_case(const model *m, uint32_t g, const f8_llvm_geometry *geometry,
+static json_t *make_case(const model *m, uint32_t g, const f8_launch_geometry *geometry,
 			 tensor_list *list, bool *jit_ok) {
 	const f8_graph *graph = m->graph;
 	const f8_codegen_group *group = &m->program->groups[g];
@@ -831,7 +831,7 @@ static void write_text(const char *path, const char *text) {
 /* Compiles every model's kernels into one PTX module (OUT_DIR/kernels.ptx); the geometry of
  * each into *geometry, by the concatenated kernel index. */
 static void compile_ptx(const model *models, int n_models, const char *out_dir,
-			f8_llvm_geometry **geometry) {
+			f8_launch_geometry **geometry) {
 	uint32_t n = 0;
 	for (int i = 0; i < n_models; i++)
 		n += models[i].program->n_kernels;
@@ -950,7 +950,7 @@ int main(int argc, char **argv) {
 		for (int i = 0; i < N_ODD_GROUPS; i++)
 			compile_text(&models[n_models++], &odd_groups[i]);
 	}
-	f8_llvm_geometry *geometry = NULL;
+	f8_launch_geometry *geometry = NULL;
 	compile_ptx(models, n_models, out_dir, &geometry);
 
 	json_t *cases = json_array();

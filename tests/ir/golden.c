@@ -4,8 +4,6 @@
  *   # passes: canonicalize            passes to run, verifying after each (none: verify only)
  *   # fp8: --fp8-recipe block         FP8 options for precision and fp8-cast, as f8c takes them
  *                                     (tools/fp8_options.h; none: their defaults)
- *   # verify: slab                    without passes, check the input's offset= annotations too
- *                                     (f8_graph_verify_buffers: the slab plan against lifetimes)
  *   graph g { ... }                   the input
  *   # expect:                         then the exact text the printer must produce, or
  *   # expect-error:                   then the exact diagnostic (as f8c prints it)
@@ -26,7 +24,7 @@
 #include "ir/alloc.h"        // f8_free
 #include "ir/json.h"         // f8_json_print
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
-#include "ir/verify.h"       // f8_graph_verify, f8_graph_verify_buffers
+#include "ir/verify.h"       // f8_graph_verify
 #include "tests/test_support.h" // test_read_file
 #include "passes/pipeline.h" // f8_pipeline_run_named
 #include "tools/fp8_options.h" // f8_tool_fp8_args, the FP8 options' table
@@ -98,11 +96,6 @@ static char *run(const char *input, size_t input_len, const char *file_name, boo
 		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, planned,
 							  f8_codegen_target_table_for(planned), &diag)
 				  : f8_graph_verify(graph, &diag);
-	// Its slab plan, which f8_graph_verify does not check, when asked: the tests of the text
-	// form write offset= on graphs that are no plan (the schedule pass checks its own plans).
-	const char *slab = strstr(input, "# verify: slab");
-	if (!status && !n_passes && slab && slab < input + input_len)
-		status = f8_graph_verify_buffers(graph, 0, &diag);
 	f8_tool_fp8_destroy(&fp8);
 	char *output = NULL;
 	size_t output_len = 0;

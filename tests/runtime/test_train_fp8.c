@@ -23,6 +23,7 @@
 #include "runtime/safetensors.h" // f8_safetensors_open, f8_safetensors_find
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #include "runtime/train.h"       // f8_train_run, f8_train_config
+#include "tools/compile.h"       // f8_tool_compile_training
 #include "tests/test_support.h"  // CHECK, test_finish, test_read_file
 
 enum { MAX_STEPS = 8 };
@@ -87,10 +88,15 @@ static bool train(const f8_train_config *config, heard *h) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_train_config c = *config;
+	f8_graph *step = NULL;
 	f8_status status = f8_cpu_backend_create(kernels, &c.backend, &diag);
+	if (!status)
+		status = f8_tool_compile_training(&c, &step, &diag);
+	c.graph = step;
 	if (!status)
 		status = f8_train_run(&c, listen, h, &diag);
 	f8_backend_destroy(c.backend);
+	f8_graph_destroy(step);
 	if (status)
 		f8_diag_print(&diag, stdout);
 	return status == F8_OK;

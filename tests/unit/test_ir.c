@@ -12,12 +12,13 @@
 #include <stdlib.h> // malloc, free
 #include <string.h> // strcmp, strstr
 
+#include "codegen/target.h"  // f8_codegen_target_table_for
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
 #include "ir/verify.h"       // f8_graph_verify
 #include "ir/alloc.h"        // f8_free
 #include "ir/json.h"         // f8_json_print
 #include "tests/test_support.h" // CHECK, test_read_file, test_fail_allocations_after
-#include "passes/pipeline.h" // f8_pipeline_run
+#include "passes/pipeline.h" // f8_pipeline_run, f8_pipeline_run_with
 
 static void test_dims(void) {
 	f8_dim batch = f8_dim_symbol(0), seq = f8_dim_symbol(1), one = f8_dim_const(1);
@@ -113,8 +114,10 @@ static void test_use_before_definition(void) {
 	f8_graph_destroy(graph);
 }
 
-/* Parses and, when that works, verifies and prints `text`: what a user's file goes through. */
-static f8_status exercise(const char *text, size_t len) {
+/* Parses and, when that works, runs the whole inference pipeline on it with the codegen target
+ * table, as f8c compiles (without a table fuse groups nothing), and prints it: what a user's
+ * file goes through. The fused kernels it made into *n_kernels when not NULL. */
+static f8_status exercise(const char *text, size_t len, uint32_t *n_kernels) {
 	f8_graph *graph;
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -125,7 +128,10 @@ static f8_status exercise(const char *text, size_t len) {
 			return F8_ERR_ARGUMENT;
 		return status;
 	}
-	status = f8_pipeline_run(graph, NULL, true, &diag);
+	const f8_pipeline_options options = {.target = f8_codegen_target_table_for(NULL)};
+	status = f8_pipeline_run_with(graph, NULL, true, &options, NULL, &diag);
+	if (n_kernels)
+		*n_kernels = graph->n_groups;
 	char *printed = NULL;
 	size_t printed_len;
 	if (!status)
@@ -167,12 +173,12 @@ static void test_malformed_inputs(const char *source_dir) {
 		size_t input_len = expect ? (size_t)(expect - text) + 1 : len;
 		bool all_reported = true;
 		for (size_t cut = 0; cut < input_len; cut++)
-			all_reported &= exercise(text, cut) != F8_ERR_ARGUMENT;
+			all_reported &= exercise(text, cut, NULL) != F8_ERR_ARGUMENT;
 		static const char flips[] = {'{', '}', '%', '"', ',', '=', '[', '9', 'x', '\0', '\n'};
 		for (size_t at = 0; at < input_len; at += 7) {
 			char saved = text[at];
 			text[at] = flips[at % sizeof flips];
-			all_reported &= exercise(text, input_len) != F8_ERR_ARGUMENT;
+			all_reported &= exercise(text, input_len, NULL) != F8_ERR_ARGUMENT;
 			text[at] = saved;
 		}
 		if (!all_reported)
@@ -196,9 +202,10 @@ static void test_allocation_failure(const char *source_dir) {
 		return;
 	bool all_clean = true;
 	long n;
+	uint32_t n_kernels = 0;
 	for (n = 0; n < 100000; n++) {
 		test_fail_allocations_after(n);
-		f8_status status = exercise(text, len);
+		f8_status status = exercise(text, len, &n_kernels);
 		test_allocations_restore();
 		if (status == F8_OK)
 			break;
@@ -210,7 +217,9 @@ static void test_allocation_failure(const char *source_dir) {
 	}
 	CHECK(all_clean);
 	CHECK(n > 10 && n < 100000); // it did allocate, and it did finish
-	printf("allocation failure: checked every one of the %ld allocations\n", n);
+	CHECK(n_kernels > 0);        // fuse grouped, so its allocations failed in turn too
+	printf("allocation failure: checked every one of the %ld allocations (%u fused kernels)\n",
+	       n, n_kernels);
 	free(text);
 }
 

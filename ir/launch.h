@@ -1,0 +1,39 @@
+/*
+ * How a generated kernel is launched: one geometry for codegen (which chooses it), plan.json
+ * (which records it) and the GPU runtime (which launches by it), so the three cannot drift.
+ *
+ * A launch has exactly threads_per_block threads (x) per block and
+ *     grid = min(ceil(rows / rows_per_block), max_blocks) blocks (x), at least 1,
+ * where rows is the product of the size arguments that the kernel's grid sizes name (1 when
+ * it names none): the grid loop's trip count, or for a kernel with a grid divisor the units
+ * that rows_per_block counts (a tiled kernel: elements, 4096 a tile and block). Any grid size
+ * is correct (the loops are grid-stride); this one fills the GPU without idle blocks. A kernel
+ * declares its shared memory statically (shared_bytes: the reductions' scratch and the shared
+ * arrays, for information): launches ask for no dynamic shared memory. On the host target a
+ * kernel runs as 1 thread, 1 row per block, 1 block, 0 bytes.
+ */
+#ifndef F8_IR_LAUNCH_H
+#define F8_IR_LAUNCH_H
+
+#include <stdint.h> // uint32_t, int64_t
+
+typedef struct f8_launch_geometry {
+	uint32_t threads_per_block; // 256
+	uint32_t rows_per_block;    // 1 with block loops in the grid loop, else threads_per_block;
+				    // times the kernel's grid divisor
+	uint32_t max_blocks;        // 132 SMs x 8 (H200)
+	uint32_t shared_bytes;      // static shared memory: reductions' scratch, shared arrays
+} f8_launch_geometry;
+
+/* The blocks of a launch over `rows` rows, by the rule above (1 for rows <= 0 or a geometry
+ * without rows per block). */
+static inline uint32_t f8_launch_grid_blocks(const f8_launch_geometry *geometry, int64_t rows) {
+	if (rows <= 0 || geometry->rows_per_block == 0)
+		return 1;
+	int64_t blocks = (rows - 1) / geometry->rows_per_block + 1;
+	if (geometry->max_blocks && blocks > geometry->max_blocks)
+		blocks = geometry->max_blocks;
+	return (uint32_t)blocks;
+}
+
+#endif

@@ -1,0 +1,776 @@
+/*
+ * The backend test table (DESIGN.md, "Compile and run"; ggml's test-backend-ops): a case for
+ * every op of ir/ops.def, each a small text-IR graph compiled by the pipeline through fuse and
+ * schedule for inference (so that what fuses runs through generated kernels, from a planned
+ * slab), run through the executor core on every backend present, on the same fresh random
+ * leaves, and every graph output compared with the CPU reference backend's by normalized error
+ *
+ *     NMSE = sum((got - reference)^2) / sum(reference^2)
+ *
+ * with a tolerance per dtype (tolerance_of). Where an op cannot run alone in one process (Send,
+ * Recv, a gather over several ranks), its case checks that every backend refuses the run with
+ * a message that says why. A coverage check fails naming every op of ir/ops.def that no
+ * case's compiled graph holds.
+ *
+ * The seed comes from the clock and is printed; F8_TEST_SEED=N repeats a run. Each case draws
+ * from a stream of its own (the seed and its index), so a case's data does not depend on the
+ * cases before it. An argument runs only the cases whose title contains it; F8_TEST_VERBOSE=1
+ * prints every output's comparison, not only those that fail.
+ *
+ * usage: test_backend_ops [TITLE_PART]
+ */
+#include <math.h>   // isnan, isfinite, fabs, ldexp, INFINITY
+#include <stdio.h>  // printf, snprintf
+#include <stdlib.h> // getenv, strtoul
+#include <string.h> // strstr
+#include <time.h>   // time
+
+#include "codegen/target.h"       // f8_codegen_target_table_for
+#include "ir/alloc.h"             // f8_calloc, f8_free
+#include "ir/dtype.h"             // f8_dtype_get_info, f8_dtype_name
+#include "ir/ops.h"               // f8_op, f8_op_name
+#include "ir/text.h"              // f8_text_parse
+#include "passes/pipeline.h"      // f8_pipeline_run_with, f8_pipeline_options
+#include "runtime/cpu/backend.h"  // f8_cpu_backend_create, F8_CPU_KERNELS_*
+#include "runtime/executor.h"     // f8_executor_create, _write, _run, _read
+#include "tests/runtime/test_fill.h" // rng_state, test_fill, test_find_spec
+#include "tests/test_support.h"   // CHECK, test_finish
+
+/* The backends: the first is the reference every other is compared with. A backend this build
+ * or machine lacks answers F8_ERR_UNSUPPORTED from create and is skipped, said so once; the
+ * CUDA backend joins as one more entry. */
+typedef struct backend_entry {
+	const char *name; // in the report
+	f8_status (*create)(f8_backend **out, f8_diag *diag);
+} backend_entry;
+
+static f8_status create_cpu_reference(f8_backend **out, f8_diag *diag) {
+	return f8_cpu_backend_create(F8_CPU_KERNELS_REFERENCE, out, diag);
+}
+
+static f8_status create_cpu_generated(f8_backend **out, f8_diag *diag) {
+	return f8_cpu_backend_create(F8_CPU_KERNELS_GENERATED, out, diag);
+}
+
+static const backend_entry backends[] = {
+	{"cpu-reference", create_cpu_reference},
+	{"cpu-generated", create_cpu_generated},
+};
+enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
+
+/*
+ * One case: a graph's body (leaves, nodes, outputs; the "graph case { }" around it is added),
+ * how its leaves are filled, and what to expect.
+ *   fill:      "name=spec ..." in tests/runtime/test_fill.h's specs; a leaf not named gets its
+ *              dtype's default (default_fill). Integer leaves are always named: ids, labels
+ *              and counts have ranges only the case knows.
+ *   refused:   NULL: the run succeeds; else every backend fails it with a message holding this.
+ *   tolerance: 0: each output's dtype's (tolerance_of); else this bound for every output.
+ */
+typedef struct op_case {
+	const char *title;
+	const char *text;
+	const char *fill;
+	const char *refused;
+	double tolerance;
+} op_case;
+
+#define IN(name, type) "input %" name " : " type "\n"
+
+/* FP8Gemm's bound for a backend on Hopper: its FP8 tensor cores accumulate in about 14 bits of
+ * mantissa (DeepSeek-V3's report, 3.3.2), an error of about sqrt(K) 2^-14 relative to an output
+ * for K of a few hundred: NMSE about K 2^-28. The CPU backends run one FP8Gemm (the library
+ * node's emulation, exact products and a double sum) and agree exactly. */
+#define FP8_GEMM_TOLERANCE 2e-6 // K 96 .. 200 below: 200 * 2^-28 = 7.5e-7, with room
+
+static const op_case cases[] = {
+	// Elementwise arithmetic: fused into elementwise kernels where codegen lowers the op.
+	{.title = "Add, broadcast",
+	 IN("a", "f32[6, 45]") IN("b", "f32[45]") "%y = Add(%a, %b)\noutput %y\n"},
+	{.title = "Add bf16, broadcast rows", IN("a", "bf16[3, 5, 40]") IN("b", "bf16[5, 40]")
+	 "%y = Add(%a, %b)\noutput %y\n"},
+	{.title = "Sub, broadcast column", IN("a", "f32[6, 45]") IN("b", "f32[6, 1]")
+	 "%y = Sub(%a, %b)\noutput %y\n"},
+	{.title = "Mul",
+	 IN("a", "f32[7, 33]") IN("b", "f32[7, 33]") "%y = Mul(%a, %b)\noutput %y\n"},
+	{.title = "Mul bf16, scalar",
+	 IN("a", "bf16[9, 70]") IN("b", "bf16[]") "%y = Mul(%a, %b)\noutput %y\n"},
+	{.title = "Div",
+	 IN("a", "f32[5, 39]") IN("b", "f32[5, 39]") "%y = Div(%a, %b)\noutput %y\n",
+	 "b=signed"},
+	{.title = "Pow", IN("a", "f32[4, 21]") IN("b", "f32[21]") "%y = Pow(%a, %b)\noutput %y\n",
+	 "a=uniform:0.1:4 b=uniform:-2:3"},
+	{.title = "Sqrt", IN("x", "f32[6, 35]") "%y = Sqrt(%x)\noutput %y\n", "x=uniform:0.01:50"},
+	{.title = "Reciprocal",
+	 IN("x", "f32[6, 35]") "%y = Reciprocal(%x)\noutput %y\n", "x=signed"},
+	{.title = "Neg bf16", IN("x", "bf16[6, 35]") "%y = Neg(%x)\noutput %y\n"},
+	{.title = "Abs", IN("x", "f32[6, 35]") "%y = Abs(%x)\noutput %y\n"},
+	{.title = "Exp", IN("x", "f32[6, 35]") "%y = Exp(%x)\noutput %y\n", "x=uniform:-9:9"},
+	{.title = "Exp bf16", IN("x", "bf16[3, 50]") "%y = Exp(%x)\noutput %y\n", "x=uniform:-5:5"},
+	{.title = "Log", IN("x", "f32[6, 35]") "%y = Log(%x)\noutput %y\n", "x=uniform:0.01:100"},
+	{.title = "Tanh", IN("x", "f32[6, 35]") "%y = Tanh(%x)\noutput %y\n", "x=uniform:-5:5"},
+	{.title = "Cos", IN("x", "f32[6, 35]") "%y = Cos(%x)\noutput %y\n", "x=uniform:-9:9"},
+	{.title = "Sin", IN("x", "f32[6, 35]") "%y = Sin(%x)\noutput %y\n", "x=uniform:-9:9"},
+	{.title = "Erf", IN("x", "f32[6, 35]") "%y = Erf(%x)\noutput %y\n", "x=uniform:-4:4"},
+	{.title = "Sigmoid",
+	 IN("x", "f32[6, 35]") "%y = Sigmoid(%x)\noutput %y\n", "x=uniform:-20:20"},
+	{.title = "Max, broadcast", IN("a", "f32[5, 3, 14]") IN("b", "f32[3, 1]")
+	 "%y = Max(%a, %b)\noutput %y\n"},
+	{.title = "Min",
+	 IN("a", "bf16[5, 42]") IN("b", "bf16[5, 42]") "%y = Min(%a, %b)\noutput %y\n"},
+	{.title = "Relu", IN("x", "f32[6, 35]") "%y = Relu(%x)\noutput %y\n"},
+	{.title = "Identity", IN("x", "f32[6, 35]") "%y = Identity(%x)\noutput %y\n"},
+	{.title = "Dropout (inference: identity, mask all true)", IN("x", "f32[6, 35]")
+	 "%y, %mask = Dropout(%x) {ratio=0.3}\noutput %y, %mask\n"},
+	{.title = "IsNaN of a Log of both signs", IN("x", "f32[6, 35]")
+	 "%l = Log(%x)\n%y = IsNaN(%l)\noutput %y\n"},
+	// Comparisons on small integers, so that ties are common; logic on random bools.
+	{.title = "Equal",
+	 IN("a", "f32[6, 35]") IN("b", "f32[35]") "%y = Equal(%a, %b)\noutput %y\n",
+	 "a=int:1:3 b=int:1:3"},
+	{.title = "Less",
+	 IN("a", "f32[6, 35]") IN("b", "f32[6, 35]") "%y = Less(%a, %b)\noutput %y\n",
+	 "a=int:1:3 b=int:1:3"},
+	{.title = "Greater",
+	 IN("a", "i64[6, 35]") IN("b", "i64[6, 1]") "%y = Greater(%a, %b)\noutput %y\n",
+	 "a=int:-3:3 b=int:-3:3"},
+	{.title = "LessOrEqual", IN("a", "f32[6, 35]") IN("b", "f32[6, 35]")
+	 "%y = LessOrEqual(%a, %b)\noutput %y\n", "a=int:1:3 b=int:1:3"},
+	{.title = "GreaterOrEqual", IN("a", "bf16[6, 35]") IN("b", "bf16[6, 35]")
+	 "%y = GreaterOrEqual(%a, %b)\noutput %y\n", "a=int:1:3 b=int:1:3"},
+	{.title = "Not", IN("a", "bool[6, 35]") "%y = Not(%a)\noutput %y\n"},
+	{.title = "And",
+	 IN("a", "bool[6, 35]") IN("b", "bool[35]") "%y = And(%a, %b)\noutput %y\n"},
+	{.title = "Or",
+	 IN("a", "bool[6, 35]") IN("b", "bool[6, 35]") "%y = Or(%a, %b)\noutput %y\n"},
+	{.title = "Where", IN("c", "bool[6, 35]") IN("a", "f32[6, 35]") IN("b", "f32[35]")
+	 "%y = Where(%c, %a, %b)\noutput %y\n"},
+	{.title = "Where bf16", IN("c", "bool[4, 1]") IN("a", "bf16[4, 50]") IN("b", "bf16[4, 50]")
+	 "%y = Where(%c, %a, %b)\noutput %y\n"},
+	// Casts, over a range that saturates FP8 and underflows it.
+	{.title = "Cast f32 -> bf16", IN("x", "f32[6, 35]") "%y = Cast(%x) {to=bf16}\noutput %y\n",
+	 "x=uniform:-600:600"},
+	{.title = "Cast bf16 -> f32", IN("x", "bf16[6, 35]") "%y = Cast(%x) {to=f32}\noutput %y\n"},
+	{.title = "Cast f32 -> e4m3, e5m2 (saturating)", IN("x", "f32[6, 35]") IN("y", "f32[6, 35]")
+	 "%a = Cast(%x) {to=e4m3}\n%b = Cast(%y) {to=e5m2}\noutput %a, %b\n",
+	 "x=uniform:-600:600 y=uniform:-70000:70000"},
+	{.title = "Cast bf16 -> e4m3 NaN, e5m2 inf (not saturating)", IN("x", "bf16[6, 35]")
+	 IN("y", "bf16[6, 35]")
+	 "%a = Cast(%x) {to=e4m3, saturate=0}\n%b = Cast(%y) {to=e5m2, saturate=0}\n"
+	 "output %a, %b\n", "x=uniform:-600:600 y=uniform:-70000:70000"},
+	{.title = "Cast f32 -> i32", IN("x", "f32[6, 35]") "%y = Cast(%x) {to=i32}\noutput %y\n",
+	 "x=uniform:-300:300"},
+	{.title = "CastLike f32 like bf16", IN("x", "f32[6, 35]") IN("t", "bf16[2]")
+	 "%y = CastLike(%x, %t)\noutput %y\n"},
+	// GEMMs: library nodes.
+	{.title = "MatMul, broadcast batch", IN("a", "f32[3, 7, 20]") IN("b", "f32[20, 11]")
+	 "%y = MatMul(%a, %b)\noutput %y\n"},
+	{.title = "MatMul bf16", IN("a", "bf16[2, 9, 24]") IN("b", "bf16[2, 24, 13]")
+	 "%y = MatMul(%a, %b)\noutput %y\n"},
+	{.title = "Gemm alpha, beta, transB",
+	 IN("a", "f32[9, 30]") IN("b", "f32[14, 30]") IN("c", "f32[14]")
+	 "%y = Gemm(%a, %b, %c) {alpha=0.7, beta=-1.3, transB=1}\noutput %y\n"},
+	// Element moves and shapes.
+	{.title = "Gather axis 1, negative indices", IN("x", "f32[5, 9, 3]") IN("i", "i64[2, 4]")
+	 "%y = Gather(%x, %i) {axis=1}\noutput %y\n", "i=int:-9:8"},
+	{.title = "GatherND",
+	 IN("x", "f32[5, 4, 6]") IN("i", "i64[7, 2]") "%y = GatherND(%x, %i)\noutput %y\n",
+	 "i=int:0:3"},
+	{.title = "Reshape",
+	 IN("x", "f32[4, 9, 5]") "%y = Reshape(%x) {shape=[-1, 15]}\noutput %y\n"},
+	{.title = "Transpose",
+	 IN("x", "f32[3, 5, 7]") "%y = Transpose(%x) {perm=[2, 0, 1]}\noutput %y\n"},
+	{.title = "Unsqueeze",
+	 IN("x", "bf16[3, 5]") "%y = Unsqueeze(%x) {axes=[0, -1]}\noutput %y\n"},
+	{.title = "Squeeze", IN("x", "f32[5, 1, 7]") "%y = Squeeze(%x) {axes=[1]}\noutput %y\n"},
+	{.title = "Concat", IN("a", "f32[3, 4]") IN("b", "f32[3, 7]")
+	 "%y = Concat(%a, %b, %a) {axis=1}\noutput %y\n"},
+	{.title = "Split", IN("x", "f32[4, 10]")
+	 "%a, %b, %c = Split(%x) {axis=1, split=[2, 5, 3]}\noutput %a, %b, %c\n"},
+	{.title = "Slice with steps", IN("x", "f32[7, 9]")
+	 "%y = Slice(%x) {starts=[1, 8], ends=[7, 0], axes=[0, 1], steps=[2, -3]}\noutput %y\n"},
+	{.title = "Expand", IN("x", "f32[5, 1]") "%y = Expand(%x) {shape=[3, 5, 7]}\noutput %y\n"},
+	{.title = "Constant, read by a fused Mul", IN("x", "f32[5, 7]")
+	 "%c = Constant() {value=f32[7](0.5, -1.25, 3, 7.5, -0.125, 2.75, -6)}\n"
+	 "%y = Mul(%x, %c)\noutput %y, %c\n"},
+	{.title = "ConstantOfShape, read by a fused Add", IN("x", "f32[5, 7]")
+	 "%c = ConstantOfShape() {shape=[5, 7], value=f32[](1.5)}\n%y = Add(%x, %c)\n"
+	 "output %y, %c\n"},
+	{.title = "Shape", IN("x", "f32[5, 7, 3]") "%s = Shape(%x) {start=1}\noutput %s\n"},
+	{.title = "Range, read by a fused Mul", IN("x", "f32[4, 19]")
+	 "%r = Range() {start=3, limit=40, delta=2, dtype=f32}\n%y = Mul(%x, %r)\noutput %y, %r\n"},
+	{.title = "Trilu", IN("x", "f32[2, 6, 9]") "%y = Trilu(%x) {upper=0, k=1}\noutput %y\n"},
+	{.title = "Softmax",
+	 IN("x", "f32[6, 37]") "%y = Softmax(%x)\noutput %y\n", "x=uniform:-8:8"},
+	{.title = "Softmax bf16 axis 0",
+	 IN("x", "bf16[6, 37]") "%y = Softmax(%x) {axis=0}\noutput %y\n"},
+	{.title = "LogSoftmax",
+	 IN("x", "f32[6, 37]") "%y = LogSoftmax(%x)\noutput %y\n", "x=uniform:-8:8"},
+	{.title = "ReduceMean",
+	 IN("x", "f32[5, 6, 7]") "%y = ReduceMean(%x) {axes=[1], keepdims=1}\noutput %y\n"},
+	{.title = "ReduceSum", IN("x", "f32[5, 6, 7]")
+	 "%y = ReduceSum(%x) {axes=[0, 2], keepdims=0}\noutput %y\n"},
+	{.title = "ReduceMax bf16", IN("x", "bf16[5, 6, 7]")
+	 "%y = ReduceMax(%x) {axes=[-1], keepdims=0}\noutput %y\n"},
+	{.title = "CumSum", IN("x", "f32[5, 13]")
+	 "%y = CumSum(%x) {axis=1}\n%z = CumSum(%x) {axis=0, exclusive=1, reverse=1}\n"
+	 "output %y, %z\n"},
+	{.title = "QuantizeLinear to i8, per axis",
+	 IN("x", "f32[6, 21]") IN("s", "f32[21]") IN("z", "i8[21]")
+	 "%q = QuantizeLinear(%x, %s, %z) {to=i8, axis=1}\noutput %q\n",
+	 "x=uniform:-50:50 s=uniform:0.1:1 z=int:-5:5"},
+	{.title = "DequantizeLinear from i8, per axis", IN("q", "i8[6, 21]") IN("s", "f32[21]")
+	 IN("z", "i8[21]") "%d = DequantizeLinear(%q, %s, %z) {axis=1}\noutput %d\n",
+	 "q=int:-128:127 s=uniform:0.1:1 z=int:-5:5"},
+	// High-level ops.
+	{.title = "Linear with bias",
+	 IN("x", "f32[3, 5, 40]") IN("w", "f32[24, 40]") IN("b", "f32[24]")
+	 "%y = Linear(%x, %w, %b)\noutput %y\n"},
+	{.title = "Linear bf16, transpose_weight", IN("x", "bf16[7, 36]") IN("w", "bf16[36, 20]")
+	 "%y = Linear(%x, %w) {transpose_weight=1}\noutput %y\n"},
+	{.title = "LayerNorm", IN("x", "f32[3, 7, 96]") IN("g", "f32[96]") IN("b", "f32[96]")
+	 "%y, %mean, %rstd = LayerNorm(%x, %g, %b) {epsilon=1e-05}\noutput %y, %mean, %rstd\n",
+	 "x=uniform:-3:5"},
+	{.title = "LayerNorm bf16, no beta", IN("x", "bf16[21, 72]") IN("g", "bf16[72]")
+	 "%y = LayerNorm(%x, %g) {epsilon=1e-05}\noutput %y\n"},
+	{.title = "RMSNorm", IN("x", "f32[3, 7, 88]") IN("g", "f32[88]")
+	 "%y, %rstd = RMSNorm(%x, %g) {epsilon=1e-06}\noutput %y, %rstd\n"},
+	{.title = "RMSNorm bf16", IN("x", "bf16[21, 72]") IN("g", "bf16[72]")
+	 "%y = RMSNorm(%x, %g) {epsilon=1e-06}\noutput %y\n"},
+	{.title = "Attention causal, GQA", IN("q", "f32[2, 4, 7, 16]") IN("k", "f32[2, 2, 9, 16]")
+	 IN("v", "f32[2, 2, 9, 12]")
+	 "%o, %lse = Attention(%q, %k, %v) {causal=1}\noutput %o, %lse\n"},
+	{.title = "Attention bf16, additive mask, scale", IN("q", "bf16[1, 3, 6, 20]")
+	 IN("k", "bf16[1, 3, 11, 20]") IN("v", "bf16[1, 3, 11, 20]") IN("m", "bf16[6, 11]")
+	 "%o = Attention(%q, %k, %v, %m) {scale=0.3}\noutput %o\n", "m=uniform:-2:0"},
+	{.title = "Gelu erf",
+	 IN("x", "f32[5, 7, 36]") "%y = Gelu(%x)\noutput %y\n", "x=uniform:-6:6"},
+	{.title = "Gelu tanh bf16",
+	 IN("x", "bf16[5, 77]") "%y = Gelu(%x) {approximate=\"tanh\"}\noutput %y\n",
+	 "x=uniform:-6:6"},
+	{.title = "SwiGLU packed",
+	 IN("x", "f32[5, 7, 80]") "%y = SwiGLU(%x)\noutput %y\n", "x=uniform:-6:6"},
+	{.title = "SwiGLU gate, up bf16", IN("g", "bf16[9, 44]") IN("u", "bf16[9, 44]")
+	 "%y = SwiGLU(%g, %u)\noutput %y\n"},
+	{.title = "Rope rotate-half, partial", IN("x", "f32[2, 3, 7, 20]") IN("c", "f32[7, 12]")
+	 IN("s", "f32[7, 12]") "%y = Rope(%x, %c, %s)\noutput %y\n",
+	 "c=uniform:-1:1 s=uniform:-1:1"},
+	{.title = "Rope interleaved bf16", IN("x", "bf16[1, 2, 5, 12]") IN("c", "bf16[5, 12]")
+	 IN("s", "bf16[5, 12]") "%y = Rope(%x, %c, %s) {interleaved=1}\noutput %y\n",
+	 "c=uniform:-1:1 s=uniform:-1:1"},
+	{.title = "Embedding", IN("ids", "i64[3, 7]") IN("w", "f32[50, 24]")
+	 "%y = Embedding(%ids, %w)\noutput %y\n", "ids=int:0:49"},
+	{.title = "Embedding bf16 table, i32 ids", IN("ids", "i32[13]") IN("w", "bf16[31, 40]")
+	 "%y = Embedding(%ids, %w)\noutput %y\n", "ids=int:0:30"},
+	{.title = "Router softmax top 2", IN("x", "f32[12, 6]")
+	 "%p, %i = Router(%x) {top_k=2}\noutput %p, %i\n", "x=spaced"},
+	{.title = "Router sigmoid top 3, normalized", IN("x", "f32[10, 7]")
+	 "%p, %i = Router(%x) {top_k=3, score=\"sigmoid\", normalize=1}\noutput %p, %i\n",
+	 "x=spaced"},
+	{.title = "MoEDispatch", IN("x", "f32[12, 20]") IN("e", "i64[12, 2]")
+	 "%d, %n = MoEDispatch(%x, %e) {experts=5}\noutput %d, %n\n", "e=topk:5"},
+	{.title = "GroupedLinear",
+	 IN("x", "f32[24, 20]") IN("w", "f32[5, 16, 20]") IN("n", "i64[5]")
+	 "%y = GroupedLinear(%x, %w, %n)\noutput %y\n", "n=counts:24"},
+	{.title = "MoECombine", IN("y", "f32[24, 16]") IN("p", "f32[12, 2]") IN("e", "i64[12, 2]")
+	 "%z = MoECombine(%y, %p, %e)\noutput %z\n", "e=topk:5"},
+	{.title = "CrossEntropy mean, ignored labels", IN("x", "f32[2, 7, 50]") IN("t", "i64[2, 7]")
+	 "%l, %lse = CrossEntropy(%x, %t) {ignore_index=-100, reduction=\"mean\"}\n"
+	 "output %l, %lse\n", "x=uniform:-10:10 t=labels:50:-100"},
+	{.title = "CrossEntropy bf16, none", IN("x", "bf16[9, 75]") IN("t", "i64[9]")
+	 "%l = CrossEntropy(%x, %t) {reduction=\"none\"}\noutput %l\n", "t=labels:75:-100"},
+	// Backward ops. One that reads what its forward saved (mean and rstd, o and lse, the
+	// router's choice) follows that forward op, so that its inputs agree.
+	{.title = "LinearWgrad", IN("dy", "f32[3, 5, 24]") IN("x", "f32[3, 5, 40]")
+	 "%dw = LinearWgrad(%dy, %x)\noutput %dw\n"},
+	{.title = "LinearWgrad bf16, transpose_weight",
+	 IN("dy", "bf16[11, 24]") IN("x", "bf16[11, 36]")
+	 "%dw = LinearWgrad(%dy, %x) {transpose_weight=1}\noutput %dw\n"},
+	{.title = "LayerNormGrad", IN("x", "f32[3, 7, 96]") IN("g", "f32[96]") IN("b", "f32[96]")
+	 IN("dy", "f32[3, 7, 96]")
+	 "%y, %mean, %rstd = LayerNorm(%x, %g, %b) {epsilon=1e-05}\n"
+	 "%dx, %dg, %db = LayerNormGrad(%dy, %x, %g, %mean, %rstd) {epsilon=1e-05}\n"
+	 "output %dx, %dg, %db\n"},
+	{.title = "RMSNormGrad bf16",
+	 IN("x", "bf16[3, 7, 72]") IN("g", "bf16[72]") IN("dy", "bf16[3, 7, 72]")
+	 "%y, %rstd = RMSNorm(%x, %g) {epsilon=1e-06}\n"
+	 "%dx, %dg = RMSNormGrad(%dy, %x, %g, %rstd) {epsilon=1e-06}\noutput %dx, %dg\n"},
+	{.title = "AttentionGrad causal, GQA", IN("q", "f32[2, 4, 5, 8]") IN("k", "f32[2, 2, 7, 8]")
+	 IN("v", "f32[2, 2, 7, 6]") IN("do", "f32[2, 4, 5, 6]")
+	 "%o, %lse = Attention(%q, %k, %v) {causal=1}\n"
+	 "%dq, %dk, %dv = AttentionGrad(%do, %q, %k, %v, %o, %lse) {causal=1}\n"
+	 "output %dq, %dk, %dv\n"},
+	{.title = "GeluGrad", IN("x", "f32[5, 7, 36]") IN("dy", "f32[5, 7, 36]")
+	 "%dx = GeluGrad(%dy, %x)\noutput %dx\n", "x=uniform:-6:6"},
+	{.title = "GeluGrad tanh bf16", IN("x", "bf16[5, 77]") IN("dy", "bf16[5, 77]")
+	 "%dx = GeluGrad(%dy, %x) {approximate=\"tanh\"}\noutput %dx\n", "x=uniform:-6:6"},
+	{.title = "SwiGLUGrad packed", IN("x", "f32[5, 7, 80]") IN("dy", "f32[5, 7, 40]")
+	 "%dx = SwiGLUGrad(%dy, %x)\noutput %dx\n", "x=uniform:-6:6"},
+	{.title = "SwiGLUGrad gate, up bf16", IN("g", "bf16[9, 44]") IN("u", "bf16[9, 44]")
+	 IN("dy", "bf16[9, 44]") "%dg, %du = SwiGLUGrad(%dy, %g, %u)\noutput %dg, %du\n"},
+	{.title = "RopeGrad rotate-half, partial",
+	 IN("dy", "f32[2, 3, 7, 20]") IN("c", "f32[7, 12]")
+	 IN("s", "f32[7, 12]") "%dx = RopeGrad(%dy, %c, %s)\noutput %dx\n",
+	 "c=uniform:-1:1 s=uniform:-1:1"},
+	{.title = "EmbeddingGrad", IN("dy", "f32[3, 7, 24]") IN("ids", "i64[3, 7]")
+	 "%dw = EmbeddingGrad(%dy, %ids) {vocab=50}\noutput %dw\n", "ids=int:0:9"},
+	{.title = "EmbeddingGrad bf16", IN("dy", "bf16[45, 24]") IN("ids", "i32[45]")
+	 "%dw = EmbeddingGrad(%dy, %ids) {vocab=23}\noutput %dw\n", "ids=int:0:22"},
+	{.title = "GatherGrad axis 1", IN("dy", "f32[5, 2, 4, 3]") IN("i", "i64[2, 4]")
+	 "%dx = GatherGrad(%dy, %i) {axis=1, size=9}\noutput %dx\n", "i=int:-9:8"},
+	{.title = "SliceGrad with steps", IN("dy", "f32[3, 3]")
+	 "%dx = SliceGrad(%dy) {shape=[7, 9], starts=[1, 8], ends=[7, 0], axes=[0, 1], "
+	 "steps=[2, -3]}\noutput %dx\n"},
+	{.title = "SoftmaxGrad", IN("x", "f32[6, 37]") IN("dy", "f32[6, 37]")
+	 "%y = Softmax(%x)\n%dx = SoftmaxGrad(%dy, %y)\noutput %dx\n"},
+	{.title = "LogSoftmaxGrad axis 0", IN("x", "f32[6, 37]") IN("dy", "f32[6, 37]")
+	 "%y = LogSoftmax(%x) {axis=0}\n%dx = LogSoftmaxGrad(%dy, %y) {axis=0}\noutput %dx\n"},
+	{.title = "CrossEntropyGrad mean",
+	 IN("x", "f32[2, 7, 50]") IN("t", "i64[2, 7]") IN("dl", "f32[]")
+	 "%l, %lse = CrossEntropy(%x, %t)\n%dx = CrossEntropyGrad(%dl, %x, %t, %lse)\noutput %dx\n",
+	 "x=uniform:-10:10 t=labels:50:-100"},
+	{.title = "CrossEntropyGrad bf16, none",
+	 IN("x", "bf16[9, 75]") IN("t", "i64[9]") IN("dl", "f32[9]")
+	 "%l, %lse = CrossEntropy(%x, %t) {reduction=\"none\"}\n"
+	 "%dx = CrossEntropyGrad(%dl, %x, %t, %lse) {reduction=\"none\"}\noutput %dx\n",
+	 "t=labels:75:-100"},
+	{.title = "RouterGrad", IN("x", "f32[12, 6]") IN("dp", "f32[12, 2]")
+	 "%p, %i = Router(%x) {top_k=2, normalize=1}\n"
+	 "%dx = RouterGrad(%dp, %x, %p, %i) {top_k=2, normalize=1}\noutput %dx\n", "x=spaced"},
+	{.title = "MoEDispatchGrad", IN("ds", "f32[24, 20]") IN("e", "i64[12, 2]")
+	 "%dx = MoEDispatchGrad(%ds, %e) {experts=5}\noutput %dx\n", "e=topk:5"},
+	{.title = "GroupedLinearWgrad",
+	 IN("dy", "f32[24, 16]") IN("x", "f32[24, 20]") IN("n", "i64[5]")
+	 "%dw = GroupedLinearWgrad(%dy, %x, %n)\noutput %dw\n", "n=counts:24"},
+	{.title = "MoECombineGrad",
+	 IN("dz", "f32[12, 16]") IN("y", "f32[24, 16]") IN("p", "f32[12, 2]")
+	 IN("e", "i64[12, 2]") "%dy, %dp = MoECombineGrad(%dz, %y, %p, %e)\noutput %dy, %dp\n",
+	 "e=topk:5"},
+	// Optimizer ops.
+	{.title = "GlobalNorm f32, bf16",
+	 IN("a", "f32[3, 40]") IN("b", "bf16[37]") IN("c", "f32[5]")
+	 "%n = GlobalNorm(%a, %b, %c)\noutput %n\n"},
+	{.title = "LearningRate cosine", IN("it", "i64[]")
+	 "%lr = LearningRate(%it) {lr=0.001, min_lr=0.0001, warmup=5, decay_iters=40, "
+	 "style=\"cosine\"}\noutput %lr\n", "it=int:1:50"},
+	{.title = "AdamW, clipped",
+	 "param %p : f32[17, 30]\nstate %g : f32[17, 30]\nstate %m : f32[17, 30]\n"
+	 "state %v : f32[17, 30]\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")
+	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t, %clip) {weight_decay=0.1}\n"
+	 "output %p2, %m2, %v2\n",
+	 "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 clip=uniform:0.05:1"},
+	{.title = "AdamW bf16 parameter",
+	 "param %p : bf16[77]\nstate %g : bf16[77]\nstate %m : f32[77]\n"
+	 "state %v : f32[77]\n" IN("lr", "f32[]") IN("t", "i64[]")
+	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t) {beta1=0.8, beta2=0.95, epsilon=1e-06}\n"
+	 "output %p2, %m2, %v2\n", "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000"},
+	// FP8 ops: casts with a given scale (delayed) fuse; those that find their scales run alone.
+	{.title = "Quantize e4m3, given scale", IN("x", "f32[6, 40]") "scale %s : f32[]\n"
+	 "%q, %si, %amax = Quantize(%x, %s) {to=e4m3}\noutput %q, %si, %amax\n",
+	 "x=uniform:-100:100 s=uniform:0.5:8"},
+	{.title = "Quantize e5m2 bf16, slot of a table",
+	 IN("x", "bf16[6, 40]") "scale %t : f32[3]\n"
+	 "%q, %si, %amax = Quantize(%x, %t) {to=e5m2, slot=2}\noutput %q, %si, %amax\n",
+	 "x=uniform:-3000:3000"},
+	{.title = "Quantize e4m3, current scaling, margin 1", IN("x", "f32[9, 30]")
+	 "%q, %si, %amax = Quantize(%x) {to=e4m3, margin=1}\noutput %q, %si, %amax\n"},
+	{.title = "Quantize e4m3, MX 1x32", IN("x", "f32[5, 80]")
+	 "%q, %si = Quantize(%x) {to=e4m3, block=[1, 32], scale_dtype=e8m0}\noutput %q, %si\n",
+	 "x=uniform:-50:50"},
+	{.title = "Dequantize e4m3 -> f32", IN("q", "e4m3[6, 40]") IN("si", "f32[]")
+	 "%y = Dequantize(%q, %si) {to=f32}\noutput %y\n", "q=uniform:-400:400 si=uniform:0.01:2"},
+	{.title = "Dequantize e5m2 -> bf16, 1x32 blocks",
+	 IN("q", "e5m2[5, 70]") IN("si", "f32[5, 3]")
+	 "%y = Dequantize(%q, %si) {to=bf16, block=[1, 32]}\noutput %y\n",
+	 "q=uniform:-3000:3000 si=uniform:0.01:2"},
+	{.title = "Amax", IN("x", "f32[7, 45]") "%a = Amax(%x)\noutput %a\n", "x=uniform:-300:300"},
+	{.title = "CastTranspose e4m3, slot of a table",
+	 IN("x", "f32[3, 11, 40]") "scale %t : f32[4]\n"
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%x, %t) {to=e4m3, slot=3}\n"
+	 "output %c, %ct, %si, %sit, %amax\n", "x=uniform:-100:100"},
+	{.title = "CastTranspose e5m2 bf16, current scaling", IN("x", "bf16[21, 48]")
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%x) {to=e5m2}\n"
+	 "output %c, %ct, %si, %sit, %amax\n"},
+	{.title = "CastTranspose e4m3, rowwise", IN("x", "f32[13, 36]")
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%x) {to=e4m3, block=[1, 0]}\n"
+	 "output %c, %ct, %si, %sit, %amax\n"},
+	{.title = "CastTranspose e4m3, 128x128 blocks", IN("x", "f32[136, 200]")
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%x) {to=e4m3, block=[128, 128]}\n"
+	 "output %c, %ct, %si, %sit, %amax\n"},
+	// Casts fused after the op that computes their input: codes rounded from f32 values.
+	{.title = "LayerNorm + CastTranspose e4m3, one norm kernel",
+	 IN("x", "f32[3, 11, 72]") IN("g", "f32[72]") IN("b", "f32[72]") "scale %t : f32[2]\n"
+	 "%n, %mean, %rstd = LayerNorm(%x, %g, %b) {epsilon=1e-05}\n"
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%n, %t) {to=e4m3, slot=1}\n"
+	 "output %n, %c, %ct, %si, %sit, %amax\n", "t=uniform:20:120"},
+	{.title = "GeluGrad + CastTranspose e5m2 + dbias, one kernel",
+	 IN("dy", "f32[3, 7, 56]") IN("h", "f32[3, 7, 56]") "scale %t : f32[2]\n"
+	 "%dh = GeluGrad(%dy, %h)\n"
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%dh, %t) {to=e5m2, slot=0}\n"
+	 "%db = ReduceSum(%dh) {axes=[0, 1], keepdims=0}\n"
+	 "output %c, %ct, %si, %sit, %amax, %db\n", "h=uniform:-4:4 t=uniform:100:9000"},
+	{.title = "ScalingUpdate e4m3 max, margin 1, a non-finite amax", "scale %s : f32[4]\n"
+	 "amax_history %h : f32[16, 4]\nstate %n : i64[]\n" IN("a0", "f32[]") IN("a1", "f32[]")
+	 IN("a2", "f32[]") IN("a3", "f32[]")
+	 "%s2, %h2, %n2 = ScalingUpdate(%s, %h, %n, %a0, %a1, %a2, %a3) {format=e4m3, "
+	 "algo=\"max\", margin=1}\noutput %s2, %h2, %n2\n",
+	 "n=int:0:3 a0=uniform:0.01:600 a1=uniform:0.01:600 a2=list:inf a3=uniform:0.01:600"},
+	{.title = "ScalingUpdate e5m2 most_recent",
+	 "scale %s : f32[3]\namax_history %h : f32[5, 3]\n"
+	 "state %n : i64[]\n" IN("a0", "f32[]") IN("a1", "f32[]") IN("a2", "f32[]")
+	 "%s2, %h2, %n2 = ScalingUpdate(%s, %h, %n, %a0, %a1, %a2) {format=e5m2, "
+	 "algo=\"most_recent\"}\noutput %s2, %h2, %n2\n",
+	 "n=int:0:3 a0=uniform:0.01:600 a1=uniform:0.01:600 a2=uniform:0.01:600"},
+	{.title = "FP8Gemm e4m3 x e4m3, bias", IN("a", "e4m3[3, 7, 96]") IN("b", "e4m3[20, 96]")
+	 IN("sa", "f32[]") IN("sb", "f32[]") IN("bias", "f32[20]")
+	 "%y = FP8Gemm(%a, %b, %sa, %sb, %bias) {to=f32, gemm=\"fwd\"}\noutput %y\n",
+	 "a=uniform:-400:400 b=uniform:-400:400 sa=uniform:0.001:0.1 sb=uniform:0.001:0.1",
+	 NULL, FP8_GEMM_TOLERANCE},
+	{.title = "FP8Gemm e5m2 x e4m3 -> bf16, rowwise",
+	 IN("a", "e5m2[13, 200]") IN("b", "e4m3[24, 200]")
+	 IN("sa", "f32[13, 1]") IN("sb", "f32[24, 1]")
+	 "%y = FP8Gemm(%a, %b, %sa, %sb) {to=bf16, gemm=\"dgrad\", a_block=[1, 0], "
+	 "b_block=[1, 0]}\noutput %y\n",
+	 "a=uniform:-3000:3000 b=uniform:-400:400 sa=uniform:0.0001:0.01 sb=uniform:0.001:0.1",
+	 NULL, FP8_GEMM_TOLERANCE},
+	// Collectives: in one process a group has one rank; what needs a second one is refused.
+	{.title = "AllReduce",
+	 IN("x", "f32[6, 35]") "%y = AllReduce(%x) {group=\"tp\", op=\"sum\"}\n"
+	 "output %y\n"},
+	{.title = "AllGather, one rank", IN("x", "bf16[6, 35]")
+	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=1}\noutput %y\n"},
+	{.title = "ReduceScatter, one rank", IN("x", "f32[6, 35]")
+	 "%y = ReduceScatter(%x) {group=\"dp\", axis=0, ranks=1}\noutput %y\n"},
+	{.title = "AllGather over 2 ranks: refused", IN("x", "f32[6, 35]")
+	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=2}\noutput %y\n", NULL,
+	 "needs more than one rank"},
+	{.title = "Send: refused", IN("x", "f32[6, 35]")
+	 "Send(%x) {group=\"pp\", peer=1}\n%y = Neg(%x)\noutput %y\n", NULL,
+	 "needs more than one rank"},
+	{.title = "Recv: refused", "%y = Recv() {group=\"pp\", peer=0, dtype=bf16, shape=[6, 35]}\n"
+	 "output %y\n", NULL, "needs more than one rank"},
+};
+enum { N_CASES = sizeof cases / sizeof cases[0] };
+
+/* Every op of ir/ops.def, for the coverage check. */
+static const f8_op all_ops[] = {
+#define X(e, ...) F8_OP_##e,
+#include "ir/ops.def"
+#undef X
+};
+static_assert(sizeof all_ops / sizeof all_ops[0] == F8_OP_COUNT, "every op once");
+
+/*
+ * The NMSE an output of `dtype` and `numel` elements may reach against the reference. Both
+ * CPU backends run the library nodes (GEMMs, attention) and the ops codegen does not lower
+ * through the same reference kernels: there they agree exactly. Where a generated kernel
+ * runs, it computes in f32 with its own exp, tanh and erf (codegen/llvm_math.c, a few ulps)
+ * while the reference computes in double and rounds once, so an f32 output differs by a few
+ * f32 ulps: NMSE about (4 * 2^-24)^2 = 1e-13 (5e-14 the most seen over 120 seeds, a LayerNorm).
+ * A wrong kernel (a wrong constant, a dropped term, an off-by-one in a row) gives 1e-8 or
+ * more, a relative error of 1e-4.
+ * A bf16, f16 or FP8 output is rounded from such values: where one lands near a midpoint the
+ * rounding may go the other way, moving the element by a whole ulp of its format, up to 2^-m
+ * of it for m mantissa bits (2^-7 bf16, 2^-3 e4m3, 2^-2 e5m2). The bound allows one element in
+ * a thousand, or four elements of a small output, to move so: far below what a kernel rounding
+ * the wrong way (truncation moves half of them: NMSE about ulp^2 / 4) or with a wrong scale
+ * reaches (the most seen: one element of a bf16 RMSNormGrad's dx of 1512, 1.4e-8). Integers,
+ * bools and e8m0 scales (powers of two found from an amax) must be equal.
+ */
+static double tolerance_of(f8_dtype dtype, int64_t numel) {
+	switch (dtype) {
+	case F8_DTYPE_F64: return 1e-20;
+	case F8_DTYPE_F32: return 1e-10;
+	case F8_DTYPE_BF16:
+	case F8_DTYPE_F16:
+	case F8_DTYPE_E4M3:
+	case F8_DTYPE_E5M2: {
+		double ulp = ldexp(1.0, -f8_dtype_get_info(dtype)->mantissa_bits);
+		double moved = numel > 4000 ? 1e-3 : 4.0 / (double)(numel ? numel : 1);
+		return moved * ulp * ulp;
+	}
+	default: return 0;
+	}
+}
+
+/* The fill of a leaf the case does not name: scales and amax histories positive, as scaling
+ * tables hold; bools either way; floats spread over both signs (no zeros but by chance). */
+static const char *default_fill(const f8_value *leaf) {
+	if (leaf->role == F8_ROLE_SCALE || leaf->role == F8_ROLE_AMAX_HISTORY)
+		return "uniform:0.25:8";
+	if (leaf->type.dtype == F8_DTYPE_BOOL)
+		return "bool";
+	return f8_dtype_is_float(leaf->type.dtype) ? "uniform:-3:3" : "";
+}
+
+/* Parses case `c` and compiles it for inference through the whole pipeline (fuse with the
+ * codegen target table, schedule); the graph, or NULL with the failure in `diag`. */
+static f8_graph *compile_case(const op_case *c, f8_diag *diag) {
+	char text[4096];
+	int n = snprintf(text, sizeof text, "graph case {\n%s}\n", c->text);
+	if (n < 0 || (size_t)n >= sizeof text) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the case's text is longer than %zu bytes",
+			    sizeof text);
+		return NULL;
+	}
+	f8_pipeline_options options = {.target = f8_codegen_target_table_for(NULL)};
+	f8_graph *graph = NULL;
+	f8_status status = f8_text_parse(text, (size_t)n, c->title, &graph, diag);
+	if (!status)
+		status = f8_pipeline_run_with(graph, NULL, true, &options, NULL, diag);
+	if (status) {
+		f8_graph_destroy(graph);
+		return NULL;
+	}
+	return graph;
+}
+
+/* The leaves' contents (graph->inputs order), made and filled once for every backend. */
+static bool make_leaves(const f8_graph *graph, const op_case *c, f8_rt_tensor *leaves) {
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *leaf = &graph->values[graph->inputs[i]];
+		int64_t dims[F8_MAX_RANK];
+		for (int d = 0; d < leaf->type.shape.rank; d++)
+			if (!f8_dim_evaluate(leaf->type.shape.dims[d], NULL, &dims[d])) {
+				printf("  FAIL %%%s: a symbolic size (a case's are constants)\n",
+				       leaf->name);
+				return false;
+			}
+		const f8_type *type = &leaf->type;
+		if (f8_rt_tensor_create(type->dtype, type->shape.rank, dims, &leaves[i], NULL))
+			return false;
+		char spec[64];
+		test_find_spec(c->fill, leaf->name, spec, sizeof spec);
+		if (!spec[0] && !default_fill(leaf)[0]) {
+			printf("  FAIL %%%s (%s): an integer leaf needs a fill in the case\n",
+			       leaf->name, f8_dtype_name(leaf->type.dtype));
+			return false;
+		}
+		if (!test_fill(&leaves[i], spec, default_fill(leaf)))
+			return false;
+	}
+	return true;
+}
+
+/* Runs `graph` on a new backend made by `entry`, on `leaves` (graph->inputs order); the
+ * graph's outputs into outputs[0 .. n_outputs) (made here, the caller destroys them) and what
+ * the executor's memory came to into *memory. */
+static f8_status run_on(const backend_entry *entry, const f8_graph *graph,
+			const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
+			f8_executor_memory *memory, f8_diag *diag) {
+	f8_backend *backend = NULL;
+	f8_executor *executor = NULL;
+	f8_status status = entry->create(&backend, diag);
+	if (!status)
+		status = f8_executor_create(graph, NULL, backend, &executor, diag);
+	if (!status)
+		*memory = f8_executor_memory_of(executor);
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
+		status = f8_executor_write(executor, graph->inputs[i], &leaves[i], diag);
+	if (!status)
+		status = f8_executor_run(executor, F8_PHASES_ALL, diag);
+	for (uint32_t o = 0; !status && o < graph->n_outputs; o++)
+		status = f8_executor_read(executor, graph->outputs[o], &outputs[o], diag);
+	f8_executor_destroy(executor);
+	f8_backend_destroy(backend);
+	return status;
+}
+
+static unsigned seed;
+static bool verbose;             // F8_TEST_VERBOSE: a line for every output, not only failures
+static bool present[N_BACKENDS]; // which backends this build and machine have
+
+/* One output against the reference's: the NMSE over the finite elements; how many elements
+ * differ at all, and how many break the rules NMSE does not see (NaN and infinities where the
+ * reference has none or others; for an exact dtype, any difference); the element that differs
+ * most (a rule's break first), to name in a failure. */
+typedef struct comparison {
+	double nmse;
+	int64_t differ, bad; // elements not equal; elements against the rules
+	int64_t at;          // the element shown, -1 when none differs
+	double want, got;    // its values
+} comparison;
+
+static comparison compare(const f8_rt_tensor *got, const f8_rt_tensor *want, bool exact) {
+	comparison result = {.at = -1};
+	double error = 0, energy = 0, most = -1;
+	int64_t n = f8_rt_tensor_numel(want);
+	for (int64_t i = 0; i < n; i++) {
+		double a = f8_rt_tensor_get(got, i), b = f8_rt_tensor_get(want, i);
+		bool finite = isfinite(a) && isfinite(b);
+		if (finite) {
+			error += (a - b) * (a - b);
+			energy += b * b;
+		}
+		if (a == b || (isnan(a) && isnan(b)))
+			continue;
+		result.differ++;
+		bool against_rules = !finite || exact;
+		result.bad += against_rules;
+		double weight = against_rules ? INFINITY : fabs(a - b);
+		if (weight > most) {
+			most = weight;
+			result.at = i;
+			result.want = b;
+			result.got = a;
+		}
+	}
+	result.nmse = energy > 0 ? error / energy : error > 0 ? INFINITY : 0;
+	return result;
+}
+
+/* The kernels the fuse pass made, for the report: "elementwise" or "norm+cast"; "" for none. */
+static void describe_kernels(const f8_graph *graph, char *out, size_t size) {
+	size_t used = 0;
+	out[0] = '\0';
+	for (uint32_t g = 0; g < graph->n_groups && used < size; g++) {
+		int n = snprintf(out + used, size - used, "%s%s", g ? "+" : "",
+				 f8_kernel_family_name(graph->groups[g].family));
+		used += n > 0 ? (size_t)n : 0;
+	}
+}
+
+/* Compares every output of a backend's run with the reference's; prints the case's line for
+ * the backend, and each output against its tolerance where one fails. */
+static void report(const op_case *c, const f8_graph *graph, const char *backend,
+		   const f8_rt_tensor *got, const f8_rt_tensor *want, const char *kernels) {
+	bool ok = true;
+	double worst = 0, worst_tolerance = 0, worst_ratio = -1; // the output nearest its bound
+	for (uint32_t o = 0; o < graph->n_outputs; o++) {
+		f8_dtype dtype = want[o].dtype;
+		int64_t numel = f8_rt_tensor_numel(&want[o]);
+		double tolerance = c->tolerance ? c->tolerance : tolerance_of(dtype, numel);
+		comparison r = compare(&got[o], &want[o], tolerance == 0);
+		bool passed = r.bad == 0 && r.nmse <= tolerance;
+		double ratio = tolerance ? r.nmse / tolerance : r.nmse > 0 ? INFINITY : 0;
+		if (ratio > worst_ratio) {
+			worst = r.nmse;
+			worst_tolerance = tolerance;
+			worst_ratio = ratio;
+		}
+		if (!passed || verbose) {
+			const char *name = graph->values[graph->outputs[o]].name;
+			printf("  %%%s (%s): NMSE %.3g, tolerance %.0e%s; %lld of %lld elements "
+			       "differ", name, f8_dtype_name(dtype), r.nmse, tolerance,
+			       tolerance ? "" : " (exact)", (long long)r.differ,
+			       (long long)numel);
+			if (r.differ)
+				printf(", %s at %lld: reference %.9g, %s %.9g",
+				       r.bad ? "against the rules" : "the most", (long long)r.at,
+				       r.want, backend, r.got);
+			printf("\n");
+		}
+		ok &= passed;
+	}
+	char bound[32] = "exact";
+	if (worst_tolerance)
+		snprintf(bound, sizeof bound, "%.0e", worst_tolerance);
+	printf("%-52s %-14s NMSE %-9.3g (tolerance %s) %s%s%s%s\n", c->title, backend, worst,
+	       bound, ok ? "OK" : "FAIL", kernels[0] ? "  [kernels: " : "", kernels,
+	       kernels[0] ? "]" : "");
+	CHECK(ok);
+}
+
+/* Case `index`: compiled once, its leaves drawn once, run on every backend present, each
+ * compared with the reference's run; marks the ops its compiled graph holds in `covered`. */
+static void run_case(uint32_t index, bool *covered) {
+	const op_case *c = &cases[index];
+	f8_diag diag = {0};
+	f8_graph *graph = compile_case(c, &diag);
+	if (!graph) {
+		printf("%-52s compiling FAILED: ", c->title);
+		f8_diag_print(&diag, stdout);
+		CHECK(false);
+		return;
+	}
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		covered[graph->nodes[graph->order[i]].op] = true;
+	char kernels[256];
+	describe_kernels(graph, kernels, sizeof kernels);
+	rng_state = ((uint64_t)seed << 32) ^ index; // a stream of the case's own
+	f8_rt_tensor *leaves = f8_calloc(graph->n_inputs + 1, sizeof *leaves);
+	f8_rt_tensor *want = f8_calloc(graph->n_outputs + 1, sizeof *want);
+	f8_rt_tensor *got = f8_calloc(graph->n_outputs + 1, sizeof *got);
+	bool ready = leaves && want && got && make_leaves(graph, c, leaves);
+	CHECK(ready);
+	for (uint32_t b = 0; ready && b < N_BACKENDS; b++) {
+		if (!present[b])
+			continue;
+		f8_rt_tensor *outputs = b == 0 ? want : got;
+		f8_executor_memory memory = {0};
+		f8_diag_clear(&diag);
+		f8_status status = run_on(&backends[b], graph, leaves, outputs, &memory, &diag);
+		if (c->refused) {
+			bool refused = status != F8_OK && strstr(diag.message, c->refused);
+			printf("%-52s %-14s %s: %s\n", c->title, backends[b].name,
+			       refused ? "refused OK" : "FAIL, not refused as expected",
+			       diag.message);
+			CHECK(refused);
+		} else if (status) {
+			printf("%-52s %-14s FAIL: ", c->title, backends[b].name);
+			f8_diag_print(&diag, stdout);
+			CHECK(false);
+			ready = b != 0; // without the reference's outputs, nothing to compare
+		} else {
+			if (!memory.planned)
+				printf("  FAIL the slab was not planned (a case's sizes are "
+				       "constants)\n");
+			CHECK(memory.planned);
+			if (b == 0)
+				printf("%-52s %-14s the reference\n", c->title, backends[b].name);
+			else
+				report(c, graph, backends[b].name, got, want, kernels);
+		}
+		for (uint32_t o = 0; b != 0 && o < graph->n_outputs; o++)
+			f8_rt_tensor_destroy(&got[o]);
+	}
+	for (uint32_t o = 0; want && o < graph->n_outputs; o++)
+		f8_rt_tensor_destroy(&want[o]);
+	for (uint32_t i = 0; leaves && i < graph->n_inputs; i++)
+		f8_rt_tensor_destroy(&leaves[i]);
+	f8_free(leaves);
+	f8_free(want);
+	f8_free(got);
+	f8_graph_destroy(graph);
+}
+
+/* Fails naming each op of ir/ops.def that no case's compiled graph holds. */
+static void check_coverage(const bool *covered) {
+	uint32_t missing = 0;
+	for (uint32_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
+		if (!covered[all_ops[i]])
+			printf("%s %s", missing++ ? "," : "FAIL ops without a case:",
+			       f8_op_name(all_ops[i]));
+	if (missing)
+		printf("\n  HINT: add a case for each to the table in "
+		       "tests/runtime/test_backend_ops.c\n");
+	else
+		printf("coverage: every one of the %d ops of ir/ops.def has a case\n", F8_OP_COUNT);
+	CHECK(missing == 0);
+}
+
+int main(int argc, char **argv) {
+	const char *fixed = getenv("F8_TEST_SEED");
+	seed = fixed ? (unsigned)strtoul(fixed, NULL, 10) : (unsigned)time(NULL);
+	printf("seed %u (F8_TEST_SEED=%u repeats this run)\n", seed, seed);
+	verbose = getenv("F8_TEST_VERBOSE") != NULL;
+	for (uint32_t b = 0; b < N_BACKENDS; b++) {
+		f8_backend *backend = NULL;
+		f8_diag diag = {0};
+		f8_status status = backends[b].create(&backend, &diag);
+		present[b] = status == F8_OK;
+		if (status)
+			printf("backend %s: not present (%s)\n", backends[b].name, diag.message);
+		CHECK(status == F8_OK || (b != 0 && status == F8_ERR_UNSUPPORTED));
+		f8_backend_destroy(backend);
+	}
+	const char *only = argc > 1 ? argv[1] : NULL;
+	bool covered[F8_OP_COUNT] = {0};
+	for (uint32_t i = 0; i < N_CASES; i++)
+		if (!only || strstr(cases[i].title, only))
+			run_case(i, covered);
+	if (!only)
+		check_coverage(covered);
+	printf("%d cases\n", N_CASES);
+	return test_finish();
+}
