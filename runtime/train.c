@@ -13,19 +13,9 @@
 #include <time.h>   // clock_gettime
 
 #include "ir/alloc.h"             // f8_calloc, f8_free
-#include "passes/fp8_cast.h"      // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
 #include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
 #include "runtime/executor.h"     // f8_executor
 #include "runtime/parameters.h"   // f8_rt_parameters_init
-
-f8_training_options f8_train_optimizer(const f8_train_config *c) {
-	f8_training_options optimizer = c->optimizer;
-	optimizer.micro_batches = c->micro_batch_size > 0 ? c->global_batch_size / c->micro_batch_size
-							  : 0;
-	if (optimizer.decay_iters == 0)
-		optimizer.decay_iters = c->train_iters;
-	return optimizer;
-}
 
 f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 	const char *problem = NULL;
@@ -33,7 +23,7 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--micro-batch-size, --seq-length and --train-iters must be at least 1";
 	else if (c->global_batch_size % c->micro_batch_size != 0 || c->global_batch_size < 1)
 		problem = "--global-batch-size must be a positive multiple of --micro-batch-size";
-	else if (c->optimizer.warmup_iters > c->train_iters)
+	else if (c->schedule.warmup_iters > c->train_iters)
 		problem = "--lr-warmup-iters must not be past --train-iters";
 	else if (c->eval_interval < 0 || c->eval_iters < 0 || c->log_interval < 1 ||
 		 c->save_interval < 0)
@@ -47,10 +37,11 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--split needs 2 or 3 weights: train,valid[,test]";
 	else if (c->eval_iters > 0 && !(c->split[1] > 0))
 		problem = "evaluation needs a validation split: --split's second weight is 0";
+	else if (!c->schedule.decay_style)
+		problem = "the run has no learning-rate schedule (the compile driver sets it)";
 	if (problem)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s", problem);
-	f8_training_options optimizer = f8_train_optimizer(c);
-	return f8_training_options_check(&optimizer, diag);
+	return F8_OK;
 }
 
 static double seconds_since(const struct timespec *start) {
@@ -79,7 +70,6 @@ typedef struct trainer {
 	f8_token_range ranges[3];
 	f8_batch_sampler train_sampler, eval_sampler;
 	FILE *metrics;
-	f8_training_options optimizer; // as compiled: micro_batches and decay_iters resolved
 	char settings[N_SETTINGS][32]; // the schedule's settings, as a checkpoint records them
 	const char *setting_values[N_SETTINGS];
 	f8_train_callback callback;
@@ -185,29 +175,30 @@ static void find_fp8_state(trainer *t) {
 	t->has_cast = false;
 	for (uint32_t i = 0; i < graph->n_order; i++)
 		t->has_cast |= graph->nodes[graph->order[i]].phase == F8_PHASE_CAST;
-	static const char *const tables[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_ACTIVATIONS,
-					      F8_FP8_TABLE_GRADIENTS};
-	for (int i = 0; i < 3; i++) {
-		char name[64];
-		int len = snprintf(name, sizeof name, "%s.nonfinite", tables[i]);
-		f8_value_id v = f8_graph_find_value(graph, name, (size_t)len);
-		bool counts = v != F8_NONE && graph->values[v].producer == F8_NONE &&
-			      graph->values[v].type.dtype == F8_DTYPE_I64;
-		t->nonfinite[i] = counts ? v : F8_NONE;
+	// A scaling table's non-finite count is its state leaf <table>.nonfinite, of i64 (the
+	// fp8-cast pass names them: fp8.weights, fp8.activations, fp8.gradients).
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < 3; i++)
+		t->nonfinite[i] = F8_NONE;
+	for (uint32_t i = 0; i < graph->n_inputs && n < 3; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		size_t len = strlen(value->name);
+		if (value->type.dtype == F8_DTYPE_I64 && len > 10 &&
+		    strcmp(value->name + len - 10, ".nonfinite") == 0)
+			t->nonfinite[n++] = graph->inputs[i];
 	}
 }
 
 /* Takes the compiled training step, makes the executor and its parameters. */
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
-	f8_training_options optimizer = f8_train_optimizer(c);
-	t->micro_batches = optimizer.micro_batches;
-	t->optimizer = optimizer;
-	snprintf(t->settings[0], sizeof t->settings[0], "%.17g", optimizer.lr);
-	snprintf(t->settings[1], sizeof t->settings[1], "%.17g", optimizer.min_lr);
-	snprintf(t->settings[2], sizeof t->settings[2], "%lld", (long long)optimizer.warmup_iters);
-	snprintf(t->settings[3], sizeof t->settings[3], "%lld", (long long)optimizer.decay_iters);
-	snprintf(t->settings[4], sizeof t->settings[4], "%s", f8_lr_decay_name(optimizer.decay_style));
+	const f8_train_schedule *schedule = &c->schedule;
+	t->micro_batches = c->global_batch_size / c->micro_batch_size; // checked: a multiple
+	snprintf(t->settings[0], sizeof t->settings[0], "%.17g", schedule->lr);
+	snprintf(t->settings[1], sizeof t->settings[1], "%.17g", schedule->min_lr);
+	snprintf(t->settings[2], sizeof t->settings[2], "%lld", (long long)schedule->warmup_iters);
+	snprintf(t->settings[3], sizeof t->settings[3], "%lld", (long long)schedule->decay_iters);
+	snprintf(t->settings[4], sizeof t->settings[4], "%s", schedule->decay_style);
 	for (int i = 0; i < N_SETTINGS; i++)
 		t->setting_values[i] = t->settings[i];
 	f8_status status = c->graph ? F8_OK

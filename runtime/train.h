@@ -17,10 +17,8 @@
 #include <stdbool.h> // bool
 #include <stdint.h>  // int64_t, uint64_t
 
-#include "ir/shape.h"          // f8_dim_binding
 #include "ir/diag.h"           // f8_status, f8_diag
-#include "passes/precision.h"  // f8_fp8_options
-#include "passes/training.h"   // f8_training_options
+#include "ir/graph.h"          // f8_graph
 #include "runtime/backend.h"   // f8_backend
 #include "runtime/executor.h"  // f8_executor
 #include "runtime/safetensors.h" // f8_safetensors
@@ -34,15 +32,24 @@ typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_executor 
 				       int64_t iteration, int64_t micro_batch, void *user,
 				       f8_diag *diag);
 
-/* A run, Megatron-LM's option names in the comments. */
+/* The learning-rate schedule the step was compiled with (the compile driver fills it): what a
+ * checkpoint records and a run that resumes it must share, as Megatron-LM checks on load. */
+typedef struct f8_train_schedule {
+	double lr, min_lr;       // --lr, --min-lr
+	int64_t warmup_iters;    // --lr-warmup-iters
+	int64_t decay_iters;     // --lr-decay-iters as compiled (0 given: --train-iters)
+	const char *decay_style; // --lr-decay-style: constant, linear or cosine
+} f8_train_schedule;
+
+/* A run, Megatron-LM's option names in the comments. What the step was compiled with (the
+ * model, the optimizer, FP8) is the compile driver's (tools/compile.h), not the run's. */
 typedef struct f8_train_config {
-	const char *model;                // MODEL: ONNX, JSON description or text IR (the
-					  // compile driver's input; the run never opens it)
+	const char *model;                // what the step was compiled from, for the record (a
+					  // checkpoint's metadata); the run never opens it
 	const f8_graph *graph;            // the compiled training step to run (a plan's, or
 					  // tools/compile.h's): required
 	const f8_safetensors *weights;    // a plan's initial weights, or NULL
-	const f8_dim_binding *dims;       // --dim: sizes the model needs besides batch and seq
-	uint32_t n_dims;
+	f8_train_schedule schedule;       // the step's learning-rate schedule
 	const char *data;                 // --data
 	f8_token_format data_format;      // --data-format
 	double split[3];                  // --split: train, valid, test weights
@@ -51,7 +58,6 @@ typedef struct f8_train_config {
 	int64_t global_batch_size;        // --global-batch-size (a multiple of the micro batch)
 	int64_t seq_length;               // --seq-length
 	int64_t train_iters;              // --train-iters: the iteration to stop after
-	f8_training_options optimizer;    // --lr ... (micro_batches is derived here)
 	uint64_t seed;                    // --seed: weights and data order
 	int64_t eval_interval, eval_iters; // --eval-interval, --eval-iters (0: no evaluation)
 	int64_t log_interval;             // --log-interval
@@ -59,16 +65,11 @@ typedef struct f8_train_config {
 	int64_t save_interval;            // --save-interval (0: only at the end)
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
-	const f8_fp8_options *fp8;        // --fp8-format ...: train in FP8; NULL: no FP8
 	f8_backend *backend;              // what runs the step (borrowed; the caller makes it:
 					  // the CPU backend, --kernels generated|reference)
 	f8_train_observer observe;        // NULL: none
 	void *observe_user;               // given to observe
 } f8_train_config;
-
-/* The optimizer's options as a run compiles them (tools/compile.h): micro-batches from the
- * batch sizes, the decay over the whole run unless --lr-decay-iters says otherwise. */
-f8_training_options f8_train_optimizer(const f8_train_config *config);
 
 /* What a callback hears after each logged iteration, evaluation, save and at the end. */
 typedef enum f8_train_event {

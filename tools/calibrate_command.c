@@ -1,6 +1,6 @@
 /*
  * f8c calibrate: trains a model for a few steps in high precision on the CPU and records how
- * the amax of every Linear layer's GEMM operands moves (runtime/calibration.h), into the
+ * the amax of every Linear layer's GEMM operands moves (tools/calibration.h), into the
  * STATS.json that `--calibration STATS.json --fp8-cv-threshold X` reads to keep the unsteady
  * layers out of FP8.
  *
@@ -11,7 +11,7 @@
 #include <string.h> // strcmp
 
 #include "ir/alloc.h"             // f8_calloc, f8_free
-#include "runtime/calibration.h"  // f8_calibration_stats
+#include "tools/calibration.h"  // f8_calibration_stats
 #include "runtime/train.h"        // f8_train_run, f8_train_config
 #include "tools/commands.h"       // f8_tool_calibrate, f8_tool_train_args
 #include "tools/tool_options.h"   // f8_tool_parse_int
@@ -108,7 +108,7 @@ static f8_status calibrate(f8_tool_train_args *args, const f8_fp8_options *fp8,
 					    .amax_history_len = fp8->amax_history_len,
 					    .amax_algo = fp8->amax_algo, .margin = fp8->margin};
 	f8_calibration_file *file = NULL;
-	config->fp8 = NULL;
+	f8_tool_train_args_compile(args)->fp8 = NULL;
 	config->observe = observe;
 	config->observe_user = &s;
 	f8_status status = f8_calibration_stats_create(&settings, &s.stats, diag);

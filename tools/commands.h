@@ -8,6 +8,7 @@
 #include <stdbool.h> // bool
 
 #include "runtime/train.h"     // f8_train_config
+#include "tools/compile.h"     // f8_tool_compile_options
 #include "tools/fp8_options.h" // f8_tool_fp8_args
 
 int f8_tool_dump_ir(int argc, char **argv);
@@ -40,8 +41,12 @@ typedef struct f8_tool_train_args f8_tool_train_args;
 int f8_tool_train_args_parse(const f8_tool_train_command *command, int argc, char **argv,
 			     f8_tool_train_args **out);
 
-/* The run the options describe; config->fp8 is set when FP8 is on. Owned by `args`. */
+/* The run the options describe. Owned by `args`. */
 f8_train_config *f8_tool_train_args_config(f8_tool_train_args *args);
+
+/* What the options compile (the model, --dim, the optimizer, FP8: compile->fp8 set when FP8 is
+ * on). Owned by `args`. */
+f8_tool_compile_options *f8_tool_train_args_compile(f8_tool_train_args *args);
 
 /* The FP8 options as given (settled, files read), on or off. Owned by `args`. */
 const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args);

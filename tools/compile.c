@@ -88,20 +88,21 @@ static f8_status bind_token_dims(f8_graph *graph, const f8_train_config *c, f8_d
 	return n ? f8_frontend_bind_dims(graph, bindings, n, diag) : F8_OK;
 }
 
-f8_status f8_tool_compile_training(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
+f8_status f8_tool_compile_training(const f8_tool_compile_options *compile,
+				   const f8_train_config *run, f8_graph **out, f8_diag *diag) {
 	*out = NULL;
-	f8_training_options optimizer = f8_train_optimizer(config);
-	f8_frontend_options options = {.dims = config->dims, .n_dims = config->n_dims,
-				       .seed = config->seed};
-	f8_pipeline_options compile = {.training = &optimizer, .fp8 = config->fp8};
+	f8_training_options optimizer = f8_tool_optimizer(compile, run);
+	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
+				       .seed = run->seed};
+	f8_pipeline_options passes = {.training = &optimizer, .fp8 = compile->fp8};
 	f8_graph *graph = NULL;
 	f8_status status = f8_training_options_check(&optimizer, diag);
 	if (!status)
-		status = f8_frontend_load(config->model, &options, &graph, diag);
+		status = f8_frontend_load(compile->model, &options, &graph, diag);
 	if (!status)
-		status = bind_token_dims(graph, config, diag);
+		status = bind_token_dims(graph, run, diag);
 	if (!status)
-		status = f8_tool_run_passes(graph, NULL, true, &compile, NULL, diag);
+		status = f8_tool_run_passes(graph, NULL, true, &passes, NULL, diag);
 	if (status) {
 		f8_graph_destroy(graph);
 		return status;
@@ -110,14 +111,14 @@ f8_status f8_tool_compile_training(const f8_train_config *config, f8_graph **out
 	return F8_OK;
 }
 
-f8_status f8_tool_compile_inference(const f8_train_config *config, f8_graph **out,
-				    f8_diag *diag) {
+f8_status f8_tool_compile_inference(const f8_tool_compile_options *compile, uint64_t seed,
+				    f8_graph **out, f8_diag *diag) {
 	*out = NULL;
-	f8_frontend_options options = {.dims = config->dims, .n_dims = config->n_dims,
-				       .seed = config->seed};
-	f8_pipeline_options passes = {.fp8 = config->fp8};
+	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
+				       .seed = seed};
+	f8_pipeline_options passes = {.fp8 = compile->fp8};
 	f8_graph *graph = NULL;
-	f8_status status = f8_frontend_load(config->model, &options, &graph, diag);
+	f8_status status = f8_frontend_load(compile->model, &options, &graph, diag);
 	if (!status)
 		status = f8_tool_run_passes(graph, NULL, true, &passes, NULL, diag);
 	if (status) {

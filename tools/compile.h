@@ -18,8 +18,29 @@
 #include "ir/diag.h"           // f8_status, f8_diag
 #include "ir/graph.h"          // f8_graph
 #include "passes/pipeline.h"   // f8_pipeline_options
+#include "passes/precision.h"  // f8_fp8_options
+#include "passes/training.h"   // f8_training_options
 #include "runtime/plan.h"      // f8_plan
 #include "runtime/train.h"     // f8_train_config
+
+/* What a training step or a forward graph is compiled from and with (f8c train's and f8c
+ * compile's options that shape the graph; the sizes are the run's, f8_train_config). */
+typedef struct f8_tool_compile_options {
+	const char *model;             // MODEL: ONNX, JSON description or text IR
+	const f8_dim_binding *dims;    // --dim: sizes the model needs besides batch and seq
+	uint32_t n_dims;
+	f8_training_options optimizer; // --lr ... (micro_batches and decay_iters resolved by
+				       // f8_tool_optimizer)
+	const f8_fp8_options *fp8;     // --fp8-format ...: FP8; NULL: no FP8
+} f8_tool_compile_options;
+
+/* The optimizer's options as a run compiles them: micro-batches from the run's batch sizes,
+ * the decay over the whole run unless --lr-decay-iters says otherwise. */
+f8_training_options f8_tool_optimizer(const f8_tool_compile_options *compile,
+				      const f8_train_config *run);
+
+/* The learning-rate schedule of `optimizer` (f8_tool_optimizer's), for the run's record. */
+f8_train_schedule f8_tool_schedule(const f8_training_options *optimizer);
 
 /* True when this f8c compiles models (it was built with LLVM). */
 bool f8_tool_can_compile(void);
@@ -42,19 +63,20 @@ f8_status f8_tool_run_passes(f8_graph *graph, const char *after, bool verify,
 			     const f8_pipeline_options *options, FILE *report, f8_diag *diag);
 
 /*
- * Compiles config->model's training step as f8c train runs it: the model loaded with config's
- * --dim sizes and seed, the token input's batch and seq bound to the micro-batch size and the
- * sequence length (a step is compiled for one size, so that the schedule pass plans its
- * memory), every pass of the pipeline with the optimizer (micro-batches from the batch sizes,
- * the decay over the run unless --lr-decay-iters says otherwise) and the FP8 options. *out is
- * the caller's; NULL on failure.
+ * Compiles compile->model's training step as f8c train runs it: the model loaded with the
+ * --dim sizes and the run's seed, the token input's batch and seq bound to the run's
+ * micro-batch size and sequence length (a step is compiled for one size, so that the schedule
+ * pass plans its memory), every pass of the pipeline with the optimizer (f8_tool_optimizer)
+ * and the FP8 options. *out is the caller's; NULL on failure.
  */
-f8_status f8_tool_compile_training(const f8_train_config *config, f8_graph **out, f8_diag *diag);
+f8_status f8_tool_compile_training(const f8_tool_compile_options *compile,
+				   const f8_train_config *run, f8_graph **out, f8_diag *diag);
 
-/* The forward graph of config->model, its --dim sizes bound, through every pass (FP8 with the
- * FP8 options): what f8c infer runs. *out is the caller's; NULL on failure. */
-f8_status f8_tool_compile_inference(const f8_train_config *config, f8_graph **out,
-				    f8_diag *diag);
+/* The forward graph of compile->model, its --dim sizes bound, through every pass (FP8 with
+ * the FP8 options), weights made from `seed`: what f8c infer runs. *out is the caller's; NULL
+ * on failure. */
+f8_status f8_tool_compile_inference(const f8_tool_compile_options *compile, uint64_t seed,
+				    f8_graph **out, f8_diag *diag);
 
 /*
  * The plan of compiled `graph` (taken: the plan owns it, on failure too): its kernels lowered

@@ -46,15 +46,16 @@ f8_status f8_tool_run_passes(f8_graph *graph, const char *after, bool verify,
 	return refuse(diag, "run the compiler's passes");
 }
 
-f8_status f8_tool_compile_training(const f8_train_config *config, f8_graph **out, f8_diag *diag) {
-	(void)config;
+f8_status f8_tool_compile_training(const f8_tool_compile_options *compile,
+				   const f8_train_config *run, f8_graph **out, f8_diag *diag) {
+	(void)compile, (void)run;
 	*out = NULL;
 	return refuse(diag, "compile a model");
 }
 
-f8_status f8_tool_compile_inference(const f8_train_config *config, f8_graph **out,
-				    f8_diag *diag) {
-	(void)config;
+f8_status f8_tool_compile_inference(const f8_tool_compile_options *compile, uint64_t seed,
+				    f8_graph **out, f8_diag *diag) {
+	(void)compile, (void)seed;
 	*out = NULL;
 	return refuse(diag, "compile a model");
 }

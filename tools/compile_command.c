@@ -58,8 +58,10 @@ static double seconds_since(const struct timespec *start) {
 }
 
 /* Compiles and writes the plan; the compile arguments are rest[1 .. n_rest) but the model. */
-static f8_status compile(f8_train_config *config, bool inference, char **rest, int n_rest,
+static f8_status compile(f8_tool_train_args *options, bool inference, char **rest, int n_rest,
 			 const char *output, f8_diag *diag) {
+	const f8_train_config *config = f8_tool_train_args_config(options);
+	const f8_tool_compile_options *compiled = f8_tool_train_args_compile(options);
 	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	f8_graph *graph = NULL;
@@ -77,8 +79,8 @@ static f8_status compile(f8_train_config *config, bool inference, char **rest, i
 				   "is for one micro-batch size and sequence length");
 	}
 	f8_status status = !args ? f8_diag_set(diag, F8_ERR_NOMEM, "out of memory")
-		: inference ? f8_tool_compile_inference(config, &graph, diag)
-			    : f8_tool_compile_training(config, &graph, diag);
+		: inference ? f8_tool_compile_inference(compiled, config->seed, &graph, diag)
+			    : f8_tool_compile_training(compiled, config, &graph, diag);
 	double passes = seconds_since(&start);
 	uint32_t nodes = graph ? graph->n_order : 0, groups = graph ? graph->n_groups : 0;
 	if (!status)
@@ -115,7 +117,7 @@ int f8_tool_compile(int argc, char **argv) {
 	if (!code) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
-		if (compile(f8_tool_train_args_config(args), inference, rest, n_rest, output, &diag)) {
+		if (compile(args, inference, rest, n_rest, output, &diag)) {
 			f8_diag_print(&diag, stderr);
 			code = diag.status == F8_ERR_ARGUMENT ? 2 : 1;
 		}

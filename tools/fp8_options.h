@@ -18,7 +18,7 @@
 #include "ir/arena.h"           // f8_arena
 #include "ir/diag.h"            // f8_status, f8_diag
 #include "passes/precision.h"   // f8_fp8_options, f8_precision_rule
-#include "runtime/calibration.h" // f8_calibration_file
+#include "tools/calibration.h" // f8_calibration_file
 
 /* The FP8 options of one command line. Fill with f8_tool_fp8_parse_arg and
  * f8_tool_fp8_set_json, then f8_tool_fp8_finish; read f8_tool_fp8_options. */

@@ -39,8 +39,12 @@ typedef struct option {
 	option_scope scope;
 } option;
 
+/* An option's field: in the run's f8_train_config, or (COMPILE_FIELD set) in the compile
+ * options' optimizer (tools/compile.h). */
+#define COMPILE_FIELD ((size_t)1 << 30)
 #define FIELD(f) offsetof(f8_train_config, f)
-#define OPTIM(f) (offsetof(f8_train_config, optimizer) + offsetof(f8_training_options, f))
+#define OPTIM(f) (COMPILE_FIELD | (offsetof(f8_tool_compile_options, optimizer) + \
+				   offsetof(f8_training_options, f)))
 
 static const option options[] = {
 	{"data", TEXT, FIELD(data), 0, "token file (llm.c format, or raw with --data-format)", RUN},
@@ -79,6 +83,7 @@ enum { MAX_DIMS = 32 };
 struct f8_tool_train_args {
 	const f8_tool_train_command *command;
 	f8_train_config config;
+	f8_tool_compile_options compile; // what shapes the graph: the model, --dim, --lr ..., FP8
 	f8_dim_binding dims[MAX_DIMS];
 	bool given[sizeof options / sizeof options[0]]; // on the command line
 	f8_tool_fp8_args fp8;
@@ -145,7 +150,9 @@ static bool parse_split(const char *text, double *weights, int *n_weights) {
 
 /* Sets option `o` from `text`; false (with a message on stderr) when it does not parse. */
 static bool set_option(request *r, const option *o, const char *text, char *mutable_text) {
-	char *field = (char *)&r->config + o->offset;
+	char *field = o->offset & COMPILE_FIELD
+			      ? (char *)&r->compile + (o->offset & ~COMPILE_FIELD)
+			      : (char *)&r->config + o->offset;
 	int64_t integer;
 	switch (o->kind) {
 	case INT:
@@ -182,10 +189,10 @@ static bool set_option(request *r, const option *o, const char *text, char *muta
 			return true;
 		break;
 	case DIM:
-		if (!mutable_text || r->config.n_dims == MAX_DIMS ||
-		    !f8_tool_parse_dim_binding(mutable_text, &r->dims[r->config.n_dims]))
+		if (!mutable_text || r->compile.n_dims == MAX_DIMS ||
+		    !f8_tool_parse_dim_binding(mutable_text, &r->dims[r->compile.n_dims]))
 			break;
-		r->config.n_dims++;
+		r->compile.n_dims++;
 		return true;
 	case CONFIG:
 		break;
@@ -255,9 +262,10 @@ static void defaults(request *r) {
 						    : F8_CPU_KERNELS_REFERENCE;
 	r->config = (f8_train_config){
 		.data_format = F8_TOKEN_FORMAT_AUTO, .split = {969, 30, 1}, .n_split = 3,
-		.micro_batch_size = 8, .global_batch_size = 0, .seq_length = 0,
-		.optimizer = f8_training_options_default(), .seed = 1234, .log_interval = 10,
-		.dims = r->dims};
+		.micro_batch_size = 8, .global_batch_size = 0, .seq_length = 0, .seed = 1234,
+		.log_interval = 10};
+	r->compile = (f8_tool_compile_options){.optimizer = f8_training_options_default(),
+					       .dims = r->dims};
 }
 
 /* Takes argv[*i] when it is an FP8 option; 0, or the exit status of its error. */
@@ -275,7 +283,7 @@ static int parse_args(int argc, char **argv, int from, request *r, const char **
 		if (strncmp(argv[i], "--", 2) != 0) {
 			if (r->config.model)
 				return usage(r, "give one model file");
-			r->config.model = argv[i];
+			r->config.model = r->compile.model = argv[i];
 			continue;
 		}
 		if (strcmp(argv[i], "--help") == 0)
@@ -368,7 +376,9 @@ static int parse(int argc, char **argv, request *r) {
 	f8_diag_clear(&diag);
 	if (f8_tool_fp8_finish(&r->fp8, &diag))
 		return options_error(&diag);
-	r->config.fp8 = f8_tool_fp8_options(&r->fp8);
+	r->compile.fp8 = f8_tool_fp8_options(&r->fp8);
+	f8_training_options optimizer = f8_tool_optimizer(&r->compile, &r->config);
+	r->config.schedule = f8_tool_schedule(&optimizer);
 	return 0;
 }
 
@@ -396,6 +406,10 @@ f8_train_config *f8_tool_train_args_config(f8_tool_train_args *args) {
 	return &args->config;
 }
 
+f8_tool_compile_options *f8_tool_train_args_compile(f8_tool_train_args *args) {
+	return &args->compile;
+}
+
 const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args) {
 	return &args->fp8;
 }
@@ -404,9 +418,13 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	f8_status status = args->backend ? F8_OK
 					 : f8_cpu_backend_create(args->kernels, &args->backend, diag);
 	args->config.backend = args->backend;
+	// The schedule as the options are now (f8c calibrate changes some after parsing).
+	f8_training_options optimizer = f8_tool_optimizer(&args->compile, &args->config);
+	args->config.schedule = f8_tool_schedule(&optimizer);
 	if (!status && !args->config.graph && !(status = f8_train_check_config(&args->config,
 									       diag)))
-		status = f8_tool_compile_training(&args->config, &args->compiled, diag);
+		status = f8_tool_compile_training(&args->compile, &args->config, &args->compiled,
+						  diag);
 	if (!status && !args->config.graph)
 		args->config.graph = args->compiled;
 	return status;

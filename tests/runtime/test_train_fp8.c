@@ -70,28 +70,37 @@ static bool write_tokens(const char *path) {
 	return file && fclose(file) == 0 && ok;
 }
 
-static f8_train_config config_for(const char *model, const char *data, int64_t iters) {
-	f8_train_config c = {.model = model, .data = data, .data_format = F8_TOKEN_FORMAT_AUTO,
-			     .split = {9, 1}, .n_split = 2, .micro_batch_size = 2,
-			     .global_batch_size = 4, .seq_length = 16, .train_iters = iters,
-			     .optimizer = f8_training_options_default(), .seed = 7,
-			     .log_interval = 1};
-	c.optimizer.lr = 3e-3;
+/* A run and what its step is compiled with. */
+typedef struct setup {
+	f8_train_config run;
+	f8_tool_compile_options compile;
+} setup;
+
+static setup config_for(const char *model, const char *data, int64_t iters) {
+	setup c = {.run = {.model = model, .data = data, .data_format = F8_TOKEN_FORMAT_AUTO,
+			   .split = {9, 1}, .n_split = 2, .micro_batch_size = 2,
+			   .global_batch_size = 4, .seq_length = 16, .train_iters = iters,
+			   .seed = 7, .log_interval = 1},
+		   .compile = {.model = model, .optimizer = f8_training_options_default()}};
+	c.compile.optimizer.lr = 3e-3;
 	return c;
 }
 
 /* How the runs' CPU backends run the fused groups (test_generated_kernels switches it). */
 static f8_cpu_kernels kernels = F8_CPU_KERNELS_GENERATED;
 
-static bool train(const f8_train_config *config, heard *h) {
+/* Compiles the step as f8c train does, and trains it. */
+static bool train(const setup *config, heard *h) {
 	memset(h, 0, sizeof *h);
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	f8_train_config c = *config;
+	f8_train_config c = config->run;
+	f8_training_options optimizer = f8_tool_optimizer(&config->compile, &c);
+	c.schedule = f8_tool_schedule(&optimizer);
 	f8_graph *step = NULL;
 	f8_status status = f8_cpu_backend_create(kernels, &c.backend, &diag);
 	if (!status)
-		status = f8_tool_compile_training(&c, &step, &diag);
+		status = f8_tool_compile_training(&config->compile, &c, &step, &diag);
 	c.graph = step;
 	if (!status)
 		status = f8_train_run(&c, listen, h, &diag);
@@ -117,9 +126,9 @@ static void test_recipes(const char *model, const char *data, const char *work) 
 		f8_fp8_options fp8 = options_for(recipes[i]);
 		char metrics[2200];
 		snprintf(metrics, sizeof metrics, "%s/%s.jsonl", work, f8_recipe_name(recipes[i]));
-		f8_train_config c = config_for(model, data, 2);
-		c.fp8 = &fp8;
-		c.metrics = metrics;
+		setup c = config_for(model, data, 2);
+		c.compile.fp8 = &fp8;
+		c.run.metrics = metrics;
 		heard h;
 		bool ok = train(&c, &h);
 		printf("(a) %s: losses %.6f, %.6f\n", f8_recipe_name(recipes[i]), h.losses[1],
@@ -138,11 +147,11 @@ static void test_recipes(const char *model, const char *data, const char *work) 
 /* (b): evaluations after every step change no training loss. */
 static void test_evaluation_frozen(const char *model, const char *data) {
 	f8_fp8_options fp8 = options_for(F8_RECIPE_DELAYED);
-	f8_train_config c = config_for(model, data, 3);
-	c.fp8 = &fp8;
+	setup c = config_for(model, data, 3);
+	c.compile.fp8 = &fp8;
 	heard plain, evaluated;
 	bool ok = train(&c, &plain);
-	c.eval_interval = 1, c.eval_iters = 2;
+	c.run.eval_interval = 1, c.run.eval_iters = 2;
 	ok &= train(&c, &evaluated);
 	CHECK(ok && plain.steps == 3 && evaluated.steps == 3);
 	for (int i = 1; i <= 3; i++)
@@ -156,14 +165,14 @@ static void test_resume(const char *model, const char *data, const char *work) {
 	f8_fp8_options fp8 = options_for(F8_RECIPE_DELAYED);
 	char folder[2200];
 	snprintf(folder, sizeof folder, "%s/ckpt", work);
-	f8_train_config c = config_for(model, data, 4);
-	c.fp8 = &fp8;
-	c.optimizer.decay_iters = 4; // the schedule of the whole run, in each part of it
+	setup c = config_for(model, data, 4);
+	c.compile.fp8 = &fp8;
+	c.compile.optimizer.decay_iters = 4; // the schedule of the whole run, in each part of it
 	heard straight, first, second;
 	bool ok = train(&c, &straight);
-	c.train_iters = 2, c.save = folder;
+	c.run.train_iters = 2, c.run.save = folder;
 	ok &= train(&c, &first);
-	c.train_iters = 4, c.save = NULL, c.load = folder;
+	c.run.train_iters = 4, c.run.save = NULL, c.run.load = folder;
 	ok &= train(&c, &second);
 	CHECK(ok && straight.steps == 4 && first.steps == 2 && second.steps == 2);
 	CHECK(straight.losses[1] == first.losses[1] && straight.losses[2] == first.losses[2]);
@@ -205,8 +214,8 @@ static void test_resume(const char *model, const char *data, const char *work) {
 static void test_generated_kernels(const char *model, const char *data) {
 	f8_fp8_options fp8 = options_for(F8_RECIPE_DELAYED);
 	for (int with_fp8 = 0; with_fp8 < 2; with_fp8++) {
-		f8_train_config c = config_for(model, data, 4);
-		c.fp8 = with_fp8 ? &fp8 : NULL;
+		setup c = config_for(model, data, 4);
+		c.compile.fp8 = with_fp8 ? &fp8 : NULL;
 		heard generated, reference;
 		bool ok = train(&c, &generated);
 		kernels = F8_CPU_KERNELS_REFERENCE;

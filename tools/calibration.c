@@ -1,8 +1,8 @@
 /*
- * Calibration statistics (runtime/calibration.h): amax per step and the values FP8 would lose,
+ * Calibration statistics (tools/calibration.h): amax per step and the values FP8 would lose,
  * per (Linear layer, operand); the STATS.json file written and read.
  */
-#include "runtime/calibration.h" // f8_calibration_stats, f8_calibration_file
+#include "tools/calibration.h" // f8_calibration_stats, f8_calibration_file
 
 #include <errno.h>   // errno
 #include <jansson.h> // json_t, json_pack, json_loadf, json_dumpf

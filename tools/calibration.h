@@ -18,8 +18,8 @@
  * most_recent, the margin), the first step at its own amax. The format is E4M3 for x and w, and
  * for dy E5M2 under hybrid (E4M3 under e4m3).
  */
-#ifndef F8_RUNTIME_CALIBRATION_H
-#define F8_RUNTIME_CALIBRATION_H
+#ifndef F8_TOOLS_CALIBRATION_H
+#define F8_TOOLS_CALIBRATION_H
 
 #include <stddef.h> // size_t
 #include <stdint.h> // int64_t
