@@ -1,7 +1,7 @@
 """Plans on disk through the f8c command: `f8c compile` writes plan.json, kernels.ptx and
 weights.safetensors for every model of the zoo the tests use, with and without FP8; every
-kernel of every plan passes `ptxas -arch=sm_90` (skipped, and said so, where there is no
-ptxas); plan.json carries the decision record (the graph with its reasons, the kernels, the
+kernel of every plan passes `ptxas -arch=sm_90` (with --ptxas, a test of its own, which exits
+77 where there is no ptxas); plan.json carries the decision record (the graph with its reasons, the kernels, the
 groups' launches, the estimates); `f8c dump-ir PLAN` prints the plan's graph; a plan edited in
 any way (another f8c version, its graph, a kernel's parameters or launch geometry, a binding,
 a compile option, kernels.ptx, the weights, slab offsets) is refused with an error that says
@@ -10,7 +10,7 @@ what, and a failed compile leaves no plan behind; `f8c train PLAN`, `f8c infer P
 model file gone (a JSON description and an ONNX model with its weights), and refuse options
 the plan fixes.
 
-usage: test_plan_cli.py F8C_BINARY SOURCE_DIR [PTXAS]
+usage: test_plan_cli.py F8C_BINARY SOURCE_DIR [--ptxas PTXAS]
 """
 import json
 import os
@@ -24,7 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402  (tests/checks.py)
 
 f8c, source = sys.argv[1], sys.argv[2]
-ptxas = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] and os.path.exists(sys.argv[3]) else None
+ptxas_only = len(sys.argv) > 3 and sys.argv[3] == "--ptxas"
+ptxas = sys.argv[4] if ptxas_only and len(sys.argv) > 4 and sys.argv[4] else None
+if ptxas_only and not (ptxas and os.access(ptxas, os.X_OK)):
+    print(f"SKIP: ptxas -arch=sm_90 on the plans needs the CUDA Toolkit's ptxas (none at "
+          f"\"{ptxas or ''}\")")
+    sys.exit(77)
 models = os.path.join(source, "models")
 seed = random.randrange(1 << 30)
 print(f"seed {seed}")
@@ -80,13 +85,14 @@ for name, fp8, plan in plans:
     buffers = document["buffers"]
     check(buffers["planned"] and 0 < buffers["slab_bytes"] and "offset=" in document["graph"],
           f"{what}: the buffer plan: one slab, each value's offset in the graph", json.dumps(buffers))
-    if ptxas:
+    if ptxas_only:
         result = subprocess.run([ptxas, "-arch=sm_90", os.path.join(plan, "kernels.ptx"), "-o",
                                  os.path.join(plan, "kernels.cubin")], capture_output=True)
         check(result.returncode == 0, f"{what}: ptxas -arch=sm_90 accepts every kernel",
               result.stderr.decode(errors="replace")[:2000])
-if not ptxas:
-    print("skipped: ptxas -arch=sm_90 on the plans needs ptxas (the CUDA Toolkit)")
+if ptxas_only:
+    shutil.rmtree(work)
+    sys.exit(finish())
 
 # dump-ir of a plan prints its graph; --after with a plan is refused.
 name, fp8, plan = plans[1]
@@ -308,39 +314,36 @@ code, out, err = run("compile", os.path.join(onnx_copy, "model.onnx"), "--infere
                      "batch=2", "--dim", "seq=16", "-o", onnx_plan)
 check(code == 0, "compile the gpt2-tiny ONNX fixture --inference", err)
 shutil.rmtree(onnx_copy)
-try:
-    import numpy
-    array = os.path.join(work, "tokens.npy")
-    numpy.save(array, numpy.random.default_rng(seed).integers(0, 256, (2, 16)).astype(numpy.int64))
-    for folder, model in ((os.path.join(work, "out-plan"), inference_plan),
-                          (os.path.join(work, "out-model"), os.path.join(models, "gpt-tiny.json"))):
-        code, out, err = run("infer", model, "--input", f"tokens={array}", "--output-dir", folder)
-        check(code == 0, f"infer {os.path.basename(model)}", err)
-    a = numpy.load(os.path.join(work, "out-plan", "logits.npy"))
-    b = numpy.load(os.path.join(work, "out-model", "logits.npy"))
-    check(a.shape == b.shape and numpy.array_equal(a, b), "infer PLAN gives infer MODEL's logits",
-          f"{a.shape} {b.shape}")
-    inputs = [line.split(":")[0].split("%")[1].strip() for line in
-              json.load(open(os.path.join(onnx_plan, "plan.json")))["graph"].splitlines()
-              if line.strip().startswith("input %")]
-    onnx_array = os.path.join(work, "onnx-tokens.npy")
-    numpy.save(onnx_array, numpy.random.default_rng(seed + 1).integers(0, 64, (2, 16)).astype(
-        numpy.int64))
-    given = [f"{name}={onnx_array}" for name in inputs]
-    for folder, model in ((os.path.join(work, "onnx-out-plan"), onnx_plan),
-                          (os.path.join(work, "onnx-out-model"), os.path.join(onnx_source, "model.onnx"))):
-        code, out, err = run("infer", model, *sum((["--input", g] for g in given), []),
-                             "--output-dir", folder, *([] if model == onnx_plan else
-                                                       ["--dim", "batch=2", "--dim", "seq=16"]))
-        check(code == 0, f"infer {model} (ONNX)", err)
-    outputs = sorted(os.listdir(os.path.join(work, "onnx-out-plan")))
-    same = outputs and all(numpy.array_equal(numpy.load(os.path.join(work, "onnx-out-plan", o)),
-                                             numpy.load(os.path.join(work, "onnx-out-model", o)))
-                           for o in outputs)
-    check(same, "infer of an ONNX plan, its model gone, gives infer of the model's outputs",
-          str(outputs))
-except ImportError:
-    print("skipped: infer PLAN against infer MODEL needs numpy (tools/install-deps.sh installs it)")
+import numpy  # noqa: E402  (tools/install-deps.sh installs it)
+array = os.path.join(work, "tokens.npy")
+numpy.save(array, numpy.random.default_rng(seed).integers(0, 256, (2, 16)).astype(numpy.int64))
+for folder, model in ((os.path.join(work, "out-plan"), inference_plan),
+                      (os.path.join(work, "out-model"), os.path.join(models, "gpt-tiny.json"))):
+    code, out, err = run("infer", model, "--input", f"tokens={array}", "--output-dir", folder)
+    check(code == 0, f"infer {os.path.basename(model)}", err)
+a = numpy.load(os.path.join(work, "out-plan", "logits.npy"))
+b = numpy.load(os.path.join(work, "out-model", "logits.npy"))
+check(a.shape == b.shape and numpy.array_equal(a, b), "infer PLAN gives infer MODEL's logits",
+      f"{a.shape} {b.shape}")
+inputs = [line.split(":")[0].split("%")[1].strip() for line in
+          json.load(open(os.path.join(onnx_plan, "plan.json")))["graph"].splitlines()
+          if line.strip().startswith("input %")]
+onnx_array = os.path.join(work, "onnx-tokens.npy")
+numpy.save(onnx_array, numpy.random.default_rng(seed + 1).integers(0, 64, (2, 16)).astype(
+    numpy.int64))
+given = [f"{name}={onnx_array}" for name in inputs]
+for folder, model in ((os.path.join(work, "onnx-out-plan"), onnx_plan),
+                      (os.path.join(work, "onnx-out-model"), os.path.join(onnx_source, "model.onnx"))):
+    code, out, err = run("infer", model, *sum((["--input", g] for g in given), []),
+                         "--output-dir", folder, *([] if model == onnx_plan else
+                                                   ["--dim", "batch=2", "--dim", "seq=16"]))
+    check(code == 0, f"infer {model} (ONNX)", err)
+outputs = sorted(os.listdir(os.path.join(work, "onnx-out-plan")))
+same = outputs and all(numpy.array_equal(numpy.load(os.path.join(work, "onnx-out-plan", o)),
+                                         numpy.load(os.path.join(work, "onnx-out-model", o)))
+                       for o in outputs)
+check(same, "infer of an ONNX plan, its model gone, gives infer of the model's outputs",
+      str(outputs))
 code, out, err = run("infer", fp8_plan, "--input", "tokens=x.npy", "--output-dir", work)
 check(code == 2 and "training plan" in err, "infer with a training plan is refused", err)
 
