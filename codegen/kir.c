@@ -26,13 +26,10 @@ static const char *const type_names[] = {
 #define F8_KIR_NAME(e, name) name,
 	F8_KIR_TYPE_LIST(F8_KIR_NAME)
 };
-static const char *const param_kind_names[] = {F8_KIR_PARAM_LIST(F8_KIR_NAME)};
 static const char *const combine_names[] = {F8_KIR_COMBINE_LIST(F8_KIR_NAME)};
 static const char *const stmt_names[] = {F8_KIR_STMT_LIST(F8_KIR_NAME)};
 #undef F8_KIR_NAME
 _Static_assert(sizeof type_names / sizeof *type_names == F8_KIR_TYPE_COUNT, "type names");
-_Static_assert(sizeof param_kind_names / sizeof *param_kind_names == F8_KIR_PARAM_COUNT,
-	       "param kind names");
 _Static_assert(sizeof combine_names / sizeof *combine_names == F8_KIR_COMBINE_COUNT,
 	       "combine names");
 _Static_assert(sizeof stmt_names / sizeof *stmt_names == F8_KIR_STMT_COUNT, "statement names");
@@ -43,10 +40,6 @@ const char *f8_kir_type_name(f8_kir_type type) {
 
 const char *f8_kir_op_name(f8_kir_op op) {
 	return op < F8_KIR_OP_COUNT ? op_rows[op].name : "?";
-}
-
-const char *f8_kir_param_kind_name(f8_kir_param_kind kind) {
-	return kind < F8_KIR_PARAM_COUNT ? param_kind_names[kind] : "?";
 }
 
 const char *f8_kir_combine_name(f8_kir_combine combine) {
@@ -210,13 +203,13 @@ static f8_kir_inst blank(f8_kir_op op, f8_kir_type type) {
 			     .accumulator = F8_KIR_NONE, .dtype = F8_DTYPE_UNDEFINED};
 }
 
-f8_status f8_kir_add_param(f8_kernel *kernel, const char *name, f8_kir_param_kind kind,
+f8_status f8_kir_add_param(f8_kernel *kernel, const char *name, f8_kernel_param_kind kind,
 			   f8_dtype dtype, uint32_t *index, f8_diag *diag) {
 	if (kernel->n_insts || kernel->n_stmts)
 		return fail(kernel, diag, "parameter %%%s added after the body began", name);
-	if (kind >= F8_KIR_PARAM_COUNT)
+	if (kind >= F8_KERNEL_PARAM_COUNT)
 		return fail(kernel, diag, "parameter %%%s has no kind", name);
-	if (kind == F8_KIR_PARAM_SIZE || kind == F8_KIR_PARAM_TABLE
+	if (kind == F8_KERNEL_PARAM_SIZE || kind == F8_KERNEL_PARAM_TABLE
 		    ? dtype != F8_DTYPE_I64
 		    : f8_kir_type_of_dtype(dtype) == F8_KIR_TYPE_COUNT)
 		return fail(kernel, diag, "parameter %%%s cannot be of dtype %s", name,
@@ -252,7 +245,7 @@ f8_kir_id f8_kir_const_bool(f8_kernel *kernel, bool value) {
 }
 
 f8_kir_id f8_kir_size(f8_kernel *kernel, uint32_t param) {
-	if (param >= kernel->n_params || kernel->params[param].kind != F8_KIR_PARAM_SIZE)
+	if (param >= kernel->n_params || kernel->params[param].kind != F8_KERNEL_PARAM_SIZE)
 		return fail_id(kernel, "size of parameter %u, which is not a size", param);
 	f8_kir_inst inst = blank(F8_KIR_OP_SIZE, F8_KIR_TYPE_I64);
 	inst.param = param;
@@ -264,8 +257,8 @@ static bool is_type(const f8_kernel *kernel, f8_kir_id id, f8_kir_type type) {
 }
 
 f8_kir_id f8_kir_load_if(f8_kernel *kernel, uint32_t param, f8_kir_id index, f8_kir_id mask) {
-	if (param >= kernel->n_params || kernel->params[param].kind == F8_KIR_PARAM_SIZE ||
-	    kernel->params[param].kind == F8_KIR_PARAM_ACCUMULATE)
+	if (param >= kernel->n_params || kernel->params[param].kind == F8_KERNEL_PARAM_SIZE ||
+	    kernel->params[param].kind == F8_KERNEL_PARAM_ACCUMULATE)
 		return fail_id(kernel, "load from parameter %u, which is not an in or out buffer "
 			       "or a table", param);
 	if (!is_type(kernel, index, F8_KIR_TYPE_I64))
@@ -544,7 +537,7 @@ f8_status f8_kir_end_loop(f8_kernel *kernel, const f8_kir_id *values, uint32_t n
 /* The value type a buffer parameter stores, or F8_KIR_TYPE_COUNT for a size. */
 static f8_kir_type buffer_type(const f8_kernel *kernel, uint32_t param) {
 	const f8_kir_param *p = &kernel->params[param];
-	return p->kind == F8_KIR_PARAM_SIZE ? F8_KIR_TYPE_COUNT : f8_kir_type_of_dtype(p->dtype);
+	return p->kind == F8_KERNEL_PARAM_SIZE ? F8_KIR_TYPE_COUNT : f8_kir_type_of_dtype(p->dtype);
 }
 
 /* The name (with its sigil) and value type of what a write statement of `kind` writes to:
@@ -558,8 +551,8 @@ static bool write_target(const f8_kernel *kernel, f8_kir_stmt_kind kind, uint32_
 		*type = f8_kir_type_of_dtype(kernel->shared[target].dtype);
 		return true;
 	}
-	f8_kir_param_kind wanted = kind == F8_KIR_STMT_STORE ? F8_KIR_PARAM_OUT
-							     : F8_KIR_PARAM_ACCUMULATE;
+	f8_kernel_param_kind wanted = kind == F8_KIR_STMT_STORE ? F8_KERNEL_PARAM_OUT
+							     : F8_KERNEL_PARAM_ACCUMULATE;
 	if (target >= kernel->n_params || kernel->params[target].kind != wanted)
 		return false;
 	snprintf(name, size, "%%%s", kernel->params[target].name);
@@ -756,7 +749,7 @@ static f8_status verify_inst(verifier *v, f8_kir_id id, uint32_t owner) {
 	}
 	if (inst->op == F8_KIR_OP_LOAD) {
 		if (inst->param >= kernel->n_params || buffer_type(kernel, inst->param) != inst->type ||
-		    kernel->params[inst->param].kind == F8_KIR_PARAM_ACCUMULATE)
+		    kernel->params[inst->param].kind == F8_KERNEL_PARAM_ACCUMULATE)
 			return fail(kernel, v->diag, "%s reads no in or out buffer of its type", what);
 		f8_status status = check_mask(v, inst->b, what);
 		if (status)
@@ -775,7 +768,7 @@ static f8_status verify_inst(verifier *v, f8_kir_id id, uint32_t owner) {
 			return fail(kernel, v->diag, "%s: its type is not its dtype's", what);
 	} else if (inst->op == F8_KIR_OP_SIZE) {
 		if (inst->param >= kernel->n_params ||
-		    kernel->params[inst->param].kind != F8_KIR_PARAM_SIZE)
+		    kernel->params[inst->param].kind != F8_KERNEL_PARAM_SIZE)
 			return fail(kernel, v->diag, "%s names no size parameter", what);
 	} else if (op_rows[inst->op].rule != TYPED || inst->op == F8_KIR_OP_SELECT) {
 		f8_kir_type type;
@@ -1014,8 +1007,8 @@ void f8_kir_print(const f8_kernel *kernel, FILE *out) {
 	fprintf(out, "kernel %s(", kernel->name);
 	for (uint32_t i = 0; i < kernel->n_params; i++) {
 		const f8_kir_param *p = &kernel->params[i];
-		fprintf(out, "%s%s %%%s", i ? ", " : "", param_kind_names[p->kind], p->name);
-		if (p->kind != F8_KIR_PARAM_SIZE)
+		fprintf(out, "%s%s %%%s", i ? ", " : "", f8_kernel_param_kind_name(p->kind), p->name);
+		if (p->kind != F8_KERNEL_PARAM_SIZE)
 			fprintf(out, ": %s", f8_dtype_name(p->dtype));
 	}
 	fputs(") {\n", out);

@@ -86,6 +86,7 @@
 #include <stdint.h>  // uint32_t, int64_t
 #include <stdio.h>   // FILE
 
+#include "ir/launch.h" // f8_kernel_param_kind
 #include "ir/arena.h" // f8_arena
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/dtype.h" // f8_dtype
@@ -198,29 +199,9 @@ typedef struct f8_kir_inst {
 	f8_dtype dtype;       // LOAD_PTR: the element dtype at the address
 } f8_kir_inst;
 
-/* X(ENUM, text name): how a kernel uses a parameter. */
-#define F8_KIR_PARAM_LIST(X)      \
-	X(IN, "in")               \
-	X(OUT, "out")             \
-	X(ACCUMULATE, "acc")      \
-	X(SIZE, "size")           \
-	X(TABLE, "table")
-
-/* IN: read only. OUT: written (and possibly read after it was written, by the same thread).
- * ACCUMULATE: the launcher zeroes it before the launch, the kernel combines into it with
- * atomics only. SIZE: an i64 argument, the value of a dimension. TABLE: an i64 buffer the
- * launcher fills before the launch (constants and buffer addresses, see the header), read
- * only. */
-typedef enum f8_kir_param_kind {
-#define F8_KIR_PARAM_ENUM(e, name) F8_KIR_PARAM_##e,
-	F8_KIR_PARAM_LIST(F8_KIR_PARAM_ENUM)
-#undef F8_KIR_PARAM_ENUM
-	F8_KIR_PARAM_COUNT
-} f8_kir_param_kind;
-
 typedef struct f8_kir_param {
 	const char *name;       // unique in the kernel, without the '%'
-	f8_kir_param_kind kind;
+	f8_kernel_param_kind kind;
 	f8_dtype dtype;         // buffers: the element dtype; sizes: F8_DTYPE_I64
 } f8_kir_param;
 
@@ -346,7 +327,6 @@ typedef struct f8_kernel {
 
 const char *f8_kir_type_name(f8_kir_type type);
 const char *f8_kir_op_name(f8_kir_op op);
-const char *f8_kir_param_kind_name(f8_kir_param_kind kind);
 const char *f8_kir_combine_name(f8_kir_combine combine);
 
 /* The register type a buffer of `dtype` loads to and stores from: F32 for the float dtypes,
@@ -369,7 +349,7 @@ void f8_kir_destroy(f8_kernel *kernel);
  * once one has failed, the kernel is not to be lowered. Builders check what they can at once
  * and f8_kir_verify checks the rest.
  */
-f8_status f8_kir_add_param(f8_kernel *kernel, const char *name, f8_kir_param_kind kind,
+f8_status f8_kir_add_param(f8_kernel *kernel, const char *name, f8_kernel_param_kind kind,
 			   f8_dtype dtype, uint32_t *index, f8_diag *diag);
 f8_kir_id f8_kir_const_f32(f8_kernel *kernel, double value);
 f8_kir_id f8_kir_const_i64(f8_kernel *kernel, int64_t value);

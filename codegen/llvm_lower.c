@@ -704,7 +704,7 @@ static f8_status declare_kernel(lowering *l) {
 	if (!params)
 		return f8_llvm_fail(l, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < k->n_params; i++)
-		params[i] = k->params[i].kind == F8_KIR_PARAM_SIZE ? e->i64 : e->ptr;
+		params[i] = k->params[i].kind == F8_KERNEL_PARAM_SIZE ? e->i64 : e->ptr;
 	LLVMTypeRef type = LLVMFunctionType(LLVMVoidTypeInContext(e->context), params, k->n_params,
 					    false);
 	if (e->target == F8_LLVM_TARGET_NVPTX) {

@@ -229,13 +229,13 @@ static f8_status grow_args(f8_lower *lw) {
 
 /* Parameters are named by kind and position (in0, out1, acc0, size2), not after the values they
  * bind, so that the groups of identical layers lower to identical kernels. */
-f8_status f8_lower_add_buffer(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind) {
+f8_status f8_lower_add_buffer(f8_lower *lw, f8_value_id value, f8_kernel_param_kind kind) {
 	f8_status status = grow_args(lw);
 	uint32_t index, same_kind = 0;
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
 		same_kind += lw->kernel->params[p].kind == kind;
 	char name[24];
-	snprintf(name, sizeof name, "%s%u", f8_kir_param_kind_name(kind), same_kind);
+	snprintf(name, sizeof name, "%s%u", f8_kernel_param_kind_name(kind), same_kind);
 	const f8_value *v = &lw->graph->values[value];
 	if (!status)
 		status = f8_kir_add_param(lw->kernel, name, kind, v->type.dtype, &index, lw->diag);
@@ -267,7 +267,7 @@ static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 			f8_value_id input = node->inputs[i];
 			if (input != F8_NONE && !is_member(lw, lw->graph->values[input].producer) &&
 			    param_of(lw, input) == F8_NONE)
-				status = f8_lower_add_buffer(lw, input, F8_KIR_PARAM_IN);
+				status = f8_lower_add_buffer(lw, input, F8_KERNEL_PARAM_IN);
 		}
 	}
 	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
@@ -278,7 +278,7 @@ static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 				continue;
 			bool combined = output == amax_output(node) || node->op == F8_OP_REDUCE_SUM;
 			status = f8_lower_add_buffer(lw, output,
-					    combined ? F8_KIR_PARAM_ACCUMULATE : F8_KIR_PARAM_OUT);
+					    combined ? F8_KERNEL_PARAM_ACCUMULATE : F8_KERNEL_PARAM_OUT);
 			if (!status && output == amax_output(node)) {
 				if (lw->n_amax == F8_LOWER_MAX_AMAX)
 					return f8_lower_fail(lw, lw->members[m], "more than %d amaxes",
@@ -304,12 +304,12 @@ static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 			continue;
 		uint32_t sizes = 0, index;
 		for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-			sizes += lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE;
+			sizes += lw->kernel->params[p].kind == F8_KERNEL_PARAM_SIZE;
 		char name[24];
 		snprintf(name, sizeof name, "size%u", sizes);
 		status = grow_args(lw);
 		if (!status)
-			status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64,
+			status = f8_kir_add_param(lw->kernel, name, F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64,
 						  &index, lw->diag);
 		if (!status)
 			lw->args[index] = (f8_kernel_arg){
@@ -326,7 +326,7 @@ static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 /* The size parameter holding `dim`. */
 uint32_t f8_lower_size_param(const f8_lower *lw, f8_dim dim) {
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-		if (lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE && f8_dim_equal(lw->args[p].dim, dim))
+		if (lw->kernel->params[p].kind == F8_KERNEL_PARAM_SIZE && f8_dim_equal(lw->args[p].dim, dim))
 			return p;
 	return F8_NONE;
 }
@@ -796,12 +796,12 @@ f8_status f8_lower_add_size(f8_lower *lw, f8_dim dim, uint32_t *index) {
 		return F8_OK;
 	uint32_t sizes = 0;
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-		sizes += lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE;
+		sizes += lw->kernel->params[p].kind == F8_KERNEL_PARAM_SIZE;
 	char name[24];
 	snprintf(name, sizeof name, "size%u", sizes);
 	f8_status status = grow_args(lw);
 	if (!status)
-		status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64, index,
+		status = f8_kir_add_param(lw->kernel, name, F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, index,
 					  lw->diag);
 	if (!status)
 		lw->args[*index] = (f8_kernel_arg){.value = F8_NONE, .scratch = F8_NONE, .dim = dim};
@@ -810,12 +810,12 @@ f8_status f8_lower_add_size(f8_lower *lw, f8_dim dim, uint32_t *index) {
 
 /* A parameter bound to scratch buffer `scratch` of `out`; its index. */
 f8_status f8_lower_add_scratch_param(f8_lower *lw, const f8_lowered_group *out, uint32_t scratch,
-				   f8_kir_param_kind kind, uint32_t *index) {
+				   f8_kernel_param_kind kind, uint32_t *index) {
 	uint32_t same_kind = 0;
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
 		same_kind += lw->kernel->params[p].kind == kind;
 	char name[24];
-	snprintf(name, sizeof name, "%s%u", f8_kir_param_kind_name(kind), same_kind);
+	snprintf(name, sizeof name, "%s%u", f8_kernel_param_kind_name(kind), same_kind);
 	f8_status status = grow_args(lw);
 	if (!status)
 		status = f8_kir_add_param(lw->kernel, name, kind, out->scratch[scratch].dtype, index,

@@ -64,15 +64,15 @@ typedef struct f8_kernel_table_cell {
  * What the launcher writes into a table parameter (kir.h) before the launch: n_rows rows of
  * n_columns i64s, row by row, each cell a constant or the device address (the host's on the
  * CPU backend) of a value's storage. `columns` says how the kernel uses each column's
- * addresses: F8_KIR_PARAM_IN (loads through them), F8_KIR_PARAM_OUT (stores, and perhaps loads
- * after), or F8_KIR_PARAM_SIZE (no addresses: constants only). A cell of an IN or OUT column
+ * addresses: F8_KERNEL_PARAM_IN (loads through them), F8_KERNEL_PARAM_OUT (stores, and perhaps loads
+ * after), or F8_KERNEL_PARAM_SIZE (no addresses: constants only). A cell of an IN or OUT column
  * may be a constant too (0: the row has no such buffer, and the kernel does not touch it).
  * The values a table names are bound as a buffer parameter's are: a launcher allocates them,
  * an OUT column's are the group's outputs.
  */
 typedef struct f8_kernel_table {
 	uint32_t n_rows, n_columns;
-	f8_kir_param_kind *columns;   // (n_columns)
+	f8_kernel_param_kind *columns;   // (n_columns)
 	const char *const *names;     // (n_columns) static text: what each column holds
 	f8_kernel_table_cell *cells;  // (n_rows * n_columns)
 } f8_kernel_table;

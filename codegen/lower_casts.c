@@ -241,7 +241,7 @@ static f8_status grid_loop(kernel *k, f8_kir_id extent, bool max, f8_kir_id *var
 static f8_status tensor_amax(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	uint32_t into;
-	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KIR_PARAM_ACCUMULATE, &into);
+	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KERNEL_PARAM_ACCUMULATE, &into);
 	if (!status)
 		status = sizes(k);
 	f8_kir_id r, c, row_max, grid_max;
@@ -266,15 +266,15 @@ typedef struct outputs {
 static f8_status bind_outputs(kernel *k, outputs *o) {
 	f8_lower *lw = &k->lw;
 	const recipe *r = k->r;
-	f8_kir_param_kind amax_kind = r->kind == PER_TENSOR ? F8_KIR_PARAM_OUT
-							    : F8_KIR_PARAM_ACCUMULATE;
-	f8_status status = f8_lower_bind_output(lw, r->codes, F8_KIR_PARAM_OUT, &o->codes);
+	f8_kernel_param_kind amax_kind = r->kind == PER_TENSOR ? F8_KERNEL_PARAM_OUT
+							    : F8_KERNEL_PARAM_ACCUMULATE;
+	f8_status status = f8_lower_bind_output(lw, r->codes, F8_KERNEL_PARAM_OUT, &o->codes);
 	if (!status)
-		status = f8_lower_bind_output(lw, r->codes_t, F8_KIR_PARAM_OUT, &o->codes_t);
+		status = f8_lower_bind_output(lw, r->codes_t, F8_KERNEL_PARAM_OUT, &o->codes_t);
 	if (!status)
-		status = f8_lower_bind_output(lw, r->scale_inv, F8_KIR_PARAM_OUT, &o->scale_inv);
+		status = f8_lower_bind_output(lw, r->scale_inv, F8_KERNEL_PARAM_OUT, &o->scale_inv);
 	if (!status)
-		status = f8_lower_bind_output(lw, r->scale_inv_t, F8_KIR_PARAM_OUT, &o->scale_inv_t);
+		status = f8_lower_bind_output(lw, r->scale_inv_t, F8_KERNEL_PARAM_OUT, &o->scale_inv_t);
 	o->amax = F8_NONE;
 	if (!status && r->kind != SQUARE_BLOCKS) // square blocks: kernel 1 finds it
 		status = f8_lower_bind_output(lw, r->amax, amax_kind, &o->amax);
@@ -288,7 +288,7 @@ static f8_status cast_params(kernel *k, f8_lowered_group *out, uint32_t found, u
 	*amax_in = F8_NONE;
 	f8_status status = F8_OK;
 	if (found != F8_NONE)
-		status = f8_lower_add_scratch_param(&k->lw, out, found, F8_KIR_PARAM_IN, amax_in);
+		status = f8_lower_add_scratch_param(&k->lw, out, found, F8_KERNEL_PARAM_IN, amax_in);
 	if (!status)
 		status = bind_outputs(k, o);
 	return status ? status : sizes(k);
@@ -355,7 +355,7 @@ static f8_kir_id rows_per_block(kernel *k) {
 static f8_status column_amax(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	uint32_t into;
-	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KIR_PARAM_ACCUMULATE, &into);
+	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KERNEL_PARAM_ACCUMULATE, &into);
 	if (!status)
 		status = sizes(k);
 	f8_kir_id chunk, c, rows[CHUNK_ROWS];
@@ -457,9 +457,9 @@ static f8_status row_blocks_cast(kernel *k, f8_lowered_group *out, uint32_t foun
 static f8_status square_amax(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	uint32_t into, amax_out;
-	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KIR_PARAM_ACCUMULATE, &into);
+	f8_status status = f8_lower_add_scratch_param(lw, out, found, F8_KERNEL_PARAM_ACCUMULATE, &into);
 	if (!status)
-		status = f8_lower_bind_output(lw, k->r->amax, F8_KIR_PARAM_ACCUMULATE, &amax_out);
+		status = f8_lower_bind_output(lw, k->r->amax, F8_KERNEL_PARAM_ACCUMULATE, &amax_out);
 	if (!status)
 		status = sizes(k);
 	if (status)

@@ -107,15 +107,15 @@ static f8_status bind(embedding *e, f8_lowered_group *out, f8_dim positions, f8_
 			return f8_lower_fail(lw, lw->members[0], "dw's size overflows");
 		status = f8_lower_add_scratch(out, F8_DTYPE_F32, count, sums, lw->diag);
 		if (!status)
-			status = f8_lower_add_scratch_param(lw, out, *sums, F8_KIR_PARAM_ACCUMULATE,
+			status = f8_lower_add_scratch_param(lw, out, *sums, F8_KERNEL_PARAM_ACCUMULATE,
 							    &e->made);
 	} else if (!status) {
-		status = f8_lower_bind_output(lw, made, e->grad ? F8_KIR_PARAM_ACCUMULATE
-							: F8_KIR_PARAM_OUT, &e->made);
+		status = f8_lower_bind_output(lw, made, e->grad ? F8_KERNEL_PARAM_ACCUMULATE
+							: F8_KERNEL_PARAM_OUT, &e->made);
 	}
 	if (!status)
 		status = f8_lower_add_scratch_param(lw, out, out->error_scratch,
-						    F8_KIR_PARAM_ACCUMULATE, &e->error);
+						    F8_KERNEL_PARAM_ACCUMULATE, &e->error);
 	const f8_dim dims[3] = {positions, hidden, vocab};
 	for (int i = 0; !status && i < 3; i++)
 		status = f8_lower_add_size(lw, dims[i], &sizes[i]);

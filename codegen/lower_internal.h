@@ -74,12 +74,12 @@ bool f8_lower_escapes(const f8_lower *lw, f8_value_id value);
 /* Parameters: a buffer bound to `value`; a size for `dim` (one per distinct dim; its index in
  * *index); the size parameter holding `dim`, or F8_NONE. Parameters are named by kind and
  * position (in0, out1, acc0, size2), so that identical layers lower to identical kernels. */
-f8_status f8_lower_add_buffer(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind);
+f8_status f8_lower_add_buffer(f8_lower *lw, f8_value_id value, f8_kernel_param_kind kind);
 f8_status f8_lower_add_size(f8_lower *lw, f8_dim dim, uint32_t *index);
 uint32_t f8_lower_size_param(const f8_lower *lw, f8_dim dim);
 /* A buffer parameter bound to scratch buffer `scratch` of *out; its index into *index. */
 f8_status f8_lower_add_scratch_param(f8_lower *lw, const f8_lowered_group *out, uint32_t scratch,
-				     f8_kir_param_kind kind, uint32_t *index);
+				     f8_kernel_param_kind kind, uint32_t *index);
 
 /* An f32 constant; `v` as a value stored as `dtype` reads back (rounded for bf16). */
 f8_kir_id f8_lower_constant(f8_lower *lw, double value);
@@ -169,7 +169,7 @@ uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value);
 f8_status f8_lower_bind_input(f8_lower *lw, f8_value_id value, uint32_t *index);
 /* A parameter of `kind` for member output `value` when it leaves the group (f8_lower_escapes),
  * its index into *index; F8_NONE there when it does not (or `value` is F8_NONE). */
-f8_status f8_lower_bind_output(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind,
+f8_status f8_lower_bind_output(f8_lower *lw, f8_value_id value, f8_kernel_param_kind kind,
 			       uint32_t *index);
 bool f8_lower_is_cast(const f8_node *node);
 

@@ -19,7 +19,7 @@
 
 uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value) {
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-		if (lw->args[p].value == value && lw->kernel->params[p].kind != F8_KIR_PARAM_SIZE)
+		if (lw->args[p].value == value && lw->kernel->params[p].kind != F8_KERNEL_PARAM_SIZE)
 			return p;
 	return F8_NONE;
 }
@@ -28,13 +28,13 @@ f8_status f8_lower_bind_input(f8_lower *lw, f8_value_id value, uint32_t *index) 
 	*index = f8_lower_find_param(lw, value);
 	if (*index != F8_NONE)
 		return F8_OK;
-	f8_status status = f8_lower_add_buffer(lw, value, F8_KIR_PARAM_IN);
+	f8_status status = f8_lower_add_buffer(lw, value, F8_KERNEL_PARAM_IN);
 	if (!status)
 		*index = lw->kernel->n_params - 1;
 	return status;
 }
 
-f8_status f8_lower_bind_output(f8_lower *lw, f8_value_id value, f8_kir_param_kind kind,
+f8_status f8_lower_bind_output(f8_lower *lw, f8_value_id value, f8_kernel_param_kind kind,
 			       uint32_t *index) {
 	*index = F8_NONE;
 	if (value == F8_NONE || !f8_lower_escapes(lw, value))
@@ -67,15 +67,15 @@ f8_status f8_lower_cast_outputs(f8_lower *lw, f8_lower_cast *cast) {
 		at[o] = node->outputs[o];
 	f8_value_id codes_t = transpose ? at[1] : F8_NONE, scale_inv = transpose ? at[2] : at[1];
 	f8_value_id scale_inv_t = transpose ? at[3] : F8_NONE, amax = transpose ? at[4] : at[2];
-	f8_status status = f8_lower_bind_output(lw, at[0], F8_KIR_PARAM_OUT, &cast->codes);
+	f8_status status = f8_lower_bind_output(lw, at[0], F8_KERNEL_PARAM_OUT, &cast->codes);
 	if (!status)
-		status = f8_lower_bind_output(lw, codes_t, F8_KIR_PARAM_OUT, &cast->codes_t);
+		status = f8_lower_bind_output(lw, codes_t, F8_KERNEL_PARAM_OUT, &cast->codes_t);
 	if (!status)
-		status = f8_lower_bind_output(lw, scale_inv, F8_KIR_PARAM_OUT, &cast->scale_inv);
+		status = f8_lower_bind_output(lw, scale_inv, F8_KERNEL_PARAM_OUT, &cast->scale_inv);
 	if (!status)
-		status = f8_lower_bind_output(lw, scale_inv_t, F8_KIR_PARAM_OUT, &cast->scale_inv_t);
+		status = f8_lower_bind_output(lw, scale_inv_t, F8_KERNEL_PARAM_OUT, &cast->scale_inv_t);
 	if (!status)
-		status = f8_lower_bind_output(lw, amax, F8_KIR_PARAM_ACCUMULATE, &cast->amax);
+		status = f8_lower_bind_output(lw, amax, F8_KERNEL_PARAM_ACCUMULATE, &cast->amax);
 	return status;
 }
 
@@ -88,10 +88,10 @@ f8_status f8_lower_cast_slot(f8_lower *lw, f8_lower_cast *cast) {
 		return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
 	lw->args = grown;
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-		sizes += lw->kernel->params[p].kind == F8_KIR_PARAM_SIZE;
+		sizes += lw->kernel->params[p].kind == F8_KERNEL_PARAM_SIZE;
 	char name[24];
 	snprintf(name, sizeof name, "size%u", sizes);
-	f8_status status = f8_kir_add_param(lw->kernel, name, F8_KIR_PARAM_SIZE, F8_DTYPE_I64,
+	f8_status status = f8_kir_add_param(lw->kernel, name, F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64,
 					    &cast->slot, lw->diag);
 	if (!status)
 		lw->args[cast->slot] = (f8_kernel_arg){
@@ -151,9 +151,9 @@ f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id 
 	if (status)
 		return status;
 	uint32_t in, to, p_count;
-	status = f8_lower_add_scratch_param(&lw, out, sums, F8_KIR_PARAM_IN, &in);
+	status = f8_lower_add_scratch_param(&lw, out, sums, F8_KERNEL_PARAM_IN, &in);
 	if (!status)
-		status = f8_lower_add_buffer(&lw, value, F8_KIR_PARAM_OUT);
+		status = f8_lower_add_buffer(&lw, value, F8_KERNEL_PARAM_OUT);
 	to = lw.kernel->n_params - 1;
 	if (!status)
 		status = f8_lower_add_size(&lw, count, &p_count);

@@ -209,9 +209,9 @@ static f8_status segments_kernel(const cross_entropy *ce, f8_lowered_group *out)
 	if (status)
 		return status;
 	uint32_t logits = 0, partials, p_rows, p_vocab, kept;
-	status = f8_lower_add_buffer(&lw, ce->node->inputs[0], F8_KIR_PARAM_IN);
+	status = f8_lower_add_buffer(&lw, ce->node->inputs[0], F8_KERNEL_PARAM_IN);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KIR_PARAM_OUT, &partials);
+		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KERNEL_PARAM_OUT, &partials);
 	if (!status)
 		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
 	if (!status)
@@ -263,20 +263,20 @@ static f8_status rows_kernel(const cross_entropy *ce, f8_lowered_group *out) {
 	uint32_t logits = 0, labels = 1, partials = F8_NONE, lse, loss = F8_NONE, losses = F8_NONE;
 	uint32_t error, p_rows, p_vocab, kept = F8_NONE;
 	f8_value_id lse_value = node->n_outputs > 1 ? node->outputs[1] : F8_NONE;
-	status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KIR_PARAM_IN);
+	status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KERNEL_PARAM_IN);
 	if (!status)
-		status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KIR_PARAM_IN);
+		status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KERNEL_PARAM_IN);
 	if (!status && ce->partials != F8_NONE)
-		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KIR_PARAM_IN, &partials);
+		status = f8_lower_add_scratch_param(&lw, out, ce->partials, F8_KERNEL_PARAM_IN, &partials);
 	if (!status)
-		status = f8_lower_bind_output(&lw, lse_value, F8_KIR_PARAM_OUT, &lse);
+		status = f8_lower_bind_output(&lw, lse_value, F8_KERNEL_PARAM_OUT, &lse);
 	if (!status && ce->none)
-		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &loss);
+		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &loss);
 	if (!status && !ce->none)
-		status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KIR_PARAM_OUT, &losses);
+		status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KERNEL_PARAM_OUT, &losses);
 	if (!status)
 		status = f8_lower_add_scratch_param(&lw, out, out->error_scratch,
-						    F8_KIR_PARAM_ACCUMULATE, &error);
+						    F8_KERNEL_PARAM_ACCUMULATE, &error);
 	if (!status)
 		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
 	if (!status)
@@ -329,9 +329,9 @@ static f8_status reduce_kernel(const cross_entropy *ce, f8_lowered_group *out) {
 	if (status)
 		return status;
 	uint32_t rows_in, loss_out, p_rows;
-	status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KIR_PARAM_IN, &rows_in);
+	status = f8_lower_add_scratch_param(&lw, out, ce->losses, F8_KERNEL_PARAM_IN, &rows_in);
 	if (!status)
-		status = f8_lower_bind_output(&lw, ce->node->outputs[0], F8_KIR_PARAM_OUT, &loss_out);
+		status = f8_lower_bind_output(&lw, ce->node->outputs[0], F8_KERNEL_PARAM_OUT, &loss_out);
 	if (!status)
 		status = f8_lower_add_size(&lw, ce->rows, &p_rows);
 	f8_kir_id sums[2], rows = NONE, r, c;
@@ -421,13 +421,13 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 		uint32_t count_out;
 		if ((status = begin_kernel(&lw, graph, group, members, "count", diag)))
 			return status;
-		status = f8_lower_add_buffer(&lw, node->inputs[2], F8_KIR_PARAM_IN);
+		status = f8_lower_add_buffer(&lw, node->inputs[2], F8_KERNEL_PARAM_IN);
 		labels_param = 0;
 		if (!status)
-			status = f8_lower_add_scratch_param(&lw, out, count, F8_KIR_PARAM_OUT, &count_out);
+			status = f8_lower_add_scratch_param(&lw, out, count, F8_KERNEL_PARAM_OUT, &count_out);
 		if (!status)
 			status = f8_lower_add_scratch_param(&lw, out, out->error_scratch,
-						   F8_KIR_PARAM_ACCUMULATE, &error);
+						   F8_KERNEL_PARAM_ACCUMULATE, &error);
 		if (!status)
 			status = f8_lower_add_size(&lw, rows_dim, &p_rows);
 		if (!status)
@@ -458,13 +458,13 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 	uint32_t dloss = 0, logits = 1, lse = 3, dlogits, count_in = F8_NONE;
 	labels_param = 2;
 	for (uint32_t i = 0; !status && i < 4; i++)
-		status = f8_lower_add_buffer(&lw, node->inputs[i], F8_KIR_PARAM_IN);
+		status = f8_lower_add_buffer(&lw, node->inputs[i], F8_KERNEL_PARAM_IN);
 	if (!status)
-		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &dlogits);
+		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &dlogits);
 	if (!status && mean)
-		status = f8_lower_add_scratch_param(&lw, out, count, F8_KIR_PARAM_IN, &count_in);
+		status = f8_lower_add_scratch_param(&lw, out, count, F8_KERNEL_PARAM_IN, &count_in);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, out->error_scratch, F8_KIR_PARAM_ACCUMULATE,
+		status = f8_lower_add_scratch_param(&lw, out, out->error_scratch, F8_KERNEL_PARAM_ACCUMULATE,
 					   &error);
 	if (!status)
 		status = f8_lower_add_size(&lw, rows_dim, &p_rows);
@@ -541,14 +541,14 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 		return status;
 	uint32_t gathered, count_copy, p_slots, p_length;
 	for (uint32_t i = 0; !status && i < n_amax; i++)
-		status = f8_lower_add_buffer(&lw, node->inputs[3 + i], F8_KIR_PARAM_IN);
+		status = f8_lower_add_buffer(&lw, node->inputs[3 + i], F8_KERNEL_PARAM_IN);
 	uint32_t nonfinite = n_amax;
 	if (!status)
-		status = f8_lower_add_buffer(&lw, node->inputs[2], F8_KIR_PARAM_IN);
+		status = f8_lower_add_buffer(&lw, node->inputs[2], F8_KERNEL_PARAM_IN);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KIR_PARAM_OUT, &gathered);
+		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KERNEL_PARAM_OUT, &gathered);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, saved_count, F8_KIR_PARAM_OUT,
+		status = f8_lower_add_scratch_param(&lw, out, saved_count, F8_KERNEL_PARAM_OUT,
 						    &count_copy);
 	f8_kir_id r, c;
 	if (!status)
@@ -567,9 +567,9 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 		return status;
 	// The history, column by column as kernel 3 reads it, into its scratch copy.
 	uint32_t history_in = 0, history_copy;
-	status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KIR_PARAM_IN);
+	status = f8_lower_add_buffer(&lw, node->inputs[1], F8_KERNEL_PARAM_IN);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, saved_history, F8_KIR_PARAM_OUT,
+		status = f8_lower_add_scratch_param(&lw, out, saved_history, F8_KERNEL_PARAM_OUT,
 						    &history_copy);
 	if (!status)
 		status = f8_lower_add_size(&lw, slots_dim, &p_slots);
@@ -600,21 +600,21 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 	// Parameters: scale, the saved history and count, the gathered amaxes in; the next values
 	// out.
 	uint32_t scale = 0, history, amax_in, scale_out, history_out, count_out;
-	status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KIR_PARAM_IN);
+	status = f8_lower_add_buffer(&lw, node->inputs[0], F8_KERNEL_PARAM_IN);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, saved_history, F8_KIR_PARAM_IN,
+		status = f8_lower_add_scratch_param(&lw, out, saved_history, F8_KERNEL_PARAM_IN,
 						    &history);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, saved_count, F8_KIR_PARAM_IN,
+		status = f8_lower_add_scratch_param(&lw, out, saved_count, F8_KERNEL_PARAM_IN,
 						    &nonfinite);
 	if (!status)
-		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KIR_PARAM_IN, &amax_in);
+		status = f8_lower_add_scratch_param(&lw, out, amaxes, F8_KERNEL_PARAM_IN, &amax_in);
 	if (!status)
-		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KIR_PARAM_OUT, &scale_out);
+		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &scale_out);
 	if (!status)
-		status = f8_lower_bind_output(&lw, node->outputs[1], F8_KIR_PARAM_OUT, &history_out);
+		status = f8_lower_bind_output(&lw, node->outputs[1], F8_KERNEL_PARAM_OUT, &history_out);
 	if (!status)
-		status = f8_lower_bind_output(&lw, node->outputs[2], F8_KIR_PARAM_ACCUMULATE, &count_out);
+		status = f8_lower_bind_output(&lw, node->outputs[2], F8_KERNEL_PARAM_ACCUMULATE, &count_out);
 	if (!status)
 		status = f8_lower_add_size(&lw, slots_dim, &p_slots);
 	if (!status)

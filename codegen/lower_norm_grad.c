@@ -82,15 +82,15 @@ static f8_status bind(norm_grad *ng, const f8_lowered_group *out, const f8_dim *
 	for (uint32_t c = 0; !status && c < ng->n_casts; c++)
 		status = f8_lower_cast_inputs(lw, &ng->casts[c], &lw->graph->nodes[lw->members[c + 1]]);
 	if (!status)
-		status = f8_lower_bind_output(lw, node->outputs[0], F8_KIR_PARAM_OUT, &ng->dx);
+		status = f8_lower_bind_output(lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &ng->dx);
 	uint32_t *sums[2] = {&ng->dgamma, &ng->dbeta};
 	for (uint32_t i = 0; !status && i < 2; i++) {
 		f8_value_id value = 1 + i < node->n_outputs ? node->outputs[1 + i] : F8_NONE;
 		if (ng->sums[i] != F8_NONE)
 			status = f8_lower_add_scratch_param(lw, out, ng->sums[i],
-							    F8_KIR_PARAM_ACCUMULATE, sums[i]);
+							    F8_KERNEL_PARAM_ACCUMULATE, sums[i]);
 		else
-			status = f8_lower_bind_output(lw, value, F8_KIR_PARAM_ACCUMULATE, sums[i]);
+			status = f8_lower_bind_output(lw, value, F8_KERNEL_PARAM_ACCUMULATE, sums[i]);
 	}
 	for (uint32_t c = 0; !status && c < ng->n_casts; c++)
 		status = f8_lower_cast_outputs(lw, &ng->casts[c]);

@@ -604,8 +604,8 @@ static f8_status make_table(optimizer *o, f8_kernel_table **out) {
 		return f8_diag_set(o->lw.diag, F8_ERR_NOMEM, "out of memory");
 	}
 	for (uint32_t c = 0; c < N_COLUMNS; c++)
-		table->columns[c] = c < BUFFER_FIRST ? F8_KIR_PARAM_SIZE
-				    : c < COLUMN_PARAM_OUT ? F8_KIR_PARAM_IN : F8_KIR_PARAM_OUT;
+		table->columns[c] = c < BUFFER_FIRST ? F8_KERNEL_PARAM_SIZE
+				    : c < COLUMN_PARAM_OUT ? F8_KERNEL_PARAM_IN : F8_KERNEL_PARAM_OUT;
 	for (uint32_t i = 0; i < o->n; i++) {
 		const tensor *t = &o->tensors[o->launch[i]];
 		f8_kernel_table_cell *cells = &table->cells[(size_t)i * N_COLUMNS];
@@ -629,7 +629,7 @@ static f8_status add_table_param(optimizer *o, f8_kernel_table *table) {
 	if (!grown)
 		return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
 	lw->args = grown;
-	f8_status status = f8_kir_add_param(lw->kernel, "table0", F8_KIR_PARAM_TABLE, F8_DTYPE_I64,
+	f8_status status = f8_kir_add_param(lw->kernel, "table0", F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64,
 					    &o->table, lw->diag);
 	if (!status)
 		lw->args[o->table] = (f8_kernel_arg){.value = F8_NONE, .scratch = F8_NONE,

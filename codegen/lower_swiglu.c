@@ -78,7 +78,7 @@ static f8_status bind(swiglu *s, f8_dim rows, f8_dim n, uint32_t *p_rows, uint32
 	s->made[1] = F8_NONE;
 	for (uint32_t o = 0; !status && o < node->n_outputs; o++) {
 		s->made_dtype[o] = lw->graph->values[node->outputs[o]].type.dtype;
-		status = f8_lower_bind_output(lw, node->outputs[o], F8_KIR_PARAM_OUT, &s->made[o]);
+		status = f8_lower_bind_output(lw, node->outputs[o], F8_KERNEL_PARAM_OUT, &s->made[o]);
 	}
 	for (uint32_t c = 0; !status && c < s->n_casts; c++)
 		status = f8_lower_cast_outputs(lw, &s->casts[c]);

@@ -88,7 +88,7 @@ struct f8_lower_tile {
 /* The buffer parameter bound to `value`, or F8_NONE. */
 static uint32_t param_of(const f8_lower *lw, f8_value_id value) {
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
-		if (lw->args[p].value == value && lw->kernel->params[p].kind != F8_KIR_PARAM_SIZE)
+		if (lw->args[p].value == value && lw->kernel->params[p].kind != F8_KERNEL_PARAM_SIZE)
 			return p;
 	return F8_NONE;
 }
@@ -157,7 +157,7 @@ static f8_status add_norm_cast(f8_lower *lw, const f8_node *node, f8_lowered_gro
 	f8_dtype dtype = lw->graph->values[node->outputs[0]].type.dtype;
 	f8_status status = f8_lower_add_scratch(out, dtype, count, &cast->scratch, lw->diag);
 	if (!status)
-		status = f8_lower_add_scratch_param(lw, out, cast->scratch, F8_KIR_PARAM_OUT,
+		status = f8_lower_add_scratch_param(lw, out, cast->scratch, F8_KERNEL_PARAM_OUT,
 						    &cast->codes);
 	return status;
 }
@@ -586,10 +586,10 @@ static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, ui
 	bool words = moves_words(&lw);
 	uint32_t codes = 0, size, array;
 	status = cast->scratch == F8_NONE
-		? f8_lower_add_buffer(&lw, cast->node->outputs[0], F8_KIR_PARAM_IN)
-		: f8_lower_add_scratch_param(&lw, out, cast->scratch, F8_KIR_PARAM_IN, &codes);
+		? f8_lower_add_buffer(&lw, cast->node->outputs[0], F8_KERNEL_PARAM_IN)
+		: f8_lower_add_scratch_param(&lw, out, cast->scratch, F8_KERNEL_PARAM_IN, &codes);
 	if (!status)
-		status = f8_lower_add_buffer(&lw, cast->node->outputs[1], F8_KIR_PARAM_OUT);
+		status = f8_lower_add_buffer(&lw, cast->node->outputs[1], F8_KERNEL_PARAM_OUT);
 	for (int d = 0; !status && d < lw.anchor.rank; d++)
 		status = f8_lower_add_size(&lw, lw.anchor.dims[d], &size);
 	if (!status && words) // the codes' bytes, read and written 4 at a time

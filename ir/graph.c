@@ -7,7 +7,8 @@
 #include <stdio.h>  // snprintf
 #include <string.h> // strlen, memcmp, memcpy
 
-#include "ir/alloc.h" // f8_realloc, f8_free
+#include "ir/alloc.h"  // f8_realloc, f8_free
+#include "ir/launch.h" // F8_KERNEL_PARAM_LIST
 
 /* Name tables of the small enums, generated from their lists. */
 #define NAME_TABLE(type, LIST, COUNT)                                                      \
@@ -32,6 +33,7 @@ NAME_TABLE(role, F8_ROLE_LIST, F8_ROLE_COUNT)
 NAME_TABLE(phase, F8_PHASE_LIST, F8_PHASE_COUNT)
 NAME_TABLE(recipe, F8_RECIPE_LIST, F8_RECIPE_COUNT)
 NAME_TABLE(mesh_axis, F8_MESH_AXIS_LIST, F8_MESH_AXIS_COUNT)
+NAME_TABLE(kernel_param_kind, F8_KERNEL_PARAM_LIST, F8_KERNEL_PARAM_COUNT)
 NAME_TABLE(reduction, F8_REDUCTION_LIST, F8_REDUCTION_COUNT)
 NAME_TABLE(placement_kind, F8_PLACEMENT_KIND_LIST, F8_PLACEMENT_KIND_COUNT)
 NAME_TABLE(kernel_family, F8_KERNEL_FAMILY_LIST, F8_KERNEL_FAMILY_COUNT)

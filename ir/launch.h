@@ -15,7 +15,33 @@
 #ifndef F8_IR_LAUNCH_H
 #define F8_IR_LAUNCH_H
 
-#include <stdint.h> // uint32_t, int64_t
+#include <stdbool.h> // bool
+#include <stddef.h>  // size_t
+#include <stdint.h>  // uint32_t, int64_t
+
+/* X(ENUM, text name): how a kernel uses a parameter, in codegen's kernel IR, in plan.json and
+ * for a backend's launcher alike.
+ * IN: read only. OUT: written (and possibly read after it was written, by the same thread).
+ * ACCUMULATE: the launcher zeroes it before the launch, the kernel combines into it with
+ * atomics only. SIZE: an i64 argument, the value of a dimension. TABLE: an i64 buffer the
+ * launcher fills before the launch (constants and buffer addresses, codegen/lower.h), read
+ * only. */
+#define F8_KERNEL_PARAM_LIST(X) \
+	X(IN, "in")             \
+	X(OUT, "out")           \
+	X(ACCUMULATE, "acc")    \
+	X(SIZE, "size")         \
+	X(TABLE, "table")
+
+typedef enum f8_kernel_param_kind {
+#define F8_KERNEL_PARAM_ENUM(e, name) F8_KERNEL_PARAM_##e,
+	F8_KERNEL_PARAM_LIST(F8_KERNEL_PARAM_ENUM)
+#undef F8_KERNEL_PARAM_ENUM
+	F8_KERNEL_PARAM_COUNT
+} f8_kernel_param_kind;
+
+const char *f8_kernel_param_kind_name(f8_kernel_param_kind kind);
+bool f8_kernel_param_kind_from_name(const char *name, size_t len, f8_kernel_param_kind *out);
 
 typedef struct f8_launch_geometry {
 	uint32_t threads_per_block; // 256

@@ -22,32 +22,20 @@
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 #include "runtime/parameters.h"  // f8_rt_parameters_read_initializer
 
-static const char *const param_kind_names[] = {
-#define F8_PLAN_PARAM_NAME(e, name) name,
-	F8_PLAN_PARAM_LIST(F8_PLAN_PARAM_NAME)
-#undef F8_PLAN_PARAM_NAME
-};
-_Static_assert(sizeof param_kind_names / sizeof param_kind_names[0] == F8_PLAN_PARAM_COUNT,
-	       "a name for every parameter kind");
-
-const char *f8_plan_param_kind_name(f8_plan_param_kind kind) {
-	return (unsigned)kind < F8_PLAN_PARAM_COUNT ? param_kind_names[kind] : "?";
-}
-
-static bool param_kind_from_name(const char *name, f8_plan_param_kind *out) {
-	for (int k = 0; name && k < F8_PLAN_PARAM_COUNT; k++)
-		if (strcmp(name, param_kind_names[k]) == 0)
-			return *out = (f8_plan_param_kind)k, true;
-	return false;
+/* A parameter kind from its name in plan.json. */
+static bool param_kind_from_name(const char *name, f8_kernel_param_kind *out) {
+	return name && f8_kernel_param_kind_from_name(name, strlen(name), out);
 }
 
 static const char WEIGHTS[] = "weights.safetensors";
 static const char PTX[] = "kernels.ptx";
 
-/* FNV-1a, 64 bits: a check that a file or the record is the one the plan was written with. */
-static uint64_t fnv1a64(const void *bytes, size_t n) {
+#define FNV1A64_BASIS 14695981039346656037ull
+
+/* FNV-1a, 64 bits, of `n` bytes continuing from `hash` (FNV1A64_BASIS to start): a check that a
+ * file or the record is the one the plan was written with. */
+static uint64_t fnv1a64(uint64_t hash, const void *bytes, size_t n) {
 	const unsigned char *c = bytes;
-	uint64_t hash = 14695981039346656037ull;
 	for (size_t i = 0; i < n; i++) {
 		hash ^= c[i];
 		hash *= 1099511628211ull;
@@ -96,7 +84,7 @@ static json_t *table_json(const f8_graph *graph, const f8_plan_table *table) {
 	json_t *columns = json_array(), *rows = json_array();
 	for (uint32_t c = 0; columns && c < table->n_columns; c++)
 		json_array_append_new(columns, json_pack("{s:s, s:s}", "name", table->names[c], "kind",
-							 f8_plan_param_kind_name(table->columns[c])));
+							 f8_kernel_param_kind_name(table->columns[c])));
 	for (uint32_t r = 0; rows && r < table->n_rows; r++) {
 		char text[4096];
 		size_t used = 0;
@@ -118,9 +106,9 @@ static json_t *table_json(const f8_graph *graph, const f8_plan_table *table) {
  * table's as table_json's object. */
 static json_t *arg_json(const f8_graph *graph, const f8_plan_param *param, const f8_plan_arg *arg) {
 	char text[160];
-	if (param->kind == F8_PLAN_PARAM_TABLE)
+	if (param->kind == F8_KERNEL_PARAM_TABLE)
 		return arg->table ? table_json(graph, arg->table) : json_null();
-	if (param->kind == F8_PLAN_PARAM_SIZE)
+	if (param->kind == F8_KERNEL_PARAM_SIZE)
 		return json_string(f8_dim_format(graph, arg->dim, text, sizeof text));
 	if (arg->scratch != F8_NONE)
 		snprintf(text, sizeof text, "scratch%u", arg->scratch);
@@ -138,7 +126,7 @@ static json_t *kernels_json(const f8_plan *plan) {
 		for (uint32_t p = 0; params && p < kernel->n_params; p++)
 			json_array_append_new(params, json_pack("{s:s, s:s, s:s}", "name",
 				kernel->params[p].name, "kind",
-				f8_plan_param_kind_name(kernel->params[p].kind), "dtype",
+				f8_kernel_param_kind_name(kernel->params[p].kind), "dtype",
 				f8_dtype_name(kernel->params[p].dtype)));
 		for (uint32_t i = 0; grid && i < kernel->n_grid_sizes; i++)
 			json_array_append_new(grid, json_integer(kernel->grid_sizes[i]));
@@ -255,16 +243,37 @@ static f8_status write_weights(const char *path, const f8_graph *graph, f8_diag 
 	return status;
 }
 
+/* The size and checksum of the file at `path`, read in chunks (weights may be gigabytes). */
+static f8_status checksum_file(const char *path, size_t *len, char checksum[17], f8_diag *diag) {
+	FILE *file = fopen(path, "rb");
+	if (!file)
+		return f8_diag_set_in_file(diag, path, F8_ERR_IO, "cannot read: %s", strerror(errno));
+	enum { CHUNK = 1 << 20 };
+	char *chunk = f8_malloc(CHUNK);
+	uint64_t hash = FNV1A64_BASIS;
+	size_t n;
+	*len = 0;
+	while (chunk && (n = fread(chunk, 1, CHUNK, file)) > 0) {
+		hash = fnv1a64(hash, chunk, n);
+		*len += n;
+	}
+	bool no_memory = !chunk, failed = no_memory || ferror(file);
+	fclose(file);
+	f8_free(chunk);
+	if (failed)
+		return f8_diag_set_in_file(diag, path, no_memory ? F8_ERR_NOMEM : F8_ERR_IO,
+					   no_memory ? "out of memory" : "cannot read it whole");
+	hex64(hash, checksum);
+	return F8_OK;
+}
+
 /* {"file", "bytes", "fnv1a64"} of the file at `path`. */
 static f8_status file_record(const char *path, const char *name, json_t **out, f8_diag *diag) {
-	char *bytes;
 	size_t len;
-	f8_status status = read_bytes(path, &bytes, &len, diag);
+	char checksum[17];
+	f8_status status = checksum_file(path, &len, checksum, diag);
 	if (status)
 		return status;
-	char checksum[17];
-	hex64(fnv1a64(bytes, len), checksum);
-	f8_free(bytes);
 	*out = json_pack("{s:s, s:I, s:s}", "file", name, "bytes", (json_int_t)len, "fnv1a64",
 			 checksum);
 	return *out ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -281,7 +290,7 @@ static bool digest_of(json_t *document, char out[17]) {
 	json_decref(copy);
 	if (!text)
 		return false;
-	hex64(fnv1a64(text, strlen(text)), out);
+	hex64(fnv1a64(FNV1A64_BASIS, text, strlen(text)), out);
 	free(text);
 	return true;
 }
@@ -473,7 +482,7 @@ static f8_status read_kernels(const char *dir, json_t *document, f8_plan *plan, 
 			json_t *index = json_array_get(grid, i);
 			json_int_t at = json_integer_value(index);
 			if (!json_is_integer(index) || at < 0 || at >= kernel->n_params ||
-			    kernel->params[at].kind != F8_PLAN_PARAM_SIZE)
+			    kernel->params[at].kind != F8_KERNEL_PARAM_SIZE)
 				return inconsistent(diag, dir, "kernel %s's grid size %u is no size "
 						    "parameter", kernel->name, i);
 			kernel->grid_sizes[i] = (uint32_t)at;
@@ -491,6 +500,18 @@ static bool value_named(const f8_graph *graph, const char *text, f8_value_id *ou
 		return false;
 	*out = f8_graph_find_value(graph, text + 1, strlen(text + 1));
 	return *out != F8_NONE;
+}
+
+/* The next cell of a table row's text at *row into `cell` (size bytes), *row moved past it and
+ * the space after it; false when there is no cell there or it does not fit. */
+static bool take_cell(const char **row, char *cell, size_t size) {
+	size_t len = strcspn(*row, " ");
+	if (!len || len >= size)
+		return false;
+	memcpy(cell, *row, len);
+	cell[len] = '\0';
+	*row += len + ((*row)[len] == ' ');
+	return true;
 }
 
 /* A table argument from table_json's form. */
@@ -523,28 +544,21 @@ static f8_status read_table(const char *dir, json_t *object, const char *where, 
 	}
 	for (uint32_t r = 0; r < table->n_rows; r++) {
 		const char *row = json_string_value(json_array_get(rows, r));
-		for (uint32_t c = 0; row && c < table->n_columns; c++) {
-			char cell[512];
-			size_t len = strcspn(row, " ");
+		for (uint32_t c = 0; c < table->n_columns; c++) {
 			size_t i = (size_t)r * table->n_columns + c;
-			if (!len || len >= sizeof cell)
-				row = NULL;
-			if (!row)
-				break;
-			memcpy(cell, row, len);
-			cell[len] = '\0';
-			row += len + (row[len] == ' ');
-			char *end;
+			char cell[512], *end;
+			if (!row || !take_cell(&row, cell, sizeof cell))
+				return inconsistent(diag, dir, "%s: table row %u is not %u cells", where,
+						    r, table->n_columns);
 			table->values[i] = F8_NONE;
-			if (cell[0] == '%') {
-				if (!value_named(plan->graph, cell, &table->values[i]))
-					return inconsistent(diag, dir, "%s: table row %u names %s, which "
-							    "is no value of the graph", where, r, cell);
-			} else if ((table->constants[i] = strtoll(cell, &end, 10), *end)) {
-				row = NULL;
-			}
+			if (cell[0] == '%' && !value_named(plan->graph, cell, &table->values[i]))
+				return inconsistent(diag, dir, "%s: table row %u names %s, which is no "
+						    "value of the graph", where, r, cell);
+			if (cell[0] != '%' && (table->constants[i] = strtoll(cell, &end, 10), *end))
+				return inconsistent(diag, dir, "%s: table row %u has cell %s, neither "
+						    "a number nor a value", where, r, cell);
 		}
-		if (!row || *row)
+		if (*row)
 			return inconsistent(diag, dir, "%s: table row %u is not %u cells", where, r,
 					    table->n_columns);
 	}
@@ -561,12 +575,12 @@ static f8_status read_arg(const char *dir, json_t *json, const f8_plan_kernel *k
 	snprintf(where, sizeof where, "group %s, kernel %s, parameter %s", name, kernel->name,
 		 param->name);
 	*arg = (f8_plan_arg){.value = F8_NONE, .scratch = F8_NONE};
-	if (param->kind == F8_PLAN_PARAM_TABLE)
+	if (param->kind == F8_KERNEL_PARAM_TABLE)
 		return read_table(dir, json, where, plan, &arg->table, diag);
 	const char *text = json_string_value(json);
 	if (!text)
 		return inconsistent(diag, dir, "%s: no binding", where);
-	if (param->kind == F8_PLAN_PARAM_SIZE) {
+	if (param->kind == F8_KERNEL_PARAM_SIZE) {
 		if (f8_text_parse_dim(plan->graph, text, &arg->dim, diag))
 			return inconsistent(diag, dir, "%s: %s", where, diag->message);
 		return F8_OK;
@@ -658,7 +672,7 @@ static f8_status read_groups(const char *dir, json_t *document, f8_plan *plan, f
 }
 
 /* A file the record lists ({"file", "bytes", "fnv1a64"}): present, of its size and checksum;
- * its bytes into *out (f8_free) when `out` is not NULL. */
+ * its bytes into *out (f8_free) when `out` is not NULL (else it is only checksummed). */
 static f8_status check_file(const char *dir, json_t *record, const char *expected, char **out,
 			    f8_diag *diag) {
 	const char *name = json_string_value(json_object_get(record, "file"));
@@ -666,13 +680,16 @@ static f8_status check_file(const char *dir, json_t *record, const char *expecte
 	json_int_t want_bytes = json_integer_value(json_object_get(record, "bytes"));
 	if (!name || strcmp(name, expected) != 0 || !want)
 		return inconsistent(diag, dir, "it does not record %s", expected);
-	char path[4096], *bytes, have[17];
-	size_t len;
+	char path[4096], have[17];
+	size_t len = 0;
 	snprintf(path, sizeof path, "%s/%s", dir, expected);
-	f8_status status = read_bytes(path, &bytes, &len, diag);
+	char *bytes = NULL;
+	f8_status status = out ? read_bytes(path, &bytes, &len, diag)
+			       : checksum_file(path, &len, have, diag);
 	if (status)
 		return status;
-	hex64(fnv1a64(bytes, len), have);
+	if (out)
+		hex64(fnv1a64(FNV1A64_BASIS, bytes, len), have);
 	if ((json_int_t)len != want_bytes || strcmp(want, have) != 0) {
 		f8_free(bytes);
 		return inconsistent(diag, dir, "%s is not the file the plan was written with (%zu "
@@ -681,8 +698,6 @@ static f8_status check_file(const char *dir, json_t *record, const char *expecte
 	}
 	if (out)
 		*out = bytes;
-	else
-		f8_free(bytes);
 	return F8_OK;
 }
 

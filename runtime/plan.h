@@ -32,34 +32,16 @@
 
 #include "ir/diag.h"             // f8_status, f8_diag
 #include "ir/graph.h"            // f8_graph, f8_value_id
-#include "ir/launch.h"           // f8_launch_geometry
+#include "ir/launch.h"           // f8_launch_geometry, f8_kernel_param_kind
 #include "ir/shape.h"            // f8_dim
 #include "runtime/safetensors.h" // f8_safetensors
 
 #define F8_PLAN_FORMAT "f8c-plan"
 #define F8_PLAN_FORMAT_VERSION 2
 
-/* X(ENUM, name): how a kernel uses a parameter, as codegen/kir.h's F8_KIR_PARAM_* name them
- * (the plan's text is the contract between the two). */
-#define F8_PLAN_PARAM_LIST(X)      \
-	X(IN, "in")                \
-	X(OUT, "out")              \
-	X(ACCUMULATE, "acc")       \
-	X(SIZE, "size")            \
-	X(TABLE, "table")
-
-typedef enum f8_plan_param_kind {
-#define F8_PLAN_PARAM_ENUM(e, name) F8_PLAN_PARAM_##e,
-	F8_PLAN_PARAM_LIST(F8_PLAN_PARAM_ENUM)
-#undef F8_PLAN_PARAM_ENUM
-	F8_PLAN_PARAM_COUNT
-} f8_plan_param_kind;
-
-const char *f8_plan_param_kind_name(f8_plan_param_kind kind);
-
 typedef struct f8_plan_param {
 	const char *name;
-	f8_plan_param_kind kind;
+	f8_kernel_param_kind kind;
 	f8_dtype dtype; // buffers: the element dtype; sizes: i64
 } f8_plan_param;
 
@@ -76,7 +58,7 @@ typedef struct f8_plan_kernel {
 /* A table argument: n_rows rows of n_columns cells, each a constant or a value's address. */
 typedef struct f8_plan_table {
 	uint32_t n_rows, n_columns;
-	f8_plan_param_kind *columns; // (n_columns)
+	f8_kernel_param_kind *columns; // (n_columns)
 	const char **names;          // (n_columns)
 	f8_value_id *values;         // (n_rows * n_columns) F8_NONE: the cell is constants[i]
 	int64_t *constants;          // (n_rows * n_columns)

@@ -13,9 +13,9 @@
 #include "frontend/json/model_json.h" // f8_json_model_config_read
 #include "ir/alloc.h"          // f8_calloc, f8_free
 #include "ir/arena.h"          // f8_arena_alloc_array, f8_arena_strdup
-#include "ir/verify.h"         // F8_SLAB_ALIGNMENT
 #include "passes/pipeline.h"   // f8_pipeline_run_with
 #include "passes/precision.h"  // f8_gemm_sizes
+#include "passes/schedule.h"   // f8_buffer_plan_of
 
 bool f8_tool_can_compile(void) {
 	return true;
@@ -88,18 +88,19 @@ static f8_status bind_token_dims(f8_graph *graph, const f8_train_config *c, f8_d
 	return n ? f8_frontend_bind_dims(graph, bindings, n, diag) : F8_OK;
 }
 
-f8_status f8_tool_compile_training(const f8_tool_compile_options *compile,
-				   const f8_train_config *run, f8_graph **out, f8_diag *diag) {
+/* compile->model loaded with the --dim sizes and `seed`, for a training step of `run` (its batch
+ * and sequence sizes bound first) with `training`, or (both NULL) the forward graph, through
+ * every pass. */
+static f8_status compile_model(const f8_tool_compile_options *compile, uint64_t seed,
+			       const f8_train_config *run, const f8_training_options *training,
+			       f8_graph **out, f8_diag *diag) {
 	*out = NULL;
-	f8_training_options optimizer = f8_tool_optimizer(compile, run);
 	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
-				       .seed = run->seed};
-	f8_pipeline_options passes = {.training = &optimizer, .fp8 = compile->fp8};
+				       .seed = seed};
+	f8_pipeline_options passes = {.training = training, .fp8 = compile->fp8};
 	f8_graph *graph = NULL;
-	f8_status status = f8_training_options_check(&optimizer, diag);
-	if (!status)
-		status = f8_frontend_load(compile->model, &options, &graph, diag);
-	if (!status)
+	f8_status status = f8_frontend_load(compile->model, &options, &graph, diag);
+	if (!status && run)
 		status = bind_token_dims(graph, run, diag);
 	if (!status)
 		status = f8_tool_run_passes(graph, NULL, true, &passes, NULL, diag);
@@ -111,22 +112,17 @@ f8_status f8_tool_compile_training(const f8_tool_compile_options *compile,
 	return F8_OK;
 }
 
+f8_status f8_tool_compile_training(const f8_tool_compile_options *compile,
+				   const f8_train_config *run, f8_graph **out, f8_diag *diag) {
+	*out = NULL;
+	f8_training_options optimizer = f8_tool_optimizer(compile, run);
+	f8_status status = f8_training_options_check(&optimizer, diag);
+	return status ? status : compile_model(compile, run->seed, run, &optimizer, out, diag);
+}
+
 f8_status f8_tool_compile_inference(const f8_tool_compile_options *compile, uint64_t seed,
 				    f8_graph **out, f8_diag *diag) {
-	*out = NULL;
-	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
-				       .seed = seed};
-	f8_pipeline_options passes = {.fp8 = compile->fp8};
-	f8_graph *graph = NULL;
-	f8_status status = f8_frontend_load(compile->model, &options, &graph, diag);
-	if (!status)
-		status = f8_tool_run_passes(graph, NULL, true, &passes, NULL, diag);
-	if (status) {
-		f8_graph_destroy(graph);
-		return status;
-	}
-	*out = graph;
-	return F8_OK;
+	return compile_model(compile, seed, NULL, NULL, out, diag);
 }
 
 /* The product of a shape's dims when they are all constant, else -1. */
@@ -170,7 +166,7 @@ static f8_plan_estimates estimates_of(const f8_graph *graph, const f8_codegen_pr
 				size_t cells = table ? (size_t)table->n_rows * table->n_columns : 1;
 				for (size_t c = 0; c < cells; c++) { // a table: the values it names
 					f8_value_id v = table ? table->cells[c].value : arg->value;
-					if (kernel->params[p].kind == F8_KIR_PARAM_SIZE || v == F8_NONE)
+					if (kernel->params[p].kind == F8_KERNEL_PARAM_SIZE || v == F8_NONE)
 						continue;
 					double n = numel_of(&graph->values[v].type);
 					known = known && n >= 0;
@@ -184,19 +180,6 @@ static f8_plan_estimates estimates_of(const f8_graph *graph, const f8_codegen_pr
 	if (!known)
 		e.kernel_bytes = -1;
 	return e;
-}
-
-/* The plan's kind of a codegen parameter kind (the two lists name them alike). */
-static f8_plan_param_kind kind_of(f8_kir_param_kind kind) {
-	switch (kind) {
-	case F8_KIR_PARAM_IN: return F8_PLAN_PARAM_IN;
-	case F8_KIR_PARAM_OUT: return F8_PLAN_PARAM_OUT;
-	case F8_KIR_PARAM_ACCUMULATE: return F8_PLAN_PARAM_ACCUMULATE;
-	case F8_KIR_PARAM_SIZE: return F8_PLAN_PARAM_SIZE;
-	case F8_KIR_PARAM_TABLE: return F8_PLAN_PARAM_TABLE;
-	case F8_KIR_PARAM_COUNT: break;
-	}
-	return F8_PLAN_PARAM_COUNT;
 }
 
 /* The plan's copy of a table argument, in its arena. */
@@ -214,7 +197,7 @@ static f8_plan_table *copy_table(f8_arena *arena, const f8_kernel_table *from) {
 	if (!table->columns || !table->names || !table->values || !table->constants)
 		return NULL;
 	for (uint32_t c = 0; c < from->n_columns; c++) {
-		table->columns[c] = kind_of(from->columns[c]);
+		table->columns[c] = from->columns[c];
 		if (!(table->names[c] = f8_arena_strdup(arena, from->names[c])))
 			return NULL;
 	}
@@ -244,7 +227,7 @@ static bool copy_kernels(f8_plan *plan, const f8_codegen_program *program,
 		if (!to->name || !to->params || !to->grid_sizes)
 			return false;
 		for (uint32_t p = 0; p < kernel->n_params; p++) {
-			to->params[p] = (f8_plan_param){.kind = kind_of(kernel->params[p].kind),
+			to->params[p] = (f8_plan_param){.kind = kernel->params[p].kind,
 							.dtype = kernel->params[p].dtype};
 			if (!(to->params[p].name = f8_arena_strdup(arena, kernel->params[p].name)))
 				return false;
@@ -294,22 +277,6 @@ static bool copy_groups(f8_plan *plan, const f8_codegen_program *program) {
 	return plan->groups != NULL;
 }
 
-/* The slab's size: the highest end of a value's buffer (its bytes, aligned). */
-static uint64_t slab_of(const f8_graph *graph) {
-	uint64_t slab = 0;
-	for (uint32_t v = 0; v < graph->n_values; v++) {
-		const f8_value *value = &graph->values[v];
-		double n = numel_of(&value->type);
-		if (value->buffer_offset < 0 || n < 0)
-			continue;
-		uint64_t bytes = (uint64_t)n * f8_dtype_get_info(value->type.dtype)->bytes;
-		bytes = (bytes + F8_SLAB_ALIGNMENT - 1) / F8_SLAB_ALIGNMENT * F8_SLAB_ALIGNMENT;
-		if ((uint64_t)value->buffer_offset + bytes > slab)
-			slab = (uint64_t)value->buffer_offset + bytes;
-	}
-	return slab;
-}
-
 f8_status f8_tool_plan_make(f8_graph *graph, bool training, const char *model,
 			    const char *const *args, uint32_t n_args, f8_plan **out, f8_diag *diag) {
 	*out = NULL;
@@ -336,7 +303,7 @@ f8_status f8_tool_plan_make(f8_graph *graph, bool training, const char *model,
 		for (uint32_t i = 0; plan->compile_args && i < n_args; i++)
 			if ((plan->compile_args[i] = f8_arena_strdup(plan->arena, args[i])))
 				plan->n_compile_args++;
-		plan->slab_bytes = slab_of(graph);
+		plan->slab_bytes = f8_buffer_plan_of(graph).slab_bytes;
 		plan->estimates = estimates_of(graph, program);
 		if (!plan->model || plan->n_compile_args != n_args ||
 		    !copy_kernels(plan, program, geometry) || !copy_groups(plan, program))

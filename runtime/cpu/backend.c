@@ -42,8 +42,9 @@ typedef struct cpu_backend {
 	f8_rt_tensor *inputs, *outputs, *temporary;
 	const f8_rt_tensor **input_pointers;
 	bool *in_place;
-	// A group run through its members: the buffers of its values that have none, by id.
-	f8_buffer **inside;
+	// A group run through its members: one buffer for its values that have none, reused.
+	f8_buffer *inside;
+	uint64_t inside_bytes;
 	f8_tensor_view *group_views;  // (n_values) the views with those values' memory
 } cpu_backend;
 
@@ -148,9 +149,10 @@ static void release_prepared(cpu_backend *cpu) {
 	f8_free(cpu->temporary);
 	f8_free(cpu->input_pointers);
 	f8_free(cpu->in_place);
-	f8_free(cpu->inside);
+	buffer_destroy(&cpu->base, cpu->inside);
 	f8_free(cpu->group_views);
 	cpu->groups = NULL;
+	cpu->inside_bytes = 0;
 	cpu->n_groups = 0;
 	cpu->inputs = cpu->outputs = cpu->temporary = NULL;
 	cpu->input_pointers = NULL;
@@ -178,11 +180,10 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 	cpu->temporary = f8_calloc(most, sizeof *cpu->temporary);
 	cpu->input_pointers = f8_calloc(most, sizeof *cpu->input_pointers);
 	cpu->in_place = f8_calloc(most, sizeof *cpu->in_place);
-	cpu->inside = f8_calloc(n_values, sizeof *cpu->inside);
 	cpu->group_views = f8_calloc(n_values, sizeof *cpu->group_views);
 	cpu->groups = f8_calloc(graph->n_groups + 1, sizeof *cpu->groups);
 	if (!cpu->inputs || !cpu->outputs || !cpu->temporary || !cpu->input_pointers ||
-	    !cpu->in_place || !cpu->inside || !cpu->group_views || !cpu->groups)
+	    !cpu->in_place || !cpu->group_views || !cpu->groups)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		uint32_t g = graph->nodes[graph->order[i]].group;
@@ -267,44 +268,61 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, f8_mesh_ax
 	return run_reference(cpu_of(backend), node, views, diag);
 }
 
+/* Runs a group's members, in order, through their reference kernels on `views`. */
+static f8_status run_list(cpu_backend *cpu, const members *list, const f8_tensor_view *views,
+			  f8_diag *diag) {
+	f8_status status = F8_OK;
+	for (uint32_t m = 0; !status && m < list->n; m++)
+		status = run_reference(cpu, list->nodes[m], views, diag);
+	if (status && diag && !diag->node[0] && list->n)
+		f8_diag_set_node(diag, cpu->graph, list->nodes[0]);
+	return status;
+}
+
 /*
  * Runs group `group` through its members' reference kernels. The values made and read inside
- * it have no buffer in the slab plan: while the group runs they get buffers of their own
- * (counted in the backend's bytes: the reference path needs more memory than the plan).
+ * it have no buffer in the slab plan: while the group runs they live in one buffer the backend
+ * keeps for them, grown to the largest group's (counted in the backend's bytes: the reference
+ * path needs more memory than the plan).
  */
 static f8_status run_members(cpu_backend *cpu, uint32_t group, const f8_tensor_view *views,
 			     f8_diag *diag) {
 	const f8_graph *graph = cpu->graph;
 	const members *list = &cpu->groups[group];
-	f8_status status = F8_OK;
-	bool copied = false; // group_views holds views with the inside values' buffers
-	for (uint32_t m = 0; !status && m < list->n; m++) {
-		const f8_node *node = &graph->nodes[list->nodes[m]];
-		for (uint32_t j = 0; !status && j < node->n_outputs; j++) {
-			f8_value_id v = node->outputs[j];
-			if (views[v].buffer || !views[v].n_bytes)
-				continue;
-			if (!copied)
-				memcpy(cpu->group_views, views, graph->n_values * sizeof *views);
-			copied = true;
-			status = buffer_create(&cpu->base, views[v].n_bytes, &cpu->inside[v], diag);
-			cpu->group_views[v].buffer = cpu->inside[v];
-			cpu->group_views[v].offset = 0;
-		}
-	}
-	const f8_tensor_view *use = copied ? cpu->group_views : views;
-	for (uint32_t m = 0; !status && m < list->n; m++)
-		status = run_reference(cpu, list->nodes[m], use, diag);
-	if (status && diag && !diag->node[0] && list->n)
-		f8_diag_set_node(diag, graph, list->nodes[0]);
-	for (uint32_t m = 0; copied && m < list->n; m++) {
+	uint64_t need = 0;
+	for (uint32_t m = 0; m < list->n; m++) {
 		const f8_node *node = &graph->nodes[list->nodes[m]];
 		for (uint32_t j = 0; j < node->n_outputs; j++) {
-			buffer_destroy(&cpu->base, cpu->inside[node->outputs[j]]);
-			cpu->inside[node->outputs[j]] = NULL;
+			const f8_tensor_view *view = &views[node->outputs[j]];
+			if (!view->buffer && view->n_bytes)
+				need += (view->n_bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
 		}
 	}
-	return status;
+	if (!need) // every value has memory of the plan's
+		return run_list(cpu, list, views, diag);
+	f8_status status = F8_OK;
+	if (need > cpu->inside_bytes) {
+		buffer_destroy(&cpu->base, cpu->inside);
+		cpu->inside = NULL;
+		cpu->inside_bytes = 0;
+		if ((status = buffer_create(&cpu->base, need, &cpu->inside, diag)))
+			return status;
+		cpu->inside_bytes = need;
+	}
+	memcpy(cpu->group_views, views, graph->n_values * sizeof *views);
+	uint64_t offset = 0;
+	for (uint32_t m = 0; m < list->n; m++) {
+		const f8_node *node = &graph->nodes[list->nodes[m]];
+		for (uint32_t j = 0; j < node->n_outputs; j++) {
+			f8_tensor_view *view = &cpu->group_views[node->outputs[j]];
+			if (view->buffer || !view->n_bytes)
+				continue;
+			view->buffer = cpu->inside;
+			view->offset = offset;
+			offset += (view->n_bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+		}
+	}
+	return run_list(cpu, list, cpu->group_views, diag);
 }
 
 static f8_status run_group(f8_backend *backend, uint32_t group, const f8_tensor_view *views,

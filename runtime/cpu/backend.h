@@ -9,7 +9,7 @@
  * leaf) computes into a host buffer of its own, copied into place after it: the reference
  * kernels are written for outputs apart from their inputs. A generated kernel writes in place,
  * as it will on the GPU. A fused group run through its members keeps the values made and read
- * inside it (which the slab plan gives no memory) in host buffers of their own while it runs.
+ * inside it (which the slab plan gives no memory) in one host buffer it keeps for them.
  */
 #ifndef F8_RUNTIME_CPU_BACKEND_H
 #define F8_RUNTIME_CPU_BACKEND_H

@@ -77,7 +77,7 @@ static f8_status bind_tables(const f8_kernel *kernel, const f8_codegen_launch *l
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t p = 0; p < kernel->n_params; p++) {
 		const f8_kernel_table *table = launch->args[p].table;
-		if (kernel->params[p].kind != F8_KIR_PARAM_TABLE)
+		if (kernel->params[p].kind != F8_KERNEL_PARAM_TABLE)
 			continue;
 		if (!table)
 			return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s: table %%%s is bound to "
@@ -86,7 +86,7 @@ static f8_status bind_tables(const f8_kernel *kernel, const f8_codegen_launch *l
 		if (!(group->tables[l][p] = f8_calloc(cells + 1, sizeof *group->tables[l][p])))
 			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 		for (size_t i = 0; i < cells; i++)
-			if (table->columns[i % table->n_columns] == F8_KIR_PARAM_OUT &&
+			if (table->columns[i % table->n_columns] == F8_KERNEL_PARAM_OUT &&
 			    table->cells[i].value != F8_NONE)
 				add_output(group, table->cells[i].value);
 	}
@@ -124,9 +124,9 @@ static f8_status bind_groups(f8_cpu_generated *generated, f8_diag *diag) {
 				return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s was compiled but "
 						   "cannot be found", kernel->name);
 			for (uint32_t p = 0; p < kernel->n_params; p++) {
-				f8_kir_param_kind kind = kernel->params[p].kind;
+				f8_kernel_param_kind kind = kernel->params[p].kind;
 				f8_value_id value = lowered->launches[l].args[p].value;
-				if ((kind == F8_KIR_PARAM_OUT || kind == F8_KIR_PARAM_ACCUMULATE) &&
+				if ((kind == F8_KERNEL_PARAM_OUT || kind == F8_KERNEL_PARAM_ACCUMULATE) &&
 				    value != F8_NONE)
 					add_output(group, value);
 			}
@@ -215,7 +215,7 @@ static f8_status fill_table(const f8_cpu_generated *generated, const f8_kernel *
 		void *data = storage_of(generated, kernel, views, cell->value, diag);
 		if (!data && views[cell->value].n_bytes != 0)
 			return F8_ERR_INVALID;
-		if (data && table->columns[i % table->n_columns] == F8_KIR_PARAM_ACCUMULATE)
+		if (data && table->columns[i % table->n_columns] == F8_KERNEL_PARAM_ACCUMULATE)
 			memset(data, 0, views[cell->value].n_bytes);
 		cells[i] = (int64_t)(intptr_t)data;
 	}
@@ -233,14 +233,14 @@ static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_
 	int64_t *sizes = generated->sizes;
 	for (uint32_t p = 0; p < kernel->n_params; p++) {
 		const f8_kernel_arg *arg = &launch->args[p];
-		if (kernel->params[p].kind == F8_KIR_PARAM_SIZE) {
+		if (kernel->params[p].kind == F8_KERNEL_PARAM_SIZE) {
 			if (!f8_dim_evaluate(arg->dim, symbol_values, &sizes[p]))
 				return f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: size %u overflows",
 						   kernel->name, p);
 			args[p] = &sizes[p];
 			continue;
 		}
-		if (kernel->params[p].kind == F8_KIR_PARAM_TABLE) {
+		if (kernel->params[p].kind == F8_KERNEL_PARAM_TABLE) {
 			int64_t *cells = generated->groups[group].tables[l][p];
 			f8_status status = fill_table(generated, kernel, arg->table, views, cells,
 						      diag);
@@ -253,7 +253,7 @@ static f8_status run_launch(f8_cpu_generated *generated, uint32_t group, uint32_
 			buffers[p] = storage_of(generated, kernel, views, arg->value, diag);
 			if (!buffers[p] && views[arg->value].n_bytes != 0)
 				return F8_ERR_INVALID;
-			if (buffers[p] && kernel->params[p].kind == F8_KIR_PARAM_ACCUMULATE)
+			if (buffers[p] && kernel->params[p].kind == F8_KERNEL_PARAM_ACCUMULATE)
 				memset(buffers[p], 0, views[arg->value].n_bytes);
 		}
 		args[p] = &buffers[p];

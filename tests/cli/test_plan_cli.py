@@ -203,10 +203,7 @@ def other_geometry(d, p):
 
 
 def other_option(d, p):
-    args = d["compile_args"]
-    i = args.index("--micro-batch-size") if "--micro-batch-size" in args else 0
-    args[i + 1] = str(int(args[i + 1]) + 1) if "--micro-batch-size" in args else args[i]
-    d["compile_args"] = args + ["--lr", "1e-2"]
+    d["compile_args"] = d["compile_args"] + ["--lr", "1e-2"]
     return d, p
 
 

@@ -15,7 +15,7 @@ typedef struct builder {
 	f8_status status;
 } builder;
 
-static uint32_t param(builder *b, const char *name, f8_kir_param_kind kind, f8_dtype dtype) {
+static uint32_t param(builder *b, const char *name, f8_kernel_param_kind kind, f8_dtype dtype) {
 	uint32_t index = 0;
 	if (!b->status)
 		b->status = f8_kir_add_param(b->k, name, kind, dtype, &index, &b->diag);
@@ -94,13 +94,13 @@ static builder start(const char *name) {
  * size rows, size cols): kir.h's example with the scale's inverse stored once at the end. */
 f8_kernel *build_cast(const char *name, f8_dtype format) {
 	builder b = start(name);
-	uint32_t x = param(&b, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t y = param(&b, "y", F8_KIR_PARAM_OUT, format);
-	uint32_t scale = param(&b, "scale", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t scale_inv = param(&b, "scale_inv", F8_KIR_PARAM_OUT, F8_DTYPE_F32);
-	uint32_t amax = param(&b, "amax", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32);
-	uint32_t rows = param(&b, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
-	uint32_t cols = param(&b, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t y = param(&b, "y", F8_KERNEL_PARAM_OUT, format);
+	uint32_t scale = param(&b, "scale", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t scale_inv = param(&b, "scale_inv", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
+	uint32_t amax = param(&b, "amax", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32);
+	uint32_t rows = param(&b, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t cols = param(&b, "cols", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id n_rows = f8_kir_size(b.k, rows), n_cols = f8_kir_size(b.k, cols);
 	f8_kir_id zero = f8_kir_const_i64(b.k, 0);
 	f8_kir_id s0 = f8_kir_load(b.k, scale, zero);
@@ -133,17 +133,17 @@ f8_kernel *build_loads(void) {
 	char name[32];
 	for (int f = 0; f < N_FORMATS; f++) {
 		snprintf(name, sizeof name, "a_%s", format_names[f]);
-		in[f] = param(&b, name, F8_KIR_PARAM_IN, float_formats[f]);
+		in[f] = param(&b, name, F8_KERNEL_PARAM_IN, float_formats[f]);
 	}
-	uint32_t w = param(&b, "w", F8_KIR_PARAM_IN, F8_DTYPE_I32);
-	uint32_t flag = param(&b, "flag", F8_KIR_PARAM_IN, F8_DTYPE_BOOL);
+	uint32_t w = param(&b, "w", F8_KERNEL_PARAM_IN, F8_DTYPE_I32);
+	uint32_t flag = param(&b, "flag", F8_KERNEL_PARAM_IN, F8_DTYPE_BOOL);
 	for (int f = 0; f < N_FORMATS; f++) {
 		snprintf(name, sizeof name, "y_%s", format_names[f]);
-		out[f] = param(&b, name, F8_KIR_PARAM_OUT, F8_DTYPE_F32);
+		out[f] = param(&b, name, F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
 	}
-	uint32_t wide = param(&b, "wide", F8_KIR_PARAM_OUT, F8_DTYPE_I64);
-	uint32_t flag_wide = param(&b, "flag_wide", F8_KIR_PARAM_OUT, F8_DTYPE_I64);
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t wide = param(&b, "wide", F8_KERNEL_PARAM_OUT, F8_DTYPE_I64);
+	uint32_t flag_wide = param(&b, "flag_wide", F8_KERNEL_PARAM_OUT, F8_DTYPE_I64);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	for (int f = 0; f < N_FORMATS; f++)
 		store(&b, out[f], i, f8_kir_load(b.k, in[f], i));
@@ -158,18 +158,18 @@ f8_kernel *build_loads(void) {
  * out negative: bool, size n). */
 f8_kernel *build_stores(void) {
 	builder b = start("stores");
-	uint32_t x = param(&b, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t w = param(&b, "w", F8_KIR_PARAM_IN, F8_DTYPE_I64);
+	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t w = param(&b, "w", F8_KERNEL_PARAM_IN, F8_DTYPE_I64);
 	uint32_t out[N_FORMATS];
 	char name[32];
 	for (int f = 0; f < N_FORMATS; f++) {
 		snprintf(name, sizeof name, "y_%s", format_names[f]);
-		out[f] = param(&b, name, F8_KIR_PARAM_OUT, float_formats[f]);
+		out[f] = param(&b, name, F8_KERNEL_PARAM_OUT, float_formats[f]);
 	}
-	uint32_t narrow = param(&b, "narrow", F8_KIR_PARAM_OUT, F8_DTYPE_I32);
-	uint32_t copy = param(&b, "copy", F8_KIR_PARAM_OUT, F8_DTYPE_I64);
-	uint32_t negative = param(&b, "negative", F8_KIR_PARAM_OUT, F8_DTYPE_BOOL);
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t narrow = param(&b, "narrow", F8_KERNEL_PARAM_OUT, F8_DTYPE_I32);
+	uint32_t copy = param(&b, "copy", F8_KERNEL_PARAM_OUT, F8_DTYPE_I64);
+	uint32_t negative = param(&b, "negative", F8_KERNEL_PARAM_OUT, F8_DTYPE_BOOL);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id zero = f8_kir_const_f32(b.k, 0.0);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	f8_kir_id xv = f8_kir_load(b.k, x, i), wv = f8_kir_load(b.k, w, i);
@@ -187,14 +187,14 @@ f8_kernel *build_stores(void) {
  * size cols): three block loops per row, row-level stores, grid accumulators and atomics. */
 f8_kernel *build_softmax(void) {
 	builder b = start("softmax");
-	uint32_t x = param(&b, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t y = param(&b, "y", F8_KIR_PARAM_OUT, F8_DTYPE_F32);
-	uint32_t row_max = param(&b, "row_max", F8_KIR_PARAM_OUT, F8_DTYPE_F32);
-	uint32_t row_sum = param(&b, "row_sum", F8_KIR_PARAM_OUT, F8_DTYPE_F32);
-	uint32_t max = param(&b, "max", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32);
-	uint32_t sum = param(&b, "sum", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32);
-	uint32_t rows = param(&b, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
-	uint32_t cols = param(&b, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t y = param(&b, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
+	uint32_t row_max = param(&b, "row_max", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
+	uint32_t row_sum = param(&b, "row_sum", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
+	uint32_t max = param(&b, "max", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32);
+	uint32_t sum = param(&b, "sum", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32);
+	uint32_t rows = param(&b, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t cols = param(&b, "cols", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id n_rows = f8_kir_size(b.k, rows), n_cols = f8_kir_size(b.k, cols);
 	f8_kir_id r = begin_grid(&b, n_rows);
 	f8_kir_id kernel_max = accumulator(&b, F8_KIR_COMBINE_MAX, F8_KIR_TYPE_F32);
@@ -229,12 +229,12 @@ f8_kernel *build_softmax(void) {
  * one element per grid iteration, four grid accumulators, four epilogue atomics. */
 f8_kernel *build_grid_stats(void) {
 	builder b = start("grid_stats");
-	uint32_t x = param(&b, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t sum = param(&b, "sum", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32);
-	uint32_t amax = param(&b, "amax", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32);
-	uint32_t positives = param(&b, "positives", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_I64);
-	uint32_t last = param(&b, "last", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_I64);
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t sum = param(&b, "sum", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32);
+	uint32_t amax = param(&b, "amax", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32);
+	uint32_t positives = param(&b, "positives", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_I64);
+	uint32_t last = param(&b, "last", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_I64);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id zero = f8_kir_const_f32(b.k, 0.0), minus_one = f8_kir_const_i64(b.k, -1);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	f8_kir_id results[4];
@@ -263,11 +263,11 @@ const char *const math_names[N_MATH] = {"exp", "log", "tanh", "erf"};
 /* kernel math(in x: f32, out exp, out log, out tanh, out erf: f32, size n). */
 f8_kernel *build_math(void) {
 	builder b = start("math");
-	uint32_t x = param(&b, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32);
+	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
 	uint32_t out[N_MATH];
 	for (int m = 0; m < N_MATH; m++)
-		out[m] = param(&b, math_names[m], F8_KIR_PARAM_OUT, F8_DTYPE_F32);
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+		out[m] = param(&b, math_names[m], F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	f8_kir_id xv = f8_kir_load(b.k, x, i);
 	for (int m = 0; m < N_MATH; m++)
@@ -285,10 +285,10 @@ f8_kernel *build_arith(void) {
 	const char *in_names[3] = {"a", "b", "c"};
 	const char *out_names[5] = {"muladd", "sqrtdiv", "floor", "max", "min"};
 	for (int p = 0; p < 3; p++)
-		in[p] = param(&b, in_names[p], F8_KIR_PARAM_IN, F8_DTYPE_F32);
+		in[p] = param(&b, in_names[p], F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
 	for (int p = 0; p < 5; p++)
-		out[p] = param(&b, out_names[p], F8_KIR_PARAM_OUT, F8_DTYPE_F32);
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+		out[p] = param(&b, out_names[p], F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	f8_kir_id a = f8_kir_load(b.k, in[0], i), bv = f8_kir_load(b.k, in[1], i);
 	f8_kir_id c = f8_kir_load(b.k, in[2], i);
@@ -306,25 +306,25 @@ f8_kernel *build_arith(void) {
  * size n): integer arithmetic, shifts, conversions, bit moves, fma, predicates. */
 f8_kernel *build_mixed(void) {
 	builder b = start("mixed");
-	uint32_t u = param(&b, "u", F8_KIR_PARAM_IN, F8_DTYPE_I64);
-	uint32_t v = param(&b, "v", F8_KIR_PARAM_IN, F8_DTYPE_I64);
-	uint32_t a = param(&b, "a", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t bb = param(&b, "b", F8_KIR_PARAM_IN, F8_DTYPE_F32);
+	uint32_t u = param(&b, "u", F8_KERNEL_PARAM_IN, F8_DTYPE_I64);
+	uint32_t v = param(&b, "v", F8_KERNEL_PARAM_IN, F8_DTYPE_I64);
+	uint32_t a = param(&b, "a", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t bb = param(&b, "b", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
 	uint32_t q[N_MIXED_I64], f[N_MIXED_F32], p[N_MIXED_BOOL];
 	char name[16];
 	for (int k = 0; k < N_MIXED_I64; k++) {
 		snprintf(name, sizeof name, "q%d", k);
-		q[k] = param(&b, name, F8_KIR_PARAM_OUT, F8_DTYPE_I64);
+		q[k] = param(&b, name, F8_KERNEL_PARAM_OUT, F8_DTYPE_I64);
 	}
 	for (int k = 0; k < N_MIXED_F32; k++) {
 		snprintf(name, sizeof name, "f%d", k);
-		f[k] = param(&b, name, F8_KIR_PARAM_OUT, F8_DTYPE_F32);
+		f[k] = param(&b, name, F8_KERNEL_PARAM_OUT, F8_DTYPE_F32);
 	}
 	for (int k = 0; k < N_MIXED_BOOL; k++) {
 		snprintf(name, sizeof name, "p%d", k);
-		p[k] = param(&b, name, F8_KIR_PARAM_OUT, F8_DTYPE_BOOL);
+		p[k] = param(&b, name, F8_KERNEL_PARAM_OUT, F8_DTYPE_BOOL);
 	}
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	f8_kir_id uv = f8_kir_load(b.k, u, i), vv = f8_kir_load(b.k, v, i);
 	f8_kir_id av = f8_kir_load(b.k, a, i), bv = f8_kir_load(b.k, bb, i);
@@ -356,11 +356,11 @@ f8_kernel *build_mixed(void) {
  * store, 1 an atomic max of it (another combine), 2 an atomic add on a bf16 buffer. */
 f8_kernel *build_refused(int how) {
 	builder b = start("refused");
-	uint32_t x = param(&b, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32);
-	uint32_t out = how == 0 ? param(&b, "out", F8_KIR_PARAM_OUT, F8_DTYPE_F32)
-				: param(&b, "out", F8_KIR_PARAM_ACCUMULATE,
+	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);
+	uint32_t out = how == 0 ? param(&b, "out", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32)
+				: param(&b, "out", F8_KERNEL_PARAM_ACCUMULATE,
 					how == 2 ? F8_DTYPE_BF16 : F8_DTYPE_F32);
-	uint32_t n = param(&b, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64);
+	uint32_t n = param(&b, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64);
 	f8_kir_id zero = f8_kir_const_i64(b.k, 0);
 	f8_kir_id i = begin_grid(&b, f8_kir_size(b.k, n));
 	f8_kir_id total = accumulator(&b, F8_KIR_COMBINE_ADD, F8_KIR_TYPE_F32);

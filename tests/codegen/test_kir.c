@@ -35,17 +35,17 @@ static char *printed(const f8_kernel *k) {
 /* kir.h's example: y = cast(x * scale), the amax of x over the whole tensor. */
 static f8_status build_cast_amax(f8_kernel *k, f8_diag *diag) {
 	uint32_t x, y, scale, amax, rows, cols;
-	f8_status status = f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32, &x, diag);
+	f8_status status = f8_kir_add_param(k, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &x, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_E4M3, &y, diag);
+		status = f8_kir_add_param(k, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_E4M3, &y, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "scale", F8_KIR_PARAM_IN, F8_DTYPE_F32, &scale, diag);
+		status = f8_kir_add_param(k, "scale", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &scale, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "amax", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32, &amax, diag);
+		status = f8_kir_add_param(k, "amax", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32, &amax, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
+		status = f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &cols, diag);
+		status = f8_kir_add_param(k, "cols", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &cols, diag);
 	if (status)
 		return status;
 	f8_kir_id n_rows = f8_kir_size(k, rows), n_cols = f8_kir_size(k, cols), r, c, row_max,
@@ -96,9 +96,9 @@ static void test_refusals(void) {
 	f8_kir_id var, result;
 #define FRESH()                                                                          \
 	f8_kernel *k = f8_kir_create("bad");                                             \
-	CHECK(f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32, &x, &diag) == 0);  \
-	CHECK(f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_F32, &y, &diag) == 0); \
-	CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0)
+	CHECK(f8_kir_add_param(k, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &x, &diag) == 0);  \
+	CHECK(f8_kir_add_param(k, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32, &y, &diag) == 0); \
+	CHECK(f8_kir_add_param(k, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0)
 	{ // a store to an input buffer
 		FRESH();
 		f8_kir_id size = f8_kir_size(k, n);
@@ -125,7 +125,7 @@ static void test_refusals(void) {
 		CHECK(f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK);
 		CHECK(f8_kir_begin_grid_loop(k, size, &var, &diag) == F8_ERR_INVALID);
 		uint32_t late;
-		CHECK(f8_kir_add_param(k, "late", F8_KIR_PARAM_IN, F8_DTYPE_F32, &late, &diag) ==
+		CHECK(f8_kir_add_param(k, "late", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &late, &diag) ==
 		      F8_ERR_INVALID);
 		f8_kir_destroy(k);
 	}
@@ -161,15 +161,15 @@ static void test_refusals(void) {
  */
 static f8_status build_transpose(f8_kernel *k, f8_diag *diag) {
 	uint32_t x, y, acc, rows, cols, tile;
-	f8_status status = f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_E4M3, &x, diag);
+	f8_status status = f8_kir_add_param(k, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_E4M3, &x, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_E4M3, &y, diag);
+		status = f8_kir_add_param(k, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_E4M3, &y, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "sums", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32, &acc, diag);
+		status = f8_kir_add_param(k, "sums", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32, &acc, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
+		status = f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
 	if (!status)
-		status = f8_kir_add_param(k, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &cols, diag);
+		status = f8_kir_add_param(k, "cols", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &cols, diag);
 	if (!status)
 		status = f8_kir_add_shared(k, "tile", F8_DTYPE_F32, 20, &tile, diag);
 	if (status)
@@ -224,9 +224,9 @@ static void test_shared_refusals(void) {
 	f8_kir_id var, inner;
 #define FRESH()                                                                          \
 	f8_kernel *k = f8_kir_create("bad");                                             \
-	CHECK(f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32, &x, &diag) == 0);  \
-	CHECK(f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_F32, &y, &diag) == 0); \
-	CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0); \
+	CHECK(f8_kir_add_param(k, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &x, &diag) == 0);  \
+	CHECK(f8_kir_add_param(k, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_F32, &y, &diag) == 0); \
+	CHECK(f8_kir_add_param(k, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0); \
 	CHECK(f8_kir_add_shared(k, "tile", F8_DTYPE_F32, 64, &tile, &diag) == 0)
 	{ // too large together, twice the same name, no elements
 		FRESH();
@@ -279,10 +279,10 @@ static void test_shared_refusals(void) {
  */
 static f8_status build_scale_all(f8_kernel *k, f8_diag *diag) {
 	uint32_t table, rows;
-	f8_status status = f8_kir_add_param(k, "table0", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table,
+	f8_status status = f8_kir_add_param(k, "table0", F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64, &table,
 					    diag);
 	if (!status)
-		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
+		status = f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, diag);
 	f8_kir_id r, j;
 	if (status || (status = f8_kir_begin_grid_loop(k, f8_kir_size(k, rows), &r, diag)))
 		return status;
@@ -317,10 +317,10 @@ static void test_tables(void) {
 	uint32_t table, n, bad;
 	f8_kir_id var, inner;
 	k = f8_kir_create("bad");
-	CHECK(f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_F32, &bad, &diag) ==
+	CHECK(f8_kir_add_param(k, "t", F8_KERNEL_PARAM_TABLE, F8_DTYPE_F32, &bad, &diag) ==
 	      F8_ERR_INVALID);
-	CHECK(f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == F8_OK);
-	CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == F8_OK);
+	CHECK(f8_kir_add_param(k, "t", F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == F8_OK);
+	CHECK(f8_kir_add_param(k, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == F8_OK);
 	CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
 	f8_kir_id address = f8_kir_load(k, table, var);
 	CHECK(f8_kir_store(k, table, var, address, &diag) == F8_ERR_INVALID); // read only
@@ -331,8 +331,8 @@ static void test_tables(void) {
 	f8_kir_destroy(k);
 	{ // an address computed in the block loop
 		k = f8_kir_create("bad");
-		CHECK(f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == 0);
-		CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0);
+		CHECK(f8_kir_add_param(k, "t", F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == 0);
+		CHECK(f8_kir_add_param(k, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0);
 		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
 		CHECK(f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 4), &inner, &diag) == F8_OK);
 		f8_kir_id moving = f8_kir_load(k, table, inner);
@@ -346,7 +346,7 @@ static void test_tables(void) {
 	}
 	{ // the block loop's variable as an address
 		k = f8_kir_create("bad");
-		CHECK(f8_kir_add_param(k, "n", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0);
+		CHECK(f8_kir_add_param(k, "n", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &n, &diag) == 0);
 		CHECK(f8_kir_begin_grid_loop(k, f8_kir_size(k, n), &var, &diag) == F8_OK);
 		CHECK(f8_kir_begin_block_loop(k, f8_kir_const_i64(k, 4), &inner, &diag) == F8_OK);
 		CHECK(f8_kir_store_ptr(k, F8_DTYPE_BF16, inner, var, f8_kir_const_f32(k, 1), &diag) ==

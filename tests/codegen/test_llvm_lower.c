@@ -48,6 +48,7 @@
 #include "ir/fp8.h"             // f8_float_encode, f8_float_decode, f8_e8m0_encode
 #include "tests/codegen/gpu_launch.h"   // test_launch, test_gpu_run
 #include "tests/codegen/test_kernels.h" // build_cast, build_softmax, float_formats
+#include "tests/codegen/ptxas.h"    // test_ptxas_missing, test_ptxas_accepts
 #include "tests/test_support.h"         // CHECK, test_finish, test_fail_allocations_after
 
 /* ---- random inputs ---- */
@@ -817,23 +818,6 @@ static bool entry_has(const char *ptx, const char *name, const char *instruction
 	return has;
 }
 
-/* Runs `ptxas -arch=sm_90` (an executable at `ptxas`) on the text; 0 on success. */
-static int run_ptxas(const char *ptxas, const char *ptx) {
-	char path[] = "/tmp/f8c_test_ptx_XXXXXX";
-	int fd = mkstemp(path);
-	FILE *file = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!file)
-		return 1;
-	fputs(ptx, file);
-	fclose(file);
-	char command[1024];
-	snprintf(command, sizeof command, "'%s' -arch=sm_90 '%s' -o /dev/null", ptxas, path);
-	int status = system(command);
-	unlink(path);
-	printf("ptxas -arch=sm_90: %s\n", status == 0 ? "ok" : "FAILED");
-	return status == 0 ? 0 : 1;
-}
-
 /*
  * gather(table %table0: i64, size %rows): a row of the table per grid iteration, (x, y, z, n):
  * for j < n, y[j] = 2 x[j] and z[j] = x[j], with x bf16, y f32 and z e4m3, through load.ptr
@@ -845,10 +829,10 @@ static f8_kernel *build_gather(void) {
 	f8_diag_clear(&diag);
 	uint32_t table, rows;
 	f8_kir_id r, j;
-	f8_status status = k ? f8_kir_add_param(k, "table0", F8_KIR_PARAM_TABLE, F8_DTYPE_I64,
+	f8_status status = k ? f8_kir_add_param(k, "table0", F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64,
 						&table, &diag) : F8_ERR_NOMEM;
 	if (!status)
-		status = f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
+		status = f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
 	if (!status)
 		status = f8_kir_begin_grid_loop(k, f8_kir_size(k, rows), &r, &diag);
 	if (status) {
@@ -985,8 +969,8 @@ static void check_pointer_rows(void) {
 	f8_diag diag = {0};
 	uint32_t table, rows;
 	f8_kir_id r;
-	CHECK(k && f8_kir_add_param(k, "t", F8_KIR_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == F8_OK &&
-	      f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag) == F8_OK &&
+	CHECK(k && f8_kir_add_param(k, "t", F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64, &table, &diag) == F8_OK &&
+	      f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag) == F8_OK &&
 	      f8_kir_begin_grid_loop(k, f8_kir_size(k, rows), &r, &diag) == F8_OK);
 	if (!k || diag.message[0]) {
 		f8_kir_destroy(k);
@@ -1026,7 +1010,6 @@ static bool open_gpu(void) {
 
 enum {
 	N_KERNELS = 10,
-	SKIP_STATUS = 77, // ctest's SKIP_RETURN_CODE for this test (tests/codegen/CMakeLists.txt)
 };
 
 /* The kernels of the checks into kernels[N_KERNELS], cast_e4m3 first (check_ptx reads its
@@ -1059,13 +1042,8 @@ static void destroy_kernels(f8_kernel **kernels) {
  * module's instructions are checked by the usual run (check_ptx), which needs no ptxas.
  */
 static int check_ptxas(const char *ptxas) {
-	if (access(ptxas, X_OK) != 0) {
-		printf("SKIP: ptxas -arch=sm_90 needs the CUDA Toolkit's ptxas (none at \"%s\")\n",
-		       ptxas);
-		printf("HINT: install the CUDA Toolkit, or point CMake at its ptxas "
-		       "(-DF8C_PTXAS=PATH)\n");
+	if (test_ptxas_missing(ptxas))
 		return SKIP_STATUS;
-	}
 	f8_kernel *kernels[N_KERNELS];
 	bool built = build_kernels(kernels);
 	CHECK(built);
@@ -1080,7 +1058,7 @@ static int check_ptxas(const char *ptxas) {
 		f8_diag_print(&diag, stdout);
 	CHECK(status == F8_OK);
 	if (ptx)
-		CHECK(run_ptxas(ptxas, ptx) == 0);
+		CHECK(test_ptxas_accepts(ptxas, ptx));
 	f8_free(ptx);
 	destroy_kernels(kernels);
 	return test_finish();

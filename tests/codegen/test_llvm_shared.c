@@ -33,6 +33,7 @@
 #include "ir/alloc.h"                 // f8_free
 #include "ir/fp8.h"                   // f8_float_encode, f8_float_decode
 #include "tests/codegen/gpu_launch.h" // test_launch, test_arg_buffer, test_arg_size
+#include "tests/codegen/ptxas.h" // test_ptxas_missing, test_ptxas_accepts
 #include "tests/test_support.h"       // CHECK, test_finish
 
 enum { TILE = 64, PITCH = TILE + 1 };
@@ -63,12 +64,12 @@ static f8_kernel *build_tiles(void) {
 	f8_diag diag = {0};
 	uint32_t x, y, acc, rows, cols, tile;
 	f8_kir_id t, e, f;
-	f8_status status = f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_F32, &x, &diag);
-	status = status ? status : f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_E4M3, &y, &diag);
+	f8_status status = f8_kir_add_param(k, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &x, &diag);
+	status = status ? status : f8_kir_add_param(k, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_E4M3, &y, &diag);
 	status = status ? status
-			: f8_kir_add_param(k, "sums", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32, &acc, &diag);
-	status = status ? status : f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
-	status = status ? status : f8_kir_add_param(k, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &cols, &diag);
+			: f8_kir_add_param(k, "sums", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32, &acc, &diag);
+	status = status ? status : f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
+	status = status ? status : f8_kir_add_param(k, "cols", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &cols, &diag);
 	status = status ? status : f8_kir_add_shared(k, "tile", F8_DTYPE_F32, TILE * PITCH, &tile, &diag);
 	if (status)
 		goto failed;
@@ -116,13 +117,13 @@ static f8_kernel *build_rows(void) {
 	f8_diag diag = {0};
 	uint32_t x, g, y, amax, rows, cols;
 	f8_kir_id r, c, row_max, grid_max;
-	f8_status status = f8_kir_add_param(k, "x", F8_KIR_PARAM_IN, F8_DTYPE_BF16, &x, &diag);
-	status = status ? status : f8_kir_add_param(k, "g", F8_KIR_PARAM_IN, F8_DTYPE_F32, &g, &diag);
-	status = status ? status : f8_kir_add_param(k, "y", F8_KIR_PARAM_OUT, F8_DTYPE_BF16, &y, &diag);
+	f8_status status = f8_kir_add_param(k, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_BF16, &x, &diag);
+	status = status ? status : f8_kir_add_param(k, "g", F8_KERNEL_PARAM_IN, F8_DTYPE_F32, &g, &diag);
+	status = status ? status : f8_kir_add_param(k, "y", F8_KERNEL_PARAM_OUT, F8_DTYPE_BF16, &y, &diag);
 	status = status ? status
-			: f8_kir_add_param(k, "amax", F8_KIR_PARAM_ACCUMULATE, F8_DTYPE_F32, &amax, &diag);
-	status = status ? status : f8_kir_add_param(k, "rows", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
-	status = status ? status : f8_kir_add_param(k, "cols", F8_KIR_PARAM_SIZE, F8_DTYPE_I64, &cols, &diag);
+			: f8_kir_add_param(k, "amax", F8_KERNEL_PARAM_ACCUMULATE, F8_DTYPE_F32, &amax, &diag);
+	status = status ? status : f8_kir_add_param(k, "rows", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &rows, &diag);
+	status = status ? status : f8_kir_add_param(k, "cols", F8_KERNEL_PARAM_SIZE, F8_DTYPE_I64, &cols, &diag);
 	if (status)
 		goto failed;
 	f8_kir_id n_rows = f8_kir_size(k, rows), n_cols = f8_kir_size(k, cols);
@@ -292,21 +293,14 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n) {
 	f8_free(ptx);
 }
 
-enum { SKIP_STATUS = 77 }; // ctest's SKIP_RETURN_CODE for this test (tests/codegen/CMakeLists.txt)
-
 /*
  * --ptxas PTXAS: `ptxas -arch=sm_90` accepts the PTX of both kernels. Without an executable at
  * PTXAS it says why and returns SKIP_STATUS before building anything; the PTX's instructions
  * are checked by the usual run (check_ptx), which needs no ptxas.
  */
 static int check_ptxas(const char *ptxas) {
-	if (access(ptxas, X_OK) != 0) {
-		printf("SKIP: ptxas -arch=sm_90 needs the CUDA Toolkit's ptxas (none at \"%s\")\n",
-		       ptxas);
-		printf("HINT: install the CUDA Toolkit, or point CMake at its ptxas "
-		       "(-DF8C_PTXAS=PATH)\n");
+	if (test_ptxas_missing(ptxas))
 		return SKIP_STATUS;
-	}
 	const f8_kernel *kernels[2] = {build_tiles(), build_rows()};
 	CHECK(kernels[0] && kernels[1]);
 	f8_launch_geometry geometry[2];
@@ -317,21 +311,8 @@ static int check_ptxas(const char *ptxas) {
 	if (status)
 		f8_diag_print(&diag, stdout);
 	CHECK(status == F8_OK);
-	char path[] = "/tmp/f8c_test_shared_XXXXXX";
-	int fd = ptx ? mkstemp(path) : -1;
-	FILE *file = fd >= 0 ? fdopen(fd, "w") : NULL;
-	CHECK(!ptx || file);
-	if (file) {
-		fputs(ptx, file);
-		fclose(file);
-		char command[1024];
-		snprintf(command, sizeof command, "'%s' -arch=sm_90 '%s' -o /dev/null", ptxas,
-			 path);
-		int result = system(command);
-		printf("ptxas -arch=sm_90: %s\n", result == 0 ? "ok" : "FAILED");
-		CHECK(result == 0);
-		unlink(path);
-	}
+	if (ptx)
+		CHECK(test_ptxas_accepts(ptxas, ptx));
 	f8_free(ptx);
 	f8_kir_destroy((f8_kernel *)kernels[0]);
 	f8_kir_destroy((f8_kernel *)kernels[1]);

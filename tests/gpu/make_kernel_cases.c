@@ -408,7 +408,7 @@ static json_t *members_text(const f8_graph *graph, uint32_t group) {
 }
 
 /* Adds value `id` to `v` (once), bound by a parameter or a table column of `kind`. */
-static void bind_value(case_values *v, f8_value_id id, f8_kir_param_kind kind) {
+static void bind_value(case_values *v, f8_value_id id, f8_kernel_param_kind kind) {
 	uint32_t i = 0;
 	while (i < v->n && v->ids[i] != id)
 		i++;
@@ -416,9 +416,9 @@ static void bind_value(case_values *v, f8_value_id id, f8_kir_param_kind kind) {
 		v->ids[v->n] = id;
 		v->use[v->n++] = "in";
 	}
-	if (kind == F8_KIR_PARAM_OUT)
+	if (kind == F8_KERNEL_PARAM_OUT)
 		v->use[i] = "out";
-	else if (kind == F8_KIR_PARAM_ACCUMULATE && strcmp(v->use[i], "out") != 0)
+	else if (kind == F8_KERNEL_PARAM_ACCUMULATE && strcmp(v->use[i], "out") != 0)
 		v->use[i] = "acc";
 }
 
@@ -433,13 +433,13 @@ static case_values bound_values(const f8_codegen_program *program, uint32_t g, u
 		const f8_kernel *kernel = program->kernels[group->launches[l].kernel];
 		for (uint32_t p = 0; p < kernel->n_params; p++) {
 			const f8_kernel_arg *arg = &group->launches[l].args[p];
-			f8_kir_param_kind kind = kernel->params[p].kind;
+			f8_kernel_param_kind kind = kernel->params[p].kind;
 			const f8_kernel_table *table = arg->table;
 			for (size_t c = 0; table && c < (size_t)table->n_rows * table->n_columns; c++)
 				if (table->cells[c].value != F8_NONE)
 					bind_value(&v, table->cells[c].value,
 						   table->columns[c % table->n_columns]);
-			if (kind != F8_KIR_PARAM_SIZE && arg->value != F8_NONE)
+			if (kind != F8_KERNEL_PARAM_SIZE && arg->value != F8_NONE)
 				bind_value(&v, arg->value, kind);
 		}
 	}
@@ -452,7 +452,7 @@ static case_values bound_values(const f8_codegen_program *program, uint32_t g, u
 static json_t *table_json(const f8_kernel_table *table, const case_values *v) {
 	json_t *columns = json_array(), *rows = json_array();
 	for (uint32_t c = 0; c < table->n_columns; c++)
-		json_array_append_new(columns, json_string(f8_kir_param_kind_name(table->columns[c])));
+		json_array_append_new(columns, json_string(f8_kernel_param_kind_name(table->columns[c])));
 	for (uint32_t r = 0; r < table->n_rows; r++) {
 		json_t *row = json_array();
 		for (uint32_t c = 0; c < table->n_columns; c++) {
@@ -461,7 +461,7 @@ static json_t *table_json(const f8_kernel_table *table, const case_values *v) {
 			while (cell->value != F8_NONE && v->ids[i] != cell->value)
 				i++;
 			json_array_append_new(row, cell->value != F8_NONE ? json_integer(i)
-					      : table->columns[c] == F8_KIR_PARAM_SIZE
+					      : table->columns[c] == F8_KERNEL_PARAM_SIZE
 						      ? json_integer(cell->constant)
 						      : json_null());
 		}
@@ -494,16 +494,16 @@ static json_t *launches_json(const f8_codegen_program *program, uint32_t g, cons
 			const f8_kir_param *param = &kernel->params[p];
 			const f8_kernel_arg *arg = &launch->args[p];
 			json_t *entry = json_pack("{s:s, s:s}", "name", param->name, "kind",
-						  f8_kir_param_kind_name(param->kind));
+						  f8_kernel_param_kind_name(param->kind));
 			int64_t size = 0;
-			if (param->kind == F8_KIR_PARAM_SIZE) {
+			if (param->kind == F8_KERNEL_PARAM_SIZE) {
 				if (!f8_dim_evaluate(arg->dim, symbols, &size)) {
 					fprintf(stderr, "make_kernel_cases: %s: size %s does not "
 						"evaluate\n", case_name, param->name);
 					exit(1);
 				}
 				json_object_set_new(entry, "size", json_integer(size));
-			} else if (param->kind == F8_KIR_PARAM_TABLE) {
+			} else if (param->kind == F8_KERNEL_PARAM_TABLE) {
 				json_object_set_new(entry, "table", table_json(arg->table, v));
 			} else if (arg->value != F8_NONE) {
 				uint32_t i = 0;
