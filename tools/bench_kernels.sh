@@ -50,8 +50,8 @@ PY
 ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
 "$ptxas" -arch=sm_90 "$device/bench/kernels.ptx" -o "$device/bench/kernels.cubin"
 
-# The GPU program may need glibc, libm and libcuda, nothing else.
-others=$(ldd "$device/gpu_kernel_check" | grep -v -E 'linux-vdso|ld-linux|libc\.so|libm\.so|libcuda\.so' || true)
+# The GPU program may need glibc (libdl with it), libm and libcuda, nothing else.
+others=$(ldd "$device/gpu_kernel_check" | grep -v -E 'linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libcuda\.so' || true)
 if [ -n "$others" ]; then
 	echo "bench_kernels.sh: gpu_kernel_check needs more than glibc, libm and libcuda:" >&2
 	echo "$others" >&2

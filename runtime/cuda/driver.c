@@ -2,7 +2,8 @@
  * The CUDA driver layer: each driver call made once, here, with its result checked and turned
  * into a diagnostic (runtime/cuda/driver.h).
  */
-#include "runtime/cuda/driver.h" // f8_cuda_*
+#include "runtime/cuda/driver.h"    // f8_cuda_*
+#include "runtime/cuda/libraries.h" // f8_cuda_api, f8_cuda_load
 
 #include <stdarg.h> // va_list, va_start, va_end
 #include <stdint.h> // uintptr_t
@@ -24,9 +25,13 @@ static void append(f8_diag *diag, const char *format, ...) {
 
 /* The driver's name and text of `result`, for messages; never NULL. */
 static void error_texts(CUresult result, const char **name, const char **text) {
-	if (cuGetErrorName(result, name) != CUDA_SUCCESS || !*name)
+	*name = "CUDA_ERROR_UNKNOWN";
+	*text = "unknown error";
+	if (!f8_cuda_loaded(F8_CUDA_LIBRARY_DRIVER))
+		return;
+	if (f8_cuda_api.cuGetErrorName(result, name) != CUDA_SUCCESS || !*name)
 		*name = "CUDA_ERROR_UNKNOWN";
-	if (cuGetErrorString(result, text) != CUDA_SUCCESS || !*text)
+	if (f8_cuda_api.cuGetErrorString(result, text) != CUDA_SUCCESS || !*text)
 		*text = "unknown error";
 }
 
@@ -82,43 +87,46 @@ f8_status f8_cuda_check(CUresult result, const char *call, f8_diag *diag) {
 
 f8_status f8_cuda_open(f8_cuda_device *device, f8_diag *diag) {
 	memset(device, 0, sizeof *device);
-	f8_status status = f8_cuda_check(cuInit(0), "cuInit", diag);
+	f8_status status = f8_cuda_load(F8_CUDA_LIBRARY_DRIVER, diag);
+	if (status)
+		return status;
+	status = f8_cuda_check(f8_cuda_api.cuInit(0), "cuInit", diag);
 	if (!status)
-		status = f8_cuda_check(cuDriverGetVersion(&device->driver_version),
+		status = f8_cuda_check(f8_cuda_api.cuDriverGetVersion(&device->driver_version),
 				       "cuDriverGetVersion", diag);
 	if (!status)
-		status = f8_cuda_check(cuDeviceGet(&device->device, 0), "cuDeviceGet", diag);
+		status = f8_cuda_check(f8_cuda_api.cuDeviceGet(&device->device, 0), "cuDeviceGet", diag);
 	if (!status)
-		status = f8_cuda_check(cuDevicePrimaryCtxRetain(&device->context, device->device),
+		status = f8_cuda_check(f8_cuda_api.cuDevicePrimaryCtxRetain(&device->context, device->device),
 				       "cuDevicePrimaryCtxRetain", diag);
 	if (status) {
 		device->context = NULL;
 		return status;
 	}
-	status = f8_cuda_check(cuCtxSetCurrent(device->context), "cuCtxSetCurrent", diag);
+	status = f8_cuda_check(f8_cuda_api.cuCtxSetCurrent(device->context), "cuCtxSetCurrent", diag);
 	if (!status)
-		status = f8_cuda_check(cuDeviceGetName(device->name, (int)sizeof device->name,
+		status = f8_cuda_check(f8_cuda_api.cuDeviceGetName(device->name, (int)sizeof device->name,
 						       device->device),
 				       "cuDeviceGetName", diag);
 	if (!status)
 		status = f8_cuda_check(
-			cuDeviceGetAttribute(&device->multiprocessors,
+			f8_cuda_api.cuDeviceGetAttribute(&device->multiprocessors,
 					     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device->device),
 			"cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", diag);
 	if (!status)
 		status = f8_cuda_check(
-			cuDeviceGetAttribute(&device->compute_major,
+			f8_cuda_api.cuDeviceGetAttribute(&device->compute_major,
 					     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
 					     device->device),
 			"cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)", diag);
 	if (!status)
 		status = f8_cuda_check(
-			cuDeviceGetAttribute(&device->compute_minor,
+			f8_cuda_api.cuDeviceGetAttribute(&device->compute_minor,
 					     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
 					     device->device),
 			"cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)", diag);
 	if (!status)
-		status = f8_cuda_check(cuDeviceTotalMem(&device->total_memory, device->device),
+		status = f8_cuda_check(f8_cuda_api.cuDeviceTotalMem(&device->total_memory, device->device),
 				       "cuDeviceTotalMem", diag);
 	if (status)
 		f8_cuda_close(device);
@@ -129,7 +137,7 @@ void f8_cuda_close(f8_cuda_device *device) {
 	if (!device->context)
 		return;
 	// Nothing to report to: a release that fails leaves the context to the process's end.
-	(void)cuDevicePrimaryCtxRelease(device->device);
+	(void)f8_cuda_api.cuDevicePrimaryCtxRelease(device->device);
 	device->context = NULL;
 }
 
@@ -139,7 +147,7 @@ f8_status f8_cuda_module_load(const char *ptx, CUmodule *module, f8_diag *diag) 
 	char error_log[8192] = {0};
 	CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
 	void *values[] = {error_log, (void *)(uintptr_t)(sizeof error_log - 1)};
-	CUresult result = cuModuleLoadDataEx(module, ptx, 2, options, values);
+	CUresult result = f8_cuda_api.cuModuleLoadDataEx(module, ptx, 2, options, values);
 	if (result == CUDA_SUCCESS)
 		return F8_OK;
 	*module = NULL;
@@ -154,12 +162,12 @@ f8_status f8_cuda_module_load(const char *ptx, CUmodule *module, f8_diag *diag) 
 
 void f8_cuda_module_unload(CUmodule module) {
 	if (module)
-		(void)cuModuleUnload(module); // nothing to report to; the context frees it at worst
+		(void)f8_cuda_api.cuModuleUnload(module); // nothing to report to; the context frees it at worst
 }
 
 f8_status f8_cuda_module_function(CUmodule module, const char *name, CUfunction *function,
 				  f8_diag *diag) {
-	CUresult result = cuModuleGetFunction(function, module, name);
+	CUresult result = f8_cuda_api.cuModuleGetFunction(function, module, name);
 	if (result == CUDA_ERROR_NOT_FOUND) {
 		*function = NULL;
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "cuModuleGetFunction: the module has no "
@@ -170,7 +178,7 @@ f8_status f8_cuda_module_function(CUmodule module, const char *name, CUfunction 
 
 f8_status f8_cuda_alloc(size_t bytes, CUdeviceptr *pointer, f8_diag *diag) {
 	*pointer = 0;
-	f8_status status = f8_cuda_check(cuMemAlloc(pointer, bytes), "cuMemAlloc", diag);
+	f8_status status = f8_cuda_check(f8_cuda_api.cuMemAlloc(pointer, bytes), "cuMemAlloc", diag);
 	if (status) {
 		*pointer = 0;
 		append(diag, " (%zu bytes)", bytes); // the size helps more than the driver's text
@@ -179,52 +187,84 @@ f8_status f8_cuda_alloc(size_t bytes, CUdeviceptr *pointer, f8_diag *diag) {
 }
 
 f8_status f8_cuda_free(CUdeviceptr pointer, f8_diag *diag) {
-	return pointer ? f8_cuda_check(cuMemFree(pointer), "cuMemFree", diag) : F8_OK;
+	return pointer ? f8_cuda_check(f8_cuda_api.cuMemFree(pointer), "cuMemFree", diag) : F8_OK;
 }
 
 f8_status f8_cuda_memset_async(CUdeviceptr pointer, uint8_t value, size_t bytes,
 			       CUstream stream, f8_diag *diag) {
-	return f8_cuda_check(cuMemsetD8Async(pointer, value, bytes, stream), "cuMemsetD8Async",
+	return f8_cuda_check(f8_cuda_api.cuMemsetD8Async(pointer, value, bytes, stream), "cuMemsetD8Async",
 			     diag);
 }
 
 f8_status f8_cuda_copy_to_device(CUdeviceptr destination, const void *source, size_t bytes,
 				 f8_diag *diag) {
-	return f8_cuda_check(cuMemcpyHtoD(destination, source, bytes), "cuMemcpyHtoD", diag);
+	return f8_cuda_check(f8_cuda_api.cuMemcpyHtoD(destination, source, bytes), "cuMemcpyHtoD", diag);
 }
 
 f8_status f8_cuda_copy_to_host(void *destination, CUdeviceptr source, size_t bytes,
 			       f8_diag *diag) {
-	return f8_cuda_check(cuMemcpyDtoH(destination, source, bytes), "cuMemcpyDtoH", diag);
+	return f8_cuda_check(f8_cuda_api.cuMemcpyDtoH(destination, source, bytes), "cuMemcpyDtoH", diag);
 }
 
 f8_status f8_cuda_copy_device_async(CUdeviceptr destination, CUdeviceptr source, size_t bytes,
 				    CUstream stream, f8_diag *diag) {
-	return f8_cuda_check(cuMemcpyDtoDAsync(destination, source, bytes, stream),
+	return f8_cuda_check(f8_cuda_api.cuMemcpyDtoDAsync(destination, source, bytes, stream),
 			     "cuMemcpyDtoDAsync", diag);
 }
 
 f8_status f8_cuda_synchronize(f8_diag *diag) {
-	return f8_cuda_check(cuCtxSynchronize(), "cuCtxSynchronize", diag);
+	return f8_cuda_check(f8_cuda_api.cuCtxSynchronize(), "cuCtxSynchronize", diag);
+}
+
+f8_status f8_cuda_copy_to_device_async(CUdeviceptr destination, const void *source, size_t bytes,
+				       CUstream stream, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuMemcpyHtoDAsync(destination, source, bytes, stream),
+			     "cuMemcpyHtoDAsync", diag);
+}
+
+f8_status f8_cuda_copy_to_host_async(void *destination, CUdeviceptr source, size_t bytes,
+				     CUstream stream, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuMemcpyDtoHAsync(destination, source, bytes, stream),
+			     "cuMemcpyDtoHAsync", diag);
+}
+
+f8_status f8_cuda_stream_create(CUstream *stream, f8_diag *diag) {
+	*stream = NULL;
+	return f8_cuda_check(f8_cuda_api.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING),
+			     "cuStreamCreate", diag);
+}
+
+void f8_cuda_stream_destroy(CUstream stream) {
+	if (stream)
+		(void)f8_cuda_api.cuStreamDestroy(stream); // nothing to report to
+}
+
+f8_status f8_cuda_stream_synchronize(CUstream stream, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuStreamSynchronize(stream), "cuStreamSynchronize", diag);
+}
+
+f8_status f8_cuda_memory_info(size_t *free_bytes, size_t *total_bytes, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuMemGetInfo(free_bytes, total_bytes), "cuMemGetInfo",
+			     diag);
 }
 
 f8_status f8_cuda_event_create(CUevent *event, f8_diag *diag) {
-	return f8_cuda_check(cuEventCreate(event, CU_EVENT_DEFAULT), "cuEventCreate", diag);
+	return f8_cuda_check(f8_cuda_api.cuEventCreate(event, CU_EVENT_DEFAULT), "cuEventCreate", diag);
 }
 
 void f8_cuda_event_destroy(CUevent event) {
 	if (event)
-		(void)cuEventDestroy(event); // nothing to report to
+		(void)f8_cuda_api.cuEventDestroy(event); // nothing to report to
 }
 
 f8_status f8_cuda_event_record(CUevent event, CUstream stream, f8_diag *diag) {
-	return f8_cuda_check(cuEventRecord(event, stream), "cuEventRecord", diag);
+	return f8_cuda_check(f8_cuda_api.cuEventRecord(event, stream), "cuEventRecord", diag);
 }
 
 f8_status f8_cuda_event_elapsed(CUevent start, CUevent end, float *milliseconds, f8_diag *diag) {
-	f8_status status = f8_cuda_check(cuEventSynchronize(end), "cuEventSynchronize", diag);
+	f8_status status = f8_cuda_check(f8_cuda_api.cuEventSynchronize(end), "cuEventSynchronize", diag);
 	if (!status)
-		status = f8_cuda_check(cuEventElapsedTime(milliseconds, start, end),
+		status = f8_cuda_check(f8_cuda_api.cuEventElapsedTime(milliseconds, start, end),
 				       "cuEventElapsedTime", diag);
 	return status;
 }
@@ -236,7 +276,7 @@ f8_status f8_cuda_launch(CUfunction function, const char *name, const f8_launch_
 							  "%u rows per block",
 				   name, geometry->threads_per_block, geometry->rows_per_block);
 	uint32_t blocks = f8_launch_grid_blocks(geometry, rows);
-	CUresult result = cuLaunchKernel(function, blocks, 1, 1, geometry->threads_per_block, 1, 1,
+	CUresult result = f8_cuda_api.cuLaunchKernel(function, blocks, 1, 1, geometry->threads_per_block, 1, 1,
 					 0, stream, args, NULL);
 	f8_status status = f8_cuda_check(result, "cuLaunchKernel", diag);
 	if (status)

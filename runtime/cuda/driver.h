@@ -93,6 +93,25 @@ f8_status f8_cuda_copy_to_host(void *destination, CUdeviceptr source, size_t byt
 f8_status f8_cuda_copy_device_async(CUdeviceptr destination, CUdeviceptr source, size_t bytes,
 				    CUstream stream, f8_diag *diag);
 
+/* Copies between host and device memory in stream order: the host memory must stay as it is
+ * until the stream has done the copy (pinned memory makes them truly asynchronous; pageable
+ * memory works too, staged by the driver). */
+f8_status f8_cuda_copy_to_device_async(CUdeviceptr destination, const void *source, size_t bytes,
+				       CUstream stream, f8_diag *diag);
+f8_status f8_cuda_copy_to_host_async(void *destination, CUdeviceptr source, size_t bytes,
+				     CUstream stream, f8_diag *diag);
+
+/* A stream of its own that does not wait for the legacy default stream (one that can be
+ * captured into a CUDA graph); destroy allows 0. */
+f8_status f8_cuda_stream_create(CUstream *stream, f8_diag *diag);
+void f8_cuda_stream_destroy(CUstream stream);
+
+/* Waits for the work queued on `stream`; a kernel's fault shows here. */
+f8_status f8_cuda_stream_synchronize(CUstream stream, f8_diag *diag);
+
+/* The device memory free and in all, in bytes. */
+f8_status f8_cuda_memory_info(size_t *free_bytes, size_t *total_bytes, f8_diag *diag);
+
 /* Waits for all work of the current context. Errors of kernels that ran since the last
  * check (an illegal address, a trap) show here, as a failure of cuCtxSynchronize. */
 f8_status f8_cuda_synchronize(f8_diag *diag);
