@@ -362,6 +362,8 @@ static bool operand_type_ok(f8_kir_op op, f8_kir_type type) {
 	case F8_KIR_OP_LOG:
 	case F8_KIR_OP_TANH:
 	case F8_KIR_OP_ERF:
+	case F8_KIR_OP_COS:
+	case F8_KIR_OP_SIN:
 	case F8_KIR_OP_EXP_TERM:
 	case F8_KIR_OP_FLOOR:
 	case F8_KIR_OP_IS_NAN:

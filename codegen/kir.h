@@ -120,7 +120,8 @@ typedef enum f8_kir_type {
  * GPU the hardware's approximation (ex2.approx.ftz of x log2 e, within about 2 ulps where the
  * result is normal, 0 where it would be subnormal), on the host exp's own sequence; the
  * targets' sums differ by that as they already do by the order of the sum. exp keeps the
- * same bits on both (codegen/llvm_math.c).
+ * same bits on both (codegen/llvm_math.c), as do cos and sin (radians, any f32 argument: the
+ * reduction by pi/2 is exact enough for all of them, not only for small ones).
  */
 #define F8_KIR_OP_LIST(X)                        \
 	X(CONST, "const", 0, TYPED)              \
@@ -145,6 +146,8 @@ typedef enum f8_kir_type {
 	X(LOG, "log", 1, SAME)                   \
 	X(TANH, "tanh", 1, SAME)                 \
 	X(ERF, "erf", 1, SAME)                   \
+	X(COS, "cos", 1, SAME)                   \
+	X(SIN, "sin", 1, SAME)                   \
 	X(EXP_TERM, "exp.term", 1, SAME)         \
 	X(FLOOR, "floor", 1, SAME)               \
 	X(LT, "lt", 2, BOOL)                     \

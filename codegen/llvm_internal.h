@@ -67,7 +67,7 @@ LLVMValueRef f8_llvm_store_convert(const f8_llvm_emit *emit, f8_dtype dtype, LLV
 LLVMValueRef f8_llvm_store_convert_pair(const f8_llvm_emit *emit, f8_dtype dtype,
 					LLVMValueRef low, LLVMValueRef high);
 
-/* exp, log, tanh or erf (`op`) of the f32 `x` (codegen/llvm_math.c). */
+/* exp, log, tanh, erf, cos or sin (`op`) of the f32 `x` (codegen/llvm_math.c). */
 LLVMValueRef f8_llvm_math(const f8_llvm_emit *emit, f8_kir_op op, LLVMValueRef x);
 
 /* ---- one kernel's lowering (llvm_lower.c: instructions, stores, the kernel; llvm_loops.c:

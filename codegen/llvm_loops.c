@@ -279,7 +279,8 @@ static size_t classify_body(const f8_kernel *k, const f8_kir_stmt *loop, vector_
 /* The most a vector form's body may weigh times its lanes: the lanes of a statement are live
  * together, and a long body (a norm gradient's) at 4 or more lanes runs out of registers and
  * spills, which costs more than the wide accesses gain. A statement weighs 1, the math
- * functions' sequences (llvm_math.c) 8 more, a division or square root 2 more. */
+ * functions' sequences (llvm_math.c) 8 more (cos and sin, whose argument reduction is as long
+ * again, 16), a division or square root 2 more. */
 enum { MAX_LANE_WEIGHT = 768 };
 
 static uint32_t body_weight(const f8_kernel *k, const f8_kir_stmt *loop) {
@@ -288,7 +289,8 @@ static uint32_t body_weight(const f8_kernel *k, const f8_kir_stmt *loop) {
 		const f8_kir_stmt *stmt = &k->stmts[loop->body[i]];
 		f8_kir_op op = stmt->kind == F8_KIR_STMT_INST ? k->insts[stmt->inst].op : F8_KIR_OP_COUNT;
 		weight += 1 + (op == F8_KIR_OP_EXP || op == F8_KIR_OP_LOG || op == F8_KIR_OP_TANH ||
-			       op == F8_KIR_OP_ERF ? 8 : op == F8_KIR_OP_DIV || op == F8_KIR_OP_SQRT ? 2 : 0);
+			       op == F8_KIR_OP_ERF ? 8 : op == F8_KIR_OP_COS || op == F8_KIR_OP_SIN ? 16
+			       : op == F8_KIR_OP_DIV || op == F8_KIR_OP_SQRT ? 2 : 0);
 	}
 	return weight;
 }

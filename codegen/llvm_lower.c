@@ -154,6 +154,8 @@ static LLVMValueRef compute(lowering *l, const f8_kir_inst *inst, bool real, LLV
 	case F8_KIR_OP_LOG:
 	case F8_KIR_OP_TANH:
 	case F8_KIR_OP_ERF:
+	case F8_KIR_OP_COS:
+	case F8_KIR_OP_SIN:
 		return f8_llvm_math(e, inst->op, a);
 	case F8_KIR_OP_EXP_TERM: // kir.h: the hardware's approximation on the GPU
 		if (e->target != F8_LLVM_TARGET_NVPTX)

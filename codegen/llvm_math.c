@@ -1,21 +1,24 @@
 /*
- * exp, log, tanh and erf of f32 as instruction sequences of our own, emitted into LLVM IR the
- * same way for both targets: only IEEE f32 operations (add, mul, div, fma, all correctly
- * rounded) and integer bit moves, no libm and no libdevice, so that the host JIT and the GPU
- * compute the same bits. Straight-line code (selects, not branches), so that a warp never
+ * exp, log, tanh, erf, cos and sin of f32 as instruction sequences of our own, emitted into
+ * LLVM IR the same way for both targets: only IEEE f32 operations (add, mul, div, fma, all
+ * correctly rounded, and i64 <-> f32 conversions to nearest) and integer arithmetic, no libm
+ * and no libdevice (nor llvm.sin and llvm.cos, which NVPTX selects as sin.approx and
+ * cos.approx), so that the host JIT and the GPU compute the same bits. Straight-line code (selects, not branches), so that a warp never
  * diverges and a caller may emit it anywhere.
  *
  * Measured maximum error over every f32 input (2^32 values, host JIT against glibc's double
- * precision exp/log/tanh/erf rounded to the nearest f32's ulp; the test's --exhaustive
+ * precision exp/log/tanh/erf/cos/sin rounded to the nearest f32's ulp; the test's --exhaustive
  * reproduces it):
  *   exp   0.92 ulp   (results below 2^-126 in ulps of the subnormal spacing)
  *   log   0.84 ulp
  *   tanh  1.03 ulp
  *   erf   1.00 ulp   (relative everywhere; near 0, erf(x) = x + x * Q(x^2) keeps it relative,
  *                    and for subnormal x the result is x * 2/sqrt(pi) within 1 ulp)
+ *   cos   0.79 ulp   (every finite argument, 2^127 too: the reduction by pi/2 is Payne and
+ *   sin   0.79 ulp    Hanek's, in integers, not one whose error grows with the argument)
  * Specials: NaN in, the same NaN out; exp overflows to +inf above ~88.72 and underflows to 0
  * below ~-103.97; log(0) = -inf, log(x < 0) = NaN, log(+inf) = +inf; tanh(+-inf) = +-1,
- * erf(+-inf) = +-1.
+ * erf(+-inf) = +-1; cos and sin of +-inf are NaN, sin(-0) = -0.
  *
  * The coefficients are near-minimax polynomials fitted for this file (Lawson's iteratively
  * reweighted least squares in 40-digit arithmetic against mpmath's functions, on the reduced
@@ -206,6 +209,152 @@ static LLVMValueRef erf_f32(const f8_llvm_emit *emit, LLVMValueRef x) {
 	return keep_nan(emit, x, with_sign_of(emit, y, x));
 }
 
+/* sin r = r + r^3 s(r^2) and cos r = 1 - r^2/2 + r^4 c(r^2) for |r| <= pi/4 (and a little). */
+static const float SIN_S[] = {-0x1.555556p-3f, 0x1.111108p-7f, -0x1.a00f7ap-13f,
+			      0x1.6cd0aap-19f};
+static const float COS_C[] = {0x1.555556p-5f, -0x1.6c16b8p-10f, 0x1.a010dap-16f,
+			      -0x1.241da2p-22f};
+
+/* The bits of 2/pi after the binary point, 32 to a word, behind a word of zeros: a window into
+ * them starts at a bit that depends on x's exponent, and the zeros let the smallest reduced
+ * arguments (|x| >= pi/4) use the same window arithmetic as the largest. */
+static const uint32_t TWO_OVER_PI[8] = {0,          0xa2f9836eu, 0x4e441529u, 0xfc2757d1u,
+					0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu};
+
+// pi/2 = PIO2_HI + PIO2_LO to about 2^-49 relative.
+static const float PIO2_HI = 0x1.921fb6p+0f, PIO2_LO = -0x1.777a5cp-25f;
+
+/* Words w and w + 1 of TWO_OVER_PI as one i64, for an i32 w in 0..6 (by selects, not a table
+ * in memory, so that both targets run the same straight-line code without a global). */
+static LLVMValueRef two_over_pi_pair(const f8_llvm_emit *emit, LLVMValueRef w) {
+	LLVMBuilderRef b = emit->builder;
+	LLVMValueRef pair = NULL;
+	for (int k = 6; k >= 0; k--) {
+		uint64_t bits = (uint64_t)TWO_OVER_PI[k] << 32 | TWO_OVER_PI[k + 1];
+		LLVMValueRef value = f8_llvm_i64(emit, bits);
+		pair = pair ? LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, w, f8_llvm_i32(emit, (uint32_t)k), ""),
+					      value, pair, "")
+			    : value;
+	}
+	return pair;
+}
+
+/* |x| = quadrant pi/2 + hi + lo, modulo 2 pi, |hi + lo| <= pi/4, hi + lo to about 2^-48. */
+typedef struct reduced {
+	LLVMValueRef hi, lo; // f32
+	LLVMValueRef quadrant; // i32, its two low bits are what matters
+} reduced;
+
+/*
+ * Payne and Hanek's reduction of a = |x| >= pi/4, in integers, for every finite f32 (a table
+ * of 2/pi's bits instead of Cody and Waite's few constants, whose error grows with the
+ * argument: positions of a long sequence times RoPE's frequencies reach 10^5 and more).
+ * a = M 2^E (M the 24-bit significand); a 2/pi modulo 4 needs only the bits of 2/pi from
+ * weight 2^(1-E) on: the earlier ones make multiples of 4. Of those, 96 bits times M give a
+ * 120-bit product whose bits of weights 2^1 .. 2^-62 are a 2/pi modulo 4, with an error below
+ * 2^-62 (the rest of the product and of 2/pi): rounded to the nearest quadrant, the remaining
+ * fraction (an i64 of 2^-62 units) becomes two f32s and is multiplied by pi/2 in two parts.
+ * The reduced argument keeps about 48 bits, and its error stays below 2^-61 even where it is
+ * small (a near a multiple of pi/2): far below half an ulp of sin or cos there. Below pi/4 the
+ * argument is a itself.
+ */
+static reduced reduce_pio2(const f8_llvm_emit *emit, LLVMValueRef a) {
+	LLVMBuilderRef b = emit->builder;
+	LLVMValueRef bits = f8_llvm_bits(emit, a);
+	LLVMValueRef significand = LLVMBuildZExt(
+		b, LLVMBuildOr(b, LLVMBuildAnd(b, bits, f8_llvm_i32(emit, 0x7FFFFFu), ""),
+			       f8_llvm_i32(emit, 0x800000u), ""),
+		emit->i64, "");
+	// a = M 2^E with E = biased - 150; with the table's word of zeros in front, the window
+	// starts after bit E + 30 of the table: word (E + 30) / 32, shifted by (E + 30) % 32.
+	// For a >= pi/4, E + 30 >= 6; at the largest E (104), the window ends in word 7.
+	LLVMValueRef start = LLVMBuildSub(b, LLVMBuildLShr(b, bits, f8_llvm_i32(emit, 23), ""),
+					  f8_llvm_i32(emit, 120), "");
+	LLVMValueRef word = LLVMBuildAShr(b, start, f8_llvm_i32(emit, 5), "");
+	LLVMValueRef shift = LLVMBuildZExt(b, LLVMBuildAnd(b, start, f8_llvm_i32(emit, 31), ""),
+					   emit->i64, "");
+	LLVMValueRef mask = f8_llvm_i64(emit, 0xFFFFFFFFu), window[3];
+	for (int i = 0; i < 3; i++) {
+		LLVMValueRef at = LLVMBuildAdd(b, word, f8_llvm_i32(emit, (uint32_t)i), "");
+		LLVMValueRef pair = LLVMBuildShl(b, two_over_pi_pair(emit, at), shift, "");
+		window[i] = LLVMBuildLShr(b, pair, f8_llvm_i64(emit, 32), ""); // 32 bits
+	}
+	// The product's bits 32 .. 95 (weights 2^-62 .. 2^1), its 32-bit columns with carries.
+	LLVMValueRef low = LLVMBuildMul(b, significand, window[2], "");
+	LLVMValueRef middle = LLVMBuildAdd(b, LLVMBuildMul(b, significand, window[1], ""),
+					   LLVMBuildLShr(b, low, f8_llvm_i64(emit, 32), ""), "");
+	LLVMValueRef high = LLVMBuildAdd(b, LLVMBuildMul(b, significand, window[0], ""),
+					 LLVMBuildLShr(b, middle, f8_llvm_i64(emit, 32), ""), "");
+	LLVMValueRef fixed = LLVMBuildOr(b, LLVMBuildShl(b, high, f8_llvm_i64(emit, 32), ""),
+					 LLVMBuildAnd(b, middle, mask, ""), "");
+	// To the nearest quadrant: the top two bits after adding half of one; the fraction left
+	// in [-1/2, 1/2) quadrants, signed.
+	fixed = LLVMBuildAdd(b, fixed, f8_llvm_i64(emit, (uint64_t)1 << 61), "");
+	LLVMValueRef quadrant = LLVMBuildTrunc(b, LLVMBuildLShr(b, fixed, f8_llvm_i64(emit, 62), ""),
+					       emit->i32, "");
+	LLVMValueRef fraction = LLVMBuildSub(
+		b, LLVMBuildAnd(b, fixed, f8_llvm_i64(emit, ((uint64_t)1 << 62) - 1), ""),
+		f8_llvm_i64(emit, (uint64_t)1 << 61), "");
+	// fraction = f_hi + f_lo (48 of its bits), then times pi/2 2^-62 as r_hi + r_lo: the
+	// scaling by 2^-62 is exact, the products' errors are carried by fma.
+	LLVMValueRef f_hi = LLVMBuildSIToFP(b, fraction, emit->f32, "");
+	LLVMValueRef rest = LLVMBuildSub(b, fraction, LLVMBuildFPToSI(b, f_hi, emit->i64, ""), "");
+	LLVMValueRef f_lo = LLVMBuildSIToFP(b, rest, emit->f32, "");
+	LLVMValueRef unit = f8_llvm_f32(emit, 0x1p-62f);
+	f_hi = fmul(emit, f_hi, unit);
+	f_lo = fmul(emit, f_lo, unit);
+	LLVMValueRef pio2_hi = f8_llvm_f32(emit, PIO2_HI);
+	LLVMValueRef r_hi = fmul(emit, f_hi, pio2_hi);
+	LLVMValueRef error = f8_llvm_fma(emit, f_hi, pio2_hi, LLVMBuildFNeg(b, r_hi, ""));
+	LLVMValueRef r_lo = f8_llvm_fma(emit, f_hi, f8_llvm_f32(emit, PIO2_LO),
+					f8_llvm_fma(emit, f_lo, pio2_hi, error));
+	LLVMValueRef sum = fadd(emit, r_hi, r_lo);
+	r_lo = fsub(emit, r_lo, fsub(emit, sum, r_hi));
+	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, a, f8_llvm_f32(emit, 0x1.921fb6p-1f), "");
+	return (reduced){
+		.hi = LLVMBuildSelect(b, small, a, sum, ""),
+		.lo = LLVMBuildSelect(b, small, f8_llvm_f32(emit, 0.0f), r_lo, ""),
+		.quadrant = LLVMBuildSelect(b, small, f8_llvm_i32(emit, 0), quadrant, ""),
+	};
+}
+
+/*
+ * sin x or cos x (`cosine`): |x| reduced to r = hi + lo in quadrant j, then both polynomials of
+ * r, sin r = hi + (hi^3 s(hi^2) + lo (1 - hi^2/2)) and cos r = 1 - hi^2/2 + hi^4 c(hi^2) - hi lo
+ * (1 - hi^2/2 rounded once, its error added back), and the one the quadrant picks (cos x is
+ * sin x in quadrant j + 1), negated in quadrants 2 and 3; sin takes x's sign (sin(-0) = -0).
+ * Infinities give NaN.
+ */
+static LLVMValueRef sin_cos_f32(const f8_llvm_emit *emit, LLVMValueRef x, bool cosine) {
+	LLVMBuilderRef b = emit->builder;
+	LLVMValueRef a = f8_llvm_fabs(emit, x);
+	reduced r = reduce_pio2(emit, a);
+	LLVMValueRef one = f8_llvm_f32(emit, 1.0f);
+	LLVMValueRef z = fmul(emit, r.hi, r.hi), half_z = fmul(emit, z, f8_llvm_f32(emit, 0.5f));
+	LLVMValueRef lo_term = f8_llvm_fma(emit, LLVMBuildFNeg(b, r.lo, ""), half_z, r.lo);
+	LLVMValueRef sine = fadd(emit, r.hi, f8_llvm_fma(emit, fmul(emit, r.hi, z),
+							 horner(emit, SIN_S, 4, z), lo_term));
+	LLVMValueRef w = fsub(emit, one, half_z);
+	LLVMValueRef tail = fadd(emit, fsub(emit, fsub(emit, one, w), half_z),
+				 f8_llvm_fma(emit, fmul(emit, z, z), horner(emit, COS_C, 4, z),
+					     LLVMBuildFNeg(b, fmul(emit, r.hi, r.lo), "")));
+	LLVMValueRef cosine_r = fadd(emit, w, tail);
+	LLVMValueRef quadrant = cosine ? LLVMBuildAdd(b, r.quadrant, f8_llvm_i32(emit, 1), "")
+				       : r.quadrant;
+	LLVMValueRef odd = LLVMBuildTrunc(b, quadrant, emit->i1, "");
+	LLVMValueRef y = LLVMBuildSelect(b, odd, cosine_r, sine, "");
+	// The sign: bit 1 of the quadrant moved to bit 31, and for sin x's own.
+	LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, quadrant, f8_llvm_i32(emit, 2), ""),
+					 f8_llvm_i32(emit, 30), "");
+	if (!cosine)
+		sign = LLVMBuildXor(b, sign, LLVMBuildAnd(b, f8_llvm_bits(emit, x),
+							  f8_llvm_i32(emit, 0x80000000u), ""), "");
+	y = f8_llvm_from_bits(emit, LLVMBuildXor(b, f8_llvm_bits(emit, y), sign, ""));
+	LLVMValueRef nan = f8_llvm_from_bits(emit, f8_llvm_i32(emit, 0x7FC00000u));
+	y = pick(emit, LLVMRealOEQ, a, f8_llvm_f32(emit, __builtin_inff()), nan, y);
+	return keep_nan(emit, x, y);
+}
+
 LLVMValueRef f8_llvm_math(const f8_llvm_emit *emit, f8_kir_op op, LLVMValueRef x) {
 	switch (op) {
 	case F8_KIR_OP_EXP:
@@ -216,6 +365,10 @@ LLVMValueRef f8_llvm_math(const f8_llvm_emit *emit, f8_kir_op op, LLVMValueRef x
 		return tanh_f32(emit, x);
 	case F8_KIR_OP_ERF:
 		return erf_f32(emit, x);
+	case F8_KIR_OP_COS:
+		return sin_cos_f32(emit, x, true);
+	case F8_KIR_OP_SIN:
+		return sin_cos_f32(emit, x, false);
 	default:
 		assert(0 && "not a math function");
 		return NULL;

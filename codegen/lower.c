@@ -140,6 +140,8 @@ static bool elementwise_op_lowers(f8_op op) {
 	case F8_OP_LOG:
 	case F8_OP_TANH:
 	case F8_OP_ERF:
+	case F8_OP_COS:
+	case F8_OP_SIN:
 	case F8_OP_SIGMOID:
 	case F8_OP_MAX:
 	case F8_OP_MIN:
@@ -153,6 +155,29 @@ static bool elementwise_op_lowers(f8_op op) {
 	default:
 		return false;
 	}
+}
+
+/* An op of i64 arithmetic that is exact in i64 registers as the reference's (an iteration
+ * counter's increment): every input and the output i64. */
+static bool integer_arithmetic(const f8_graph *graph, const f8_node *node) {
+	switch (node->op) {
+	case F8_OP_ADD:
+	case F8_OP_SUB:
+	case F8_OP_MUL:
+	case F8_OP_MAX:
+	case F8_OP_MIN:
+	case F8_OP_IDENTITY:
+		break;
+	default:
+		return false;
+	}
+	if (node->n_outputs != 1 || graph->values[node->outputs[0]].type.dtype != F8_DTYPE_I64)
+		return false;
+	for (uint32_t i = 0; i < node->n_inputs; i++)
+		if (node->inputs[i] == F8_NONE ||
+		    graph->values[node->inputs[i]].type.dtype != F8_DTYPE_I64)
+			return false;
+	return true;
 }
 
 /* The losses and the scaling update read integer labels and counts among their inputs. */
@@ -187,13 +212,23 @@ bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 	bool lowers; // the ops of the other lowering files (codegen/lower_members.c)
 	if (f8_lower_file_owns(graph, node, &lowers))
 		return lowers;
+	if (integer_arithmetic(graph, node))
+		return true;
+	if (node->op == F8_OP_RANGE) { // an integer register per element, stored as any of these
+		f8_dtype out = graph->values[node->outputs[0]].type.dtype;
+		return out == F8_DTYPE_F32 || out == F8_DTYPE_BF16 || out == F8_DTYPE_I64 ||
+		       out == F8_DTYPE_I32;
+	}
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_value_id input = node->inputs[i];
 		if (input == F8_NONE)
 			continue;
 		f8_dtype dtype = graph->values[input].type.dtype;
 		bool condition = node->op == F8_OP_WHERE && i == 0 && dtype == F8_DTYPE_BOOL;
-		if (!condition && !is_float_dtype(dtype))
+		// A Cast to f32 or bf16 (below) of an integer or bool: positions for RoPE's table.
+		bool integer_cast = node->op == F8_OP_CAST &&
+			(dtype == F8_DTYPE_I64 || dtype == F8_DTYPE_I32 || dtype == F8_DTYPE_BOOL);
+		if (!condition && !integer_cast && !is_float_dtype(dtype))
 			return false;
 	}
 	if (elementwise_op_lowers(node->op)) {
@@ -208,8 +243,6 @@ bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 		       f8_axis_normalize(f8_node_attr_int(node, "axis", -1), rank, false, &axis) &&
 		       axis == rank - 1;
 	}
-	case F8_OP_REDUCE_SUM:
-		return sums_leading_axes(graph, node);
 	case F8_OP_QUANTIZE:
 	case F8_OP_CAST_TRANSPOSE:
 		return per_tensor_given_scale(graph, node);
@@ -419,6 +452,24 @@ f8_kir_id f8_lower_round_to(f8_lower *lw, f8_dtype dtype, f8_kir_id v) {
 	return dtype == F8_DTYPE_BF16 ? round_bf16(lw, v) : v;
 }
 
+/* An i64 or i1 register as an f32 (to_f32: nearest even). A bf16 output rounds that f32
+ * again, as the reference's stores do (runtime/tensor.c: a double through float to bf16), so
+ * that both round the integer twice alike (2^25 + 2^17 + 1: 2^25 + 2^17 as an f32, then 2^25,
+ * where one rounding would give 2^25 + 2^18). */
+static f8_kir_id integer_to_float(f8_lower *lw, f8_kir_id v) {
+	return EMIT(lw, TO_F32, v, NONE, NONE);
+}
+
+/* Element lw->index of a Range: start + index * delta in i64, as the dtype of its output. */
+static f8_kir_id range_element(f8_lower *lw, const f8_node *node) {
+	f8_kernel *k = lw->kernel;
+	f8_kir_id start = f8_kir_const_i64(k, f8_node_attr_int(node, "start", 0));
+	f8_kir_id delta = f8_kir_const_i64(k, f8_node_attr_int(node, "delta", 1));
+	f8_kir_id v = EMIT(lw, ADD, start, EMIT(lw, MUL, lw->index, delta, NONE), NONE);
+	f8_dtype dtype = lw->graph->values[node->outputs[0]].type.dtype;
+	return f8_kir_type_of_dtype(dtype) == F8_KIR_TYPE_F32 ? integer_to_float(lw, v) : v;
+}
+
 f8_kir_id f8_lower_constant(f8_lower *lw, double value) {
 	return f8_kir_const_f32(lw->kernel, value);
 }
@@ -487,6 +538,9 @@ static f8_kir_id elementwise(f8_lower *lw, const f8_node *node, const f8_kir_id 
 	case F8_OP_LOG: return EMIT(lw, LOG, in[0], NONE, NONE);
 	case F8_OP_TANH: return EMIT(lw, TANH, in[0], NONE, NONE);
 	case F8_OP_ERF: return EMIT(lw, ERF, in[0], NONE, NONE);
+	case F8_OP_COS: return EMIT(lw, COS, in[0], NONE, NONE);
+	case F8_OP_SIN: return EMIT(lw, SIN, in[0], NONE, NONE);
+	case F8_OP_RANGE: return range_element(lw, node);
 	case F8_OP_SIGMOID: {
 		f8_kir_id e = EMIT(lw, EXP, EMIT(lw, NEG, in[0], NONE, NONE), NONE, NONE);
 		return EMIT(lw, DIV, f8_lower_constant(lw, 1), EMIT(lw, ADD, f8_lower_constant(lw, 1), e, NONE), NONE);
@@ -496,8 +550,11 @@ static f8_kir_id elementwise(f8_lower *lw, const f8_node *node, const f8_kir_id 
 				      EMIT(lw, IS_NAN, in[0], NONE, NONE), NONE);
 		return EMIT(lw, SELECT, keep, in[0], f8_lower_constant(lw, 0));
 	}
-	case F8_OP_IDENTITY:
-	case F8_OP_CAST: return in[0];
+	case F8_OP_IDENTITY: return in[0];
+	case F8_OP_CAST: // of a float: f32 already; of an integer or bool: converted
+		if (in[0] != NONE && lw->kernel->insts[in[0]].type != F8_KIR_TYPE_F32)
+			return integer_to_float(lw, in[0]);
+		return in[0];
 	case F8_OP_WHERE: return EMIT(lw, SELECT, in[0], in[1], in[2]);
 	case F8_OP_GELU: return gelu(lw, in[0], tanh_form);
 	case F8_OP_GELU_GRAD: return EMIT(lw, MUL, in[0], gelu_derivative(lw, in[1], tanh_form), NONE);
@@ -880,6 +937,11 @@ f8_status f8_lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *memb
 	if (status)
 		return status;
 	const f8_node *first = &graph->nodes[members[0]];
+	for (uint32_t m = 0; m < n_members; m++) // other reductions are lower_reduce.c's kernels
+		if (graph->nodes[members[m]].op == F8_OP_REDUCE_SUM &&
+		    !sums_leading_axes(graph, &graph->nodes[members[m]]))
+			return f8_lower_end(&lw, f8_lower_fail(&lw, members[m], "a ReduceSum in a fused "
+							       "kernel sums all leading axes"), out);
 	lw.norm = first->op == F8_OP_LAYER_NORM || first->op == F8_OP_RMS_NORM;
 	bool source_shape = lw.norm || is_cast(first) || first->op == F8_OP_REDUCE_SUM;
 	lw.anchor = type_of(&lw, source_shape ? first->inputs[0] : first->outputs[0])->shape;

@@ -12,12 +12,25 @@
  * What lowers (f8_codegen_can_lower says so per node; it is the target table's supports_node,
  * codegen/target.h, and the fuse pass groups nothing else):
  *   - elementwise ops of ir/ops.def with f32 register arithmetic (Add, Sub, Mul, Div, Sqrt,
- *     Reciprocal, Neg, Abs, Exp, Log, Tanh, Erf, Sigmoid, Max, Min, Relu, Identity, Where,
- *     Cast to f32 or bf16), NumPy broadcasting (rows of 256 or more: one block per row);
+ *     Reciprocal, Neg, Abs, Exp, Log, Tanh, Erf, Cos, Sin, Sigmoid, Max, Min, Relu, Identity,
+ *     Where, Cast to f32 or bf16 of a float, an integer or a bool), NumPy broadcasting (rows of
+ *     256 or more: one block per row), Range (each element from its index, as any of f32,
+ *     bf16, i64, i32: it starts the chain of RoPE's positions),
+ *     and i64 Add, Sub, Mul, Max, Min, Identity (an iteration counter's increment); a
+ *     scalar (rank 0) chain too, the optimizer's clipping arithmetic;
  *   - Gelu (erf and tanh forms), GeluGrad, SwiGLU, SwiGLUGrad (packed and two-input forms);
  *   - LayerNorm, RMSNorm (the row read once into shared memory) and their gradients
  *     (lower_norm_grad.c: dgamma and dbeta by per-chunk atomics);
- *   - ReduceSum over all leading axes (a bias gradient: column sums from the cast's tiles);
+ *   - ReduceSum over all leading axes in a GeluGrad's kernel (a bias gradient: column sums from
+ *     the cast's tiles); ReduceSum, ReduceMean, ReduceMax over any axes as kernels of their own
+ *     (lower_reduce.c: one output element a grid iteration, no atomics: deterministic);
+ *   - the element moves Reshape, Squeeze, Unsqueeze, Expand, Transpose, Slice, SliceGrad,
+ *     Concat, Split and the fills Constant, ConstantOfShape (lower_layout.c: one element a
+ *     thread, indexes by division and remainder by the dims);
+ *   - GlobalNorm (per-chunk sums of squares over a table of the inputs, then their sum in one
+ *     block) and LearningRate (the schedule in f32) (lower_optimizer_scalars.c);
+ *   - Rope and RopeGrad, rotate-half or interleaved, partial rotary, tables broadcast per
+ *     batch (lower_rope.c: one element a thread, which reads its pair's partner);
  *   - Quantize and CastTranspose with a given per-tensor scale (delayed scaling: `slot` of a
  *     scaling table, an argument, or a scalar), with their scale_inv and amax outputs; a group
  *     with a CastTranspose runs by 64x64 tiles (lower_tile.c), the transposed codes written

@@ -2,7 +2,8 @@
  * What the lowering's files share (codegen/lower.c: the single-kernel groups, elementwise
  * chains, Gelu, norms and casts with a given scale; lower_multi.c: the groups that lower to
  * several kernels; lower_norm_grad.c, lower_swiglu.c, lower_embedding.c, lower_optimizer.c,
- * lower_casts.c: the other ops; lower_members.c: the table by kernel family that picks among
+ * lower_casts.c, lower_layout.c, lower_reduce.c, lower_optimizer_scalars.c and the others
+ * named below: the other ops; lower_members.c: the table by kernel family that picks among
  * them): the builder of one kernel of a group and its helpers. Not for use outside codegen/.
  */
 #ifndef F8_CODEGEN_LOWER_INTERNAL_H
@@ -212,6 +213,15 @@ f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id 
 			      uint32_t sums, f8_value_id value, f8_dim count, f8_lowered_group *out,
 			      f8_diag *diag);
 
+/* A table of n_rows rows of n_columns cells (codegen/lower.h), columns[c] each column's kind
+ * and names its static names, every cell F8_NONE and 0 until the caller fills it; NULL when
+ * memory runs out. A table parameter (named table0, table1, ...) bound to `table`, which the
+ * binding owns once the kernel becomes a launch (f8_lower_end; on its failure the caller still
+ * owns it); its index into *index. */
+f8_kernel_table *f8_lower_table_create(uint32_t n_rows, uint32_t n_columns,
+				       const f8_kernel_param_kind *columns, const char *const *names);
+f8_status f8_lower_add_table_param(f8_lower *lw, f8_kernel_table *table, uint32_t *index);
+
 /* The ops of the other lowering files: whether a node lowers (f8_codegen_can_lower asks for
  * the ops each file owns), and the group lowered, given its members in program order (the
  * group's family picks the file, f8_lower_family_group). */
@@ -229,6 +239,31 @@ f8_status f8_lower_embedding(const f8_graph *graph, uint32_t group, f8_node_id *
 			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 f8_status f8_lower_swiglu(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
+/* codegen/lower_layout.c: the element moves (Reshape, Squeeze, Unsqueeze, Expand, Transpose,
+ * Slice, SliceGrad, Concat, Split: the layout family) and the fills (Constant, ConstantOfShape
+ * that no optimizer kernel takes: the fill family). codegen/lower_reduce.c: ReduceSum,
+ * ReduceMean and ReduceMax over any axes (the reduce family). codegen/lower_optimizer_scalars.c:
+ * GlobalNorm and LearningRate (their families of one node each). */
+bool f8_lower_layout_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_fill_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_reduce_lowers(const f8_graph *graph, const f8_node *node);
+bool f8_lower_optimizer_scalar_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_layout(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_fill(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_reduce(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_global_norm(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			       uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_learning_rate(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				 uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
+/* codegen/lower_rope.c: Rope and RopeGrad (the rope family, a kernel each). */
+bool f8_lower_rope_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_rope(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 
 /*
  * lower.c's questions to the other files (codegen/lower_members.c), so that a new family

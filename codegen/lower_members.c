@@ -14,7 +14,7 @@
 #include <assert.h> // assert, static_assert
 #include <stdio.h>  // snprintf
 
-#include "ir/alloc.h" // f8_realloc
+#include "ir/alloc.h" // f8_calloc, f8_realloc
 #include "ir/ops.h"   // f8_node_attr_int, f8_op_get_info, F8_OPF_ELEMENTWISE
 
 uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value) {
@@ -170,6 +170,43 @@ f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id 
 	return f8_lower_end(&lw, status, out);
 }
 
+f8_kernel_table *f8_lower_table_create(uint32_t n_rows, uint32_t n_columns,
+				       const f8_kernel_param_kind *columns, const char *const *names) {
+	f8_kernel_table *table = f8_calloc(1, sizeof *table);
+	if (!table)
+		return NULL;
+	*table = (f8_kernel_table){.n_rows = n_rows, .n_columns = n_columns, .names = names};
+	table->columns = f8_calloc(n_columns, sizeof *table->columns);
+	table->cells = f8_calloc((size_t)n_rows * n_columns + 1, sizeof *table->cells);
+	if (!table->columns || !table->cells) {
+		f8_kernel_table_destroy(table);
+		return NULL;
+	}
+	for (uint32_t c = 0; c < n_columns; c++)
+		table->columns[c] = columns[c];
+	for (size_t i = 0; i < (size_t)n_rows * n_columns; i++)
+		table->cells[i] = (f8_kernel_table_cell){.value = F8_NONE};
+	return table;
+}
+
+f8_status f8_lower_add_table_param(f8_lower *lw, f8_kernel_table *table, uint32_t *index) {
+	f8_kernel_arg *grown = f8_realloc(lw->args, (lw->kernel->n_params + 1) * sizeof *grown);
+	if (!grown)
+		return f8_diag_set(lw->diag, F8_ERR_NOMEM, "out of memory");
+	lw->args = grown;
+	uint32_t tables = 0;
+	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
+		tables += lw->kernel->params[p].kind == F8_KERNEL_PARAM_TABLE;
+	char name[24];
+	snprintf(name, sizeof name, "table%u", tables);
+	f8_status status = f8_kir_add_param(lw->kernel, name, F8_KERNEL_PARAM_TABLE, F8_DTYPE_I64,
+					    index, lw->diag);
+	if (!status)
+		lw->args[*index] = (f8_kernel_arg){.value = F8_NONE, .scratch = F8_NONE,
+						   .table = table};
+	return status;
+}
+
 bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers) {
 	if (f8_lower_cast_recipe_owns(node)) { // the casts with a given scale are lower.c's
 		*lowers = f8_lower_cast_recipe_lowers(graph, node);
@@ -189,8 +226,37 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 		*lowers = f8_lower_embedding_lowers(graph, node);
 		return true;
 	case F8_OP_ADAMW:
-	case F8_OP_CONSTANT_OF_SHAPE:
 		*lowers = f8_lower_optimizer_lowers(graph, node);
+		return true;
+	case F8_OP_CONSTANT_OF_SHAPE: // a zeroing the optimizer takes, or a fill of its own
+		*lowers = f8_lower_optimizer_lowers(graph, node) || f8_lower_fill_lowers(graph, node);
+		return true;
+	case F8_OP_CONSTANT:
+		*lowers = f8_lower_fill_lowers(graph, node);
+		return true;
+	case F8_OP_RESHAPE:
+	case F8_OP_TRANSPOSE:
+	case F8_OP_UNSQUEEZE:
+	case F8_OP_SQUEEZE:
+	case F8_OP_EXPAND:
+	case F8_OP_CONCAT:
+	case F8_OP_SPLIT:
+	case F8_OP_SLICE:
+	case F8_OP_SLICE_GRAD:
+		*lowers = f8_lower_layout_lowers(graph, node);
+		return true;
+	case F8_OP_REDUCE_SUM: // a bias gradient in an activation_grad kernel is lower.c's
+	case F8_OP_REDUCE_MEAN:
+	case F8_OP_REDUCE_MAX:
+		*lowers = f8_lower_reduce_lowers(graph, node);
+		return true;
+	case F8_OP_GLOBAL_NORM:
+	case F8_OP_LEARNING_RATE:
+		*lowers = f8_lower_optimizer_scalar_lowers(graph, node);
+		return true;
+	case F8_OP_ROPE:
+	case F8_OP_ROPE_GRAD:
+		*lowers = f8_lower_rope_lowers(graph, node);
 		return true;
 	default:
 		*lowers = false;
@@ -237,7 +303,30 @@ typedef struct family_lowering {
 			   uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 	f8_op starts[2]; // the same op twice where one starts it
 	bool elementwise; // instead: any elementwise op that starts no other family's kernels
+	bool (*starts_op)(f8_op op); // instead: the ops this names (a family of more than two)
 } family_lowering;
+
+/* The element moves of lower_layout.c, and the reductions of lower_reduce.c. */
+static bool is_layout_op(f8_op op) {
+	switch (op) {
+	case F8_OP_RESHAPE:
+	case F8_OP_TRANSPOSE:
+	case F8_OP_UNSQUEEZE:
+	case F8_OP_SQUEEZE:
+	case F8_OP_EXPAND:
+	case F8_OP_CONCAT:
+	case F8_OP_SPLIT:
+	case F8_OP_SLICE:
+	case F8_OP_SLICE_GRAD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool is_reduce_op(f8_op op) {
+	return op == F8_OP_REDUCE_SUM || op == F8_OP_REDUCE_MEAN || op == F8_OP_REDUCE_MAX;
+}
 
 /* One row per family, named after its enum: the table below is generated from
  * F8_KERNEL_FAMILY_LIST (ir/graph.h), so that a family added there without a row here is a
@@ -254,6 +343,13 @@ typedef struct family_lowering {
 #define EMBEDDING_ROW {f8_lower_embedding, {F8_OP_EMBEDDING, F8_OP_EMBEDDING}, false}
 #define EMBEDDING_GRAD_ROW {f8_lower_embedding, {F8_OP_EMBEDDING_GRAD, F8_OP_EMBEDDING_GRAD}, false}
 #define SCALING_ROW {lower_scaling, {F8_OP_SCALING_UPDATE, F8_OP_SCALING_UPDATE}, false}
+#define LAYOUT_ROW {f8_lower_layout, {F8_OP_COUNT, F8_OP_COUNT}, false, is_layout_op}
+#define REDUCE_ROW {f8_lower_reduce, {F8_OP_COUNT, F8_OP_COUNT}, false, is_reduce_op}
+#define FILL_ROW {f8_lower_fill, {F8_OP_CONSTANT, F8_OP_CONSTANT_OF_SHAPE}, false}
+#define GLOBAL_NORM_ROW {f8_lower_global_norm, {F8_OP_GLOBAL_NORM, F8_OP_GLOBAL_NORM}, false}
+#define LEARNING_RATE_ROW \
+	{f8_lower_learning_rate, {F8_OP_LEARNING_RATE, F8_OP_LEARNING_RATE}, false}
+#define ROPE_ROW {f8_lower_rope, {F8_OP_ROPE, F8_OP_ROPE_GRAD}, false}
 
 static const family_lowering families[] = {
 #define FAMILY_ROW(e, name) [F8_KERNEL_FAMILY_##e] = e##_ROW,
@@ -264,6 +360,8 @@ static_assert(sizeof families / sizeof families[0] == F8_KERNEL_FAMILY_COUNT,
 	      "one lowering per kernel family");
 
 static bool starts(const family_lowering *row, f8_op op) {
+	if (row->starts_op)
+		return row->starts_op(op);
 	return row->starts[0] == op || row->starts[1] == op;
 }
 
@@ -274,7 +372,8 @@ static bool family_starts(f8_kernel_family family, f8_op op) {
 	for (int f = 0; f < F8_KERNEL_FAMILY_COUNT; f++)
 		if (starts(&families[f], op))
 			return false;
-	return (f8_op_get_info(op)->flags & F8_OPF_ELEMENTWISE) != 0;
+	// A Range, each element from its index, starts the chain that reads it (a Cast).
+	return (f8_op_get_info(op)->flags & F8_OPF_ELEMENTWISE) != 0 || op == F8_OP_RANGE;
 }
 
 f8_status f8_lower_family_group(const f8_graph *graph, uint32_t group, f8_node_id *members,

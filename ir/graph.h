@@ -134,7 +134,13 @@ typedef enum f8_placement_kind {
 	X(OPTIMIZER, "optimizer")                \
 	X(EMBEDDING, "embedding")                \
 	X(EMBEDDING_GRAD, "embedding_grad")      \
-	X(SCALING, "scaling")
+	X(SCALING, "scaling")                    \
+	X(LAYOUT, "layout")                      \
+	X(REDUCE, "reduce")                      \
+	X(FILL, "fill")                          \
+	X(GLOBAL_NORM, "global_norm")            \
+	X(LEARNING_RATE, "learning_rate")        \
+	X(ROPE, "rope")
 
 typedef enum f8_kernel_family {
 #define F8_KERNEL_FAMILY_ENUM(e, name) F8_KERNEL_FAMILY_##e,

@@ -176,11 +176,31 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_EMBEDDING: *out = F8_KERNEL_FAMILY_EMBEDDING; return true;
 	case F8_OP_EMBEDDING_GRAD: *out = F8_KERNEL_FAMILY_EMBEDDING_GRAD; return true;
 	case F8_OP_ADAMW: *out = F8_KERNEL_FAMILY_OPTIMIZER; return true;
-	default:
-		// A scalar is the optimizer's arithmetic (learning rate, clipping): not a kernel.
+	case F8_OP_RESHAPE:
+	case F8_OP_TRANSPOSE:
+	case F8_OP_UNSQUEEZE:
+	case F8_OP_SQUEEZE:
+	case F8_OP_EXPAND:
+	case F8_OP_CONCAT:
+	case F8_OP_SPLIT:
+	case F8_OP_SLICE:
+	case F8_OP_SLICE_GRAD: *out = F8_KERNEL_FAMILY_LAYOUT; return true;
+	case F8_OP_REDUCE_SUM: // one no activation_grad kernel took as its bias gradient
+	case F8_OP_REDUCE_MEAN:
+	case F8_OP_REDUCE_MAX: *out = F8_KERNEL_FAMILY_REDUCE; return true;
+	case F8_OP_CONSTANT: // a ConstantOfShape no optimizer kernel took as a zeroing
+	case F8_OP_CONSTANT_OF_SHAPE: *out = F8_KERNEL_FAMILY_FILL; return true;
+	case F8_OP_GLOBAL_NORM: *out = F8_KERNEL_FAMILY_GLOBAL_NORM; return true;
+	case F8_OP_LEARNING_RATE: *out = F8_KERNEL_FAMILY_LEARNING_RATE; return true;
+	case F8_OP_ROPE:
+	case F8_OP_ROPE_GRAD: *out = F8_KERNEL_FAMILY_ROPE; return true;
+	case F8_OP_RANGE: // each element from its index: the first of an elementwise chain
 		*out = F8_KERNEL_FAMILY_ELEMENTWISE;
-		return is_elementwise(graph, node) &&
-		       graph->values[node->outputs[0]].type.shape.rank >= 1;
+		return true;
+	default:
+		// Scalars too: on a GPU the optimizer's arithmetic (clipping) runs on the device.
+		*out = F8_KERNEL_FAMILY_ELEMENTWISE;
+		return is_elementwise(graph, node);
 	}
 }
 
@@ -238,8 +258,11 @@ static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 		bool second = seed->n_outputs > 1 && node->inputs[0] == seed->outputs[1];
 		if (is_cast(node)) // SwiGLUGrad's two-input form: dgate's and dup's
 			return node->inputs[0] == first || second;
+		// The bias gradient is summed into its output by atomics: an f32 one only (a BF16
+		// one, under --bf16, is a reduce kernel of its own, which sums in f32).
 		return node->op == F8_OP_REDUCE_SUM && seed->op == F8_OP_GELU_GRAD && !k->has_reduce &&
-		       node->inputs[0] == first && is_bias_gradient(graph, node);
+		       node->inputs[0] == first && is_bias_gradient(graph, node) &&
+		       graph->values[node->outputs[0]].type.dtype == F8_DTYPE_F32;
 	}
 	case F8_KERNEL_FAMILY_ELEMENTWISE: {
 		if (!is_cast(node)) // is_elementwise first: a Send makes no output
@@ -593,6 +616,40 @@ static void say_lone_cast(phrase *out, const fuser *f, const planned *k) {
 			    ? " (MX, E8M0)" : "");
 }
 
+/* "Transpose of layers.0.attn: q_bshd f32[8, 128, 4, 32] into q_bhsd f32[8, 4, 128, 32] on the
+ * device, each element read and written once"; Split and Concat name their parts' count. */
+static void say_layout(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *node = member(f, k, 0);
+	const f8_value *from = &graph->values[node->inputs[0]];
+	const f8_value *to = &graph->values[node->outputs[0]];
+	char in[160], made[160];
+	f8_type_format(graph, &from->type, in, sizeof in);
+	f8_type_format(graph, &to->type, made, sizeof made);
+	say(out, "%s of %s: ", f8_op_name(node->op), scope_of(graph, node));
+	if (node->op == F8_OP_SPLIT)
+		say(out, "%s %s into %u parts in one pass", from->name, in, node->n_outputs);
+	else if (node->op == F8_OP_CONCAT)
+		say(out, "%u inputs into %s %s in one pass", node->n_inputs, to->name, made);
+	else
+		say(out, "%s %s into %s %s", from->name, in, to->name, made);
+	say(out, " on the device, each element read and written once");
+}
+
+/* "ReduceSum of layers.0.mlp.fc2: x f32[8, 128, 128] into b.grad f32[128], one output element a
+ * grid row, in a fixed order (no atomics: the same sums on every run)". */
+static void say_reduce(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *node = member(f, k, 0);
+	const f8_value *from = &graph->values[node->inputs[0]];
+	const f8_value *to = &graph->values[node->outputs[0]];
+	char in[160], made[160];
+	say(out, "%s of %s: %s %s into %s %s, one output element a grid row, in a fixed order "
+	    "(no atomics: the same result on every run)", f8_op_name(node->op), scope_of(graph, node),
+	    from->name, f8_type_format(graph, &from->type, in, sizeof in), to->name,
+	    f8_type_format(graph, &to->type, made, sizeof made));
+}
+
 /* The reason of kernel k. */
 static void say_reason(phrase *out, const fuser *f, const planned *k) {
 	const f8_graph *graph = f->graph;
@@ -624,6 +681,33 @@ static void say_reason(phrase *out, const fuser *f, const planned *k) {
 	case F8_KERNEL_FAMILY_OPTIMIZER: say_optimizer(out, f, k); return;
 	case F8_KERNEL_FAMILY_EMBEDDING:
 	case F8_KERNEL_FAMILY_EMBEDDING_GRAD: say_embedding(out, f, k); return;
+	case F8_KERNEL_FAMILY_LAYOUT: say_layout(out, f, k); return;
+	case F8_KERNEL_FAMILY_REDUCE: say_reduce(out, f, k); return;
+	case F8_KERNEL_FAMILY_FILL: {
+		const f8_value *made = &graph->values[seed->outputs[0]];
+		say(out, "%s of %s: %s %s filled on the device", f8_op_name(seed->op),
+		    scope_of(graph, seed), made->name, f8_type_format(graph, &made->type, type, sizeof type));
+		return;
+	}
+	case F8_KERNEL_FAMILY_GLOBAL_NORM:
+		say(out, "GlobalNorm of %s over %u tensors: sums of squares by chunks of all of them "
+		    "in one multi-tensor kernel, then their sum and square root in one block (no "
+		    "atomics: the same norm on every run)", scope_of(graph, seed), seed->n_inputs);
+		return;
+	case F8_KERNEL_FAMILY_LEARNING_RATE:
+		say(out, "LearningRate of %s (%s): the schedule at the iteration on the device, in f32",
+		    scope_of(graph, seed), f8_node_attr_string(seed, "style", "constant"));
+		return;
+	case F8_KERNEL_FAMILY_ROPE: {
+		const f8_value *x = &graph->values[seed->inputs[0]];
+		say(out, "%s of %s: %s %s rotated%s by %s and %s (%s pairs), in one pass",
+		    f8_op_name(seed->op), scope_of(graph, seed), x->name,
+		    f8_type_format(graph, &x->type, type, sizeof type),
+		    seed->op == F8_OP_ROPE_GRAD ? " back" : "", graph->values[seed->inputs[1]].name,
+		    graph->values[seed->inputs[2]].name,
+		    f8_node_attr_int(seed, "interleaved", 0) ? "interleaved" : "rotate-half");
+		return;
+	}
 	default: say_pointwise(out, f, k); return;
 	}
 }

@@ -20,12 +20,14 @@
  *   activation_grad  GeluGrad or SwiGLUGrad + the casts of its first output (SwiGLUGrad's
  *                    two-output form: of either) + for GeluGrad one ReduceSum of that output over
  *                    all its leading axes (axes [0 .. rank-2], keepdims 0: the bias gradient)
- *   elementwise      a chain of ops flagged F8_OPF_ELEMENTWISE that make one shape of rank >= 1
- *                    (other inputs may broadcast to it), + the casts of its values of that
- *                    shape. Left out: Dropout (it draws random numbers), IsNaN, the comparisons
+ *   elementwise      a chain of ops flagged F8_OPF_ELEMENTWISE that make one shape (a scalar
+ *                    too; other inputs may broadcast to it), + the casts of its values of that
+ *                    shape; a Range (each element from its index) starts one too, so that the
+ *                    Cast of RoPE's positions joins it. Left out: Dropout (it draws random numbers), IsNaN, the comparisons
  *                    and logical ops and anything else making bool, CastLike; Gelu and GeluGrad
- *                    are activations. A lone op is a kernel too, but one making a scalar is not:
- *                    that is the optimizer's scalar arithmetic (learning rate, clipping).
+ *                    are activations. A lone op is a kernel too, a scalar one as well (the
+ *                    optimizer's clipping arithmetic, the iteration's increment: on a GPU the
+ *                    optimizer phase runs on the device, nothing read back).
  *   cast             a Quantize or CastTranspose no other kernel took, alone. Only a cast with a
  *                    given scale (delayed scaling) joins the kernels above: one that finds its
  *                    scales from the data (current, rowwise, block, MX) needs them before its
@@ -39,12 +41,22 @@
  *                    its values, each moving up as a join does, for any number of parameters
  *                    (the kernel reaches them through a table: its code does not grow with them)
  *   scaling          a ScalingUpdate alone
+ *   layout           a Reshape, Transpose, Squeeze, Unsqueeze, Expand, Slice, SliceGrad, Concat
+ *                    or Split alone (an element move; fusing one with its neighbours, which
+ *                    could read through it, is for later)
+ *   reduce           a ReduceSum, ReduceMean or ReduceMax alone (a ReduceSum no activation_grad
+ *                    kernel took as its bias gradient)
+ *   fill             a Constant alone; a ConstantOfShape no optimizer kernel took as a zeroing
+ *   global_norm      a GlobalNorm alone; learning_rate: a LearningRate alone
+ *   rope             a Rope alone; a RopeGrad alone (each element reads its pair's partner, so
+ *                    the x it rotates comes from memory)
  * A node seeds or joins a kernel only when the target table says codegen can lower it
  * (passes/target.h, supports_node; codegen fills it with f8_codegen_can_lower) and does not run
- * it in a library (runs_in_library): what codegen cannot lower yet (Pow, Cos, Sin, an AdamW of
+ * it in a library (runs_in_library): what codegen cannot lower yet (Pow, an AdamW of
  * a symbolic shape, ...) stays outside and runs as its own op. Every other node (GEMMs,
- * Attention, shape ops, collectives, GlobalNorm, ...) stays outside any kernel. Without a
- * table that answers supports_node nothing lowers, so nothing is grouped. The program changes
+ * Attention, collectives: the target's library calls; ops codegen does not lower) stays outside
+ * any kernel. Without a table that answers supports_node nothing lowers, so nothing is
+ * grouped. The program changes
  * only by the moves above; values, types and annotations stay as they are.
  *
  * The pass runs once: a graph that has kernels already is refused (F8_ERR_INVALID), since

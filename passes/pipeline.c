@@ -10,6 +10,7 @@
 #include <string.h> // strcmp, strnlen, memcpy
 
 #include "ir/verify.h"           // f8_graph_verify
+#include "passes/bf16.h"          // f8_pass_bf16_run
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse.h"          // f8_pass_fuse_run
@@ -29,6 +30,13 @@ static f8_status fuse_patterns(f8_graph *graph, const f8_pipeline_options *optio
 	return f8_pass_fuse_patterns_run(graph, report, diag);
 }
 
+static f8_status bf16(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+		      f8_diag *diag) {
+	if (!options->bf16) // the model's own dtypes
+		return F8_OK;
+	return f8_pass_bf16_run(graph, report, diag);
+}
+
 static f8_status training(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 			  f8_diag *diag) {
 	if (!options->training) // compiling for inference
@@ -38,7 +46,7 @@ static f8_status training(f8_graph *graph, const f8_pipeline_options *options, F
 
 static f8_status precision(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 			   f8_diag *diag) {
-	if (!options->fp8) // no FP8 asked for
+	if (!options->fp8 && !options->bf16) // no FP8 asked for, nor GEMMs in BF16 to record
 		return F8_OK;
 	return f8_pass_precision_run(graph, options->fp8, options->target, report, diag);
 }
@@ -69,6 +77,10 @@ static const f8_pass pipeline[] = {
 	{"fuse-patterns", fuse_patterns,
 	 "before training: autodiff and the FP8 passes work on Linear, Attention and the norms, "
 	 "whose gradients and casts are known, not on the primitives exporters spell them with"},
+	{"bf16", bf16,
+	 "after fuse-patterns, on the high-level ops whose statistics stay f32 in any dtype; "
+	 "before training, so that autodiff derives the backward from the BF16 forward and the "
+	 "gradients reach the f32 master weights through their Casts; a no-op without --bf16"},
 	{"training", training,
 	 "before the precision passes: they decide for the backward GEMMs (dgrad, wgrad) and the "
 	 "gradients' E5M2 casts too, so the backward must exist; a no-op for inference"},
@@ -157,13 +169,13 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 }
 
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
-				const f8_fp8_options *fp8, const f8_target_table *target,
-				f8_diag *diag) {
+				const f8_fp8_options *fp8, bool bf16,
+				const f8_target_table *target, f8_diag *diag) {
 	f8_training_options defaults = f8_training_options_default();
 	f8_fp8_options fp8_defaults = f8_fp8_options_default();
 	const f8_pipeline_options training = {.training = &defaults,
 					      .fp8 = fp8 ? fp8 : &fp8_defaults,
-					      .target = target};
+					      .bf16 = bf16, .target = target};
 	for (size_t i = 0; i < n; i++) {
 		const f8_pass *pass = f8_pipeline_find(names[i]);
 		if (!pass)

@@ -32,8 +32,12 @@ typedef struct f8_pipeline_options {
 	// the passes that build training (training) leave the graph as it is.
 	const f8_training_options *training;
 	// Plan FP8 with these options; NULL plans no FP8, and precision and fp8-cast leave the
-	// graph as it is (Megatron-LM trains in FP8 only when --fp8-format is given).
+	// graph as it is (Megatron-LM trains in FP8 only when --fp8-format is given), but for
+	// precision recording the GEMMs' BF16 under bf16.
 	const f8_fp8_options *fp8;
+	// --bf16, Megatron-LM's mixed precision: the forward in BF16 over f32 master weights
+	// (passes/bf16.h); false leaves the model's own dtypes, and the bf16 pass does nothing.
+	bool bf16;
 	// What the chip runs and codegen lowers, as above; NULL: no kernels, chip facts from fp8.
 	const f8_target_table *target;
 } f8_pipeline_options;
@@ -74,10 +78,10 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 
 /* Runs the passes named in `names` (n of them), in that order, verifying as above; a named
  * training pass runs with the default hyperparameters, a named precision or fp8-cast pass with
- * `fp8` (NULL: f8_fp8_options_default()), every pass with `target` (may be NULL: see
- * f8_pipeline_options). */
+ * `fp8` (NULL: f8_fp8_options_default()), a named bf16 pass when `bf16`, every pass with
+ * `target` (may be NULL: see f8_pipeline_options). */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
-				const f8_fp8_options *fp8, const f8_target_table *target,
-				f8_diag *diag);
+				const f8_fp8_options *fp8, bool bf16,
+				const f8_target_table *target, f8_diag *diag);
 
 #endif

@@ -513,9 +513,42 @@ static f8_status find_target(planner *p, const f8_target_table *target) {
 	return F8_ERR_ARGUMENT;
 }
 
+/* Without FP8 (--bf16 alone): every GEMM in its own dtype, which the bf16 pass made BF16
+ * where the model does not compute in another on purpose. */
+static f8_status record_high(planner *p, FILE *report) {
+	f8_graph *graph = p->graph;
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		gemm *g = &p->gemms[i];
+		f8_value *out = &graph->values[graph->nodes[g->node].outputs[0]];
+		char dtype[8];
+		f8_name_upper(f8_dtype_name(out->type.dtype), dtype, sizeof dtype);
+		keep_high(g, graph, "--bf16 without --fp8-format: %s operands and output, f32 "
+			  "accumulation (Megatron-LM's mixed precision)%s", dtype,
+			  out->type.dtype == F8_DTYPE_BF16 ? "" : "; the model computes it in this "
+			  "dtype itself");
+		char *reason = f8_arena_strdup(graph->arena, g->reason);
+		if (!reason)
+			return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+		out->precision = (f8_precision){.format = out->type.dtype, .recipe = F8_RECIPE_NONE,
+						.scaling_slot = F8_NONE, .reason = reason};
+		if (report)
+			fprintf(report, "precision: %s\n", reason);
+	}
+	if (report)
+		fprintf(report, "precision: 0 of %u GEMMs in FP8 (no --fp8-format)\n", p->n_gemms);
+	return F8_OK;
+}
+
 f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
 				const f8_target_table *target, FILE *report, f8_diag *diag) {
 	planner p = {.graph = graph, .options = options, .diag = diag};
+	if (!options) {
+		f8_status status = collect(&p);
+		if (!status)
+			status = record_high(&p, report);
+		f8_free(p.gemms);
+		return status;
+	}
 	f8_status status = f8_fp8_options_check(options, diag);
 	if (!status)
 		status = find_target(&p, target);

@@ -143,7 +143,10 @@ bool f8_glob_match(const char *pattern, const char *text);
 
 /*
  * Runs the precision pass with `options`, on the chip `target` describes (its fp8_gemm; NULL:
- * f8_target_table_default(options->target), the chip facts without codegen). Writes every
+ * f8_target_table_default(options->target), the chip facts without codegen). `options` NULL
+ * plans no FP8 under --bf16 (the pipeline runs the pass without FP8 only then, passes/bf16.h):
+ * every GEMM is recorded in high precision, in its dtype, with the reason "kept BF16: --bf16
+ * without --fp8-format: ...", and `target` is not read. Writes every
  * decision, one line per GEMM, to `report` when not NULL. Fails with F8_ERR_UNSUPPORTED naming
  * the GEMM when the target cannot run it and fallback is not allowed, and with F8_ERR_ARGUMENT
  * when an exclude pattern, a config rule or a calibration entry matches nothing in the graph (a

@@ -237,6 +237,17 @@ static parameter *find_param(trainer *t, f8_value_id value) {
 	return NULL;
 }
 
+/* The parameter `value` is, or is read through: a Cast of it (--bf16's BF16 copy, made by the
+ * bf16 pass before this one); NULL for anything else. */
+static parameter *param_behind(trainer *t, f8_value_id value) {
+	if (value == F8_NONE)
+		return NULL;
+	f8_node_id producer = t->graph->values[value].producer;
+	if (producer != F8_NONE && t->graph->nodes[producer].op == F8_OP_CAST)
+		value = t->graph->nodes[producer].inputs[0];
+	return find_param(t, value);
+}
+
 /* Whether `node` picks whole rows of its rank-2 input 0: a Slice along axis 0 only (a learned
  * position table cut to the sequence) or a Gather along axis 0 (an unfused lookup). */
 static bool looks_up_rows(const f8_graph *graph, const f8_node *node) {
@@ -274,15 +285,15 @@ static const char *no_decay_role(const f8_graph *graph, const f8_node *node, uin
 	return NULL;
 }
 
-/* Decides, before the master weights' Casts change the readers, which parameters decay. */
+/* Decides, before the master weights' Casts change the readers, which parameters decay; a
+ * parameter read through a BF16 copy (--bf16) is judged by what reads the copy. */
 static f8_status classify_weight_decay(trainer *t) {
 	f8_graph *graph = t->graph;
 	char why[PARAM_NAME_MAX + 64];
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
-			parameter *param = node->inputs[i] != F8_NONE ? find_param(t, node->inputs[i])
-								       : NULL;
+			parameter *param = param_behind(t, node->inputs[i]);
 			const char *role = param ? no_decay_role(graph, node, i) : NULL;
 			if (!role || param->no_decay)
 				continue;

@@ -23,7 +23,9 @@
  *   state  %iteration              i64 scalar: the iterations done so far
  *   output %loss (fwd), %grad_norm and %lr (opt), f32 scalars, in that order
  * A parameter whose dtype is not f32 becomes an f32 master weight, and a Cast to its old dtype
- * feeds what read it. Updates carry the new parameters, moments, accumulators and iteration to
+ * feeds what read it. Under --bf16 the bf16 pass has made the forward read BF16 Casts of the
+ * f32 parameters already (passes/bf16.h): their gradients come back through those Casts as
+ * f32, and weight decay is decided by what reads the copy. Updates carry the new parameters, moments, accumulators and iteration to
  * the next step.
  */
 #ifndef F8_PASSES_TRAINING_H

@@ -52,6 +52,31 @@ void f8_rt_tensor_destroy(f8_rt_tensor *tensor) {
 	*tensor = (f8_rt_tensor){0};
 }
 
+/*
+ * BF16 is the upper half of a float32: decoding is a shift, and encoding rounds the lower half
+ * to nearest even on the bits, which is f8_float_encode(BF16, value, false) for every float but
+ * NaN: its overflow to inf and its subnormals come out the same (the two agree on all 2^32
+ * floats; tests/runtime/test_kernels_forward.c holds them to it around every boundary). NaNs
+ * take the general path, for its canonical NaN. The fast path matters: a --bf16 step stores
+ * and loads BF16 everywhere.
+ */
+static float bf16_decode(uint16_t bits) {
+	uint32_t wide = (uint32_t)bits << 16;
+	if ((wide & 0x7FFFFFFFu) > 0x7F800000u) // NaN
+		return f8_float_decode(F8_DTYPE_BF16, bits);
+	float v;
+	memcpy(&v, &wide, 4);
+	return v;
+}
+
+uint16_t f8_rt_bf16_encode(float value) {
+	uint32_t bits;
+	memcpy(&bits, &value, 4);
+	if ((bits & 0x7FFFFFFFu) > 0x7F800000u) // NaN
+		return (uint16_t)f8_float_encode(F8_DTYPE_BF16, value, false);
+	return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
 double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i) {
 	const unsigned char *p = tensor->data;
 	switch (tensor->dtype) {
@@ -65,7 +90,11 @@ double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i) {
 		memcpy(&v, p + 4 * i, 4);
 		return v;
 	}
-	case F8_DTYPE_BF16:
+	case F8_DTYPE_BF16: {
+		uint16_t bits;
+		memcpy(&bits, p + 2 * i, 2);
+		return bf16_decode(bits);
+	}
 	case F8_DTYPE_F16: {
 		uint16_t bits;
 		memcpy(&bits, p + 2 * i, 2);
@@ -115,7 +144,11 @@ void f8_rt_tensor_set(f8_rt_tensor *tensor, int64_t i, double value) {
 		memcpy(p + 4 * i, &v, 4);
 		return;
 	}
-	case F8_DTYPE_BF16:
+	case F8_DTYPE_BF16: {
+		uint16_t bits = f8_rt_bf16_encode((float)value);
+		memcpy(p + 2 * i, &bits, 2);
+		return;
+	}
 	case F8_DTYPE_F16: {
 		uint16_t bits = (uint16_t)f8_float_encode(tensor->dtype, (float)value, false);
 		memcpy(p + 2 * i, &bits, 2);

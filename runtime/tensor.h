@@ -43,6 +43,10 @@ f8_status f8_rt_tensor_create(f8_dtype dtype, int rank, const int64_t *dims, f8_
 /* Frees the data of an owned tensor and empties it. NULL and empty tensors are allowed. */
 void f8_rt_tensor_destroy(f8_rt_tensor *tensor);
 
+/* float32 -> BF16 bits, rounded to nearest even, overflowing to inf: f8_float_encode(BF16,
+ * value, false), fast (what every BF16 store of the CPU backend runs). */
+uint16_t f8_rt_bf16_encode(float value);
+
 /* Element i (flat, row-major) as a double. */
 double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i);
 

@@ -68,7 +68,7 @@ static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_AC
 
 static void print_usage(FILE *out) {
 	fprintf(out, "usage: f8c audit MODEL [--json] [--micro-batch-size N] [--seq-length N] "
-		     "[--dim NAME=N]... [FP8 options]\n"
+		     "[--dim NAME=N]... [--bf16] [FP8 options]\n"
 		     "  --json              one JSON document instead of the table\n"
 		     "  --micro-batch-size  binds the model's batch size (default 1)\n"
 		     "  --seq-length        binds its sequence length (default: the model's own)\n"
@@ -309,7 +309,7 @@ static void print_row(uint32_t index, const row *r, int scope_width) {
 	printf("\n");
 }
 
-static void print_text(const request *q, const f8_fp8_options *o, const row *rows,
+static void print_text(const request *q, const f8_fp8_options *o, bool bf16, const row *rows,
 		       uint32_t n_rows, const summary *s) {
 	int width = 5;
 	for (uint32_t i = 0; i < n_rows; i++)
@@ -326,6 +326,9 @@ static void print_text(const request *q, const f8_fp8_options *o, const row *row
 	if (o->recipe == F8_RECIPE_DELAYED)
 		printf(" (history %d, %s, margin %d)", o->amax_history_len,
 		       f8_amax_algo_name(o->amax_algo), o->margin);
+	if (bf16)
+		printf("; --bf16: BF16 activations and high-precision GEMMs, f32 master weights, "
+		       "moments and main_grad");
 	printf("\n");
 	printf("%4s  %-*s  %-5s  %-18s  %s\n", "#", width, "scope", "gemm", "m x n x k",
 	       "operands: format recipe granularity, or DTYPE: why high precision");
@@ -378,13 +381,13 @@ static json_t *row_json(uint32_t index, const row *r) {
 }
 
 /* The whole audit as one document; NULL when out of memory. */
-static json_t *audit_json(const request *q, const f8_fp8_options *o, const row *rows,
+static json_t *audit_json(const request *q, const f8_fp8_options *o, bool bf16, const row *rows,
 			  uint32_t n_rows, const summary *s) {
 	json_t *gemms = json_array();
 	json_t *root = json_pack(
-		"{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:o, s:{s:I, s:I, s:f, s:f, s:f, s:f, "
+		"{s:s, s:s, s:b, s:s, s:s, s:i, s:s, s:i, s:o, s:{s:I, s:I, s:f, s:f, s:f, s:f, "
 		"s:{s:I, s:I, s:I}, s:I, s:I}}",
-		"model", q->model, "target", f8_target_name(o->target), "fp8_format",
+		"model", q->model, "target", f8_target_name(o->target), "bf16", bf16, "fp8_format",
 		f8_fp8_format_name(o->format), "fp8_recipe", f8_recipe_name(o->recipe),
 		"amax_history_len", o->amax_history_len, "amax_compute_algo",
 		f8_amax_algo_name(o->amax_algo), "margin", o->margin, "gemms", gemms, "summary",
@@ -438,12 +441,12 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 }
 
 /* Loads, compiles and audits; the exit status. */
-static int audit(request *q, const f8_fp8_options *fp8, f8_plan *plan) {
+static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = plan ? plan->graph : NULL;
 	f8_training_options hyperparameters = f8_training_options_default();
-	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8};
+	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8, .bf16 = bf16};
 	f8_status status = plan ? F8_OK : load(q, &graph, &diag);
 	if (!status && !plan)
 		status = f8_tool_run_passes(graph, NULL, true, &compile, NULL, &diag);
@@ -453,14 +456,14 @@ static int audit(request *q, const f8_fp8_options *fp8, f8_plan *plan) {
 	if (!status)
 		status = collect(graph, &rows, &n_rows, &s, &diag);
 	if (!status && q->json) {
-		json_t *document = audit_json(q, fp8, rows, n_rows, &s);
+		json_t *document = audit_json(q, fp8, bf16, rows, n_rows, &s);
 		if (!document || json_dumpf(document, stdout, JSON_INDENT(2) |
 					    JSON_REAL_PRECISION(17)) || fputc('\n', stdout) == EOF)
 			status = f8_diag_set(&diag, document ? F8_ERR_IO : F8_ERR_NOMEM,
 					     "cannot write the audit");
 		json_decref(document);
 	} else if (!status) {
-		print_text(q, fp8, rows, n_rows, &s);
+		print_text(q, fp8, bf16, rows, n_rows, &s);
 	}
 	f8_free(rows);
 	if (!plan) // a plan's graph is its plan's
@@ -485,7 +488,8 @@ int f8_tool_audit(int argc, char **argv) {
 			code = use_plan(&r, &fp8, &plan);
 		if (!code)
 			code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag)
-							       : audit(&r, f8_tool_fp8_options(&fp8), plan);
+							       : audit(&r, f8_tool_fp8_options(&fp8),
+								       fp8.bf16, plan);
 		f8_plan_destroy(plan);
 	}
 	f8_tool_fp8_destroy(&fp8);

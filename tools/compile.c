@@ -97,7 +97,8 @@ static f8_status compile_model(const f8_tool_compile_options *compile, uint64_t 
 	*out = NULL;
 	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
 				       .seed = seed};
-	f8_pipeline_options passes = {.training = training, .fp8 = compile->fp8};
+	f8_pipeline_options passes = {.training = training, .fp8 = compile->fp8,
+				      .bf16 = compile->bf16};
 	f8_graph *graph = NULL;
 	f8_status status = f8_frontend_load(compile->model, &options, &graph, diag);
 	if (!status && run)

@@ -32,6 +32,7 @@ typedef struct f8_tool_compile_options {
 	f8_training_options optimizer; // --lr ... (micro_batches and decay_iters resolved by
 				       // f8_tool_optimizer)
 	const f8_fp8_options *fp8;     // --fp8-format ...: FP8; NULL: no FP8
+	bool bf16;                     // --bf16: the forward in BF16 over f32 master weights
 } f8_tool_compile_options;
 
 /* The optimizer's options as a run compiles them: micro-batches from the run's batch sizes,

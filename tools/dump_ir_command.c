@@ -20,7 +20,7 @@
 
 static void print_usage(FILE *out) {
 	fprintf(out, "usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
-		     "[--verify] [--report] [FP8 options]\n");
+		     "[--verify] [--report] [--bf16] [FP8 options]\n");
 }
 
 static int usage(const char *problem) {
@@ -133,7 +133,7 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 						? f8_tool_fp8_options(fp8) : NULL;
 	f8_pipeline_options compile = {
 		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
-		.fp8 = planned};
+		.fp8 = planned, .bf16 = fp8->bf16};
 	if (!status && after)
 		status = f8_tool_run_passes(graph, after, verify, &compile, report ? stderr : NULL,
 					    &diag);
@@ -152,11 +152,11 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 	return status == F8_OK ? 0 : status == F8_ERR_ARGUMENT ? 2 : 1;
 }
 
-/* Whether the pipeline through `after` (NULL: none of it) stops before planning FP8; an
- * unknown pass is not (the pipeline names the passes). */
-static bool stops_before_precision(const char *after) {
+/* Whether the pipeline through `after` (NULL: none of it) stops before pass `pass` (precision:
+ * planning FP8; bf16: --bf16's); an unknown pass does not (the pipeline names the passes). */
+static bool stops_before(const char *after, const char *pass) {
 	const f8_pass *last = after ? f8_pipeline_find(after) : NULL;
-	return !after || (last && last < f8_pipeline_find("precision"));
+	return !after || (last && last < f8_pipeline_find(pass));
 }
 
 int f8_tool_dump_ir(int argc, char **argv) {
@@ -170,9 +170,11 @@ int f8_tool_dump_ir(int argc, char **argv) {
 	if (!code && r.help) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
-	} else if (!code && fp8.given && stops_before_precision(r.after)) {
+	} else if (!code && f8_tool_fp8_given(&fp8) && stops_before(r.after, "precision")) {
 		code = usage("the FP8 options act from --after precision on (precision, fp8-cast "
 			     "and later)");
+	} else if (!code && fp8.bf16 && stops_before(r.after, "bf16")) {
+		code = usage("--bf16 acts from --after bf16 on (bf16, training and later)");
 	} else if (!code) {
 		code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag) : run(&r, &fp8);
 	}

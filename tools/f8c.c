@@ -28,7 +28,7 @@ static const command commands[] = {
 	{"version", run_version, "version", "the version of f8c and of the IR text form"},
 	{"dump-ir", f8_tool_dump_ir,
 	 "dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] [--verify] [--report] "
-	 "[FP8 options]",
+	 "[--bf16] [FP8 options]",
 	 "read a model (ONNX, a JSON description from models/, or the text IR), run the pipeline "
 	 "through PASS, print the IR; through precision or fp8-cast, FP8 planned with the FP8 "
 	 "options (their defaults when none)"},
@@ -41,10 +41,10 @@ static const command commands[] = {
 	 "train MODEL --data TOKENS.bin [--micro-batch-size N] [--global-batch-size N] "
 	 "[--seq-length N] [--train-iters N] [--lr X] ... (f8c train --help lists them)",
 	 "train on the CPU reference backend, Megatron-LM's option names; metrics and checkpoints; "
-	 "in FP8 with --fp8-format"},
+	 "in FP8 with --fp8-format, in BF16 over f32 master weights with --bf16"},
 	{"audit", f8_tool_audit,
 	 "audit MODEL [--json] [--micro-batch-size N] [--seq-length N] [--dim NAME=N]... "
-	 "[FP8 options] (f8c audit --help lists them)",
+	 "[--bf16] [FP8 options] (f8c audit --help lists them)",
 	 "compile the training step in FP8 and list every GEMM with its precision, recipe and "
 	 "reason, then the FLOPs in FP8, bytes saved, scaling slots and amax all-reduce payload"},
 	{"calibrate", f8_tool_calibrate,
@@ -53,7 +53,7 @@ static const command commands[] = {
 	 "--calibration STATS.json --fp8-cv-threshold X"},
 	{"compile", f8_tool_compile,
 	 "compile MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [train options] "
-	 "[FP8 options]",
+	 "[--bf16] [FP8 options]",
 	 "compile the training step through every pass and codegen into a plan: plan.json (every "
 	 "decision with its reason, the kernels and their launches, estimates) and kernels.ptx"},
 	{"fp8", f8_tool_fp8, "fp8 table FORMAT | fp8 quantize FORMAT [--no-saturate] [--scale S] [--round nearest|down|up]",

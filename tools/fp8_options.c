@@ -1,6 +1,8 @@
 /*
  * The FP8 options of the f8c command (tools/fp8_options.h): the table, the parsing from the
- * command line and from --config, the help, and the --precision-config file.
+ * command line and from --config, the help, and the --precision-config file. --bf16 is in the
+ * table too, so that every command that takes the FP8 options takes it, though it needs no
+ * --fp8-format.
  */
 #include "tools/fp8_options.h" // f8_tool_fp8_args
 
@@ -15,6 +17,7 @@
 
 /* The options, in the order the help lists them. */
 typedef enum option_id {
+	BF16,
 	FORMAT,
 	RECIPE,
 	HISTORY_LEN,
@@ -42,6 +45,11 @@ typedef struct option {
 } option;
 
 static const option table[OPTION_COUNT] = {
+	[BF16] = {"bf16", NULL,
+		  "mixed precision as Megatron-LM's --bf16: activations and the GEMMs not in FP8 in "
+		  "BF16 (f32 accumulation), f32 master weights, AdamW moments and gradient "
+		  "accumulators (main_grad); FP8 GEMMs, with --fp8-format, then write BF16. Not an "
+		  "FP8 option: it needs no --fp8-format (default: the model's own dtypes)"},
 	[FORMAT] = {"fp8-format", "hybrid|e4m3",
 		    "hybrid: E4M3 forward, E5M2 gradients; e4m3: E4M3 everywhere. Pure E5M2 is "
 		    "refused: the hardware has no E5M2 x E5M2 GEMM"},
@@ -201,6 +209,7 @@ static void set_flag(f8_tool_fp8_args *fp8, option_id id, bool on) {
 	case NO_WGRAD: fp8->options.wgrad = !on; break;
 	case HEAD: fp8->options.head_fp8 = on; break;
 	case ALLOW_FALLBACK: fp8->options.allow_fallback = on; break;
+	case BF16: fp8->bf16 = on; break;
 	default: break; // FIRST_LAST: settled in finish, from `given`
 	}
 }
@@ -293,10 +302,10 @@ static const char *names_of(uint32_t mask, char *buffer, size_t size) {
 	return buffer;
 }
 
-/* Whether FP8 is on, and the options that need it when it is not. */
+/* Whether FP8 is on, and the options that need it when it is not (all but --bf16). */
 static f8_status settle_enabled(f8_tool_fp8_args *fp8, f8_diag *diag) {
 	fp8->enabled = fp8->on_by_default || (fp8->given & BIT(FORMAT));
-	uint32_t others = fp8->given & ~BIT(FORMAT);
+	uint32_t others = fp8->given & ~BIT(FORMAT) & ~BIT(BF16);
 	if (fp8->enabled || !others)
 		return F8_OK;
 	char names[512];
@@ -368,11 +377,19 @@ const f8_fp8_options *f8_tool_fp8_options(const f8_tool_fp8_args *fp8) {
 	return fp8->enabled ? &fp8->options : NULL;
 }
 
+bool f8_tool_fp8_given(const f8_tool_fp8_args *fp8) {
+	return (fp8->given & ~BIT(BF16)) != 0;
+}
+
 void f8_tool_fp8_print_help(FILE *out, bool on_by_default) {
-	fprintf(out, "FP8 options (%s):\n", on_by_default
-		? "FP8 is on here by default: hybrid, delayed scaling, target sm_90"
-		: "FP8 is on only when --fp8-format is given, as in Megatron-LM; the others need it");
 	for (int id = 0; id < OPTION_COUNT; id++) {
+		if (id == BF16)
+			fprintf(out, "Mixed precision:\n");
+		else if (id == FORMAT)
+			fprintf(out, "FP8 options (%s):\n", on_by_default
+				? "FP8 is on here by default: hybrid, delayed scaling, target sm_90"
+				: "FP8 is on only when --fp8-format is given, as in Megatron-LM; the "
+				  "others need it");
 		char head[64];
 		snprintf(head, sizeof head, "--%s%s%s", table[id].name, table[id].takes ? " " : "",
 			 table[id].takes ? table[id].takes : "");

@@ -6,6 +6,10 @@
  * Whether FP8 is on: in train and calibrate only when --fp8-format is given (Megatron-LM's
  * rule), and any other FP8 option without it is an error; in audit and dump-ir it is on by
  * default, since showing the FP8 plan is what they are for.
+ *
+ * The table holds --bf16 too (Megatron-LM's mixed precision, passes/bf16.h), which is no FP8
+ * option: it goes with FP8 or without, and lands in f8_tool_fp8_args.bf16, not in the FP8
+ * options, for the compile options' f8_pipeline_options.bf16.
  */
 #ifndef F8_TOOLS_FP8_OPTIONS_H
 #define F8_TOOLS_FP8_OPTIONS_H
@@ -27,6 +31,7 @@ typedef struct f8_tool_fp8_args {
 	const char *command;      // "train", for messages
 	bool on_by_default;       // audit, dump-ir
 	bool enabled;             // after finish: FP8 is planned
+	bool bf16;                // --bf16: the forward in BF16 over f32 master weights
 	// What the table's options were given by: bit i for the table's option i.
 	uint32_t on_command_line; // the command line (a --config file does not override these)
 	uint32_t given;           // the command line or a --config file
@@ -79,6 +84,9 @@ f8_status f8_tool_fp8_finish(f8_tool_fp8_args *fp8, f8_diag *diag);
 
 /* The options to compile with after finish, or NULL when FP8 is off. */
 const f8_fp8_options *f8_tool_fp8_options(const f8_tool_fp8_args *fp8);
+
+/* True when an FP8 option was given (on the command line or in --config), --bf16 aside. */
+bool f8_tool_fp8_given(const f8_tool_fp8_args *fp8);
 
 /* Writes the FP8 options' help to `out`: each option, what it takes, its default, and where
  * that differs from Megatron-LM's, and why. */

@@ -15,6 +15,9 @@
 
 #include "ir/alloc.h"           // f8_calloc, f8_free
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
+#ifdef F8C_CUDA
+#include "runtime/cuda/backend.h" // f8_cuda_backend_create
+#endif
 #include "runtime/plan.h"       // f8_plan_is_dir, f8_plan_load
 #include "runtime/train.h"      // f8_train_config, f8_train_run
 #include "tools/compile.h"      // f8_tool_compile_training
@@ -23,7 +26,9 @@
 #include "tools/tool_options.h" // f8_tool_parse_*
 
 /* X(kind): what an option takes. */
-typedef enum option_kind { INT, NUMBER, TEXT, DECAY, FORMAT, KERNELS, SPLIT, DIM, CONFIG } option_kind;
+typedef enum option_kind {
+	INT, NUMBER, TEXT, DECAY, FORMAT, KERNELS, DEVICE, SPLIT, DIM, CONFIG
+} option_kind;
 
 /* Whether a plan fixes an option: those that shape the compiled graph (tools/compile_command.c
  * records them, and f8c train PLAN_DIR refuses them), or those of one run (which data, how long,
@@ -74,6 +79,7 @@ static const option options[] = {
 	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file", RUN},
 	{"kernels", KERNELS, 0, 0,
 	 "generated (the fused groups' kernels, default) or reference (node by node)", RUN},
+	{"device", DEVICE, 0, 0, "cpu (the reference backend, default) or cuda (GPU 0)", RUN},
 	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq", COMPILED},
 	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys", COMPILED},
 };
@@ -89,6 +95,8 @@ struct f8_tool_train_args {
 	f8_tool_fp8_args fp8;
 	json_t *config_document; // --config's, whose strings the config points into
 	f8_cpu_kernels kernels;  // --kernels
+	bool cuda;               // --device cuda
+	bool deterministic;      // --deterministic
 	bool verbose;            // --verbose: the memory the run used, at its end
 	f8_backend *backend;     // made by f8_tool_train_args_ready
 	f8_graph *compiled;      // MODEL's step, compiled by f8_tool_train_args_ready
@@ -109,6 +117,8 @@ static int usage(const request *r, const char *problem) {
 		fprintf(stderr, "  --%-18s %s\n", options[i].name, options[i].help);
 	fprintf(stderr, "  --%-18s %s\n", "verbose", "at the end, the memory the run used (the "
 		"plan's slab, the leaves) and the backend's peak");
+	fprintf(stderr, "  --%-18s %s\n", "deterministic", "on the GPU, deterministic kernels "
+		"only (cuDNN's deterministic attention backward): a resumed run is bit-exact");
 	f8_tool_fp8_print_help(stderr, false);
 	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
 			"makes a token file from any text\n");
@@ -183,6 +193,11 @@ static bool set_option(request *r, const option *o, const char *text, char *muta
 			break;
 		r->kernels = strcmp(text, "reference") == 0 ? F8_CPU_KERNELS_REFERENCE
 							    : F8_CPU_KERNELS_GENERATED;
+		return true;
+	case DEVICE: // the backend's, like --kernels
+		if (strcmp(text, "cpu") != 0 && strcmp(text, "cuda") != 0)
+			break;
+		r->cuda = strcmp(text, "cuda") == 0;
 		return true;
 	case SPLIT:
 		if (parse_split(text, r->config.split, &r->config.n_split))
@@ -292,6 +307,10 @@ static int parse_args(int argc, char **argv, int from, request *r, const char **
 			r->verbose = true;
 			continue;
 		}
+		if (strcmp(argv[i], "--deterministic") == 0) {
+			r->deterministic = true;
+			continue;
+		}
 		bool taken;
 		int code = parse_fp8(r, argc, argv, &i, &taken);
 		if (code)
@@ -340,7 +359,8 @@ static int use_plan(request *r, const char *config_path) {
 	if (r->fp8.given || config_path)
 		return fprintf(stderr, "f8c %s: %s compiled into the plan %s\nHINT: compile the "
 			       "model again with them\n", r->command->name,
-			       config_path ? "--config's options are" : "the FP8 options are", folder),
+			       config_path ? "--config's options are"
+					   : "the FP8 options and --bf16 are", folder),
 		       2;
 	const char *none = NULL;
 	// The plan's own copies of its arguments, which the parser may split in place (--dim).
@@ -377,6 +397,7 @@ static int parse(int argc, char **argv, request *r) {
 	if (f8_tool_fp8_finish(&r->fp8, &diag))
 		return options_error(&diag);
 	r->compile.fp8 = f8_tool_fp8_options(&r->fp8);
+	r->compile.bf16 = r->fp8.bf16;
 	f8_training_options optimizer = f8_tool_optimizer(&r->compile, &r->config);
 	r->config.schedule = f8_tool_schedule(&optimizer);
 	return 0;
@@ -414,19 +435,45 @@ const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args) {
 	return &args->fp8;
 }
 
+/* The CUDA backend for the run's plan: the plan folder's, or MODEL's step compiled into a
+ * plan here (its kernels as PTX: the GPU runs a plan, never a graph alone). */
+static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
+#ifdef F8C_CUDA
+	f8_status status = F8_OK;
+	if (!args->plan) {
+		// Never written: a record of its arguments would be for a plan folder.
+		status = f8_tool_plan_make(args->compiled, true, args->compile.model, NULL, 0,
+					   &args->plan, diag);
+		args->compiled = NULL; // the plan's now, on failure too
+		if (status)
+			return status;
+		args->config.graph = args->plan->graph;
+	}
+	f8_cuda_options cuda = {.deterministic = args->deterministic};
+	return f8_cuda_backend_create(args->plan, &cuda, &args->backend, diag);
+#else
+	(void)args;
+	f8_status status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "this f8c was built without the "
+				       "CUDA Toolkit: it has no CUDA backend");
+	f8_diag_hint(diag, "build f8c where the CUDA Toolkit's headers are (tools/install-deps.sh)");
+	return status;
+#endif
+}
+
 f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
-	f8_status status = args->backend ? F8_OK
-					 : f8_cpu_backend_create(args->kernels, &args->backend, diag);
-	args->config.backend = args->backend;
+	f8_status status = F8_OK;
 	// The schedule as the options are now (f8c calibrate changes some after parsing).
 	f8_training_options optimizer = f8_tool_optimizer(&args->compile, &args->config);
 	args->config.schedule = f8_tool_schedule(&optimizer);
-	if (!status && !args->config.graph && !(status = f8_train_check_config(&args->config,
-									       diag)))
+	if (!args->config.graph && !(status = f8_train_check_config(&args->config, diag)))
 		status = f8_tool_compile_training(&args->compile, &args->config, &args->compiled,
 						  diag);
 	if (!status && !args->config.graph)
 		args->config.graph = args->compiled;
+	if (!status && !args->backend)
+		status = args->cuda ? cuda_backend(args, diag)
+				    : f8_cpu_backend_create(args->kernels, &args->backend, diag);
+	args->config.backend = args->backend;
 	return status;
 }
 

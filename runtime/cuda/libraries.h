@@ -87,7 +87,11 @@
 	X(cublasLtMatmulPreferenceDestroy)    \
 	X(cublasLtMatmulPreferenceSetAttribute) \
 	X(cublasLtMatmulAlgoGetHeuristic)     \
-	X(cublasLtMatmul)
+	X(cublasLtMatmul)                     \
+	X(cublasLtMatrixTransformDescCreate)  \
+	X(cublasLtMatrixTransformDescDestroy) \
+	X(cublasLtMatrixTransformDescSetAttribute) \
+	X(cublasLtMatrixTransform)
 
 /* X(function) for each cuDNN function f8c calls (the backend API of cudnn_graph.h). */
 #define F8_CUDNN_FUNCTIONS(X)            \

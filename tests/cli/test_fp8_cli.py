@@ -2,7 +2,10 @@
 with its decision, the first/last-layer policy keeps layers 0 and 11 in high precision with that
 reason, --json parses and agrees with itself, bad configurations fail with a hint that says what
 to do, `f8c calibrate` writes statistics that `--calibration --fp8-cv-threshold` acts on with the
-numbers in the reasons, and dump-ir shows the plan inline.
+numbers in the reasons, and dump-ir shows the plan inline. --bf16 (Megatron-LM's mixed
+precision) goes with the FP8 options or without them: the audit's head reason says BF16, dump-ir
+shows the BF16 copies of the f32 master weights with their reasons, `"bf16": true` in --config
+trains, a plan records it, and it acts from --after bf16 on.
 
 usage: test_fp8_cli.py F8C_BINARY SOURCE_DIR
 """
@@ -236,5 +239,42 @@ check(code == 0 and "FP8Gemm" in out and "CastTranspose" in out and "ScalingUpda
       "dump-ir --after fp8-cast shows the casts, the GEMMs and the decisions", err + out[:400])
 code, out, err = run("dump-ir", tiny, "--after", "training", "--fp8-recipe", "current")
 check(code == 2 and "--after precision" in err, "dump-ir: FP8 options before precision are an error", err)
+
+# --bf16: the FP8 passes as they are, on a BF16 forward over f32 master weights.
+code, out, err = run("audit", tiny, "--bf16")
+heads = re.findall(r"^\s*\d+\s+head\s+(?:fwd|dgrad|wgrad)\s+\S+\s+(.*)$", out, re.M)
+check(code == 0 and "--bf16: BF16 activations" in out and len(heads) == 3
+      and all(h.startswith("BF16: the output head") for h in heads),
+      "audit --bf16: the head is kept BF16, and the heading says --bf16", err + out[:600])
+document = audit_json("--bf16", model=tiny)
+if document:
+    check(document["bf16"] is True and all(g["dtype"] == "BF16" for g in document["gemms"]),
+          "audit --bf16 --json: every GEMM computes in BF16 (FP8 ones write BF16)", str(document)[:400])
+code, out, err = run("dump-ir", tiny, "--after", "training", "--bf16")
+check(code == 0 and 'embed.weight.bf16 : bf16[256, 128] <format=bf16, reason="kept BF16: --bf16: '
+      "the forward's copy of the f32 master weight embed.weight\"> = Cast(%embed.weight)" in out
+      and "param %embed.weight : f32[256, 128]" in out
+      and re.search(r"%loss : f32\[\]", out) and "state %embed.weight.main_grad : f32[256, 128]" in out,
+      "dump-ir --bf16: BF16 copies of the f32 parameters, the loss and main_grad f32", err + out[:400])
+code, out, err = run("dump-ir", tiny, "--after", "fuse-patterns", "--bf16")
+check(code == 2 and "--after bf16" in err, "dump-ir: --bf16 before the bf16 pass is an error", err)
+with tempfile.TemporaryDirectory() as folder:
+    data = os.path.join(folder, "tokens.bin")
+    config = os.path.join(folder, "config.json")
+    plan = os.path.join(folder, "plan")
+    with open(os.path.join(folder, "text.txt"), "w") as file:
+        file.write("bf16 master weights and main_grad in f32. " * 400)
+    run("tokenize", os.path.join(folder, "text.txt"), "-o", data)
+    with open(config, "w") as file:
+        json.dump({"bf16": True, "micro_batch_size": 2, "seq_length": 32, "train_iters": 2}, file)
+    code, out, err = run("train", tiny, "--data", data, "--config", config)
+    check(code == 0 and "done: iteration 2" in err, 'train with "bf16": true in --config', err)
+    code, out, err = run("compile", tiny, "-o", plan, "--bf16", "--micro-batch-size", "2",
+                         "--seq-length", "32")
+    with open(os.path.join(plan, "plan.json")) as file:
+        recorded = json.load(file)["compile_args"] if code == 0 else []
+    check(code == 0 and "--bf16" in recorded, "a plan records --bf16", err + str(recorded))
+    code, out, err = run("train", plan, "--data", data, "--train-iters", "2", "--bf16")
+    check(code == 2 and "compiled into the plan" in err, "train PLAN --bf16 is refused", err)
 
 sys.exit(finish())

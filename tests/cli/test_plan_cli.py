@@ -162,7 +162,8 @@ def other_kernel(d, p):
 def other_table(d, p):
     """Swaps the parameter and its gradient in a row of the optimizer's table."""
     tables = [a for g in d["groups"] for launch in g["launches"] for a in launch["args"]
-              if isinstance(a, dict) and a["rows"]]
+              if isinstance(a, dict) and a["rows"]
+              and "param" in [c["name"] for c in a["columns"]]]  # not GlobalNorm's, a Constant's
     check(len(tables) > 0, "the FP8 plan's optimizer launch has its table", "")
     rows = tables[0]["rows"]
     r = rng.randrange(len(rows))

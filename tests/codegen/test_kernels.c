@@ -257,10 +257,11 @@ f8_kernel *build_grid_stats(void) {
 }
 
 const f8_kir_op math_ops[N_MATH] = {F8_KIR_OP_EXP, F8_KIR_OP_LOG, F8_KIR_OP_TANH,
-				    F8_KIR_OP_ERF};
-const char *const math_names[N_MATH] = {"exp", "log", "tanh", "erf"};
+				    F8_KIR_OP_ERF, F8_KIR_OP_COS, F8_KIR_OP_SIN};
+const char *const math_names[N_MATH] = {"exp", "log", "tanh", "erf", "cos", "sin"};
 
-/* kernel math(in x: f32, out exp, out log, out tanh, out erf: f32, size n). */
+/* kernel math(in x: f32, out exp, out log, out tanh, out erf, out cos, out sin: f32,
+ * size n). */
 f8_kernel *build_math(void) {
 	builder b = start("math");
 	uint32_t x = param(&b, "x", F8_KERNEL_PARAM_IN, F8_DTYPE_F32);

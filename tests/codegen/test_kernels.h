@@ -14,7 +14,7 @@ extern const f8_dtype float_formats[N_FORMATS];
 extern const char *const format_names[N_FORMATS];
 
 /* The math functions of the math kernel, with their names. */
-enum { N_MATH = 4 };
+enum { N_MATH = 6 };
 extern const f8_kir_op math_ops[N_MATH];
 extern const char *const math_names[N_MATH];
 
@@ -48,7 +48,7 @@ f8_kernel *build_softmax(void);
  * positive index (-1 if none) as grid accumulators and epilogue atomics. */
 f8_kernel *build_grid_stats(void);
 
-/* math(in x: f32, out exp, out log, out tanh, out erf: f32, size n). */
+/* math(in x: f32, out exp, out log, out tanh, out erf, out cos, out sin: f32, size n). */
 f8_kernel *build_math(void);
 
 /* arith(in a, in b, in c, out muladd, out sqrtdiv, out floor, out max, out min: f32, size n):

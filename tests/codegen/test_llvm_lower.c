@@ -10,7 +10,9 @@
  *     a double reference within (cols + 4 + |x - max|) * 2^-24 relative (absolute below
  *     2^-126);
  *   - grid-loop accumulators of one row per thread (add and max, f32 and i64) and their atomics;
- *   - exp, log, tanh and erf against libm in double, in ulps, with their special values;
+ *   - exp, log, tanh, erf, cos and sin against libm in double, in ulps, with their special
+ *     values (cos and sin over every f32: arguments of 10^5 and beyond, next to multiples of
+ *     pi/2);
  *   - arithmetic without contraction, NaN through max and min, integer ops and conversions;
  *   - loads and stores through the addresses of a table parameter (bf16 in, f32 and e4m3
  *     out), on the host;
@@ -495,8 +497,12 @@ static double math_reference(int m, float x) {
 		return log((double)x);
 	case 2:
 		return tanh((double)x);
-	default:
+	case 3:
 		return erf((double)x);
+	case 4:
+		return cos((double)x);
+	default:
+		return sin((double)x);
 	}
 }
 
@@ -536,7 +542,7 @@ static void check_math(bool exhaustive) {
 		const float edges[] = {88.7228394f, 88.7228317f, -103.972076f, -87.3365479f, 0.875f,
 				       -0.875f,     4.0f,        9.5f,         1.0f,         0.0f};
 		for (size_t i = 0; i < n; i++) {
-			switch (i % 4) {
+			switch (i % 6) {
 			case 0:
 				x[i] = from_bits((uint32_t)rng_next());
 				break;
@@ -546,6 +552,13 @@ static void check_math(bool exhaustive) {
 			case 2:
 				x[i] = rng_uniform(-5.0f, 5.0f);
 				break;
+			case 3: // RoPE's angles: positions up to 2^17 times frequencies up to 1
+				x[i] = rng_uniform(-131072.0f, 131072.0f);
+				break;
+			case 4: // next to a multiple of pi/2, where cos or sin is near 0
+				x[i] = nextafterf((float)(rng_below(1u << 20) * 1.57079632679489661923),
+						  rng_below(2) ? INFINITY : -INFINITY);
+				break;
 			default:
 				x[i] = nextafterf(edges[rng_below(10)],
 						  rng_below(2) ? INFINITY : -INFINITY);
@@ -554,7 +567,7 @@ static void check_math(bool exhaustive) {
 		run_math(x, n, out, worst, at, true);
 	}
 	// bounds: llvm_math.c's measured maxima over all inputs, rounded up
-	const double bounds[N_MATH] = {1.0, 1.0, 1.1, 1.1};
+	const double bounds[N_MATH] = {1.0, 1.0, 1.1, 1.1, 0.9, 0.9};
 	if (exhaustive && gpu)
 		printf("math: all 2^32 inputs on the GPU, compared bit for bit with the host\n");
 	for (int m = 0; m < N_MATH && !(exhaustive && gpu); m++) {
@@ -572,7 +585,9 @@ static void check_math_specials(void) {
 	float x[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, -1.0f, 89.0f, -104.0f};
 	enum { N = sizeof x / sizeof *x };
 	float out[N_MATH][N];
-	float *outs[N_MATH] = {out[0], out[1], out[2], out[3]};
+	float *outs[N_MATH];
+	for (int m = 0; m < N_MATH; m++)
+		outs[m] = out[m];
 	test_launch l = {0};
 	test_arg_buffer(&l, x, N, F8_DTYPE_F32);
 	for (int m = 0; m < N_MATH; m++)
@@ -587,6 +602,10 @@ static void check_math_specials(void) {
 	CHECK(out[1][4] == -INFINITY && isnan(out[1][5]));
 	CHECK(out[2][1] == 1.0f && out[2][2] == -1.0f && out[3][1] == 1.0f && out[3][2] == -1.0f);
 	CHECK(bits_of(out[2][4]) == 0x80000000u && bits_of(out[3][4]) == 0x80000000u);
+	// cos and sin: NaN at the infinities, cos 0 = 1, sin keeps the zero's sign
+	CHECK(isnan(out[4][1]) && isnan(out[4][2]) && isnan(out[5][1]) && isnan(out[5][2]));
+	CHECK(out[4][3] == 1.0f && out[4][4] == 1.0f);
+	CHECK(bits_of(out[5][3]) == 0 && bits_of(out[5][4]) == 0x80000000u);
 }
 
 /* IEEE maximum and minimum: NaN wins, -0 < +0. */

@@ -8,7 +8,8 @@
  * memory. Groups come from small text graphs
  * (each made one group by hand) and from the training steps of gpt-tiny (without FP8, with
  * delayed and with current scaling) and llama-tiny (delayed, and block scaling) compiled
- * through the whole pipeline. AdamW is also checked bit for bit over many steps.
+ * through the whole pipeline, and both under --bf16 (gpt-tiny with delayed FP8 too). AdamW
+ * is also checked bit for bit over many steps.
  *
  * usage: test_lower_groups SOURCE_DIR
  */
@@ -94,6 +95,7 @@ static input_kind kind_of(const f8_node *node, uint32_t j) {
 	case F8_OP_EMBEDDING_GRAD: return j == 1 ? INPUT_ID : INPUT_PLAIN;
 	case F8_OP_CROSS_ENTROPY: return j == 1 ? INPUT_LABEL : INPUT_PLAIN;
 	case F8_OP_CROSS_ENTROPY_GRAD: return j == 2 ? INPUT_LABEL : INPUT_PLAIN;
+	case F8_OP_LEARNING_RATE: return INPUT_STEP; // iterations count from 1
 	case F8_OP_ADAMW: {
 		static const input_kind adamw[7] = {INPUT_PLAIN, INPUT_PLAIN, INPUT_PLAIN, INPUT_MOMENT,
 						    INPUT_LR, INPUT_STEP, INPUT_GRAD_SCALE};
@@ -922,18 +924,18 @@ static void check_adamw_many(void) {
 	f8_free(text);
 }
 
-/* A model's training step through the whole pipeline (batch x seq tokens): every group it
- * fused. */
-static void check_model(const char *source_dir, const char *model, int64_t batch, int64_t seq,
-			const f8_fp8_options *fp8) {
-	printf("%s %s%s%s\n", model, fp8 ? "FP8 (HYBRID, " : "without FP8",
-	       fp8 ? f8_recipe_name(fp8->recipe) : "", fp8 ? ")" : "");
+/* A model's training step through the whole pipeline (batch x seq tokens), with --bf16 when
+ * `bf16`: every group it fused. */
+static void check_model_with(const char *source_dir, const char *model, int64_t batch,
+			     int64_t seq, const f8_fp8_options *fp8, bool bf16) {
+	printf("%s %s%s%s%s\n", model, fp8 ? "FP8 (HYBRID, " : "without FP8",
+	       fp8 ? f8_recipe_name(fp8->recipe) : "", fp8 ? ")" : "", bf16 ? ", --bf16" : "");
 	char path[512];
 	snprintf(path, sizeof path, "%s/models/%s.json", source_dir, model);
 	const f8_dim_binding dims[] = {{"batch", batch}, {"seq", seq}};
 	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
 	f8_training_options training = f8_training_options_default();
-	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8,
+	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8, .bf16 = bf16,
 					       .target = f8_codegen_target_table_for(fp8)};
 	f8_graph *graph = NULL;
 	f8_diag diag = {0};
@@ -951,6 +953,11 @@ static void check_model(const char *source_dir, const char *model, int64_t batch
 	check_groups(graph, symbols);
 	printf("  %u groups checked\n", graph->n_groups);
 	f8_graph_destroy(graph);
+}
+
+static void check_model(const char *source_dir, const char *model, int64_t batch, int64_t seq,
+			const f8_fp8_options *fp8) {
+	check_model_with(source_dir, model, batch, seq, fp8, false);
 }
 
 int main(int argc, char **argv) {
@@ -1036,5 +1043,10 @@ int main(int argc, char **argv) {
 	check_model(argv[1], "gpt-tiny", 2, 24, &fp8);
 	fp8.recipe = F8_RECIPE_BLOCK; // 1x128 blocks along the tokens: 128 of them
 	check_model(argv[1], "llama-tiny", 2, 64, &fp8);
+	// --bf16: BF16 norms, activations, residuals, cross-entropy and their gradients.
+	check_model_with(argv[1], "gpt-tiny", 2, 24, NULL, true);
+	check_model_with(argv[1], "llama-tiny", 2, 24, NULL, true);
+	fp8.recipe = F8_RECIPE_DELAYED;
+	check_model_with(argv[1], "gpt-tiny", 2, 24, &fp8, true);
 	return test_finish();
 }

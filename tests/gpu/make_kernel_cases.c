@@ -12,7 +12,10 @@
  * optimizer of three odd-sized parameters (f32 and bf16; the models' own optimizer groups are
  * too large for a check run: see optimizer() below), whose launch builds a table, a norm whose
  * codes are transposed as 4-byte words, and a cross-entropy of bf16 rows of 20000 logits that
- * runs by segments (gpt-tiny's vocabulary is shorter than a segment). Each group
+ * runs by segments (gpt-tiny's vocabulary is shorter than a segment), Rope and RopeGrad at
+ * partial rotary with tables per batch, and the cos and sin of angles in the thousands (a
+ * Range times random frequencies: the reduction by pi/2 that the GPU must do to the host's
+ * bits). Each group
  * that brings a kernel not seen before is one case, its launches in order (most groups have one
  * kernel; a cross-entropy has a second that reduces the rows, a norm with a CastTranspose one
  * that transposes the codes). Inputs are
@@ -768,6 +771,31 @@ static const struct odd_group {
 	 "  %a = Gelu(%h) {approximate=\"tanh\"}\n"
 	 "  %a8, %a8t, %si, %sit, %amax = CastTranspose(%a, %table) {to=e4m3, slot=0}\n"
 	 "  output %a, %a8, %a8t, %si, %sit, %amax\n"
+	 "}\n"},
+	{"odd-rope", "odd_rope", F8_KERNEL_FAMILY_ROPE, // partial, interleaved, tables per batch
+	 "graph odd_rope {\n"
+	 "  input %x : bf16[2, 3, 37, 40]\n"
+	 "  input %cos : f32[2, 1, 37, 24]\n"
+	 "  input %sin : f32[2, 1, 37, 24]\n"
+	 "  %y = Rope(%x, %cos, %sin) {interleaved=1}\n"
+	 "  output %y\n"
+	 "}\n"},
+	{"odd-rope-grad", "odd_rope_grad", F8_KERNEL_FAMILY_ROPE,
+	 "graph odd_rope_grad {\n"
+	 "  input %dy : f32[3, 5, 37, 40]\n"
+	 "  input %cos : f32[37, 40]\n"
+	 "  input %sin : f32[37, 40]\n"
+	 "  %dx = RopeGrad(%dy, %cos, %sin)\n"
+	 "  output %dx\n"
+	 "}\n"},
+	{"odd-rope-angles", "odd_rope_angles", F8_KERNEL_FAMILY_ELEMENTWISE, // cos, sin of 10^4
+	 "graph odd_rope_angles {\n"
+	 "  input %frequency : f32[4099]\n"
+	 "  %position = Range() {limit=4099, dtype=f32}\n"
+	 "  %angle = Mul(%position, %frequency)\n"
+	 "  %cos = Cos(%angle)\n"
+	 "  %sin = Sin(%angle)\n"
+	 "  output %cos, %sin\n"
 	 "}\n"},
 };
 enum { N_ODD_GROUPS = sizeof odd_groups / sizeof *odd_groups };

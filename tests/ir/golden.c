@@ -3,7 +3,8 @@
  *
  *   # passes: canonicalize            passes to run, verifying after each (none: verify only)
  *   # fp8: --fp8-recipe block         FP8 options for precision and fp8-cast, as f8c takes them
- *                                     (tools/fp8_options.h; none: their defaults)
+ *                                     (tools/fp8_options.h; none: their defaults); --bf16 here
+ *                                     is for the bf16 pass (FP8 stays on, as in f8c audit)
  *   graph g { ... }                   the input
  *   # expect:                         then the exact text the printer must produce, or
  *   # expect-error:                   then the exact diagnostic (as f8c prints it)
@@ -94,6 +95,7 @@ static char *run(const char *input, size_t input_len, const char *file_name, boo
 	const f8_fp8_options *planned = f8_tool_fp8_options(&fp8);
 	if (!status)
 		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, planned,
+							  fp8.bf16,
 							  f8_codegen_target_table_for(planned), &diag)
 				  : f8_graph_verify(graph, &diag);
 	f8_tool_fp8_destroy(&fp8);

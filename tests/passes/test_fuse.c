@@ -2,8 +2,8 @@
  * Unit tests of the fuse pass on gpt-tiny, compiled through the whole pipeline with the verifier
  * after every pass: with FP8 (the defaults: HYBRID, delayed) and without, for training and for
  * inference. Every kernel verifies; every Quantize, CastTranspose, LayerNorm, Gelu, GeluGrad and
- * ScalingUpdate is in a kernel, with the members its family admits; the kernels are counted per
- * family; the fused graph's text reads back the same; the report has a line per kernel and a
+ * ScalingUpdate is in a kernel, with the members its family admits; nothing but library nodes
+ * (GEMMs, attention) stays outside a kernel; the kernels are counted per family; the fused graph's text reads back the same; the report has a line per kernel and a
  * summary; a second fuse is refused with a clear error and leaves the graph as it was (the
  * choice passes/fuse.h documents); without a target table (or with one that lowers nothing)
  * nothing is fused and the report says why; allocation failure at every allocation of the pass
@@ -134,10 +134,42 @@ static void check_families(const f8_graph *graph, uint32_t *per_family) {
 		if (family == F8_KERNEL_FAMILY_EMBEDDING || family == F8_KERNEL_FAMILY_EMBEDDING_GRAD)
 			CHECK(end == i + 1 && (seed->op == F8_OP_EMBEDDING ||
 					       seed->op == F8_OP_EMBEDDING_GRAD));
-		if (family == F8_KERNEL_FAMILY_ELEMENTWISE)
-			CHECK(graph->values[seed->outputs[0]].type.shape.rank >= 1);
+		if (family == F8_KERNEL_FAMILY_LAYOUT)
+			CHECK(seed->op == F8_OP_RESHAPE || seed->op == F8_OP_TRANSPOSE ||
+			      seed->op == F8_OP_SPLIT || seed->op == F8_OP_CONCAT ||
+			      seed->op == F8_OP_SLICE || seed->op == F8_OP_SLICE_GRAD ||
+			      seed->op == F8_OP_SQUEEZE || seed->op == F8_OP_UNSQUEEZE ||
+			      seed->op == F8_OP_EXPAND);
+		if (family == F8_KERNEL_FAMILY_REDUCE)
+			CHECK(seed->op == F8_OP_REDUCE_SUM || seed->op == F8_OP_REDUCE_MEAN ||
+			      seed->op == F8_OP_REDUCE_MAX);
+		if (family == F8_KERNEL_FAMILY_FILL)
+			CHECK(seed->op == F8_OP_CONSTANT || seed->op == F8_OP_CONSTANT_OF_SHAPE);
+		if (family == F8_KERNEL_FAMILY_GLOBAL_NORM)
+			CHECK(seed->op == F8_OP_GLOBAL_NORM);
+		if (family == F8_KERNEL_FAMILY_LEARNING_RATE)
+			CHECK(seed->op == F8_OP_LEARNING_RATE);
 		i = end;
 	}
+}
+
+/* Every node of gpt-tiny outside a kernel runs in a library on the target (GEMMs, attention):
+ * on a GPU everything else is a generated kernel. Returns how many stay outside. */
+static uint32_t check_only_library_outside(const f8_graph *graph, const f8_fp8_options *fp8) {
+	const f8_target_table *target = f8_codegen_target_table_for(fp8);
+	uint32_t outside = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		f8_node_id id = graph->order[i];
+		if (graph->nodes[id].group != F8_NONE)
+			continue;
+		outside++;
+		bool library = target->runs_in_library && target->runs_in_library(graph, id);
+		if (!library)
+			printf("  FAIL %s outside any kernel, and no library runs it\n",
+			       f8_op_name(graph->nodes[id].op));
+		CHECK(library);
+	}
+	return outside;
 }
 
 /* The fused graph's text parses back, verifies and prints the same. */
@@ -211,6 +243,14 @@ static void test_gpt_tiny(bool training, bool with_fp8) {
 	// FP8: a ScalingUpdate per table; inference has no gradients' table.
 	CHECK(per_family[F8_KERNEL_FAMILY_SCALING] == (with_fp8 ? (training ? 3u : 2u) : 0u));
 	CHECK(with_fp8 == (per_family[F8_KERNEL_FAMILY_CAST] > 0));
+	// The optimizer's scalars: the schedule and the gradients' norm, one kernel each.
+	CHECK(per_family[F8_KERNEL_FAMILY_LEARNING_RATE] == (training ? 1u : 0u));
+	CHECK(per_family[F8_KERNEL_FAMILY_GLOBAL_NORM] == (training ? 1u : 0u));
+	// Per layer: the Split of qkv, three Reshapes and Transposes into heads, one of each back;
+	// the Slice of pos_embed; in training as many for the gradients (the Concat of dqkv in
+	// place of the Split), and the Reshape and SliceGrad of pos_embed's gradient.
+	CHECK(per_family[F8_KERNEL_FAMILY_LAYOUT] == (training ? 4 * 18 + 3u : 4 * 9 + 1u));
+	check_only_library_outside(graph, with_fp8 ? &fp8 : NULL);
 	check_round_trip(graph);
 	check_refused_again(graph);
 	f8_graph_destroy(graph);
@@ -321,6 +361,7 @@ static void test_recipes(void) {
 		printf("%s scaling: %u casts, %u cast kernels\n", f8_recipe_name(recipes[i]), casts,
 		       per_family[F8_KERNEL_FAMILY_CAST]);
 		CHECK(casts > 0 && per_family[F8_KERNEL_FAMILY_CAST] == casts);
+		check_only_library_outside(graph, &fp8);
 		f8_graph_destroy(graph);
 	}
 }

@@ -7,6 +7,10 @@
  * target cannot run is an error naming the GEMM, or with allow_fallback a recorded decision;
  * after fp8-cast the FP8 GEMMs are FP8Gemms, the tables have one slot per cast tensor, the
  * graph verifies; allocation failure at every allocation of both passes is reported as such.
+ * Under --bf16 (passes/bf16.h): without FP8 every GEMM is recorded BF16 with its reason, the
+ * parameters, their accumulators and moments stay f32 and each is read through its BF16 copy;
+ * with FP8 the FP8 GEMMs write BF16 and the head's reason says BF16; allocation failure in the
+ * bf16 pass is reported as such.
  *
  * usage: test_precision SOURCE_DIR
  */
@@ -16,6 +20,7 @@
 #include "frontend/frontend.h"  // f8_frontend_load
 #include "ir/text.h"            // f8_text_parse
 #include "ir/verify.h"          // f8_graph_verify
+#include "passes/bf16.h"        // f8_pass_bf16_run
 #include "passes/canonicalize.h" // f8_pass_canonicalize_run
 #include "passes/fp8_cast.h"    // f8_pass_fp8_cast_run
 #include "passes/pipeline.h"    // f8_pipeline_run_with
@@ -24,16 +29,16 @@
 
 static const char *source_dir;
 
-/* gpt-tiny with batch 2 and seq 128 bound, compiled through `last` with `fp8`; NULL (with a
- * message) on failure, the status in *status when not NULL. */
-static f8_graph *compile(const f8_fp8_options *fp8, const char *last, f8_status *status_out,
-			 f8_diag *diag) {
+/* gpt-tiny with batch 2 and seq 128 bound, compiled through `last` with `fp8` and `bf16`;
+ * NULL (with a message) on failure, the status in *status when not NULL. */
+static f8_graph *compile_with(const f8_fp8_options *fp8, bool bf16, const char *last,
+			      f8_status *status_out, f8_diag *diag) {
 	char path[512];
 	snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source_dir);
 	const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 128}};
 	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
 	f8_training_options training = f8_training_options_default();
-	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8};
+	f8_pipeline_options compile_options = {.training = &training, .fp8 = fp8, .bf16 = bf16};
 	f8_graph *graph = NULL;
 	f8_diag_clear(diag);
 	f8_status status = f8_frontend_load(path, &options, &graph, diag);
@@ -48,6 +53,12 @@ static f8_graph *compile(const f8_fp8_options *fp8, const char *last, f8_status 
 		return NULL;
 	}
 	return graph;
+}
+
+/* compile_with without --bf16. */
+static f8_graph *compile(const f8_fp8_options *fp8, const char *last, f8_status *status_out,
+			 f8_diag *diag) {
+	return compile_with(fp8, false, last, status_out, diag);
 }
 
 /* The decision of each GEMM, by scope and kind. */
@@ -372,6 +383,95 @@ static void test_allocation_failures(void) {
 	CHECK(succeeded);
 }
 
+/* --bf16 without FP8: 51 GEMMs recorded BF16 by precision, f32 master weights, moments and
+ * accumulators, each parameter read through its BF16 copy, the loss f32, no FP8 cast. */
+static void test_bf16_alone(void) {
+	f8_diag diag;
+	f8_graph *graph = compile_with(NULL, true, "fp8-cast", NULL, &diag);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	decision d[MAX_GEMMS];
+	int n = decisions_of(graph, d), n_bf16 = 0;
+	for (int i = 0; i < n; i++)
+		n_bf16 += d[i].format == F8_DTYPE_BF16 && d[i].recipe == F8_RECIPE_NONE && d[i].reason &&
+			  starts_with(d[i].reason, "kept BF16: --bf16 without --fp8-format: BF16 "
+					  "operands and output, f32 accumulation");
+	CHECK(n == 51 && n_bf16 == 51);
+	int n_params = 0, n_copies = 0, n_f32_state = 0, n_casts = 0;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *v = &graph->values[graph->inputs[i]];
+		if (v->role == F8_ROLE_PARAMETER)
+			n_params += v->type.dtype == F8_DTYPE_F32;
+		if (v->role == F8_ROLE_OPTIMIZER_STATE && v->type.dtype == F8_DTYPE_F32)
+			n_f32_state++; // main_grad, exp_avg, exp_avg_sq of each
+		char name[320];
+		snprintf(name, sizeof name, "%s.bf16", v->name);
+		f8_value_id copy = f8_graph_find_value(graph, name, strlen(name));
+		n_copies += v->role == F8_ROLE_PARAMETER && copy != F8_NONE &&
+			    graph->values[copy].type.dtype == F8_DTYPE_BF16 &&
+			    starts_with(graph->values[copy].precision.reason, "kept BF16: --bf16: ");
+	}
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		n_casts += node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
+		if (node->op == F8_OP_CROSS_ENTROPY)
+			CHECK(graph->values[node->inputs[0]].type.dtype == F8_DTYPE_BF16 &&
+			      graph->values[node->outputs[0]].type.dtype == F8_DTYPE_F32);
+	}
+	CHECK(n_params == 52 && n_copies == 52 && n_f32_state == 3 * 52 && n_casts == 0);
+	CHECK(f8_graph_verify(graph, &diag) == F8_OK);
+	f8_graph_destroy(graph);
+}
+
+/* --bf16 with the default FP8: the FP8 GEMMs write BF16, the head is kept BF16. */
+static void test_bf16_with_fp8(void) {
+	f8_fp8_options fp8 = f8_fp8_options_default();
+	f8_diag diag;
+	f8_graph *graph = compile_with(&fp8, true, "fp8-cast", NULL, &diag);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	int n_fp8 = 0, n_head = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		const f8_value *out = &graph->values[node->outputs[0]];
+		if (node->op == F8_OP_FP8_GEMM)
+			n_fp8 += out->type.dtype == F8_DTYPE_BF16 &&
+				 f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED) == F8_DTYPE_BF16;
+		else if (f8_op_get_info(node->op)->flags & F8_OPF_GEMM)
+			n_head += out->type.dtype == F8_DTYPE_BF16 && node->scope &&
+				  strcmp(node->scope, "head") == 0 &&
+				  starts_with(out->precision.reason, "kept BF16: the output head");
+	}
+	CHECK(n_fp8 == 48 && n_head == 3);
+	f8_graph_destroy(graph);
+}
+
+/* Every allocation of the bf16 pass may fail, and then says so. */
+static void test_bf16_allocation_failures(void) {
+	f8_diag diag;
+	bool succeeded = false;
+	for (long n = 0; !succeeded && n < 100000; n++) {
+		f8_graph *graph = compile(NULL, "fuse-patterns", NULL, &diag);
+		CHECK(graph != NULL);
+		if (!graph)
+			return;
+		test_fail_allocations_after(n);
+		f8_status status = f8_pass_bf16_run(graph, NULL, &diag);
+		test_allocations_restore();
+		if (status != F8_OK && status != F8_ERR_NOMEM)
+			printf("FAIL allocation %ld: %s\n", n, diag.message);
+		CHECK(status == F8_OK || status == F8_ERR_NOMEM);
+		succeeded = status == F8_OK;
+		if (succeeded)
+			CHECK(f8_graph_verify(graph, &diag) == F8_OK);
+		f8_graph_destroy(graph);
+		n += n > 200 ? 37 : 0;
+	}
+	CHECK(succeeded);
+}
+
 int main(int argc, char **argv) {
 	source_dir = argc > 1 ? argv[1] : ".";
 	test_defaults();
@@ -381,5 +481,8 @@ int main(int argc, char **argv) {
 	test_target();
 	test_shapes();
 	test_allocation_failures();
+	test_bf16_alone();
+	test_bf16_with_fp8();
+	test_bf16_allocation_failures();
 	return test_finish();
 }

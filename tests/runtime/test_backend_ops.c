@@ -19,7 +19,7 @@
  *
  * usage: test_backend_ops [TITLE_PART]
  */
-#include <math.h>   // isnan, isfinite, fabs, ldexp, INFINITY
+#include <math.h>   // ldexp, INFINITY
 #include <stdio.h>  // printf, snprintf
 #include <stdlib.h> // getenv, strtoul
 #include <string.h> // strstr
@@ -33,6 +33,7 @@
 #include "passes/pipeline.h"      // f8_pipeline_run_with, f8_pipeline_options
 #include "runtime/cpu/backend.h"  // f8_cpu_backend_create, F8_CPU_KERNELS_*
 #include "runtime/executor.h"     // f8_executor_create, _write, _run, _read
+#include "tests/runtime/test_compare.h" // test_compare, test_comparison
 #include "tests/runtime/test_fill.h" // rng_state, test_fill, test_find_spec
 #include "tests/test_support.h"   // CHECK, test_finish
 
@@ -111,6 +112,14 @@ static const op_case cases[] = {
 	{.title = "Tanh", IN("x", "f32[6, 35]") "%y = Tanh(%x)\noutput %y\n", "x=uniform:-5:5"},
 	{.title = "Cos", IN("x", "f32[6, 35]") "%y = Cos(%x)\noutput %y\n", "x=uniform:-9:9"},
 	{.title = "Sin", IN("x", "f32[6, 35]") "%y = Sin(%x)\noutput %y\n", "x=uniform:-9:9"},
+	// Arguments far from 0 (RoPE's angles: positions times frequencies up to 1), where a
+	// reduction by pi/2 that loses bits would show.
+	{.title = "Cos, arguments to 8192", IN("x", "f32[6, 35]") "%y = Cos(%x)\noutput %y\n",
+	 "x=uniform:-8192:8192"},
+	{.title = "Sin, arguments to 10^5", IN("x", "f32[6, 35]") "%y = Sin(%x)\noutput %y\n",
+	 "x=uniform:-100000:100000"},
+	{.title = "Cos, Sin bf16, arguments to 3000", IN("x", "bf16[7, 40]")
+	 "%c = Cos(%x)\n%s = Sin(%x)\noutput %c, %s\n", "x=uniform:-3000:3000"},
 	{.title = "Erf", IN("x", "f32[6, 35]") "%y = Erf(%x)\noutput %y\n", "x=uniform:-4:4"},
 	{.title = "Sigmoid",
 	 IN("x", "f32[6, 35]") "%y = Sigmoid(%x)\noutput %y\n", "x=uniform:-20:20"},
@@ -151,6 +160,16 @@ static const op_case cases[] = {
 	{.title = "Cast f32 -> bf16", IN("x", "f32[6, 35]") "%y = Cast(%x) {to=bf16}\noutput %y\n",
 	 "x=uniform:-600:600"},
 	{.title = "Cast bf16 -> f32", IN("x", "bf16[6, 35]") "%y = Cast(%x) {to=f32}\noutput %y\n"},
+	{.title = "Cast i64 -> f32, beyond 2^24", IN("x", "i64[6, 35]")
+	 "%y = Cast(%x) {to=f32}\noutput %y\n", "x=int:-100000000:100000000"},
+	{.title = "Cast i32 -> f32, bool -> f32", IN("x", "i32[5, 21]") IN("b", "bool[5, 21]")
+	 "%y = Cast(%x) {to=f32}\n%z = Cast(%b) {to=f32}\noutput %y, %z\n", "x=int:-5000:5000"},
+	// To bf16 through f32, as the reference rounds (twice: 2^24 + 2^16 + 1 is 2^24 + 2^16 as
+	// an f32, that 2^24 as a bf16, not the 2^24 + 2^17 of one rounding).
+	{.title = "Cast i64 -> bf16, through f32", IN("x", "i64[2, 5]")
+	 "%y = Cast(%x) {to=bf16}\noutput %y\n",
+	 "x=list:16842753,-16842753,33685505,-33685503,16777217,2147483647,-3,0,255,"
+	 "1099511627775"},
 	{.title = "Cast f32 -> e4m3, e5m2 (saturating)", IN("x", "f32[6, 35]") IN("y", "f32[6, 35]")
 	 "%a = Cast(%x) {to=e4m3}\n%b = Cast(%y) {to=e5m2}\noutput %a, %b\n",
 	 "x=uniform:-600:600 y=uniform:-70000:70000"},
@@ -190,6 +209,29 @@ static const op_case cases[] = {
 	{.title = "Slice with steps", IN("x", "f32[7, 9]")
 	 "%y = Slice(%x) {starts=[1, 8], ends=[7, 0], axes=[0, 1], steps=[2, -3]}\noutput %y\n"},
 	{.title = "Expand", IN("x", "f32[5, 1]") "%y = Expand(%x) {shape=[3, 5, 7]}\noutput %y\n"},
+	// The same moves with other axes and dtypes, each a layout kernel (lower_layout.c).
+	{.title = "Transpose heads (0, 2, 1, 3)", IN("x", "f32[2, 5, 3, 7]")
+	 "%y = Transpose(%x) {perm=[0, 2, 1, 3]}\noutput %y\n"},
+	{.title = "Transpose bf16 of the last two, reversed i64", IN("x", "bf16[3, 9, 70]")
+	 IN("i", "i64[4, 3, 5]")
+	 "%y = Transpose(%x) {perm=[0, 2, 1]}\n%j = Transpose(%i)\noutput %y, %j\n",
+	 "i=int:-50:50"},
+	{.title = "Concat on a middle axis, e4m3", IN("a", "f32[2, 3, 5]") IN("b", "f32[2, 4, 5]")
+	 IN("q", "e4m3[3, 2, 4]") IN("r", "e4m3[3, 1, 4]")
+	 "%y = Concat(%a, %b) {axis=1}\n%z = Concat(%q, %r, %q) {axis=-2}\noutput %y, %z\n",
+	 "q=uniform:-400:400 r=uniform:-400:400"},
+	{.title = "Concat on the last axis, bf16", IN("a", "bf16[3, 4, 6]") IN("b", "bf16[3, 4, 1]")
+	 "%y = Concat(%a, %b) {axis=2}\noutput %y\n"},
+	{.title = "Split on a middle axis, one part unread", IN("x", "f32[3, 9, 4]")
+	 "%a, %b, %c = Split(%x) {axis=1, split=[4, 2, 3]}\n%d = Neg(%b)\noutput %a, %c, %d\n"},
+	{.title = "Split on the last axis, i64", IN("x", "i64[5, 12]")
+	 "%a, %b = Split(%x) {axis=-1, split=[7, 5]}\noutput %a, %b\n", "x=int:-9:9"},
+	{.title = "Slice with start offsets", IN("x", "f32[6, 10, 5]")
+	 "%y = Slice(%x) {starts=[2, -7], ends=[5, 9], axes=[1, 0]}\noutput %y\n"},
+	{.title = "SliceGrad with a start offset", IN("dy", "f32[4, 3]")
+	 "%dx = SliceGrad(%dy) {shape=[9, 3], starts=[3], ends=[7], axes=[0]}\noutput %dx\n"},
+	{.title = "Expand bf16 of a middle axis", IN("x", "bf16[4, 1, 6]")
+	 "%y = Expand(%x) {shape=[2, 4, 5, 6]}\noutput %y\n"},
 	{.title = "Constant, read by a fused Mul", IN("x", "f32[5, 7]")
 	 "%c = Constant() {value=f32[7](0.5, -1.25, 3, 7.5, -0.125, 2.75, -6)}\n"
 	 "%y = Mul(%x, %c)\noutput %y, %c\n"},
@@ -199,6 +241,16 @@ static const op_case cases[] = {
 	{.title = "Shape", IN("x", "f32[5, 7, 3]") "%s = Shape(%x) {start=1}\noutput %s\n"},
 	{.title = "Range, read by a fused Mul", IN("x", "f32[4, 19]")
 	 "%r = Range() {start=3, limit=40, delta=2, dtype=f32}\n%y = Mul(%x, %r)\noutput %y, %r\n"},
+	{.title = "Range i64 down, Cast to f32 in its kernel",
+	 "%r = Range() {start=50, limit=-300, delta=-7}\n%f = Cast(%r) {to=f32}\n"
+	 "output %r, %f\n"},
+	{.title = "Range bf16 beyond 2^24", "%r = Range() {start=16842700, limit=16842800, "
+	 "dtype=bf16}\n%i = Range() {start=-5, limit=9, dtype=i32}\noutput %r, %i\n"},
+	// Llama's RoPE tables: positions to 8192 times the inverse frequencies, their cos and sin.
+	{.title = "RoPE tables: Range, Cast, Unsqueeze, Mul, Cos, Sin", IN("f", "f32[1, 16]")
+	 "%p = Range() {limit=8192}\n%pf = Cast(%p) {to=f32}\n"
+	 "%col = Unsqueeze(%pf) {axes=[1]}\n%a = Mul(%col, %f)\n%c = Cos(%a)\n%s = Sin(%a)\n"
+	 "output %c, %s\n", "f=uniform:0.0001:1"},
 	{.title = "Trilu", IN("x", "f32[2, 6, 9]") "%y = Trilu(%x) {upper=0, k=1}\noutput %y\n"},
 	{.title = "Softmax",
 	 IN("x", "f32[6, 37]") "%y = Softmax(%x)\noutput %y\n", "x=uniform:-8:8"},
@@ -212,6 +264,19 @@ static const op_case cases[] = {
 	 "%y = ReduceSum(%x) {axes=[0, 2], keepdims=0}\noutput %y\n"},
 	{.title = "ReduceMax bf16", IN("x", "bf16[5, 6, 7]")
 	 "%y = ReduceMax(%x) {axes=[-1], keepdims=0}\noutput %y\n"},
+	// Each a reduce kernel (lower_reduce.c): terms in registers (16 or fewer), or a block loop.
+	{.title = "ReduceSum over leading axes (a bias gradient)", IN("x", "f32[4, 33, 20]")
+	 "%y = ReduceSum(%x) {axes=[0, 1], keepdims=0}\noutput %y\n"},
+	{.title = "ReduceSum over the first axis, keepdims", IN("x", "f32[5, 8, 9]")
+	 "%y = ReduceSum(%x) {axes=[0], keepdims=1}\noutput %y\n"},
+	{.title = "ReduceSum over a middle axis, bf16", IN("x", "bf16[3, 40, 6]")
+	 "%y = ReduceSum(%x) {axes=[1], keepdims=0}\noutput %y\n"},
+	{.title = "ReduceSum over the trailing axes, and all", IN("x", "f32[7, 6, 45]")
+	 "%y = ReduceSum(%x) {axes=[1, 2], keepdims=0}\n%z = ReduceSum(%x) {keepdims=0}\n"
+	 "output %y, %z\n", "x=uniform:0.5:3"}, // one sign: a sum of 1890 that cannot cancel
+	{.title = "ReduceMax over leading axes of a NaN, ReduceMean", IN("x", "f32[9, 4, 6]")
+	 "%l = Log(%x)\n%y = ReduceMax(%l) {axes=[0, 1], keepdims=0}\n"
+	 "%z = ReduceMean(%x) {axes=[0, 2], keepdims=1}\noutput %y, %z\n"},
 	{.title = "CumSum", IN("x", "f32[5, 13]")
 	 "%y = CumSum(%x) {axis=1}\n%z = CumSum(%x) {axis=0, exclusive=1, reverse=1}\n"
 	 "output %y, %z\n"},
@@ -257,6 +322,9 @@ static const op_case cases[] = {
 	 "c=uniform:-1:1 s=uniform:-1:1"},
 	{.title = "Rope interleaved bf16", IN("x", "bf16[1, 2, 5, 12]") IN("c", "bf16[5, 12]")
 	 IN("s", "bf16[5, 12]") "%y = Rope(%x, %c, %s) {interleaved=1}\noutput %y\n",
+	 "c=uniform:-1:1 s=uniform:-1:1"},
+	{.title = "Rope per-batch tables", IN("x", "f32[3, 2, 9, 16]") IN("c", "f32[3, 1, 9, 16]")
+	 IN("s", "f32[3, 1, 9, 16]") "%y = Rope(%x, %c, %s)\noutput %y\n",
 	 "c=uniform:-1:1 s=uniform:-1:1"},
 	{.title = "Embedding", IN("ids", "i64[3, 7]") IN("w", "f32[50, 24]")
 	 "%y = Embedding(%ids, %w)\noutput %y\n", "ids=int:0:49"},
@@ -312,6 +380,10 @@ static const op_case cases[] = {
 	 IN("dy", "f32[2, 3, 7, 20]") IN("c", "f32[7, 12]")
 	 IN("s", "f32[7, 12]") "%dx = RopeGrad(%dy, %c, %s)\noutput %dx\n",
 	 "c=uniform:-1:1 s=uniform:-1:1"},
+	{.title = "RopeGrad interleaved bf16, per-batch tables", IN("dy", "bf16[2, 3, 5, 12]")
+	 IN("c", "bf16[2, 1, 5, 8]") IN("s", "bf16[2, 1, 5, 8]")
+	 "%dx = RopeGrad(%dy, %c, %s) {interleaved=1}\noutput %dx\n",
+	 "c=uniform:-1:1 s=uniform:-1:1"},
 	{.title = "EmbeddingGrad", IN("dy", "f32[3, 7, 24]") IN("ids", "i64[3, 7]")
 	 "%dw = EmbeddingGrad(%dy, %ids) {vocab=50}\noutput %dw\n", "ids=int:0:9"},
 	{.title = "EmbeddingGrad bf16", IN("dy", "bf16[45, 24]") IN("ids", "i32[45]")
@@ -353,6 +425,45 @@ static const op_case cases[] = {
 	{.title = "LearningRate cosine", IN("it", "i64[]")
 	 "%lr = LearningRate(%it) {lr=0.001, min_lr=0.0001, warmup=5, decay_iters=40, "
 	 "style=\"cosine\"}\noutput %lr\n", "it=int:1:50"},
+	{.title = "GlobalNorm of 6 tensors of odd sizes, chunks of several",
+	 IN("a", "f32[4099]") IN("b", "f32[3, 1371]") IN("c", "bf16[8193]") IN("d", "f32[1]")
+	 IN("e", "f32[17, 5]") IN("f", "bf16[2, 3]")
+	 "%n = GlobalNorm(%a, %b, %c, %d, %e, %f)\noutput %n\n"},
+	// The schedule in warm-up (3, and its last 5), decaying (6, 20, 40) and after it (41, 90).
+#define LR_LINEAR "{lr=0.003, min_lr=0.0003, warmup=5, decay_iters=40, style=\"linear\"}\n"
+#define LR_COSINE "{lr=0.003, min_lr=0.0003, warmup=5, decay_iters=40, style=\"cosine\"}\n"
+	{.title = "LearningRate constant, warm-up and after",
+	 IN("i1", "i64[]") IN("i2", "i64[]") IN("i3", "i64[]") IN("i4", "i64[]")
+	 "%a = LearningRate(%i1) {lr=0.003, warmup=5, decay_iters=40, style=\"constant\"}\n"
+	 "%b = LearningRate(%i2) {lr=0.003, warmup=5, decay_iters=40, style=\"constant\"}\n"
+	 "%c = LearningRate(%i3) {lr=0.003, warmup=5, decay_iters=40, style=\"constant\"}\n"
+	 "%d = LearningRate(%i4) {lr=0.003, style=\"constant\"}\noutput %a, %b, %c, %d\n",
+	 "i1=list:3 i2=list:5 i3=list:20 i4=list:7"},
+	{.title = "LearningRate linear, warm-up, decay and after",
+	 IN("i1", "i64[]") IN("i2", "i64[]") IN("i3", "i64[]") IN("i4", "i64[]") IN("i5", "i64[]")
+	 "%a = LearningRate(%i1) " LR_LINEAR
+	 "%b = LearningRate(%i2) " LR_LINEAR
+	 "%c = LearningRate(%i3) " LR_LINEAR
+	 "%d = LearningRate(%i4) " LR_LINEAR
+	 "%e = LearningRate(%i5) " LR_LINEAR
+	 "output %a, %b, %c, %d, %e\n", "i1=list:3 i2=list:6 i3=list:20 i4=list:40 i5=list:41"},
+	{.title = "LearningRate cosine, warm-up, decay and after",
+	 IN("i1", "i64[]") IN("i2", "i64[]") IN("i3", "i64[]") IN("i4", "i64[]") IN("i5", "i64[]")
+	 "%a = LearningRate(%i1) " LR_COSINE
+	 "%b = LearningRate(%i2) " LR_COSINE
+	 "%c = LearningRate(%i3) " LR_COSINE
+	 "%d = LearningRate(%i4) {lr=0.003, warmup=5, decay_iters=40, style=\"cosine\"}\n"
+	 "%e = LearningRate(%i5) " LR_COSINE
+	 "output %a, %b, %c, %d, %e\n", "i1=list:2 i2=list:6 i3=list:23 i4=list:39 i5=list:90"},
+	{.title = "LearningRate at iteration 0: refused", IN("it", "i64[]")
+	 "%lr = LearningRate(%it) {lr=0.003, warmup=5}\noutput %lr\n", "it=list:0",
+	 "iterations count from 1"},
+	// The optimizer's scalars: clipping's arithmetic and the iteration's increment, as kernels.
+	{.title = "Scalar arithmetic: clipping, an i64 increment", IN("n", "f32[]") IN("it", "i64[]")
+	 "%e = Constant() {value=f32[](1e-06)}\n%d = Add(%n, %e)\n"
+	 "%m = Constant() {value=f32[](1)}\n%r = Div(%m, %d)\n%s = Min(%m, %r)\n"
+	 "%one = Constant() {value=i64[](1)}\n%next = Add(%it, %one)\noutput %s, %next\n",
+	 "n=uniform:0.1:3 it=int:0:1000"},
 	{.title = "AdamW, clipped",
 	 "param %p : f32[17, 30]\nstate %g : f32[17, 30]\nstate %m : f32[17, 30]\n"
 	 "state %v : f32[17, 30]\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")
@@ -580,45 +691,6 @@ static unsigned seed;
 static bool verbose;             // F8_TEST_VERBOSE: a line for every output, not only failures
 static bool present[N_BACKENDS]; // which backends this build and machine have
 
-/* One output against the reference's: the NMSE over the finite elements; how many elements
- * differ at all, and how many break the rules NMSE does not see (NaN and infinities where the
- * reference has none or others; for an exact dtype, any difference); the element that differs
- * most (a rule's break first), to name in a failure. */
-typedef struct comparison {
-	double nmse;
-	int64_t differ, bad; // elements not equal; elements against the rules
-	int64_t at;          // the element shown, -1 when none differs
-	double want, got;    // its values
-} comparison;
-
-static comparison compare(const f8_rt_tensor *got, const f8_rt_tensor *want, bool exact) {
-	comparison result = {.at = -1};
-	double error = 0, energy = 0, most = -1;
-	int64_t n = f8_rt_tensor_numel(want);
-	for (int64_t i = 0; i < n; i++) {
-		double a = f8_rt_tensor_get(got, i), b = f8_rt_tensor_get(want, i);
-		bool finite = isfinite(a) && isfinite(b);
-		if (finite) {
-			error += (a - b) * (a - b);
-			energy += b * b;
-		}
-		if (a == b || (isnan(a) && isnan(b)))
-			continue;
-		result.differ++;
-		bool against_rules = !finite || exact;
-		result.bad += against_rules;
-		double weight = against_rules ? INFINITY : fabs(a - b);
-		if (weight > most) {
-			most = weight;
-			result.at = i;
-			result.want = b;
-			result.got = a;
-		}
-	}
-	result.nmse = energy > 0 ? error / energy : error > 0 ? INFINITY : 0;
-	return result;
-}
-
 /* The kernels the fuse pass made, for the report: "elementwise" or "norm+cast"; "" for none. */
 static void describe_kernels(const f8_graph *graph, char *out, size_t size) {
 	size_t used = 0;
@@ -640,7 +712,7 @@ static void report(const op_case *c, const f8_graph *graph, const char *backend,
 		f8_dtype dtype = want[o].dtype;
 		int64_t numel = f8_rt_tensor_numel(&want[o]);
 		double tolerance = c->tolerance ? c->tolerance : tolerance_of(dtype, numel);
-		comparison r = compare(&got[o], &want[o], tolerance == 0);
+		test_comparison r = test_compare(&got[o], &want[o], tolerance == 0);
 		bool passed = r.bad == 0 && r.nmse <= tolerance;
 		double ratio = tolerance ? r.nmse / tolerance : r.nmse > 0 ? INFINITY : 0;
 		if (ratio > worst_ratio) {

@@ -4,14 +4,18 @@
  * check (broadcasting, attributes, optional outputs, the data errors each kernel reports). Then
  * the f32 fast paths against the generic path: each hot kernel runs once on aligned f32
  * tensors and once on misaligned ones (which kernel_util.h reads element by element through
- * f8_rt_tensor_get/set), and the outputs must agree bit for bit. Last, allocation failure in
- * the kernels that allocate scratch memory.
+ * f8_rt_tensor_get/set), and the outputs must agree bit for bit; and the BF16 fast path of
+ * f8_rt_tensor_get/set against ir/fp8.h's general conversion (every BF16 value decoded, every
+ * BF16 upper half with the lower halves around each rounding boundary encoded; the encoding was
+ * checked once on all 2^32 floats, a minute and a half). Last, allocation failure in the
+ * kernels that allocate scratch memory.
  * tests/runtime/test_kernels_numpy.py covers the same kernels against NumPy on random inputs.
  */
 #include <math.h>   // fabs, sqrt, exp, log, erf, tanh, isinf, isnan
 #include <stdlib.h> // malloc, free
 #include <string.h> // strlen, strstr, memcpy, memcmp
 
+#include "ir/fp8.h"                  // f8_float_decode, f8_float_encode
 #include "ir/text.h"                 // f8_text_parse
 #include "passes/pipeline.h"         // f8_pipeline_run
 #include "runtime/cpu/executor.h"    // f8_cpu_executor
@@ -665,6 +669,37 @@ static void test_fast_paths(void) {
 			  "  output %y\n}\n");
 }
 
+/* The BF16 fast path of f8_rt_tensor_get/set is ir/fp8.h's conversion, NaNs included. */
+static void test_bf16_fast_path(void) {
+	uint16_t code = 0;
+	f8_rt_tensor one = {.dtype = F8_DTYPE_BF16, .rank = 0, .data = &code, .n_bytes = 2};
+	int decoded = 0, encoded = 0;
+	for (uint32_t bits = 0; bits <= 0xFFFF; bits++) {
+		code = (uint16_t)bits;
+		double got = f8_rt_tensor_get(&one, 0);
+		float want = f8_float_decode(F8_DTYPE_BF16, bits);
+		decoded += (isnan(got) && isnan(want)) || got == (double)want;
+		// The lower halves at and around the tie, and the ends.
+		static const uint32_t lows[] = {0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234, 0xC000};
+		for (size_t l = 0; l < sizeof lows / sizeof lows[0]; l++) {
+			uint32_t wide = bits << 16 | lows[l];
+			float value;
+			memcpy(&value, &wide, 4);
+			encoded += f8_rt_bf16_encode(value) ==
+				   (uint16_t)f8_float_encode(F8_DTYPE_BF16, value, false);
+		}
+	}
+	CHECK(decoded == 0x10000);
+	CHECK(encoded == 8 * 0x10000);
+	// A store through f8_rt_tensor_set is the same rounding, from double through float.
+	f8_rt_tensor_set(&one, 0, 1.0 + 0x1p-8); // a tie: to even, 1.0
+	CHECK(code == 0x3F80);
+	f8_rt_tensor_set(&one, 0, 1.0 + 0x1p-8 + 0x1p-20); // past the tie: up
+	CHECK(code == 0x3F81);
+	f8_rt_tensor_set(&one, 0, 0x1.ffp127); // past the largest finite: inf
+	CHECK(code == 0x7F80);
+}
+
 /* Runs the last node of the graph in `text` directly with allocation failing after 0, 1, ...
  * allocations: each failure is F8_ERR_NOMEM and leaks nothing (the sanitizer build checks),
  * until enough allocations succeed. */
@@ -750,6 +785,7 @@ int main(void) {
 	test_fp8();
 	test_collectives();
 	test_fast_paths();
+	test_bf16_fast_path();
 	test_allocation_failures();
 	return test_finish();
 }

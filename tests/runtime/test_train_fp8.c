@@ -8,7 +8,11 @@
  *   (c) resume with FP8 is bit-exact: 4 steps straight against 2 saved, then 2 resumed; the
  *       checkpoint holds the scaling tables (scale, amax_history, nonfinite) and no weight
  *       cache;
- *   (d) the generated kernels (the default) train as the reference kernels do.
+ *   (d) the generated kernels (the default) train as the reference kernels do;
+ *   (e) so they do under --bf16 (passes/bf16.h), with FP8 and without, within BF16's rounding:
+ *       each BF16 store may round the other way where the generated f32 arithmetic and the
+ *       reference's double fall on either side of a BF16 rounding boundary; and the --bf16
+ *       run's losses stay close to the f32 run's.
  * Usage: test_train_fp8 MODEL.json WORK_FOLDER
  */
 #define _POSIX_C_SOURCE 200809L // mkdtemp
@@ -245,6 +249,38 @@ static void test_generated_kernels(const char *model, const char *data) {
 	}
 }
 
+/* (e): --bf16's step, generated kernels against the reference ones, and against f32. */
+static void test_bf16(const char *model, const char *data) {
+	f8_fp8_options fp8 = options_for(F8_RECIPE_DELAYED);
+	setup c = config_for(model, data, 4);
+	heard f32;
+	bool ok = train(&c, &f32);
+	c.compile.bf16 = true;
+	for (int with_fp8 = 0; with_fp8 < 2; with_fp8++) {
+		c.compile.fp8 = with_fp8 ? &fp8 : NULL;
+		heard generated, reference;
+		ok &= train(&c, &generated);
+		kernels = F8_CPU_KERNELS_REFERENCE;
+		ok &= train(&c, &reference);
+		kernels = F8_CPU_KERNELS_GENERATED;
+		CHECK(ok && generated.steps == 4 && reference.steps == 4);
+		double worst = 0, from_f32 = 0;
+		for (int i = 1; i <= 4; i++) {
+			double difference = fabs(generated.losses[i] - reference.losses[i]);
+			double off = fabs(reference.losses[i] - f32.losses[i]) / f32.losses[i];
+			worst = difference / reference.losses[i] > worst
+					? difference / reference.losses[i] : worst;
+			from_f32 = off > from_f32 ? off : from_f32;
+		}
+		printf("(e) --bf16%s: step 4 generated %.9g, reference %.9g, f32 %.9g; worst relative "
+		       "difference %.2g, from f32 %.2g\n", with_fp8 ? " with FP8" : "",
+		       generated.losses[4], reference.losses[4], f32.losses[4], worst, from_f32);
+		CHECK(worst <= 2e-3);
+		CHECK(from_f32 <= 2e-2);
+		CHECK(generated.losses[4] != f32.losses[4]); // BF16 really ran
+	}
+}
+
 int main(int argc, char **argv) {
 	if (argc != 3) {
 		printf("usage: test_train_fp8 MODEL.json WORK_FOLDER\n");
@@ -263,5 +299,6 @@ int main(int argc, char **argv) {
 	test_evaluation_frozen(argv[1], data);
 	test_resume(argv[1], data, work);
 	test_generated_kernels(argv[1], data);
+	test_bf16(argv[1], data);
 	return test_finish();
 }

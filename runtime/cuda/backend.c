@@ -1,0 +1,650 @@
+/*
+ * The CUDA backend (runtime/cuda/backend.h): device buffers, the plan's kernels launched by
+ * their recorded bindings and geometry, GEMMs and attention through the libraries.
+ */
+#include "runtime/cuda/backend.h" // f8_cuda_backend_create
+
+#include <stdio.h>  // snprintf
+#include <stdlib.h> // getenv
+#include <string.h> // memcmp, memcpy, strcmp
+
+#include "ir/alloc.h"                // f8_calloc, f8_free
+#include "ir/ops.h"                  // f8_op_get_info, F8_OPF_GEMM
+#include "runtime/cuda/attention.h"  // f8_cuda_attention
+#include "runtime/cuda/driver.h"     // f8_cuda_*
+#include "runtime/cuda/gemm.h"       // f8_cuda_gemms
+#include "runtime/cuda/libraries.h"  // f8_cuda_load
+
+enum { ALIGNMENT = 256 };
+
+struct f8_buffer {
+	CUdeviceptr address; // 0 for a buffer of no bytes
+	uint64_t n_bytes;
+};
+
+/* One launch of a group, bound once at prepare: its sizes evaluated, its tables placed. */
+typedef struct cuda_launch {
+	const f8_plan_kernel *kernel;
+	CUfunction function;
+	int64_t *sizes;          // (the kernel's n_params) a size parameter's value
+	int64_t rows;            // the product of the grid sizes
+	int64_t **table_cells;   // (n_params) a table's cells as last uploaded, or NULL
+	bool *table_uploaded;    // (n_params) whether table_cells is on the device yet
+	CUdeviceptr *table_at;   // (n_params) where a table lives on the device
+} cuda_launch;
+
+typedef struct cuda_group {
+	cuda_launch *launches;   // (n_launches)
+	uint64_t *scratch_at;    // (n_scratch) offsets into the backend's scratch
+	uint64_t scratch_bytes;  // the group's scratch, from scratch_at[0] on
+	bool ran;                // since the last synchronize, with an error to read
+} cuda_group;
+
+typedef struct cuda_backend {
+	f8_backend base;
+	const f8_plan *plan;
+	f8_cuda_options options;
+	f8_cuda_device device;
+	bool opened;
+	bool sync_each;          // F8C_CUDA_SYNC=1
+	CUstream stream;
+	CUmodule module;
+	CUfunction *functions;   // (plan->n_kernels)
+	// What prepare made.
+	const f8_graph *graph;
+	const int64_t *symbol_values;
+	cuda_group *groups;      // (plan->n_groups)
+	CUdeviceptr scratch;     // every group's scratch, one allocation
+	uint64_t scratch_bytes;
+	CUdeviceptr tables;      // every launch's tables, one allocation
+	uint64_t table_bytes;
+	f8_cuda_gemms *gemms;
+	f8_cuda_attention *attention;
+	// One launch's arguments and one node's addresses, sized for the largest.
+	void **args;
+	CUdeviceptr *pointers;
+	CUdeviceptr *inputs, *outputs;
+} cuda_backend;
+
+static cuda_backend *cuda_of(f8_backend *backend) {
+	return (cuda_backend *)backend;
+}
+
+static const f8_backend_interface cuda_interface;
+
+bool f8_cuda_backend_is(const f8_backend *backend) {
+	return backend && backend->interface == &cuda_interface;
+}
+
+const char *f8_cuda_backend_device(const f8_backend *backend, uint64_t *total_bytes) {
+	const cuda_backend *cuda = (const cuda_backend *)backend;
+	if (total_bytes)
+		*total_bytes = cuda->device.total_memory;
+	return cuda->device.name;
+}
+
+/* The device address of a view; 0 for one without a buffer. */
+static CUdeviceptr address_of(const f8_tensor_view *view) {
+	return view->buffer && view->buffer->address ? view->buffer->address + view->offset : 0;
+}
+
+static f8_status buffer_create(f8_backend *backend, uint64_t n_bytes, f8_buffer **out,
+			       f8_diag *diag) {
+	*out = NULL;
+	f8_buffer *buffer = f8_calloc(1, sizeof *buffer);
+	if (!buffer)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = n_bytes ? f8_cuda_alloc((size_t)n_bytes, &buffer->address, diag) : F8_OK;
+	if (status == F8_ERR_NOMEM) {
+		size_t free_bytes = 0, total = 0;
+		(void)f8_cuda_memory_info(&free_bytes, &total, NULL);
+		f8_diag_set(diag, F8_ERR_NOMEM, "the GPU has %.2f GiB free of %.2f GiB; the plan "
+			    "needs a buffer of %.2f GiB more (%.2f GiB held so far)",
+			    free_bytes / 1073741824.0, total / 1073741824.0, n_bytes / 1073741824.0,
+			    backend->allocated_bytes / 1073741824.0);
+		f8_diag_hint(diag, "compile the plan for a smaller --micro-batch-size or "
+				   "--seq-length, with recompute, or for more GPUs");
+	}
+	if (status) {
+		f8_free(buffer);
+		return status;
+	}
+	buffer->n_bytes = n_bytes;
+	f8_backend_count(backend, n_bytes, true);
+	*out = buffer;
+	return F8_OK;
+}
+
+static void buffer_destroy(f8_backend *backend, f8_buffer *buffer) {
+	if (!buffer)
+		return;
+	f8_backend_count(backend, buffer->n_bytes, false);
+	(void)f8_cuda_free(buffer->address, NULL); // nothing to report to
+	f8_free(buffer);
+}
+
+/* The device memory of a view that must have some. */
+static f8_status memory_of(const f8_tensor_view *view, CUdeviceptr *out, f8_diag *diag) {
+	*out = address_of(view);
+	if (!*out && view->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "a view of %llu bytes has no buffer",
+				   (unsigned long long)view->n_bytes);
+	if (*out && view->offset + view->n_bytes > view->buffer->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "a view of %llu bytes at %llu leaves its "
+				   "buffer of %llu", (unsigned long long)view->n_bytes,
+				   (unsigned long long)view->offset,
+				   (unsigned long long)view->buffer->n_bytes);
+	return F8_OK;
+}
+
+static f8_status upload(f8_backend *backend, const f8_tensor_view *to, const void *from,
+			f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	CUdeviceptr address;
+	f8_status status = memory_of(to, &address, diag);
+	if (!status && to->n_bytes)
+		status = f8_cuda_copy_to_device_async(address, from, to->n_bytes, cuda->stream, diag);
+	if (!status && to->n_bytes) // the host memory is the caller's again on return
+		status = f8_cuda_stream_synchronize(cuda->stream, diag);
+	return status;
+}
+
+static f8_status download(f8_backend *backend, const f8_tensor_view *from, void *to,
+			  f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	CUdeviceptr address;
+	f8_status status = memory_of(from, &address, diag);
+	if (!status && from->n_bytes)
+		status = f8_cuda_copy_to_host_async(to, address, from->n_bytes, cuda->stream, diag);
+	if (!status && from->n_bytes)
+		status = f8_cuda_stream_synchronize(cuda->stream, diag);
+	return status;
+}
+
+static f8_status zero(f8_backend *backend, const f8_tensor_view *view, f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	CUdeviceptr address;
+	f8_status status = memory_of(view, &address, diag);
+	if (!status && view->n_bytes)
+		status = f8_cuda_memset_async(address, 0, view->n_bytes, cuda->stream, diag);
+	return status;
+}
+
+/* Frees what prepare made, so that the backend can prepare again or go. */
+static void release_prepared(cuda_backend *cuda) {
+	const f8_plan *plan = cuda->plan;
+	for (uint32_t g = 0; cuda->groups && g < plan->n_groups; g++) {
+		cuda_group *group = &cuda->groups[g];
+		for (uint32_t l = 0; group->launches && l < plan->groups[g].n_launches; l++) {
+			cuda_launch *launch = &group->launches[l];
+			for (uint32_t p = 0; launch->table_cells && p < launch->kernel->n_params; p++)
+				f8_free(launch->table_cells[p]);
+			f8_free(launch->table_cells);
+			f8_free(launch->table_uploaded);
+			f8_free(launch->table_at);
+			f8_free(launch->sizes);
+		}
+		f8_free(group->launches);
+		f8_free(group->scratch_at);
+	}
+	f8_free(cuda->groups);
+	cuda->groups = NULL;
+	f8_cuda_gemms_destroy(cuda->gemms);
+	cuda->gemms = NULL;
+	f8_cuda_attention_destroy(cuda->attention);
+	cuda->attention = NULL;
+	if (cuda->scratch)
+		f8_backend_count(&cuda->base, cuda->scratch_bytes, false);
+	if (cuda->tables)
+		f8_backend_count(&cuda->base, cuda->table_bytes, false);
+	(void)f8_cuda_free(cuda->scratch, NULL);
+	(void)f8_cuda_free(cuda->tables, NULL);
+	cuda->scratch = cuda->tables = 0;
+	cuda->scratch_bytes = cuda->table_bytes = 0;
+	f8_free(cuda->args);
+	f8_free(cuda->pointers);
+	f8_free(cuda->inputs);
+	f8_free(cuda->outputs);
+	cuda->args = NULL;
+	cuda->pointers = cuda->inputs = cuda->outputs = NULL;
+}
+
+static uint64_t aligned(uint64_t bytes) {
+	return (bytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
+}
+
+/* Binds launch `l` of group `g`: its sizes, its rows, where its tables go. */
+static f8_status bind_launch(cuda_backend *cuda, uint32_t g, uint32_t l, f8_diag *diag) {
+	const f8_plan_launch *record = &cuda->plan->groups[g].launches[l];
+	cuda_launch *launch = &cuda->groups[g].launches[l];
+	const f8_plan_kernel *kernel = &cuda->plan->kernels[record->kernel];
+	launch->kernel = kernel;
+	launch->function = cuda->functions[record->kernel];
+	uint32_t n = kernel->n_params + 1;
+	launch->sizes = f8_calloc(n, sizeof *launch->sizes);
+	launch->table_cells = f8_calloc(n, sizeof *launch->table_cells);
+	launch->table_uploaded = f8_calloc(n, sizeof *launch->table_uploaded);
+	launch->table_at = f8_calloc(n, sizeof *launch->table_at);
+	if (!launch->sizes || !launch->table_cells || !launch->table_uploaded || !launch->table_at)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t p = 0; p < kernel->n_params; p++) {
+		const f8_plan_arg *arg = &record->args[p];
+		switch (kernel->params[p].kind) {
+		case F8_KERNEL_PARAM_SIZE:
+			if (!f8_dim_evaluate(arg->dim, cuda->symbol_values, &launch->sizes[p]))
+				return f8_diag_set(diag, F8_ERR_ARGUMENT, "kernel %s: size %s "
+						   "overflows", kernel->name, kernel->params[p].name);
+			break;
+		case F8_KERNEL_PARAM_TABLE: {
+			size_t cells = (size_t)arg->table->n_rows * arg->table->n_columns;
+			if (!(launch->table_cells[p] = f8_calloc(cells + 1, sizeof(int64_t))))
+				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+			launch->table_at[p] = cuda->table_bytes; // an offset until the allocation
+			cuda->table_bytes += aligned(cells * sizeof(int64_t));
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	launch->rows = 1;
+	for (uint32_t i = 0; i < kernel->n_grid_sizes; i++)
+		launch->rows *= launch->sizes[kernel->grid_sizes[i]];
+	return F8_OK;
+}
+
+/* Whether any node of the graph satisfies `test`. */
+static bool graph_has(const f8_graph *graph, bool (*test)(const f8_node *node)) {
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		if (test(&graph->nodes[graph->order[i]]))
+			return true;
+	return false;
+}
+
+static bool is_gemm(const f8_node *node) {
+	return (f8_op_get_info(node->op)->flags & F8_OPF_GEMM) != 0;
+}
+
+static bool is_attention(const f8_node *node) {
+	return node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD;
+}
+
+static f8_status prepare(f8_backend *backend, const f8_graph *graph,
+			 const int64_t *symbol_values, f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	release_prepared(cuda);
+	const f8_plan *plan = cuda->plan;
+	if (graph != plan->graph)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "the CUDA backend runs the graph of its "
+				   "plan, not another");
+	cuda->graph = graph;
+	cuda->symbol_values = symbol_values;
+	uint32_t most_params = 1, most_operands = 1;
+	for (uint32_t k = 0; k < plan->n_kernels; k++)
+		most_params = plan->kernels[k].n_params > most_params ? plan->kernels[k].n_params
+								      : most_params;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		most_operands = node->n_inputs > most_operands ? node->n_inputs : most_operands;
+		most_operands = node->n_outputs > most_operands ? node->n_outputs : most_operands;
+	}
+	cuda->args = f8_calloc(most_params, sizeof *cuda->args);
+	cuda->pointers = f8_calloc(most_params, sizeof *cuda->pointers);
+	cuda->inputs = f8_calloc(most_operands, sizeof *cuda->inputs);
+	cuda->outputs = f8_calloc(most_operands, sizeof *cuda->outputs);
+	cuda->groups = f8_calloc(plan->n_groups + 1, sizeof *cuda->groups);
+	if (!cuda->args || !cuda->pointers || !cuda->inputs || !cuda->outputs || !cuda->groups)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = F8_OK;
+	for (uint32_t g = 0; !status && g < plan->n_groups; g++) {
+		const f8_plan_group *record = &plan->groups[g];
+		cuda_group *group = &cuda->groups[g];
+		group->launches = f8_calloc(record->n_launches + 1, sizeof *group->launches);
+		group->scratch_at = f8_calloc(record->n_scratch + 1, sizeof *group->scratch_at);
+		if (!group->launches || !group->scratch_at)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		uint64_t start = cuda->scratch_bytes;
+		for (uint32_t s = 0; s < record->n_scratch; s++) {
+			int64_t count;
+			if (!f8_dim_evaluate(record->scratch[s].count, symbol_values, &count) ||
+			    count < 0)
+				return f8_diag_set(diag, F8_ERR_ARGUMENT, "group %u: a scratch buffer's "
+						   "size overflows", g);
+			group->scratch_at[s] = cuda->scratch_bytes;
+			cuda->scratch_bytes += aligned(
+				(uint64_t)count * f8_dtype_get_info(record->scratch[s].dtype)->bytes);
+		}
+		group->scratch_bytes = cuda->scratch_bytes - start;
+		for (uint32_t l = 0; !status && l < record->n_launches; l++)
+			status = bind_launch(cuda, g, l, diag);
+	}
+	if (!status && cuda->scratch_bytes &&
+	    !(status = f8_cuda_alloc(cuda->scratch_bytes, &cuda->scratch, diag)))
+		f8_backend_count(&cuda->base, cuda->scratch_bytes, true);
+	if (!status && cuda->table_bytes &&
+	    !(status = f8_cuda_alloc(cuda->table_bytes, &cuda->tables, diag)))
+		f8_backend_count(&cuda->base, cuda->table_bytes, true);
+	for (uint32_t g = 0; !status && g < plan->n_groups; g++)
+		for (uint32_t l = 0; l < plan->groups[g].n_launches; l++) {
+			cuda_launch *launch = &cuda->groups[g].launches[l];
+			for (uint32_t p = 0; p < launch->kernel->n_params; p++)
+				if (launch->kernel->params[p].kind == F8_KERNEL_PARAM_TABLE)
+					launch->table_at[p] += cuda->tables;
+		}
+	if (!status && graph_has(graph, is_gemm))
+		status = f8_cuda_gemms_create(graph, symbol_values, cuda->stream, &cuda->gemms, diag);
+	if (!status && graph_has(graph, is_attention))
+		status = f8_cuda_attention_create(graph, symbol_values, cuda->stream,
+						  cuda->options.deterministic, &cuda->attention,
+						  diag);
+	if (!status && cuda->gemms)
+		f8_backend_count(&cuda->base, f8_cuda_gemms_device_bytes(cuda->gemms), true);
+	if (!status && cuda->attention)
+		f8_backend_count(&cuda->base, f8_cuda_attention_device_bytes(cuda->attention), true);
+	return status;
+}
+
+/* The address of a value a launch binds, zeroed first for an ACCUMULATE parameter. */
+static f8_status bound_address(cuda_backend *cuda, const f8_plan_kernel *kernel, uint32_t p,
+			       const f8_tensor_view *views, f8_value_id value,
+			       CUdeviceptr *out, f8_diag *diag) {
+	const f8_tensor_view *view = &views[value];
+	*out = address_of(view);
+	if (!*out && view->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "kernel %s: parameter %s (%%%s) is not "
+				   "stored", kernel->name, kernel->params[p].name,
+				   cuda->graph->values[value].name);
+	return F8_OK;
+}
+
+/* Fills launch table `p` with its constants and the addresses of the values it names,
+ * uploading it when it differs from what the device has (only when a view moved: an executor
+ * keeps its views, so a step's tables are uploaded once), and zeroes its ACCUMULATE cells. */
+static f8_status fill_table(cuda_backend *cuda, cuda_launch *launch, const f8_plan_table *table,
+			    uint32_t p, const f8_tensor_view *views, f8_diag *diag) {
+	size_t n = (size_t)table->n_rows * table->n_columns;
+	int64_t *cells = launch->table_cells[p];
+	bool changed = !launch->table_uploaded[p];
+	f8_status status = F8_OK;
+	for (size_t i = 0; !status && i < n; i++) {
+		int64_t cell = table->constants[i];
+		f8_value_id value = table->values[i];
+		if (value != F8_NONE) {
+			CUdeviceptr address;
+			status = bound_address(cuda, launch->kernel, p, views, value, &address, diag);
+			cell = (int64_t)address;
+			if (!status && address &&
+			    table->columns[i % table->n_columns] == F8_KERNEL_PARAM_ACCUMULATE)
+				status = f8_cuda_memset_async(address, 0, views[value].n_bytes,
+							      cuda->stream, diag);
+		}
+		changed |= cells[i] != cell;
+		cells[i] = cell;
+	}
+	if (status || !changed)
+		return status;
+	// The stream may still read the old cells: wait, then copy while nothing runs.
+	status = f8_cuda_stream_synchronize(cuda->stream, diag);
+	if (!status)
+		status = f8_cuda_copy_to_device(launch->table_at[p], cells, n * sizeof *cells, diag);
+	launch->table_uploaded[p] = !status;
+	return status;
+}
+
+static f8_status run_launch(cuda_backend *cuda, uint32_t g, uint32_t l,
+			    const f8_tensor_view *views, f8_diag *diag) {
+	const f8_plan_launch *record = &cuda->plan->groups[g].launches[l];
+	cuda_launch *launch = &cuda->groups[g].launches[l];
+	const f8_plan_kernel *kernel = launch->kernel;
+	f8_status status = F8_OK;
+	for (uint32_t p = 0; !status && p < kernel->n_params; p++) {
+		const f8_plan_arg *arg = &record->args[p];
+		f8_kernel_param_kind kind = kernel->params[p].kind;
+		if (kind == F8_KERNEL_PARAM_SIZE) {
+			cuda->args[p] = &launch->sizes[p];
+			continue;
+		}
+		if (kind == F8_KERNEL_PARAM_TABLE) {
+			status = fill_table(cuda, launch, arg->table, p, views, diag);
+			cuda->pointers[p] = launch->table_at[p];
+		} else if (arg->scratch != F8_NONE) {
+			cuda->pointers[p] = cuda->scratch + cuda->groups[g].scratch_at[arg->scratch];
+		} else {
+			status = bound_address(cuda, kernel, p, views, arg->value, &cuda->pointers[p],
+					       diag);
+			if (!status && cuda->pointers[p] && kind == F8_KERNEL_PARAM_ACCUMULATE)
+				status = f8_cuda_memset_async(cuda->pointers[p], 0,
+							      views[arg->value].n_bytes, cuda->stream,
+							      diag);
+		}
+		cuda->args[p] = &cuda->pointers[p];
+	}
+	if (!status)
+		status = f8_cuda_launch(launch->function, kernel->name, &kernel->geometry,
+					launch->rows, cuda->args, cuda->stream, diag);
+	return status;
+}
+
+/* The first node of group `g` in program order, for messages. */
+static f8_node_id first_member(const f8_graph *graph, uint32_t g) {
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		if (graph->nodes[graph->order[i]].group == g)
+			return graph->order[i];
+	return F8_NONE;
+}
+
+/* With F8C_CUDA_SYNC=1: waits for what was just queued, so that a fault names its source. */
+static f8_status checked(cuda_backend *cuda, f8_node_id node, const char *what, f8_diag *diag) {
+	if (!cuda->sync_each)
+		return F8_OK;
+	f8_status status = f8_cuda_stream_synchronize(cuda->stream, diag);
+	if (status && diag) {
+		if (node != F8_NONE && !diag->node[0])
+			f8_diag_set_node(diag, cuda->graph, node);
+		f8_diag_hint(diag, "the fault is in %s", what);
+	}
+	return status;
+}
+
+static f8_status run_group(f8_backend *backend, uint32_t g, const f8_tensor_view *views,
+			   f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	if (!cuda->groups || g >= cuda->plan->n_groups)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "group %u is not in the prepared plan", g);
+	cuda_group *group = &cuda->groups[g];
+	const f8_plan_group *record = &cuda->plan->groups[g];
+	f8_status status = F8_OK;
+	if (group->scratch_bytes)
+		status = f8_cuda_memset_async(cuda->scratch + group->scratch_at[0], 0,
+					      group->scratch_bytes, cuda->stream, diag);
+	for (uint32_t l = 0; !status && l < record->n_launches; l++)
+		status = run_launch(cuda, g, l, views, diag);
+	group->ran |= !status && record->error;
+	if (!status) {
+		char what[160];
+		snprintf(what, sizeof what, "fused group %s", cuda->graph->groups[g].name);
+		status = checked(cuda, first_member(cuda->graph, g), what, diag);
+	}
+	if (status && diag && !diag->node[0]) {
+		f8_node_id node = first_member(cuda->graph, g);
+		if (node != F8_NONE)
+			f8_diag_set_node(diag, cuda->graph, node);
+	}
+	return status;
+}
+
+/* The node's operands' device addresses into cuda->inputs and cuda->outputs. */
+static void operands(cuda_backend *cuda, const f8_node *node, const f8_tensor_view *views) {
+	for (uint32_t j = 0; j < node->n_inputs; j++)
+		cuda->inputs[j] = node->inputs[j] == F8_NONE ? 0 : address_of(&views[node->inputs[j]]);
+	for (uint32_t j = 0; j < node->n_outputs; j++)
+		cuda->outputs[j] = address_of(&views[node->outputs[j]]);
+}
+
+/* A node whose output is its input's bytes as they are: a copy, unless it is in place. */
+static f8_status copy_node(cuda_backend *cuda, const f8_node *node, const f8_tensor_view *views,
+			   f8_diag *diag) {
+	const f8_tensor_view *in = &views[node->inputs[0]], *out = &views[node->outputs[0]];
+	if (in->n_bytes != out->n_bytes)
+		return f8_diag_set(diag, F8_ERR_INVALID, "%s of %llu bytes into %llu",
+				   f8_op_get_info(node->op)->name, (unsigned long long)in->n_bytes,
+				   (unsigned long long)out->n_bytes);
+	CUdeviceptr from = address_of(in), to = address_of(out);
+	if (!out->n_bytes || from == to)
+		return F8_OK;
+	if (!from || !to)
+		return f8_diag_set(diag, F8_ERR_INVALID, "%s: an operand is not stored",
+				   f8_op_get_info(node->op)->name);
+	return f8_cuda_copy_device_async(to, from, out->n_bytes, cuda->stream, diag);
+}
+
+static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_view *views,
+			  f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	const f8_node *node = &cuda->graph->nodes[id];
+	operands(cuda, node, views);
+	f8_status status;
+	const char *what;
+	if (is_gemm(node) && cuda->gemms) {
+		status = f8_cuda_gemm_run(cuda->gemms, id, cuda->inputs, cuda->outputs, diag);
+		what = "a cuBLASLt GEMM";
+	} else if (is_attention(node) && cuda->attention) {
+		status = f8_cuda_attention_run(cuda->attention, id, cuda->inputs, cuda->outputs,
+					       diag);
+		what = "a cuDNN attention graph";
+	} else if (node->op == F8_OP_RESHAPE || node->op == F8_OP_SQUEEZE ||
+		   node->op == F8_OP_UNSQUEEZE || node->op == F8_OP_IDENTITY) {
+		status = copy_node(cuda, node, views, diag);
+		what = "a device copy";
+	} else {
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no GPU kernel in this plan: "
+				     "it is neither in a fused group nor a library call",
+				     f8_op_get_info(node->op)->name);
+		f8_diag_hint(diag, "compile the plan with an f8c whose codegen lowers %s",
+			     f8_op_get_info(node->op)->name);
+		what = NULL;
+	}
+	if (!status && what)
+		status = checked(cuda, id, what, diag);
+	if (status && diag && !diag->node[0])
+		f8_diag_set_node(diag, cuda->graph, id);
+	return status;
+}
+
+static f8_status run_collective(f8_backend *backend, f8_node_id id, f8_mesh_axis axis,
+				const f8_tensor_view *views, f8_diag *diag) {
+	(void)axis; // one GPU: every mesh axis has one rank, and a collective moves nothing
+	cuda_backend *cuda = cuda_of(backend);
+	const f8_node *node = &cuda->graph->nodes[id];
+	f8_status status = F8_OK;
+	if (node->n_inputs == 1 && node->n_outputs == 1)
+		status = copy_node(cuda, node, views, diag);
+	else
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s across GPUs needs NCCL, which "
+				     "this backend does not run yet", f8_op_get_info(node->op)->name);
+	if (status && diag && !diag->node[0])
+		f8_diag_set_node(diag, cuda->graph, id);
+	return status;
+}
+
+/* Reads the data errors of the groups that ran since the last synchronize. */
+static f8_status read_errors(cuda_backend *cuda, f8_diag *diag) {
+	const f8_plan *plan = cuda->plan;
+	f8_status status = F8_OK;
+	for (uint32_t g = 0; cuda->groups && g < plan->n_groups; g++) {
+		cuda_group *group = &cuda->groups[g];
+		if (!group->ran)
+			continue;
+		group->ran = false;
+		const f8_plan_group *record = &plan->groups[g];
+		int64_t flag = 0;
+		if (status || !record->error || !record->error_scratch)
+			continue;
+		status = f8_cuda_copy_to_host(
+			&flag, cuda->scratch + group->scratch_at[record->error_scratch - 1],
+			sizeof flag, diag);
+		if (!status && flag) {
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "%s (row %lld)", record->error,
+					     (long long)(flag - 1));
+			f8_node_id node = first_member(cuda->graph, g);
+			if (node != F8_NONE)
+				f8_diag_set_node(diag, cuda->graph, node);
+		}
+	}
+	return status;
+}
+
+static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	f8_status status = f8_cuda_stream_synchronize(cuda->stream, diag);
+	if (status) {
+		f8_diag_hint(diag, "run again with F8C_CUDA_SYNC=1 to learn which kernel or "
+				   "library call failed");
+		return status;
+	}
+	return read_errors(cuda, diag);
+}
+
+static void destroy(f8_backend *backend) {
+	cuda_backend *cuda = cuda_of(backend);
+	if (cuda->stream)
+		(void)f8_cuda_stream_synchronize(cuda->stream, NULL);
+	release_prepared(cuda);
+	f8_cuda_module_unload(cuda->module);
+	f8_free(cuda->functions);
+	f8_cuda_stream_destroy(cuda->stream);
+	if (cuda->opened)
+		f8_cuda_close(&cuda->device);
+	f8_free(cuda);
+}
+
+static const f8_backend_interface cuda_interface = {
+	.name = "cuda",
+	.prepare = prepare,
+	.buffer_create = buffer_create,
+	.buffer_destroy = buffer_destroy,
+	.upload = upload,
+	.download = download,
+	.zero = zero,
+	.run_group = run_group,
+	.run_node = run_node,
+	.run_collective = run_collective,
+	.synchronize = synchronize,
+	.destroy = destroy,
+};
+
+f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *options,
+				 f8_backend **out, f8_diag *diag) {
+	*out = NULL;
+	cuda_backend *cuda = f8_calloc(1, sizeof *cuda);
+	if (!cuda)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	cuda->base.interface = &cuda_interface;
+	cuda->plan = plan;
+	if (options)
+		cuda->options = *options;
+	const char *sync = getenv("F8C_CUDA_SYNC");
+	cuda->sync_each = sync && strcmp(sync, "0") != 0 && *sync;
+	f8_status status = f8_cuda_open(&cuda->device, diag);
+	cuda->opened = !status;
+	if (!status && cuda->device.compute_major < 9) {
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s is sm_%d%d; the plan's kernels "
+				     "are for sm_90 (Hopper) or newer", cuda->device.name,
+				     cuda->device.compute_major, cuda->device.compute_minor);
+	}
+	if (!status)
+		status = f8_cuda_stream_create(&cuda->stream, diag);
+	if (!status && plan->n_kernels)
+		status = f8_cuda_module_load(plan->ptx, &cuda->module, diag);
+	if (!status && !(cuda->functions = f8_calloc(plan->n_kernels + 1, sizeof *cuda->functions)))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t k = 0; !status && k < plan->n_kernels; k++)
+		status = f8_cuda_module_function(cuda->module, plan->kernels[k].name,
+						 &cuda->functions[k], diag);
+	if (status) {
+		destroy(&cuda->base);
+		return status;
+	}
+	*out = &cuda->base;
+	return F8_OK;
+}

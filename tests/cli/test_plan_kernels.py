@@ -1,0 +1,71 @@
+"""Every node of a training plan runs on the device: in gpt-tiny's training plans (without FP8,
+and HYBRID with delayed, current, rowwise and block scaling), compiled by `f8c compile`, every
+node of plan.json's graph is a member of a fused kernel (`kernel=kN`) or a library call (the
+GEMMs through cuBLASLt, attention through cuDNN, collectives through NCCL), so that a GPU
+backend needs no host code for any other node (DESIGN.md: device kernels come from codegen
+only). Prints the ops left outside where one is not a library op.
+
+usage: test_plan_kernels.py F8C_BINARY SOURCE_DIR
+"""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402  (tests/checks.py)
+
+# The ops a backend runs as library calls (codegen/target.c runs_in_library: GEMMs, attention,
+# collectives).
+LIBRARY = {"Linear", "LinearWgrad", "MatMul", "Gemm", "FP8Gemm", "GroupedLinear",
+           "GroupedLinearWgrad", "Attention", "AttentionGrad", "AllReduce", "AllGather",
+           "ReduceScatter", "Send", "Recv"}
+
+# A node line of the graph's text: "  %a : f32[..] <..>, %b ... = Op(%x, ...) {...} ... kernel=k3".
+NODE = re.compile(r"^\s+(?:%.*?)?=\s*([A-Za-z][A-Za-z0-9]*)\(")
+
+f8c, source = sys.argv[1], sys.argv[2]
+model = os.path.join(source, "models", "gpt-tiny.json")
+options = ["--micro-batch-size", "2", "--seq-length", "32", "--train-iters", "250", "--lr",
+           "3e-3", "--clip-grad", "1.0"]
+recipes = [("f32", []), ("delayed", ["--fp8-format", "hybrid"])] + [
+    (recipe, ["--fp8-format", "hybrid", "--fp8-recipe", recipe])
+    for recipe in ("current", "rowwise", "block")]
+work = tempfile.mkdtemp(prefix="f8c-plan-kernels-")
+try:
+    for name, fp8 in recipes:
+        plan = os.path.join(work, name)
+        result = subprocess.run([f8c, "compile", model, "-o", plan, *options, *fp8],
+                                capture_output=True, text=True, timeout=300)
+        check(result.returncode == 0, f"compile gpt-tiny ({name})", result.stdout + result.stderr)
+        if result.returncode:
+            continue
+        with open(os.path.join(plan, "plan.json")) as f:
+            graph = json.load(f)["graph"]
+        outside, in_kernels, library = collections.Counter(), 0, 0
+        for line in graph.splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("kernel ", "update ", "input ", "param ", "state ",
+                                    "output ", "scale ", "amax_history ", "graph ", "}")):
+                continue
+            match = NODE.match(line)
+            if not match:
+                continue
+            op = match.group(1)
+            if re.search(r"\skernel=k\d+", line):
+                in_kernels += 1
+            elif op in LIBRARY:
+                library += 1
+            else:
+                outside[op] += 1
+        check(in_kernels > 0 and library > 0,
+              f"gpt-tiny ({name}): {in_kernels} nodes in kernels, {library} library calls")
+        check(not outside, f"gpt-tiny ({name}): no other node outside a kernel",
+              ", ".join(f"{n} {op}" for op, n in outside.most_common()))
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+sys.exit(finish())
