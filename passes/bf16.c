@@ -164,8 +164,9 @@ static f8_status meet_bf16(converter *c, f8_node_id id, FILE *report) {
 		if (made) {
 			c->n_met++;
 			if (report)
-				fprintf(report, "  %%%s (%s) to BF16 for %s: it takes one float dtype\n",
-					graph->values[v].name, name, f8_op_name(graph->nodes[id].op));
+				fprintf(report, "  %%%s (%s) to BF16 for %s: it takes one float "
+					"dtype\n", graph->values[v].name, name,
+					f8_op_name(graph->nodes[id].op));
 		}
 	}
 	return F8_OK;
@@ -206,10 +207,11 @@ static f8_status retype(converter *c, f8_node_id id, FILE *report) {
 static f8_status check_forward(const converter *c) {
 	const f8_graph *graph = c->graph;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
-		if (graph->nodes[graph->order[i]].phase == F8_PHASE_FWD)
+		f8_phase phase = graph->nodes[graph->order[i]].phase;
+		if (phase == F8_PHASE_FWD)
 			continue;
 		f8_diag_set(c->diag, F8_ERR_INVALID, "the bf16 pass makes the forward BF16, and this "
-			    "graph has a %s phase already", f8_phase_name(graph->nodes[graph->order[i]].phase));
+			    "graph has a %s phase already", f8_phase_name(phase));
 		f8_diag_hint(c->diag, "run bf16 before training, which derives the backward from the "
 			     "BF16 forward (the pipeline's order)");
 		f8_diag_set_node(c->diag, graph, graph->order[i]);

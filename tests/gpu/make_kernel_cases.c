@@ -239,8 +239,19 @@ static int adamw_input(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	return -1;
 }
 
+/* Whether a member LearningRate of `group` reads `id` (its iteration). */
+static bool read_as_iteration(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->group == group && node->op == F8_OP_LEARNING_RATE && node->inputs[0] == id)
+			return true;
+	}
+	return false;
+}
+
 /* How an input is drawn (test_lower_groups.c's policy): AdamW's exp_avg_sq positive
- * ("moment"), its learning rate in (0, 0.01) ("rate"), its step from 1 to 3000 ("step"), its
+ * ("moment"), its learning rate in (0, 0.01) ("rate"), its step and a LearningRate's iteration
+ * from 1 to 3000 ("step": the reference refuses an iteration below 1), its
  * clipping factor in (0, 1] ("fraction"); scales and amax histories positive,
  * 0.25 to 8, as scaling tables hold; the amaxes a ScalingUpdate reads positive with now and
  * then a NaN, an infinity or a 0; an embedding's ids below 50 (every model here has more rows);
@@ -257,6 +268,8 @@ static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value
 		return "scale";
 	if (value->type.dtype == F8_DTYPE_BOOL)
 		return "bool";
+	if (value->type.dtype == F8_DTYPE_I64 && read_as_iteration(graph, group, id))
+		return "step";
 	if (value->type.dtype == F8_DTYPE_I64)
 		return read_as_ids(graph, group, id) ? "id" : "label";
 	if (read_as_amax(graph, group, id))
