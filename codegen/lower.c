@@ -865,6 +865,16 @@ f8_status f8_lower_add_size(f8_lower *lw, f8_dim dim, uint32_t *index) {
 	return status;
 }
 
+f8_status f8_lower_add_symbolic_sizes(f8_lower *lw, const f8_shape *shape) {
+	f8_status status = F8_OK;
+	for (int d = 0; !status && d < shape->rank; d++)
+		if (!f8_dim_is_const(shape->dims[d])) {
+			uint32_t index;
+			status = f8_lower_add_size(lw, shape->dims[d], &index);
+		}
+	return status;
+}
+
 /* A parameter bound to scratch buffer `scratch` of `out`; its index. */
 f8_status f8_lower_add_scratch_param(f8_lower *lw, const f8_lowered_group *out, uint32_t scratch,
 				   f8_kernel_param_kind kind, uint32_t *index) {

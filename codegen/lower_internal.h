@@ -78,6 +78,8 @@ bool f8_lower_escapes(const f8_lower *lw, f8_value_id value);
 f8_status f8_lower_add_buffer(f8_lower *lw, f8_value_id value, f8_kernel_param_kind kind);
 f8_status f8_lower_add_size(f8_lower *lw, f8_dim dim, uint32_t *index);
 uint32_t f8_lower_size_param(const f8_lower *lw, f8_dim dim);
+/* A size parameter for each symbolic dim of `shape` (a constant one is a constant of the code). */
+f8_status f8_lower_add_symbolic_sizes(f8_lower *lw, const f8_shape *shape);
 /* A buffer parameter bound to scratch buffer `scratch` of *out; its index into *index. */
 f8_status f8_lower_add_scratch_param(f8_lower *lw, const f8_lowered_group *out, uint32_t scratch,
 				     f8_kernel_param_kind kind, uint32_t *index);

@@ -130,17 +130,6 @@ bool f8_lower_layout_lowers(const f8_graph *graph, const f8_node *node) {
 
 /* Parameters and dims. */
 
-/* A size parameter for each symbolic dim of `shape` (a constant one is a constant of the code). */
-static f8_status add_symbolic_sizes(f8_lower *lw, const f8_shape *shape) {
-	f8_status status = F8_OK;
-	for (int d = 0; !status && d < shape->rank; d++)
-		if (!f8_dim_is_const(shape->dims[d])) {
-			uint32_t index;
-			status = f8_lower_add_size(lw, shape->dims[d], &index);
-		}
-	return status;
-}
-
 /* The size parameter of the grid's trip count: the elements of `shape`, recorded as the grid's
  * size for launchers; its index into *index. */
 static f8_status add_grid_size(f8_lower *lw, const f8_shape *shape, uint32_t *index) {
@@ -252,9 +241,9 @@ static f8_status lower_view(f8_lower *lw, f8_lowered_group *out) {
 	if (!status)
 		status = add_grid_size(lw, y, &grid);
 	if (!status && !keeps_order)
-		status = add_symbolic_sizes(lw, x);
+		status = f8_lower_add_symbolic_sizes(lw, x);
 	if (!status && !keeps_order)
-		status = add_symbolic_sizes(lw, y);
+		status = f8_lower_add_symbolic_sizes(lw, y);
 	if (!status)
 		status = add_start_sizes(lw, &s, x->rank);
 	if (status)
@@ -319,9 +308,9 @@ static f8_status lower_slice_grad(f8_lower *lw, f8_lowered_group *out) {
 	if (!status)
 		status = add_grid_size(lw, dx, &grid);
 	if (!status)
-		status = add_symbolic_sizes(lw, dy);
+		status = f8_lower_add_symbolic_sizes(lw, dy);
 	if (!status)
-		status = add_symbolic_sizes(lw, dx);
+		status = f8_lower_add_symbolic_sizes(lw, dx);
 	if (!status)
 		status = add_start_sizes(lw, &s, dx->rank);
 	if (status)
@@ -400,7 +389,7 @@ static f8_status lower_bands(f8_lower *lw, f8_lowered_group *out) {
 	if (!status)
 		status = add_grid_size(lw, shape, &grid);
 	if (!status)
-		status = add_symbolic_sizes(lw, shape);
+		status = f8_lower_add_symbolic_sizes(lw, shape);
 	for (uint32_t k = 0; !status && k < n_parts; k++)
 		if (!f8_dim_is_const(shape_of(lw, parts[k])->dims[axis])) {
 			uint32_t index;

@@ -207,6 +207,28 @@ f8_status f8_lower_add_table_param(f8_lower *lw, f8_kernel_table *table, uint32_
 	return status;
 }
 
+/* The element moves of lower_layout.c, and the reductions of lower_reduce.c. */
+static bool is_layout_op(f8_op op) {
+	switch (op) {
+	case F8_OP_RESHAPE:
+	case F8_OP_TRANSPOSE:
+	case F8_OP_UNSQUEEZE:
+	case F8_OP_SQUEEZE:
+	case F8_OP_EXPAND:
+	case F8_OP_CONCAT:
+	case F8_OP_SPLIT:
+	case F8_OP_SLICE:
+	case F8_OP_SLICE_GRAD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool is_reduce_op(f8_op op) {
+	return op == F8_OP_REDUCE_SUM || op == F8_OP_REDUCE_MEAN || op == F8_OP_REDUCE_MAX;
+}
+
 bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers) {
 	if (f8_lower_cast_recipe_owns(node)) { // the casts with a given scale are lower.c's
 		*lowers = f8_lower_cast_recipe_lowers(graph, node);
@@ -234,22 +256,6 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 	case F8_OP_CONSTANT:
 		*lowers = f8_lower_fill_lowers(graph, node);
 		return true;
-	case F8_OP_RESHAPE:
-	case F8_OP_TRANSPOSE:
-	case F8_OP_UNSQUEEZE:
-	case F8_OP_SQUEEZE:
-	case F8_OP_EXPAND:
-	case F8_OP_CONCAT:
-	case F8_OP_SPLIT:
-	case F8_OP_SLICE:
-	case F8_OP_SLICE_GRAD:
-		*lowers = f8_lower_layout_lowers(graph, node);
-		return true;
-	case F8_OP_REDUCE_SUM: // a bias gradient in an activation_grad kernel is lower.c's
-	case F8_OP_REDUCE_MEAN:
-	case F8_OP_REDUCE_MAX:
-		*lowers = f8_lower_reduce_lowers(graph, node);
-		return true;
 	case F8_OP_GLOBAL_NORM:
 	case F8_OP_LEARNING_RATE:
 		*lowers = f8_lower_optimizer_scalar_lowers(graph, node);
@@ -259,6 +265,14 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 		*lowers = f8_lower_rope_lowers(graph, node);
 		return true;
 	default:
+		if (is_layout_op(node->op)) {
+			*lowers = f8_lower_layout_lowers(graph, node);
+			return true;
+		}
+		if (is_reduce_op(node->op)) { // a bias gradient in an activation_grad kernel is lower.c's
+			*lowers = f8_lower_reduce_lowers(graph, node);
+			return true;
+		}
 		*lowers = false;
 		return false;
 	}
@@ -305,28 +319,6 @@ typedef struct family_lowering {
 	bool elementwise; // instead: any elementwise op that starts no other family's kernels
 	bool (*starts_op)(f8_op op); // instead: the ops this names (a family of more than two)
 } family_lowering;
-
-/* The element moves of lower_layout.c, and the reductions of lower_reduce.c. */
-static bool is_layout_op(f8_op op) {
-	switch (op) {
-	case F8_OP_RESHAPE:
-	case F8_OP_TRANSPOSE:
-	case F8_OP_UNSQUEEZE:
-	case F8_OP_SQUEEZE:
-	case F8_OP_EXPAND:
-	case F8_OP_CONCAT:
-	case F8_OP_SPLIT:
-	case F8_OP_SLICE:
-	case F8_OP_SLICE_GRAD:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool is_reduce_op(f8_op op) {
-	return op == F8_OP_REDUCE_SUM || op == F8_OP_REDUCE_MEAN || op == F8_OP_REDUCE_MAX;
-}
 
 /* One row per family, named after its enum: the table below is generated from
  * F8_KERNEL_FAMILY_LIST (ir/graph.h), so that a family added there without a row here is a

@@ -49,17 +49,6 @@ static f8_kir_id dim_value(f8_lower *lw, f8_dim dim) {
 	return f8_kir_size(lw->kernel, f8_lower_size_param(lw, dim));
 }
 
-/* A size parameter for each symbolic dim of `shape`. */
-static f8_status add_symbolic_sizes(f8_lower *lw, const f8_shape *shape) {
-	f8_status status = F8_OK;
-	for (int d = 0; !status && d < shape->rank; d++)
-		if (!f8_dim_is_const(shape->dims[d])) {
-			uint32_t index;
-			status = f8_lower_add_size(lw, shape->dims[d], &index);
-		}
-	return status;
-}
-
 /* The table row that row `row` of x (its rows: all dims but the last) reads: the coordinates
  * of x's dims from seq back, each times the table's stride along the aligned dim, 0 where the
  * table's dim is 1 (runtime/cpu/kernels_nn.c rope_table_row). */
@@ -161,9 +150,9 @@ f8_status f8_lower_rope(const f8_graph *graph, uint32_t group, f8_node_id *membe
 	if (!status)
 		status = f8_lower_add_size(&lw, numel, &elements);
 	if (!status)
-		status = add_symbolic_sizes(&lw, xs);
+		status = f8_lower_add_symbolic_sizes(&lw, xs);
 	if (!status)
-		status = add_symbolic_sizes(&lw, &graph->values[node->inputs[1]].type.shape);
+		status = f8_lower_add_symbolic_sizes(&lw, &graph->values[node->inputs[1]].type.shape);
 	f8_kir_id index;
 	if (!status) {
 		lw.kernel->grid_sizes[0] = elements;

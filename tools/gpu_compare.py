@@ -136,10 +136,8 @@ def step(f8c, plan, tokens, work):
         raise SystemExit(f"{failures} comparisons failed")
 
 
-def curve(f8c, plan, tokens, work):
-    precision = precision_of(plan)
-    cpu_losses, cpu = train(f8c, plan, tokens, work, "cpu", 200, 10)
-    gpu_losses, gpu = train(f8c, plan, tokens, work, "cuda", 200, 10)
+def compare_curves(precision, gpu_losses, cpu_losses, gpu, cpu):
+    """The logged losses point by point, and the scaling tables at the end; the failures."""
     failures = 0
     for a, b in zip(gpu_losses, cpu_losses):
         error = abs(a["loss"] - b["loss"]) / b["loss"]
@@ -147,7 +145,13 @@ def curve(f8c, plan, tokens, work):
         failures += mark == "FAIL"
         print(f"{mark} step {b['step']}: gpu {a['loss']:.5f} cpu {b['loss']:.5f}")
     scaling = lambda name: name.startswith("fp8.")
-    failures += compare_tensors(gpu, cpu, TOLERANCE[precision], scaling)
+    return failures + compare_tensors(gpu, cpu, TOLERANCE[precision], scaling)
+
+
+def curve(f8c, plan, tokens, work):
+    cpu_losses, cpu = train(f8c, plan, tokens, work, "cpu", 200, 10)
+    gpu_losses, gpu = train(f8c, plan, tokens, work, "cuda", 200, 10)
+    failures = compare_curves(precision_of(plan), gpu_losses, cpu_losses, gpu, cpu)
     if failures:
         raise SystemExit(f"{failures} comparisons failed")
 
@@ -163,17 +167,10 @@ def curve_gpu(f8c, plan, tokens, work):
 
 def curve_against(f8c, plan, tokens, work, gpu_work):
     """The CPU half of curve, against what curve_gpu wrote into GPU_WORK."""
-    precision = precision_of(plan)
     cpu_losses, cpu = train(f8c, plan, tokens, work, "cpu", 200, 10)
     gpu_losses = json.load(open(os.path.join(gpu_work, "curve.json")))
     gpu = dict(np.load(os.path.join(gpu_work, "scaling.npz")))
-    failures = 0
-    for a, b in zip(gpu_losses, cpu_losses):
-        error = abs(a["loss"] - b["loss"]) / b["loss"]
-        mark = "FAIL" if error > CURVE[precision] else "ok"
-        failures += mark == "FAIL"
-        print(f"{mark} step {b['step']}: gpu {a['loss']:.5f} cpu {b['loss']:.5f}")
-    failures += compare_tensors(gpu, cpu, TOLERANCE[precision], lambda n: n.startswith("fp8."))
+    failures = compare_curves(precision_of(plan), gpu_losses, cpu_losses, gpu, cpu)
     if failures:
         raise SystemExit(f"{failures} comparisons failed")
 
