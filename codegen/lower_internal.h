@@ -243,7 +243,7 @@ f8_status f8_lower_swiglu(const f8_graph *graph, uint32_t group, f8_node_id *mem
 			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 
 /* codegen/lower_layout.c: the element moves (Reshape, Squeeze, Unsqueeze, Expand, Transpose,
- * Slice, SliceGrad, Concat, Split: the layout family) and the fills (Constant, ConstantOfShape
+ * Slice, SliceGrad, Concat, Split, Trilu: the layout family) and the fills (Constant, ConstantOfShape
  * that no optimizer kernel takes: the fill family). codegen/lower_reduce.c: ReduceSum,
  * ReduceMean and ReduceMax over any axes (the reduce family). codegen/lower_optimizer_scalars.c:
  * GlobalNorm and LearningRate (their families of one node each). */
@@ -261,6 +261,18 @@ f8_status f8_lower_global_norm(const f8_graph *graph, uint32_t group, f8_node_id
 			       uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 f8_status f8_lower_learning_rate(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				 uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
+/* codegen/lower_softmax.c: Softmax and SoftmaxGrad over the last axis (the softmax family, a
+ * kernel each). */
+bool f8_lower_softmax_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_softmax(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			   uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
+/* codegen/lower_moe.c: Router, MoEDispatch, MoECombine and their gradients (the moe family, a
+ * group each). */
+bool f8_lower_moe_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_moe(const f8_graph *graph, uint32_t group, f8_node_id *members,
+		       uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 
 /* codegen/lower_rope.c: Rope and RopeGrad (the rope family, a kernel each). */
 bool f8_lower_rope_lowers(const f8_graph *graph, const f8_node *node);

@@ -13,6 +13,9 @@
  *     element, which is clamped at run time as ONNX does (runtime/cpu/kernels_shape.c);
  *   SliceGrad: dx[i] is dy's element where i is one the slice took, else 0: a masked load,
  *     which gives 0 without reading (kir.h);
+ *   Trilu: out[i] is x[i] where i's (row, column) of its trailing matrix is in the kept
+ *     triangle (j - r >= k upper, <= k lower), else 0: a masked load likewise (the causal bias
+ *     of passes/attention_unfused.c);
  *   Concat: the grid over the output, each element from the input whose band along the axis
  *     holds its coordinate (a masked load from each input, the one inside selected);
  *   Split: the grid over the input, each element stored into the part whose band holds it:
@@ -117,6 +120,8 @@ bool f8_lower_layout_lowers(const f8_graph *graph, const f8_node *node) {
 	}
 	case F8_OP_EXPAND:
 		return in_rank <= out_rank;
+	case F8_OP_TRILU:
+		return in_rank >= 2 && in_rank == out_rank;
 	case F8_OP_CONCAT:
 	case F8_OP_SPLIT: {
 		int axis;
@@ -356,6 +361,39 @@ static f8_status lower_slice_grad(f8_lower *lw, f8_lowered_group *out) {
 	return f8_lower_end(lw, status, out);
 }
 
+/* Trilu: the grid over out, each element x's where its (row, column) is in the triangle. */
+static f8_status lower_trilu(f8_lower *lw, f8_lowered_group *out) {
+	const f8_node *node = &lw->graph->nodes[lw->members[0]];
+	const f8_shape *x = shape_of(lw, node->inputs[0]);
+	bool upper = f8_node_attr_int(node, "upper", 1);
+	int64_t k = f8_node_attr_int(node, "k", 0);
+	uint32_t in, to, grid;
+	f8_status status = f8_lower_bind_input(lw, node->inputs[0], &in);
+	if (!status)
+		status = f8_lower_bind_output(lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &to);
+	if (!status)
+		status = add_grid_size(lw, x, &grid);
+	if (!status)
+		status = f8_lower_add_symbolic_sizes(lw, x);
+	f8_kir_id i;
+	if (!status)
+		status = begin_elements(lw, grid, &i);
+	if (status)
+		return f8_lower_end(lw, status, out);
+	f8_kir_id rows = dim_value(lw, x->dims[x->rank - 2]), cols = dim_value(lw, x->dims[x->rank - 1]);
+	f8_kir_id j = EMIT(lw, REM, i, cols, NONE);
+	f8_kir_id r = EMIT(lw, REM, EMIT(lw, DIV, i, cols, NONE), rows, NONE);
+	f8_kir_id diagonal = EMIT(lw, SUB, j, r, NONE);
+	f8_kir_id kept = upper ? EMIT(lw, LE, i64(lw, k), diagonal, NONE)
+			       : EMIT(lw, LE, diagonal, i64(lw, k), NONE);
+	if (to != F8_NONE)
+		status = f8_kir_store(lw->kernel, to, i, f8_kir_load_if(lw->kernel, in, i, kept),
+				      lw->diag);
+	if (!status)
+		status = f8_kir_end_loop(lw->kernel, NULL, 0, lw->diag);
+	return f8_lower_end(lw, status, out);
+}
+
 /*
  * Concat and Split: the whole tensor (Concat's output, Split's input) is outer x A x inner
  * along the axis (A its dim there), each part a band of the axis: part k's elements are the
@@ -446,6 +484,7 @@ f8_status f8_lower_layout(const f8_graph *graph, uint32_t group, f8_node_id *mem
 		return status;
 	switch (graph->nodes[members[0]].op) {
 	case F8_OP_SLICE_GRAD: return lower_slice_grad(&lw, out);
+	case F8_OP_TRILU: return lower_trilu(&lw, out);
 	case F8_OP_CONCAT:
 	case F8_OP_SPLIT: return lower_bands(&lw, out);
 	default: return lower_view(&lw, out);

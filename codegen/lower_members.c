@@ -219,6 +219,7 @@ static bool is_layout_op(f8_op op) {
 	case F8_OP_SPLIT:
 	case F8_OP_SLICE:
 	case F8_OP_SLICE_GRAD:
+	case F8_OP_TRILU:
 		return true;
 	default:
 		return false;
@@ -227,6 +228,21 @@ static bool is_layout_op(f8_op op) {
 
 static bool is_reduce_op(f8_op op) {
 	return op == F8_OP_REDUCE_SUM || op == F8_OP_REDUCE_MEAN || op == F8_OP_REDUCE_MAX;
+}
+
+/* The mixture-of-experts ops of lower_moe.c (GroupedLinear runs in a library). */
+static bool is_moe_op(f8_op op) {
+	switch (op) {
+	case F8_OP_ROUTER:
+	case F8_OP_ROUTER_GRAD:
+	case F8_OP_MOE_DISPATCH:
+	case F8_OP_MOE_DISPATCH_GRAD:
+	case F8_OP_MOE_COMBINE:
+	case F8_OP_MOE_COMBINE_GRAD:
+		return true;
+	default:
+		return false;
+	}
 }
 
 bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers) {
@@ -264,6 +280,10 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 	case F8_OP_ROPE_GRAD:
 		*lowers = f8_lower_rope_lowers(graph, node);
 		return true;
+	case F8_OP_SOFTMAX:
+	case F8_OP_SOFTMAX_GRAD:
+		*lowers = f8_lower_softmax_lowers(graph, node);
+		return true;
 	default:
 		if (is_layout_op(node->op)) {
 			*lowers = f8_lower_layout_lowers(graph, node);
@@ -271,6 +291,10 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 		}
 		if (is_reduce_op(node->op)) { // a bias gradient in an activation_grad kernel is lower.c's
 			*lowers = f8_lower_reduce_lowers(graph, node);
+			return true;
+		}
+		if (is_moe_op(node->op)) {
+			*lowers = f8_lower_moe_lowers(graph, node);
 			return true;
 		}
 		*lowers = false;
@@ -342,6 +366,8 @@ typedef struct family_lowering {
 #define LEARNING_RATE_ROW \
 	{f8_lower_learning_rate, {F8_OP_LEARNING_RATE, F8_OP_LEARNING_RATE}, false}
 #define ROPE_ROW {f8_lower_rope, {F8_OP_ROPE, F8_OP_ROPE_GRAD}, false}
+#define SOFTMAX_ROW {f8_lower_softmax, {F8_OP_SOFTMAX, F8_OP_SOFTMAX_GRAD}, false}
+#define MOE_ROW {f8_lower_moe, {F8_OP_COUNT, F8_OP_COUNT}, false, is_moe_op}
 
 static const family_lowering families[] = {
 #define FAMILY_ROW(e, name) [F8_KERNEL_FAMILY_##e] = e##_ROW,

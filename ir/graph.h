@@ -140,7 +140,9 @@ typedef enum f8_placement_kind {
 	X(FILL, "fill")                          \
 	X(GLOBAL_NORM, "global_norm")            \
 	X(LEARNING_RATE, "learning_rate")        \
-	X(ROPE, "rope")
+	X(ROPE, "rope")                          \
+	X(SOFTMAX, "softmax")                    \
+	X(MOE, "moe")
 
 typedef enum f8_kernel_family {
 #define F8_KERNEL_FAMILY_ENUM(e, name) F8_KERNEL_FAMILY_##e,

@@ -2,6 +2,7 @@
  * The weights f8c makes up for a model description: Megatron-LM's default initialization from a
  * small counter-based generator (splitmix64 and Box-Muller), described in ir/weight_init.h.
  */
+#include <assert.h> // static_assert
 #include <math.h>   // cos, log, sin, sqrt
 #include <string.h> // strlen, strncmp, strcmp
 
@@ -83,6 +84,34 @@ f8_weight_init f8_weight_init_rule(const f8_graph *graph, f8_value_id value, int
 	return (f8_weight_init){.kind = F8_WEIGHT_INIT_NORMAL, .std = MEGATRON_STD};
 }
 
+static const char *const KIND_NAMES[] = {"normal", "ones", "zeros"};
+static_assert(sizeof KIND_NAMES / sizeof KIND_NAMES[0] == F8_WEIGHT_INIT_COUNT,
+	      "a name for every f8_weight_init_kind");
+
+const char *f8_weight_init_kind_name(f8_weight_init_kind kind) {
+	return (unsigned)kind < F8_WEIGHT_INIT_COUNT ? KIND_NAMES[kind] : NULL;
+}
+
+bool f8_weight_init_kind_from_name(const char *name, f8_weight_init_kind *out) {
+	for (int k = 0; name && k < F8_WEIGHT_INIT_COUNT; k++)
+		if (strcmp(name, KIND_NAMES[k]) == 0) {
+			*out = (f8_weight_init_kind)k;
+			return true;
+		}
+	return false;
+}
+
+/* Box-Muller on pair `pair` of stream `key`: its even element into *even, its odd one into
+ * *odd, each times `std` (the same operations, in the same order, whichever one is wanted). */
+static void normal_pair(uint64_t key, uint64_t pair, double std, float *even, float *odd) {
+	double u1 = 1.0 - uniform(key, 2 * pair), u2 = uniform(key, 2 * pair + 1);
+	double radius = sqrt(-2.0 * log(u1)), angle = 2.0 * PI * u2;
+	if (even)
+		*even = (float)(radius * cos(angle) * std);
+	if (odd)
+		*odd = (float)(radius * sin(angle) * std);
+}
+
 void f8_weight_init_fill(const f8_weight_init *rule, uint64_t seed, const char *name,
 			 uint64_t first, uint64_t count, float *out) {
 	if (rule->kind != F8_WEIGHT_INIT_NORMAL) {
@@ -91,12 +120,17 @@ void f8_weight_init_fill(const f8_weight_init *rule, uint64_t seed, const char *
 			out[i] = value;
 		return;
 	}
-	uint64_t key = splitmix64_mix(seed) ^ fnv1a64(name);
-	for (uint64_t i = 0; i < count; i++) {
-		uint64_t element = first + i, pair = element / 2;
-		double u1 = 1.0 - uniform(key, 2 * pair), u2 = uniform(key, 2 * pair + 1);
-		double radius = sqrt(-2.0 * log(u1)), angle = 2.0 * PI * u2;
-		double z = element % 2 ? radius * sin(angle) : radius * cos(angle);
-		out[i] = (float)(z * rule->std);
+	uint64_t key = splitmix64_mix(seed) ^ fnv1a64(name), end = first + count;
+	// One pair's uniforms, logarithm and square root for both of its elements: half the work
+	// of making each element alone, the same bits. A range may start or end inside a pair.
+	uint64_t element = first;
+	if (element < end && element % 2) {
+		normal_pair(key, element / 2, rule->std, NULL, &out[0]);
+		element++;
 	}
+	for (; element + 1 < end; element += 2)
+		normal_pair(key, element / 2, rule->std, &out[element - first],
+			    &out[element + 1 - first]);
+	if (element < end)
+		normal_pair(key, element / 2, rule->std, &out[element - first], NULL);
 }

@@ -7,7 +7,8 @@
 #ifndef F8_IR_WEIGHT_INIT_H
 #define F8_IR_WEIGHT_INIT_H
 
-#include <stdint.h> // uint64_t, int64_t
+#include <stdbool.h> // bool
+#include <stdint.h>  // uint64_t, int64_t
 
 #include "ir/graph.h" // f8_graph, f8_value_id
 
@@ -21,12 +22,26 @@ typedef enum f8_weight_init_kind {
 	F8_WEIGHT_INIT_NORMAL,
 	F8_WEIGHT_INIT_ONES,
 	F8_WEIGHT_INIT_ZEROS,
+	F8_WEIGHT_INIT_COUNT
 } f8_weight_init_kind;
+
+/* The rule's name and version, as a plan that makes its weights from a seed records them
+ * (runtime/plan.h): a change to the generator, to f8_weight_init_rule's choices or to the
+ * numbers below changes the version, so that an old record is refused rather than read as
+ * other weights. */
+#define F8_WEIGHT_INIT_RULE_NAME "megatron-lm-default"
+#define F8_WEIGHT_INIT_RULE_VERSION 1
 
 typedef struct f8_weight_init {
 	f8_weight_init_kind kind;
 	double std; // the standard deviation of NORMAL (mean 0)
 } f8_weight_init;
+
+/* "normal", "ones", "zeros"; NULL for a kind out of range. */
+const char *f8_weight_init_kind_name(f8_weight_init_kind kind);
+
+/* The kind named `name` into *out; false for a name that is none. */
+bool f8_weight_init_kind_from_name(const char *name, f8_weight_init_kind *out);
 
 /* The number of layers of `graph`: one more than the largest N of a parameter named layers.N.*,
  * at least 1. */

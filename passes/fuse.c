@@ -184,7 +184,8 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_CONCAT:
 	case F8_OP_SPLIT:
 	case F8_OP_SLICE:
-	case F8_OP_SLICE_GRAD: *out = F8_KERNEL_FAMILY_LAYOUT; return true;
+	case F8_OP_SLICE_GRAD:
+	case F8_OP_TRILU: *out = F8_KERNEL_FAMILY_LAYOUT; return true;
 	case F8_OP_REDUCE_SUM: // one no activation_grad kernel took as its bias gradient
 	case F8_OP_REDUCE_MEAN:
 	case F8_OP_REDUCE_MAX: *out = F8_KERNEL_FAMILY_REDUCE; return true;
@@ -194,6 +195,14 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_LEARNING_RATE: *out = F8_KERNEL_FAMILY_LEARNING_RATE; return true;
 	case F8_OP_ROPE:
 	case F8_OP_ROPE_GRAD: *out = F8_KERNEL_FAMILY_ROPE; return true;
+	case F8_OP_SOFTMAX:
+	case F8_OP_SOFTMAX_GRAD: *out = F8_KERNEL_FAMILY_SOFTMAX; return true;
+	case F8_OP_ROUTER: // GroupedLinear, between them, runs in a library
+	case F8_OP_ROUTER_GRAD:
+	case F8_OP_MOE_DISPATCH:
+	case F8_OP_MOE_DISPATCH_GRAD:
+	case F8_OP_MOE_COMBINE:
+	case F8_OP_MOE_COMBINE_GRAD: *out = F8_KERNEL_FAMILY_MOE; return true;
 	case F8_OP_RANGE: // each element from its index: the first of an elementwise chain
 		*out = F8_KERNEL_FAMILY_ELEMENTWISE;
 		return true;
@@ -650,6 +659,29 @@ static void say_reduce(phrase *out, const fuser *f, const planned *k) {
 	    f8_type_format(graph, &to->type, made, sizeof made));
 }
 
+/* "MoEDispatch of layers.0.mlp.dispatch: each copy's position in expert order counted over
+ * the expert indices (no sort, no atomics), the rows moved there, and the counts". */
+static void say_moe(phrase *out, const fuser *f, const planned *k) {
+	const f8_node *seed = member(f, k, 0);
+	say(out, "%s of %s: ", f8_op_name(seed->op), scope_of(f->graph, seed));
+	switch (seed->op) {
+	case F8_OP_ROUTER:
+		say(out, "per token the scores and the top-%lld experts by rank, in one pass",
+		    (long long)f8_node_attr_int(seed, "top_k", 0));
+		return;
+	case F8_OP_ROUTER_GRAD:
+		say(out, "per token the scores again and the logits' gradient, in one pass");
+		return;
+	default:
+		say(out, "each copy's position in expert order counted over the expert indices (no "
+		    "sort, no atomics: the same result on every run), %s",
+		    seed->op == F8_OP_MOE_DISPATCH ? "the rows moved there, and the counts"
+		    : seed->op == F8_OP_MOE_COMBINE_GRAD ? "each copy's gradient and dprobs"
+		    : "each token's copies summed");
+		return;
+	}
+}
+
 /* The reason of kernel k. */
 static void say_reason(phrase *out, const fuser *f, const planned *k) {
 	const f8_graph *graph = f->graph;
@@ -708,6 +740,15 @@ static void say_reason(phrase *out, const fuser *f, const planned *k) {
 		    f8_node_attr_int(seed, "interleaved", 0) ? "interleaved" : "rotate-half");
 		return;
 	}
+	case F8_KERNEL_FAMILY_SOFTMAX: {
+		const f8_value *x = &graph->values[seed->inputs[0]];
+		say(out, "%s of %s: %s %s by rows over the last axis, one block a row, the row's "
+		    "%s combined over the block", f8_op_name(seed->op), scope_of(graph, seed), x->name,
+		    f8_type_format(graph, &x->type, type, sizeof type),
+		    seed->op == F8_OP_SOFTMAX_GRAD ? "sum of dy y" : "max and sum of exponentials");
+		return;
+	}
+	case F8_KERNEL_FAMILY_MOE: say_moe(out, f, k); return;
 	default: say_pointwise(out, f, k); return;
 	}
 }

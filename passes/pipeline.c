@@ -10,6 +10,7 @@
 #include <string.h> // strcmp, strnlen, memcpy
 
 #include "ir/verify.h"           // f8_graph_verify
+#include "passes/attention_unfused.h" // f8_pass_attention_unfused_run
 #include "passes/bf16.h"          // f8_pass_bf16_run
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
@@ -35,6 +36,16 @@ static f8_status bf16(f8_graph *graph, const f8_pipeline_options *options, FILE 
 	if (!options->bf16) // the model's own dtypes
 		return F8_OK;
 	return f8_pass_bf16_run(graph, report, diag);
+}
+
+static f8_status attention_unfused(f8_graph *graph, const f8_pipeline_options *options,
+				   FILE *report, f8_diag *diag) {
+	// The chip the plan is for: the table's, else the FP8 options'; neither: the reference
+	// kernels run it (inference without a target), which take attention in any dtype.
+	f8_target chip = options->target ? options->target->chip
+			 : options->fp8  ? options->fp8->target
+					 : F8_TARGET_CPU;
+	return f8_pass_attention_unfused_run(graph, chip, report, diag);
 }
 
 static f8_status training(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
@@ -81,6 +92,10 @@ static const f8_pass pipeline[] = {
 	 "after fuse-patterns, on the high-level ops whose statistics stay f32 in any dtype; "
 	 "before training, so that autodiff derives the backward from the BF16 forward and the "
 	 "gradients reach the f32 master weights through their Casts; a no-op without --bf16"},
+	{"attention-unfused", attention_unfused,
+	 "after bf16, which decides the attention's dtype (cuDNN's fused attention takes bf16, "
+	 "not f32); before training, so that autodiff derives the backward of an f32 attention "
+	 "on a GPU target from its MatMuls and Softmax; a no-op for cpu plans"},
 	{"training", training,
 	 "before the precision passes: they decide for the backward GEMMs (dgrad, wgrad) and the "
 	 "gradients' E5M2 casts too, so the backward must exist; a no-op for inference"},

@@ -77,12 +77,32 @@ typedef struct f8_backend_interface {
 	f8_status (*run_collective)(f8_backend *backend, f8_node_id node, f8_mesh_axis axis,
 				    const f8_tensor_view *views, f8_diag *diag);
 
+	/*
+	 * Optional (NULL: a backend that replays nothing). A run of a planned executor repeats
+	 * exactly, run after run of the same phases: the same groups and nodes in the same order,
+	 * on the same views (the slab's and the leaves' addresses do not move). The executor
+	 * brackets such a run with run_begin and run_end, `key` naming it (the phase mask, and
+	 * F8_RUN_KEY_FROZEN while the scaling state is frozen, whose views differ). A backend may
+	 * record the calls between them and, on a later run of the same key, queue the recording
+	 * instead (a CUDA graph): run_begin then answers *replayed = true, and the executor makes
+	 * none of the run's calls, only its own bookkeeping. Otherwise the executor makes the calls
+	 * and then calls run_end, with `issued` false when one of them failed (a backend drops
+	 * what it was recording); synchronize follows either way. A run_begin that fails has
+	 * queued nothing of the run (the leaves are as they were).
+	 */
+	f8_status (*run_begin)(f8_backend *backend, uint32_t key, bool *replayed, f8_diag *diag);
+	f8_status (*run_end)(f8_backend *backend, uint32_t key, bool issued, f8_diag *diag);
+
 	/* Waits until everything asked of the backend so far is done. */
 	f8_status (*synchronize)(f8_backend *backend, f8_diag *diag);
 
 	/* Frees the backend (its buffers must have been destroyed). */
 	void (*destroy)(f8_backend *backend);
 } f8_backend_interface;
+
+/* run_begin's key: the bit that marks a run while the FP8 scaling state is frozen (above the
+ * phase mask's bits). */
+#define F8_RUN_KEY_FROZEN (1u << 16)
 
 /* Every backend's struct starts with this, so that the core reaches its interface. */
 struct f8_backend {

@@ -568,9 +568,10 @@ static bool collective_axis(const f8_node *node, f8_mesh_axis *axis) {
 	return group && f8_mesh_axis_from_name(group, strlen(group), axis);
 }
 
-/* Runs node `id` at position `position` of the run through the backend. */
+/* Runs node `id` at position `position` of the run through the backend; with `issue` false
+ * (the backend replays the run) only the executor's side of it. */
 static f8_status run_node(f8_executor *executor, f8_node_id id, uint32_t position,
-			  const run_plan *plan, f8_diag *diag) {
+			  const run_plan *plan, bool issue, f8_diag *diag) {
 	const f8_graph *graph = executor->graph;
 	const f8_node *node = &graph->nodes[id];
 	f8_backend *backend = executor->backend;
@@ -580,9 +581,11 @@ static f8_status run_node(f8_executor *executor, f8_node_id id, uint32_t positio
 		executor->made[node->outputs[j]] = !status;
 	}
 	f8_mesh_axis axis;
-	if (!status && collective_axis(node, &axis))
+	if (status || !issue)
+		;
+	else if (collective_axis(node, &axis))
 		status = backend->interface->run_collective(backend, id, axis, executor->views, diag);
-	else if (!status)
+	else
 		status = backend->interface->run_node(backend, id, executor->views, diag);
 	if (status) {
 		if (diag && !diag->node[0])
@@ -596,10 +599,11 @@ static f8_status run_node(f8_executor *executor, f8_node_id id, uint32_t positio
 
 /*
  * Runs fused group `group`, whose first member stands at `position` of the run, through the
- * backend; its members are contiguous in the run (ir/graph.h): their count into *members.
+ * backend (with `issue` false, only the executor's side of it); its members are contiguous in
+ * the run (ir/graph.h): their count into *members.
  */
 static f8_status run_group(f8_executor *executor, uint32_t group, uint32_t position,
-			   const run_plan *plan, uint32_t *members, f8_diag *diag) {
+			   const run_plan *plan, bool issue, uint32_t *members, f8_diag *diag) {
 	const f8_graph *graph = executor->graph;
 	*members = 0;
 	while (position + *members < plan->n_nodes &&
@@ -613,7 +617,7 @@ static f8_status run_group(f8_executor *executor, uint32_t group, uint32_t posit
 			executor->made[node->outputs[j]] = !status;
 		}
 	}
-	if (!status)
+	if (!status && issue)
 		status = executor->backend->interface->run_group(executor->backend, group,
 								 executor->views, diag);
 	if (status) {
@@ -674,19 +678,33 @@ f8_status f8_executor_run(f8_executor *executor, uint32_t phases, f8_diag *diag)
 	if (executor->freeze_scaling)
 		status = make_frozen(executor, diag);
 	point_scaling_sources(executor);
+	// A planned run repeats exactly (backend.h, run_begin): the backend may replay it.
+	f8_backend *backend = executor->backend;
+	uint32_t key = (phases & F8_PHASES_ALL) | (executor->freeze_scaling ? F8_RUN_KEY_FROZEN : 0);
+	bool bracketed = !status && !per_value(executor) && backend->interface->run_begin &&
+			 backend->interface->run_end;
+	bool replayed = false, begun = false;
+	if (bracketed)
+		begun = !(status = backend->interface->run_begin(backend, key, &replayed, diag));
 	for (uint32_t i = 0; !status && i < plan->n_nodes;) {
 		uint32_t group = executor->graph->nodes[plan->nodes[i]].group;
 		if (group == F8_NONE || executor->keep_all) {
-			status = run_node(executor, plan->nodes[i], i, plan, diag);
+			status = run_node(executor, plan->nodes[i], i, plan, !replayed, diag);
 			i++;
 		} else {
 			uint32_t members = 0;
-			status = run_group(executor, group, i, plan, &members, diag);
+			status = run_group(executor, group, i, plan, !replayed, &members, diag);
 			i += members;
 		}
 	}
+	if (begun && !replayed) {
+		f8_diag ignored = {0}; // the first failure is the one to report
+		f8_status ended = backend->interface->run_end(backend, key, !status,
+							      status ? &ignored : diag);
+		status = status ? status : ended;
+	}
 	if (!status)
-		status = executor->backend->interface->synchronize(executor->backend, diag);
+		status = backend->interface->synchronize(backend, diag);
 	if (status) {
 		executor->state_lost = wrote_state(executor);
 		release_run(executor);

@@ -3,14 +3,16 @@
  * initialization made up from a seed; and the initial values the passes give other leaves
  * (state with an initializer).
  */
-#define _POSIX_C_SOURCE 200809L // fseeko, off_t
+#define _POSIX_C_SOURCE 200809L // fseeko, off_t, sysconf
 
 #include "runtime/parameters.h" // f8_rt_parameters_init
 
 #include <errno.h>  // errno
+#include <pthread.h> // pthread_create, pthread_join
 #include <stdio.h>  // fopen, fread, fseeko
 #include <string.h> // memcpy, strerror
 #include <sys/types.h> // off_t
+#include <unistd.h>  // sysconf
 
 #include "ir/weight_init.h"          // f8_weight_init_rule, f8_weight_init_fill
 #include "ir/alloc.h"                  // f8_malloc, f8_free
@@ -65,23 +67,101 @@ static f8_status fill_from_initializer(f8_rt_tensor *tensor, const f8_initialize
 	return status;
 }
 
-/* Fills `tensor`, the parameter `value` of `graph`, with Megatron-LM's initialization. */
-static void fill_made_up(f8_rt_tensor *tensor, const f8_graph *graph, f8_value_id value,
-			 int64_t layers, uint64_t seed) {
+/* Elements [first, first + count) of a parameter made up by `rule` from `seed`. */
+typedef struct made_range {
+	f8_rt_tensor *tensor;
+	const f8_weight_init *rule;
+	uint64_t seed;
+	const char *name;
+	int64_t first, count;
+} made_range;
+
+/* Fills range->tensor's range: f32 straight into the tensor, other dtypes through a chunk of
+ * floats converted as f8_rt_tensor_convert converts (what a plan's weights file would hold). */
+static void fill_range(const made_range *range) {
 	enum { CHUNK = 4096 };
 	float values[CHUNK];
-	f8_weight_init rule = f8_weight_init_rule(graph, value, layers);
-	int64_t numel = f8_rt_tensor_numel(tensor);
-	const char *name = graph->values[value].name;
-	for (int64_t first = 0; first < numel; first += CHUNK) {
-		int64_t count = numel - first < CHUNK ? numel - first : CHUNK;
-		f8_weight_init_fill(&rule, seed, name, (uint64_t)first, (uint64_t)count, values);
-		if (tensor->dtype == F8_DTYPE_F32)
-			memcpy((float *)tensor->data + first, values, (size_t)count * sizeof(float));
-		else
-			for (int64_t i = 0; i < count; i++)
-				f8_rt_tensor_set(tensor, first + i, values[i]);
+	f8_rt_tensor *tensor = range->tensor;
+	size_t element = f8_dtype_get_info(tensor->dtype)->bytes;
+	for (int64_t first = range->first; first < range->first + range->count; first += CHUNK) {
+		int64_t left = range->first + range->count - first;
+		int64_t count = left < CHUNK ? left : CHUNK;
+		if (tensor->dtype == F8_DTYPE_F32) {
+			f8_weight_init_fill(range->rule, range->seed, range->name, (uint64_t)first,
+					    (uint64_t)count, (float *)tensor->data + first);
+			continue;
+		}
+		f8_weight_init_fill(range->rule, range->seed, range->name, (uint64_t)first,
+				    (uint64_t)count, values);
+		f8_rt_tensor from = {.dtype = F8_DTYPE_F32, .rank = 1, .dims = {count},
+				     .data = values, .n_bytes = (size_t)count * sizeof(float)};
+		f8_rt_tensor to = {.dtype = tensor->dtype, .rank = 1, .dims = {count},
+				   .data = (unsigned char *)tensor->data + (size_t)first * element,
+				   .n_bytes = (size_t)count * element};
+		f8_rt_tensor_convert(&to, &from);
 	}
+}
+
+static void *fill_range_thread(void *range) {
+	fill_range(range);
+	return NULL;
+}
+
+/*
+ * Fills `tensor` (named `name`) by `rule` from `seed`. The generator is counter-based, so the
+ * tensor is cut into one range per processor and the bits do not depend on the cut: a 1.3B
+ * model's 5 GB of parameters are made in seconds where the plan runs, not shipped with it.
+ * Small tensors, and any range whose thread cannot start, are filled on this thread.
+ */
+static void fill_made_up(f8_rt_tensor *tensor, const f8_weight_init *rule, uint64_t seed,
+			 const char *name) {
+	enum { MAX_THREADS = 64, PER_THREAD = 1 << 18 };
+	int64_t numel = f8_rt_tensor_numel(tensor);
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	int64_t n = online < 1 ? 1 : online > MAX_THREADS ? MAX_THREADS : online;
+	if (n > numel / PER_THREAD)
+		n = numel / PER_THREAD > 0 ? numel / PER_THREAD : 1;
+	made_range ranges[MAX_THREADS];
+	pthread_t threads[MAX_THREADS];
+	bool started[MAX_THREADS] = {false};
+	for (int64_t t = 0; t < n; t++) {
+		int64_t first = numel * t / n;
+		ranges[t] = (made_range){.tensor = tensor, .rule = rule, .seed = seed, .name = name,
+					 .first = first, .count = numel * (t + 1) / n - first};
+		started[t] = t > 0 && pthread_create(&threads[t], NULL, fill_range_thread,
+						     &ranges[t]) == 0;
+	}
+	for (int64_t t = 0; t < n; t++)
+		if (!started[t])
+			fill_range(&ranges[t]);
+	for (int64_t t = 1; t < n; t++)
+		if (started[t])
+			pthread_join(threads[t], NULL);
+}
+
+/* The rule parameter `v` is made by: `made`'s for it (*rule, *seed), or without a record the
+ * one the graph gives it, from the run's seed. */
+static f8_status made_rule(const f8_graph *graph, f8_value_id v, int64_t layers,
+			   const f8_plan_weight_init *made, const f8_tensor_view *view,
+			   f8_weight_init *rule, uint64_t *seed, f8_diag *diag) {
+	const f8_value *value = &graph->values[v];
+	if (!made) {
+		*rule = f8_weight_init_rule(graph, v, layers);
+		return F8_OK;
+	}
+	for (uint32_t w = 0; w < made->n_weights; w++) {
+		if (made->weights[w].value != v)
+			continue;
+		if (made->weights[w].dtype != view->dtype)
+			return f8_diag_set(diag, F8_ERR_INVALID, "the plan makes %%%s as %s, but it "
+					   "is %s", value->name, f8_dtype_name(made->weights[w].dtype),
+					   f8_dtype_name(view->dtype));
+		*rule = made->weights[w].rule;
+		*seed = made->seed;
+		return F8_OK;
+	}
+	return f8_diag_set(diag, F8_ERR_INVALID, "parameter %%%s has no weights: neither the "
+			   "plan's weights file nor its weight_init record has it", value->name);
 }
 
 /*
@@ -131,7 +211,8 @@ static f8_status read_weight(const f8_safetensors *weights, const f8_value *valu
 }
 
 f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
-				const f8_safetensors *weights, f8_diag *diag) {
+				const f8_safetensors *weights, const f8_plan_weight_init *made,
+				f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	int64_t layers = f8_weight_init_layers(graph);
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
@@ -156,11 +237,17 @@ f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
 		if (value->role == F8_ROLE_BUFFER && !value->initializer)
 			return f8_diag_set(diag, F8_ERR_INVALID, "buffer %%%s has no initial contents",
 					   value->name);
-		status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, &tensor, diag);
+		f8_weight_init rule;
+		uint64_t rule_seed = seed;
+		if (!value->initializer && value->role == F8_ROLE_PARAMETER)
+			status = made_rule(graph, v, layers, made, view, &rule, &rule_seed, diag);
+		if (!status)
+			status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, &tensor,
+						     diag);
 		if (!status && value->initializer)
 			status = fill_from_initializer(&tensor, value->initializer, value->name, diag);
 		else if (!status && value->role == F8_ROLE_PARAMETER)
-			fill_made_up(&tensor, graph, v, layers, seed);
+			fill_made_up(&tensor, &rule, rule_seed, value->name);
 		else if (!status) // FP8 scales start at 1 (DESIGN.md)
 			for (int64_t e = 0; e < f8_rt_tensor_numel(&tensor); e++)
 				f8_rt_tensor_set(&tensor, e, 1.0);

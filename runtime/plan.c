@@ -8,6 +8,7 @@
 
 #include <errno.h>    // errno
 #include <inttypes.h> // PRIx64
+#include <math.h>     // isfinite
 #include <stdarg.h>   // va_list
 #include <stdio.h>    // snprintf
 #include <stdlib.h>   // free (jansson's and the text printer's buffers), strtoll
@@ -67,6 +68,41 @@ void f8_plan_destroy(f8_plan *plan) {
 	f8_safetensors_close(plan->weights);
 	f8_arena_destroy(plan->arena);
 	f8_free(plan);
+}
+
+f8_status f8_plan_record_weight_init(f8_plan *plan, uint64_t seed, const char *model,
+				     f8_diag *diag) {
+	const f8_graph *graph = plan->graph;
+	if (seed > INT64_MAX) // plan.json's integers are signed 64-bit
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--weights seed: seed %llu is past 2^63 - 1",
+				   (unsigned long long)seed);
+	f8_plan_weight_init *record = f8_arena_alloc(plan->arena, sizeof *record);
+	if (record)
+		record->weights = f8_arena_alloc_array(plan->arena, graph->n_inputs + 1,
+						       sizeof *record->weights);
+	if (!record || !record->weights)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	record->seed = seed;
+	int64_t layers = f8_weight_init_layers(graph);
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		const f8_value *value = &graph->values[v];
+		if (value->role != F8_ROLE_PARAMETER)
+			continue;
+		if (value->initializer) {
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "%s: --weights seed is for a model without "
+				    "weights of its own, but parameter %%%s has weights in the model",
+				    model ? model : "the model", value->name);
+			f8_diag_hint(diag, "leave out --weights seed (or give --weights file): the "
+				     "plan's weights.safetensors then holds the model's weights");
+			return F8_ERR_ARGUMENT;
+		}
+		record->weights[record->n_weights++] = (f8_plan_made_weight){
+			.value = v, .rule = f8_weight_init_rule(graph, v, layers),
+			.dtype = value->type.dtype};
+	}
+	plan->weight_init = record;
+	return F8_OK;
 }
 
 bool f8_plan_is_dir(const char *path) {
@@ -243,6 +279,30 @@ static f8_status write_weights(const char *path, const f8_graph *graph, f8_diag 
 	return status;
 }
 
+/* plan.json's "weight_init" (runtime/plan.h): the rule, its version, the seed, and each made
+ * parameter's rule and dtype, by name. */
+static json_t *weight_init_json(const f8_plan *plan) {
+	const f8_plan_weight_init *record = plan->weight_init;
+	json_t *weights = json_array();
+	for (uint32_t w = 0; weights && w < record->n_weights; w++) {
+		const f8_plan_made_weight *made = &record->weights[w];
+		json_t *entry = json_pack("{s:s, s:s, s:s}", "name",
+					  plan->graph->values[made->value].name, "init",
+					  f8_weight_init_kind_name(made->rule.kind), "dtype",
+					  f8_dtype_name(made->dtype));
+		// A real prints with 17 digits, so the std reads back as the same double.
+		if (entry && made->rule.kind == F8_WEIGHT_INIT_NORMAL)
+			json_object_set_new(entry, "std", json_real(made->rule.std));
+		json_array_append_new(weights, entry);
+	}
+	return json_pack("{s:s, s:i, s:I, s:o, s:s}", "rule", F8_WEIGHT_INIT_RULE_NAME,
+			 "rule_version", (json_int_t)F8_WEIGHT_INIT_RULE_VERSION, "seed",
+			 (json_int_t)record->seed, "weights", weights, "note",
+			 "each parameter is made where the plan runs, by f8_weight_init_fill "
+			 "(ir/weight_init.h) from the seed and its name, rounded to its dtype; "
+			 "the run's --seed orders the data only");
+}
+
 /* The size and checksum of the file at `path`, read in chunks (weights may be gigabytes). */
 static f8_status checksum_file(const char *path, size_t *len, char checksum[17], f8_diag *diag) {
 	FILE *file = fopen(path, "rb");
@@ -336,6 +396,9 @@ f8_status f8_plan_write(const char *dir, const f8_plan *plan, f8_diag *diag) {
 			"the graph (offset=); leaves and the values written in place of them are not "
 			"in the slab", "kernels_ptx", ptx_record, "weights", weights_record);
 	f8_free(graph_text);
+	if (!status && document && plan->weight_init &&
+	    json_object_set_new(document, "weight_init", weight_init_json(plan)))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory writing the plan");
 	char digest[17];
 	if (!status && (!document || !digest_of(document, digest) ||
 			json_object_set_new(document, "digest", json_string(digest))))
@@ -741,6 +804,91 @@ static f8_status check_weights(const char *dir, json_t *document, f8_plan *plan,
 	return status;
 }
 
+/* One entry of weight_init's weights into *made: a parameter leaf of the graph, not listed
+ * before (seen, by value), nor in weights.safetensors, of a known kind, its std for normal,
+ * and the leaf's dtype. */
+static f8_status read_made_weight(const char *dir, json_t *entry, uint32_t index,
+				  const f8_plan *plan, bool *seen, f8_plan_made_weight *made,
+				  f8_diag *diag) {
+	const f8_graph *graph = plan->graph;
+	const char *name = json_string_value(json_object_get(entry, "name"));
+	const char *init = json_string_value(json_object_get(entry, "init"));
+	const char *dtype = json_string_value(json_object_get(entry, "dtype"));
+	json_t *std = json_object_get(entry, "std");
+	f8_value_id v = name ? f8_graph_find_value(graph, name, strlen(name)) : F8_NONE;
+	if (v == F8_NONE || graph->values[v].producer != F8_NONE ||
+	    graph->values[v].role != F8_ROLE_PARAMETER)
+		return inconsistent(diag, dir, "weight_init: weight %u names %s, which is no "
+				    "parameter of the graph", index, name ? name : "nothing");
+	if (seen[v] || f8_safetensors_find(plan->weights, name))
+		return inconsistent(diag, dir, "weight_init: parameter %s is listed twice%s", name,
+				    seen[v] ? "" : " (it is in weights.safetensors too)");
+	seen[v] = true;
+	made->value = v;
+	if (!init || !f8_weight_init_kind_from_name(init, &made->rule.kind))
+		return inconsistent(diag, dir, "weight_init: parameter %s has init %s, which is no "
+				    "kind of the rule", name, init ? init : "missing");
+	bool normal = made->rule.kind == F8_WEIGHT_INIT_NORMAL;
+	made->rule.std = normal ? json_number_value(std) : 0;
+	if (normal ? !json_is_number(std) || !isfinite(made->rule.std) || made->rule.std <= 0
+		   : std != NULL)
+		return inconsistent(diag, dir, "weight_init: parameter %s %s", name,
+				    normal ? "has no positive, finite std"
+					   : "has a std, which only init normal takes");
+	if (!dtype || !f8_dtype_from_name(dtype, strlen(dtype), &made->dtype) ||
+	    made->dtype != graph->values[v].type.dtype)
+		return inconsistent(diag, dir, "weight_init: parameter %s is %s in the record, %s in "
+				    "the graph", name, dtype ? dtype : "of no dtype",
+				    f8_dtype_name(graph->values[v].type.dtype));
+	return F8_OK;
+}
+
+/* plan.json's "weight_init", when it has one (--weights seed): this f8c's rule and version, a
+ * seed, and every parameter that weights.safetensors lacks, each once. */
+static f8_status read_weight_init(const char *dir, json_t *document, f8_plan *plan,
+				  f8_diag *diag) {
+	json_t *record = json_object_get(document, "weight_init");
+	if (!record)
+		return F8_OK;
+	const char *rule = json_string_value(json_object_get(record, "rule"));
+	json_t *version = json_object_get(record, "rule_version");
+	json_t *seed = json_object_get(record, "seed"), *weights = json_object_get(record, "weights");
+	if (!rule || strcmp(rule, F8_WEIGHT_INIT_RULE_NAME) != 0 || !json_is_integer(version) ||
+	    json_integer_value(version) != F8_WEIGHT_INIT_RULE_VERSION)
+		return inconsistent(diag, dir, "weight_init: its weights are made by rule %s version "
+				    "%lld; this f8c makes them by %s version %d", rule ? rule : "?",
+				    (long long)json_integer_value(version), F8_WEIGHT_INIT_RULE_NAME,
+				    F8_WEIGHT_INIT_RULE_VERSION);
+	if (!json_is_integer(seed) || json_integer_value(seed) < 0 || !json_is_array(weights))
+		return inconsistent(diag, dir, "weight_init: it lacks a seed (an integer, 0 or more) "
+				    "or the list of weights");
+	const f8_graph *graph = plan->graph;
+	f8_plan_weight_init *made = f8_arena_alloc(plan->arena, sizeof *made);
+	bool *seen = f8_calloc(graph->n_values + 1, sizeof *seen);
+	if (made)
+		made->weights = f8_arena_alloc_array(plan->arena, json_array_size(weights) + 1,
+						     sizeof *made->weights);
+	f8_status status = made && made->weights && seen
+				   ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		made->seed = (uint64_t)json_integer_value(seed);
+	for (size_t w = 0; !status && w < json_array_size(weights); w++)
+		status = read_made_weight(dir, json_array_get(weights, w), (uint32_t)w, plan, seen,
+					  &made->weights[made->n_weights++], diag);
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		if (value->role == F8_ROLE_PARAMETER && !seen[graph->inputs[i]] &&
+		    !f8_safetensors_find(plan->weights, value->name))
+			status = inconsistent(diag, dir, "weight_init: parameter %s has neither "
+					      "weights in %s nor a rule in the record", value->name,
+					      WEIGHTS);
+	}
+	f8_free(seen);
+	if (!status)
+		plan->weight_init = made;
+	return status;
+}
+
 f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, f8_diag *diag) {
 	*out = NULL;
 	char path[4096];
@@ -794,6 +942,8 @@ f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, 
 		status = check_ptx(dir, document, plan, diag);
 	if (!status)
 		status = check_weights(dir, document, plan, diag);
+	if (!status)
+		status = read_weight_init(dir, document, plan, diag);
 	json_decref(document);
 	if (status) {
 		f8_plan_destroy(plan);

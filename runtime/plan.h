@@ -14,15 +14,22 @@
  *   kernels.ptx          the generated kernels for sm_90
  *   weights.safetensors  the initial contents of every leaf that has some in the model: an
  *                        ONNX model's weights, the scaling tables' first scales. Parameters a
- *                        description leaves to f8c are made where the plan runs, from the seed,
- *                        by the rule of ir/weight_init.h, the same bits as the exporter writes
- *                        (a 175B plan does not carry 700 GB of random numbers).
+ *                        description leaves to f8c are made where the plan runs, by the rule of
+ *                        ir/weight_init.h, the same bits as the exporter writes (a 175B plan
+ *                        does not carry 700 GB of random numbers): from the run's seed, or,
+ *                        for a plan compiled with --weights seed, from the record below.
+ *
+ * --weights seed adds "weight_init" to plan.json, under the digest like everything else: the
+ * rule's name and version, the seed, and for each made-up parameter its rule (kind, std) and
+ * dtype, so that the plan, not the run, fixes its initial weights.
  *
  * Loading checks the record, never recompiles it: the format and the writer's version; the
  * digest (an edit of any kind, of the graph, the options, a launch's geometry or a binding, is
  * refused with a hint to compile again); the graph parses and verifies, its slab plan holds;
  * every kernel has an entry in kernels.ptx, every binding names a value of the graph, a scratch
- * of its group or a parameter of the right kind; the files' sizes and checksums.
+ * of its group or a parameter of the right kind; the files' sizes and checksums; a weight_init
+ * record of this f8c's rule and version, naming each parameter the weights file lacks once, in
+ * its dtype.
  */
 #ifndef F8_RUNTIME_PLAN_H
 #define F8_RUNTIME_PLAN_H
@@ -34,6 +41,7 @@
 #include "ir/graph.h"            // f8_graph, f8_value_id
 #include "ir/launch.h"           // f8_launch_geometry, f8_kernel_param_kind
 #include "ir/shape.h"            // f8_dim
+#include "ir/weight_init.h"       // f8_weight_init
 #include "runtime/safetensors.h" // f8_safetensors
 
 #define F8_PLAN_FORMAT "f8c-plan"
@@ -99,6 +107,20 @@ typedef struct f8_plan_estimates {
 	double kernel_bytes; // what the generated kernels read and write; < 0 when unknown
 } f8_plan_estimates;
 
+/* A parameter a --weights seed plan makes: by its rule, from the record's seed, in its dtype. */
+typedef struct f8_plan_made_weight {
+	f8_value_id value;   // a parameter leaf of the plan's graph
+	f8_weight_init rule;
+	f8_dtype dtype;      // the leaf's: the rule's floats are converted to it
+} f8_plan_made_weight;
+
+/* plan.json's "weight_init": how the parameters without weights in the model are made. */
+typedef struct f8_plan_weight_init {
+	uint64_t seed;
+	f8_plan_made_weight *weights; // (n_weights) in the graph's order of leaves
+	uint32_t n_weights;
+} f8_plan_weight_init;
+
 /* A plan, loaded or made by the compile driver; everything owned by it (its arena). */
 typedef struct f8_plan {
 	f8_graph *graph;            // after every pass, verified
@@ -115,6 +137,7 @@ typedef struct f8_plan {
 	f8_plan_estimates estimates;
 	char *ptx;                  // kernels.ptx's text
 	f8_safetensors *weights;    // weights.safetensors, open (loaded plans; NULL when made)
+	f8_plan_weight_init *weight_init; // --weights seed's record; NULL: the run's seed
 	f8_arena *arena;
 } f8_plan;
 
@@ -125,11 +148,21 @@ f8_status f8_plan_create(f8_graph *graph, f8_plan **out, f8_diag *diag);
 /*
  * Writes plan `plan` as folder `dir` (made if missing): weights.safetensors from the initial
  * contents of the graph's leaves that have an initializer (read from the model's files now),
- * kernels.ptx, then plan.json, each written atomically, so that a plan.json that exists
- * belongs to a whole plan. F8_ERR_IO naming the file that could not be written or read;
+ * kernels.ptx, then plan.json (with plan->weight_init's record when there is one), each
+ * written atomically, so that a plan.json that exists belongs to a whole plan. F8_ERR_IO naming the file that could not be written or read;
  * F8_ERR_NOMEM.
  */
 f8_status f8_plan_write(const char *dir, const f8_plan *plan, f8_diag *diag);
+
+/*
+ * Makes `plan` a --weights seed plan: fills plan->weight_init (from its arena) with `seed` and,
+ * for every parameter leaf of its graph, the rule ir/weight_init.h gives it and its dtype, for
+ * f8_plan_write to record instead of leaving the weights to the run's seed. `model` names the
+ * model in messages. A parameter with weights in the model (an ONNX initializer) is refused,
+ * F8_ERR_ARGUMENT naming it: such a plan carries the model's weights, not a seed's. F8_ERR_NOMEM.
+ */
+f8_status f8_plan_record_weight_init(f8_plan *plan, uint64_t seed, const char *model,
+				     f8_diag *diag);
 
 /* True when `path` is a folder with a plan.json in it. */
 bool f8_plan_is_dir(const char *path);

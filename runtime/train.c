@@ -218,7 +218,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		f8_executor_keep_all(t->executor, true);
 	f8_free(symbol_values);
 	if (!status)
-		status = f8_rt_parameters_init(t->executor, c->seed, c->weights, diag);
+		status = f8_rt_parameters_init(t->executor, c->seed, c->weights, c->weight_init,
+						diag);
 	const f8_tensor_view *tokens = status ? NULL : f8_executor_view(t->executor, t->tokens);
 	const f8_tensor_view *labels = status ? NULL : f8_executor_view(t->executor, t->labels);
 	if (!status && (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64))

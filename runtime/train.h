@@ -21,6 +21,7 @@
 #include "ir/graph.h"          // f8_graph
 #include "runtime/backend.h"   // f8_backend
 #include "runtime/executor.h"  // f8_executor
+#include "runtime/plan.h"      // f8_plan_weight_init
 #include "runtime/safetensors.h" // f8_safetensors
 #include "runtime/tokens.h"    // f8_token_format
 
@@ -49,6 +50,8 @@ typedef struct f8_train_config {
 	const f8_graph *graph;            // the compiled training step to run (a plan's, or
 					  // tools/compile.h's): required
 	const f8_safetensors *weights;    // a plan's initial weights, or NULL
+	const f8_plan_weight_init *weight_init; // a --weights seed plan's record, or NULL: the
+					  // parameters without weights are made from --seed
 	f8_train_schedule schedule;       // the step's learning-rate schedule
 	const char *data;                 // --data
 	f8_token_format data_format;      // --data-format

@@ -33,6 +33,9 @@ typedef struct f8_tool_compile_options {
 				       // f8_tool_optimizer)
 	const f8_fp8_options *fp8;     // --fp8-format ...: FP8; NULL: no FP8
 	bool bf16;                     // --bf16: the forward in BF16 over f32 master weights
+	// The chip's table (codegen/target.h); NULL: the FP8 options' --target, else sm_90.
+	// Lets a caller compile a plan without FP8 for cpu (the oracle's own plan).
+	const f8_target_table *target;
 } f8_tool_compile_options;
 
 /* The optimizer's options as a run compiles them: micro-batches from the run's batch sizes,

@@ -3,7 +3,9 @@
  * folder (runtime/plan.h): plan.json, the decision record, kernels.ptx, the generated kernels
  * for sm_90, and weights.safetensors, the model's initial weights. It takes f8c train's options (Megatron-LM's names) and the FP8 options;
  * those that shape the graph (batch and sequence sizes, the optimizer, FP8) are compiled in and
- * recorded; --data and the other run options are not needed.
+ * recorded; --data and the other run options are not needed. --weights seed records how the
+ * weights of a model without weights of its own are made (the rule, --seed, each parameter's
+ * rule and dtype) in plan.json, so that the plan, not each run's --seed, fixes them.
  */
 #define _POSIX_C_SOURCE 200809L // clock_gettime
 
@@ -22,19 +24,37 @@ static const f8_tool_train_command command = {
 	.usage = "MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [OPTIONS]",
 	.own_options = "  -o, --output DIR     the plan folder to write (plan.json, kernels.ptx, "
 		       "weights.safetensors)\n"
-		       "  --inference          the forward graph (for f8c infer), not a training step\n",
+		       "  --inference          the forward graph (for f8c infer), not a training step\n"
+		       "  --weights file|seed  where the initial weights come from: file (default) "
+		       "the plan's weights.safetensors (a model's own weights), the parameters a "
+		       "JSON description leaves to f8c made from each run's --seed; seed: a model "
+		       "without weights of its own, the rule and this --seed recorded in plan.json, "
+		       "every run making the same weights\n",
 	.needs_train_iters = false,
 	.needs_data = false,
 	.needs_seq_length = false}; // a training step needs it; compile() says so
 
-/* Takes -o out of argv into *output, the rest into rest (n in *n_rest); 0 or the exit status
- * of an error it printed. */
-static int own_options(int argc, char **argv, const char **output, bool *inference, char **rest,
-		       int *n_rest) {
+/* Takes -o, --inference and --weights out of argv into *output, *inference and *seed_weights,
+ * the rest into rest (n in *n_rest); 0 or the exit status of an error it printed. */
+static int own_options(int argc, char **argv, const char **output, bool *inference,
+		       bool *seed_weights, char **rest, int *n_rest) {
 	*n_rest = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--inference") == 0) {
 			*inference = true;
+			continue;
+		}
+		// Not among the compile arguments the plan records: f8c train PLAN reads those back
+		// as its own options, and plan.json's weight_init says it already.
+		if (strcmp(argv[i], "--weights") == 0) {
+			if (i + 1 == argc)
+				return fprintf(stderr, "f8c compile: --weights needs file or seed\n"), 2;
+			const char *mode = argv[++i];
+			if (strcmp(mode, "file") != 0 && strcmp(mode, "seed") != 0)
+				return fprintf(stderr, "f8c compile: --weights: cannot use '%s'\nHINT: "
+					       "--weights file (the default) or --weights seed\n",
+					       mode), 2;
+			*seed_weights = strcmp(mode, "seed") == 0;
 			continue;
 		}
 		if (strcmp(argv[i], "--config") == 0)
@@ -57,9 +77,10 @@ static double seconds_since(const struct timespec *start) {
 	return (double)(now.tv_sec - start->tv_sec) + 1e-9 * (double)(now.tv_nsec - start->tv_nsec);
 }
 
-/* Compiles and writes the plan; the compile arguments are rest[1 .. n_rest) but the model. */
-static f8_status compile(f8_tool_train_args *options, bool inference, char **rest, int n_rest,
-			 const char *output, f8_diag *diag) {
+/* Compiles and writes the plan, with its weights' record when `seed_weights`; the compile
+ * arguments are rest[1 .. n_rest) but the model. */
+static f8_status compile(f8_tool_train_args *options, bool inference, bool seed_weights,
+			 char **rest, int n_rest, const char *output, f8_diag *diag) {
 	const f8_train_config *config = f8_tool_train_args_config(options);
 	const f8_tool_compile_options *compiled = f8_tool_train_args_compile(options);
 	struct timespec start;
@@ -86,6 +107,8 @@ static f8_status compile(f8_tool_train_args *options, bool inference, char **res
 	if (!status)
 		status = f8_tool_plan_make(graph, !inference, config->model, args, n_args, &plan,
 					   diag);
+	if (!status && seed_weights)
+		status = f8_plan_record_weight_init(plan, config->seed, config->model, diag);
 	double codegen = seconds_since(&start) - passes;
 	if (!status)
 		status = f8_plan_write(output, plan, diag);
@@ -100,13 +123,13 @@ static f8_status compile(f8_tool_train_args *options, bool inference, char **res
 
 int f8_tool_compile(int argc, char **argv) {
 	const char *output = NULL;
-	bool inference = false;
+	bool inference = false, seed_weights = false;
 	int n_rest;
 	char **rest = f8_calloc((size_t)argc + 1, sizeof *rest);
 	if (!rest)
 		return fprintf(stderr, "f8c compile: out of memory\n"), 1;
 	f8_tool_train_args *args = NULL;
-	int code = own_options(argc, argv, &output, &inference, rest, &n_rest);
+	int code = own_options(argc, argv, &output, &inference, &seed_weights, rest, &n_rest);
 	if (!code)
 		code = f8_tool_train_args_parse(&command, n_rest, rest, &args);
 	if (!code && !output) {
@@ -117,7 +140,7 @@ int f8_tool_compile(int argc, char **argv) {
 	if (!code) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
-		if (compile(args, inference, rest, n_rest, output, &diag)) {
+		if (compile(args, inference, seed_weights, rest, n_rest, output, &diag)) {
 			f8_diag_print(&diag, stderr);
 			code = diag.status == F8_ERR_ARGUMENT ? 2 : 1;
 		}

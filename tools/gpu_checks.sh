@@ -12,6 +12,12 @@
 #     training step on the GPU against the CPU backend on the same machine (tools/gpu_compare.py:
 #     the loss, every gradient through AdamW's first moment, and the updated parameters), then
 #     the FP8 recipes' 200-iteration loss curves and scaling tables against the CPU's.
+#     `resume`: checkpoints GPU -> CPU -> GPU and a bit-exact resume with --deterministic
+#     (gpu_compare.py resume, on gpt-tiny --bf16 and FP8 delayed); `bench`: tokens/s, peak
+#     memory and where the step's time goes for gpt2-124m (16 x 1024) and gpt-1.3b (8 x 2048)
+#     in --bf16 and FP8 (tools/gpu_bench.py; not part of `all`: run it alone).
+#     `ops`: the backend test table's cases (tests/runtime/test_backend_ops.c, written here as
+#     plans by the full build) on the CUDA backend against the CPU reference's stored outputs.
 #
 # Results go in tools/gpu_checks.md with the date, the device and the library versions.
 set -eu
@@ -26,16 +32,30 @@ carry=$folder/carry
 cmake --preset default -DF8C_WERROR=ON >/dev/null
 # The check programs link the CPU reference kernels, not LLVM: they come from the full build.
 cmake --build "$root/build" --target f8c gemm_check attention_check -- -j 2 >/dev/null
+# It writes the backend test table's cases as plans for the GPU (--write-cases, below).
+cmake --build "$root/build" --target test_backend_ops -- -j 2 >/dev/null
 cmake -S "$root" -B "$folder/runtime" -DF8C_LLVM=OFF -DCMAKE_BUILD_TYPE=Release -DF8C_WERROR=ON \
 	"-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" >/dev/null
 cmake --build "$folder/runtime" --target f8c -- -j 2 >/dev/null
+# It runs those cases there: it links no LLVM, so the runtime build makes it.
+cmake --build "$folder/runtime" --target backend_ops_cuda -- -j 2 >/dev/null
 
 rm -rf "$carry"
 mkdir -p "$carry/plans"
 cp "$folder/runtime/f8c" "$root/build/tests/gpu/gemm_check" "$root/build/tests/gpu/attention_check" \
-	"$root/tools/gpu_compare.py" "$carry/"
+	"$root/tools/gpu_compare.py" "$root/tools/gpu_bench.py" "$carry/"
 f8c=$root/build/f8c
 "$f8c" tokenize "$root/data/fp8-notes.txt" -o "$carry/tokens.bin" >/dev/null
+# The backend test table's cases: small graphs, their PTX, leaves and references, 5 MB of
+# text and tensors that pack into 2.
+cp "$folder/runtime/tests/gpu/backend_ops_cuda" "$carry/"
+rm -rf "$folder/ops"
+if ! "$root/build/tests/runtime/test_backend_ops" --write-cases "$folder/ops" \
+	>"$folder/backend_ops_write.log" 2>&1; then
+	echo "gpu_checks.sh: the backend op cases were not all written ($folder/backend_ops_write.log):" >&2
+	grep FAIL "$folder/backend_ops_write.log" >&2 || true
+fi
+tar -C "$folder" -cJf "$carry/ops.tar.xz" ops
 
 # One plan per case: NAME MODEL OPTIONS...
 # (--train-iters is the run's: the decay's length is compiled instead.)
@@ -65,6 +85,29 @@ llama-tiny-bf16 llama-tiny $small --bf16
 mixtral-tiny mixtral-tiny $small
 mixtral-tiny-bf16 mixtral-tiny $small --bf16
 PLANS
+
+# The benchmark plans: the models of issue 15's figures, compiled as f8c trains them.
+mkdir -p "$carry/bench"
+bench="--lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine --lr-decay-iters 1000 --weight-decay 0.1 \
+--adam-beta2 0.95 --clip-grad 1.0 --bf16"
+while read -r name model batch seq options; do
+	[ -n "$name" ] || continue
+	# shellcheck disable=SC2086 # the options are words
+	if ! "$f8c" compile "$root/models/$model.json" -o "$carry/bench/$name" $bench \
+		--micro-batch-size "$batch" --global-batch-size "$batch" --seq-length "$seq" $options \
+		>"$carry/bench/$name.log" 2>&1; then
+		echo "gpu_checks.sh: $name does not compile:" >&2
+		cat "$carry/bench/$name.log" >&2
+		rm -rf "$carry/bench/$name"
+	fi
+done <<BENCH
+gpt2-124m-bf16 gpt2-124m 16 1024
+gpt2-124m-delayed gpt2-124m 16 1024 --fp8-format hybrid --fp8-recipe delayed
+gpt2-124m-current gpt2-124m 16 1024 --fp8-format hybrid --fp8-recipe current
+gpt-1.3b-bf16 gpt-1.3b 8 2048
+gpt-1.3b-delayed gpt-1.3b 8 2048 --fp8-format hybrid --fp8-recipe delayed
+gpt-1.3b-current gpt-1.3b 8 2048 --fp8-format hybrid --fp8-recipe current
+BENCH
 
 cp /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 /lib/x86_64-linux-gnu/libjansson.so.4 \
 	/lib/x86_64-linux-gnu/libgfortran.so.5 /lib/x86_64-linux-gnu/libquadmath.so.0 "$folder/"
@@ -102,10 +145,25 @@ if runs modules; then
 	check gemm_check "$here/gemm_check"
 	check attention_check "$here/attention_check"
 fi
+if runs ops; then
+	rm -rf /tmp/f8c-ops && mkdir -p /tmp/f8c-ops && tar -C /tmp/f8c-ops -xJf "$here/ops.tar.xz"
+	check backend_ops "$here/backend_ops_cuda" /tmp/f8c-ops/ops
+fi
 runs steps && for plan in "$here"/plans/*/; do
 	name=$(basename "$plan")
 	check "step-$name" python3 "$here/gpu_compare.py" step "$here/f8c" "$plan" "$here/tokens.bin" \
 		"/tmp/f8c-$name"
+done
+runs resume && for plan in gpt-tiny-bf16 gpt-tiny-delayed; do
+	[ -d "$here/plans/$plan" ] || continue
+	check "resume-$plan" python3 "$here/gpu_compare.py" resume "$here/f8c" "$here/plans/$plan" \
+		"$here/tokens.bin" "/tmp/f8c-resume-$plan"
+done
+[ "$want" = bench ] && for plan in "$here"/bench/*/; do
+	name=$(basename "$plan")
+	check "bench-$name" python3 "$here/gpu_bench.py" "$here/f8c" "$plan" "$here/tokens.bin" \
+		"/tmp/f8c-bench-$name"
+	cp "/tmp/f8c-bench-$name/bench.json" "$out/bench-$name.json" 2>/dev/null || true
 done
 runs curves && for recipe in delayed current rowwise block; do
 	plan=$here/plans/gpt-tiny-$recipe

@@ -8,6 +8,13 @@
   gpu_compare.py curve F8C PLAN TOKENS WORK
       200 iterations on each: the logged losses point by point, and the scaling tables at the
       end.
+  gpu_compare.py resume F8C PLAN TOKENS WORK
+      checkpoints across devices and runs, with --deterministic on the GPU: 20 iterations on
+      the GPU (CUDA graphs on) saving at 10 and 20; resumed from 10 on the GPU without CUDA
+      graphs, which must give the same losses and the same checkpoint at 20 bit for bit (so
+      resume is exact, and a replayed step is the step); resumed from the GPU's 10 on the CPU
+      to 20, within the curve tolerance; and the CPU's 20 resumed on the GPU to 25 against the
+      GPU's own 20 resumed to 25, within the curve tolerance.
 
 Tolerances, by the plan's precision (read from its plan.json):
   f32 plans: 1e-4. Both sides compute in f32 or better, but in other orders (cuBLASLt's
@@ -50,13 +57,19 @@ TOLERANCE = {"f32": 1e-4, "bf16": 3e-2, "fp8": 1e-1}
 CURVE = {"f32": 0.02, "bf16": 0.02, "fp8": 0.03}
 
 
-def train(f8c, plan, tokens, work, device, iterations, log_interval):
-    folder = os.path.join(work, device)
+def train(f8c, plan, tokens, work, device, iterations, log_interval, name=None, load=None,
+          save_interval=None, extra=()):
+    folder = os.path.join(work, name or device)
     metrics = folder + ".jsonl"
     command = [f8c, "train", plan, "--data", tokens, "--train-iters", str(iterations),
                "--log-interval", str(log_interval), "--eval-interval", "0", "--metrics",
-               metrics, "--save", folder, "--save-interval", str(iterations), "--device",
-               device]
+               metrics, "--save", folder, "--save-interval", str(save_interval or iterations),
+               "--device", device, *extra]
+    if load:
+        command += ["--load", load]
+    # F8C_COMPARE_GPU=cpu: the GPU's runs on the CPU, to try this script where there is no GPU.
+    device = os.environ.get("F8C_COMPARE_GPU", "cuda") if device == "cuda" else device
+    command[command.index("--device") + 1] = device
     if device == "cuda":
         command.append("--deterministic")
     result = subprocess.run(command, capture_output=True, text=True)
@@ -65,10 +78,7 @@ def train(f8c, plan, tokens, work, device, iterations, log_interval):
     if result.returncode:
         raise SystemExit(f"f8c train --device {device} failed ({result.returncode})")
     losses = [json.loads(line) for line in open(metrics)]
-    checkpoint = os.path.join(folder, "iter_%07d" % iterations)
-    tensors = load_file(os.path.join(checkpoint, "weights.safetensors"))
-    tensors.update(load_file(os.path.join(checkpoint, "optimizer.safetensors")))
-    return losses, tensors
+    return losses, read_checkpoint(os.path.join(folder, "iter_%07d" % iterations))
 
 
 def normalized_error(gpu, cpu):
@@ -120,11 +130,39 @@ def compare_tensors(gpu, cpu, tolerance, only=None):
     return failures
 
 
+def delayed(plan):
+    text = json.load(open(os.path.join(plan, "plan.json")))["graph"]
+    return "recipe=delayed" in text
+
+
+def beta1(plan):
+    args = json.load(open(os.path.join(plan, "plan.json")))["compile_args"]
+    return float(args[args.index("--adam-beta1") + 1]) if "--adam-beta1" in args else 0.9
+
+
 def step(f8c, plan, tokens, work):
+    """One iteration on each backend from the same state. Under delayed scaling the first
+    iteration quantizes with the initial scale of 1 (no amax recorded yet; TransformerEngine
+    starts so too): E5M2 with scale 1 flushes gradients below 2^-16 to zero and rounds those
+    below 2^-14 to one or two subnormal bits, so which elements survive depends on the last
+    bit of the values before the cast, and the two backends' first-step gradients differ by
+    that coin toss, not by an error of either. That iteration is run on the CPU alone, and the
+    compared iteration is the second, from its checkpoint, with the scales it recorded; the
+    gradient is then the moment minus beta1 times the loaded one."""
     precision = precision_of(plan)
     tolerance = TOLERANCE[precision]
-    cpu_losses, cpu = train(f8c, plan, tokens, work, "cpu", 1, 1)
-    gpu_losses, gpu = train(f8c, plan, tokens, work, "cuda", 1, 1)
+    load, start = None, None
+    if delayed(plan):
+        train(f8c, plan, tokens, work, "cpu", 1, 1, "warm")
+        load = os.path.join(work, "warm", "iter_%07d" % 1)
+        start = read_checkpoint(load)
+    iterations = 2 if load else 1
+    cpu_losses, cpu = train(f8c, plan, tokens, work, "cpu", iterations, 1, None, load)
+    gpu_losses, gpu = train(f8c, plan, tokens, work, "cuda", iterations, 1, None, load)
+    if start:
+        for state in (cpu, gpu):
+            for name in [k for k in state if k.endswith(".exp_avg") and k in start]:
+                state[name] = state[name].astype(np.float64) - beta1(plan) * start[name]
     failures = 0
     for key in ("loss", "grad_norm"):
         a, b = gpu_losses[0][key], cpu_losses[0][key]
@@ -144,6 +182,8 @@ def compare_curves(precision, gpu_losses, cpu_losses, gpu, cpu):
         mark = "FAIL" if error > CURVE[precision] else "ok"
         failures += mark == "FAIL"
         print(f"{mark} step {b['step']}: gpu {a['loss']:.5f} cpu {b['loss']:.5f}")
+    if not cpu: # losses only
+        return failures
     scaling = lambda name: name.startswith("fp8.")
     return failures + compare_tensors(gpu, cpu, TOLERANCE[precision], scaling)
 
@@ -152,6 +192,45 @@ def curve(f8c, plan, tokens, work):
     cpu_losses, cpu = train(f8c, plan, tokens, work, "cpu", 200, 10)
     gpu_losses, gpu = train(f8c, plan, tokens, work, "cuda", 200, 10)
     failures = compare_curves(precision_of(plan), gpu_losses, cpu_losses, gpu, cpu)
+    if failures:
+        raise SystemExit(f"{failures} comparisons failed")
+
+
+def read_checkpoint(folder):
+    tensors = load_file(os.path.join(folder, "weights.safetensors"))
+    tensors.update(load_file(os.path.join(folder, "optimizer.safetensors")))
+    return tensors
+
+
+def resume(f8c, plan, tokens, work):
+    precision = precision_of(plan)
+    at = lambda name, i: os.path.join(work, name, "iter_%07d" % i)
+    first, first_state = train(f8c, plan, tokens, work, "cuda", 20, 1, "gpu", None, 10)
+    again, again_state = train(f8c, plan, tokens, work, "cuda", 20, 1, "gpu-again",
+                               at("gpu", 10), 20, ["--no-cuda-graph"])
+    failures = 0
+    tail = [line for line in first if line["step"] > 10]
+    if [(a["step"], a["loss"], a["grad_norm"]) for a in again] != \
+       [(a["step"], a["loss"], a["grad_norm"]) for a in tail]:
+        print("FAIL the GPU resumed from 10 does not repeat the GPU's losses bit for bit:")
+        for a, b in zip(again, tail):
+            print(f"  step {a['step']}: {a['loss']!r} {a['grad_norm']!r} against "
+                  f"{b['loss']!r} {b['grad_norm']!r}")
+        failures += 1
+    else:
+        print(f"ok the GPU resumed from 10 repeats steps 11-20 bit for bit ({len(tail)} losses)")
+    different = [k for k in first_state if k not in again_state or
+                 first_state[k].tobytes() != again_state[k].tobytes()]
+    print(("FAIL" if different else "ok") + f" the checkpoints at 20: {len(first_state)} "
+          f"tensors, {len(different)} differ {different[:5]}")
+    failures += bool(different)
+    cpu, _ = train(f8c, plan, tokens, work, "cpu", 20, 1, "cpu-from-gpu", at("gpu", 10), 20)
+    print("the CPU resumed from the GPU's checkpoint at 10, against the GPU:")
+    failures += compare_curves(precision, tail, cpu, {}, {})
+    back, _ = train(f8c, plan, tokens, work, "cuda", 25, 1, "gpu-from-cpu", at("cpu-from-gpu", 20))
+    own, _ = train(f8c, plan, tokens, work, "cuda", 25, 1, "gpu-from-gpu", at("gpu", 20))
+    print("the GPU resumed from the CPU's checkpoint at 20, against the GPU resumed from its own:")
+    failures += compare_curves(precision, back, own, {}, {})
     if failures:
         raise SystemExit(f"{failures} comparisons failed")
 
@@ -181,4 +260,5 @@ if __name__ == "__main__":
     if what == "curve-against":
         curve_against(f8c, plan, tokens, work, sys.argv[6])
     else:
-        {"step": step, "curve": curve, "curve-gpu": curve_gpu}[what](f8c, plan, tokens, work)
+        {"step": step, "curve": curve, "curve-gpu": curve_gpu, "resume": resume}[what](
+            f8c, plan, tokens, work)

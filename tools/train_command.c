@@ -97,6 +97,8 @@ struct f8_tool_train_args {
 	f8_cpu_kernels kernels;  // --kernels
 	bool cuda;               // --device cuda
 	bool deterministic;      // --deterministic
+	bool no_cuda_graph;      // --no-cuda-graph
+	const char *profile;     // --profile FILE: the GPU step's time breakdown, or NULL
 	bool verbose;            // --verbose: the memory the run used, at its end
 	f8_backend *backend;     // made by f8_tool_train_args_ready
 	f8_graph *compiled;      // MODEL's step, compiled by f8_tool_train_args_ready
@@ -119,6 +121,10 @@ static int usage(const request *r, const char *problem) {
 		"plan's slab, the leaves) and the backend's peak");
 	fprintf(stderr, "  --%-18s %s\n", "deterministic", "on the GPU, deterministic kernels "
 		"only (cuDNN's deterministic attention backward): a resumed run is bit-exact");
+	fprintf(stderr, "  --%-18s %s\n", "no-cuda-graph", "on the GPU, every launch as it comes "
+		"(by default each kind of run is captured once into a CUDA graph and replayed)");
+	fprintf(stderr, "  --%-18s %s\n", "profile FILE", "on the GPU, time every launch and "
+		"write where a step's time goes (GEMMs, attention, kernel families, idle) as JSON");
 	f8_tool_fp8_print_help(stderr, false);
 	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
 			"makes a token file from any text\n");
@@ -311,6 +317,17 @@ static int parse_args(int argc, char **argv, int from, request *r, const char **
 			r->deterministic = true;
 			continue;
 		}
+		if (strcmp(argv[i], "--no-cuda-graph") == 0) {
+			r->no_cuda_graph = true;
+			continue;
+		}
+		if (strcmp(argv[i], "--profile") == 0) {
+			if (i + 1 == argc)
+				return fprintf(stderr, "f8c %s: --profile needs a file\n",
+					       r->command->name), 2;
+			r->profile = argv[++i];
+			continue;
+		}
 		bool taken;
 		int code = parse_fp8(r, argc, argv, &i, &taken);
 		if (code)
@@ -368,6 +385,7 @@ static int use_plan(request *r, const char *config_path) {
 			      &none);
 	r->config.graph = r->plan->graph;
 	r->config.weights = r->plan->weights;
+	r->config.weight_init = r->plan->weight_init; // the plan's seed, not --seed, makes them
 	return code;
 }
 
@@ -449,7 +467,8 @@ static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
 			return status;
 		args->config.graph = args->plan->graph;
 	}
-	f8_cuda_options cuda = {.deterministic = args->deterministic};
+	f8_cuda_options cuda = {.deterministic = args->deterministic,
+				.cuda_graphs = !args->no_cuda_graph, .profile = args->profile != NULL};
 	return f8_cuda_backend_create(args->plan, &cuda, &args->backend, diag);
 #else
 	(void)args;
@@ -565,6 +584,21 @@ static void show(const f8_train_progress *p, void *user) {
 	}
 }
 
+/* --profile's file, and its summary on the console. */
+static f8_status write_profile(const f8_tool_train_args *args, f8_diag *diag) {
+#ifdef F8C_CUDA
+	char summary[512];
+	f8_status status = f8_cuda_backend_profile_write(args->backend, args->profile, summary,
+							 sizeof summary, diag);
+	if (!status)
+		fprintf(stderr, "profile: %s (%s)\n", summary, args->profile);
+	return status;
+#else
+	(void)args;
+	return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "this f8c has no CUDA backend to profile");
+#endif
+}
+
 int f8_tool_train(int argc, char **argv) {
 	static const f8_tool_train_command train = {
 		.name = "train", .usage = "MODEL --data TOKENS.bin [OPTIONS]",
@@ -577,8 +611,20 @@ int f8_tool_train(int argc, char **argv) {
 	f8_diag_clear(&diag);
 	console screen = {.terminal = isatty(fileno(stderr)), .verbose = args->verbose};
 	f8_status status = f8_tool_train_args_ready(args, &diag);
+	if (!status && args->profile && !args->cuda)
+		status = f8_diag_set(&diag, F8_ERR_ARGUMENT, "--profile times a GPU's launches: "
+				     "give --device cuda");
 	if (!status)
 		status = f8_train_run(&args->config, show, &screen, &diag);
+	if (!status && args->profile)
+		status = write_profile(args, &diag);
+#ifdef F8C_CUDA
+	if (!status && args->verbose && args->cuda) {
+		const char *why = f8_cuda_backend_replays(args->backend);
+		fprintf(stderr, "cuda graphs: %s%s\n", why ? "off, " : "each kind of run replayed",
+			why ? why : "");
+	}
+#endif
 	if (status) {
 		if (screen.terminal)
 			fputc('\n', stderr);

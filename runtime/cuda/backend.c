@@ -14,6 +14,9 @@
 #include "runtime/cuda/driver.h"     // f8_cuda_*
 #include "runtime/cuda/gemm.h"       // f8_cuda_gemms
 #include "runtime/cuda/libraries.h"  // f8_cuda_load
+#include "runtime/cuda/profile.h"    // f8_cuda_profile
+
+#include <nvtx3/nvToolsExt.h> // nvtxRangePushA, nvtxRangePop: header-only, free without a tool
 
 enum { ALIGNMENT = 256 };
 
@@ -40,6 +43,19 @@ typedef struct cuda_group {
 	bool ran;                // since the last synchronize, with an error to read
 } cuda_group;
 
+/* A run recorded as a CUDA graph (backend.h, run_begin), by its key. The first run of a key
+ * runs as it comes (it uploads the launch tables, and the libraries make what they make on
+ * first use); the second is captured and then launched; every later one is replayed. */
+typedef struct cuda_recording {
+	uint32_t key;
+	uint32_t runs;             // begun so far
+	CUgraphExec graph;         // 0 until the second run has been captured
+	uint32_t *error_groups;    // the groups with a data-error flag the run sets
+	uint32_t n_error_groups;
+} cuda_recording;
+
+enum { MAX_RECORDINGS = 16, RANGE_MAX = 96 };
+
 typedef struct cuda_backend {
 	f8_backend base;
 	const f8_plan *plan;
@@ -64,6 +80,16 @@ typedef struct cuda_backend {
 	void **args;
 	CUdeviceptr *pointers;
 	CUdeviceptr *inputs, *outputs;
+	// CUDA graphs of the runs: off with --no-cuda-graph, F8C_CUDA_SYNC, --profile and for a
+	// graph the step cannot be captured with (a GroupedLinear reads its counts on the host).
+	bool graphs;
+	cuda_recording recordings[MAX_RECORDINGS];
+	uint32_t n_recordings;
+	cuda_recording *capturing; // the run being captured, or NULL
+	const char *no_graphs;     // why the runs are not replayed, or NULL
+	f8_cuda_profile *profile;  // with --profile
+	char range[RANGE_MAX];     // the NVTX range open now ("layers.3 bwd"), or ""
+	char families[F8_KERNEL_FAMILY_COUNT][40]; // the profile's categories of the groups
 } cuda_backend;
 
 static cuda_backend *cuda_of(f8_backend *backend) {
@@ -189,6 +215,12 @@ static void release_prepared(cuda_backend *cuda) {
 	}
 	f8_free(cuda->groups);
 	cuda->groups = NULL;
+	for (uint32_t i = 0; i < cuda->n_recordings; i++) {
+		f8_cuda_graph_destroy(cuda->recordings[i].graph);
+		f8_free(cuda->recordings[i].error_groups);
+	}
+	cuda->n_recordings = 0;
+	cuda->capturing = NULL;
 	f8_cuda_gemms_destroy(cuda->gemms);
 	cuda->gemms = NULL;
 	f8_cuda_attention_destroy(cuda->attention);
@@ -269,6 +301,23 @@ static bool is_attention(const f8_node *node) {
 	return node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD;
 }
 
+static bool is_grouped(const f8_node *node) {
+	return node->op == F8_OP_GROUPED_LINEAR || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
+}
+
+/* Why this backend will not replay its runs as CUDA graphs, or NULL when it will. */
+static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph) {
+	if (!cuda->options.cuda_graphs)
+		return "--no-cuda-graph";
+	if (cuda->sync_each)
+		return "F8C_CUDA_SYNC=1 synchronizes after every launch";
+	if (cuda->options.profile)
+		return "--profile times every launch";
+	if (graph_has(graph, is_grouped))
+		return "a GroupedLinear reads its rows per expert on the host";
+	return NULL;
+}
+
 static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 			 const int64_t *symbol_values, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
@@ -279,6 +328,8 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 				   "plan, not another");
 	cuda->graph = graph;
 	cuda->symbol_values = symbol_values;
+	cuda->no_graphs = why_no_graphs(cuda, graph);
+	cuda->graphs = !cuda->no_graphs;
 	uint32_t most_params = 1, most_operands = 1;
 	for (uint32_t k = 0; k < plan->n_kernels; k++)
 		most_params = plan->kernels[k].n_params > most_params ? plan->kernels[k].n_params
@@ -433,6 +484,44 @@ static f8_node_id first_member(const f8_graph *graph, uint32_t g) {
 	return F8_NONE;
 }
 
+/* Enters the NVTX range of `node`: its layer ("layers.3", else its scope's first part) and
+ * phase, so that a profile (Nsight Systems) reads like the model. Ranges are host-side marks,
+ * pushed only when the label changes: consecutive launches of one layer share one. */
+static void enter_range(cuda_backend *cuda, const f8_node *node) {
+	const char *scope = node->scope && *node->scope ? node->scope : "step";
+	size_t n = strcspn(scope, ".");
+	if (strncmp(scope, "layers.", 7) == 0)
+		n = 7 + strcspn(scope + 7, ".");
+	char label[RANGE_MAX];
+	snprintf(label, sizeof label, "%.*s %s", (int)n, scope, f8_phase_name(node->phase));
+	if (strcmp(label, cuda->range) == 0)
+		return;
+	if (cuda->range[0])
+		nvtxRangePop();
+	nvtxRangePushA(label);
+	memcpy(cuda->range, label, sizeof label);
+}
+
+static void leave_range(cuda_backend *cuda) {
+	if (cuda->range[0])
+		nvtxRangePop();
+	cuda->range[0] = '\0';
+}
+
+/* The profile's category of a node outside the groups (runtime/cuda/profile.h). */
+static const char *category_of(const cuda_backend *cuda, const f8_node *node) {
+	if (is_gemm(node)) {
+		f8_dtype a = cuda->graph->values[node->inputs[0]].type.dtype;
+		return a == F8_DTYPE_E4M3 || a == F8_DTYPE_E5M2 ? "gemm fp8"
+		       : a == F8_DTYPE_BF16			 ? "gemm bf16"
+		       : a == F8_DTYPE_F16			 ? "gemm f16"
+								 : "gemm f32";
+	}
+	if (is_attention(node))
+		return node->op == F8_OP_ATTENTION ? "attention fwd" : "attention bwd";
+	return "device copies";
+}
+
 /* With F8C_CUDA_SYNC=1: waits for what was just queued, so that a fault names its source. */
 static f8_status checked(cuda_backend *cuda, f8_node_id node, const char *what, f8_diag *diag) {
 	if (!cuda->sync_each)
@@ -453,23 +542,27 @@ static f8_status run_group(f8_backend *backend, uint32_t g, const f8_tensor_view
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "group %u is not in the prepared plan", g);
 	cuda_group *group = &cuda->groups[g];
 	const f8_plan_group *record = &cuda->plan->groups[g];
-	f8_status status = F8_OK;
-	if (group->scratch_bytes)
+	f8_node_id first = first_member(cuda->graph, g);
+	if (first != F8_NONE)
+		enter_range(cuda, &cuda->graph->nodes[first]);
+	f8_status status = cuda->profile ? f8_cuda_profile_start(
+		cuda->profile, cuda->stream, cuda->families[cuda->graph->groups[g].family], diag)
+					 : F8_OK;
+	if (!status && group->scratch_bytes)
 		status = f8_cuda_memset_async(cuda->scratch + group->scratch_at[0], 0,
 					      group->scratch_bytes, cuda->stream, diag);
 	for (uint32_t l = 0; !status && l < record->n_launches; l++)
 		status = run_launch(cuda, g, l, views, diag);
+	if (!status && cuda->profile)
+		status = f8_cuda_profile_stop(cuda->profile, cuda->stream, diag);
 	group->ran |= !status && record->error;
 	if (!status) {
 		char what[160];
 		snprintf(what, sizeof what, "fused group %s", cuda->graph->groups[g].name);
-		status = checked(cuda, first_member(cuda->graph, g), what, diag);
+		status = checked(cuda, first, what, diag);
 	}
-	if (status && diag && !diag->node[0]) {
-		f8_node_id node = first_member(cuda->graph, g);
-		if (node != F8_NONE)
-			f8_diag_set_node(diag, cuda->graph, node);
-	}
+	if (status && diag && !diag->node[0] && first != F8_NONE)
+		f8_diag_set_node(diag, cuda->graph, first);
 	return status;
 }
 
@@ -498,32 +591,47 @@ static f8_status copy_node(cuda_backend *cuda, const f8_node *node, const f8_ten
 	return f8_cuda_copy_device_async(to, from, out->n_bytes, cuda->stream, diag);
 }
 
+/* Queues node `id` outside the groups: a library call or a copy; *what names it for
+ * F8C_CUDA_SYNC's message (NULL when the node has no GPU kernel, which is the error). */
+static f8_status issue_node(cuda_backend *cuda, f8_node_id id, const f8_tensor_view *views,
+			    const char **what, f8_diag *diag) {
+	const f8_node *node = &cuda->graph->nodes[id];
+	if (is_gemm(node) && cuda->gemms) {
+		*what = "a cuBLASLt GEMM";
+		return f8_cuda_gemm_run(cuda->gemms, id, cuda->inputs, cuda->outputs, diag);
+	}
+	if (is_attention(node) && cuda->attention) {
+		*what = "a cuDNN attention graph";
+		return f8_cuda_attention_run(cuda->attention, id, cuda->inputs, cuda->outputs, diag);
+	}
+	if (node->op == F8_OP_RESHAPE || node->op == F8_OP_SQUEEZE ||
+	    node->op == F8_OP_UNSQUEEZE || node->op == F8_OP_IDENTITY) {
+		*what = "a device copy";
+		return copy_node(cuda, node, views, diag);
+	}
+	*what = NULL;
+	f8_status status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no GPU kernel in this "
+				       "plan: it is neither in a fused group nor a library call",
+				       f8_op_get_info(node->op)->name);
+	f8_diag_hint(diag, "compile the plan with an f8c whose codegen lowers %s",
+		     f8_op_get_info(node->op)->name);
+	return status;
+}
+
 static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_view *views,
 			  f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
 	const f8_node *node = &cuda->graph->nodes[id];
 	operands(cuda, node, views);
-	f8_status status;
-	const char *what;
-	if (is_gemm(node) && cuda->gemms) {
-		status = f8_cuda_gemm_run(cuda->gemms, id, cuda->inputs, cuda->outputs, diag);
-		what = "a cuBLASLt GEMM";
-	} else if (is_attention(node) && cuda->attention) {
-		status = f8_cuda_attention_run(cuda->attention, id, cuda->inputs, cuda->outputs,
-					       diag);
-		what = "a cuDNN attention graph";
-	} else if (node->op == F8_OP_RESHAPE || node->op == F8_OP_SQUEEZE ||
-		   node->op == F8_OP_UNSQUEEZE || node->op == F8_OP_IDENTITY) {
-		status = copy_node(cuda, node, views, diag);
-		what = "a device copy";
-	} else {
-		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no GPU kernel in this plan: "
-				     "it is neither in a fused group nor a library call",
-				     f8_op_get_info(node->op)->name);
-		f8_diag_hint(diag, "compile the plan with an f8c whose codegen lowers %s",
-			     f8_op_get_info(node->op)->name);
-		what = NULL;
-	}
+	enter_range(cuda, node);
+	const char *what = NULL;
+	f8_status status = cuda->profile ? f8_cuda_profile_start(cuda->profile, cuda->stream,
+								 category_of(cuda, node), diag)
+					 : F8_OK;
+	if (!status)
+		status = issue_node(cuda, id, views, &what, diag);
+	if (!status && cuda->profile)
+		status = f8_cuda_profile_stop(cuda->profile, cuda->stream, diag);
 	if (!status && what)
 		status = checked(cuda, id, what, diag);
 	if (status && diag && !diag->node[0])
@@ -574,15 +682,95 @@ static f8_status read_errors(cuda_backend *cuda, f8_diag *diag) {
 	return status;
 }
 
+static cuda_recording *recording_of(cuda_backend *cuda, uint32_t key) {
+	for (uint32_t i = 0; i < cuda->n_recordings; i++)
+		if (cuda->recordings[i].key == key)
+			return &cuda->recordings[i];
+	if (cuda->n_recordings == MAX_RECORDINGS)
+		return NULL; // more kinds of run than a step has: the rest run as they come
+	cuda->recordings[cuda->n_recordings] = (cuda_recording){.key = key};
+	return &cuda->recordings[cuda->n_recordings++];
+}
+
+/* The groups of a run that set a data-error flag are marked as having run, as the calls that
+ * a replay stands for would have marked them, so that synchronize reads their flags. */
+static void mark_error_groups(cuda_backend *cuda, const cuda_recording *recording) {
+	for (uint32_t i = 0; i < recording->n_error_groups; i++)
+		cuda->groups[recording->error_groups[i]].ran = true;
+}
+
+static f8_status run_begin(f8_backend *backend, uint32_t key, bool *replayed, f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	*replayed = false;
+	if (cuda->profile)
+		f8_cuda_profile_run_begin(cuda->profile, key);
+	cuda_recording *recording = cuda->graphs ? recording_of(cuda, key) : NULL;
+	if (!recording)
+		return F8_OK;
+	recording->runs++;
+	if (recording->graph) {
+		f8_status status = f8_cuda_graph_launch(recording->graph, cuda->stream, diag);
+		*replayed = !status;
+		if (!status)
+			mark_error_groups(cuda, recording);
+		return status;
+	}
+	if (recording->runs < 2) // the first run uploads the launch tables: not capturable
+		return F8_OK;
+	f8_status status = f8_cuda_capture_begin(cuda->stream, diag);
+	if (!status)
+		cuda->capturing = recording;
+	return status;
+}
+
+static f8_status run_end(f8_backend *backend, uint32_t key, bool issued, f8_diag *diag) {
+	(void)key; // the recording being captured is the one run_begin began
+	cuda_backend *cuda = cuda_of(backend);
+	cuda_recording *recording = cuda->capturing;
+	leave_range(cuda);
+	if (!recording)
+		return F8_OK;
+	cuda->capturing = NULL;
+	CUgraphExec graph = 0;
+	f8_status status = f8_cuda_capture_end(cuda->stream, &graph, issued ? diag : NULL);
+	if (!issued) { // a call failed while capturing: nothing ran, and nothing is kept
+		f8_cuda_graph_destroy(graph);
+		return F8_OK;
+	}
+	if (status) {
+		f8_diag_hint(diag, "a call of the run cannot be captured into a CUDA graph; "
+				   "--no-cuda-graph runs every launch as it comes");
+		return status;
+	}
+	uint32_t n = 0;
+	for (uint32_t g = 0; g < cuda->plan->n_groups; g++)
+		n += cuda->groups[g].ran;
+	recording->error_groups = f8_calloc(n + 1, sizeof *recording->error_groups);
+	if (!recording->error_groups) {
+		f8_cuda_graph_destroy(graph);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	for (uint32_t g = 0; g < cuda->plan->n_groups; g++)
+		if (cuda->groups[g].ran)
+			recording->error_groups[recording->n_error_groups++] = g;
+	recording->graph = graph;
+	// What was captured has not run: this run is the recording's first launch.
+	return f8_cuda_graph_launch(graph, cuda->stream, diag);
+}
+
 static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
+	leave_range(cuda);
 	f8_status status = f8_cuda_stream_synchronize(cuda->stream, diag);
 	if (status) {
 		f8_diag_hint(diag, "run again with F8C_CUDA_SYNC=1 to learn which kernel or "
 				   "library call failed");
 		return status;
 	}
-	return read_errors(cuda, diag);
+	status = read_errors(cuda, diag);
+	if (!status && cuda->profile)
+		status = f8_cuda_profile_run_end(cuda->profile, diag);
+	return status;
 }
 
 static void destroy(f8_backend *backend) {
@@ -590,6 +778,7 @@ static void destroy(f8_backend *backend) {
 	if (cuda->stream)
 		(void)f8_cuda_stream_synchronize(cuda->stream, NULL);
 	release_prepared(cuda);
+	f8_cuda_profile_destroy(cuda->profile);
 	f8_cuda_module_unload(cuda->module);
 	f8_free(cuda->functions);
 	f8_cuda_stream_destroy(cuda->stream);
@@ -609,6 +798,8 @@ static const f8_backend_interface cuda_interface = {
 	.run_group = run_group,
 	.run_node = run_node,
 	.run_collective = run_collective,
+	.run_begin = run_begin,
+	.run_end = run_end,
 	.synchronize = synchronize,
 	.destroy = destroy,
 };
@@ -625,7 +816,13 @@ f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *opt
 		cuda->options = *options;
 	const char *sync = getenv("F8C_CUDA_SYNC");
 	cuda->sync_each = sync && strcmp(sync, "0") != 0 && *sync;
-	f8_status status = f8_cuda_open(&cuda->device, diag);
+	for (int f = 0; f < F8_KERNEL_FAMILY_COUNT; f++)
+		snprintf(cuda->families[f], sizeof cuda->families[f], "kernels: %s",
+			 f8_kernel_family_name((f8_kernel_family)f));
+	f8_status status = cuda->options.profile ? f8_cuda_profile_create(&cuda->profile, diag)
+						 : F8_OK;
+	if (!status)
+		status = f8_cuda_open(&cuda->device, diag);
 	cuda->opened = !status;
 	if (!status && cuda->device.compute_major < 9) {
 		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s is sm_%d%d; the plan's kernels "
@@ -647,4 +844,16 @@ f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *opt
 	}
 	*out = &cuda->base;
 	return F8_OK;
+}
+
+const char *f8_cuda_backend_replays(const f8_backend *backend) {
+	return ((const cuda_backend *)backend)->no_graphs;
+}
+
+f8_status f8_cuda_backend_profile_write(const f8_backend *backend, const char *path,
+					char *summary, size_t size, f8_diag *diag) {
+	const cuda_backend *cuda = (const cuda_backend *)backend;
+	if (!cuda->profile)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "the backend was made without --profile");
+	return f8_cuda_profile_write(cuda->profile, path, backend->peak_bytes, summary, size, diag);
 }

@@ -12,7 +12,10 @@
  * backend never falls back to something else). Reshape, Squeeze, Unsqueeze and Identity outside
  * a group are a device copy, which is all they are.
  *
- * Everything is queued on the stream; upload and download wait for it. Data errors that the
+ * Everything is queued on the stream; upload and download wait for it. A run that repeats
+ * (runtime/backend.h, run_begin) is captured into a CUDA graph at its second time and
+ * replayed from then on, so that a step costs a few graph launches of host time, not one call
+ * per kernel; NVTX ranges name each layer's forward and backward for a profiler. Data errors that the
  * kernels report (a token id outside the vocabulary) are read at synchronize, where the run
  * that made them ends, and name the group's node. With F8C_CUDA_SYNC=1 in the environment,
  * every group and node is followed by a synchronize, so that a kernel's fault names the group
@@ -25,6 +28,7 @@
 #define F8_RUNTIME_CUDA_BACKEND_H
 
 #include <stdbool.h> // bool
+#include <stddef.h>  // size_t
 
 #include "ir/diag.h"         // f8_status, f8_diag
 #include "runtime/backend.h" // f8_backend
@@ -32,6 +36,9 @@
 
 typedef struct f8_cuda_options {
 	bool deterministic; // cuDNN's deterministic backward, any kernel choice likewise
+	bool cuda_graphs;   // replay each kind of run as a CUDA graph (f8c train's default;
+			    // --no-cuda-graph turns it off)
+	bool profile;       // time every launch (runtime/cuda/profile.h); no CUDA graphs then
 } f8_cuda_options;
 
 /*
@@ -47,6 +54,15 @@ f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *opt
 
 /* True when `backend` is a CUDA backend. */
 bool f8_cuda_backend_is(const f8_backend *backend);
+
+/* Why the backend does not replay its runs as CUDA graphs ("--no-cuda-graph", "a
+ * GroupedLinear reads its rows per expert on the host"), or NULL when it does; after prepare. */
+const char *f8_cuda_backend_replays(const f8_backend *backend);
+
+/* With options.profile: writes the step-time breakdown to `path` as JSON, and a one-line
+ * summary into `summary` (runtime/cuda/profile.h). */
+f8_status f8_cuda_backend_profile_write(const f8_backend *backend, const char *path,
+					char *summary, size_t size, f8_diag *diag);
 
 /* The device's name ("NVIDIA H200") and its memory, for messages and --verbose. */
 const char *f8_cuda_backend_device(const f8_backend *backend, uint64_t *total_bytes);

@@ -269,6 +269,36 @@ f8_status f8_cuda_event_elapsed(CUevent start, CUevent end, float *milliseconds,
 	return status;
 }
 
+f8_status f8_cuda_capture_begin(CUstream stream, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuStreamBeginCapture(stream,
+							      CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+			     "cuStreamBeginCapture", diag);
+}
+
+f8_status f8_cuda_capture_end(CUstream stream, CUgraphExec *out, f8_diag *diag) {
+	*out = 0;
+	CUgraph graph = NULL;
+	f8_status status = f8_cuda_check(f8_cuda_api.cuStreamEndCapture(stream, &graph),
+					 "cuStreamEndCapture", diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuGraphInstantiateWithFlags(out, graph, 0),
+				       "cuGraphInstantiateWithFlags", diag);
+	if (graph) // the executable graph keeps what it needs of it
+		(void)f8_cuda_api.cuGraphDestroy(graph);
+	if (status)
+		*out = 0;
+	return status;
+}
+
+f8_status f8_cuda_graph_launch(CUgraphExec graph, CUstream stream, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuGraphLaunch(graph, stream), "cuGraphLaunch", diag);
+}
+
+void f8_cuda_graph_destroy(CUgraphExec graph) {
+	if (graph)
+		(void)f8_cuda_api.cuGraphExecDestroy(graph); // nothing to report to
+}
+
 f8_status f8_cuda_launch(CUfunction function, const char *name, const f8_launch_geometry *geometry,
 			 int64_t rows, void **args, CUstream stream, f8_diag *diag) {
 	if (geometry->threads_per_block == 0 || geometry->rows_per_block == 0)

@@ -125,6 +125,18 @@ f8_status f8_cuda_event_elapsed(CUevent start, CUevent end, float *milliseconds,
 
 
 /*
+ * Stream capture into a CUDA graph: capture_begin starts recording what is queued on `stream`
+ * (in thread-local mode: calls of other threads are not caught) instead of running it;
+ * capture_end stops and instantiates the recording, which nothing has run yet, into *out (0
+ * when the capture failed: a call that cannot be captured, such as a synchronize, ends it with
+ * an error); graph_launch queues a recording on a stream. graph_destroy allows 0.
+ */
+f8_status f8_cuda_capture_begin(CUstream stream, f8_diag *diag);
+f8_status f8_cuda_capture_end(CUstream stream, CUgraphExec *out, f8_diag *diag);
+f8_status f8_cuda_graph_launch(CUgraphExec graph, CUstream stream, f8_diag *diag);
+void f8_cuda_graph_destroy(CUgraphExec graph);
+
+/*
  * Launches `function` (called `name`, for messages) with `geometry` over `rows` rows on
  * `stream`, with kernelParams `args` (args[i] points at parameter i's value: a CUdeviceptr for
  * a buffer, an int64_t for a size, as codegen's ABI says). Queues the launch only: the

@@ -62,7 +62,9 @@ check(all(re.match(r"(x|dy) E[45]M[23] delayed per-tensor", what) for s, _, what
       "by default every layer GEMM is FP8, delayed, per tensor", out[:2000])
 check(all(what.startswith("F32: ") and "head" in what for s, _, what in rows if s == "head"),
       "the head stays high precision by default, with the reason", out[-2000:])
-check(re.search(r"GEMMs in FP8: 144 of 147", out) and "scaling slots: fp8.weights 48" in out
+# 147 GEMMs of the Linear layers, and the 72 MatMuls of f32 attention for sm_90 (q k^T and p v
+# and their dgrads, 6 a layer: passes/attention_unfused.h), products of two activations in F32.
+check(re.search(r"GEMMs in FP8: 144 of 219", out) and "scaling slots: fp8.weights 48" in out
       and re.search(r"amax all-reduce: 144 per-tensor amaxes, 576 bytes", out),
       "the summary counts GEMMs, slots and the amax payload", out[-800:])
 
@@ -82,10 +84,12 @@ document = audit_json("--first-last-layers-bf16")
 if document:
     gemms, summary = document["gemms"], document["summary"]
     fp8 = [g for g in gemms if g["fp8"]]
-    check(len(gemms) == 147 and summary["gemms"] == 147 and summary["fp8_gemms"] == len(fp8) == 120,
+    check(len(gemms) == 219 and summary["gemms"] == 219 and summary["fp8_gemms"] == len(fp8) == 120
+          and all(not g["fp8"] and "a product of two activations" in g["reason"]
+                  for g in gemms if g["gemm"] == "MatMul"),
           "--json has every GEMM and counts the FP8 ones", json.dumps(summary))
     check(all(g["reason"] and "by policy" in g["reason"] for g in gemms
-              if g["scope"].startswith(("layers.0.", "layers.11."))),
+              if g["scope"].startswith(("layers.0.", "layers.11.")) and g["gemm"] in KINDS),
           "--json carries the policy's reason", "")
     share = sum(g["flops"] for g in fp8) / sum(g["flops"] for g in gemms)
     check(abs(summary["fp8_flop_share"] - share) < 1e-12 and 0 < share < 1,
@@ -123,7 +127,7 @@ refused(["--fp8-cv-threshold", "0.5"], "a threshold without statistics", ["--cal
 
 document = audit_json("--fp8-recipe", "mxfp8", "--allow-fallback")
 if document:
-    layers = [g for g in document["gemms"] if g["scope"] != "head"]
+    layers = [g for g in document["gemms"] if g["scope"] != "head" and g["gemm"] in KINDS]
     check(layers and all(not g["fp8"] and "fallback by --allow-fallback" in g["reason"]
                          and "sm_100" in g["reason"] for g in layers),
           "--allow-fallback records each fallback with its reason", json.dumps(layers[:1]))
@@ -137,7 +141,8 @@ with tempfile.TemporaryDirectory() as folder:
                              {"scope": "head", "fp8": True, "recipe": "current"}]}, file)
     document = audit_json("--precision-config", good, model=tiny)
     if document:
-        first = [g for g in document["gemms"] if g["scope"].startswith("layers.0.")]
+        first = [g for g in document["gemms"]
+                 if g["scope"].startswith("layers.0.") and g["gemm"] in KINDS]
         head = [g for g in document["gemms"] if g["scope"] == "head"]
         check(all(g["fp8"] == (g["gemm"] != "wgrad") for g in first)
               and all("good.json: rule 1: keep the first wgrad wide" in g["reason"]

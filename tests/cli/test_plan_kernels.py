@@ -3,7 +3,11 @@ and HYBRID with delayed, current, rowwise and block scaling), compiled by `f8c c
 node of plan.json's graph is a member of a fused kernel (`kernel=kN`) or a library call (the
 GEMMs through cuBLASLt, attention through cuDNN, collectives through NCCL), so that a GPU
 backend needs no host code for any other node (DESIGN.md: device kernels come from codegen
-only). Prints the ops left outside where one is not a library op.
+only). Prints the ops left outside where one is not a library op. gpt-tiny's and llama-tiny's
+f32 plans (no --bf16, default target sm_90) hold no Attention: cuDNN has no f32 fused attention,
+so attention-unfused spells it in MatMuls and Softmax (passes/attention_unfused.h), whose
+kernels are generated; their --bf16 plans keep cuDNN's Attention. mixtral-tiny's plans (f32 and
+--bf16) add the MoE ops, generated kernels too (codegen/lower_moe.c), between GroupedLinears.
 
 usage: test_plan_kernels.py F8C_BINARY SOURCE_DIR
 """
@@ -29,24 +33,28 @@ LIBRARY = {"Linear", "LinearWgrad", "MatMul", "Gemm", "FP8Gemm", "GroupedLinear"
 NODE = re.compile(r"^\s+(?:%.*?)?=\s*([A-Za-z][A-Za-z0-9]*)\(")
 
 f8c, source = sys.argv[1], sys.argv[2]
-model = os.path.join(source, "models", "gpt-tiny.json")
 options = ["--micro-batch-size", "2", "--seq-length", "32", "--train-iters", "250", "--lr",
            "3e-3", "--clip-grad", "1.0"]
-recipes = [("f32", []), ("delayed", ["--fp8-format", "hybrid"])] + [
-    (recipe, ["--fp8-format", "hybrid", "--fp8-recipe", recipe])
-    for recipe in ("current", "rowwise", "block")]
+recipes = [("gpt-tiny", "f32", []), ("gpt-tiny", "delayed", ["--fp8-format", "hybrid"])] + [
+    ("gpt-tiny", recipe, ["--fp8-format", "hybrid", "--fp8-recipe", recipe])
+    for recipe in ("current", "rowwise", "block")] + [
+    ("llama-tiny", "f32", []), ("gpt-tiny", "bf16", ["--bf16"]), ("llama-tiny", "bf16", ["--bf16"]),
+    # Router, MoEDispatch, MoECombine and their gradients: codegen/lower_moe.c's kernels.
+    ("mixtral-tiny", "f32", []), ("mixtral-tiny", "bf16", ["--bf16"])]
 work = tempfile.mkdtemp(prefix="f8c-plan-kernels-")
 try:
-    for name, fp8 in recipes:
-        plan = os.path.join(work, name)
+    for stem, name, fp8 in recipes:
+        model = os.path.join(source, "models", stem + ".json")
+        plan = os.path.join(work, stem + "-" + name)
         result = subprocess.run([f8c, "compile", model, "-o", plan, *options, *fp8],
                                 capture_output=True, text=True, timeout=300)
-        check(result.returncode == 0, f"compile gpt-tiny ({name})", result.stdout + result.stderr)
+        check(result.returncode == 0, f"compile {stem} ({name})", result.stdout + result.stderr)
         if result.returncode:
             continue
         with open(os.path.join(plan, "plan.json")) as f:
             graph = json.load(f)["graph"]
         outside, in_kernels, library = collections.Counter(), 0, 0
+        attention = 0
         for line in graph.splitlines():
             stripped = line.strip()
             if stripped.startswith(("kernel ", "update ", "input ", "param ", "state ",
@@ -56,6 +64,7 @@ try:
             if not match:
                 continue
             op = match.group(1)
+            attention += op in ("Attention", "AttentionGrad")
             if re.search(r"\skernel=k\d+", line):
                 in_kernels += 1
             elif op in LIBRARY:
@@ -63,9 +72,14 @@ try:
             else:
                 outside[op] += 1
         check(in_kernels > 0 and library > 0,
-              f"gpt-tiny ({name}): {in_kernels} nodes in kernels, {library} library calls")
-        check(not outside, f"gpt-tiny ({name}): no other node outside a kernel",
+              f"{stem} ({name}): {in_kernels} nodes in kernels, {library} library calls")
+        check(not outside, f"{stem} ({name}): no other node outside a kernel",
               ", ".join(f"{n} {op}" for op, n in outside.most_common()))
+        if "--bf16" in fp8:  # cuDNN's fused attention takes bf16
+            check(attention > 0, f"{stem} ({name}): attention through cuDNN ({attention} nodes)")
+        else:  # f32 attention in MatMuls and Softmax for sm_90
+            check(attention == 0, f"{stem} ({name}): no Attention in an f32 plan for sm_90",
+                  f"{attention} Attention and AttentionGrad nodes")
 finally:
     shutil.rmtree(work, ignore_errors=True)
 sys.exit(finish())

@@ -6,8 +6,10 @@
 #include <math.h>   // fabs, isfinite, isnan
 #include <string.h> // memcmp
 
+#include "ir/alloc.h" // f8_calloc, f8_free
 #include "ir/dtype.h" // f8_dtype_is_fp8
 #include "ir/fp8.h"   // f8_float_decode
+#include "ir/ops.h"   // f8_node_attr_float
 
 uint64_t f8_case_hash(const void *data, size_t bytes) {
 	uint64_t hash = 0xcbf29ce484222325ull;
@@ -31,8 +33,58 @@ int f8_case_code_distance(f8_dtype dtype, uint8_t a, uint8_t b) {
 	return between + 1;
 }
 
+/* The reference's statistics of row `x` (`cols` values): RMSNorm's rstd, or LayerNorm's mean
+ * and rstd, in double. */
+static void row_statistics(const double *x, int64_t cols, bool layer, double epsilon,
+			   double *mean, double *rstd) {
+	double sum = 0, squares = 0;
+	for (int64_t i = 0; i < cols; i++)
+		sum += x[i];
+	*mean = layer ? sum / (double)cols : 0;
+	for (int64_t i = 0; i < cols; i++)
+		squares += (x[i] - *mean) * (x[i] - *mean);
+	*rstd = 1.0 / sqrt(squares / (double)cols + epsilon);
+}
+
+f8_status f8_case_column_magnitude(const f8_graph *graph, f8_value_id value,
+				   const f8_rt_tensor *const *tensors, f8_rt_tensor *out,
+				   f8_diag *diag) {
+	if (!case_is_column_sum(graph, value))
+		return f8_diag_set(diag, F8_ERR_INVALID, "%%%s is no column sum of a norm gradient",
+				   graph->values[value].name);
+	const f8_node *node = &graph->nodes[graph->values[value].producer];
+	bool layer = node->op == F8_OP_LAYER_NORM_GRAD;
+	bool dbeta = layer && node->n_outputs > 2 && node->outputs[2] == value;
+	const f8_rt_tensor *dy = tensors[node->inputs[0]], *x = tensors[node->inputs[1]];
+	if (!dy || !x || x->rank < 1 || f8_rt_tensor_numel(dy) != f8_rt_tensor_numel(x))
+		return f8_diag_set(diag, F8_ERR_INVALID, "%%%s: its norm gradient's dy or x is "
+				   "missing", graph->values[value].name);
+	int64_t cols = x->dims[x->rank - 1], rows = cols ? f8_rt_tensor_numel(x) / cols : 0;
+	double epsilon = f8_node_attr_float(node, "epsilon", 1e-5);
+	double *row = f8_calloc(cols ? (size_t)cols : 1, sizeof *row);
+	double *sum = f8_calloc(cols ? (size_t)cols : 1, sizeof *sum);
+	f8_status status = row && sum ? f8_rt_tensor_create(F8_DTYPE_F32, 1, &cols, out, diag)
+				      : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (int64_t r = 0; !status && r < rows; r++) {
+		double mean = 0, rstd = 1;
+		for (int64_t i = 0; i < cols; i++)
+			row[i] = f8_rt_tensor_get(x, r * cols + i);
+		if (!dbeta)
+			row_statistics(row, cols, layer, epsilon, &mean, &rstd);
+		for (int64_t i = 0; i < cols; i++) {
+			double g = fabs(f8_rt_tensor_get(dy, r * cols + i));
+			sum[i] += dbeta ? g : g * (fabs(row[i]) + fabs(mean)) * rstd;
+		}
+	}
+	for (int64_t i = 0; !status && i < cols; i++)
+		f8_rt_tensor_set(out, i, sum[i]);
+	f8_free(row);
+	f8_free(sum);
+	return status;
+}
+
 void f8_case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neighbour,
-		  bool rounded_twice, case_comparison *out) {
+		     bool rounded_twice, const f8_rt_tensor *magnitude, case_comparison *out) {
 	f8_dtype dtype = reference->dtype;
 	f8_rt_tensor view = *reference;
 	view.data = (void *)got;
@@ -57,8 +109,12 @@ void f8_case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_ne
 			uint8_t b = ((const uint8_t *)got)[i];
 			ok = f8_case_code_distance(dtype, a, b) <= 1 || error <= 1e-5 * largest;
 		} else if (!ok && !codes) {
-			double relative = dtype == F8_DTYPE_BF16 ? (rounded_twice ? 2.0 : 1.0) / 128 : 2e-5;
-			ok = error <= relative * fabs(want) + 1e-5 * largest;
+			double rounding = dtype == F8_DTYPE_BF16 ? 1.0 / 128 : 2e-5;
+			double relative = rounded_twice ? 2 * rounding : rounding;
+			// A column sum's terms' error: one rounding of each term's magnitude.
+			double terms = magnitude && i < f8_rt_tensor_numel(magnitude)
+					       ? rounding * f8_rt_tensor_get(magnitude, i) : 0;
+			ok = error <= relative * fabs(want) + terms + 1e-5 * largest;
 		}
 		if (!ok && out->bad++ == 0) {
 			out->first = i;

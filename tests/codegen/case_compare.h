@@ -16,7 +16,17 @@
  *   - FP8 codes (e4m3, e5m2) equal, or, where the value before the cast was computed inside
  *     the group (it may differ by an f32 ulp from the reference's, which computes in double
  *     and rounds once), one code apart in value order or within 1e-5 of the largest decoded
- *     value (noise around zero crosses subnormal codes).
+ *     value (noise around zero crosses subnormal codes);
+ *   - a column sum (case_is_column_sum: a norm gradient's dgamma and dbeta, sums over the rows)
+ *     also within its terms' own error: one rounding of the element's dtype (1/128 for bf16,
+ *     2e-5 for f32) of M = sum_r |term_r|, which the test computes from the reference's
+ *     inputs (f8_case_column_magnitude). A sum of terms of both signs is far smaller than M,
+ *     so a bound relative to the result alone does not hold: RMSNormGrad's term is
+ *     dy * round_x(x * rstd) (the forward's rounding to bf16, case_rounded_twice), and an f32
+ *     rstd that rounds x * rstd the other way moves the term by one bf16 ulp of it, up to
+ *     2^-7 |term|, with r terms of such errors adding up; the f32 accumulation adds at most
+ *     rows * 2^-24 M, and LayerNormGrad's f32 x - mean an absolute error of its operands'
+ *     size, both well inside the same bound ((|x| + |mean|) rstd |dy| are its terms).
  */
 #ifndef F8_TESTS_CODEGEN_CASE_COMPARE_H
 #define F8_TESTS_CODEGEN_CASE_COMPARE_H
@@ -25,6 +35,7 @@
 #include <stddef.h>  // size_t
 #include <stdint.h>  // int64_t, uint8_t, uint64_t
 
+#include "ir/diag.h"        // f8_diag, f8_status
 #include "ir/graph.h"       // f8_graph, f8_value_id
 #include "runtime/tensor.h" // f8_rt_tensor
 
@@ -58,12 +69,40 @@ static inline bool case_rounded_twice(const f8_graph *graph, f8_value_id value) 
 	return x == F8_DTYPE_BF16 || x == F8_DTYPE_F16;
 }
 
+/* Whether `value` is a column sum of the rule above: dgamma or dbeta of a LayerNormGrad,
+ * dgamma of an RMSNormGrad. */
+static inline bool case_is_column_sum(const f8_graph *graph, f8_value_id value) {
+	f8_node_id producer = graph->values[value].producer;
+	if (producer == F8_NONE)
+		return false;
+	const f8_node *node = &graph->nodes[producer];
+	bool layer = node->op == F8_OP_LAYER_NORM_GRAD;
+	if (!layer && node->op != F8_OP_RMS_NORM_GRAD)
+		return false;
+	for (uint32_t o = 1; o < node->n_outputs && o < (layer ? 3u : 2u); o++)
+		if (node->outputs[o] == value)
+			return true;
+	return false;
+}
+
+/*
+ * The magnitudes M of column sum `value` (case_is_column_sum): per element, the sum over the
+ * rows of its terms' magnitudes, from its producer's inputs dy and x in `tensors` (indexed by
+ * value id; the statistics recomputed from x in double, as the reference kernels do). *out is
+ * created (f32, one element per column; the caller destroys it). F8_ERR_INVALID when `value` is no
+ * column sum or an input is missing, F8_ERR_NOMEM, with the diagnostic.
+ */
+f8_status f8_case_column_magnitude(const f8_graph *graph, f8_value_id value,
+				   const f8_rt_tensor *const *tensors, f8_rt_tensor *out,
+				   f8_diag *diag);
+
 /*
  * Compares `got` (the kernel's bytes, reference->n_bytes of them, of reference's dtype) with
  * `reference` by the rule above; `fp8_neighbour` allows FP8 codes one apart, `rounded_twice`
- * two bf16 ulps. Nothing is written but *out.
+ * two bf16 ulps; `magnitude` (NULL: none), a column sum's M per element
+ * (f8_case_column_magnitude), its terms' error. Nothing is written but *out.
  */
 void f8_case_compare(const f8_rt_tensor *reference, const void *got, bool fp8_neighbour,
-		  bool rounded_twice, case_comparison *out);
+		     bool rounded_twice, const f8_rt_tensor *magnitude, case_comparison *out);
 
 #endif

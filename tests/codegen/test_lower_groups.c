@@ -7,8 +7,9 @@
  * tests/codegen/case_compare.h's), amaxes and scale_invs exactly where the values are read from
  * memory. Groups come from small text graphs
  * (each made one group by hand) and from the training steps of gpt-tiny (without FP8, with
- * delayed and with current scaling) and llama-tiny (delayed, and block scaling) compiled
- * through the whole pipeline, and both under --bf16 (gpt-tiny with delayed FP8 too). AdamW
+ * delayed and with current scaling), llama-tiny (delayed, and block scaling) and mixtral-tiny
+ * (the MoE ops) compiled through the whole pipeline, and all three under --bf16 (gpt-tiny
+ * with delayed FP8 too). AdamW
  * is also checked bit for bit over many steps.
  *
  * usage: test_lower_groups SOURCE_DIR
@@ -85,7 +86,8 @@ typedef enum input_kind {
 	INPUT_MOMENT,    // AdamW's v: a mean of squares
 	INPUT_LR,        // AdamW's learning rate
 	INPUT_STEP,      // AdamW's step, from 1
-	INPUT_GRAD_SCALE // AdamW's clipping factor, in (0, 1]
+	INPUT_GRAD_SCALE, // AdamW's clipping factor, in (0, 1]
+	INPUT_EXPERT     // a MoE op's expert indices: in [0, the experts)
 } input_kind;
 
 static input_kind kind_of(const f8_node *node, uint32_t j) {
@@ -96,6 +98,11 @@ static input_kind kind_of(const f8_node *node, uint32_t j) {
 	case F8_OP_CROSS_ENTROPY: return j == 1 ? INPUT_LABEL : INPUT_PLAIN;
 	case F8_OP_CROSS_ENTROPY_GRAD: return j == 2 ? INPUT_LABEL : INPUT_PLAIN;
 	case F8_OP_LEARNING_RATE: return INPUT_STEP; // iterations count from 1
+	case F8_OP_MOE_DISPATCH:
+	case F8_OP_MOE_DISPATCH_GRAD: return j == 1 ? INPUT_EXPERT : INPUT_PLAIN;
+	case F8_OP_MOE_COMBINE: return j == 2 ? INPUT_EXPERT : INPUT_PLAIN;
+	case F8_OP_MOE_COMBINE_GRAD:
+	case F8_OP_ROUTER_GRAD: return j == 3 ? INPUT_EXPERT : INPUT_PLAIN;
 	case F8_OP_ADAMW: {
 		static const input_kind adamw[7] = {INPUT_PLAIN, INPUT_PLAIN, INPUT_PLAIN, INPUT_MOMENT,
 						    INPUT_LR, INPUT_STEP, INPUT_GRAD_SCALE};
@@ -107,7 +114,8 @@ static input_kind kind_of(const f8_node *node, uint32_t j) {
 
 /* Random contents for an input: scales and amax histories positive (0.25 to 8, as scaling
  * tables hold), the amaxes a ScalingUpdate reads positive with now and then a NaN, an infinity
- * or a 0, ids below `rows`, a cross-entropy's labels below `rows` (its vocabulary, so that a
+ * or a 0, ids and expert indices below `rows`, a cross-entropy's labels below `rows` (its
+ * vocabulary, so that a
  * label falls in any segment of a long row) with now and then ignore_index (-100), other
  * integers below 50 or -100,
  * bools either way, AdamW's scalars as a training step has them (a step up to about 5000, where
@@ -122,7 +130,7 @@ static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, 
 		double x, u = uniform();
 		if (role == F8_ROLE_SCALE || role == F8_ROLE_AMAX_HISTORY)
 			x = 0.25 + 7.75 * uniform();
-		else if (kind == INPUT_ID)
+		else if (kind == INPUT_ID || kind == INPUT_EXPERT)
 			x = (double)(int64_t)(rows * u);
 		else if (kind == INPUT_LABEL)
 			x = u < 0.1 ? -100 : (double)(int64_t)(rows * uniform());
@@ -144,6 +152,19 @@ static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, 
 			x = normal() * spread;
 		f8_rt_tensor_set(tensor, i, x);
 	}
+}
+
+/* The experts a MoE op's indices choose from: a RouterGrad's logits' columns, the experts
+ * attribute, else (MoECombine has none) those of the Router that made the indices, else 4. */
+static int64_t experts_of(const f8_graph *graph, const f8_node *node, f8_value_id indices) {
+	if (node->op == F8_OP_ROUTER_GRAD)
+		return f8_dim_value(graph->values[node->inputs[1]].type.shape.dims[1]);
+	if (f8_node_attr_int(node, "experts", 0) > 0)
+		return f8_node_attr_int(node, "experts", 0);
+	f8_node_id router = graph->values[indices].producer;
+	if (router != F8_NONE && graph->nodes[router].op == F8_OP_ROUTER)
+		return f8_dim_value(graph->values[graph->nodes[router].inputs[0]].type.shape.dims[1]);
+	return 4;
 }
 
 /* The rows of the table an Embedding or EmbeddingGrad node reads or makes; a cross-entropy's
@@ -188,13 +209,26 @@ static f8_status run_reference(const f8_graph *graph, uint32_t group, const int6
 	return F8_OK;
 }
 
-/* Compares the kernel's buffer for `value` with the reference's by the rule of
- * tests/codegen/case_compare.h (FP8 codes one apart only where `exact_fp8` is false); prints
- * the first mismatch. */
-static void compare(const f8_graph *graph, f8_value_id value, const f8_rt_tensor *reference,
-		    const void *got, bool exact_fp8, const char *kernel) {
+/* Compares the kernel's buffer for `value` with the reference's (in `v`) by the rule of
+ * tests/codegen/case_compare.h (FP8 codes one apart only where `exact_fp8` is false; a column
+ * sum within its terms' magnitudes, from the inputs in `v`); prints the first mismatch. */
+static void compare(const f8_graph *graph, f8_value_id value, const values *v, const void *got,
+		    bool exact_fp8, const char *kernel) {
 	case_comparison result;
-	f8_case_compare(reference, got, !exact_fp8, case_rounded_twice(graph, value), &result);
+	f8_rt_tensor magnitude = {0};
+	bool column_sum = case_is_column_sum(graph, value);
+	if (column_sum) {
+		f8_diag diag = {0};
+		f8_status status = f8_case_column_magnitude(
+			graph, value, (const f8_rt_tensor *const *)v->tensor, &magnitude, &diag);
+		if (status)
+			f8_diag_print(&diag, stdout);
+		CHECK(status == F8_OK);
+	}
+	const f8_rt_tensor *reference = v->tensor[value];
+	f8_case_compare(reference, got, !exact_fp8, case_rounded_twice(graph, value),
+			column_sum ? &magnitude : NULL, &result);
+	f8_rt_tensor_destroy(&magnitude);
 	if (result.bad)
 		printf("  %s: %%%s: %lld of %lld elements differ; first at %lld: reference %.9g, "
 		       "kernel %.9g\n",
@@ -230,6 +264,26 @@ static void make_lse_consistent(const f8_rt_tensor *logits, f8_rt_tensor *lse) {
 	}
 }
 
+/* A RouterGrad reads the indices its forward chose from the same logits: random inputs keep
+ * that contract, each token's top_k experts by logit (the lower index first on a tie), as a
+ * softmax Router picks them; random indices would make the chosen scores' sum a few tiny
+ * scores, which no Router picks, and the gradient through the normalization ill-conditioned
+ * (0 / 0 where the f32 scores underflow). */
+static void make_indices_consistent(const f8_rt_tensor *logits, f8_rt_tensor *indices) {
+	int64_t experts = logits->dims[1], top_k = indices->dims[1];
+	for (int64_t t = 0; t < indices->dims[0]; t++)
+		for (int64_t e = 0; e < experts; e++) {
+			double mine = f8_rt_tensor_get(logits, t * experts + e);
+			int64_t rank = 0;
+			for (int64_t other = 0; other < experts; other++) {
+				double theirs = f8_rt_tensor_get(logits, t * experts + other);
+				rank += theirs > mine || (theirs == mine && other < e);
+			}
+			if (rank < top_k)
+				f8_rt_tensor_set(indices, t * top_k + rank, (double)e);
+		}
+}
+
 /* Runs group `group` through its generated kernels (`generated`) and through the reference
  * kernels on the same fresh inputs, and compares every value the generated kernels write. */
 static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint32_t group,
@@ -254,10 +308,10 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 				break;
 			}
 			input_kind kind = kind_of(node, j);
-			fill_random(graph, input, kind,
-				    kind == INPUT_ID || kind == INPUT_LABEL ? table_rows(graph, node, symbols)
-									    : 0,
-				    v.tensor[input]);
+			int64_t rows = kind == INPUT_ID || kind == INPUT_LABEL
+					       ? table_rows(graph, node, symbols)
+					       : kind == INPUT_EXPERT ? experts_of(graph, node, input) : 0;
+			fill_random(graph, input, kind, rows, v.tensor[input]);
 			tensors[input] = *v.tensor[input]; // shares the data; v owns it
 			tensors[input].owned = false;
 		}
@@ -266,6 +320,8 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 		const f8_node *node = &graph->nodes[graph->order[i]];
 		if (node->group == group && node->op == F8_OP_CROSS_ENTROPY_GRAD)
 			make_lse_consistent(v.tensor[node->inputs[1]], v.tensor[node->inputs[3]]);
+		if (node->group == group && node->op == F8_OP_ROUTER_GRAD)
+			make_indices_consistent(v.tensor[node->inputs[1]], v.tensor[node->inputs[3]]);
 	}
 	uint32_t n_outputs;
 	const f8_value_id *outputs = f8_cpu_generated_outputs(generated, group, &n_outputs);
@@ -289,8 +345,7 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 	} else {
 		bool exact = !casts_computed_values(graph, group);
 		for (uint32_t o = 0; o < n_outputs; o++)
-			compare(graph, outputs[o], v.tensor[outputs[o]], tensors[outputs[o]].data,
-				exact, name);
+			compare(graph, outputs[o], &v, tensors[outputs[o]].data, exact, name);
 	}
 	for (uint32_t o = 0; o < n_outputs; o++)
 		f8_rt_tensor_destroy(&tensors[outputs[o]]);
@@ -719,6 +774,80 @@ static const char quantize_mx_e5m2[] =
 	"  output %x8, %si\n"
 	"}\n";
 
+/* The mixture-of-experts ops (codegen/lower_moe.c), each a group of its own: tokens `s` (40)
+ * and positions by counting, so symbolic sizes; bf16 logits tie often (8-bit mantissas), and
+ * the ties must break as the reference's do; the indices of the permutations (random in
+ * [0, 4)) repeat within a token, which they take as the reference does, RouterGrad's are its
+ * forward's (make_indices_consistent). */
+static const char moe_router[] =
+	"graph moe_router {\n"
+	"  input %logits : f32[s, 8]\n"
+	"  %probs, %experts = Router(%logits) {top_k=2, normalize=1}\n"
+	"  output %probs, %experts\n"
+	"}\n";
+
+static const char moe_router_ties[] =
+	"graph moe_router_ties {\n"
+	"  input %logits : bf16[s, 6]\n"
+	"  %probs, %experts = Router(%logits) {top_k=3}\n"
+	"  output %probs, %experts\n"
+	"}\n";
+
+static const char moe_router_grad[] =
+	"graph moe_router_grad {\n"
+	"  input %dprobs : f32[s, 2]\n"
+	"  input %logits : bf16[s, 4]\n"
+	"  input %probs : f32[s, 2]\n"
+	"  input %experts : i64[s, 2]\n"
+	"  %dlogits = RouterGrad(%dprobs, %logits, %probs, %experts) {top_k=2, normalize=1}\n"
+	"  output %dlogits\n"
+	"}\n";
+
+static const char moe_router_grad_sigmoid[] =
+	"graph moe_router_grad_sigmoid {\n"
+	"  input %dprobs : f32[s, 3]\n"
+	"  input %logits : f32[s, 4]\n"
+	"  input %probs : f32[s, 3]\n"
+	"  input %experts : i32[s, 3]\n"
+	"  %dlogits = RouterGrad(%dprobs, %logits, %probs, %experts) {top_k=3, score=\"sigmoid\"}\n"
+	"  output %dlogits\n"
+	"}\n";
+
+static const char moe_dispatch[] =
+	"graph moe_dispatch {\n"
+	"  input %x : bf16[s, 24]\n"
+	"  input %experts : i64[s, 2]\n"
+	"  %rows, %counts = MoEDispatch(%x, %experts) {experts=4}\n"
+	"  output %rows, %counts\n"
+	"}\n";
+
+static const char moe_dispatch_grad[] =
+	"graph moe_dispatch_grad {\n"
+	"  input %dy : f32[2*s, 24]\n"
+	"  input %experts : i64[s, 2]\n"
+	"  %dx = MoEDispatchGrad(%dy, %experts) {experts=4}\n"
+	"  output %dx\n"
+	"}\n";
+
+static const char moe_combine[] =
+	"graph moe_combine {\n"
+	"  input %y : bf16[2*s, 24]\n"
+	"  input %probs : f32[s, 2]\n"
+	"  input %experts : i64[s, 2]\n"
+	"  %out = MoECombine(%y, %probs, %experts)\n"
+	"  output %out\n"
+	"}\n";
+
+static const char moe_combine_grad[] =
+	"graph moe_combine_grad {\n"
+	"  input %dout : f32[s, 24]\n"
+	"  input %y : f32[2*s, 24]\n"
+	"  input %probs : f32[s, 2]\n"
+	"  input %experts : i64[s, 2]\n"
+	"  %dy, %dprobs = MoECombineGrad(%dout, %y, %probs, %experts)\n"
+	"  output %dy, %dprobs\n"
+	"}\n";
+
 /* A label outside the vocabulary, an id outside the embedding table: the generated kernels
  * flag it and the run fails naming the row (position 4 of integer input `name`, 77), as the
  * reference kernel fails. */
@@ -960,6 +1089,60 @@ static void check_model(const char *source_dir, const char *model, int64_t batch
 	check_model_with(source_dir, model, batch, seq, fp8, false);
 }
 
+/* ---- f32 attention in primitives (passes/attention_unfused.c): the softmax family and the
+ * causal bias's Trilu (layout), each against its reference kernel. ---- */
+
+/* Rows of symbolic count (b * h * s), 40 keys: a block loop shorter than a block. */
+static const char softmax_rows[] =
+	"graph softmax_rows {\n"
+	"  input %x : f32[b, 4, s, 40]\n"
+	"  %y = Softmax(%x) {axis=-1}\n"
+	"  output %y\n"
+	"}\n";
+
+/* BF16 rows of 300: several columns a thread, one rounding at the store. */
+static const char softmax_bf16[] =
+	"graph softmax_bf16 {\n"
+	"  input %x : bf16[s, 300]\n"
+	"  %y = Softmax(%x)\n"
+	"  output %y\n"
+	"}\n";
+
+static const char softmax_grad[] =
+	"graph softmax_grad {\n"
+	"  input %dy : f32[b, 2, s, 33]\n"
+	"  input %y : f32[b, 2, s, 33]\n"
+	"  %dx = SoftmaxGrad(%dy, %y) {axis=-1}\n"
+	"  output %dx\n"
+	"}\n";
+
+/* The causal bias of 7 queries over 9 keys (k = skv - sq + 1), and a lower triangle of a
+ * batch of symbolic matrices. */
+static const char trilu_upper[] =
+	"graph trilu_upper {\n"
+	"  input %x : f32[7, 9]\n"
+	"  %y = Trilu(%x) {upper=1, k=3}\n"
+	"  output %y\n"
+	"}\n";
+
+static const char trilu_lower[] =
+	"graph trilu_lower {\n"
+	"  input %x : f32[b, s, 5]\n"
+	"  %y = Trilu(%x) {upper=0, k=-1}\n"
+	"  output %y\n"
+	"}\n";
+
+static void check_softmax_family(void) {
+	check_text_group("Softmax over 40 keys, symbolic rows", softmax_rows,
+			 F8_KERNEL_FAMILY_SOFTMAX);
+	check_text_group("Softmax (bf16) over rows of 300", softmax_bf16, F8_KERNEL_FAMILY_SOFTMAX);
+	check_text_group("SoftmaxGrad over 33 keys", softmax_grad, F8_KERNEL_FAMILY_SOFTMAX);
+	check_text_group("Trilu, the upper triangle from k=3 (a causal bias)", trilu_upper,
+			 F8_KERNEL_FAMILY_LAYOUT);
+	check_text_group("Trilu, the lower triangle to k=-1, symbolic batch", trilu_lower,
+			 F8_KERNEL_FAMILY_LAYOUT);
+}
+
 int main(int argc, char **argv) {
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_lower_groups SOURCE_DIR\n");
@@ -1027,6 +1210,18 @@ int main(int argc, char **argv) {
 			 F8_KERNEL_FAMILY_CAST);
 	check_text_group("AdamW of 3 parameters + zeroing: one multi-tensor kernel", adamw_multi,
 			 F8_KERNEL_FAMILY_OPTIMIZER);
+	check_text_group("Router (softmax, top-2 of 8, normalized)", moe_router,
+			 F8_KERNEL_FAMILY_MOE);
+	check_text_group("Router (bf16 logits: ties, top-3 of 6)", moe_router_ties,
+			 F8_KERNEL_FAMILY_MOE);
+	check_text_group("RouterGrad (bf16 logits, normalized)", moe_router_grad,
+			 F8_KERNEL_FAMILY_MOE);
+	check_text_group("RouterGrad (sigmoid, i32 indices)", moe_router_grad_sigmoid,
+			 F8_KERNEL_FAMILY_MOE);
+	check_text_group("MoEDispatch (bf16 rows, counts)", moe_dispatch, F8_KERNEL_FAMILY_MOE);
+	check_text_group("MoEDispatchGrad", moe_dispatch_grad, F8_KERNEL_FAMILY_MOE);
+	check_text_group("MoECombine (bf16 rows)", moe_combine, F8_KERNEL_FAMILY_MOE);
+	check_text_group("MoECombineGrad", moe_combine_grad, F8_KERNEL_FAMILY_MOE);
 	check_adamw_exact();
 	check_adamw_many();
 	check_data_error("CrossEntropy with a label outside the vocabulary", cross_entropy,
@@ -1035,6 +1230,8 @@ int main(int argc, char **argv) {
 			 F8_KERNEL_FAMILY_EMBEDDING, "ids", "outside the embedding table");
 	check_data_error("EmbeddingGrad with an id outside the table", embedding_grad,
 			 F8_KERNEL_FAMILY_EMBEDDING_GRAD, "ids", "outside the embedding table");
+	check_softmax_family();
+	// Without FP8 for sm_90: f32 attention in MatMuls, Softmax and Trilu (attention-unfused).
 	check_model(argv[1], "gpt-tiny", 2, 24, NULL);
 	f8_fp8_options fp8 = f8_fp8_options_default();
 	check_model(argv[1], "gpt-tiny", 2, 24, &fp8);
@@ -1046,6 +1243,8 @@ int main(int argc, char **argv) {
 	// --bf16: BF16 norms, activations, residuals, cross-entropy and their gradients.
 	check_model_with(argv[1], "gpt-tiny", 2, 24, NULL, true);
 	check_model_with(argv[1], "llama-tiny", 2, 24, NULL, true);
+	check_model(argv[1], "mixtral-tiny", 2, 24, NULL); // Router, MoEDispatch, MoECombine
+	check_model_with(argv[1], "mixtral-tiny", 2, 24, NULL, true);
 	fp8.recipe = F8_RECIPE_DELAYED;
 	check_model_with(argv[1], "gpt-tiny", 2, 24, &fp8, true);
 	return test_finish();

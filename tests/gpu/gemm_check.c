@@ -154,6 +154,12 @@ static const gemm_case cases[] = {
 	 "%wc, %wt, %ws, %wts, %wa = CastTranspose(%w) {to=e4m3, block=[1, 0]}\n"
 	 "%dx = FP8Gemm(%dq, %wt, %ds, %wts) {to=bf16, gemm=\"dgrad\", a_block=[1, 0], "
 	 "b_block=[1, 0]}\noutput %dx\n"},
+	{.title = "FP8Gemm wgrad rowwise e5m2 (dy^T) x e4m3 (x^T) -> bf16, K 1024",
+	 .text = IN("dy", "f32[1024, 512]") IN("x", "f32[1024, 128]")
+	 "%dc, %dt, %ds, %dts, %da = CastTranspose(%dy) {to=e5m2, block=[1, 0]}\n"
+	 "%xc, %xt, %xs, %xts, %xa = CastTranspose(%x) {to=e4m3, block=[1, 0]}\n"
+	 "%dw = FP8Gemm(%dt, %xt, %dts, %xts) {to=bf16, gemm=\"wgrad\", a_block=[1, 0], "
+	 "b_block=[1, 0]}\noutput %dw\n"},
 	// FP8, blocks: 1x128 activations and gradients, 128x128 weights (VEC128_32F and
 	// BLK128x128_32F); K of 384 and 256 (3 and 2 blocks: the 128x128 grids need padding),
 	// the 1x128 grids a transpose.

@@ -58,6 +58,7 @@ typedef struct case_buffer {
 			     // or fraction (make_kernel_cases.c's policies)
 	bool fp8_neighbour;  // outputs: FP8 codes may be one apart from the reference
 	bool rounded_twice;  // outputs: rounded twice, two bf16 ulps apart (case_compare.h)
+	bool column_sum;     // outputs: a column sum, its terms' magnitudes in NAME.magnitude
 	bool jit_matches;    // outputs: the host JIT's output is within the rule
 	uint64_t jit_hash;   // outputs: f8_case_hash of the host JIT's bytes
 	CUdeviceptr device;  // 0 when none (no bytes)
@@ -177,6 +178,7 @@ static void parse_value(json_t *entry, const char *where, case_buffer *buffer) {
 		buffer->random = get_string(entry, "random", where);
 	buffer->fp8_neighbour = json_is_true(json_object_get(entry, "fp8_neighbour"));
 	buffer->rounded_twice = json_is_true(json_object_get(entry, "rounded_twice"));
+	buffer->column_sum = json_is_true(json_object_get(entry, "column_sum"));
 	buffer->jit_matches = json_is_true(json_object_get(entry, "jit_matches_reference"));
 	const char *hash = json_string_value(json_object_get(entry, "jit_hash"));
 	buffer->jit_hash = hash ? strtoull(hash, NULL, 16) : 0;
@@ -400,10 +402,24 @@ static void read_tensor(const f8_safetensors *file, const kernel_case *c,
  * is outside the rule (printed, with whether the host JIT is outside it too). */
 static bool check_output(const f8_safetensors *file, const kernel_case *c,
 			 const case_buffer *buffer, const void *got, check_tally *tally) {
-	f8_rt_tensor reference;
+	f8_rt_tensor reference, magnitude = {0};
 	read_tensor(file, c, buffer, ".reference", &reference);
+	if (buffer->column_sum) { // f32, one per element: not of the buffer's dtype
+		char name[512];
+		snprintf(name, sizeof name, "%s.%s.magnitude", c->name, buffer->name);
+		f8_diag diag = {0};
+		if (f8_safetensors_read(file, name, &magnitude, &diag))
+			die(name, &diag);
+		if (f8_rt_tensor_numel(&magnitude) != buffer->count) {
+			fprintf(stderr, "gpu_kernel_check: %s: size disagrees with the manifest\n",
+				name);
+			exit(1);
+		}
+	}
 	case_comparison result;
-	f8_case_compare(&reference, got, buffer->fp8_neighbour, buffer->rounded_twice, &result);
+	f8_case_compare(&reference, got, buffer->fp8_neighbour, buffer->rounded_twice,
+			buffer->column_sum ? &magnitude : NULL, &result);
+	f8_rt_tensor_destroy(&magnitude);
 	bool identical = f8_case_hash(got, buffer->bytes) == buffer->jit_hash;
 	tally->outputs++;
 	tally->identical_with_jit += identical;
@@ -504,6 +520,8 @@ static void draw(f8_dtype dtype, const char *policy, void *to) {
 		x = u < 0.1 ? -100 : (double)(int)(50 * uniform());
 	else if (strcmp(policy, "id") == 0)
 		x = (double)(int)(50 * uniform());
+	else if (strcmp(policy, "expert") == 0) // below 4: every MoE model here has as many
+		x = (double)(int)(4 * uniform());
 	else if (strcmp(policy, "amax") == 0)
 		x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : 4.0 * uniform();
 	else if (strcmp(policy, "moment") == 0)

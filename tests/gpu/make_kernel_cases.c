@@ -4,8 +4,9 @@
  * machine needs neither LLVM nor the CPU backend.
  *
  * Check mode: gpt-tiny (batch 2, seq 24) is compiled through the whole pipeline without FP8 and
- * with the default FP8 options, gpt-odd (written here: one layer of hidden 272, FFN 1088, vocab
- * 97, batch 2, seq 40) with FP8, whose 80 rows and 272 columns end tiles of 64 part-way and
+ * with the default FP8 options, mixtral-tiny (batch 2, seq 24) without FP8 for its MoE ops'
+ * groups only (codegen/lower_moe.c), gpt-odd (written here: one layer of hidden 272, FFN
+ * 1088, vocab 97, batch 2, seq 40) with FP8, whose 80 rows and 272 columns end tiles of 64 part-way and
  * whose logits' rows (97) are unaligned for any vector access, and a few groups of text IR
  * (odd_groups) at shapes FP8 GEMMs would refuse: rows and columns that leave every 16-byte
  * access unaligned, rows of at least 256 for the row kernels of broadcasting groups, and an
@@ -39,9 +40,11 @@
  * manifest.json: {"format": "f8c kernel cases 2", "mode", "seed", "ptx", "data", "cases": [
  *   {"name": "<model>.<group>", "model", "group", "family", "members",
  *    "values": [{"name", "use": in|out|acc, "dtype", "dims", "count",
- *                in: "random": normal|scale|bool|label|id|amax;
+ *                in: "random": normal|scale|bool|label|id|expert|amax|moment|rate|step|
+ *                    fraction;
  *                out and acc: "fp8_neighbour" (codes may be one apart), "rounded_twice"
- *                             (two bf16 ulps apart: case_compare.h),
+ *                             (two bf16 ulps apart: case_compare.h), "column_sum" (within
+ *                             its terms' magnitudes, tensor "...<value>.magnitude"),
  *                             "jit_matches_reference", "jit_hash" (f8_case_hash, 16 hex digits)}],
  *    "scratch": [{"dtype", "count"}], zeroed before the first launch,
  *    "error": what a nonzero scratch[error_scratch] (i64) means, or null, "error_scratch",
@@ -101,6 +104,8 @@ typedef struct model {
 	const char *label;   // "gpt-tiny-fp8": the first part of case and tensor names
 	const char *prefix;  // "gpt_tiny_fp8": kernel names start with it, "" for none
 	bool text;           // a group of text IR, small: its optimizer's group is a case too
+	bool moe_only;       // only its moe groups are cases (the rest are gpt-tiny's kinds, and
+			     // their data would crowd what a GPU run carries)
 	f8_graph *graph;
 	f8_codegen_program *program;
 	f8_cpu_generated *generated; // NULL in bench mode
@@ -227,6 +232,30 @@ static int64_t label_limit(const f8_graph *graph, uint32_t group, f8_value_id id
 	return 50;
 }
 
+/* The experts that a member MoE op of `group` reading `id` as its expert indices chooses from
+ * (a RouterGrad's logits' columns, the experts attribute, else those of the Router that made
+ * the indices, else 4), or 0 when none reads it so. */
+static int64_t expert_limit(const f8_graph *graph, uint32_t group, f8_value_id id) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		int at = node->op == F8_OP_MOE_DISPATCH || node->op == F8_OP_MOE_DISPATCH_GRAD ? 1
+			 : node->op == F8_OP_MOE_COMBINE ? 2
+			 : node->op == F8_OP_MOE_COMBINE_GRAD || node->op == F8_OP_ROUTER_GRAD ? 3 : -1;
+		if (node->group != group || at < 0 || node->inputs[at] != id)
+			continue;
+		if (node->op == F8_OP_ROUTER_GRAD)
+			return f8_dim_value(graph->values[node->inputs[1]].type.shape.dims[1]);
+		if (f8_node_attr_int(node, "experts", 0) > 0)
+			return f8_node_attr_int(node, "experts", 0);
+		f8_node_id router = graph->values[id].producer;
+		if (router != F8_NONE && graph->nodes[router].op == F8_OP_ROUTER)
+			return f8_dim_value(
+				graph->values[graph->nodes[router].inputs[0]].type.shape.dims[1]);
+		return 4;
+	}
+	return 0;
+}
+
 /* The input position at which a member AdamW of `group` reads `id`, or -1. */
 static int adamw_input(const f8_graph *graph, uint32_t group, f8_value_id id) {
 	for (uint32_t i = 0; i < graph->n_order; i++) {
@@ -255,6 +284,7 @@ static bool read_as_iteration(const f8_graph *graph, uint32_t group, f8_value_id
  * clipping factor in (0, 1] ("fraction"); scales and amax histories positive,
  * 0.25 to 8, as scaling tables hold; the amaxes a ScalingUpdate reads positive with now and
  * then a NaN, an infinity or a 0; an embedding's ids below 50 (every model here has more rows);
+ * a MoE op's expert indices below its experts (expert_limit: "expert");
  * labels below `limit` (a cross-entropy's vocabulary: label_limit) with now and then
  * ignore_index (-100); booleans either way; the rest
  * normal with a spread of 1 to 41, so that casts both saturate and underflow. */
@@ -270,6 +300,8 @@ static const char *random_policy(const f8_graph *graph, uint32_t group, f8_value
 		return "bool";
 	if (value->type.dtype == F8_DTYPE_I64 && read_as_iteration(graph, group, id))
 		return "step";
+	if (expert_limit(graph, group, id) > 0)
+		return "expert";
 	if (value->type.dtype == F8_DTYPE_I64)
 		return read_as_ids(graph, group, id) ? "id" : "label";
 	if (read_as_amax(graph, group, id))
@@ -290,6 +322,8 @@ static void fill_random(const char *policy, int64_t limit, f8_rt_tensor *tensor)
 			x = u < 0.1 ? -100 : (double)(int64_t)((double)limit * uniform());
 		else if (strcmp(policy, "id") == 0)
 			x = (double)(int)(50 * uniform());
+		else if (strcmp(policy, "expert") == 0)
+			x = (double)(int64_t)((double)limit * u);
 		else if (strcmp(policy, "amax") == 0)
 			x = u < 0.1 ? NAN : u < 0.15 ? INFINITY : u < 0.2 ? 0 : fabs(normal() * spread);
 		else if (strcmp(policy, "moment") == 0)
@@ -320,6 +354,23 @@ static void make_lse_consistent(const f8_rt_tensor *logits, f8_rt_tensor *lse) {
 	}
 }
 
+/* A RouterGrad reads the indices its forward chose from the same logits (test_lower_groups.c
+ * says why): each token's top_k experts by logit, the lower index first on a tie. */
+static void make_indices_consistent(const f8_rt_tensor *logits, f8_rt_tensor *indices) {
+	int64_t experts = logits->dims[1], top_k = indices->dims[1];
+	for (int64_t t = 0; t < indices->dims[0]; t++)
+		for (int64_t e = 0; e < experts; e++) {
+			double mine = f8_rt_tensor_get(logits, t * experts + e);
+			int64_t rank = 0;
+			for (int64_t other = 0; other < experts; other++) {
+				double theirs = f8_rt_tensor_get(logits, t * experts + other);
+				rank += theirs > mine || (theirs == mine && other < e);
+			}
+			if (rank < top_k)
+				f8_rt_tensor_set(indices, t * top_k + rank, (double)e);
+		}
+}
+
 /* Draws every value the members of `group` read from outside it into inputs[] (by value id),
  * as test_lower_groups.c's check_group does. */
 static void draw_inputs(const f8_graph *graph, uint32_t group, const int64_t *symbols,
@@ -333,14 +384,18 @@ static void draw_inputs(const f8_graph *graph, uint32_t group, const int64_t *sy
 			    (producer != F8_NONE && graph->nodes[producer].group == group))
 				continue;
 			inputs[input] = checked(make_tensor(graph, input, symbols));
-			fill_random(random_policy(graph, group, input), label_limit(graph, group, input),
-				    inputs[input]);
+			const char *policy = random_policy(graph, group, input);
+			fill_random(policy, strcmp(policy, "expert") == 0
+					    ? expert_limit(graph, group, input)
+					    : label_limit(graph, group, input), inputs[input]);
 		}
 	}
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
 		if (node->group == group && node->op == F8_OP_CROSS_ENTROPY_GRAD)
 			make_lse_consistent(inputs[node->inputs[1]], inputs[node->inputs[3]]);
+		if (node->group == group && node->op == F8_OP_ROUTER_GRAD)
+			make_indices_consistent(inputs[node->inputs[1]], inputs[node->inputs[3]]);
 	}
 }
 
@@ -599,6 +654,16 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 	if (run_reference(graph, g, symbols, reference, &diag))
 		fail(case_name, &diag);
 	bool neighbour = casts_computed_values(graph, g);
+	// The column sums' magnitudes (case_compare.h), from the inputs before they move to `list`.
+	f8_rt_tensor **magnitude = checked(f8_calloc(v->n ? v->n : 1, sizeof *magnitude));
+	for (uint32_t i = 0; i < v->n; i++)
+		if (strcmp(v->use[i], "in") != 0 && case_is_column_sum(graph, v->ids[i])) {
+			magnitude[i] = checked(f8_calloc(1, sizeof *magnitude[i]));
+			if (f8_case_column_magnitude(graph, v->ids[i],
+						     (const f8_rt_tensor *const *)reference,
+						     magnitude[i], &diag))
+				fail(case_name, &diag);
+		}
 	for (uint32_t i = 0; i < v->n; i++) {
 		f8_value_id id = v->ids[i];
 		const char *name = graph->values[id].name;
@@ -610,7 +675,7 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 		}
 		case_comparison result;
 		f8_case_compare(reference[id], jit[id].data, neighbour, case_rounded_twice(graph, id),
-			     &result);
+				magnitude[i], &result);
 		char hash[32];
 		snprintf(hash, sizeof hash, "%016llx",
 			 (unsigned long long)f8_case_hash(jit[id].data, jit[id].n_bytes));
@@ -625,8 +690,11 @@ static void run_case(const model *m, uint32_t g, const case_values *v, json_t *v
 		}
 		list_add(list, m->label, group_name, name, ".reference", reference[id]);
 		reference[id] = NULL;
+		if (magnitude[i]) // the list owns it from here
+			list_add(list, m->label, group_name, name, ".magnitude", magnitude[i]);
 		f8_rt_tensor_destroy(&jit[id]);
 	}
+	f8_free(magnitude);
 	for (uint32_t id = 0; id < graph->n_values; id++) // unbound inputs, members' inner values
 		if (reference[id]) {
 			f8_rt_tensor_destroy(reference[id]);
@@ -669,6 +737,8 @@ static json_t *make_case(const model *m, uint32_t g, const f8_launch_geometry *g
 			json_object_set_new(entry, "fp8_neighbour", json_boolean(neighbour));
 		else if (case_rounded_twice(graph, id))
 			json_object_set_new(entry, "rounded_twice", json_true());
+		if (strcmp(v.use[i], "in") != 0 && case_is_column_sum(graph, id))
+			json_object_set_new(entry, "column_sum", json_true()); // with NAME.magnitude
 		json_array_append_new(values, entry);
 	}
 	if (list)
@@ -967,7 +1037,7 @@ int main(int argc, char **argv) {
 	printf("seed %u\n", seed);
 	char path[1024];
 	f8_fp8_options fp8 = f8_fp8_options_default();
-	model models[3 + N_ODD_GROUPS] = {{0}};
+	model models[4 + N_ODD_GROUPS] = {{0}};
 	int n_models;
 	if (bench) {
 		const f8_dim_binding dims[] = {{"batch", 8}, {"seq", 2048}};
@@ -987,7 +1057,11 @@ int main(int argc, char **argv) {
 		snprintf(path, sizeof path, "%s/gpt-odd.json", out_dir);
 		write_text(path, odd_model);
 		compile_model(&models[2], path, odd_dims, 2, &fp8, true);
-		n_models = 3;
+		models[3] = (model){.label = "mixtral-tiny", .prefix = "mixtral_tiny",
+				    .moe_only = true};
+		snprintf(path, sizeof path, "%s/models/mixtral-tiny.json", source_dir);
+		compile_model(&models[3], path, dims, 2, NULL, true);
+		n_models = 4;
 		for (int i = 0; i < N_ODD_GROUPS; i++)
 			compile_text(&models[n_models++], &odd_groups[i]);
 	}
@@ -1006,6 +1080,9 @@ int main(int argc, char **argv) {
 		for (uint32_t g = 0; g < program->n_groups; g++) {
 			bool fresh = brings_new_kernel(program, g, seen);
 			fresh |= bench && brings_new_shape(&models[i], g, shapes, &n_shapes);
+			if (models[i].moe_only &&
+			    models[i].graph->groups[g].family != F8_KERNEL_FAMILY_MOE)
+				continue;
 			if (fresh && (bench || models[i].text || !optimizer(models[i].graph, g)))
 				json_array_append_new(cases, make_case(&models[i], g,
 								       geometry + kernel_base,

@@ -139,7 +139,10 @@ static void check_families(const f8_graph *graph, uint32_t *per_family) {
 			      seed->op == F8_OP_SPLIT || seed->op == F8_OP_CONCAT ||
 			      seed->op == F8_OP_SLICE || seed->op == F8_OP_SLICE_GRAD ||
 			      seed->op == F8_OP_SQUEEZE || seed->op == F8_OP_UNSQUEEZE ||
-			      seed->op == F8_OP_EXPAND);
+			      seed->op == F8_OP_EXPAND || seed->op == F8_OP_TRILU);
+		if (family == F8_KERNEL_FAMILY_SOFTMAX)
+			CHECK(end == i + 1 && (seed->op == F8_OP_SOFTMAX ||
+					       seed->op == F8_OP_SOFTMAX_GRAD));
 		if (family == F8_KERNEL_FAMILY_REDUCE)
 			CHECK(seed->op == F8_OP_REDUCE_SUM || seed->op == F8_OP_REDUCE_MEAN ||
 			      seed->op == F8_OP_REDUCE_MAX);
@@ -248,8 +251,13 @@ static void test_gpt_tiny(bool training, bool with_fp8) {
 	CHECK(per_family[F8_KERNEL_FAMILY_GLOBAL_NORM] == (training ? 1u : 0u));
 	// Per layer: the Split of qkv, three Reshapes and Transposes into heads, one of each back;
 	// the Slice of pos_embed; in training as many for the gradients (the Concat of dqkv in
-	// place of the Split), and the Reshape and SliceGrad of pos_embed's gradient.
-	CHECK(per_family[F8_KERNEL_FAMILY_LAYOUT] == (training ? 4 * 18 + 3u : 4 * 9 + 1u));
+	// place of the Split), and the Reshape and SliceGrad of pos_embed's gradient. f32
+	// attention for sm_90 is MatMuls and Softmax (passes/attention_unfused.h): per layer k's
+	// Transpose, and one Trilu of the causal bias for all; in training per layer the
+	// Transposes of the MatMuls' other operands (k^T, q, v, p) and k^T's gradient back.
+	CHECK(per_family[F8_KERNEL_FAMILY_LAYOUT] ==
+	      (training ? 4 * (18 + 1 + 5) + 3u + 1u : 4 * (9 + 1) + 1u + 1u));
+	CHECK(per_family[F8_KERNEL_FAMILY_SOFTMAX] == (training ? 8u : 4u));
 	check_only_library_outside(graph, with_fp8 ? &fp8 : NULL);
 	check_round_trip(graph);
 	check_refused_again(graph);

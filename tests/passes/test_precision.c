@@ -61,7 +61,10 @@ static f8_graph *compile(const f8_fp8_options *fp8, const char *last, f8_status 
 	return compile_with(fp8, false, last, status_out, diag);
 }
 
-/* The decision of each GEMM, by scope and kind. */
+/* The decision of each GEMM, by scope and kind. The batched MatMuls of f32 attention for
+ * sm_90 (passes/attention_unfused.h: q k^T and p v) are left out: products of two
+ * activations, always high precision (test_defaults checks them); these tests are about the
+ * Linear layers' GEMMs. */
 typedef struct decision {
 	const char *scope;
 	f8_gemm_kind kind;
@@ -78,7 +81,7 @@ static int decisions_of(const f8_graph *graph, decision *out) {
 	int n = 0;
 	for (uint32_t i = 0; i < graph->n_order && n < MAX_GEMMS; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
-		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
+		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM) || node->op == F8_OP_MATMUL)
 			continue;
 		const f8_precision *p = &graph->values[node->outputs[0]].precision;
 		decision *d = &out[n++];
@@ -128,6 +131,19 @@ static void test_defaults(void) {
 		CHECK(starts_with(d[i].reason, expected));
 	}
 	CHECK(n == 51 && n_fp8 == 48 && n_head == 3);
+	// f32 attention in MatMuls for sm_90: per layer q k^T and p v, and in the backward their
+	// dgrads (two each), 24 in all, each kept F32 as a product of two activations.
+	uint32_t n_matmul = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->op != F8_OP_MATMUL)
+			continue;
+		const f8_precision *p = &graph->values[node->outputs[0]].precision;
+		n_matmul++;
+		CHECK(p->format == F8_DTYPE_F32 && p->reason &&
+		      strstr(p->reason, "kept F32: MatMul: f8c plans FP8 for Linear layers only"));
+	}
+	CHECK(n_matmul == 24);
 	for (int k = 0; k < F8_GEMM_KIND_COUNT; k++)
 		CHECK(per_kind[k] == 16);
 	f8_graph_destroy(graph);

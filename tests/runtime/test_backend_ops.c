@@ -7,10 +7,18 @@
  *
  *     NMSE = sum((got - reference)^2) / sum(reference^2)
  *
- * with a tolerance per dtype (tolerance_of). Where an op cannot run alone in one process (Send,
- * Recv, a gather over several ranks), its case checks that every backend refuses the run with
- * a message that says why. A coverage check fails naming every op of ir/ops.def that no
- * case's compiled graph holds.
+ * with a tolerance per dtype (backend_ops_tolerance, tests/runtime/test_backend_ops.h). Where
+ * an op cannot run alone in one process (Send, Recv, a gather over several ranks), its case
+ * checks that every backend refuses the run with a message that says why. A coverage check
+ * fails naming every op of ir/ops.def that no case's compiled graph holds.
+ *
+ * The CUDA backend runs plans only, and the GPU machine has no LLVM to compile them: with
+ * --write-cases DIR, each case that can run alone on a GPU is compiled for sm_90 as f8c compile
+ * does (f8_tool_plan_make) and written to DIR with its leaves (the same fill as here) and the
+ * CPU reference backend's outputs; tests/gpu/backend_ops_cuda.c runs them there by the same
+ * rule. A case that cannot (a refused one, or one with a node that is neither in a fused
+ * group, a library call nor a device copy: an op codegen does not lower yet) is listed in
+ * DIR/manifest.json with the reason (the layout: tests/runtime/test_backend_ops.h).
  *
  * The seed comes from the clock and is printed; F8_TEST_SEED=N repeats a run. Each case draws
  * from a stream of its own (the seed and its index), so a case's data does not depend on the
@@ -18,24 +26,30 @@
  * prints every output's comparison, not only those that fail.
  *
  * usage: test_backend_ops [TITLE_PART]
+ *        test_backend_ops --write-cases DIR [TITLE_PART]
  */
-#include <math.h>   // ldexp, INFINITY
-#include <stdio.h>  // printf, snprintf
-#include <stdlib.h> // getenv, strtoul
-#include <string.h> // strstr
-#include <time.h>   // time
+#include <errno.h>    // errno, EEXIST
+#include <jansson.h>  // json_t, json_pack, json_dump_file
+#include <stdio.h>    // printf, snprintf
+#include <stdlib.h>   // getenv, strtoul
+#include <string.h>   // strstr, strcmp
+#include <sys/stat.h> // mkdir
+#include <time.h>     // time
 
 #include "codegen/target.h"       // f8_codegen_target_table_for
 #include "ir/alloc.h"             // f8_calloc, f8_free
-#include "ir/dtype.h"             // f8_dtype_get_info, f8_dtype_name
+#include "ir/dtype.h"             // f8_dtype_name, f8_dtype_is_float
 #include "ir/ops.h"               // f8_op, f8_op_name
 #include "ir/text.h"              // f8_text_parse
 #include "passes/pipeline.h"      // f8_pipeline_run_with, f8_pipeline_options
 #include "runtime/cpu/backend.h"  // f8_cpu_backend_create, F8_CPU_KERNELS_*
-#include "runtime/executor.h"     // f8_executor_create, _write, _run, _read
-#include "tests/runtime/test_compare.h" // test_compare, test_comparison
+#include "runtime/executor.h"     // f8_executor_memory
+#include "runtime/plan.h"         // f8_plan_write, f8_plan_destroy
+#include "runtime/safetensors.h"  // f8_safetensors_write
+#include "tests/runtime/test_backend_ops.h" // backend_ops_run, _compare, _tolerance, ...
 #include "tests/runtime/test_fill.h" // rng_state, test_fill, test_find_spec
 #include "tests/test_support.h"   // CHECK, test_finish
+#include "tools/compile.h"        // f8_tool_plan_make
 
 /* The backends: the first is the reference every other is compared with. A backend this build
  * or machine lacks answers F8_ERR_UNSUPPORTED from create and is skipped, said so once; the
@@ -66,7 +80,7 @@ enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
  *              dtype's default (default_fill). Integer leaves are always named: ids, labels
  *              and counts have ranges only the case knows.
  *   refused:   NULL: the run succeeds; else every backend fails it with a message holding this.
- *   tolerance: 0: each output's dtype's (tolerance_of); else this bound for every output.
+ *   tolerance: 0: each output's dtype's (backend_ops_tolerance); else this bound for every output.
  */
 typedef struct op_case {
 	const char *title;
@@ -83,6 +97,11 @@ typedef struct op_case {
  * for K of a few hundred: NMSE about K 2^-28. The CPU backends run one FP8Gemm (the library
  * node's emulation, exact products and a double sum) and agree exactly. */
 #define FP8_GEMM_TOLERANCE 2e-6 // K 96 .. 200 below: 200 * 2^-28 = 7.5e-7, with room
+
+/* bf16 attention's bound for cuDNN, which rounds P to bf16 before P V: o's NMSE near u^2 / 2
+ * for u = 2^-8, bound 4 u^2 (tests/gpu/attention_check.c derives it; 5e-6 measured on an
+ * H200). The CPU backends run one reference kernel and agree exactly. */
+#define ATTENTION_BF16_TOLERANCE 6.1e-5 // 4 * 2^-16
 
 static const op_case cases[] = {
 	// Elementwise arithmetic: fused into elementwise kernels where codegen lowers the op.
@@ -307,7 +326,8 @@ static const op_case cases[] = {
 	 "%o, %lse = Attention(%q, %k, %v) {causal=1}\noutput %o, %lse\n"},
 	{.title = "Attention bf16, additive mask, scale", IN("q", "bf16[1, 3, 6, 20]")
 	 IN("k", "bf16[1, 3, 11, 20]") IN("v", "bf16[1, 3, 11, 20]") IN("m", "bf16[6, 11]")
-	 "%o = Attention(%q, %k, %v, %m) {scale=0.3}\noutput %o\n", "m=uniform:-2:0"},
+	 "%o = Attention(%q, %k, %v, %m) {scale=0.3}\noutput %o\n", "m=uniform:-2:0", NULL,
+	 ATTENTION_BF16_TOLERANCE},
 	{.title = "Gelu erf",
 	 IN("x", "f32[5, 7, 36]") "%y = Gelu(%x)\noutput %y\n", "x=uniform:-6:6"},
 	{.title = "Gelu tanh bf16",
@@ -571,39 +591,6 @@ static const f8_op all_ops[] = {
 };
 static_assert(sizeof all_ops / sizeof all_ops[0] == F8_OP_COUNT, "every op once");
 
-/*
- * The NMSE an output of `dtype` and `numel` elements may reach against the reference. Both
- * CPU backends run the library nodes (GEMMs, attention) and the ops codegen does not lower
- * through the same reference kernels: there they agree exactly. Where a generated kernel
- * runs, it computes in f32 with its own exp, tanh and erf (codegen/llvm_math.c, a few ulps)
- * while the reference computes in double and rounds once, so an f32 output differs by a few
- * f32 ulps: NMSE about (4 * 2^-24)^2 = 1e-13 (5e-14 the most seen over 120 seeds, a LayerNorm).
- * A wrong kernel (a wrong constant, a dropped term, an off-by-one in a row) gives 1e-8 or
- * more, a relative error of 1e-4.
- * A bf16, f16 or FP8 output is rounded from such values: where one lands near a midpoint the
- * rounding may go the other way, moving the element by a whole ulp of its format, up to 2^-m
- * of it for m mantissa bits (2^-7 bf16, 2^-3 e4m3, 2^-2 e5m2). The bound allows one element in
- * a thousand, or four elements of a small output, to move so: far below what a kernel rounding
- * the wrong way (truncation moves half of them: NMSE about ulp^2 / 4) or with a wrong scale
- * reaches (the most seen: one element of a bf16 RMSNormGrad's dx of 1512, 1.4e-8). Integers,
- * bools and e8m0 scales (powers of two found from an amax) must be equal.
- */
-static double tolerance_of(f8_dtype dtype, int64_t numel) {
-	switch (dtype) {
-	case F8_DTYPE_F64: return 1e-20;
-	case F8_DTYPE_F32: return 1e-10;
-	case F8_DTYPE_BF16:
-	case F8_DTYPE_F16:
-	case F8_DTYPE_E4M3:
-	case F8_DTYPE_E5M2: {
-		double ulp = ldexp(1.0, -f8_dtype_get_info(dtype)->mantissa_bits);
-		double moved = numel > 4000 ? 1e-3 : 4.0 / (double)(numel ? numel : 1);
-		return moved * ulp * ulp;
-	}
-	default: return 0;
-	}
-}
-
 /* The fill of a leaf the case does not name: scales and amax histories positive, as scaling
  * tables hold; bools either way; floats spread over both signs (no zeros but by chance). */
 static const char *default_fill(const f8_value *leaf) {
@@ -663,26 +650,14 @@ static bool make_leaves(const f8_graph *graph, const op_case *c, f8_rt_tensor *l
 	return true;
 }
 
-/* Runs `graph` on a new backend made by `entry`, on `leaves` (graph->inputs order); the
- * graph's outputs into outputs[0 .. n_outputs) (made here, the caller destroys them) and what
- * the executor's memory came to into *memory. */
+/* Runs `graph` on a new backend made by `entry` (backend_ops_run). */
 static f8_status run_on(const backend_entry *entry, const f8_graph *graph,
 			const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
 			f8_executor_memory *memory, f8_diag *diag) {
 	f8_backend *backend = NULL;
-	f8_executor *executor = NULL;
 	f8_status status = entry->create(&backend, diag);
 	if (!status)
-		status = f8_executor_create(graph, NULL, backend, &executor, diag);
-	if (!status)
-		*memory = f8_executor_memory_of(executor);
-	for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
-		status = f8_executor_write(executor, graph->inputs[i], &leaves[i], diag);
-	if (!status)
-		status = f8_executor_run(executor, F8_PHASES_ALL, diag);
-	for (uint32_t o = 0; !status && o < graph->n_outputs; o++)
-		status = f8_executor_read(executor, graph->outputs[o], &outputs[o], diag);
-	f8_executor_destroy(executor);
+		status = backend_ops_run(backend, graph, leaves, outputs, memory, diag);
 	f8_backend_destroy(backend);
 	return status;
 }
@@ -691,56 +666,17 @@ static unsigned seed;
 static bool verbose;             // F8_TEST_VERBOSE: a line for every output, not only failures
 static bool present[N_BACKENDS]; // which backends this build and machine have
 
-/* The kernels the fuse pass made, for the report: "elementwise" or "norm+cast"; "" for none. */
-static void describe_kernels(const f8_graph *graph, char *out, size_t size) {
-	size_t used = 0;
-	out[0] = '\0';
-	for (uint32_t g = 0; g < graph->n_groups && used < size; g++) {
-		int n = snprintf(out + used, size - used, "%s%s", g ? "+" : "",
-				 f8_kernel_family_name(graph->groups[g].family));
-		used += n > 0 ? (size_t)n : 0;
-	}
-}
-
 /* Compares every output of a backend's run with the reference's; prints the case's line for
  * the backend, and each output against its tolerance where one fails. */
 static void report(const op_case *c, const f8_graph *graph, const char *backend,
 		   const f8_rt_tensor *got, const f8_rt_tensor *want, const char *kernels) {
-	bool ok = true;
-	double worst = 0, worst_tolerance = 0, worst_ratio = -1; // the output nearest its bound
-	for (uint32_t o = 0; o < graph->n_outputs; o++) {
-		f8_dtype dtype = want[o].dtype;
-		int64_t numel = f8_rt_tensor_numel(&want[o]);
-		double tolerance = c->tolerance ? c->tolerance : tolerance_of(dtype, numel);
-		test_comparison r = test_compare(&got[o], &want[o], tolerance == 0);
-		bool passed = r.bad == 0 && r.nmse <= tolerance;
-		double ratio = tolerance ? r.nmse / tolerance : r.nmse > 0 ? INFINITY : 0;
-		if (ratio > worst_ratio) {
-			worst = r.nmse;
-			worst_tolerance = tolerance;
-			worst_ratio = ratio;
-		}
-		if (!passed || verbose) {
-			const char *name = graph->values[graph->outputs[o]].name;
-			printf("  %%%s (%s): NMSE %.3g, tolerance %.0e%s; %lld of %lld elements "
-			       "differ", name, f8_dtype_name(dtype), r.nmse, tolerance,
-			       tolerance ? "" : " (exact)", (long long)r.differ,
-			       (long long)numel);
-			if (r.differ)
-				printf(", %s at %lld: reference %.9g, %s %.9g",
-				       r.bad ? "against the rules" : "the most", (long long)r.at,
-				       r.want, backend, r.got);
-			printf("\n");
-		}
-		ok &= passed;
-	}
-	char bound[32] = "exact";
-	if (worst_tolerance)
-		snprintf(bound, sizeof bound, "%.0e", worst_tolerance);
-	printf("%-52s %-14s NMSE %-9.3g (tolerance %s) %s%s%s%s\n", c->title, backend, worst,
-	       bound, ok ? "OK" : "FAIL", kernels[0] ? "  [kernels: " : "", kernels,
-	       kernels[0] ? "]" : "");
-	CHECK(ok);
+	backend_ops_result r = backend_ops_compare(graph, c->tolerance, backend, got, want,
+						   verbose);
+	char ran[300] = "";
+	if (kernels[0])
+		snprintf(ran, sizeof ran, "[kernels: %s]", kernels);
+	backend_ops_print(c->title, backend, &r, ran);
+	CHECK(r.ok);
 }
 
 /* Case `index`: compiled once, its leaves drawn once, run on every backend present, each
@@ -758,7 +694,7 @@ static void run_case(uint32_t index, bool *covered) {
 	for (uint32_t i = 0; i < graph->n_order; i++)
 		covered[graph->nodes[graph->order[i]].op] = true;
 	char kernels[256];
-	describe_kernels(graph, kernels, sizeof kernels);
+	backend_ops_describe_kernels(graph, kernels, sizeof kernels);
 	rng_state = ((uint64_t)seed << 32) ^ index; // a stream of the case's own
 	f8_rt_tensor *leaves = f8_calloc(graph->n_inputs + 1, sizeof *leaves);
 	f8_rt_tensor *want = f8_calloc(graph->n_outputs + 1, sizeof *want);
@@ -821,11 +757,217 @@ static void check_coverage(const bool *covered) {
 	CHECK(missing == 0);
 }
 
+/* ---- Cases written for the GPU (--write-cases DIR; tests/runtime/test_backend_ops.h) ---- */
+
+/* The ops of `graph`'s program, once each in program order. */
+static json_t *ops_of(const f8_graph *graph) {
+	bool seen[F8_OP_COUNT] = {0};
+	json_t *ops = json_array();
+	for (uint32_t i = 0; ops && i < graph->n_order; i++) {
+		f8_op op = graph->nodes[graph->order[i]].op;
+		if (!seen[op])
+			json_array_append_new(ops, json_string(f8_op_name(op)));
+		seen[op] = true;
+	}
+	return ops;
+}
+
+/* Why `graph` cannot run on the CUDA backend, into `why`; "" when it can. A node outside every
+ * fused group that is neither a library call (the target table's runs_in_library: GEMMs,
+ * attention, collectives) nor a device copy has no GPU kernel in a plan: the backend refuses
+ * it rather than run anything the compiler did not make (runtime/cuda/backend.h). */
+static void gpu_obstacle(const f8_graph *graph, char *why, size_t size) {
+	const f8_target_table *target = f8_codegen_target_table_for(NULL);
+	bool named[F8_OP_COUNT] = {0};
+	size_t used = 0;
+	why[0] = '\0';
+	for (uint32_t i = 0; i < graph->n_order && used < size; i++) {
+		f8_node_id id = graph->order[i];
+		const f8_node *node = &graph->nodes[id];
+		if (node->group != F8_NONE || target->runs_in_library(graph, id) ||
+		    backend_ops_is_device_copy(node->op) || named[node->op])
+			continue;
+		named[node->op] = true;
+		int n = snprintf(why + used, size - used, "%s%s (%s)",
+				 used ? ", " : "no GPU lowering: ", f8_op_name(node->op),
+				 target->supports_node(graph, id) ? "the fuse pass put it in no group"
+								  : "codegen does not lower it");
+		used += n > 0 ? (size_t)n : 0;
+	}
+	if (why[0] && used < size)
+		snprintf(why + used, size - used, ": in no fused group, no library call and no "
+			 "device copy");
+}
+
+/* DIR/FOLDER/BACKEND_OPS_CASE_FILE: the leaves and the reference's outputs, by name. */
+static f8_status write_case_tensors(const char *path, const f8_graph *graph,
+				    const f8_rt_tensor *leaves, const f8_rt_tensor *outputs,
+				    f8_diag *diag) {
+	uint32_t n = graph->n_inputs + graph->n_outputs;
+	char **names = f8_calloc(n + 1, sizeof *names);
+	const f8_rt_tensor **tensors = f8_calloc(n + 1, sizeof *tensors);
+	f8_status status = names && tensors ? F8_OK
+					     : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; !status && i < n; i++) {
+		bool leaf = i < graph->n_inputs;
+		f8_value_id v = leaf ? graph->inputs[i] : graph->outputs[i - graph->n_inputs];
+		size_t size = strlen(graph->values[v].name) + 16;
+		if (!(names[i] = f8_malloc(size))) {
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+			break;
+		}
+		snprintf(names[i], size, "%s%s", leaf ? BACKEND_OPS_LEAF : BACKEND_OPS_REFERENCE,
+			 graph->values[v].name);
+		tensors[i] = leaf ? &leaves[i] : &outputs[i - graph->n_inputs];
+	}
+	if (!status)
+		status = f8_safetensors_write(path, (const char *const *)names, tensors, n, NULL,
+					      NULL, 0, diag);
+	for (uint32_t i = 0; names && i < n; i++)
+		f8_free(names[i]);
+	f8_free(names);
+	f8_free(tensors);
+	return status;
+}
+
+/* The manifest's entry of a case not written, and its line. */
+static json_t *not_written(const op_case *c, uint32_t index, json_t *ops, const char *why) {
+	printf("%-52s not for the GPU: %s\n", c->title, why);
+	return json_pack("{s:I, s:s, s:o, s:s}", "index", (json_int_t)index, "title", c->title,
+			 "ops", ops ? ops : json_array(), "not_written", why);
+}
+
+/*
+ * Case `index` for the GPU: compiled as in run_case, its leaves drawn as there (the same seed
+ * and stream), run on the CPU reference backend, its plan made for sm_90 (f8_tool_plan_make,
+ * what f8c compile does) and written to DIR/<index>/ with BACKEND_OPS_CASE_FILE. The manifest's
+ * entry for it, or for why it was not written; marks the ops its graph holds in `covered`.
+ */
+static json_t *write_case(uint32_t index, const char *dir, bool *covered) {
+	const op_case *c = &cases[index];
+	char why[1280]; // a diagnostic message and the words around it
+	f8_diag diag = {0};
+	f8_graph *graph = compile_case(c, &diag);
+	if (!graph) {
+		printf("%-52s compiling FAILED: ", c->title);
+		f8_diag_print(&diag, stdout);
+		CHECK(false);
+		snprintf(why, sizeof why, "it does not compile: %s", diag.message);
+		return not_written(c, index, NULL, why);
+	}
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		covered[graph->nodes[graph->order[i]].op] = true;
+	json_t *ops = ops_of(graph);
+	if (c->refused) {
+		snprintf(why, sizeof why, "a refused case: every backend must fail its run "
+			 "(\"%s\" on the CPU, which this table checks); no outputs to compare",
+			 c->refused);
+		f8_graph_destroy(graph);
+		return not_written(c, index, ops, why);
+	}
+	gpu_obstacle(graph, why, sizeof why);
+	if (why[0]) {
+		f8_graph_destroy(graph);
+		return not_written(c, index, ops, why);
+	}
+	char kernels[256];
+	backend_ops_describe_kernels(graph, kernels, sizeof kernels);
+	rng_state = ((uint64_t)seed << 32) ^ index; // the stream run_case draws from
+	f8_rt_tensor *leaves = f8_calloc(graph->n_inputs + 1, sizeof *leaves);
+	f8_rt_tensor *want = f8_calloc(graph->n_outputs + 1, sizeof *want);
+	uint32_t n_outputs = graph->n_outputs, n_inputs = graph->n_inputs;
+	bool ready = leaves && want && make_leaves(graph, c, leaves);
+	CHECK(ready);
+	f8_executor_memory memory = {0};
+	f8_status status = ready ? run_on(&backends[0], graph, leaves, want, &memory, &diag)
+				 : f8_diag_set(&diag, F8_ERR_ARGUMENT, "its leaves could not be made");
+	char folder[16], path[4096];
+	snprintf(folder, sizeof folder, "%03u", index);
+	snprintf(path, sizeof path, "%s/%s", dir, folder);
+	f8_plan *plan = NULL;
+	const char *args[] = {"--case", c->title};
+	if (!status) {
+		status = f8_tool_plan_make(graph, false, "tests/runtime/test_backend_ops.c", args, 2,
+					   &plan, &diag);
+		graph = NULL; // the plan's, on failure too
+	}
+	if (!status)
+		status = f8_plan_write(path, plan, &diag);
+	if (!status) {
+		snprintf(path, sizeof path, "%s/%s/%s", dir, folder, BACKEND_OPS_CASE_FILE);
+		status = write_case_tensors(path, plan->graph, leaves, want, &diag);
+	}
+	json_t *entry;
+	if (status) {
+		printf("%-52s writing FAILED: ", c->title);
+		f8_diag_print(&diag, stdout);
+		snprintf(why, sizeof why, "it could not be written: %s", diag.message);
+		entry = not_written(c, index, ops, why);
+	} else {
+		printf("%-52s written to %s/  [%u kernels%s%s]\n", c->title, folder,
+		       plan->n_kernels, kernels[0] ? ": " : "", kernels);
+		entry = json_pack("{s:I, s:s, s:o, s:s, s:f}", "index", (json_int_t)index,
+				  "title", c->title, "ops", ops, "folder", folder, "tolerance",
+				  c->tolerance);
+	}
+	CHECK(status == F8_OK);
+	for (uint32_t o = 0; want && o < n_outputs; o++)
+		f8_rt_tensor_destroy(&want[o]);
+	for (uint32_t i = 0; leaves && i < n_inputs; i++)
+		f8_rt_tensor_destroy(&leaves[i]);
+	f8_free(leaves);
+	f8_free(want);
+	f8_plan_destroy(plan);
+	f8_graph_destroy(graph);
+	return entry;
+}
+
+/* --write-cases: every case whose title holds `only` (NULL: all) written to `dir` (made if
+ * missing) or listed in its manifest, written last, so that a manifest lists whole cases. */
+static int write_cases(const char *dir, const char *only) {
+	if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+		printf("FAIL cannot make %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	bool covered[F8_OP_COUNT] = {0};
+	json_t *entries = json_array();
+	uint32_t written = 0, listed = 0;
+	for (uint32_t i = 0; entries && i < N_CASES; i++) {
+		if (only && !strstr(cases[i].title, only))
+			continue;
+		json_t *entry = write_case(i, dir, covered);
+		written += json_object_get(entry, "folder") != NULL;
+		listed++;
+		CHECK(entry && json_array_append_new(entries, entry) == 0);
+	}
+	if (!only)
+		check_coverage(covered);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	json_t *manifest = json_pack("{s:s, s:I, s:o}", "format", BACKEND_OPS_FORMAT, "seed",
+				     (json_int_t)seed, "cases", entries);
+	bool saved = manifest && json_dump_file(manifest, path, JSON_INDENT(1)) == 0;
+	if (!saved)
+		printf("FAIL cannot write %s\n", path);
+	CHECK(saved);
+	json_decref(manifest);
+	printf("%u of %u cases written to %s for the GPU (tests/gpu/backend_ops_cuda.c); the "
+	       "others listed in manifest.json with the reason\n", written, listed, dir);
+	return test_finish();
+}
+
 int main(int argc, char **argv) {
 	const char *fixed = getenv("F8_TEST_SEED");
 	seed = fixed ? (unsigned)strtoul(fixed, NULL, 10) : (unsigned)time(NULL);
 	printf("seed %u (F8_TEST_SEED=%u repeats this run)\n", seed, seed);
 	verbose = getenv("F8_TEST_VERBOSE") != NULL;
+	if (argc > 1 && strcmp(argv[1], "--write-cases") == 0) {
+		if (argc < 3) {
+			printf("usage: test_backend_ops --write-cases DIR [TITLE_PART]\n");
+			return 2;
+		}
+		return write_cases(argv[2], argc > 3 ? argv[3] : NULL);
+	}
 	for (uint32_t b = 0; b < N_BACKENDS; b++) {
 		f8_backend *backend = NULL;
 		f8_diag diag = {0};

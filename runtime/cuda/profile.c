@@ -1,0 +1,200 @@
+/*
+ * f8c's own timing of a GPU step (runtime/cuda/profile.h): events around each launch, folded
+ * into totals per category when a run ends.
+ */
+#define _POSIX_C_SOURCE 200809L // clock_gettime
+
+#include "runtime/cuda/profile.h" // f8_cuda_profile
+
+#include <stdio.h>  // fprintf, snprintf
+#include <string.h> // strcmp
+#include <time.h>   // clock_gettime
+
+#include "ir/alloc.h"            // f8_calloc, f8_realloc, f8_free
+#include "ir/graph.h"            // F8_PHASE_OPT
+#include "runtime/atomic_file.h" // f8_atomic_file_*
+#include "runtime/executor.h"    // F8_PHASE_BIT
+
+enum { MAX_CATEGORIES = 64 };
+
+typedef struct category_total {
+	const char *name;
+	double milliseconds; // in the counted steps
+	uint64_t launches;
+} category_total;
+
+/* One timed launch of the run in progress: its events and category. */
+typedef struct timed {
+	CUevent start, stop;
+	uint32_t category;
+} timed;
+
+struct f8_cuda_profile {
+	category_total categories[MAX_CATEGORIES];
+	uint32_t n_categories;
+	timed *launches;          // the run's, then reused: the events are made once
+	uint32_t n_launches, cap_launches, n_events_made;
+	bool open;                // a start without its stop yet
+	bool counting;            // the warm-up step is over
+	uint32_t key;             // the run's
+	uint64_t steps;           // optimizer runs counted
+	double counted_from;      // host seconds at the warm-up's end
+	double counted_to;        // host seconds at the last counted step's end
+	uint64_t device_peak;     // the most device memory in use at a run's end
+	uint64_t device_total;
+};
+
+static double now_seconds(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+f8_status f8_cuda_profile_create(f8_cuda_profile **out, f8_diag *diag) {
+	if (!(*out = f8_calloc(1, sizeof **out)))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	return F8_OK;
+}
+
+void f8_cuda_profile_destroy(f8_cuda_profile *profile) {
+	if (!profile)
+		return;
+	for (uint32_t i = 0; i < profile->n_events_made; i++) {
+		f8_cuda_event_destroy(profile->launches[i].start);
+		f8_cuda_event_destroy(profile->launches[i].stop);
+	}
+	f8_free(profile->launches);
+	f8_free(profile);
+}
+
+static uint32_t category_index(f8_cuda_profile *profile, const char *name) {
+	for (uint32_t i = 0; i < profile->n_categories; i++)
+		if (strcmp(profile->categories[i].name, name) == 0)
+			return i;
+	if (profile->n_categories == MAX_CATEGORIES)
+		return MAX_CATEGORIES - 1; // the last one takes the rest; there are far fewer
+	profile->categories[profile->n_categories].name = name;
+	return profile->n_categories++;
+}
+
+f8_status f8_cuda_profile_start(f8_cuda_profile *profile, CUstream stream, const char *category,
+				f8_diag *diag) {
+	if (profile->n_launches == profile->cap_launches) {
+		uint32_t cap = profile->cap_launches ? 2 * profile->cap_launches : 1024;
+		timed *grown = f8_realloc(profile->launches, cap * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory timing the step");
+		profile->launches = grown;
+		profile->cap_launches = cap;
+	}
+	timed *t = &profile->launches[profile->n_launches];
+	f8_status status = F8_OK;
+	if (profile->n_launches == profile->n_events_made) {
+		t->start = t->stop = NULL;
+		status = f8_cuda_event_create(&t->start, diag);
+		if (!status)
+			status = f8_cuda_event_create(&t->stop, diag);
+		if (status) {
+			f8_cuda_event_destroy(t->start);
+			f8_cuda_event_destroy(t->stop);
+			return status;
+		}
+		profile->n_events_made++;
+	}
+	t->category = category_index(profile, category);
+	status = f8_cuda_event_record(t->start, stream, diag);
+	profile->open = !status;
+	return status;
+}
+
+f8_status f8_cuda_profile_stop(f8_cuda_profile *profile, CUstream stream, f8_diag *diag) {
+	if (!profile->open)
+		return F8_OK;
+	profile->open = false;
+	f8_status status = f8_cuda_event_record(profile->launches[profile->n_launches].stop, stream,
+						diag);
+	if (!status)
+		profile->n_launches++;
+	return status;
+}
+
+void f8_cuda_profile_run_begin(f8_cuda_profile *profile, uint32_t key) {
+	profile->key = key;
+	profile->n_launches = 0;
+	profile->open = false;
+}
+
+f8_status f8_cuda_profile_run_end(f8_cuda_profile *profile, f8_diag *diag) {
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; !status && profile->counting && i < profile->n_launches; i++) {
+		float ms = 0;
+		status = f8_cuda_event_elapsed(profile->launches[i].start, profile->launches[i].stop,
+					       &ms, diag);
+		category_total *c = &profile->categories[profile->launches[i].category];
+		c->milliseconds += ms;
+		c->launches++;
+	}
+	profile->n_launches = 0;
+	size_t free_bytes = 0, total = 0;
+	if (!status)
+		status = f8_cuda_memory_info(&free_bytes, &total, diag);
+	if (!status && total - free_bytes > profile->device_peak)
+		profile->device_peak = total - free_bytes;
+	profile->device_total = total;
+	if (!status && (profile->key & F8_PHASE_BIT(F8_PHASE_OPT))) { // a step ends here
+		double t = now_seconds();
+		if (profile->counting)
+			profile->steps++;
+		else
+			profile->counted_from = t;
+		profile->counting = true;
+		profile->counted_to = t;
+	}
+	return status;
+}
+
+f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path,
+				uint64_t f8c_peak_bytes, char *summary, size_t size, f8_diag *diag) {
+	double steps = profile->steps ? (double)profile->steps : 1;
+	double wall = (profile->counted_to - profile->counted_from) * 1e3 / steps, busy = 0;
+	for (uint32_t i = 0; i < profile->n_categories; i++)
+		busy += profile->categories[i].milliseconds / steps;
+	// The largest categories first, in the summary and the file.
+	uint32_t order[MAX_CATEGORIES];
+	for (uint32_t i = 0; i < profile->n_categories; i++) {
+		uint32_t j = i;
+		for (; j > 0 && profile->categories[order[j - 1]].milliseconds <
+				profile->categories[i].milliseconds; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
+	f8_atomic_file *file;
+	f8_status status = f8_atomic_file_open(path, &file, diag);
+	if (status)
+		return status;
+	FILE *out = f8_atomic_file_stream(file);
+	fprintf(out, "{\n  \"steps\": %llu,\n  \"wall_ms_per_step\": %.4f,\n"
+		     "  \"busy_ms_per_step\": %.4f,\n  \"idle_ms_per_step\": %.4f,\n"
+		     "  \"device_peak_bytes\": %llu,\n  \"device_total_bytes\": %llu,\n"
+		     "  \"f8c_peak_bytes\": %llu,\n  \"categories\": [",
+		(unsigned long long)profile->steps, wall, busy, wall > busy ? wall - busy : 0.0,
+		(unsigned long long)profile->device_peak, (unsigned long long)profile->device_total,
+		(unsigned long long)f8c_peak_bytes);
+	int used = snprintf(summary, size, "%llu steps, %.3f ms a step:",
+			    (unsigned long long)profile->steps, wall);
+	for (uint32_t i = 0; i < profile->n_categories; i++) {
+		const category_total *c = &profile->categories[order[i]];
+		double ms = c->milliseconds / steps;
+		fprintf(out, "%s\n    {\"name\": \"%s\", \"ms_per_step\": %.4f, "
+			     "\"launches_per_step\": %.1f, \"share\": %.4f}",
+			i ? "," : "", c->name, ms, c->launches / steps, wall > 0 ? ms / wall : 0.0);
+		if (i < 4 && used >= 0 && (size_t)used < size)
+			used += snprintf(summary + used, size - (size_t)used, " %s %.0f%%,", c->name,
+					 wall > 0 ? 100 * ms / wall : 0.0);
+	}
+	if (used >= 0 && (size_t)used < size)
+		snprintf(summary + used, size - (size_t)used, " idle %.0f%%",
+			 wall > busy ? 100 * (wall - busy) / wall : 0.0);
+	fprintf(out, "\n  ]\n}\n");
+	return f8_atomic_file_commit(file, diag);
+}
