@@ -290,6 +290,40 @@ static bool is_cast(const f8_node *node) {
 	return node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
 }
 
+/* A bias gradient `value` that leaves the group: its partial sums' scratch and OUT parameter,
+ * a partial per 16 rows of a tile (`tiled`: lower_tile.c's sum loop) or else per element (a
+ * norm group's, or an elementwise group's that does not tile: the ReduceSum's input itself in
+ * f32, a tensor's worth of traffic, where one atomic per element was as much; such groups are
+ * rare, the fuse pass's bias gradients tile), added in order by a second kernel. */
+static f8_status add_partial_sum(f8_lower *lw, f8_lowered_group *out, bool tiled,
+				 f8_value_id value) {
+	if (lw->n_partial_sums == F8_LOWER_MAX_AMAX)
+		return f8_lower_fail(lw, lw->graph->values[value].producer, "more than %d bias "
+				     "gradients", F8_LOWER_MAX_AMAX);
+	int rank = lw->anchor.rank;
+	f8_dim rows = f8_dim_const(1), count;
+	bool fits = true;
+	for (int d = 0; fits && d + 1 < rank; d++)
+		fits = f8_dim_mul(rows, lw->anchor.dims[d], &rows);
+	lw->anchor_rows = rows;
+	lw->anchor_cols = rank ? lw->anchor.dims[rank - 1] : f8_dim_const(1);
+	lw->partial_rows = tiled ? F8_LOWER_TILE_SUM_ROWS : 1;
+	if (!fits || !f8_lower_partials_count(rows, tiled ? F8_LOWER_TILE : 1,
+					      tiled ? F8_LOWER_TILE / F8_LOWER_TILE_SUM_ROWS : 1,
+					      lw->anchor_cols, &count))
+		return f8_lower_fail(lw, lw->graph->values[value].producer,
+				     "its partial sums' size overflows");
+	f8_lower_partial_sum *sum = &lw->partial_sums[lw->n_partial_sums];
+	*sum = (f8_lower_partial_sum){.value = value};
+	f8_status status = f8_lower_add_scratch(out, F8_DTYPE_F32, count, &sum->scratch, lw->diag);
+	if (!status)
+		status = f8_lower_add_scratch_param(lw, out, sum->scratch, F8_KERNEL_PARAM_OUT,
+						    &sum->param);
+	if (!status)
+		lw->n_partial_sums++;
+	return status;
+}
+
 /* Parameters: what the group reads, what leaves it (and what a tiled group or a norm's
  * transposes need besides: lower_tile.c, when `tiled` or a norm), the anchor's sizes. */
 static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
@@ -309,7 +343,11 @@ static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 			f8_value_id output = node->outputs[o];
 			if (!f8_lower_escapes(lw, output))
 				continue;
-			bool combined = output == amax_output(node) || node->op == F8_OP_REDUCE_SUM;
+			if (node->op == F8_OP_REDUCE_SUM) {
+				status = add_partial_sum(lw, out, tiled, output);
+				continue;
+			}
+			bool combined = output == amax_output(node);
 			status = f8_lower_add_buffer(lw, output,
 					    combined ? F8_KERNEL_PARAM_ACCUMULATE : F8_KERNEL_PARAM_OUT);
 			if (!status && output == amax_output(node)) {
@@ -611,11 +649,11 @@ f8_status f8_lower_emit_member(f8_lower *lw, f8_node_id id) {
 		return emit_cast(lw, id, node, in[0]);
 	if (node->op == F8_OP_REDUCE_SUM && lw->tile)
 		return f8_lower_tile_sum(lw, node, in[0]);
-	if (node->op == F8_OP_REDUCE_SUM) {
-		uint32_t param = param_of(lw, node->outputs[0]);
+	if (node->op == F8_OP_REDUCE_SUM) { // a partial per element (add_partial_sum)
+		uint32_t param = f8_lower_partial_param(lw, node->outputs[0]);
 		return param == F8_NONE ? F8_OK
-					: f8_kir_atomic_if(lw->kernel, F8_KIR_COMBINE_ADD, param, lw->col,
-							   in[0], lw->mask, lw->diag);
+					: f8_kir_store_if(lw->kernel, param, lw->index, in[0], lw->mask,
+							  lw->diag);
 	}
 	f8_value_id output = node->outputs[0];
 	if (!f8_shape_equal(&type_of(lw, output)->shape, &lw->anchor))
@@ -967,6 +1005,16 @@ f8_status f8_lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *memb
 	if (!status) // a norm's CastTransposes: their codes transposed by kernels of their own
 		status = f8_lower_tile_transposes(&lw, out);
 	f8_lower_tile_release(&lw);
+	uint32_t partials[F8_LOWER_MAX_AMAX];
+	f8_value_id values[F8_LOWER_MAX_AMAX];
+	for (uint32_t s = 0; s < lw.n_partial_sums; s++) {
+		partials[s] = lw.partial_sums[s].scratch;
+		values[s] = lw.partial_sums[s].value;
+	}
+	if (!status && lw.n_partial_sums) // the bias gradients from their partials, in order
+		status = f8_lower_sum_partials(graph, group, members, partials, values,
+					       lw.n_partial_sums, lw.anchor_rows, lw.partial_rows,
+					       lw.anchor_cols, out, diag);
 	return status;
 }
 

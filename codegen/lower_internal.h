@@ -33,6 +33,14 @@ typedef struct f8_lower_amax {
 
 enum { F8_LOWER_MAX_AMAX = 16 }; // the most casts with an amax in one kernel
 
+/* A bias gradient (a ReduceSum member over the leading axes) whose sums leave the group: the
+ * kernel stores its partial column sums into scratch buffer `scratch` through OUT parameter
+ * `param`, and a second kernel adds them in order (f8_lower_sum_partials, below). */
+typedef struct f8_lower_partial_sum {
+	f8_value_id value;
+	uint32_t scratch, param;
+} f8_lower_partial_sum;
+
 typedef struct f8_lower {
 	const f8_graph *graph;
 	uint32_t group;
@@ -55,6 +63,10 @@ typedef struct f8_lower {
 	uint32_t n_slot_params;
 	uint32_t n_scales, next_scale;
 	f8_kir_id mask;       // the current element's mask (a tile at a tensor's edge), or NONE
+	f8_lower_partial_sum partial_sums[F8_LOWER_MAX_AMAX];
+	uint32_t n_partial_sums;
+	f8_dim anchor_rows, anchor_cols; // the anchor as a (rows, cols) matrix, for the partials
+	int64_t partial_rows;            // the rows one partial sums: a tile's 16, else 1
 	struct f8_lower_tile *tile; // lower_tile.c's state while it builds a kernel, else NULL
 } f8_lower;
 
@@ -118,6 +130,10 @@ f8_status f8_lower_add_scratch(f8_lowered_group *out, f8_dtype dtype, f8_dim cou
  *   f8_lower_tile_release: frees the state (NULL after).
  */
 struct f8_lower_tile;
+enum {
+	F8_LOWER_TILE = 64,          // a tile's rows and columns
+	F8_LOWER_TILE_SUM_ROWS = 16, // the rows of a tile one partial of a bias gradient sums
+};
 bool f8_lower_tile_fits(const f8_lower *lw);
 f8_status f8_lower_tile_begin(f8_lower *lw, f8_lowered_group *out);
 f8_status f8_lower_tiled(f8_lower *lw);
@@ -168,6 +184,8 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 
 /* The buffer parameter bound to `value`, or F8_NONE. */
 uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value);
+/* The OUT parameter of bias gradient `value`'s partial sums (lw->partial_sums), or F8_NONE. */
+uint32_t f8_lower_partial_param(const f8_lower *lw, f8_value_id value);
 /* An IN parameter for `value`, the one already bound to it if any; its index into *index. */
 f8_status f8_lower_bind_input(f8_lower *lw, f8_value_id value, uint32_t *index);
 /* A parameter of `kind` for member output `value` when it leaves the group (f8_lower_escapes),
@@ -214,6 +232,33 @@ f8_status f8_lower_cast_epilogue(f8_lower *lw, f8_lower_cast *cast);
 f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			      uint32_t sums, f8_value_id value, f8_dim count, f8_lowered_group *out,
 			      f8_diag *diag);
+
+/*
+ * Column sums in an order the shapes fix (no float atomics, whose order on a GPU is the blocks'
+ * schedule, so that a kernel's outputs are the same bits on every run): a kernel whose grid
+ * iterations each sum a group of rows stores each group's sums per column into partials
+ * [n_partials, cols] of an f32 scratch buffer (each element written once, in its place), and a
+ * second kernel adds the partials of each column in index order, as TransformerEngine's
+ * LayerNorm backward does with its workspace. The extra traffic is the partials' write and
+ * read: n_partials x cols f32 twice, as many 4-byte accesses as the atomics they replace
+ * (rows / rows_per_partial per column), mostly in L2.
+ *   f8_lower_partials_count: the scratch's elements, cols times the partials of
+ *     ceil(rows / group_rows) groups of group_partials each (group_partials <= group_rows);
+ *     symbolic rows: (rows + group_partials - 1) cols, a bound; false on overflow;
+ *   f8_lower_sum_partials: the kernel of its own (the group's next launch, NAME_sumN) that,
+ *     for i < n, stores into member output values[i] (F8_NONE: none; any float dtype, rounded
+ *     once) the sum over p < ceil(rows / rows_per_partial), in order of p, of
+ *     partials[i][p * cols + c], for each column c: a grid iteration per column, the partials
+ *     by a block loop whose accumulator the GPU combines in a fixed order (strided reads of
+ *     one column: not coalesced, but n_partials x cols is small beside the rows). At most
+ *     F8_LOWER_MAX_AMAX sums, all of the same rows and cols.
+ */
+bool f8_lower_partials_count(f8_dim rows, int64_t group_rows, int64_t group_partials,
+			     f8_dim cols, f8_dim *count);
+f8_status f8_lower_sum_partials(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				const uint32_t *partials, const f8_value_id *values, uint32_t n,
+				f8_dim rows, int64_t rows_per_partial, f8_dim cols,
+				f8_lowered_group *out, f8_diag *diag);
 
 /* A table of n_rows rows of n_columns cells (codegen/lower.h), columns[c] each column's kind
  * and names its static names, every cell F8_NONE and 0 until the caller fills it; NULL when

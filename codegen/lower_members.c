@@ -5,13 +5,15 @@
  * scaled stores of both copies, its amax combined per row, per kernel and then atomically, its
  * scale_invs (lower.c has its own for the elementwise and norm groups; these serve
  * lower_norm_grad.c and lower_swiglu.c, whose kernels walk rows and columns themselves); the
- * kernel that rounds f32 sums into a bf16 output; which file says whether a node lowers; and
- * the one table by kernel family (ir/graph.h F8_KERNEL_FAMILY_LIST) of how a group lowers, so
- * that a new family adds a row here and leaves lower.c as it is.
+ * kernel that rounds f32 sums into a bf16 output, and the one that adds partial column sums in
+ * order (every float sum across grid iterations: no float atomics); which file says whether a
+ * node lowers; and the one table by kernel family (ir/graph.h F8_KERNEL_FAMILY_LIST) of how a
+ * group lowers, so that a new family adds a row here and leaves lower.c as it is.
  */
 #include "codegen/lower_internal.h" // f8_lower, f8_lower_cast
 
 #include <assert.h> // assert, static_assert
+#include <stdint.h> // INT64_MAX
 #include <stdio.h>  // snprintf
 
 #include "ir/alloc.h" // f8_calloc, f8_realloc
@@ -21,6 +23,13 @@ uint32_t f8_lower_find_param(const f8_lower *lw, f8_value_id value) {
 	for (uint32_t p = 0; p < lw->kernel->n_params; p++)
 		if (lw->args[p].value == value && lw->kernel->params[p].kind != F8_KERNEL_PARAM_SIZE)
 			return p;
+	return F8_NONE;
+}
+
+uint32_t f8_lower_partial_param(const f8_lower *lw, f8_value_id value) {
+	for (uint32_t s = 0; s < lw->n_partial_sums; s++)
+		if (lw->partial_sums[s].value == value)
+			return lw->partial_sums[s].param;
 	return F8_NONE;
 }
 
@@ -167,6 +176,73 @@ f8_status f8_lower_round_sums(const f8_graph *graph, uint32_t group, f8_node_id 
 		status = f8_kir_store(lw.kernel, to, i, f8_kir_load(lw.kernel, in, i), diag);
 	if (!status)
 		status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
+	return f8_lower_end(&lw, status, out);
+}
+
+bool f8_lower_partials_count(f8_dim rows, int64_t group_rows, int64_t group_partials,
+			     f8_dim cols, f8_dim *count) {
+	f8_dim partials;
+	if (f8_dim_is_const(rows)) {
+		int64_t r = f8_dim_value(rows), groups = r > 0 ? (r - 1) / group_rows + 1 : 0;
+		if (groups > INT64_MAX / group_partials)
+			return false;
+		partials = f8_dim_const(groups * group_partials);
+	} else if (!f8_dim_add(rows, f8_dim_const(group_partials - 1), &partials)) {
+		return false; // ceil(r / g) p <= r + p - 1 for r >= 1 and p <= g: a bound, not exact
+	}
+	return f8_dim_mul(partials, cols, count);
+}
+
+f8_status f8_lower_sum_partials(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				const uint32_t *partials, const f8_value_id *values, uint32_t n,
+				f8_dim rows, int64_t rows_per_partial, f8_dim cols,
+				f8_lowered_group *out, f8_diag *diag) {
+	assert(n >= 1 && n <= F8_LOWER_MAX_AMAX && rows_per_partial >= 1);
+	char name[80];
+	snprintf(name, sizeof name, "%s_sum%u", graph->groups[group].name, out->n_launches);
+	f8_lower lw;
+	f8_status status = f8_lower_begin(&lw, graph, group, members, 1, name, diag);
+	if (status)
+		return status;
+	uint32_t in[F8_LOWER_MAX_AMAX], to[F8_LOWER_MAX_AMAX], p_rows, p_cols;
+	for (uint32_t i = 0; !status && i < n; i++)
+		status = f8_lower_add_scratch_param(&lw, out, partials[i], F8_KERNEL_PARAM_IN, &in[i]);
+	for (uint32_t i = 0; !status && i < n; i++) {
+		to[i] = F8_NONE;
+		if (values[i] != F8_NONE &&
+		    !(status = f8_lower_add_buffer(&lw, values[i], F8_KERNEL_PARAM_OUT)))
+			to[i] = lw.kernel->n_params - 1;
+	}
+	if (!status)
+		status = f8_lower_add_size(&lw, rows, &p_rows);
+	if (!status)
+		status = f8_lower_add_size(&lw, cols, &p_cols);
+	if (status)
+		return f8_lower_end(&lw, status, out);
+	lw.kernel->grid_sizes[0] = p_cols;
+	lw.kernel->n_grid_sizes = 1;
+	f8_kernel *k = lw.kernel;
+	f8_kir_id width = f8_kir_size(k, p_cols), per = f8_kir_const_i64(k, rows_per_partial);
+	f8_kir_id count = EMIT(&lw, DIV, EMIT(&lw, ADD, f8_kir_size(k, p_rows),
+					      f8_kir_const_i64(k, rows_per_partial - 1), NONE),
+			       per, NONE);
+	f8_kir_id c, j, sums[F8_LOWER_MAX_AMAX], terms[F8_LOWER_MAX_AMAX];
+	status = f8_kir_begin_grid_loop(k, width, &c, diag);
+	if (!status)
+		status = f8_kir_begin_block_loop(k, count, &j, diag);
+	for (uint32_t i = 0; !status && i < n; i++)
+		status = f8_kir_add_accumulator(k, F8_KIR_COMBINE_ADD, F8_KIR_TYPE_F32, &sums[i], diag);
+	if (status)
+		return f8_lower_end(&lw, status, out);
+	f8_kir_id at = EMIT(&lw, ADD, EMIT(&lw, MUL, j, width, NONE), c, NONE);
+	for (uint32_t i = 0; i < n; i++)
+		terms[i] = f8_kir_load(k, in[i], at);
+	status = f8_kir_end_loop(k, terms, n, diag);
+	for (uint32_t i = 0; !status && i < n; i++)
+		if (to[i] != F8_NONE)
+			status = f8_kir_store(k, to[i], c, sums[i], diag);
+	if (!status)
+		status = f8_kir_end_loop(k, NULL, 0, diag);
 	return f8_lower_end(&lw, status, out);
 }
 
@@ -347,27 +423,35 @@ typedef struct family_lowering {
 /* One row per family, named after its enum: the table below is generated from
  * F8_KERNEL_FAMILY_LIST (ir/graph.h), so that a family added there without a row here is a
  * build error, not a kernel nothing lowers. */
-#define CAST_ROW {lower_cast, {F8_OP_QUANTIZE, F8_OP_CAST_TRANSPOSE}, false}
-#define NORM_ROW {f8_lower_fused, {F8_OP_LAYER_NORM, F8_OP_RMS_NORM}, false}
-#define NORM_GRAD_ROW {f8_lower_norm_grad, {F8_OP_LAYER_NORM_GRAD, F8_OP_RMS_NORM_GRAD}, false}
-#define ACTIVATION_ROW {lower_activation, {F8_OP_GELU, F8_OP_SWIGLU}, false}
-#define ACTIVATION_GRAD_ROW {lower_activation, {F8_OP_GELU_GRAD, F8_OP_SWIGLU_GRAD}, false}
-#define ELEMENTWISE_ROW {f8_lower_fused, {F8_OP_COUNT, F8_OP_COUNT}, true}
+#define CAST_ROW {.lower = lower_cast, .starts = {F8_OP_QUANTIZE, F8_OP_CAST_TRANSPOSE}}
+#define NORM_ROW {.lower = f8_lower_fused, .starts = {F8_OP_LAYER_NORM, F8_OP_RMS_NORM}}
+#define NORM_GRAD_ROW \
+	{.lower = f8_lower_norm_grad, .starts = {F8_OP_LAYER_NORM_GRAD, F8_OP_RMS_NORM_GRAD}}
+#define ACTIVATION_ROW {.lower = lower_activation, .starts = {F8_OP_GELU, F8_OP_SWIGLU}}
+#define ACTIVATION_GRAD_ROW \
+	{.lower = lower_activation, .starts = {F8_OP_GELU_GRAD, F8_OP_SWIGLU_GRAD}}
+#define ELEMENTWISE_ROW \
+	{.lower = f8_lower_fused, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .elementwise = true}
 #define CROSS_ENTROPY_ROW \
-	{lower_cross_entropy, {F8_OP_CROSS_ENTROPY, F8_OP_CROSS_ENTROPY_GRAD}, false}
-#define OPTIMIZER_ROW {f8_lower_optimizer, {F8_OP_ADAMW, F8_OP_ADAMW}, false}
-#define EMBEDDING_ROW {f8_lower_embedding, {F8_OP_EMBEDDING, F8_OP_EMBEDDING}, false}
-#define EMBEDDING_GRAD_ROW {f8_lower_embedding, {F8_OP_EMBEDDING_GRAD, F8_OP_EMBEDDING_GRAD}, false}
-#define SCALING_ROW {lower_scaling, {F8_OP_SCALING_UPDATE, F8_OP_SCALING_UPDATE}, false}
-#define LAYOUT_ROW {f8_lower_layout, {F8_OP_COUNT, F8_OP_COUNT}, false, is_layout_op}
-#define REDUCE_ROW {f8_lower_reduce, {F8_OP_COUNT, F8_OP_COUNT}, false, is_reduce_op}
-#define FILL_ROW {f8_lower_fill, {F8_OP_CONSTANT, F8_OP_CONSTANT_OF_SHAPE}, false}
-#define GLOBAL_NORM_ROW {f8_lower_global_norm, {F8_OP_GLOBAL_NORM, F8_OP_GLOBAL_NORM}, false}
+	{.lower = lower_cross_entropy, .starts = {F8_OP_CROSS_ENTROPY, F8_OP_CROSS_ENTROPY_GRAD}}
+#define OPTIMIZER_ROW {.lower = f8_lower_optimizer, .starts = {F8_OP_ADAMW, F8_OP_ADAMW}}
+#define EMBEDDING_ROW {.lower = f8_lower_embedding, .starts = {F8_OP_EMBEDDING, F8_OP_EMBEDDING}}
+#define EMBEDDING_GRAD_ROW \
+	{.lower = f8_lower_embedding, .starts = {F8_OP_EMBEDDING_GRAD, F8_OP_EMBEDDING_GRAD}}
+#define SCALING_ROW {.lower = lower_scaling, .starts = {F8_OP_SCALING_UPDATE, F8_OP_SCALING_UPDATE}}
+#define LAYOUT_ROW \
+	{.lower = f8_lower_layout, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .starts_op = is_layout_op}
+#define REDUCE_ROW \
+	{.lower = f8_lower_reduce, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .starts_op = is_reduce_op}
+#define FILL_ROW {.lower = f8_lower_fill, .starts = {F8_OP_CONSTANT, F8_OP_CONSTANT_OF_SHAPE}}
+#define GLOBAL_NORM_ROW \
+	{.lower = f8_lower_global_norm, .starts = {F8_OP_GLOBAL_NORM, F8_OP_GLOBAL_NORM}}
 #define LEARNING_RATE_ROW \
-	{f8_lower_learning_rate, {F8_OP_LEARNING_RATE, F8_OP_LEARNING_RATE}, false}
-#define ROPE_ROW {f8_lower_rope, {F8_OP_ROPE, F8_OP_ROPE_GRAD}, false}
-#define SOFTMAX_ROW {f8_lower_softmax, {F8_OP_SOFTMAX, F8_OP_SOFTMAX_GRAD}, false}
-#define MOE_ROW {f8_lower_moe, {F8_OP_COUNT, F8_OP_COUNT}, false, is_moe_op}
+	{.lower = f8_lower_learning_rate, .starts = {F8_OP_LEARNING_RATE, F8_OP_LEARNING_RATE}}
+#define ROPE_ROW {.lower = f8_lower_rope, .starts = {F8_OP_ROPE, F8_OP_ROPE_GRAD}}
+#define SOFTMAX_ROW {.lower = f8_lower_softmax, .starts = {F8_OP_SOFTMAX, F8_OP_SOFTMAX_GRAD}}
+#define MOE_ROW \
+	{.lower = f8_lower_moe, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .starts_op = is_moe_op}
 
 static const family_lowering families[] = {
 #define FAMILY_ROW(e, name) [F8_KERNEL_FAMILY_##e] = e##_ROW,

@@ -3,15 +3,17 @@
  * the casts of dx (the E5M2 copy an FP8 dgrad GEMM reads), in one kernel.
  *
  * Each grid iteration takes a chunk of CHUNK_ROWS rows: block loops over the columns find each
- * row's statistics, and a last one writes dx (and its casts) and adds the chunk's share of
- * dgamma and dbeta, per column, into their buffers with one atomic add each. So the column
- * sums cost rows / CHUNK_ROWS atomics per column instead of one per element, with no second
- * kernel and no partial-sum buffer, and the threads of a block still read the rows along the
- * columns (coalesced). The chunk's rows past the last are the last row again, computed and
- * stored twice with the same values; their share of the sums is masked to 0.
- *
- * dgamma and dbeta of another dtype than f32 (a bf16 gamma) are summed into f32 scratch
- * buffers, which a second kernel rounds into them.
+ * row's statistics, and a last one writes dx (and its casts) and stores the chunk's share of
+ * dgamma and dbeta, per column, into row `chunk` of an f32 scratch of partials [chunks, cols]
+ * (coalesced, each element once). A second kernel adds each column's partials in chunk order
+ * and stores dgamma and dbeta (rounded once to their dtype, a bf16 gamma's too): the sums'
+ * order is fixed by the shapes, so they are the same bits on every run on the GPU, which f32
+ * atomic adds in the blocks' order were not (a --deterministic resume saw AdamW's exp_avg of
+ * the norms' weights differ in the last bits). The partials cost rows / CHUNK_ROWS x cols f32
+ * written and read again per output, as many accesses as the atomics had, and one launch
+ * (lower_internal.h f8_lower_sum_partials). The chunk's rows past the last are the last row
+ * again, computed and stored twice with the same values; their share of the sums is masked
+ * to 0.
  *
  * Like the reference kernels (runtime/cpu/kernels_grad_nn.c), the statistics are recomputed
  * from x; the forward's f32 mean and rstd inputs are not read (the block loops read x again
@@ -24,12 +26,13 @@
 #include "ir/ops.h" // f8_node_attr_float
 
 /* Rows per grid iteration: a column's sums combine once per chunk. 8 hold 255 registers (and
- * spill with a cast), one block an SM: 37% of copy bandwidth on the H200 (16% with the cast).
- * 2 held about 125, two blocks an SM, and ran at 19% (12%): 4 times the atomics, all rows'
- * onto the same columns, serialize (ncu: 24% of warps active, 11% of DRAM throughput). What
- * would fix both is a column's partial sums kept per block across its grid iterations and
- * added once at the end, which the kernel IR cannot say yet (a shared array's contents do not
- * outlive a grid iteration). */
+ * spill with a cast), one block an SM: 37% of copy bandwidth on the H200 (16% with the cast),
+ * measured with the atomics this kernel had before its partials. 2 held about 125, two blocks
+ * an SM, and ran at 19% (12%): 4 times the atomics, all rows' onto the same columns,
+ * serialized (ncu: 24% of warps active, 11% of DRAM throughput); with partials a smaller
+ * chunk costs 4 times their memory instead. What would make them fewer is a column's partial
+ * sums kept per block across its grid iterations, which the kernel IR cannot say yet (a
+ * shared array's contents do not outlive a grid iteration). */
 enum { CHUNK_ROWS = 8 };
 
 typedef struct norm_grad {
@@ -40,9 +43,11 @@ typedef struct norm_grad {
 	f8_lower_cast casts[F8_LOWER_MAX_AMAX];
 	uint32_t n_casts;
 	uint32_t dy, x, gamma;                 // IN
-	uint32_t dx, dgamma, dbeta;            // OUT, ACCUMULATE, ACCUMULATE; F8_NONE if unread
-	uint32_t sums[2];                      // dgamma's, dbeta's f32 scratch, or F8_NONE
+	uint32_t dx, dgamma, dbeta;            // OUT; dgamma's, dbeta's partials (OUT); F8_NONE
+					       // if unread
+	uint32_t partials[2];                  // dgamma's, dbeta's scratch [chunks, cols], or F8_NONE
 	f8_kir_id rows, cols, n, epsilon;
+	f8_kir_id chunk;                       // the grid iteration's chunk
 	f8_kir_id row[CHUNK_ROWS];             // the chunk's rows, the last row past the end
 	f8_kir_id valid[CHUNK_ROWS];           // whether the chunk's row j is a row
 	f8_kir_id mean[CHUNK_ROWS], rstd[CHUNK_ROWS];
@@ -85,12 +90,10 @@ static f8_status bind(norm_grad *ng, const f8_lowered_group *out, const f8_dim *
 		status = f8_lower_bind_output(lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &ng->dx);
 	uint32_t *sums[2] = {&ng->dgamma, &ng->dbeta};
 	for (uint32_t i = 0; !status && i < 2; i++) {
-		f8_value_id value = 1 + i < node->n_outputs ? node->outputs[1 + i] : F8_NONE;
-		if (ng->sums[i] != F8_NONE)
-			status = f8_lower_add_scratch_param(lw, out, ng->sums[i],
-							    F8_KERNEL_PARAM_ACCUMULATE, sums[i]);
-		else
-			status = f8_lower_bind_output(lw, value, F8_KERNEL_PARAM_ACCUMULATE, sums[i]);
+		*sums[i] = F8_NONE;
+		if (ng->partials[i] != F8_NONE)
+			status = f8_lower_add_scratch_param(lw, out, ng->partials[i],
+							    F8_KERNEL_PARAM_OUT, sums[i]);
 	}
 	for (uint32_t c = 0; !status && c < ng->n_casts; c++)
 		status = f8_lower_cast_outputs(lw, &ng->casts[c]);
@@ -224,7 +227,8 @@ static f8_kir_id dx_of(norm_grad *ng, int j, f8_kir_id c, f8_kir_id gamma, f8_ki
 	return f8_lower_round_to(lw, ng->dx_dtype, EMIT(lw, MUL, ng->rstd[j], dx, NONE));
 }
 
-/* The last loop: dx of each row stored and cast, the chunk's dgamma and dbeta combined. */
+/* The last loop: dx of each row stored and cast, the chunk's dgamma and dbeta stored as its
+ * partials. */
 static f8_status output_loop(norm_grad *ng) {
 	f8_lower *lw = &ng->lw;
 	f8_kir_id c, zero = f8_lower_constant(lw, 0);
@@ -248,10 +252,11 @@ static f8_status output_loop(norm_grad *ng) {
 		dgamma = EMIT(lw, ADD, dgamma, EMIT(lw, SELECT, ng->valid[j], dgamma_term, zero), NONE);
 		dbeta = EMIT(lw, ADD, dbeta, EMIT(lw, SELECT, ng->valid[j], dbeta_term, zero), NONE);
 	}
+	f8_kir_id partial = EMIT(lw, ADD, EMIT(lw, MUL, ng->chunk, ng->cols, NONE), c, NONE);
 	if (!status && ng->dgamma != F8_NONE)
-		status = f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_ADD, ng->dgamma, c, dgamma, lw->diag);
+		status = f8_kir_store(lw->kernel, ng->dgamma, partial, dgamma, lw->diag);
 	if (!status && ng->dbeta != F8_NONE)
-		status = f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_ADD, ng->dbeta, c, dbeta, lw->diag);
+		status = f8_kir_store(lw->kernel, ng->dbeta, partial, dbeta, lw->diag);
 	f8_kir_id values[F8_LOWER_MAX_AMAX];
 	uint32_t n = 0;
 	for (uint32_t k = 0; k < ng->n_casts; k++)
@@ -273,6 +278,7 @@ static f8_status chunks_loop(norm_grad *ng) {
 		status = f8_lower_cast_add_accumulator(lw, &ng->casts[k], false);
 	if (status)
 		return status;
+	ng->chunk = chunk;
 	chunk_rows(ng, chunk);
 	status = statistics(ng);
 	if (!status)
@@ -285,17 +291,15 @@ static f8_status chunks_loop(norm_grad *ng) {
 	return status ? status : f8_kir_end_loop(lw->kernel, values, n, lw->diag);
 }
 
-/* Whether dgamma or dbeta (`which` 0, 1) leaves the group in another dtype than f32: summed in
- * an f32 scratch buffer then. */
-static bool summed_apart(const f8_lower *lw, const f8_node *node, uint32_t which) {
+/* dgamma or dbeta (`which` 0, 1) where it leaves the group, else F8_NONE. */
+static f8_value_id summed(const f8_lower *lw, const f8_node *node, uint32_t which) {
 	f8_value_id value = 1 + which < node->n_outputs ? node->outputs[1 + which] : F8_NONE;
-	return value != F8_NONE && lw->graph->values[value].type.dtype != F8_DTYPE_F32 &&
-	       f8_lower_escapes(lw, value);
+	return value != F8_NONE && f8_lower_escapes(lw, value) ? value : F8_NONE;
 }
 
 f8_status f8_lower_norm_grad(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			     uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
-	norm_grad ng = {.node = &graph->nodes[members[0]], .sums = {F8_NONE, F8_NONE}};
+	norm_grad ng = {.node = &graph->nodes[members[0]], .partials = {F8_NONE, F8_NONE}};
 	ng.layer = ng.node->op == F8_OP_LAYER_NORM_GRAD;
 	ng.x_dtype = graph->values[ng.node->inputs[1]].type.dtype;
 	ng.dx_dtype = graph->values[ng.node->outputs[0]].type.dtype;
@@ -315,9 +319,13 @@ f8_status f8_lower_norm_grad(const f8_graph *graph, uint32_t group, f8_node_id *
 	for (int d = 0; !status && d + 1 < x->rank; d++)
 		if (!f8_dim_mul(rows, x->dims[d], &rows))
 			status = f8_lower_fail(lw, members[0], "its row count overflows");
+	f8_dim count;
+	if (!status && !f8_lower_partials_count(rows, CHUNK_ROWS, 1, cols, &count))
+		status = f8_lower_fail(lw, members[0], "its partial sums' size overflows");
+	f8_value_id values[2] = {summed(lw, ng.node, 0), summed(lw, ng.node, 1)};
 	for (uint32_t i = 0; !status && i < 2; i++)
-		if (summed_apart(lw, ng.node, i))
-			status = f8_lower_add_scratch(out, F8_DTYPE_F32, cols, &ng.sums[i], diag);
+		if (values[i] != F8_NONE)
+			status = f8_lower_add_scratch(out, F8_DTYPE_F32, count, &ng.partials[i], diag);
 	uint32_t p_rows, p_cols;
 	if (!status)
 		status = bind(&ng, out, &rows, &cols, &p_rows, &p_cols);
@@ -336,9 +344,15 @@ f8_status f8_lower_norm_grad(const f8_graph *graph, uint32_t group, f8_node_id *
 		status = f8_lower_cast_epilogue(lw, &ng.casts[k]);
 	if ((status = f8_lower_end(lw, status, out)))
 		return status;
-	for (uint32_t i = 0; !status && i < 2; i++)
-		if (ng.sums[i] != F8_NONE)
-			status = f8_lower_round_sums(graph, group, members, ng.sums[i],
-						     ng.node->outputs[1 + i], cols, out, diag);
-	return status;
+	// dgamma and dbeta from their partials, in one kernel.
+	uint32_t partials[2], n = 0;
+	f8_value_id to[2];
+	for (uint32_t i = 0; i < 2; i++)
+		if (ng.partials[i] != F8_NONE) {
+			partials[n] = ng.partials[i];
+			to[n++] = values[i];
+		}
+	return n ? f8_lower_sum_partials(graph, group, members, partials, to, n, rows, CHUNK_ROWS,
+					 cols, out, diag)
+		 : F8_OK;
 }

@@ -12,13 +12,16 @@
  *     for.block %e < 4096: column i = e / 64, row j = e % 64 of the tile
  *       codes_t[(tc0 + i) * rows + tr0 + j] = @tileN[j * 65 + i] * scale
  *     for.block %q < 256: column q % 64, rows 16 (q / 64) .. 16 (q / 64) + 15 of the tile
- *       atomic.add dbias[tc0 + q % 64], the sum of those rows of @tileN
+ *       partials[(tr0 / 16 + q / 64) * cols + tc0 + q % 64] = the sum of those rows of @tileN
  *
  * Consecutive iterations of the first two loops touch consecutive bytes of memory, so the GPU's
  * vector form (codegen/llvm_loops.c) makes them 16-byte accesses; the transposed codes are
  * written 64 bytes a row of the tile instead of one byte a sector. A tile row is padded to 65
  * elements: the second loop reads a column, whose elements then fall in different banks. The
- * bias gradient takes one atomic per column per 16 rows instead of one per element.
+ * bias gradient stores one partial per column per 16 rows (a scratch of rows / 16 x cols f32,
+ * each element written once), which a second kernel adds in row order
+ * (lower_internal.h f8_lower_sum_partials): the same bits on every run, where f32 atomics
+ * added them in the blocks' order.
  *
  * A norm group cannot be tiled (a tile needs the statistics of whole rows), so its
  * CastTransposes write the codes row-major only (to a scratch buffer where the codes leave the
@@ -39,10 +42,10 @@
 #include "ir/alloc.h" // f8_calloc, f8_free
 
 enum {
-	TILE = 64,                   // a tile's rows and columns
+	TILE = F8_LOWER_TILE,        // a tile's rows and columns
 	TILE_PITCH = TILE + 1,       // a tile row in its shared array: padded (the header says why)
 	TILE_ELEMENTS = TILE * TILE, // one block loop iteration each
-	SUM_ROWS = 16,               // the rows of a tile one partial column sum adds
+	SUM_ROWS = F8_LOWER_TILE_SUM_ROWS, // the rows of a tile one partial column sum adds
 	SUM_PARTS = TILE / SUM_ROWS, // partial sums per column of a tile
 	MAX_TILES = 2,               // shared tiles a kernel may keep: 2 x 16.6 KB of f32
 	MAX_CASTS = F8_LOWER_MAX_AMAX,
@@ -68,7 +71,7 @@ typedef struct tile_cast {
 	uint32_t scratch;  // norm: the scratch buffer of the codes, F8_NONE: the codes' value
 } tile_cast;
 
-/* A bias gradient of a tiled group: its output's ACCUMULATE parameter and its input's tile. */
+/* A bias gradient of a tiled group: its partials' OUT parameter and its input's tile. */
 typedef struct tile_sum {
 	const f8_node *node;
 	uint32_t param, tile;
@@ -220,7 +223,8 @@ static f8_status plan_tiles(f8_lower *lw) {
 				.scratch = F8_NONE};
 		else
 			tile->sums[tile->n_sums++] = (tile_sum){
-				.node = node, .param = param_of(lw, node->outputs[0]), .tile = index};
+				.node = node, .param = f8_lower_partial_param(lw, node->outputs[0]),
+				.tile = index};
 	}
 	return status;
 }
@@ -259,10 +263,10 @@ f8_status f8_lower_tile_sum(f8_lower *lw, const f8_node *node, f8_kir_id x) {
 	for (uint32_t s = 0; !tile->norm && s < tile->n_sums; s++)
 		if (tile->sums[s].node == node)
 			return store_tile(lw, tile->sums[s].tile, x);
-	uint32_t param = param_of(lw, node->outputs[0]); // a norm's: one atomic per element
+	uint32_t param = f8_lower_partial_param(lw, node->outputs[0]); // a norm's: per element
 	return param == F8_NONE ? F8_OK
-				: f8_kir_atomic_if(lw->kernel, F8_KIR_COMBINE_ADD, param, lw->col, x,
-						   lw->mask, lw->diag);
+				: f8_kir_store_if(lw->kernel, param, lw->index, x, lw->mask,
+						  lw->diag);
 }
 
 /* ---- the row form of elementwise groups ---- */
@@ -401,7 +405,7 @@ static f8_status transpose_loop(f8_lower *lw, const tile_grid *g) {
 	return status ? status : f8_kir_end_loop(lw->kernel, NULL, 0, lw->diag);
 }
 
-/* Each bias gradient's partial column sums over 16 rows of its tile, one atomic each. */
+/* Each bias gradient's partial column sums over 16 rows of its tile, stored in their places. */
 static f8_status sum_loop(f8_lower *lw, const tile_grid *g) {
 	struct f8_lower_tile *tile = lw->tile;
 	f8_kir_id q;
@@ -412,6 +416,8 @@ static f8_status sum_loop(f8_lower *lw, const tile_grid *g) {
 	f8_kir_id first = EMIT(lw, MUL, EMIT(lw, DIV, q, i64(lw, TILE), NONE), i64(lw, SUM_ROWS), NONE);
 	f8_kir_id col = EMIT(lw, ADD, g->tc0, column, NONE);
 	f8_kir_id inside = EMIT(lw, LT, col, g->cols, NONE);
+	f8_kir_id partial = EMIT(lw, DIV, EMIT(lw, ADD, g->tr0, first, NONE), i64(lw, SUM_ROWS), NONE);
+	f8_kir_id at_partial = EMIT(lw, ADD, EMIT(lw, MUL, partial, g->cols, NONE), col, NONE);
 	for (uint32_t s = 0; !status && s < tile->n_sums; s++) {
 		uint32_t array = tile->values[tile->sums[s].tile].array;
 		f8_kir_id sum = f8_lower_constant(lw, 0);
@@ -420,8 +426,8 @@ static f8_status sum_loop(f8_lower *lw, const tile_grid *g) {
 			f8_kir_id at = EMIT(lw, ADD, EMIT(lw, MUL, row, i64(lw, TILE_PITCH), NONE), column, NONE);
 			sum = EMIT(lw, ADD, sum, f8_kir_load_shared(lw->kernel, array, at), NONE);
 		}
-		status = f8_kir_atomic_if(lw->kernel, F8_KIR_COMBINE_ADD, tile->sums[s].param, col, sum,
-					  inside, lw->diag);
+		status = f8_kir_store_if(lw->kernel, tile->sums[s].param, at_partial, sum, inside,
+					 lw->diag);
 	}
 	return status ? status : f8_kir_end_loop(lw->kernel, NULL, 0, lw->diag);
 }

@@ -184,7 +184,8 @@ static f8_status log_sum_exp(unfuser *u, f8_value_id scores, f8_value_id taken) 
 	f8_attr keep[2] = {ints_attr("axes", last, 1), {.name = "keepdims", .kind = F8_ATTR_INT, .i = 1}};
 	f8_attr drop[2] = {ints_attr("axes", last, 1), {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0}};
 	f8_attr squeeze = ints_attr("axes", last, 1);
-	f8_value_id max, centred, terms, sum, log_sum, max_row, lse;
+	f8_value_id max = F8_NONE, centred = F8_NONE, terms = F8_NONE, sum = F8_NONE;
+	f8_value_id log_sum = F8_NONE, max_row = F8_NONE, lse = F8_NONE;
 	f8_status status = add(u, F8_OP_REDUCE_MAX, &scores, 1, keep, 2, "lse_max", &max);
 	f8_value_id pair[2] = {scores, max};
 	if (!status)
@@ -244,7 +245,9 @@ static f8_status decompose(unfuser *u, f8_node_id id, int64_t offset) {
 	int64_t swap[4] = {0, 1, 3, 2};
 	f8_attr transpose = ints_attr("perm", swap, 4);
 	f8_attr last_axis = {.name = "axis", .kind = F8_ATTR_INT, .i = -1};
-	f8_value_id keys, values, keys_t, product, factor, scores, bias, probabilities, out;
+	f8_value_id keys = F8_NONE, values = F8_NONE, keys_t = F8_NONE, product = F8_NONE;
+	f8_value_id factor = F8_NONE, scores = F8_NONE, bias = F8_NONE, probabilities = F8_NONE;
+	f8_value_id out = F8_NONE;
 	f8_status status = expand_heads(u, node.inputs[1], heads, "k", &keys);
 	if (!status)
 		status = expand_heads(u, node.inputs[2], heads, "v", &values);

@@ -6,7 +6,8 @@
 #     and cuDNN are opened at run time) and the GPU check programs, compiles the plans with the
 #     full build, tokenizes the data, and packs what the GPU run needs into FOLDER/carry (the
 #     host libraries the GPU machine lacks, OpenBLAS and jansson, in a tarball).
-#   sh FOLDER/carry/run.sh [modules|steps|curves]   (there; default: all of them)
+#   sh FOLDER/carry/run.sh [modules] [ops] [steps] [resume] [curves] [bench]   (there; default:
+#     all of them but bench)
 #     runs every check and writes its logs and a summary to $OUT (or ./out): the library
 #     modules against the CPU reference (gemm_check, attention_check), then each plan's first
 #     training step on the GPU against the CPU backend on the same machine (tools/gpu_compare.py:
@@ -138,9 +139,10 @@ check() { # NAME COMMAND...: runs it, logs it, one line in the summary
 	if "$@" >"$out/$name.log" 2>&1; then result=passed; else result="FAILED ($?)"; fi
 	echo "$name: $result in $(($(date +%s) - start)) s" >>"$summary"
 }
-# $1: what to run (modules, steps, curves; default all), so that a short lease can split them.
-want=${1:-all}
-runs() { [ "$want" = all ] || [ "$want" = "$1" ]; }
+# The arguments: what to run (modules ops steps resume curves bench; default all but bench), so
+# that a short lease can split them.
+want=" ${*:-all} "
+runs() { [ "$want" = " all " ] || case $want in *" $1 "*) true ;; *) false ;; esac; }
 if runs modules; then
 	check gemm_check "$here/gemm_check"
 	check attention_check "$here/attention_check"
@@ -159,7 +161,7 @@ runs resume && for plan in gpt-tiny-bf16 gpt-tiny-delayed; do
 	check "resume-$plan" python3 "$here/gpu_compare.py" resume "$here/f8c" "$here/plans/$plan" \
 		"$here/tokens.bin" "/tmp/f8c-resume-$plan"
 done
-[ "$want" = bench ] && for plan in "$here"/bench/*/; do
+[ "$want" != " all " ] && runs bench && for plan in "$here"/bench/*/; do
 	name=$(basename "$plan")
 	check "bench-$name" python3 "$here/gpu_bench.py" "$here/f8c" "$plan" "$here/tokens.bin" \
 		"/tmp/f8c-bench-$name"
