@@ -34,7 +34,8 @@ typedef struct converter {
 	f8_value_id *copy;    // (n_values) per value: its BF16 Cast, F8_NONE while it has none
 	f8_node_id *order;    // the new program, n_order nodes so far
 	uint32_t n_order;
-	uint32_t n_params, n_inputs, n_met, n_bf16;
+	bool *router_logits;  // (n_values) per value: a Router reads it as its logits
+	uint32_t n_params, n_inputs, n_met, n_bf16, n_router;
 } converter;
 
 static f8_status nomem(converter *c) {
@@ -117,6 +118,68 @@ static f8_status copy_leaves(converter *c, f8_node_id id) {
 			return status;
 		graph->nodes[id].inputs[i] = copy;
 	}
+	return F8_OK;
+}
+
+/*
+ * A GEMM that computes a Router's logits stays f32 (its f32 master weight read as it is, its
+ * BF16 inputs through Casts to f32): in BF16 the logits' 8 bits decide the top-k choice of
+ * every token whose best experts' logits are close, and a rounding difference then sends the
+ * token to another expert (Megatron-LM's --moe-router-dtype fp32, DeepSeek-V3's gating in high
+ * precision; the GEMM is tokens x hidden x experts, a small share of the layer). Whether node
+ * `id` is such a GEMM: a Linear or MatMul whose output is read as logits.
+ */
+static bool computes_router_logits(const converter *c, f8_node_id id) {
+	const f8_node *node = &c->graph->nodes[id];
+	return (node->op == F8_OP_LINEAR || node->op == F8_OP_MATMUL) && node->n_outputs == 1 &&
+	       node->outputs[0] < c->n_values && c->router_logits[node->outputs[0]];
+}
+
+/* Node `id` (computes_router_logits) reads its BF16 operands through Casts to f32, made here,
+ * and its float leaves as they are (f32 master weights; f16 and f64 ones become f32). */
+static f8_status keep_router_f32(converter *c, f8_node_id id, FILE *report) {
+	f8_graph *graph = c->graph;
+	char reason[REASON_MAX], name[NAME_MAX_BYTES];
+	for (uint32_t i = 0; i < graph->nodes[id].n_inputs; i++) {
+		f8_value_id v = graph->nodes[id].inputs[i];
+		if (v == F8_NONE)
+			continue;
+		f8_value *value = &graph->values[v];
+		if (wants_copy(value) && value->role == F8_ROLE_PARAMETER)
+			value->type.dtype = F8_DTYPE_F32;
+		if (value->type.dtype != F8_DTYPE_BF16)
+			continue;
+		snprintf(name, sizeof name, "%s.f32", value->name);
+		const char *names[1] = {name};
+		f8_node_id cast;
+		f8_status status = f8_graph_add_node(graph, F8_OP_CAST, &v, 1, 1, names, &cast,
+						     c->diag);
+		if (status)
+			return status;
+		f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F32};
+		if (f8_node_set_attrs(graph, cast, &to, 1))
+			return nomem(c);
+		const f8_node *reader = &graph->nodes[id];
+		graph->nodes[cast].phase = F8_PHASE_FWD;
+		graph->nodes[cast].scope = reader->scope;
+		f8_type type;
+		if ((status = f8_node_infer_types(graph, cast, &type, c->diag)))
+			return status;
+		f8_value *made = &graph->values[graph->nodes[cast].outputs[0]];
+		made->type = type;
+		snprintf(reason, sizeof reason, "kept F32: --bf16: the router's logits%s%s in f32, "
+			 "whose top-k choice BF16 rounding flips (Megatron-LM's --moe-router-dtype "
+			 "fp32)", reader->scope ? " of " : "", reader->scope ? reader->scope : "");
+		if (!(made->precision.reason = f8_arena_strdup(graph->arena, reason)))
+			return nomem(c);
+		made->precision.format = F8_DTYPE_F32;
+		c->order[c->n_order++] = cast;
+		graph->nodes[id].inputs[i] = graph->nodes[cast].outputs[0];
+		if (report)
+			fprintf(report, "  %%%s to F32 for the router's logits (%s)\n", value->name,
+				reader->scope ? reader->scope : f8_op_name(reader->op));
+	}
+	c->n_router++;
 	return F8_OK;
 }
 
@@ -236,8 +299,17 @@ f8_status f8_pass_bf16_run(f8_graph *graph, FILE *report, f8_diag *diag) {
 		c.copy[v] = F8_NONE;
 	if (!status)
 		memcpy(old, graph->order, n_old * sizeof *old);
+	c.router_logits = f8_calloc(c.n_values ? c.n_values : 1, sizeof *c.router_logits);
+	if (!c.router_logits)
+		status = nomem(&c);
 	for (uint32_t p = 0; !status && p < n_old; p++) {
-		status = copy_leaves(&c, old[p]);
+		const f8_node *node = &graph->nodes[old[p]];
+		if (node->op == F8_OP_ROUTER && node->inputs[0] < c.n_values)
+			c.router_logits[node->inputs[0]] = true;
+	}
+	for (uint32_t p = 0; !status && p < n_old; p++) {
+		status = computes_router_logits(&c, old[p]) ? keep_router_f32(&c, old[p], report)
+							    : copy_leaves(&c, old[p]);
 		if (!status)
 			status = retype(&c, old[p], report);
 		if (!status)
@@ -247,10 +319,12 @@ f8_status f8_pass_bf16_run(f8_graph *graph, FILE *report, f8_diag *diag) {
 		status = nomem(&c);
 	if (!status && report)
 		fprintf(report, "bf16: %u parameter(s) read through BF16 copies (f32 master weights), "
-			"%u input(s) cast, %u cast(s) where an op met BF16; %u value(s) BF16 now\n",
-			c.n_params, c.n_inputs, c.n_met, c.n_bf16);
+			"%u input(s) cast, %u cast(s) where an op met BF16; %u value(s) BF16 now; "
+			"%u router GEMM(s) kept f32\n",
+			c.n_params, c.n_inputs, c.n_met, c.n_bf16, c.n_router);
 	f8_free(old);
 	f8_free(c.copy);
 	f8_free(c.order);
+	f8_free(c.router_logits);
 	return status;
 }

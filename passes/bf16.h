@@ -18,7 +18,12 @@
  *     norms, residual adds, attention, GELU and SwiGLU, the GEMMs and the logits become BF16.
  *     An op that takes one float dtype and meets BF16 with an operand of another (a constant
  *     of the model, a value it computes in f32 on purpose) gets that operand through a Cast to
- *     BF16 as well; an op that takes mixed dtypes keeps them (RoPE's f32 tables).
+ *     BF16 as well; an op that takes mixed dtypes keeps them (RoPE's f32 tables);
+ *   - the GEMM of a mixture of experts' router (the Linear or MatMul whose output a Router
+ *     reads as logits) stays f32: its master weight read as it is, its BF16 input through a
+ *     Cast to f32 (`%<input>.f32`), so that BF16 rounding does not flip the top-k choice of a
+ *     token whose best experts are close (Megatron-LM's --moe-router-dtype fp32); the Router's
+ *     probabilities are f32 by the op's definition in any case.
  * Each Cast's output carries its reason ("kept BF16: --bf16: ..."), as the precision pass's
  * decisions do. What stays f32 does so by the ops' own definitions, which hold for any dtype:
  * norms' mean and rstd, attention's softmax statistics (lse), and the loss: CrossEntropy reads

@@ -36,7 +36,8 @@
 #include <assert.h> // static_assert
 #include <stdarg.h> // va_list, va_start, va_end
 #include <stdio.h>  // vsnprintf
-#include <string.h> // memset
+#include <stdlib.h> // getenv
+#include <string.h> // memset, strcmp
 
 #include "ir/alloc.h"               // f8_calloc, f8_free
 #include "ir/dtype.h"               // f8_dtype_get_info, f8_dtype_name, f8_dtype_is_fp8
@@ -666,6 +667,10 @@ static f8_status plan_fp8(f8_cuda_gemms *gemms, gemm_plan *plan, const f8_node *
 	f8_gemm_kind kind = F8_GEMM_KIND_FWD;
 	f8_gemm_kind_of(node, &kind);
 	int8_t fast = kind == F8_GEMM_KIND_FWD && plan->scales[0].kind <= SCALE_ROWWISE;
+	// F8C_CUDA_FAST_ACCUM=0: split accumulation everywhere, to tell its share of a difference.
+	const char *fast_accum = getenv("F8C_CUDA_FAST_ACCUM");
+	if (fast_accum && strcmp(fast_accum, "0") == 0)
+		fast = 0;
 	cublasLtMatmulDesc_t desc = plan->main.desc;
 	if (!status)
 		status = f8_cuda_lt_desc_set(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,

@@ -5,7 +5,7 @@ to do, `f8c calibrate` writes statistics that `--calibration --fp8-cv-threshold`
 numbers in the reasons, and dump-ir shows the plan inline. --bf16 (Megatron-LM's mixed
 precision) goes with the FP8 options or without them: the audit's head reason says BF16, dump-ir
 shows the BF16 copies of the f32 master weights with their reasons, `"bf16": true` in --config
-trains, a plan records it, and it acts from --after bf16 on.
+trains, a plan records it, it acts from --after bf16 on, and an MoE's router GEMM stays f32.
 
 usage: test_fp8_cli.py F8C_BINARY SOURCE_DIR
 """
@@ -261,6 +261,16 @@ check(code == 0 and 'embed.weight.bf16 : bf16[256, 128] <format=bf16, reason="ke
       and "param %embed.weight : f32[256, 128]" in out
       and re.search(r"%loss : f32\[\]", out) and "state %embed.weight.main_grad : f32[256, 128]" in out,
       "dump-ir --bf16: BF16 copies of the f32 parameters, the loss and main_grad f32", err + out[:400])
+mixtral = os.path.join(source, "models", "mixtral-tiny.json")
+code, out, err = run("dump-ir", mixtral, "--after", "bf16", "--bf16")
+routers = re.findall(r"^\s*%(layers\.\d+\.mlp\.router) : (\w+)\[batch\*seq, 4\] = Linear\(%(\S+), "
+                     r"%layers\.\d+\.mlp\.router\.weight\)", out, re.M)
+check(code == 0 and len(routers) == 2 and all(d == "f32" and x.endswith("tokens.f32") for _, d, x in routers)
+      and "param %layers.0.mlp.router.weight : f32[4, 128]" in out
+      and "reason=\"kept F32: --bf16: the router's logits of layers.0.mlp.router in f32" in out
+      and re.search(r"dispatch\.rows : bf16\[", out),
+      "dump-ir --bf16 on an MoE: the router's GEMM reads f32 (Megatron's --moe-router-dtype fp32), "
+      "the experts BF16", err + str(routers))
 code, out, err = run("dump-ir", tiny, "--after", "fuse-patterns", "--bf16")
 check(code == 2 and "--after bf16" in err, "dump-ir: --bf16 before the bf16 pass is an error", err)
 with tempfile.TemporaryDirectory() as folder:
