@@ -23,8 +23,12 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--micro-batch-size, --seq-length and --train-iters must be at least 1";
 	else if (c->global_batch_size % c->micro_batch_size != 0 || c->global_batch_size < 1)
 		problem = "--global-batch-size must be a positive multiple of --micro-batch-size";
-	else if (c->schedule.warmup_iters > c->train_iters)
-		problem = "--lr-warmup-iters must not be past --train-iters";
+	else if (c->schedule.warmup_iters >
+		 (c->schedule.decay_iters > 0 ? c->schedule.decay_iters : c->train_iters))
+		// Past the decay's length, not the run's: a run may stop (and resume) anywhere in
+		// the schedule, as Megatron-LM's, whose scheduler asserts warmup < decay steps.
+		problem = "--lr-warmup-iters must not be past --lr-decay-iters (--train-iters when "
+			  "no --lr-decay-iters is given)";
 	else if (c->eval_interval < 0 || c->eval_iters < 0 || c->log_interval < 1 ||
 		 c->save_interval < 0)
 		problem = "--eval-interval, --eval-iters and --save-interval must not be negative, "

@@ -40,8 +40,9 @@ static const command commands[] = {
 	{"train", f8_tool_train,
 	 "train MODEL --data TOKENS.bin [--micro-batch-size N] [--global-batch-size N] "
 	 "[--seq-length N] [--train-iters N] [--lr X] ... (f8c train --help lists them)",
-	 "train on the CPU reference backend, Megatron-LM's option names; metrics and checkpoints; "
-	 "in FP8 with --fp8-format, in BF16 over f32 master weights with --bf16"},
+	 "train on the CPU reference backend or a GPU (--device cuda), Megatron-LM's option names; "
+	 "metrics and checkpoints; in FP8 with --fp8-format, in BF16 over f32 master weights with "
+	 "--bf16"},
 	{"audit", f8_tool_audit,
 	 "audit MODEL [--json] [--micro-batch-size N] [--seq-length N] [--dim NAME=N]... "
 	 "[--bf16] [FP8 options] (f8c audit --help lists them)",

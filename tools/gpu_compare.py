@@ -29,6 +29,16 @@ Tolerances, by the plan's precision (read from its plan.json):
       boundary moves by a whole E4M3 step (2^-4 to 2^-3 relative) or E5M2 step (2^-3 to 2^-2):
       the gradients pass through E5M2 copies of dY at every layer, so a fraction of their
       elements differ by such steps.
+  MoE plans whose router picks top-k of E experts (k < E), in bf16 or FP8: at least
+      1 / sqrt(T k / E) for T tokens a step (routed_tolerance). A top-k choice is a step
+      function of the logits: where a token's k-th and (k+1)-th logits are closer than the
+      two backends' rounding of the router's input (bf16 norms and attention reduced in
+      another order), the token goes to another expert, and that expert's gradient gains or
+      loses one of its about T k / E rows, 1 / sqrt(T k / E) of its norm for rows of random
+      sign; the norms and everything before the router see the token's changed output. The
+      same model with every token routed to all experts (mixtral-tiny-top4) has no choice to
+      flip and is held to the plan's tolerance (2026-12-04: worst 0.0082 of 0.03, where
+      top-2's worst was 0.037 against a bound of 0.088).
 Updated parameters are compared where the arithmetic decides them (settled(), below).
 A curve's points must agree within 2% of the loss (3% for FP8) at every logged step: the runs
 start from the same bits and differ only by the rounding above, which 200 steps of AdamW do
@@ -36,7 +46,9 @@ not amplify beyond that on these models (what a divergence, a lost scale or a wr
 would break by far).
 """
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -140,6 +152,21 @@ def beta1(plan):
     return float(args[args.index("--adam-beta1") + 1]) if "--adam-beta1" in args else 0.9
 
 
+def routed_tolerance(plan):
+    """1 / sqrt(T k / E) for a plan whose Router picks top-k of E experts (k < E), T tokens a
+    step (micro-batch x sequence); 0 for none (the file comment says why)."""
+    document = json.load(open(os.path.join(plan, "plan.json")))
+    text, args = document["graph"], document["compile_args"]
+    top_k = re.search(r"= Router\([^)]*\) \{[^}]*top_k=(\d+)", text)
+    experts = re.search(r"= MoEDispatch\([^)]*\) \{[^}]*experts=(\d+)", text)
+    if not top_k or not experts or int(top_k.group(1)) >= int(experts.group(1)):
+        return 0.0
+    tokens = 1
+    for option in ("--micro-batch-size", "--seq-length"):
+        tokens *= int(args[args.index(option) + 1])
+    return 1.0 / math.sqrt(tokens * int(top_k.group(1)) / int(experts.group(1)))
+
+
 def step(f8c, plan, tokens, work):
     """One iteration on each backend from the same state. Under delayed scaling the first
     iteration quantizes with the initial scale of 1 (no amax recorded yet; TransformerEngine
@@ -151,6 +178,10 @@ def step(f8c, plan, tokens, work):
     gradient is then the moment minus beta1 times the loaded one."""
     precision = precision_of(plan)
     tolerance = TOLERANCE[precision]
+    if precision != "f32" and routed_tolerance(plan) > tolerance:
+        tolerance = routed_tolerance(plan)
+        print(f"top-k routing: tensors held to {tolerance:.3g}, one token's route in "
+              f"1/sqrt(T k / E) (the file comment)")
     load, start = None, None
     if delayed(plan):
         train(f8c, plan, tokens, work, "cpu", 1, 1, "warm")
@@ -168,7 +199,7 @@ def step(f8c, plan, tokens, work):
         a, b = gpu_losses[0][key], cpu_losses[0][key]
         error = abs(a - b) / max(abs(b), 1e-30)
         print(f"{key}: gpu {a:.8g} cpu {b:.8g} relative {error:.3g}")
-        failures += error > tolerance
+        failures += error > TOLERANCE[precision]
     failures += compare_tensors(gpu, cpu, tolerance)
     if failures:
         raise SystemExit(f"{failures} comparisons failed")

@@ -1,6 +1,6 @@
 /*
- * f8c train: trains a model on a token file on the CPU reference backend, with Megatron-LM's
- * option names, a progress display, a JSONL metrics file and checkpoints; in FP8 with
+ * f8c train: trains a model on a token file on the CPU reference backend or a GPU (--device
+ * cuda), with Megatron-LM's option names, a progress display, a JSONL metrics file and checkpoints; in FP8 with
  * --fp8-format and the other FP8 options (tools/fp8_options.h). Its command line parser is
  * f8c calibrate's too (f8_tool_train_args_parse, tools/commands.h).
  */
@@ -512,10 +512,11 @@ void f8_tool_train_args_destroy(f8_tool_train_args *args) {
 typedef struct console {
 	bool terminal; // a bar redrawn in place
 	bool verbose;  // --verbose
+	bool cuda;     // --device cuda
 } console;
 
 /* The memory line of --verbose: the executor's buffers against the backend's peak. */
-static void show_memory(const f8_train_progress *p) {
+static void show_memory(const f8_train_progress *p, bool cuda) {
 	const f8_executor_memory *m = &p->memory;
 	uint64_t sum = m->slab_bytes + m->leaf_bytes + m->other_bytes;
 	fprintf(stderr, "memory: %s %llu B + leaves %llu B", m->planned ? "the plan's slab"
@@ -528,9 +529,11 @@ static void show_memory(const f8_train_progress *p) {
 	fprintf(stderr, " = %llu B; the backend's peak %llu B%s\n",
 		(unsigned long long)(m->planned ? sum : p->peak_bytes),
 		(unsigned long long)p->peak_bytes,
-		m->planned && p->peak_bytes > sum ? " (more: the reference kernels' fused groups "
-						     "keep their inner values in buffers of their own)"
-						  : "");
+		!m->planned || p->peak_bytes <= sum ? ""
+		: cuda ? " (more: the CUDA backend's own, cuBLASLt's 32 MiB workspace and the "
+			 "GEMMs' and cuDNN's scratch)"
+		       : " (more: the reference kernels' fused groups keep their inner values in "
+			 "buffers of their own)");
 }
 
 static void show(const f8_train_progress *p, void *user) {
@@ -577,7 +580,7 @@ static void show(const f8_train_progress *p, void *user) {
 			fprintf(stderr, ", best eval loss %.4f", p->best_eval);
 		fprintf(stderr, "\n");
 		if (c->verbose)
-			show_memory(p);
+			show_memory(p, c->cuda);
 		break;
 	case F8_TRAIN_EVENT_COUNT:
 		break;
@@ -609,7 +612,8 @@ int f8_tool_train(int argc, char **argv) {
 		return code == 3 ? 0 : code; // 3: --help, which is not an error
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	console screen = {.terminal = isatty(fileno(stderr)), .verbose = args->verbose};
+	console screen = {.terminal = isatty(fileno(stderr)), .verbose = args->verbose,
+			  .cuda = args->cuda};
 	f8_status status = f8_tool_train_args_ready(args, &diag);
 	if (!status && args->profile && !args->cuda)
 		status = f8_diag_set(&diag, F8_ERR_ARGUMENT, "--profile times a GPU's launches: "

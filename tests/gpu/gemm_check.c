@@ -56,6 +56,9 @@ typedef struct gemm_case {
 #define IN(name, type) "input %" name " : " type "\n"
 #define SCALE(name) "scale %" name " : f32[]\n"
 #define E5M2_SCALE "uniform:2000:20000" // signed gradients up to 30000 of E5M2's 57344
+// Rows, columns and 128 x 128 tiles of magnitudes of their own, each within 2^+-3 (so up to
+// 2^+-9 apart): a rowwise or block scale applied to another row or block fails the bound.
+#define GRADED "x=graded:3 w=graded:3 dy=graded:3"
 
 static const gemm_case cases[] = {
 	// Dense GEMMs, f32 (CUBLAS_COMPUTE_32F, no TF32) and bf16.
@@ -147,19 +150,22 @@ static const gemm_case cases[] = {
 	 "%xq, %xs = Quantize(%x) {to=e4m3, block=[1, 0]}\n"
 	 "%wq, %ws = Quantize(%w) {to=e4m3, block=[1, 0]}\n"
 	 "%y = FP8Gemm(%xq, %wq, %xs, %ws, %b) {to=bf16, gemm=\"fwd\", a_block=[1, 0], "
-	 "b_block=[1, 0]}\noutput %y\n"},
+	 "b_block=[1, 0]}\noutput %y\n",
+	 .fill = GRADED},
 	{.title = "FP8Gemm dgrad rowwise e5m2 x e4m3 (w^T) -> bf16",
 	 .text = IN("dy", "f32[96, 80]") IN("w", "f32[80, 160]")
 	 "%dq, %ds = Quantize(%dy) {to=e5m2, block=[1, 0]}\n"
 	 "%wc, %wt, %ws, %wts, %wa = CastTranspose(%w) {to=e4m3, block=[1, 0]}\n"
 	 "%dx = FP8Gemm(%dq, %wt, %ds, %wts) {to=bf16, gemm=\"dgrad\", a_block=[1, 0], "
-	 "b_block=[1, 0]}\noutput %dx\n"},
+	 "b_block=[1, 0]}\noutput %dx\n",
+	 .fill = GRADED},
 	{.title = "FP8Gemm wgrad rowwise e5m2 (dy^T) x e4m3 (x^T) -> bf16, K 1024",
 	 .text = IN("dy", "f32[1024, 512]") IN("x", "f32[1024, 128]")
 	 "%dc, %dt, %ds, %dts, %da = CastTranspose(%dy) {to=e5m2, block=[1, 0]}\n"
 	 "%xc, %xt, %xs, %xts, %xa = CastTranspose(%x) {to=e4m3, block=[1, 0]}\n"
 	 "%dw = FP8Gemm(%dt, %xt, %dts, %xts) {to=bf16, gemm=\"wgrad\", a_block=[1, 0], "
-	 "b_block=[1, 0]}\noutput %dw\n"},
+	 "b_block=[1, 0]}\noutput %dw\n",
+	 .fill = GRADED},
 	// FP8, blocks: 1x128 activations and gradients, 128x128 weights (VEC128_32F and
 	// BLK128x128_32F); K of 384 and 256 (3 and 2 blocks: the 128x128 grids need padding),
 	// the 1x128 grids a transpose.
@@ -168,25 +174,29 @@ static const gemm_case cases[] = {
 	 "%xq, %xs = Quantize(%x) {to=e4m3, block=[1, 128]}\n"
 	 "%wq, %ws = Quantize(%w) {to=e4m3, block=[128, 128]}\n"
 	 "%y = FP8Gemm(%xq, %wq, %xs, %ws, %b) {to=bf16, gemm=\"fwd\", a_block=[1, 128], "
-	 "b_block=[128, 128]}\noutput %y\n"},
+	 "b_block=[128, 128]}\noutput %y\n",
+	 .fill = GRADED},
 	{.title = "FP8Gemm fwd block 1x128 x 128x128 -> f32, f32 bias",
 	 .text = IN("x", "f32[128, 256]") IN("w", "f32[384, 256]") IN("b", "f32[384]")
 	 "%xq, %xs = Quantize(%x) {to=e4m3, block=[1, 128]}\n"
 	 "%wq, %ws = Quantize(%w) {to=e4m3, block=[128, 128]}\n"
 	 "%y = FP8Gemm(%xq, %wq, %xs, %ws, %b) {to=f32, gemm=\"fwd\", a_block=[1, 128], "
-	 "b_block=[128, 128]}\noutput %y\n"},
+	 "b_block=[128, 128]}\noutput %y\n",
+	 .fill = GRADED},
 	{.title = "FP8Gemm dgrad block 1x128 x 128x128 (w^T) -> bf16",
 	 .text = IN("dy", "f32[256, 256]") IN("w", "f32[256, 384]")
 	 "%dq, %ds = Quantize(%dy) {to=e4m3, block=[1, 128]}\n"
 	 "%wc, %wt, %ws, %wts, %wa = CastTranspose(%w) {to=e4m3, block=[128, 128]}\n"
 	 "%dx = FP8Gemm(%dq, %wt, %ds, %wts) {to=bf16, gemm=\"dgrad\", a_block=[1, 128], "
-	 "b_block=[128, 128]}\noutput %dx\n"},
+	 "b_block=[128, 128]}\noutput %dx\n",
+	 .fill = GRADED},
 	{.title = "FP8Gemm wgrad block 1x128 (dy^T) x 1x128 (x^T) -> f32",
 	 .text = IN("dy", "f32[256, 256]") IN("x", "f32[256, 384]")
 	 "%dc, %dt, %ds, %dts, %da = CastTranspose(%dy) {to=e4m3, block=[1, 128]}\n"
 	 "%xc, %xt, %xs, %xts, %xa = CastTranspose(%x) {to=e4m3, block=[1, 128]}\n"
 	 "%dw = FP8Gemm(%dt, %xt, %dts, %xts) {to=f32, gemm=\"wgrad\", a_block=[1, 128], "
-	 "b_block=[1, 128]}\noutput %dw\n"},
+	 "b_block=[1, 128]}\noutput %dw\n",
+	 .fill = GRADED},
 	// What cuBLASLt cannot run on sm_90 is refused, naming why.
 	{.title = "FP8Gemm K = 100: refused",
 	 .text = IN("a", "e4m3[32, 100]") IN("b", "e4m3[48, 100]")

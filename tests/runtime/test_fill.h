@@ -8,9 +8,10 @@
 #define F8_TESTS_RUNTIME_TEST_FILL_H
 
 #include <stdbool.h> // bool
+#include <math.h>    // ldexp
 #include <stdint.h>  // uint64_t, int64_t
 #include <stdio.h>   // snprintf, sscanf
-#include <stdlib.h>  // strtod, strtoll
+#include <stdlib.h>  // strtod, strtoll, malloc, free
 #include <string.h>  // strlen, strncmp, strcmp, strcspn, strchr
 
 #include "runtime/tensor.h" // f8_rt_tensor, f8_rt_tensor_get, f8_rt_tensor_set
@@ -80,10 +81,39 @@ static inline void test_fill_spaced(f8_rt_tensor *t) {
 }
 
 /*
+ * Signed values (|x| in [0.3, 1.5]) times 2^(r + c + b), integers in [-E, E] drawn per row (r),
+ * per column (c) and per 128 x 128 tile (b) of the last two dims: rows, columns, 1 x 128 and
+ * 128 x 128 blocks each have amaxes of their own, so a per-row or per-block scale read for
+ * another row or block cannot pass as it could on inputs of one magnitude.
+ */
+static inline bool test_fill_graded(f8_rt_tensor *t, int64_t e) {
+	int64_t cols = t->rank ? t->dims[t->rank - 1] : 1;
+	int64_t rows = t->rank > 1 ? t->dims[t->rank - 2] : 1;
+	int64_t n = f8_rt_tensor_numel(t), tiles_across = (cols + 127) / 128;
+	int64_t tiles = ((rows + 127) / 128) * tiles_across, count = rows + cols + tiles;
+	int64_t *exponent = malloc((size_t)count * sizeof *exponent);
+	if (!exponent) {
+		printf("FAIL out of memory filling a graded tensor\n");
+		return false;
+	}
+	for (int64_t i = 0; i < count; i++)
+		exponent[i] = rng_int(-e, e);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t r = (i / cols) % rows, c = i % cols;
+		int64_t tile = (r / 128) * tiles_across + c / 128;
+		int64_t power = exponent[r] + exponent[rows + c] + exponent[rows + cols + tile];
+		double x = (rng_next() & 1 ? 1 : -1) * rng_uniform(0.3, 1.5);
+		f8_rt_tensor_set(t, i, ldexp(x, (int)power));
+	}
+	free(exponent);
+	return true;
+}
+
+/*
  * Fills `t` by `spec`: uniform:A:B, positive (uniform [0.5, 2]), signed (|x| in [0.3, 1.5],
  * either sign: away from zero and from kinks), int:A:B, labels:V:IGNORE (in [0, V), a quarter
  * IGNORE, never the first), counts:R (non-negative, summing to R), list:A,B,... (the values),
- * topk:E (distinct experts per row), spaced, bool[:P] (true with probability P, 0.5 by
+ * topk:E (distinct experts per row), graded:E (test_fill_graded), spaced, bool[:P] (true with probability P, 0.5 by
  * default), boolrow:P (the same with the first row all false); "" means `fallback`, another
  * spec. False for a spec it does not know.
  */
@@ -94,6 +124,8 @@ static inline bool test_fill(f8_rt_tensor *t, const char *spec, const char *fall
 		spec = fallback;
 	if (strncmp(spec, "topk:", 5) == 0) {
 		test_fill_topk(t, strtoll(spec + 5, NULL, 10));
+	} else if (strncmp(spec, "graded:", 7) == 0) {
+		return test_fill_graded(t, strtoll(spec + 7, NULL, 10));
 	} else if (strcmp(spec, "spaced") == 0) {
 		test_fill_spaced(t);
 	} else if (strncmp(spec, "list:", 5) == 0) {

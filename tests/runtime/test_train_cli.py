@@ -187,6 +187,17 @@ def test_errors(f8c, model, data, work, seed, ckpt):
                                            "--seq-length", "16")),
                    "a global batch that is not a multiple of the micro batch",
                    ["--global-batch-size", "multiple"])
+    def warmup(iters, warmup_iters, decay_iters):
+        args = train_args(model, data, metrics, seed, iters, *SMALL, "--lr-decay-iters",
+                          str(decay_iters))
+        args[args.index("--lr-warmup-iters") + 1] = str(warmup_iters)
+        return f8c_run(f8c, args)
+    expect_refusal(warmup(10, 40, 30), "a warmup past the decay",
+                   ["--lr-warmup-iters", "--lr-decay-iters"])
+    # A run that stops inside the warmup is a run: the schedule is the decay's, not the run's.
+    short = warmup(2, 20, 200)
+    check(short.returncode == 0, "(d) a run of 2 iterations inside a warmup of 20 is accepted",
+          short.stdout + short.stderr)
     missing = os.path.join(work, "no-such-tokens.bin")
     expect_refusal(f8c_run(f8c, train_args(model, missing, metrics, seed, 10, *SMALL)),
                    "a missing data file", [missing])
