@@ -81,7 +81,7 @@ f8_status f8_frontend_load(const char *path, const f8_frontend_options *options,
 	if (onnx) // binds dims as it reads the inputs, so shape arithmetic folds to constants
 		status = f8_onnx_import(path, options->dims, options->n_dims, &graph, diag);
 	else if (has_extension(path, ".json"))
-		status = f8_json_model_load(path, &graph, diag);
+		status = f8_json_model_load(path, options->vocab_multiple, &graph, diag);
 	else
 		status = f8_text_parse_file(path, &graph, diag);
 	if (!status && !onnx && options->n_dims)

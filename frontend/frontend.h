@@ -16,6 +16,8 @@ typedef struct f8_frontend_options {
 	const f8_dim_binding *dims; // (n_dims) sizes to bind; a name the model lacks is an error
 	uint32_t n_dims;
 	uint64_t seed;              // for models whose weights f8c makes up (JSON descriptions)
+	int64_t vocab_multiple;     // JSON descriptions: --make-vocab-size-divisible-by; 0: the
+				    // description's own (by default Megatron-LM's 128)
 } f8_frontend_options;
 
 /*

@@ -27,6 +27,7 @@ typedef struct request {
 	bool json, help;
 	int64_t micro_batch_size; // binds `batch`
 	int64_t seq_length;       // binds `seq`; 0: the model's own
+	int64_t vocab_multiple;   // --make-vocab-size-divisible-by; 0: the description's
 	f8_dim_binding dims[MAX_DIMS];
 	uint32_t n_dims;
 	// What load bound besides --dim, for the heading: 0 where the model has no such size.
@@ -68,11 +69,13 @@ static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_AC
 
 static void print_usage(FILE *out) {
 	fprintf(out, "usage: f8c audit MODEL [--json] [--micro-batch-size N] [--seq-length N] "
-		     "[--dim NAME=N]... [--bf16] [FP8 options]\n"
+		     "[--dim NAME=N]... [--make-vocab-size-divisible-by N] [--bf16] [FP8 options]\n"
 		     "  --json              one JSON document instead of the table\n"
 		     "  --micro-batch-size  binds the model's batch size (default 1)\n"
 		     "  --seq-length        binds its sequence length (default: the model's own)\n"
-		     "  --dim NAME=N        binds any other symbolic size\n");
+		     "  --dim NAME=N        binds any other symbolic size\n"
+		     "  --make-vocab-size-divisible-by N  pads a JSON model's vocabulary to a "
+		     "multiple of N (128; 1: none)\n");
 }
 
 static int usage(const char *problem) {
@@ -108,6 +111,11 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 			int64_t *field = arg[2] == 'm' ? &r->micro_batch_size : &r->seq_length;
 			if (!has_value || !f8_tool_parse_int(argv[++i], 1, INT32_MAX, field))
 				return usage("--micro-batch-size and --seq-length need a positive integer");
+		} else if (strcmp(arg, "--make-vocab-size-divisible-by") == 0) {
+			if (!has_value ||
+			    !f8_tool_parse_int(argv[++i], 1, INT32_MAX, &r->vocab_multiple))
+				return usage("--make-vocab-size-divisible-by needs a positive "
+					     "integer");
 		} else if (strcmp(arg, "--dim") == 0) {
 			if (!has_value || r->n_dims == MAX_DIMS ||
 			    !f8_tool_parse_dim_binding(argv[++i], &r->dims[r->n_dims++]))
@@ -142,7 +150,8 @@ static bool has_symbol(const f8_graph *graph, const char *name) {
 
 /* Loads the model with the user's --dim, then binds batch and seq where it has them. */
 static f8_status load(request *r, f8_graph **graph, f8_diag *diag) {
-	f8_frontend_options options = {.dims = r->dims, .n_dims = r->n_dims};
+	f8_frontend_options options = {.dims = r->dims, .n_dims = r->n_dims,
+				       .vocab_multiple = r->vocab_multiple};
 	f8_status status = f8_tool_load_model(r->model, &options, graph, diag);
 	if (status)
 		return status;
@@ -330,6 +339,9 @@ static void print_text(const request *q, const f8_fp8_options *o, bool bf16, con
 		printf("; --bf16: BF16 activations and high-precision GEMMs, f32 master weights, "
 		       "moments and main_grad");
 	printf("\n");
+	char padding[200];
+	if (f8_tool_vocab_padding(q->model, q->vocab_multiple, padding, sizeof padding))
+		printf("f8c audit: %s\n", padding);
 	printf("%4s  %-*s  %-5s  %-18s  %s\n", "#", width, "scope", "gemm", "m x n x k",
 	       "operands: format recipe granularity, or DTYPE: why high precision");
 	for (uint32_t i = 0; i < n_rows; i++)
@@ -398,6 +410,13 @@ static json_t *audit_json(const request *q, const f8_fp8_options *o, bool bf16, 
 		(json_int_t)s->slots[1], table_names[2], (json_int_t)s->slots[2],
 		"per_tensor_amaxes", (json_int_t)s->per_tensor_amaxes, "amax_allreduce_bytes",
 		(json_int_t)(4 * s->per_tensor_amaxes));
+	char padding[200];
+	bool padded = f8_tool_vocab_padding(q->model, q->vocab_multiple, padding, sizeof padding);
+	if (root && json_object_set_new(root, "vocab_padding",
+					padded ? json_string(padding) : json_null())) {
+		json_decref(root);
+		root = NULL;
+	}
 	for (uint32_t i = 0; root && i < n_rows; i++) {
 		json_t *entry = row_json(i, &rows[i]);
 		if (!entry || json_array_append_new(gemms, entry)) {
@@ -416,7 +435,8 @@ static json_t *audit_json(const request *q, const f8_fp8_options *o, bool bf16, 
 static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	if (fp8->given || q->n_dims || q->seq_length || q->micro_batch_size != 1) {
+	if (fp8->given || q->n_dims || q->seq_length || q->vocab_multiple ||
+	    q->micro_batch_size != 1) {
 		fprintf(stderr, "f8c audit: %s is a plan: its sizes and FP8 options are compiled in\n"
 			"HINT: drop them, or audit the model instead\n", q->model);
 		return 2;

@@ -3,14 +3,14 @@
  */
 #include "tools/compile.h" // f8_tool_compile_training, f8_tool_plan_make
 
-#include <stdio.h>  // FILE, fopen
+#include <stdio.h>  // FILE, fopen, snprintf
 #include <string.h> // strrchr, strcmp
 
 #include "codegen/nvptx.h"     // f8_nvptx_compile
 #include "codegen/program.h"   // f8_codegen_program_create
 #include "codegen/target.h"    // f8_codegen_target_table_for
 #include "frontend/frontend.h" // f8_frontend_load, f8_frontend_bind_dims
-#include "frontend/json/model_json.h" // f8_json_model_config_read
+#include "frontend/json/model_json.h" // f8_json_model_config_read, f8_json_model_padded_vocab
 #include "ir/alloc.h"          // f8_calloc, f8_free
 #include "ir/arena.h"          // f8_arena_alloc_array, f8_arena_strdup
 #include "passes/pipeline.h"   // f8_pipeline_run_with
@@ -31,21 +31,41 @@ f8_status f8_tool_bind_dims(f8_graph *graph, const f8_dim_binding *dims, uint32_
 	return f8_frontend_bind_dims(graph, dims, n_dims, diag);
 }
 
-int64_t f8_tool_described_seq(const char *path) {
+/* The JSON model description at `path` into *config; false for another kind of model or a
+ * file that does not read. */
+static bool read_description(const char *path, f8_json_model_config *config) {
 	const char *dot = strrchr(path, '.');
 	FILE *file = dot && strcmp(dot, ".json") == 0 ? fopen(path, "rb") : NULL;
 	if (!file)
-		return 0;
+		return false;
 	char *text = f8_malloc(F8_JSON_MODEL_MAX_BYTES + 1);
 	size_t len = text ? fread(text, 1, F8_JSON_MODEL_MAX_BYTES + 1, file) : 0;
 	fclose(file);
-	f8_json_model_config config;
-	int64_t seq = 0;
-	if (text && len <= F8_JSON_MODEL_MAX_BYTES &&
-	    !f8_json_model_config_read(text, len, path, &config, NULL))
-		seq = config.seq;
+	bool read = text && len <= F8_JSON_MODEL_MAX_BYTES &&
+		    !f8_json_model_config_read(text, len, path, config, NULL);
 	f8_free(text);
-	return seq;
+	return read;
+}
+
+int64_t f8_tool_described_seq(const char *path) {
+	f8_json_model_config config;
+	return read_description(path, &config) ? config.seq : 0;
+}
+
+bool f8_tool_vocab_padding(const char *path, int64_t vocab_multiple, char *line, size_t size) {
+	f8_json_model_config config;
+	if (!read_description(path, &config))
+		return false;
+	if (vocab_multiple > 0)
+		config.vocab_multiple = vocab_multiple;
+	int64_t padded = f8_json_model_padded_vocab(&config);
+	if (padded == config.vocab)
+		return false;
+	snprintf(line, size, "padded vocab (size: %lld) with %lld dummy tokens (new size: %lld), "
+		 "--make-vocab-size-divisible-by %lld: the head's GEMMs get aligned rows",
+		 (long long)config.vocab, (long long)(padded - config.vocab), (long long)padded,
+		 (long long)config.vocab_multiple);
+	return true;
 }
 
 f8_status f8_tool_run_passes(f8_graph *graph, const char *after, bool verify,
@@ -96,7 +116,7 @@ static f8_status compile_model(const f8_tool_compile_options *compile, uint64_t 
 			       f8_graph **out, f8_diag *diag) {
 	*out = NULL;
 	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
-				       .seed = seed};
+				       .seed = seed, .vocab_multiple = compile->vocab_multiple};
 	f8_pipeline_options passes = {.training = training, .fp8 = compile->fp8,
 				      .bf16 = compile->bf16, .target = compile->target};
 	f8_graph *graph = NULL;

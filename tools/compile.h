@@ -33,6 +33,7 @@ typedef struct f8_tool_compile_options {
 				       // f8_tool_optimizer)
 	const f8_fp8_options *fp8;     // --fp8-format ...: FP8; NULL: no FP8
 	bool bf16;                     // --bf16: the forward in BF16 over f32 master weights
+	int64_t vocab_multiple;        // --make-vocab-size-divisible-by; 0: the description's
 	// The chip's table (codegen/target.h); NULL: the FP8 options' --target, else sm_90.
 	// Lets a caller compile a plan without FP8 for cpu (the oracle's own plan).
 	const f8_target_table *target;
@@ -60,6 +61,11 @@ f8_status f8_tool_bind_dims(f8_graph *graph, const f8_dim_binding *dims, uint32_
 /* The sequence length a JSON model description declares, or 0 (another kind of model, or a
  * file that does not read). */
 int64_t f8_tool_described_seq(const char *path);
+
+/* When the JSON description at `path` pads its vocabulary (to a multiple of `vocab_multiple`,
+ * 0: the description's own, by default 128), the line saying so, in Megatron-LM's words, into
+ * `line` (`size` bytes), and true; false for no padding or another kind of model. */
+bool f8_tool_vocab_padding(const char *path, int64_t vocab_multiple, char *line, size_t size);
 
 /* The pipeline through `after` (NULL: every pass) for `options`, whose target table the driver
  * fills from options->fp8 (codegen/target.h) when it has none (f8_pipeline_run_with). */

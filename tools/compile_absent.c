@@ -40,6 +40,11 @@ int64_t f8_tool_described_seq(const char *path) {
 	return 0;
 }
 
+bool f8_tool_vocab_padding(const char *path, int64_t vocab_multiple, char *line, size_t size) {
+	(void)path, (void)vocab_multiple, (void)line, (void)size;
+	return false;
+}
+
 f8_status f8_tool_run_passes(f8_graph *graph, const char *after, bool verify,
 			     const f8_pipeline_options *options, FILE *report, f8_diag *diag) {
 	(void)graph, (void)after, (void)verify, (void)options, (void)report;

@@ -112,6 +112,10 @@ static f8_status compile(f8_tool_train_args *options, bool inference, bool seed_
 	double codegen = seconds_since(&start) - passes;
 	if (!status)
 		status = f8_plan_write(output, plan, diag);
+	char padding[200];
+	if (!status && f8_tool_vocab_padding(config->model, compiled->vocab_multiple, padding,
+					     sizeof padding))
+		printf("f8c compile: %s\n", padding);
 	if (!status)
 		printf("f8c compile: %s: %u nodes, %u fused groups, %u distinct kernels, %zu bytes of "
 		       "PTX; passes %.2f s, codegen %.2f s, %.2f s in all\n", output, nodes, groups,

@@ -9,7 +9,7 @@ Two runs of `f8c train PLAN --device cuda`, one after the other:
     load), so at least 20 iterations count;
   - PROFILED iterations with --profile (every launch timed by CUDA events, no CUDA graphs):
     the share of the step's time in the GEMMs by precision, attention, the generated kernels
-    by family, and idle; the device memory's peak (cuMemGetInfo at each run's end) and what
+    by family, and idle, and the 25 launches (the layers' alike summed) with the most time; the device memory's peak (cuMemGetInfo at each run's end) and what
     f8c's own buffers came to.
 Prints one JSON object (and writes it to WORK/bench.json): the plan, tokens/s, the step time,
 the GEMM FLOPs the plan counts per second (and against the H200's dense BF16 datasheet peak,
@@ -73,6 +73,10 @@ def main(f8c, plan, tokens, work):
         "f8c_peak_gib": round(breakdown["f8c_peak_bytes"] / 2**30, 2),
         "idle_share": round(breakdown["idle_ms_per_step"] / breakdown["wall_ms_per_step"], 4),
         "shares": {c["name"]: round(c["share"], 4) for c in breakdown["categories"]},
+        # The launches with the most time, the layers' alike summed (profile.h's "top").
+        "top": [{"what": f'{t["category"]}: {t["name"]} x{t["items"]}',
+                 "ms_per_step": round(t["ms_per_step"], 3), "share": round(t["share"], 4)}
+                for t in breakdown.get("top", [])[:25]],
         "estimates": estimates,
     }
     json.dump(result, open(os.path.join(work, "bench.json"), "w"), indent=1)

@@ -16,7 +16,10 @@
 #     `resume`: checkpoints GPU -> CPU -> GPU and a bit-exact resume with --deterministic
 #     (gpu_compare.py resume, on gpt-tiny --bf16 and FP8 delayed); `bench`: tokens/s, peak
 #     memory and where the step's time goes for gpt2-124m (16 x 1024) and gpt-1.3b (8 x 2048)
-#     in --bf16 and FP8 (tools/gpu_bench.py; not part of `all`: run it alone).
+#     in --bf16 and FP8 (tools/gpu_bench.py; not part of `all`: run it alone); `torch` (or
+#     `torch-gpt2-124m`, `torch-gpt-1.3b`, one model each): PyTorch's step of the same models
+#     (tools/bench_torch.py) in BF16 eager, BF16 under torch.compile and FP8 (torch._scaled_mm,
+#     tensorwise) under torch.compile, the baseline bench's figures are set against.
 #     `ops`: the backend test table's cases (tests/runtime/test_backend_ops.c, written here as
 #     plans by the full build) on the CUDA backend against the CPU reference's stored outputs.
 #
@@ -44,7 +47,9 @@ cmake --build "$folder/runtime" --target backend_ops_cuda -- -j 2 >/dev/null
 rm -rf "$carry"
 mkdir -p "$carry/plans"
 cp "$folder/runtime/f8c" "$root/build/tests/gpu/gemm_check" "$root/build/tests/gpu/attention_check" \
-	"$root/tools/gpu_compare.py" "$root/tools/gpu_bench.py" "$carry/"
+	"$root/tools/gpu_compare.py" "$root/tools/gpu_bench.py" "$root/tools/bench_torch.py" "$carry/"
+mkdir -p "$carry/models"
+cp "$root/models/gpt2-124m.json" "$root/models/gpt-1.3b.json" "$carry/models/"
 f8c=$root/build/f8c
 "$f8c" tokenize "$root/data/fp8-notes.txt" -o "$carry/tokens.bin" >/dev/null
 # The backend test table's cases: small graphs, their PTX, leaves and references, 5 MB of
@@ -98,7 +103,9 @@ mixtral-tiny-bf16 mixtral-tiny $small --bf16
 mixtral-tiny-top4-bf16 $folder/mixtral-tiny-top4.json $small --bf16
 PLANS
 
-# The benchmark plans: the models of issue 15's figures, compiled as f8c trains them.
+# The benchmark plans: the models of issue 15's figures, compiled as f8c trains them, and two
+# with the vocabulary unpadded (50257 rows: the head's GEMMs on unaligned rows), to show what
+# the padding is worth.
 mkdir -p "$carry/bench"
 bench="--lr 3e-4 --min-lr 3e-5 --lr-decay-style cosine --lr-decay-iters 1000 --weight-decay 0.1 \
 --adam-beta2 0.95 --clip-grad 1.0 --bf16"
@@ -119,6 +126,8 @@ gpt2-124m-current gpt2-124m 16 1024 --fp8-format hybrid --fp8-recipe current
 gpt-1.3b-bf16 gpt-1.3b 8 2048
 gpt-1.3b-delayed gpt-1.3b 8 2048 --fp8-format hybrid --fp8-recipe delayed
 gpt-1.3b-current gpt-1.3b 8 2048 --fp8-format hybrid --fp8-recipe current
+gpt2-124m-bf16-vocab50257 gpt2-124m 16 1024 --make-vocab-size-divisible-by 1
+gpt-1.3b-delayed-vocab50257 gpt-1.3b 8 2048 --fp8-format hybrid --fp8-recipe delayed --make-vocab-size-divisible-by 1
 BENCH
 
 cp /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 /lib/x86_64-linux-gnu/libjansson.so.4 \
@@ -143,15 +152,16 @@ summary=$out/summary.txt
 		tr '\n' ' '
 	echo
 } >"$summary"
-check() { # NAME COMMAND...: runs it, logs it, one line in the summary
-	name=$1
+check() { # NAME COMMAND...: runs it, logs it, one line in the summary (sh has no locals:
+	# the variables are check_*, so that a caller's $name survives)
+	check_name=$1
 	shift
-	start=$(date +%s)
-	if "$@" >"$out/$name.log" 2>&1; then result=passed; else result="FAILED ($?)"; fi
-	echo "$name: $result in $(($(date +%s) - start)) s" >>"$summary"
+	check_start=$(date +%s)
+	if "$@" >"$out/$check_name.log" 2>&1; then check_result=passed; else check_result="FAILED ($?)"; fi
+	echo "$check_name: $check_result in $(($(date +%s) - check_start)) s" >>"$summary"
 }
-# The arguments: what to run (modules ops steps sanitize resume curves curves-gpu bench; default
-# all but curves-gpu and bench), so that a short lease can split them.
+# The arguments: what to run (modules ops steps sanitize resume curves curves-gpu bench torch
+# torch-MODEL; default all but curves-gpu, bench and torch), so that a short lease can split them.
 want=" ${*:-all} "
 runs() { [ "$want" = " all " ] || case $want in *" $1 "*) true ;; *) false ;; esac; }
 if runs modules; then
@@ -195,6 +205,16 @@ done
 	check "bench-$name" python3 "$here/gpu_bench.py" "$here/f8c" "$plan" "$here/tokens.bin" \
 		"/tmp/f8c-bench-$name"
 	tail -n 1 "$out/bench-$name.log" >"$out/bench-$name.json" # gpu_bench.py's last line
+done
+# `torch`: PyTorch's baselines of the bench models, each mode a process of its own.
+for model in gpt2-124m gpt-1.3b; do
+	[ "$want" != " all " ] && { runs torch || runs "torch-$model"; } || continue
+	case $model in gpt2-124m) shape="--batch 16 --seq 1024" ;; *) shape="--batch 8 --seq 2048" ;; esac
+	for mode in bf16-eager bf16-compile fp8-compile; do
+		# shellcheck disable=SC2086 # the shape's words
+		check "torch-$model-$mode" python3 "$here/bench_torch.py" "$here/models/$model.json" \
+			"$here/tokens.bin" $shape --mode "$mode" --out "$out/torch-$model-$mode.json"
+	done
 done
 # `curves-gpu`: the GPU half of curves alone (gpu_compare.py curve-gpu), into $out/curve-RECIPE/,
 # for `gpu_compare.py curve-against` here: the device machine's CPU takes minutes per recipe.

@@ -81,6 +81,9 @@ static const option options[] = {
 	 "generated (the fused groups' kernels, default) or reference (node by node)", RUN},
 	{"device", DEVICE, 0, 0, "cpu (the reference backend, default) or cuda (GPU 0)", RUN},
 	{"dim", DIM, 0, 0, "NAME=N: a size the model needs besides batch and seq", COMPILED},
+	{"make-vocab-size-divisible-by", INT,
+	 COMPILE_FIELD | offsetof(f8_tool_compile_options, vocab_multiple), 1,
+	 "pad a JSON model's vocabulary to a multiple of N (128; 1: none)", COMPILED},
 	{"config", CONFIG, 0, 0, "a JSON file with any of these options as keys", COMPILED},
 };
 
@@ -484,9 +487,15 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	// The schedule as the options are now (f8c calibrate changes some after parsing).
 	f8_training_options optimizer = f8_tool_optimizer(&args->compile, &args->config);
 	args->config.schedule = f8_tool_schedule(&optimizer);
-	if (!args->config.graph && !(status = f8_train_check_config(&args->config, diag)))
+	if (!args->config.graph && !(status = f8_train_check_config(&args->config, diag))) {
 		status = f8_tool_compile_training(&args->compile, &args->config, &args->compiled,
 						  diag);
+		char padding[200];
+		if (!status && f8_tool_vocab_padding(args->compile.model,
+						     args->compile.vocab_multiple, padding,
+						     sizeof padding))
+			fprintf(stderr, "f8c %s: %s\n", args->command->name, padding);
+	}
 	if (!status && !args->config.graph)
 		args->config.graph = args->compiled;
 	if (!status && !args->backend)

@@ -9,6 +9,8 @@
  *            or x + Reshape(MoECombine(GroupedLinear(act(GroupedLinear(MoEDispatch(...))))))
  *   final norm -> head Linear (embed.weight when tied) -> logits (batch, seq, vocab)
  *
+ * vocab is the padded vocabulary (f8_json_model_padded_vocab): Megatron-LM's dummy tokens.
+ *
  * Rotary tables are computed once, in the graph, by the chain torch.onnx writes for Llama:
  * Range(seq) -> Cast -> times a constant inv_freq, broadcast -> Concat(freqs, freqs) -> Cos, Sin.
  * Names follow PyTorch modules: parameter `layers.3.attn.qkv.weight`, node scope
@@ -33,6 +35,7 @@ typedef struct builder {
 	f8_status status;       // the first failure; once set, every step does nothing
 	f8_dim batch, seq;      // the symbolic sizes
 	int64_t head_dim;       // hidden / heads
+	int64_t vocab_rows;     // the embedding's and the head's rows: the padded vocabulary
 	char prefix[32];        // "layers.3" inside layer 3, "" outside any layer
 	f8_value_id cos, sin;   // rotary tables (seq, head_dim), F8_NONE without rope
 } builder;
@@ -347,7 +350,7 @@ static void declare_tokens(builder *b, f8_value_id *tokens) {
 static f8_value_id embeddings(builder *b, f8_value_id tokens, f8_value_id *embed_weight) {
 	const f8_json_model_config *config = b->config;
 	const char *at = scope(b, "embed");
-	*embed_weight = param(b, at, "weight", 2, (const int64_t[]){config->vocab, config->hidden});
+	*embed_weight = param(b, at, "weight", 2, (const int64_t[]){b->vocab_rows, config->hidden});
 	f8_value_id x = node(b, F8_OP_EMBEDDING, at, "embed", IN(tokens, *embed_weight), NO_ATTRS);
 	if (config->pos != F8_JSON_POS_LEARNED)
 		return x;
@@ -365,9 +368,9 @@ static f8_value_id head(builder *b, f8_value_id x, f8_value_id embed_weight) {
 	const f8_json_model_config *config = b->config;
 	f8_value_id h = norm(b, "final_norm", x);
 	const char *at = scope(b, "head");
-	f8_value_id weight = config->tie_embeddings
-				     ? embed_weight
-				     : param(b, at, "weight", 2, (const int64_t[]){config->vocab, config->hidden});
+	const int64_t dims[] = {b->vocab_rows, config->hidden};
+	f8_value_id weight = config->tie_embeddings ? embed_weight
+						    : param(b, at, "weight", 2, dims);
 	return node(b, F8_OP_LINEAR, at, "logits", IN(h, weight), NO_ATTRS);
 }
 
@@ -395,6 +398,7 @@ f8_status f8_json_model_build(const f8_json_model_config *config, f8_graph **out
 	assert(config->heads > 0 && config->hidden % config->heads == 0);
 	*out = NULL;
 	builder b = {.config = config, .diag = diag, .head_dim = config->hidden / config->heads,
+		     .vocab_rows = f8_json_model_padded_vocab(config),
 		     .cos = F8_NONE, .sin = F8_NONE};
 	if (f8_graph_create(config->name, &b.graph))
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory creating the graph");

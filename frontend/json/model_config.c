@@ -41,6 +41,8 @@
 	X(BIAS, "bias", "whether projections and norms have biases", "true")                 \
 	X(TIE_EMBEDDINGS, "tie_embeddings", "whether the head reads embed.weight", "true")   \
 	X(DTYPE, "dtype", "the parameters' element type", "\"f32\"")                         \
+	X(VOCAB_MULTIPLE, "make_vocab_size_divisible_by",                                     \
+	  "the multiple the vocabulary is padded to", "128")                                 \
 	X(COMMENT, "comment", "free text for people, ignored", "\"from the paper\"")
 
 typedef enum field {
@@ -384,6 +386,7 @@ static void set_arch_defaults(f8_json_arch arch, f8_json_model_config *config) {
 	config->bias = gpt;
 	config->tie_embeddings = gpt;
 	config->dtype = F8_DTYPE_F32;
+	config->vocab_multiple = F8_JSON_VOCAB_MULTIPLE_DEFAULT;
 }
 
 /* Reads given field `f` (not arch) over the defaults in *config. */
@@ -395,6 +398,8 @@ static f8_status read_field(reader *r, field f, f8_json_model_config *config) {
 		return read_size(r, f, F8_JSON_MODEL_MAX_SIZE, &config->vocab);
 	case FIELD_SEQ:
 		return read_size(r, f, F8_JSON_MODEL_MAX_SIZE, &config->seq);
+	case FIELD_VOCAB_MULTIPLE:
+		return read_size(r, f, F8_JSON_MODEL_MAX_SIZE, &config->vocab_multiple);
 	case FIELD_LAYERS:
 		return read_size(r, f, F8_JSON_MODEL_MAX_LAYERS, &config->layers);
 	case FIELD_HIDDEN:
@@ -647,4 +652,9 @@ f8_status f8_json_model_config_read(const char *text, size_t len, const char *fi
 		status = read_document(&r, config);
 	release_document(&r);
 	return status;
+}
+
+int64_t f8_json_model_padded_vocab(const f8_json_model_config *config) {
+	int64_t multiple = config->vocab_multiple > 0 ? config->vocab_multiple : 1;
+	return (config->vocab + multiple - 1) / multiple * multiple;
 }

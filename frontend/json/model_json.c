@@ -10,12 +10,16 @@
 
 #include "ir/alloc.h" // f8_malloc, f8_realloc, f8_free
 
-f8_status f8_json_model_parse(const char *text, size_t len, const char *filename, f8_graph **out,
-			      f8_diag *diag) {
+f8_status f8_json_model_parse(const char *text, size_t len, const char *filename,
+			      int64_t vocab_multiple, f8_graph **out, f8_diag *diag) {
 	*out = NULL;
 	f8_json_model_config config;
 	f8_status status = f8_json_model_config_read(text, len, filename, &config, diag);
-	return status ? status : f8_json_model_build(&config, out, diag);
+	if (status)
+		return status;
+	if (vocab_multiple > 0)
+		config.vocab_multiple = vocab_multiple;
+	return f8_json_model_build(&config, out, diag);
 }
 
 /*
@@ -66,14 +70,15 @@ static f8_status read_file(const char *path, char **text, size_t *len, f8_diag *
 	return F8_OK;
 }
 
-f8_status f8_json_model_load(const char *path, f8_graph **out, f8_diag *diag) {
+f8_status f8_json_model_load(const char *path, int64_t vocab_multiple, f8_graph **out,
+			     f8_diag *diag) {
 	*out = NULL;
 	char *text;
 	size_t len;
 	f8_status status = read_file(path, &text, &len, diag);
 	if (status)
 		return status;
-	status = f8_json_model_parse(text, len, path, out, diag);
+	status = f8_json_model_parse(text, len, path, vocab_multiple, out, diag);
 	f8_free(text);
 	return status;
 }

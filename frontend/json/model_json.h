@@ -100,7 +100,18 @@ typedef struct f8_json_model_config {
 	bool bias;              // biases on the attention and MLP projections (and LayerNorm)
 	bool tie_embeddings;    // the output head reads embed.weight
 	f8_dtype dtype;         // the parameters' element type: f32 or bf16
+	// Megatron-LM's make_vocab_size_divisible_by (default 128): the embedding and the head
+	// have vocab rounded up to a multiple of this many rows (f8_json_model_padded_vocab), so
+	// that the head's GEMMs, whose rows are vocabulary-long, get aligned rows and fast
+	// kernels. The rows past vocab are dummy tokens no id names (Megatron-LM's "padded vocab
+	// with N dummy tokens"); their logits count in the softmax, as in Megatron-LM. 1: none.
+	int64_t vocab_multiple;
 } f8_json_model_config;
+
+enum { F8_JSON_VOCAB_MULTIPLE_DEFAULT = 128 }; // Megatron-LM's --make-vocab-size-divisible-by
+
+/* The embedding's and the head's rows: vocab rounded up to a multiple of vocab_multiple. */
+int64_t f8_json_model_padded_vocab(const f8_json_model_config *config);
 
 /*
  * Reads the JSON description `text` (`len` bytes; `filename` names it in diagnostics and, when
@@ -124,13 +135,16 @@ f8_status f8_json_model_build(const f8_json_model_config *config, f8_graph **out
 
 /*
  * Builds the forward graph described by the JSON `text` (`len` bytes; `filename` names it in
- * diagnostics). On success *out owns the graph, types inferred; on failure *out is NULL and
- * `diag` names the JSON line:column and the field at fault.
+ * diagnostics), its vocabulary padded to a multiple of `vocab_multiple` (0: what the
+ * description says, by default 128; a command line's --make-vocab-size-divisible-by). On
+ * success *out owns the graph, types inferred; on failure *out is NULL and `diag` names the
+ * JSON line:column and the field at fault.
  */
-f8_status f8_json_model_parse(const char *text, size_t len, const char *filename, f8_graph **out,
-			      f8_diag *diag);
+f8_status f8_json_model_parse(const char *text, size_t len, const char *filename,
+			      int64_t vocab_multiple, f8_graph **out, f8_diag *diag);
 
 /* f8_json_model_parse on the contents of the file at `path` (at most F8_JSON_MODEL_MAX_BYTES). */
-f8_status f8_json_model_load(const char *path, f8_graph **out, f8_diag *diag);
+f8_status f8_json_model_load(const char *path, int64_t vocab_multiple, f8_graph **out,
+			     f8_diag *diag);
 
 #endif

@@ -545,9 +545,12 @@ static f8_status run_group(f8_backend *backend, uint32_t g, const f8_tensor_view
 	f8_node_id first = first_member(cuda->graph, g);
 	if (first != F8_NONE)
 		enter_range(cuda, &cuda->graph->nodes[first]);
+	const char *made = first != F8_NONE && cuda->graph->nodes[first].n_outputs
+				   ? cuda->graph->values[cuda->graph->nodes[first].outputs[0]].name
+				   : cuda->graph->groups[g].name;
 	f8_status status = cuda->profile ? f8_cuda_profile_start(
-		cuda->profile, cuda->stream, cuda->families[cuda->graph->groups[g].family], diag)
-					 : F8_OK;
+		cuda->profile, cuda->stream, cuda->families[cuda->graph->groups[g].family], g, made,
+		diag) : F8_OK;
 	if (!status && group->scratch_bytes)
 		status = f8_cuda_memset_async(cuda->scratch + group->scratch_at[0], 0,
 					      group->scratch_bytes, cuda->stream, diag);
@@ -625,9 +628,12 @@ static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_vi
 	operands(cuda, node, views);
 	enter_range(cuda, node);
 	const char *what = NULL;
-	f8_status status = cuda->profile ? f8_cuda_profile_start(cuda->profile, cuda->stream,
-								 category_of(cuda, node), diag)
-					 : F8_OK;
+	const char *made = node->n_outputs ? cuda->graph->values[node->outputs[0]].name : NULL;
+	f8_status status = cuda->profile
+				   ? f8_cuda_profile_start(cuda->profile, cuda->stream,
+							   category_of(cuda, node),
+							   cuda->graph->n_groups + id, made, diag)
+				   : F8_OK;
 	if (!status)
 		status = issue_node(cuda, id, views, &what, diag);
 	if (!status && cuda->profile)

@@ -6,8 +6,9 @@
 
 #include "runtime/cuda/profile.h" // f8_cuda_profile
 
-#include <stdio.h>  // fprintf, snprintf
-#include <string.h> // strcmp
+#include <ctype.h>  // isdigit
+#include <stdio.h>  // fprintf, snprintf, fputs, fputc
+#include <string.h> // strcmp, strncmp, memset
 #include <time.h>   // clock_gettime
 
 #include "ir/alloc.h"            // f8_calloc, f8_realloc, f8_free
@@ -15,7 +16,10 @@
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 #include "runtime/executor.h"    // F8_PHASE_BIT
 
-enum { MAX_CATEGORIES = 64 };
+enum {
+	MAX_CATEGORIES = 64,
+	TOP_ITEMS = 40, // the file's list of the launches with the most time
+};
 
 typedef struct category_total {
 	const char *name;
@@ -23,15 +27,26 @@ typedef struct category_total {
 	uint64_t launches;
 } category_total;
 
-/* One timed launch of the run in progress: its events and category. */
+/* What one item (a node, a group) took in the counted steps. */
+typedef struct item_total {
+	const char *name; // NULL: never launched
+	uint32_t category;
+	double milliseconds;
+	uint64_t launches;
+} item_total;
+
+/* One timed launch of the run in progress: its events, category and item. */
 typedef struct timed {
 	CUevent start, stop;
 	uint32_t category;
+	uint32_t item;
 } timed;
 
 struct f8_cuda_profile {
 	category_total categories[MAX_CATEGORIES];
 	uint32_t n_categories;
+	item_total *items;        // (n_items) by the caller's item number
+	uint32_t n_items;
 	timed *launches;          // the run's, then reused: the events are made once
 	uint32_t n_launches, cap_launches, n_events_made;
 	bool open;                // a start without its stop yet
@@ -64,6 +79,7 @@ void f8_cuda_profile_destroy(f8_cuda_profile *profile) {
 		f8_cuda_event_destroy(profile->launches[i].stop);
 	}
 	f8_free(profile->launches);
+	f8_free(profile->items);
 	f8_free(profile);
 }
 
@@ -78,7 +94,16 @@ static uint32_t category_index(f8_cuda_profile *profile, const char *name) {
 }
 
 f8_status f8_cuda_profile_start(f8_cuda_profile *profile, CUstream stream, const char *category,
-				f8_diag *diag) {
+				uint32_t item, const char *name, f8_diag *diag) {
+	if (item >= profile->n_items) {
+		uint32_t n = item + 1 > 2 * profile->n_items ? item + 1 : 2 * profile->n_items;
+		item_total *grown = f8_realloc(profile->items, n * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory timing the step");
+		memset(grown + profile->n_items, 0, (n - profile->n_items) * sizeof *grown);
+		profile->items = grown;
+		profile->n_items = n;
+	}
 	if (profile->n_launches == profile->cap_launches) {
 		uint32_t cap = profile->cap_launches ? 2 * profile->cap_launches : 1024;
 		timed *grown = f8_realloc(profile->launches, cap * sizeof *grown);
@@ -102,6 +127,9 @@ f8_status f8_cuda_profile_start(f8_cuda_profile *profile, CUstream stream, const
 		profile->n_events_made++;
 	}
 	t->category = category_index(profile, category);
+	t->item = item;
+	profile->items[item].name = name ? name : category;
+	profile->items[item].category = t->category;
 	status = f8_cuda_event_record(t->start, stream, diag);
 	profile->open = !status;
 	return status;
@@ -133,6 +161,9 @@ f8_status f8_cuda_profile_run_end(f8_cuda_profile *profile, f8_diag *diag) {
 		category_total *c = &profile->categories[profile->launches[i].category];
 		c->milliseconds += ms;
 		c->launches++;
+		item_total *item = &profile->items[profile->launches[i].item];
+		item->milliseconds += ms;
+		item->launches++;
 	}
 	profile->n_launches = 0;
 	size_t free_bytes = 0, total = 0;
@@ -151,6 +182,80 @@ f8_status f8_cuda_profile_run_end(f8_cuda_profile *profile, f8_diag *diag) {
 		profile->counted_to = t;
 	}
 	return status;
+}
+
+/* Whether items a and b are alike: one category, and names equal but for the layer numbers
+ * ("layers.3.mlp.fc1" and "layers.17.mlp.fc1"). */
+static bool alike(const item_total *a, const item_total *b) {
+	if (a->category != b->category)
+		return false;
+	const char *x = a->name, *y = b->name;
+	while (*x && *y) {
+		bool at_layer = strncmp(x, "layers.", 7) == 0 && strncmp(y, "layers.", 7) == 0;
+		if (at_layer && isdigit((unsigned char)x[7]) && isdigit((unsigned char)y[7])) {
+			for (x += 7; isdigit((unsigned char)*x); x++) {
+			}
+			for (y += 7; isdigit((unsigned char)*y); y++) {
+			}
+			continue;
+		}
+		if (*x++ != *y++)
+			return false;
+	}
+	return *x == *y;
+}
+
+/* Writes `name` with each layer number as '*' (inside a JSON string: the names are the
+ * graph's value names, which hold no quote or backslash). */
+static void write_alike_name(FILE *out, const char *name) {
+	for (const char *c = name; *c;) {
+		if (strncmp(c, "layers.", 7) == 0 && isdigit((unsigned char)c[7])) {
+			fputs("layers.*", out);
+			for (c += 7; isdigit((unsigned char)*c); c++) {
+			}
+			continue;
+		}
+		if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+			fputc(*c, out);
+		c++;
+	}
+}
+
+/* The items with the most time, layers alike summed: their totals into `top` (at most
+ * TOP_ITEMS, the largest first), each with how many items it sums in *counts; the count. */
+static uint32_t top_items(const f8_cuda_profile *profile, item_total *top, uint32_t *counts) {
+	uint32_t n_top = 0;
+	item_total merged = {0};
+	bool *taken = f8_calloc(profile->n_items ? profile->n_items : 1, sizeof *taken);
+	if (!taken)
+		return 0;
+	for (uint32_t i = 0; i < profile->n_items; i++) {
+		if (taken[i] || !profile->items[i].name || !profile->items[i].launches)
+			continue;
+		merged = profile->items[i];
+		uint32_t count = 1;
+		for (uint32_t j = i + 1; j < profile->n_items; j++)
+			if (!taken[j] && profile->items[j].name && profile->items[j].launches &&
+			    alike(&profile->items[i], &profile->items[j])) {
+				taken[j] = true;
+				merged.milliseconds += profile->items[j].milliseconds;
+				merged.launches += profile->items[j].launches;
+				count++;
+			}
+		uint32_t at = n_top < TOP_ITEMS ? n_top++ : TOP_ITEMS;
+		if (at == TOP_ITEMS && merged.milliseconds <= top[TOP_ITEMS - 1].milliseconds)
+			continue;
+		if (at == TOP_ITEMS)
+			at = TOP_ITEMS - 1;
+		for (; at > 0 && top[at - 1].milliseconds < merged.milliseconds; at--) {
+			top[at] = top[at - 1];
+			counts[at] = counts[at - 1];
+		}
+		top[at] = merged;
+		counts[at] = count;
+	}
+	f8_free(taken);
+	return n_top;
 }
 
 f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path,
@@ -195,6 +300,20 @@ f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path
 	if (used >= 0 && (size_t)used < size)
 		snprintf(summary + used, size - (size_t)used, " idle %.0f%%",
 			 wall > busy ? 100 * (wall - busy) / wall : 0.0);
+	item_total top[TOP_ITEMS];
+	uint32_t counts[TOP_ITEMS];
+	uint32_t n_top = top_items(profile, top, counts);
+	fprintf(out, "\n  ],\n  \"top\": [");
+	for (uint32_t i = 0; i < n_top; i++) {
+		double ms = top[i].milliseconds / steps;
+		fprintf(out, "%s\n    {\"category\": \"%s\", \"name\": \"", i ? "," : "",
+			profile->categories[top[i].category].name);
+		write_alike_name(out, top[i].name);
+		fprintf(out, "\", \"items\": %u, \"ms_per_step\": %.4f, "
+			     "\"launches_per_step\": %.1f, \"share\": %.4f}", counts[i], ms,
+			top[i].launches / steps,
+			wall > 0 ? ms / wall : 0.0);
+	}
 	fprintf(out, "\n  ]\n}\n");
 	return f8_atomic_file_commit(file, diag);
 }

@@ -28,9 +28,12 @@ f8_status f8_cuda_profile_create(f8_cuda_profile **out, f8_diag *diag);
 void f8_cuda_profile_destroy(f8_cuda_profile *profile); // NULL allowed
 
 /* Around one launch (a kernel, a library call, a copy) queued on `stream`: `category` is a
- * static string ("gemm fp8", "kernels: norm"), compared by its contents. */
+ * static string ("gemm fp8", "kernels: norm"), compared by its contents; `item` numbers what
+ * was launched (a node, a group: the caller's numbering, the same each step) and `name` (which
+ * outlives the profile) says what it made ("layers.3.mlp.fc1"), for the file's list of the
+ * launches that took the most time, the layers' alike summed ("layers.*.mlp.fc1"). */
 f8_status f8_cuda_profile_start(f8_cuda_profile *profile, CUstream stream, const char *category,
-				f8_diag *diag);
+				uint32_t item, const char *name, f8_diag *diag);
 f8_status f8_cuda_profile_stop(f8_cuda_profile *profile, CUstream stream, f8_diag *diag);
 
 /* When a run (backend.h, run_begin's key: a phase mask) begins, and when it has ended and been
@@ -42,7 +45,8 @@ f8_status f8_cuda_profile_run_end(f8_cuda_profile *profile, f8_diag *diag);
 /*
  * Writes the totals as JSON to `path` (written whole or not at all): the steps counted, the
  * wall time per step, per category its time per step, launches per step and share of the wall
- * time, the idle time, the device memory's peak and `f8c_peak_bytes` (what f8c's buffers
+ * time, the TOP_ITEMS launches (by category and name, layers alike summed) with the most
+ * time per step, the idle time, the device memory's peak and `f8c_peak_bytes` (what f8c's buffers
  * came to). A one-line summary into `summary` (size bytes) for the console.
  */
 f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path,

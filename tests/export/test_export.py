@@ -92,6 +92,12 @@ def check_round_trip(name, description, model_path, config):
           f"{name}: {expected} primitive nodes left where patterns look", report)
 
 
+def padded_vocab(config):
+    """The logits' width: vocab padded to make_vocab_size_divisible_by (frontend/README.md)."""
+    multiple = config.get("make_vocab_size_divisible_by", 128)
+    return -(-config["vocab"] // multiple) * multiple
+
+
 def check_runtime(name, model_path, config, weights):
     """onnxruntime runs the model at two shapes; the logits are finite and the reference's."""
     session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
@@ -99,7 +105,8 @@ def check_runtime(name, model_path, config, weights):
     for batch, seq in ((2, 5), (1, config["seq"])):
         tokens = rng.integers(0, config["vocab"], size=(batch, seq), dtype=np.int64)
         logits = session.run(["logits"], {"tokens": tokens})[0]
-        check(logits.shape == (batch, seq, config["vocab"]) and np.isfinite(logits).all(),
+        rows = padded_vocab(config)
+        check(logits.shape == (batch, seq, rows) and np.isfinite(logits).all(),
               f"{name}: onnxruntime gives finite logits {batch}x{seq}", str(logits.shape))
         expected = reference.forward(config, weights, tokens)
         error = np.abs(logits - expected).max() / max(np.abs(expected).max(), 1e-6)
@@ -207,6 +214,9 @@ def random_config(rng, index):
               "pos": rng.choice(["learned", "rope"]),
               "bias": arch != "moe" and rng.random() < 0.5,
               "tie_embeddings": rng.random() < 0.5}
+    multiple = rng.choice([None, 1, 8, 64])  # None: the default, 128
+    if multiple:
+        config["make_vocab_size_divisible_by"] = multiple
     if arch == "moe":
         config["experts"] = rng.randrange(2, 5)
         config["top_k"] = rng.randrange(1, config["experts"] + 1)

@@ -59,7 +59,7 @@ static void test_rules(const char *source) {
 	snprintf(path, sizeof path, "%s/models/gpt-tiny.json", source);
 	f8_graph *graph;
 	f8_diag diag;
-	CHECK(f8_json_model_load(path, &graph, &diag) == F8_OK);
+	CHECK(f8_json_model_load(path, 0, &graph, &diag) == F8_OK);
 	if (!graph)
 		return;
 	CHECK(f8_weight_init_layers(graph) == 4);
@@ -152,9 +152,10 @@ int main(int argc, char **argv) {
 		f8_diag diag;
 		f8_status status;
 		if (i < 2)
-			status = f8_json_model_load(path, &graph, &diag);
+			status = f8_json_model_load(path, 0, &graph, &diag);
 		else
-			status = f8_json_model_parse(moe, sizeof moe - 1, "moe.json", &graph, &diag);
+			status = f8_json_model_parse(moe, sizeof moe - 1, "moe.json", 0, &graph,
+						     &diag);
 		CHECK(status == F8_OK);
 		if (!graph)
 			continue;

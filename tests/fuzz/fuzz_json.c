@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = NULL;
-	if (f8_json_model_parse((const char *)data, size, "fuzz.json", &graph, &diag) != F8_OK)
+	if (f8_json_model_parse((const char *)data, size, "fuzz.json", 0, &graph, &diag) != F8_OK)
 		return 0;
 	if (f8_graph_verify(graph, &diag) != F8_OK)
 		fail("a description that built does not verify", &diag);

@@ -88,7 +88,7 @@ static void test_errors(void) {
 	f8_diag diag;
 	f8_graph *graph = (f8_graph *)&config; // must come back NULL
 	f8_diag_clear(&diag);
-	CHECK(f8_json_model_parse("{}", 2, "empty.json", &graph, &diag) == F8_ERR_INVALID);
+	CHECK(f8_json_model_parse("{}", 2, "empty.json", 0, &graph, &diag) == F8_ERR_INVALID);
 	CHECK(graph == NULL && diag.hint[0] && strstr(diag.message, "\"arch\""));
 	size_t huge = (size_t)F8_JSON_MODEL_MAX_BYTES + 1;
 	char *big = malloc(huge);
@@ -98,7 +98,7 @@ static void test_errors(void) {
 		CHECK(f8_json_model_config_read(big, huge, "big.json", &config, &diag) == F8_ERR_INVALID);
 		free(big);
 	}
-	CHECK(f8_json_model_load("/no/such/model.json", &graph, &diag) == F8_ERR_IO && !graph);
+	CHECK(f8_json_model_load("/no/such/model.json", 0, &graph, &diag) == F8_ERR_IO && !graph);
 }
 
 /* Builds `text` and checks the graph: it verifies, and print -> parse -> print gives the same
@@ -107,7 +107,8 @@ static bool builds_and_round_trips(const char *text) {
 	f8_graph *graph, *again = NULL;
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	f8_status status = f8_json_model_parse(text, strlen(text), "combination.json", &graph, &diag);
+	f8_status status = f8_json_model_parse(text, strlen(text), "combination.json", 0, &graph,
+					       &diag);
 	if (status) {
 		printf("FAIL: %s\n  %s (%s)\n", text, diag.message, diag.node);
 		return false;
@@ -158,7 +159,7 @@ static bool answers(const char *text, size_t len) {
 	f8_graph *graph;
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	f8_status status = f8_json_model_parse(text, len, "variant.json", &graph, &diag);
+	f8_status status = f8_json_model_parse(text, len, "variant.json", 0, &graph, &diag);
 	f8_graph_destroy(graph);
 	return !status || (diag.message[0] && diag.line >= 1);
 }
@@ -198,7 +199,7 @@ static void check_allocation_failure(const char *path) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
 		test_fail_allocations_after(n);
-		f8_status status = f8_json_model_load(path, &graph, &diag);
+		f8_status status = f8_json_model_load(path, 0, &graph, &diag);
 		test_allocations_restore();
 		f8_graph_destroy(graph);
 		if (status == F8_OK)

@@ -1,7 +1,7 @@
 """The model zoo (models/*.json) through `f8c dump-ir --format json`: every model loads and
 verifies; its parameters are exactly those an independent reading of its description expects
 (names, shapes, dtype, and so the count, held against the published counts where there are
-some); every node has a scope and every layer its scopes; symbolic sizes bind with --dim; the
+some, less Megatron-LM's dummy tokens of the padded vocabulary); every node has a scope and every layer its scopes; symbolic sizes bind with --dim; the
 text form round-trips; and the 96-layer GPT-3 175B builds in well under a second.
 
 usage: test_models.py F8C_BINARY SOURCE_DIR
@@ -48,9 +48,17 @@ def settings(config):
         "kv_heads": config["heads"], "ffn": 4 * hidden if gpt else llama_ffn,
         "norm": "layernorm" if gpt else "rmsnorm", "act": "gelu_tanh" if gpt else "swiglu",
         "pos": "learned" if gpt else "rope", "bias": gpt, "tie_embeddings": gpt, "dtype": "f32",
+        "make_vocab_size_divisible_by": 128,
     }
     full.update(config)
     return full
+
+
+def padded_vocab(config):
+    """The embedding's and the head's rows: vocab rounded up to make_vocab_size_divisible_by."""
+    c = settings(config)
+    multiple = c["make_vocab_size_divisible_by"]
+    return -(-c["vocab"] // multiple) * multiple
 
 
 def expected_parameters(config):
@@ -59,7 +67,7 @@ def expected_parameters(config):
     hidden, heads, kv_heads, ffn = c["hidden"], c["heads"], c["kv_heads"], c["ffn"]
     head_dim = hidden // heads
     fc1 = 2 * ffn if c["act"] == "swiglu" else ffn
-    params = {"embed.weight": [c["vocab"], hidden]}
+    params = {"embed.weight": [padded_vocab(config), hidden]}
     if c["pos"] == "learned":
         params["pos_embed.weight"] = [c["seq"], hidden]
 
@@ -89,7 +97,7 @@ def expected_parameters(config):
             linear(f"{layer}.mlp.fc2", hidden, ffn)
     norm("final_norm")
     if not c["tie_embeddings"]:
-        params["head.weight"] = [c["vocab"], hidden]
+        params["head.weight"] = [padded_vocab(config), hidden]
     return params
 
 
@@ -130,8 +138,12 @@ def check_model(path):
     count = sum(math.prod(v["shape"]) for v in params.values())
     check(count == sum(math.prod(s) for s in expected.values()), f"{name}: {count:,} parameters")
     if name in PUBLISHED:
-        check(count == PUBLISHED[name],
-              f"{name}: {count:,} parameters, published {PUBLISHED[name]:,}")
+        c = settings(config)
+        tables = 1 if c["tie_embeddings"] else 2
+        dummy = (padded_vocab(config) - c["vocab"]) * c["hidden"] * tables
+        check(count - dummy == PUBLISHED[name],
+              f"{name}: {count:,} parameters, {dummy:,} of them dummy tokens' rows; published "
+              f"{PUBLISHED[name]:,}")
     print(f"{name}: {count:,} parameters, {len(graph['nodes'])} nodes")
 
     tokens = graph["inputs"][0]
@@ -139,8 +151,9 @@ def check_model(path):
           f"{name}: input %tokens : i64[batch, seq]", str(tokens))
     logits = [o for n in graph["nodes"] for o in n["outputs"] if o["name"] == "logits"]
     logits_shape = logits[0]["shape"] if logits else None
-    check(graph["outputs"] == ["logits"] and logits_shape == ["batch", "seq", config["vocab"]],
-          f"{name}: output %logits : [batch, seq, vocab]", str(logits))
+    check(graph["outputs"] == ["logits"] and
+          logits_shape == ["batch", "seq", padded_vocab(config)],
+          f"{name}: output %logits : [batch, seq, padded vocab]", str(logits))
     scopes = [n.get("scope") for n in graph["nodes"]]
     check(all(scopes), f"{name}: every node has a scope")
     absent = sorted(expected_scopes(config) - set(scopes))
@@ -164,6 +177,31 @@ if code == 0:
           "--dim binds batch and seq", str(shapes["logits"]))
 else:
     check(False, "--dim batch=8 --dim seq=128 works on gpt-tiny", err)
+
+# The padded vocabulary: Megatron-LM's 128 by default, the description's
+# make_vocab_size_divisible_by, or --make-vocab-size-divisible-by on the command line (which wins).
+with tempfile.TemporaryDirectory() as folder:
+    described = os.path.join(folder, "gpt-odd.json")
+    with open(described, "w") as file:
+        json.dump({"arch": "gpt", "vocab": 1001, "seq": 32, "layers": 1, "hidden": 64, "heads": 4,
+                   "make_vocab_size_divisible_by": 100}, file)
+    code, out, err = run("dump-ir", described, "--format", "json")
+    rows = {v["name"]: v["shape"] for v in json.loads(out)["inputs"]}["embed.weight"] if not code \
+        else None
+    check(rows == [1100, 64], "the description's make_vocab_size_divisible_by 100 pads 1001 to 1100",
+          err or str(rows))
+    model = os.path.join(source, "models", "gpt2-124m.json")
+    for given, n, said in [([], 50304, True), (["--make-vocab-size-divisible-by", "1"], 50257, False),
+                           (["--make-vocab-size-divisible-by", "1000"], 51000, True)]:
+        code, out, err = run("audit", model, "--seq-length", "64", *given)
+        head = [line for line in out.splitlines() if " head " in line and " fwd " in line]
+        line = "padded vocab (size: 50257) with"
+        check(code == 0 and head and f"x{n}x768" in head[0] and (line in out) == said,
+              f"audit {' '.join(given) or '(default)'}: the head's n is {n}, padding "
+              f"{'said' if said else 'not said'}", err + (head[0] if head else out[-400:]))
+    code, out, err = run("audit", model, "--make-vocab-size-divisible-by", "0")
+    check(code == 2 and "--make-vocab-size-divisible-by needs a positive integer" in err,
+          "--make-vocab-size-divisible-by 0 is refused", err)
 
 # The text form round-trips: print, parse, print.
 with tempfile.TemporaryDirectory() as folder:
