@@ -267,11 +267,11 @@ static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 		bool second = seed->n_outputs > 1 && node->inputs[0] == seed->outputs[1];
 		if (is_cast(node)) // SwiGLUGrad's two-input form: dgate's and dup's
 			return node->inputs[0] == first || second;
-		// The bias gradient is summed into its output by atomics: an f32 one only (a BF16
-		// one, under --bf16, is a reduce kernel of its own, which sums in f32).
+		// The bias gradient: f32 partial sums per tile, added in order by a second kernel
+		// that rounds once to the output's dtype (codegen/lower_tile.c), f32 or, under
+		// --bf16, BF16; a lone reduce kernel would read the gradient again, by columns.
 		return node->op == F8_OP_REDUCE_SUM && seed->op == F8_OP_GELU_GRAD && !k->has_reduce &&
-		       node->inputs[0] == first && is_bias_gradient(graph, node) &&
-		       graph->values[node->outputs[0]].type.dtype == F8_DTYPE_F32;
+		       node->inputs[0] == first && is_bias_gradient(graph, node);
 	}
 	case F8_KERNEL_FAMILY_ELEMENTWISE: {
 		if (!is_cast(node)) // is_elementwise first: a Send makes no output
