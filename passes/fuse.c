@@ -284,10 +284,22 @@ static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 	case F8_KERNEL_FAMILY_OPTIMIZER:
 		return node->op == F8_OP_ADAMW ||
 		       (node->op == F8_OP_CONSTANT_OF_SHAPE && refills_member_input(f, k, node));
+	case F8_KERNEL_FAMILY_CAST: {
+		// The bias gradient of the tensor a CastTranspose with a given scale reads (a
+		// gradient cast to E5M2 for its GEMMs): summed from the same tiles, where a reduce
+		// kernel of its own would read it again by columns (TransformerEngine's
+		// cast-transpose-dbias). A cast that finds its scale from the data is not tiled.
+		const f8_node *seed = &graph->nodes[k->seed];
+		return seed->op == F8_OP_CAST_TRANSPOSE && seed->n_inputs > 1 &&
+		       seed->inputs[1] != F8_NONE && node->op == F8_OP_REDUCE_SUM &&
+		       !k->has_reduce && node->inputs[0] == seed->inputs[0] &&
+		       is_bias_gradient(graph, node);
+	}
 	default: // the other families hold one node
 		return false;
 	}
 }
+
 
 /* Whether node `id`, which reads one of kernel k's values, may join it: its family admits it,
  * it is of the kernel's phase, and its other inputs are made before the kernel. */
@@ -305,6 +317,14 @@ static bool may_join(const fuser *f, const growing *k, f8_node_id id) {
 			return false;
 	}
 	return true;
+}
+
+/* Whether `reader` is a better candidate for kernel k than the best so far: it is in no
+ * kernel, stands before the best in the program, and may join. */
+static bool better_candidate(const fuser *f, const growing *k, f8_node_id reader,
+			     uint32_t best_position) {
+	return f->group_of[reader] == F8_NONE && f->position[reader] < best_position &&
+	       may_join(f, k, reader);
 }
 
 /* The plan. */
@@ -333,14 +353,22 @@ static void grow(fuser *f, growing *k) {
 				f8_value_id v = member->outputs[o];
 				for (uint32_t u = f->first_use[v]; u < f->first_use[v + 1]; u++) {
 					f8_node_id reader = f->readers[u];
-					if (f->group_of[reader] != F8_NONE ||
-					    f->position[reader] >= best_position ||
-					    !may_join(f, k, reader))
+					if (!better_candidate(f, k, reader, best_position))
 						continue;
 					best = reader;
 					best_position = f->position[reader];
 				}
 			}
+		}
+		// A cast kernel also takes a reader of what it casts (its bias gradient).
+		f8_value_id source = graph->nodes[k->seed].inputs[0];
+		for (uint32_t u = k->family == F8_KERNEL_FAMILY_CAST ? f->first_use[source] : 0;
+		     k->family == F8_KERNEL_FAMILY_CAST && u < f->first_use[source + 1]; u++) {
+			f8_node_id reader = f->readers[u];
+			if (!better_candidate(f, k, reader, best_position))
+				continue;
+			best = reader;
+			best_position = f->position[reader];
 		}
 		if (best == F8_NONE)
 			return;
@@ -609,7 +637,12 @@ static void say_lone_cast(phrase *out, const fuser *f, const planned *k) {
 	bool transposed = cast->op == F8_OP_CAST_TRANSPOSE;
 	const char *copies = transposed ? "both copies" : "the FP8 copy";
 	if (cast->n_inputs > 1 && cast->inputs[1] != F8_NONE) {
-		say(out, ": %s%s in one read", copies, f8_node_attr(cast, "slot") ? " and the amax" : "");
+		bool bias = k->n_members > 1 && member(f, k, 1)->op == F8_OP_REDUCE_SUM;
+		say(out, ": %s%s", copies,
+		    f8_node_attr(cast, "slot") ? (bias ? ", the amax" : " and the amax") : "");
+		if (bias)
+			say(out, " and the bias gradient of %s", scope_of(graph, member(f, k, 1)));
+		say(out, " in one read");
 		return;
 	}
 	// The scales come from the data: codegen/lower_casts.c's kernels.

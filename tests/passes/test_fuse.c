@@ -116,6 +116,11 @@ static void check_families(const f8_graph *graph, uint32_t *per_family) {
 				       seed->op == F8_OP_GELU_GRAD));
 			else if (family == F8_KERNEL_FAMILY_OPTIMIZER)
 				CHECK(node->op == F8_OP_ADAMW || node->op == F8_OP_CONSTANT_OF_SHAPE);
+			else if (family == F8_KERNEL_FAMILY_CAST) // the bias gradient of its source
+				CHECK(m == i + 1 && end == i + 2 && node->op == F8_OP_REDUCE_SUM &&
+				      seed->op == F8_OP_CAST_TRANSPOSE && seed->inputs[1] != F8_NONE &&
+				      node->inputs[0] == seed->inputs[0] &&
+				      strstr(graph->groups[group].reason, "and the bias gradient of"));
 			else
 				CHECK(family == F8_KERNEL_FAMILY_ELEMENTWISE);
 			if (is_cast_of(node, node->inputs[0])) // casts that find their scales: alone
@@ -246,6 +251,10 @@ static void test_gpt_tiny(bool training, bool with_fp8) {
 	// FP8: a ScalingUpdate per table; inference has no gradients' table.
 	CHECK(per_family[F8_KERNEL_FAMILY_SCALING] == (with_fp8 ? (training ? 3u : 2u) : 0u));
 	CHECK(with_fp8 == (per_family[F8_KERNEL_FAMILY_CAST] > 0));
+	// Bias gradients: fc1's in its GeluGrad's kernel; qkv's, with FP8, in the E5M2
+	// CastTranspose's of the same gradient; proj's and fc2's (whose gradients a norm's
+	// backward makes) and pos_embed's over the batch are reduce kernels of their own.
+	CHECK(per_family[F8_KERNEL_FAMILY_REDUCE] == (training ? (with_fp8 ? 9u : 13u) : 0u));
 	// The optimizer's scalars: the schedule and the gradients' norm, one kernel each.
 	CHECK(per_family[F8_KERNEL_FAMILY_LEARNING_RATE] == (training ? 1u : 0u));
 	CHECK(per_family[F8_KERNEL_FAMILY_GLOBAL_NORM] == (training ? 1u : 0u));
