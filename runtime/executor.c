@@ -9,6 +9,8 @@
 #include <string.h> // memcpy, strlen
 
 #include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/ops.h"   // f8_node_attr
+#include "ir/shape.h" // f8_dim_evaluate, f8_axis_normalize
 
 enum { ALIGNMENT = 256 }; // what backends align buffers to, and the leaves' offsets to
 
@@ -95,6 +97,70 @@ static f8_status check_sizes(const f8_executor *executor, f8_diag *diag) {
 						   "%%%s is %s", i, graph->values[v].name,
 						   fits ? "negative" : "too large");
 			bytes *= (uint64_t)size;
+		}
+	}
+	return F8_OK;
+}
+
+/* Clamps `value` (negative: from the end of an axis of `size`) into [low, high], as ONNX's
+ * Slice does. */
+static int64_t clamp_bound(int64_t value, int64_t size, int64_t low, int64_t high) {
+	if (value < 0)
+		value += size;
+	return value < low ? low : value > high ? high : value;
+}
+
+/*
+ * Checks that every Slice's output, as the run's sizes make it, is what its input holds: a
+ * size bound at run time (an f8c infer array's sequence, in a model compiled with a symbolic
+ * one) may ask for more rows than a table has (a learned position table sliced to `seq`), and
+ * a generated kernel, which trusts the graph's sizes, would read past the table. The reference
+ * kernel checks the same and says it in the same words.
+ */
+static f8_status check_slices(const f8_executor *executor, f8_diag *diag) {
+	const f8_graph *graph = executor->graph;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		const f8_attr *starts = f8_node_attr(node, "starts");
+		const f8_attr *ends = f8_node_attr(node, "ends");
+		if (node->op != F8_OP_SLICE || !starts || !ends || ends->dims.n != starts->dims.n)
+			continue;
+		const f8_attr *axes = f8_node_attr(node, "axes");
+		const f8_attr *steps = f8_node_attr(node, "steps");
+		const f8_value *x = &graph->values[node->inputs[0]];
+		const f8_value *y = &graph->values[node->outputs[0]];
+		for (uint32_t i = 0; i < starts->dims.n; i++) {
+			int axis;
+			if (!f8_axis_normalize(axes ? axes->ints.items[i] : (int64_t)i, x->type.shape.rank,
+					       false, &axis))
+				continue; // the verifier's to say
+			int64_t step = steps ? steps->ints.items[i] : 1, size, start, end, out;
+			if (step == 0 ||
+			    !f8_dim_evaluate(x->type.shape.dims[axis], executor->symbol_values, &size) ||
+			    !f8_dim_evaluate(starts->dims.items[i], executor->symbol_values, &start) ||
+			    !f8_dim_evaluate(ends->dims.items[i], executor->symbol_values, &end) ||
+			    !f8_dim_evaluate(y->type.shape.dims[axis], executor->symbol_values, &out))
+				continue;
+			int64_t length;
+			if (step > 0) {
+				start = clamp_bound(start, size, 0, size);
+				end = clamp_bound(end, size, 0, size);
+				length = end > start ? (end - start + step - 1) / step : 0;
+			} else {
+				start = clamp_bound(start, size, 0, size - 1);
+				end = clamp_bound(end, size, -1, size - 1);
+				length = start > end ? (start - end - step - 1) / -step : 0;
+			}
+			if (length == out)
+				continue;
+			f8_diag_set_node(diag, graph, graph->order[p]);
+			f8_diag_hint(diag, "%%%s has %lld along axis %d; a sequence longer than the "
+				     "model's positions? Give shorter inputs", x->name, (long long)size,
+				     axis);
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "slicing axis %d (size %lld) from "
+					   "%lld to %lld gives %lld elements, but the output has %lld "
+					   "with these sizes", axis, (long long)size, (long long)start,
+					   (long long)end, (long long)length, (long long)out);
 		}
 	}
 	return F8_OK;
@@ -226,6 +292,8 @@ f8_status f8_executor_create(const f8_graph *graph, const int64_t *symbol_values
 		memcpy(executor->symbol_values, symbol_values, graph->n_symbols * sizeof(int64_t));
 	if (!status)
 		status = check_sizes(executor, diag);
+	if (!status)
+		status = check_slices(executor, diag);
 	if (!status) {
 		index_updates(executor);
 		for (uint32_t v = 0; v < graph->n_values; v++)

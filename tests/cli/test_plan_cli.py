@@ -319,6 +319,21 @@ for folder, model in ((os.path.join(work, "out-plan"), inference_plan),
                       (os.path.join(work, "out-model"), os.path.join(models, "gpt-tiny.json"))):
     code, out, err = run("infer", model, "--input", f"tokens={array}", "--output-dir", folder)
     check(code == 0, f"infer {os.path.basename(model)}", err)
+# Sequences longer than gpt-tiny's 128 positions: refused naming both, by the model's
+# description, and by the executor for a plan (whose sequence is bound by the arrays), where a
+# generated kernel would read past the position table.
+longer = os.path.join(work, "tokens-200.npy")
+numpy.save(longer, numpy.random.default_rng(seed).integers(0, 256, (1, 200)).astype(numpy.int64))
+symbolic_plan = os.path.join(work, "infer-plan-symbolic")  # batch and seq left to the arrays
+code, out, err = run("compile", os.path.join(models, "gpt-tiny.json"), "--inference", "-o",
+                     symbolic_plan)
+check(code == 0, "compile gpt-tiny --inference with symbolic batch and seq", err)
+for model, words in ((symbolic_plan, ["Slice", "size 128", "has 200", "positions"]),
+                     (os.path.join(models, "gpt-tiny.json"), ["200 tokens", '"seq": 128'])):
+    folder = os.path.join(work, "out-longer")
+    code, out, err = run("infer", model, "--input", f"tokens={longer}", "--output-dir", folder)
+    check(code == 2 and all(w in err for w in words) and not os.path.exists(folder),
+          f"infer {os.path.basename(model)} refuses 200 tokens, naming the sizes", err)
 a = numpy.load(os.path.join(work, "out-plan", "logits.npy"))
 b = numpy.load(os.path.join(work, "out-model", "logits.npy"))
 check(a.shape == b.shape and numpy.array_equal(a, b), "infer PLAN gives infer MODEL's logits",

@@ -198,6 +198,10 @@ def test_errors(f8c, model, data, work, seed, ckpt):
     short = warmup(2, 20, 200)
     check(short.returncode == 0, "(d) a run of 2 iterations inside a warmup of 20 is accepted",
           short.stdout + short.stderr)
+    longer = train_args(model, data, metrics, seed, 10, "--micro-batch-size", "2")
+    longer += ["--seq-length", "200"]
+    expect_refusal(f8c_run(f8c, longer), "a sequence longer than the model's positions",
+                   ["--seq-length 200", "longest sequence", '"seq": 128'], status=2)
     missing = os.path.join(work, "no-such-tokens.bin")
     expect_refusal(f8c_run(f8c, train_args(model, missing, metrics, seed, 10, *SMALL)),
                    "a missing data file", [missing])
