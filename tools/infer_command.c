@@ -200,6 +200,45 @@ static f8_status check_sequence(const infer_request *request, const f8_graph *gr
 	return F8_OK;
 }
 
+/* The ids an Embedding reads from a given array: each below the table's rows, or an error
+ * naming the first that is not, its position and the vocabulary (as f8c train says of its
+ * token files), before anything runs. */
+static f8_status check_ids(const f8_graph *graph, const f8_value_id *ids,
+			   const f8_rt_tensor *arrays, uint32_t n_arrays,
+			   const int64_t *symbol_values, f8_diag *diag) {
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		if (node->op != F8_OP_EMBEDDING || node->n_inputs < 2)
+			continue;
+		int64_t rows;
+		const f8_type *table = &graph->values[node->inputs[1]].type;
+		if (table->shape.rank < 1 ||
+		    !f8_dim_evaluate(table->shape.dims[0], symbol_values, &rows))
+			continue;
+		for (uint32_t i = 0; i < n_arrays; i++) {
+			const f8_rt_tensor *a = &arrays[i];
+			if (ids[i] != node->inputs[0] ||
+			    (a->dtype != F8_DTYPE_I64 && a->dtype != F8_DTYPE_I32))
+				continue;
+			int64_t n = f8_rt_tensor_numel(a);
+			for (int64_t k = 0; k < n; k++) {
+				int64_t id = a->dtype == F8_DTYPE_I64 ? ((const int64_t *)a->data)[k]
+								       : ((const int32_t *)a->data)[k];
+				if (id >= 0 && id < rows)
+					continue;
+				f8_diag_hint(diag, "were the ids made for another model? %s needs ids "
+					     "in [0, %lld)", graph->values[node->inputs[1]].name,
+					     (long long)rows);
+				return f8_diag_set(diag, F8_ERR_ARGUMENT, "token %lld at position %lld "
+						   "of %%%s is not in the model's vocabulary of %lld",
+						   (long long)id, (long long)k,
+						   graph->values[ids[i]].name, (long long)rows);
+			}
+		}
+	}
+	return F8_OK;
+}
+
 static f8_status infer(const infer_request *request, f8_diag *diag) {
 	f8_graph *graph = NULL;
 	f8_backend *backend = NULL;
@@ -261,6 +300,8 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 					  symbol_values, diag);
 	if (!status && !plan)
 		status = check_sequence(request, graph, symbol_values, diag);
+	if (!status)
+		status = check_ids(graph, ids, arrays, request->n_inputs, symbol_values, diag);
 	if (!status)
 		status = f8_cpu_backend_create(request->reference_kernels ||
 							       !f8_cpu_backend_has_generated()

@@ -334,6 +334,18 @@ for model, words in ((symbolic_plan, ["Slice", "size 128", "has 200", "positions
     code, out, err = run("infer", model, "--input", f"tokens={longer}", "--output-dir", folder)
     check(code == 2 and all(w in err for w in words) and not os.path.exists(folder),
           f"infer {os.path.basename(model)} refuses 200 tokens, naming the sizes", err)
+# A token id past the vocabulary: named with its position and the vocabulary, before any run.
+outside = os.path.join(work, "tokens-outside.npy")
+ids = numpy.random.default_rng(seed).integers(0, 256, (2, 16)).astype(numpy.int64)
+at = int(numpy.random.default_rng(seed + 2).integers(0, ids.size))
+ids.flat[at] = 256 + at
+numpy.save(outside, ids)
+for model in (symbolic_plan, os.path.join(models, "gpt-tiny.json")):
+    folder = os.path.join(work, "out-outside")
+    code, out, err = run("infer", model, "--input", f"tokens={outside}", "--output-dir", folder)
+    words = [f"token {256 + at} at position {at}", "vocabulary of 256"]
+    check(code == 2 and all(w in err for w in words) and not os.path.exists(folder),
+          f"infer {os.path.basename(model)} names an id outside the vocabulary", err)
 a = numpy.load(os.path.join(work, "out-plan", "logits.npy"))
 b = numpy.load(os.path.join(work, "out-model", "logits.npy"))
 check(a.shape == b.shape and numpy.array_equal(a, b), "infer PLAN gives infer MODEL's logits",
