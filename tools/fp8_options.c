@@ -56,7 +56,7 @@ static const option table[OPTION_COUNT] = {
 	[RECIPE] = {"fp8-recipe", "delayed|current|rowwise|block|mxfp8",
 		    "how scales are found (default delayed, as Megatron-LM's). current is Megatron's "
 		    "tensorwise; block is its blockwise (1x128 activations and gradients, 128x128 "
-		    "weights); mxfp8 needs --target sm_100"},
+		    "weights); both Megatron names are taken too; mxfp8 needs --target sm_100"},
 	[HISTORY_LEN] = {"fp8-amax-history-len", "N",
 			 "delayed scaling's amax window (default 1024, TransformerEngine's "
 			 "DelayedScaling default; Megatron-LM's is 1, which follows every spike)"},
@@ -180,8 +180,14 @@ static f8_status set_value(f8_tool_fp8_args *fp8, option_id id, const char *text
 		}
 		ok = f8_fp8_format_from_name(text, &o->format);
 		break;
-	case RECIPE:
-		ok = f8_recipe_from_name(text, strlen(text), &o->recipe) && o->recipe != F8_RECIPE_NONE;
+	case RECIPE: // Megatron-LM's names for two of them, as its users write them
+		if (strcmp(text, "tensorwise") == 0)
+			o->recipe = F8_RECIPE_CURRENT;
+		else if (strcmp(text, "blockwise") == 0)
+			o->recipe = F8_RECIPE_BLOCK;
+		else
+			ok = f8_recipe_from_name(text, strlen(text), &o->recipe) &&
+			     o->recipe != F8_RECIPE_NONE;
 		break;
 	case AMAX_ALGO: ok = f8_amax_algo_from_name(text, &o->amax_algo); break;
 	case TARGET: ok = f8_target_from_name(text, &o->target); break;

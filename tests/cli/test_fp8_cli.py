@@ -111,6 +111,14 @@ if document:
           "block: 1x128 activations, 128x128 weights", json.dumps(fwd))
 
 
+# Megatron-LM's recipe names are its users' words for current and block scaling.
+for megatron, ours in (("tensorwise", "current"), ("blockwise", "block")):
+    theirs, mine = audit_json("--fp8-recipe", megatron), audit_json("--fp8-recipe", ours)
+    check(theirs and mine and theirs["fp8_recipe"] == ours and theirs["gemms"] == mine["gemms"],
+          f"--fp8-recipe {megatron} (Megatron-LM's) plans what --fp8-recipe {ours} does",
+          json.dumps(theirs)[:300] if theirs else "no audit")
+
+
 def refused(args, what, must_say, model=gpt2):
     code, out, err = run("audit", model, *args)
     check(code != 0 and "HINT:" in err and all(s in err for s in must_say),
