@@ -18,6 +18,7 @@
 #include "runtime/plan.h"     // f8_plan_write
 #include "tools/commands.h"   // f8_tool_compile, f8_tool_train_args
 #include "tools/compile.h"    // f8_tool_compile_training, f8_tool_plan_make
+#include "tools/fp8_options.h" // f8_tool_fp8_warn_none
 
 static const f8_tool_train_command command = {
 	.name = "compile",
@@ -104,6 +105,8 @@ static f8_status compile(f8_tool_train_args *options, bool inference, bool seed_
 			    : f8_tool_compile_training(compiled, config, &graph, diag);
 	double passes = seconds_since(&start);
 	uint32_t nodes = graph ? graph->n_order : 0, groups = graph ? graph->n_groups : 0;
+	if (!status)
+		f8_tool_fp8_warn_none(f8_tool_train_args_fp8(options), graph, "compile", stderr);
 	if (!status)
 		status = f8_tool_plan_make(graph, !inference, config->model, args, n_args, &plan,
 					   diag);

@@ -13,6 +13,7 @@
 #include <string.h> // strcmp, strncmp, strchr, strlen, strerror
 
 #include "ir/alloc.h"           // f8_realloc, f8_free
+#include "ir/ops.h"             // f8_op_get_info, F8_OPF_GEMM
 #include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_parse_double
 
 /* The options, in the order the help lists them. */
@@ -545,4 +546,27 @@ f8_status f8_tool_precision_config_read(const char *path, f8_arena *arena,
 	*rules = read;
 	*n_rules = n;
 	return F8_OK;
+}
+
+bool f8_tool_fp8_warn_none(const f8_tool_fp8_args *fp8, const f8_graph *graph,
+			   const char *command, FILE *out) {
+	if (!fp8->enabled || !graph)
+		return false;
+	uint32_t gemms = 0, in_fp8 = 0;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
+			continue;
+		gemms++;
+		in_fp8 += node->op == F8_OP_FP8_GEMM;
+	}
+	if (in_fp8 || !gemms)
+		return false;
+	fprintf(out, "f8c %s: warning: FP8 was asked for (--fp8-format %s, --fp8-recipe %s), but 0 "
+		     "of %u GEMMs run in FP8%s\nHINT: 'f8c audit' with the same options gives each "
+		     "GEMM's reason\n", command, f8_fp8_format_name(fp8->options.format),
+		f8_recipe_name(fp8->options.recipe), gemms,
+		fp8->options.allow_fallback ? ": --allow-fallback kept every one in high precision"
+					    : "");
+	return true;
 }

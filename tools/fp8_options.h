@@ -21,6 +21,7 @@
 
 #include "ir/arena.h"           // f8_arena
 #include "ir/diag.h"            // f8_status, f8_diag
+#include "ir/graph.h"           // f8_graph
 #include "passes/precision.h"   // f8_fp8_options, f8_precision_rule
 #include "tools/calibration.h" // f8_calibration_file
 
@@ -91,6 +92,15 @@ bool f8_tool_fp8_given(const f8_tool_fp8_args *fp8);
 /* Writes the FP8 options' help to `out`: each option, what it takes, its default, and where
  * that differs from Megatron-LM's, and why. */
 void f8_tool_fp8_print_help(FILE *out, bool on_by_default);
+
+/*
+ * When FP8 was asked for (fp8->enabled) and `graph`, compiled, runs none of its GEMMs in FP8
+ * (--allow-fallback let every one fall back: mxfp8 on sm_90, say), a warning on `out` naming
+ * the count and how to see each GEMM's reason, so that a run in BF16 never passes for an FP8
+ * run; `command` names the subcommand. True when it warned.
+ */
+bool f8_tool_fp8_warn_none(const f8_tool_fp8_args *fp8, const f8_graph *graph,
+			   const char *command, FILE *out);
 
 /*
  * Reads a --precision-config file (the format is in f8_tool_fp8_print_help and the README):

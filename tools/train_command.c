@@ -490,6 +490,9 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	if (!args->config.graph && !(status = f8_train_check_config(&args->config, diag))) {
 		status = f8_tool_compile_training(&args->compile, &args->config, &args->compiled,
 						  diag);
+		if (!status)
+			f8_tool_fp8_warn_none(&args->fp8, args->compiled, args->command->name,
+					      stderr);
 		char padding[200];
 		if (!status && f8_tool_vocab_padding(args->compile.model,
 						     args->compile.vocab_multiple, padding,

@@ -119,6 +119,18 @@ for megatron, ours in (("tensorwise", "current"), ("blockwise", "block")):
           json.dumps(theirs)[:300] if theirs else "no audit")
 
 
+# FP8 asked for and none of it run (every GEMM fell back) is said on stderr, never silent.
+with tempfile.TemporaryDirectory() as folder:
+    shape = ["--micro-batch-size", "2", "--seq-length", "32", "--fp8-format", "hybrid"]
+    for recipe, warned in (("mxfp8", True), ("delayed", False)):
+        code, out, err = run("compile", tiny, "-o", os.path.join(folder, recipe), *shape,
+                             "--fp8-recipe", recipe, "--allow-fallback")
+        said = re.search(r"warning: FP8 was asked for .* but 0 of \d+ GEMMs run in FP8", err)
+        check(code == 0 and bool(said) == warned,
+              f"compile --fp8-recipe {recipe} --allow-fallback: "
+              f"{'warns that no GEMM runs in FP8' if warned else 'no warning'}", err)
+
+
 def refused(args, what, must_say, model=gpt2):
     code, out, err = run("audit", model, *args)
     check(code != 0 and "HINT:" in err and all(s in err for s in must_say),
