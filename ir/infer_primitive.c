@@ -514,22 +514,6 @@ f8_status f8_infer_split(const f8_graph *graph, const f8_node *node, f8_type *ou
 	return F8_OK;
 }
 
-/* The length of x[start:end:step] along a dim of constant size `size` (ONNX clamping rules). */
-static int64_t slice_length(int64_t size, int64_t start, int64_t end, int64_t step) {
-	if (start < 0)
-		start += size;
-	if (end < 0)
-		end += size;
-	if (step > 0) {
-		start = start < 0 ? 0 : start > size ? size : start;
-		end = end < 0 ? 0 : end > size ? size : end;
-		return end > start ? (end - start + step - 1) / step : 0;
-	}
-	start = start < 0 ? 0 : start > size - 1 ? size - 1 : start;
-	end = end < -1 ? -1 : end > size - 1 ? size - 1 : end;
-	return start > end ? (start - end + (-step) - 1) / (-step) : 0;
-}
-
 /*
  * The length of x[start:end] along a symbolic dim of `size`, step 1: negative constant bounds
  * count from the end, ends past the end clamp to it. The bounds must be provably ordered
@@ -548,7 +532,8 @@ static bool symbolic_slice_length(f8_dim size, f8_dim start, f8_dim end, f8_dim 
 		else if (!(f8_dim_is_const(size) && !f8_dim_is_const(end)))
 			return false;
 		// else x[:seq] of a table sized for the longest sequence: seq is taken to fit, as
-		// every exporter's position tables assume.
+		// every exporter's position tables assume (runtime/executor.c checks it when seq
+		// is bound at run time).
 	}
 	if (!f8_dim_proven_nonnegative(start))
 		return false;
@@ -585,8 +570,8 @@ f8_status f8_infer_slice(const f8_graph *graph, const f8_node *node, f8_type *ou
 		if (step == 0)
 			return f8_infer_fail(diag, "steps[%u] is 0", i);
 		if (f8_dim_is_const(size) && f8_dim_is_const(start) && f8_dim_is_const(end)) {
-			*out = f8_dim_const(slice_length(f8_dim_value(size), f8_dim_value(start),
-							 f8_dim_value(end), step));
+			int64_t from = f8_dim_value(start), to = f8_dim_value(end);
+			*out = f8_dim_const(f8_slice_clamp(f8_dim_value(size), &from, &to, step));
 		} else if (step != 1 || !symbolic_slice_length(size, start, end, out)) {
 			char s1[64], s2[64], s3[64];
 			return f8_infer_fail(diag, "cannot slice dimension %d (%s) from %s to %s with step "
@@ -651,7 +636,7 @@ f8_status f8_infer_shape(const f8_graph *graph, const f8_node *node, f8_type *ou
 	(void)diag;
 	int rank = infer_input(graph, node, 0)->shape.rank;
 	int64_t start = f8_node_attr_int(node, "start", 0), end = f8_node_attr_int(node, "end", rank);
-	int64_t length = slice_length(rank, start, end, 1);
+	int64_t length = f8_slice_clamp(rank, &start, &end, 1);
 	outputs[0] = (f8_type){.dtype = F8_DTYPE_I64, .shape = {.rank = 1, .dims = {f8_dim_const(length)}}};
 	return F8_OK;
 }

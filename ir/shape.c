@@ -246,3 +246,21 @@ bool f8_axis_normalize(int64_t axis, int rank, bool allow_end, int *out) {
 	*out = (int)axis;
 	return true;
 }
+
+/* `value`, negative from the end of `size`, clamped into [low, high]. */
+static int64_t clamp_bound(int64_t value, int64_t size, int64_t low, int64_t high) {
+	if (value < 0)
+		value += size;
+	return value < low ? low : value > high ? high : value;
+}
+
+int64_t f8_slice_clamp(int64_t size, int64_t *start, int64_t *end, int64_t step) {
+	if (step > 0) {
+		*start = clamp_bound(*start, size, 0, size);
+		*end = clamp_bound(*end, size, 0, size);
+		return *end > *start ? (*end - *start + step - 1) / step : 0;
+	}
+	*start = clamp_bound(*start, size, 0, size - 1);
+	*end = clamp_bound(*end, size, -1, size - 1);
+	return *start > *end ? (*start - *end - step - 1) / -step : 0;
+}

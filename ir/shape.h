@@ -120,6 +120,15 @@ static inline bool f8_type_equal(const f8_type *a, const f8_type *b) {
  */
 bool f8_axis_normalize(int64_t axis, int rank, bool allow_end, int *out);
 
+/*
+ * x[start:end:step] along an axis of `size`, by ONNX's Slice rules: a negative bound counts
+ * from the end, then both clamp, to [0, size] for a positive step and to [0, size - 1] (start)
+ * and [-1, size - 1] (end) for a negative one. *start and *end are clamped in place; returns
+ * the number of elements. `step` is not 0. Shape inference, the reference kernel and the
+ * executor's check of sizes bound at run time all count a Slice by it.
+ */
+int64_t f8_slice_clamp(int64_t size, int64_t *start, int64_t *end, int64_t step);
+
 /* One `--dim name=N`: the symbolic size `name` is N in this run. */
 typedef struct f8_dim_binding {
 	const char *name;

@@ -300,7 +300,6 @@ static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 	}
 }
 
-
 /* Whether node `id`, which reads one of kernel k's values, may join it: its family admits it,
  * it is of the kernel's phase, and its other inputs are made before the kernel. */
 static bool may_join(const fuser *f, const growing *k, f8_node_id id) {
@@ -319,12 +318,18 @@ static bool may_join(const fuser *f, const growing *k, f8_node_id id) {
 	return true;
 }
 
-/* Whether `reader` is a better candidate for kernel k than the best so far: it is in no
- * kernel, stands before the best in the program, and may join. */
-static bool better_candidate(const fuser *f, const growing *k, f8_node_id reader,
-			     uint32_t best_position) {
-	return f->group_of[reader] == F8_NONE && f->position[reader] < best_position &&
-	       may_join(f, k, reader);
+/* Of value v's readers, the one in no kernel that stands first in the program, before
+ * *best_position, and may join kernel k, into *best and *best_position. */
+static void consider_readers(const fuser *f, const growing *k, f8_value_id v, f8_node_id *best,
+			     uint32_t *best_position) {
+	for (uint32_t u = f->first_use[v]; u < f->first_use[v + 1]; u++) {
+		f8_node_id reader = f->readers[u];
+		if (f->group_of[reader] != F8_NONE || f->position[reader] >= *best_position ||
+		    !may_join(f, k, reader))
+			continue;
+		*best = reader;
+		*best_position = f->position[reader];
+	}
 }
 
 /* The plan. */
@@ -349,27 +354,12 @@ static void grow(fuser *f, growing *k) {
 		uint32_t best_position = F8_NONE;
 		for (uint32_t p = k->start; p < k->end; p++) {
 			const f8_node *member = &graph->nodes[f->order[p]];
-			for (uint32_t o = 0; o < member->n_outputs; o++) {
-				f8_value_id v = member->outputs[o];
-				for (uint32_t u = f->first_use[v]; u < f->first_use[v + 1]; u++) {
-					f8_node_id reader = f->readers[u];
-					if (!better_candidate(f, k, reader, best_position))
-						continue;
-					best = reader;
-					best_position = f->position[reader];
-				}
-			}
+			for (uint32_t o = 0; o < member->n_outputs; o++)
+				consider_readers(f, k, member->outputs[o], &best, &best_position);
 		}
 		// A cast kernel also takes a reader of what it casts (its bias gradient).
-		f8_value_id source = graph->nodes[k->seed].inputs[0];
-		for (uint32_t u = k->family == F8_KERNEL_FAMILY_CAST ? f->first_use[source] : 0;
-		     k->family == F8_KERNEL_FAMILY_CAST && u < f->first_use[source + 1]; u++) {
-			f8_node_id reader = f->readers[u];
-			if (!better_candidate(f, k, reader, best_position))
-				continue;
-			best = reader;
-			best_position = f->position[reader];
-		}
+		if (k->family == F8_KERNEL_FAMILY_CAST)
+			consider_readers(f, k, graph->nodes[k->seed].inputs[0], &best, &best_position);
 		if (best == F8_NONE)
 			return;
 		move_to(f, best, k->end);

@@ -10,7 +10,7 @@
 
 #include "ir/alloc.h" // f8_calloc, f8_free
 #include "ir/ops.h"   // f8_node_attr
-#include "ir/shape.h" // f8_dim_evaluate, f8_axis_normalize
+#include "ir/shape.h" // f8_dim_evaluate, f8_axis_normalize, f8_slice_clamp
 
 enum { ALIGNMENT = 256 }; // what backends align buffers to, and the leaves' offsets to
 
@@ -102,14 +102,6 @@ static f8_status check_sizes(const f8_executor *executor, f8_diag *diag) {
 	return F8_OK;
 }
 
-/* Clamps `value` (negative: from the end of an axis of `size`) into [low, high], as ONNX's
- * Slice does. */
-static int64_t clamp_bound(int64_t value, int64_t size, int64_t low, int64_t high) {
-	if (value < 0)
-		value += size;
-	return value < low ? low : value > high ? high : value;
-}
-
 /*
  * Checks that every Slice's output, as the run's sizes make it, is what its input holds: a
  * size bound at run time (an f8c infer array's sequence, in a model compiled with a symbolic
@@ -141,16 +133,7 @@ static f8_status check_slices(const f8_executor *executor, f8_diag *diag) {
 			    !f8_dim_evaluate(ends->dims.items[i], executor->symbol_values, &end) ||
 			    !f8_dim_evaluate(y->type.shape.dims[axis], executor->symbol_values, &out))
 				continue;
-			int64_t length;
-			if (step > 0) {
-				start = clamp_bound(start, size, 0, size);
-				end = clamp_bound(end, size, 0, size);
-				length = end > start ? (end - start + step - 1) / step : 0;
-			} else {
-				start = clamp_bound(start, size, 0, size - 1);
-				end = clamp_bound(end, size, -1, size - 1);
-				length = start > end ? (start - end - step - 1) / -step : 0;
-			}
+			int64_t length = f8_slice_clamp(size, &start, &end, step);
 			if (length == out)
 				continue;
 			f8_diag_set_node(diag, graph, graph->order[p]);

@@ -115,17 +115,13 @@ static f8_status compile_model(const f8_tool_compile_options *compile, uint64_t 
 			       const f8_train_config *run, const f8_training_options *training,
 			       f8_graph **out, f8_diag *diag) {
 	*out = NULL;
-	// A JSON description's "seq" is the longest sequence the model takes (the rows of its
-	// learned position table; Megatron-LM's --max-position-embeddings, which it asserts the
-	// --seq-length does not pass): said here, in its words, rather than as the shape error
-	// the graph would give further down.
-	int64_t longest = run ? f8_tool_described_seq(compile->model) : 0;
-	if (longest && run->seq_length > longest) {
-		f8_diag_hint(diag, "train with --seq-length %lld or less, or describe the model with "
-			     "a longer \"seq\"", (long long)longest);
-		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--seq-length %lld is longer than the "
-				   "longest sequence %s takes (\"seq\": %lld)",
-				   (long long)run->seq_length, compile->model, (long long)longest);
+	// In the description's words, rather than as the shape error the graph would give.
+	char what[48];
+	if (run) {
+		snprintf(what, sizeof what, "--seq-length %lld", (long long)run->seq_length);
+		f8_status checked = f8_tool_check_seq(compile->model, run->seq_length, what, diag);
+		if (checked)
+			return checked;
 	}
 	f8_frontend_options options = {.dims = compile->dims, .n_dims = compile->n_dims,
 				       .seed = seed, .vocab_multiple = compile->vocab_multiple};

@@ -62,6 +62,12 @@ f8_status f8_tool_bind_dims(f8_graph *graph, const f8_dim_binding *dims, uint32_
  * file that does not read). */
 int64_t f8_tool_described_seq(const char *path);
 
+/* F8_ERR_ARGUMENT, naming `what` (the sequences: "--seq-length 200") and both lengths, when
+ * `seq` is longer than the JSON description at `path` says its model takes ("seq": the rows
+ * of its learned position table; Megatron-LM asserts the same against
+ * --max-position-embeddings); F8_OK otherwise, and for any other kind of model. */
+f8_status f8_tool_check_seq(const char *path, int64_t seq, const char *what, f8_diag *diag);
+
 /* When the JSON description at `path` pads its vocabulary (to a multiple of `vocab_multiple`,
  * 0: the description's own, by default 128), the line saying so, in Megatron-LM's words, into
  * `line` (`size` bytes), and true; false for no padding or another kind of model. */

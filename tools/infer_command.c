@@ -181,21 +181,16 @@ static f8_status write_output(const char *folder, const f8_graph *graph, f8_valu
 	return status;
 }
 
-/* Runs the request: load, compile for inference, read the inputs, run, write the outputs. */
-/* A JSON description's "seq" is the longest sequence the model takes (its learned position
- * table's rows): arrays whose `seq` is longer are refused, naming both, rather than run by
- * kernels that the graph's sizes no longer bound. */
+/* The arrays' sequence (the symbol `seq`) against a JSON description's longest, in its words
+ * (the executor would refuse the position table's Slice in the graph's). */
 static f8_status check_sequence(const infer_request *request, const f8_graph *graph,
 				const int64_t *symbol_values, f8_diag *diag) {
-	int64_t longest = f8_tool_described_seq(request->model);
-	for (uint32_t s = 0; longest && s < graph->n_symbols; s++)
-		if (strcmp(graph->symbols[s], "seq") == 0 && symbol_values[s] > longest) {
-			f8_diag_hint(diag, "give at most %lld tokens a sequence, or describe the model "
-				     "with a longer \"seq\"", (long long)longest);
-			return f8_diag_set(diag, F8_ERR_ARGUMENT, "the input's sequences are %lld "
-					   "tokens long, longer than the longest sequence %s takes "
-					   "(\"seq\": %lld)", (long long)symbol_values[s],
-					   request->model, (long long)longest);
+	for (uint32_t s = 0; s < graph->n_symbols; s++)
+		if (strcmp(graph->symbols[s], "seq") == 0) {
+			char what[64];
+			snprintf(what, sizeof what, "the arrays' sequence of %lld tokens",
+				 (long long)symbol_values[s]);
+			return f8_tool_check_seq(request->model, symbol_values[s], what, diag);
 		}
 	return F8_OK;
 }
@@ -239,6 +234,7 @@ static f8_status check_ids(const f8_graph *graph, const f8_value_id *ids,
 	return F8_OK;
 }
 
+/* Runs the request: load, compile for inference, read the inputs, run, write the outputs. */
 static f8_status infer(const infer_request *request, f8_diag *diag) {
 	f8_graph *graph = NULL;
 	f8_backend *backend = NULL;

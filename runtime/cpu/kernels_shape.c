@@ -9,6 +9,7 @@
 #include <string.h> // memcpy
 
 #include "ir/alloc.h"                // f8_free
+#include "ir/shape.h"                // f8_slice_clamp
 #include "runtime/cpu/kernel_util.h" // f8_cpu_load, f8_cpu_store, f8_cpu_axis
 #include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL, f8_cpu_dim, f8_cpu_fail
 
@@ -177,14 +178,6 @@ F8_CPU_KERNEL(SPLIT) {
 	return F8_OK;
 }
 
-/* A Slice bound normalized as ONNX does: negative counts from the end, then clamped to
- * [low, high]. */
-static int64_t slice_bound(int64_t value, int64_t size, int64_t low, int64_t high) {
-	if (value < 0)
-		value = value < -size ? low : value + size;
-	return value < low ? low : value > high ? high : value;
-}
-
 /* Slice: x[start:end:step] along each listed axis (ONNX clamping; negative steps walk back). */
 F8_CPU_KERNEL(SLICE) {
 	const f8_rt_tensor *x = call->inputs[0];
@@ -199,16 +192,8 @@ F8_CPU_KERNEL(SLICE) {
 		int axis = f8_cpu_axis(axes ? axes->ints.items[i] : (int64_t)i, x->rank);
 		int64_t step = steps ? steps->ints.items[i] : 1, size = x->dims[axis];
 		int64_t start = f8_cpu_dim(call, starts->dims.items[i]);
-		int64_t end = f8_cpu_dim(call, ends->dims.items[i]), length;
-		if (step > 0) {
-			start = slice_bound(start, size, 0, size);
-			end = slice_bound(end, size, 0, size);
-			length = end > start ? (end - start + step - 1) / step : 0;
-		} else {
-			start = slice_bound(start, size, 0, size - 1);
-			end = slice_bound(end, size, -1, size - 1);
-			length = start > end ? (start - end - step - 1) / -step : 0;
-		}
+		int64_t end = f8_cpu_dim(call, ends->dims.items[i]);
+		int64_t length = f8_slice_clamp(size, &start, &end, step);
 		if (length != out->dims[axis])
 			return f8_cpu_fail(call, diag, "slicing axis %d (size %lld) from %lld to "
 						       "%lld gives %lld elements, but the output "
@@ -371,7 +356,8 @@ F8_CPU_KERNEL(SHAPE) {
 	(void)diag;
 	const f8_rt_tensor *x = call->inputs[0];
 	f8_rt_tensor *out = &call->outputs[0];
-	int64_t start = slice_bound(f8_node_attr_int(call->node, "start", 0), x->rank, 0, x->rank);
+	int64_t start = f8_node_attr_int(call->node, "start", 0), end = x->rank;
+	f8_slice_clamp(x->rank, &start, &end, 1); // out's length is type inference's
 	for (int64_t i = 0; i < out->dims[0]; i++)
 		f8_cpu_set(out, i, (double)x->dims[start + i]);
 	return F8_OK;
