@@ -339,7 +339,7 @@ f8_status f8_pass_attention_unfused_run(f8_graph *graph, f8_target chip, FILE *r
 	u.order = f8_malloc(((size_t)n_old + (size_t)n_attention * MAX_NEW + 1) * sizeof *u.order);
 	if (!old || !u.order)
 		status = nomem(&u);
-	if (!status)
+	if (!status && n_old) // an empty graph's order may be NULL
 		memcpy(old, graph->order, n_old * sizeof *old);
 	for (uint32_t p = 0; !status && p < n_old; p++) {
 		const f8_node *node = &graph->nodes[old[p]];

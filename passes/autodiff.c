@@ -602,7 +602,8 @@ f8_status f8_autodiff_build(f8_graph *graph, f8_value_id loss, f8_value_id seed,
 	if (!status && (!m.from_wrt || !m.to_loss || !m.forward || !order))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory differentiating");
 	if (!status) {
-		memcpy(order, graph->order, n_order * sizeof *order);
+		if (n_order) // an empty graph's order may be NULL
+			memcpy(order, graph->order, n_order * sizeof *order);
 		mark_paths(&context, order, n_order, loss, wrt, n_wrt, &m);
 		status = check_paths(&context, order, n_order, wrt, n_wrt, &m, diag);
 	}

@@ -297,7 +297,7 @@ f8_status f8_pass_bf16_run(f8_graph *graph, FILE *report, f8_diag *diag) {
 		status = nomem(&c);
 	for (uint32_t v = 0; !status && v < c.n_values; v++)
 		c.copy[v] = F8_NONE;
-	if (!status)
+	if (!status && n_old) // an empty graph's order may be NULL
 		memcpy(old, graph->order, n_old * sizeof *old);
 	c.router_logits = f8_calloc(c.n_values ? c.n_values : 1, sizeof *c.router_logits);
 	if (!c.router_logits)

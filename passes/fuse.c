@@ -93,7 +93,8 @@ static f8_status fuser_init(fuser *f) {
 	f->kept = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *f->kept);
 	if (!f->order || !f->kernels || !f->position || !f->group_of || !f->first_use || !f->kept)
 		return nomem(f);
-	memcpy(f->order, graph->order, graph->n_order * sizeof *f->order);
+	if (graph->n_order) // an empty graph's order may be NULL
+		memcpy(f->order, graph->order, graph->n_order * sizeof *f->order);
 	for (f8_node_id id = 0; id < graph->n_nodes; id++)
 		f->position[id] = f->group_of[id] = F8_NONE;
 	for (uint32_t i = 0; i < graph->n_order; i++)
@@ -795,7 +796,8 @@ static f8_status commit(fuser *f) {
 			return status;
 		}
 	}
-	memcpy(graph->order, f->order, graph->n_order * sizeof *graph->order);
+	if (graph->n_order)
+		memcpy(graph->order, f->order, graph->n_order * sizeof *graph->order);
 	for (f8_node_id id = 0; id < graph->n_nodes; id++)
 		graph->nodes[id].group = f->group_of[id];
 	return F8_OK;

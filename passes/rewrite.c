@@ -52,7 +52,8 @@ f8_status f8_rewriter_create(f8_rewriter *rw, f8_graph *graph, f8_diag *diag) {
 		f8_rewriter_destroy(rw);
 		return status;
 	}
-	memcpy(rw->order, graph->order, graph->n_order * sizeof *rw->order);
+	if (graph->n_order) // an empty graph's order may be NULL, which memcpy must not see
+		memcpy(rw->order, graph->order, graph->n_order * sizeof *rw->order);
 	rw->n_order = graph->n_order;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
