@@ -29,8 +29,10 @@
  *
  * Variants: what the code of a tensor's update depends on besides its buffers: the dtypes of
  * its buffers, which outputs leave the group, the AdamW attributes other than weight_decay
- * (beta1, beta2, epsilon: compile-time constants of the arithmetic, and which lr, step and
- * grad_scale it reads) and its zeroing's fill value. A launch has one block loop per variant,
+ * (beta1, beta2, epsilon: compile-time constants of the arithmetic, and which lr, step,
+ * grad_scale, grad_norm and found_inf it reads) and its zeroing's fill value. A step whose
+ * grad_norm is not finite or whose found_inf is not 0 is skipped (f8_infer_adamw): each element
+ * stores param, m and v as it loaded them, a select on one flag computed at the top level. A launch has one block loop per variant,
  * each of trip count 0 unless the row's variant is its own (a model has one or two: all its
  * parameters alike, a zeroing without an AdamW aside). A group of more than MAX_VARIANTS is cut
  * into launches of that many variants each (the tensors of the first MAX_VARIANTS to appear,
@@ -95,6 +97,7 @@ static const char *const column_names[N_COLUMNS] = {
 typedef struct variant_key {
 	double beta1, beta2, epsilon;      // AdamW's (unused without one)
 	f8_value_id lr, step, grad_scale;  // grad_scale F8_NONE when the AdamW has none
+	f8_value_id grad_norm, found_inf;  // what skips the step; F8_NONE when absent
 	f8_dtype dtypes[N_BUFFERS];        // per buffer column; F8_DTYPE_UNDEFINED: none
 	double fill;                       // the zeroing's value
 } variant_key;
@@ -116,10 +119,12 @@ typedef struct dd {
 	f8_kir_id hi, lo;
 } dd;
 
-/* A scalar set (lr, step, grad_scale and the betas) and its values at the top level. */
+/* A scalar set (lr, step, grad_scale, the skip's inputs and the betas) and its values at the
+ * top level. */
 typedef struct scalars {
 	const variant_key *key;
 	f8_kir_id lr, minus_step_size, bias_correction2_sqrt, grad_scale; // f32
+	f8_kir_id skip; // i1: the step is skipped (NONE: it never is)
 } scalars;
 
 typedef struct optimizer {
@@ -174,16 +179,17 @@ static double fill_value(const f8_node *node) {
 static bool same_key(const variant_key *a, const variant_key *b) {
 	bool same = a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->epsilon == b->epsilon &&
 		    a->lr == b->lr && a->step == b->step && a->grad_scale == b->grad_scale &&
-		    a->fill == b->fill;
+		    a->grad_norm == b->grad_norm && a->found_inf == b->found_inf && a->fill == b->fill;
 	for (uint32_t c = 0; same && c < N_BUFFERS; c++)
 		same = a->dtypes[c] == b->dtypes[c];
 	return same;
 }
 
-/* Whether two variants share their scalars (the betas, lr, step, grad_scale). */
+/* Whether two variants share their scalars (the betas, lr, step, grad_scale, the skip's). */
 static bool same_scalars(const variant_key *a, const variant_key *b) {
 	return a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->lr == b->lr &&
-	       a->step == b->step && a->grad_scale == b->grad_scale;
+	       a->step == b->step && a->grad_scale == b->grad_scale &&
+	       a->grad_norm == b->grad_norm && a->found_inf == b->found_inf;
 }
 
 /* Which values leave the group (f8_lower_escapes, for all values in one pass over the graph
@@ -212,7 +218,8 @@ static bool *escaping_values(const f8_lower *lw) {
 static void describe(const f8_lower *lw, const bool *escapes, tensor *t) {
 	const f8_graph *graph = lw->graph;
 	variant_key *key = &t->key;
-	*key = (variant_key){.lr = F8_NONE, .step = F8_NONE, .grad_scale = F8_NONE};
+	*key = (variant_key){.lr = F8_NONE, .step = F8_NONE, .grad_scale = F8_NONE,
+			     .grad_norm = F8_NONE, .found_inf = F8_NONE};
 	for (uint32_t c = 0; c < N_BUFFERS; c++)
 		t->buffers[c] = F8_NONE;
 	if (t->adamw) {
@@ -223,6 +230,8 @@ static void describe(const f8_lower *lw, const bool *escapes, tensor *t) {
 		key->lr = node->inputs[4];
 		key->step = node->inputs[5];
 		key->grad_scale = node->n_inputs > 6 ? node->inputs[6] : F8_NONE;
+		key->grad_norm = node->n_inputs > 7 ? node->inputs[7] : F8_NONE;
+		key->found_inf = node->n_inputs > 8 ? node->inputs[8] : F8_NONE;
 		t->weight_decay = f8_node_attr_float(node, "weight_decay", 0.0);
 		for (uint32_t i = 0; i < N_INPUTS; i++)
 			t->buffers[i] = node->inputs[i];
@@ -438,6 +447,18 @@ static void compute_scalars(optimizer *o, scalars *s) {
 	s->bias_correction2_sqrt = square_root(lw, one_minus(lw, power(lw, key->beta2, step)));
 	s->grad_scale = key->grad_scale == F8_NONE
 		? NONE : f8_kir_load(lw->kernel, f8_lower_find_param(lw, key->grad_scale), zero);
+	// The skip (f8_infer_adamw's comment): a gradient norm that is not finite, a found_inf
+	// that is not 0.
+	s->skip = NONE;
+	if (key->grad_norm != F8_NONE) {
+		f8_kir_id norm = f8_kir_load(lw->kernel, f8_lower_find_param(lw, key->grad_norm), zero);
+		s->skip = EMIT(lw, NOT, EMIT(lw, IS_FINITE, norm, NONE, NONE), NONE, NONE);
+	}
+	if (key->found_inf != F8_NONE) {
+		f8_kir_id found = f8_kir_load(lw->kernel, f8_lower_find_param(lw, key->found_inf), zero);
+		f8_kir_id nonzero = EMIT(lw, NE, found, f32(lw, 0), NONE);
+		s->skip = s->skip == NONE ? nonzero : EMIT(lw, OR, s->skip, nonzero, NONE);
+	}
 }
 
 /* The scalar set of variant `key` in this launch. */
@@ -489,7 +510,9 @@ static f8_status update_element(optimizer *o, const variant_key *key, const row 
 	f8_kir_id denom = EMIT(lw, DIV, EMIT(lw, SQRT, v, NONE, NONE), s->bias_correction2_sqrt, NONE);
 	denom = EMIT(lw, ADD, denom, f32(lw, (float)key->epsilon), NONE);
 	f8_kir_id update = EMIT(lw, DIV, EMIT(lw, MUL, s->minus_step_size, m, NONE), denom, NONE);
-	const f8_kir_id out[3] = {EMIT(lw, ADD, p, update, NONE), m, v};
+	f8_kir_id out[3] = {EMIT(lw, ADD, p, update, NONE), m, v};
+	for (uint32_t i = 0; s->skip != NONE && i < 3; i++) // a skipped step keeps param, m, v
+		out[i] = EMIT(lw, SELECT, s->skip, in[i == 0 ? 0 : i + 1], out[i]);
 	for (uint32_t i = 0; !status && i < 3; i++) {
 		uint32_t c = COLUMN_PARAM_OUT - BUFFER_FIRST + i;
 		if (dtypes[c] != F8_DTYPE_UNDEFINED)
@@ -665,6 +688,10 @@ static f8_status lower_launch(optimizer *o, const char *name, f8_lowered_group *
 			status = f8_lower_bind_input(lw, key->step, &index);
 		if (!status && key->grad_scale != F8_NONE)
 			status = f8_lower_bind_input(lw, key->grad_scale, &index);
+		if (!status && key->grad_norm != F8_NONE)
+			status = f8_lower_bind_input(lw, key->grad_norm, &index);
+		if (!status && key->found_inf != F8_NONE)
+			status = f8_lower_bind_input(lw, key->found_inf, &index);
 	}
 	if (!status)
 		status = make_table(o, &table);

@@ -386,6 +386,11 @@ f8_status f8_infer_learning_rate(const f8_graph *graph, const f8_node *node, f8_
  *   param -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + epsilon).
  * param and grad may be any float dtype of the same shape (param is the f32 master weight); m
  * and v are f32 of that shape. Defaults: beta1 0.9, beta2 0.999, epsilon 1e-8, weight_decay 0.
+ * Two more optional f32 scalars skip the step, so that a step that met a NaN or an inf leaves
+ * the weights and moments as they were (apex's and TransformerEngine's fused Adam take a
+ * no-op flag, torch's GradScaler skips optimizer.step on found_inf): grad_norm (input 7), the
+ * global norm of the gradient, skips it when it is not finite; found_inf (input 8) when it is
+ * not 0. A skipped step's outputs are param, m and v unchanged.
  */
 f8_status f8_infer_adamw(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			 f8_diag *diag) {
@@ -409,6 +414,11 @@ f8_status f8_infer_adamw(const f8_graph *graph, const f8_node *node, f8_type *ou
 		status = f8_infer_fail(diag, "step must be an integer scalar");
 	if (!status && grad_scale && (grad_scale->dtype != F8_DTYPE_F32 || !is_scalar(grad_scale)))
 		status = f8_infer_fail(diag, "grad_scale must be an f32 scalar");
+	const f8_type *grad_norm = infer_input(graph, node, 7), *found_inf = infer_input(graph, node, 8);
+	if (!status && grad_norm && (grad_norm->dtype != F8_DTYPE_F32 || !is_scalar(grad_norm)))
+		status = f8_infer_fail(diag, "grad_norm must be an f32 scalar");
+	if (!status && found_inf && (found_inf->dtype != F8_DTYPE_F32 || !is_scalar(found_inf)))
+		status = f8_infer_fail(diag, "found_inf must be an f32 scalar");
 	double beta1 = f8_node_attr_float(node, "beta1", 0.9);
 	double beta2 = f8_node_attr_float(node, "beta2", 0.999);
 	double epsilon = f8_node_attr_float(node, "epsilon", 1e-8);

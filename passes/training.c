@@ -66,7 +66,8 @@ f8_training_options f8_training_options_default(void) {
 }
 
 /* The names the runtime relies on; a model that already uses one cannot be trained as is. */
-static const char *const reserved_names[] = {"labels", "loss", "grad_norm", "lr", "iteration"};
+static const char *const reserved_names[] = {"labels", "loss", "grad_norm", "lr", "iteration",
+					     "found_inf"};
 
 enum { PARAM_NAME_MAX = 320 }; // a parameter's name and a suffix
 
@@ -88,7 +89,7 @@ typedef struct trainer {
 	uint32_t n_params, n_trained;
 	f8_node_id *casts; // (n_casts) the master weights' Casts
 	uint32_t n_casts;
-	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale;
+	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale, found_inf;
 } trainer;
 
 static f8_status nomem(trainer *t) {
@@ -627,11 +628,18 @@ static f8_status add_grad_scale(trainer *t) {
 					 F8_PHASE_OPT, &t->grad_scale);
 }
 
-/* opt: AdamW for each trained parameter, its accumulator zeroed; updates for all of them. */
+/* opt: AdamW for each trained parameter, its accumulator zeroed; updates for all of them. Each
+ * AdamW also reads %grad_norm and %found_inf, which skip the step (f8_infer_adamw): the runtime
+ * writes found_inf when a micro-batch's loss or an FP8 amax was not finite. */
 static f8_status add_adamw(trainer *t, FILE *report) {
 	f8_graph *graph = t->graph;
 	const f8_training_options *o = &t->options;
 	char name[PARAM_NAME_MAX], moment[PARAM_NAME_MAX], square[PARAM_NAME_MAX];
+	f8_type scalar = {.dtype = F8_DTYPE_F32, .shape = {.rank = 0}};
+	f8_status added = f8_graph_add_input(graph, "found_inf", F8_ROLE_INPUT, &scalar,
+					     &t->found_inf, t->diag);
+	if (added)
+		return added;
 	for (uint32_t k = 0; k < t->n_params; k++) {
 		parameter *p = &t->params[k];
 		if (p->grad == F8_NONE)
@@ -642,8 +650,8 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 		f8_status status = add_state(t, param_name(t, p, "exp_avg", name), &type, &m);
 		if (!status)
 			status = add_state(t, param_name(t, p, "exp_avg_sq", name), &type, &v);
-		f8_value_id inputs[7] = {p->value, p->main_grad, m, v, t->lr, t->iteration_next,
-					 t->grad_scale};
+		f8_value_id inputs[9] = {p->value, p->main_grad, m, v, t->lr, t->iteration_next,
+					 t->grad_scale, t->grad_norm, t->found_inf};
 		double decay = p->no_decay ? 0.0 : o->weight_decay;
 		f8_attr attrs[4] = {{.name = "beta1", .kind = F8_ATTR_FLOAT, .f = o->beta1},
 				    {.name = "beta2", .kind = F8_ATTR_FLOAT, .f = o->beta2},
@@ -653,7 +661,7 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 					param_name(t, p, "exp_avg.next", moment),
 					param_name(t, p, "exp_avg_sq.next", square)};
 		if (!status)
-			status = add_node(t, F8_OP_ADAMW, inputs, 7, attrs, 4, 3, names, F8_PHASE_OPT,
+			status = add_node(t, F8_OP_ADAMW, inputs, 9, attrs, 4, 3, names, F8_PHASE_OPT,
 					  "optimizer", outputs);
 		uint8_t bytes[4] = {0};
 		f8_tensor_data zero_value = {.dtype = F8_DTYPE_F32, .n_bytes = 4, .data = bytes};

@@ -12,15 +12,19 @@
  *   bwd  the gradients, added into one f32 accumulator per parameter (main_grad, as
  *        Megatron-LM calls it);
  *   opt  iteration + 1, the learning rate, the gradient norm and the clip, AdamW, the
- *        accumulators zeroed.
+ *        accumulators zeroed. A gradient norm that is not finite, or a %found_inf that is not
+ *        0, skips AdamW's step (the weights and moments stay; the accumulators are zeroed).
  * A step runs fwd|bwd once per micro-batch, then opt once.
  *
  * The names the runtime relies on:
  *   input  %labels                 i64, the logits' shape without the vocab dim
+ *   input  %found_inf              f32 scalar, written before opt: not 0 skips the step
+ *                                  (a micro-batch's loss or an FP8 amax was not finite)
  *   state  %<param>.main_grad      f32 like the parameter: the gradient accumulator
  *   state  %<param>.exp_avg        f32 like the parameter: AdamW's first moment
  *   state  %<param>.exp_avg_sq     f32 like the parameter: AdamW's second moment
- *   state  %iteration              i64 scalar: the iterations done so far
+ *   state  %iteration              i64 scalar: the optimizer steps taken so far (opt adds
+ *                                  1; a runtime that skipped the step sets it back)
  *   output %loss (fwd), %grad_norm and %lr (opt), f32 scalars, in that order
  * A parameter whose dtype is not f32 becomes an f32 master weight, and a Cast to its old dtype
  * feeds what read it. Under --bf16 the bf16 pass has made the forward read BF16 Casts of the

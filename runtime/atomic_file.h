@@ -7,6 +7,11 @@
  * makes durable by syncing the folder. On any failure the temporary file is removed and PATH
  * is left as it was. Checkpoints, data files and every other file the runtime writes go
  * through here.
+ *
+ * A writer that is killed (SIGKILL, the OOM killer, a preempted job) cannot remove its
+ * temporary file. Each writer holds an flock on its own while it lives, so the next open of
+ * the same PATH, by any process, removes the PATH.tmp.XXXXXX whose lock it can take: the
+ * kernel drops a dead process's locks. Readers of PATH never look at them.
  */
 #ifndef F8_RUNTIME_ATOMIC_FILE_H
 #define F8_RUNTIME_ATOMIC_FILE_H
@@ -20,9 +25,10 @@
 typedef struct f8_atomic_file f8_atomic_file;
 
 /*
- * Starts writing `path`: creates the temporary file next to it and returns the handle in
- * *out (NULL on failure). A file that PATH replaces lends the new one its permissions; a new
- * file gets 0666 less the umask, as fopen would give it.
+ * Starts writing `path`: removes the temporary files of `path` that dead writers left,
+ * creates its own next to it and returns the handle in *out (NULL on failure). A file that
+ * PATH replaces lends the new one its permissions; a new file gets 0666 less the umask, as
+ * fopen would give it.
  * F8_ERR_ARGUMENT when `path` names a folder or another thing that is not a regular file;
  * F8_ERR_IO when the temporary file cannot be made (the message names the folder and
  * strerror); F8_ERR_NOMEM. The diagnostic's file is `path`.

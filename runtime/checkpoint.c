@@ -2,21 +2,25 @@
  * Checkpoints: params to weights.safetensors, optimizer and scaling state to
  * optimizer.safetensors; loads check everything before anything is written.
  */
-#define _POSIX_C_SOURCE 200809L // mkdir, clock_gettime
+#define _GNU_SOURCE // renameat2, RENAME_EXCHANGE; mkdir, clock_gettime, fsync
 
 #include "runtime/checkpoint.h" // f8_checkpoint_save, f8_checkpoint_load
 
-#include <errno.h>    // errno, EEXIST
+#include <dirent.h>   // opendir, readdir
+#include <errno.h>    // errno, EEXIST, ENOENT
+#include <fcntl.h>    // open, AT_FDCWD, O_DIRECTORY
 #include <inttypes.h> // PRIu64, PRId64, SCNu64
 #include <stdio.h>    // snprintf
 #include <stdlib.h>   // strtoull, strtoll
 #include <string.h>   // strcmp, strlen, strerror
-#include <sys/stat.h> // mkdir
+#include <sys/stat.h> // mkdir, stat
 #include <time.h>     // clock_gettime
+#include <unistd.h>   // rmdir, unlink, fsync, close
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 #include "runtime/safetensors.h" // f8_safetensors_*
+#include "runtime/tensor.h"      // f8_rt_tensor_find_nonfinite
 
 enum { WEIGHTS, OPTIMIZER, N_FILES };
 static const char *const file_names[N_FILES] = {"weights.safetensors", "optimizer.safetensors"};
@@ -95,6 +99,16 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 		status = f8_executor_read(executor, v, &host[n], diag);
 		tensors[n] = &host[n];
 		n += !status;
+		// A checkpoint never holds a NaN or an inf: a run resumed from it could not train.
+		int64_t at = status ? -1 : f8_rt_tensor_find_nonfinite(&host[n - 1]);
+		if (at >= 0) {
+			status = f8_diag_set(diag, F8_ERR_INVALID, "not saved: %%%s holds %g at element "
+					     "%lld; a checkpoint never holds a non-finite value",
+					     names[n - 1], f8_rt_tensor_get(&host[n - 1], at),
+					     (long long)at);
+			f8_diag_hint(diag, "the folder's latest checkpoint is still the one saved "
+				     "before it");
+		}
 	}
 	if (!status)
 		status = f8_safetensors_write(path, names, tensors, n, keys, values, n_metadata, diag);
@@ -106,17 +120,80 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 	return status;
 }
 
+/* Empties the folder `path` of its files and removes it; one that is not there is fine. */
+static void remove_folder(const char *path) {
+	DIR *dir = opendir(path);
+	if (!dir)
+		return;
+	char file[4200];
+	for (struct dirent *entry; (entry = readdir(dir));) {
+		if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+			continue;
+		if (snprintf(file, sizeof file, "%s/%s", path, entry->d_name) < (int)sizeof file)
+			unlink(file);
+	}
+	closedir(dir);
+	rmdir(path);
+}
+
+static void sync_folder(const char *path) {
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
+	if (fd >= 0) {
+		(void)fsync(fd); // some file systems refuse a folder's (EINVAL): the rename stands
+		close(fd);
+	}
+}
+
+/* Puts the complete `staging` folder in place of `target`. An existing target (a save of an
+ * iteration the folder already has: a rerun over an old folder, perhaps the one the latest
+ * record names) is swapped for it in one step (renameat2's RENAME_EXCHANGE), so that a reader
+ * sees the old checkpoint or the new one, whatever happens; the old one then goes. Where the
+ * file system cannot exchange, the old one is moved aside first, and a crash between the two
+ * renames leaves it there as TARGET.old. */
+static f8_status install(const char *staging, const char *target, const char *folder,
+			 f8_diag *diag) {
+	struct stat info;
+	int moved = stat(target, &info) != 0
+		? rename(staging, target)
+		: renameat2(AT_FDCWD, staging, AT_FDCWD, target, RENAME_EXCHANGE);
+	if (moved != 0 && (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP)) {
+		char aside[4200];
+		snprintf(aside, sizeof aside, "%s.old", target);
+		remove_folder(aside);
+		moved = rename(target, aside) != 0 ? -1 : rename(staging, target);
+		if (moved == 0)
+			remove_folder(aside);
+	}
+	if (moved != 0)
+		return f8_diag_set(diag, F8_ERR_IO, "cannot move the checkpoint %s into place as %s: %s",
+				   staging, target, strerror(errno));
+	remove_folder(staging); // the old checkpoint's files, after an exchange
+	sync_folder(folder);
+	return F8_OK;
+}
+
+/* A save writes both files into FOLDER/iter_N.saving, then installs the folder as
+ * FOLDER/iter_N, then moves the latest record to it: at every moment the latest record names a
+ * complete checkpoint. A killed save's staging folder is removed by the next save of its
+ * iteration (a resumed run saves it again). */
 f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 			     const f8_checkpoint_info *info, f8_diag *diag) {
-	char iteration_folder[4096], iteration[32], sampler[32], seed[32], tokens[32], save_id[48];
+	char iteration_folder[4096], staging[4200], iteration[32], sampler[32], seed[32];
+	char tokens[32], save_id[48], skipped[32];
 	snprintf(iteration, sizeof iteration, "%07" PRId64, info->iteration);
 	char folder_name[48];
 	snprintf(folder_name, sizeof folder_name, "iter_%s", iteration);
 	f8_status status = make_folder(folder, diag);
 	if (!status)
 		status = path_in(folder, folder_name, iteration_folder, sizeof iteration_folder, diag);
-	if (!status)
-		status = make_folder(iteration_folder, diag);
+	if (!status && snprintf(staging, sizeof staging, "%s.saving", iteration_folder) >=
+			       (int)sizeof staging)
+		status = f8_diag_set(diag, F8_ERR_ARGUMENT, "checkpoint folder path too long: %s",
+				     folder);
+	if (!status) {
+		remove_folder(staging); // a killed save's
+		status = make_folder(staging, diag);
+	}
 	if (status)
 		return status;
 	struct timespec now;
@@ -125,12 +202,14 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 	snprintf(sampler, sizeof sampler, "%" PRIu64, info->sampler_state);
 	snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
 	snprintf(tokens, sizeof tokens, "%" PRId64, info->consumed_tokens);
+	snprintf(skipped, sizeof skipped, "%" PRId64, info->skipped_iters);
 	snprintf(save_id, sizeof save_id, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
-	enum { FIXED = 8, MAX_SETTINGS = 32 };
+	enum { FIXED = 9, MAX_SETTINGS = 32 };
 	const char *keys[FIXED + MAX_SETTINGS] = {"format", "version", "iteration", "save_id",
-						  "sampler_state", "seed", "consumed_tokens", "model"};
+						  "sampler_state", "seed", "consumed_tokens",
+						  "skipped_iters", "model"};
 	const char *values[FIXED + MAX_SETTINGS] = {"f8c-checkpoint", "1", iteration, save_id,
-						    sampler, seed, tokens,
+						    sampler, seed, tokens, skipped,
 						    info->model ? info->model : ""};
 	char setting_keys[MAX_SETTINGS][SETTING_KEY_MAX];
 	if (info->n_settings > MAX_SETTINGS)
@@ -141,13 +220,19 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 		values[FIXED + i] = info->setting_values[i];
 	}
 	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
-		char path[4096];
-		status = path_in(iteration_folder, file_names[file], path, sizeof path, diag);
+		char path[4400];
+		status = path_in(staging, file_names[file], path, sizeof path, diag);
 		if (!status)
 			status = write_file(path, file, executor, keys, values,
 					    FIXED + info->n_settings, diag);
 	}
-	return status ? status : write_latest(folder, info->iteration, diag);
+	if (!status)
+		status = install(staging, iteration_folder, folder, diag);
+	if (status) {
+		remove_folder(staging); // a failed save leaves the folder as it was
+		return status;
+	}
+	return write_latest(folder, info->iteration, diag);
 }
 
 /* Checks a file's record; the first file's iteration and save id go to *iteration, *save_id,
@@ -226,6 +311,30 @@ static bool parse_u64(const char *text, uint64_t *out) {
 	return true;
 }
 
+/* `folder` has no latest_checkpointed_iteration.txt: it is one checkpoint's folder (into
+ * `out`) when it holds the weights; otherwise no save completed there, which is said as that,
+ * not as a missing weights file (a run killed before its first save leaves such a folder). */
+static f8_status no_latest(const char *folder, char *out, size_t size, f8_diag *diag) {
+	char weights[4096];
+	struct stat info;
+	f8_status status = path_in(folder, file_names[WEIGHTS], weights, sizeof weights, diag);
+	if (status)
+		return status;
+	if (stat(folder, &info) != 0) { // ENOENT on FOLDER/LATEST: FOLDER is a folder or missing
+		f8_diag_hint(diag, "give --load the folder that f8c train --save wrote");
+		return f8_diag_set(diag, F8_ERR_IO, "cannot load a checkpoint from %s: %s", folder,
+				   strerror(errno));
+	}
+	if (stat(weights, &info) != 0 && errno == ENOENT) {
+		f8_diag_hint(diag, "a run stopped before its first save completed leaves none: start "
+			     "without --load");
+		return f8_diag_set(diag, F8_ERR_IO, "no checkpoint in %s: it has no %s (which a save "
+				   "writes last) and no %s", folder, LATEST, file_names[WEIGHTS]);
+	}
+	snprintf(out, size, "%s", folder);
+	return F8_OK;
+}
+
 /* The folder of the latest save in `folder` into `out`: FOLDER/iter_N by
  * latest_checkpointed_iteration.txt, or `folder` itself when it has no such file. */
 static f8_status resolve_latest(const char *folder, char *out, size_t size, f8_diag *diag) {
@@ -234,10 +343,10 @@ static f8_status resolve_latest(const char *folder, char *out, size_t size, f8_d
 	if (status)
 		return status;
 	FILE *file = fopen(path, "r");
-	if (!file) { // a folder holding one checkpoint's two files
-		snprintf(out, size, "%s", folder);
-		return F8_OK;
-	}
+	if (!file && errno == ENOENT)
+		return no_latest(folder, out, size, diag);
+	if (!file)
+		return f8_diag_set(diag, F8_ERR_IO, "cannot read %s: %s", path, strerror(errno));
 	bool read = fgets(text, sizeof text, file) != NULL;
 	fclose(file);
 	uint64_t iteration;
@@ -293,17 +402,22 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 		if (!status)
 			status = stage_file(files[file], paths[file], file, executor, staged, diag);
 	}
-	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0;
+	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0, skipped = 0;
 	if (!status) {
 		const f8_safetensors *record = files[OPTIMIZER];
 		const char *seed_text = f8_safetensors_metadata(record, "seed");
 		const char *tokens_text = f8_safetensors_metadata(record, "consumed_tokens");
+		// Absent from the checkpoints of an f8c that did not skip iterations: none skipped.
+		const char *skipped_text = f8_safetensors_metadata(record, "skipped_iters");
 		if (!parse_u64(f8_safetensors_metadata(record, "iteration"), &iteration) ||
 		    !parse_u64(f8_safetensors_metadata(record, "sampler_state"), &sampler) ||
 		    (seed_text && !parse_u64(seed_text, &seed)) ||
-		    (tokens_text && !parse_u64(tokens_text, &tokens)) || iteration > INT64_MAX)
+		    (tokens_text && !parse_u64(tokens_text, &tokens)) ||
+		    (skipped_text && !parse_u64(skipped_text, &skipped)) || iteration > INT64_MAX ||
+		    skipped > iteration)
 			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the iteration, sampler state, "
-					     "seed or token count in the metadata is not a number",
+					     "seed, token count or skipped count in the metadata is "
+					     "not a number (or more were skipped than done)",
 					     paths[OPTIMIZER]);
 		if (!status)
 			status = check_settings(record, paths[OPTIMIZER], info, diag);
@@ -320,6 +434,7 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 		info->sampler_state = sampler;
 		info->seed = seed;
 		info->consumed_tokens = (int64_t)tokens;
+		info->skipped_iters = (int64_t)skipped;
 	}
 	for (uint32_t v = 0; staged && v < graph->n_values; v++)
 		f8_rt_tensor_destroy(&staged[v]);

@@ -8,12 +8,17 @@
  *                                              (<param>.exp_avg, <param>.exp_avg_sq, iteration,
  *                                              FP8 scaling state; gradient accumulators are zero
  *                                              between steps and are not saved), and in its
- *                                              metadata the data sampler's state and the run's
- *                                              settings
+ *                                              metadata the data sampler's state, the
+ *                                              iterations skipped for a non-finite value and
+ *                                              the run's settings
  *
- * A save writes its iteration's folder, each file atomically (runtime/atomic_file.h), and only
- * then moves latest_checkpointed_iteration.txt to it (atomically too): a save cut short leaves
- * the previous checkpoint the latest. Both files carry "format" = "f8c-checkpoint",
+ * A save writes its iteration's two files into a staging folder (iter_0000010.saving), puts
+ * that in place of iter_0000010 in one rename (an exchange where the iteration is there
+ * already), and only then moves latest_checkpointed_iteration.txt to it (atomically too): a
+ * save cut short, by a kill, a full disk or a read-only folder, leaves the previous checkpoint
+ * the latest and every checkpoint it names whole, a save over the latest one's own iteration
+ * included. A state that holds a NaN or an inf is not saved (the
+ * error names the tensor): a checkpoint always resumes. Both files carry "format" = "f8c-checkpoint",
  * "version" = "1", the iteration and a save id, so a pair that two saves wrote is refused.
  * Loading reads and checks everything first and only then writes the executor's leaves: a torn,
  * foreign or mismatched checkpoint is refused with the leaves as they were.
@@ -33,6 +38,8 @@ typedef struct f8_checkpoint_info {
 	uint64_t sampler_state; // the training batch sampler's state (runtime/tokens.h)
 	uint64_t seed;          // the run's --seed
 	int64_t consumed_tokens;
+	int64_t skipped_iters;  // of the iterations done, those skipped for a non-finite value
+				// (their optimizer step not taken: %iteration counts the others)
 	const char *model;      // the model file's name, for people reading the metadata
 	// Settings of the run that a resumed run must share to continue it (the learning-rate
 	// schedule): saved as metadata "setting.<key>"; on load each must equal the stored one.

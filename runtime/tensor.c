@@ -221,3 +221,35 @@ bool f8_rt_tensor_same_type(const f8_rt_tensor *a, const f8_rt_tensor *b) {
 			return false;
 	return true;
 }
+
+int64_t f8_rt_tensor_find_nonfinite(const f8_rt_tensor *tensor) {
+	int64_t n = f8_rt_tensor_numel(tensor);
+	// By the exponent's bits, all ones in a NaN or an inf: one test an element, no conversion.
+	switch (tensor->dtype) {
+	case F8_DTYPE_F64: {
+		const uint64_t *x = tensor->data;
+		for (int64_t i = 0; i < n; i++)
+			if ((x[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull)
+				return i;
+		return -1;
+	}
+	case F8_DTYPE_F32: {
+		const uint32_t *x = tensor->data;
+		for (int64_t i = 0; i < n; i++)
+			if ((x[i] & 0x7f800000u) == 0x7f800000u)
+				return i;
+		return -1;
+	}
+	case F8_DTYPE_F16:
+	case F8_DTYPE_BF16: {
+		uint16_t exponent = tensor->dtype == F8_DTYPE_F16 ? 0x7c00 : 0x7f80;
+		const uint16_t *x = tensor->data;
+		for (int64_t i = 0; i < n; i++)
+			if ((x[i] & exponent) == exponent)
+				return i;
+		return -1;
+	}
+	default:
+		return -1;
+	}
+}

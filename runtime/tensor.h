@@ -50,6 +50,10 @@ uint16_t f8_rt_bf16_encode(float value);
 /* Element i (flat, row-major) as a double. */
 double f8_rt_tensor_get(const f8_rt_tensor *tensor, int64_t i);
 
+/* The index of the first NaN or inf of a floating-point tensor (f64, f32, f16, bf16; FP8 codes
+ * are not looked at), or -1 when there is none or the dtype is another. */
+int64_t f8_rt_tensor_find_nonfinite(const f8_rt_tensor *tensor);
+
 /* Stores `value` at element i, rounded to the tensor's dtype (see the file comment); integers
  * are truncated toward zero and clamped to their range (NaN gives 0), booleans are
  * value != 0. */

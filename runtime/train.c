@@ -30,9 +30,9 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--lr-warmup-iters must not be past --lr-decay-iters (--train-iters when "
 			  "no --lr-decay-iters is given)";
 	else if (c->eval_interval < 0 || c->eval_iters < 0 || c->log_interval < 1 ||
-		 c->save_interval < 0)
-		problem = "--eval-interval, --eval-iters and --save-interval must not be negative, "
-			  "--log-interval at least 1";
+		 c->save_interval < 0 || c->max_nonfinite_skips < 0)
+		problem = "--eval-interval, --eval-iters, --save-interval and --max-nonfinite-skips "
+			  "must not be negative, --log-interval at least 1";
 	else if ((c->eval_interval > 0) != (c->eval_iters > 0))
 		problem = "--eval-interval and --eval-iters go together: give both or neither";
 	else if (c->save_interval > 0 && !c->save)
@@ -66,10 +66,14 @@ typedef struct trainer {
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
 	f8_executor *executor;
 	f8_rt_tensor token_batch, label_batch; // a micro-batch on the host, written to the leaves
-	f8_value_id tokens, labels, loss, grad_norm, lr;
+	f8_rt_tensor scalar_f32, scalar_i64;   // found_inf and iteration, as they are written
+	f8_value_id tokens, labels, loss, grad_norm, lr, found_inf, steps;
+	bool found_inf_set;            // what %found_inf holds now
 	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
 	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
+	int64_t skipped_iters, skipped_in_a_row;
+	int64_t nonfinite_seen;        // the FP8 tables' non-finite count after the last step
 	f8_tokens data;
 	f8_token_range ranges[3];
 	f8_batch_sampler train_sampler, eval_sampler;
@@ -115,12 +119,18 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 		status = find_value(graph, "grad_norm", &t->grad_norm, diag);
 	if (!status)
 		status = find_value(graph, "lr", &t->lr, diag);
+	if (!status)
+		status = find_value(graph, "iteration", &t->steps, diag);
+	if (!status && (status = find_value(graph, "found_inf", &t->found_inf, diag)))
+		f8_diag_hint(diag, "the step was compiled by an f8c that did not skip non-finite "
+			     "iterations: compile the model again");
 	if (status)
 		return status;
 	t->tokens = F8_NONE;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		const f8_value *value = &graph->values[graph->inputs[i]];
-		if (value->role != F8_ROLE_INPUT || graph->inputs[i] == t->labels)
+		if (value->role != F8_ROLE_INPUT || graph->inputs[i] == t->labels ||
+		    graph->inputs[i] == t->found_inf)
 			continue;
 		if (t->tokens != F8_NONE || !f8_dtype_is_integer(value->type.dtype) ||
 		    value->type.shape.rank != 2) {
@@ -235,6 +245,10 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	if (!status)
 		status = f8_rt_tensor_create(labels->dtype, labels->rank, labels->dims,
 					     &t->label_batch, diag);
+	if (!status)
+		status = f8_rt_tensor_create(F8_DTYPE_F32, 0, NULL, &t->scalar_f32, diag);
+	if (!status)
+		status = f8_rt_tensor_create(F8_DTYPE_I64, 0, NULL, &t->scalar_i64, diag);
 	return status;
 }
 
@@ -282,9 +296,25 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 	return status;
 }
 
+/* Writes %found_inf (1 or 0) when it holds the other. */
+static f8_status set_found_inf(trainer *t, bool found, f8_diag *diag) {
+	if (found == t->found_inf_set)
+		return F8_OK;
+	f8_rt_tensor_set(&t->scalar_f32, 0, found ? 1.0 : 0.0);
+	f8_status status = f8_executor_write(t->executor, t->found_inf, &t->scalar_f32, diag);
+	if (!status)
+		t->found_inf_set = found;
+	return status;
+}
+
+static int64_t nonfinite_amaxes(const trainer *t);
+
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
- * weights), the micro-batches' forward and backward, then the optimizer. */
-static f8_status step(trainer *t, double *loss, f8_diag *diag) {
+ * weights), the micro-batches' forward and backward, then the optimizer. *skipped_for says
+ * what was not finite when the step was skipped (NULL: it was taken): a micro-batch's loss or
+ * an FP8 amax, found here before opt (which %found_inf then skips), or the gradient norm, which
+ * opt finds itself. */
+static f8_status step(trainer *t, double *loss, const char **skipped_for, f8_diag *diag) {
 	double sum = 0;
 	if (t->has_cast) {
 		f8_status status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
@@ -305,7 +335,22 @@ static f8_status step(trainer *t, double *loss, f8_diag *diag) {
 	}
 	*loss = sum / (double)t->micro_batches;
 	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
-	return f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
+	int64_t nonfinite = nonfinite_amaxes(t);
+	*skipped_for = !isfinite(*loss) ? "loss" : nonfinite > t->nonfinite_seen ? "fp8 amax" : NULL;
+	t->nonfinite_seen = nonfinite;
+	f8_status status = set_found_inf(t, *skipped_for != NULL, diag);
+	if (!status)
+		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
+	if (status)
+		return status;
+	if (!*skipped_for && !isfinite(scalar(t, t->grad_norm)))
+		*skipped_for = "gradient norm";
+	if (!*skipped_for)
+		return F8_OK;
+	// AdamW kept the weights and moments; the optimizer's step count goes back to the steps
+	// taken, so that the learning rate and the bias correction do not move either.
+	f8_rt_tensor_set(&t->scalar_i64, 0, (double)(t->iteration - t->skipped_iters));
+	return f8_executor_write(t->executor, t->steps, &t->scalar_i64, diag);
 }
 
 /* The mean loss over eval_iters fixed batches of the validation range. FP8 scaling is frozen
@@ -343,7 +388,7 @@ static int64_t nonfinite_amaxes(const trainer *t) {
 }
 
 static f8_status save(trainer *t, f8_diag *diag) {
-	f8_checkpoint_info info = {.iteration = t->iteration,
+	f8_checkpoint_info info = {.iteration = t->iteration, .skipped_iters = t->skipped_iters,
 				   .sampler_state = t->train_sampler.state,
 				   .seed = t->config->seed, .consumed_tokens = t->consumed_tokens,
 				   .model = t->config->model, .setting_keys = setting_keys,
@@ -375,12 +420,20 @@ static void write_metrics(trainer *t, const char *kind, const f8_train_progress 
 		fprintf(t->metrics, "{\"step\": %lld, \"eval_loss\": %s, \"elapsed_s\": %.3f}\n",
 			(long long)t->iteration, json_number(p->eval_loss, a, sizeof a),
 			p->elapsed_seconds);
+	else if (strcmp(kind, "skip") == 0)
+		fprintf(t->metrics, "{\"step\": %lld, \"skipped\": true, \"skipped_for\": \"%s\", "
+			"\"loss\": %s, \"grad_norm\": %s, \"skipped_iters\": %lld%s, "
+			"\"elapsed_s\": %.3f}\n", (long long)t->iteration, p->skipped_for,
+			json_number(p->loss, a, sizeof a), json_number(p->grad_norm, c, sizeof c),
+			(long long)p->skipped_iters, fp8, p->elapsed_seconds);
 	else
 		fprintf(t->metrics, "{\"step\": %lld, \"loss\": %s, \"lr\": %s, "
-			"\"grad_norm\": %s, \"tokens_per_s\": %s%s, \"elapsed_s\": %.3f}\n",
+			"\"grad_norm\": %s, \"tokens_per_s\": %s, \"skipped_iters\": %lld%s, "
+			"\"elapsed_s\": %.3f}\n",
 			(long long)t->iteration, json_number(p->loss, a, sizeof a),
 			json_number(p->lr, b, sizeof b), json_number(p->grad_norm, c, sizeof c),
-			json_number(p->tokens_per_second, d, sizeof d), fp8, p->elapsed_seconds);
+			json_number(p->tokens_per_second, d, sizeof d), (long long)p->skipped_iters,
+			fp8, p->elapsed_seconds);
 	fflush(t->metrics);
 }
 
@@ -390,26 +443,50 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 	struct timespec interval;
 	clock_gettime(CLOCK_MONOTONIC, &interval);
 	int64_t interval_iterations = 0;
+	t->nonfinite_seen = nonfinite_amaxes(t);
 	while (t->iteration < c->train_iters) {
 		double loss;
-		f8_status status = step(t, &loss, diag);
+		const char *skipped_for = NULL;
+		f8_status status = step(t, &loss, &skipped_for, diag);
 		if (status)
 			return status;
 		t->iteration++, interval_iterations++;
-		if (isnan(first_loss))
-			first_loss = loss;
-		last_loss = loss;
-		if (!isfinite(loss))
-			return f8_diag_set(diag, F8_ERR_INVALID, "the loss is %g at iteration %lld",
-					   loss, (long long)t->iteration);
-		if (t->iteration % c->log_interval == 0 || t->iteration == c->train_iters) {
+		if (skipped_for) {
+			t->skipped_iters++, t->skipped_in_a_row++;
+			f8_train_progress p = {
+				.event = F8_TRAIN_EVENT_SKIP, .loss = loss, .grad_norm = scalar(t, t->grad_norm),
+				.skipped_for = skipped_for, .skipped_iters = t->skipped_iters,
+				.fp8_nonfinite_amax = t->nonfinite_seen};
+			notify(t, &p);
+			write_metrics(t, "skip", &p);
+			if (t->skipped_in_a_row > c->max_nonfinite_skips) {
+				f8_diag_set(diag, F8_ERR_INVALID, "iteration %lld: the %s is not finite, "
+					    "%lld iteration%s in a row (--max-nonfinite-skips %lld): "
+					    "stopping", (long long)t->iteration, skipped_for,
+					    (long long)t->skipped_in_a_row,
+					    t->skipped_in_a_row == 1 ? "" : "s",
+					    (long long)c->max_nonfinite_skips);
+				f8_diag_hint(diag, "the skipped iterations changed no weight, and no "
+					     "checkpoint holds a non-finite value; lower --lr or "
+					     "--clip-grad, or look at the data of these iterations");
+				return F8_ERR_INVALID;
+			}
+		} else {
+			t->skipped_in_a_row = 0;
+			if (isnan(first_loss))
+				first_loss = loss;
+			last_loss = loss;
+		}
+		if (!skipped_for &&
+		    (t->iteration % c->log_interval == 0 || t->iteration == c->train_iters)) {
 			double seconds = seconds_since(&interval);
 			f8_train_progress p = {
 				.event = F8_TRAIN_EVENT_STEP, .loss = loss, .lr = scalar(t, t->lr),
 				.grad_norm = scalar(t, t->grad_norm),
 				.tokens_per_second = (double)(interval_iterations * c->global_batch_size *
 							      c->seq_length) / seconds,
-				.fp8_nonfinite_amax = nonfinite_amaxes(t)};
+				.skipped_iters = t->skipped_iters,
+				.fp8_nonfinite_amax = t->nonfinite_seen};
 			notify(t, &p);
 			write_metrics(t, "train", &p);
 			clock_gettime(CLOCK_MONOTONIC, &interval);
@@ -431,7 +508,8 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 			return status;
 	}
 	notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_END, .first_loss = first_loss,
-				       .last_loss = last_loss, .best_eval = best_eval});
+				       .last_loss = last_loss, .best_eval = best_eval,
+				       .skipped_iters = t->skipped_iters});
 	return F8_OK;
 }
 
@@ -460,12 +538,15 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = f8_checkpoint_load(config->load, t.executor, &info, diag);
 		f8_value_id iteration = f8_graph_find_value(t.graph, "iteration", 9);
 		double counted = iteration == F8_NONE ? NAN : scalar(&t, iteration);
-		if (!status && counted != (double)info.iteration)
+		if (!status && counted != (double)(info.iteration - info.skipped_iters))
 			status = f8_diag_set(diag, F8_ERR_INVALID, "the checkpoint in %s says iteration "
-					     "%lld, but its optimizer state counts another",
-					     config->load, (long long)info.iteration);
+					     "%lld with %lld skipped, but its optimizer state counts "
+					     "%.0f steps taken", config->load,
+					     (long long)info.iteration, (long long)info.skipped_iters,
+					     counted);
 		if (!status) {
 			t.iteration = info.iteration;
+			t.skipped_iters = info.skipped_iters;
 			t.consumed_tokens = info.consumed_tokens;
 			t.train_sampler.state = info.sampler_state;
 		}
@@ -486,5 +567,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	f8_executor_destroy(t.executor);
 	f8_rt_tensor_destroy(&t.token_batch);
 	f8_rt_tensor_destroy(&t.label_batch);
+	f8_rt_tensor_destroy(&t.scalar_f32);
+	f8_rt_tensor_destroy(&t.scalar_i64);
 	return status;
 }

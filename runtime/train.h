@@ -6,7 +6,12 @@
  * One iteration: with FP8, a run of cast (the weights' FP8 copies, once per step); for each
  * micro-batch, a batch from the training range (runtime/tokens.h) into the graph's token input
  * and %labels, a run of fwd|bwd (gradients add into the accumulators); then a run of opt (clip,
- * AdamW, the accumulators zeroed). Every eval_interval iterations, the mean loss over
+ * AdamW, the accumulators zeroed). An iteration whose loss, gradient norm or an FP8 amax was not
+ * finite is skipped, as Megatron-LM's loss scaler skips an overflowed step: its update is not
+ * applied (AdamW's found_inf, passes/training.h), its optimizer step not counted (the learning
+ * rate and the bias correction stay), the FP8 tables keep their scales (they skip non-finite
+ * amaxes themselves), and it is reported and counted in the metrics; more than
+ * max_nonfinite_skips in a row stop the run. Every eval_interval iterations, the mean loss over
  * eval_iters fixed batches of the validation range (cast, then fwd only, with the FP8 scaling
  * state frozen). The step comes compiled (a plan's, or the compile driver's, tools/compile.h,
  * for one micro-batch size and sequence length): it runs the slab plan of its schedule pass.
@@ -64,6 +69,8 @@ typedef struct f8_train_config {
 	uint64_t seed;                    // --seed: weights and data order
 	int64_t eval_interval, eval_iters; // --eval-interval, --eval-iters (0: no evaluation)
 	int64_t log_interval;             // --log-interval
+	int64_t max_nonfinite_skips;      // --max-nonfinite-skips: iterations skipped in a row
+					  // before the run stops (0: the first stops it)
 	const char *save;                 // --save: checkpoint folder, or NULL
 	int64_t save_interval;            // --save-interval (0: only at the end)
 	const char *load;                 // --load: resume from this folder, or NULL
@@ -80,6 +87,7 @@ typedef enum f8_train_event {
 	F8_TRAIN_EVENT_STEP,
 	F8_TRAIN_EVENT_EVAL,
 	F8_TRAIN_EVENT_SAVE,
+	F8_TRAIN_EVENT_SKIP,
 	F8_TRAIN_EVENT_END,
 	F8_TRAIN_EVENT_COUNT
 } f8_train_event;
@@ -87,8 +95,12 @@ typedef enum f8_train_event {
 typedef struct f8_train_progress {
 	f8_train_event event;
 	int64_t iteration, train_iters; // iterations done, and the last one
-	double loss;                    // STEP: mean over the iteration's micro-batches
-	double lr, grad_norm;           // STEP
+	double loss;                    // STEP, SKIP: mean over the iteration's micro-batches
+	double lr, grad_norm;           // STEP, SKIP
+	const char *skipped_for;        // SKIP: what was not finite: "loss", "fp8 amax" or
+					// "gradient norm"
+	int64_t skipped_iters;          // STEP, SKIP, END: iterations skipped so far (a resumed
+					// run counts its checkpoint's)
 	double eval_loss;               // EVAL
 	double tokens_per_second;       // STEP: over the last logged interval
 	int64_t fp8_nonfinite_amax;     // STEP: NaN or inf amaxes the FP8 scaling tables skipped

@@ -6,14 +6,17 @@
  */
 #define _POSIX_C_SOURCE 200809L // isatty, fileno
 
+#include <errno.h>   // errno, EEXIST, ENOENT
 #include <jansson.h> // json_load_file, json_object_foreach
 #include <math.h>    // isnan
 #include <stddef.h>  // offsetof
 #include <stdio.h>   // fprintf
-#include <string.h>  // strcmp, strncmp, strchr
+#include <string.h>  // strcmp, strncmp, strchr, strerror
+#include <sys/stat.h> // mkdir, stat, S_ISDIR
 #include <unistd.h>  // isatty
 
 #include "ir/alloc.h"           // f8_calloc, f8_free
+#include "runtime/atomic_file.h" // f8_atomic_file_open, f8_atomic_file_abort
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #ifdef F8C_CUDA
 #include "runtime/cuda/backend.h" // f8_cuda_backend_create
@@ -73,6 +76,10 @@ static const option options[] = {
 	{"eval-interval", INT, FIELD(eval_interval), 0, "evaluate every N iterations", RUN},
 	{"eval-iters", INT, FIELD(eval_iters), 0, "batches per evaluation", RUN},
 	{"log-interval", INT, FIELD(log_interval), 1, "report every N iterations", RUN},
+	{"max-nonfinite-skips", INT, FIELD(max_nonfinite_skips), 0,
+	 "iterations in a row skipped for a NaN or inf loss, gradient norm or FP8 amax before the "
+	 "run stops (10; 0: the first stops it, as Megatron-LM's --check-for-nan-in-loss-and-grad)",
+	 RUN},
 	{"save", TEXT, FIELD(save), 0, "checkpoint folder", RUN},
 	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations", RUN},
 	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder", RUN},
@@ -287,7 +294,7 @@ static void defaults(request *r) {
 	r->config = (f8_train_config){
 		.data_format = F8_TOKEN_FORMAT_AUTO, .split = {969, 30, 1}, .n_split = 3,
 		.micro_batch_size = 8, .global_batch_size = 0, .seq_length = 0, .seed = 1234,
-		.log_interval = 10};
+		.log_interval = 10, .max_nonfinite_skips = 10};
 	r->compile = (f8_tool_compile_options){.optimizer = f8_training_options_default(),
 					       .dims = r->dims};
 }
@@ -579,6 +586,12 @@ static void show(const f8_train_progress *p, void *user) {
 		if (!terminal)
 			fprintf(stderr, "iteration %lld: saved %s\n", (long long)p->iteration, p->path);
 		break;
+	case F8_TRAIN_EVENT_SKIP: // always, on a line of its own: a user must see every one
+		fprintf(stderr, "%siteration %lld: skipped, the %s is not finite (loss %g, grad norm "
+			"%g); the weights are unchanged, %lld skipped so far\n", terminal ? "\n" : "",
+			(long long)p->iteration, p->skipped_for, p->loss, p->grad_norm,
+			(long long)p->skipped_iters);
+		break;
 	case F8_TRAIN_EVENT_END:
 		if (isnan(p->first_loss)) {
 			fprintf(stderr, "done: already at iteration %lld of %lld\n",
@@ -590,6 +603,9 @@ static void show(const f8_train_progress *p, void *user) {
 			p->first_loss, p->last_loss);
 		if (!isnan(p->best_eval))
 			fprintf(stderr, ", best eval loss %.4f", p->best_eval);
+		if (p->skipped_iters)
+			fprintf(stderr, "; %lld iteration%s skipped for a non-finite value",
+				(long long)p->skipped_iters, p->skipped_iters == 1 ? "" : "s");
 		fprintf(stderr, "\n");
 		if (c->verbose)
 			show_memory(p, c->cuda);
@@ -614,6 +630,38 @@ static f8_status write_profile(const f8_tool_train_args *args, f8_diag *diag) {
 #endif
 }
 
+/*
+ * Refuses a --save that cannot hold checkpoints before anything runs: a path that is a file,
+ * a folder that cannot be made, one that cannot be written. The first save would find out
+ * only after --save-interval iterations (without one, after the whole run), and the work
+ * would be lost. Makes the folder, as the first save would, and starts the write of the file
+ * a save writes last, then abandons it: the file system itself answers, with root's bypass of
+ * permission bits, read-only mounts and ACLs taken into account.
+ */
+static f8_status check_save_folder(const char *folder, f8_diag *diag) {
+	struct stat info;
+	if (mkdir(folder, 0777) != 0 && errno != EEXIST) {
+		int error = errno;
+		f8_diag_hint(diag, error == ENOENT ? "make its parent folder first" :
+			     "give --save a folder that this user can write");
+		return f8_diag_set(diag, F8_ERR_IO, "cannot make the checkpoint folder %s (--save): "
+				   "%s", folder, strerror(error));
+	}
+	if (stat(folder, &info) != 0 || !S_ISDIR(info.st_mode)) {
+		f8_diag_hint(diag, "give --save a folder; it is made when missing");
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--save %s: it exists and is not a folder",
+				   folder);
+	}
+	char probe[4096];
+	if (snprintf(probe, sizeof probe, "%s/latest_checkpointed_iteration.txt", folder) >=
+	    (int)sizeof probe)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--save %s: the path is too long", folder);
+	f8_atomic_file *file;
+	f8_status status = f8_atomic_file_open(probe, &file, diag);
+	f8_atomic_file_abort(file);
+	return status;
+}
+
 int f8_tool_train(int argc, char **argv) {
 	static const f8_tool_train_command train = {
 		.name = "train", .usage = "MODEL --data TOKENS.bin [OPTIONS]",
@@ -626,7 +674,9 @@ int f8_tool_train(int argc, char **argv) {
 	f8_diag_clear(&diag);
 	console screen = {.terminal = isatty(fileno(stderr)), .verbose = args->verbose,
 			  .cuda = args->cuda};
-	f8_status status = f8_tool_train_args_ready(args, &diag);
+	f8_status status = args->config.save ? check_save_folder(args->config.save, &diag) : F8_OK;
+	if (!status)
+		status = f8_tool_train_args_ready(args, &diag);
 	if (!status && args->profile && !args->cuda)
 		status = f8_diag_set(&diag, F8_ERR_ARGUMENT, "--profile times a GPU's launches: "
 				     "give --device cuda");

@@ -8,7 +8,7 @@
  * a statement of its own: C allows a compiler to fuse a * b + c into an FMA only within one
  * expression, and torch's scalar CPU kernels do not fuse.
  */
-#include <math.h>   // sqrt, sqrtf, pow, fabs, fabsf, cos
+#include <math.h>   // sqrt, sqrtf, pow, fabs, fabsf, cos, isfinite
 #include <stdint.h> // int64_t
 #include <string.h> // strcmp
 
@@ -205,6 +205,26 @@ static void adamw_chunk(const f8_cpu_kernel_call *call, const adamw_scalars *s, 
 	f8_cpu_store(&call->outputs[2], offset, 1, count, v);
 }
 
+/* Whether the step is skipped (f8_infer_adamw's comment): a grad_norm that is not finite or
+ * a found_inf that is not 0. */
+static bool adamw_skips(const f8_cpu_kernel_call *call) {
+	const f8_rt_tensor *grad_norm = f8_cpu_input(call, 7), *found_inf = f8_cpu_input(call, 8);
+	return (grad_norm && !isfinite(f8_cpu_get(grad_norm, 0))) ||
+	       (found_inf && f8_cpu_get(found_inf, 0) != 0);
+}
+
+/* A skipped step: param, m and v go through as they are. */
+static void adamw_keep(const f8_cpu_kernel_call *call, int64_t n) {
+	double chunk[F8_CPU_CHUNK];
+	for (int o = 0; o < 3; o++) {
+		for (int64_t offset = 0; offset < n; offset += F8_CPU_CHUNK) {
+			int64_t count = n - offset < F8_CPU_CHUNK ? n - offset : F8_CPU_CHUNK;
+			f8_cpu_load(call->inputs[o == 0 ? 0 : o + 1], offset, 1, count, chunk);
+			f8_cpu_store(&call->outputs[o], offset, 1, count, chunk);
+		}
+	}
+}
+
 /* param', m', v' of one AdamW step (f8_infer_adamw's comment); f32 parameters and gradients
  * straight from memory, other dtypes through adamw_chunk. */
 F8_CPU_KERNEL(ADAMW) {
@@ -214,6 +234,10 @@ F8_CPU_KERNEL(ADAMW) {
 	if (status)
 		return status;
 	int64_t n = f8_rt_tensor_numel(param);
+	if (adamw_skips(call)) {
+		adamw_keep(call, n);
+		return F8_OK;
+	}
 	if (param->dtype == F8_DTYPE_F32 && grad->dtype == F8_DTYPE_F32 && n > 0) {
 		const float *g = grad->data, *m_in = call->inputs[2]->data;
 		const float *v_in = call->inputs[3]->data, *p_in = param->data;

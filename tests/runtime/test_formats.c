@@ -1,6 +1,7 @@
 /*
  * Unit tests of the runtime's file formats through their C API: atomic writes (a failed write,
- * a failed rename, an unwritable path: the old file stays and no temporary file is left), .npy
+ * a failed rename, an unwritable path: the old file stays and no temporary file is left; the
+ * temporary files of killed writers removed by the next write, those of live ones kept), .npy
  * and safetensors round trips of every dtype, token files, the split and the batch sampler;
  * malformed files of every kind (each cut of a good file, bad magic, headers that lie,
  * overlapping offsets, huge headers, negative dims, unknown dtypes) refused with the right
@@ -14,15 +15,17 @@
 #define _POSIX_C_SOURCE 200809L // mkdtemp, setrlimit, chmod
 
 #include <dirent.h>       // opendir, readdir, closedir
+#include <fcntl.h>        // open, O_RDONLY
 #include <signal.h>       // signal, SIGXFSZ, SIG_IGN
 #include <stdint.h>       // uint8_t, uint32_t, uint64_t
 #include <stdio.h>        // printf, snprintf, fopen, fwrite
 #include <stdlib.h>       // getenv, strtoull, mkdtemp, malloc, free
 #include <string.h>       // memcmp, memcpy, strstr, strlen, strcmp
+#include <sys/file.h>     // flock, LOCK_EX, LOCK_NB
 #include <sys/resource.h> // setrlimit, RLIMIT_FSIZE
 #include <sys/stat.h>     // mkdir, stat, chmod
 #include <time.h>         // time
-#include <unistd.h>       // unlink, rmdir
+#include <unistd.h>       // unlink, rmdir, close
 
 #include "runtime/atomic_file.h" // f8_atomic_file_*
 #include "runtime/npy.h"         // f8_npy_read, f8_npy_write
@@ -91,6 +94,42 @@ static bool file_is(const char *path, const void *data, size_t n) {
 }
 
 /* ---- atomic files ------------------------------------------------------------------------ */
+
+/*
+ * The temporary files that writers killed with SIGKILL leave: the next write of the same path
+ * removes those whose writer is dead (no flock held), and only those: not one a live writer
+ * holds locked, not another file's, not a name that only looks like one.
+ */
+static void test_stale_temps(const char *path) {
+	char stale[600], live[600], other[600], odd[600];
+	snprintf(stale, sizeof stale, "%s.tmp.Ab3xY9", path);
+	snprintf(live, sizeof live, "%s.tmp.Qw7eR2", path);
+	snprintf(other, sizeof other, "%s/other.bin.tmp.Ab3xY9", folder);
+	snprintf(odd, sizeof odd, "%s.tmp.Ab3xY9.keep", path);
+	write_bytes(stale, "torn", 4);
+	write_bytes(live, "live", 4);
+	write_bytes(other, "other", 5);
+	write_bytes(odd, "odd", 3);
+	// A live writer: an open file of its own, whose flock conflicts as another process's.
+	int held = open(live, O_RDONLY);
+	CHECK(held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0);
+	f8_diag diag;
+	f8_atomic_file *file;
+	CHECK(f8_atomic_file_open(path, &file, &diag) == F8_OK);
+	CHECK(f8_atomic_file_write(file, "third", 5, &diag) == F8_OK);
+	CHECK(f8_atomic_file_commit(file, &diag) == F8_OK && file_is(path, "third", 5));
+	struct stat info;
+	CHECK(stat(stale, &info) != 0 && stat(live, &info) == 0 && stat(other, &info) == 0 &&
+	      stat(odd, &info) == 0);
+	// Once its writer is gone (the lock dropped), the next write takes that one too.
+	close(held);
+	CHECK(f8_atomic_file_open(path, &file, &diag) == F8_OK);
+	f8_atomic_file_abort(file);
+	CHECK(stat(live, &info) != 0 && stat(other, &info) == 0 && file_is(path, "third", 5));
+	unlink(other);
+	unlink(odd);
+	CHECK(count_files(true) == 0);
+}
 
 static void test_atomic_file(void) {
 	char path[512], other[512];
@@ -163,6 +202,7 @@ static void test_atomic_file(void) {
 	CHECK(f8_atomic_file_open(path, &file, &diag) == F8_ERR_NOMEM && !file);
 	test_allocations_restore();
 	CHECK(count_files(true) == 0);
+	test_stale_temps(path);
 	empty_folder();
 }
 

@@ -10,7 +10,12 @@
 (d) mistakes are refused, exit status non-zero, with a message that says what is wrong: an
     unknown option, a global batch that is not a multiple of the micro batch, a missing data
     file, and a torn checkpoint (weights.safetensors cut short), which must stop with exit
-    status 1 before any step runs.
+    status 1 before any step runs;
+(e) an iteration whose loss is not finite is skipped, reported and counted, and the run goes on:
+    an untied gpt-tiny resumed from a checkpoint whose embedding row of one byte was set to inf
+    meets it in the windows that hold that byte, and only there; the run's --save is then
+    refused, naming the tensor, and leaves no checkpoint; with the byte in every window, more
+    skips in a row than --max-nonfinite-skips stop the run, saying so.
 
 Usage: test_train_cli.py F8C SOURCE_DIR [SEED]   (the seed, printed, makes the text and the run)
 """
@@ -231,6 +236,69 @@ def test_errors(f8c, model, data, work, seed, ckpt):
     check(before == after, "(d) a torn checkpoint is left as it was", f"{before} -> {after}")
 
 
+def test_nonfinite(f8c, source, work, seed, rng):
+    from safetensors import safe_open
+    from safetensors.numpy import load_file, save_file
+    with open(os.path.join(source, "models", "gpt-tiny.json")) as f:
+        description = json.load(f)
+    description["tie_embeddings"] = False  # a tied head would read the inf row in every window
+    model = os.path.join(work, "untied.json")
+    with open(model, "w") as f:
+        json.dump(description, f)
+
+    def tokens(name, every):
+        """Random words with 'Q' after about one byte in `every`."""
+        text = []
+        for c in " ".join(rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(3000)):
+            text.append(c)
+            if rng.randrange(every) == 0:
+                text.append("Q")
+        path = os.path.join(work, name)
+        with open(path + ".txt", "w") as f:
+            f.write("".join(text))
+        f8c_run(f8c, ["tokenize", path + ".txt", "-o", path + ".bin"])
+        return path + ".bin"
+
+    sparse, dense = tokens("sparse", 60), tokens("dense", 2)
+    ckpt, metrics = os.path.join(work, "nonfinite"), os.path.join(work, "nonfinite.jsonl")
+    common = [*SMALL, "--lr-decay-iters", "26"]
+    run = f8c_run(f8c, train_args(model, sparse, metrics, seed, 2, *common, "--save", ckpt))
+    if not check(run.returncode == 0, "(e) 2 iterations saved", run.stdout + run.stderr):
+        return
+    weights = os.path.join(ckpt, "iter_0000002", "weights.safetensors")
+    with safe_open(weights, "np") as f:
+        metadata = f.metadata()
+    tensors = load_file(weights)
+    tensors["embed.weight"][ord("Q")] = float("inf")
+    save_file(tensors, weights, metadata=metadata)
+
+    again = os.path.join(work, "nonfinite-again")
+    run = f8c_run(f8c, train_args(model, sparse, metrics, seed, 26, *common, "--load", ckpt,
+                                  "--save", again, "--max-nonfinite-skips", "30"))
+    records, _ = read_records(metrics)
+    skips = [r for r in records if r.get("skipped")]
+    steps = [r for r in records if "loss" in r and not r.get("skipped") and r["step"] > 2]
+    print(f"(e) {len(skips)} of 24 iterations skipped: {[r['step'] for r in skips]}")
+    check(0 < len(skips) < 24 and all(r["skipped_for"] == "loss" and r["loss"] is None
+                                      for r in skips),
+          "(e) the iterations with a non-finite loss are skipped, and only those", f"{skips}")
+    check(len(steps) + len(skips) == 24 and all(math.isfinite(r["loss"]) for r in steps),
+          "(e) every other iteration trains with a finite loss", f"{records}")
+    check(all(r["skipped_iters"] == sum(1 for k in skips if k["step"] <= r["step"])
+              for r in steps + skips), "(e) each record counts the skips so far", f"{records}")
+    check(run.stderr.count("skipped, the loss is not finite") == len(skips),
+          "(e) each skip is reported on the console", run.stderr)
+    expect_refusal(run, "a save of a state that holds an inf",
+                   ["not saved", "%embed.weight holds inf"], status=1)
+    check(not os.path.exists(again) or not os.listdir(again),
+          "(e) the refused save leaves no checkpoint", f"{os.listdir(again)}")
+
+    run = f8c_run(f8c, train_args(model, dense, metrics, seed, 26, *common, "--load", ckpt,
+                                  "--max-nonfinite-skips", "2"))
+    expect_refusal(run, "more skips in a row than --max-nonfinite-skips",
+                   ["iteration 5", "3 iterations in a row", "--max-nonfinite-skips 2"], status=1)
+
+
 def main():
     f8c, source = sys.argv[1], sys.argv[2]
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else random.SystemRandom().randrange(1, 2**31)
@@ -248,6 +316,7 @@ def main():
             test_learning(f8c, model, data, work, seed)
             ckpt = test_resume(f8c, model, data, work, seed)
             test_errors(f8c, model, data, work, seed, ckpt)
+            test_nonfinite(f8c, source, work, seed, rng)
     return finish()
 
 
