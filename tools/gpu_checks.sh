@@ -6,15 +6,19 @@
 #     and cuDNN are opened at run time) and the GPU check programs, compiles the plans with the
 #     full build, tokenizes the data, and packs what the GPU run needs into FOLDER/carry (the
 #     host libraries the GPU machine lacks, OpenBLAS and jansson, in a tarball).
-#   sh FOLDER/carry/run.sh [modules] [ops] [steps] [sanitize] [resume] [curves] [curves-gpu]
-#     [bench]   (there; default: all of them but curves-gpu and bench)
+#   sh FOLDER/carry/run.sh [modules] [ops] [steps] [sanitize] [resume] [skip] [curves]
+#     [curves-gpu] [bench] [convergence]   (there; default: all of them but curves-gpu, bench
+#     and convergence)
 #     runs every check and writes its logs and a summary to $OUT (or ./out): the library
 #     modules against the CPU reference (gemm_check, attention_check), then each plan's first
 #     training step on the GPU against the CPU backend on the same machine (tools/gpu_compare.py:
 #     the loss, every gradient through AdamW's first moment, and the updated parameters), then
 #     the FP8 recipes' 200-iteration loss curves and scaling tables against the CPU's.
 #     `resume`: checkpoints GPU -> CPU -> GPU and a bit-exact resume with --deterministic
-#     (gpu_compare.py resume, on gpt-tiny --bf16 and FP8 delayed); `bench`: tokens/s, peak
+#     (gpu_compare.py resume, on gpt-tiny --bf16 and FP8 delayed); `skip`: iterations that
+#     meet a non-finite loss skipped on the GPU as on the CPU (gpu_compare.py skip);
+#     `convergence`: FP8 against --bf16 over 1000 iterations of gpt2-124m on the machine's
+#     Python standard library (tools/convergence.py; not part of `all`); `bench`: tokens/s, peak
 #     memory and where the step's time goes for gpt2-124m (16 x 1024) and gpt-1.3b (8 x 2048)
 #     in --bf16 and FP8 (tools/gpu_bench.py; not part of `all`: run it alone); `torch` (or
 #     `torch-gpt2-124m`, `torch-gpt-1.3b`, one model each): PyTorch's step of the same models
@@ -130,6 +134,40 @@ gpt2-124m-bf16-vocab50257 gpt2-124m 16 1024 --make-vocab-size-divisible-by 1
 gpt-1.3b-delayed-vocab50257 gpt-1.3b 8 2048 --fp8-format hybrid --fp8-recipe delayed --make-vocab-size-divisible-by 1
 BENCH
 
+# `skip`'s plan: gpt-tiny with an untied head (a tied one would read the inf row that
+# gpu_compare.py skip puts in every window), FP8 under --bf16; its tokens: the notes with a
+# 'Q' after about one byte in 60, so that about a third of the iterations meet it.
+mkdir -p "$carry/skip"
+python3 - "$root/models/gpt-tiny.json" "$folder/gpt-tiny-untied.json" "$root/data/fp8-notes.txt" \
+	"$folder/skip.txt" <<'PY'
+import json, random, sys
+model = json.load(open(sys.argv[1]))
+model["tie_embeddings"] = False
+json.dump(model, open(sys.argv[2], "w"))
+rng, text = random.Random(60), []
+for c in open(sys.argv[3]).read():
+    text.append(c + ("Q" if rng.randrange(60) == 0 else ""))
+open(sys.argv[4], "w").write("".join(text))
+PY
+"$f8c" tokenize "$folder/skip.txt" -o "$carry/skip/tokens.bin" >/dev/null
+"$f8c" compile "$folder/gpt-tiny-untied.json" -o "$carry/skip/gpt-tiny-untied-delayed" \
+	--micro-batch-size 2 --seq-length 16 --lr-decay-iters 22 --bf16 --fp8-format hybrid \
+	--fp8-recipe delayed >"$carry/skip/compile.log" 2>&1
+
+# `convergence`'s plans (tools/convergence.py): gpt2-124m as the bench runs it, with GPT-2's
+# schedule over 1000 iterations, in --bf16 and FP8; the name's last part is the run's length.
+mkdir -p "$carry/convergence"
+schedule="--micro-batch-size 16 --global-batch-size 16 --seq-length 1024 --lr 6e-4 --min-lr 6e-5 \
+--lr-warmup-iters 100 --lr-decay-iters 1000 --lr-decay-style cosine --weight-decay 0.1 \
+--adam-beta2 0.95 --clip-grad 1.0 --bf16"
+# shellcheck disable=SC2086 # the options are words
+"$f8c" compile "$root/models/gpt2-124m.json" -o "$carry/convergence/gpt2-124m-bf16-1000" $schedule \
+	>"$carry/convergence/bf16.log" 2>&1
+# shellcheck disable=SC2086
+"$f8c" compile "$root/models/gpt2-124m.json" -o "$carry/convergence/gpt2-124m-delayed-1000" \
+	$schedule --fp8-format hybrid --fp8-recipe delayed >"$carry/convergence/delayed.log" 2>&1
+cp "$root/tools/convergence.py" "$carry/"
+
 cp /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 /lib/x86_64-linux-gnu/libjansson.so.4 \
 	/lib/x86_64-linux-gnu/libgfortran.so.5 /lib/x86_64-linux-gnu/libquadmath.so.0 "$folder/"
 tar -C "$folder" -cJf "$carry/libs.tar.xz" libopenblas.so.0 libjansson.so.4 libgfortran.so.5 \
@@ -160,8 +198,9 @@ check() { # NAME COMMAND...: runs it, logs it, one line in the summary (sh has n
 	if "$@" >"$out/$check_name.log" 2>&1; then check_result=passed; else check_result="FAILED ($?)"; fi
 	echo "$check_name: $check_result in $(($(date +%s) - check_start)) s" >>"$summary"
 }
-# The arguments: what to run (modules ops steps sanitize resume curves curves-gpu bench torch
-# torch-MODEL; default all but curves-gpu, bench and torch), so that a short lease can split them.
+# The arguments: what to run (modules ops steps sanitize resume skip curves curves-gpu bench
+# convergence torch torch-MODEL; default all but curves-gpu, bench, convergence and torch), so
+# that a short lease can split them.
 want=" ${*:-all} "
 runs() { [ "$want" = " all " ] || case $want in *" $1 "*) true ;; *) false ;; esac; }
 if runs modules; then
@@ -225,6 +264,16 @@ done
 		"$here/tokens.bin" "$out/curve-$recipe"
 	rm -rf "$out/curve-$recipe/cuda" "$out/curve-$recipe/cuda.jsonl"
 done
+# `skip`: iterations that meet a non-finite loss, skipped on the GPU as on the CPU.
+runs skip && check skip python3 "$here/gpu_compare.py" skip "$here/f8c" \
+	"$here/skip/gpt-tiny-untied-delayed" "$here/skip/tokens.bin" /tmp/f8c-skip
+# `convergence`: FP8 against --bf16 over 1000 iterations of gpt2-124m on the machine's Python
+# standard library (not part of `all`: about 3 minutes).
+if [ "$want" != " all " ] && runs convergence; then
+	stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+	check convergence python3 "$here/convergence.py" "$here/f8c" "$stdlib" "$out/convergence" \
+		"$here/convergence/gpt2-124m-bf16-1000" "$here/convergence/gpt2-124m-delayed-1000"
+fi
 runs curves && for recipe in delayed current rowwise block; do
 	plan=$here/plans/gpt-tiny-$recipe
 	[ -d "$plan" ] || continue

@@ -15,6 +15,13 @@
       resume is exact, and a replayed step is the step); resumed from the GPU's 10 on the CPU
       to 25, whose step 11 must match the GPU's within the one-step tolerance; and the CPU's
       20 resumed on the GPU, whose step 21 must match the CPU's (first_resumed_step).
+  gpu_compare.py skip F8C PLAN TOKENS WORK
+      iterations that meet a non-finite loss (runtime/train.h): 2 iterations on the CPU saved,
+      the checkpoint's embedding row of the byte 'Q' set to inf (PLAN must have an untied
+      head, TOKENS some windows with a 'Q'), then 20 more from it on each device: the GPU
+      must skip the same iterations as the CPU (AdamW's found_inf and grad_norm in the
+      generated PTX), train the others within the curve tolerance, and refuse the final save,
+      which would hold the inf.
 
 Tolerances, by the plan's precision (read from its plan.json):
   f32 plans: 1e-4. Both sides compute in f32 or better, but in other orders (cuBLASLt's
@@ -338,11 +345,49 @@ def curve_against(f8c, plan, tokens, work, gpu_work):
         raise SystemExit(f"{failures} comparisons failed")
 
 
+def skip(f8c, plan, tokens, work):
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+    start = os.path.join(work, "start")
+    command = [f8c, "train", plan, "--data", tokens, "--train-iters", "2", "--save", start]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"the first 2 iterations failed: {result.stderr[-2000:]}")
+    weights = os.path.join(start, "iter_0000002", "weights.safetensors")
+    with safe_open(weights, "np") as f:
+        metadata = f.metadata()
+    tensors = load_file(weights)
+    tensors["embed.weight"][ord("Q")] = np.inf
+    save_file(tensors, weights, metadata=metadata)
+    runs = {}
+    for device in ("cpu", "cuda"):
+        chosen = os.environ.get("F8C_COMPARE_GPU", "cuda") if device == "cuda" else device
+        metrics = os.path.join(work, device + ".jsonl")
+        command = [f8c, "train", plan, "--data", tokens, "--train-iters", "22", "--load", start,
+                   "--log-interval", "1", "--metrics", metrics, "--max-nonfinite-skips", "20",
+                   "--save", os.path.join(work, device), "--device", chosen]
+        result = subprocess.run(command, capture_output=True, text=True)
+        print("$", " ".join(command))
+        print(result.stderr[-3000:])
+        if result.returncode != 1 or "not saved: %embed.weight holds inf" not in result.stderr:
+            raise SystemExit(f"--device {chosen}: exit {result.returncode}, not the refused save")
+        runs[device] = [json.loads(line) for line in open(metrics)]
+    skipped = {d: [r["step"] for r in runs[d] if r.get("skipped")] for d in runs}
+    print(f"skipped: cpu {skipped['cpu']}, gpu {skipped['cuda']}")
+    if not skipped["cpu"] or skipped["cpu"] != skipped["cuda"]:
+        raise SystemExit("the GPU did not skip the CPU's iterations (or none was skipped)")
+    trained = {d: [r for r in runs[d] if not r.get("skipped")] for d in runs}
+    failures = compare_curves(precision_of(plan), trained["cuda"], trained["cpu"], None, None)
+    if failures:
+        raise SystemExit(f"{failures} comparisons failed")
+
+
 if __name__ == "__main__":
     what, f8c, plan, tokens, work = sys.argv[1:6]
     os.makedirs(work, exist_ok=True)
     if what == "curve-against":
         curve_against(f8c, plan, tokens, work, sys.argv[6])
     else:
-        {"step": step, "curve": curve, "curve-gpu": curve_gpu, "resume": resume}[what](
+        {"step": step, "curve": curve, "curve-gpu": curve_gpu, "resume": resume,
+         "skip": skip}[what](
             f8c, plan, tokens, work)
