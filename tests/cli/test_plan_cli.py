@@ -223,6 +223,24 @@ def unknown_binding(d, p):
     return d, p
 
 
+def other_annotation(d, p):
+    """Turns a GEMM's FP8 annotation to another recipe, as if to change what it runs in."""
+    import re
+    annotated = re.compile(r"recipe=delayed")
+    check(annotated.search(d["graph"]) is not None, "the FP8 plan has recipe annotations", "")
+    d["graph"] = annotated.sub("recipe=current", d["graph"], count=1)
+    return d, p
+
+
+def other_learning_rate(d, p):
+    """The learning rate in the graph itself (LearningRate's attribute), not the options."""
+    import re
+    rate = re.compile(r"(= LearningRate\(%[^)]*\) \{lr=)([0-9.e+-]+)")
+    check(rate.search(d["graph"]) is not None, "the FP8 plan has its LearningRate", "")
+    d["graph"] = rate.sub(lambda m: m.group(1) + "0.5", d["graph"], count=1)
+    return d, p
+
+
 def other_weights(d, p):
     d["weights"]["fnv1a64"] = "0" * 16
     return d, p
@@ -242,6 +260,10 @@ refused(other_table, ["digest", "changed since it was written"],
 refused(other_geometry, ["digest", "compile the model again"], "with a launch geometry edited",
         digest=False)
 refused(other_option, ["digest"], "with a compile option edited", digest=False)
+refused(other_annotation, ["digest", "changed since it was written"],
+        "with a value's FP8 annotation edited", digest=False)
+refused(other_learning_rate, ["digest", "changed since it was written"],
+        "with its learning rate edited in the graph", digest=False)
 refused(no_geometry, ["launch", "geometry"], "with a kernel's launch geometry taken out")
 refused(unknown_binding, ["no value of the graph"], "with a binding to a value it lacks")
 refused(other_weights, ["weights.safetensors is not the file"], "with edited weights")
