@@ -239,9 +239,7 @@ f8_status f8_atomic_file_write(f8_atomic_file *file, const void *data, size_t n,
 	return io_error(diag, file->path, file->error, "write");
 }
 
-/* Syncs the folder so that the rename survives a crash. Best effort: the rename is done, and
- * some file systems refuse fsync on a folder (EINVAL); PATH already holds the new file. */
-static void sync_folder(const char *folder) {
+void f8_atomic_file_sync_folder(const char *folder) {
 	int fd = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -269,7 +267,7 @@ f8_status f8_atomic_file_commit(f8_atomic_file *file, f8_diag *diag) {
 		return status;
 	}
 	unlock(file);
-	sync_folder(file->folder);
+	f8_atomic_file_sync_folder(file->folder);
 	release(file);
 	return F8_OK;
 }

@@ -59,4 +59,9 @@ f8_status f8_atomic_file_commit(f8_atomic_file *file, f8_diag *diag);
  * allowed. */
 void f8_atomic_file_abort(f8_atomic_file *file);
 
+/* Syncs `folder` so that a rename in it survives a crash (commit does it for PATH's folder;
+ * a writer that renames folders calls it itself). Best effort: the rename is done, and some
+ * file systems refuse fsync on a folder (EINVAL). */
+void f8_atomic_file_sync_folder(const char *folder);
+
 #endif

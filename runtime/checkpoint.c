@@ -2,23 +2,23 @@
  * Checkpoints: params to weights.safetensors, optimizer and scaling state to
  * optimizer.safetensors; loads check everything before anything is written.
  */
-#define _GNU_SOURCE // renameat2, RENAME_EXCHANGE; mkdir, clock_gettime, fsync
+#define _GNU_SOURCE // renameat2, RENAME_EXCHANGE; mkdir, clock_gettime
 
 #include "runtime/checkpoint.h" // f8_checkpoint_save, f8_checkpoint_load
 
 #include <dirent.h>   // opendir, readdir
 #include <errno.h>    // errno, EEXIST, ENOENT
-#include <fcntl.h>    // open, AT_FDCWD, O_DIRECTORY
+#include <fcntl.h>    // AT_FDCWD
 #include <inttypes.h> // PRIu64, PRId64, SCNu64
 #include <stdio.h>    // snprintf
 #include <stdlib.h>   // strtoull, strtoll
 #include <string.h>   // strcmp, strlen, strerror
 #include <sys/stat.h> // mkdir, stat
 #include <time.h>     // clock_gettime
-#include <unistd.h>   // rmdir, unlink, fsync, close
+#include <unistd.h>   // rmdir, unlink
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
-#include "runtime/atomic_file.h" // f8_atomic_file_*
+#include "runtime/atomic_file.h" // f8_atomic_file_*, f8_atomic_file_sync_folder
 #include "runtime/safetensors.h" // f8_safetensors_*
 #include "runtime/tensor.h"      // f8_rt_tensor_find_nonfinite
 
@@ -136,14 +136,6 @@ static void remove_folder(const char *path) {
 	rmdir(path);
 }
 
-static void sync_folder(const char *path) {
-	int fd = open(path, O_RDONLY | O_DIRECTORY);
-	if (fd >= 0) {
-		(void)fsync(fd); // some file systems refuse a folder's (EINVAL): the rename stands
-		close(fd);
-	}
-}
-
 /* Puts the complete `staging` folder in place of `target`. An existing target (a save of an
  * iteration the folder already has: a rerun over an old folder, perhaps the one the latest
  * record names) is swapped for it in one step (renameat2's RENAME_EXCHANGE), so that a reader
@@ -168,7 +160,7 @@ static f8_status install(const char *staging, const char *target, const char *fo
 		return f8_diag_set(diag, F8_ERR_IO, "cannot move the checkpoint %s into place as %s: %s",
 				   staging, target, strerror(errno));
 	remove_folder(staging); // the old checkpoint's files, after an exchange
-	sync_folder(folder);
+	f8_atomic_file_sync_folder(folder);
 	return F8_OK;
 }
 

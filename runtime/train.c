@@ -296,6 +296,17 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 	return status;
 }
 
+/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables. */
+static int64_t nonfinite_amaxes(const trainer *t) {
+	int64_t sum = -1;
+	for (int i = 0; i < 3; i++) {
+		if (t->nonfinite[i] == F8_NONE)
+			continue;
+		sum = (sum < 0 ? 0 : sum) + (int64_t)scalar(t, t->nonfinite[i]);
+	}
+	return sum;
+}
+
 /* Writes %found_inf (1 or 0) when it holds the other. */
 static f8_status set_found_inf(trainer *t, bool found, f8_diag *diag) {
 	if (found == t->found_inf_set)
@@ -307,14 +318,14 @@ static f8_status set_found_inf(trainer *t, bool found, f8_diag *diag) {
 	return status;
 }
 
-static int64_t nonfinite_amaxes(const trainer *t);
-
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
- * weights), the micro-batches' forward and backward, then the optimizer. *skipped_for says
+ * weights), the micro-batches' forward and backward, then the optimizer; the mean loss and the
+ * gradient norm into *loss and *grad_norm. *skipped_for says
  * what was not finite when the step was skipped (NULL: it was taken): a micro-batch's loss or
  * an FP8 amax, found here before opt (which %found_inf then skips), or the gradient norm, which
  * opt finds itself. */
-static f8_status step(trainer *t, double *loss, const char **skipped_for, f8_diag *diag) {
+static f8_status step(trainer *t, double *loss, double *grad_norm, const char **skipped_for,
+		      f8_diag *diag) {
 	double sum = 0;
 	if (t->has_cast) {
 		f8_status status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
@@ -343,7 +354,8 @@ static f8_status step(trainer *t, double *loss, const char **skipped_for, f8_dia
 		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
 	if (status)
 		return status;
-	if (!*skipped_for && !isfinite(scalar(t, t->grad_norm)))
+	*grad_norm = scalar(t, t->grad_norm);
+	if (!*skipped_for && !isfinite(*grad_norm))
 		*skipped_for = "gradient norm";
 	if (!*skipped_for)
 		return F8_OK;
@@ -374,17 +386,6 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 	f8_executor_freeze_scaling(t->executor, false);
 	*loss = sum / (double)t->config->eval_iters;
 	return status;
-}
-
-/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables. */
-static int64_t nonfinite_amaxes(const trainer *t) {
-	int64_t sum = -1;
-	for (int i = 0; i < 3; i++) {
-		if (t->nonfinite[i] == F8_NONE)
-			continue;
-		sum = (sum < 0 ? 0 : sum) + (int64_t)scalar(t, t->nonfinite[i]);
-	}
-	return sum;
 }
 
 static f8_status save(trainer *t, f8_diag *diag) {
@@ -445,16 +446,16 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 	int64_t interval_iterations = 0;
 	t->nonfinite_seen = nonfinite_amaxes(t);
 	while (t->iteration < c->train_iters) {
-		double loss;
+		double loss, grad_norm = NAN;
 		const char *skipped_for = NULL;
-		f8_status status = step(t, &loss, &skipped_for, diag);
+		f8_status status = step(t, &loss, &grad_norm, &skipped_for, diag);
 		if (status)
 			return status;
 		t->iteration++, interval_iterations++;
 		if (skipped_for) {
 			t->skipped_iters++, t->skipped_in_a_row++;
 			f8_train_progress p = {
-				.event = F8_TRAIN_EVENT_SKIP, .loss = loss, .grad_norm = scalar(t, t->grad_norm),
+				.event = F8_TRAIN_EVENT_SKIP, .loss = loss, .grad_norm = grad_norm,
 				.skipped_for = skipped_for, .skipped_iters = t->skipped_iters,
 				.fp8_nonfinite_amax = t->nonfinite_seen};
 			notify(t, &p);
@@ -482,7 +483,7 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 			double seconds = seconds_since(&interval);
 			f8_train_progress p = {
 				.event = F8_TRAIN_EVENT_STEP, .loss = loss, .lr = scalar(t, t->lr),
-				.grad_norm = scalar(t, t->grad_norm),
+				.grad_norm = grad_norm,
 				.tokens_per_second = (double)(interval_iterations * c->global_batch_size *
 							      c->seq_length) / seconds,
 				.skipped_iters = t->skipped_iters,

@@ -17,18 +17,17 @@
  * Built by the `fuzz` preset (F8C_FUZZ=ON, clang, -fsanitize=fuzzer,address,undefined); seeds in
  * tests/fuzz/corpus_npy/ (tests/fuzz/make_corpus.py makes them with numpy.save).
  */
-#define _POSIX_C_SOURCE 200809L // mkdtemp, stat
+#define _POSIX_C_SOURCE 200809L // mkdtemp (fuzz_support.h), stat
 
-#include <fcntl.h>    // open, O_*
 #include <stdint.h>   // uint8_t, uint64_t
 #include <stdio.h>    // fprintf, snprintf
-#include <stdlib.h>   // abort, atexit, getenv, mkdtemp
+#include <stdlib.h>   // abort, atexit
 #include <string.h>   // memcmp, strcmp
 #include <sys/stat.h> // stat
-#include <unistd.h>   // write, close, unlink, rmdir
 
 #include "ir/dtype.h"    // f8_dtype_get_info
 #include "runtime/npy.h" // f8_npy_read, f8_npy_write
+#include "tests/fuzz/fuzz_support.h" // fuzz_make_folder, fuzz_write_file, fuzz_remove_folder
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,19 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char folder[256], path[400], again_path[400];
 
 static void remove_folder(void) {
-	unlink(path);
-	unlink(again_path);
-	rmdir(folder);
+	fuzz_remove_folder(folder);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
 	(void)argc, (void)argv;
-	const char *tmp = getenv("TMPDIR");
-	snprintf(folder, sizeof folder, "%s/f8c-fuzz-npy-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(folder)) {
-		fprintf(stderr, "fuzz_npy: cannot make a folder in %s\n", folder);
-		abort();
-	}
+	fuzz_make_folder("npy", folder, sizeof folder);
 	snprintf(path, sizeof path, "%s/fuzz.npy", folder);
 	snprintf(again_path, sizeof again_path, "%s/again.npy", folder);
 	atexit(remove_folder);
@@ -56,18 +48,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void write_or_die(const uint8_t *data, size_t size) {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	size_t done = 0;
-	while (fd >= 0 && done < size) {
-		ssize_t wrote = write(fd, data + done, size - done);
-		if (wrote <= 0)
-			break;
-		done += (size_t)wrote;
-	}
-	if (fd < 0 || done < size || close(fd) != 0) {
-		fprintf(stderr, "fuzz_npy: cannot write %s\n", path);
-		abort();
-	}
+	fuzz_write_file("npy", path, data, size);
 }
 
 static void fail(const char *what, const f8_diag *diag) {

@@ -24,21 +24,21 @@
  * Built by the `fuzz` preset (F8C_FUZZ=ON, clang, -fsanitize=fuzzer,address,undefined); seeds in
  * tests/fuzz/corpus_plan/ (tests/fuzz/make_corpus.py makes them from `f8c compile`'s plans).
  */
-#define _POSIX_C_SOURCE 200809L // mkdtemp
+#define _POSIX_C_SOURCE 200809L // mkdtemp (fuzz_support.h)
 
 #include <errno.h>  // errno, ENOENT
-#include <fcntl.h>  // open, O_*
 #include <inttypes.h> // PRIx64
 #include <stdint.h> // uint8_t, uint64_t
 #include <stdio.h>  // fprintf, snprintf
-#include <stdlib.h> // abort, atexit, getenv, mkdtemp, free
+#include <stdlib.h> // abort, atexit, free
 #include <string.h> // memchr, strlen
-#include <unistd.h> // write, close, unlink, rmdir
+#include <unistd.h> // unlink
 
 #include <jansson.h> // json_loadb, json_dumps: the mend
 
 #include "ir/verify.h"    // f8_graph_verify
 #include "runtime/plan.h" // f8_plan_load, f8_plan_destroy
+#include "tests/fuzz/fuzz_support.h" // fuzz_make_folder, fuzz_write_file, fuzz_remove_folder
 
 #ifndef F8C_VERSION // the version the loader holds plan.json's "f8c_version" to (CMakeLists.txt)
 #error "F8C_VERSION must be defined: the seeds' plans were written by that f8c"
@@ -54,22 +54,12 @@ static const char *const names[N_FILES] = {"plan.json", "kernels.ptx", "weights.
 static char folder[256];
 
 static void remove_folder(void) {
-	char path[400];
-	for (int i = 0; i < N_FILES; i++) {
-		snprintf(path, sizeof path, "%s/%s", folder, names[i]);
-		unlink(path);
-	}
-	rmdir(folder);
+	fuzz_remove_folder(folder);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
 	(void)argc, (void)argv;
-	const char *tmp = getenv("TMPDIR");
-	snprintf(folder, sizeof folder, "%s/f8c-fuzz-plan-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(folder)) {
-		fprintf(stderr, "fuzz_plan: cannot make a folder in %s\n", folder);
-		abort();
-	}
+	fuzz_make_folder("plan", folder, sizeof folder);
 	atexit(remove_folder);
 	return 0;
 }
@@ -85,18 +75,7 @@ static void put_file(int i, const void *data, size_t size) {
 		}
 		return;
 	}
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	size_t done = 0;
-	while (fd >= 0 && done < size) {
-		ssize_t wrote = write(fd, (const char *)data + done, size - done);
-		if (wrote <= 0)
-			break;
-		done += (size_t)wrote;
-	}
-	if (fd < 0 || done < size || close(fd) != 0) {
-		fprintf(stderr, "fuzz_plan: cannot write %s\n", path);
-		abort();
-	}
+	fuzz_write_file("plan", path, data, size);
 }
 
 /* FNV-1a, 64 bits, as runtime/plan.c checksums the files and digests the record (the library

@@ -23,18 +23,18 @@
  * tests/fuzz/corpus_safetensors/ (tests/fuzz/make_corpus.py makes them with safetensors.numpy,
  * and takes one file of an f8c checkpoint).
  */
-#define _POSIX_C_SOURCE 200809L // mkdtemp, truncate
+#define _POSIX_C_SOURCE 200809L // mkdtemp (fuzz_support.h), truncate
 
-#include <fcntl.h>  // open, O_*
 #include <stdint.h> // uint8_t, uint64_t
 #include <stdio.h>  // fprintf, snprintf
-#include <stdlib.h> // abort, atexit, getenv, mkdtemp
+#include <stdlib.h> // abort, atexit
 #include <string.h> // memcmp, strcmp
-#include <unistd.h> // write, close, unlink, rmdir, truncate
+#include <unistd.h> // truncate
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
 #include "ir/dtype.h"            // f8_dtype_get_info
 #include "runtime/safetensors.h" // f8_safetensors_*
+#include "tests/fuzz/fuzz_support.h" // fuzz_make_folder, fuzz_write_file, fuzz_remove_folder
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -42,20 +42,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char folder[256], path[400], again_path[400];
 
 static void remove_folder(void) {
-	unlink(path);
-	unlink(again_path);
-	rmdir(folder);
+	fuzz_remove_folder(folder);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
 	(void)argc, (void)argv;
-	const char *tmp = getenv("TMPDIR");
-	snprintf(folder, sizeof folder, "%s/f8c-fuzz-safetensors-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(folder)) {
-		fprintf(stderr, "fuzz_safetensors: cannot make a folder in %s\n", folder);
-		abort();
-	}
+	fuzz_make_folder("safetensors", folder, sizeof folder);
 	snprintf(path, sizeof path, "%s/fuzz.safetensors", folder);
 	snprintf(again_path, sizeof again_path, "%s/again.safetensors", folder);
 	atexit(remove_folder);
@@ -63,18 +55,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void write_or_die(const uint8_t *data, size_t size) {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	size_t done = 0;
-	while (fd >= 0 && done < size) {
-		ssize_t wrote = write(fd, data + done, size - done);
-		if (wrote <= 0)
-			break;
-		done += (size_t)wrote;
-	}
-	if (fd < 0 || done < size || close(fd) != 0) {
-		fprintf(stderr, "fuzz_safetensors: cannot write %s\n", path);
-		abort();
-	}
+	fuzz_write_file("safetensors", path, data, size);
 }
 
 static void fail(const char *what, const char *name, const f8_diag *diag) {

@@ -19,6 +19,7 @@
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #include "runtime/train.h"       // f8_train_run, f8_train_config
 #include "tools/compile.h"       // f8_tool_compile_training
+#include "tests/runtime/test_tokens.h" // test_write_word_tokens
 #include "tests/test_support.h"  // CHECK, test_finish
 
 enum { STEPS = 2 };
@@ -37,24 +38,10 @@ static void listen(const f8_train_progress *progress, void *user) {
 	h->steps++;
 }
 
-/* An llm.c token file of a few byte-words repeated. */
+/* An llm.c token file of a few byte-words repeated: learnable by gpt-tiny. */
 static bool write_tokens(const char *path) {
-	enum { N = 8000 };
-	static uint16_t tokens[N];
-	static int32_t header[256];
-	const char *words[4] = {"soft ", "max ", "keys ", "values "};
-	uint64_t state = 99;
-	int n = 0;
-	while (n < N) {
-		state = state * 6364136223846793005ull + 1442695040888963407ull;
-		for (const char *c = words[(state >> 33) % 4]; *c && n < N; c++)
-			tokens[n++] = (uint16_t)(unsigned char)*c;
-	}
-	header[0] = 20240520, header[1] = 1, header[2] = N;
-	FILE *file = fopen(path, "wb");
-	bool ok = file && fwrite(header, sizeof header, 1, file) == 1 &&
-		  fwrite(tokens, sizeof tokens, 1, file) == 1;
-	return file && fclose(file) == 0 && ok;
+	static const char *const words[4] = {"soft ", "max ", "keys ", "values "};
+	return test_write_word_tokens(path, words, 4, 8000, 99);
 }
 
 /* The step's nodes of `op`, and whether a Softmax output carries the decision's reason. */

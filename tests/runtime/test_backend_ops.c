@@ -491,38 +491,26 @@ static const op_case cases[] = {
 	 "output %p2, %m2, %v2\n",
 	 "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 clip=uniform:0.05:1"},
 	// A step that met a NaN or an inf is skipped (f8_infer_adamw): param, m and v go through.
+#define ADAMW_SKIP_GRAPH(shape, attrs)                                                        \
+	"param %p : f32" shape "\nstate %g : f32" shape "\nstate %m : f32" shape "\n"             \
+	"state %v : f32" shape "\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")        \
+	IN("norm", "f32[]") IN("found", "f32[]")                                                 \
+	"%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t, %clip, %norm, %found)" attrs "\n"        \
+	"output %p2, %m2, %v2\n"
+#define ADAMW_SKIP_FILL "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 " \
+			"clip=uniform:0.05:1 "
 	{.title = "AdamW skipped: the gradient norm is inf",
-	 "param %p : f32[17, 30]\nstate %g : f32[17, 30]\nstate %m : f32[17, 30]\n"
-	 "state %v : f32[17, 30]\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")
-	 IN("norm", "f32[]") IN("found", "f32[]")
-	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t, %clip, %norm, %found) {weight_decay=0.1}\n"
-	 "output %p2, %m2, %v2\n",
-	 "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 clip=uniform:0.05:1 "
-	 "norm=list:inf found=list:0"},
+	 ADAMW_SKIP_GRAPH("[17, 30]", " {weight_decay=0.1}"), ADAMW_SKIP_FILL "norm=list:inf found=list:0"},
 	{.title = "AdamW skipped: the gradient norm is NaN",
-	 "param %p : f32[300]\nstate %g : f32[300]\nstate %m : f32[300]\n"
-	 "state %v : f32[300]\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")
-	 IN("norm", "f32[]") IN("found", "f32[]")
-	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t, %clip, %norm, %found)\n"
-	 "output %p2, %m2, %v2\n",
-	 "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 clip=uniform:0.05:1 "
-	 "norm=list:nan found=list:0"},
+	 ADAMW_SKIP_GRAPH("[300]", ""), ADAMW_SKIP_FILL "norm=list:nan found=list:0"},
 	{.title = "AdamW skipped: found_inf",
-	 "param %p : f32[17, 30]\nstate %g : f32[17, 30]\nstate %m : f32[17, 30]\n"
-	 "state %v : f32[17, 30]\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")
-	 IN("norm", "f32[]") IN("found", "f32[]")
-	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t, %clip, %norm, %found) {weight_decay=0.1}\n"
-	 "output %p2, %m2, %v2\n",
-	 "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 clip=uniform:0.05:1 "
-	 "norm=uniform:0.1:3 found=list:1"},
+	 ADAMW_SKIP_GRAPH("[17, 30]", " {weight_decay=0.1}"),
+	 ADAMW_SKIP_FILL "norm=uniform:0.1:3 found=list:1"},
 	{.title = "AdamW taken: a finite gradient norm, found_inf 0",
-	 "param %p : f32[17, 30]\nstate %g : f32[17, 30]\nstate %m : f32[17, 30]\n"
-	 "state %v : f32[17, 30]\n" IN("lr", "f32[]") IN("t", "i64[]") IN("clip", "f32[]")
-	 IN("norm", "f32[]") IN("found", "f32[]")
-	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t, %clip, %norm, %found) {weight_decay=0.1}\n"
-	 "output %p2, %m2, %v2\n",
-	 "v=uniform:0.0001:0.5 lr=uniform:0.0001:0.001 t=int:1:5000 clip=uniform:0.05:1 "
-	 "norm=uniform:0.1:3 found=list:0"},
+	 ADAMW_SKIP_GRAPH("[17, 30]", " {weight_decay=0.1}"),
+	 ADAMW_SKIP_FILL "norm=uniform:0.1:3 found=list:0"},
+#undef ADAMW_SKIP_GRAPH
+#undef ADAMW_SKIP_FILL
 	{.title = "AdamW bf16 parameter",
 	 "param %p : bf16[77]\nstate %g : bf16[77]\nstate %m : f32[77]\n"
 	 "state %v : f32[77]\n" IN("lr", "f32[]") IN("t", "i64[]")

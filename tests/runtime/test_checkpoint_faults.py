@@ -522,6 +522,20 @@ def test_read_only(s, ref, namespace, why):
     read_only_mount(s, ref, namespace)
 
 
+def latest_whole(ref, folder, what):
+    """The iteration of the latest record after a run stopped mid-way, which must be one of its
+    saves and whole (the uninterrupted run's checkpoint); None when there is none."""
+    latest = latest_of(folder)
+    check(latest is not None and 1 <= latest < ITERS, f"{what}: a save before it is the latest",
+          f"latest {latest}")
+    if latest:
+        name = f"iter_{latest:07d}"
+        difference = same_checkpoint(os.path.join(folder, name),
+                                     os.path.join(ref["folder"], name))
+        check(not difference, f"{what}: the latest checkpoint is whole", difference)
+    return latest
+
+
 def read_only_mid_run(s, ref, folder, command, make_read_only, reason, what, **kwargs):
     """Trains ITERS iterations saving each; once the first save is announced, `make_read_only`
     makes the checkpoint folder read-only: a later save fails, naming a path in the folder and
@@ -539,15 +553,7 @@ def read_only_mid_run(s, ref, folder, command, make_read_only, reason, what, **k
     result = subprocess.CompletedProcess(command, process.returncode)
     result.output = "".join(lines)
     expect_error(result, f"{what}: f8c stops, naming the folder and the cause", [folder, reason])
-    latest = latest_of(folder)
-    check(latest is not None and 1 <= latest < ITERS, f"{what}: a save before it is the latest",
-          f"latest {latest}")
-    if latest:
-        name = f"iter_{latest:07d}"
-        difference = same_checkpoint(os.path.join(folder, name),
-                                     os.path.join(ref["folder"], name))
-        check(not difference, f"{what}: the latest checkpoint is whole", difference)
-    return latest
+    return latest_whole(ref, folder, what)
 
 
 def read_only_folder(s, ref, who):
@@ -576,7 +582,10 @@ def read_only_mount(s, ref, namespace):
               f">{quote([out])} 2>&1 &\n"
               f"while [ ! -f {quote([first])} ]; do sleep 0.005; done\n"
               f"mount --bind {quote([folder])} {quote([folder])} || exit 90\n"
-              f"mount -o remount,bind,ro {quote([folder])} || exit 91\n"
+              # A remount to read-only is refused (EBUSY) while a file of the mount is open
+              # for writing, which a save in progress holds: tried again until a gap.
+              f"n=0; until mount -o remount,bind,ro {quote([folder])} 2>/dev/null; do "
+              f"n=$((n + 1)); [ $n -lt 2000 ] || exit 91; sleep 0.005; done\n"
               f"wait $!; echo $? >>{quote([out])}\n")
     ran = in_namespace(namespace, script, out)
     if not check(ran.returncode == 0, "(d) the read-only bind mount's namespace script",
@@ -586,14 +595,8 @@ def read_only_mount(s, ref, namespace):
     what = "(d) a checkpoint folder's file system made read-only mid-run"
     expect_error(result, f"{what}: f8c stops, naming the folder and the cause",
                  [folder, "Read-only file system"])
-    latest = latest_of(folder)
-    check(latest is not None and 1 <= latest < ITERS, f"{what}: a save before it is the latest",
-          f"latest {latest}")
+    latest = latest_whole(ref, folder, what)
     if latest:
-        name = f"iter_{latest:07d}"
-        difference = same_checkpoint(os.path.join(folder, name),
-                                     os.path.join(ref["folder"], name))
-        check(not difference, f"{what}: the latest checkpoint is whole", difference)
         expect_resume(s, folder, latest, min(latest + 2, ITERS), what, ref["losses"])
 
 

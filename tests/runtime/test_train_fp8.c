@@ -28,6 +28,7 @@
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 #include "runtime/train.h"       // f8_train_run, f8_train_config
 #include "tools/compile.h"       // f8_tool_compile_training
+#include "tests/runtime/test_tokens.h" // test_write_word_tokens
 #include "tests/test_support.h"  // CHECK, test_finish, test_read_file
 
 enum { MAX_STEPS = 8 };
@@ -54,24 +55,10 @@ static void listen(const f8_train_progress *progress, void *user) {
 	h->steps++;
 }
 
-/* Writes an llm.c token file of a few random byte-words repeated: learnable by gpt-tiny. */
+/* An llm.c token file of a few byte-words repeated: learnable by gpt-tiny. */
 static bool write_tokens(const char *path) {
-	enum { N = 20000 };
-	static uint16_t tokens[N];
-	static int32_t header[256];
-	const char *words[5] = {"fp8 ", "scales ", "amax ", "history ", "cast "};
-	uint64_t state = 12345;
-	int n = 0;
-	while (n < N) {
-		state = state * 6364136223846793005ull + 1442695040888963407ull;
-		for (const char *c = words[(state >> 33) % 5]; *c && n < N; c++)
-			tokens[n++] = (uint16_t)(unsigned char)*c;
-	}
-	header[0] = 20240520, header[1] = 1, header[2] = N;
-	FILE *file = fopen(path, "wb");
-	bool ok = file && fwrite(header, sizeof header, 1, file) == 1 &&
-		  fwrite(tokens, sizeof tokens, 1, file) == 1;
-	return file && fclose(file) == 0 && ok;
+	static const char *const words[5] = {"fp8 ", "scales ", "amax ", "history ", "cast "};
+	return test_write_word_tokens(path, words, 5, 20000, 12345);
 }
 
 /* A run and what its step is compiled with. */
