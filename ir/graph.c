@@ -4,8 +4,11 @@
  */
 #include "ir/graph.h" // f8_graph, f8_value, f8_node
 
+#include <ctype.h>  // isdigit
+#include <stdint.h> // INT32_MAX
 #include <stdio.h>  // snprintf
-#include <string.h> // strlen, memcmp, memcpy
+#include <stdlib.h> // strtol
+#include <string.h> // strlen, strncmp, memcmp, memcpy
 
 #include "ir/alloc.h"  // f8_realloc, f8_free
 #include "ir/launch.h" // F8_KERNEL_PARAM_LIST
@@ -377,6 +380,27 @@ const char *f8_graph_describe_node(const f8_graph *graph, f8_node_id id, char *b
 	if (used >= 0 && (size_t)used < size)
 		snprintf(buffer + used, size - used, ")");
 	return buffer;
+}
+
+int f8_scope_layer(const char *scope, const char **module) {
+	static const char *const stems[] = {"layers.", "layer.", "h.", "blocks.", "layers/", NULL};
+	for (const char *at = scope; at && *at; at++) {
+		if (at != scope && at[-1] != '.' && at[-1] != '/')
+			continue;
+		for (int i = 0; stems[i]; i++) {
+			size_t len = strlen(stems[i]);
+			if (strncmp(at, stems[i], len) != 0 || !isdigit((unsigned char)at[len]))
+				continue;
+			char *end;
+			long layer = strtol(at + len, &end, 10);
+			if (*end && *end != '.' && *end != '/')
+				continue; // "h.3x": not a layer's index
+			if (module)
+				*module = *end ? end + 1 : end;
+			return layer > INT32_MAX ? -1 : (int)layer;
+		}
+	}
+	return -1;
 }
 
 void f8_diag_set_node(f8_diag *diag, const f8_graph *graph, f8_node_id id) {

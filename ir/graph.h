@@ -241,6 +241,9 @@ typedef struct f8_node {
 	uint32_t group;       // its fused kernel: an index into graph->groups, F8_NONE: none
 	f8_location location;
 	uint32_t text_line;   // the line of the text IR it was parsed from, for messages; 0 if none
+	// Why this backward node recomputes a forward node (the recompute pass: "full recompute
+	// of layers 0-1 (uniform, 2 layers a unit) ..."); NULL for every other node.
+	const char *recompute;
 } f8_node;
 
 /*
@@ -368,5 +371,13 @@ const char *f8_graph_describe_node(const f8_graph *graph, f8_node_id id, char *b
 
 /* Sets diag->node to the description of node `id` (for errors about a node). */
 void f8_diag_set_node(f8_diag *diag, const f8_graph *graph, f8_node_id id);
+
+/*
+ * The index of the transformer layer a scope names ("layers.3.mlp.fc1", "model.layers.3...",
+ * "transformer.h.3.attn", "blocks.3.fc1", "/model/layers.3/..."), or -1 (NULL too). When
+ * `module` is not NULL it gets what follows the index and its separator ("mlp.fc1"; "" for
+ * the layer's own scope "layers.3").
+ */
+int f8_scope_layer(const char *scope, const char **module);
 
 #endif

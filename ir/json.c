@@ -160,6 +160,8 @@ static json_t *node_json(const f8_graph *graph, const f8_node *node) {
 				   f8_phase_name(node->phase));
 	if (object && node->scope)
 		json_object_set_new(object, "scope", json_string(node->scope));
+	if (object && node->recompute)
+		json_object_set_new(object, "recompute", json_string(node->recompute));
 	if (object && node->name)
 		json_object_set_new(object, "name", json_string(node->name));
 	if (object && node->location.file) {

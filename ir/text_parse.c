@@ -22,6 +22,7 @@
  *   operands := (VALUE | '_') (',' (VALUE | '_'))*          '_' is an omitted optional input
  *   attrs    := '{' (NAME '=' attr_value (',' NAME '=' attr_value)*)? '}'
  *   meta     := 'scope' '=' STRING | 'phase' '=' PHASE | 'name' '=' STRING
+ *             | 'recompute' '=' STRING                   why a bwd node recomputes a fwd one
  *             | 'loc' '=' STRING (':' INT ':' INT | '[' INT ']')
  *             | 'kernel' '=' KERNEL                      a kernel declared above
  *   VALUE    := '%' (BARE | STRING)                        BARE: [A-Za-z0-9_.]+
@@ -576,6 +577,8 @@ static f8_status parse_meta(parser *p, f8_node *node) {
 		return f8_text_take_string(p, &node->scope);
 	if (KEY("name"))
 		return f8_text_take_string(p, &node->name);
+	if (KEY("recompute"))
+		return f8_text_take_string(p, &node->recompute);
 	if (KEY("phase")) {
 		if (p->tok.kind != TOKEN_IDENT || !f8_phase_from_name(p->tok.text, p->tok.len, &node->phase))
 			return f8_text_fail_expected(p, "a phase (fwd, bwd, opt)");
@@ -610,8 +613,8 @@ static f8_status parse_meta(parser *p, f8_node *node) {
 	if (KEY("kernel"))
 		return parse_kernel_use(p, node);
 #undef KEY
-	return f8_text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, name, loc, kernel)",
-			    (int)key.len, key.text);
+	return f8_text_fail_at(p, &key, "unknown node field '%.*s' (scope, phase, recompute, name, "
+			    "loc, kernel)", (int)key.len, key.text);
 }
 
 /* Appends to the scratch id list. */
@@ -779,7 +782,8 @@ static f8_status parse_node(parser *p) {
 	if (text_at_punct(p, '{') && (status = parse_attrs(p, id)))
 		return status;
 	while (!status && (text_at_ident(p, "scope") || text_at_ident(p, "phase") ||
-			   text_at_ident(p, "name") || text_at_ident(p, "loc") ||
+			   text_at_ident(p, "recompute") || text_at_ident(p, "name") ||
+			   text_at_ident(p, "loc") ||
 			   at_kernel_field(p)))
 		status = parse_meta(p, &p->graph->nodes[id]);
 	return status;

@@ -418,6 +418,10 @@ static void print_node(FILE *out, const f8_graph *graph, const f8_node *node) {
 	}
 	if (node->phase != F8_PHASE_FWD)
 		fprintf(out, " phase=%s", f8_phase_name(node->phase));
+	if (node->recompute) {
+		fputs(" recompute=", out);
+		print_string(out, node->recompute);
+	}
 	if (node->name) {
 		fputs(" name=", out);
 		print_string(out, node->name);

@@ -341,6 +341,12 @@ f8_status f8_graph_verify(const f8_graph *graph, f8_diag *diag) {
 	for (uint32_t step = 0; step < graph->n_order; step++) {
 		f8_node_id id = graph->order[step];
 		const f8_node *node = &graph->nodes[id];
+		if (node->recompute && node->phase != F8_PHASE_BWD) {
+			status = node_error(graph, id, diag, "a node that recomputes a forward node "
+					    "(recompute=...) runs in phase bwd, not %s",
+					    f8_phase_name(node->phase));
+			goto done;
+		}
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
 			f8_value_id input = node->inputs[i];
 			if (input == F8_NONE)

@@ -3,7 +3,7 @@
  * f8_kernel_group), each with a reason that says what the kernel saves.
  *
  * requires: canonicalize (types), fp8-cast (the casts it groups), and every pass that adds
- * nodes (shard and recompute, when they come): the groups must see every node.
+ * nodes (recompute; shard, when it comes): the groups must see every node.
  *
  * Greedy, in program order: the first node not yet in a kernel that may start one (a seed)
  * starts kernel k<n>, which grows by consumers of its members' outputs that its family admits,

@@ -12,6 +12,7 @@
 #include "ir/diag.h"          // f8_status, f8_diag
 #include "ir/graph.h"         // f8_graph
 #include "passes/precision.h" // f8_fp8_options
+#include "passes/recompute.h" // f8_recompute_options
 #include "passes/target.h"    // f8_target_table
 #include "passes/training.h"  // f8_training_options
 
@@ -40,6 +41,9 @@ typedef struct f8_pipeline_options {
 	bool bf16;
 	// What the chip runs and codegen lowers, as above; NULL: no kernels, chip facts from fp8.
 	const f8_target_table *target;
+	// Megatron-LM's --recompute-* options and --memory-budget (passes/recompute.h); NULL or
+	// zeroed: nothing is recomputed.
+	const f8_recompute_options *recompute;
 } f8_pipeline_options;
 
 /* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass
@@ -78,10 +82,12 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 
 /* Runs the passes named in `names` (n of them), in that order, verifying as above; a named
  * training pass runs with the default hyperparameters, a named precision or fp8-cast pass with
- * `fp8` (NULL: f8_fp8_options_default()), a named bf16 pass when `bf16`, every pass with
- * `target` (may be NULL: see f8_pipeline_options). */
+ * `fp8` (NULL: f8_fp8_options_default()), a named bf16 pass when `bf16`, a named recompute
+ * pass with `recompute` (NULL: nothing to recompute), every pass with `target` (may be NULL:
+ * see f8_pipeline_options). */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
 				const f8_fp8_options *fp8, bool bf16,
+				const f8_recompute_options *recompute,
 				const f8_target_table *target, f8_diag *diag);
 
 #endif

@@ -3,10 +3,9 @@
  */
 #include "passes/precision.h" // f8_pass_precision_run, f8_fp8_options
 
-#include <ctype.h>  // isdigit, toupper
+#include <ctype.h>  // toupper
 #include <stdarg.h> // va_list
 #include <stdio.h>  // fprintf, vsnprintf
-#include <stdlib.h> // strtol
 #include <string.h> // strcmp, strncmp, strlen
 
 #include "ir/alloc.h" // f8_calloc, f8_free
@@ -151,22 +150,6 @@ static void keep_high(gemm *g, const f8_graph *graph, const char *format, ...) {
 	g->rule = NULL;
 }
 
-/* The index of the transformer layer a scope names ("layers.3.mlp.fc1", "model.layers.3...",
- * "transformer.h.3.attn", "/model/layers.3/..."), or -1. */
-static int layer_of(const char *scope) {
-	static const char *const stems[] = {"layers.", "layer.", "h.", "blocks.", "layers/", NULL};
-	for (const char *at = scope; *at; at++) {
-		if (at != scope && at[-1] != '.' && at[-1] != '/')
-			continue;
-		for (int i = 0; stems[i]; i++) {
-			size_t len = strlen(stems[i]);
-			if (strncmp(at, stems[i], len) == 0 && isdigit((unsigned char)at[len]))
-				return (int)strtol(at + len, NULL, 10);
-		}
-	}
-	return -1;
-}
-
 /* Gathers the program's GEMMs, their kinds, scopes and layers. */
 static f8_status collect(planner *p) {
 	f8_graph *graph = p->graph;
@@ -188,7 +171,7 @@ static f8_status collect(planner *p) {
 		g->node = graph->order[i];
 		g->linear = f8_gemm_kind_of(node, &g->kind);
 		g->scope = node->scope ? node->scope : graph->values[node->outputs[0]].name;
-		g->layer = layer_of(g->scope);
+		g->layer = f8_scope_layer(g->scope, NULL);
 		if (g->layer + 1 > p->n_layers)
 			p->n_layers = g->layer + 1;
 	}

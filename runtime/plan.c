@@ -208,6 +208,64 @@ static json_t *groups_json(const f8_plan *plan) {
 	return groups;
 }
 
+f8_status f8_plan_scratch_layout(const f8_plan *plan, const int64_t *symbol_values, uint64_t **at,
+				 uint64_t *shared, uint64_t *bytes, f8_diag *diag) {
+	uint64_t most = 0, errors = 0;
+	for (int pass = 0; pass < 2; pass++) { // the shared region's size, then the offsets
+		errors = 0;
+		for (uint32_t g = 0; g < plan->n_groups; g++) {
+			const f8_plan_group *group = &plan->groups[g];
+			uint64_t used = 0;
+			for (uint32_t s = 0; s < group->n_scratch; s++) {
+				int64_t count;
+				bool known = symbol_values
+						     ? f8_dim_evaluate(group->scratch[s].count, symbol_values,
+								       &count)
+						     : f8_dim_is_const(group->scratch[s].count) &&
+							       (count = f8_dim_value(group->scratch[s].count), true);
+				if (!known || count < 0)
+					return f8_diag_set(diag, F8_ERR_ARGUMENT, "group %u: a scratch "
+							   "buffer's size does not evaluate", g);
+				uint64_t size = (uint64_t)count * f8_dtype_get_info(group->scratch[s].dtype)->bytes;
+				size = (size + F8_SLAB_ALIGNMENT - 1) / F8_SLAB_ALIGNMENT * F8_SLAB_ALIGNMENT;
+				bool error = group->error && group->error_scratch == s + 1;
+				if (pass && at && at[g])
+					at[g][s] = error ? most + errors : used;
+				*(error ? &errors : &used) += size;
+			}
+			most = used > most ? used : most;
+			if (pass && shared)
+				shared[g] = used;
+		}
+	}
+	*bytes = most + errors;
+	return F8_OK;
+}
+
+f8_memory_estimate f8_plan_memory(const f8_plan *plan) {
+	f8_memory_estimate estimate = f8_memory_estimate_of(plan->graph);
+	uint64_t scratch = 0;
+	if (!f8_plan_scratch_layout(plan, NULL, NULL, NULL, &scratch, NULL))
+		f8_memory_estimate_add(&estimate, F8_MEMORY_WORKSPACES, scratch);
+	return estimate;
+}
+
+/* plan.json's "memory": the estimate by part, derived from the plan (nothing reads it back). */
+static json_t *memory_json(const f8_plan *plan) {
+	f8_memory_estimate estimate = f8_plan_memory(plan);
+	json_t *parts = json_object();
+	for (int part = 0; parts && part < F8_MEMORY_PART_COUNT; part++)
+		json_object_set_new(parts, f8_memory_part_name((f8_memory_part)part),
+				    json_integer((json_int_t)estimate.part[part]));
+	return json_pack("{s:b, s:o, s:I, s:I, s:I, s:s}", "planned", estimate.planned, "bytes",
+			 parts, "saved_activations", (json_int_t)estimate.saved_activations,
+			 "recomputed_activations", (json_int_t)estimate.recomputed_activations,
+			 "total", (json_int_t)estimate.total, "note", "per GPU, a training step: "
+			 "leaves and slab exact, cuBLASLt's workspace and f8c's tensors in cuDNN's "
+			 "by the CUDA backend's rules, the CUDA runtime as measured on an H200 "
+			 "(ir/memory.h); f8c audit --memory prints it");
+}
+
 static json_t *estimates_json(const f8_plan_estimates *e) {
 	return json_pack("{s:i, s:o, s:o, s:s}", "kernel_launches", (json_int_t)e->kernel_launches,
 			 "gemm_flops", e->gemm_flops >= 0 ? json_real(e->gemm_flops) : json_null(),
@@ -385,12 +443,13 @@ f8_status f8_plan_write(const char *dir, const f8_plan *plan, f8_diag *diag) {
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "cannot print the graph: out of memory");
 	if (!status)
 		document = json_pack(
-			"{s:s, s:i, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:o, s:{s:b, s:I, s:s}, s:O, "
-			"s:O}", "format", F8_PLAN_FORMAT, "format_version", F8_PLAN_FORMAT_VERSION,
+			"{s:s, s:i, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:o, s:o, s:{s:b, s:I, s:s}, "
+			"s:O, s:O}", "format", F8_PLAN_FORMAT, "format_version", F8_PLAN_FORMAT_VERSION,
 			"f8c_version", plan->f8c_version, "model", plan->model ? plan->model : "",
 			"compile_args", strings_json(plan->compile_args, plan->n_compile_args),
 			"training", plan->training, "graph", graph_text, "kernels", kernels_json(plan),
 			"groups", groups_json(plan), "estimates", estimates_json(&plan->estimates),
+			"memory", memory_json(plan),
 			"buffers", "planned", plan->slab_bytes > 0, "slab_bytes",
 			(json_int_t)plan->slab_bytes, "note", "each value's offset in the slab is in "
 			"the graph (offset=); leaves and the values written in place of them are not "

@@ -40,6 +40,7 @@
 #include "ir/diag.h"             // f8_status, f8_diag
 #include "ir/graph.h"            // f8_graph, f8_value_id
 #include "ir/launch.h"           // f8_launch_geometry, f8_kernel_param_kind
+#include "ir/memory.h"           // f8_memory_estimate
 #include "ir/shape.h"            // f8_dim
 #include "ir/weight_init.h"       // f8_weight_init
 #include "runtime/safetensors.h" // f8_safetensors
@@ -177,5 +178,23 @@ bool f8_plan_is_dir(const char *path);
 f8_status f8_plan_load(const char *dir, const char *f8c_version, f8_plan **out, f8_diag *diag);
 
 void f8_plan_destroy(f8_plan *plan);
+
+/*
+ * Where the groups' scratch lies in the one allocation a run of `plan` makes for it: groups run
+ * one after another and zero their scratch first, so all share one region, as large as the
+ * most any group needs; a group's data-error flag (error_scratch), read after the run, has a
+ * place of its own after it. at[g] (the caller's, plan->groups[g].n_scratch entries; NULL:
+ * not wanted) gets group g's offsets, shared[g] (NULL: not wanted) the bytes of its part of the
+ * shared region (from offset 0); *bytes the allocation's size. Sizes from `symbol_values`
+ * (NULL: the counts must be constant); each buffer aligned to F8_SLAB_ALIGNMENT.
+ * F8_ERR_ARGUMENT when a count does not evaluate.
+ */
+f8_status f8_plan_scratch_layout(const f8_plan *plan, const int64_t *symbol_values, uint64_t **at,
+				 uint64_t *shared, uint64_t *bytes, f8_diag *diag);
+
+/* The device memory a training step of `plan` takes on one GPU (ir/memory.h), with its groups'
+ * scratch (f8_plan_scratch_layout) among the workspaces. What
+ * plan.json's "memory" section says. */
+f8_memory_estimate f8_plan_memory(const f8_plan *plan);
 
 #endif

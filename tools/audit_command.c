@@ -18,6 +18,7 @@
 #include "tools/commands.h"            // f8_tool_audit
 #include "tools/compile.h"             // f8_tool_load_model, f8_tool_run_passes
 #include "tools/fp8_options.h"         // f8_tool_fp8_args
+#include "tools/recompute_options.h"   // f8_tool_recompute_args
 #include "tools/tool_options.h"        // f8_tool_parse_int, f8_tool_parse_dim_binding
 
 enum { MAX_DIMS = 32 };
@@ -25,6 +26,8 @@ enum { MAX_DIMS = 32 };
 typedef struct request {
 	const char *model;
 	bool json, help;
+	bool memory;              // --memory: the step's device memory by part
+	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
 	int64_t micro_batch_size; // binds `batch`
 	int64_t seq_length;       // binds `seq`; 0: the model's own
 	int64_t vocab_multiple;   // --make-vocab-size-divisible-by; 0: the description's
@@ -56,21 +59,33 @@ typedef struct row {
 	operand operands[2];
 } row;
 
+/* What the recompute pass decided for one reason: the nodes that make forward values again. */
+typedef struct recomputed {
+	const char *reason;
+	uint32_t n_nodes;
+	double gemm_flops;        // 2 m n k of its GEMMs
+} recomputed;
+
 typedef struct summary {
 	uint32_t n_gemms, n_fp8;
 	double flops, flops_fp8;
 	double bytes_saved;       // operand bytes per step FP8 saves over the high-precision dtype
 	int64_t slots[3];         // per table: weights, activations, gradients
 	uint32_t per_tensor_amaxes; // amaxes reduced per step (per-tensor casts)
+	recomputed *recomputed;   // (n_recomputed) by reason, in program order; the GEMM rows and
+	uint32_t n_recomputed;    // the counts above leave recomputing nodes out
 } summary;
 
 static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_ACTIVATIONS,
 					   F8_FP8_TABLE_GRADIENTS};
 
 static void print_usage(FILE *out) {
-	fprintf(out, "usage: f8c audit MODEL [--json] [--micro-batch-size N] [--seq-length N] "
-		     "[--dim NAME=N]... [--make-vocab-size-divisible-by N] [--bf16] [FP8 options]\n"
+	fprintf(out, "usage: f8c audit MODEL [--json] [--memory] [--micro-batch-size N] "
+		     "[--seq-length N] [--dim NAME=N]... [--make-vocab-size-divisible-by N] [--bf16] "
+		     "[FP8 options] [recompute options]\n"
 		     "  --json              one JSON document instead of the table\n"
+		     "  --memory            the device memory a training step takes on one GPU, by "
+		     "part\n"
 		     "  --micro-batch-size  binds the model's batch size (default 1)\n"
 		     "  --seq-length        binds its sequence length (default: the model's own)\n"
 		     "  --dim NAME=N        binds any other symbolic size\n"
@@ -99,6 +114,9 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 		bool taken;
 		if (f8_tool_fp8_parse_arg(fp8, argc, argv, &i, &taken, &diag))
 			return fail(&diag);
+		if (!taken && f8_tool_recompute_parse_arg(&r->recompute, argc, argv, &i, &taken,
+							  &diag))
+			return fail(&diag);
 		const char *arg = argv[i];
 		bool has_value = i + 1 < argc;
 		if (taken)
@@ -107,6 +125,8 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 			r->help = true;
 		} else if (strcmp(arg, "--json") == 0) {
 			r->json = true;
+		} else if (strcmp(arg, "--memory") == 0) {
+			r->memory = true;
 		} else if (strcmp(arg, "--micro-batch-size") == 0 || strcmp(arg, "--seq-length") == 0) {
 			int64_t *field = arg[2] == 'm' ? &r->micro_batch_size : &r->seq_length;
 			if (!has_value || !f8_tool_parse_int(argv[++i], 1, INT32_MAX, field))
@@ -131,6 +151,10 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 	}
 	if (!r->model && !r->help)
 		return usage("no model file given");
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	if (f8_tool_recompute_finish(&r->recompute, &diag))
+		return fail(&diag);
 	return 0;
 }
 
@@ -251,6 +275,33 @@ static int64_t table_slots(const f8_graph *graph, const char *name) {
 	return f8_dim_value(graph->values[id].type.shape.dims[0]);
 }
 
+/* Counts recomputing node `node` under its reason in s->recomputed. */
+static f8_status count_recomputed(const f8_graph *graph, const f8_node *node, summary *s,
+				  f8_diag *diag) {
+	// A recomputed cast's reason adds its scale to its unit's ("...; delayed: ..."): by unit.
+	size_t unit = strcspn(node->recompute, ";");
+	recomputed *r = NULL;
+	for (uint32_t i = 0; i < s->n_recomputed && !r; i++)
+		if (strlen(s->recomputed[i].reason) == unit &&
+		    strncmp(s->recomputed[i].reason, node->recompute, unit) == 0)
+			r = &s->recomputed[i];
+	if (!r) {
+		recomputed *grown = f8_realloc(s->recomputed, (s->n_recomputed + 1) * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		s->recomputed = grown;
+		r = &grown[s->n_recomputed++];
+		*r = (recomputed){.reason = f8_arena_strndup(graph->arena, node->recompute, unit)};
+		if (!r->reason)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	int64_t m, n, k;
+	r->n_nodes++;
+	if ((f8_op_get_info(node->op)->flags & F8_OPF_GEMM) && f8_gemm_sizes(graph, node, &m, &n, &k))
+		r->gemm_flops += 2.0 * (double)m * (double)n * (double)k;
+	return F8_OK;
+}
+
 /* The rows of every GEMM in program order (n in *n_rows) and the summary. */
 static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, summary *s,
 			 f8_diag *diag) {
@@ -261,6 +312,12 @@ static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, su
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->recompute) {
+			f8_status status = count_recomputed(graph, node, s, diag);
+			if (status)
+				return status;
+			continue;
+		}
 		if ((node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
 		    !f8_node_attr(node, "block"))
 			s->per_tensor_amaxes++;
@@ -358,6 +415,61 @@ static void print_text(const request *q, const f8_fp8_options *o, bool bf16, con
 	       s->per_tensor_amaxes, 4 * s->per_tensor_amaxes);
 }
 
+/* The recompute pass's decisions: each unit's reason, its nodes and GEMM FLOPs. */
+static void print_recompute(const summary *s) {
+	if (!s->n_recomputed)
+		return;
+	uint32_t nodes = 0;
+	double flops = 0;
+	for (uint32_t i = 0; i < s->n_recomputed; i++)
+		nodes += s->recomputed[i].n_nodes, flops += s->recomputed[i].gemm_flops;
+	printf("\nrecompute: %u nodes make forward values again in the backward, %.4g GEMM FLOPs "
+	       "(%.1f%% more than the step's)\n", nodes, flops,
+	       s->flops > 0 ? 100 * flops / s->flops : 0.0);
+	for (uint32_t i = 0; i < s->n_recomputed; i++)
+		printf("  %s: %u nodes, %.4g GEMM FLOPs\n", s->recomputed[i].reason,
+		       s->recomputed[i].n_nodes, s->recomputed[i].gemm_flops);
+}
+
+static double gib(uint64_t bytes) {
+	return (double)bytes / 1073741824.0;
+}
+
+/* The memory table of --memory. */
+static void print_memory(const f8_memory_estimate *e) {
+	printf("\nmemory on one GPU, a training step:\n");
+	for (int part = 0; part < F8_MEMORY_PART_COUNT; part++)
+		printf("  %-18s %9.3f GiB  %s\n", f8_memory_part_name((f8_memory_part)part),
+		       gib(e->part[part]), f8_memory_part_what((f8_memory_part)part));
+	printf("  %-18s %9.3f GiB\n", "total", gib(e->total));
+	if (!e->planned)
+		printf("  (no slab: the model's sizes are not all bound)\n");
+	printf("  of the activations: %.3f GiB stored by the forward for the backward; %.3f GiB "
+	       "dropped and made again by recompute\n", gib(e->saved_activations),
+	       gib(e->recomputed_activations));
+}
+
+static json_t *memory_json(const f8_memory_estimate *e) {
+	json_t *parts = json_object();
+	for (int part = 0; parts && part < F8_MEMORY_PART_COUNT; part++)
+		json_object_set_new(parts, f8_memory_part_name((f8_memory_part)part),
+				    json_integer((json_int_t)e->part[part]));
+	return json_pack("{s:b, s:o, s:I, s:I, s:I}", "planned", e->planned, "bytes", parts,
+			 "saved_activations", (json_int_t)e->saved_activations,
+			 "recomputed_activations", (json_int_t)e->recomputed_activations, "total",
+			 (json_int_t)e->total);
+}
+
+static json_t *recompute_json(const summary *s) {
+	json_t *units = json_array();
+	for (uint32_t i = 0; units && i < s->n_recomputed; i++)
+		json_array_append_new(units, json_pack("{s:s, s:I, s:f}", "reason",
+						       s->recomputed[i].reason, "nodes",
+						       (json_int_t)s->recomputed[i].n_nodes,
+						       "gemm_flops", s->recomputed[i].gemm_flops));
+	return units;
+}
+
 /* The JSON of one row; NULL when out of memory. */
 static json_t *row_json(uint32_t index, const row *r) {
 	char a[8];
@@ -435,10 +547,10 @@ static json_t *audit_json(const request *q, const f8_fp8_options *o, bool bf16, 
 static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	if (fp8->given || q->n_dims || q->seq_length || q->vocab_multiple ||
+	if (fp8->given || q->recompute.given || q->n_dims || q->seq_length || q->vocab_multiple ||
 	    q->micro_batch_size != 1) {
-		fprintf(stderr, "f8c audit: %s is a plan: its sizes and FP8 options are compiled in\n"
-			"HINT: drop them, or audit the model instead\n", q->model);
+		fprintf(stderr, "f8c audit: %s is a plan: its sizes, FP8 and recompute options are "
+			"compiled in\nHINT: drop them, or audit the model instead\n", q->model);
 		return 2;
 	}
 	if (f8_plan_load(q->model, F8C_VERSION, plan, &diag))
@@ -447,7 +559,8 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	int n = (int)(*plan)->n_compile_args;
 	for (int i = 0; i < n; i++) {
 		bool taken;
-		if (f8_tool_fp8_parse_arg(fp8, n, args, &i, &taken, &diag))
+		if (f8_tool_fp8_parse_arg(fp8, n, args, &i, &taken, &diag) ||
+		    (!taken && f8_tool_recompute_parse_arg(&q->recompute, n, args, &i, &taken, &diag)))
 			return fail(&diag);
 		if (taken || strcmp(args[i], "--inference") == 0)
 			continue;
@@ -460,23 +573,42 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	return 0;
 }
 
-/* Loads, compiles and audits; the exit status. */
+/* Loads, compiles and audits; the exit status. With --memory a model's plan is made (its
+ * kernels' scratch is part of the memory). */
 static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_graph *graph = plan ? plan->graph : NULL;
 	f8_training_options hyperparameters = f8_training_options_default();
-	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8, .bf16 = bf16};
+	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8, .bf16 = bf16,
+				       .recompute = &q->recompute.options};
+	f8_plan *made = NULL;
 	f8_status status = plan ? F8_OK : load(q, &graph, &diag);
 	if (!status && !plan)
 		status = f8_tool_run_passes(graph, NULL, true, &compile, NULL, &diag);
+	if (!status && !plan && q->memory) {
+		status = f8_tool_plan_make(graph, true, q->model, NULL, 0, &made, &diag);
+		graph = NULL; // the plan's, made or not
+		plan = made;
+		if (!status)
+			graph = plan->graph;
+	}
 	row *rows = NULL;
 	uint32_t n_rows = 0;
-	summary s;
+	summary s = {0};
 	if (!status)
 		status = collect(graph, &rows, &n_rows, &s, &diag);
+	f8_memory_estimate memory = {0};
+	if (!status && q->memory)
+		memory = f8_plan_memory(plan);
 	if (!status && q->json) {
 		json_t *document = audit_json(q, fp8, bf16, rows, n_rows, &s);
+		if (document && (json_object_set_new(document, "recompute", recompute_json(&s)) ||
+				 (q->memory &&
+				  json_object_set_new(document, "memory", memory_json(&memory))))) {
+			json_decref(document);
+			document = NULL;
+		}
 		if (!document || json_dumpf(document, stdout, JSON_INDENT(2) |
 					    JSON_REAL_PRECISION(17)) || fputc('\n', stdout) == EOF)
 			status = f8_diag_set(&diag, document ? F8_ERR_IO : F8_ERR_NOMEM,
@@ -484,9 +616,15 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		json_decref(document);
 	} else if (!status) {
 		print_text(q, fp8, bf16, rows, n_rows, &s);
+		print_recompute(&s);
+		if (q->memory)
+			print_memory(&memory);
 	}
 	f8_free(rows);
-	if (!plan) // a plan's graph is its plan's
+	f8_free(s.recomputed);
+	if (made)
+		f8_plan_destroy(made); // the graph with it
+	else if (!plan) // a plan's graph is its plan's
 		f8_graph_destroy(graph);
 	return status ? fail(&diag) : 0;
 }
@@ -502,6 +640,7 @@ int f8_tool_audit(int argc, char **argv) {
 	if (!code && r.help) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
+		f8_tool_recompute_print_help(stdout);
 	} else if (!code) {
 		f8_plan *plan = NULL;
 		if (f8_plan_is_dir(r.model))

@@ -16,11 +16,12 @@
 #include "tools/commands.h"  // f8_tool_dump_ir
 #include "tools/compile.h"   // f8_tool_load_model, f8_tool_run_passes
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
+#include "tools/recompute_options.h" // f8_tool_recompute_args
 #include "tools/tool_options.h" // f8_tool_parse_dim_binding
 
 static void print_usage(FILE *out) {
 	fprintf(out, "usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
-		     "[--verify] [--report] [--bf16] [FP8 options]\n");
+		     "[--verify] [--report] [--bf16] [FP8 options] [recompute options]\n");
 }
 
 static int usage(const char *problem) {
@@ -47,6 +48,7 @@ typedef struct request {
 	bool verify, report, help;
 	f8_dim_binding dims[MAX_BINDINGS];
 	uint32_t n_dims;
+	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
 } request;
 
 /* Parses the command line into r and fp8; 0 or the exit status of an error it printed. */
@@ -57,6 +59,9 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 		f8_diag_clear(&diag);
 		bool taken;
 		if (f8_tool_fp8_parse_arg(fp8, argc, argv, &i, &taken, &diag))
+			return fail(&diag);
+		if (!taken && f8_tool_recompute_parse_arg(&r->recompute, argc, argv, &i, &taken,
+							  &diag))
 			return fail(&diag);
 		if (taken)
 			continue;
@@ -96,6 +101,10 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 		return usage("no model file given");
 	if (strcmp(r->format, "text") != 0 && strcmp(r->format, "json") != 0)
 		return usage("--format must be text or json");
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	if (f8_tool_recompute_finish(&r->recompute, &diag))
+		return fail(&diag);
 	return 0;
 }
 
@@ -133,7 +142,7 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 						? f8_tool_fp8_options(fp8) : NULL;
 	f8_pipeline_options compile = {
 		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
-		.fp8 = planned, .bf16 = fp8->bf16};
+		.fp8 = planned, .bf16 = fp8->bf16, .recompute = &r->recompute.options};
 	if (!status && after)
 		status = f8_tool_run_passes(graph, after, verify, &compile, report ? stderr : NULL,
 					    &diag);
@@ -170,11 +179,15 @@ int f8_tool_dump_ir(int argc, char **argv) {
 	if (!code && r.help) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
+		f8_tool_recompute_print_help(stdout);
 	} else if (!code && f8_tool_fp8_given(&fp8) && stops_before(r.after, "precision")) {
 		code = usage("the FP8 options act from --after precision on (precision, fp8-cast "
 			     "and later)");
 	} else if (!code && fp8.bf16 && stops_before(r.after, "bf16")) {
 		code = usage("--bf16 acts from --after bf16 on (bf16, training and later)");
+	} else if (!code && r.recompute.given && stops_before(r.after, "recompute")) {
+		code = usage("the recompute options act from --after recompute on (recompute, fuse "
+			     "and schedule)");
 	} else if (!code) {
 		code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag) : run(&r, &fp8);
 	}

@@ -26,6 +26,7 @@
 #include "tools/compile.h"      // f8_tool_compile_training
 #include "tools/commands.h"     // f8_tool_train, f8_tool_train_args
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
+#include "tools/recompute_options.h" // f8_tool_recompute_args
 #include "tools/tool_options.h" // f8_tool_parse_*
 
 /* X(kind): what an option takes. */
@@ -103,6 +104,7 @@ struct f8_tool_train_args {
 	f8_dim_binding dims[MAX_DIMS];
 	bool given[sizeof options / sizeof options[0]]; // on the command line
 	f8_tool_fp8_args fp8;
+	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
 	json_t *config_document; // --config's, whose strings the config points into
 	f8_cpu_kernels kernels;  // --kernels
 	bool cuda;               // --device cuda
@@ -136,6 +138,7 @@ static int usage(const request *r, const char *problem) {
 	fprintf(stderr, "  --%-18s %s\n", "profile FILE", "on the GPU, time every launch and "
 		"write where a step's time goes (GEMMs, attention, kernel families, idle) as JSON");
 	f8_tool_fp8_print_help(stderr, false);
+	f8_tool_recompute_print_help(stderr);
 	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
 			"makes a token file from any text\n");
 	return 2;
@@ -253,10 +256,12 @@ static int read_config(request *r, const char *path) {
 		snprintf(name, sizeof name, "%s", key);
 		for (char *c = name; *c; c++)
 			*c = *c == '_' ? '-' : *c;
-		if (f8_tool_fp8_is_option(name)) {
+		if (f8_tool_fp8_is_option(name) || f8_tool_recompute_is_option(name)) {
 			f8_diag diag;
 			f8_diag_clear(&diag);
-			if (f8_tool_fp8_set_json(&r->fp8, name, value, path, &diag))
+			if (f8_tool_fp8_is_option(name)
+				    ? f8_tool_fp8_set_json(&r->fp8, name, value, path, &diag)
+				    : f8_tool_recompute_set_json(&r->recompute, name, value, path, &diag))
 				return options_error(&diag);
 			continue;
 		}
@@ -299,12 +304,15 @@ static void defaults(request *r) {
 					       .dims = r->dims};
 }
 
-/* Takes argv[*i] when it is an FP8 option; 0, or the exit status of its error. */
-static int parse_fp8(request *r, int argc, char **argv, int *i, bool *taken) {
+/* Takes argv[*i] when it is an FP8 or a recompute option; 0, or the exit status of its error. */
+static int parse_shared(request *r, int argc, char **argv, int *i, bool *taken) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	return f8_tool_fp8_parse_arg(&r->fp8, argc, argv, i, taken, &diag) ? options_error(&diag)
-									      : 0;
+	if (f8_tool_fp8_parse_arg(&r->fp8, argc, argv, i, taken, &diag))
+		return options_error(&diag);
+	if (!*taken && f8_tool_recompute_parse_arg(&r->recompute, argc, argv, i, taken, &diag))
+		return options_error(&diag);
+	return 0;
 }
 
 /* Parses argv[from ..) into r, the model and --config's path into *config_path; 0, 3 for
@@ -339,7 +347,7 @@ static int parse_args(int argc, char **argv, int from, request *r, const char **
 			continue;
 		}
 		bool taken;
-		int code = parse_fp8(r, argc, argv, &i, &taken);
+		int code = parse_shared(r, argc, argv, &i, &taken);
 		if (code)
 			return code;
 		if (taken)
@@ -383,11 +391,12 @@ static int use_plan(request *r, const char *config_path) {
 			return fprintf(stderr, "f8c %s: --%s is compiled into the plan %s\nHINT: compile "
 				       "the model again with it (f8c compile %s ... -o DIR)\n",
 				       r->command->name, options[i].name, folder, r->plan->model), 2;
-	if (r->fp8.given || config_path)
+	if (r->fp8.given || r->recompute.given || config_path)
 		return fprintf(stderr, "f8c %s: %s compiled into the plan %s\nHINT: compile the "
 			       "model again with them\n", r->command->name,
-			       config_path ? "--config's options are"
-					   : "the FP8 options and --bf16 are", folder),
+			       config_path	    ? "--config's options are"
+			       : r->recompute.given ? "the recompute options are"
+						    : "the FP8 options and --bf16 are", folder),
 		       2;
 	const char *none = NULL;
 	// The plan's own copies of its arguments, which the parser may split in place (--dim).
@@ -424,8 +433,11 @@ static int parse(int argc, char **argv, request *r) {
 	f8_diag_clear(&diag);
 	if (f8_tool_fp8_finish(&r->fp8, &diag))
 		return options_error(&diag);
+	if (f8_tool_recompute_finish(&r->recompute, &diag))
+		return options_error(&diag);
 	r->compile.fp8 = f8_tool_fp8_options(&r->fp8);
 	r->compile.bf16 = r->fp8.bf16;
+	r->compile.recompute = &r->recompute.options;
 	f8_training_options optimizer = f8_tool_optimizer(&r->compile, &r->config);
 	r->config.schedule = f8_tool_schedule(&optimizer);
 	return 0;

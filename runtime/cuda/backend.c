@@ -39,7 +39,7 @@ typedef struct cuda_launch {
 typedef struct cuda_group {
 	cuda_launch *launches;   // (n_launches)
 	uint64_t *scratch_at;    // (n_scratch) offsets into the backend's scratch
-	uint64_t scratch_bytes;  // the group's scratch, from scratch_at[0] on
+	uint64_t shared_bytes;   // its scratch but the error flag, from the scratch's start
 	bool ran;                // since the last synchronize, with an error to read
 } cuda_group;
 
@@ -70,7 +70,7 @@ typedef struct cuda_backend {
 	const f8_graph *graph;
 	const int64_t *symbol_values;
 	cuda_group *groups;      // (plan->n_groups)
-	CUdeviceptr scratch;     // every group's scratch, one allocation
+	CUdeviceptr scratch;     // every group's scratch, one allocation (f8_plan_scratch_layout)
 	uint64_t scratch_bytes;
 	CUdeviceptr tables;      // every launch's tables, one allocation
 	uint64_t table_bytes;
@@ -347,28 +347,29 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 	if (!cuda->args || !cuda->pointers || !cuda->inputs || !cuda->outputs || !cuda->groups)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	f8_status status = F8_OK;
+	uint64_t **scratch_at = f8_calloc(plan->n_groups + 1, sizeof *scratch_at);
+	uint64_t *shared = f8_calloc(plan->n_groups + 1, sizeof *shared);
+	if (!scratch_at || !shared)
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t g = 0; !status && g < plan->n_groups; g++) {
 		const f8_plan_group *record = &plan->groups[g];
 		cuda_group *group = &cuda->groups[g];
 		group->launches = f8_calloc(record->n_launches + 1, sizeof *group->launches);
 		group->scratch_at = f8_calloc(record->n_scratch + 1, sizeof *group->scratch_at);
 		if (!group->launches || !group->scratch_at)
-			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-		uint64_t start = cuda->scratch_bytes;
-		for (uint32_t s = 0; s < record->n_scratch; s++) {
-			int64_t count;
-			if (!f8_dim_evaluate(record->scratch[s].count, symbol_values, &count) ||
-			    count < 0)
-				return f8_diag_set(diag, F8_ERR_ARGUMENT, "group %u: a scratch buffer's "
-						   "size overflows", g);
-			group->scratch_at[s] = cuda->scratch_bytes;
-			cuda->scratch_bytes += aligned(
-				(uint64_t)count * f8_dtype_get_info(record->scratch[s].dtype)->bytes);
-		}
-		group->scratch_bytes = cuda->scratch_bytes - start;
-		for (uint32_t l = 0; !status && l < record->n_launches; l++)
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		scratch_at[g] = group->scratch_at;
+	}
+	if (!status)
+		status = f8_plan_scratch_layout(plan, symbol_values, scratch_at, shared,
+						&cuda->scratch_bytes, diag);
+	for (uint32_t g = 0; !status && g < plan->n_groups; g++) {
+		cuda->groups[g].shared_bytes = shared[g];
+		for (uint32_t l = 0; !status && l < plan->groups[g].n_launches; l++)
 			status = bind_launch(cuda, g, l, diag);
 	}
+	f8_free(scratch_at);
+	f8_free(shared);
 	if (!status && cuda->scratch_bytes &&
 	    !(status = f8_cuda_alloc(cuda->scratch_bytes, &cuda->scratch, diag)))
 		f8_backend_count(&cuda->base, cuda->scratch_bytes, true);
@@ -551,9 +552,13 @@ static f8_status run_group(f8_backend *backend, uint32_t g, const f8_tensor_view
 	f8_status status = cuda->profile ? f8_cuda_profile_start(
 		cuda->profile, cuda->stream, cuda->families[cuda->graph->groups[g].family], g, made,
 		diag) : F8_OK;
-	if (!status && group->scratch_bytes)
-		status = f8_cuda_memset_async(cuda->scratch + group->scratch_at[0], 0,
-					      group->scratch_bytes, cuda->stream, diag);
+	if (!status && group->shared_bytes) // the shared region's start: its own part
+		status = f8_cuda_memset_async(cuda->scratch, 0, group->shared_bytes, cuda->stream,
+					      diag);
+	if (!status && record->error && record->error_scratch) // its error flag, kept apart
+		status = f8_cuda_memset_async(cuda->scratch +
+						      group->scratch_at[record->error_scratch - 1],
+					      0, sizeof(int64_t), cuda->stream, diag);
 	for (uint32_t l = 0; !status && l < record->n_launches; l++)
 		status = run_launch(cuda, g, l, views, diag);
 	if (!status && cuda->profile)

@@ -5,6 +5,9 @@
  *   # fp8: --fp8-recipe block         FP8 options for precision and fp8-cast, as f8c takes them
  *                                     (tools/fp8_options.h; none: their defaults); --bf16 here
  *                                     is for the bf16 pass (FP8 stays on, as in f8c audit)
+ *   # recompute: --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+ *                                     recompute options for the recompute pass, as f8c takes
+ *                                     them (tools/recompute_options.h; none: nothing to recompute)
  *   graph g { ... }                   the input
  *   # expect:                         then the exact text the printer must produce, or
  *   # expect-error:                   then the exact diagnostic (as f8c prints it)
@@ -29,6 +32,7 @@
 #include "tests/test_support.h" // test_read_file
 #include "passes/pipeline.h" // f8_pipeline_run_named
 #include "tools/fp8_options.h" // f8_tool_fp8_args, the FP8 options' table
+#include "tools/recompute_options.h" // f8_tool_recompute_args
 
 enum { MAX_PASSES = 16 };
 
@@ -49,23 +53,31 @@ static size_t read_passes(const char *input, char *line_copy, size_t size, const
 	return n;
 }
 
+/* Splits the words of the directive `marker` ("# fp8:") of the input part into argv (pointers
+ * into `copy`, `size` bytes); their count, 0 without the line. */
+static int read_words(const char *input, const char *marker, char *copy, size_t size,
+		      char **argv, int max) {
+	const char *line = strstr(input, marker);
+	int argc = 0;
+	if (!line)
+		return 0;
+	line += strlen(marker);
+	size_t len = strcspn(line, "\n");
+	if (len >= size)
+		len = size - 1;
+	memcpy(copy, line, len);
+	copy[len] = '\0';
+	for (char *token = strtok(copy, " \t"); token && argc < max; token = strtok(NULL, " \t"))
+		argv[argc++] = token;
+	return argc;
+}
+
 /* Reads "# fp8: --opt value ..." from the input part into fp8 with the FP8 options' table;
  * without the line, fp8 keeps the defaults. Fails as f8c would on a bad option. */
 static f8_status read_fp8(const char *input, f8_tool_fp8_args *fp8, f8_diag *diag) {
-	const char *line = strstr(input, "# fp8:");
 	char copy[512];
 	char *argv[64];
-	int argc = 0;
-	if (line) {
-		line += strlen("# fp8:");
-		size_t len = strcspn(line, "\n");
-		if (len >= sizeof copy)
-			len = sizeof copy - 1;
-		memcpy(copy, line, len);
-		copy[len] = '\0';
-		for (char *token = strtok(copy, " \t"); token && argc < 64; token = strtok(NULL, " \t"))
-			argv[argc++] = token;
-	}
+	int argc = read_words(input, "# fp8:", copy, sizeof copy, argv, 64);
 	for (int i = 0; i < argc; i++) {
 		bool taken;
 		f8_status status = f8_tool_fp8_parse_arg(fp8, argc, argv, &i, &taken, diag);
@@ -75,6 +87,23 @@ static f8_status read_fp8(const char *input, f8_tool_fp8_args *fp8, f8_diag *dia
 			return status;
 	}
 	return f8_tool_fp8_finish(fp8, diag);
+}
+
+/* Reads "# recompute: --opt value ..." likewise; without the line, nothing is recomputed. */
+static f8_status read_recompute(const char *input, f8_tool_recompute_args *args, f8_diag *diag) {
+	char copy[512];
+	char *argv[64];
+	int argc = read_words(input, "# recompute:", copy, sizeof copy, argv, 64);
+	for (int i = 0; i < argc; i++) {
+		bool taken;
+		f8_status status = f8_tool_recompute_parse_arg(args, argc, argv, &i, &taken, diag);
+		if (!status && !taken)
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "'%s' is not a recompute option",
+					     argv[i]);
+		if (status)
+			return status;
+	}
+	return f8_tool_recompute_finish(args, diag);
 }
 
 /* Runs the test's input; returns what f8c printed (IR or diagnostic) in a malloc'd string. */
@@ -87,15 +116,18 @@ static char *run(const char *input, size_t input_len, const char *file_name, boo
 	f8_diag_clear(&diag);
 	f8_graph *graph = NULL;
 	f8_tool_fp8_args fp8;
+	f8_tool_recompute_args recompute = {0};
 	f8_status status = f8_tool_fp8_init(&fp8, "golden", true, &diag);
 	if (!status)
 		status = read_fp8(input, &fp8, &diag);
+	if (!status)
+		status = read_recompute(input, &recompute, &diag);
 	if (!status)
 		status = f8_text_parse(input, input_len, file_name, &graph, &diag);
 	const f8_fp8_options *planned = f8_tool_fp8_options(&fp8);
 	if (!status)
 		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, planned,
-							  fp8.bf16,
+							  fp8.bf16, &recompute.options,
 							  f8_codegen_target_table_for(planned), &diag)
 				  : f8_graph_verify(graph, &diag);
 	f8_tool_fp8_destroy(&fp8);

@@ -1,0 +1,162 @@
+/*
+ * A step's device memory by part (ir/memory.h).
+ */
+#include "ir/memory.h" // f8_memory_estimate_of
+
+#include <stdbool.h> // bool
+
+#include "ir/alloc.h"  // f8_calloc, f8_free
+#include "ir/dtype.h"  // f8_dtype_get_info
+#include "ir/ops.h"    // f8_op_get_info, F8_OPF_GEMM
+#include "ir/verify.h" // F8_SLAB_ALIGNMENT
+
+static const char *const part_names[] = {
+#define F8_MEMORY_PART_NAME(e, name, what) name,
+	F8_MEMORY_PART_LIST(F8_MEMORY_PART_NAME)
+#undef F8_MEMORY_PART_NAME
+};
+static const char *const part_whats[] = {
+#define F8_MEMORY_PART_WHAT(e, name, what) what,
+	F8_MEMORY_PART_LIST(F8_MEMORY_PART_WHAT)
+#undef F8_MEMORY_PART_WHAT
+};
+static_assert(sizeof part_names / sizeof part_names[0] == F8_MEMORY_PART_COUNT, "one name each");
+
+const char *f8_memory_part_name(f8_memory_part part) {
+	return part < F8_MEMORY_PART_COUNT ? part_names[part] : "?";
+}
+
+const char *f8_memory_part_what(f8_memory_part part) {
+	return part < F8_MEMORY_PART_COUNT ? part_whats[part] : "?";
+}
+
+static uint64_t aligned(uint64_t bytes) {
+	return (bytes + F8_SLAB_ALIGNMENT - 1) / F8_SLAB_ALIGNMENT * F8_SLAB_ALIGNMENT;
+}
+
+/* The bytes of a tensor of `type`; 0 when a size is symbolic. */
+static uint64_t bytes_of(const f8_type *type) {
+	uint64_t n = f8_dtype_get_info(type->dtype)->bytes;
+	for (int d = 0; d < type->shape.rank; d++) {
+		if (!f8_dim_is_const(type->shape.dims[d]))
+			return 0;
+		n *= (uint64_t)f8_dim_value(type->shape.dims[d]);
+	}
+	return n;
+}
+
+/* The part a leaf belongs to: by role, and a state leaf by what updates it (the gradient
+ * accumulators in the backward, the scaling state by a ScalingUpdate, AdamW's the rest). */
+static f8_memory_part leaf_part(const f8_graph *graph, f8_value_id v) {
+	switch (graph->values[v].role) {
+	case F8_ROLE_PARAMETER:
+	case F8_ROLE_BUFFER:
+		return F8_MEMORY_PARAMETERS;
+	case F8_ROLE_WEIGHT_CACHE:
+		return F8_MEMORY_FP8_WEIGHTS;
+	case F8_ROLE_SCALE:
+	case F8_ROLE_AMAX_HISTORY:
+		return F8_MEMORY_SCALING;
+	case F8_ROLE_OPTIMIZER_STATE:
+		for (uint32_t i = 0; i < graph->n_updates; i++) {
+			if (graph->updates[i].target != v)
+				continue;
+			const f8_node *by = &graph->nodes[graph->values[graph->updates[i].source].producer];
+			if (by->op == F8_OP_SCALING_UPDATE)
+				return F8_MEMORY_SCALING;
+			if (by->phase == F8_PHASE_BWD)
+				return F8_MEMORY_GRADIENTS;
+		}
+		return F8_MEMORY_OPTIMIZER;
+	default:
+		return F8_MEMORY_INPUTS;
+	}
+}
+
+/* Whether attention nodes a and b share a cuDNN plan (and so its workspace): the same op,
+ * operand types and outputs (runtime/cuda/attention.c keys its plans by shape and dtype). */
+static bool same_attention(const f8_graph *graph, const f8_node *a, const f8_node *b) {
+	if (a->op != b->op || a->n_inputs != b->n_inputs || a->n_outputs != b->n_outputs)
+		return false;
+	for (uint32_t i = 0; i < a->n_inputs; i++) {
+		if ((a->inputs[i] == F8_NONE) != (b->inputs[i] == F8_NONE))
+			return false;
+		if (a->inputs[i] != F8_NONE &&
+		    !f8_type_equal(&graph->values[a->inputs[i]].type, &graph->values[b->inputs[i]].type))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * f8c's tensors in the workspace of attention node `node`'s cuDNN plan, as
+ * runtime/cuda/attention.c lays them out: the forward's log-sum-exp when the node does not
+ * output it; the backward's dQ accumulator (f32, q's shape; the deterministic backward has
+ * none, and is not assumed) and softmax_sum (f32, a row per query).
+ */
+static uint64_t attention_workspace(const f8_graph *graph, const f8_node *node) {
+	f8_value_id q = node->inputs[node->op == F8_OP_ATTENTION ? 0 : 1];
+	const f8_type *type = &graph->values[q].type;
+	uint64_t rows = 1; // batch x heads x seq_q
+	for (int d = 0; d < 3; d++) {
+		if (!f8_dim_is_const(type->shape.dims[d]))
+			return 0;
+		rows *= (uint64_t)f8_dim_value(type->shape.dims[d]);
+	}
+	if (node->op == F8_OP_ATTENTION)
+		return node->n_outputs < 2 ? aligned(rows * 4) : 0;
+	f8_type f32 = {.dtype = F8_DTYPE_F32, .shape = type->shape};
+	return aligned(bytes_of(&f32)) + aligned(rows * 4);
+}
+
+void f8_memory_estimate_add(f8_memory_estimate *estimate, f8_memory_part part, uint64_t bytes) {
+	estimate->part[part] += bytes;
+	estimate->total += bytes;
+}
+
+f8_memory_estimate f8_memory_estimate_of(const f8_graph *graph) {
+	f8_memory_estimate e = {0};
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		e.part[leaf_part(graph, v)] += aligned(bytes_of(&graph->values[v].type));
+	}
+	// Which values a bwd node reads: the forward's saved activations among the stored.
+	bool *read_in_bwd = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *read_in_bwd);
+	bool gemms = false;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		gemms |= (f8_op_get_info(node->op)->flags & F8_OPF_GEMM) != 0;
+		for (uint32_t j = 0; read_in_bwd && node->phase == F8_PHASE_BWD && j < node->n_inputs; j++)
+			if (node->inputs[j] != F8_NONE)
+				read_in_bwd[node->inputs[j]] = true;
+		if (node->op != F8_OP_ATTENTION && node->op != F8_OP_ATTENTION_GRAD)
+			continue;
+		bool shared = false; // with an earlier node: one plan, one workspace
+		for (uint32_t q = 0; q < p && !shared; q++)
+			shared = same_attention(graph, node, &graph->nodes[graph->order[q]]);
+		if (!shared)
+			e.part[F8_MEMORY_WORKSPACES] += attention_workspace(graph, node);
+	}
+	if (gemms)
+		e.part[F8_MEMORY_WORKSPACES] += F8_MEMORY_GEMM_WORKSPACE_BYTES;
+	for (uint32_t v = 0; v < graph->n_values; v++) {
+		const f8_value *value = &graph->values[v];
+		uint64_t bytes = aligned(bytes_of(&value->type));
+		if (value->recompute)
+			e.recomputed_activations += bytes;
+		if (value->buffer_offset < 0)
+			continue;
+		e.planned = true;
+		uint64_t end = (uint64_t)value->buffer_offset + bytes;
+		if (end > e.part[F8_MEMORY_ACTIVATIONS])
+			e.part[F8_MEMORY_ACTIVATIONS] = end;
+		if (read_in_bwd && read_in_bwd[v] &&
+		    graph->nodes[value->producer].phase == F8_PHASE_FWD)
+			e.saved_activations += bytes;
+	}
+	f8_free(read_in_bwd);
+	e.part[F8_MEMORY_RUNTIME] = F8_MEMORY_CUDA_RUNTIME_BYTES;
+	for (int part = 0; part < F8_MEMORY_PART_COUNT; part++)
+		e.total += e.part[part];
+	return e;
+}
