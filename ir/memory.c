@@ -5,7 +5,7 @@
 
 #include <stdbool.h> // bool
 
-#include "ir/alloc.h"  // f8_calloc, f8_free
+#include "ir/alloc.h"  // f8_calloc, f8_malloc, f8_free
 #include "ir/dtype.h"  // f8_dtype_get_info
 #include "ir/ops.h"    // f8_op_get_info, F8_OPF_GEMM
 #include "ir/verify.h" // F8_SLAB_ALIGNMENT
@@ -30,12 +30,11 @@ const char *f8_memory_part_what(f8_memory_part part) {
 	return part < F8_MEMORY_PART_COUNT ? part_whats[part] : "?";
 }
 
-static uint64_t aligned(uint64_t bytes) {
+uint64_t f8_memory_aligned(uint64_t bytes) {
 	return (bytes + F8_SLAB_ALIGNMENT - 1) / F8_SLAB_ALIGNMENT * F8_SLAB_ALIGNMENT;
 }
 
-/* The bytes of a tensor of `type`; 0 when a size is symbolic. */
-static uint64_t bytes_of(const f8_type *type) {
+uint64_t f8_memory_type_bytes(const f8_type *type) {
 	uint64_t n = f8_dtype_get_info(type->dtype)->bytes;
 	for (int d = 0; d < type->shape.rank; d++) {
 		if (!f8_dim_is_const(type->shape.dims[d]))
@@ -45,9 +44,10 @@ static uint64_t bytes_of(const f8_type *type) {
 	return n;
 }
 
-/* The part a leaf belongs to: by role, and a state leaf by what updates it (the gradient
- * accumulators in the backward, the scaling state by a ScalingUpdate, AdamW's the rest). */
-static f8_memory_part leaf_part(const f8_graph *graph, f8_value_id v) {
+/* The part a leaf belongs to: by role, and a state leaf by what updates it (`updated`: the
+ * gradient accumulators in the backward, the scaling state by a ScalingUpdate, AdamW's the
+ * rest; see state_parts). */
+static f8_memory_part leaf_part(const f8_graph *graph, f8_value_id v, const uint8_t *updated) {
 	switch (graph->values[v].role) {
 	case F8_ROLE_PARAMETER:
 	case F8_ROLE_BUFFER:
@@ -58,16 +58,7 @@ static f8_memory_part leaf_part(const f8_graph *graph, f8_value_id v) {
 	case F8_ROLE_AMAX_HISTORY:
 		return F8_MEMORY_SCALING;
 	case F8_ROLE_OPTIMIZER_STATE:
-		for (uint32_t i = 0; i < graph->n_updates; i++) {
-			if (graph->updates[i].target != v)
-				continue;
-			const f8_node *by = &graph->nodes[graph->values[graph->updates[i].source].producer];
-			if (by->op == F8_OP_SCALING_UPDATE)
-				return F8_MEMORY_SCALING;
-			if (by->phase == F8_PHASE_BWD)
-				return F8_MEMORY_GRADIENTS;
-		}
-		return F8_MEMORY_OPTIMIZER;
+		return updated ? (f8_memory_part)updated[v] : F8_MEMORY_OPTIMIZER;
 	default:
 		return F8_MEMORY_INPUTS;
 	}
@@ -104,9 +95,27 @@ static uint64_t attention_workspace(const f8_graph *graph, const f8_node *node) 
 		rows *= (uint64_t)f8_dim_value(type->shape.dims[d]);
 	}
 	if (node->op == F8_OP_ATTENTION)
-		return node->n_outputs < 2 ? aligned(rows * 4) : 0;
+		return node->n_outputs < 2 ? f8_memory_aligned(rows * 4) : 0;
 	f8_type f32 = {.dtype = F8_DTYPE_F32, .shape = type->shape};
-	return aligned(bytes_of(&f32)) + aligned(rows * 4);
+	return f8_memory_aligned(f8_memory_type_bytes(&f32)) + f8_memory_aligned(rows * 4);
+}
+
+/* Per value, the part of the state leaf each update targets: SCALING for a ScalingUpdate's,
+ * GRADIENTS for a backward node's (the accumulators), OPTIMIZER otherwise. NULL when out of
+ * memory (every state leaf is then counted as the optimizer's). */
+static uint8_t *state_parts(const f8_graph *graph) {
+	uint8_t *part = f8_malloc(graph->n_values + 1);
+	for (uint32_t v = 0; part && v < graph->n_values; v++)
+		part[v] = F8_MEMORY_OPTIMIZER;
+	for (uint32_t i = 0; part && i < graph->n_updates; i++) {
+		const f8_node *by = &graph->nodes[graph->values[graph->updates[i].source].producer];
+		uint8_t *target = &part[graph->updates[i].target];
+		if (by->op == F8_OP_SCALING_UPDATE)
+			*target = F8_MEMORY_SCALING;
+		else if (by->phase == F8_PHASE_BWD && *target != F8_MEMORY_SCALING)
+			*target = F8_MEMORY_GRADIENTS;
+	}
+	return part;
 }
 
 void f8_memory_estimate_add(f8_memory_estimate *estimate, f8_memory_part part, uint64_t bytes) {
@@ -116,10 +125,13 @@ void f8_memory_estimate_add(f8_memory_estimate *estimate, f8_memory_part part, u
 
 f8_memory_estimate f8_memory_estimate_of(const f8_graph *graph) {
 	f8_memory_estimate e = {0};
+	uint8_t *updated = state_parts(graph);
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
-		e.part[leaf_part(graph, v)] += aligned(bytes_of(&graph->values[v].type));
+		e.part[leaf_part(graph, v, updated)] +=
+			f8_memory_aligned(f8_memory_type_bytes(&graph->values[v].type));
 	}
+	f8_free(updated);
 	// Which values a bwd node reads: the forward's saved activations among the stored.
 	bool *read_in_bwd = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *read_in_bwd);
 	bool gemms = false;
@@ -141,7 +153,7 @@ f8_memory_estimate f8_memory_estimate_of(const f8_graph *graph) {
 		e.part[F8_MEMORY_WORKSPACES] += F8_MEMORY_GEMM_WORKSPACE_BYTES;
 	for (uint32_t v = 0; v < graph->n_values; v++) {
 		const f8_value *value = &graph->values[v];
-		uint64_t bytes = aligned(bytes_of(&value->type));
+		uint64_t bytes = f8_memory_aligned(f8_memory_type_bytes(&value->type));
 		if (value->recompute)
 			e.recomputed_activations += bytes;
 		if (value->buffer_offset < 0)

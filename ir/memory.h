@@ -69,6 +69,12 @@ typedef struct f8_memory_estimate {
  */
 f8_memory_estimate f8_memory_estimate_of(const f8_graph *graph);
 
+/* The bytes of a tensor of `type`; 0 when a size is symbolic. */
+uint64_t f8_memory_type_bytes(const f8_type *type);
+
+/* `bytes` rounded up to F8_SLAB_ALIGNMENT, as the slab, the leaves and the scratch place them. */
+uint64_t f8_memory_aligned(uint64_t bytes);
+
 /* Adds `bytes` to `part` and to the total (the plan's kernel scratch, say). */
 void f8_memory_estimate_add(f8_memory_estimate *estimate, f8_memory_part part, uint64_t bytes);
 

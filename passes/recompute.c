@@ -19,7 +19,7 @@
 #include "ir/alloc.h"       // f8_calloc, f8_malloc, f8_free
 #include "ir/arena.h"       // f8_arena_strdup
 #include "ir/gemm.h"        // f8_gemm_sizes
-#include "ir/memory.h"      // f8_memory_estimate_of
+#include "ir/memory.h"      // f8_memory_estimate_of, f8_memory_type_bytes
 #include "ir/text.h"        // f8_text_print_string, f8_text_parse
 #include "passes/fuse.h"     // f8_pass_fuse_run (the budget's trials)
 #include "passes/schedule.h" // f8_pass_schedule_run (the budget's trials)
@@ -201,14 +201,6 @@ static uint32_t unit_making(const analysis *a, f8_value_id v) {
 	return p == F8_NONE || !clonable(a->graph, p) ? F8_NONE : a->unit_of[p];
 }
 
-static uint64_t bytes_of(const f8_type *type) {
-	uint64_t n = f8_dtype_get_info(type->dtype)->bytes;
-	for (int d = 0; d < type->shape.rank; d++)
-		n *= f8_dim_is_const(type->shape.dims[d]) ? (uint64_t)f8_dim_value(type->shape.dims[d])
-							  : 0;
-	return n;
-}
-
 /* What node `node` computes, for ranking: 2 m n k for a GEMM, 4 b h s_q s_kv d for attention
  * (half of it causal), an operation an element otherwise. */
 static double flops_of(const f8_graph *graph, const f8_node *node) {
@@ -218,7 +210,7 @@ static double flops_of(const f8_graph *graph, const f8_node *node) {
 	if (node->op == F8_OP_ATTENTION) {
 		const f8_type *q = &graph->values[node->inputs[0]].type;
 		const f8_type *kt = &graph->values[node->inputs[1]].type;
-		double scores = (double)bytes_of(q) / (double)f8_dtype_get_info(q->dtype)->bytes;
+		double scores = (double)f8_memory_type_bytes(q) / (double)f8_dtype_get_info(q->dtype)->bytes;
 		double seq_kv = f8_dim_is_const(kt->shape.dims[2]) ? (double)f8_dim_value(kt->shape.dims[2])
 								    : 0;
 		return 4.0 * scores * seq_kv / (f8_node_attr_int(node, "causal", 0) ? 2.0 : 1.0);
@@ -226,7 +218,7 @@ static double flops_of(const f8_graph *graph, const f8_node *node) {
 	double elements = 0;
 	for (uint32_t o = 0; o < node->n_outputs; o++) {
 		const f8_type *type = &graph->values[node->outputs[o]].type;
-		elements += (double)bytes_of(type) / (double)f8_dtype_get_info(type->dtype)->bytes;
+		elements += (double)f8_memory_type_bytes(type) / (double)f8_dtype_get_info(type->dtype)->bytes;
 	}
 	return elements;
 }
@@ -329,13 +321,13 @@ static f8_status analyze(f8_graph *graph, const unit *units, uint32_t n, analysi
 		s->flops += flops_of(graph, node);
 		for (uint32_t o = 0; o < node->n_outputs; o++)
 			if (a->wanted[node->outputs[o]])
-				s->saved += bytes_of(&graph->values[node->outputs[o]].type);
+				s->saved += f8_memory_type_bytes(&graph->values[node->outputs[o]].type);
 		for (uint32_t i = 0; i < node->n_inputs; i++) { // checkpoints it adds
 			f8_value_id v = node->inputs[i];
 			f8_node_id maker = v == F8_NONE ? F8_NONE : graph->values[v].producer;
 			if (maker != F8_NONE && graph->nodes[maker].phase == F8_PHASE_FWD &&
 			    !read_in_bwd[v] && !(a->needed[maker] && a->unit_of[maker] == a->unit_of[id])) {
-				uint64_t bytes = bytes_of(&graph->values[v].type);
+				uint64_t bytes = f8_memory_type_bytes(&graph->values[v].type);
 				s->saved = s->saved > bytes ? s->saved - bytes : 0;
 				read_in_bwd[v] = true; // counted once
 			}

@@ -226,8 +226,8 @@ f8_status f8_plan_scratch_layout(const f8_plan *plan, const int64_t *symbol_valu
 				if (!known || count < 0)
 					return f8_diag_set(diag, F8_ERR_ARGUMENT, "group %u: a scratch "
 							   "buffer's size does not evaluate", g);
-				uint64_t size = (uint64_t)count * f8_dtype_get_info(group->scratch[s].dtype)->bytes;
-				size = (size + F8_SLAB_ALIGNMENT - 1) / F8_SLAB_ALIGNMENT * F8_SLAB_ALIGNMENT;
+				uint64_t size = f8_memory_aligned(
+					(uint64_t)count * f8_dtype_get_info(group->scratch[s].dtype)->bytes);
 				bool error = group->error && group->error_scratch == s + 1;
 				if (pass && at && at[g])
 					at[g][s] = error ? most + errors : used;
