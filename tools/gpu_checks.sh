@@ -104,6 +104,8 @@ gpt-tiny-delayed gpt-tiny $train --bf16 --fp8-format hybrid --fp8-recipe delayed
 gpt-tiny-current gpt-tiny $train --bf16 --fp8-format hybrid --fp8-recipe current
 gpt-tiny-rowwise gpt-tiny $train --bf16 --fp8-format hybrid --fp8-recipe rowwise
 gpt-tiny-block gpt-tiny $train --bf16 --fp8-format hybrid --fp8-recipe block
+gpt-tiny-delayed-recompute gpt-tiny $train --bf16 --fp8-format hybrid --fp8-recipe delayed --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+gpt-tiny-current-recompute gpt-tiny $train --bf16 --fp8-format hybrid --fp8-recipe current --recompute-granularity selective --recompute-modules core_attn layernorm mlp
 llama-tiny llama-tiny $small
 llama-tiny-bf16 llama-tiny $small --bf16
 mixtral-tiny mixtral-tiny $small
