@@ -4,7 +4,8 @@
 # KB of xz for megabytes of inputs), each turn starts from them and the committed seeds, and
 # ends by merging what it found back in (libFuzzer's -merge=1, which keeps only inputs that add
 # coverage). Every turn is a line of tests/fuzz/hours.tsv: date, target, seconds, executions,
-# result; commit both files after a run. A crash, leak, sanitizer report or timeout keeps its
+# result; commit both files after a run. Runs for other targets may go on at the same time (one
+# per processor): each turn replaces only its own target's corpus in the tarball, under a lock. A crash, leak, sanitizer report or timeout keeps its
 # input under ARTIFACTS and fails the turn; fix it, then add the input to corpus_<target>.
 #
 # usage: fuzz_hours.sh FUZZ_BUILD SECONDS_PER_TURN ARTIFACTS [TARGET...]
@@ -42,6 +43,15 @@ for target in "${targets[@]}"; do
 	"$fuzzer" -merge=1 -rss_limit_mb=2048 -timeout=10 "$work/merged_$target" \
 		"$work/grown_$target" "$work/turn_$target" >"$work/$target.merge.log" 2>&1 || true
 	rm -rf "$work/grown_$target" && mv "$work/merged_$target" "$work/grown_$target"
+	# Into the tarball as it is now (another run may have replaced its own target's corpus
+	# since this one started): this target's corpus replaced, the others' kept.
+	(
+		flock 9
+		rm -rf "$work/now" && mkdir "$work/now"
+		[ -f "$here/grown.tar.xz" ] && tar -C "$work/now" -xJf "$here/grown.tar.xz"
+		rm -rf "$work/now/grown_$target" && cp -R "$work/grown_$target" "$work/now/"
+		(cd "$work/now" && tar -cJf "$here/grown.tar.xz.new" grown_*) &&
+			mv "$here/grown.tar.xz.new" "$here/grown.tar.xz"
+	) 9>"${TMPDIR:-/tmp}/f8c-fuzz-grown.lock"
 done
-(cd "$work" && tar -cJf "$here/grown.tar.xz.new" grown_*) && mv "$here/grown.tar.xz.new" "$here/grown.tar.xz"
 exit "$status"
