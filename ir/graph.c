@@ -382,6 +382,50 @@ const char *f8_graph_describe_node(const f8_graph *graph, f8_node_id id, char *b
 	return buffer;
 }
 
+uint64_t f8_graph_mesh_ranks(const f8_graph *graph) {
+	uint64_t ranks = 1;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		ranks *= f8_graph_mesh_size(graph, (f8_mesh_axis)axis);
+	return ranks;
+}
+
+bool f8_mesh_group_from_name(const char *name, size_t len, uint32_t *axes) {
+	*axes = 0;
+	int last = -1; // the axes in mesh order, each once
+	for (size_t at = 0; at <= len;) {
+		size_t end = at;
+		while (end < len && name[end] != '+')
+			end++;
+		f8_mesh_axis axis;
+		if (end == at || !f8_mesh_axis_from_name(name + at, end - at, &axis) ||
+		    (int)axis <= last)
+			return false;
+		*axes |= 1u << axis;
+		last = (int)axis;
+		at = end + 1;
+	}
+	return *axes != 0;
+}
+
+const char *f8_mesh_group_name(uint32_t axes, char *buffer, size_t size) {
+	size_t used = 0;
+	if (size)
+		buffer[0] = '\0';
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT && used < size; axis++)
+		if (axes & 1u << axis)
+			used += (size_t)snprintf(buffer + used, size - used, "%s%s", used ? "+" : "",
+						 f8_mesh_axis_name((f8_mesh_axis)axis));
+	return buffer;
+}
+
+void f8_mesh_coordinates(const uint32_t *sizes, uint64_t rank, uint32_t *coordinates) {
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+		uint32_t size = sizes[axis] ? sizes[axis] : 1;
+		coordinates[axis] = (uint32_t)(rank % size);
+		rank /= size;
+	}
+}
+
 int f8_scope_layer(const char *scope, const char **module) {
 	static const char *const stems[] = {"layers.", "layer.", "h.", "blocks.", "layers/", NULL};
 	for (const char *at = scope; at && *at; at++) {

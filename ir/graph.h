@@ -290,6 +290,9 @@ typedef struct f8_graph {
 	uint32_t n_symbols;
 	f8_kernel_group *groups; // (n_groups) the fused kernels, by index
 	uint32_t n_groups;
+	// The device mesh the program runs on, ranks along each axis (the shard pass's; 0: one
+	// rank, as 1). Every rank runs this program; f8_mesh_coordinates says where it stands.
+	uint32_t mesh[F8_MESH_AXIS_COUNT];
 	// Private: capacities and the name index.
 	uint32_t cap_values, cap_nodes, cap_order, cap_inputs, cap_outputs, cap_symbols, cap_updates,
 		 cap_groups;
@@ -371,6 +374,31 @@ const char *f8_graph_describe_node(const f8_graph *graph, f8_node_id id, char *b
 
 /* Sets diag->node to the description of node `id` (for errors about a node). */
 void f8_diag_set_node(f8_diag *diag, const f8_graph *graph, f8_node_id id);
+
+/* Ranks along mesh axis `axis` of the graph's mesh (1 when unset). */
+static inline uint32_t f8_graph_mesh_size(const f8_graph *graph, f8_mesh_axis axis) {
+	return graph->mesh[axis] ? graph->mesh[axis] : 1;
+}
+
+/* Ranks in the whole mesh: the product of its axes. */
+uint64_t f8_graph_mesh_ranks(const f8_graph *graph);
+
+/*
+ * A collective's group: the mesh axes it spans, as a mask of bits 1 << f8_mesh_axis. Its text
+ * name is the axes joined by '+' in mesh order ("dp", "tp+dp", "tp+cp+dp": the ranks that differ
+ * only along those axes form one group). f8_mesh_group_from_name reads `len` bytes at `name`
+ * and is false for anything else (an empty name, an unknown or repeated axis);
+ * f8_mesh_group_name writes the name into `buffer` and returns it.
+ */
+bool f8_mesh_group_from_name(const char *name, size_t len, uint32_t *axes);
+const char *f8_mesh_group_name(uint32_t axes, char *buffer, size_t size);
+
+/*
+ * The coordinates of rank `rank` on a mesh of `sizes` (each >= 1): the innermost axis (TP)
+ * varies fastest, as Megatron-LM orders tp-cp-ep-dp-pp, so that rank = tp + TP * (cp + CP *
+ * (ep + EP * (dp + DP * pp))).
+ */
+void f8_mesh_coordinates(const uint32_t *sizes, uint64_t rank, uint32_t *coordinates);
 
 /*
  * The index of the transformer layer a scope names ("layers.3.mlp.fc1", "model.layers.3...",

@@ -714,20 +714,26 @@ f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type 
 
 static f8_status require_group(const f8_node *node, f8_diag *diag) {
 	const char *group = f8_node_attr_string(node, "group", "");
-	f8_mesh_axis axis;
-	if (!f8_mesh_axis_from_name(group, strlen(group), &axis))
-		return f8_infer_fail(diag, "attribute group \"%s\" is not a mesh axis (tp, cp, ep, dp, pp)",
-				  group);
+	uint32_t axes;
+	if (!f8_mesh_group_from_name(group, strlen(group), &axes))
+		return f8_infer_fail(diag, "attribute group \"%s\" is not a group of mesh axes (tp, cp, "
+				  "ep, dp, pp, several joined by '+' in that order: \"tp+dp\")", group);
 	return F8_OK;
 }
 
+/* AllReduce(x_0, .., x_n-1) -> (y_0, .., y_n-1): each x_i reduced over the group, the n in one
+ * collective (the amaxes of a phase, packed). */
 f8_status f8_infer_all_reduce(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			      f8_diag *diag) {
 	static const char *const reductions[] = {"sum", "max", NULL};
 	f8_status status = require_group(node, diag);
 	if (!status)
 		status = f8_infer_require_choice(node, "op", reductions, diag);
-	outputs[0] = *infer_input(graph, node, 0);
+	if (!status && node->n_outputs != node->n_inputs)
+		return f8_infer_fail(diag, "AllReduce makes one output per input (%u inputs, %u "
+				  "outputs)", node->n_inputs, node->n_outputs);
+	for (uint32_t i = 0; !status && i < node->n_inputs; i++)
+		outputs[i] = *infer_input(graph, node, i);
 	return status;
 }
 

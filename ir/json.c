@@ -242,6 +242,13 @@ static f8_status print_document(const f8_graph *graph, FILE *out, f8_diag *diag)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");
 	if (graph->n_groups) // after fuse only, as a value's annotations appear once decided
 		json_object_set_new(document, "kernels", kernels_json(graph));
+	if (f8_graph_mesh_ranks(graph) > 1) { // after shard, on more than one rank
+		json_t *mesh = json_object();
+		for (int axis = 0; mesh && axis < F8_MESH_AXIS_COUNT; axis++)
+			json_object_set_new(mesh, f8_mesh_axis_name((f8_mesh_axis)axis),
+					    json_integer(f8_graph_mesh_size(graph, (f8_mesh_axis)axis)));
+		json_object_set_new(document, "mesh", mesh);
+	}
 	if (jansson_out_of_memory) { // a value went missing: write nothing rather than less
 		json_decref(document);
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory building the JSON form");

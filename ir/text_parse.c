@@ -8,6 +8,7 @@
  *             | 'output' VALUE (',' VALUE)*
  *             | 'update' VALUE '<-' VALUE                 a leaf takes a value at the step's end
  *             | 'kernel' KERNEL ':' FAMILY STRING?        a fused kernel, before its members
+ *             | 'mesh' MESH_AXIS '=' INT (',' MESH_AXIS '=' INT)*    ranks along the mesh's axes
  *             | (out (',' out)* '=')? OP '(' operands? ')' attrs? meta*
  *   out      := VALUE (':' type)? annots?
  *   type     := DTYPE '[' (dim (',' dim)*)? ']'
@@ -852,6 +853,35 @@ static f8_status parse_update(parser *p) {
 	return F8_OK;
 }
 
+/* mesh tp=2, dp=4: the sizes of the axes named (the others keep 1), once a graph. */
+static f8_status parse_mesh(parser *p) {
+	token at = p->tok;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		if (p->graph->mesh[axis])
+			return f8_text_fail_at(p, &at, "the graph's mesh is given twice");
+	f8_status status = f8_text_next(p);
+	do {
+		if (!status && text_at_punct(p, ','))
+			status = f8_text_next(p);
+		f8_mesh_axis axis;
+		if (!status && (p->tok.kind != TOKEN_IDENT ||
+				!f8_mesh_axis_from_name(p->tok.text, p->tok.len, &axis)))
+			status = f8_text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
+		if (!status && p->graph->mesh[axis])
+			status = f8_text_fail_at(p, &p->tok, "mesh axis %s is given twice",
+						 f8_mesh_axis_name(axis));
+		if (!status && !(status = f8_text_next(p)))
+			status = f8_text_expect_punct(p, '=');
+		if (!status && (p->tok.kind != TOKEN_INT || p->tok.i < 1 || p->tok.i > 1 << 20))
+			status = f8_text_fail_expected(p, "the axis's ranks (1 to 1048576)");
+		if (!status) {
+			p->graph->mesh[axis] = (uint32_t)p->tok.i;
+			status = f8_text_next(p);
+		}
+	} while (!status && text_at_punct(p, ','));
+	return status;
+}
+
 static f8_status parse_graph(parser *p) {
 	f8_status status = f8_text_next(p);
 	if (status)
@@ -875,6 +905,8 @@ static f8_status parse_graph(parser *p) {
 			status = parse_update(p);
 		else if (text_at_ident(p, "kernel"))
 			status = parse_kernel(p);
+		else if (text_at_ident(p, "mesh"))
+			status = parse_mesh(p);
 		else if (p->tok.kind == TOKEN_END)
 			status = f8_text_fail_expected(p, "'}' to close the graph");
 		else

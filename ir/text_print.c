@@ -468,6 +468,15 @@ f8_status f8_text_print(const f8_graph *graph, FILE *out) {
 	fputs("graph ", out);
 	print_name(out, graph->name);
 	fputs(" {\n", out);
+	const char *separator = "  mesh ";
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		if (graph->mesh[axis] > 1) {
+			fprintf(out, "%s%s=%u", separator, f8_mesh_axis_name((f8_mesh_axis)axis),
+				graph->mesh[axis]);
+			separator = ", ";
+		}
+	if (separator[0] == ',')
+		fputc('\n', out);
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		const f8_value *value = &graph->values[graph->inputs[i]];
 		fprintf(out, "  %s ", f8_role_name(value->role));

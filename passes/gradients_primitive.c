@@ -465,7 +465,8 @@ F8_GRAD_RULE(ALL_REDUCE) {
 	if (strcmp(op, "sum") != 0)
 		return f8_grad_unsupported(context, node, diag, "an AllReduce of op %s has no gradient "
 					   "rule (only sum has)", op);
-	dx[0] = dy[0];
+	for (uint32_t i = 0; i < n.n_inputs; i++)
+		dx[i] = dy[i];
 	return F8_OK;
 }
 

@@ -1,6 +1,5 @@
 /*
- * The pipeline table. DESIGN.md lists the passes to come (shard); each joins this table in its
- * own issue, with the reason for its place beside it.
+ * The pipeline table: every pass, in order, with the reason for its place beside it.
  */
 #define _POSIX_C_SOURCE 200809L // strnlen
 
@@ -17,6 +16,7 @@
 #include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
 #include "passes/recompute.h"     // f8_pass_recompute_run
+#include "passes/shard.h"         // f8_pass_shard_run
 #include "passes/schedule.h"      // f8_pass_schedule_run
 #include "passes/training.h"      // f8_pass_training_run
 
@@ -70,6 +70,14 @@ static f8_status fp8_cast(f8_graph *graph, const f8_pipeline_options *options, F
 	return f8_pass_fp8_cast_run(graph, options->fp8, report, diag);
 }
 
+static f8_status shard(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
+		       f8_diag *diag) {
+	// A no-op for one rank; for inference too (it shards a training step).
+	if (!options->training)
+		return F8_OK;
+	return f8_pass_shard_run(graph, options->parallel, report, diag);
+}
+
 static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 			   f8_diag *diag) {
 	// A no-op without a granularity or a budget; the budget's trials fuse for the target.
@@ -112,14 +120,19 @@ static const f8_pass pipeline[] = {
 	{"fp8-cast", fp8_cast,
 	 "after precision (it rewrites the GEMMs marked FP8); before shard and recompute, which "
 	 "must see the casts and the scaling state to reduce amaxes and reuse scales"},
+	{"shard", shard,
+	 "after fp8-cast, whose scaling tables' amaxes it reduces over the ranks that hold a "
+	 "tensor, and after training, whose gradient accumulators it reduces over data "
+	 "parallelism; before recompute, which keeps its collectives, and fuse; a no-op on one "
+	 "rank"},
 	{"recompute", recompute,
 	 "after fp8-cast, so that a recomputed cast reads the scale its original read and the "
-	 "scaling tables' updates can be ordered after it (after shard too, when it comes: the "
-	 "collectives are kept, not recomputed); before fuse, which groups the recomputing nodes "
-	 "like any others, and schedule, whose slab then holds a dropped value only where it is "
-	 "made again; a no-op without --recompute-granularity or --memory-budget"},
+	 "scaling tables' updates can be ordered after it, and after shard, whose collectives "
+	 "it keeps rather than recomputes; before fuse, which groups the recomputing nodes like "
+	 "any others, and schedule, whose slab then holds a dropped value only where it is made "
+	 "again; a no-op without --recompute-granularity or --memory-budget"},
 	{"fuse", fuse,
-	 "after the passes that add nodes (fp8-cast, recompute; shard when it comes), so that "
+	 "after the passes that add nodes (fp8-cast, shard, recompute), so that "
 	 "its kernels see every cast; before schedule, which plans buffers for what the kernels "
 	 "still write to memory"},
 	{"schedule", schedule,
@@ -198,6 +211,7 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
 				const f8_fp8_options *fp8, bool bf16,
+				const f8_parallel_options *parallel,
 				const f8_recompute_options *recompute,
 				const f8_target_table *target, f8_diag *diag) {
 	f8_training_options defaults = f8_training_options_default();
@@ -205,7 +219,7 @@ f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_
 	const f8_pipeline_options training = {.training = &defaults,
 					      .fp8 = fp8 ? fp8 : &fp8_defaults,
 					      .bf16 = bf16, .target = target,
-					      .recompute = recompute};
+					      .parallel = parallel, .recompute = recompute};
 	for (size_t i = 0; i < n; i++) {
 		const f8_pass *pass = f8_pipeline_find(names[i]);
 		if (!pass)

@@ -13,6 +13,7 @@
 #include "ir/graph.h"         // f8_graph
 #include "passes/precision.h" // f8_fp8_options
 #include "passes/recompute.h" // f8_recompute_options
+#include "passes/shard.h"     // f8_parallel_options
 #include "passes/target.h"    // f8_target_table
 #include "passes/training.h"  // f8_training_options
 
@@ -44,6 +45,9 @@ typedef struct f8_pipeline_options {
 	// Megatron-LM's --recompute-* options and --memory-budget (passes/recompute.h); NULL or
 	// zeroed: nothing is recomputed.
 	const f8_recompute_options *recompute;
+	// Megatron-LM's parallel layout and the world size (passes/shard.h); NULL or zeroed: one
+	// rank.
+	const f8_parallel_options *parallel;
 } f8_pipeline_options;
 
 /* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass
@@ -82,11 +86,12 @@ f8_status f8_pipeline_run_with(f8_graph *graph, const char *last, bool verify,
 
 /* Runs the passes named in `names` (n of them), in that order, verifying as above; a named
  * training pass runs with the default hyperparameters, a named precision or fp8-cast pass with
- * `fp8` (NULL: f8_fp8_options_default()), a named bf16 pass when `bf16`, a named recompute
- * pass with `recompute` (NULL: nothing to recompute), every pass with `target` (may be NULL:
- * see f8_pipeline_options). */
+ * `fp8` (NULL: f8_fp8_options_default()), a named bf16 pass when `bf16`, a named shard or
+ * recompute pass with `parallel` and `recompute` (NULL: one rank, nothing to recompute), every
+ * pass with `target` (may be NULL: see f8_pipeline_options). */
 f8_status f8_pipeline_run_named(f8_graph *graph, const char *const *names, size_t n, bool verify,
 				const f8_fp8_options *fp8, bool bf16,
+				const f8_parallel_options *parallel,
 				const f8_recompute_options *recompute,
 				const f8_target_table *target, f8_diag *diag);
 

@@ -72,9 +72,10 @@ typedef struct f8_backend_interface {
 	 * backend that has one, its reference kernel. */
 	f8_status (*run_node)(f8_backend *backend, f8_node_id node, const f8_tensor_view *views,
 			      f8_diag *diag);
-	/* Runs collective node `node` (AllReduce, AllGather, ...) on the communicator of mesh
-	 * axis `axis`. */
-	f8_status (*run_collective)(f8_backend *backend, f8_node_id node, f8_mesh_axis axis,
+	/* Runs collective node `node` (AllReduce, AllGather, ...) on the communicator of its
+	 * group: the ranks that differ only along the mesh axes `axes` (bits 1 << f8_mesh_axis,
+	 * f8_mesh_group_from_name). */
+	f8_status (*run_collective)(f8_backend *backend, f8_node_id node, uint32_t axes,
 				    const f8_tensor_view *views, f8_diag *diag);
 
 	/*

@@ -612,11 +612,11 @@ static void release_unread(f8_executor *executor, const f8_node *node, const run
 }
 
 /* Whether node `node` is a collective, and on which mesh axis (its `group` attribute). */
-static bool collective_axis(const f8_node *node, f8_mesh_axis *axis) {
+static bool collective_group(const f8_node *node, uint32_t *axes) {
 	if (!(f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE))
 		return false;
 	const char *group = f8_node_attr_string(node, "group", NULL);
-	return group && f8_mesh_axis_from_name(group, strlen(group), axis);
+	return group && f8_mesh_group_from_name(group, strlen(group), axes);
 }
 
 /* Runs node `id` at position `position` of the run through the backend; with `issue` false
@@ -631,11 +631,11 @@ static f8_status run_node(f8_executor *executor, f8_node_id id, uint32_t positio
 		status = place(executor, node->outputs[j], diag);
 		executor->made[node->outputs[j]] = !status;
 	}
-	f8_mesh_axis axis;
+	uint32_t axes;
 	if (status || !issue)
 		;
-	else if (collective_axis(node, &axis))
-		status = backend->interface->run_collective(backend, id, axis, executor->views, diag);
+	else if (collective_group(node, &axes))
+		status = backend->interface->run_collective(backend, id, axes, executor->views, diag);
 	else
 		status = backend->interface->run_node(backend, id, executor->views, diag);
 	if (status) {

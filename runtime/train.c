@@ -72,6 +72,11 @@ typedef struct trainer {
 	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
 	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
+	// Data parallelism: the ranks of the data-parallel group (the mesh's EP x DP) share each
+	// global batch of `global_micro_batches`, this one running `micro_batches` from `first`.
+	uint32_t data_axes;
+	int64_t global_micro_batches, first_micro_batch;
+	bool leader;                   // rank 0: reports, writes the metrics, saves
 	int64_t skipped_iters, skipped_in_a_row;
 	int64_t nonfinite_seen;        // the FP8 tables' non-finite count after the last step
 	f8_tokens data;
@@ -203,11 +208,33 @@ static void find_fp8_state(trainer *t) {
 	}
 }
 
+/* The data-parallel ranks' shares of each global batch: the mesh's EP x DP group, of which
+ * this rank runs its contiguous part of the global micro-batches. */
+static f8_status share_batches(trainer *t, f8_diag *diag) {
+	const f8_train_config *c = t->config;
+	if (f8_graph_mesh_ranks(t->graph) != (uint64_t)f8_dist_world(c->dist))
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "the step is compiled for %llu ranks, but "
+				   "the run has %lld", (unsigned long long)f8_graph_mesh_ranks(t->graph),
+				   (long long)f8_dist_world(c->dist));
+	t->data_axes = 1u << F8_MESH_AXIS_EP | 1u << F8_MESH_AXIS_DP;
+	int64_t ranks = f8_dist_group_size(c->dist, t->data_axes);
+	if (t->global_micro_batches % ranks)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--global-batch-size %lld is not a multiple "
+				   "of --micro-batch-size %lld x the data-parallel size %lld",
+				   (long long)c->global_batch_size, (long long)c->micro_batch_size,
+				   (long long)ranks);
+	t->micro_batches = t->global_micro_batches / ranks;
+	t->first_micro_batch = t->micro_batches * f8_dist_group_rank(c->dist, t->data_axes);
+	t->leader = f8_dist_rank(c->dist) == 0;
+	return F8_OK;
+}
+
 /* Takes the compiled training step, makes the executor and its parameters. */
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	const f8_train_schedule *schedule = &c->schedule;
-	t->micro_batches = c->global_batch_size / c->micro_batch_size; // checked: a multiple
+	t->global_micro_batches = c->global_batch_size / c->micro_batch_size; // checked: a multiple
+	t->micro_batches = t->global_micro_batches;
 	snprintf(t->settings[0], sizeof t->settings[0], "%.17g", schedule->lr);
 	snprintf(t->settings[1], sizeof t->settings[1], "%.17g", schedule->min_lr);
 	snprintf(t->settings[2], sizeof t->settings[2], "%lld", (long long)schedule->warmup_iters);
@@ -221,6 +248,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	t->graph = c->graph;
 	if (!status)
 		find_fp8_state(t);
+	if (!status)
+		status = share_batches(t, diag);
 	int64_t *symbol_values = NULL;
 	if (!status && !(symbol_values = f8_calloc(t->graph->n_symbols + 1, sizeof(int64_t))))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -275,7 +304,7 @@ static void notify(trainer *t, f8_train_progress *progress) {
 	progress->iteration = t->iteration;
 	progress->train_iters = t->config->train_iters;
 	progress->elapsed_seconds = seconds_since(&t->start);
-	if (t->callback)
+	if (t->callback && t->leader)
 		t->callback(progress, t->user);
 }
 
@@ -332,19 +361,32 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 		if (status)
 			return status;
 	}
-	for (int64_t m = 0; m < t->micro_batches; m++) {
-		f8_status status = feed(t, &t->train_sampler, t->ranges[0], diag);
-		if (!status)
+	// Every rank draws every micro-batch of the global batch, so that the samplers stay alike
+	// and the ranks' shares together are the single-device step's batch; each runs its own.
+	for (int64_t g = 0; g < t->global_micro_batches; g++) {
+		int64_t m = g - t->first_micro_batch;
+		bool own = m >= 0 && m < t->micro_batches;
+		f8_status status = own ? feed(t, &t->train_sampler, t->ranges[0], diag)
+				       : f8_batch_sample(&t->train_sampler, t->ranges[0],
+							 (size_t)t->config->micro_batch_size,
+							 (size_t)t->config->seq_length,
+							 t->token_batch.data, t->label_batch.data, diag);
+		if (!status && own)
 			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) |
 						 F8_PHASE_BIT(F8_PHASE_BWD), diag);
-		if (!status && t->config->observe)
+		if (!status && own && t->config->observe)
 			status = t->config->observe(t->graph, t->executor, t->iteration + 1, m,
 						    t->config->observe_user, diag);
 		if (status)
 			return status;
-		sum += scalar(t, t->loss);
+		sum += own ? scalar(t, t->loss) : 0;
 	}
-	*loss = sum / (double)t->micro_batches;
+	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's).
+	f8_status reduced = f8_dist_all_reduce(t->config->dist, t->data_axes, &sum, 1,
+					       F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
+	if (reduced)
+		return reduced;
+	*loss = sum / (double)t->global_micro_batches;
 	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
 	int64_t nonfinite = nonfinite_amaxes(t);
 	*skipped_for = !isfinite(*loss) ? "loss" : nonfinite > t->nonfinite_seen ? "fp8 amax" : NULL;
@@ -394,7 +436,12 @@ static f8_status save(trainer *t, f8_diag *diag) {
 				   .seed = t->config->seed, .consumed_tokens = t->consumed_tokens,
 				   .model = t->config->model, .setting_keys = setting_keys,
 				   .setting_values = t->setting_values, .n_settings = N_SETTINGS};
-	f8_status status = f8_checkpoint_save(t->config->save, t->executor, &info, diag);
+	// The data-parallel replicas hold the same state: rank 0 writes it, the others wait, so
+	// that no rank goes on before the checkpoint is whole.
+	f8_status status = t->leader ? f8_checkpoint_save(t->config->save, t->executor, &info, diag)
+				     : F8_OK;
+	f8_status all = f8_dist_barrier(t->config->dist, diag);
+	status = status ? status : all;
 	if (!status)
 		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
 	return status;
@@ -411,7 +458,7 @@ static const char *json_number(double x, char *buffer, size_t size) {
 
 /* Writes one JSON line. */
 static void write_metrics(trainer *t, const char *kind, const f8_train_progress *p) {
-	if (!t->metrics)
+	if (!t->metrics || !t->leader)
 		return;
 	char a[32], b[32], c[32], d[32], fp8[48] = "";
 	if (p->fp8_nonfinite_amax >= 0)
@@ -436,6 +483,54 @@ static void write_metrics(trainer *t, const char *kind, const f8_train_progress 
 			json_number(p->tokens_per_second, d, sizeof d), (long long)p->skipped_iters,
 			fp8, p->elapsed_seconds);
 	fflush(t->metrics);
+}
+
+/* FNV-1a over `n` bytes, from `hash`. */
+static uint64_t fnv1a(uint64_t hash, const unsigned char *bytes, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
+	return hash;
+}
+
+/*
+ * Megatron-LM's --check-weight-hash-across-dp-replicas-interval: every state leaf (parameters,
+ * optimizer state, FP8 scales and histories, weight caches) hashed on each rank, the hashes
+ * gathered over the data-parallel group and held to rank 0's of it. F8_ERR_INVALID naming the
+ * first leaf and rank that differ.
+ */
+static f8_status check_replicas(trainer *t, f8_diag *diag) {
+	const f8_graph *graph = t->graph;
+	uint32_t ranks = f8_dist_group_size(t->config->dist, t->data_axes);
+	uint64_t *mine = f8_calloc(graph->n_inputs + 1, sizeof *mine);
+	uint64_t *all = f8_calloc(((size_t)graph->n_inputs + 1) * ranks, sizeof *all);
+	f8_status status = mine && all ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
+		if (graph->values[graph->inputs[i]].role == F8_ROLE_INPUT)
+			continue; // the step's own inputs: tokens, labels, flags
+		f8_rt_tensor host = {0};
+		status = f8_executor_read(t->executor, graph->inputs[i], &host, diag);
+		if (!status)
+			mine[i] = fnv1a(UINT64_C(0xcbf29ce484222325), host.data, host.n_bytes);
+		f8_rt_tensor_destroy(&host);
+	}
+	size_t bytes = ((size_t)graph->n_inputs + 1) * sizeof *mine;
+	if (!status)
+		status = f8_dist_all_gather(t->config->dist, t->data_axes, mine, all, bytes, diag);
+	for (uint32_t r = 1; !status && r < ranks; r++)
+		for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
+			if (all[(size_t)r * (graph->n_inputs + 1) + i] != all[i]) {
+				f8_diag_set(diag, F8_ERR_INVALID, "iteration %lld: the data-parallel "
+					    "replicas differ: %%%s on rank %u of the group is not rank "
+					    "0's", (long long)t->iteration,
+					    graph->values[graph->inputs[i]].name, r);
+				f8_diag_hint(diag, "the replicas must take the same steps: a collective "
+					     "over the wrong group, or a rank that read other data "
+					     "where it should not have");
+				status = F8_ERR_INVALID;
+			}
+	f8_free(mine);
+	f8_free(all);
+	return status;
 }
 
 static f8_status loop(trainer *t, f8_diag *diag) {
@@ -503,6 +598,9 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 			notify(t, &p);
 			write_metrics(t, "eval", &p);
 		}
+		if (c->check_replicas_interval && t->iteration % c->check_replicas_interval == 0 &&
+		    (status = check_replicas(t, diag)))
+			return status;
 		if (c->save && ((c->save_interval && t->iteration % c->save_interval == 0) ||
 				t->iteration == c->train_iters) &&
 		    (status = save(t, diag)))
@@ -552,7 +650,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 			t.train_sampler.state = info.sampler_state;
 		}
 	}
-	if (!status && config->metrics &&
+	if (!status && config->metrics && t.leader &&
 	    !(t.metrics = fopen(config->metrics, config->load ? "a" : "w")))
 		status = f8_diag_set(diag, F8_ERR_IO, "cannot open the metrics file %s: %s",
 				     config->metrics, strerror(errno));

@@ -25,6 +25,7 @@
 #include "ir/diag.h"           // f8_status, f8_diag
 #include "ir/graph.h"          // f8_graph
 #include "runtime/backend.h"   // f8_backend
+#include "runtime/distributed.h" // f8_dist
 #include "runtime/executor.h"  // f8_executor
 #include "runtime/plan.h"      // f8_plan_weight_init
 #include "runtime/safetensors.h" // f8_safetensors
@@ -77,6 +78,14 @@ typedef struct f8_train_config {
 	const char *metrics;              // --metrics: JSONL file, or NULL
 	f8_backend *backend;              // what runs the step (borrowed; the caller makes it:
 					  // the CPU backend, --kernels generated|reference)
+	f8_dist *dist;                    // the run's ranks (runtime/distributed.h; borrowed), or
+					  // NULL: one process. Each data-parallel rank runs its share
+					  // of every global batch; rank 0 alone reports, writes the
+					  // metrics and saves (the replicas hold the same state)
+	int64_t check_replicas_interval;  // --check-weight-hash-across-dp-replicas-interval:
+					  // every N iterations the data-parallel replicas' parameters,
+					  // optimizer and FP8 scaling state are held to the same bits
+					  // (0: never)
 	f8_train_observer observe;        // NULL: none
 	void *observe_user;               // given to observe
 } f8_train_config;

@@ -13,11 +13,13 @@
 
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
 #include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_name
+#include "ir/memory.h"                 // f8_memory_type_bytes
 #include "passes/fp8_cast.h"           // F8_FP8_TABLE_*
 #include "runtime/plan.h"               // f8_plan_is_dir, f8_plan_load
 #include "tools/commands.h"            // f8_tool_audit
 #include "tools/compile.h"             // f8_tool_load_model, f8_tool_run_passes
 #include "tools/fp8_options.h"         // f8_tool_fp8_args
+#include "tools/parallel_options.h"    // f8_tool_parallel_args
 #include "tools/recompute_options.h"   // f8_tool_recompute_args
 #include "tools/tool_options.h"        // f8_tool_parse_int, f8_tool_parse_dim_binding
 
@@ -28,6 +30,7 @@ typedef struct request {
 	bool json, help;
 	bool memory;              // --memory: the step's device memory by part
 	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
+	f8_tool_parallel_args parallel;   // --world-size, --tensor-model-parallel-size ...
 	int64_t micro_batch_size; // binds `batch`
 	int64_t seq_length;       // binds `seq`; 0: the model's own
 	int64_t vocab_multiple;   // --make-vocab-size-divisible-by; 0: the description's
@@ -66,6 +69,14 @@ typedef struct recomputed {
 	double gemm_flops;        // 2 m n k of its GEMMs
 } recomputed;
 
+/* A collective of the program, as the shard pass made it. */
+typedef struct collective {
+	const char *op, *group, *reduction; // "AllReduce", "dp", "sum"
+	f8_phase phase;
+	uint32_t tensors;
+	uint64_t bytes;                     // of one run of its phase
+} collective;
+
 typedef struct summary {
 	uint32_t n_gemms, n_fp8;
 	double flops, flops_fp8;
@@ -74,6 +85,8 @@ typedef struct summary {
 	uint32_t per_tensor_amaxes; // amaxes reduced per step (per-tensor casts)
 	recomputed *recomputed;   // (n_recomputed) by reason, in program order; the GEMM rows and
 	uint32_t n_recomputed;    // the counts above leave recomputing nodes out
+	collective *collectives;  // (n_collectives) in program order
+	uint32_t n_collectives;
 } summary;
 
 static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_ACTIVATIONS,
@@ -82,7 +95,7 @@ static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_AC
 static void print_usage(FILE *out) {
 	fprintf(out, "usage: f8c audit MODEL [--json] [--memory] [--micro-batch-size N] "
 		     "[--seq-length N] [--dim NAME=N]... [--make-vocab-size-divisible-by N] [--bf16] "
-		     "[FP8 options] [recompute options]\n"
+		     "[FP8 options] [recompute options] [parallel options]\n"
 		     "  --json              one JSON document instead of the table\n"
 		     "  --memory            the device memory a training step takes on one GPU, by "
 		     "part\n"
@@ -116,6 +129,8 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 			return fail(&diag);
 		if (!taken && f8_tool_recompute_parse_arg(&r->recompute, argc, argv, &i, &taken,
 							  &diag))
+			return fail(&diag);
+		if (!taken && f8_tool_parallel_parse_arg(&r->parallel, argc, argv, &i, &taken, &diag))
 			return fail(&diag);
 		const char *arg = argv[i];
 		bool has_value = i + 1 < argc;
@@ -302,6 +317,23 @@ static f8_status count_recomputed(const f8_graph *graph, const f8_node *node, su
 	return F8_OK;
 }
 
+/* Adds collective node `node` to s->collectives. */
+static f8_status count_collective(const f8_graph *graph, const f8_node *node, summary *s,
+				  f8_diag *diag) {
+	collective *grown = f8_realloc(s->collectives, (s->n_collectives + 1) * sizeof *grown);
+	if (!grown)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	s->collectives = grown;
+	collective *c = &grown[s->n_collectives++];
+	*c = (collective){.op = f8_op_name(node->op),
+			  .group = f8_node_attr_string(node, "group", "?"),
+			  .reduction = f8_node_attr_string(node, "op", NULL), .phase = node->phase,
+			  .tensors = node->n_inputs};
+	for (uint32_t i = 0; i < node->n_inputs; i++)
+		c->bytes += f8_memory_type_bytes(&graph->values[node->inputs[i]].type);
+	return F8_OK;
+}
+
 /* The rows of every GEMM in program order (n in *n_rows) and the summary. */
 static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, summary *s,
 			 f8_diag *diag) {
@@ -317,6 +349,11 @@ static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, su
 			if (status)
 				return status;
 			continue;
+		}
+		if (f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE) {
+			f8_status status = count_collective(graph, node, s, diag);
+			if (status)
+				return status;
 		}
 		if ((node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
 		    !f8_node_attr(node, "block"))
@@ -429,6 +466,43 @@ static void print_recompute(const summary *s) {
 	for (uint32_t i = 0; i < s->n_recomputed; i++)
 		printf("  %s: %u nodes, %.4g GEMM FLOPs\n", s->recomputed[i].reason,
 		       s->recomputed[i].n_nodes, s->recomputed[i].gemm_flops);
+}
+
+/* The shard pass's collectives: each with its group, the tensors it moves and their bytes
+ * each time its phase runs (cast and opt once a step, fwd and bwd once a micro-batch). */
+static void print_collectives(const f8_graph *graph, const summary *s) {
+	if (f8_graph_mesh_ranks(graph) <= 1)
+		return;
+	printf("\nmesh (ranks along each axis):");
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		printf(" %s=%u", f8_mesh_axis_name((f8_mesh_axis)axis),
+		       f8_graph_mesh_size(graph, (f8_mesh_axis)axis));
+	printf("; %llu ranks\ncollectives of each rank:\n",
+	       (unsigned long long)f8_graph_mesh_ranks(graph));
+	for (uint32_t i = 0; i < s->n_collectives; i++) {
+		const collective *c = &s->collectives[i];
+		bool per_step = c->phase == F8_PHASE_CAST || c->phase == F8_PHASE_OPT;
+		printf("  %s%s%s over %s in %s: %u tensor%s, %llu bytes a %s\n", c->op,
+		       c->reduction ? " " : "", c->reduction ? c->reduction : "", c->group,
+		       f8_phase_name(c->phase), c->tensors, c->tensors == 1 ? "" : "s",
+		       (unsigned long long)c->bytes, per_step ? "step" : "micro-batch");
+	}
+}
+
+static json_t *collectives_json(const f8_graph *graph, const summary *s) {
+	json_t *mesh = json_object(), *list = json_array();
+	for (int axis = 0; mesh && axis < F8_MESH_AXIS_COUNT; axis++)
+		json_object_set_new(mesh, f8_mesh_axis_name((f8_mesh_axis)axis),
+				    json_integer(f8_graph_mesh_size(graph, (f8_mesh_axis)axis)));
+	for (uint32_t i = 0; list && i < s->n_collectives; i++) {
+		const collective *c = &s->collectives[i];
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:s, s:I, s:I}", "op", c->op,
+						      "group", c->group, "reduction", c->reduction,
+						      "phase", f8_phase_name(c->phase), "tensors",
+						      (json_int_t)c->tensors, "bytes",
+						      (json_int_t)c->bytes));
+	}
+	return json_pack("{s:o, s:o}", "mesh", mesh, "collectives", list);
 }
 
 static double gib(uint64_t bytes) {
@@ -547,7 +621,8 @@ static json_t *audit_json(const request *q, const f8_fp8_options *o, bool bf16, 
 static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	if (fp8->given || q->recompute.given || q->n_dims || q->seq_length || q->vocab_multiple ||
+	if (fp8->given || q->recompute.given || q->parallel.given || q->n_dims || q->seq_length ||
+	    q->vocab_multiple ||
 	    q->micro_batch_size != 1) {
 		fprintf(stderr, "f8c audit: %s is a plan: its sizes, FP8 and recompute options are "
 			"compiled in\nHINT: drop them, or audit the model instead\n", q->model);
@@ -560,7 +635,8 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	for (int i = 0; i < n; i++) {
 		bool taken;
 		if (f8_tool_fp8_parse_arg(fp8, n, args, &i, &taken, &diag) ||
-		    (!taken && f8_tool_recompute_parse_arg(&q->recompute, n, args, &i, &taken, &diag)))
+		    (!taken && f8_tool_recompute_parse_arg(&q->recompute, n, args, &i, &taken, &diag)) ||
+		    (!taken && f8_tool_parallel_parse_arg(&q->parallel, n, args, &i, &taken, &diag)))
 			return fail(&diag);
 		if (taken || strcmp(args[i], "--inference") == 0)
 			continue;
@@ -580,8 +656,11 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	f8_diag_clear(&diag);
 	f8_graph *graph = plan ? plan->graph : NULL;
 	f8_training_options hyperparameters = f8_training_options_default();
+	f8_parallel_options parallel = q->parallel.options;
+	parallel.micro_batch = q->micro_batch_size; // one micro-batch a rank: the global batch
+	parallel.global_batch = 0;
 	f8_pipeline_options compile = {.training = &hyperparameters, .fp8 = fp8, .bf16 = bf16,
-				       .recompute = &q->recompute.options};
+				       .recompute = &q->recompute.options, .parallel = &parallel};
 	f8_plan *made = NULL;
 	f8_status status = plan ? F8_OK : load(q, &graph, &diag);
 	if (!status && !plan)
@@ -604,6 +683,8 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	if (!status && q->json) {
 		json_t *document = audit_json(q, fp8, bf16, rows, n_rows, &s);
 		if (document && (json_object_set_new(document, "recompute", recompute_json(&s)) ||
+				 json_object_set_new(document, "distributed",
+						     collectives_json(graph, &s)) ||
 				 (q->memory &&
 				  json_object_set_new(document, "memory", memory_json(&memory))))) {
 			json_decref(document);
@@ -616,12 +697,14 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		json_decref(document);
 	} else if (!status) {
 		print_text(q, fp8, bf16, rows, n_rows, &s);
+		print_collectives(graph, &s);
 		print_recompute(&s);
 		if (q->memory)
 			print_memory(&memory);
 	}
 	f8_free(rows);
 	f8_free(s.recomputed);
+	f8_free(s.collectives);
 	if (made)
 		f8_plan_destroy(made); // the graph with it
 	else if (!plan) // a plan's graph is its plan's
@@ -641,6 +724,7 @@ int f8_tool_audit(int argc, char **argv) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
 		f8_tool_recompute_print_help(stdout);
+		f8_tool_parallel_print_help(stdout);
 	} else if (!code) {
 		f8_plan *plan = NULL;
 		if (f8_plan_is_dir(r.model))

@@ -127,7 +127,8 @@ static f8_status compile_model(const f8_tool_compile_options *compile, uint64_t 
 				       .seed = seed, .vocab_multiple = compile->vocab_multiple};
 	f8_pipeline_options passes = {.training = training, .fp8 = compile->fp8,
 				      .bf16 = compile->bf16, .target = compile->target,
-				      .recompute = training ? compile->recompute : NULL};
+				      .recompute = training ? compile->recompute : NULL,
+				      .parallel = training ? compile->parallel : NULL};
 	f8_graph *graph = NULL;
 	f8_status status = f8_frontend_load(compile->model, &options, &graph, diag);
 	if (!status && run)

@@ -34,6 +34,7 @@ typedef struct f8_tool_compile_options {
 	const f8_fp8_options *fp8;     // --fp8-format ...: FP8; NULL: no FP8
 	bool bf16;                     // --bf16: the forward in BF16 over f32 master weights
 	const f8_recompute_options *recompute; // --recompute-*, --memory-budget; NULL: none
+	const f8_parallel_options *parallel;   // the layout and world size; NULL: one rank
 	int64_t vocab_multiple;        // --make-vocab-size-divisible-by; 0: the description's
 	// The chip's table (codegen/target.h); NULL: the FP8 options' --target, else sm_90.
 	// Lets a caller compile a plan without FP8 for cpu (the oracle's own plan).

@@ -16,12 +16,14 @@
 #include "tools/commands.h"  // f8_tool_dump_ir
 #include "tools/compile.h"   // f8_tool_load_model, f8_tool_run_passes
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
+#include "tools/parallel_options.h"  // f8_tool_parallel_args
 #include "tools/recompute_options.h" // f8_tool_recompute_args
 #include "tools/tool_options.h" // f8_tool_parse_dim_binding
 
 static void print_usage(FILE *out) {
 	fprintf(out, "usage: f8c dump-ir MODEL [--dim NAME=N]... [--after PASS] [--format text|json] "
-		     "[--verify] [--report] [--bf16] [FP8 options] [recompute options]\n");
+		     "[--verify] [--report] [--bf16] [FP8 options] [recompute options] "
+		     "[parallel options]\n");
 }
 
 static int usage(const char *problem) {
@@ -49,6 +51,7 @@ typedef struct request {
 	f8_dim_binding dims[MAX_BINDINGS];
 	uint32_t n_dims;
 	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
+	f8_tool_parallel_args parallel;   // --world-size, --tensor-model-parallel-size ...
 } request;
 
 /* Parses the command line into r and fp8; 0 or the exit status of an error it printed. */
@@ -62,6 +65,8 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 			return fail(&diag);
 		if (!taken && f8_tool_recompute_parse_arg(&r->recompute, argc, argv, &i, &taken,
 							  &diag))
+			return fail(&diag);
+		if (!taken && f8_tool_parallel_parse_arg(&r->parallel, argc, argv, &i, &taken, &diag))
 			return fail(&diag);
 		if (taken)
 			continue;
@@ -142,7 +147,8 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 						? f8_tool_fp8_options(fp8) : NULL;
 	f8_pipeline_options compile = {
 		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
-		.fp8 = planned, .bf16 = fp8->bf16, .recompute = &r->recompute.options};
+		.fp8 = planned, .bf16 = fp8->bf16, .recompute = &r->recompute.options,
+		.parallel = &r->parallel.options};
 	if (!status && after)
 		status = f8_tool_run_passes(graph, after, verify, &compile, report ? stderr : NULL,
 					    &diag);
@@ -180,11 +186,14 @@ int f8_tool_dump_ir(int argc, char **argv) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
 		f8_tool_recompute_print_help(stdout);
+		f8_tool_parallel_print_help(stdout);
 	} else if (!code && f8_tool_fp8_given(&fp8) && stops_before(r.after, "precision")) {
 		code = usage("the FP8 options act from --after precision on (precision, fp8-cast "
 			     "and later)");
 	} else if (!code && fp8.bf16 && stops_before(r.after, "bf16")) {
 		code = usage("--bf16 acts from --after bf16 on (bf16, training and later)");
+	} else if (!code && r.parallel.given && stops_before(r.after, "shard")) {
+		code = usage("the parallel options act from --after shard on");
 	} else if (!code && r.recompute.given && stops_before(r.after, "recompute")) {
 		code = usage("the recompute options act from --after recompute on (recompute, fuse "
 			     "and schedule)");

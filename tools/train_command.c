@@ -26,6 +26,7 @@
 #include "tools/compile.h"      // f8_tool_compile_training
 #include "tools/commands.h"     // f8_tool_train, f8_tool_train_args
 #include "tools/fp8_options.h"  // f8_tool_fp8_args
+#include "tools/parallel_options.h"  // f8_tool_parallel_args
 #include "tools/recompute_options.h" // f8_tool_recompute_args
 #include "tools/tool_options.h" // f8_tool_parse_*
 
@@ -81,6 +82,9 @@ static const option options[] = {
 	 "iterations in a row skipped for a NaN or inf loss, gradient norm or FP8 amax before the "
 	 "run stops (10; 0: the first stops it, as Megatron-LM's --check-for-nan-in-loss-and-grad)",
 	 RUN},
+	{"check-weight-hash-across-dp-replicas-interval", INT, FIELD(check_replicas_interval), 0,
+	 "every N iterations, hold the data-parallel replicas' parameters, optimizer and FP8 "
+	 "state to the same bits (0: never)", RUN},
 	{"save", TEXT, FIELD(save), 0, "checkpoint folder", RUN},
 	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations", RUN},
 	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder", RUN},
@@ -105,6 +109,9 @@ struct f8_tool_train_args {
 	bool given[sizeof options / sizeof options[0]]; // on the command line
 	f8_tool_fp8_args fp8;
 	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
+	f8_tool_parallel_args parallel;   // --tensor-model-parallel-size ..., --world-size
+	f8_dist_launch launch;   // where the launcher put this process
+	f8_dist *dist;           // the run's ranks, made by f8_tool_train_args_ready
 	json_t *config_document; // --config's, whose strings the config points into
 	f8_cpu_kernels kernels;  // --kernels
 	bool cuda;               // --device cuda
@@ -139,6 +146,7 @@ static int usage(const request *r, const char *problem) {
 		"write where a step's time goes (GEMMs, attention, kernel families, idle) as JSON");
 	f8_tool_fp8_print_help(stderr, false);
 	f8_tool_recompute_print_help(stderr);
+	f8_tool_parallel_print_help(stderr);
 	fprintf(stderr, "HINT: the options are Megatron-LM's; 'f8c tokenize TEXT -o TOKENS.bin' "
 			"makes a token file from any text\n");
 	return 2;
@@ -256,12 +264,19 @@ static int read_config(request *r, const char *path) {
 		snprintf(name, sizeof name, "%s", key);
 		for (char *c = name; *c; c++)
 			*c = *c == '_' ? '-' : *c;
-		if (f8_tool_fp8_is_option(name) || f8_tool_recompute_is_option(name)) {
+		if (f8_tool_fp8_is_option(name) || f8_tool_recompute_is_option(name) ||
+		    f8_tool_parallel_is_option(name)) {
 			f8_diag diag;
 			f8_diag_clear(&diag);
-			if (f8_tool_fp8_is_option(name)
-				    ? f8_tool_fp8_set_json(&r->fp8, name, value, path, &diag)
-				    : f8_tool_recompute_set_json(&r->recompute, name, value, path, &diag))
+			f8_status status =
+				f8_tool_fp8_is_option(name)
+					? f8_tool_fp8_set_json(&r->fp8, name, value, path, &diag)
+				: f8_tool_recompute_is_option(name)
+					? f8_tool_recompute_set_json(&r->recompute, name, value, path,
+								     &diag)
+					: f8_tool_parallel_set_json(&r->parallel, name, value, path,
+								    &diag);
+			if (status)
 				return options_error(&diag);
 			continue;
 		}
@@ -311,6 +326,8 @@ static int parse_shared(request *r, int argc, char **argv, int *i, bool *taken) 
 	if (f8_tool_fp8_parse_arg(&r->fp8, argc, argv, i, taken, &diag))
 		return options_error(&diag);
 	if (!*taken && f8_tool_recompute_parse_arg(&r->recompute, argc, argv, i, taken, &diag))
+		return options_error(&diag);
+	if (!*taken && f8_tool_parallel_parse_arg(&r->parallel, argc, argv, i, taken, &diag))
 		return options_error(&diag);
 	return 0;
 }
@@ -391,11 +408,12 @@ static int use_plan(request *r, const char *config_path) {
 			return fprintf(stderr, "f8c %s: --%s is compiled into the plan %s\nHINT: compile "
 				       "the model again with it (f8c compile %s ... -o DIR)\n",
 				       r->command->name, options[i].name, folder, r->plan->model), 2;
-	if (r->fp8.given || r->recompute.given || config_path)
+	if (r->fp8.given || r->recompute.given || r->parallel.given || config_path)
 		return fprintf(stderr, "f8c %s: %s compiled into the plan %s\nHINT: compile the "
 			       "model again with them\n", r->command->name,
 			       config_path	    ? "--config's options are"
 			       : r->recompute.given ? "the recompute options are"
+			       : r->parallel.given  ? "the parallel options are"
 						    : "the FP8 options and --bf16 are", folder),
 		       2;
 	const char *none = NULL;
@@ -433,11 +451,23 @@ static int parse(int argc, char **argv, request *r) {
 	f8_diag_clear(&diag);
 	if (f8_tool_fp8_finish(&r->fp8, &diag))
 		return options_error(&diag);
-	if (f8_tool_recompute_finish(&r->recompute, &diag))
+	if (f8_tool_recompute_finish(&r->recompute, &diag) ||
+	    f8_dist_launch_from_environment(&r->launch, &diag))
 		return options_error(&diag);
+	f8_parallel_options *parallel = &r->parallel.options;
+	if (f8_tool_parallel_world_given(&r->parallel) && r->launch.world > 1 &&
+	    parallel->world != r->launch.world)
+		return fprintf(stderr, "f8c %s: --world-size %lld, but %s started %lld ranks\n",
+			       r->command->name, (long long)parallel->world, r->launch.launcher,
+			       (long long)r->launch.world), 2;
+	if (!f8_tool_parallel_world_given(&r->parallel))
+		parallel->world = r->launch.world;
+	parallel->micro_batch = r->config.micro_batch_size;
+	parallel->global_batch = r->config.global_batch_size;
 	r->compile.fp8 = f8_tool_fp8_options(&r->fp8);
 	r->compile.bf16 = r->fp8.bf16;
 	r->compile.recompute = &r->recompute.options;
+	r->compile.parallel = parallel;
 	f8_training_options optimizer = f8_tool_optimizer(&r->compile, &r->config);
 	r->config.schedule = f8_tool_schedule(&optimizer);
 	return 0;
@@ -520,10 +550,18 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	}
 	if (!status && !args->config.graph)
 		args->config.graph = args->compiled;
+	if (!status && !args->dist) // the ranks of the step's mesh, from the launcher
+		status = f8_dist_create(&args->launch, args->config.graph->mesh, &args->dist, diag);
+	if (!status && args->cuda && f8_dist_world(args->dist) > 1)
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a run on %lld GPUs needs the CUDA "
+				     "backend's NCCL collectives, which are not built yet",
+				     (long long)f8_dist_world(args->dist));
 	if (!status && !args->backend)
 		status = args->cuda ? cuda_backend(args, diag)
-				    : f8_cpu_backend_create(args->kernels, &args->backend, diag);
+				    : f8_cpu_backend_create_distributed(args->kernels, args->dist,
+									&args->backend, diag);
 	args->config.backend = args->backend;
+	args->config.dist = args->dist;
 	return status;
 }
 
@@ -535,6 +573,7 @@ void f8_tool_train_args_destroy(f8_tool_train_args *args) {
 	f8_backend_destroy(args->backend);
 	f8_graph_destroy(args->compiled);
 	f8_plan_destroy(args->plan);
+	f8_dist_destroy(args->dist); // after the backend, whose collectives it served
 	f8_free(args);
 }
 
@@ -706,6 +745,9 @@ int f8_tool_train(int argc, char **argv) {
 	if (status) {
 		if (screen.terminal)
 			fputc('\n', stderr);
+		if (args->launch.world > 1) // whose message it is, among the ranks'
+			fprintf(stderr, "f8c train: rank %lld of %lld:\n", (long long)args->launch.rank,
+				(long long)args->launch.world);
 		f8_diag_print(&diag, stderr);
 		code = status == F8_ERR_ARGUMENT ? 2 : 1;
 	}

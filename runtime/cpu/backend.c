@@ -5,7 +5,7 @@
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 
 #include <stdint.h> // uintptr_t
-#include <string.h> // memcpy, memset
+#include <string.h> // memcpy, memset, strcmp
 
 #include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
@@ -30,6 +30,7 @@ typedef struct members {
 typedef struct cpu_backend {
 	f8_backend base;
 	f8_cpu_kernels kernels;
+	f8_dist *dist;                // the ranks the collectives span, or NULL: one process
 	const f8_graph *graph;
 	const int64_t *symbol_values; // the executor's, bound at prepare
 	members *groups;              // (n_groups)
@@ -262,10 +263,29 @@ static f8_status run_node(f8_backend *backend, f8_node_id node, const f8_tensor_
 	return run_reference(cpu_of(backend), node, views, diag);
 }
 
-static f8_status run_collective(f8_backend *backend, f8_node_id node, f8_mesh_axis axis,
+/*
+ * A collective: the reference kernel (a group of one rank: each output its input), then, over
+ * the ranks of the group, MPI's (runtime/distributed.h) on the outputs in place. AllReduce so
+ * far; the others over several ranks are refused by their reference kernels.
+ */
+static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
-	(void)axis; // one process: every mesh axis has one rank (kernels_collective.c)
-	return run_reference(cpu_of(backend), node, views, diag);
+	cpu_backend *cpu = cpu_of(backend);
+	f8_status status = run_reference(cpu, node, views, diag);
+	const f8_node *n = &cpu->graph->nodes[node];
+	if (status || n->op != F8_OP_ALL_REDUCE || f8_dist_group_size(cpu->dist, axes) == 1)
+		return status;
+	const char *op = f8_node_attr_string(n, "op", "sum");
+	f8_reduction reduction = strcmp(op, "max") == 0 ? F8_REDUCTION_MAX : F8_REDUCTION_SUM;
+	for (uint32_t i = 0; !status && i < n->n_outputs; i++) {
+		const f8_tensor_view *view = &views[n->outputs[i]];
+		size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
+		status = f8_dist_all_reduce(cpu->dist, axes, f8_cpu_view_data(view), count,
+					    view->dtype, reduction, diag);
+	}
+	if (status && diag && !diag->node[0])
+		f8_diag_set_node(diag, cpu->graph, node);
+	return status;
 }
 
 /* Runs a group's members, in order, through their reference kernels on `views`. */
@@ -377,6 +397,11 @@ bool f8_cpu_backend_has_generated(void) {
 }
 
 f8_status f8_cpu_backend_create(f8_cpu_kernels kernels, f8_backend **out, f8_diag *diag) {
+	return f8_cpu_backend_create_distributed(kernels, NULL, out, diag);
+}
+
+f8_status f8_cpu_backend_create_distributed(f8_cpu_kernels kernels, f8_dist *dist,
+					    f8_backend **out, f8_diag *diag) {
 	*out = NULL;
 	if (kernels == F8_CPU_KERNELS_GENERATED && !f8_cpu_backend_has_generated()) {
 		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "this f8c was built without LLVM, so the CPU "
@@ -389,6 +414,7 @@ f8_status f8_cpu_backend_create(f8_cpu_kernels kernels, f8_backend **out, f8_dia
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	cpu->base.interface = &cpu_interface;
 	cpu->kernels = kernels;
+	cpu->dist = dist;
 	*out = &cpu->base;
 	return F8_OK;
 }

@@ -19,6 +19,7 @@
 
 #include "ir/diag.h"         // f8_status, f8_diag
 #include "runtime/backend.h" // f8_backend, f8_tensor_view
+#include "runtime/distributed.h" // f8_dist
 #include "runtime/tensor.h"  // f8_rt_tensor
 
 /* How the CPU backend runs the fused groups. */
@@ -35,6 +36,11 @@ bool f8_cpu_backend_has_generated(void);
  * (f8_backend_destroy). F8_ERR_UNSUPPORTED for the generated kernels in a build without LLVM
  * (the hint says what to do); F8_ERR_NOMEM. */
 f8_status f8_cpu_backend_create(f8_cpu_kernels kernels, f8_backend **out, f8_diag *diag);
+
+/* f8_cpu_backend_create for one rank of a run on several: its collectives span the ranks of
+ * `dist` (runtime/distributed.h; not owned, it outlives the backend; NULL: one process). */
+f8_status f8_cpu_backend_create_distributed(f8_cpu_kernels kernels, f8_dist *dist,
+					    f8_backend **out, f8_diag *diag);
 
 /* Switches how the groups run from the next run on; `backend` must be a CPU backend. */
 void f8_cpu_backend_use(f8_backend *backend, f8_cpu_kernels kernels);

@@ -26,10 +26,14 @@ static f8_status copy_input(const f8_cpu_kernel_call *call) {
 	return F8_OK;
 }
 
-/* AllReduce has no rank count of its own: in one process its group has one rank. */
+/* AllReduce has no rank count of its own: in one process its group has one rank; each input
+ * is its output. */
 F8_CPU_KERNEL(ALL_REDUCE) {
 	(void)diag;
-	return copy_input(call);
+	for (uint32_t i = 0; i < call->node->n_outputs; i++)
+		if (call->outputs[i].n_bytes)
+			memcpy(call->outputs[i].data, call->inputs[i]->data, call->outputs[i].n_bytes);
+	return F8_OK;
 }
 
 F8_CPU_KERNEL(ALL_GATHER) {

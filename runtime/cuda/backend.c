@@ -650,9 +650,9 @@ static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_vi
 	return status;
 }
 
-static f8_status run_collective(f8_backend *backend, f8_node_id id, f8_mesh_axis axis,
+static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
-	(void)axis; // one GPU: every mesh axis has one rank, and a collective moves nothing
+	(void)axes; // one GPU: every mesh axis has one rank, and a collective moves nothing
 	cuda_backend *cuda = cuda_of(backend);
 	const f8_node *node = &cuda->graph->nodes[id];
 	f8_status status = F8_OK;

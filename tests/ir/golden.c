@@ -5,6 +5,8 @@
  *   # fp8: --fp8-recipe block         FP8 options for precision and fp8-cast, as f8c takes them
  *                                     (tools/fp8_options.h; none: their defaults); --bf16 here
  *                                     is for the bf16 pass (FP8 stays on, as in f8c audit)
+ *   # parallel: --world-size 2          parallel options for the shard pass, as f8c takes them
+ *                                     (tools/parallel_options.h; none: one rank)
  *   # recompute: --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
  *                                     recompute options for the recompute pass, as f8c takes
  *                                     them (tools/recompute_options.h; none: nothing to recompute)
@@ -32,6 +34,7 @@
 #include "tests/test_support.h" // test_read_file
 #include "passes/pipeline.h" // f8_pipeline_run_named
 #include "tools/fp8_options.h" // f8_tool_fp8_args, the FP8 options' table
+#include "tools/parallel_options.h"  // f8_tool_parallel_args
 #include "tools/recompute_options.h" // f8_tool_recompute_args
 
 enum { MAX_PASSES = 16 };
@@ -106,6 +109,23 @@ static f8_status read_recompute(const char *input, f8_tool_recompute_args *args,
 	return f8_tool_recompute_finish(args, diag);
 }
 
+/* Reads "# parallel: --opt value ..." likewise; without the line, one rank. */
+static f8_status read_parallel(const char *input, f8_tool_parallel_args *args, f8_diag *diag) {
+	char copy[512];
+	char *argv[64];
+	int argc = read_words(input, "# parallel:", copy, sizeof copy, argv, 64);
+	for (int i = 0; i < argc; i++) {
+		bool taken;
+		f8_status status = f8_tool_parallel_parse_arg(args, argc, argv, &i, &taken, diag);
+		if (!status && !taken)
+			status = f8_diag_set(diag, F8_ERR_ARGUMENT, "'%s' is not a parallel option",
+					     argv[i]);
+		if (status)
+			return status;
+	}
+	return F8_OK;
+}
+
 /* Runs the test's input; returns what f8c printed (IR or diagnostic) in a malloc'd string. */
 static char *run(const char *input, size_t input_len, const char *file_name, bool *errored,
 		 bool *round_trip_ok) {
@@ -117,17 +137,21 @@ static char *run(const char *input, size_t input_len, const char *file_name, boo
 	f8_graph *graph = NULL;
 	f8_tool_fp8_args fp8;
 	f8_tool_recompute_args recompute = {0};
+	f8_tool_parallel_args parallel = {0};
 	f8_status status = f8_tool_fp8_init(&fp8, "golden", true, &diag);
 	if (!status)
 		status = read_fp8(input, &fp8, &diag);
 	if (!status)
 		status = read_recompute(input, &recompute, &diag);
 	if (!status)
+		status = read_parallel(input, &parallel, &diag);
+	if (!status)
 		status = f8_text_parse(input, input_len, file_name, &graph, &diag);
 	const f8_fp8_options *planned = f8_tool_fp8_options(&fp8);
 	if (!status)
 		status = n_passes ? f8_pipeline_run_named(graph, passes, n_passes, true, planned,
-							  fp8.bf16, &recompute.options,
+							  fp8.bf16, &parallel.options,
+							  &recompute.options,
 							  f8_codegen_target_table_for(planned), &diag)
 				  : f8_graph_verify(graph, &diag);
 	f8_tool_fp8_destroy(&fp8);

@@ -1,0 +1,316 @@
+/*
+ * A run on several ranks (runtime/distributed.h): the launcher's environment, the mesh, and MPI.
+ *
+ * MPI is opened at run time, as the CUDA libraries are (runtime/cuda/libraries.h), so that one
+ * f8c runs one rank where there is no MPI (a GPU node's image) and several where there is: Open
+ * MPI's libmpi.so.40 (F8C_MPI_LIBRARY names another file), its functions and its predefined
+ * handles (the communicator, datatypes and operations the header's macros name, Open MPI's
+ * ompi_mpi_* objects) by dlsym. Handles are pointers in Open MPI's ABI; MPICH's differ.
+ */
+#include "runtime/distributed.h" // f8_dist, f8_dist_launch
+
+#include <dlfcn.h>  // dlopen, dlsym, dlerror
+#include <errno.h>  // errno
+#include <stdlib.h> // getenv, strtoll
+#include <string.h> // memcpy
+
+#include "ir/alloc.h" // f8_calloc, f8_free
+
+/* Open MPI's ABI: handles are pointers to its objects; MPI_SUCCESS is 0; MPI_IN_PLACE is 1. */
+typedef void *mpi_handle;
+enum { MPI_OK = 0, MPI_ERROR_STRING_MAX = 256 };
+#define MPI_IN_PLACE_BUFFER ((void *)1)
+
+static struct mpi_api {
+	void *library;
+	int (*Init)(int *argc, char ***argv);
+	int (*Initialized)(int *flag);
+	int (*Finalize)(void);
+	int (*Comm_size)(mpi_handle comm, int *size);
+	int (*Comm_rank)(mpi_handle comm, int *rank);
+	int (*Comm_split)(mpi_handle comm, int color, int key, mpi_handle *out);
+	int (*Comm_free)(mpi_handle *comm);
+	int (*Allreduce)(const void *in, void *out, int count, mpi_handle type, mpi_handle op,
+			 mpi_handle comm);
+	int (*Allgather)(const void *in, int in_count, mpi_handle in_type, void *out,
+			 int out_count, mpi_handle out_type, mpi_handle comm);
+	int (*Barrier)(mpi_handle comm);
+	int (*Error_string)(int code, char *text, int *len);
+	mpi_handle comm_world, type_float, type_double, type_int64, type_byte, op_sum, op_max;
+} mpi;
+
+/* Opens MPI once; F8_ERR_UNSUPPORTED naming what is missing. */
+static f8_status open_mpi(f8_diag *diag) {
+	if (mpi.library)
+		return F8_OK;
+	const char *file = getenv("F8C_MPI_LIBRARY") ? getenv("F8C_MPI_LIBRARY") : "libmpi.so.40";
+	// Global: Open MPI's components, which it opens itself, look its symbols up.
+	void *library = dlopen(file, RTLD_NOW | RTLD_GLOBAL);
+	if (!library) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "several ranks need MPI, and %s cannot be "
+			    "opened: %s", file, dlerror());
+		f8_diag_hint(diag, "install Open MPI (tools/install-deps.sh: openmpi-bin), or name "
+			     "its libmpi with F8C_MPI_LIBRARY");
+		return F8_ERR_UNSUPPORTED;
+	}
+	const struct {
+		const char *name;
+		void **slot;
+		bool object; // a predefined handle: the object's address is the handle
+	} symbols[] = {
+		{"MPI_Init", (void **)&mpi.Init, false},
+		{"MPI_Initialized", (void **)&mpi.Initialized, false},
+		{"MPI_Finalize", (void **)&mpi.Finalize, false},
+		{"MPI_Comm_size", (void **)&mpi.Comm_size, false},
+		{"MPI_Comm_rank", (void **)&mpi.Comm_rank, false},
+		{"MPI_Comm_split", (void **)&mpi.Comm_split, false},
+		{"MPI_Comm_free", (void **)&mpi.Comm_free, false},
+		{"MPI_Allreduce", (void **)&mpi.Allreduce, false},
+		{"MPI_Allgather", (void **)&mpi.Allgather, false},
+		{"MPI_Barrier", (void **)&mpi.Barrier, false},
+		{"MPI_Error_string", (void **)&mpi.Error_string, false},
+		{"ompi_mpi_comm_world", &mpi.comm_world, true},
+		{"ompi_mpi_float", &mpi.type_float, true},
+		{"ompi_mpi_double", &mpi.type_double, true},
+		{"ompi_mpi_int64_t", &mpi.type_int64, true},
+		{"ompi_mpi_byte", &mpi.type_byte, true},
+		{"ompi_mpi_op_sum", &mpi.op_sum, true},
+		{"ompi_mpi_op_max", &mpi.op_max, true},
+	};
+	for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+		void *found = dlsym(library, symbols[i].name);
+		if (!found) {
+			dlclose(library);
+			f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no %s: f8c runs on Open MPI's "
+				    "libmpi (its ABI, 4 or newer)", file, symbols[i].name);
+			f8_diag_hint(diag, "install Open MPI, or name its libmpi with F8C_MPI_LIBRARY");
+			return F8_ERR_UNSUPPORTED;
+		}
+		*symbols[i].slot = found;
+	}
+	mpi.library = library;
+	return F8_OK;
+}
+
+/* One launcher's variables: the rank, the world size, the rank on this node. */
+static const struct launcher {
+	const char *name, *rank, *world, *local_rank;
+} launchers[] = {
+	{"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+	{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+	{"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+/* Variable `name` as an integer in [min, max] into *out; 0 when unset (and *out = fallback). */
+static f8_status read_variable(const char *name, int64_t min, int64_t max, int64_t fallback,
+			       int64_t *out, f8_diag *diag) {
+	const char *text = getenv(name);
+	*out = fallback;
+	if (!text)
+		return F8_OK;
+	char *end;
+	errno = 0;
+	long long value = strtoll(text, &end, 10);
+	if (!*text || *end || errno || value < min || value > max) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the environment's %s=\"%s\" is not a whole number "
+			    "from %lld to %lld", name, text, (long long)min, (long long)max);
+		f8_diag_hint(diag, "the launcher sets it (mpirun, torchrun, srun); leave it unset to "
+			     "run one process");
+		return F8_ERR_ARGUMENT;
+	}
+	*out = value;
+	return F8_OK;
+}
+
+f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag) {
+	*out = (f8_dist_launch){.world = 1, .launcher = "none"};
+	for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+		const struct launcher *l = &launchers[i];
+		if (!getenv(l->world) && !getenv(l->rank))
+			continue;
+		int64_t world, rank, local;
+		f8_status status = read_variable(l->world, 1, 1 << 20, 1, &world, diag);
+		if (!status)
+			status = read_variable(l->rank, 0, world - 1, 0, &rank, diag);
+		if (!status)
+			status = read_variable(l->local_rank, 0, world - 1, 0, &local, diag);
+		if (status)
+			return status;
+		*out = (f8_dist_launch){.rank = rank, .world = world, .local_rank = local,
+					.launcher = l->name};
+		return F8_OK;
+	}
+	return F8_OK;
+}
+
+enum { MAX_GROUPS = 1 << F8_MESH_AXIS_COUNT };
+
+struct f8_dist {
+	f8_dist_launch launch;
+	uint32_t mesh[F8_MESH_AXIS_COUNT], coordinates[F8_MESH_AXIS_COUNT];
+	bool mpi;                      // MPI initialized here: finalized by destroy
+	mpi_handle groups[MAX_GROUPS]; // by axes mask, split when first asked for
+	bool made[MAX_GROUPS];
+};
+
+int64_t f8_dist_rank(const f8_dist *dist) {
+	return dist ? dist->launch.rank : 0;
+}
+
+int64_t f8_dist_world(const f8_dist *dist) {
+	return dist ? dist->launch.world : 1;
+}
+
+uint32_t f8_dist_coordinate(const f8_dist *dist, f8_mesh_axis axis) {
+	return dist ? dist->coordinates[axis] : 0;
+}
+
+uint32_t f8_dist_group_size(const f8_dist *dist, uint32_t axes) {
+	uint32_t size = 1;
+	for (int axis = 0; dist && axis < F8_MESH_AXIS_COUNT; axis++)
+		size *= axes & 1u << axis ? dist->mesh[axis] : 1;
+	return size;
+}
+
+uint32_t f8_dist_group_rank(const f8_dist *dist, uint32_t axes) {
+	uint32_t rank = 0; // mixed radix of the group's coordinates, the innermost axis fastest
+	for (int axis = F8_MESH_AXIS_COUNT - 1; dist && axis >= 0; axis--)
+		if (axes & 1u << axis)
+			rank = rank * dist->mesh[axis] + dist->coordinates[axis];
+	return rank;
+}
+
+f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_dist **out,
+			 f8_diag *diag) {
+	*out = NULL;
+	f8_dist *dist = f8_calloc(1, sizeof *dist);
+	if (!dist)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	dist->launch = *launch;
+	int64_t ranks = 1;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+		dist->mesh[axis] = mesh && mesh[axis] ? mesh[axis] : 1;
+		ranks *= dist->mesh[axis];
+	}
+	if (ranks != launch->world) {
+		f8_dist_destroy(dist);
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the plan's mesh has %lld ranks, but %s started %lld",
+			    (long long)ranks, launch->launcher, (long long)launch->world);
+		f8_diag_hint(diag, "start as many processes as the mesh has ranks (mpirun -np %lld), or "
+			     "compile for this world size (--world-size %lld)", (long long)ranks,
+			     (long long)launch->world);
+		return F8_ERR_ARGUMENT;
+	}
+	f8_mesh_coordinates(dist->mesh, (uint64_t)launch->rank, dist->coordinates);
+	if (launch->world == 1) {
+		*out = dist;
+		return F8_OK;
+	}
+	f8_status status = open_mpi(diag);
+	int initialized = 0, size = 0, rank = 0;
+	if (!status)
+		mpi.Initialized(&initialized);
+	if (!status && !initialized && mpi.Init(NULL, NULL) != MPI_OK)
+		status = f8_diag_set(diag, F8_ERR_IO, "MPI_Init failed");
+	if (status) {
+		f8_dist_destroy(dist);
+		return status;
+	}
+	dist->mpi = !initialized;
+	mpi.Comm_size(mpi.comm_world, &size);
+	mpi.Comm_rank(mpi.comm_world, &rank);
+	if (size != launch->world || rank != launch->rank) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s started rank %lld of %lld, but MPI's world "
+			    "has rank %d of %d", launch->launcher, (long long)launch->rank,
+			    (long long)launch->world, rank, size);
+		f8_diag_hint(diag, "the CPU backend's collectives are MPI's: start the ranks with "
+			     "mpirun (or srun with MPI)");
+		f8_dist_destroy(dist);
+		return F8_ERR_UNSUPPORTED;
+	}
+	*out = dist;
+	return F8_OK;
+}
+
+void f8_dist_destroy(f8_dist *dist) {
+	if (!dist)
+		return;
+	for (int g = 0; g < MAX_GROUPS; g++)
+		if (dist->made[g])
+			mpi.Comm_free(&dist->groups[g]);
+	if (dist->mpi)
+		mpi.Finalize();
+	f8_free(dist);
+}
+
+/* The communicator of the group of `axes`: the ranks whose coordinates agree off those axes. */
+static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag) {
+	axes &= MAX_GROUPS - 1;
+	if (!dist->made[axes]) {
+		int color = 0;
+		for (int axis = F8_MESH_AXIS_COUNT - 1; axis >= 0; axis--)
+			if (!(axes & 1u << axis))
+				color = color * (int)dist->mesh[axis] + (int)dist->coordinates[axis];
+		if (mpi.Comm_split(mpi.comm_world, color, (int)f8_dist_group_rank(dist, axes),
+				   &dist->groups[axes]) != MPI_OK) {
+			char name[32];
+			return f8_diag_set(diag, F8_ERR_IO, "MPI_Comm_split for group %s failed",
+					   f8_mesh_group_name(axes, name, sizeof name));
+		}
+		dist->made[axes] = true;
+	}
+	*out = dist->groups[axes];
+	return F8_OK;
+}
+
+static f8_status failed(const char *call, uint32_t axes, int code, f8_diag *diag) {
+	char name[32], text[MPI_ERROR_STRING_MAX] = "";
+	int len = 0;
+	mpi.Error_string(code, text, &len);
+	return f8_diag_set(diag, F8_ERR_IO, "%s over group %s failed: %s", call,
+			   f8_mesh_group_name(axes, name, sizeof name), text);
+}
+
+f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t count,
+			     f8_dtype dtype, f8_reduction reduction, f8_diag *diag) {
+	if (f8_dist_group_size(dist, axes) == 1 || count == 0)
+		return F8_OK;
+	mpi_handle type = dtype == F8_DTYPE_F32	  ? mpi.type_float
+			  : dtype == F8_DTYPE_F64 ? mpi.type_double
+			  : dtype == F8_DTYPE_I64 ? mpi.type_int64 : NULL;
+	if (!type || count > (size_t)INT32_MAX)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-reduce of %zu %s elements: the "
+				   "CPU backend reduces up to 2^31 f32, f64 or i64", count,
+				   f8_dtype_name(dtype));
+	mpi_handle group;
+	f8_status status = group_of(dist, axes, &group, diag);
+	int code = status ? MPI_OK
+			  : mpi.Allreduce(MPI_IN_PLACE_BUFFER, data, (int)count, type,
+					  reduction == F8_REDUCTION_MAX ? mpi.op_max : mpi.op_sum, group);
+	return status ? status : code != MPI_OK ? failed("MPI_Allreduce", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void *out, size_t bytes,
+			     f8_diag *diag) {
+	if (f8_dist_group_size(dist, axes) == 1) {
+		memcpy(out, in, bytes);
+		return F8_OK;
+	}
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-gather of %zu bytes "
+						 "a rank", bytes)
+				   : group_of(dist, axes, &group, diag);
+	int code = status ? MPI_OK
+			  : mpi.Allgather(in, (int)bytes, mpi.type_byte, out, (int)bytes, mpi.type_byte,
+					  group);
+	return status ? status : code != MPI_OK ? failed("MPI_Allgather", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {
+	if (f8_dist_world(dist) == 1)
+		return F8_OK;
+	int code = mpi.Barrier(mpi.comm_world);
+	return code == MPI_OK ? F8_OK
+			      : failed("MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1, code, diag);
+}

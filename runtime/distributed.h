@@ -1,0 +1,76 @@
+/*
+ * A run on several ranks (DESIGN.md, "Distributed"): which rank this process is, from its
+ * launcher's environment; where it stands on the plan's device mesh; and the communication the
+ * CPU backend's collectives and the training loop's agreements need, through MPI.
+ *
+ * One process per rank. The launcher's variables, in this order of preference: Open MPI's
+ * (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK), torchrun's (RANK,
+ * WORLD_SIZE, LOCAL_RANK), Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID); none: one
+ * process. More than one rank needs MPI, opened at run time (Open MPI's libmpi.so.40, or the file
+ * F8C_MPI_LIBRARY names), the ranks started by mpirun or srun's MPI launch: the CPU backend's
+ * collectives are MPI's. A group of ranks is named by the mesh axes it spans
+ * (f8_mesh_group_from_name): the ranks that differ only along those axes.
+ */
+#ifndef F8_RUNTIME_DISTRIBUTED_H
+#define F8_RUNTIME_DISTRIBUTED_H
+
+#include <stdbool.h> // bool
+#include <stddef.h>  // size_t
+#include <stdint.h>  // uint32_t, int64_t
+
+#include "ir/diag.h"  // f8_status, f8_diag
+#include "ir/dtype.h" // f8_dtype
+#include "ir/graph.h" // f8_reduction, F8_MESH_AXIS_COUNT
+
+/* Where the launcher put this process. */
+typedef struct f8_dist_launch {
+	int64_t rank, world, local_rank;
+	const char *launcher; // "mpirun", "torchrun", "srun", or "none" (one process)
+} f8_dist_launch;
+
+/* This process's launch from its environment, as above. F8_ERR_ARGUMENT naming the variable
+ * when one does not parse or the rank is outside the world. */
+f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag);
+
+typedef struct f8_dist f8_dist;
+
+/*
+ * Joins the run of `launch` on a mesh of `mesh` (ranks along each axis, F8_MESH_AXIS_COUNT of
+ * them, 0 or 1: one): with more than one rank, MPI is opened and initialized and its world
+ * checked against the launcher's. F8_ERR_ARGUMENT when the mesh's ranks are not the launcher's
+ * world size; F8_ERR_UNSUPPORTED when MPI cannot be opened or its world is not the launcher's
+ * (the message says which). *out is the caller's (f8_dist_destroy, which finalizes MPI).
+ */
+f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_dist **out,
+			 f8_diag *diag);
+
+void f8_dist_destroy(f8_dist *dist);
+
+int64_t f8_dist_rank(const f8_dist *dist);
+int64_t f8_dist_world(const f8_dist *dist);
+
+/* This rank's coordinate along mesh axis `axis`. */
+uint32_t f8_dist_coordinate(const f8_dist *dist, f8_mesh_axis axis);
+
+/* The ranks of the group of `axes` (bits 1 << f8_mesh_axis), and this rank's place in it. */
+uint32_t f8_dist_group_size(const f8_dist *dist, uint32_t axes);
+uint32_t f8_dist_group_rank(const f8_dist *dist, uint32_t axes);
+
+/*
+ * Reduces `count` elements of `dtype` at `data` in place over the group of `axes` with
+ * `reduction`: every rank of the group ends with the same bits. f32, f64 and i64 (a group of
+ * one rank: any dtype, untouched). F8_ERR_UNSUPPORTED for another dtype, F8_ERR_IO when
+ * communication fails (the message names the call and the group).
+ */
+f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t count,
+			     f8_dtype dtype, f8_reduction reduction, f8_diag *diag);
+
+/* Gathers `bytes` bytes from each rank of the group of `axes` into `out` (the group's size
+ * times `bytes`), in the order of the ranks in the group. */
+f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void *out, size_t bytes,
+			     f8_diag *diag);
+
+/* Waits until every rank has come here. */
+f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
+
+#endif
