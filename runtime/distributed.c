@@ -7,12 +7,18 @@
  * handles (the communicator, datatypes and operations the header's macros name, Open MPI's
  * ompi_mpi_* objects) by dlsym. Handles are pointers in Open MPI's ABI; MPICH's differ.
  */
+#define _POSIX_C_SOURCE 200809L // clock_gettime, pthread_cond_timedwait
+
 #include "runtime/distributed.h" // f8_dist, f8_dist_launch
 
-#include <dlfcn.h>  // dlopen, dlsym, dlerror
-#include <errno.h>  // errno
-#include <stdlib.h> // getenv, strtoll
-#include <string.h> // memcpy
+#include <dlfcn.h>   // dlopen, dlsym, dlerror
+#include <errno.h>   // errno, ETIMEDOUT
+#include <pthread.h> // pthread_create, the watchdog's lock and condition
+#include <stdio.h>   // fprintf
+#include <stdlib.h>  // getenv, strtoll
+#include <string.h>  // memcpy
+#include <time.h>    // clock_gettime
+#include <unistd.h>  // _exit
 
 #include "ir/alloc.h" // f8_calloc, f8_free
 
@@ -151,7 +157,79 @@ struct f8_dist {
 	bool mpi;                      // MPI initialized here: finalized by destroy
 	mpi_handle groups[MAX_GROUPS]; // by axes mask, split when first asked for
 	bool made[MAX_GROUPS];
+	// The watchdog (f8_dist_set_timeout): what this rank waits in, since when.
+	double timeout;                // seconds; 0: no watchdog
+	pthread_t watchdog;
+	bool watching, stop;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	const char *waiting_in;        // the MPI call, or NULL
+	uint32_t waiting_axes;
+	struct timespec since;
 };
+
+static double seconds_between(const struct timespec *a, const struct timespec *b) {
+	return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
+}
+
+/* The watchdog: once a second, whether the call this rank waits in has outwaited the timeout. */
+static void *watch(void *argument) {
+	f8_dist *dist = argument;
+	pthread_mutex_lock(&dist->lock);
+	while (!dist->stop) {
+		struct timespec now, until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		pthread_cond_timedwait(&dist->wake, &dist->lock, &until);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double waited = dist->waiting_in ? seconds_between(&dist->since, &now) : 0;
+		if (dist->stop || waited <= dist->timeout)
+			continue;
+		char group[32];
+		uint32_t spanned = 0; // the group's axes of more than one rank, for its name
+		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+			spanned |= dist->mesh[axis] > 1 ? dist->waiting_axes & 1u << axis : 0;
+		fprintf(stderr, "f8c: rank %lld of %lld: no answer for %.0f s in %s over group %s "
+			"(%u ranks): another rank died or hangs; stopping (--distributed-timeout-minutes "
+			"%.4g)\n", (long long)dist->launch.rank, (long long)dist->launch.world, waited,
+			dist->waiting_in, f8_mesh_group_name(spanned, group, sizeof group),
+			f8_dist_group_size(dist, dist->waiting_axes), dist->timeout / 60);
+		fflush(stderr);
+		_exit(3); // the launcher stops the others; the main thread is stuck in MPI
+	}
+	pthread_mutex_unlock(&dist->lock);
+	return NULL;
+}
+
+/* Marks the start (call non-NULL) and the end (NULL) of a wait for the other ranks. */
+static void waiting(f8_dist *dist, const char *call, uint32_t axes) {
+	if (!dist->watching)
+		return;
+	pthread_mutex_lock(&dist->lock);
+	dist->waiting_in = call;
+	dist->waiting_axes = axes;
+	clock_gettime(CLOCK_MONOTONIC, &dist->since);
+	pthread_mutex_unlock(&dist->lock);
+}
+
+f8_status f8_dist_set_timeout(f8_dist *dist, double seconds, f8_diag *diag) {
+	if (!dist || dist->launch.world == 1)
+		return F8_OK;
+	if (dist->watching) {
+		pthread_mutex_lock(&dist->lock);
+		dist->timeout = seconds;
+		pthread_mutex_unlock(&dist->lock);
+		return F8_OK;
+	}
+	if (seconds <= 0)
+		return F8_OK;
+	dist->timeout = seconds;
+	if (pthread_mutex_init(&dist->lock, NULL) || pthread_cond_init(&dist->wake, NULL) ||
+	    pthread_create(&dist->watchdog, NULL, watch, dist))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "cannot start the collectives' watchdog");
+	dist->watching = true;
+	return F8_OK;
+}
 
 int64_t f8_dist_rank(const f8_dist *dist) {
 	return dist ? dist->launch.rank : 0;
@@ -235,6 +313,15 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 void f8_dist_destroy(f8_dist *dist) {
 	if (!dist)
 		return;
+	if (dist->watching) {
+		pthread_mutex_lock(&dist->lock);
+		dist->stop = true;
+		pthread_cond_signal(&dist->wake);
+		pthread_mutex_unlock(&dist->lock);
+		pthread_join(dist->watchdog, NULL);
+		pthread_cond_destroy(&dist->wake);
+		pthread_mutex_destroy(&dist->lock);
+	}
 	for (int g = 0; g < MAX_GROUPS; g++)
 		if (dist->made[g])
 			mpi.Comm_free(&dist->groups[g]);
@@ -284,9 +371,11 @@ f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t co
 				   f8_dtype_name(dtype));
 	mpi_handle group;
 	f8_status status = group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Allreduce", axes);
 	int code = status ? MPI_OK
 			  : mpi.Allreduce(MPI_IN_PLACE_BUFFER, data, (int)count, type,
 					  reduction == F8_REDUCTION_MAX ? mpi.op_max : mpi.op_sum, group);
+	waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Allreduce", axes, code, diag) : F8_OK;
 }
 
@@ -301,16 +390,20 @@ f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void 
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-gather of %zu bytes "
 						 "a rank", bytes)
 				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Allgather", axes);
 	int code = status ? MPI_OK
 			  : mpi.Allgather(in, (int)bytes, mpi.type_byte, out, (int)bytes, mpi.type_byte,
 					  group);
+	waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Allgather", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {
 	if (f8_dist_world(dist) == 1)
 		return F8_OK;
+	waiting(dist, "MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1);
 	int code = mpi.Barrier(mpi.comm_world);
+	waiting(dist, NULL, 0);
 	return code == MPI_OK ? F8_OK
 			      : failed("MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1, code, diag);
 }

@@ -73,4 +73,14 @@ f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void 
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 
+/*
+ * Megatron-LM's --distributed-timeout-minutes: from now on, a collective that waits longer than
+ * `seconds` for the other ranks (one died, or hangs) stops this rank: a watchdog thread prints
+ * which rank waited, in which call over which group, for how long, and exits the process with
+ * status 3, and the launcher stops the others (mpirun does so when a rank exits with an
+ * error). Nothing is then half-written: checkpoints and metrics are written whole or not at
+ * all. 0 turns it off. A no-op on one rank. F8_ERR_NOMEM when the thread cannot start.
+ */
+f8_status f8_dist_set_timeout(f8_dist *dist, double seconds, f8_diag *diag);
+
 #endif

@@ -627,6 +627,9 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	clock_gettime(CLOCK_MONOTONIC, &t.start);
 	f8_status status = f8_train_check_config(config, diag);
 	if (!status)
+		status = f8_dist_set_timeout(config->dist, config->distributed_timeout_minutes * 60,
+					     diag);
+	if (!status)
 		status = set_up_model(&t, diag);
 	if (!status)
 		status = set_up_data(&t, diag);

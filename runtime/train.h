@@ -82,6 +82,9 @@ typedef struct f8_train_config {
 					  // NULL: one process. Each data-parallel rank runs its share
 					  // of every global batch; rank 0 alone reports, writes the
 					  // metrics and saves (the replicas hold the same state)
+	double distributed_timeout_minutes; // --distributed-timeout-minutes: a collective that
+					  // waits longer for the other ranks stops the run
+					  // (f8_dist_set_timeout; 0: never)
 	int64_t check_replicas_interval;  // --check-weight-hash-across-dp-replicas-interval:
 					  // every N iterations the data-parallel replicas' parameters,
 					  // optimizer and FP8 scaling state are held to the same bits

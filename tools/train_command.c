@@ -82,6 +82,9 @@ static const option options[] = {
 	 "iterations in a row skipped for a NaN or inf loss, gradient norm or FP8 amax before the "
 	 "run stops (10; 0: the first stops it, as Megatron-LM's --check-for-nan-in-loss-and-grad)",
 	 RUN},
+	{"distributed-timeout-minutes", NUMBER, FIELD(distributed_timeout_minutes), 0,
+	 "a collective that waits longer for the other ranks (one died or hangs) stops the run, "
+	 "naming the call and the group (10; 0: never)", RUN},
 	{"check-weight-hash-across-dp-replicas-interval", INT, FIELD(check_replicas_interval), 0,
 	 "every N iterations, hold the data-parallel replicas' parameters, optimizer and FP8 "
 	 "state to the same bits (0: never)", RUN},
@@ -314,7 +317,7 @@ static void defaults(request *r) {
 	r->config = (f8_train_config){
 		.data_format = F8_TOKEN_FORMAT_AUTO, .split = {969, 30, 1}, .n_split = 3,
 		.micro_batch_size = 8, .global_batch_size = 0, .seq_length = 0, .seed = 1234,
-		.log_interval = 10, .max_nonfinite_skips = 10};
+		.log_interval = 10, .max_nonfinite_skips = 10, .distributed_timeout_minutes = 10};
 	r->compile = (f8_tool_compile_options){.optimizer = f8_training_options_default(),
 					       .dims = r->dims};
 }

@@ -11,16 +11,21 @@
     every iteration: --check-weight-hash-across-dp-replicas-interval 1, as Megatron-LM checks;
 (c) rank 0 alone writes the metrics and the checkpoint, which one rank resumes: the losses
     after it within the tolerance of (a);
-(d) layouts the model or the world cannot take are refused on every rank, naming the numbers.
+(d) layouts the model or the world cannot take are refused on every rank, naming the numbers;
+(e) faults: a rank that hangs (SIGSTOP) makes the other stop after --distributed-timeout-minutes,
+    naming the call and group it waited in; a rank killed (SIGKILL) stops the run at once
+    (mpirun names it); either way the last complete checkpoint loads and trains.
 
 Usage: test_data_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
@@ -61,6 +66,46 @@ def close(a, b, tolerances):
     """Each step's (loss, gradient norm) of b within its tolerance of a's, relative."""
     return len(a) == len(b) and all(abs(x - y) <= t * abs(x) for p, q in zip(a, b)
                                     for x, y, t in zip(p, q, tolerances))
+
+
+def rank_pid(rank, parent):
+    """The pid of the f8c process mpirun started as `rank` (its OMPI_COMM_WORLD_RANK)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                variables = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in variables and ppid == parent:
+            return int(pid)
+    return None
+
+
+def fault(mpirun, train, save, sig, env):
+    """Starts a long run saving every iteration, sends rank 1 `sig` once a checkpoint exists;
+    mpirun's result and the seconds from the signal to its end."""
+    run = subprocess.Popen(mpirun + train + ["--save", save, "--save-interval", "1",
+                                             "--distributed-timeout-minutes", "0.05"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and run.poll() is None and \
+            not os.path.exists(os.path.join(save, "latest_checkpointed_iteration.txt")):
+        time.sleep(0.2)
+    pid = rank_pid(1, run.pid) if run.poll() is None else None
+    if pid is None:
+        run.kill()
+        return run.communicate()[1], None, None
+    os.kill(pid, sig)
+    start = time.monotonic()
+    try:
+        _, err = run.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        _, err = run.communicate()
+        return err, None, None
+    return err, run.returncode, time.monotonic() - start
 
 
 def main():
@@ -127,6 +172,29 @@ def main():
                           env)
             check(refused.returncode != 0 and refused.stderr.count(said) == 2,
                   f"{' '.join(options)} is refused on both ranks", refused.stderr[-1500:])
+        # (e) faults.
+        long_run = ["train", model, "--data", data, "--train-iters", "100000",
+                    "--lr-decay-iters", "100000"] + SIZES
+        for sig, said, within in [
+                (signal.SIGSTOP, "rank 0 of 2: no answer for", 60),
+                (signal.SIGKILL, "process rank 1", 30)]:
+            save = os.path.join(work, f"fault-{sig}")
+            err, code, seconds = fault(mpirun, long_run, save, sig, env)
+            name = signal.Signals(sig).name
+            check(code not in (None, 0) and said in err and seconds < within,
+                  f"rank 1 {name}: the run stops within {within} s, saying so",
+                  f"exit {code} after {seconds} s\n{err[-2000:]}")
+            if name == "SIGSTOP":
+                check("in MPI_Allreduce over group dp" in err or "MPI_Barrier" in err,
+                      "the hang's message names the call and the group", err[-1500:])
+            with open(os.path.join(save, "latest_checkpointed_iteration.txt")) as f:
+                latest = int(f.read().split()[0])
+            resumed = run([binary, "train", model, "--data", data, "--load", save,
+                           "--train-iters", str(latest + 1), "--lr-decay-iters", "100000"] +
+                          SIZES, single_env)
+            check(resumed.returncode == 0 and f"iteration {latest + 1}/" in resumed.stderr,
+                  f"rank 1 {name}: the last complete checkpoint (iteration {latest}) loads and "
+                  "trains on", resumed.stderr[-1500:])
         one_rank = run([binary, "train", model, "--data", data, "--train-iters", "1",
                         "--world-size", "2"] + SIZES, single_env)
         check(one_rank.returncode == 2 and "mesh has 2 ranks, but none started 1" in one_rank.stderr,
