@@ -14,7 +14,7 @@
 
 #include "ir/alloc.h"           // f8_realloc, f8_free
 #include "ir/ops.h"             // f8_op_get_info, F8_OPF_GEMM
-#include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_parse_double
+#include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_parse_double, f8_tool_option_named
 
 /* The options, in the order the help lists them. */
 typedef enum option_id {
@@ -119,13 +119,9 @@ void f8_tool_fp8_destroy(f8_tool_fp8_args *fp8) {
 
 /* The option called `name`, dashes or underscores, or OPTION_COUNT. */
 static option_id find(const char *name) {
-	for (int id = 0; id < OPTION_COUNT; id++) {
-		const char *a = table[id].name, *b = name;
-		while (*a && (*a == *b || (*a == '-' && *b == '_')))
-			a++, b++;
-		if (!*a && !*b)
+	for (int id = 0; id < OPTION_COUNT; id++)
+		if (f8_tool_option_named(table[id].name, name))
 			return (option_id)id;
-	}
 	return OPTION_COUNT;
 }
 

@@ -5,7 +5,7 @@
 
 #include <string.h> // strcmp, strlen, strncmp
 
-#include "tools/tool_options.h" // f8_tool_parse_int
+#include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_option_named
 
 typedef enum option_id {
 	TENSOR, PIPELINE, CONTEXT, EXPERT, VIRTUAL, SEQUENCE, DISTRIBUTED_OPTIMIZER, WORLD,
@@ -39,14 +39,8 @@ static const option table[OPTION_COUNT] = {
 #define BIT(id) (UINT32_C(1) << (id))
 
 static option_id find(const char *name) {
-	char dashed[64];
-	size_t len = strlen(name);
-	if (len >= sizeof dashed)
-		return OPTION_COUNT;
-	for (size_t i = 0; i <= len; i++)
-		dashed[i] = name[i] == '_' ? '-' : name[i];
 	for (int id = 0; id < OPTION_COUNT; id++)
-		if (strcmp(table[id].name, dashed) == 0)
+		if (f8_tool_option_named(table[id].name, name))
 			return (option_id)id;
 	return OPTION_COUNT;
 }

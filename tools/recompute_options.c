@@ -6,7 +6,7 @@
 #include <math.h>   // isfinite
 #include <string.h> // strcmp, strchr, strlen, strncmp
 
-#include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_parse_double
+#include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_parse_double, f8_tool_option_named
 
 typedef enum option_id { GRANULARITY, METHOD, NUM_LAYERS, MODULES, BUDGET, OPTION_COUNT } option_id;
 
@@ -36,14 +36,8 @@ static const option table[OPTION_COUNT] = {
 #define BIT(id) (UINT32_C(1) << (id))
 
 static option_id find(const char *name) {
-	char dashed[64];
-	size_t len = strlen(name);
-	if (len >= sizeof dashed)
-		return OPTION_COUNT;
-	for (size_t i = 0; i <= len; i++)
-		dashed[i] = name[i] == '_' ? '-' : name[i];
 	for (int id = 0; id < OPTION_COUNT; id++)
-		if (strcmp(table[id].name, dashed) == 0)
+		if (f8_tool_option_named(table[id].name, name))
 			return (option_id)id;
 	return OPTION_COUNT;
 }

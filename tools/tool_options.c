@@ -37,3 +37,9 @@ bool f8_tool_parse_double(const char *text, double *out) {
 	*out = value;
 	return true;
 }
+
+bool f8_tool_option_named(const char *option, const char *name) {
+	while (*option && (*option == *name || (*option == '-' && *name == '_')))
+		option++, name++;
+	return !*option && !*name;
+}

@@ -19,4 +19,8 @@ bool f8_tool_parse_int(const char *text, int64_t min, int64_t max, int64_t *out)
 /* Parses all of `text` as a finite number; false otherwise. */
 bool f8_tool_parse_double(const char *text, double *out);
 
+/* Whether `name` (without "--", dashes or underscores, as --config keys come) names option
+ * `option` (its dashed name). */
+bool f8_tool_option_named(const char *option, const char *name);
+
 #endif
