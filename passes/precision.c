@@ -115,6 +115,7 @@ typedef struct gemm {
 	f8_gemm_kind kind;
 	const char *scope;  // never NULL: the node's scope, or its output's name
 	int layer;          // the transformer layer its scope names, -1 for none
+	bool router;        // of an MoE router's Linear (its logits feed a Router)
 	bool fp8;
 	f8_recipe recipe;
 	const char *rule;   // the --precision-config rule that decided it, or NULL
@@ -199,6 +200,25 @@ static void find_head(planner *p) {
 	}
 }
 
+/* The GEMMs of MoE routers' Linear layers: those of the scope of a forward Linear whose output
+ * a Router reads. */
+static void find_routers(planner *p) {
+	const f8_graph *graph = p->graph;
+	for (uint32_t i = 0; i < p->n_gemms; i++) {
+		const gemm *g = &p->gemms[i];
+		if (!g->linear || g->kind != F8_GEMM_KIND_FWD)
+			continue;
+		f8_value_id logits = graph->nodes[g->node].outputs[0];
+		bool read_by_router = false;
+		for (uint32_t j = 0; j < graph->n_order && !read_by_router; j++) {
+			const f8_node *node = &graph->nodes[graph->order[j]];
+			read_by_router = node->op == F8_OP_ROUTER && node->inputs[0] == logits;
+		}
+		for (uint32_t k = 0; read_by_router && k < p->n_gemms; k++)
+			p->gemms[k].router |= strcmp(p->gemms[k].scope, g->scope) == 0;
+	}
+}
+
 /* The FP8 format of operand `which` (0: a, 1: b) of a GEMM of `kind` under `format`. */
 static f8_dtype operand_format(f8_gemm_kind kind, int which, f8_fp8_format format) {
 	bool gradient = which == 0 && kind != F8_GEMM_KIND_FWD;
@@ -223,6 +243,10 @@ static void apply_defaults(planner *p) {
 		else if (p->head && strcmp(g->scope, p->head) == 0 && !o->head_fp8)
 			keep_high(g, p->graph, "the output head stays in high precision by default, "
 				  "as in TransformerEngine recipes (--fp8-head puts it in FP8)");
+		else if (g->router)
+			keep_high(g, p->graph, "an MoE router's gating stays in high precision by "
+				  "default, as DeepSeek-V3 and Megatron-LM keep it: its top-k choice "
+				  "flips with rounding (a --precision-config rule puts it in FP8)");
 		else if (g->kind == F8_GEMM_KIND_WGRAD && !o->wgrad)
 			keep_high(g, p->graph, "wgrad in high precision by --no-fp8-wgrad");
 	}
@@ -265,12 +289,67 @@ static f8_status apply_policy(planner *p) {
 	return F8_OK;
 }
 
+static uint64_t fnv1a(uint64_t hash, const void *bytes, size_t n) {
+	for (size_t i = 0; i < n; i++)
+		hash = (hash ^ ((const unsigned char *)bytes)[i]) * UINT64_C(0x100000001b3);
+	return hash;
+}
+
+uint64_t f8_calibration_digest(const f8_graph *graph, uint32_t *layers) {
+	uint64_t hash = UINT64_C(0xcbf29ce484222325);
+	*layers = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		f8_gemm_kind kind;
+		if (node->op != F8_OP_LINEAR || !f8_gemm_kind_of(node, &kind) ||
+		    kind != F8_GEMM_KIND_FWD)
+			continue;
+		const char *scope = node->scope ? node->scope : "";
+		const f8_shape *w = &graph->values[node->inputs[1]].type.shape;
+		hash = fnv1a(hash, scope, strlen(scope) + 1);
+		for (int d = 0; d < w->rank; d++) {
+			int64_t size = f8_dim_is_const(w->dims[d]) ? f8_dim_value(w->dims[d]) : -1;
+			hash = fnv1a(hash, &size, sizeof size);
+		}
+		*layers += 1;
+	}
+	return hash;
+}
+
+/* The calibration against the model: made from another (its digest) is F8_ERR_ARGUMENT naming
+ * both, and the first Linear layer of this model the statistics lack. */
+static f8_status check_calibration_model(planner *p, const f8_calibration *c) {
+	uint32_t layers;
+	if (f8_calibration_digest(p->graph, &layers) == c->digest)
+		return F8_OK;
+	const char *lacking = NULL;
+	for (uint32_t i = 0; i < p->n_gemms && !lacking; i++) {
+		if (!p->gemms[i].linear) // statistics are of Linear layers
+			continue;
+		bool found = false;
+		for (size_t e = 0; e < c->n_entries && !found; e++)
+			found = strcmp(c->entries[e].scope, p->gemms[i].scope) == 0;
+		lacking = found ? NULL : p->gemms[i].scope;
+	}
+	f8_diag_set(p->diag, F8_ERR_ARGUMENT, "%s holds the statistics of %s (%u Linear layers), "
+		    "not of this model (%u Linear layers%s%s%s)", c->source ? c->source : "--calibration",
+		    c->model && *c->model ? c->model : "another model", c->layers, layers,
+		    lacking ? "; it has none of " : ", of other scopes or shapes",
+		    lacking ? lacking : "", lacking ? "" : "");
+	f8_diag_hint(p->diag, "calibrate this model: f8c calibrate MODEL --data TOKENS -o "
+		     "STATS.json (statistics are bound to the layers they were taken of)");
+	return F8_ERR_ARGUMENT;
+}
+
 /* Rule 6: calibration. A Linear layer whose operands' amax varied more than the threshold
  * (the largest coefficient of variation among its roles) stays high precision. */
 static f8_status apply_calibration(planner *p) {
 	const f8_calibration *c = p->options->calibration;
 	if (!c)
 		return F8_OK;
+	f8_status status = check_calibration_model(p, c);
+	if (status)
+		return status;
 	for (size_t e = 0; e < c->n_entries; e++) {
 		const f8_calibration_entry *entry = &c->entries[e];
 		bool matched = false;
@@ -539,6 +618,7 @@ f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
 		status = collect(&p);
 	if (!status) {
 		find_head(&p);
+		find_routers(&p);
 		apply_defaults(&p);
 		status = apply_policy(&p);
 	}

@@ -17,8 +17,10 @@
  *   1. the recipe and format of the options; wgrad by --fp8-wgrad;
  *   2. GEMMs f8c has no FP8 form for (MatMul and Gemm between activations, GroupedLinear):
  *      high precision, the reason says so;
- *   3. the output head (the Linear producing the first graph output, the logits) and anything
- *      reading the embedding table: high precision unless the precision config says otherwise;
+ *   3. the output head (the Linear producing the first graph output, the logits), anything
+ *      reading the embedding table, and an MoE router's Linear (what a Router reads: its top-k
+ *      choice flips with rounding, so DeepSeek-V3 and Megatron-LM keep the gating in high
+ *      precision): high precision unless the precision config says otherwise;
  *   4. --first-last-layers-bf16: the first N and last M transformer layers ("layers.<i>." scopes);
  *   5. --fp8-exclude GLOB patterns on scope names;
  *   6. calibration: a layer whose GEMM operands' amax has a coefficient of variation above the
@@ -103,7 +105,15 @@ typedef struct f8_calibration {
 	const f8_calibration_entry *entries;
 	size_t n_entries;
 	const char *source; // the file it was read from, for reasons
+	const char *model;  // the model it was made from, for messages
+	uint64_t digest;    // that model's f8_calibration_digest: statistics are for it alone
+	uint32_t layers;    // its Linear layers
 } f8_calibration;
+
+/* What calibration statistics are bound to: FNV-1a over each forward Linear layer of `graph`,
+ * in program order, its scope and its weight's shape (not the batch or the sequence, which a
+ * run may change); their count into *layers. */
+uint64_t f8_calibration_digest(const f8_graph *graph, uint32_t *layers);
 
 /* The FP8 options: TransformerEngine's and Megatron-LM's names in the comments. */
 typedef struct f8_fp8_options {

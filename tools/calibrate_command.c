@@ -120,6 +120,9 @@ static f8_status calibrate(f8_tool_train_args *args, const f8_fp8_options *fp8,
 		status = f8_calibration_stats_end_step(s.stats, diag);
 	if (!status)
 		status = f8_calibration_stats_summarize(s.stats, config->model, &file, diag);
+	if (!status) // bound to the model's layers
+		file->calibration.digest = f8_calibration_digest(config->graph,
+								 &file->calibration.layers);
 	if (!status)
 		status = f8_calibration_write(output, file, diag);
 	if (!status)

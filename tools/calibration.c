@@ -4,9 +4,11 @@
  */
 #include "tools/calibration.h" // f8_calibration_stats, f8_calibration_file
 
-#include <errno.h>   // errno
-#include <jansson.h> // json_t, json_pack, json_loadf, json_dumpf
+#include <errno.h>    // errno
+#include <inttypes.h> // PRIx64
+#include <jansson.h>  // json_t, json_pack, json_loadf, json_dumpf
 #include <math.h>    // isfinite, isnan, sqrt, HUGE_VAL
+#include <stdlib.h>  // strtoull
 #include <stdarg.h>  // va_list
 #include <stdio.h>   // FILE, fopen, vsnprintf
 #include <string.h>  // strcmp, strlen, strerror, memcpy, memmove
@@ -17,7 +19,7 @@
 #include "runtime/atomic_file.h" // f8_atomic_file
 
 #define FILE_FORMAT "f8c-calibration"
-enum { FILE_VERSION = 1 };
+enum { FILE_VERSION = 2 }; // 2: the model's digest and Linear layers
 
 /* One (scope, role): its amax per step, its delayed-scaling history and its value counts. */
 typedef struct tracked {
@@ -283,7 +285,7 @@ f8_status f8_calibration_stats_summarize(const f8_calibration_stats *stats, cons
 		return status;
 	file->steps = stats->steps;
 	file->settings = stats->settings;
-	file->model = f8_arena_strdup(file->arena, model ? model : "");
+	file->model = file->calibration.model = f8_arena_strdup(file->arena, model ? model : "");
 	bool copied = file->model != NULL;
 	for (size_t i = 0; i < stats->n_tracked; i++) {
 		const tracked *t = &stats->tracked[i];
@@ -317,9 +319,13 @@ static json_t *json_number_or_null(double x) {
 static json_t *file_document(const f8_calibration_file *file) {
 	const f8_calibration_settings *s = &file->settings;
 	json_t *tensors = json_array();
-	json_t *root = json_pack("{s:s, s:i, s:s, s:I, s:s, s:i, s:s, s:i, s:o}", "format",
+	char digest[24];
+	snprintf(digest, sizeof digest, "%016" PRIx64, file->calibration.digest);
+	json_t *root = json_pack("{s:s, s:i, s:s, s:s, s:I, s:I, s:s, s:i, s:s, s:i, s:o}", "format",
 				 FILE_FORMAT, "version", FILE_VERSION, "model",
-				 file->model ? file->model : "", "steps", (json_int_t)file->steps,
+				 file->model ? file->model : "", "model_digest", digest,
+				 "linear_layers", (json_int_t)file->calibration.layers,
+				 "steps", (json_int_t)file->steps,
 				 "fp8_format", f8_fp8_format_name(s->format), "amax_history_len",
 				 s->amax_history_len, "amax_compute_algo",
 				 f8_amax_algo_name(s->amax_algo), "margin", s->margin, "tensors",
@@ -471,9 +477,9 @@ static f8_status read_entry(reader *r, const json_t *object, size_t i) {
 	return e->scope && e->role ? F8_OK : nomem(r->diag);
 }
 
-static const char *const file_keys[] = {"format", "version", "model", "steps", "fp8_format",
-					"amax_history_len", "amax_compute_algo", "margin",
-					"tensors", NULL};
+static const char *const file_keys[] = {"format", "version", "model", "model_digest",
+					"linear_layers", "steps", "fp8_format", "amax_history_len",
+					"amax_compute_algo", "margin", "tensors", NULL};
 
 /* The header of the document: everything but the tensors. */
 static f8_status read_header(reader *r, const json_t *root) {
@@ -490,7 +496,18 @@ static f8_status read_header(reader *r, const json_t *root) {
 	if (!format || strcmp(format, FILE_FORMAT) != 0)
 		return invalid(r, "\"format\" must be \"" FILE_FORMAT "\"");
 	if (json_integer_value(json_object_get(root, "version")) != FILE_VERSION)
-		return invalid(r, "f8c reads version %d of the calibration file", FILE_VERSION);
+		return invalid(r, "f8c reads version %d of the calibration file (an older one does not "
+			       "say which model's layers it holds: calibrate again)", FILE_VERSION);
+	const char *digest = json_string_value(json_object_get(root, "model_digest"));
+	const json_t *layers = json_object_get(root, "linear_layers");
+	char *end = NULL;
+	uint64_t bound = digest ? strtoull(digest, &end, 16) : 0;
+	if (!digest || strlen(digest) != 16 || *end || !json_is_integer(layers) ||
+	    json_integer_value(layers) < 0 || json_integer_value(layers) > UINT32_MAX)
+		return invalid(r, "\"model_digest\" must be 16 hexadecimal digits and "
+			       "\"linear_layers\" a count");
+	r->file->calibration.digest = bound;
+	r->file->calibration.layers = (uint32_t)json_integer_value(layers);
 	f8_calibration_settings *s = &r->file->settings;
 	const char *fp8_format = json_string_value(json_object_get(root, "fp8_format"));
 	const char *algo = json_string_value(json_object_get(root, "amax_compute_algo"));
@@ -513,7 +530,7 @@ static f8_status read_header(reader *r, const json_t *root) {
 	r->file->steps = json_integer_value(steps);
 	s->amax_history_len = (int)json_integer_value(len);
 	s->margin = (int)json_integer_value(margin);
-	r->file->model = f8_arena_strdup(r->file->arena, model);
+	r->file->model = r->file->calibration.model = f8_arena_strdup(r->file->arena, model);
 	return r->file->model ? F8_OK : nomem(r->diag);
 }
 

@@ -3,8 +3,9 @@
  * to step of a high-precision run, and what share of its values FP8 would lose at delayed
  * scaling's scale; the STATS.json file `f8c calibrate` writes and `--calibration` reads back.
  *
- * The file (version 1):
- *   {"format": "f8c-calibration", "version": 1, "model": "models/gpt-tiny.json", "steps": 20,
+ * The file (version 2):
+ *   {"format": "f8c-calibration", "version": 2, "model": "models/gpt-tiny.json",
+ *    "model_digest": "5f0c8e21a4b73d90", "linear_layers": 17, "steps": 20,
  *    "fp8_format": "hybrid", "amax_history_len": 1024, "amax_compute_algo": "max", "margin": 0,
  *    "tensors": [{"scope": "layers.0.mlp.fc1", "role": "x", "amax_mean": 3.1, "amax_std": 0.2,
  *                 "amax_cv": 0.064, "max_step_ratio": 1.3, "underflow": 0.0001,
@@ -16,7 +17,9 @@
  * share of values beyond the format's largest when cast at the scale delayed scaling would use:
  * from the amax history of the previous steps (window amax_history_len, algo max or
  * most_recent, the margin), the first step at its own amax. The format is E4M3 for x and w, and
- * for dy E5M2 under hybrid (E4M3 under e4m3).
+ * for dy E5M2 under hybrid (E4M3 under e4m3). model_digest (16 hex digits) and linear_layers
+ * bind the statistics to the model they were taken of (passes/precision.h,
+ * f8_calibration_digest): --calibration with another model is an error naming both.
  */
 #ifndef F8_TOOLS_CALIBRATION_H
 #define F8_TOOLS_CALIBRATION_H
@@ -75,7 +78,8 @@ typedef struct f8_calibration_file {
 } f8_calibration_file;
 
 /* Sums up `stats` over the steps ended so far into *out (the caller destroys it), with `model`
- * (copied) for the file. F8_ERR_ARGUMENT when no step has ended; F8_ERR_NOMEM. */
+ * (copied) for the file; the caller sets file->calibration's digest and layers (the model's
+ * f8_calibration_digest). F8_ERR_ARGUMENT when no step has ended; F8_ERR_NOMEM. */
 f8_status f8_calibration_stats_summarize(const f8_calibration_stats *stats, const char *model,
 					 f8_calibration_file **out, f8_diag *diag);
 

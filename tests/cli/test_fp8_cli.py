@@ -211,8 +211,10 @@ with tempfile.TemporaryDirectory() as folder:
         with open(stats) as file:
             calibration = json.load(file)
         entries = calibration["tensors"]
-        check(calibration["format"] == "f8c-calibration" and calibration["version"] == 1
-              and calibration["steps"] == 3 and calibration["fp8_format"] == "hybrid",
+        check(calibration["format"] == "f8c-calibration" and calibration["version"] == 2
+              and calibration["steps"] == 3 and calibration["fp8_format"] == "hybrid"
+              and re.fullmatch(r"[0-9a-f]{16}", calibration["model_digest"])
+              and calibration["linear_layers"] == 17,
               "the statistics' header", json.dumps({k: v for k, v in calibration.items() if k != "tensors"}))
         scopes = {f"layers.{i}.{name}" for i in range(4) for name in LINEARS} | {"head"}
         check({(e["scope"], e["role"]) for e in entries} == {(s, r) for s in scopes for r in ("x", "w", "dy")}
@@ -256,6 +258,24 @@ with tempfile.TemporaryDirectory() as folder:
         json.dump({"format": "f8c-calibration", "version": 1, "tensors": []}, file)
     refused(["--calibration", broken, "--fp8-cv-threshold", "1"], "a malformed calibration file",
             ["broken.json", "f8c calibrate"], model=tiny)
+    # Statistics are bound to the model they were taken of: gpt2-124m shares gpt-tiny's scopes
+    # (layers.0-3) but has more layers; llama-tiny has as many Linear layers, of the same
+    # names and other shapes.
+    for other, lacking in (("gpt2-124m", "it has none of layers.4.attn.qkv"),
+                           ("llama-tiny", "17 Linear layers, of other scopes or shapes")):
+        refused(["--calibration", stats, "--fp8-cv-threshold", "1"],
+                f"gpt-tiny's statistics for {other}",
+                ["holds the statistics of", "gpt-tiny.json", "not of this model", lacking,
+                 "calibrate this model"], model=os.path.join(source, "models", other + ".json"))
+    with open(stats) as file:
+        moved = json.load(file)
+    moved["model_digest"] = "%016x" % (int(moved["model_digest"], 16) ^ 1)
+    edited = os.path.join(folder, "edited.json")
+    with open(edited, "w") as file:
+        json.dump(moved, file)
+    refused(["--calibration", edited, "--fp8-cv-threshold", "1"],
+            "statistics whose digest is not the model's, though every scope matches",
+            ["not of this model (17 Linear layers, of other scopes or shapes)"], model=tiny)
 
 # dump-ir shows the plan inline, with the same options.
 code, out, err = run("dump-ir", tiny, "--after", "fp8-cast", "--first-last-layers-bf16")
@@ -291,6 +311,16 @@ check(code == 0 and len(routers) == 2 and all(d == "f32" and x.endswith("tokens.
       and re.search(r"dispatch\.rows : bf16\[", out),
       "dump-ir --bf16 on an MoE: the router's GEMM reads f32 (Megatron's --moe-router-dtype fp32), "
       "the experts BF16", err + str(routers))
+# An MoE router's Linear stays high precision by default (DeepSeek-V3 and Megatron-LM keep the
+# gating so), so an MoE plans FP8 with no --allow-fallback: mixtral-tiny's N=4 router would
+# otherwise be refused on sm_90.
+document = audit_json(model=mixtral)
+if document:
+    routers = [g for g in document["gemms"] if g["scope"].endswith(".router")]
+    check(len(routers) == 6 and all(not g["fp8"] and "MoE router's gating stays in high precision"
+                                    in g["reason"] for g in routers),
+          "audit of an MoE: its routers' fwd, dgrad and wgrad stay high precision, with the reason",
+          json.dumps(routers)[:600])
 code, out, err = run("dump-ir", tiny, "--after", "fuse-patterns", "--bf16")
 check(code == 2 and "--after bf16" in err, "dump-ir: --bf16 before the bf16 pass is an error", err)
 with tempfile.TemporaryDirectory() as folder:

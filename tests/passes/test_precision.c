@@ -256,12 +256,19 @@ static void test_rules_and_calibration(void) {
 		{.scope = "layers.1.mlp.fc1", .role = "x", .amax_mean = 3, .amax_std = 0.3,
 		 .amax_cv = 0.1, .max_step_ratio = 1.2, .steps = 20},
 	};
+	// Statistics are bound to their model's Linear layers: gpt-tiny's, from its training step.
+	f8_diag diag;
+	f8_graph *graph = compile(NULL, "training", NULL, &diag);
+	uint32_t layers = 0;
+	uint64_t digest = graph ? f8_calibration_digest(graph, &layers) : 0;
+	CHECK(graph && layers == 17);
+	f8_graph_destroy(graph);
 	const f8_calibration calibration = {.entries = entries, .n_entries = 2,
-					    .source = "stats.json"};
+					    .source = "stats.json", .model = "gpt-tiny.json",
+					    .digest = digest, .layers = layers};
 	fp8.calibration = &calibration;
 	fp8.cv_threshold = 0.5;
-	f8_diag diag;
-	f8_graph *graph = compile(&fp8, "precision", NULL, &diag);
+	graph = compile(&fp8, "precision", NULL, &diag);
 	CHECK(graph != NULL);
 	if (!graph)
 		return;
@@ -281,13 +288,24 @@ static void test_rules_and_calibration(void) {
 	f8_graph_destroy(graph);
 
 	const f8_calibration_entry stranger = {.scope = "decoder.9.ffn", .role = "x"};
-	const f8_calibration foreign = {.entries = &stranger, .n_entries = 1, .source = "s.json"};
+	const f8_calibration foreign = {.entries = &stranger, .n_entries = 1, .source = "s.json",
+					.digest = digest, .layers = layers};
 	fp8 = f8_fp8_options_default();
 	fp8.calibration = &foreign;
 	fp8.cv_threshold = 0.5;
 	f8_status status;
 	graph = compile(&fp8, "precision", &status, &diag);
 	CHECK(!graph && status == F8_ERR_ARGUMENT && strstr(diag.message, "decoder.9.ffn"));
+	// Another model's statistics (its digest), though every scope matched: refused, naming it.
+	f8_calibration other = calibration;
+	other.model = "gpt2-124m.json";
+	other.digest = digest ^ 1;
+	fp8 = f8_fp8_options_default();
+	fp8.calibration = &other;
+	fp8.cv_threshold = 0.5;
+	graph = compile(&fp8, "precision", &status, &diag);
+	CHECK(!graph && status == F8_ERR_ARGUMENT && strstr(diag.message, "gpt2-124m.json") &&
+	      strstr(diag.message, "not of this model"));
 	const f8_precision_rule stray = {.scope = "encoder.*", .fp8 = false, .where = "c.json: rule 1"};
 	fp8 = f8_fp8_options_default();
 	fp8.rules = &stray;
