@@ -6,6 +6,7 @@
 #include <assert.h> // static_assert
 #include <string.h> // strcmp
 
+#include "ir/graph.h" // f8_node, F8_PHASE_BWD
 #include "ir/ops.h"   // F8_OP_*, f8_node_attr_int, f8_node_attr_string
 #include "ir/shape.h" // f8_type, f8_dim_is_const, f8_dim_value
 
@@ -32,9 +33,8 @@ bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out) {
 
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
 	switch (node->op) {
-	case F8_OP_LINEAR:
-		*out = f8_node_attr_int(node, "transpose_weight", 0) ? F8_GEMM_KIND_DGRAD
-								     : F8_GEMM_KIND_FWD;
+	case F8_OP_LINEAR: // the layout attribute says how w is stored, not which GEMM this is
+		*out = node->phase == F8_PHASE_BWD ? F8_GEMM_KIND_DGRAD : F8_GEMM_KIND_FWD;
 		return true;
 	case F8_OP_LINEAR_WGRAD:
 		*out = F8_GEMM_KIND_WGRAD;
@@ -65,9 +65,13 @@ bool f8_gemm_sizes(const f8_graph *graph, const f8_node *node, int64_t *m, int64
 	int ra = a->shape.rank, rb = b->shape.rank, ry = y->shape.rank;
 	if (ra < 1 || rb < 1 || ry < 1)
 		return false;
-	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD)
+	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD) {
+		if (f8_node_attr_int(node, "transpose_weight", 0)) // x^T dy for a (K, N) weight
+			return const_product(b, rb - 1, rb, m) && const_product(a, ra - 1, ra, n) &&
+			       const_product(a, 0, ra - 1, k);
 		return const_product(a, ra - 1, ra, m) && const_product(b, rb - 1, rb, n) &&
 		       const_product(a, 0, ra - 1, k);
+	}
 	return const_product(y, 0, ry - 1, m) && const_product(y, ry - 1, ry, n) &&
 	       const_product(a, ra - 1, ra, k);
 }
@@ -80,4 +84,21 @@ const char *f8_gemm_operand_name(f8_gemm_kind kind, int which) {
 	};
 	return (unsigned)kind < F8_GEMM_KIND_COUNT && (which == 0 || which == 1) ? names[kind][which]
 										  : "?";
+}
+
+const char *f8_gemm_operand_role(const f8_graph *graph, const f8_node *node, int which) {
+	f8_gemm_kind kind;
+	if (!f8_gemm_kind_of(node, &kind))
+		return which ? "b" : "a";
+	if (node->op != F8_OP_FP8_GEMM || kind != F8_GEMM_KIND_WGRAD)
+		return f8_gemm_operand_name(kind, which);
+	// dy^T x, or x^T dy for a (K, N) weight: dy's copy is cast from a value the backward made
+	// (a recomputed activation is made there too, and is x).
+	f8_node_id cast = graph->values[node->inputs[which]].producer;
+	if (cast == F8_NONE || graph->nodes[cast].n_inputs == 0)
+		return f8_gemm_operand_name(kind, which);
+	f8_node_id source = graph->values[graph->nodes[cast].inputs[0]].producer;
+	bool gradient = source != F8_NONE && graph->nodes[source].phase == F8_PHASE_BWD &&
+			!graph->nodes[source].recompute;
+	return gradient ? "dy" : "x";
 }

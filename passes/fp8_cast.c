@@ -159,7 +159,7 @@ static f8_status plan(caster *c) {
 			if (!status)
 				status = need(c, node, kind, b, group_of(graph, b), format_of(c, false),
 					      recipe, true, f8_gemm_operand_name(kind, 1));
-		} else {
+		} else { // x or dy as it is; w as (N, K): its transposed copy when stored (K, N)
 			bool dgrad = kind == F8_GEMM_KIND_DGRAD;
 			status = need(c, node, kind, a, group_of(graph, a), format_of(c, dgrad),
 				      recipe, false, f8_gemm_operand_name(kind, 0));
@@ -167,7 +167,8 @@ static f8_status plan(caster *c) {
 			if (!status)
 				status = need(c, node, kind, w != F8_NONE ? w : b,
 					      w != F8_NONE ? GROUP_WEIGHTS : group_of(graph, b),
-					      format_of(c, false), recipe, dgrad,
+					      format_of(c, false), recipe,
+					      f8_node_attr_int(node, "transpose_weight", 0) != 0,
 					      f8_gemm_operand_name(kind, 1));
 		}
 		if (status)
@@ -454,7 +455,8 @@ static f8_status rewrite_gemm(caster *c, f8_node_id id, f8_gemm_kind kind) {
 	f8_value_id a = node->inputs[0], b = node->inputs[1];
 	f8_value_id bias = kind == F8_GEMM_KIND_FWD && node->n_inputs > 2 ? node->inputs[2] : F8_NONE;
 	const f8_precision *decision = &graph->values[node->outputs[0]].precision;
-	bool transposed = kind != F8_GEMM_KIND_FWD;
+	// The TN GEMM's b is (N, K): w's transposed copy when the Linear stores it (K, N).
+	bool transposed = f8_node_attr_int(node, "transpose_weight", 0) != 0;
 	f8_value_id b_source = kind == F8_GEMM_KIND_WGRAD ? b : weight_source(graph, b);
 	if (b_source == F8_NONE)
 		b_source = b;
@@ -471,11 +473,15 @@ static f8_status rewrite_gemm(caster *c, f8_node_id id, f8_gemm_kind kind) {
 	if (!ka || !kb)
 		return f8_diag_set(c->diag, F8_ERR_INVALID, "fp8-cast: no cast planned for a GEMM "
 				   "operand (a bug)");
-	bool a_transposed = kind == F8_GEMM_KIND_WGRAD;
+	bool wgrad = kind == F8_GEMM_KIND_WGRAD;
+	if (wgrad && transposed) { // a (K, N) weight's gradient is x^T dy: x^T is a, dy^T is b
+		const cast *swap = ka;
+		ka = kb, kb = swap;
+	}
 	f8_value_id inputs[5] = {
-		a_transposed ? ka->codes_t : ka->codes, transposed ? kb->codes_t : kb->codes,
-		a_transposed ? ka->scale_inv_t : ka->scale_inv,
-		transposed ? kb->scale_inv_t : kb->scale_inv, bias};
+		wgrad ? ka->codes_t : ka->codes, wgrad || transposed ? kb->codes_t : kb->codes,
+		wgrad ? ka->scale_inv_t : ka->scale_inv,
+		wgrad || transposed ? kb->scale_inv_t : kb->scale_inv, bias};
 	uint32_t n_inputs = bias != F8_NONE ? 5 : 4;
 	f8_value_id *copy = f8_arena_alloc_array(graph->arena, n_inputs, sizeof *copy);
 	if (!copy)

@@ -179,8 +179,25 @@ static f8_status collect(planner *p) {
 	return F8_OK;
 }
 
+/* The one input of `node` a node of the graph computes (not a leaf nor a Constant); F8_NONE
+ * when it reads none or several. */
+static f8_value_id computed_input(const f8_graph *graph, const f8_node *node) {
+	f8_value_id found = F8_NONE;
+	for (uint32_t i = 0; i < node->n_inputs; i++) {
+		f8_value_id v = node->inputs[i];
+		f8_node_id producer = v == F8_NONE ? F8_NONE : graph->values[v].producer;
+		if (producer == F8_NONE || graph->nodes[producer].op == F8_OP_CONSTANT)
+			continue;
+		if (found != F8_NONE)
+			return F8_NONE;
+		found = v;
+	}
+	return found;
+}
+
 /* The output head: the forward Linear making the logits (what CrossEntropy reads, else the
- * first graph output). */
+ * first graph output), through what an export puts after it on one path (a Cast to f32, a
+ * soft-capping's Div, Tanh and Mul). */
 static void find_head(planner *p) {
 	const f8_graph *graph = p->graph;
 	f8_value_id logits = graph->n_outputs ? graph->outputs[0] : F8_NONE;
@@ -192,11 +209,18 @@ static void find_head(planner *p) {
 		}
 	}
 	p->head = NULL;
-	for (uint32_t i = 0; i < p->n_gemms && logits != F8_NONE; i++) {
-		const f8_node *node = &graph->nodes[p->gemms[i].node];
-		if (node->outputs[0] == logits && p->gemms[i].linear &&
-		    p->gemms[i].kind == F8_GEMM_KIND_FWD)
-			p->head = p->gemms[i].scope;
+	for (int steps = 0; logits != F8_NONE && !p->head && steps < 8; steps++) {
+		for (uint32_t i = 0; i < p->n_gemms; i++) {
+			const f8_node *node = &graph->nodes[p->gemms[i].node];
+			if (node->outputs[0] == logits && p->gemms[i].linear &&
+			    p->gemms[i].kind == F8_GEMM_KIND_FWD)
+				p->head = p->gemms[i].scope;
+		}
+		f8_node_id producer = graph->values[logits].producer;
+		if (p->head || producer == F8_NONE || f8_op_get_info(graph->nodes[producer].op)->flags &
+							       F8_OPF_GEMM)
+			break;
+		logits = computed_input(graph, &graph->nodes[producer]);
 	}
 }
 
@@ -467,14 +491,17 @@ static bool target_problem(const planner *p, const gemm *g, char *problem, size_
 	f8_dim rows = f8_dim_const(1);
 	for (int i = 0; i + 1 < a->shape.rank; i++)
 		f8_dim_mul(rows, a->shape.dims[i], &rows);
-	// (M, N, K) of the TN GEMM fp8-cast makes: fwd x (M, K) w (N, K); dgrad dy (M, N') and
-	// w (N', K') gives (M, K', N'); wgrad dy^T x gives (N', K, M).
+	// (M, N, K) of the TN GEMM fp8-cast makes: fwd and dgrad a (M, K) times w stored (N, K),
+	// or (K, N) with transpose_weight; wgrad dy^T x gives (N, K, M), and x^T dy (K, N, M)
+	// for a weight stored (K, N).
+	bool transposed = f8_node_attr_int(node, "transpose_weight", 0) != 0;
 	f8_dim m, n, k;
-	switch (g->kind) {
-	case F8_GEMM_KIND_FWD: m = rows, n = b0, k = b1; break;
-	case F8_GEMM_KIND_DGRAD: m = rows, n = b1, k = b0; break;
-	default: m = a_last, n = b->shape.dims[b->shape.rank - 1], k = rows; break;
-	}
+	if (g->kind != F8_GEMM_KIND_WGRAD)
+		m = rows, n = transposed ? b1 : b0, k = transposed ? b0 : b1;
+	else if (!transposed)
+		m = a_last, n = b->shape.dims[b->shape.rank - 1], k = rows;
+	else
+		m = b->shape.dims[b->shape.rank - 1], n = a_last, k = rows;
 	const struct { const char *name; f8_dim dim; int64_t multiple; } sizes[] = {
 		{"K", k, rules->k_multiple}, {"N", n, rules->n_multiple}, {"M", m, rules->m_multiple}};
 	for (int i = 0; i < 3; i++) {

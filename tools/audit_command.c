@@ -12,7 +12,7 @@
 #include <string.h>  // strcmp, strncmp, strlen, strrchr, strstr
 
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
-#include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_name
+#include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_role
 #include "ir/memory.h"                 // f8_memory_type_bytes
 #include "passes/fp8_cast.h"           // F8_FP8_TABLE_*
 #include "runtime/plan.h"               // f8_plan_is_dir, f8_plan_load
@@ -266,7 +266,7 @@ static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_dia
 		const f8_value *v = &graph->values[node->inputs[i]];
 		const f8_value *scale_inv = &graph->values[node->inputs[2 + i]];
 		operand *o = &out->operands[i];
-		o->role = linear ? f8_gemm_operand_name(kind, i) : i ? "b" : "a";
+		o->role = f8_gemm_operand_role(graph, node, i);
 		o->format = v->type.dtype;
 		o->precision = &v->precision;
 		o->table = scale_table(graph, node->inputs[i]);

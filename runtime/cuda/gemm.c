@@ -214,6 +214,10 @@ static void message_sizes(const f8_cuda_gemms *gemms, gemm_plan *plan) {
 	value_shape(gemms, node->inputs[1], &b);
 	value_shape(gemms, node->outputs[0], &y);
 	bool wgrad = node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
+	if (wgrad && f8_node_attr_int(node, "transpose_weight", 0)) { // x^T dy: (K, N)
+		shape dy = a;
+		a = b, b = dy;
+	}
 	plan->m = wgrad ? a.dims[a.rank - 1] : dims_product(&y, 0, y.rank - 1);
 	plan->n = wgrad ? b.dims[b.rank - 1] : y.dims[y.rank - 1];
 	plan->k = wgrad ? dims_product(&a, 0, a.rank - 1) : a.dims[a.rank - 1];
