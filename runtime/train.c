@@ -66,6 +66,10 @@ typedef struct trainer {
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
 	f8_executor *executor;
 	f8_rt_tensor token_batch, label_batch; // a micro-batch on the host, written to the leaves
+	// An export's attention_mask and position_ids inputs, F8_NONE where the model has none,
+	// and what every micro-batch gives them (a contiguous window: no padding, positions 0..)
+	f8_value_id inputs_fixed[2];
+	f8_rt_tensor fixed_batch[2];
 	f8_rt_tensor scalar_f32, scalar_i64;   // found_inf and iteration, as they are written
 	f8_value_id tokens, labels, loss, grad_norm, lr, found_inf, steps;
 	bool found_inf_set;            // what %found_inf holds now
@@ -113,8 +117,19 @@ static bool symbol_used(const f8_graph *graph, uint16_t symbol) {
 	return false;
 }
 
-/* Finds the token input (the integer input that is not the labels), the loss and metrics,
- * the vocabulary (the logits' last dim), and binds batch and seq through the token input. */
+/* The inputs besides the tokens that an export may take, which f8c train feeds as Megatron-LM
+ * feeds a GPT's pretraining batch (a window of the token stream: every token attended, causal
+ * masking being the model's own; positions 0..seq-1 in every row, no reset at end-of-document
+ * tokens, Megatron's default). */
+static const char *const fixed_inputs[2] = {"attention_mask", "position_ids"};
+
+bool f8_train_fills_input(const char *name) {
+	return strcmp(name, fixed_inputs[0]) == 0 || strcmp(name, fixed_inputs[1]) == 0;
+}
+
+/* Finds the token input (the integer input that is not the labels nor one of fixed_inputs),
+ * the loss and metrics, the vocabulary (the logits' last dim), and binds batch and seq through
+ * the token input. */
 static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *diag) {
 	const f8_graph *graph = t->graph;
 	f8_status status = find_value(graph, "labels", &t->labels, diag);
@@ -132,16 +147,25 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 	if (status)
 		return status;
 	t->tokens = F8_NONE;
+	t->inputs_fixed[0] = t->inputs_fixed[1] = F8_NONE;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		const f8_value *value = &graph->values[graph->inputs[i]];
 		if (value->role != F8_ROLE_INPUT || graph->inputs[i] == t->labels ||
 		    graph->inputs[i] == t->found_inf)
 			continue;
+		int fixed = strcmp(value->name, fixed_inputs[0]) == 0   ? 0
+			    : strcmp(value->name, fixed_inputs[1]) == 0 ? 1
+									: -1;
+		if (fixed >= 0 && value->type.shape.rank == 2) {
+			t->inputs_fixed[fixed] = graph->inputs[i];
+			continue;
+		}
 		if (t->tokens != F8_NONE || !f8_dtype_is_integer(value->type.dtype) ||
 		    value->type.shape.rank != 2) {
 			f8_diag_set(diag, F8_ERR_UNSUPPORTED, "f8c train feeds one input, the tokens "
 				    "(batch, seq); input %%%s is another", value->name);
-			f8_diag_hint(diag, "train a language model whose only input is its token ids");
+			f8_diag_hint(diag, "train a language model whose inputs are its token ids (with "
+			     "attention_mask and position_ids, which f8c train fills)");
 			return F8_ERR_UNSUPPORTED;
 		}
 		t->tokens = graph->inputs[i];
@@ -229,6 +253,27 @@ static f8_status share_batches(trainer *t, f8_diag *diag) {
 	return F8_OK;
 }
 
+/* The host tensor of fixed input `which` (0: attention_mask, 1: position_ids), when the
+ * model has it: of the tokens' (batch, seq), all ones, or each row's positions. */
+static f8_status fill_fixed_input(trainer *t, int which, const f8_tensor_view *tokens,
+				  f8_diag *diag) {
+	if (t->inputs_fixed[which] == F8_NONE)
+		return F8_OK;
+	const f8_tensor_view *view = f8_executor_view(t->executor, t->inputs_fixed[which]);
+	if (view->rank != 2 || view->dims[0] != tokens->dims[0] || view->dims[1] != tokens->dims[1])
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "input %%%s is not of the tokens' "
+				   "(batch, seq) = (%lld, %lld)", fixed_inputs[which],
+				   (long long)tokens->dims[0], (long long)tokens->dims[1]);
+	if (which == 1 && !f8_dtype_is_integer(view->dtype))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "input %%position_ids is %s, not an "
+				   "integer type", f8_dtype_name(view->dtype));
+	f8_rt_tensor *batch = &t->fixed_batch[which];
+	f8_status status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, batch, diag);
+	for (int64_t i = 0; !status && i < f8_rt_tensor_numel(batch); i++)
+		f8_rt_tensor_set(batch, i, which == 0 ? 1.0 : (double)(i % view->dims[1]));
+	return status;
+}
+
 /* Takes the compiled training step, makes the executor and its parameters. */
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
@@ -274,6 +319,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	if (!status)
 		status = f8_rt_tensor_create(labels->dtype, labels->rank, labels->dims,
 					     &t->label_batch, diag);
+	for (int i = 0; !status && i < 2; i++)
+		status = fill_fixed_input(t, i, tokens, diag);
 	if (!status)
 		status = f8_rt_tensor_create(F8_DTYPE_F32, 0, NULL, &t->scalar_f32, diag);
 	if (!status)
@@ -322,6 +369,10 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 		status = f8_executor_write(t->executor, t->tokens, &t->token_batch, diag);
 	if (!status)
 		status = f8_executor_write(t->executor, t->labels, &t->label_batch, diag);
+	for (int i = 0; !status && i < 2; i++)
+		if (t->inputs_fixed[i] != F8_NONE)
+			status = f8_executor_write(t->executor, t->inputs_fixed[i],
+						   &t->fixed_batch[i], diag);
 	return status;
 }
 
@@ -669,6 +720,8 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	f8_executor_destroy(t.executor);
 	f8_rt_tensor_destroy(&t.token_batch);
 	f8_rt_tensor_destroy(&t.label_batch);
+	f8_rt_tensor_destroy(&t.fixed_batch[0]);
+	f8_rt_tensor_destroy(&t.fixed_batch[1]);
 	f8_rt_tensor_destroy(&t.scalar_f32);
 	f8_rt_tensor_destroy(&t.scalar_i64);
 	return status;

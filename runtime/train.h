@@ -132,6 +132,11 @@ typedef void (*f8_train_callback)(const f8_train_progress *progress, void *user)
  * batch, min_lr above lr, warm-up past the end, ...) before anything runs. */
 f8_status f8_train_check_config(const f8_train_config *config, f8_diag *diag);
 
+/* Whether a model input of this name is one f8c train fills itself, besides the tokens and
+ * labels: an export's attention_mask (all ones) and position_ids (0..seq-1 in every row), what
+ * Megatron-LM's GPT pretraining gives a batch that is a window of the token stream. */
+bool f8_train_fills_input(const char *name);
+
 /* Runs `config`, calling `callback` (may be NULL) with `user` as it goes. */
 f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback, void *user,
 		       f8_diag *diag);

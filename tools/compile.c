@@ -77,8 +77,8 @@ f8_status f8_tool_run_passes(f8_graph *graph, const char *after, bool verify,
 }
 
 /*
- * Binds the token input's symbolic dims (the one integer (batch, seq) input; the labels come
- * with training) to the micro-batch size and the sequence length, so that the schedule pass
+ * Binds the token input's symbolic dims (the one integer (batch, seq) input besides those the
+ * training loop fills; the labels come with training) to the micro-batch size and the sequence length, so that the schedule pass
  * plans the step's memory, block-scaled casts see a token count that divides into their blocks
  * and the precision pass applies the target's shape rules to concrete GEMM sizes. A dim that is
  * a constant or a product stays, for the training loop to check.
@@ -88,7 +88,7 @@ static f8_status bind_token_dims(f8_graph *graph, const f8_train_config *c, f8_d
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		const f8_value *value = &graph->values[graph->inputs[i]];
 		if (value->role != F8_ROLE_INPUT || !f8_dtype_is_integer(value->type.dtype) ||
-		    value->type.shape.rank != 2)
+		    value->type.shape.rank != 2 || f8_train_fills_input(value->name))
 			continue;
 		if (tokens) // not a language model's one input: the training loop says so
 			return F8_OK;

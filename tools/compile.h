@@ -21,7 +21,7 @@
 #include "passes/precision.h"  // f8_fp8_options
 #include "passes/training.h"   // f8_training_options
 #include "runtime/plan.h"      // f8_plan
-#include "runtime/train.h"     // f8_train_config
+#include "runtime/train.h"     // f8_train_config, f8_train_fills_input
 
 /* What a training step or a forward graph is compiled from and with (f8c train's and f8c
  * compile's options that shape the graph; the sizes are the run's, f8_train_config). */
