@@ -181,19 +181,13 @@ static f8_status node_scope(onnx_importer *im, const F8cOnnx__NodeProto *proto,
 	return *out ? F8_OK : f8_diag_set(im->diag, F8_ERR_NOMEM, "out of memory");
 }
 
-f8_status f8_onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8_value_id *inputs,
-		    uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, uint32_t n_outputs,
-		    f8_node_id *out) {
+/* Adds IR node `op` for the ONNX node with outputs named `names` (NULL entries: fresh
+ * names), its name, place and scope, and its outputs' types; *out gets its id. */
+static f8_status add_node(onnx_importer *im, const onnx_node *node, f8_op op,
+			  const f8_value_id *inputs, uint32_t n_inputs, const f8_attr *attrs,
+			  uint32_t n_attrs, uint32_t n_outputs, const char *const *names,
+			  f8_node_id *out) {
 	const F8cOnnx__NodeProto *proto = node->proto;
-	const char *names[16] = {0};
-	if (n_outputs > 16 || n_outputs > proto->n_output)
-		return f8_onnx_fail(im, F8_ERR_INVALID, "%s has %zu outputs; f8c expects %u",
-				 proto->op_type, proto->n_output, n_outputs);
-	for (uint32_t i = 0; i < n_outputs; i++)
-		names[i] = proto->output[i] && *proto->output[i] ? proto->output[i] : NULL;
-	for (uint32_t i = 0; i < n_outputs; i++)
-		if (names[i] && find_binding(im, names[i]))
-			return f8_onnx_fail(im, F8_ERR_INVALID, "value '%s' is defined twice", names[i]);
 	f8_node_id id;
 	f8_status status = f8_graph_add_node(im->graph, op, inputs, n_inputs, n_outputs, names, &id,
 					     im->diag);
@@ -210,9 +204,44 @@ f8_status f8_onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const
 	f8_type types[16];
 	if ((status = f8_node_infer_types(im->graph, id, types, im->diag)))
 		return status;
+	for (uint32_t i = 0; i < n_outputs; i++)
+		im->graph->values[ir_node->outputs[i]].type = types[i];
+	*out = id;
+	return F8_OK;
+}
+
+f8_status f8_onnx_emit_step(onnx_importer *im, const onnx_node *node, f8_op op,
+			    const f8_value_id *inputs, uint32_t n_inputs, const f8_attr *attrs,
+			    uint32_t n_attrs, f8_value_id *out) {
+	const char *names[1] = {NULL};
+	f8_node_id id;
+	f8_status status = add_node(im, node, op, inputs, n_inputs, attrs, n_attrs, 1, names, &id);
+	if (!status)
+		*out = im->graph->nodes[id].outputs[0];
+	return status;
+}
+
+f8_status f8_onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const f8_value_id *inputs,
+		    uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, uint32_t n_outputs,
+		    f8_node_id *out) {
+	const F8cOnnx__NodeProto *proto = node->proto;
+	const char *names[16] = {0};
+	if (n_outputs > 16 || n_outputs > proto->n_output)
+		return f8_onnx_fail(im, F8_ERR_INVALID, "%s has %zu outputs; f8c expects %u",
+				 proto->op_type, proto->n_output, n_outputs);
+	for (uint32_t i = 0; i < n_outputs; i++)
+		names[i] = proto->output[i] && *proto->output[i] ? proto->output[i] : NULL;
+	for (uint32_t i = 0; i < n_outputs; i++)
+		if (names[i] && find_binding(im, names[i]))
+			return f8_onnx_fail(im, F8_ERR_INVALID, "value '%s' is defined twice", names[i]);
+	f8_node_id id;
+	f8_status status = add_node(im, node, op, inputs, n_inputs, attrs, n_attrs, n_outputs, names,
+				    &id);
+	if (status)
+		return status;
+	const f8_node *ir_node = &im->graph->nodes[id];
 	for (uint32_t i = 0; i < n_outputs; i++) {
 		f8_value_id value = ir_node->outputs[i];
-		im->graph->values[value].type = types[i];
 		if (names[i]) {
 			onnx_binding *binding;
 			if ((status = add_binding(im, names[i], &binding)))

@@ -132,6 +132,13 @@ f8_status f8_onnx_emit(onnx_importer *im, const onnx_node *node, f8_op op, const
 		    uint32_t n_inputs, const f8_attr *attrs, uint32_t n_attrs, uint32_t n_outputs,
 		    f8_node_id *out);
 
+/* Adds an IR node of the ONNX node's lowering before its last (one of several an operator
+ * becomes, as Tile): as f8_onnx_emit, with one output of a fresh name, bound to no ONNX name;
+ * *out gets that output. */
+f8_status f8_onnx_emit_step(onnx_importer *im, const onnx_node *node, f8_op op,
+			    const f8_value_id *inputs, uint32_t n_inputs, const f8_attr *attrs,
+			    uint32_t n_attrs, f8_value_id *out);
+
 /* Binds ONNX output `index` of the node to a known, or to an existing binding (Identity). */
 f8_status f8_onnx_bind_known(onnx_importer *im, const onnx_node *node, uint32_t index,
 			  onnx_known *known);

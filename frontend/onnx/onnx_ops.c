@@ -310,6 +310,58 @@ static f8_status convert_reshape(onnx_importer *im, const onnx_node *node, const
 	return f8_onnx_emit(im, node, c->op, &x, 1, attrs, allow_zero ? 2 : 1, 1, NULL);
 }
 
+/*
+ * Tile: x (d0, .., dn-1) repeated r_i times along each axis. An axis of size 1 or repeated once
+ * is Expand's broadcast; otherwise x is read as (.., 1, d_i, ..) with a new axis before each such
+ * axis, expanded to (.., r_i, d_i, ..) and reshaped to (.., r_i d_i, ..), which concatenates r_i
+ * copies, as Tile does. So Tile becomes Expand, or Reshape, Expand and Reshape: ops whose
+ * kernels, gradients and fusion f8c has.
+ */
+static f8_status convert_tile(onnx_importer *im, const onnx_node *node, const converter *c) {
+	(void)c;
+	int64_t repeats[F8_MAX_RANK];
+	uint32_t n;
+	f8_value_id x;
+	f8_status status = input_value(im, node, 0, &x);
+	if (!status)
+		status = input_ints(im, node, 1, "repeats", repeats, F8_MAX_RANK, &n);
+	if (status)
+		return status;
+	const f8_shape shape = im->graph->values[x].type.shape;
+	if ((int)n != shape.rank)
+		return f8_onnx_fail(im, F8_ERR_INVALID, "Tile has %u repeats for an input of rank %d",
+				 n, shape.rank);
+	f8_dim split[F8_MAX_RANK], spread[F8_MAX_RANK], tiled[F8_MAX_RANK];
+	int rank = 0;
+	for (int i = 0; i < shape.rank; i++) {
+		f8_dim d = shape.dims[i];
+		if (repeats[i] < 0)
+			return f8_onnx_fail(im, F8_ERR_INVALID, "Tile repeats axis %d %lld times", i,
+					 (long long)repeats[i]);
+		if (!f8_dim_mul(d, f8_dim_const(repeats[i]), &tiled[i]))
+			return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Tile's axis %d is too large", i);
+		bool broadcast = repeats[i] == 1 || (f8_dim_is_const(d) && f8_dim_value(d) == 1);
+		if (!broadcast) {
+			if (rank + 1 >= F8_MAX_RANK)
+				return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Tile repeats more axes "
+						 "than f8c's rank limit (%d) can spread", F8_MAX_RANK);
+			split[rank] = f8_dim_const(1), spread[rank++] = f8_dim_const(repeats[i]);
+		}
+		split[rank] = d, spread[rank++] = broadcast ? tiled[i] : d;
+	}
+	f8_attr expand = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {(uint32_t)rank, spread}};
+	if (rank == shape.rank) // every axis broadcasts
+		return f8_onnx_emit(im, node, F8_OP_EXPAND, &x, 1, &expand, 1, 1, NULL);
+	f8_attr reshape = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {(uint32_t)rank, split}};
+	f8_value_id grouped, copies;
+	if ((status = f8_onnx_emit_step(im, node, F8_OP_RESHAPE, &x, 1, &reshape, 1, &grouped)) ||
+	    (status = f8_onnx_emit_step(im, node, F8_OP_EXPAND, &grouped, 1, &expand, 1, &copies)))
+		return status;
+	f8_attr joined = {.name = "shape", .kind = F8_ATTR_DIMS,
+			  .dims = {(uint32_t)shape.rank, tiled}};
+	return f8_onnx_emit(im, node, F8_OP_RESHAPE, &copies, 1, &joined, 1, 1, NULL);
+}
+
 /* Squeeze and Unsqueeze: axes from the second input. */
 static f8_status convert_squeeze(onnx_importer *im, const onnx_node *node, const converter *c) {
 	bool done;
@@ -781,6 +833,7 @@ static const converter converters[] = {
 	{"Squeeze", convert_squeeze, F8_OP_SQUEEZE, 1},
 	{"Sub", convert_plain, F8_OP_SUB, 2},
 	{"Tanh", convert_plain, F8_OP_TANH, 1},
+	{"Tile", convert_tile, F8_OP_EXPAND, 2},
 	{"Transpose", convert_transpose, F8_OP_TRANSPOSE, 1},
 	{"Trilu", convert_trilu, F8_OP_TRILU, 1},
 	{"Unsqueeze", convert_squeeze, F8_OP_UNSQUEEZE, 2},

@@ -6,7 +6,8 @@ For each operator a small model is built with onnx.helper: its input `x` has sym
 exporters write them. onnxruntime runs it on fresh random data (sizes drawn each run, seed
 printed); f8c imports it twice: with the sizes bound by --dim, where its inferred output type
 must equal onnxruntime's output exactly, and symbolic, where the output's symbolic dims must
-evaluate to onnxruntime's sizes.
+evaluate to onnxruntime's sizes. An operator f8c lowers to several of its own (Tile) also has
+its values checked: f8c infer gives onnxruntime's output exactly.
 
 Usage: test_onnx_ops.py F8C
 """
@@ -138,6 +139,12 @@ def cases():
         helper.make_node("Range", ["start", "n", "step"], ["y"]),
     ], INDEX_CONSTANTS + [const("start", 0), const("step", 1)])
     c["Trilu"] = ([helper.make_node("Trilu", ["x", "k"], ["y"], upper=0)], [const("k", 1)])
+    c["Tile (a size-1 axis)"] = ([
+        helper.make_node("Unsqueeze", ["x", "i2"], ["u"]),
+        helper.make_node("Tile", ["u", "reps"], ["y"]),
+    ], INDEX_CONSTANTS + [const("reps", [1, 1, 3, 1])])
+    c["Tile (copies)"] = ([helper.make_node("Tile", ["x", "reps"], ["y"])],
+                          [const("reps", [2, 1, 3])])
     c["Softmax"] = ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [])
     c["LogSoftmax"] = ([helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)], [])
     c["LayerNormalization"] = ([helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"],
@@ -162,6 +169,22 @@ def cases():
     ], [const("s", 0.01, np.float32),
         helper.make_tensor("zp", TensorProto.FLOAT8E5M2, [], [0.0])], 19)
     return c
+
+
+# Cases whose values f8c infer must also give, exactly (they move elements): the operators
+# f8c lowers to several of its own.
+VALUE_CASES = {"Tile (a size-1 axis)", "Tile (copies)"}
+
+
+def run_f8c_values(f8c, path, data, folder):
+    """y from f8c infer on x = data, or the error."""
+    np.save(os.path.join(folder, "x.npy"), data)
+    out = os.path.join(folder, "out")
+    run = subprocess.run([f8c, "infer", path, "--input", f"x={os.path.join(folder, 'x.npy')}",
+                          "--output-dir", out], capture_output=True, text=True)
+    if run.returncode != 0:
+        return None, run.stderr.strip()
+    return np.load(os.path.join(out, "y.npy")), None
 
 
 def run_f8c(f8c, path, dims):
@@ -252,6 +275,13 @@ def main():
             if evaluated != list(expected.shape):
                 problems.append(f"symbolic: f8c {symbolic['shape']} = {evaluated}, onnxruntime "
                                 f"{list(expected.shape)}")
+        if name in VALUE_CASES and expected is not None and not (error or error2):
+            got, error = run_f8c_values(f8c, path, data, folder)
+            if error:
+                problems.append(f"f8c infer: {error}")
+            elif got.shape != expected.shape or not np.array_equal(got, expected):
+                problems.append(f"values: f8c {got.shape} differs from onnxruntime "
+                                f"{expected.shape}")
         print(("ok  " if not problems else "FAIL") + f" {name}: "
               + (f"{symbolic['shape']}" if symbolic else ""))
         for problem in problems:
