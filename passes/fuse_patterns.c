@@ -885,6 +885,14 @@ f8_status f8_pass_fuse_patterns_run(f8_graph *graph, FILE *report_to, f8_diag *d
 	f.cap_misses = graph->n_nodes;
 	if (!(f.misses = f8_calloc(f.cap_misses ? f.cap_misses : 1, sizeof *f.misses)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	// A Rope the model already wrote (ONNX RotaryEmbedding) has untrained tables too.
+	for (uint32_t i = 0; !status && i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (node->op == F8_OP_ROPE) {
+			mark_table_weights(&f, node->inputs[1]);
+			mark_table_weights(&f, node->inputs[2]);
+		}
+	}
 	for (int i = 0; !status && i < N_PATTERNS; i++)
 		status = sweep(&f, &patterns[i], &counts[i]);
 	if (!status)

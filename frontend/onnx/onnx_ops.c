@@ -362,6 +362,109 @@ static f8_status convert_tile(onnx_importer *im, const onnx_node *node, const co
 	return f8_onnx_emit(im, node, F8_OP_RESHAPE, &copies, 1, &joined, 1, 1, NULL);
 }
 
+/* The full-width table Rope reads from a RotaryEmbedding cache of half width (B, seq, half):
+ * each angle twice, as the halves (c, c) or, interleaved, as pairs (c0, c0, c1, c1, ..); then
+ * a heads axis, (B, 1, seq, 2 half), that broadcasts against x (batch, heads, seq, head). */
+static f8_status rope_table(onnx_importer *im, const onnx_node *node, f8_value_id half_table,
+			    bool interleaved, f8_value_id *out) {
+	f8_shape shape = im->graph->values[half_table].type.shape;
+	f8_dim full;
+	if (shape.rank != 3 || !f8_dim_mul(shape.dims[2], f8_dim_const(2), &full))
+		return f8_onnx_fail(im, F8_ERR_INVALID, "RotaryEmbedding's cos and sin caches must be "
+				 "(batch, seq, rotary_dim / 2), or (positions, rotary_dim / 2) with "
+				 "position_ids");
+	f8_value_id table;
+	f8_status status;
+	if (!interleaved) {
+		f8_value_id halves[2] = {half_table, half_table};
+		f8_attr axis = {.name = "axis", .kind = F8_ATTR_INT, .i = -1};
+		status = f8_onnx_emit_step(im, node, F8_OP_CONCAT, halves, 2, &axis, 1, &table);
+	} else {
+		int64_t last = 3;
+		f8_attr axes = {.name = "axes", .kind = F8_ATTR_INTS, .ints = {1, &last}};
+		f8_dim pairs[4] = {shape.dims[0], shape.dims[1], shape.dims[2], f8_dim_const(2)};
+		f8_dim rows[3] = {shape.dims[0], shape.dims[1], full};
+		f8_attr expand = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {4, pairs}};
+		f8_attr reshape = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {3, rows}};
+		f8_value_id column, paired;
+		status = f8_onnx_emit_step(im, node, F8_OP_UNSQUEEZE, &half_table, 1, &axes, 1, &column);
+		if (!status)
+			status = f8_onnx_emit_step(im, node, F8_OP_EXPAND, &column, 1, &expand, 1, &paired);
+		if (!status)
+			status = f8_onnx_emit_step(im, node, F8_OP_RESHAPE, &paired, 1, &reshape, 1, &table);
+	}
+	int64_t heads_axis = 1;
+	f8_attr axes = {.name = "axes", .kind = F8_ATTR_INTS, .ints = {1, &heads_axis}};
+	return status ? status
+		      : f8_onnx_emit_step(im, node, F8_OP_UNSQUEEZE, &table, 1, &axes, 1, out);
+}
+
+/*
+ * RotaryEmbedding (opset 23): x (batch, heads, seq, head) or (batch, seq, hidden) with
+ * num_heads, cos and sin caches of half the rotary width, per (batch, seq) or per position
+ * gathered by position_ids. f8c's Rope reads full-width tables and x with seq second to last, so
+ * the caches are gathered and widened (rope_table) and a 3-D x is split into heads and back.
+ */
+static f8_status convert_rotary_embedding(onnx_importer *im, const onnx_node *node,
+					  const converter *c) {
+	(void)c;
+	int64_t interleaved, rotary_dim, num_heads;
+	f8_value_id inputs[4];
+	uint32_t n = node->n_inputs > 4 ? 4 : node->n_inputs;
+	f8_status status = attr_int(im, node, "interleaved", 0, &interleaved);
+	if (!status)
+		status = attr_int(im, node, "rotary_embedding_dim", 0, &rotary_dim);
+	if (!status)
+		status = attr_int(im, node, "num_heads", 0, &num_heads);
+	if (!status)
+		status = input_values(im, node, n, inputs);
+	if (status)
+		return status;
+	f8_value_id tables[2] = {inputs[1], inputs[2]};
+	if (n > 3 && inputs[3] != F8_NONE) // per position: the rows of the batch's positions
+		for (int t = 0; t < 2 && !status; t++) {
+			f8_value_id gather[2] = {tables[t], inputs[3]};
+			f8_attr axis = {.name = "axis", .kind = F8_ATTR_INT, .i = 0};
+			status = f8_onnx_emit_step(im, node, F8_OP_GATHER, gather, 2, &axis, 1,
+						   &tables[t]);
+		}
+	for (int t = 0; t < 2 && !status; t++)
+		status = rope_table(im, node, tables[t], interleaved != 0, &tables[t]);
+	if (status)
+		return status;
+	f8_shape x_shape = im->graph->values[inputs[0]].type.shape;
+	f8_shape table_shape = im->graph->values[tables[0]].type.shape;
+	if (rotary_dim && !(f8_dim_is_const(table_shape.dims[3]) &&
+			    f8_dim_value(table_shape.dims[3]) == rotary_dim))
+		return f8_onnx_fail(im, F8_ERR_INVALID, "rotary_embedding_dim %lld is not twice the "
+				 "caches' last dimension", (long long)rotary_dim);
+	f8_attr rope_attr = {.name = "interleaved", .kind = F8_ATTR_INT, .i = interleaved != 0};
+	f8_value_id rope_inputs[3] = {inputs[0], tables[0], tables[1]};
+	if (x_shape.rank == 4)
+		return f8_onnx_emit(im, node, F8_OP_ROPE, rope_inputs, 3, &rope_attr, 1, 1, NULL);
+	f8_dim head;
+	if (x_shape.rank != 3 || num_heads < 1 ||
+	    !f8_dim_div(x_shape.dims[2], f8_dim_const(num_heads), &head))
+		return f8_onnx_fail(im, F8_ERR_INVALID, "RotaryEmbedding's x must be (batch, heads, "
+				 "seq, head), or (batch, seq, hidden) with num_heads dividing hidden");
+	// (batch, seq, hidden) -> (batch, heads, seq, head), rotated, and back.
+	f8_dim split[4] = {x_shape.dims[0], x_shape.dims[1], f8_dim_const(num_heads), head};
+	int64_t swap[4] = {0, 2, 1, 3};
+	f8_attr reshape = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {4, split}};
+	f8_attr perm = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {4, swap}};
+	f8_attr joined = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {3, x_shape.dims}};
+	f8_value_id heads, by_head, rotated, back;
+	if ((status = f8_onnx_emit_step(im, node, F8_OP_RESHAPE, &inputs[0], 1, &reshape, 1, &heads)) ||
+	    (status = f8_onnx_emit_step(im, node, F8_OP_TRANSPOSE, &heads, 1, &perm, 1, &by_head)))
+		return status;
+	rope_inputs[0] = by_head;
+	if ((status = f8_onnx_emit_step(im, node, F8_OP_ROPE, rope_inputs, 3, &rope_attr, 1,
+					&rotated)) ||
+	    (status = f8_onnx_emit_step(im, node, F8_OP_TRANSPOSE, &rotated, 1, &perm, 1, &back)))
+		return status;
+	return f8_onnx_emit(im, node, F8_OP_RESHAPE, &back, 1, &joined, 1, 1, NULL);
+}
+
 /* Squeeze and Unsqueeze: axes from the second input. */
 static f8_status convert_squeeze(onnx_importer *im, const onnx_node *node, const converter *c) {
 	bool done;
@@ -616,6 +719,8 @@ static uint32_t named_outputs(const onnx_node *node) {
 	return n;
 }
 
+/* LayerNormalization (x, scale, bias) and RMSNormalization (x, scale; opset 23): normalized
+ * over the axes from `axis` on, statistics in f32. */
 static f8_status convert_layer_norm(onnx_importer *im, const onnx_node *node, const converter *c) {
 	int64_t axis = -1, stash_type = 1;
 	double epsilon = 1e-5;
@@ -626,20 +731,20 @@ static f8_status convert_layer_norm(onnx_importer *im, const onnx_node *node, co
 	if (!status)
 		status = attr_int(im, node, "stash_type", 1, &stash_type);
 	if (!status && stash_type != 1)
-		status = f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "LayerNormalization with stash_type %lld; "
-				   "f8c computes norms' statistics in f32 (stash_type 1)",
+		status = f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "%s with stash_type %lld; f8c computes "
+				   "norms' statistics in f32 (stash_type 1)", c->name,
 				   (long long)stash_type);
-	uint32_t n = node->n_inputs > 3 ? 3 : node->n_inputs;
+	uint32_t most = c->op == F8_OP_RMS_NORM ? 2 : 3;
+	uint32_t n = node->n_inputs > most ? most : node->n_inputs;
 	if (!status)
 		status = input_values(im, node, n, inputs);
 	// The attribute is float in ONNX; the double holds the float's value exactly.
 	f8_attr attrs[2] = {{.name = "axis", .kind = F8_ATTR_INT, .i = axis},
 			    {.name = "epsilon", .kind = F8_ATTR_FLOAT, .f = epsilon}};
-	uint32_t outputs = named_outputs(node);
-	(void)c;
+	uint32_t outputs = c->op == F8_OP_RMS_NORM ? 1 : named_outputs(node);
 	return status ? status
-		      : f8_onnx_emit(im, node, F8_OP_LAYER_NORM, inputs, n, attrs, 2,
-				  outputs ? outputs : 1, NULL);
+		      : f8_onnx_emit(im, node, c->op, inputs, n, attrs, 2, outputs ? outputs : 1,
+				  NULL);
 }
 
 static f8_status convert_gemm(onnx_importer *im, const onnx_node *node, const converter *c) {
@@ -821,8 +926,10 @@ static const converter converters[] = {
 	{"ReduceMax", convert_reduce, F8_OP_REDUCE_MAX, 1},
 	{"ReduceMean", convert_reduce, F8_OP_REDUCE_MEAN, 1},
 	{"ReduceSum", convert_reduce, F8_OP_REDUCE_SUM, 1},
+	{"RMSNormalization", convert_layer_norm, F8_OP_RMS_NORM, 2},
 	{"Relu", convert_plain, F8_OP_RELU, 1},
 	{"Reshape", convert_reshape, F8_OP_RESHAPE, 2},
+	{"RotaryEmbedding", convert_rotary_embedding, F8_OP_ROPE, 3},
 	{"Shape", convert_shape, F8_OP_SHAPE, 1},
 	{"Sigmoid", convert_plain, F8_OP_SIGMOID, 1},
 	{"Sin", convert_plain, F8_OP_SIN, 1},

@@ -37,7 +37,6 @@ RUNS = {"high precision": [],
         "FP8 block": ["--fp8-format", "hybrid", "--fp8-recipe", "block", "--fp8-head"]}
 # family -> what stops its training graph (issue 19)
 GAPS = {"gptj-tiny": "does not support operator GatherElements",
-        "llama-opset23-tiny": "does not support operator RMSNormalization",
         "falcon-tiny": "GatherND has no gradient rule",
         "mixtral-tiny": "does not support operator TopK",
         "qwen2moe-tiny": "does not support operator TopK"}
