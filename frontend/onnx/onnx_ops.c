@@ -580,8 +580,28 @@ static f8_status convert_softmax(onnx_importer *im, const onnx_node *node, const
 	return convert_axis_op(im, node, c, "axis", -1);
 }
 
+/* GatherND. Indices of depth 1 without batch dims (i (.., 1): data[i[.., 0]], whole rows, as
+ * Falcon's export picks its fused k and v heads) are Gather's along axis 0, an op with a
+ * gradient: the last axis of the indices is squeezed and Gather reads the rest. */
 static f8_status convert_gather_nd(onnx_importer *im, const onnx_node *node, const converter *c) {
-	return convert_axis_op(im, node, c, "batch_dims", 0);
+	int64_t batch_dims;
+	f8_value_id inputs[2];
+	f8_status status = attr_int(im, node, "batch_dims", 0, &batch_dims);
+	if (!status)
+		status = input_values(im, node, 2, inputs);
+	if (status)
+		return status;
+	const f8_shape *indices = &im->graph->values[inputs[1]].type.shape;
+	const f8_dim depth = indices->rank ? indices->dims[indices->rank - 1] : f8_dim_const(0);
+	if (batch_dims != 0 || indices->rank < 2 || !f8_dim_equal(depth, f8_dim_const(1)))
+		return convert_axis_op(im, node, c, "batch_dims", 0);
+	int64_t last = indices->rank - 1;
+	f8_attr axes = {.name = "axes", .kind = F8_ATTR_INTS, .ints = {1, &last}};
+	f8_value_id rows;
+	if ((status = f8_onnx_emit_step(im, node, F8_OP_SQUEEZE, &inputs[1], 1, &axes, 1, &rows)))
+		return status;
+	f8_value_id gather[2] = {inputs[0], rows};
+	return f8_onnx_emit(im, node, F8_OP_GATHER, gather, 2, NULL, 0, 1, NULL);
 }
 
 static f8_status convert_range(onnx_importer *im, const onnx_node *node, const converter *c) {

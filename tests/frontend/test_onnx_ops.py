@@ -7,8 +7,8 @@ exporters write them. onnxruntime runs it on fresh random data (sizes drawn each
 printed); f8c imports it twice: with the sizes bound by --dim, where its inferred output type
 must equal onnxruntime's output exactly, and symbolic, where the output's symbolic dims must
 evaluate to onnxruntime's sizes. An operator f8c lowers to several of its own (Tile,
-RotaryEmbedding) or reads as one of its high-level ops (RMSNormalization) also has its values
-checked: f8c infer gives onnxruntime's output (exactly where elements only move).
+RotaryEmbedding, GatherND of depth 1) or reads as one of its high-level ops (RMSNormalization)
+also has its values checked: f8c infer gives onnxruntime's output (exactly where elements only move).
 
 Usage: test_onnx_ops.py F8C
 """
@@ -97,6 +97,10 @@ def cases():
         helper.make_node("Min", ["pos", "zero"], ["idx"]),
         helper.make_node("GatherND", ["table", "idx"], ["y"], batch_dims=0),
     ], INDEX_CONSTANTS + [const("zero", 0), const("table", np.random.rand(3, 4, 5), np.float32)])
+    c["GatherND (depth 1, read as Gather)"] = ([
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+        helper.make_node("GatherND", ["t", "rows"], ["y"]),
+    ], [const("rows", [[[-1]], [[0]]])])
     c["Reshape (Shape arithmetic)"] = (shape_of_x() + [
         helper.make_node("Mul", ["s_batch", "s_seq"], ["rows"]),
         helper.make_node("Concat", ["rows", "two", "half"], ["target"], axis=0),
@@ -201,7 +205,8 @@ def cases():
 # Cases whose values f8c infer must also give, within a relative tolerance (0: exactly, for
 # what only moves elements): the operators f8c lowers to several of its own, or reads as one of
 # its high-level ops.
-VALUE_CASES = {"Tile (a size-1 axis)": 0, "Tile (copies)": 0, "RMSNormalization": 1e-5,
+VALUE_CASES = {"Tile (a size-1 axis)": 0, "Tile (copies)": 0,
+               "GatherND (depth 1, read as Gather)": 0, "RMSNormalization": 1e-5,
                "RotaryEmbedding (batch, heads, seq, head)": 1e-5,
                "RotaryEmbedding (batch, seq, hidden), interleaved": 1e-5,
                "RotaryEmbedding (position_ids, partial)": 1e-5}

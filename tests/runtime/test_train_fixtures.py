@@ -37,7 +37,6 @@ RUNS = {"high precision": [],
         "FP8 block": ["--fp8-format", "hybrid", "--fp8-recipe", "block", "--fp8-head"]}
 # family -> what stops its training graph (issue 19)
 GAPS = {"gptj-tiny": "does not support operator GatherElements",
-        "falcon-tiny": "GatherND has no gradient rule",
         "mixtral-tiny": "does not support operator TopK",
         "qwen2moe-tiny": "does not support operator TopK"}
 LOSS_TOLERANCE = 0.01
