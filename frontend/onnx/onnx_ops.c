@@ -465,6 +465,83 @@ static f8_status convert_rotary_embedding(onnx_importer *im, const onnx_node *no
 	return f8_onnx_emit(im, node, F8_OP_RESHAPE, &back, 1, &joined, 1, 1, NULL);
 }
 
+/*
+ * GatherElements(data, indices, axis): y[i] = data[i with its axis coordinate replaced by
+ * indices[i]]. f8c reads it as GatherND over the full coordinates of every element of
+ * `indices`: along `axis` the indices themselves, along each other axis its position (a Range
+ * shaped to broadcast and expanded), stacked on a last axis of the data's rank.
+ */
+static f8_status convert_gather_elements(onnx_importer *im, const onnx_node *node,
+					 const converter *c) {
+	int64_t axis;
+	f8_value_id inputs[2];
+	f8_status status = attr_int(im, node, "axis", 0, &axis);
+	if (!status)
+		status = input_values(im, node, 2, inputs);
+	if (status)
+		return status;
+	const f8_type data = im->graph->values[inputs[0]].type;
+	f8_type indices = im->graph->values[inputs[1]].type; // a copy: attributes point into it
+	int rank = indices.shape.rank;
+	if (rank != data.shape.rank || rank < 1 || rank >= F8_MAX_RANK)
+		return f8_onnx_fail(im, F8_ERR_INVALID, "GatherElements' data and indices must have "
+				 "one rank, below %d (they have %d and %d)", F8_MAX_RANK,
+				 data.shape.rank, rank);
+	if (axis < -rank || axis >= rank)
+		return f8_onnx_fail(im, F8_ERR_INVALID, "GatherElements' axis %lld is outside rank %d",
+				 (long long)axis, rank);
+	if (axis < 0)
+		axis += rank;
+	if (!f8_dtype_is_integer(indices.dtype))
+		return f8_onnx_fail(im, F8_ERR_INVALID, "GatherElements' indices must be integers");
+	f8_value_id coords[F8_MAX_RANK];
+	int64_t last = rank;
+	f8_attr unsqueeze = {.name = "axes", .kind = F8_ATTR_INTS, .ints = {1, &last}};
+	for (int k = 0; k < rank && !status; k++) {
+		f8_value_id along = inputs[1];
+		if (indices.dtype != F8_DTYPE_I64 || k != axis) {
+			f8_attr cast = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_I64};
+			if (k == axis) {
+				status = f8_onnx_emit_step(im, node, F8_OP_CAST, &along, 1, &cast, 1,
+							   &along);
+			} else { // position k of each element: Range(0, d_k) as (1, .., d_k, .., 1)
+				f8_attr range[2] = {
+					{.name = "limit", .kind = F8_ATTR_DIM, .dim = indices.shape.dims[k]},
+					{.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_I64}};
+				f8_dim column[F8_MAX_RANK];
+				for (int d = 0; d < rank; d++)
+					column[d] = d == k ? indices.shape.dims[k] : f8_dim_const(1);
+				f8_attr shape = {.name = "shape", .kind = F8_ATTR_DIMS,
+						 .dims = {(uint32_t)rank, column}};
+				f8_attr full = {.name = "shape", .kind = F8_ATTR_DIMS,
+						.dims = {(uint32_t)rank, indices.shape.dims}};
+				f8_value_id positions, shaped;
+				status = f8_onnx_emit_step(im, node, F8_OP_RANGE, NULL, 0, range, 2,
+							   &positions);
+				if (!status)
+					status = f8_onnx_emit_step(im, node, F8_OP_RESHAPE, &positions, 1,
+								   &shape, 1, &shaped);
+				if (!status)
+					status = f8_onnx_emit_step(im, node, F8_OP_EXPAND, &shaped, 1,
+								   &full, 1, &along);
+			}
+		}
+		if (!status)
+			status = f8_onnx_emit_step(im, node, F8_OP_UNSQUEEZE, &along, 1, &unsqueeze, 1,
+						   &coords[k]);
+	}
+	f8_attr concat = {.name = "axis", .kind = F8_ATTR_INT, .i = -1};
+	f8_value_id stacked;
+	if (!status)
+		status = f8_onnx_emit_step(im, node, F8_OP_CONCAT, coords, (uint32_t)rank, &concat, 1,
+					   &stacked);
+	if (status)
+		return status;
+	f8_value_id gather[2] = {inputs[0], stacked};
+	(void)c;
+	return f8_onnx_emit(im, node, F8_OP_GATHER_ND, gather, 2, NULL, 0, 1, NULL);
+}
+
 /* Squeeze and Unsqueeze: axes from the second input. */
 static f8_status convert_squeeze(onnx_importer *im, const onnx_node *node, const converter *c) {
 	bool done;
@@ -920,6 +997,7 @@ static const converter converters[] = {
 	{"Exp", convert_plain, F8_OP_EXP, 1},
 	{"Expand", convert_reshape, F8_OP_EXPAND, 2},
 	{"Gather", convert_gather, F8_OP_GATHER, 2},
+	{"GatherElements", convert_gather_elements, F8_OP_GATHER_ND, 2},
 	{"GatherND", convert_gather_nd, F8_OP_GATHER_ND, 2},
 	{"Gelu", convert_gelu, F8_OP_GELU, 1},
 	{"Gemm", convert_gemm, F8_OP_GEMM, 2},

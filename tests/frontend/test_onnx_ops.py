@@ -7,7 +7,7 @@ exporters write them. onnxruntime runs it on fresh random data (sizes drawn each
 printed); f8c imports it twice: with the sizes bound by --dim, where its inferred output type
 must equal onnxruntime's output exactly, and symbolic, where the output's symbolic dims must
 evaluate to onnxruntime's sizes. An operator f8c lowers to several of its own (Tile,
-RotaryEmbedding, GatherND of depth 1) or reads as one of its high-level ops (RMSNormalization)
+RotaryEmbedding, GatherND of depth 1, GatherElements) or reads as one of its high-level ops (RMSNormalization)
 also has its values checked: f8c infer gives onnxruntime's output (exactly where elements only move).
 
 Usage: test_onnx_ops.py F8C
@@ -97,6 +97,20 @@ def cases():
         helper.make_node("Min", ["pos", "zero"], ["idx"]),
         helper.make_node("GatherND", ["table", "idx"], ["y"], batch_dims=0),
     ], INDEX_CONSTANTS + [const("zero", 0), const("table", np.random.rand(3, 4, 5), np.float32)])
+    c["GatherElements (axis 1, negative indices)"] = ([
+        helper.make_node("Cast", ["x"], ["raw"], to=I64),
+        helper.make_node("Abs", ["raw"], ["pos"]),
+        helper.make_node("Min", ["pos", "one"], ["small"]),
+        helper.make_node("Neg", ["small"], ["idx"]),  # 0 and -1: inside any seq
+        helper.make_node("GatherElements", ["x", "idx"], ["y"], axis=1),
+    ], [const("one", 1)])
+    c["GatherElements (last axis, fewer indices)"] = ([
+        helper.make_node("Slice", ["x", "i0", "three", "last"], ["x3"]),
+        helper.make_node("Cast", ["x3"], ["raw"], to=I64),
+        helper.make_node("Abs", ["raw"], ["pos"]),
+        helper.make_node("Min", ["pos", "seven"], ["idx"]),
+        helper.make_node("GatherElements", ["x", "idx"], ["y"], axis=-1),
+    ], INDEX_CONSTANTS + [const("three", [3]), const("last", [-1]), const("seven", 7)])
     c["GatherND (depth 1, read as Gather)"] = ([
         helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
         helper.make_node("GatherND", ["t", "rows"], ["y"]),
@@ -206,7 +220,9 @@ def cases():
 # what only moves elements): the operators f8c lowers to several of its own, or reads as one of
 # its high-level ops.
 VALUE_CASES = {"Tile (a size-1 axis)": 0, "Tile (copies)": 0,
-               "GatherND (depth 1, read as Gather)": 0, "RMSNormalization": 1e-5,
+               "GatherND (depth 1, read as Gather)": 0,
+               "GatherElements (axis 1, negative indices)": 0,
+               "GatherElements (last axis, fewer indices)": 0, "RMSNormalization": 1e-5,
                "RotaryEmbedding (batch, heads, seq, head)": 1e-5,
                "RotaryEmbedding (batch, seq, hidden), interleaved": 1e-5,
                "RotaryEmbedding (position_ids, partial)": 1e-5}
