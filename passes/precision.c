@@ -628,6 +628,77 @@ static f8_status record_high(planner *p, FILE *report) {
 	return F8_OK;
 }
 
+/* Why an op that is not a GEMM stays in high precision; NULL for the ops that get no decision
+ * (elementwise math, shapes, and what later passes make). */
+static const char *op_reason(f8_op op) {
+	switch (op) {
+	case F8_OP_ATTENTION:
+		return "softmax statistics in f32; not FP8: f8c plans no FP8 attention on any "
+		       "target (TransformerEngine runs attention in FP8 only under fp8_dpa, off by "
+		       "default), so Q, K and V stay in this dtype";
+	case F8_OP_ATTENTION_GRAD:
+		return "the attention backward, f32 accumulation; not FP8, as its forward";
+	case F8_OP_LAYER_NORM:
+	case F8_OP_RMS_NORM:
+		return "statistics in f32 or wider; norms stay out of FP8, as in TransformerEngine "
+		       "and Megatron-LM (an FP8 GEMM reading the output casts it)";
+	case F8_OP_LAYER_NORM_GRAD:
+	case F8_OP_RMS_NORM_GRAD:
+		return "the norm's backward, its reductions in f32 or wider";
+	case F8_OP_SOFTMAX:
+	case F8_OP_LOG_SOFTMAX:
+		return "max-subtracted exponentials summed in f32 or wider";
+	case F8_OP_SOFTMAX_GRAD:
+	case F8_OP_LOG_SOFTMAX_GRAD:
+		return "the softmax's backward, its reductions in f32 or wider";
+	case F8_OP_CROSS_ENTROPY:
+		return "log-sum-exp over the vocabulary in f32 or wider: the loss stays high "
+		       "precision, as Megatron-LM computes it";
+	case F8_OP_CROSS_ENTROPY_GRAD:
+		return "softmax minus the one-hot target, from the forward's f32 log-sum-exp";
+	case F8_OP_EMBEDDING:
+		return "a row lookup, no product to put in FP8: the table stays in this dtype "
+		       "(TransformerEngine's FP8 covers Linear layers)";
+	case F8_OP_EMBEDDING_GRAD:
+		return "the looked-up rows' gradients summed per token id";
+	case F8_OP_ROUTER:
+		return "the gating's softmax and top-k: the choice flips with rounding, so it stays "
+		       "high precision (DeepSeek-V3, Megatron-LM)";
+	case F8_OP_GLOBAL_NORM:
+		return "the gradients' global norm (clipping, the non-finite check) in f32";
+	case F8_OP_ADAMW:
+		return "AdamW on f32 master weights and moments, as Megatron-LM's mixed precision "
+		       "keeps its main parameters and optimizer state";
+	default:
+		return NULL;
+	}
+}
+
+/* The decision of every other op the plan accounts for (op_reason): its output's dtype and
+ * the reason, where no earlier pass (attention-unfused, bf16) wrote one. */
+static f8_status annotate_ops(f8_graph *graph, FILE *report, f8_diag *diag) {
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		const char *why = op_reason(node->op);
+		f8_value *out = &graph->values[node->outputs[0]];
+		if (!why || out->precision.reason)
+			continue;
+		char dtype[8], reason[REASON_MAX];
+		snprintf(reason, sizeof reason, "kept %s: %s",
+			 f8_name_upper(f8_dtype_name(out->type.dtype), dtype, sizeof dtype), why);
+		char *kept = f8_arena_strdup(graph->arena, reason);
+		if (!kept)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		out->precision = (f8_precision){.format = out->type.dtype, .recipe = F8_RECIPE_NONE,
+						.scaling_slot = F8_NONE, .reason = kept};
+		n++;
+	}
+	if (report)
+		fprintf(report, "precision: %u other ops in high precision, each with its reason\n", n);
+	return F8_OK;
+}
+
 f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
 				const f8_target_table *target, FILE *report, f8_diag *diag) {
 	planner p = {.graph = graph, .options = options, .diag = diag};
@@ -635,6 +706,8 @@ f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
 		f8_status status = collect(&p);
 		if (!status)
 			status = record_high(&p, report);
+		if (!status)
+			status = annotate_ops(graph, report, diag);
 		f8_free(p.gemms);
 		return status;
 	}
@@ -657,6 +730,8 @@ f8_status f8_pass_precision_run(f8_graph *graph, const f8_fp8_options *options,
 		status = apply_target(&p);
 	if (!status)
 		status = annotate(&p, report);
+	if (!status)
+		status = annotate_ops(graph, report, diag);
 	f8_free(p.gemms);
 	return status;
 }

@@ -4,14 +4,18 @@
  * requires: canonicalize (types), fuse-patterns (Linear), training (the backward GEMMs).
  *
  * For each GEMM of the program, and for a Linear layer's three GEMMs separately (fwd: Linear;
- * dgrad: Linear with transpose_weight, in the backward; wgrad: LinearWgrad), it decides FP8 or
- * high precision and writes the decision on the GEMM's output value (f8_precision):
+ * dgrad: a Linear of the backward phase; wgrad: LinearWgrad), it decides FP8 or high precision
+ * and writes the decision on the GEMM's output value (f8_precision):
  *   FP8:  format E4M3 for fwd, the gradient's format for dgrad and wgrad (E5M2 under HYBRID),
  *         the recipe, and a reason: "fwd of layers.0.mlp.fc1: FP8, HYBRID -> x E4M3, w E4M3, delayed"
  *   high precision: format = the GEMM's own output dtype (f32 or bf16), recipe NONE, and the
  *         reason: "kept F32: first 1 layer(s) in high precision by policy".
  * Nothing is decided anywhere else: the fp8-cast pass rewrites exactly the GEMMs marked FP8, and
- * `f8c audit` prints these annotations.
+ * `f8c audit` prints these annotations. The ops around the GEMMs that stay in high precision
+ * (attention and its backward, the norms, softmax, cross entropy, the embedding, an MoE router,
+ * the gradients' global norm and AdamW) get their decision too: their output's dtype and why
+ * ("kept BF16: statistics in f32 or wider; norms stay out of FP8 ..."), unless an earlier pass
+ * wrote one (attention-unfused, bf16); `f8c audit --all-ops` lists them.
  *
  * The policy, in the order it is applied (a later rule wins over an earlier one):
  *   1. the recipe and format of the options; wgrad by --fp8-wgrad;

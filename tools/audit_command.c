@@ -29,6 +29,7 @@ typedef struct request {
 	const char *model;
 	bool json, help;
 	bool memory;              // --memory: the step's device memory by part
+	bool all_ops;             // --all-ops: every other op's precision decision too
 	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
 	f8_tool_parallel_args parallel;   // --world-size, --tensor-model-parallel-size ...
 	int64_t micro_batch_size; // binds `batch`
@@ -93,12 +94,15 @@ static const char *const table_names[3] = {F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_AC
 					   F8_FP8_TABLE_GRADIENTS};
 
 static void print_usage(FILE *out) {
-	fprintf(out, "usage: f8c audit MODEL [--json] [--memory] [--micro-batch-size N] "
+	fprintf(out, "usage: f8c audit MODEL [--json] [--memory] [--all-ops] [--micro-batch-size N] "
 		     "[--seq-length N] [--dim NAME=N]... [--make-vocab-size-divisible-by N] [--bf16] "
 		     "[FP8 options] [recompute options] [parallel options]\n"
 		     "  --json              one JSON document instead of the table\n"
 		     "  --memory            the device memory a training step takes on one GPU, by "
 		     "part\n"
+		     "  --all-ops           every op that is not a GEMM and has a precision decision "
+		     "(attention, norms, softmax, cross entropy, embedding, router, optimizer, "
+		     "--bf16's casts): its dtype and why\n"
 		     "  --micro-batch-size  binds the model's batch size (default 1)\n"
 		     "  --seq-length        binds its sequence length (default: the model's own)\n"
 		     "  --dim NAME=N        binds any other symbolic size\n"
@@ -142,6 +146,8 @@ static int parse(int argc, char **argv, request *r, f8_tool_fp8_args *fp8) {
 			r->json = true;
 		} else if (strcmp(arg, "--memory") == 0) {
 			r->memory = true;
+		} else if (strcmp(arg, "--all-ops") == 0) {
+			r->all_ops = true;
 		} else if (strcmp(arg, "--micro-batch-size") == 0 || strcmp(arg, "--seq-length") == 0) {
 			int64_t *field = arg[2] == 'm' ? &r->micro_batch_size : &r->seq_length;
 			if (!has_value || !f8_tool_parse_int(argv[++i], 1, INT32_MAX, field))
@@ -452,6 +458,61 @@ static void print_text(const request *q, const f8_fp8_options *o, bool bf16, con
 	       s->per_tensor_amaxes, 4 * s->per_tensor_amaxes);
 }
 
+/* Whether node `node` is one of the other ops --all-ops lists: not a GEMM, not an FP8 cast (its
+ * decision is its GEMM operand's), with a decision on its output. */
+static bool other_op(const f8_graph *graph, const f8_node *node) {
+	return !(f8_op_get_info(node->op)->flags & F8_OPF_GEMM) && node->op != F8_OP_QUANTIZE &&
+	       node->op != F8_OP_CAST_TRANSPOSE && !node->recompute &&
+	       graph->values[node->outputs[0]].precision.reason;
+}
+
+/* --all-ops: every other op's dtype and reason, in program order. */
+static void print_ops(const f8_graph *graph) {
+	int width = 5;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		const char *scope = node->scope ? node->scope : "";
+		if (other_op(graph, node) && (int)strlen(scope) > width)
+			width = (int)strlen(scope);
+	}
+	printf("\nother ops (not GEMMs), each with its precision and why:\n");
+	printf("%4s  %-*s  %-18s  %-5s  %s\n", "#", width, "scope", "op", "phase", "DTYPE: why");
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (!other_op(graph, node))
+			continue;
+		const f8_value *y = &graph->values[node->outputs[0]];
+		char a[8];
+		printf("%4u  %-*s  %-18s  %-5s  %s: %s\n", n++, width, node->scope ? node->scope : "",
+		       f8_op_name(node->op), f8_phase_name(node->phase),
+		       upper(y->type.dtype, a, sizeof a), bare_reason(y->precision.reason));
+	}
+}
+
+/* --all-ops in JSON: [{index, scope, op, phase, dtype, reason}]; NULL when out of memory. */
+static json_t *ops_json(const f8_graph *graph) {
+	json_t *list = json_array();
+	uint32_t n = 0;
+	for (uint32_t i = 0; list && i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (!other_op(graph, node))
+			continue;
+		const f8_value *y = &graph->values[node->outputs[0]];
+		char a[8];
+		json_t *entry = json_pack("{s:I, s:s, s:s, s:s, s:s, s:s}", "index", (json_int_t)n++,
+					  "scope", node->scope ? node->scope : "", "op",
+					  f8_op_name(node->op), "phase", f8_phase_name(node->phase),
+					  "dtype", upper(y->type.dtype, a, sizeof a), "reason",
+					  y->precision.reason);
+		if (!entry || json_array_append_new(list, entry)) {
+			json_decref(list);
+			list = NULL;
+		}
+	}
+	return list;
+}
+
 /* The recompute pass's decisions: each unit's reason, its nodes and GEMM FLOPs. */
 static void print_recompute(const summary *s) {
 	if (!s->n_recomputed)
@@ -686,7 +747,9 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 				 json_object_set_new(document, "distributed",
 						     collectives_json(graph, &s)) ||
 				 (q->memory &&
-				  json_object_set_new(document, "memory", memory_json(&memory))))) {
+				  json_object_set_new(document, "memory", memory_json(&memory))) ||
+				 (q->all_ops &&
+				  json_object_set_new(document, "ops", ops_json(graph))))) {
 			json_decref(document);
 			document = NULL;
 		}
@@ -697,6 +760,8 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		json_decref(document);
 	} else if (!status) {
 		print_text(q, fp8, bf16, rows, n_rows, &s);
+		if (q->all_ops)
+			print_ops(graph);
 		print_collectives(graph, &s);
 		print_recompute(&s);
 		if (q->memory)

@@ -44,7 +44,7 @@ static const command commands[] = {
 	 "metrics and checkpoints; in FP8 with --fp8-format, in BF16 over f32 master weights with "
 	 "--bf16"},
 	{"audit", f8_tool_audit,
-	 "audit MODEL [--json] [--micro-batch-size N] [--seq-length N] [--dim NAME=N]... "
+	 "audit MODEL [--json] [--memory] [--all-ops] [--micro-batch-size N] [--seq-length N] [--dim NAME=N]... "
 	 "[--bf16] [FP8 options] (f8c audit --help lists them)",
 	 "compile the training step in FP8 and list every GEMM with its precision, recipe and "
 	 "reason, then the FLOPs in FP8, bytes saved, scaling slots and amax all-reduce payload"},

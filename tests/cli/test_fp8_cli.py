@@ -6,6 +6,9 @@ numbers in the reasons, and dump-ir shows the plan inline. --bf16 (Megatron-LM's
 precision) goes with the FP8 options or without them: the audit's head reason says BF16, dump-ir
 shows the BF16 copies of the f32 master weights with their reasons, `"bf16": true` in --config
 trains, a plan records it, it acts from --after bf16 on, and an MoE's router GEMM stays f32.
+`f8c audit --all-ops` lists every op that is not a GEMM with its dtype and reason (attention not
+FP8, norms, cross entropy and the optimizer in high precision), and a plan's plan.json carries
+those reasons.
 
 usage: test_fp8_cli.py F8C_BINARY SOURCE_DIR
 """
@@ -321,6 +324,28 @@ if document:
                                     in g["reason"] for g in routers),
           "audit of an MoE: its routers' fwd, dgrad and wgrad stay high precision, with the reason",
           json.dumps(routers)[:600])
+# --all-ops: every op that is not a GEMM has its decision, attention's saying it is not FP8.
+llama = os.path.join(source, "models", "llama-tiny.json")
+document = audit_json("--bf16", "--fp8-format", "hybrid", "--all-ops", model=llama)
+if document:
+    ops = document.get("ops", [])
+    count = {op: sum(1 for o in ops if o["op"] == op) for op in
+             ["Attention", "AttentionGrad", "RMSNorm", "RMSNormGrad", "CrossEntropy",
+              "CrossEntropyGrad", "Embedding", "EmbeddingGrad", "GlobalNorm", "AdamW"]}
+    layers = json.load(open(llama))["layers"]
+    check(count["Attention"] == layers and count["AttentionGrad"] == layers
+          and count["RMSNorm"] == 2 * layers + 1 and count["RMSNormGrad"] == 2 * layers + 1
+          and all(count[op] == 1 for op in ["CrossEntropy", "CrossEntropyGrad", "Embedding",
+                                            "EmbeddingGrad", "GlobalNorm"])
+          and count["AdamW"] > 0 and all(o["reason"] for o in ops)
+          and all("not FP8" in o["reason"] for o in ops if o["op"] == "Attention")
+          and all(o["dtype"] == "F32" for o in ops if o["op"] in ("CrossEntropy", "AdamW")),
+          "audit --all-ops: each attention, norm, cross entropy, embedding and optimizer op "
+          "with its dtype and reason", f"{count}\n{json.dumps(ops[:4])[:800]}")
+code, out, err = run("audit", llama, "--bf16", "--fp8-format", "hybrid", "--all-ops")
+check(code == 0 and re.search(r"^\s*\d+\s+layers\.0\.attn\.core\s+Attention\s+fwd\s+BF16: "
+                              r"softmax statistics in f32; not FP8", out, re.M),
+      "audit --all-ops: the table lists attention in BF16, not FP8, with why", err + out[-600:])
 code, out, err = run("dump-ir", tiny, "--after", "fuse-patterns", "--bf16")
 check(code == 2 and "--after bf16" in err, "dump-ir: --bf16 before the bf16 pass is an error", err)
 with tempfile.TemporaryDirectory() as folder:
@@ -337,8 +362,13 @@ with tempfile.TemporaryDirectory() as folder:
     code, out, err = run("compile", tiny, "-o", plan, "--bf16", "--micro-batch-size", "2",
                          "--seq-length", "32")
     with open(os.path.join(plan, "plan.json")) as file:
-        recorded = json.load(file)["compile_args"] if code == 0 else []
+        text = file.read() if code == 0 else "{}"
+    recorded = json.loads(text).get("compile_args", [])
     check(code == 0 and "--bf16" in recorded, "a plan records --bf16", err + str(recorded))
+    check("norms stay out of FP8" in text and "log-sum-exp over the vocabulary" in text
+          and "not FP8: f8c plans no FP8 attention" in text,
+          "plan.json carries the norms', the loss's and attention's precision reasons",
+          text[:400])
     code, out, err = run("train", plan, "--data", data, "--train-iters", "2", "--bf16")
     check(code == 2 and "compiled into the plan" in err, "train PLAN --bf16 is refused", err)
 
