@@ -186,17 +186,10 @@ static f8_status convert_variadic(onnx_importer *im, const onnx_node *node, cons
 	for (uint32_t i = 1; !status && i < node->n_inputs; i++) {
 		f8_value_id pair[2] = {acc, F8_NONE};
 		status = input_value(im, node, i, &pair[1]);
-		f8_node_id id;
 		if (!status && i + 1 < node->n_inputs) {
 			// Intermediate results get fresh names; only the last is the node's output.
-			status = f8_graph_add_node(im->graph, c->op, pair, 2, 1, NULL, &id, im->diag);
-			if (!status) {
-				next = im->graph->nodes[id].outputs[0];
-				f8_type type;
-				status = f8_node_infer_types(im->graph, id, &type, im->diag);
-				im->graph->values[next].type = type;
-				acc = next;
-			}
+			status = f8_onnx_emit_step(im, node, c->op, pair, 2, NULL, 0, &next);
+			acc = next;
 		} else if (!status) {
 			status = f8_onnx_emit(im, node, c->op, pair, 2, NULL, 0, 1, NULL);
 		}
@@ -540,6 +533,28 @@ static f8_status convert_gather_elements(onnx_importer *im, const onnx_node *nod
 	f8_value_id gather[2] = {inputs[0], stacked};
 	(void)c;
 	return f8_onnx_emit(im, node, F8_OP_GATHER_ND, gather, 2, NULL, 0, 1, NULL);
+}
+
+/* Clip(x, min, max), either bound optional: Max with min, then Min with max. */
+static f8_status convert_clip(onnx_importer *im, const onnx_node *node, const converter *c) {
+	(void)c;
+	f8_value_id inputs[3] = {F8_NONE, F8_NONE, F8_NONE};
+	uint32_t n = node->n_inputs > 3 ? 3 : node->n_inputs;
+	f8_status status = input_values(im, node, n, inputs);
+	if (status)
+		return status;
+	if (inputs[1] == F8_NONE && inputs[2] == F8_NONE)
+		return f8_onnx_bind_alias(im, node, 0, node->inputs[0]);
+	f8_value_id x = inputs[0];
+	if (inputs[1] != F8_NONE) {
+		f8_value_id pair[2] = {x, inputs[1]};
+		if (inputs[2] == F8_NONE)
+			return f8_onnx_emit(im, node, F8_OP_MAX, pair, 2, NULL, 0, 1, NULL);
+		if ((status = f8_onnx_emit_step(im, node, F8_OP_MAX, pair, 2, NULL, 0, &x)))
+			return status;
+	}
+	f8_value_id pair[2] = {x, inputs[2]};
+	return f8_onnx_emit(im, node, F8_OP_MIN, pair, 2, NULL, 0, 1, NULL);
 }
 
 /* Squeeze and Unsqueeze: axes from the second input. */
@@ -984,6 +999,7 @@ static const converter converters[] = {
 	{"And", convert_plain, F8_OP_AND, 2},
 	{"Cast", convert_cast, F8_OP_CAST, 1},
 	{"CastLike", convert_cast_like, F8_OP_CAST_LIKE, 2},
+	{"Clip", convert_clip, F8_OP_MIN, 1},
 	{"Concat", convert_concat, F8_OP_CONCAT, 1},
 	{"Constant", convert_constant, F8_OP_CONSTANT, 0},
 	{"ConstantOfShape", convert_constant_of_shape, F8_OP_CONSTANT_OF_SHAPE, 1},

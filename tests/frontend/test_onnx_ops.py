@@ -7,7 +7,7 @@ exporters write them. onnxruntime runs it on fresh random data (sizes drawn each
 printed); f8c imports it twice: with the sizes bound by --dim, where its inferred output type
 must equal onnxruntime's output exactly, and symbolic, where the output's symbolic dims must
 evaluate to onnxruntime's sizes. An operator f8c lowers to several of its own (Tile,
-RotaryEmbedding, GatherND of depth 1, GatherElements) or reads as one of its high-level ops (RMSNormalization)
+RotaryEmbedding, GatherND of depth 1, GatherElements, Clip, a Max of three) or reads as one of its high-level ops (RMSNormalization)
 also has its values checked: f8c infer gives onnxruntime's output (exactly where elements only move).
 
 Usage: test_onnx_ops.py F8C
@@ -70,6 +70,13 @@ def cases():
     for op in ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]:
         c[op] = compare(op)
     c["IsNaN"] = unary("IsNaN")
+    c["Max (three inputs)"] = ([helper.make_node("Max", ["x", "lo", "row"], ["y"])],
+                               [const("lo", -0.5, np.float32),
+                                const("row", np.random.randn(D), np.float32)])
+    c["Clip"] = ([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+                 [const("lo", -0.5, np.float32), const("hi", 0.75, np.float32)])
+    c["Clip (max only)"] = ([helper.make_node("Clip", ["x", "", "hi"], ["y"])],
+                            [const("hi", 0.75, np.float32)])
     c["Not/And/Or"] = ([
         helper.make_node("Greater", ["x", "z"], ["p"]),
         helper.make_node("Less", ["x", "z"], ["q"]),
@@ -219,7 +226,8 @@ def cases():
 # Cases whose values f8c infer must also give, within a relative tolerance (0: exactly, for
 # what only moves elements): the operators f8c lowers to several of its own, or reads as one of
 # its high-level ops.
-VALUE_CASES = {"Tile (a size-1 axis)": 0, "Tile (copies)": 0,
+VALUE_CASES = {"Tile (a size-1 axis)": 0, "Tile (copies)": 0, "Clip": 0, "Clip (max only)": 0,
+               "Max (three inputs)": 0,
                "GatherND (depth 1, read as Gather)": 0,
                "GatherElements (axis 1, negative indices)": 0,
                "GatherElements (last axis, fewer indices)": 0, "RMSNormalization": 1e-5,
