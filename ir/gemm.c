@@ -33,8 +33,10 @@ bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out) {
 
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
 	switch (node->op) {
-	case F8_OP_LINEAR: // the layout attribute says how w is stored, not which GEMM this is
-		*out = node->phase == F8_PHASE_BWD ? F8_GEMM_KIND_DGRAD : F8_GEMM_KIND_FWD;
+	case F8_OP_LINEAR: // the layout attribute says how w is stored, not which GEMM this is;
+		// a forward Linear the recompute pass cloned into the backward is still a fwd
+		*out = node->phase == F8_PHASE_BWD && !node->recompute ? F8_GEMM_KIND_DGRAD
+								       : F8_GEMM_KIND_FWD;
 		return true;
 	case F8_OP_LINEAR_WGRAD:
 		*out = F8_GEMM_KIND_WGRAD;
