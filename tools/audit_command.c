@@ -504,7 +504,7 @@ static json_t *ops_json(const f8_graph *graph) {
 					  "scope", node->scope ? node->scope : "", "op",
 					  f8_op_name(node->op), "phase", f8_phase_name(node->phase),
 					  "dtype", upper(y->type.dtype, a, sizeof a), "reason",
-					  y->precision.reason);
+					  bare_reason(y->precision.reason));
 		if (!entry || json_array_append_new(list, entry)) {
 			json_decref(list);
 			list = NULL;

@@ -189,7 +189,8 @@ static f8_status convert_variadic(onnx_importer *im, const onnx_node *node, cons
 		if (!status && i + 1 < node->n_inputs) {
 			// Intermediate results get fresh names; only the last is the node's output.
 			status = f8_onnx_emit_step(im, node, c->op, pair, 2, NULL, 0, &next);
-			acc = next;
+			if (!status)
+				acc = next;
 		} else if (!status) {
 			status = f8_onnx_emit(im, node, c->op, pair, 2, NULL, 0, 1, NULL);
 		}
@@ -325,7 +326,8 @@ static f8_status convert_tile(onnx_importer *im, const onnx_node *node, const co
 		return f8_onnx_fail(im, F8_ERR_INVALID, "Tile has %u repeats for an input of rank %d",
 				 n, shape.rank);
 	f8_dim split[F8_MAX_RANK], spread[F8_MAX_RANK], tiled[F8_MAX_RANK];
-	int rank = 0;
+	bool broadcast[F8_MAX_RANK];
+	int rank = shape.rank; // of the spread copy: one more per axis that is not a broadcast
 	for (int i = 0; i < shape.rank; i++) {
 		f8_dim d = shape.dims[i];
 		if (repeats[i] < 0)
@@ -333,14 +335,18 @@ static f8_status convert_tile(onnx_importer *im, const onnx_node *node, const co
 					 (long long)repeats[i]);
 		if (!f8_dim_mul(d, f8_dim_const(repeats[i]), &tiled[i]))
 			return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Tile's axis %d is too large", i);
-		bool broadcast = repeats[i] == 1 || (f8_dim_is_const(d) && f8_dim_value(d) == 1);
-		if (!broadcast) {
-			if (rank + 1 >= F8_MAX_RANK)
-				return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Tile repeats more axes "
-						 "than f8c's rank limit (%d) can spread", F8_MAX_RANK);
+		broadcast[i] = repeats[i] == 1 || (f8_dim_is_const(d) && f8_dim_value(d) == 1);
+		rank += !broadcast[i];
+	}
+	if (rank > F8_MAX_RANK)
+		return f8_onnx_fail(im, F8_ERR_UNSUPPORTED, "Tile repeats %d axes of a rank-%d input: "
+				 "spreading them takes rank %d, over f8c's limit of %d",
+				 rank - shape.rank, shape.rank, rank, F8_MAX_RANK);
+	rank = 0;
+	for (int i = 0; i < shape.rank; i++) {
+		if (!broadcast[i])
 			split[rank] = f8_dim_const(1), spread[rank++] = f8_dim_const(repeats[i]);
-		}
-		split[rank] = d, spread[rank++] = broadcast ? tiled[i] : d;
+		split[rank] = shape.dims[i], spread[rank++] = broadcast[i] ? tiled[i] : shape.dims[i];
 	}
 	f8_attr expand = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {(uint32_t)rank, spread}};
 	if (rank == shape.rank) // every axis broadcasts
@@ -427,10 +433,17 @@ static f8_status convert_rotary_embedding(onnx_importer *im, const onnx_node *no
 		return status;
 	f8_shape x_shape = im->graph->values[inputs[0]].type.shape;
 	f8_shape table_shape = im->graph->values[tables[0]].type.shape;
-	if (rotary_dim && !(f8_dim_is_const(table_shape.dims[3]) &&
-			    f8_dim_value(table_shape.dims[3]) == rotary_dim))
-		return f8_onnx_fail(im, F8_ERR_INVALID, "rotary_embedding_dim %lld is not twice the "
-				 "caches' last dimension", (long long)rotary_dim);
+	// Without rotary_embedding_dim the whole head rotates: the caches are half a head wide.
+	f8_dim head_dim = x_shape.rank == 4 ? x_shape.dims[3] : f8_dim_const(0);
+	if (x_shape.rank == 3 && num_heads > 0)
+		f8_dim_div(x_shape.dims[2], f8_dim_const(num_heads), &head_dim);
+	bool widths = rotary_dim ? f8_dim_is_const(table_shape.dims[3]) &&
+					   f8_dim_value(table_shape.dims[3]) == rotary_dim
+				 : f8_dim_equal(table_shape.dims[3], head_dim);
+	if (!widths)
+		return f8_onnx_fail(im, F8_ERR_INVALID, "RotaryEmbedding's caches are not half %s wide",
+				 rotary_dim ? "rotary_embedding_dim" : "the head (rotary_embedding_dim "
+				 "is 0: the whole head rotates)");
 	f8_attr rope_attr = {.name = "interleaved", .kind = F8_ATTR_INT, .i = interleaved != 0};
 	f8_value_id rope_inputs[3] = {inputs[0], tables[0], tables[1]};
 	if (x_shape.rank == 4)

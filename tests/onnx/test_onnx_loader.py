@@ -581,6 +581,26 @@ model.graph.node[1].CopyFrom(helper.make_node("Conv", ["xw", "b"], ["xwb"], name
 expect_error("unsupported default-domain op", save(model, os.path.join(here, "model.onnx")),
              ["node 1", "conv_3", "operator Conv", "HINT:", "Softmax"])
 
+# Operators f8c lowers to several of its own refuse what their lowering cannot hold, cleanly:
+# a Tile that spreads past the rank limit (a rank-8 input with a repeated axis), and rotary
+# caches narrower than half the head without rotary_embedding_dim.
+here = folder("tile_rank")
+x8 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2] * 8)
+model = model_of([helper.make_node("Tile", ["x", "reps"], ["y"], name="tile_8")], [x8],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                 [numpy_helper.from_array(np.array([2] + [1] * 7, np.int64), "reps")])
+expect_error("Tile past the rank limit", save(model, os.path.join(here, "model.onnx")),
+             ["tile_8", "Tile", "rank 9", "limit of 8"])
+here = folder("rotary_narrow")
+x4 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 8])
+model = model_of([helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], name="rope_0")],
+                 [x4], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                 [numpy_helper.from_array(np.ones((1, 3, 2), np.float32), "c"),
+                  numpy_helper.from_array(np.ones((1, 3, 2), np.float32), "s")], opset=23)
+expect_error("RotaryEmbedding caches narrower than half the head",
+             save(model, os.path.join(here, "model.onnx")),
+             ["rope_0", "RotaryEmbedding", "half the head"])
+
 for opset in (1, 12, 25, 10**12):
     here = folder(f"opset_{opset}")
     model = raw_model()
