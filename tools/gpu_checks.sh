@@ -73,7 +73,8 @@ tar -C "$folder" -cJf "$carry/ops.tar.xz" ops
 
 # One plan per case: NAME MODEL OPTIONS... (MODEL: a name in models/, or a path: the exporter
 # fixtures' Linears store w (K, N), so their FP8 GEMMs read the other copies and swap wgrad's
-# operands).
+# operands; llama-onnx-block fails on the GPU until its export's mask arithmetic has GPU
+# kernels or is proven causal, tools/gpu_checks.md, 2026-12-06).
 # (--train-iters is the run's: the decay's length is compiled instead.) The learning rate warms
 # up over 20 iterations, as every Megatron-LM run does: at 3e-3 from the first step, gpt-tiny's
 # FP8 runs spike (rowwise to a loss of 8.3 at step 6 on the CPU, 2026-12-04) and settle on a
@@ -112,8 +113,8 @@ llama-tiny llama-tiny $small
 llama-tiny-bf16 llama-tiny $small --bf16
 mixtral-tiny mixtral-tiny $small
 mixtral-tiny-bf16 mixtral-tiny $small --bf16
-llama-onnx-block $root/tests/data/onnx/llama-tiny/model.onnx $small --fp8-format hybrid --fp8-recipe block --fp8-head
-gpt2-onnx-current $root/tests/data/onnx/gpt2-tiny/model.onnx $small --bf16 --fp8-format hybrid --fp8-recipe current
+minigpt-onnx-current $root/tests/data/onnx/minigpt-tiny/model.onnx $small --bf16 --fp8-format hybrid --fp8-recipe current
+llama-onnx-block $root/tests/data/onnx/llama-tiny/model.onnx $small --bf16 --fp8-format hybrid --fp8-recipe block --fp8-head
 mixtral-tiny-top4-bf16 $folder/mixtral-tiny-top4.json $small --bf16
 PLANS
 
