@@ -37,6 +37,10 @@ f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 		problem = "--eval-interval and --eval-iters go together: give both or neither";
 	else if (c->save_interval > 0 && !c->save)
 		problem = "--save-interval needs --save";
+	else if (c->log_fp8_stats < 0)
+		problem = "--log-fp8-stats must not be negative";
+	else if (c->log_fp8_stats > 0 && !c->metrics)
+		problem = "--log-fp8-stats writes into the metrics file: give --metrics too";
 	else if (c->n_split < 2 || c->n_split > 3)
 		problem = "--split needs 2 or 3 weights: train,valid[,test]";
 	else if (c->eval_iters > 0 && !(c->split[1] > 0))
@@ -61,6 +65,16 @@ static const char *const setting_keys[] = {"lr", "min-lr", "lr-warmup-iters", "l
 enum { N_SETTINGS = sizeof setting_keys / sizeof setting_keys[0] };
 
 /* Everything a run holds. */
+/* One FP8 scaling table of the step (passes/fp8_cast.h's delayed scaling state), as
+ * --log-fp8-stats records it. */
+typedef struct fp8_table {
+	char name[32];                 // "fp8.weights"
+	f8_value_id scale, history;    // <name>.scale f32[n], <name>.amax_history f32[len, n]
+	const char **labels;           // (n_slots) what each slot scales: "w of layers.0.attn.qkv"
+	f8_dtype *formats;             // (n_slots) the FP8 format its casts give
+	uint32_t n_slots;
+} fp8_table;
+
 typedef struct trainer {
 	const f8_train_config *config;
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
@@ -75,6 +89,8 @@ typedef struct trainer {
 	bool found_inf_set;            // what %found_inf holds now
 	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
 	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
+	fp8_table tables[3];           // the FP8 scaling tables (n_tables of them), for
+	uint32_t n_tables;             // --log-fp8-stats
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
 	// Data parallelism: the ranks of the data-parallel group (the mesh's EP x DP) share each
 	// global batch of `global_micro_batches`, this one running `micro_batches` from `first`.
@@ -232,6 +248,171 @@ static void find_fp8_state(trainer *t) {
 	}
 }
 
+/* A JSON number with 17 significant digits, so it reads back exactly; null when it is not
+ * finite (JSON has no inf or nan). */
+static const char *json_number(double x, char *buffer, size_t size) {
+	if (!isfinite(x))
+		return "null";
+	snprintf(buffer, size, "%.17g", x);
+	return buffer;
+}
+
+/* What a scaling slot scales, in words: its cast's reason up to the GEMMs it feeds ("w of
+ * layers.0.attn.qkv (fwd, dgrad), HYBRID -> E4M3, delayed: slot 0 of fp8.weights" gives "w of
+ * layers.0.attn.qkv"). NULL when out of memory. */
+static char *slot_label(const char *reason, uint32_t slot) {
+	char buffer[160];
+	if (!reason)
+		snprintf(buffer, sizeof buffer, "slot %u", slot);
+	else
+		snprintf(buffer, sizeof buffer, "%.*s", (int)strcspn(reason, "(,"), reason);
+	size_t len = strlen(buffer);
+	while (len > 0 && buffer[len - 1] == ' ')
+		buffer[--len] = '\0';
+	char *label = f8_malloc(len + 1);
+	if (label)
+		memcpy(label, buffer, len + 1);
+	return label;
+}
+
+/* The FP8 scaling tables, for --log-fp8-stats: each <name>.scale leaf of role scale with its
+ * <name>.amax_history, and what each slot scales, from the casts that read the table (their
+ * output's annotation names the slot and says why). */
+static f8_status find_fp8_tables(trainer *t, f8_diag *diag) {
+	const f8_graph *graph = t->graph;
+	for (uint32_t i = 0; i < graph->n_inputs && t->n_tables < 3; i++) {
+		const f8_value *value = &graph->values[graph->inputs[i]];
+		size_t len = strlen(value->name);
+		fp8_table *table = &t->tables[t->n_tables];
+		if (value->role != F8_ROLE_SCALE || value->type.shape.rank != 1 || len < 7 ||
+		    len - 6 >= sizeof table->name || strcmp(value->name + len - 6, ".scale") != 0 ||
+		    !f8_dim_is_const(value->type.shape.dims[0]))
+			continue;
+		char history[sizeof table->name + 16];
+		snprintf(table->name, sizeof table->name, "%.*s", (int)(len - 6), value->name);
+		snprintf(history, sizeof history, "%s.amax_history", table->name);
+		table->history = f8_graph_find_value(graph, history, strlen(history));
+		if (table->history == F8_NONE)
+			continue;
+		table->scale = graph->inputs[i];
+		table->n_slots = (uint32_t)f8_dim_value(value->type.shape.dims[0]);
+		table->labels = f8_calloc(table->n_slots ? table->n_slots : 1, sizeof *table->labels);
+		table->formats = f8_calloc(table->n_slots ? table->n_slots : 1,
+					   sizeof *table->formats);
+		if (!table->labels || !table->formats)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		t->n_tables++;
+		for (uint32_t n = 0; n < graph->n_order; n++) {
+			const f8_node *node = &graph->nodes[graph->order[n]];
+			if (node->n_inputs < 2 || node->inputs[1] != table->scale || !node->n_outputs)
+				continue;
+			const f8_value *out = &graph->values[node->outputs[0]];
+			const f8_precision *p = &out->precision;
+			if (p->scaling_slot < table->n_slots)
+				table->formats[p->scaling_slot] = out->type.dtype;
+			if (p->scaling_slot < table->n_slots && !table->labels[p->scaling_slot] &&
+			    !(table->labels[p->scaling_slot] = slot_label(p->reason, p->scaling_slot)))
+				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		}
+		for (uint32_t s = 0; s < table->n_slots; s++)
+			if (!table->labels[s] && !(table->labels[s] = slot_label(NULL, s)))
+				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	if (t->config->log_fp8_stats && !t->n_tables) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "--log-fp8-stats %lld: this step keeps no FP8 "
+			    "scaling state to record", (long long)t->config->log_fp8_stats);
+		f8_diag_hint(diag, "only delayed scaling keeps a table of amaxes and scales across "
+			     "steps (--fp8-recipe delayed); current, rowwise, block and MX scaling make "
+			     "each scale in its cast");
+		return F8_ERR_ARGUMENT;
+	}
+	return F8_OK;
+}
+
+static void free_fp8_tables(trainer *t) {
+	for (uint32_t i = 0; i < t->n_tables; i++) {
+		for (uint32_t s = 0; s < t->tables[i].n_slots; s++)
+			f8_free((char *)t->tables[i].labels[s]);
+		f8_free(t->tables[i].labels);
+		f8_free(t->tables[i].formats);
+	}
+}
+
+/* Writes a JSON string (the labels are the graph's names: quotes and backslashes escaped,
+ * control characters dropped). */
+static void json_string_out(FILE *out, const char *s) {
+	fputc('"', out);
+	for (; *s; s++)
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if ((unsigned char)*s >= 0x20)
+			fputc(*s, out);
+	fputc('"', out);
+}
+
+/* --log-fp8-stats: the line naming the slots, once a run (before its first step). */
+static void write_fp8_slots(trainer *t) {
+	if (!t->metrics || !t->leader || !t->config->log_fp8_stats)
+		return;
+	fprintf(t->metrics, "{\"step\": %lld, \"fp8_slots\": {", (long long)t->iteration);
+	for (uint32_t i = 0; i < t->n_tables; i++) {
+		fprintf(t->metrics, "%s\"%s\": [", i ? ", " : "", t->tables[i].name);
+		for (uint32_t s = 0; s < t->tables[i].n_slots; s++) {
+			fputs(s ? ", " : "", t->metrics);
+			json_string_out(t->metrics, t->tables[i].labels[s]);
+		}
+		fputc(']', t->metrics);
+	}
+	fputs("}, \"fp8_formats\": {", t->metrics);
+	for (uint32_t i = 0; i < t->n_tables; i++) {
+		fprintf(t->metrics, "%s\"%s\": [", i ? ", " : "", t->tables[i].name);
+		for (uint32_t s = 0; s < t->tables[i].n_slots; s++) {
+			f8_dtype format = t->tables[i].formats[s];
+			fprintf(t->metrics, "%s\"%s\"", s ? ", " : "",
+				format == F8_DTYPE_E4M3 ? "E4M3" : format == F8_DTYPE_E5M2 ? "E5M2"
+											   : "");
+		}
+		fputc(']', t->metrics);
+	}
+	fputs("}}\n", t->metrics);
+	fflush(t->metrics);
+}
+
+/* --log-fp8-stats: every slot's newest amax (row 0 of its history) and its scale after the
+ * iteration, one read of each table (no host sync per slot). */
+static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
+	if (!t->metrics || !t->leader)
+		return F8_OK;
+	f8_rt_tensor scale = {0}, history = {0};
+	char a[32];
+	fprintf(t->metrics, "{\"step\": %lld, \"fp8_stats\": {", (long long)t->iteration);
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; !status && i < t->n_tables; i++) {
+		const fp8_table *table = &t->tables[i];
+		status = f8_executor_read(t->executor, table->scale, &scale, diag);
+		if (!status)
+			status = f8_executor_read(t->executor, table->history, &history, diag);
+		if (status)
+			break;
+		fprintf(t->metrics, "%s\"%s\": {\"amax\": [", i ? ", " : "", table->name);
+		for (uint32_t s = 0; s < table->n_slots; s++)
+			fprintf(t->metrics, "%s%s", s ? ", " : "",
+				json_number(f8_rt_tensor_get(&history, s), a, sizeof a));
+		fputs("], \"scale\": [", t->metrics);
+		for (uint32_t s = 0; s < table->n_slots; s++)
+			fprintf(t->metrics, "%s%s", s ? ", " : "",
+				json_number(f8_rt_tensor_get(&scale, s), a, sizeof a));
+		fputs("]}", t->metrics);
+		f8_rt_tensor_destroy(&scale);
+		f8_rt_tensor_destroy(&history);
+	}
+	f8_rt_tensor_destroy(&scale);
+	f8_rt_tensor_destroy(&history);
+	fputs("}}\n", t->metrics);
+	fflush(t->metrics);
+	return status;
+}
+
 /* The data-parallel ranks' shares of each global batch: the mesh's EP x DP group, of which
  * this rank runs its contiguous part of the global micro-batches. */
 static f8_status share_batches(trainer *t, f8_diag *diag) {
@@ -293,6 +474,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	t->graph = c->graph;
 	if (!status)
 		find_fp8_state(t);
+	if (!status)
+		status = find_fp8_tables(t, diag);
 	if (!status)
 		status = share_batches(t, diag);
 	int64_t *symbol_values = NULL;
@@ -498,15 +681,6 @@ static f8_status save(trainer *t, f8_diag *diag) {
 	return status;
 }
 
-/* A JSON number with 17 significant digits, so it reads back exactly; null when it is not
- * finite (JSON has no inf or nan). */
-static const char *json_number(double x, char *buffer, size_t size) {
-	if (!isfinite(x))
-		return "null";
-	snprintf(buffer, size, "%.17g", x);
-	return buffer;
-}
-
 /* Writes one JSON line. */
 static void write_metrics(trainer *t, const char *kind, const f8_train_progress *p) {
 	if (!t->metrics || !t->leader)
@@ -649,6 +823,9 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 			notify(t, &p);
 			write_metrics(t, "eval", &p);
 		}
+		if (c->log_fp8_stats && t->iteration % c->log_fp8_stats == 0 &&
+		    (status = write_fp8_stats(t, diag)))
+			return status;
 		if (c->check_replicas_interval && t->iteration % c->check_replicas_interval == 0 &&
 		    (status = check_replicas(t, diag)))
 			return status;
@@ -711,11 +888,13 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	if (!status) {
 		notify(&t, &(f8_train_progress){.event = F8_TRAIN_EVENT_START,
 						.parameters = count_parameters(&t)});
+		write_fp8_slots(&t);
 		status = loop(&t, diag);
 	}
 	if (t.metrics && fclose(t.metrics) != 0 && !status)
 		status = f8_diag_set(diag, F8_ERR_IO, "cannot write the metrics file %s",
 				     config->metrics);
+	free_fp8_tables(&t);
 	f8_tokens_destroy(&t.data);
 	f8_executor_destroy(t.executor);
 	f8_rt_tensor_destroy(&t.token_batch);

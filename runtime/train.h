@@ -76,6 +76,10 @@ typedef struct f8_train_config {
 	int64_t save_interval;            // --save-interval (0: only at the end)
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
+	int64_t log_fp8_stats;            // --log-fp8-stats: every N iterations, each FP8 scaling
+					  // slot's newest amax and its scale into the metrics (a
+					  // line naming the slots first); 0: never. Needs the delayed
+					  // recipe's tables
 	f8_backend *backend;              // what runs the step (borrowed; the caller makes it:
 					  // the CPU backend, --kernels generated|reference)
 	f8_dist *dist;                    // the run's ranks (runtime/distributed.h; borrowed), or

@@ -30,6 +30,7 @@ typedef struct request {
 	bool json, help;
 	bool memory;              // --memory: the step's device memory by part
 	bool all_ops;             // --all-ops: every other op's precision decision too
+	json_t **document;        // f8_tool_audit_document: the JSON document goes here, unprinted
 	f8_tool_recompute_args recompute; // --recompute-*, --memory-budget
 	f8_tool_parallel_args parallel;   // --world-size, --tensor-model-parallel-size ...
 	int64_t micro_batch_size; // binds `batch`
@@ -753,10 +754,15 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 			json_decref(document);
 			document = NULL;
 		}
-		if (!document || json_dumpf(document, stdout, JSON_INDENT(2) |
-					    JSON_REAL_PRECISION(17)) || fputc('\n', stdout) == EOF)
+		if (document && q->document) {
+			*q->document = document;
+			document = NULL;
+		} else if (!document || json_dumpf(document, stdout, JSON_INDENT(2) |
+						   JSON_REAL_PRECISION(17)) ||
+			   fputc('\n', stdout) == EOF) {
 			status = f8_diag_set(&diag, document ? F8_ERR_IO : F8_ERR_NOMEM,
 					     "cannot write the audit");
+		}
 		json_decref(document);
 	} else if (!status) {
 		print_text(q, fp8, bf16, rows, n_rows, &s);
@@ -777,7 +783,9 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	return status ? fail(&diag) : 0;
 }
 
-int f8_tool_audit(int argc, char **argv) {
+/* f8c audit, with its JSON document handed to *document when that is not NULL (and its
+ * sections forced on) rather than printed. */
+static int run_audit(int argc, char **argv, json_t **document) {
 	request r = {0};
 	f8_tool_fp8_args fp8;
 	f8_diag diag;
@@ -785,6 +793,10 @@ int f8_tool_audit(int argc, char **argv) {
 	if (f8_tool_fp8_init(&fp8, "audit", true, &diag))
 		return fail(&diag);
 	int code = parse(argc, argv, &r, &fp8);
+	if (document) {
+		r.json = r.memory = r.all_ops = true;
+		r.document = document;
+	}
 	if (!code && r.help) {
 		print_usage(stdout);
 		f8_tool_fp8_print_help(stdout, true);
@@ -801,5 +813,19 @@ int f8_tool_audit(int argc, char **argv) {
 		f8_plan_destroy(plan);
 	}
 	f8_tool_fp8_destroy(&fp8);
+	return code;
+}
+
+int f8_tool_audit(int argc, char **argv) {
+	return run_audit(argc, argv, NULL);
+}
+
+int f8_tool_audit_document(int argc, char **argv, json_t **document) {
+	*document = NULL;
+	int code = run_audit(argc, argv, document);
+	if (code && *document) {
+		json_decref(*document);
+		*document = NULL;
+	}
 	return code;
 }

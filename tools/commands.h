@@ -5,6 +5,7 @@
 #ifndef F8_TOOLS_COMMANDS_H
 #define F8_TOOLS_COMMANDS_H
 
+#include <jansson.h>  // json_t
 #include <stdbool.h> // bool
 
 #include "runtime/train.h"     // f8_train_config
@@ -19,6 +20,12 @@ int f8_tool_infer(int argc, char **argv);
 int f8_tool_train(int argc, char **argv);
 int f8_tool_audit(int argc, char **argv);
 int f8_tool_calibrate(int argc, char **argv);
+int f8_tool_report(int argc, char **argv);
+
+/* What `f8c audit --json --memory --all-ops` prints for argv (argv[0] the calling command's
+ * name, then MODEL or a plan folder and f8c audit's options), into *document (the caller
+ * json_decrefs it) instead. 0, or the exit status of an error it printed (*document NULL). */
+int f8_tool_audit_document(int argc, char **argv, json_t **document);
 int f8_tool_compile(int argc, char **argv);
 
 /* f8c train's options, which f8c calibrate takes too (tools/train_command.c). */

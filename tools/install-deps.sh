@@ -15,8 +15,9 @@ packages=(
   llvm-19-dev clang-19 libclang-rt-19-dev
   # runtime: reference BLAS and MPI for the CPU backend
   libopenblas-dev libopenmpi-dev openmpi-bin
-  # tests: the Python references need python3 and pip (see below)
-  python3 python3-pip
+  # tests: the Python references need python3 and pip (see below); f8c report's page is
+  # rendered and checked in headless Chromium (tests/report/)
+  python3 python3-pip chromium
 )
 
 sudo_cmd=()

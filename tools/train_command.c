@@ -92,6 +92,9 @@ static const option options[] = {
 	{"save-interval", INT, FIELD(save_interval), 0, "save every N iterations", RUN},
 	{"load", TEXT, FIELD(load), 0, "resume from this checkpoint folder", RUN},
 	{"metrics", TEXT, FIELD(metrics), 0, "JSONL metrics file", RUN},
+	{"log-fp8-stats", INT, FIELD(log_fp8_stats), 0,
+	 "every N iterations, each FP8 scaling slot's newest amax and its scale into the metrics "
+	 "file (delayed scaling; f8c report draws them)", RUN},
 	{"kernels", KERNELS, 0, 0,
 	 "generated (the fused groups' kernels, default) or reference (node by node)", RUN},
 	{"device", DEVICE, 0, 0, "cpu (the reference backend, default) or cuda (GPU 0)", RUN},
