@@ -30,10 +30,22 @@ typedef struct miss {
 	const char *pattern, *why;
 } miss;
 
+/* An attention mask that its structure did not show causal, and what its value showed. */
+typedef struct mask_verdict {
+	f8_value_id mask;
+	bool causal;
+	char why[400]; // for the report
+} mask_verdict;
+
 typedef struct fuser {
 	f8_rewriter rw;
 	miss (*misses)[2]; // per node: the first two patterns that tried it and failed
 	uint32_t cap_misses;
+	const f8_value_evaluator *evaluator; // NULL: masks are proven by their structure alone
+	mask_verdict *verdicts;  // (n_verdicts) one per mask evaluated
+	uint32_t n_verdicts;
+	f8_status error;         // a failure (out of memory) while deciding a mask
+	f8_diag *diag;
 } fuser;
 
 /* Helpers. */
@@ -715,6 +727,109 @@ static bool is_causal_mask(fuser *f, f8_value_id mask) {
 	       shape->rank == 2 && f8_dim_equal(shape->dims[0], shape->dims[1]);
 }
 
+/* The window w when the mask (n elements of rows of s) keeps exactly the w latest positions
+ * up to each row's own (j <= i and i - j < w), else 0. */
+static int64_t sliding_window(const double *v, int64_t n, int64_t s, double lowest) {
+	int64_t window = 0;
+	for (int64_t j = 0; j < s; j++) // the last row keeps its window
+		window += v[s * s - s + j] == 0;
+	if (window < 1 || window >= s)
+		return 0;
+	for (int64_t e = 0; e < n; e++) {
+		int64_t i = e / s % s, j = e % s;
+		bool masked = isinf(v[e]) ? v[e] < 0 : v[e] <= lowest / 2;
+		if (j <= i && i - j < window ? v[e] != 0 : !masked)
+			return 0;
+	}
+	return window;
+}
+
+/*
+ * Whether the values of a mask of shape (..., s, s) are the causal mask: every element on and
+ * below the diagonal 0, every one above it -inf or at most half the dtype's lowest finite value
+ * (transformers writes torch.finfo(dtype).min), in every leading index (batch, head). Says
+ * where it is not in `why`.
+ */
+static bool causal_values(const double *v, const f8_type *type, char *why, size_t size) {
+	const f8_shape *shape = &type->shape;
+	int64_t n = 1;
+	for (int d = 0; d < shape->rank; d++)
+		n *= f8_dim_value(shape->dims[d]);
+	int64_t s = shape->rank >= 2 ? f8_dim_value(shape->dims[shape->rank - 1]) : 0;
+	if (shape->rank < 2 || f8_dim_value(shape->dims[shape->rank - 2]) != s || s < 1) {
+		snprintf(why, size, "it is not square in its last two axes");
+		return false;
+	}
+	if (!f8_dtype_is_float(type->dtype)) {
+		snprintf(why, size, "it is %s, not an additive float mask", f8_dtype_name(type->dtype));
+		return false;
+	}
+	double lowest = -f8_dtype_get_info(type->dtype)->max;
+	for (int64_t e = 0; e < n; e++) {
+		int64_t i = e / s % s, j = e % s;
+		bool masked = isinf(v[e]) ? v[e] < 0 : v[e] <= lowest / 2;
+		if (j <= i ? v[e] != 0 : !masked) {
+			int64_t window = sliding_window(v, n, s, lowest);
+			if (window)
+				snprintf(why, size, "it is a causal sliding window of %lld tokens, which the "
+					 "Attention op has no attribute for", (long long)window);
+			else
+				snprintf(why, size, "its element at row %lld, column %lld (of %lld x %lld) is "
+					 "%g, where the causal mask has %s", (long long)i, (long long)j,
+					 (long long)s, (long long)s, v[e], j <= i ? "0" : "the dtype's lowest");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Whether `mask`, which its structure did not show causal, is causal by its value: asks the
+ * evaluator once per mask value and keeps the verdict for the report. */
+static bool evaluated_causal(fuser *f, f8_value_id mask) {
+	if (!f->evaluator || f->error)
+		return false;
+	for (uint32_t i = 0; i < f->n_verdicts; i++)
+		if (f->verdicts[i].mask == mask)
+			return f->verdicts[i].causal;
+	mask_verdict *grown = f8_realloc(f->verdicts, (f->n_verdicts + 1) * sizeof *grown);
+	if (!grown) {
+		f->error = f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
+		return false;
+	}
+	f->verdicts = grown;
+	mask_verdict *verdict = &f->verdicts[f->n_verdicts++];
+	*verdict = (mask_verdict){.mask = mask};
+	const f8_graph *graph = f->rw.graph;
+	double *values = NULL;
+	const char *assumed = "";
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_status status = f->evaluator->evaluate(f->evaluator, graph, mask, &values, &assumed,
+						  &diag);
+	char why[200] = "";
+	if (status == F8_ERR_NOMEM) {
+		f->error = f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
+	} else if (status) {
+		snprintf(verdict->why, sizeof verdict->why, "stays an input: its value is not known "
+			 "when compiling (%.300s)", diag.message);
+	} else if (!(verdict->causal = causal_values(values, type_of(f, mask), why, sizeof why))) {
+		snprintf(verdict->why, sizeof verdict->why, "stays an input: it is not causal: %s",
+			 why);
+	} else {
+		const f8_shape *shape = &type_of(f, mask)->shape;
+		int n = snprintf(verdict->why, sizeof verdict->why, "is causal, evaluated at its sizes (");
+		for (int d = 0; d < shape->rank && n < (int)sizeof verdict->why; d++)
+			n += snprintf(verdict->why + n, sizeof verdict->why - (size_t)n, "%s%lld",
+				      d ? ", " : "", (long long)f8_dim_value(shape->dims[d]));
+		if (n < (int)sizeof verdict->why)
+			snprintf(verdict->why + n, sizeof verdict->why - (size_t)n, ")%s%s: the "
+				 "attention's causal flag replaces it", *assumed ? ", with " : "",
+				 assumed);
+	}
+	f8_free(values);
+	return verdict->causal;
+}
+
 /*
  * Attention: MatMul(Softmax(scale * MatMul(q, k^T) [+ mask]), v), the scale as Mul/Div by
  * constants on the scores or on q and k^T, grouped-query k and v repeated by Expand.
@@ -776,7 +891,7 @@ static f8_status match_attention(fuser *f, f8_rewrite_match *m, const f8_node *r
 	if (!perm) // k is (batch, heads, seq, d) already: its heads may be repeated kv heads
 		k = ungroup(f, m, k);
 	v = ungroup(f, m, v);
-	bool causal = mask != F8_NONE && is_causal_mask(f, mask);
+	bool causal = mask != F8_NONE && (is_causal_mask(f, mask) || evaluated_causal(f, mask));
 	if (!f8_rewrite_match_is_closed(&f->rw, m))
 		return F8_OK;
 	// Nodes are made only now: adding one may move the graph's node array.
@@ -874,10 +989,14 @@ static void report(const fuser *f, const uint32_t *counts, FILE *out) {
 		left++;
 	}
 	fprintf(out, "  %u primitive node%s left where patterns look\n", left, left == 1 ? "" : "s");
+	for (uint32_t i = 0; i < f->n_verdicts; i++)
+		fprintf(out, "  attention mask %%%s %s\n", graph->values[f->verdicts[i].mask].name,
+			f->verdicts[i].why);
 }
 
-f8_status f8_pass_fuse_patterns_run(f8_graph *graph, FILE *report_to, f8_diag *diag) {
-	fuser f = {0};
+f8_status f8_pass_fuse_patterns_run(f8_graph *graph, const f8_value_evaluator *evaluator,
+				    FILE *report_to, f8_diag *diag) {
+	fuser f = {.evaluator = evaluator, .diag = diag};
 	uint32_t counts[N_PATTERNS] = {0};
 	f8_status status = f8_rewriter_create(&f.rw, graph, diag);
 	if (status)
@@ -896,6 +1015,8 @@ f8_status f8_pass_fuse_patterns_run(f8_graph *graph, FILE *report_to, f8_diag *d
 	for (int i = 0; !status && i < N_PATTERNS; i++)
 		status = sweep(&f, &patterns[i], &counts[i]);
 	if (!status)
+		status = f.error;
+	if (!status)
 		status = f8_rewriter_finish(&f.rw);
 	// The absorbed nodes are out of the program; what only they read is dead now.
 	if (!status)
@@ -903,6 +1024,7 @@ f8_status f8_pass_fuse_patterns_run(f8_graph *graph, FILE *report_to, f8_diag *d
 	if (!status && report_to)
 		report(&f, counts, report_to);
 	f8_free(f.misses);
+	f8_free(f.verdicts);
 	f8_rewriter_destroy(&f.rw);
 	return status;
 }

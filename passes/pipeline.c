@@ -28,8 +28,7 @@ static f8_status canonicalize(f8_graph *graph, const f8_pipeline_options *option
 
 static f8_status fuse_patterns(f8_graph *graph, const f8_pipeline_options *options,
 			       FILE *report, f8_diag *diag) {
-	(void)options;
-	return f8_pass_fuse_patterns_run(graph, report, diag);
+	return f8_pass_fuse_patterns_run(graph, options->evaluator, report, diag);
 }
 
 static f8_status bf16(f8_graph *graph, const f8_pipeline_options *options, FILE *report,

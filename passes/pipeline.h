@@ -11,6 +11,7 @@
 
 #include "ir/diag.h"          // f8_status, f8_diag
 #include "ir/graph.h"         // f8_graph
+#include "passes/fuse_patterns.h" // f8_value_evaluator
 #include "passes/precision.h" // f8_fp8_options
 #include "passes/recompute.h" // f8_recompute_options
 #include "passes/shard.h"     // f8_parallel_options
@@ -48,6 +49,10 @@ typedef struct f8_pipeline_options {
 	// Megatron-LM's parallel layout and the world size (passes/shard.h); NULL or zeroed: one
 	// rank.
 	const f8_parallel_options *parallel;
+	// What computes a value from the graph's constants and bound sizes (the compile driver's
+	// CPU reference kernels, tools/evaluate.h), for fuse-patterns to prove an attention mask
+	// causal by its value; NULL: masks are proven by their structure alone.
+	const f8_value_evaluator *evaluator;
 } f8_pipeline_options;
 
 /* A pass rewrites the graph in place; on failure it fills `diag` and returns its status. A pass

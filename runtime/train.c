@@ -450,9 +450,18 @@ static f8_status fill_fixed_input(trainer *t, int which, const f8_tensor_view *t
 				   "integer type", f8_dtype_name(view->dtype));
 	f8_rt_tensor *batch = &t->fixed_batch[which];
 	f8_status status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, batch, diag);
-	for (int64_t i = 0; !status && i < f8_rt_tensor_numel(batch); i++)
-		f8_rt_tensor_set(batch, i, which == 0 ? 1.0 : (double)(i % view->dims[1]));
-	return status;
+	return status ? status : f8_train_fill_input(fixed_inputs[which], batch, diag);
+}
+
+f8_status f8_train_fill_input(const char *name, f8_rt_tensor *tensor, f8_diag *diag) {
+	bool positions = strcmp(name, fixed_inputs[1]) == 0;
+	if (!f8_train_fills_input(name) || tensor->rank != 2 ||
+	    (positions && !f8_dtype_is_integer(tensor->dtype)))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "f8c train fills no input %%%s of rank "
+				   "%d and %s", name, tensor->rank, f8_dtype_name(tensor->dtype));
+	for (int64_t i = 0; i < f8_rt_tensor_numel(tensor); i++)
+		f8_rt_tensor_set(tensor, i, positions ? (double)(i % tensor->dims[1]) : 1.0);
+	return F8_OK;
 }
 
 /* Takes the compiled training step, makes the executor and its parameters. */

@@ -141,6 +141,11 @@ f8_status f8_train_check_config(const f8_train_config *config, f8_diag *diag);
  * Megatron-LM's GPT pretraining gives a batch that is a window of the token stream. */
 bool f8_train_fills_input(const char *name);
 
+/* Fills `tensor` (rank 2: batch, seq; made by the caller) as f8c train fills the model input
+ * `name` (f8_train_fills_input): attention_mask all ones, position_ids 0..seq-1 in every row.
+ * F8_ERR_UNSUPPORTED for another name, another rank, or position_ids not of integers. */
+f8_status f8_train_fill_input(const char *name, f8_rt_tensor *tensor, f8_diag *diag);
+
 /* Runs `config`, calling `callback` (may be NULL) with `user` as it goes. */
 f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback, void *user,
 		       f8_diag *diag);

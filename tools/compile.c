@@ -9,6 +9,7 @@
 #include "codegen/nvptx.h"     // f8_nvptx_compile
 #include "codegen/program.h"   // f8_codegen_program_create
 #include "codegen/target.h"    // f8_codegen_target_table_for
+#include "tools/evaluate.h"    // f8_tool_evaluator_make
 #include "frontend/frontend.h" // f8_frontend_load, f8_frontend_bind_dims
 #include "frontend/json/model_json.h" // f8_json_model_config_read, f8_json_model_padded_vocab
 #include "ir/alloc.h"          // f8_calloc, f8_free
@@ -73,6 +74,9 @@ f8_status f8_tool_run_passes(f8_graph *graph, const char *after, bool verify,
 	f8_pipeline_options with_target = *options;
 	if (!with_target.target)
 		with_target.target = f8_codegen_target_table_for(options->fp8);
+	f8_tool_evaluator evaluator = f8_tool_evaluator_make(options->training != NULL);
+	if (!with_target.evaluator)
+		with_target.evaluator = &evaluator.base;
 	return f8_pipeline_run_with(graph, after, verify, &with_target, report, diag);
 }
 

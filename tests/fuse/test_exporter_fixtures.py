@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """The committed exporter fixtures (tests/data/onnx/*, made by torch.onnx) import, fuse to the
 high-level ops of their architecture with no primitive left where a pattern looks, and verify.
+Their attention masks, which the exporters build from positions (transformers' CumSum, GatherND
+and Equal), are proven causal by their value at the bound sizes and replaced by the Attention's
+causal flag, the mask's arithmetic gone; a sliding window, a mask read from an input, and
+unbound sizes keep the mask, each with its reason in the report.
 
 Usage: test_exporter_fixtures.py F8C SOURCE_DIR
 """
@@ -9,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 # What each fixture must fuse to: two layers each (tests/data/make_onnx_fixtures.py).
 GPT = {"Embedding": 2, "LayerNorm": 5, "Linear": 9, "Gelu": 2, "Attention": 2}
@@ -64,8 +69,75 @@ def main():
         for problem in problems:
             print(f"  {problem}")
         failures += bool(problems)
-    return 1 if failures else 0
+    return failures
+
+
+MASK_OPS = {"Equal", "CumSum", "GatherND", "Where", "Trilu", "LessOrEqual", "And"}
+
+
+def dump(f8c, model, *args):
+    run = subprocess.run([f8c, "dump-ir", model, "--after", "fuse-patterns", "--verify", "--report"]
+                         + list(args), capture_output=True, text=True)
+    attentions = [line for line in run.stdout.splitlines() if "= Attention(" in line]
+    ops = {m.group(1) for m in re.finditer(r"= (\w+)\(", run.stdout)}
+    verdicts = [line.strip() for line in run.stderr.splitlines() if "attention mask %" in line]
+    return run, attentions, ops, verdicts
+
+
+def check_masks(f8c, source):
+    failures = 0
+
+    def expect(ok, what, detail=""):
+        nonlocal failures
+        print(f"{'ok' if ok else 'FAIL'} {what}")
+        if not ok:
+            print(f"  {detail}"[:3000])
+            failures += 1
+
+    data = os.path.join(source, "tests", "data")
+    for name in sorted(EXPECTED):
+        model = os.path.join(data, "onnx", name, "model.onnx")
+        run, attentions, ops, verdicts = dump(f8c, model, "--dim", "batch=2", "--dim", "seq=8")
+        expect(run.returncode == 0 and attentions and
+               all("causal=1" in a and a.count("%") == 4 for a in attentions) and
+               verdicts and all("is causal, evaluated at its sizes" in v for v in verdicts) and
+               not ops & MASK_OPS,
+               f"{name}: the mask is proven causal at batch 2, seq 8 and its arithmetic is gone",
+               "\n".join(attentions + verdicts + sorted(ops & MASK_OPS)) + run.stderr[-800:])
+    # Unbound sizes: nothing to evaluate; the mask stays.
+    run, attentions, ops, verdicts = dump(f8c, os.path.join(data, "onnx", "llama-tiny", "model.onnx"))
+    expect(run.returncode == 0 and all("causal=0" in a for a in attentions) and
+           any("is not bound" in v for v in verdicts),
+           "llama-tiny with unbound sizes keeps its mask, saying why", "\n".join(verdicts))
+    # Mistral's sliding window of 8: causal at 8 tokens, a window at 32.
+    sliding = os.path.join(data, "onnx-families", "mistral-sliding-tiny", "model.onnx")
+    run, attentions, ops, verdicts = dump(f8c, sliding, "--dim", "batch=2", "--dim", "seq=32")
+    expect(run.returncode == 0 and all("causal=0" in a and a.count("%") == 5 for a in attentions)
+           and any("a causal sliding window of 8 tokens" in v for v in verdicts),
+           "mistral-sliding-tiny at seq 32 keeps its window's mask, naming the window",
+           "\n".join(attentions + verdicts))
+    run, attentions, ops, verdicts = dump(f8c, sliding, "--dim", "batch=2", "--dim", "seq=8")
+    expect(run.returncode == 0 and all("causal=1" in a for a in attentions),
+           "mistral-sliding-tiny at seq 8 (within its window) is causal", "\n".join(verdicts))
+    # A mask computed from the attention_mask input: kept for inference; in a training step,
+    # which f8c train feeds with ones, proven causal with that said.
+    masked = os.path.join(data, "onnx-families", "llama-mask-tiny", "model.onnx")
+    run, attentions, ops, verdicts = dump(f8c, masked, "--dim", "batch=2", "--dim", "seq=8")
+    expect(run.returncode == 0 and all("causal=0" in a for a in attentions) and
+           any("reads the input %attention_mask" in v for v in verdicts),
+           "llama-mask-tiny's inference graph keeps the mask it reads from attention_mask",
+           "\n".join(verdicts))
+    with tempfile.TemporaryDirectory() as work:
+        plan = os.path.join(work, "plan")
+        run = subprocess.run([f8c, "compile", masked, "-o", plan, "--micro-batch-size", "2",
+                              "--seq-length", "8"], capture_output=True, text=True)
+        text = open(os.path.join(plan, "plan.json")).read() if run.returncode == 0 else ""
+        expect(run.returncode == 0 and "input %attention_mask" in text and
+               not any(f"= {op}(" in text for op in ("Equal", "CumSum", "GatherND", "LessOrEqual", "And")),
+               "llama-mask-tiny's training step (attention_mask all ones) has no mask arithmetic",
+               run.stderr[-800:])
+    return failures
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(1 if main() + check_masks(sys.argv[1], sys.argv[2]) else 0)
