@@ -192,6 +192,28 @@ f8_status f8_infer_gather_grad(const f8_graph *graph, const f8_node *node, f8_ty
 	return F8_OK;
 }
 
+/* TopKGrad: dy (TopK's values' gradient) and TopK's indices, of one shape -> dx, that shape
+ * with `axis` `size` long: zeros with each dy element at its index along the axis. */
+f8_status f8_infer_top_k_grad(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			      f8_diag *diag) {
+	const f8_type *dy = infer_input(graph, node, 0), *indices = infer_input(graph, node, 1);
+	f8_status status = f8_infer_require_float(dy, "dy", diag);
+	if (!status)
+		status = f8_infer_require_integer(indices, "indices", diag);
+	if (!status && !f8_shape_equal(&dy->shape, &indices->shape))
+		status = f8_infer_fail(diag, "dy and the indices differ in shape");
+	int axis;
+	if (!status)
+		status = f8_infer_axis(f8_node_attr_int(node, "axis", -1), dy->shape.rank, false,
+				       "axis", &axis, diag);
+	if (status)
+		return status;
+	f8_shape shape = dy->shape;
+	shape.dims[axis] = f8_node_attr(node, "size")->dim;
+	outputs[0] = (f8_type){.dtype = dy->dtype, .shape = shape};
+	return F8_OK;
+}
+
 /* SliceGrad: dy -> zeros of `shape` with dy written where Slice (same starts, ends, axes,
  * steps) took it from. */
 f8_status f8_infer_slice_grad(const f8_graph *graph, const f8_node *node, f8_type *outputs,

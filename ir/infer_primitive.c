@@ -770,6 +770,34 @@ f8_status f8_infer_cum_sum(const f8_graph *graph, const f8_node *node, f8_type *
 	return status;
 }
 
+/* TopK: the k largest (largest=1, the default) or smallest elements along `axis` and their
+ * indices (i64), the axis k long; k at most the axis where both are known. */
+f8_status f8_infer_top_k(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			 f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0);
+	int axis;
+	int64_t k = f8_node_attr_int(node, "k", 0);
+	f8_status status = f8_infer_axis(f8_node_attr_int(node, "axis", -1), x->shape.rank, false,
+				      "axis", &axis, diag);
+	if (!status)
+		status = f8_infer_require_flag(node, "largest", diag);
+	if (!status)
+		status = f8_infer_require_flag(node, "sorted", diag);
+	if (status)
+		return status;
+	if (k < 0)
+		return f8_infer_fail(diag, "k is %lld: it must not be negative", (long long)k);
+	f8_dim size = x->shape.dims[axis];
+	if (f8_dim_is_const(size) && k > f8_dim_value(size))
+		return f8_infer_fail(diag, "k is %lld, more than the %lld elements along axis %d",
+				     (long long)k, (long long)f8_dim_value(size), axis);
+	f8_shape shape = x->shape;
+	shape.dims[axis] = f8_dim_const(k);
+	outputs[0] = (f8_type){.dtype = x->dtype, .shape = shape};
+	outputs[1] = (f8_type){.dtype = F8_DTYPE_I64, .shape = shape};
+	return F8_OK;
+}
+
 /* The scale of QuantizeLinear / DequantizeLinear: a scalar (per tensor), one per slice along
  * `axis` (per axis), or, with block_size, x's shape with that axis divided into blocks. */
 static f8_status linear_quantization_scale(const f8_graph *graph, const f8_node *node,

@@ -923,6 +923,22 @@ F8_GRAD_RULE(REDUCE_MAX) {
 }
 
 /* A cumulative sum's gradient is the cumulative sum of dy the other way. */
+/* TopK: the values' gradient goes back to the places TopK took them from; the indices have
+ * none. */
+F8_GRAD_RULE(TOP_K) {
+	f8_node n = grad_node(context, node);
+	char name[F8_GRAD_NAME_MAX];
+	if (dy[0] == F8_NONE || !wanted_x(context, &n, name))
+		return F8_OK;
+	f8_shape data = grad_type(context, n.inputs[0]).shape;
+	int axis;
+	f8_axis_normalize(f8_node_attr_int(&n, "axis", -1), data.rank, false, &axis);
+	f8_attr attrs[2] = {grad_attr_int("axis", axis),
+			    {.name = "size", .kind = F8_ATTR_DIM, .dim = data.dims[axis]}};
+	f8_value_id inputs[2] = {dy[0], n.outputs[1]};
+	return f8_grad_op(context, F8_OP_TOP_K_GRAD, inputs, 2, attrs, 2, name, &dx[0], diag);
+}
+
 F8_GRAD_RULE(CUM_SUM) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX];

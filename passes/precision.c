@@ -116,6 +116,8 @@ typedef struct gemm {
 	const char *scope;  // never NULL: the node's scope, or its output's name
 	int layer;          // the transformer layer its scope names, -1 for none
 	bool router;        // of an MoE router's Linear (its logits feed a Router)
+	bool gate;          // of a gate's Linear: a few outputs (N < 16) that gate through a
+			    // sigmoid or softmax (Qwen2-MoE's shared_expert_gate)
 	bool fp8;
 	f8_recipe recipe;
 	const char *rule;   // the --precision-config rule that decided it, or NULL
@@ -224,8 +226,44 @@ static void find_head(planner *p) {
 	}
 }
 
+/* Whether `value` reaches a TopK through at most `depth` of the ops an exported router puts
+ * between its logits and its choice (softmax or sigmoid gates, casts, reshapes). */
+static bool feeds_top_k(const f8_graph *graph, f8_value_id value, int depth) {
+	for (uint32_t j = 0; j < graph->n_order; j++) {
+		const f8_node *node = &graph->nodes[graph->order[j]];
+		bool reads = false;
+		for (uint32_t i = 0; i < node->n_inputs && !reads; i++)
+			reads = node->inputs[i] == value;
+		if (!reads)
+			continue;
+		if (node->op == F8_OP_TOP_K)
+			return true;
+		bool through = node->op == F8_OP_SOFTMAX || node->op == F8_OP_SIGMOID ||
+			       node->op == F8_OP_CAST || node->op == F8_OP_RESHAPE;
+		if (through && depth > 0 && feeds_top_k(graph, node->outputs[0], depth - 1))
+			return true;
+	}
+	return false;
+}
+
+/* Whether `value` is read by a Sigmoid or Softmax, directly or through a Reshape or Cast. */
+static bool feeds_gate(const f8_graph *graph, f8_value_id value, int depth) {
+	for (uint32_t j = 0; j < graph->n_order; j++) {
+		const f8_node *node = &graph->nodes[graph->order[j]];
+		if (node->n_inputs < 1 || node->inputs[0] != value)
+			continue;
+		if (node->op == F8_OP_SIGMOID || node->op == F8_OP_SOFTMAX)
+			return true;
+		if ((node->op == F8_OP_RESHAPE || node->op == F8_OP_CAST) && depth > 0 &&
+		    feeds_gate(graph, node->outputs[0], depth - 1))
+			return true;
+	}
+	return false;
+}
+
 /* The GEMMs of MoE routers' Linear layers: those of the scope of a forward Linear whose output
- * a Router reads. */
+ * a Router reads, or, in an exported graph, a TopK (through the gate's softmax); and those of
+ * gates, Linears of fewer than 16 outputs whose output is a sigmoid or softmax weight. */
 static void find_routers(planner *p) {
 	const f8_graph *graph = p->graph;
 	for (uint32_t i = 0; i < p->n_gemms; i++) {
@@ -238,8 +276,16 @@ static void find_routers(planner *p) {
 			const f8_node *node = &graph->nodes[graph->order[j]];
 			read_by_router = node->op == F8_OP_ROUTER && node->inputs[0] == logits;
 		}
-		for (uint32_t k = 0; read_by_router && k < p->n_gemms; k++)
-			p->gemms[k].router |= strcmp(p->gemms[k].scope, g->scope) == 0;
+		read_by_router = read_by_router || feeds_top_k(graph, logits, 3);
+		const f8_shape *out = &graph->values[logits].type.shape;
+		f8_dim n = out->rank ? out->dims[out->rank - 1] : f8_dim_const(1);
+		bool gate = !read_by_router && f8_dim_is_const(n) && f8_dim_value(n) < 16 &&
+			    feeds_gate(graph, logits, 2);
+		for (uint32_t k = 0; (read_by_router || gate) && k < p->n_gemms; k++)
+			if (strcmp(p->gemms[k].scope, g->scope) == 0) {
+				p->gemms[k].router |= read_by_router;
+				p->gemms[k].gate |= gate;
+			}
 	}
 }
 
@@ -271,6 +317,11 @@ static void apply_defaults(planner *p) {
 			keep_high(g, p->graph, "an MoE router's gating stays in high precision by "
 				  "default, as DeepSeek-V3 and Megatron-LM keep it: its top-k choice "
 				  "flips with rounding (a --precision-config rule puts it in FP8)");
+		else if (g->gate)
+			keep_high(g, p->graph, "a gate (a few outputs, weights through a sigmoid or "
+				  "softmax) stays in high precision by default, as Megatron-LM's "
+				  "shared-expert gate is a plain Linear: its N is below the 16 an FP8 "
+				  "GEMM needs (a --precision-config rule puts it in FP8)");
 		else if (g->kind == F8_GEMM_KIND_WGRAD && !o->wgrad)
 			keep_high(g, p->graph, "wgrad in high precision by --no-fp8-wgrad");
 	}

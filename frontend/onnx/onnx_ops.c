@@ -835,6 +835,30 @@ static f8_status convert_cum_sum(onnx_importer *im, const onnx_node *node, const
 	return status ? status : f8_onnx_emit(im, node, F8_OP_CUM_SUM, &x, 1, attrs, 3, 1, NULL);
 }
 
+/* TopK(X, K): K a constant (a router's top-k), read into the op's attribute. */
+static f8_status convert_top_k(onnx_importer *im, const onnx_node *node, const converter *c) {
+	int64_t axis = -1, largest = 1, sorted = 1, k = 0;
+	uint32_t n;
+	f8_value_id x;
+	f8_status status = attr_int(im, node, "axis", -1, &axis);
+	if (!status)
+		status = attr_int(im, node, "largest", 1, &largest);
+	if (!status)
+		status = attr_int(im, node, "sorted", 1, &sorted);
+	if (!status)
+		status = input_ints(im, node, 1, "K", &k, 1, &n);
+	if (!status && n != 1)
+		status = f8_onnx_fail(im, F8_ERR_INVALID, "TopK's K has %u elements, not one", n);
+	if (!status)
+		status = input_value(im, node, 0, &x);
+	f8_attr attrs[4] = {{.name = "k", .kind = F8_ATTR_INT, .i = k},
+			    {.name = "axis", .kind = F8_ATTR_INT, .i = axis},
+			    {.name = "largest", .kind = F8_ATTR_INT, .i = largest},
+			    {.name = "sorted", .kind = F8_ATTR_INT, .i = sorted}};
+	(void)c;
+	return status ? status : f8_onnx_emit(im, node, F8_OP_TOP_K, &x, 1, attrs, 4, 2, NULL);
+}
+
 /* The number of outputs up to the last one named (optional outputs may be left empty). */
 static uint32_t named_outputs(const onnx_node *node) {
 	uint32_t n = 0;
@@ -1068,6 +1092,7 @@ static const converter converters[] = {
 	{"Sub", convert_plain, F8_OP_SUB, 2},
 	{"Tanh", convert_plain, F8_OP_TANH, 1},
 	{"Tile", convert_tile, F8_OP_EXPAND, 2},
+	{"TopK", convert_top_k, F8_OP_TOP_K, 2},
 	{"Transpose", convert_transpose, F8_OP_TRANSPOSE, 1},
 	{"Trilu", convert_trilu, F8_OP_TRILU, 1},
 	{"Unsqueeze", convert_squeeze, F8_OP_UNSQUEEZE, 2},

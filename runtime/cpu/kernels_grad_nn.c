@@ -351,6 +351,40 @@ F8_CPU_KERNEL(GATHER_GRAD) {
 	return status;
 }
 
+/* TopKGrad: dx zero but at each index TopK took along `axis`, where its dy goes (TopK's places
+ * are distinct in a line: nothing adds up). */
+F8_CPU_KERNEL(TOP_K_GRAD) {
+	const f8_rt_tensor *dy = call->inputs[0], *indices = call->inputs[1];
+	f8_rt_tensor *dx = &call->outputs[0];
+	int axis = f8_cpu_axis(f8_node_attr_int(call->node, "axis", -1), dx->rank);
+	int64_t outer = f8_cpu_dims_product(dx, 0, axis), n = dx->dims[axis];
+	int64_t inner = f8_cpu_dims_product(dx, axis + 1, dx->rank), k = dy->dims[axis];
+	double *line, *places, *out;
+	f8_status status = f8_cpu_alloc(3 * (n + k) + 1, sizeof *line, (void **)&line, diag);
+	if (status)
+		return status;
+	places = line + k, out = places + k;
+	for (int64_t o = 0; !status && o < outer; o++)
+		for (int64_t i = 0; !status && i < inner; i++) {
+			f8_cpu_load(dy, o * k * inner + i, inner, k, line);
+			f8_cpu_load(indices, o * k * inner + i, inner, k, places);
+			for (int64_t j = 0; j < n; j++)
+				out[j] = 0.0;
+			for (int64_t j = 0; !status && j < k; j++) {
+				int64_t at = (int64_t)places[j];
+				if (at < 0 || at >= n)
+					status = f8_cpu_fail(call, diag, "index %lld is outside the %lld "
+							     "elements along axis %d", (long long)at,
+							     (long long)n, axis);
+				else
+					out[at] += line[j];
+			}
+			f8_cpu_store(dx, o * n * inner + i, inner, n, out);
+		}
+	f8_free(line);
+	return status;
+}
+
 /* The first index and step along each dim of x that Slice's attributes take (step 1 and
  * index 0 where no axis is named), with ONNX's clamping, as Slice's shape function. */
 static void slice_origin(const f8_cpu_kernel_call *call, const f8_rt_tensor *x, int64_t *first,

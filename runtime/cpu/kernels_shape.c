@@ -5,7 +5,10 @@
  * byte copies, so every dtype is exact; output shapes are the ones type inference gave, which
  * the executor allocated, so Reshape and its kin are a plain copy.
  */
+#include <math.h>   // isnan
+#include <stdbool.h> // bool
 #include <stdint.h> // int64_t
+#include <stdlib.h> // qsort
 #include <string.h> // memcpy
 
 #include "ir/alloc.h"                // f8_free
@@ -321,6 +324,68 @@ F8_CPU_KERNEL(CUM_SUM) {
 			f8_cpu_store(out, start, inner, n, line);
 		}
 	f8_free(line);
+	return F8_OK;
+}
+
+/* One element of a TopK line: its value and its place along the axis. */
+typedef struct ranked {
+	double value;
+	int64_t index;
+} ranked;
+
+/* Largest first, NaN above every number (as NumPy sorts it last); equal values by place. */
+static int larger_first(const void *pa, const void *pb) {
+	const ranked *a = pa, *b = pb;
+	bool na = isnan(a->value), nb = isnan(b->value);
+	if (na != nb)
+		return na ? -1 : 1;
+	if (!na && a->value != b->value)
+		return a->value > b->value ? -1 : 1;
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Smallest first, NaN below none (last); equal values by place. */
+static int smaller_first(const void *pa, const void *pb) {
+	const ranked *a = pa, *b = pb;
+	bool na = isnan(a->value), nb = isnan(b->value);
+	if (na != nb)
+		return na ? 1 : -1;
+	if (!na && a->value != b->value)
+		return a->value < b->value ? -1 : 1;
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* TopK: along `axis`, the k largest (or smallest) values in order and their indices, equal
+ * values in the order of their places (ONNX's rule); sorted or not, the order is the same. */
+F8_CPU_KERNEL(TOP_K) {
+	const f8_rt_tensor *x = call->inputs[0];
+	f8_rt_tensor *values = &call->outputs[0], *indices = &call->outputs[1];
+	int axis = f8_cpu_axis(f8_node_attr_int(call->node, "axis", -1), x->rank);
+	bool largest = f8_node_attr_int(call->node, "largest", 1);
+	int64_t outer = f8_cpu_dims_product(x, 0, axis), n = x->dims[axis];
+	int64_t inner = f8_cpu_dims_product(x, axis + 1, x->rank), k = values->dims[axis];
+	double *line;
+	ranked *order;
+	f8_status status = f8_cpu_alloc(n + 1, sizeof *line, (void **)&line, diag);
+	if (!status && (status = f8_cpu_alloc(n + 1, sizeof *order, (void **)&order, diag)))
+		f8_free(line);
+	if (status)
+		return status;
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t i = 0; i < inner; i++) {
+			f8_cpu_load(x, o * n * inner + i, inner, n, line);
+			for (int64_t j = 0; j < n; j++)
+				order[j] = (ranked){.value = line[j], .index = j};
+			qsort(order, (size_t)n, sizeof *order, largest ? larger_first : smaller_first);
+			for (int64_t j = 0; j < k; j++)
+				line[j] = order[j].value;
+			f8_cpu_store(values, o * k * inner + i, inner, k, line);
+			for (int64_t j = 0; j < k; j++)
+				line[j] = (double)order[j].index;
+			f8_cpu_store(indices, o * k * inner + i, inner, k, line);
+		}
+	f8_free(line);
+	f8_free(order);
 	return F8_OK;
 }
 

@@ -118,6 +118,13 @@ def cases():
         helper.make_node("Min", ["pos", "seven"], ["idx"]),
         helper.make_node("GatherElements", ["x", "idx"], ["y"], axis=-1),
     ], INDEX_CONSTANTS + [const("three", [3]), const("last", [-1]), const("seven", 7)])
+    c["TopK (values, last axis)"] = ([
+        helper.make_node("TopK", ["x", "k"], ["y", "idx"]),
+    ], [const("k", [3])])
+    c["TopK (indices, smallest, axis 1)"] = ([
+        helper.make_node("TopK", ["x", "k"], ["v", "idx"], axis=1, largest=0),
+        helper.make_node("Cast", ["idx"], ["y"], to=F),
+    ], [const("k", [2])])
     c["GatherND (depth 1, read as Gather)"] = ([
         helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
         helper.make_node("GatherND", ["t", "rows"], ["y"]),
@@ -226,7 +233,8 @@ def cases():
 # Cases whose values f8c infer must also give, within a relative tolerance (0: exactly, for
 # what only moves elements): the operators f8c lowers to several of its own, or reads as one of
 # its high-level ops.
-VALUE_CASES = {"Tile (a size-1 axis)": 0, "Tile (copies)": 0, "Clip": 0, "Clip (max only)": 0,
+VALUE_CASES = {"TopK (values, last axis)": 0, "TopK (indices, smallest, axis 1)": 0,
+               "Tile (a size-1 axis)": 0, "Tile (copies)": 0, "Clip": 0, "Clip (max only)": 0,
                "Max (three inputs)": 0,
                "GatherND (depth 1, read as Gather)": 0,
                "GatherElements (axis 1, negative indices)": 0,

@@ -187,6 +187,9 @@ static const gradcheck_case cases[] = {
 	 "param %x : f64[2, 4]\n" "%y = CumSum(%x) {axis=1}\n"
 	 "%z = CumSum(%x) {axis=-1, exclusive=1}\n" "%w = CumSum(%x) {axis=0, reverse=1}\n"
 	 "%v = CumSum(%x) {axis=1, exclusive=1, reverse=1}\n" "output %y, %z, %w, %v", "", 0},
+	{"TopK",
+	 "param %x : f64[3, 5]\n" "%v, %i = TopK(%x) {k=2}\n"
+	 "%s, %j = TopK(%x) {k=3, axis=0, largest=0}\n" "output %v, %s", "", 0},
 	// High-level ops.
 	{"LayerNorm with beta",
 	 "param %x : f64[2, 3, 4]\n" "param %g : f64[4]\n" "param %b : f64[4]\n"

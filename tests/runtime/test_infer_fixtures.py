@@ -32,7 +32,7 @@ from checks import check, finish  # noqa: E402
 TOLERANCE = 1e-4
 HALF_TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3}
 # family -> the operator f8c does not read yet (issue 19)
-GAPS = {"mixtral-tiny": "TopK", "qwen2moe-tiny": "TopK"}
+GAPS = {}
 
 
 def model_info(path):
