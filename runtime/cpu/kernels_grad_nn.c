@@ -352,7 +352,7 @@ F8_CPU_KERNEL(GATHER_GRAD) {
 }
 
 /* TopKGrad: dx zero but at each index TopK took along `axis`, where its dy goes (TopK's places
- * are distinct in a line: nothing adds up). */
+ * in a line are distinct; indices that repeat add up). */
 F8_CPU_KERNEL(TOP_K_GRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *indices = call->inputs[1];
 	f8_rt_tensor *dx = &call->outputs[0];

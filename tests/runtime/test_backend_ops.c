@@ -299,6 +299,11 @@ static const op_case cases[] = {
 	{.title = "CumSum", IN("x", "f32[5, 13]")
 	 "%y = CumSum(%x) {axis=1}\n%z = CumSum(%x) {axis=0, exclusive=1, reverse=1}\n"
 	 "output %y, %z\n"},
+	{.title = "TopK, largest and smallest", IN("x", "f32[6, 17]")
+	 "%v, %i = TopK(%x) {k=4}\n%s, %j = TopK(%x) {k=3, axis=0, largest=0}\n"
+	 "output %v, %i, %s, %j\n"},
+	{.title = "TopKGrad", IN("dy", "f32[6, 4]") IN("i", "i64[6, 4]")
+	 "%dx = TopKGrad(%dy, %i) {axis=1, size=17}\noutput %dx\n", "i=int:0:16"},
 	{.title = "QuantizeLinear to i8, per axis",
 	 IN("x", "f32[6, 21]") IN("s", "f32[21]") IN("z", "i8[21]")
 	 "%q = QuantizeLinear(%x, %s, %z) {to=i8, axis=1}\noutput %q\n",
