@@ -53,10 +53,10 @@ static const command commands[] = {
 	 "train N steps in high precision and record each Linear operand's amax statistics, for "
 	 "--calibration STATS.json --fp8-cv-threshold X"},
 	{"report", f8_tool_report,
-	 "report [RUN.jsonl | CHECKPOINT | PLAN | STATS.json]... [MODEL [audit options]] -o "
-	 "REPORT.html",
+	 "report [RUN.jsonl | CHECKPOINT | PLAN | STATS.json | PROFILE.json]... [MODEL [audit "
+	 "options]] -o REPORT.html",
 	 "one HTML file of pictures: runs' loss curves side by side, which GEMMs run in FP8 and "
-	 "why, the FP8 scaling state over steps, the memory"},
+	 "why, the FP8 scaling state over steps, the memory, a GPU step's time"},
 	{"compile", f8_tool_compile,
 	 "compile MODEL -o PLAN_DIR [--micro-batch-size N] [--seq-length N] [train options] "
 	 "[--bf16] [FP8 options]",

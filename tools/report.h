@@ -12,6 +12,7 @@
  *   - an audit document (tools/audit_command.c: a model with its options, a plan folder, or a
  *     saved `f8c audit --json`): the precision map and the memory.
  *   - a calibration STATS.json (tools/calibration.h): the amax's variation per layer.
+ *   - a GPU run's profile (f8c train --device cuda --profile FILE): where the step's time goes.
  * The page (tools/report_html.c) draws what its inputs hold and says what it lacks.
  */
 #ifndef F8_TOOLS_REPORT_H
@@ -54,6 +55,8 @@ typedef struct f8_report {
 	char *audit_source;      // what it was made from
 	json_t *calibration;     // a calibration STATS.json, or NULL
 	char *calibration_path;
+	json_t *profile;         // a GPU run's step-time breakdown (f8c train --profile), or NULL
+	char *profile_path;
 } f8_report;
 
 /* Reads a metrics JSONL file as a run (and its --log-fp8-stats lines as tables). Each line
@@ -68,8 +71,9 @@ f8_status f8_report_add_metrics(f8_report *report, const char *path, FILE *warni
 f8_status f8_report_add_checkpoint(f8_report *report, const char *folder, FILE *warnings,
 				   f8_diag *diag);
 
-/* Takes `document` (a calibration STATS.json or an audit document, told apart by their keys;
- * the report keeps the reference). F8_ERR_PARSE for anything else. */
+/* Takes `document` (a calibration STATS.json, an audit document, or a GPU run's profile,
+ * told apart by their keys; the report keeps the reference). F8_ERR_PARSE for anything
+ * else. */
 f8_status f8_report_add_document(f8_report *report, const char *source, json_t *document,
 				 f8_diag *diag);
 

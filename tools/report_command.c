@@ -3,12 +3,12 @@
  * than read (tools/report.h): loss curves of runs side by side, the precision map, the
  * scaling state over steps, the memory.
  *
- *   f8c report [RUN.jsonl | CHECKPOINT/ | PLAN/ | STATS.json | AUDIT.json]... [MODEL [audit
- *              options]] -o report.html [--title TEXT]
+ *   f8c report [RUN.jsonl | CHECKPOINT/ | PLAN/ | STATS.json | AUDIT.json | PROFILE.json]...
+ *              [MODEL [audit options]] -o report.html [--title TEXT]
  *
  * Each input is told by what it is: a .jsonl file is a run (the first the baseline); a folder
  * with latest_checkpointed_iteration.txt a checkpoint, one with plan.json a plan (audited); a
- * .json file holding a calibration or an audit document is taken as such. A model (a JSON
+ * .json file holding a calibration, an audit document or a GPU run's profile is taken as such. A model (a JSON
  * description, an ONNX file, a text IR graph) comes last: every argument after it but -o and
  * --title is f8c audit's (--fp8-format, --seq-length, ...). The page is written atomically.
  */
@@ -27,7 +27,8 @@
 
 static void print_usage(FILE *out) {
 	fprintf(out,
-		"usage: f8c report [RUN.jsonl | CHECKPOINT | PLAN | STATS.json | AUDIT.json]... "
+		"usage: f8c report [RUN.jsonl | CHECKPOINT | PLAN | STATS.json | AUDIT.json | "
+		"PROFILE.json]... "
 		"[MODEL [audit options]] -o REPORT.html [--title TEXT]\n"
 		"  RUN.jsonl    f8c train's --metrics file: loss, eval loss, learning rate, gradient "
 		"norm; several overlay, the first the baseline; with --log-fp8-stats N, the FP8 "
@@ -35,6 +36,7 @@ static void print_usage(FILE *out) {
 		"  CHECKPOINT   a --save folder: its latest checkpoint's FP8 amax histories\n"
 		"  PLAN         a plan folder (f8c compile): its precision map and memory\n"
 		"  STATS.json   f8c calibrate's statistics: each amax's variation per layer\n"
+		"  PROFILE.json f8c train --device cuda --profile's file: where a step's time goes\n"
 		"  AUDIT.json   f8c audit --json --memory's document, saved\n"
 		"  MODEL        a model and, after it, f8c audit's options (f8c audit --help): its "
 		"precision map and memory\n"
@@ -105,7 +107,7 @@ static bool is_model(const char *input) {
 		return false;
 	json_t *document = json_load_file(input, 0, NULL);
 	bool model = document && !json_object_get(document, "gemms") &&
-		     !json_object_get(document, "tensors");
+		     !json_object_get(document, "tensors") && !json_object_get(document, "categories");
 	json_decref(document);
 	return model;
 }
@@ -147,9 +149,9 @@ int f8_tool_report(int argc, char **argv) {
 	if (!code && !output)
 		code = usage("no output: give -o REPORT.html");
 	if (!code && !n_audit && !report.n_runs && !report.n_tables && !report.audit &&
-	    !report.calibration)
-		code = usage("nothing to report: give a run, a checkpoint, a plan, a calibration or "
-			     "a model");
+	    !report.calibration && !report.profile)
+		code = usage("nothing to report: give a run, a checkpoint, a plan, a calibration, a "
+			     "profile or a model");
 	if (!code && n_audit) {
 		json_t *document = NULL;
 		code = f8_tool_audit_document(n_audit, audit, &document);

@@ -830,6 +830,102 @@ static void memory_section(page *p, const f8_report *r) {
 	put(p, "</section>\n");
 }
 
+/* ---- time ---- */
+
+/* A number of a JSON object's key, NAN when absent. */
+static double key_number(const json_t *object, const char *key) {
+	const json_t *value = json_object_get(object, key);
+	return json_is_number(value) ? json_number_value(value) : NAN;
+}
+
+/* The step-time breakdown of a GPU run's profile: a bar per category and one for idle. */
+static void time_section(page *p, const f8_report *r) {
+	put(p, "<section id=\"time\"><h2>Time</h2>\n");
+	if (!r->profile) {
+		put(p, "<p class=\"none\">No step-time breakdown was given: f8c train --device cuda "
+		    "--profile FILE records one.</p></section>\n");
+		return;
+	}
+	json_t *categories = json_object_get(r->profile, "categories");
+	size_t n = json_array_size(categories);
+	double wall = key_number(r->profile, "wall_ms_per_step");
+	double idle = key_number(r->profile, "idle_ms_per_step");
+	char a[32], b[32], c[32];
+	put(p, "<p>");
+	text(p, r->profile_path);
+	put(p, ": %lld steps timed, %s ms a step, of which %s ms idle (the GPU waiting on the "
+	    "host); device peak %.3f GiB.</p>\n",
+	    (long long)json_integer_value(json_object_get(r->profile, "steps")),
+	    num(wall, a, sizeof a), num(idle, b, sizeof b),
+	    key_number(r->profile, "device_peak_bytes") / 1073741824.0);
+	enum { NAME = 220, BAR = 20, PLOT = 560 };
+	double hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		double ms = key_number(json_array_get(categories, i), "ms_per_step");
+		hi = isfinite(ms) && ms > hi ? ms : hi;
+	}
+	hi = isfinite(idle) && idle > hi ? idle : hi;
+	if (hi <= 0)
+		hi = 1;
+	put(p, "<figure><svg class=\"chart\" data-chart=\"time\" viewBox=\"0 0 %d %zu\" "
+	    "role=\"img\" aria-labelledby=\"time-title\"><title id=\"time-title\">Where a "
+	    "step's time goes (ms per step)</title><g class=\"series\" data-series=\"ms per "
+	    "step\" data-points=\"%zu\">", NAME + PLOT + 130, TOP / 2 + (n + 1) * BAR + 10, n + 1);
+	for (size_t i = 0; i <= n; i++) {
+		json_t *category = i < n ? json_array_get(categories, i) : NULL;
+		const char *name = i < n ? json_string_value(json_object_get(category, "name"))
+					 : "idle";
+		double ms = i < n ? key_number(category, "ms_per_step") : idle;
+		double share = i < n ? key_number(category, "share") : idle / wall;
+		if (!isfinite(ms) || ms < 0)
+			ms = 0;
+		int y = TOP / 2 + (int)i * BAR;
+		char title[200];
+		snprintf(title, sizeof title, "%s: %s ms a step, %.1f%% of the step", name ? name : "?",
+			 num(ms, c, sizeof c), 100 * share);
+		put(p, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"tick\">", NAME - 6,
+		    y + 14);
+		text(p, name ? name : "?");
+		put(p, "</text><rect class=\"pt\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+		    "fill=\"%s\"%s><title>", NAME, y + 2, PLOT * ms / hi, BAR - 4,
+		    i < n ? colors[0] : "#999", i < n ? "" : " fill-opacity=\"0.6\"");
+		text(p, title);
+		put(p, "</title></rect><text x=\"%.1f\" y=\"%d\" class=\"tick\">%s ms (%.1f%%)"
+		    "</text>", NAME + PLOT * ms / hi + 6, y + 14, num(ms, c, sizeof c), 100 * share);
+	}
+	put(p, "</g></svg></figure>\n<details><summary>Time: the data</summary><table "
+	    "class=\"data\" data-chart=\"time\"><tr><th>what</th><th>ms per step</th>"
+	    "<th>launches per step</th><th>share of the step</th></tr>");
+	for (size_t i = 0; i < n; i++) {
+		json_t *category = json_array_get(categories, i);
+		put(p, "<tr><td>");
+		text(p, json_string_value(json_object_get(category, "name")));
+		put(p, "</td><td>%s</td><td>%s</td><td>%.2f%%</td></tr>",
+		    num(key_number(category, "ms_per_step"), a, sizeof a),
+		    num(key_number(category, "launches_per_step"), b, sizeof b),
+		    100 * key_number(category, "share"));
+	}
+	put(p, "<tr><td>idle</td><td>%s</td><td></td><td>%.2f%%</td></tr></table></details>\n",
+	    num(idle, a, sizeof a), 100 * idle / wall);
+	json_t *top = json_object_get(r->profile, "top");
+	if (json_array_size(top)) {
+		put(p, "<details><summary>The kernels and library calls that take longest</summary>"
+		    "<table class=\"top\"><tr><th>what</th><th>kind</th><th>ms per step</th>"
+		    "<th>share</th></tr>");
+		for (size_t i = 0; i < json_array_size(top) && i < 40; i++) {
+			json_t *t = json_array_get(top, i);
+			put(p, "<tr><td>");
+			text(p, json_string_value(json_object_get(t, "name")));
+			put(p, "</td><td>");
+			text(p, json_string_value(json_object_get(t, "category")));
+			put(p, "</td><td>%s</td><td>%.2f%%</td></tr>",
+			    num(key_number(t, "ms_per_step"), a, sizeof a), 100 * key_number(t, "share"));
+		}
+		put(p, "</table></details>\n");
+	}
+	put(p, "</section>\n");
+}
+
 static const char style[] =
 	"body{font:15px/1.45 system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;"
 	"color:#222}h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;margin-top:2em}"
@@ -856,8 +952,7 @@ f8_status f8_report_write_html(const f8_report *report, const char *title, FILE 
 	precision_section(&p, report);
 	scaling_section(&p, report);
 	memory_section(&p, report);
-	put(&p, "<section id=\"time\"><h2>Time</h2><p class=\"none\">No step-time breakdown: the "
-	    "metrics files given record none.</p></section>\n");
+	time_section(&p, report);
 	put(&p, "<footer><p>Written by f8c report.</p></footer></body></html>\n");
 	if (!ok)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");

@@ -60,8 +60,10 @@ void f8_report_free(f8_report *report) {
 	f8_free(report->tables);
 	json_decref(report->audit);
 	json_decref(report->calibration);
+	json_decref(report->profile);
 	f8_free(report->audit_source);
 	f8_free(report->calibration_path);
+	f8_free(report->profile_path);
 	*report = (f8_report){0};
 }
 
@@ -355,9 +357,14 @@ f8_status f8_report_add_document(f8_report *report, const char *source, json_t *
 		   json_is_object(json_object_get(document, "summary"))) {
 		slot = &report->audit;
 		name = &report->audit_source;
+	} else if (json_is_array(json_object_get(document, "categories")) &&
+		   json_is_number(json_object_get(document, "wall_ms_per_step"))) {
+		slot = &report->profile;
+		name = &report->profile_path;
 	} else {
-		f8_diag_set(diag, F8_ERR_PARSE, "%s is neither a calibration (f8c calibrate's "
-			    "STATS.json) nor an audit (f8c audit --json)", source);
+		f8_diag_set(diag, F8_ERR_PARSE, "%s is not a calibration (f8c calibrate's "
+			    "STATS.json), an audit (f8c audit --json) or a profile (f8c train "
+			    "--profile)", source);
 		f8_diag_hint(diag, "a model description goes last among the inputs, with its "
 			     "options after it");
 		return F8_ERR_PARSE;
@@ -365,7 +372,8 @@ f8_status f8_report_add_document(f8_report *report, const char *source, json_t *
 	if (*slot)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%s: the report takes one %s, and %s is "
 				   "one already", source, slot == &report->audit ? "audit (a model, "
-				   "plan or audit document)" : "calibration", *name);
+				   "plan or audit document)" : slot == &report->profile ? "profile"
+				   : "calibration", *name);
 	char *copied = copy(source);
 	if (!copied)
 		return nomem(diag);

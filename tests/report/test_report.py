@@ -2,7 +2,8 @@
 an FP8 run against it, their checkpoint and the model's audit, drawn into one HTML file that
 headless Chromium loads with no console error and no request but the page's own; every chart's
 series and points counted from the DOM against what the inputs hold (read here, independently);
-the screenshot not blank. Also: a report of a plan folder, malformed metrics lines reported
+the screenshot not blank; a GPU run's profile (committed, from an H200) draws the time. Also:
+a report of a plan folder, malformed metrics lines reported
 with file:line and skipped, and the errors (a missing input, no -o, an unwritable output).
 
 usage: test_report.py F8C REPO_ROOT [--png OUT.png] [--synthetic]
@@ -28,6 +29,9 @@ KEEP_PNG = sys.argv[sys.argv.index("--png") + 1] if "--png" in sys.argv else Non
 MODEL = os.path.join(ROOT, "models", "gpt-tiny.json")
 CONFIG = os.path.join(ROOT, "models", "training", "gpt-tiny.json")
 ITERS = 24
+# A step-time breakdown measured on an H200 (f8c train --device cuda --profile, 2026-12-04):
+# the CPU runs here record none.
+PROFILE = os.path.join(ROOT, "tools", "gpu_results", "2026-12-04", "profile-gpt-tiny-fp8.json")
 FP8 = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"]
 
 
@@ -130,7 +134,7 @@ def synthetic():
             f.write("{\"step\": 12, \"lo")
         runs.append(path)
     html = os.path.join(work, "r.html")
-    r = run(["report"] + runs + [MODEL] + FP8 + ["--seq-length", "32", "-o", html])
+    r = run(["report"] + runs + [PROFILE, MODEL] + FP8 + ["--seq-length", "32", "-o", html])
     check(r.returncode == 0, "f8c report of written metrics and the model", r.stderr)
     check(r.stderr.count(":23: cut off") == 2 and "do not have one value per slot" in r.stderr,
           "the cut-off line and the short stats line are reported", r.stderr)
@@ -140,6 +144,7 @@ def synthetic():
     check(text.count('class="mark nonfinite"') == 2 * 2, "the non-finite amaxes are marked",
           text.count('class="mark nonfinite"'))
     check('class="mark saturated"' in text, "the growing amaxes are marked saturated")
+    check('data-chart="time"' in text and "gemm fp8" in text, "the profile's time is drawn")
     r = run(["report", os.path.join(work, "none.jsonl"), "-o", html])
     check(r.returncode != 0 and "none.jsonl" in r.stderr, "a missing input is named", r.stderr)
     return finish()
@@ -199,7 +204,7 @@ def main():
     audit_doc = json.loads(audit.stdout) if audit.returncode == 0 else {"gemms": [], "summary": {},
                                                                          "memory": {"bytes": {}}}
     html = os.path.join(work, "report.html")
-    r = run(["report", bad, fp8_metrics, ckpt, MODEL] + FP8 +
+    r = run(["report", bad, fp8_metrics, ckpt, PROFILE, MODEL] + FP8 +
             ["--micro-batch-size", "8", "--seq-length", "128", "-o", html, "--title", "gpt-tiny"])
     check(r.returncode == 0 and os.path.exists(html), "f8c report of two runs, a checkpoint and "
           "the model", r.stderr)
@@ -254,6 +259,10 @@ def main():
           "the checkpoint's amax histories: 3 tables, 16 slots x the iterations run", from_ckpt)
     check(sorted(v["table"] for v in from_ckpt) == sorted(slots),
           "the checkpoint's tables are the run's", [v["table"] for v in from_ckpt])
+
+    # Time: a bar per category of the profile, and idle.
+    profile = json.load(open(PROFILE))
+    check_series(dom, "time", {"ms per step": len(profile["categories"]) + 1}, "time")
 
     # Memory: a bar per part of the audit.
     check_series(dom, "memory", {"bytes": len(audit_doc["memory"]["bytes"])}, "memory")
