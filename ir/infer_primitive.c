@@ -777,8 +777,10 @@ f8_status f8_infer_top_k(const f8_graph *graph, const f8_node *node, f8_type *ou
 	const f8_type *x = infer_input(graph, node, 0);
 	int axis;
 	int64_t k = f8_node_attr_int(node, "k", 0);
-	f8_status status = f8_infer_axis(f8_node_attr_int(node, "axis", -1), x->shape.rank, false,
-				      "axis", &axis, diag);
+	f8_status status = f8_infer_require_float(x, "TopK's input (f8c ranks floats only)", diag);
+	if (!status)
+		status = f8_infer_axis(f8_node_attr_int(node, "axis", -1), x->shape.rank, false,
+				       "axis", &axis, diag);
 	if (!status)
 		status = f8_infer_require_flag(node, "largest", diag);
 	if (!status)

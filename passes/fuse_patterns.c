@@ -822,9 +822,7 @@ static bool evaluated_causal(fuser *f, f8_value_id mask) {
 			n += snprintf(verdict->why + n, sizeof verdict->why - (size_t)n, "%s%lld",
 				      d ? ", " : "", (long long)f8_dim_value(shape->dims[d]));
 		if (n < (int)sizeof verdict->why)
-			snprintf(verdict->why + n, sizeof verdict->why - (size_t)n, ")%s%s: the "
-				 "attention's causal flag replaces it", *assumed ? ", with " : "",
-				 assumed);
+			snprintf(verdict->why + n, sizeof verdict->why - (size_t)n, ")%s%s", *assumed ? ", with " : "", assumed);
 	}
 	f8_free(values);
 	return verdict->causal;

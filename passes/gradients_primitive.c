@@ -922,7 +922,6 @@ F8_GRAD_RULE(REDUCE_MAX) {
 	return status ? status : times(context, mask, share, name, &dx[0], diag);
 }
 
-/* A cumulative sum's gradient is the cumulative sum of dy the other way. */
 /* TopK: the values' gradient goes back to the places TopK took them from; the indices have
  * none. */
 F8_GRAD_RULE(TOP_K) {
@@ -939,6 +938,7 @@ F8_GRAD_RULE(TOP_K) {
 	return f8_grad_op(context, F8_OP_TOP_K_GRAD, inputs, 2, attrs, 2, name, &dx[0], diag);
 }
 
+/* A cumulative sum's gradient is the cumulative sum of dy the other way. */
 F8_GRAD_RULE(CUM_SUM) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX];

@@ -70,6 +70,7 @@ enum { N_SETTINGS = sizeof setting_keys / sizeof setting_keys[0] };
 typedef struct fp8_table {
 	char name[32];                 // "fp8.weights"
 	f8_value_id scale, history;    // <name>.scale f32[n], <name>.amax_history f32[len, n]
+	f8_value_id nonfinite;         // <name>.nonfinite i64[]: amaxes skipped, or F8_NONE
 	const char **labels;           // (n_slots) what each slot scales: "w of layers.0.attn.qkv"
 	f8_dtype *formats;             // (n_slots) the FP8 format its casts give
 	uint32_t n_slots;
@@ -267,6 +268,16 @@ static char *slot_label(const char *reason, uint32_t slot) {
 	else
 		snprintf(buffer, sizeof buffer, "%.*s", (int)strcspn(reason, "(,"), reason);
 	size_t len = strlen(buffer);
+	// A name cut inside a UTF-8 character loses that character, so that the line stays JSON.
+	size_t lead = len;
+	while (lead > 0 && ((unsigned char)buffer[lead - 1] & 0xC0) == 0x80)
+		lead--;
+	if (lead > 0 && (unsigned char)buffer[lead - 1] >= 0xC0) {
+		unsigned char c = (unsigned char)buffer[lead - 1];
+		size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+		if (len - (lead - 1) < need)
+			buffer[len = lead - 1] = '\0';
+	}
 	while (len > 0 && buffer[len - 1] == ' ')
 		buffer[--len] = '\0';
 	char *label = f8_malloc(len + 1);
@@ -295,6 +306,8 @@ static f8_status find_fp8_tables(trainer *t, f8_diag *diag) {
 		if (table->history == F8_NONE)
 			continue;
 		table->scale = graph->inputs[i];
+		snprintf(history, sizeof history, "%s.nonfinite", table->name);
+		table->nonfinite = f8_graph_find_value(graph, history, strlen(history));
 		table->n_slots = (uint32_t)f8_dim_value(value->type.shape.dims[0]);
 		table->labels = f8_calloc(table->n_slots ? table->n_slots : 1, sizeof *table->labels);
 		table->formats = f8_calloc(table->n_slots ? table->n_slots : 1,
@@ -402,7 +415,11 @@ static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
 		for (uint32_t s = 0; s < table->n_slots; s++)
 			fprintf(t->metrics, "%s%s", s ? ", " : "",
 				json_number(f8_rt_tensor_get(&scale, s), a, sizeof a));
-		fputs("]}", t->metrics);
+		fputc(']', t->metrics);
+		if (table->nonfinite != F8_NONE)
+			fprintf(t->metrics, ", \"nonfinite\": %lld",
+				(long long)f8_executor_read_scalar(t->executor, table->nonfinite));
+		fputc('}', t->metrics);
 		f8_rt_tensor_destroy(&scale);
 		f8_rt_tensor_destroy(&history);
 	}

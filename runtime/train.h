@@ -77,8 +77,9 @@ typedef struct f8_train_config {
 	const char *load;                 // --load: resume from this folder, or NULL
 	const char *metrics;              // --metrics: JSONL file, or NULL
 	int64_t log_fp8_stats;            // --log-fp8-stats: every N iterations, each FP8 scaling
-					  // slot's newest amax and its scale into the metrics (a
-					  // line naming the slots first); 0: never. Needs the delayed
+					  // slot's newest amax and its scale, and each table's count
+					  // of non-finite amaxes skipped, into the metrics (a line
+					  // naming the slots first); 0: never. Needs the delayed
 					  // recipe's tables
 	f8_backend *backend;              // what runs the step (borrowed; the caller makes it:
 					  // the CPU backend, --kernels generated|reference)

@@ -19,6 +19,7 @@
 #define F8_TOOLS_REPORT_H
 
 #include <jansson.h> // json_t
+#include <stdbool.h> // bool
 #include <stdint.h>  // int64_t, uint32_t
 #include <stdio.h>   // FILE
 
@@ -39,8 +40,10 @@ typedef struct f8_report_table {
 	char **labels;      // (n_slots) what each slot scales: "w of layers.0.attn.qkv"
 	char **formats;     // (n_slots) "E4M3", "E5M2", or NULL where unknown
 	uint32_t n_slots;
-	int64_t *steps;     // (n_steps) ascending
-	uint32_t n_steps;
+	int64_t *steps;     // (n_steps) ascending: iterations, or with `updates` the table's
+	uint32_t n_steps;   // updates numbered from 1 (a checkpoint's history)
+	bool updates;
+	int64_t *nonfinite; // (n_steps) the table's non-finite amaxes skipped so far, or -1
 	double *amax;       // [n_steps][n_slots]; NAN where it was not finite
 	double *scale;      // [n_steps][n_slots], or NULL where not recorded (a checkpoint's
 			    // history holds amaxes only)

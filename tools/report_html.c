@@ -101,8 +101,15 @@ static void range(const chart *c, bool right, bool x, double *lo, double *hi) {
 	}
 	if (*lo > *hi)
 		*lo = 0, *hi = 1;
-	if (*lo == *hi)
-		*lo -= 0.5, *hi += 0.5;
+	// A span that overflows, or too narrow for a tick to move a double (two values an ulp
+	// apart): a range around the values that a few ticks divide.
+	if (!isfinite(*hi - *lo))
+		*lo = -1e307, *hi = 1e307;
+	double middle = *lo / 2 + *hi / 2, width = fabs(middle) * 1e-9;
+	if (*hi - *lo < width || *lo == *hi) {
+		width = width > 0 ? width : 0.5;
+		*lo = middle - width, *hi = middle + width;
+	}
 	double step = tick_step(*lo, *hi);
 	*lo = floor(*lo / step) * step;
 	*hi = ceil(*hi / step) * step;
@@ -129,7 +136,8 @@ static void marker(page *p, int style, double x, double y, const char *title) {
 
 static void axis_ticks(page *p, double lo, double hi, bool vertical, bool right, bool percent) {
 	double step = tick_step(lo, hi);
-	for (double v = lo; v <= hi + step / 2; v += step) {
+	for (int i = 0; i <= 20 && lo + i * step <= hi + step / 2; i++) {
+		double v = lo + i * step;
 		char b[32];
 		double t = (v - lo) / (hi - lo);
 		if (percent)
@@ -455,20 +463,23 @@ static void precision_section(page *p, const f8_report *r) {
 		char label[64];
 		const char *recipe = json_string_value(json_object_get(json_array_get(ops, 0),
 								       "recipe"));
+		const char *a = json_string_value(json_object_get(json_array_get(ops, 0), "format"));
+		const char *b = json_string_value(json_object_get(json_array_get(ops, 1), "format"));
+		const char *dtype = json_string_value(json_object_get(g, "dtype"));
 		if (fp8)
-			snprintf(label, sizeof label, "%s x %s %s",
-				 json_string_value(json_object_get(json_array_get(ops, 0), "format")),
-				 json_string_value(json_object_get(json_array_get(ops, 1), "format")),
+			snprintf(label, sizeof label, "%s x %s %s", a ? a : "?", b ? b : "?",
 				 recipe ? recipe : "");
 		else
-			snprintf(label, sizeof label, "%s", json_string_value(json_object_get(g, "dtype")));
+			snprintf(label, sizeof label, "%s", dtype ? dtype : "?");
 		int x = NAME + col * CELL, y = TOP + (int)row * ROW;
 		put(p, "<g><rect class=\"cell gemm\" data-fp8=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" "
 		    "height=\"%d\" fill=\"%s\" fill-opacity=\"%s\" stroke=\"#fff\"><title>",
 		    fp8 ? "true" : "false", x + 1, y + 1, CELL - 2, ROW - 2,
 		    fp8 ? recipe_color(recipe) : "url(#hatch)", fp8 ? "0.35" : "1");
 		text(p, scope);
-		put(p, " %s: ", kind ? kind : "");
+		put(p, " ");
+		text(p, kind);
+		put(p, ": ");
 		text(p, json_string_value(json_object_get(g, "reason")));
 		put(p, "</title></rect><text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
 		    "class=\"cell-label\">", x + CELL / 2, y + 15);
@@ -577,7 +588,20 @@ static void heat_map(page *p, const f8_report_table *t, bool scales, uint32_t in
 	put(p, " %s over iterations, ", scales ? "scale" : "amax");
 	text(p, t->source);
 	put(p, "</title>");
-	uint32_t nonfinite = 0, saturated = 0, underflow = 0;
+	uint32_t nonfinite = 0, saturated = 0, underflow = 0, skipped = 0;
+	const char *unit = t->updates ? "update" : "iteration";
+	// Above a column: the table skipped non-finite amaxes since the record before (its
+	// count grew; the slots' own rows keep their last finite amax).
+	for (uint32_t k = 0; !scales && t->nonfinite && k < t->n_steps; k++) {
+		int64_t before = k ? t->nonfinite[k - 1] : 0, now = t->nonfinite[k];
+		if (now < 0 || before < 0 || now <= before)
+			continue;
+		skipped++;
+		put(p, "<text class=\"mark skipped\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+		    "font-size=\"11\">&#215;<title>%s %lld: %lld non-finite amax%s skipped</title>"
+		    "</text>", NAME + k * cell + cell / 2, TOP - 4, unit, (long long)t->steps[k],
+		    (long long)(now - before), now - before == 1 ? "" : "es");
+	}
 	for (uint32_t s = 0; s < t->n_slots; s++) {
 		int y = TOP + (int)s * ROW;
 		put(p, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"tick\">", NAME - 6,
@@ -608,7 +632,7 @@ static void heat_map(page *p, const f8_report_table *t, bool scales, uint32_t in
 			else if (known && isfinite(before) && x > 0 && x * before < min_normal)
 				mark = "underflow", why = " (underflow: amax x scale below the "
 							  "format's smallest normal)", underflow++;
-			snprintf(title, sizeof title, "%s, iteration %lld: %s%s", t->labels[s],
+			snprintf(title, sizeof title, "%s, %s %lld: %s%s", t->labels[s], unit,
 				 (long long)t->steps[k], num(x, a, sizeof a), why);
 			double cx = NAME + k * cell;
 			put(p, "<rect class=\"cell\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
@@ -624,7 +648,7 @@ static void heat_map(page *p, const f8_report_table *t, bool scales, uint32_t in
 	// The colour scale and the iteration axis.
 	int y = TOP + ROW * (int)t->n_slots + 6;
 	if (t->n_steps) {
-		put(p, "<text x=\"%d\" y=\"%d\" class=\"tick\">iteration %lld</text>", NAME, y + 12,
+		put(p, "<text x=\"%d\" y=\"%d\" class=\"tick\">%s %lld</text>", NAME, y + 12, unit,
 		    (long long)t->steps[0]);
 		put(p, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" class=\"tick\">%lld</text>",
 		    NAME + PLOT, y + 12, (long long)t->steps[t->n_steps - 1]);
@@ -641,9 +665,15 @@ static void heat_map(page *p, const f8_report_table *t, bool scales, uint32_t in
 	    NAME + PLOT + 26, TOP + 99, num(pow(10, hi), b, sizeof b));
 	put(p, "</svg><figcaption>");
 	text(p, t->name);
-	put(p, " %s per slot (rows) and recorded iteration (columns), colour on a log scale "
-	    "from %s to %s; white: zero. Marked: &#215; not finite (%u)", scales ? "scale" : "amax",
-	    a, b, nonfinite);
+	put(p, " %s per slot (rows) and %s (columns), colour on a log scale from %s to %s; "
+	    "white: zero. Marked: &#215; not finite (%u)", scales ? "scale" : "amax",
+	    t->updates ? "update of the table, the newest last (one an iteration for weights, one "
+			 "a micro-batch for activations and gradients; a slot whose amax was not "
+			 "finite skips its update)"
+		       : "recorded iteration", a, b, nonfinite);
+	if (!scales && t->nonfinite)
+		put(p, "; &#215; above a column: the table skipped non-finite amaxes since the record "
+		    "before (%u), the slots keeping their last finite amax", skipped);
 	if (!scales && t->scale)
 		put(p, ", &#9650; saturated (%u), &#9660; underflow (%u), against the scale "
 		    "recorded the iteration before (so only where the iterations before were "
@@ -702,6 +732,7 @@ static void calibration_chart(page *p, const f8_report *r) {
 			if (strcmp(json_string_value(json_object_get(e, "role")) ?: "", roles[role]))
 				continue;
 			double cv = json_number_value(json_object_get(e, "amax_cv"));
+			double width = isfinite(cv) && cv > 0 ? PLOT * (cv < hi ? cv : hi) / hi : 0;
 			char a[32], title[256];
 			snprintf(title, sizeof title, "%s %s: %s", json_string_value(json_object_get(
 				 e, "scope")) ?: "", roles[role], num(cv, a, sizeof a));
@@ -710,8 +741,7 @@ static void calibration_chart(page *p, const f8_report *r) {
 			    y + 10);
 			text(p, title);
 			put(p, "</text><rect class=\"pt\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
-			    "fill=\"%s\"><title>", NAME, y + 1, PLOT * cv / hi, BAR - 2,
-			    colors[role]);
+			    "fill=\"%s\"><title>", NAME, y + 1, width, BAR - 2, colors[role]);
 			text(p, title);
 			put(p, "</title></rect>");
 		}
@@ -801,6 +831,7 @@ static void memory_section(page *p, const f8_report *r) {
 	int i = 0;
 	json_object_foreach(bytes, key, value) {
 		double b = (double)json_integer_value(value);
+		double width = total > 0 && b > 0 ? PLOT * (b < total ? b : total) / total : 0;
 		int y = TOP / 2 + i * BAR;
 		char title[128];
 		snprintf(title, sizeof title, "%s: %s (%.1f%%)", key, bytes_text(b, a, sizeof a),
@@ -809,11 +840,10 @@ static void memory_section(page *p, const f8_report *r) {
 		    y + 15);
 		text(p, key);
 		put(p, "</text><rect class=\"pt\" x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
-		    "fill=\"%s\"><title>", NAME, y + 2, total > 0 ? PLOT * b / total : 0, BAR - 4,
-		    colors[i % N_COLORS]);
+		    "fill=\"%s\"><title>", NAME, y + 2, width, BAR - 4, colors[i % N_COLORS]);
 		text(p, title);
 		put(p, "</title></rect><text x=\"%.1f\" y=\"%d\" class=\"tick\">%s</text>",
-		    NAME + (total > 0 ? PLOT * b / total : 0) + 6, y + 15, bytes_text(b, a, sizeof a));
+		    NAME + width + 6, y + 15, bytes_text(b, a, sizeof a));
 		i++;
 	}
 	put(p, "</g></svg></figure>\n<details><summary>Memory: the data</summary><table "
@@ -879,6 +909,7 @@ static void time_section(page *p, const f8_report *r) {
 		double share = i < n ? key_number(category, "share") : idle / wall;
 		if (!isfinite(ms) || ms < 0)
 			ms = 0;
+		ms = ms < hi ? ms : hi;
 		int y = TOP / 2 + (int)i * BAR;
 		char title[200];
 		snprintf(title, sizeof title, "%s: %s ms a step, %.1f%% of the step", name ? name : "?",

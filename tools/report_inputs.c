@@ -46,6 +46,7 @@ static void free_table(f8_report_table *t) {
 	f8_free(t->steps);
 	f8_free(t->amax);
 	f8_free(t->scale);
+	f8_free(t->nonfinite);
 }
 
 void f8_report_free(f8_report *report) {
@@ -89,10 +90,15 @@ static f8_status size_table(f8_report_table *t, const char *source, const char *
 	return t->source && t->name && t->labels && t->formats ? F8_OK : nomem(diag);
 }
 
-/* Appends a step of amaxes (and scales, or NULL) to `t`. */
+/* Appends a step of amaxes (and scales, or NULL; and the table's count of non-finite amaxes
+ * skipped so far, or -1) to `t`. A step at or before the last one (a resumed run's, written
+ * after the records of the run it replaces) drops the steps from it on first. */
 static f8_status add_step(f8_report_table *t, int64_t step, const double *amax,
-			  const double *scale, f8_diag *diag) {
+			  const double *scale, int64_t nonfinite, f8_diag *diag) {
+	while (t->n_steps && t->steps[t->n_steps - 1] >= step)
+		t->n_steps--;
 	uint32_t n = t->n_steps + 1;
+	bool first_scale = scale && !t->scale;
 	int64_t *steps = f8_realloc(t->steps, n * sizeof *steps);
 	if (steps)
 		t->steps = steps;
@@ -104,9 +110,16 @@ static f8_status add_step(f8_report_table *t, int64_t step, const double *amax,
 			     : NULL;
 	if (sc)
 		t->scale = sc;
-	if (!steps || !a || ((scale || t->scale) && !sc))
+	int64_t *counts = a ? f8_realloc(t->nonfinite, n * sizeof *counts) : NULL;
+	if (counts)
+		t->nonfinite = counts;
+	if (!steps || !a || ((scale || t->scale) && !sc) || !counts)
 		return nomem(diag);
+	// Scales first recorded now: the steps before had none.
+	for (size_t i = 0; first_scale && i < (size_t)t->n_steps * t->n_slots; i++)
+		t->scale[i] = NAN;
 	t->steps[t->n_steps] = step;
+	t->nonfinite[t->n_steps] = nonfinite;
 	for (uint32_t s = 0; s < t->n_slots; s++) {
 		t->amax[(size_t)t->n_steps * t->n_slots + s] = amax[s];
 		if (t->scale)
@@ -181,10 +194,33 @@ static f8_status add_stats_line(f8_report *report, const f8_report_run *run, jso
 			a[s] = number(json_array_get(amax, s));
 			a[t->n_slots + s] = number(json_array_get(scale, s));
 		}
-		f8_status status = add_step(t, step, a, scale ? a + t->n_slots : NULL, diag);
+		json_t *count = json_object_get(value, "nonfinite");
+		f8_status status = add_step(t, step, a, scale ? a + t->n_slots : NULL,
+					    json_is_integer(count) ? json_integer_value(count) : -1,
+					    diag);
 		f8_free(a);
 		if (status)
 			return status;
+	}
+	return F8_OK;
+}
+
+/* A resumed run appends to the metrics file from its checkpoint's iteration on: a record of
+ * a kind (a training step, an evaluation) at or before the last of its kind replaces the
+ * records of that kind from its step on, as the resumed run replaced those iterations. */
+static f8_status drop_replaced(f8_report_run *run, const json_t *record, f8_diag *diag) {
+	static const char *const kinds[] = {"loss", "eval_loss", "lr", "grad_norm"};
+	json_int_t step = json_integer_value(json_object_get(record, "step"));
+	(void)diag;
+	for (size_t i = json_array_size(run->records); i-- > 0;) {
+		json_t *old = json_array_get(run->records, i);
+		if (json_integer_value(json_object_get(old, "step")) < step)
+			continue;
+		bool same_kind = false;
+		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !same_kind; k++)
+			same_kind = json_object_get(old, kinds[k]) && json_object_get(record, kinds[k]);
+		if (same_kind)
+			json_array_remove(run->records, i);
 	}
 	return F8_OK;
 }
@@ -238,7 +274,11 @@ f8_status f8_report_add_metrics(f8_report *report, const char *path, FILE *warni
 			continue;
 		}
 		status = add_stats_line(report, run, record, first_table, where, warnings, diag);
-		if (!status && json_array_append_new(run->records, record))
+		if (!status)
+			status = drop_replaced(run, record, diag);
+		if (status)
+			json_decref(record);
+		else if (json_array_append_new(run->records, record))
 			status = nomem(diag);
 	}
 	if (!status && ferror(in))
@@ -275,26 +315,36 @@ static f8_status latest_iteration(const char *folder, long long *iteration, f8_d
 	return F8_OK;
 }
 
-/* One table <name>.amax_history f32[len, n] of the checkpoint (row 0 the newest): the
- * iterations it covers, oldest first. Its scales are not drawn: the checkpoint holds only
+enum { MAX_HISTORY = 1 << 16, MAX_SLOTS = 1 << 16 };
+
+/* One table <name>.amax_history f32[len, n] of the checkpoint (row 0 the newest): its updates,
+ * oldest first, numbered 1.. (an update is a phase's ScalingUpdate: one an iteration for the
+ * weights, one a micro-batch for activations and gradients; a slot whose amax was not finite
+ * skips its update). Its scales are not drawn: the checkpoint holds only
  * the newest. */
 static f8_status add_history(f8_report *report, const f8_safetensors *file, const char *source,
-			     const char *name, long long iteration, f8_diag *diag) {
+			     const char *name, f8_diag *diag) {
 	char history[128];
 	snprintf(history, sizeof history, "%s.amax_history", name);
 	f8_rt_tensor h = {0};
 	f8_status status = f8_safetensors_read(file, history, &h, diag);
 	const f8_safetensors_tensor *info = f8_safetensors_find(file, history);
-	if (!status && (info->rank != 2 || info->dims[0] < 1))
+	if (!status && (info->rank != 2 || info->dims[0] < 1 || info->dims[1] < 1 ||
+			info->dims[0] > MAX_HISTORY || info->dims[1] > MAX_SLOTS))
 		status = f8_diag_set(diag, F8_ERR_PARSE, "%s: %s is not an amax history [len, "
-				     "slots]", source, history);
+				     "slots] of at most %d rows and %d slots", source, history,
+				     MAX_HISTORY, MAX_SLOTS);
 	f8_report_table *t = status ? NULL : new_table(report);
 	if (!status && !t)
 		status = nomem(diag);
 	if (!status)
 		status = size_table(t, source, name, (uint32_t)info->dims[1], diag);
-	long long len = status ? 0 : info->dims[0];
-	long long rows = len < iteration ? len : iteration; // rows past the start hold nothing
+	// The rows written: the oldest ones of a short run are still the zeros a table starts
+	// with.
+	long long rows = status ? 0 : info->dims[0];
+	for (bool written = false; !status && rows > 0 && !written; rows -= !written)
+		for (uint32_t s = 0; s < t->n_slots && !written; s++)
+			written = f8_rt_tensor_get(&h, (int64_t)(rows - 1) * t->n_slots + s) != 0;
 	double *row = status ? NULL : f8_calloc(t->n_slots + 1, sizeof *row);
 	if (!status && !row)
 		status = nomem(diag);
@@ -304,10 +354,12 @@ static f8_status add_history(f8_report *report, const f8_safetensors *file, cons
 		if (!(t->labels[s] = copy(label)))
 			status = nomem(diag);
 	}
+	if (!status)
+		t->updates = true;
 	for (long long r = rows - 1; !status && r >= 0; r--) {
 		for (uint32_t s = 0; s < t->n_slots; s++)
 			row[s] = f8_rt_tensor_get(&h, (int64_t)r * t->n_slots + s);
-		status = add_step(t, iteration - r, row, NULL, diag);
+		status = add_step(t, rows - r, row, NULL, -1, diag);
 	}
 	f8_free(row);
 	f8_rt_tensor_destroy(&h);
@@ -334,7 +386,7 @@ f8_status f8_report_add_checkpoint(f8_report *report, const char *folder, FILE *
 			continue;
 		char table[100];
 		snprintf(table, sizeof table, "%.*s", (int)(len - 13), name);
-		status = add_history(report, file, source, table, iteration, diag);
+		status = add_history(report, file, source, table, diag);
 		added++;
 	}
 	if (!status && !added)

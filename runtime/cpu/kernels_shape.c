@@ -364,6 +364,9 @@ F8_CPU_KERNEL(TOP_K) {
 	bool largest = f8_node_attr_int(call->node, "largest", 1);
 	int64_t outer = f8_cpu_dims_product(x, 0, axis), n = x->dims[axis];
 	int64_t inner = f8_cpu_dims_product(x, axis + 1, x->rank), k = values->dims[axis];
+	if (k > n)
+		return f8_cpu_fail(call, diag, "k is %lld, more than the %lld elements along axis %d",
+				   (long long)k, (long long)n, axis);
 	double *line;
 	ranked *order;
 	f8_status status = f8_cpu_alloc(n + 1, sizeof *line, (void **)&line, diag);

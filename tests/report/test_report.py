@@ -14,6 +14,7 @@ usage: test_report.py F8C REPO_ROOT [--png OUT.png] [--synthetic]
 """
 import json
 import math
+import re
 import os
 import subprocess
 import sys
@@ -35,8 +36,8 @@ PROFILE = os.path.join(ROOT, "tools", "gpu_results", "2026-12-04", "profile-gpt-
 FP8 = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"]
 
 
-def run(args, **kw):
-    return subprocess.run([F8C] + args, capture_output=True, text=True, timeout=600, **kw)
+def run(args, timeout=600):
+    return subprocess.run([F8C] + args, capture_output=True, text=True, timeout=timeout)
 
 
 def records(path):
@@ -147,7 +148,64 @@ def synthetic():
     check('data-chart="time"' in text and "gemm fp8" in text, "the profile's time is drawn")
     r = run(["report", os.path.join(work, "none.jsonl"), "-o", html])
     check(r.returncode != 0 and "none.jsonl" in r.stderr, "a missing input is named", r.stderr)
+    hostile(work)
     return finish()
+
+
+def hostile(work):
+    """Inputs that broke an earlier f8c report: each now drawn or refused, promptly."""
+    html = os.path.join(work, "h.html")
+    # A learning rate that moves by one ulp (the axis once looped forever); a resumed run that
+    # logs iterations 3 and 4 again (the later records replace the earlier); scales recorded
+    # from the third step on; a table's non-finite count that grows.
+    path = os.path.join(work, "odd.jsonl")
+    slots = {"fp8.weights": ["w of a", "w of b"]}
+    with open(path, "w") as f:
+        f.write(json.dumps({"step": 0, "fp8_slots": slots}) + "\n")
+        for step in (1, 2, 3, 4, 3, 4, 5):
+            f.write(json.dumps({"step": step, "loss": 2.0 + step / 10, "lr": 0.0003 if step % 2
+                                else 0.00030000000000000003, "grad_norm": 1.0}) + "\n")
+            stats = {"amax": [0.5, 0.25], "nonfinite": 0 if step < 4 else 2}
+            if step >= 3:
+                stats["scale"] = [800.0, 1600.0]
+            f.write(json.dumps({"step": step, "fp8_stats": {"fp8.weights": stats}}) + "\n")
+    r = run(["report", path, "-o", html], timeout=60)
+    text = open(html).read() if r.returncode == 0 else ""
+    loss = re.search(r'data-series="odd loss" data-points="(\d+)"', text)
+    check(r.returncode == 0 and loss and loss.group(1) == "5", "a resumed run's repeated "
+          "iterations replace the earlier ones (5 points), and an lr an ulp apart draws",
+          (r.stderr, loss and loss.group(1)))
+    check(text.count('class="mark skipped"') == 1, "the step whose non-finite count grew is "
+          "marked above its column", text.count('class="mark skipped"'))
+    scale_table = re.search(r'data-chart="scale-0"><tr>.*?</tr><tr><td>w of a</td>(.*?)</tr>', text)
+    check(scale_table and scale_table.group(1).startswith("<td>NaN</td><td>NaN</td><td>800"),
+          "scales first recorded at the third step leave the steps before empty",
+          scale_table and scale_table.group(1)[:80])
+    # An audit document whose strings carry markup: escaped.
+    audit = {"model": "<b>m</b>", "fp8_format": "hybrid", "fp8_recipe": "delayed",
+             "summary": {"gemms": 1, "fp8_gemms": 0, "fp8_flop_share": 0},
+             "gemms": [{"scope": "<i>s</i>", "gemm": "</title><img src=x onerror=alert(1)>",
+                        "m": 1, "n": 1, "k": 1, "fp8": False, "reason": "<script>x</script>"}]}
+    audit_path = os.path.join(work, "audit.json")
+    with open(audit_path, "w") as f:
+        json.dump(audit, f)
+    r = run(["report", audit_path, "-o", html], timeout=60)
+    text = open(html).read() if r.returncode == 0 else ""
+    check(r.returncode == 0 and "<img" not in text and "<script" not in text and
+          "&lt;img src=x" in text, "an audit's strings are escaped", r.stderr)
+    # A checkpoint whose amax history has no slots, at a huge iteration: refused at once.
+    ckpt = os.path.join(work, "ckpt")
+    os.makedirs(os.path.join(ckpt, "iter_100000000"), exist_ok=True)
+    with open(os.path.join(ckpt, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write("100000000\n")
+    header = json.dumps({"fp8.weights.amax_history": {"dtype": "F32", "shape": [1000000, 0],
+                                                      "data_offsets": [0, 0]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(os.path.join(ckpt, "iter_100000000", "optimizer.safetensors"), "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+    r = run(["report", ckpt, "-o", html], timeout=60)
+    check(r.returncode != 0 and "not an amax history" in r.stderr,
+          "a history of no slots is refused", r.stderr)
 
 
 def main():
@@ -325,6 +383,9 @@ def main():
              "--lr-warmup-iters", "0", "--log-fp8-stats", "1"] + FP8)
     check(r.returncode == 2 and "--metrics" in r.stderr, "--log-fp8-stats needs --metrics",
           r.stderr)
+    check(all("nonfinite" in s["fp8_stats"][t] for s in stats for t in slots),
+          "every stats line has each table's non-finite count")
+    hostile(work)
     return finish()
 
 
