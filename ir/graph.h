@@ -68,7 +68,8 @@ typedef enum f8_phase {
 	X(CURRENT, "current")    \
 	X(ROWWISE, "rowwise")    \
 	X(BLOCK, "block")        \
-	X(MXFP8, "mxfp8")
+	X(MXFP8, "mxfp8")        \
+	X(MODEL, "model") /* the model's own scales (ONNX QuantizeLinear / DequantizeLinear) */
 
 typedef enum f8_recipe {
 #define F8_RECIPE_ENUM(e, name) F8_RECIPE_##e,

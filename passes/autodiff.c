@@ -421,6 +421,18 @@ static f8_status check_paths(f8_grad_context *context, const f8_node_id *order, 
 			if (!m->from_wrt[node->outputs[o]] || !m->to_loss[node->outputs[o]] ||
 			    !f8_dtype_is_float(out->type.dtype) || has_gradients(out->type.dtype))
 				continue;
+			if (node->op == F8_OP_QUANTIZE_LINEAR) {
+				// A model that quantizes itself (QDQ): its FP8 is fixed for inference.
+				f8_grad_unsupported(context, id, diag, "the model quantizes %%%s to %s "
+						    "itself (QuantizeLinear), and the loss depends on "
+						    "it: f8c trains in its own FP8 recipes, not through "
+						    "a model's fixed scales", out->name,
+						    f8_dtype_name(out->type.dtype));
+				f8_diag_hint(diag, "export the model without its QuantizeLinear / "
+					     "DequantizeLinear pairs and train it with --fp8-format; "
+					     "the quantized model runs as it is with f8c infer");
+				return F8_ERR_UNSUPPORTED;
+			}
 			f8_grad_unsupported(context, id, diag, "its output %%%s is %s, which no gradient "
 					    "flows through, and the loss depends on it", out->name,
 					    f8_dtype_name(out->type.dtype));

@@ -21,6 +21,8 @@
 #include "ir/text.h"             // f8_graph_describe_node
 #include "passes/canonicalize.h" // f8_pass_canonicalize_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
+#include "passes/precision.h"     // f8_name_upper
+#include "ir/arena.h"            // f8_arena_strdup
 #include "passes/rewrite.h"      // f8_rewriter, f8_rewrite_*
 
 static const double PI = 3.14159265358979323846;
@@ -128,6 +130,136 @@ static f8_status match_outer_product(fuser *f, f8_rewrite_match *m, const f8_nod
 	// MatMul needs b's rows to be K = 1 too, and broadcasts batch dims as Mul does: the result
 	// types agree (f8_rewrite_commit checks).
 	return replace(f, m, F8_OP_MUL, matmul->inputs, 2, NULL, 0, fused);
+}
+
+/* Whether `value` is a one-element FP8 Constant holding zero (a QDQ pair's zero point). */
+static bool fp8_zero(const fuser *f, f8_value_id value) {
+	const f8_value *v = &f->rw.graph->values[value];
+	if (v->producer == F8_NONE || !f8_dtype_is_fp8(v->type.dtype))
+		return false;
+	const f8_node *node = &f->rw.graph->nodes[v->producer];
+	const f8_attr *attr = node->op == F8_OP_CONSTANT ? f8_node_attr(node, "value") : NULL;
+	return attr && attr->tensor->n_bytes == 1 && (((const uint8_t *)attr->tensor->data)[0] & 0x7f) == 0;
+}
+
+/* A DequantizeLinear of FP8 codes at one positive scale (per tensor), its zero point absent or
+ * zero: the node, taken into the match, with *scale its scale's value; else NULL. */
+static const f8_node *fp8_dequantize(fuser *f, f8_rewrite_match *m, f8_value_id value,
+				     double *scale) {
+	const f8_node *dq = f8_rewrite_take(&f->rw, m, value, F8_OP_DEQUANTIZE_LINEAR, NULL);
+	if (!dq || !f8_dtype_is_fp8(type_of(f, dq->inputs[0])->dtype) ||
+	    !f8_rewrite_scalar(&f->rw, dq->inputs[1], scale) || !(*scale > 0) || isinf(*scale) ||
+	    f8_node_attr_int(dq, "block_size", 0) != 0 ||
+	    (dq->n_inputs > 2 && dq->inputs[2] != F8_NONE && !fp8_zero(f, dq->inputs[2])))
+		return NULL;
+	return dq;
+}
+
+/* The decision annotation of an FP8 value or GEMM the model quantized itself. */
+static f8_status model_decision(fuser *f, f8_value_id value, f8_dtype format, const char *reason) {
+	const char *copy = f8_arena_strdup(f->rw.graph->arena, reason);
+	if (!copy)
+		return f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
+	f->rw.graph->values[value].precision = (f8_precision){
+		.format = format, .recipe = F8_RECIPE_MODEL, .scaling_slot = F8_NONE, .reason = copy};
+	return F8_OK;
+}
+
+/*
+ * A GEMM the model quantized itself (QDQ): MatMul(DequantizeLinear(qx, sx), DequantizeLinear(qw,
+ * sw)) over FP8 codes at one scale each, qw (K, N) a weight of FP8 codes or a QuantizeLinear of
+ * a weight -> FP8Gemm(qx, qw^T, sx, sw) at the model's own scales, its decision and its operands'
+ * "from the model". K and N must be multiples of 16, as Hopper's FP8 GEMMs need; otherwise the
+ * dequantized product stays (in the dtype the model dequantizes to), and the report says why.
+ */
+static f8_status match_qdq_linear(fuser *f, f8_rewrite_match *m, const f8_node *root,
+				  bool *fused) {
+	double sx, sw;
+	f8_value_id out = root->outputs[0];
+	const char *scope = root->scope ? root->scope : f->rw.graph->values[out].name;
+	const f8_node *dx = fp8_dequantize(f, m, root->inputs[0], &sx);
+	const f8_node *dw = dx ? fp8_dequantize(f, m, root->inputs[1], &sw) : NULL;
+	if (!dw) {
+		m->why_not = "not a product of FP8 codes dequantized at one scale each";
+		return F8_OK;
+	}
+	f8_value_id qx = dx->inputs[0], qw = dw->inputs[0], sxv = dx->inputs[1], swv = dw->inputs[1];
+	const f8_shape *xs = &type_of(f, qx)->shape, *ws = &type_of(f, qw)->shape;
+	f8_dtype fx = type_of(f, qx)->dtype, fw = type_of(f, qw)->dtype, to = type_of(f, out)->dtype;
+	if (xs->rank < 2 || ws->rank != 2 || !f8_dim_is_const(ws->dims[0]) ||
+	    !f8_dim_is_const(ws->dims[1])) {
+		m->why_not = "the FP8 product is not (..., K) x (K, N) with K and N known";
+		return F8_OK;
+	}
+	int64_t k = f8_dim_value(ws->dims[0]), n = f8_dim_value(ws->dims[1]);
+	if (k % 16 || n % 16) {
+		m->why_not = "the FP8 product's K and N are not multiples of 16, as Hopper's FP8 GEMMs "
+			     "need: it runs dequantized";
+		return F8_OK;
+	}
+	if (fx == F8_DTYPE_E5M2 && fw == F8_DTYPE_E5M2) {
+		m->why_not = "E5M2 x E5M2 has no FP8 GEMM on the hardware: it runs dequantized";
+		return F8_OK;
+	}
+	// The weight's codes, (N, K) as the GEMM reads them: the model's quantization of the
+	// transposed weight, or its stored codes transposed.
+	uint32_t keep = m->n_nodes;
+	const f8_node *qwl = f8_rewrite_take(&f->rw, m, qw, F8_OP_QUANTIZE_LINEAR, NULL);
+	f8_value_id weight = F8_NONE, zero = F8_NONE;
+	int64_t saturate = 1;
+	double qscale;
+	if (qwl && f8_rewrite_is_weight(&f->rw, qwl->inputs[0]) &&
+	    f8_rewrite_scalar(&f->rw, qwl->inputs[1], &qscale) && qscale == sw &&
+	    (qwl->n_inputs < 3 || qwl->inputs[2] == F8_NONE || fp8_zero(f, qwl->inputs[2]))) {
+		weight = qwl->inputs[0];
+		zero = qwl->n_inputs > 2 ? qwl->inputs[2] : F8_NONE;
+		saturate = f8_node_attr_int(qwl, "saturate", 1);
+	} else {
+		restart(m, keep);
+		if (!f8_rewrite_is_weight(&f->rw, qw)) {
+			m->why_not = "the FP8 weight is neither a weight's codes nor the QuantizeLinear "
+				     "of a weight";
+			return F8_OK;
+		}
+	}
+	if (!f8_rewrite_match_is_closed(&f->rw, m))
+		return F8_OK;
+	// Nodes are made only now: adding one may move the graph's node array.
+	int64_t swap[2] = {1, 0};
+	f8_attr perm = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {2, swap}};
+	f8_value_id transposed, codes = F8_NONE;
+	f8_status status = f8_rewrite_add(&f->rw, m, F8_OP_TRANSPOSE,
+					  weight != F8_NONE ? &weight : &qw, 1, &perm, 1, &transposed);
+	if (!status && transposed != F8_NONE && weight != F8_NONE) {
+		f8_value_id inputs[3] = {transposed, swv, zero};
+		f8_attr attrs[2] = {{.name = "to", .kind = F8_ATTR_DTYPE, .dtype = fw},
+				    {.name = "saturate", .kind = F8_ATTR_INT, .i = saturate}};
+		status = f8_rewrite_add(&f->rw, m, F8_OP_QUANTIZE_LINEAR, inputs,
+					zero != F8_NONE ? 3 : 2, attrs, 2, &codes);
+	} else {
+		codes = transposed;
+	}
+	if (status || codes == F8_NONE)
+		return status;
+	f8_value_id inputs[4] = {qx, codes, sxv, swv};
+	f8_attr attrs[2] = {{.name = "to", .kind = F8_ATTR_DTYPE, .dtype = to},
+			    {.name = "gemm", .kind = F8_ATTR_STRING, .s = "fwd"}};
+	if ((status = replace(f, m, F8_OP_FP8_GEMM, inputs, 4, attrs, 2, fused)) || !*fused)
+		return status;
+	char reason[400], a[8], b[8];
+	f8_name_upper(f8_dtype_name(fx), a, sizeof a);
+	f8_name_upper(f8_dtype_name(fw), b, sizeof b);
+	snprintf(reason, sizeof reason, "fwd of %s: FP8 from the model (QuantizeLinear / "
+		 "DequantizeLinear): x %s at scale %g, w %s at scale %g", scope, a, sx, b, sw);
+	status = model_decision(f, out, F8_DTYPE_UNDEFINED, reason);
+	snprintf(reason, sizeof reason, "x of %s (fwd), %s at the model's scale %g (its "
+		 "QuantizeLinear)", scope, a, sx);
+	if (!status && f->rw.graph->values[qx].precision.recipe != F8_RECIPE_MODEL)
+		status = model_decision(f, qx, fx, reason);
+	snprintf(reason, sizeof reason, "w of %s (fwd), %s at the model's scale %g (%s)", scope, b,
+		 sw, weight != F8_NONE ? "its QuantizeLinear, of the weight transposed"
+				       : "its stored codes, transposed");
+	return status ? status : model_decision(f, codes, fw, reason);
 }
 
 /* Embedding: Gather(weight (vocab, hidden), ids) along axis 0. */
@@ -917,6 +1049,7 @@ static const struct pattern {
 	match_fn match;
 } patterns[] = {
 	{"outer product", F8_OP_MATMUL, F8_OP_COUNT, match_outer_product},
+	{"FP8 GEMM (QDQ)", F8_OP_MATMUL, F8_OP_COUNT, match_qdq_linear},
 	{"Embedding", F8_OP_GATHER, F8_OP_COUNT, match_embedding},
 	{"Linear (bias)", F8_OP_ADD, F8_OP_GEMM, match_linear_bias},
 	{"Linear", F8_OP_MATMUL, F8_OP_GEMM, match_linear},

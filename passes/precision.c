@@ -48,7 +48,8 @@ f8_fp8_options f8_fp8_options_default(void) {
 f8_status f8_fp8_options_check(const f8_fp8_options *o, f8_diag *diag) {
 	if ((unsigned)o->format >= F8_FP8_FORMAT_COUNT)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--fp8-format must be hybrid or e4m3");
-	if (o->recipe == F8_RECIPE_NONE || (unsigned)o->recipe >= F8_RECIPE_COUNT)
+	if (o->recipe == F8_RECIPE_NONE || o->recipe == F8_RECIPE_MODEL ||
+	    (unsigned)o->recipe >= F8_RECIPE_COUNT)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--fp8-recipe must be delayed, current, "
 				   "rowwise, block or mxfp8");
 	if (o->amax_history_len < 1) {
@@ -162,6 +163,10 @@ static f8_status collect(planner *p) {
 	p->n_layers = 0;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
+		// An FP8Gemm the model quantized itself (fuse-patterns, QDQ) keeps its decision.
+		if (node->op == F8_OP_FP8_GEMM &&
+		    graph->values[node->outputs[0]].precision.recipe == F8_RECIPE_MODEL)
+			continue;
 		if (node->op == F8_OP_FP8_GEMM || node->op == F8_OP_QUANTIZE ||
 		    node->op == F8_OP_CAST_TRANSPOSE) {
 			f8_diag_set(p->diag, F8_ERR_INVALID, "the graph is already planned for FP8");

@@ -184,7 +184,7 @@ static f8_status set_value(f8_tool_fp8_args *fp8, option_id id, const char *text
 			o->recipe = F8_RECIPE_BLOCK;
 		else
 			ok = f8_recipe_from_name(text, strlen(text), &o->recipe) &&
-			     o->recipe != F8_RECIPE_NONE;
+			     o->recipe != F8_RECIPE_NONE && o->recipe != F8_RECIPE_MODEL;
 		break;
 	case AMAX_ALGO: ok = f8_amax_algo_from_name(text, &o->amax_algo); break;
 	case TARGET: ok = f8_target_from_name(text, &o->target); break;
@@ -479,7 +479,7 @@ static f8_status read_rule(const char *path, size_t n, const json_t *object, f8_
 	const char *recipe_name = json_string_value(recipe);
 	if (recipe && (!recipe_name || !f8_recipe_from_name(recipe_name, strlen(recipe_name),
 							    &rule->recipe) ||
-		       rule->recipe == F8_RECIPE_NONE))
+		       rule->recipe == F8_RECIPE_NONE || rule->recipe == F8_RECIPE_MODEL))
 		return bad_rule(path, n, diag, "\"recipe\" must be delayed, current, rowwise, block "
 				"or mxfp8");
 	if (recipe && !rule->fp8)
