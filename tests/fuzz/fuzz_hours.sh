@@ -13,7 +13,7 @@
 #
 # usage: fuzz_hours.sh FUZZ_BUILD SECONDS_PER_TURN ARTIFACTS [TARGET...]
 #   e.g. bash tests/fuzz/fuzz_hours.sh build-fuzz 900 /tmp/fuzz-crashes onnx text json
-#   (targets: onnx text json plan safetensors npy, all of them by default; build the fuzz
+#   (targets: onnx text json plan safetensors npy report, all of them by default; build the fuzz
 #   preset first: cmake --preset fuzz && cmake --build --preset fuzz)
 set -euo pipefail
 hang=30 # seconds
@@ -21,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$1 seconds=$2 artifacts=$3
 shift 3
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(onnx text json plan safetensors npy)
+[ ${#targets[@]} -gt 0 ] || targets=(onnx text json plan safetensors npy report)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/f8c-fuzz-hours-XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -29,7 +29,7 @@ F8C, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 KEEP_PNG = sys.argv[sys.argv.index("--png") + 1] if "--png" in sys.argv else None
 MODEL = os.path.join(ROOT, "models", "gpt-tiny.json")
 CONFIG = os.path.join(ROOT, "models", "training", "gpt-tiny.json")
-ITERS = 24
+ITERS = 16
 # A step-time breakdown measured on an H200 (f8c train --device cuda --profile, 2026-12-04):
 # the CPU runs here record none.
 PROFILE = os.path.join(ROOT, "tools", "gpu_results", "2026-12-04", "profile-gpt-tiny-fp8.json")
