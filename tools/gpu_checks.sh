@@ -73,8 +73,9 @@ tar -C "$folder" -cJf "$carry/ops.tar.xz" ops
 
 # One plan per case: NAME MODEL OPTIONS... (MODEL: a name in models/, or a path: the exporter
 # fixtures' Linears store w (K, N), so their FP8 GEMMs read the other copies and swap wgrad's
-# operands; llama-onnx-block fails on the GPU until its export's mask arithmetic has GPU
-# kernels or is proven causal, tools/gpu_checks.md, 2026-12-06).
+# operands; llama-onnx-block failed on the GPU at its export's mask arithmetic, tools/
+# gpu_checks.md, 2026-12-06 11:05 UTC; its mask is now proven causal when compiling and
+# replaced by the causal flag, which no GPU run has checked yet).
 # (--train-iters is the run's: the decay's length is compiled instead.) The learning rate warms
 # up over 20 iterations, as every Megatron-LM run does: at 3e-3 from the first step, gpt-tiny's
 # FP8 runs spike (rowwise to a loss of 8.3 at step 6 on the CPU, 2026-12-04) and settle on a
