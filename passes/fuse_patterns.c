@@ -46,6 +46,8 @@ typedef struct fuser {
 	const f8_value_evaluator *evaluator; // NULL: masks are proven by their structure alone
 	mask_verdict *verdicts;  // (n_verdicts) one per mask evaluated
 	uint32_t n_verdicts;
+	mask_verdict *folds;     // (n_folds) the values folded into constants, for the report
+	uint32_t n_folds;
 	f8_status error;         // a failure (out of memory) while deciding a mask
 	f8_diag *diag;
 } fuser;
@@ -1086,6 +1088,115 @@ static f8_status sweep(fuser *f, const struct pattern *pattern, uint32_t *count)
 	return F8_OK;
 }
 
+/* Folding: an integer or boolean value a float computation reads (positions a table is indexed
+ * by, a mask's condition) that depends only on the compiled sizes and, in a training step, on
+ * the inputs f8c train fills, becomes a Constant of what the evaluator computes, so that its
+ * arithmetic (a CumSum of attention_mask, say) is not run every step and needs no kernel. */
+enum { FOLD_MAX_ELEMENTS = 1 << 16 };
+
+/* Whether a float value is computed from `value` by some node. */
+static bool read_by_float(const f8_graph *graph, f8_value_id value) {
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		bool reads = false;
+		for (uint32_t i = 0; i < node->n_inputs && !reads; i++)
+			reads = node->inputs[i] == value;
+		for (uint32_t o = 0; reads && o < node->n_outputs; o++)
+			if (f8_dtype_is_float(graph->values[node->outputs[o]].type.dtype))
+				return true;
+	}
+	return false;
+}
+
+/* Folds the value node `id` makes when it is foldable; the verdict for the report. */
+static f8_status fold_value(fuser *f, f8_rewriter *rw, f8_node_id id) {
+	f8_graph *graph = rw->graph;
+	const f8_node *node = &graph->nodes[id];
+	if (node->op == F8_OP_CONSTANT || node->n_outputs != 1)
+		return F8_OK;
+	f8_value_id value = node->outputs[0];
+	const f8_type *type = &graph->values[value].type;
+	f8_dtype dtype = type->dtype;
+	int64_t n = 1;
+	for (int d = 0; d < type->shape.rank && n <= FOLD_MAX_ELEMENTS; d++)
+		n = f8_dim_is_const(type->shape.dims[d]) ? n * f8_dim_value(type->shape.dims[d])
+							  : FOLD_MAX_ELEMENTS + 1;
+	if ((dtype != F8_DTYPE_I64 && dtype != F8_DTYPE_I32 && dtype != F8_DTYPE_BOOL) ||
+	    n > FOLD_MAX_ELEMENTS || !read_by_float(graph, value))
+		return F8_OK;
+	double *values = NULL;
+	const char *assumed = "";
+	f8_diag quiet;
+	f8_diag_clear(&quiet);
+	f8_status status = f->evaluator->evaluate(f->evaluator, graph, value, &values, &assumed,
+						  &quiet);
+	if (status)
+		return status == F8_ERR_NOMEM ? f8_diag_set(f->diag, status, "out of memory") : F8_OK;
+	size_t size = f8_dtype_get_info(dtype)->bytes;
+	uint8_t *bytes = f8_calloc((size_t)n * size + 1, 1);
+	for (int64_t i = 0; bytes && i < n; i++) {
+		int64_t v = (int64_t)values[i];
+		if (dtype == F8_DTYPE_I64)
+			memcpy(bytes + i * 8, &v, 8);
+		else if (dtype == F8_DTYPE_I32)
+			memcpy(bytes + i * 4, &(int32_t){(int32_t)v}, 4);
+		else
+			bytes[i] = v != 0;
+	}
+	f8_free(values);
+	if (!bytes)
+		return f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
+	f8_tensor_data data = {.dtype = dtype, .shape = type->shape, .n_bytes = (size_t)n * size,
+			       .data = bytes};
+	f8_attr attr = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &data};
+	char name[200];
+	snprintf(name, sizeof name, "%s", graph->values[value].name);
+	f8_rewrite_match m;
+	f8_rewrite_match_begin(&m, id);
+	bool folded = false;
+	f8_value_id out;
+	status = f8_rewrite_add(rw, &m, F8_OP_CONSTANT, NULL, 0, &attr, 1, &out);
+	if (!status && out != F8_NONE)
+		status = f8_rewrite_commit(rw, &m, &folded);
+	f8_free(bytes);
+	mask_verdict *grown = status || !folded ? NULL
+			      : f8_realloc(f->folds, (f->n_folds + 1) * sizeof *grown);
+	if (grown) {
+		f->folds = grown;
+		mask_verdict *fold = &f->folds[f->n_folds++];
+		*fold = (mask_verdict){.mask = value, .causal = true};
+		snprintf(fold->why, sizeof fold->why, "%s (%s, %lld elements) is folded into a "
+			 "constant: it depends only on the compiled sizes%s%s", name,
+			 f8_dtype_name(dtype), (long long)n, *assumed ? " and " : "", assumed);
+	}
+	return status;
+}
+
+/* Folds what can be (above), then drops what only the folded values read. */
+static f8_status fold_constants(fuser *f, f8_graph *graph) {
+	if (!f->evaluator)
+		return F8_OK;
+	f8_rewriter rw;
+	f8_status status = f8_rewriter_create(&rw, graph, f->diag);
+	if (status)
+		return status;
+	uint32_t n = graph->n_order;
+	f8_node_id *order = f8_malloc((n ? n : 1) * sizeof *order);
+	if (!order)
+		status = f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
+	else
+		memcpy(order, graph->order, n * sizeof *order);
+	// From the last node back: a value the folds make dead is not evaluated for nothing.
+	for (uint32_t p = n; !status && p-- > 0;)
+		if (!rw.removed[order[p]])
+			status = fold_value(f, &rw, order[p]);
+	f8_free(order);
+	if (!status)
+		status = f8_rewriter_finish(&rw);
+	f8_rewriter_destroy(&rw);
+	return status ? status : f8_pass_canonicalize_run(graph, f->diag);
+}
+
 /* The float ops whose survival the report explains: each is what some pattern looks for. */
 static bool reported(const f8_graph *graph, const f8_node *node) {
 	static const f8_op ops[] = {F8_OP_MATMUL, F8_OP_GEMM, F8_OP_SOFTMAX, F8_OP_ERF, F8_OP_TANH,
@@ -1123,6 +1234,8 @@ static void report(const fuser *f, const uint32_t *counts, FILE *out) {
 	for (uint32_t i = 0; i < f->n_verdicts; i++)
 		fprintf(out, "  attention mask %%%s %s\n", graph->values[f->verdicts[i].mask].name,
 			f->verdicts[i].why);
+	for (uint32_t i = 0; i < f->n_folds; i++)
+		fprintf(out, "  %%%s\n", f->folds[i].why);
 }
 
 f8_status f8_pass_fuse_patterns_run(f8_graph *graph, const f8_value_evaluator *evaluator,
@@ -1152,10 +1265,13 @@ f8_status f8_pass_fuse_patterns_run(f8_graph *graph, const f8_value_evaluator *e
 	// The absorbed nodes are out of the program; what only they read is dead now.
 	if (!status)
 		status = f8_pass_canonicalize_run(graph, diag);
+	if (!status)
+		status = fold_constants(&f, graph);
 	if (!status && report_to)
 		report(&f, counts, report_to);
 	f8_free(f.misses);
 	f8_free(f.verdicts);
+	f8_free(f.folds);
 	f8_rewriter_destroy(&f.rw);
 	return status;
 }

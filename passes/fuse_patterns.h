@@ -36,6 +36,10 @@ typedef struct f8_value_evaluator {
  * structure (Where over tril(ones)), or, with an `evaluator` (NULL: none), by its value at the
  * graph's bound sizes (0 on and below the diagonal, the dtype's lowest or -inf above, for every
  * batch and head); any other mask stays an input of the Attention, and the report says why.
+ * With an evaluator, an integer or boolean value a float computation reads that depends only on
+ * the bound sizes (and, in a training step, the inputs f8c train fills) is folded into a
+ * Constant (OPT's positions, a CumSum of its mask), of at most 65536 elements; the report lists
+ * each.
  */
 f8_status f8_pass_fuse_patterns_run(f8_graph *graph, const f8_value_evaluator *evaluator,
 				    FILE *report, f8_diag *diag);

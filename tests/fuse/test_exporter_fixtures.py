@@ -4,7 +4,8 @@ high-level ops of their architecture with no primitive left where a pattern look
 Their attention masks, which the exporters build from positions (transformers' CumSum, GatherND
 and Equal), are proven causal by their value at the bound sizes and replaced by the Attention's
 causal flag, the mask's arithmetic gone; a sliding window, a mask read from an input, and
-unbound sizes keep the mask, each with its reason in the report.
+unbound sizes keep the mask, each with its reason in the report. Integer arithmetic of the
+compiled sizes alone (OPT's positions) is folded into constants.
 
 Usage: test_exporter_fixtures.py F8C SOURCE_DIR
 """
@@ -119,6 +120,16 @@ def check_masks(f8c, source):
     run, attentions, ops, verdicts = dump(f8c, sliding, "--dim", "batch=2", "--dim", "seq=8")
     expect(run.returncode == 0 and all("causal=1" in a for a in attentions),
            "mistral-sliding-tiny at seq 8 (within its window) is causal", "\n".join(verdicts))
+    # OPT's learned positions come from a CumSum: integer arithmetic of the compiled sizes only,
+    # folded into a constant (no kernel runs it); with unbound sizes it stays.
+    opt = os.path.join(data, "onnx-families", "opt-tiny", "model.onnx")
+    run, attentions, ops, verdicts = dump(f8c, opt, "--dim", "batch=2", "--dim", "seq=8")
+    expect(run.returncode == 0 and "CumSum" not in ops and
+           "is folded into a constant: it depends only on the compiled sizes" in run.stderr,
+           "opt-tiny's positions are folded into a constant at bound sizes", run.stderr[-800:])
+    run, attentions, ops, verdicts = dump(f8c, opt)
+    expect(run.returncode == 0 and "CumSum" in ops and "folded" not in run.stderr,
+           "opt-tiny's positions stay computed with unbound sizes", run.stderr[-800:])
     # A mask computed from the attention_mask input: kept for inference; in a training step,
     # which f8c train feeds with ones, proven causal with that said.
     masked = os.path.join(data, "onnx-families", "llama-mask-tiny", "model.onnx")
