@@ -4,6 +4,9 @@
  * binds the outputs. Each ONNX value name maps to a binding: an IR value, a value known at
  * import time, or both.
  */
+#define _POSIX_C_SOURCE 200809L // fseeko, off_t
+
+#include <math.h>   // atan2, cos, fabs, fabsf, sin
 #include <stdarg.h> // va_list
 #include <stdio.h>  // snprintf
 #include <string.h> // strchr, strcmp, strlen, strrchr
@@ -308,6 +311,61 @@ static bool is_buffer(const F8cOnnx__GraphProto *graph, const char *name) {
 	return false;
 }
 
+/* The first n f32 values of an initializer's data into out; false when they cannot be read (the
+ * caller then treats the weight as it would any other). */
+static bool read_f32(const f8_initializer *init, uint64_t n, float *out) {
+	if (init->dtype != F8_DTYPE_F32 || n * sizeof *out > init->n_bytes)
+		return false;
+	if (!init->path) {
+		memcpy(out, init->data, n * sizeof *out);
+		return true;
+	}
+	FILE *file = fopen(init->path, "rb");
+	bool ok = file && fseeko(file, (off_t)init->offset, SEEK_SET) == 0 &&
+		  fread(out, sizeof *out, n, file) == n;
+	if (file)
+		fclose(file);
+	return ok;
+}
+
+/*
+ * Whether an initializer holds a sinusoidal position table, (1, .., positions, 2h) with row p =
+ * (sin(p f_0), .., sin(p f_h-1), cos(p f_0), .., cos(p f_h-1)), as GPT-J's embed_positions: the
+ * model's code computes it and never trains it, though the exporter wrote it as a weight and
+ * marked it no buffer. At most 2^20 elements are read; row 0 (zeros, then ones) is checked first.
+ */
+static bool sinusoidal_table(const f8_initializer *init, const f8_type *type) {
+	int rank = type->shape.rank;
+	int64_t lead = 1, p = 0, d = 0;
+	for (int i = 0; i < rank; i++) {
+		if (!f8_dim_is_const(type->shape.dims[i]))
+			return false;
+		int64_t n = f8_dim_value(type->shape.dims[i]);
+		if (i < rank - 2)
+			lead *= n;
+		else if (i == rank - 2)
+			p = n;
+		else
+			d = n;
+	}
+	if (rank < 2 || lead != 1 || p < 2 || d < 2 || d % 2 || p * d > (1 << 20))
+		return false;
+	float *t = f8_malloc((size_t)(p * d) * sizeof *t);
+	int64_t h = d / 2;
+	bool table = t && read_f32(init, (uint64_t)d, t);
+	for (int64_t j = 0; table && j < d; j++)
+		table = fabsf(t[j] - (j < h ? 0.0f : 1.0f)) <= 1e-6f;
+	table = table && read_f32(init, (uint64_t)(p * d), t);
+	for (int64_t j = 0; table && j < h; j++) {
+		double f = atan2(t[d + j], t[d + h + j]);
+		for (int64_t q = 0; table && q < p; q++)
+			table = fabs(t[q * d + j] - sin((double)q * f)) <= 1e-3 &&
+				fabs(t[q * d + h + j] - cos((double)q * f)) <= 1e-3;
+	}
+	f8_free(t);
+	return table;
+}
+
 static f8_status import_initializers(onnx_importer *im, const F8cOnnx__GraphProto *graph) {
 	for (size_t i = 0; i < graph->n_initializer; i++) {
 		const F8cOnnx__TensorProto *tensor = graph->initializer[i];
@@ -337,10 +395,12 @@ static f8_status import_initializers(onnx_importer *im, const F8cOnnx__GraphProt
 		} else {
 			const f8_initializer *init;
 			status = f8_onnx_tensor_initializer(im, tensor, n_bytes, &init);
+			// A buffer as the exporter marks it, or a sinusoidal table it did not mark.
+			bool buffer = !status && (is_buffer(graph, tensor->name) ||
+						  sinusoidal_table(init, &type));
 			if (!status)
 				status = f8_graph_add_input(im->graph, tensor->name,
-							    is_buffer(graph, tensor->name) ? F8_ROLE_BUFFER
-											   : F8_ROLE_PARAMETER,
+							    buffer ? F8_ROLE_BUFFER : F8_ROLE_PARAMETER,
 							    &type, &binding->value, im->diag);
 			if (!status)
 				im->graph->values[binding->value].initializer = init;

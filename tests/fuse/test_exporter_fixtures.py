@@ -130,6 +130,13 @@ def check_masks(f8c, source):
     run, attentions, ops, verdicts = dump(f8c, opt)
     expect(run.returncode == 0 and "CumSum" in ops and "folded" not in run.stderr,
            "opt-tiny's positions stay computed with unbound sizes", run.stderr[-800:])
+    # GPT-J's sinusoidal position table, exported as a weight no one marked a buffer: a buffer.
+    gptj = os.path.join(data, "onnx-families", "gptj-tiny", "model.onnx")
+    run = subprocess.run([f8c, "dump-ir", gptj], capture_output=True, text=True)
+    expect(run.returncode == 0 and "buffer %repeat : f32[1, 64, 8]" in run.stdout and
+           run.stdout.count("  buffer %") == 1,
+           "gpt-j's sinusoidal table reads as a buffer, and nothing else does",
+           "\n".join(line for line in run.stdout.splitlines() if "buffer %" in line))
     # A mask computed from the attention_mask input: kept for inference; in a training step,
     # which f8c train feeds with ones, proven causal with that said.
     masked = os.path.join(data, "onnx-families", "llama-mask-tiny", "model.onnx")
