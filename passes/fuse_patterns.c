@@ -1184,7 +1184,7 @@ static f8_status fold_constants(fuser *f, f8_graph *graph) {
 	f8_node_id *order = f8_malloc((n ? n : 1) * sizeof *order);
 	if (!order)
 		status = f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
-	else
+	else if (n) // an empty graph has no order array
 		memcpy(order, graph->order, n * sizeof *order);
 	// From the last node back: a value the folds make dead is not evaluated for nothing.
 	for (uint32_t p = n; !status && p-- > 0;)
