@@ -24,6 +24,7 @@
 #include "runtime/plan.h"        // f8_plan_is_dir
 #include "tools/commands.h"      // f8_tool_report, f8_tool_audit_document
 #include "tools/report.h"        // f8_report
+#include "tools/report_util.h"   // f8_report_ends_with
 
 static void print_usage(FILE *out) {
 	fprintf(out,
@@ -55,11 +56,6 @@ static int fail(const f8_diag *diag) {
 	return diag->status == F8_ERR_ARGUMENT ? 2 : 1;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static bool is_dir(const char *path) {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -70,7 +66,7 @@ static int add_input(f8_report *report, const char *input) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_status status;
-	if (ends_with(input, ".jsonl")) {
+	if (f8_report_ends_with(input, ".jsonl")) {
 		status = f8_report_add_metrics(report, input, stderr, &diag);
 	} else if (is_dir(input) && f8_report_is_checkpoint(input)) {
 		status = f8_report_add_checkpoint(report, input, stderr, &diag);
@@ -101,9 +97,9 @@ static int add_input(f8_report *report, const char *input) {
 /* Whether `input` is a model to audit (rather than a report input): an ONNX file, a text IR
  * graph, or a .json file that holds neither a calibration nor an audit. */
 static bool is_model(const char *input) {
-	if (ends_with(input, ".onnx") || ends_with(input, ".f8t"))
+	if (f8_report_ends_with(input, ".onnx") || f8_report_ends_with(input, ".f8t"))
 		return true;
-	if (!ends_with(input, ".json") || is_dir(input))
+	if (!f8_report_ends_with(input, ".json") || is_dir(input))
 		return false;
 	json_t *document = json_load_file(input, 0, NULL);
 	bool model = document && !json_object_get(document, "gemms") &&

@@ -16,7 +16,8 @@
 #include <stdbool.h> // bool
 #include <string.h> // strcmp, strlen
 
-#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/alloc.h"          // f8_calloc, f8_free
+#include "tools/report_util.h" // f8_report_json_number
 
 /* Okabe and Ito's palette, told apart by colour-blind readers too. */
 static const char *const colors[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
@@ -864,8 +865,7 @@ static void memory_section(page *p, const f8_report *r) {
 
 /* A number of a JSON object's key, NAN when absent. */
 static double key_number(const json_t *object, const char *key) {
-	const json_t *value = json_object_get(object, key);
-	return json_is_number(value) ? json_number_value(value) : NAN;
+	return f8_report_json_number(json_object_get(object, key));
 }
 
 /* The step-time breakdown of a GPU run's profile: a bar per category and one for idle. */

@@ -16,6 +16,7 @@
 
 #include "ir/alloc.h"            // f8_calloc, f8_free, f8_realloc
 #include "runtime/safetensors.h" // f8_safetensors_open, f8_safetensors_read
+#include "tools/report_util.h"   // f8_report_ends_with, f8_report_json_number
 
 static char *copy(const char *s) {
 	size_t n = strlen(s) + 1;
@@ -23,11 +24,6 @@ static char *copy(const char *s) {
 	if (out)
 		memcpy(out, s, n);
 	return out;
-}
-
-static bool ends_with(const char *s, const char *suffix) {
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
 static f8_status nomem(f8_diag *diag) {
@@ -129,11 +125,6 @@ static f8_status add_step(f8_report_table *t, int64_t step, const double *amax,
 	return F8_OK;
 }
 
-/* A number of a stats array: NAN for null (not finite when written) or anything else. */
-static double number(const json_t *value) {
-	return json_is_number(value) ? json_number_value(value) : NAN;
-}
-
 /*
  * A run's --log-fp8-stats lines: {"fp8_slots": {TABLE: [labels]}, "fp8_formats": ...} names a
  * table's slots; each {"step": N, "fp8_stats": {TABLE: {"amax": [...], "scale": [...]}}} adds
@@ -191,8 +182,8 @@ static f8_status add_stats_line(f8_report *report, const f8_report_run *run, jso
 		if (!a)
 			return nomem(diag);
 		for (uint32_t s = 0; s < t->n_slots; s++) {
-			a[s] = number(json_array_get(amax, s));
-			a[t->n_slots + s] = number(json_array_get(scale, s));
+			a[s] = f8_report_json_number(json_array_get(amax, s));
+			a[t->n_slots + s] = f8_report_json_number(json_array_get(scale, s));
 		}
 		json_t *count = json_object_get(value, "nonfinite");
 		f8_status status = add_step(t, step, a, scale ? a + t->n_slots : NULL,
@@ -456,7 +447,8 @@ f8_status f8_report_label_slots(f8_report *report, f8_diag *diag) {
 			const char *reason = json_string_value(json_object_get(operand, "reason"));
 			const char *format = json_string_value(json_object_get(operand, "format"));
 			json_t *slot = json_object_get(operand, "slot");
-			if (!table || !reason || !json_is_integer(slot) || !ends_with(table, ".scale"))
+			if (!table || !reason || !json_is_integer(slot) ||
+			    !f8_report_ends_with(table, ".scale"))
 				continue;
 			for (uint32_t i = 0; i < report->n_tables; i++) {
 				f8_report_table *t = &report->tables[i];
