@@ -3,9 +3,10 @@
  */
 #include "ir/alloc.h" // f8_allocator
 
+#include <assert.h> // assert
 #include <stdint.h> // SIZE_MAX
 #include <stdlib.h> // malloc, realloc, free
-#include <string.h> // memset
+#include <string.h> // memcpy, memset, strlen
 
 static void *libc_malloc(size_t size, void *user) {
 	(void)user;
@@ -49,4 +50,13 @@ void *f8_realloc(void *ptr, size_t size) {
 void f8_free(void *ptr) {
 	if (ptr)
 		current.free(ptr, current.user);
+}
+
+char *f8_strdup(const char *text) {
+	assert(text);
+	size_t size = strlen(text) + 1;
+	char *copy = f8_malloc(size);
+	if (copy)
+		memcpy(copy, text, size);
+	return copy;
 }

@@ -24,4 +24,8 @@ void *f8_calloc(size_t count, size_t size);
 void *f8_realloc(void *ptr, size_t size);
 void f8_free(void *ptr);
 
+/* A copy of the NUL-terminated `text` on the heap, through the installed allocator: the
+ * caller owns it and frees it with f8_free. NULL when out of memory. */
+char *f8_strdup(const char *text);
+
 #endif

@@ -8,11 +8,11 @@
 
 #include <math.h>   // NAN, isfinite
 #include <stdio.h>  // FILE, fopen, fprintf
-#include <string.h> // strcmp, strerror, memcpy
+#include <string.h> // strcmp, strcspn, strerror, strlen
 #include <errno.h>  // errno
 #include <time.h>   // clock_gettime
 
-#include "ir/alloc.h"             // f8_calloc, f8_free
+#include "ir/alloc.h"             // f8_calloc, f8_free, f8_strdup
 #include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
 #include "runtime/executor.h"     // f8_executor
 #include "runtime/parameters.h"   // f8_rt_parameters_init
@@ -280,10 +280,7 @@ static char *slot_label(const char *reason, uint32_t slot) {
 	}
 	while (len > 0 && buffer[len - 1] == ' ')
 		buffer[--len] = '\0';
-	char *label = f8_malloc(len + 1);
-	if (label)
-		memcpy(label, buffer, len + 1);
-	return label;
+	return f8_strdup(buffer);
 }
 
 /* The FP8 scaling tables, for --log-fp8-stats: each <name>.scale leaf of role scale with its

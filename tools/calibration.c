@@ -11,9 +11,9 @@
 #include <stdlib.h>  // strtoull
 #include <stdarg.h>  // va_list
 #include <stdio.h>   // FILE, fopen, vsnprintf
-#include <string.h>  // strcmp, strlen, strerror, memcpy, memmove
+#include <string.h>  // strcmp, strlen, strerror, memmove
 
-#include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_realloc, f8_free
+#include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_realloc, f8_free, f8_strdup
 #include "ir/fp8.h"              // f8_float_encode, f8_float_decode, f8_scale_from_amax
 #include "ir/json.h"             // f8_jansson_enter, f8_jansson_leave
 #include "runtime/atomic_file.h" // f8_atomic_file
@@ -44,14 +44,6 @@ struct f8_calibration_stats {
 
 static f8_status nomem(f8_diag *diag) {
 	return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory in the calibration statistics");
-}
-
-static char *copy_text(const char *text) {
-	size_t len = strlen(text) + 1;
-	char *copy = f8_malloc(len);
-	if (copy)
-		memcpy(copy, text, len);
-	return copy;
 }
 
 f8_status f8_calibration_stats_create(const f8_calibration_settings *settings,
@@ -120,7 +112,7 @@ static f8_status find_tracked(f8_calibration_stats *stats, const char *scope, co
 	tracked *t = &stats->tracked[stats->n_tracked];
 	*t = (tracked){.format = format, .scale = 1.0f,
 		       .history = f8_calloc((size_t)stats->settings.amax_history_len, sizeof(float)),
-		       .scope = copy_text(scope), .role = copy_text(role)};
+		       .scope = f8_strdup(scope), .role = f8_strdup(role)};
 	if (!t->history || !t->scope || !t->role) {
 		tracked_free(t);
 		return nomem(diag);

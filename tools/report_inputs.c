@@ -14,17 +14,9 @@
 #include <string.h> // strcmp, strerror, strlen, strncmp, strrchr
 #include <sys/stat.h> // stat
 
-#include "ir/alloc.h"            // f8_calloc, f8_free, f8_realloc
+#include "ir/alloc.h"            // f8_calloc, f8_free, f8_realloc, f8_strdup
 #include "runtime/safetensors.h" // f8_safetensors_open, f8_safetensors_read
 #include "tools/report_util.h"   // f8_report_ends_with, f8_report_json_number
-
-static char *copy(const char *s) {
-	size_t n = strlen(s) + 1;
-	char *out = f8_malloc(n);
-	if (out)
-		memcpy(out, s, n);
-	return out;
-}
 
 static f8_status nomem(f8_diag *diag) {
 	return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -78,8 +70,8 @@ static f8_report_table *new_table(f8_report *report) {
 /* Sizes `t` for n_slots slots (labels and formats empty) and no steps. */
 static f8_status size_table(f8_report_table *t, const char *source, const char *name,
 			    uint32_t n_slots, f8_diag *diag) {
-	t->source = copy(source);
-	t->name = copy(name);
+	t->source = f8_strdup(source);
+	t->name = f8_strdup(name);
 	t->labels = f8_calloc(n_slots + 1, sizeof *t->labels);
 	t->formats = f8_calloc(n_slots + 1, sizeof *t->formats);
 	t->n_slots = t->labels && t->formats ? n_slots : 0;
@@ -155,8 +147,8 @@ static f8_status add_stats_line(f8_report *report, const f8_report_run *run, jso
 				const char *f = json_string_value(json_array_get(format, s));
 				char fallback[32];
 				snprintf(fallback, sizeof fallback, "slot %u", s);
-				t->labels[s] = copy(label ? label : fallback);
-				t->formats[s] = f && *f ? copy(f) : NULL;
+				t->labels[s] = f8_strdup(label ? label : fallback);
+				t->formats[s] = f && *f ? f8_strdup(f) : NULL;
 				if (!t->labels[s])
 					return nomem(diag);
 			}
@@ -229,7 +221,7 @@ f8_status f8_report_add_metrics(f8_report *report, const char *path, FILE *warni
 	}
 	report->runs = runs;
 	f8_report_run *run = &runs[report->n_runs++];
-	*run = (f8_report_run){.path = copy(path), .records = json_array()};
+	*run = (f8_report_run){.path = f8_strdup(path), .records = json_array()};
 	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	size_t len = strlen(base);
 	if (len > 6 && strcmp(base + len - 6, ".jsonl") == 0)
@@ -342,7 +334,7 @@ static f8_status add_history(f8_report *report, const f8_safetensors *file, cons
 	for (uint32_t s = 0; !status && s < t->n_slots; s++) {
 		char label[32];
 		snprintf(label, sizeof label, "slot %u", s);
-		if (!(t->labels[s] = copy(label)))
+		if (!(t->labels[s] = f8_strdup(label)))
 			status = nomem(diag);
 	}
 	if (!status)
@@ -417,7 +409,7 @@ f8_status f8_report_add_document(f8_report *report, const char *source, json_t *
 				   "one already", source, slot == &report->audit ? "audit (a model, "
 				   "plan or audit document)" : slot == &report->profile ? "profile"
 				   : "calibration", *name);
-	char *copied = copy(source);
+	char *copied = f8_strdup(source);
 	if (!copied)
 		return nomem(diag);
 	*slot = json_incref(document);
@@ -458,7 +450,7 @@ f8_status f8_report_label_slots(f8_report *report, f8_diag *diag) {
 				    s >= t->n_slots || strncmp(t->labels[s], "slot ", 5) != 0)
 					continue;
 				char *label = operand_label(reason);
-				char *copied = format && !t->formats[s] ? copy(format) : NULL;
+				char *copied = format && !t->formats[s] ? f8_strdup(format) : NULL;
 				if (!label || (format && !t->formats[s] && !copied)) {
 					f8_free(label);
 					return nomem(diag);

@@ -15,7 +15,7 @@
 #include "codegen/target.h"  // f8_codegen_target_table_for
 #include "ir/text.h"         // f8_text_parse, f8_text_print_string
 #include "ir/verify.h"       // f8_graph_verify
-#include "ir/alloc.h"        // f8_free
+#include "ir/alloc.h"        // f8_free, f8_strdup
 #include "ir/json.h"         // f8_json_print
 #include "tests/test_support.h" // CHECK, test_read_file, test_fail_allocations_after
 #include "passes/pipeline.h" // f8_pipeline_run, f8_pipeline_run_with
@@ -223,6 +223,21 @@ static void test_allocation_failure(const char *source_dir) {
 	free(text);
 }
 
+/* f8_strdup: an equal copy in memory of its own, freed with f8_free; NULL when the allocation
+ * fails. */
+static void test_strdup(void) {
+	const char *text = "w of layers.0.attn.qkv";
+	char *copy = f8_strdup(text);
+	CHECK(copy != NULL && copy != text && strcmp(copy, text) == 0);
+	f8_free(copy);
+	char *empty = f8_strdup("");
+	CHECK(empty != NULL && empty[0] == '\0');
+	f8_free(empty);
+	test_fail_allocations_after(0);
+	CHECK(f8_strdup(text) == NULL);
+	test_allocations_restore();
+}
+
 int main(int argc, char **argv) {
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_ir SOURCE_DIR\n");
@@ -230,6 +245,7 @@ int main(int argc, char **argv) {
 	}
 	test_dims();
 	test_use_before_definition();
+	test_strdup();
 	test_malformed_inputs(argv[1]);
 	test_allocation_failure(argv[1]);
 	return test_finish();
