@@ -208,6 +208,12 @@ typedef struct f8_initializer {
 	const void *data;  // (n_bytes) the data when inline, owned by the graph's arena; else NULL
 } f8_initializer;
 
+/* Reads the first `n_bytes` (at most init->n_bytes) of `init`'s data into `out`, as they are:
+ * in init->dtype, unconverted (ir/initializer.c). `name` is the value's, for the messages.
+ * F8_ERR_IO when the external data file cannot be opened or ends early. */
+f8_status f8_initializer_read(const f8_initializer *init, uint64_t n_bytes, void *out,
+			      const char *name, f8_diag *diag);
+
 typedef struct f8_value {
 	const char *name;      // unique within the graph, without the '%'
 	f8_type type;          // dtype UNDEFINED until shape inference has run

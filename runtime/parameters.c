@@ -3,44 +3,16 @@
  * initialization made up from a seed; and the initial values the passes give other leaves
  * (state with an initializer).
  */
-#define _POSIX_C_SOURCE 200809L // fseeko, off_t, sysconf
+#define _POSIX_C_SOURCE 200809L // sysconf
 
 #include "runtime/parameters.h" // f8_rt_parameters_init
 
-#include <errno.h>  // errno
 #include <pthread.h> // pthread_create, pthread_join
-#include <stdio.h>  // fopen, fread, fseeko
-#include <string.h> // memcpy, strerror
-#include <sys/types.h> // off_t
 #include <unistd.h>  // sysconf
 
 #include "ir/weight_init.h"          // f8_weight_init_rule, f8_weight_init_fill
 #include "ir/alloc.h"                  // f8_malloc, f8_free
-
-/* Reads the bytes of `init` into `buffer` (init->n_bytes). */
-static f8_status read_initializer(const f8_initializer *init, const char *name, void *buffer,
-				  f8_diag *diag) {
-	if (!init->path) {
-		memcpy(buffer, init->data, init->n_bytes);
-		return F8_OK;
-	}
-	FILE *file = fopen(init->path, "rb");
-	if (!file)
-		return f8_diag_set(diag, F8_ERR_IO, "cannot open %s for the weights of %%%s: %s",
-				   init->path, name, strerror(errno));
-	bool ok = fseeko(file, (off_t)init->offset, SEEK_SET) == 0 &&
-		  fread(buffer, 1, init->n_bytes, file) == init->n_bytes;
-	fclose(file);
-	if (!ok) {
-		f8_diag_set(diag, F8_ERR_IO, "%s ends before the %llu bytes of %%%s at offset %llu",
-			    init->path, (unsigned long long)init->n_bytes, name,
-			    (unsigned long long)init->offset);
-		f8_diag_hint(diag, "the weights file changed since the model was loaded; export it "
-			     "again");
-		return F8_ERR_IO;
-	}
-	return F8_OK;
-}
+#include "ir/graph.h"                  // f8_initializer_read
 
 /* Fills `tensor` from `init`, converting from the initializer's dtype to the tensor's. */
 static f8_status fill_from_initializer(f8_rt_tensor *tensor, const f8_initializer *init,
@@ -53,11 +25,11 @@ static f8_status fill_from_initializer(f8_rt_tensor *tensor, const f8_initialize
 				   (unsigned long long)init->n_bytes, f8_dtype_name(init->dtype),
 				   (long long)numel);
 	if (init->dtype == tensor->dtype)
-		return read_initializer(init, name, tensor->data, diag);
+		return f8_initializer_read(init, init->n_bytes, tensor->data, name, diag);
 	void *bytes = f8_malloc(init->n_bytes ? init->n_bytes : 1);
 	if (!bytes)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory reading %%%s", name);
-	f8_status status = read_initializer(init, name, bytes, diag);
+	f8_status status = f8_initializer_read(init, init->n_bytes, bytes, name, diag);
 	if (!status) {
 		f8_rt_tensor source = {.dtype = init->dtype, .rank = 1, .dims = {numel},
 				       .data = bytes, .n_bytes = init->n_bytes};

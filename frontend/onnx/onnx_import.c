@@ -4,7 +4,7 @@
  * binds the outputs. Each ONNX value name maps to a binding: an IR value, a value known at
  * import time, or both.
  */
-#define _POSIX_C_SOURCE 200809L // fseeko, off_t
+#define _POSIX_C_SOURCE 200809L // close
 
 #include <math.h>   // atan2, cos, fabs, fabsf, sin
 #include <stdarg.h> // va_list
@@ -16,6 +16,7 @@
 #include "frontend/onnx/onnx_internal.h" // onnx_importer, onnx_binding
 #include "ir/alloc.h"                    // f8_calloc, f8_free
 #include "ir/arena.h"                    // f8_arena_strdup
+#include "ir/graph.h"                    // f8_initializer_read
 #include "ir/verify.h"                   // f8_node_infer_types
 
 f8_status f8_onnx_fail(onnx_importer *im, f8_status status, const char *format, ...) {
@@ -311,21 +312,15 @@ static bool is_buffer(const F8cOnnx__GraphProto *graph, const char *name) {
 	return false;
 }
 
-/* The first n f32 values of an initializer's data into out; false when they cannot be read (the
- * caller then treats the weight as it would any other). */
+/* The first n f32 values of an f32 initializer's data into out; false when they cannot be read
+ * or the data is not f32 (the caller then treats the weight as it would any other, so the
+ * reader's message is dropped). */
 static bool read_f32(const f8_initializer *init, uint64_t n, float *out) {
 	if (init->dtype != F8_DTYPE_F32 || n * sizeof *out > init->n_bytes)
 		return false;
-	if (!init->path) {
-		memcpy(out, init->data, n * sizeof *out);
-		return true;
-	}
-	FILE *file = fopen(init->path, "rb");
-	bool ok = file && fseeko(file, (off_t)init->offset, SEEK_SET) == 0 &&
-		  fread(out, sizeof *out, n, file) == n;
-	if (file)
-		fclose(file);
-	return ok;
+	f8_diag ignored;
+	f8_diag_clear(&ignored);
+	return f8_initializer_read(init, n * sizeof *out, out, "", &ignored) == F8_OK;
 }
 
 /*
