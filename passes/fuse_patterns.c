@@ -39,6 +39,11 @@ typedef struct mask_verdict {
 	char why[400]; // for the report
 } mask_verdict;
 
+/* A value folded into a constant (below), in the words the report prints after its '%'. */
+typedef struct fold_note {
+	char text[400];
+} fold_note;
+
 typedef struct fuser {
 	f8_rewriter rw;
 	miss (*misses)[2]; // per node: the first two patterns that tried it and failed
@@ -46,7 +51,7 @@ typedef struct fuser {
 	const f8_value_evaluator *evaluator; // NULL: masks are proven by their structure alone
 	mask_verdict *verdicts;  // (n_verdicts) one per mask evaluated
 	uint32_t n_verdicts;
-	mask_verdict *folds;     // (n_folds) the values folded into constants, for the report
+	fold_note *folds;        // (n_folds) the values folded into constants, for the report
 	uint32_t n_folds;
 	f8_status error;         // a failure (out of memory) while deciding a mask
 	f8_diag *diag;
@@ -1159,13 +1164,12 @@ static f8_status fold_value(fuser *f, f8_rewriter *rw, f8_node_id id) {
 	if (!status && out != F8_NONE)
 		status = f8_rewrite_commit(rw, &m, &folded);
 	f8_free(bytes);
-	mask_verdict *grown = status || !folded ? NULL
-			      : f8_realloc(f->folds, (f->n_folds + 1) * sizeof *grown);
+	fold_note *grown = status || !folded ? NULL
+			   : f8_realloc(f->folds, (f->n_folds + 1) * sizeof *grown);
 	if (grown) {
 		f->folds = grown;
-		mask_verdict *fold = &f->folds[f->n_folds++];
-		*fold = (mask_verdict){.mask = value, .causal = true};
-		snprintf(fold->why, sizeof fold->why, "%s (%s, %lld elements) is folded into a "
+		fold_note *fold = &f->folds[f->n_folds++];
+		snprintf(fold->text, sizeof fold->text, "%s (%s, %lld elements) is folded into a "
 			 "constant: it depends only on the compiled sizes%s%s", name,
 			 f8_dtype_name(dtype), (long long)n, *assumed ? " and " : "", assumed);
 	}
@@ -1235,7 +1239,7 @@ static void report(const fuser *f, const uint32_t *counts, FILE *out) {
 		fprintf(out, "  attention mask %%%s %s\n", graph->values[f->verdicts[i].mask].name,
 			f->verdicts[i].why);
 	for (uint32_t i = 0; i < f->n_folds; i++)
-		fprintf(out, "  %%%s\n", f->folds[i].why);
+		fprintf(out, "  %%%s\n", f->folds[i].text);
 }
 
 f8_status f8_pass_fuse_patterns_run(f8_graph *graph, const f8_value_evaluator *evaluator,
