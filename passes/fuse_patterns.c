@@ -1099,22 +1099,28 @@ static f8_status sweep(fuser *f, const struct pattern *pattern, uint32_t *count)
  * arithmetic (a CumSum of attention_mask, say) is not run every step and needs no kernel. */
 enum { FOLD_MAX_ELEMENTS = 1 << 16 };
 
-/* Whether a float value is computed from `value` by some node. */
-static bool read_by_float(const f8_graph *graph, f8_value_id value) {
-	for (uint32_t p = 0; p < graph->n_order; p++) {
+/* For each value of the graph (n_values of them), whether some node of the program computes a
+ * float value from it: one walk over the program, rather than one per value folded. The answers
+ * hold while folding runs: a fold replaces an integer value's producer by a Constant (no inputs)
+ * that takes over the same value, and the program's order is rewritten only when the rewriter
+ * finishes. f8_malloc'd; NULL when out of memory. */
+static bool *values_read_by_float(const f8_graph *graph) {
+	bool *read = f8_calloc(graph->n_values ? graph->n_values : 1, sizeof *read);
+	for (uint32_t p = 0; read && p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
-		bool reads = false;
-		for (uint32_t i = 0; i < node->n_inputs && !reads; i++)
-			reads = node->inputs[i] == value;
-		for (uint32_t o = 0; reads && o < node->n_outputs; o++)
-			if (f8_dtype_is_float(graph->values[node->outputs[o]].type.dtype))
-				return true;
+		bool makes_float = false;
+		for (uint32_t o = 0; o < node->n_outputs && !makes_float; o++)
+			makes_float = f8_dtype_is_float(graph->values[node->outputs[o]].type.dtype);
+		for (uint32_t i = 0; makes_float && i < node->n_inputs; i++)
+			if (node->inputs[i] != F8_NONE)
+				read[node->inputs[i]] = true;
 	}
-	return false;
+	return read;
 }
 
-/* Folds the value node `id` makes when it is foldable; the verdict for the report. */
-static f8_status fold_value(fuser *f, f8_rewriter *rw, f8_node_id id) {
+/* Folds the value node `id` makes when it is foldable (`float_read`: values_read_by_float of the
+ * graph folding started with); the verdict for the report. */
+static f8_status fold_value(fuser *f, f8_rewriter *rw, const bool *float_read, f8_node_id id) {
 	f8_graph *graph = rw->graph;
 	const f8_node *node = &graph->nodes[id];
 	if (node->op == F8_OP_CONSTANT || node->n_outputs != 1)
@@ -1127,7 +1133,7 @@ static f8_status fold_value(fuser *f, f8_rewriter *rw, f8_node_id id) {
 		n = f8_dim_is_const(type->shape.dims[d]) ? n * f8_dim_value(type->shape.dims[d])
 							  : FOLD_MAX_ELEMENTS + 1;
 	if ((dtype != F8_DTYPE_I64 && dtype != F8_DTYPE_I32 && dtype != F8_DTYPE_BOOL) ||
-	    n > FOLD_MAX_ELEMENTS || !read_by_float(graph, value))
+	    n > FOLD_MAX_ELEMENTS || !float_read[value])
 		return F8_OK;
 	double *values = NULL;
 	const char *assumed = "";
@@ -1186,14 +1192,16 @@ static f8_status fold_constants(fuser *f, f8_graph *graph) {
 		return status;
 	uint32_t n = graph->n_order;
 	f8_node_id *order = f8_malloc((n ? n : 1) * sizeof *order);
-	if (!order)
+	bool *float_read = values_read_by_float(graph);
+	if (!order || !float_read)
 		status = f8_diag_set(f->diag, F8_ERR_NOMEM, "out of memory");
 	else if (n) // an empty graph has no order array
 		memcpy(order, graph->order, n * sizeof *order);
 	// From the last node back: a value the folds make dead is not evaluated for nothing.
 	for (uint32_t p = n; !status && p-- > 0;)
 		if (!rw.removed[order[p]])
-			status = fold_value(f, &rw, order[p]);
+			status = fold_value(f, &rw, float_read, order[p]);
+	f8_free(float_read);
 	f8_free(order);
 	if (!status)
 		status = f8_rewriter_finish(&rw);
