@@ -206,6 +206,10 @@ static bool row_family_lowers(const f8_graph *graph, const f8_node *node) {
 
 bool f8_codegen_can_lower(const f8_graph *graph, f8_node_id id) {
 	const f8_node *node = &graph->nodes[id];
+	// A grouped cast's groups are data (the rows per expert): the reference kernel runs it.
+	if ((node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
+	    f8_node_attr_int(node, "grouped", 0))
+		return false;
 	if (node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD ||
 	    node->op == F8_OP_SCALING_UPDATE)
 		return row_family_lowers(graph, node);

@@ -513,7 +513,7 @@ f8_status f8_lower_cross_entropy_grad(const f8_graph *graph, uint32_t group,
 /*
  * ScalingUpdate(scale [n], amax_history [len, n], nonfinite, amax_0 .. amax_n-1) -> their next
  * values (runtime/cpu/kernels_fp8.c has the semantics). Kernel 1 gathers the n amaxes (each
- * its own scalar) into a scratch [n] and keeps the non-finite count; kernel 2 copies the
+ * input a scalar, or a grouped cast's f32[k]) into a scratch [n] and keeps the non-finite count; kernel 2 copies the
  * history into a scratch; kernel 3 takes one row per slot: a block loop over the saved history
  * rolls column i down one row with amax_i on top (a non-finite amax_i keeps the column and
  * counts), and takes the column's max; the scale follows f8_scale_from_amax. The next values are
@@ -553,9 +553,14 @@ f8_status f8_lower_scaling_update(const f8_graph *graph, uint32_t group, f8_node
 	f8_kir_id r, c;
 	if (!status)
 		status = begin_single(&lw, &r);
-	for (uint32_t i = 0; !status && i < n_amax; i++)
-		status = f8_kir_store(lw.kernel, gathered, i64(&lw, i),
-				      f8_kir_load(lw.kernel, i, i64(&lw, 0)), diag);
+	// An amax input is one slot, or k in a row (a grouped cast's f32[k]).
+	for (uint32_t i = 0, slot = 0; !status && i < n_amax; i++) {
+		const f8_shape *shape = &graph->values[node->inputs[3 + i]].type.shape;
+		int64_t k = shape->rank == 1 ? f8_dim_value(shape->dims[0]) : 1;
+		for (int64_t j = 0; !status && j < k; j++, slot++)
+			status = f8_kir_store(lw.kernel, gathered, i64(&lw, slot),
+					      f8_kir_load(lw.kernel, i, i64(&lw, j)), diag);
+	}
 	if (!status)
 		status = f8_kir_store(lw.kernel, count_copy, i64(&lw, 0),
 				      f8_kir_load(lw.kernel, nonfinite, i64(&lw, 0)), diag);

@@ -34,14 +34,17 @@ bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out) {
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
 	switch (node->op) {
 	case F8_OP_LINEAR: // the layout attribute says how w is stored, not which GEMM this is;
-		// a forward Linear the recompute pass cloned into the backward is still a fwd
+	case F8_OP_GROUPED_LINEAR: // a forward one the recompute pass cloned into the backward is
+		// still a fwd
 		*out = node->phase == F8_PHASE_BWD && !node->recompute ? F8_GEMM_KIND_DGRAD
 								       : F8_GEMM_KIND_FWD;
 		return true;
 	case F8_OP_LINEAR_WGRAD:
+	case F8_OP_GROUPED_LINEAR_WGRAD:
 		*out = F8_GEMM_KIND_WGRAD;
 		return true;
 	case F8_OP_FP8_GEMM:
+	case F8_OP_FP8_GROUPED_GEMM:
 		return f8_gemm_kind_from_name(f8_node_attr_string(node, "gemm", ""), out);
 	default:
 		return false;
@@ -67,6 +70,9 @@ bool f8_gemm_sizes(const f8_graph *graph, const f8_node *node, int64_t *m, int64
 	int ra = a->shape.rank, rb = b->shape.rank, ry = y->shape.rank;
 	if (ra < 1 || rb < 1 || ry < 1)
 		return false;
+	if (node->op == F8_OP_FP8_GROUPED_GEMM && rb == 2) // wgrad: dy^T (N, rows), x^T (K, rows)
+		return const_product(a, 0, 1, m) && const_product(b, 0, 1, n) &&
+		       const_product(a, 1, 2, k);
 	if (node->op == F8_OP_LINEAR_WGRAD || node->op == F8_OP_GROUPED_LINEAR_WGRAD) {
 		if (f8_node_attr_int(node, "transpose_weight", 0)) // x^T dy for a (K, N) weight
 			return const_product(b, rb - 1, rb, m) && const_product(a, ra - 1, ra, n) &&
@@ -93,7 +99,7 @@ const char *f8_gemm_operand_role(const f8_graph *graph, const f8_node *node, int
 	if (!f8_gemm_kind_of(node, &kind))
 		return which ? "b" : "a";
 	if (node->op != F8_OP_FP8_GEMM || kind != F8_GEMM_KIND_WGRAD)
-		return f8_gemm_operand_name(kind, which);
+		return f8_gemm_operand_name(kind, which); // an FP8GroupedGemm's wgrad is dy^T x
 	// dy^T x, or x^T dy for a (K, N) weight: dy's copy is cast from a value the backward made
 	// (a recomputed activation is made there too, and is x).
 	f8_node_id cast = graph->values[node->inputs[which]].producer;

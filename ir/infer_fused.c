@@ -3,7 +3,7 @@
  * the collectives. Layout conventions are stated per op; they are the ones the FP8 passes and
  * the runtime rely on.
  */
-#include <string.h> // memcpy
+#include <string.h> // memcpy, strcmp
 
 #include "ir/infer_internal.h" // infer_* helpers, f8_infer_* prototypes
 
@@ -468,24 +468,70 @@ static f8_status require_fp8_format(const f8_node *node, f8_diag *diag) {
 }
 
 /*
- * What Quantize and CastTranspose share: the attributes, the input, and the scale input. The
- * scale is, with attribute `slot`, a scaling table f32[n] whose entry `slot` is the per-tensor
- * scale (delayed scaling, DESIGN.md); without it, an f32 of the block grid's shape (a scalar
- * without block). *scales is the shape of x's scale_inv.
+ * A grouped cast's groups (grouped=1): the E slices of an (E, rows, cols) input (an expert's
+ * weight each), or the row segments of a (rows, cols) input whose lengths are the i64[E]
+ * counts input (the tokens MoEDispatch sorted to each expert). Each group has its own
+ * per-tensor scale: the table entries slot .. slot + E - 1, or found from its amax. *groups is
+ * E.
+ */
+static f8_status check_groups(const f8_graph *graph, const f8_node *node, f8_dim *groups,
+			      f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0);
+	int counts_at = f8_cast_counts_input(node);
+	if (f8_node_attr(node, "block"))
+		return f8_infer_fail(diag, "a grouped cast scales per group: it takes no block");
+	if (x->shape.rank == 3 && counts_at < 0) {
+		*groups = x->shape.dims[0];
+		return F8_OK;
+	}
+	if (x->shape.rank != 2 || counts_at < 0)
+		return f8_infer_fail(diag, "a grouped cast needs (groups, rows, cols), or (rows, cols) "
+					"and the rows per group (the last input)");
+	const f8_type *counts = infer_input(graph, node, (uint32_t)counts_at);
+	f8_status status = f8_infer_require_integer(counts, "the counts", diag);
+	if (status)
+		return status;
+	if (counts->shape.rank != 1)
+		return f8_infer_fail(diag, "the counts must have shape (groups)");
+	*groups = counts->shape.dims[0];
+	return F8_OK;
+}
+
+/*
+ * What Quantize and CastTranspose share: the attributes, the input, and the scale input
+ * (f8_cast_scale_input). The scale is, with attribute `slot`, a scaling table f32[n] whose
+ * entry `slot` is the per-tensor scale (delayed scaling, DESIGN.md); without it, an f32 of the
+ * block grid's shape (a scalar without block). *scales is the shape of x's scale_inv: f32[E]
+ * for a grouped cast (check_groups), whose table entries are slot .. slot + E - 1.
  */
 static f8_status check_cast(const f8_graph *graph, const f8_node *node, f8_shape *scales,
 			    f8_diag *diag) {
-	const f8_type *x = infer_input(graph, node, 0), *scale = infer_input(graph, node, 1);
+	const f8_type *x = infer_input(graph, node, 0);
+	int scale_at = f8_cast_scale_input(node);
+	const f8_type *scale = scale_at < 0 ? NULL : infer_input(graph, node, (uint32_t)scale_at);
 	f8_dtype scale_dtype = f8_node_attr_dtype(node, "scale_dtype", F8_DTYPE_F32);
 	const f8_attr *block = f8_node_attr(node, "block");
 	int64_t slot = f8_node_attr_int(node, "slot", -1);
+	bool grouped = f8_node_attr_int(node, "grouped", 0);
+	f8_dim groups = f8_dim_const(1);
 	f8_status status = require_fp8_format(node, diag);
+	if (!status)
+		status = f8_infer_require_flag(node, "grouped", diag);
 	if (!status)
 		status = f8_infer_require_float(x, "the input", diag);
 	if (!status)
 		status = scale_shape(graph, node, x, scales, diag);
+	if (!status && grouped)
+		status = check_groups(graph, node, &groups, diag);
 	if (status)
 		return status;
+	if (grouped)
+		*scales = (f8_shape){.rank = 1, .dims = {groups}};
+	if (!grouped && node->n_inputs > 2)
+		return f8_infer_fail(diag, "a cast takes x and a scale; a third input (the rows per "
+					"group) is for grouped=1");
+	if (grouped && f8_node_attr(node, "slot") && !scale)
+		return f8_infer_fail(diag, "a grouped cast with attribute slot needs the scale table");
 	if (f8_dtype_is_fp8(x->dtype))
 		return f8_infer_fail(diag, "the input is already FP8");
 	if (f8_node_attr_int(node, "margin", 0) < 0)
@@ -496,14 +542,15 @@ static f8_status check_cast(const f8_graph *graph, const f8_node *node, f8_shape
 	    !(block && block->ints.n == 2 && block->ints.items[0] == 1 && block->ints.items[1] == 32))
 		return f8_infer_fail(diag, "e8m0 scales are for MX blocks: block must be [1, 32]");
 	if (f8_node_attr(node, "slot")) {
+		int64_t last = slot + (f8_dim_is_const(groups) ? f8_dim_value(groups) - 1 : 0);
 		if (!scale || block || slot < 0)
 			return f8_infer_fail(diag, "attribute slot (>= 0) picks a per-tensor scale from a "
 						"scale table input: it needs the table and no block");
 		if (scale->dtype != F8_DTYPE_F32 || scale->shape.rank != 1 ||
 		    (f8_dim_is_const(scale->shape.dims[0]) &&
-		     slot >= f8_dim_value(scale->shape.dims[0])))
+		     last >= f8_dim_value(scale->shape.dims[0])))
 			return f8_infer_fail(diag, "the scale table must be f32[n] with n > slot %lld",
-					  (long long)slot);
+					  (long long)last);
 	} else if (scale && (scale->dtype != F8_DTYPE_F32 || !f8_shape_equal(&scale->shape, scales))) {
 		return f8_infer_fail(diag, "the scale must be f32 with one entry per block (a scalar "
 					"without block)");
@@ -516,12 +563,12 @@ static f8_status check_cast(const f8_graph *graph, const f8_node *node, f8_shape
  * [1, 32], shaped by `block`), then the amax of x (f32 scalar, unscaled: what delayed scaling
  * records). With a scale input, scale_inv and the amax are optional outputs (scale_inv is then
  * 1 / scale); without, Quantize finds the scale itself (current, block, MX scaling) and outputs
- * scale_inv.
+ * scale_inv. Grouped (check_groups), scale_inv and the amax are f32[E], one per group.
  */
 f8_status f8_infer_quantize(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			    f8_diag *diag) {
 	const f8_type *x = infer_input(graph, node, 0);
-	bool given = infer_input(graph, node, 1) != NULL;
+	bool given = f8_cast_scale_input(node) >= 0;
 	f8_shape scales;
 	f8_status status = check_cast(graph, node, &scales, diag);
 	if (status)
@@ -534,8 +581,10 @@ f8_status f8_infer_quantize(const f8_graph *graph, const f8_node *node, f8_type 
 			       .shape = x->shape};
 	if (node->n_outputs > 1)
 		outputs[1] = (f8_type){.dtype = scale_dtype, .shape = scales};
-	if (node->n_outputs > 2)
-		outputs[2] = infer_scalar(F8_DTYPE_F32);
+	if (node->n_outputs > 2) // per group when grouped, as the scales
+		outputs[2] = f8_node_attr_int(node, "grouped", 0)
+				     ? (f8_type){.dtype = F8_DTYPE_F32, .shape = scales}
+				     : infer_scalar(F8_DTYPE_F32);
 	return F8_OK;
 }
 
@@ -573,7 +622,10 @@ f8_status f8_infer_amax(const f8_graph *graph, const f8_node *node, f8_type *out
  * and the amax of x. The transposed copy is x's transpose quantized under the same recipe:
  * with a per-tensor scale it is the copy's codes transposed (one scale_inv, written twice);
  * with blocks, x^T is cut into blocks of the same shape, so 1x128 blocks run along the other
- * axis (scales of their own) and 128x128 blocks are the same blocks, transposed.
+ * axis (scales of their own) and 128x128 blocks are the same blocks, transposed. Grouped, the
+ * transposed copy of (E, rows, cols) is (E, cols, rows), each group's matrix transposed; of
+ * (rows, cols) with counts it is (cols, rows), each group's columns its rows' segment; both
+ * copies share the group's scale.
  */
 f8_status f8_infer_cast_transpose(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				  f8_diag *diag) {
@@ -587,9 +639,16 @@ f8_status f8_infer_cast_transpose(const f8_graph *graph, const f8_node *node, f8
 		return status;
 	if (x->shape.rank < 2)
 		return f8_infer_fail(diag, "CastTranspose needs rank >= 2");
+	bool grouped = f8_node_attr_int(node, "grouped", 0);
 	f8_type transposed = {.dtype = x->dtype, .shape = {.rank = 2, .dims = {cols, rows}}};
-	status = scale_grid(graph, &transposed, cols, rows, f8_node_attr(node, "block"),
-			    "the transposed input", &scales_t, diag);
+	if (grouped && x->shape.rank == 3) // each group's matrix transposed
+		transposed.shape = (f8_shape){.rank = 3, .dims = {x->shape.dims[0], cols,
+								  x->shape.dims[1]}};
+	if (grouped)
+		scales_t = scales;
+	else
+		status = scale_grid(graph, &transposed, cols, rows, f8_node_attr(node, "block"),
+				    "the transposed input", &scales_t, diag);
 	if (status)
 		return status;
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
@@ -598,14 +657,16 @@ f8_status f8_infer_cast_transpose(const f8_graph *graph, const f8_node *node, f8
 	outputs[1] = (f8_type){.dtype = to, .shape = transposed.shape};
 	outputs[2] = (f8_type){.dtype = scale_dtype, .shape = scales};
 	outputs[3] = (f8_type){.dtype = scale_dtype, .shape = scales_t};
-	outputs[4] = infer_scalar(F8_DTYPE_F32);
+	outputs[4] = grouped ? (f8_type){.dtype = F8_DTYPE_F32, .shape = scales}
+			     : infer_scalar(F8_DTYPE_F32);
 	return F8_OK;
 }
 
 /*
  * ScalingUpdate(scale f32[n], amax_history f32[len, n], nonfinite i64[], amax_0 .. amax_n-1)
  *   -> (scale', amax_history', nonfinite'): delayed scaling's step for one table of n slots
- * (TransformerEngine's amax-and-scale update). For each slot i with a finite amax_i, the
+ * (TransformerEngine's amax-and-scale update). An amax input is a scalar, one slot, or an
+ * f32[k] of a grouped cast, k consecutive slots; the slots follow the inputs in order. For each slot i with a finite amax_i, the
  * history rolls down one row and row 0 takes amax_i; the amax used is the largest of column i
  * (algo "max") or row 0 ("most_recent"); scale'_i = f8_scale_from_amax(format, that amax,
  * margin, scale_i), so an amax of 0 keeps the scale. A non-finite amax_i leaves slot i's
@@ -623,7 +684,15 @@ f8_status f8_infer_scaling_update(const f8_graph *graph, const f8_node *node, f8
 		return f8_infer_fail(diag, "attribute format must be e4m3 or e5m2");
 	if (f8_node_attr_int(node, "margin", 0) < 0)
 		return f8_infer_fail(diag, "attribute margin must not be negative");
-	int64_t n = node->n_inputs - 3;
+	int64_t n = 0; // the slots: one per scalar amax, k per f32[k] (a grouped cast's)
+	for (uint32_t i = 3; i < node->n_inputs; i++) {
+		const f8_type *amax = infer_input(graph, node, i);
+		bool vector = amax && amax->shape.rank == 1 && f8_dim_is_const(amax->shape.dims[0]);
+		if (!amax || amax->dtype != F8_DTYPE_F32 || !(amax->shape.rank == 0 || vector))
+			return f8_infer_fail(diag, "input %u must be an f32 amax: a scalar, or f32[k] "
+					  "for k slots", i);
+		n += vector ? f8_dim_value(amax->shape.dims[0]) : 1;
+	}
 	if (!scale || !history || !nonfinite || scale->dtype != F8_DTYPE_F32 ||
 	    scale->shape.rank != 1 || !f8_dim_equal(scale->shape.dims[0], f8_dim_const(n)))
 		return f8_infer_fail(diag, "the scale table must be f32[%lld], one entry per amax input",
@@ -635,11 +704,6 @@ f8_status f8_infer_scaling_update(const f8_graph *graph, const f8_node *node, f8
 				  (long long)n);
 	if (nonfinite->dtype != F8_DTYPE_I64 || nonfinite->shape.rank != 0)
 		return f8_infer_fail(diag, "the non-finite count must be an i64 scalar");
-	for (uint32_t i = 3; i < node->n_inputs; i++) {
-		const f8_type *amax = infer_input(graph, node, i);
-		if (!amax || amax->dtype != F8_DTYPE_F32 || amax->shape.rank != 0)
-			return f8_infer_fail(diag, "input %u must be an f32 scalar amax", i);
-	}
 	outputs[0] = *scale;
 	outputs[1] = *history;
 	outputs[2] = *nonfinite;
@@ -707,6 +771,61 @@ f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type 
 		return f8_infer_fail(diag, "the bias must be %s[N]", f8_dtype_name(to));
 	outputs[0] = (f8_type){.dtype = to, .shape = a->shape};
 	outputs[0].shape.dims[a->shape.rank - 1] = n;
+	return F8_OK;
+}
+
+/*
+ * FP8GroupedGemm(a, b, a_scale_inv f32[E], b_scale_inv f32[E], counts i64[E]) {to, gemm}: one
+ * FP8Gemm per expert e, over its rows [sum(counts[:e]), sum(counts[:e+1])), each operand's
+ * copy scaled per expert (a grouped cast's scale_inv). fwd and dgrad: a (rows, K) and b
+ * (E, N, K) -> (rows, N), a's rows of expert e times b[e]^T. wgrad: a (N, rows) and b
+ * (K, rows), the transposed copies of dy and x -> (E, N, K), expert e's columns of a times
+ * those of b^T.
+ */
+f8_status f8_infer_fp8_grouped_gemm(const f8_graph *graph, const f8_node *node,
+				    f8_type *outputs, f8_diag *diag) {
+	static const char *const gemms[] = {"fwd", "dgrad", "wgrad", NULL};
+	const f8_type *a = infer_input(graph, node, 0), *b = infer_input(graph, node, 1);
+	const f8_type *counts = infer_input(graph, node, 4);
+	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
+	f8_status status = f8_infer_require_choice(node, "gemm", gemms, diag);
+	if (!status)
+		status = f8_infer_require_integer(counts, "the counts", diag);
+	if (status)
+		return status;
+	if (!f8_dtype_is_fp8(a->dtype) || !f8_dtype_is_fp8(b->dtype))
+		return f8_infer_fail(diag, "both operands must be FP8, not %s and %s",
+				  f8_dtype_name(a->dtype), f8_dtype_name(b->dtype));
+	if (a->dtype == F8_DTYPE_E5M2 && b->dtype == F8_DTYPE_E5M2)
+		return f8_infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
+	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
+		return f8_infer_fail(diag, "attribute to must be f32, bf16 or f16");
+	if (counts->shape.rank != 1)
+		return f8_infer_fail(diag, "the counts must have shape (experts)");
+	f8_dim experts = counts->shape.dims[0];
+	for (uint32_t i = 2; i < 4; i++) {
+		const f8_type *scale_inv = infer_input(graph, node, i);
+		if (scale_inv->dtype != F8_DTYPE_F32 || scale_inv->shape.rank != 1 ||
+		    !f8_dim_equal(scale_inv->shape.dims[0], experts))
+			return f8_infer_fail(diag, "the scale_inv of %s must be f32[experts], one per "
+					  "expert", i == 2 ? "a" : "b");
+	}
+	bool wgrad = strcmp(f8_node_attr_string(node, "gemm", ""), "wgrad") == 0;
+	if (wgrad) {
+		if (a->shape.rank != 2 || b->shape.rank != 2 ||
+		    !f8_dim_equal(a->shape.dims[1], b->shape.dims[1]))
+			return f8_infer_fail(diag, "a wgrad's a (N, rows) and b (K, rows) must share "
+						"the rows");
+		outputs[0] = (f8_type){.dtype = to, .shape = {.rank = 3, .dims = {experts,
+							a->shape.dims[0], b->shape.dims[0]}}};
+		return F8_OK;
+	}
+	if (a->shape.rank != 2 || b->shape.rank != 3 || !f8_dim_equal(b->shape.dims[0], experts))
+		return f8_infer_fail(diag, "a must be (rows, K) and b (experts, N, K)");
+	if (!f8_dim_equal(a->shape.dims[1], b->shape.dims[2]))
+		return f8_infer_fail(diag, "the K of a and b differ");
+	outputs[0] = (f8_type){.dtype = to,
+			       .shape = {.rank = 2, .dims = {a->shape.dims[0], b->shape.dims[1]}}};
 	return F8_OK;
 }
 

@@ -91,12 +91,15 @@ static const f8_attr_spec attrs_adamw[] = {FLOAT("beta1", false), FLOAT("beta2",
 					   END};
 static const f8_attr_spec attrs_quantize[] = {DTYPE("to", true), INT("saturate", false),
 					      INTS("block", false), DTYPE("scale_dtype", false),
-					      INT("margin", false), INT("slot", false), END};
+					      INT("margin", false), INT("slot", false),
+					      INT("grouped", false), END};
 static const f8_attr_spec attrs_dequantize[] = {DTYPE("to", true), INTS("block", false), END};
 static const f8_attr_spec attrs_scaling_update[] = {DTYPE("format", true), STRING("algo", false),
 						    INT("margin", false), END};
 static const f8_attr_spec attrs_fp8_gemm[] = {DTYPE("to", true), STRING("gemm", true),
 					      INTS("a_block", false), INTS("b_block", false), END};
+static const f8_attr_spec attrs_fp8_grouped_gemm[] = {DTYPE("to", true), STRING("gemm", true),
+						      END};
 static const f8_attr_spec attrs_all_reduce[] = {STRING("group", true), STRING("op", false), END};
 static const f8_attr_spec attrs_gather_scatter[] = {STRING("group", true), INT("axis", true),
 						    INT("ranks", true), END};
@@ -243,4 +246,18 @@ const char *f8_node_attr_string(const f8_node *node, const char *name, const cha
 f8_dtype f8_node_attr_dtype(const f8_node *node, const char *name, f8_dtype fallback) {
 	const f8_attr *attr = f8_node_attr(node, name);
 	return attr && attr->kind == F8_ATTR_DTYPE ? attr->dtype : fallback;
+}
+
+int f8_cast_scale_input(const f8_node *node) {
+	if (f8_node_attr_int(node, "grouped", 0))
+		return f8_node_attr(node, "slot") && node->n_inputs > 1 ? 1 : -1;
+	return node->n_inputs > 1 && node->inputs[1] != F8_NONE ? 1 : -1;
+}
+
+int f8_cast_counts_input(const f8_node *node) {
+	if (!f8_node_attr_int(node, "grouped", 0))
+		return -1;
+	int after_scale = f8_cast_scale_input(node) + 1;
+	int at = after_scale > 1 ? after_scale : 1;
+	return (uint32_t)at < node->n_inputs ? at : -1;
 }

@@ -149,4 +149,13 @@ const char *f8_node_attr_string(const struct f8_node *node, const char *name,
 				const char *fallback);
 f8_dtype f8_node_attr_dtype(const struct f8_node *node, const char *name, f8_dtype fallback);
 
+/*
+ * The inputs of a Quantize or CastTranspose node (ir/infer_fused.c), by position: the scale
+ * input (a scaling table with `slot`, else a given scale or grid), or -1 when the cast finds
+ * its scale from the data; and the rows per group of a grouped cast of a (rows, cols) input,
+ * or -1. A grouped cast takes its scales from a table or finds them: (x [, table], [counts]).
+ */
+int f8_cast_scale_input(const struct f8_node *node);
+int f8_cast_counts_input(const struct f8_node *node);
+
 #endif

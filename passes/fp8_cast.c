@@ -27,12 +27,15 @@ typedef struct cast {
 	int group;
 	f8_dtype format;
 	f8_recipe recipe;
+	bool grouped;             // scaled per expert, for an MoE's grouped GEMMs: the groups
+	f8_value_id counts;       // are an (experts, N, K) weight's slices (counts F8_NONE), or
+	int64_t groups;           // the rows per expert of a (rows, K) activation (counts)
 	bool plain, transposed;   // which copies the GEMMs need
 	const char *role;         // "x", "w", "dy": for the reason
 	const char *first_scope;  // the scope of the first GEMM reading it
 	uint32_t n_other_scopes;  // readers in other scopes
 	char kinds[32];           // "fwd, wgrad"
-	uint32_t slot;            // its slot in the group's table (delayed), else F8_NONE
+	uint32_t slot;            // its (first) slot in the group's table (delayed), else F8_NONE
 	const char *name;         // what its values are named after: the source, and the recipe
 				  // or format when the source has several copies
 	// Made by emit: the node and the values the GEMMs read.
@@ -76,12 +79,13 @@ static f8_value_id weight_source(const f8_graph *graph, f8_value_id w) {
 	return F8_NONE;
 }
 
-/* The cast of (source, format, recipe), made when new. */
+/* The cast of (source, format, recipe, grouped), made when new. */
 static f8_status find_cast(caster *c, f8_value_id source, int group, f8_dtype format,
-			   f8_recipe recipe, cast **out) {
+			   f8_recipe recipe, bool grouped, cast **out) {
 	for (uint32_t i = 0; i < c->n_casts; i++) {
 		cast *k = &c->casts[i];
-		if (k->source == source && k->format == format && k->recipe == recipe) {
+		if (k->source == source && k->format == format && k->recipe == recipe &&
+		    k->grouped == grouped) {
 			*out = k;
 			return F8_OK;
 		}
@@ -96,19 +100,37 @@ static f8_status find_cast(caster *c, f8_value_id source, int group, f8_dtype fo
 	}
 	cast *k = &c->casts[c->n_casts++];
 	*k = (cast){.source = source, .group = group, .format = format, .recipe = recipe,
-		    .slot = F8_NONE, .node = F8_NONE, .codes = F8_NONE, .codes_t = F8_NONE};
+		    .grouped = grouped, .counts = F8_NONE, .groups = 1, .slot = F8_NONE,
+		    .node = F8_NONE, .codes = F8_NONE, .codes_t = F8_NONE};
 	*out = k;
 	return F8_OK;
 }
 
-/* Notes that GEMM `node` (of `kind`) reads the copy of `source` (transposed or not). */
+static bool is_grouped(const f8_node *node) {
+	return node->op == F8_OP_GROUPED_LINEAR || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
+}
+
+/* Notes that GEMM `node` (of `kind`) reads the copy of `source` (transposed or not); a grouped
+ * GEMM's copies are scaled per expert: a weight's slices, or an activation's rows by the GEMM's
+ * counts. */
 static f8_status need(caster *c, const f8_node *node, f8_gemm_kind kind, f8_value_id source,
 		      int group, f8_dtype format, f8_recipe recipe, bool transposed,
 		      const char *role) {
 	cast *k = NULL;
-	f8_status status = find_cast(c, source, group, format, recipe, &k);
+	bool grouped = is_grouped(node);
+	f8_status status = find_cast(c, source, group, format, recipe, grouped, &k);
 	if (status)
 		return status;
+	if (grouped) {
+		const f8_shape *shape = &c->graph->values[source].type.shape;
+		const f8_shape *counts = &c->graph->values[node->inputs[2]].type.shape;
+		k->counts = shape->rank == 3 ? F8_NONE : node->inputs[2];
+		f8_dim groups = shape->rank == 3 ? shape->dims[0] : counts->dims[0];
+		if (!f8_dim_is_const(groups))
+			return f8_diag_set(c->diag, F8_ERR_INVALID, "fp8-cast: the experts of %s are "
+					   "not a constant number", node->scope ? node->scope : "?");
+		k->groups = f8_dim_value(groups);
+	}
 	k->role = role;
 	if (transposed)
 		k->transposed = true;
@@ -254,9 +276,14 @@ static f8_status annotate(caster *c, const cast *k, f8_value_id v) {
 				 k->n_other_scopes);
 	used += snprintf(reason + used, sizeof reason - (size_t)used, " (%s), %s -> %s, %s",
 			 k->kinds, upper, format, f8_recipe_name(k->recipe));
-	if (k->slot != F8_NONE)
+	if (k->slot != F8_NONE && k->grouped)
+		snprintf(reason + used, sizeof reason - (size_t)used, ": slots %u-%u of %s, one per "
+			 "expert", k->slot, k->slot + (uint32_t)k->groups - 1, group_tables[k->group]);
+	else if (k->slot != F8_NONE)
 		snprintf(reason + used, sizeof reason - (size_t)used, ": slot %u of %s", k->slot,
 			 group_tables[k->group]);
+	else if (k->grouped)
+		snprintf(reason + used, sizeof reason - (size_t)used, ", one scale per expert");
 	const char *copy = f8_arena_strdup(c->graph->arena, reason);
 	if (!copy)
 		return nomem(c);
@@ -313,7 +340,7 @@ static f8_status emit_cast(caster *c, cast *k, f8_value_id tables[N_GROUPS][3]) 
 	bool cached = k->group == GROUP_WEIGHTS && c->training;
 	f8_phase phase = cached ? F8_PHASE_CAST
 		       : producer != F8_NONE ? graph->nodes[producer].phase : F8_PHASE_FWD;
-	f8_attr attrs[6];
+	f8_attr attrs[7];
 	uint32_t n_attrs = 0;
 	int64_t block[2];
 	attrs[n_attrs++] = (f8_attr){.name = "to", .kind = F8_ATTR_DTYPE, .dtype = k->format};
@@ -331,11 +358,16 @@ static f8_status emit_cast(caster *c, cast *k, f8_value_id tables[N_GROUPS][3]) 
 	if (c->options->margin && k->recipe != F8_RECIPE_MXFP8)
 		attrs[n_attrs++] = (f8_attr){.name = "margin", .kind = F8_ATTR_INT,
 					     .i = c->options->margin};
-	f8_value_id inputs[2] = {k->source, F8_NONE};
+	f8_value_id inputs[3] = {k->source, F8_NONE, F8_NONE};
 	uint32_t n_inputs = 1;
 	if (k->slot != F8_NONE) {
 		inputs[n_inputs++] = tables[k->group][0];
 		attrs[n_attrs++] = (f8_attr){.name = "slot", .kind = F8_ATTR_INT, .i = k->slot};
+	}
+	if (k->grouped) {
+		attrs[n_attrs++] = (f8_attr){.name = "grouped", .kind = F8_ATTR_INT, .i = 1};
+		if (k->counts != F8_NONE)
+			inputs[n_inputs++] = k->counts;
 	}
 	// Names: <source>.fp8, .fp8_t, .fp8_scale_inv, .fp8_scale_inv_t, .amax; a weight's
 	// outputs get a suffix, since its cache leaves take the plain names.
@@ -420,9 +452,12 @@ static f8_status emit_updates(caster *c, f8_value_id tables[N_GROUPS][3]) {
 		if (!inputs)
 			return nomem(c);
 		memcpy(inputs, tables[g], 3 * sizeof *inputs);
+		// The amaxes in slot order (emit numbered the slots in cast order): a grouped cast's
+		// f32[experts] takes that many slots.
+		uint32_t n_amax = 0;
 		for (uint32_t i = 0; i < c->n_casts; i++)
 			if (c->casts[i].group == g && c->casts[i].slot != F8_NONE)
-				inputs[3 + c->casts[i].slot] = c->casts[i].amax;
+				inputs[3 + n_amax++] = c->casts[i].amax;
 		f8_attr attrs[3] = {
 			{.name = "format", .kind = F8_ATTR_DTYPE,
 			 .dtype = format_of(c, g == GROUP_GRADIENTS)},
@@ -435,7 +470,7 @@ static f8_status emit_updates(caster *c, f8_value_id tables[N_GROUPS][3]) {
 		f8_phase phase = c->training ? group_phases[g] : F8_PHASE_FWD;
 		f8_status status = names[0] && names[1] && names[2] ? F8_OK : nomem(c);
 		if (!status)
-			status = add_node(c, F8_OP_SCALING_UPDATE, inputs, n + 3, attrs, 3, 3, names,
+			status = add_node(c, F8_OP_SCALING_UPDATE, inputs, n_amax + 3, attrs, 3, 3, names,
 					  phase, "fp8", &c->updates[g]);
 		f8_free(inputs);
 		for (int t = 0; !status && t < 3; t++)
@@ -446,6 +481,34 @@ static f8_status emit_updates(caster *c, f8_value_id tables[N_GROUPS][3]) {
 			return status;
 	}
 	return F8_OK;
+}
+
+/* Step 2e, for an MoE's grouped GEMM: an FP8GroupedGemm on the copies scaled per expert.
+ * fwd reads x and w (experts, N, K); dgrad dy and w's transposed copy (experts, K, N); wgrad
+ * the transposed copies of dy and x, each expert's rows their columns. */
+static f8_status rewrite_grouped(caster *c, f8_node_id id, f8_gemm_kind kind, const cast *ka,
+				 const cast *kb) {
+	f8_graph *graph = c->graph;
+	f8_node *node = &graph->nodes[id];
+	bool wgrad = kind == F8_GEMM_KIND_WGRAD, dgrad = kind == F8_GEMM_KIND_DGRAD;
+	f8_value_id *inputs = f8_arena_alloc_array(graph->arena, 5, sizeof *inputs);
+	if (!inputs)
+		return nomem(c);
+	inputs[0] = wgrad ? ka->codes_t : ka->codes;
+	inputs[1] = wgrad || dgrad ? kb->codes_t : kb->codes;
+	inputs[2] = wgrad ? ka->scale_inv_t : ka->scale_inv;
+	inputs[3] = wgrad || dgrad ? kb->scale_inv_t : kb->scale_inv;
+	inputs[4] = node->inputs[2];
+	f8_attr attrs[2] = {
+		{.name = "to", .kind = F8_ATTR_DTYPE, .dtype = graph->values[node->outputs[0]].type.dtype},
+		{.name = "gemm", .kind = F8_ATTR_STRING, .s = f8_gemm_kind_name(kind)}};
+	node->op = F8_OP_FP8_GROUPED_GEMM;
+	node->inputs = inputs;
+	node->n_inputs = 5;
+	if (f8_node_set_attrs(graph, id, attrs, 2))
+		return nomem(c);
+	f8_type type;
+	return f8_node_infer_types(graph, id, &type, c->diag);
 }
 
 /* Step 2e: GEMM `id` becomes an FP8Gemm on the copies. */
@@ -461,9 +524,10 @@ static f8_status rewrite_gemm(caster *c, f8_node_id id, f8_gemm_kind kind) {
 	if (b_source == F8_NONE)
 		b_source = b;
 	const cast *ka = NULL, *kb = NULL;
+	bool grouped = is_grouped(node);
 	for (uint32_t i = 0; i < c->n_casts; i++) {
 		const cast *k = &c->casts[i];
-		if (k->recipe != decision->recipe)
+		if (k->recipe != decision->recipe || k->grouped != grouped)
 			continue;
 		if (k->source == a && k->format == format_of(c, kind != F8_GEMM_KIND_FWD))
 			ka = k;
@@ -474,6 +538,8 @@ static f8_status rewrite_gemm(caster *c, f8_node_id id, f8_gemm_kind kind) {
 		return f8_diag_set(c->diag, F8_ERR_INVALID, "fp8-cast: no cast planned for a GEMM "
 				   "operand (a bug)");
 	bool wgrad = kind == F8_GEMM_KIND_WGRAD;
+	if (grouped)
+		return rewrite_grouped(c, id, kind, ka, kb);
 	if (wgrad && transposed) { // a (K, N) weight's gradient is x^T dy: x^T is a, dy^T is b
 		const cast *swap = ka;
 		ka = kb, kb = swap;
@@ -576,8 +642,10 @@ static f8_status emit(caster *c) {
 	f8_graph *graph = c->graph;
 	f8_value_id tables[N_GROUPS][3];
 	for (uint32_t i = 0; i < c->n_casts; i++) // slots, in order of first use
-		if (c->casts[i].recipe == F8_RECIPE_DELAYED)
-			c->casts[i].slot = c->n_slots[c->casts[i].group]++;
+		if (c->casts[i].recipe == F8_RECIPE_DELAYED) {
+			c->casts[i].slot = c->n_slots[c->casts[i].group];
+			c->n_slots[c->casts[i].group] += (uint32_t)c->casts[i].groups;
+		}
 	f8_status status = name_casts(c);
 	if (status)
 		return status;

@@ -300,6 +300,33 @@ static f8_dtype operand_format(f8_gemm_kind kind, int which, f8_fp8_format forma
 	return gradient && format == F8_FP8_FORMAT_HYBRID ? F8_DTYPE_E5M2 : F8_DTYPE_E4M3;
 }
 
+static bool is_grouped(const f8_node *node) {
+	return node->op == F8_OP_GROUPED_LINEAR || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
+}
+
+/* The problem with an MoE's grouped GEMM in FP8 under g's recipe, in `problem`; false when
+ * there is none. Its operands are scaled per expert, as TransformerEngine's GroupedLinear keeps
+ * one FP8 scaling state per expert GEMM: per-tensor recipes (delayed, current) only, as the
+ * blocks of the others would straddle the experts' rows; and the experts' weights stored
+ * (experts, N, K), as f8c's MoE layers keep them. */
+static bool grouped_problem(const f8_graph *graph, const gemm *g, char *problem, size_t size) {
+	const f8_node *node = &graph->nodes[g->node];
+	if (!is_grouped(node))
+		return false;
+	if (g->recipe != F8_RECIPE_DELAYED && g->recipe != F8_RECIPE_CURRENT) {
+		snprintf(problem, size, "an MoE's grouped GEMM is scaled per expert, under the "
+			 "per-tensor recipes (delayed, current); the %s recipe's blocks would "
+			 "straddle the experts' rows", f8_recipe_name(g->recipe));
+		return true;
+	}
+	if (f8_node_attr_int(node, "transpose_weight", 0) && g->kind != F8_GEMM_KIND_DGRAD) {
+		snprintf(problem, size, "an MoE's grouped GEMM in FP8 needs the experts' weights "
+			 "stored (experts, N, K); these are (experts, K, N)");
+		return true;
+	}
+	return false;
+}
+
 /* Rules 1-3: the run's recipe; GEMMs without an FP8 form; the head; --no-fp8-wgrad. */
 static void apply_defaults(planner *p) {
 	const f8_fp8_options *o = p->options;
@@ -308,13 +335,12 @@ static void apply_defaults(planner *p) {
 		const f8_node *node = &p->graph->nodes[g->node];
 		g->fp8 = true;
 		g->recipe = o->recipe;
+		char problem[200];
 		if (!g->linear)
-			keep_high(g, p->graph, "%s: f8c plans FP8 for Linear layers only%s",
-				  f8_op_get_info(node->op)->name,
-				  node->op == F8_OP_GROUPED_LINEAR ||
-						  node->op == F8_OP_GROUPED_LINEAR_WGRAD
-					  ? " (no FP8 grouped GEMM yet)"
-					  : " (a product of two activations)");
+			keep_high(g, p->graph, "%s: f8c plans FP8 for Linear layers only (a product "
+				  "of two activations)", f8_op_get_info(node->op)->name);
+		else if (grouped_problem(p->graph, g, problem, sizeof problem))
+			keep_high(g, p->graph, "%s", problem);
 		else if (p->head && strcmp(g->scope, p->head) == 0 && !o->head_fp8)
 			keep_high(g, p->graph, "the output head stays in high precision by default, "
 				  "as in TransformerEngine recipes (--fp8-head puts it in FP8)");
@@ -541,6 +567,8 @@ static bool target_problem(const planner *p, const gemm *g, char *problem, size_
 		return true;
 	}
 	const f8_node *node = &graph->nodes[g->node];
+	if (is_grouped(node)) // its M, or a wgrad's K, is each expert's rows: data
+		return grouped_problem(graph, g, problem, size);
 	const f8_type *a = &graph->values[node->inputs[0]].type;
 	const f8_type *b = &graph->values[node->inputs[1]].type;
 	f8_dim a_last = a->shape.dims[a->shape.rank - 1], b0 = b->shape.dims[0], b1 = b->shape.dims[1];

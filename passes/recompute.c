@@ -188,7 +188,7 @@ static bool clonable(const f8_graph *graph, f8_node_id id) {
 	if (node->phase != F8_PHASE_FWD || node->op == F8_OP_DROPOUT ||
 	    node->op == F8_OP_SCALING_UPDATE || (flags & (F8_OPF_COLLECTIVE | F8_OPF_SIDE_EFFECT)))
 		return false;
-	return !is_cast(node->op) || (node->n_inputs > 1 && node->inputs[1] != F8_NONE);
+	return !is_cast(node->op) || f8_cast_scale_input(node) >= 0;
 }
 
 static bool in_unit(const unit *u, int layer) {

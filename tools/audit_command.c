@@ -48,6 +48,8 @@ typedef struct operand {
 	f8_dtype format;
 	const f8_precision *precision; // the annotation of the FP8 copy it reads
 	const char *table;       // the scaling table of its slot ("fp8.weights"), or NULL
+	uint32_t slots;          // its slots from precision->scaling_slot on: one per expert of
+				 // an FP8GroupedGemm's operand, else 1
 	char granularity[24];    // "per-tensor", "rowwise", "1x128", "128x128", "1x32 MX"
 	int64_t numel;
 } operand;
@@ -229,10 +231,10 @@ static const char *scale_table(const f8_graph *graph, f8_value_id v) {
 	if (producer == F8_NONE)
 		return NULL;
 	const f8_node *cast = &graph->nodes[producer];
-	if ((cast->op != F8_OP_QUANTIZE && cast->op != F8_OP_CAST_TRANSPOSE) ||
-	    cast->n_inputs < 2 || cast->inputs[1] == F8_NONE)
+	int scale_at = f8_cast_scale_input(cast);
+	if ((cast->op != F8_OP_QUANTIZE && cast->op != F8_OP_CAST_TRANSPOSE) || scale_at < 0)
 		return NULL;
-	return graph->values[cast->inputs[1]].name;
+	return graph->values[cast->inputs[scale_at]].name;
 }
 
 /* "1x128" from an FP8Gemm's a_block / b_block (absent: per tensor). */
@@ -256,7 +258,8 @@ static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_dia
 	bool linear = f8_gemm_kind_of(node, &kind);
 	*out = (row){.scope = node->scope ? node->scope : y->name,
 		     .kind = linear ? f8_gemm_kind_name(kind) : f8_op_name(node->op),
-		     .fp8 = node->op == F8_OP_FP8_GEMM, .dtype = y->type.dtype,
+		     .fp8 = node->op == F8_OP_FP8_GEMM || node->op == F8_OP_FP8_GROUPED_GEMM,
+		     .dtype = y->type.dtype,
 		     .reason = y->precision.reason};
 	if (!f8_gemm_sizes(graph, node, &out->m, &out->n, &out->k)) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "the sizes of %s (%s) are not all known",
@@ -277,8 +280,14 @@ static f8_status describe(const f8_graph *graph, f8_node_id id, row *out, f8_dia
 		o->format = v->type.dtype;
 		o->precision = &v->precision;
 		o->table = scale_table(graph, node->inputs[i]);
-		granularity(node, blocks[i], scale_inv->type.dtype, o->granularity,
-			    sizeof o->granularity);
+		const f8_shape *scales = &scale_inv->type.shape;
+		o->slots = node->op == F8_OP_FP8_GROUPED_GEMM && f8_dim_is_const(scales->dims[0])
+				   ? (uint32_t)f8_dim_value(scales->dims[0]) : 1;
+		if (node->op == F8_OP_FP8_GROUPED_GEMM)
+			snprintf(o->granularity, sizeof o->granularity, "per-expert");
+		else
+			granularity(node, blocks[i], scale_inv->type.dtype, o->granularity,
+				    sizeof o->granularity);
 		f8_dim numel;
 		o->numel = f8_shape_numel(&v->type.shape, &numel) && f8_dim_is_const(numel)
 				   ? f8_dim_value(numel) : 0;
@@ -363,8 +372,12 @@ static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, su
 				return status;
 		}
 		if ((node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
-		    !f8_node_attr(node, "block"))
-			s->per_tensor_amaxes++;
+		    !f8_node_attr(node, "block")) { // a grouped cast's, one per expert
+			const f8_shape *scales = &graph->values[node->outputs[node->op ==
+					F8_OP_QUANTIZE ? 1 : 2]].type.shape;
+			s->per_tensor_amaxes += scales->rank == 1 && f8_dim_is_const(scales->dims[0])
+						? (uint32_t)f8_dim_value(scales->dims[0]) : 1;
+		}
 		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
 			continue;
 		row *r = &(*rows)[(*n_rows)++];
@@ -412,9 +425,13 @@ static void print_row(uint32_t index, const row *r, int scope_width) {
 		const operand *o = &r->operands[i];
 		printf("%s%s %s %s %s", i ? ", " : "", o->role, upper(o->format, a, sizeof a),
 		       f8_recipe_name(o->precision->recipe), o->granularity);
-		if (o->precision->scaling_slot != F8_NONE)
-			printf(" (%.*s slot %u)", o->table ? (int)(strlen(o->table) - 6) : 5,
-			       o->table ? o->table : "table", o->precision->scaling_slot);
+		int table = o->table ? (int)(strlen(o->table) - 6) : 5;
+		uint32_t slot = o->precision->scaling_slot;
+		if (slot != F8_NONE && o->slots > 1)
+			printf(" (%.*s slots %u-%u)", table, o->table ? o->table : "table", slot,
+			       slot + o->slots - 1);
+		else if (slot != F8_NONE)
+			printf(" (%.*s slot %u)", table, o->table ? o->table : "table", slot);
 	}
 	printf("\n");
 }
@@ -622,12 +639,12 @@ static json_t *row_json(uint32_t index, const row *r) {
 		json_t *slot = o->precision->scaling_slot == F8_NONE
 				       ? json_null()
 				       : json_integer(o->precision->scaling_slot);
-		json_t *entry = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:I, s:s?}", "role",
+		json_t *entry = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:I, s:I, s:s?}", "role",
 					  o->role, "format", upper(o->format, a, sizeof a), "recipe",
 					  f8_recipe_name(o->precision->recipe), "granularity",
 					  o->granularity, "scale_table", o->table, "slot", slot,
-					  "numel", (json_int_t)o->numel, "reason",
-					  o->precision->reason);
+					  "slots", (json_int_t)o->slots, "numel", (json_int_t)o->numel,
+					  "reason", o->precision->reason);
 		if (!entry || json_array_append_new(operands, entry)) {
 			json_decref(operands);
 			operands = NULL;

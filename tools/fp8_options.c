@@ -554,7 +554,7 @@ bool f8_tool_fp8_warn_none(const f8_tool_fp8_args *fp8, const f8_graph *graph,
 		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))
 			continue;
 		gemms++;
-		in_fp8 += node->op == F8_OP_FP8_GEMM;
+		in_fp8 += node->op == F8_OP_FP8_GEMM || node->op == F8_OP_FP8_GROUPED_GEMM;
 	}
 	if (in_fp8 || !gemms)
 		return false;

@@ -12,6 +12,8 @@
 
 #include "ir/alloc.h"                // f8_free
 #include "ir/fp8.h"                  // f8_quantize, f8_amax, f8_scale_from_amax, ...
+#include "ir/ops.h"                  // f8_cast_scale_input, f8_cast_counts_input
+#include "runtime/cpu/kernel_forward.h" // f8_cpu_moe_check_counts
 #include "runtime/cpu/kernel_util.h" // f8_cpu_alloc, f8_cpu_get, f8_cpu_set
 #include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL, f8_cpu_fail
 
@@ -75,7 +77,8 @@ typedef struct cast_recipe {
 static cast_recipe recipe_of(const f8_cpu_kernel_call *call, f8_dtype format,
 			     const f8_rt_tensor *scale_inv) {
 	const f8_node *node = call->node;
-	const f8_rt_tensor *scale = f8_cpu_input(call, 1);
+	int scale_at = f8_cast_scale_input(node);
+	const f8_rt_tensor *scale = scale_at < 0 ? NULL : f8_cpu_input(call, (uint32_t)scale_at);
 	cast_recipe recipe = {.format = format,
 			      .saturate = f8_node_attr_int(node, "saturate", 1),
 			      .margin = (int)f8_node_attr_int(node, "margin", 0),
@@ -157,6 +160,42 @@ static f8_status check_saturation(const f8_cpu_kernel_call *call, const cast_rec
 }
 
 /*
+ * A grouped cast (grouped=1, ir/infer_fused.c): group g's rows, the g-th slice of an
+ * (E, rows, cols) x or the g-th segment of counts' rows, quantized per tensor at the table's
+ * entry slot + g, or at the scale found from the group's amax as current scaling finds it;
+ * scale_inv[g] = 1 / that scale and, when asked, amax[g] the group's amax. The counts must be
+ * non-negative and add up to the rows.
+ */
+static f8_status quantize_groups(const f8_cpu_kernel_call *call, const float *x,
+				 const cast_recipe *recipe, uint8_t *codes, f8_rt_tensor *scale_inv,
+				 f8_rt_tensor *amax, f8_diag *diag) {
+	const f8_rt_tensor *input = call->inputs[0];
+	int counts_at = f8_cast_counts_input(call->node);
+	int scale_at = f8_cast_scale_input(call->node);
+	const f8_rt_tensor *table = scale_at < 0 ? NULL : call->inputs[scale_at];
+	int64_t slot = f8_node_attr_int(call->node, "slot", 0);
+	int64_t cols = input->dims[input->rank - 1], groups = f8_rt_tensor_numel(scale_inv);
+	int64_t rows = f8_cpu_dims_product(input, 0, input->rank - 1), largest;
+	const f8_rt_tensor *counts = counts_at < 0 ? NULL : call->inputs[counts_at];
+	f8_status status = counts ? f8_cpu_moe_check_counts(call, counts, rows, &largest, diag)
+				  : F8_OK;
+	for (int64_t g = 0, start = 0; !status && g < groups; g++) {
+		int64_t length = counts ? (int64_t)f8_cpu_get(counts, g) : rows / groups;
+		size_t n = (size_t)(length * cols), at = (size_t)(start * cols);
+		float group_amax = f8_amax(x + at, n);
+		float scale = table ? (float)f8_cpu_get(table, slot + g)
+				    : f8_scale_from_amax(recipe->format, group_amax, recipe->margin,
+							 1.0f);
+		f8_quantize(x + at, n, recipe->format, scale, recipe->saturate, codes + at);
+		f8_cpu_set(scale_inv, g, 1.0f / scale);
+		if (amax)
+			f8_cpu_set(amax, g, group_amax);
+		start += length;
+	}
+	return status;
+}
+
+/*
  * Quantize: x -> FP8 codes, scale_inv (optional with a given scale), and the amax of x
  * (optional; unscaled, what delayed scaling records). With a scale input: the codes at that
  * scale, the scalar, the table entry `slot`, or one per block. Without: the scale found here,
@@ -177,11 +216,15 @@ F8_CPU_KERNEL(QUANTIZE) {
 		status = as_float(x, &xf, &owned, diag);
 	if (status)
 		return status;
-	quantize_matrix(xf, rows, cols, &recipe, codes->data, scale_inv);
-	if (amax)
-		f8_cpu_set(amax, 0, f8_amax(xf, (size_t)(rows * cols)));
+	if (f8_node_attr_int(call->node, "grouped", 0)) {
+		status = quantize_groups(call, xf, &recipe, codes->data, scale_inv, amax, diag);
+	} else {
+		quantize_matrix(xf, rows, cols, &recipe, codes->data, scale_inv);
+		if (amax)
+			f8_cpu_set(amax, 0, f8_amax(xf, (size_t)(rows * cols)));
+	}
 	f8_free(owned);
-	return F8_OK;
+	return status;
 }
 
 /* Dequantize: decode(codes) * scale_inv of the code's block (f32, or e8m0 for MX), rounded to
@@ -292,6 +335,22 @@ F8_CPU_KERNEL(CAST_TRANSPOSE) {
 		status = as_float(x, &xf, &owned, diag);
 	if (status)
 		return status;
+	if (f8_node_attr_int(call->node, "grouped", 0)) {
+		// Each group's matrix transposed (E, rows, cols); or, grouped by counts, each
+		// group's rows become its columns of the one transposed matrix.
+		status = quantize_groups(call, xf, &recipe, codes->data, scale_inv,
+					 &call->outputs[4], diag);
+		int64_t groups = f8_rt_tensor_numel(scale_inv);
+		int64_t slices = x->rank == 3 ? groups : 1, slice_rows = rows / slices;
+		for (int64_t g = 0; !status && g < slices; g++)
+			transpose((const uint8_t *)codes->data + g * slice_rows * cols, slice_rows,
+				  cols, 1, (uint8_t *)call->outputs[1].data + g * slice_rows * cols);
+		if (!status && groups)
+			memcpy(call->outputs[3].data, scale_inv->data,
+			       (size_t)groups * sizeof(float));
+		f8_free(owned);
+		return status;
+	}
 	quantize_matrix(xf, rows, cols, &recipe, codes->data, scale_inv);
 	if (transposes_alike(&recipe)) {
 		transpose(codes->data, rows, cols, 1, call->outputs[1].data);
@@ -381,7 +440,8 @@ F8_CPU_KERNEL(DEQUANTIZE_LINEAR) {
 
 /*
  * ScalingUpdate(scale f32[n], amax_history f32[len, n], nonfinite i64[], amax_0 .. amax_n-1):
- * delayed scaling's step for one table (ir/infer_fused.c). For a finite amax_i, column i of
+ * delayed scaling's step for one table (ir/infer_fused.c; an f32[k] amax input is k slots in
+ * a row). For a finite amax_i, column i of
  * the history rolls down one row (the oldest row drops out) and row 0 takes amax_i; the amax
  * used is the column's largest ("max") or row 0 ("most_recent"); scale'_i is
  * f8_scale_from_amax(format, that amax, margin, scale_i), which keeps the scale for an amax of
@@ -402,8 +462,10 @@ F8_CPU_KERNEL(SCALING_UPDATE) {
 		memcpy(scales, scale->data, (size_t)n * sizeof(float));
 		memcpy(rows, history->data, (size_t)(length * n) * sizeof(float));
 	}
-	for (int64_t i = 0; i < n; i++) {
-		float amax = (float)f8_cpu_get(call->inputs[3 + i], 0);
+	for (int64_t i = 0, input = 3, at = 0; i < n; i++, at++) {
+		if (at == f8_rt_tensor_numel(call->inputs[input])) // a grouped cast's f32[k] is k slots
+			input++, at = 0;
+		float amax = (float)f8_cpu_get(call->inputs[input], at);
 		if (!isfinite(amax)) {
 			skipped++;
 			continue;

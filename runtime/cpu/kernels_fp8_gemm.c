@@ -1,6 +1,6 @@
 /*
- * The reference kernel of FP8Gemm (ir/infer_fused.c), the GEMM that cuBLASLt runs on Hopper's
- * FP8 tensor cores: y = (a * a_scale_inv) (b * b_scale_inv)^T + bias, both operands K-major FP8
+ * The reference kernels of FP8Gemm and FP8GroupedGemm (ir/infer_fused.c), the GEMMs that
+ * cuBLASLt runs on Hopper's FP8 tensor cores (one per expert for the grouped one): y = (a * a_scale_inv) (b * b_scale_inv)^T + bias, both operands K-major FP8
  * codes, each scale_inv a scalar or one per block of its operand (a_block / b_block; rowwise is
  * a block of [1, 0] or [1, K]; e8m0 grids are MX).
  *
@@ -23,9 +23,11 @@
  * tolerance of that order, not float32's.
  */
 #include <stdint.h> // int64_t, uint8_t
+#include <string.h> // memcpy, strcmp
 
 #include "ir/alloc.h"                // f8_free
 #include "ir/fp8.h"                  // f8_float_decode
+#include "runtime/cpu/kernel_forward.h" // f8_cpu_moe_check_counts
 #include "runtime/cpu/kernel_util.h" // f8_cpu_gemm, f8_cpu_alloc, f8_cpu_load, f8_cpu_store
 #include "runtime/cpu/kernels.h"     // F8_CPU_KERNEL
 
@@ -39,13 +41,11 @@ typedef struct gemm_operand {
 	double *scales;                 // (grid rows, grid_cols) decoded scale_invs, to free
 } gemm_operand;
 
-/* Reads operand `input` (0: a, 1: b) of the call: its codes, and the scale_inv (input + 2)
- * under the block attribute `block_attr`, decoded (e8m0 by f8_float_decode: 0xFF is NaN). */
-static f8_status operand_init(const f8_cpu_kernel_call *call, uint32_t input,
-			      const char *block_attr, int64_t rows, int64_t k, gemm_operand *op,
+/* Reads an operand: its codes, and its scale_inv under `block` (NULL: one scale), decoded
+ * (e8m0 by f8_float_decode: 0xFF is NaN). */
+static f8_status operand_init(const f8_rt_tensor *codes, const f8_rt_tensor *scale_inv,
+			      const f8_attr *block, int64_t rows, int64_t k, gemm_operand *op,
 			      f8_diag *diag) {
-	const f8_rt_tensor *codes = call->inputs[input], *scale_inv = call->inputs[input + 2];
-	const f8_attr *block = f8_node_attr(call->node, block_attr);
 	*op = (gemm_operand){.codes = codes->data, .format = codes->dtype, .rows = rows, .k = k,
 			     .block_rows = rows > 0 ? rows : 1, .block_cols = k > 0 ? k : 1,
 			     .grid_cols = scale_inv->rank == 2 ? scale_inv->dims[1] : 1};
@@ -120,20 +120,18 @@ static void store_result(const f8_cpu_gemm *gemm, bool per_row, const gemm_opera
 	}
 }
 
-/* FP8Gemm(a (..., K), b (N, K), a_scale_inv, b_scale_inv [, bias (N)]) -> y (..., N) of `to`:
- * the per-row or the block path of the file comment. */
-F8_CPU_KERNEL(FP8_GEMM) {
-	const f8_rt_tensor *a = call->inputs[0], *b = call->inputs[1];
-	const f8_rt_tensor *bias = f8_cpu_input(call, 4);
-	f8_rt_tensor *y = &call->outputs[0];
-	int64_t k = a->dims[a->rank - 1], n = b->dims[0];
-	int64_t m = f8_cpu_dims_product(a, 0, a->rank - 1);
+/* y (m, n) = a (m, K) b (n, K)^T under their scale_invs and blocks, plus the bias: the per-row
+ * or the block path of the file comment. */
+static f8_status fp8_gemm(const f8_cpu_kernel_call *call, const f8_rt_tensor *a,
+			  const f8_rt_tensor *b, const f8_rt_tensor *scale_inv[2],
+			  const f8_attr *blocks[2], const f8_rt_tensor *bias, f8_rt_tensor *y,
+			  int64_t m, int64_t n, int64_t k, f8_diag *diag) {
 	gemm_operand ops[2] = {{0}, {0}};
 	void *decoded[2] = {NULL, NULL};
 	f8_cpu_gemm gemm = {0};
-	f8_status status = operand_init(call, 0, "a_block", m, k, &ops[0], diag);
+	f8_status status = operand_init(a, scale_inv[0], blocks[0], m, k, &ops[0], diag);
 	if (!status)
-		status = operand_init(call, 1, "b_block", n, k, &ops[1], diag);
+		status = operand_init(b, scale_inv[1], blocks[1], n, k, &ops[1], diag);
 	bool per_row = ops[0].grid_cols == 1 && ops[1].grid_cols == 1;
 	for (int i = 0; !status && i < 2; i++)
 		status = per_row ? decode(&ops[i], (float **)&decoded[i], diag)
@@ -156,5 +154,82 @@ F8_CPU_KERNEL(FP8_GEMM) {
 		f8_free(decoded[i]);
 		f8_free(ops[i].scales);
 	}
+	return status;
+}
+
+/* FP8Gemm(a (..., K), b (N, K), a_scale_inv, b_scale_inv [, bias (N)]) -> y (..., N) of `to`. */
+F8_CPU_KERNEL(FP8_GEMM) {
+	const f8_rt_tensor *a = call->inputs[0], *b = call->inputs[1];
+	const f8_rt_tensor *scale_inv[2] = {call->inputs[2], call->inputs[3]};
+	const f8_attr *blocks[2] = {f8_node_attr(call->node, "a_block"),
+				    f8_node_attr(call->node, "b_block")};
+	int64_t k = a->dims[a->rank - 1], n = b->dims[0];
+	int64_t m = f8_cpu_dims_product(a, 0, a->rank - 1);
+	return fp8_gemm(call, a, b, scale_inv, blocks, f8_cpu_input(call, 4), &call->outputs[0], m,
+			n, k, diag);
+}
+
+/* A (rows, cols) matrix of `dtype` at `data`. */
+static f8_rt_tensor view(f8_dtype dtype, void *data, int64_t rows, int64_t cols) {
+	size_t size = f8_dtype_get_info(dtype)->bytes;
+	return (f8_rt_tensor){.dtype = dtype, .rank = 2, .dims = {rows, cols}, .data = data,
+			      .n_bytes = (size_t)(rows * cols) * size};
+}
+
+/* Entry e of an f32[E] as a scalar. */
+static f8_rt_tensor entry(const f8_rt_tensor *vector, int64_t e) {
+	return (f8_rt_tensor){.dtype = F8_DTYPE_F32, .rank = 0,
+			      .data = (float *)vector->data + e, .n_bytes = sizeof(float)};
+}
+
+/* Columns [first, first + count) of the row-major (rows, cols) bytes `in`, contiguous in out. */
+static void copy_columns(const uint8_t *in, int64_t rows, int64_t cols, int64_t first,
+			 int64_t count, uint8_t *out) {
+	for (int64_t r = 0; r < rows && count; r++)
+		memcpy(out + r * count, in + r * cols + first, (size_t)count);
+}
+
+/*
+ * FP8GroupedGemm(a, b, a_scale_inv [E], b_scale_inv [E], counts [E]) (ir/infer_fused.c): per
+ * expert, the FP8Gemm of its rows at its two scales, through the same fp8_gemm as FP8Gemm, so
+ * an expert's result has the bits of that FP8Gemm on its rows. A wgrad's operands are the
+ * transposed copies (N, rows) and (K, rows): an expert's columns are copied out first.
+ */
+F8_CPU_KERNEL(FP8_GROUPED_GEMM) {
+	const f8_rt_tensor *a = call->inputs[0], *b = call->inputs[1], *counts = call->inputs[4];
+	f8_rt_tensor *y = &call->outputs[0];
+	bool wgrad = strcmp(f8_node_attr_string(call->node, "gemm", ""), "wgrad") == 0;
+	int64_t experts = counts->dims[0], rows = wgrad ? a->dims[1] : a->dims[0], largest;
+	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, diag);
+	const f8_attr *blocks[2] = {NULL, NULL};
+	size_t y_size = f8_dtype_get_info(y->dtype)->bytes;
+	uint8_t *columns = NULL;
+	int64_t n = wgrad ? a->dims[0] : b->dims[1], k = wgrad ? b->dims[0] : b->dims[2];
+	if (!status && wgrad)
+		status = f8_cpu_alloc((n + k) * (largest ? largest : 1), 1, (void **)&columns, diag);
+	for (int64_t e = 0, first = 0; !status && e < experts; e++) {
+		int64_t count = (int64_t)f8_cpu_get(counts, e);
+		f8_rt_tensor scales[2] = {entry(call->inputs[2], e), entry(call->inputs[3], e)};
+		const f8_rt_tensor *scale_inv[2] = {&scales[0], &scales[1]};
+		f8_rt_tensor pa, pb, out;
+		if (wgrad) { // y[e] (N, K) = dy_e^T x_e: the experts' columns, K = count
+			copy_columns(a->data, n, rows, first, count, columns);
+			copy_columns(b->data, k, rows, first, count, columns + n * count);
+			pa = view(a->dtype, columns, n, count);
+			pb = view(b->dtype, columns + n * count, k, count);
+			out = view(y->dtype, (uint8_t *)y->data + (size_t)(e * n * k) * y_size, n, k);
+			status = fp8_gemm(call, &pa, &pb, scale_inv, blocks, NULL, &out, n, k, count,
+					  diag);
+		} else if (count) { // y's rows of expert e = a's rows times b[e]^T
+			pa = view(a->dtype, (uint8_t *)a->data + first * k, count, k);
+			pb = view(b->dtype, (uint8_t *)b->data + e * n * k, n, k);
+			out = view(y->dtype, (uint8_t *)y->data + (size_t)(first * n) * y_size, count,
+				   n);
+			status = fp8_gemm(call, &pa, &pb, scale_inv, blocks, NULL, &out, count, n, k,
+					  diag);
+		}
+		first += count;
+	}
+	f8_free(columns);
 	return status;
 }

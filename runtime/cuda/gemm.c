@@ -774,6 +774,14 @@ static f8_status plan_node(f8_cuda_gemms *gemms, f8_node_id id, gemm_plan *plan,
 	case F8_OP_FP8_GEMM: return plan_fp8(gemms, plan, node, &in0, diag);
 	case F8_OP_GROUPED_LINEAR:
 	case F8_OP_GROUPED_LINEAR_WGRAD: return plan_grouped(gemms, plan, node, diag);
+	case F8_OP_FP8_GROUPED_GEMM: {
+		f8_status status = plan_fail(gemms, plan, F8_ERR_UNSUPPORTED, diag,
+					     "the CUDA backend has no FP8 grouped GEMM yet: an MoE's "
+					     "experts in FP8 (scaled per expert) run on the CPU "
+					     "backend");
+		f8_diag_hint(diag, "keep the experts in BF16 on the GPU: --fp8-exclude '*experts*'");
+		return status;
+	}
 	default:
 		return plan_fail(gemms, plan, F8_ERR_UNSUPPORTED, diag,
 				 "the CUDA backend has no cuBLASLt plan for %s", f8_op_name(node->op));

@@ -572,6 +572,20 @@ static const op_case cases[] = {
 	 "%s2, %h2, %n2 = ScalingUpdate(%s, %h, %n, %a0, %a1, %a2, %a3) {format=e4m3, "
 	 "algo=\"max\", margin=1}\noutput %s2, %h2, %n2\n",
 	 "n=int:0:3 a0=uniform:0.01:600 a1=uniform:0.01:600 a2=list:inf a3=uniform:0.01:600"},
+	{.title = "FP8GroupedGemm fwd and wgrad, e4m3 x e4m3, per-expert scales",
+	 IN("x", "f32[32, 48]") IN("dy", "f32[32, 16]") IN("w", "f32[5, 16, 48]") IN("n", "i64[5]")
+	 "%a, %at, %sa, %sat, %aa = CastTranspose(%x, %n) {to=e4m3, grouped=1}\n"
+	 "%g, %gt, %sg, %sgt, %ga = CastTranspose(%dy, %n) {to=e4m3, grouped=1}\n"
+	 "%b, %sb = Quantize(%w) {to=e4m3, grouped=1}\n"
+	 "%y = FP8GroupedGemm(%a, %b, %sa, %sb, %n) {to=f32, gemm=\"fwd\"}\n"
+	 "%dw = FP8GroupedGemm(%gt, %at, %sgt, %sat, %n) {to=f32, gemm=\"wgrad\"}\n"
+	 "output %y, %dw, %aa\n", "n=counts:32", NULL, FP8_GEMM_TOLERANCE},
+	{.title = "ScalingUpdate e4m3 max, a grouped cast's f32[3] amax as three slots",
+	 "scale %s : f32[5]\namax_history %h : f32[8, 5]\nstate %n : i64[]\n" IN("a0", "f32[]")
+	 IN("ag", "f32[3]") IN("a4", "f32[]")
+	 "%s2, %h2, %n2 = ScalingUpdate(%s, %h, %n, %a0, %ag, %a4) {format=e4m3, "
+	 "algo=\"max\"}\noutput %s2, %h2, %n2\n",
+	 "n=int:0:3 a0=uniform:0.01:600 ag=uniform:0.01:600 a4=uniform:0.01:600"},
 	{.title = "ScalingUpdate e5m2 most_recent",
 	 "scale %s : f32[3]\namax_history %h : f32[5, 3]\n"
 	 "state %n : i64[]\n" IN("a0", "f32[]") IN("a1", "f32[]") IN("a2", "f32[]")

@@ -12,6 +12,10 @@
  *     blocks, MX and E5M2 x E4M3 against a dequantize-then-double-GEMM reference, on fresh random
  *     inputs of every sign and several binades (never zero), within the accumulation bound that
  *     kernels_fp8_gemm.c documents.
+ *   - grouped casts (per-expert scaling: rows by counts, an (E, N, K) weight's slices, a slot
+ *     range of a table) and FP8GroupedGemm's fwd, dgrad and wgrad against the dense ops on each
+ *     expert's rows, bit for bit, an expert without tokens included; ScalingUpdate taking a
+ *     grouped cast's amaxes as consecutive slots.
  * The seed comes from the clock and is printed; F8C_TEST_SEED=N repeats a run.
  */
 #include <math.h>   // fabs, ldexp, isnan, NAN, INFINITY
@@ -20,6 +24,7 @@
 #include <string.h> // strlen, strcmp
 #include <time.h>   // time
 
+#include "ir/fp8.h"                  // f8_scale_from_amax
 #include "ir/text.h"                 // f8_text_parse
 #include "passes/pipeline.h"         // f8_pipeline_run
 #include "runtime/cpu/executor.h"    // f8_cpu_executor
@@ -408,6 +413,149 @@ static void test_fp8_gemm(void) {
 		check_gemm(&cases[i], rng_int(1, 9), rng_int(129, 200), rng_int(129, 300));
 }
 
+/* Checks that `part` (a matrix, or a scalar as 1x1) is the block of `whole` (`cols` columns)
+ * at row0, col0, element for element. */
+static void expect_part(const char *what, const char *whole, int64_t cols, int64_t row0,
+			int64_t col0, const char *part) {
+	const f8_rt_tensor *w = value(whole), *p = value(part);
+	CHECK(w && p);
+	if (!w || !p)
+		return;
+	int64_t rows = p->rank == 2 ? p->dims[0] : 1, width = p->rank == 2 ? p->dims[1] : 1;
+	int64_t wrong = 0;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < width; c++) {
+			int64_t at = (row0 + r) * cols + col0 + c;
+			double u = at < f8_rt_tensor_numel(w) ? f8_rt_tensor_get(w, at) : NAN;
+			double v = f8_rt_tensor_get(p, r * width + c);
+			if (u != v && wrong++ == 0)
+				printf("  %s: %%%s[%lld] = %.9g, %%%s[%lld, %lld] has %.9g\n", what, whole,
+				       (long long)at, u, part, (long long)r, (long long)c, v);
+		}
+	CHECK(wrong == 0);
+}
+
+/*
+ * Grouped casts and FP8GroupedGemm (a mixture of experts' per-expert scaling), against the
+ * dense ops on each expert's own rows: three experts of which the middle one got no token.
+ * Current scaling finds each expert's scale from its own rows (x, dy) or slice (w), so the
+ * grouped codes, scales and amaxes are those of Quantize / CastTranspose on that expert alone,
+ * and each expert's fwd, dgrad and wgrad have the bits of FP8Gemm on its copies; the empty
+ * expert gets scale 1, amax 0 and a zero weight gradient. A grouped Quantize with a slot reads
+ * the table entries slot .. slot + 2, and ScalingUpdate takes its f32[3] amax as three slots.
+ */
+static void test_grouped(void) {
+	int64_t c0 = rng_int(1, 9), c2 = rng_int(1, 9), k = 48, n = 32, rows = c0 + c2;
+	char text[4096];
+	snprintf(text, sizeof text,
+		 "graph g {\n"
+		 "  input %%x0 : f32[%lld, 48]\n  input %%x2 : f32[%lld, 48]\n"
+		 "  input %%d0 : f32[%lld, 32]\n  input %%d2 : f32[%lld, 32]\n"
+		 "  input %%w : f32[3, 32, 48]\n  input %%w0 : f32[32, 48]\n"
+		 "  input %%w2 : f32[32, 48]\n  input %%counts : i64[3]\n"
+		 "  scale %%table : f32[4]\n  amax_history %%history : f32[2, 4]\n"
+		 "  state %%nonfinite : i64[]\n  input %%first : f32[]\n"
+		 "  %%x = Concat(%%x0, %%x2) {axis=0}\n  %%d = Concat(%%d0, %%d2) {axis=0}\n"
+		 "  %%a, %%at, %%sa, %%sat, %%aa = CastTranspose(%%x, %%counts) {to=e4m3, grouped=1}\n"
+		 "  %%b, %%bt, %%sb, %%sbt, %%ba = CastTranspose(%%w) {to=e4m3, grouped=1}\n"
+		 "  %%g, %%gt, %%sg, %%sgt, %%ga = CastTranspose(%%d, %%counts) {to=e5m2, grouped=1}\n"
+		 "  %%y = FP8GroupedGemm(%%a, %%b, %%sa, %%sb, %%counts) {to=f32, gemm=\"fwd\"}\n"
+		 "  %%dx = FP8GroupedGemm(%%g, %%bt, %%sg, %%sbt, %%counts) {to=f32, gemm=\"dgrad\"}\n"
+		 "  %%dw = FP8GroupedGemm(%%gt, %%at, %%sgt, %%sat, %%counts) {to=f32, gemm=\"wgrad\"}\n"
+		 "  %%q, %%qs, %%qa = Quantize(%%x, %%table, %%counts) {to=e4m3, slot=1, grouped=1}\n"
+		 "  %%q0, %%qs0, %%qa0 = Quantize(%%x0, %%table) {to=e4m3, slot=1}\n"
+		 "  %%q2, %%qs2, %%qa2 = Quantize(%%x2, %%table) {to=e4m3, slot=3}\n"
+		 "  %%next, %%hnext, %%nfnext = ScalingUpdate(%%table, %%history, %%nonfinite, "
+		 "%%first, %%qa) {format=e4m3}\n",
+		 (long long)c0, (long long)c2, (long long)c0, (long long)c2);
+	// The dense ops on expert e's own rows: '#' stands for e.
+	static const char dense[] =
+		"  %a#, %at#, %sa#, %sat#, %aa# = CastTranspose(%x#) {to=e4m3}\n"
+		"  %b#, %bt#, %sb#, %sbt#, %ba# = CastTranspose(%w#) {to=e4m3}\n"
+		"  %g#, %gt#, %sg#, %sgt#, %ga# = CastTranspose(%d#) {to=e5m2}\n"
+		"  %y# = FP8Gemm(%a#, %b#, %sa#, %sb#) {to=f32, gemm=\"fwd\"}\n"
+		"  %dx# = FP8Gemm(%g#, %bt#, %sg#, %sbt#) {to=f32, gemm=\"dgrad\"}\n"
+		"  %dw# = FP8Gemm(%gt#, %at#, %sgt#, %sat#) {to=f32, gemm=\"wgrad\"}\n";
+	for (int e = 0; e < 3; e += 2) {
+		size_t used = strlen(text);
+		for (const char *c = dense; *c && used + 1 < sizeof text; c++)
+			text[used++] = *c == '#' ? (char)('0' + e) : *c;
+		text[used] = '\0';
+	}
+	snprintf(text + strlen(text), sizeof text - strlen(text),
+		 "  output %%a, %%at, %%sa, %%aa, %%bt, %%sb, %%sbt, %%g, %%y, %%dx, %%dw, %%q, %%qs, "
+		 "%%qa, %%next, %%q0, %%q2, %%qs0, %%qs2, %%qa0, %%qa2, %%a0, %%at0, %%sa0, %%aa0, "
+		 "%%bt0, %%sb0, %%y0, %%dx0, %%dw0, %%a2, %%at2, %%sa2, %%aa2, %%bt2, %%sb2, %%y2, "
+		 "%%dx2, %%dw2, %%g0, %%g2\n}\n");
+	if (!setup(text)) {
+		CHECK(false);
+		return;
+	}
+	const char *randoms[] = {"x0", "x2", "d0", "d2", "w"};
+	for (size_t i = 0; i < sizeof randoms / sizeof randoms[0]; i++) {
+		f8_rt_tensor *t = leaf(randoms[i]);
+		for (int64_t j = 0; j < f8_rt_tensor_numel(t); j++)
+			f8_rt_tensor_set(t, j, random_value() * (i == 4 ? 0.1 : 1.0));
+	}
+	const f8_rt_tensor *w = leaf("w");
+	f8_rt_tensor *w0 = leaf("w0"), *w2 = leaf("w2");
+	for (int64_t j = 0; j < n * k; j++) {
+		f8_rt_tensor_set(w0, j, f8_rt_tensor_get(w, j));
+		f8_rt_tensor_set(w2, j, f8_rt_tensor_get(w, 2 * n * k + j));
+	}
+	FILL("counts", (double)c0, 0, (double)c2);
+	FILL("table", 4, 0.5, 2, 8);
+	FILL("history", 0, 0, 0, 0, 0, 0, 0, 0);
+	FILL("first", 3);
+	CHECK(execute(F8_PHASES_ALL) == F8_OK);
+	// Codes, scales and amaxes per expert; the transposed copies' columns.
+	expect_part("x's codes, expert 0", "a", k, 0, 0, "a0");
+	expect_part("x's codes, expert 2", "a", k, c0, 0, "a2");
+	expect_part("x^T's codes, expert 0", "at", rows, 0, 0, "at0");
+	expect_part("x^T's codes, expert 2", "at", rows, 0, c0, "at2");
+	expect_part("x's scale_inv, expert 0", "sa", 1, 0, 0, "sa0");
+	expect_part("x's scale_inv, expert 2", "sa", 1, 2, 0, "sa2");
+	expect_part("x's amax, expert 0", "aa", 1, 0, 0, "aa0");
+	expect_part("x's amax, expert 2", "aa", 1, 2, 0, "aa2");
+	expect_part("dy's codes, expert 2", "g", n, c0, 0, "g2");
+	expect_part("w's slice 2 transposed", "bt", n, 2 * k, 0, "bt2");
+	expect_part("w's scale_inv, slice 0", "sb", 1, 0, 0, "sb0");
+	expect_part("w^T's scale_inv, slice 2", "sbt", 1, 2, 0, "sb2");
+	const f8_rt_tensor *sa = value("sa"), *aa = value("aa");
+	CHECK(sa && aa && f8_rt_tensor_get(sa, 1) == 1.0 && f8_rt_tensor_get(aa, 1) == 0.0);
+	// Each expert's GEMMs: the bits of FP8Gemm on its copies; the empty expert's dW is 0.
+	expect_part("fwd, expert 0", "y", n, 0, 0, "y0");
+	expect_part("fwd, expert 2", "y", n, c0, 0, "y2");
+	expect_part("dgrad, expert 0", "dx", k, 0, 0, "dx0");
+	expect_part("dgrad, expert 2", "dx", k, c0, 0, "dx2");
+	expect_part("wgrad, expert 0", "dw", k, 0, 0, "dw0");
+	expect_part("wgrad, expert 2", "dw", k, 2 * n, 0, "dw2");
+	const f8_rt_tensor *dw = value("dw");
+	int64_t nonzero = 0;
+	for (int64_t j = 0; dw && j < n * k; j++)
+		nonzero += f8_rt_tensor_get(dw, n * k + j) != 0.0;
+	CHECK(dw && nonzero == 0);
+	// The slot: expert e at table entry 1 + e; the update takes %qa as slots 1..3.
+	expect_part("slot 1, expert 0", "q", k, 0, 0, "q0");
+	expect_part("slot 3, expert 2", "q", k, c0, 0, "q2");
+	expect_part("slot 1's scale_inv", "qs", 1, 0, 0, "qs0");
+	expect_part("slot 3's scale_inv", "qs", 1, 2, 0, "qs2");
+	const f8_rt_tensor *qs = value("qs"), *qa = value("qa"), *next = value("next");
+	CHECK(qs && f8_rt_tensor_get(qs, 1) == 0.5);
+	CHECK(qa && next);
+	for (int e = 0; qa && next && e < 3; e++) {
+		float table[4] = {4, 0.5f, 2, 8};
+		float want = f8_scale_from_amax(F8_DTYPE_E4M3, (float)f8_rt_tensor_get(qa, e), 0,
+						table[1 + e]);
+		CHECK(f8_rt_tensor_get(next, 1 + e) == (double)want);
+	}
+	CHECK(next && f8_rt_tensor_get(next, 0) ==
+			      (double)f8_scale_from_amax(F8_DTYPE_E4M3, 3.0f, 0, 4.0f));
+	printf("grouped casts and FP8GroupedGemm: experts of %lld, 0 and %lld rows\n",
+	       (long long)c0, (long long)c2);
+	teardown();
+}
+
 int main(void) {
 	const char *fixed = getenv("F8C_TEST_SEED");
 	rng_state = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)time(NULL);
@@ -417,5 +565,6 @@ int main(void) {
 	test_quantize_slot();
 	test_cast_transpose();
 	test_fp8_gemm();
+	test_grouped();
 	return test_finish();
 }
