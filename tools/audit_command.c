@@ -643,7 +643,9 @@ static json_t *row_json(uint32_t index, const row *r) {
 					  o->role, "format", upper(o->format, a, sizeof a), "recipe",
 					  f8_recipe_name(o->precision->recipe), "granularity",
 					  o->granularity, "scale_table", o->table, "slot", slot,
-					  "slots", (json_int_t)o->slots, "numel", (json_int_t)o->numel,
+					  "slots", (json_int_t)(o->precision->scaling_slot == F8_NONE
+								? 0 : o->slots),
+					  "numel", (json_int_t)o->numel,
 					  "reason", o->precision->reason);
 		if (!entry || json_array_append_new(operands, entry)) {
 			json_decref(operands);
