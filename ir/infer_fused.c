@@ -890,6 +890,14 @@ f8_status f8_infer_reduce_scatter(const f8_graph *graph, const f8_node *node, f8
 	return gather_scatter(graph, node, false, outputs, diag);
 }
 
+/* LocalShard(x) {group, axis, ranks}: this rank's 1/ranks of x along `axis`, the part whose
+ * index is its place in the group (the distributed optimizer's share of a replicated
+ * parameter). */
+f8_status f8_infer_local_shard(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+			       f8_diag *diag) {
+	return gather_scatter(graph, node, false, outputs, diag);
+}
+
 f8_status f8_infer_send(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
 	(void)graph, (void)outputs;

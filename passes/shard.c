@@ -11,6 +11,7 @@
 #include "ir/alloc.h"  // f8_calloc, f8_free
 #include "ir/arena.h"  // f8_arena_alloc
 #include "ir/memory.h" // f8_memory_type_bytes
+#include "ir/verify.h" // f8_node_infer_types
 
 bool f8_parallel_options_any(const f8_parallel_options *o) {
 	return o && (o->world > 1 || o->tensor > 1 || o->pipeline > 1 || o->context > 1 ||
@@ -140,7 +141,6 @@ static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_
 			     : mesh[F8_MESH_AXIS_CP] > 1 ? "--context-parallel-size"
 			     : mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
 			     : mesh[F8_MESH_AXIS_PP] > 1 ? "--pipeline-model-parallel-size"
-			     : o->distributed_optimizer	 ? "--use-distributed-optimizer"
 			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
 							 : NULL;
 	if (!option)
@@ -215,11 +215,12 @@ static void mark_partial(f8_graph *graph, f8_value_id v, uint32_t axes, f8_reduc
 
 /*
  * Data parallelism: the gradient accumulators (the leaves a backward node adds to) summed over
- * `group` in one AllReduce at the head of phase opt, which every opt node reads instead. The
- * count and bytes into *n and *bytes.
+ * `group` in one AllReduce at the head of phase opt, which every opt node reads instead; those
+ * the distributed optimizer reduce-scatters (`scattered`, by value) are left to it. The count
+ * and bytes into *n and *bytes.
  */
-static f8_status reduce_gradients(f8_graph *graph, const char *group, uint32_t axes, uint32_t *n,
-				  uint64_t *bytes, f8_diag *diag) {
+static f8_status reduce_gradients(f8_graph *graph, const char *group, uint32_t axes,
+				  const bool *scattered, uint32_t *n, uint64_t *bytes, f8_diag *diag) {
 	f8_value_id *grads = f8_calloc(graph->n_updates + 1, sizeof *grads);
 	if (!grads)
 		return nomem(diag);
@@ -228,7 +229,7 @@ static f8_status reduce_gradients(f8_graph *graph, const char *group, uint32_t a
 		f8_value_id target = graph->updates[i].target;
 		const f8_node *by = &graph->nodes[graph->values[graph->updates[i].source].producer];
 		if (graph->values[target].role == F8_ROLE_OPTIMIZER_STATE &&
-		    by->phase == F8_PHASE_BWD && by->op == F8_OP_ADD) {
+		    by->phase == F8_PHASE_BWD && by->op == F8_OP_ADD && !scattered[target]) {
 			grads[(*n)++] = target;
 			*bytes += f8_memory_type_bytes(&graph->values[target].type);
 		}
@@ -254,6 +255,251 @@ static f8_status reduce_gradients(f8_graph *graph, const char *group, uint32_t a
 			mark_partial(graph, grads[k], axes, F8_REDUCTION_SUM);
 	}
 	f8_free(grads);
+	return status;
+}
+
+/*
+ * The distributed optimizer (Megatron-LM's --use-distributed-optimizer; ZeRO stage 1): each
+ * data-parallel rank keeps and updates 1/ranks of every parameter's AdamW state. Per trained
+ * parameter whose first dimension the ranks divide: the gradient accumulator reduce-scattered
+ * along it (instead of all-reduced), this rank's rows of the parameter (LocalShard), AdamW on
+ * those rows with moments of that shape (placed shard along dim 0), and the updated rows
+ * all-gathered into the parameter. A parameter the ranks do not divide keeps the replicated
+ * update (all-reduced gradient, whole moments). The gradient norm is the square root of the
+ * shards' squared norm summed over the ranks, plus the replicated gradients'.
+ */
+typedef struct distributor {
+	f8_graph *graph;
+	const char *group;
+	uint32_t axes, ranks;
+	f8_diag *diag;
+	f8_node_id *before, *after, *next; // per node: chains of new nodes to place around it
+	uint32_t capacity, n_original;     // new nodes' room; the program's length before
+	bool *scattered;                   // per value: an accumulator this pass reduce-scatters
+	uint32_t n_sharded, n_kept;
+	uint64_t bytes;                    // the reduce-scattered gradients' bytes
+} distributor;
+
+/* Appends new node `id` to a chain (*head, linked through d->next). */
+static void chain(distributor *d, f8_node_id *head, f8_node_id id) {
+	while (*head != F8_NONE)
+		head = &d->next[*head];
+	*head = id;
+}
+
+/* Adds a node of `op` (one output named `name`, typed by inference) in phase opt. */
+static f8_status add_opt_node(distributor *d, f8_op op, const f8_value_id *inputs, uint32_t n,
+			      const f8_attr *attrs, uint32_t n_attrs, const char *name,
+			      f8_node_id *out) {
+	f8_graph *graph = d->graph;
+	if (graph->n_nodes + 1 >= d->capacity)
+		return f8_diag_set(d->diag, F8_ERR_INVALID, "shard: too many new nodes (a bug)");
+	f8_status status = f8_graph_add_node(graph, op, inputs, n, 1, &name, out, d->diag);
+	if (status)
+		return status;
+	if (n_attrs && f8_node_set_attrs(graph, *out, attrs, n_attrs))
+		return nomem(d->diag);
+	graph->nodes[*out].phase = F8_PHASE_OPT;
+	graph->nodes[*out].scope = "optimizer";
+	f8_type type;
+	if ((status = f8_node_infer_types(graph, *out, &type, d->diag)))
+		return status;
+	graph->values[graph->nodes[*out].outputs[0]].type = type;
+	return F8_OK; // appended to the program: place_chains places it
+}
+
+/* A collective of `op` along axis 0 over the data-parallel group, of `input`. */
+static f8_status add_parts(distributor *d, f8_op op, f8_value_id input, const char *suffix,
+			   f8_node_id *out) {
+	f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = d->group},
+			    {.name = "axis", .kind = F8_ATTR_INT, .i = 0},
+			    {.name = "ranks", .kind = F8_ATTR_INT, .i = d->ranks}};
+	const char *name = named(d->graph, d->graph->values[input].name, suffix);
+	return name ? add_opt_node(d, op, &input, 1, attrs, 3, name, out) : nomem(d->diag);
+}
+
+/* Whether parameter `p`'s first dimension is a constant the ranks divide. */
+static bool divisible(const distributor *d, f8_value_id p) {
+	const f8_shape *shape = &d->graph->values[p].type.shape;
+	return shape->rank >= 1 && f8_dim_is_const(shape->dims[0]) &&
+	       f8_dim_value(shape->dims[0]) % d->ranks == 0;
+}
+
+/* The moments leaf `v` as this rank's rows, placed shard along dim 0. */
+static void shard_leaf(distributor *d, f8_value_id v) {
+	f8_value *value = &d->graph->values[v];
+	value->type.shape.dims[0] = f8_dim_const(f8_dim_value(value->type.shape.dims[0]) / d->ranks);
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		if (d->axes & 1u << axis)
+			value->placement[axis] = (f8_placement){.kind = F8_PLACEMENT_KIND_SHARD,
+								.dim = 0};
+}
+
+/* One AdamW node `id` on shards: its gradient reduce-scattered (placed before `head`, the
+ * first opt node; the shard's value into *shard), the parameter's rows, the update gathered. */
+static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head,
+			       f8_value_id *shard) {
+	f8_graph *graph = d->graph;
+	f8_value_id p = graph->nodes[id].inputs[0], acc = graph->nodes[id].inputs[1];
+	f8_node_id scatter, local, gather;
+	f8_status status = add_parts(d, F8_OP_REDUCE_SCATTER, acc, ".shard", &scatter);
+	if (!status)
+		status = add_parts(d, F8_OP_LOCAL_SHARD, p, ".shard", &local);
+	if (status)
+		return status;
+	d->scattered[acc] = true;
+	*shard = graph->nodes[scatter].outputs[0];
+	d->bytes += f8_memory_type_bytes(&graph->values[acc].type);
+	mark_partial(graph, acc, d->axes, F8_REDUCTION_SUM);
+	shard_leaf(d, graph->nodes[id].inputs[2]);
+	shard_leaf(d, graph->nodes[id].inputs[3]);
+	f8_node *adamw = &graph->nodes[id];
+	adamw->inputs[0] = graph->nodes[local].outputs[0];
+	adamw->inputs[1] = graph->nodes[scatter].outputs[0];
+	f8_type types[3];
+	if ((status = f8_node_infer_types(graph, id, types, d->diag)))
+		return status;
+	for (int i = 0; i < 3; i++)
+		graph->values[graph->nodes[id].outputs[i]].type = types[i];
+	if ((status = add_parts(d, F8_OP_ALL_GATHER, graph->nodes[id].outputs[0], ".gathered",
+				&gather)))
+		return status;
+	for (uint32_t i = 0; i < graph->n_updates; i++)
+		if (graph->updates[i].target == p)
+			graph->updates[i].source = graph->nodes[gather].outputs[0];
+	chain(d, &d->before[head], scatter);
+	chain(d, &d->before[id], local);
+	chain(d, &d->after[id], gather);
+	d->n_sharded++;
+	return F8_OK;
+}
+
+/* The gradient norm over shards: a GlobalNorm of the shards, its square summed over the ranks,
+ * plus the squared norm of the replicated gradients GlobalNorm `id` read; `id` becomes the
+ * square root of that sum, so its value (what the loop and clipping read) is the whole norm. */
+static f8_status shard_norm(distributor *d, f8_node_id id, const f8_value_id *shards) {
+	f8_graph *graph = d->graph;
+	uint32_t n = graph->nodes[id].n_inputs, n_kept = 0, n_shards = 0;
+	f8_value_id *kept = f8_calloc(2 * n + 1, sizeof *kept), *sharded = kept + n;
+	if (!kept)
+		return nomem(d->diag);
+	for (uint32_t i = 0; i < n; i++) {
+		f8_value_id v = graph->nodes[id].inputs[i];
+		if (shards[v] != F8_NONE)
+			sharded[n_shards++] = shards[v];
+		else
+			kept[n_kept++] = v;
+	}
+	const char *base = graph->values[graph->nodes[id].outputs[0]].name;
+	f8_attr sum[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = d->group},
+			  {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+	f8_node_id made[6];
+	uint32_t n_made = 0;
+	// norm, square, summed square; then the replicated norm, its square, the total.
+	f8_status status = add_opt_node(d, F8_OP_GLOBAL_NORM, sharded, n_shards, NULL, 0,
+					named(graph, base, ".shards"), &made[n_made++]);
+	for (int step = 0; !status && step < (n_kept ? 5 : 2); step++) {
+		f8_value_id last = graph->nodes[made[n_made - 1]].outputs[0];
+		f8_value_id pair[2] = {last, last};
+		static const char *const suffixes[5] = {".shards_square", ".shards_square_sum",
+							".replicated", ".replicated_square",
+							".square"};
+		const char *name = named(graph, base, suffixes[step]);
+		if (step == 0 || step == 3)
+			status = add_opt_node(d, F8_OP_MUL, pair, 2, NULL, 0, name, &made[n_made]);
+		else if (step == 1)
+			status = add_opt_node(d, F8_OP_ALL_REDUCE, &last, 1, sum, 2, name,
+					      &made[n_made]);
+		else if (step == 2)
+			status = add_opt_node(d, F8_OP_GLOBAL_NORM, kept, n_kept, NULL, 0, name,
+					      &made[n_made]);
+		else {
+			f8_value_id both[2] = {graph->nodes[made[2]].outputs[0], last};
+			status = add_opt_node(d, F8_OP_ADD, both, 2, NULL, 0, name, &made[n_made]);
+		}
+		n_made += !status;
+	}
+	f8_free(kept);
+	if (status)
+		return status;
+	for (uint32_t i = 0; i < n_made; i++)
+		chain(d, &d->before[id], made[i]);
+	f8_node *root = &graph->nodes[id]; // GlobalNorm becomes the square root of the total
+	f8_value_id *input = f8_arena_alloc(graph->arena, sizeof *input);
+	if (!input)
+		return nomem(d->diag);
+	*input = graph->nodes[made[n_made - 1]].outputs[0];
+	root->op = F8_OP_SQRT;
+	root->inputs = input;
+	root->n_inputs = 1;
+	f8_type type;
+	return f8_node_infer_types(graph, id, &type, d->diag);
+}
+
+/* The program with the new nodes placed around their anchors. */
+static f8_status place_chains(distributor *d) {
+	f8_graph *graph = d->graph;
+	f8_node_id *order = f8_calloc(graph->n_nodes + 1, sizeof *order);
+	if (!order)
+		return nomem(d->diag);
+	uint32_t n = 0;
+	for (uint32_t p = 0; p < d->n_original; p++) {
+		f8_node_id id = graph->order[p];
+		for (f8_node_id k = d->before[id]; k != F8_NONE; k = d->next[k])
+			order[n++] = k;
+		order[n++] = id;
+		for (f8_node_id k = d->after[id]; k != F8_NONE; k = d->next[k])
+			order[n++] = k;
+	}
+	f8_status status = f8_graph_set_order(graph, order, n) ? nomem(d->diag) : F8_OK;
+	f8_free(order);
+	return status;
+}
+
+static f8_status distribute_optimizer(distributor *d) {
+	f8_graph *graph = d->graph;
+	f8_node_id head = F8_NONE, norm = F8_NONE;
+	uint32_t n_adamw = 0;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		head = head == F8_NONE && node->phase == F8_PHASE_OPT ? graph->order[p] : head;
+		norm = node->op == F8_OP_GLOBAL_NORM ? graph->order[p] : norm;
+		n_adamw += node->op == F8_OP_ADAMW;
+	}
+	// Room for the new nodes: three per AdamW, six for the norm.
+	d->capacity = graph->n_nodes + 3 * n_adamw + 8;
+	d->before = f8_malloc(d->capacity * sizeof *d->before);
+	d->after = f8_malloc(d->capacity * sizeof *d->after);
+	d->next = f8_malloc(d->capacity * sizeof *d->next);
+	f8_value_id *shards = f8_malloc((graph->n_values + 1) * sizeof *shards);
+	if (!d->before || !d->after || !d->next || !shards) {
+		f8_free(shards);
+		return nomem(d->diag);
+	}
+	for (uint32_t i = 0; i < d->capacity; i++)
+		d->before[i] = d->after[i] = d->next[i] = F8_NONE;
+	for (uint32_t v = 0; v <= graph->n_values; v++)
+		shards[v] = F8_NONE;
+	f8_status status = F8_OK;
+	d->n_original = graph->n_order;
+	for (uint32_t p = 0; !status && p < d->n_original; p++) {
+		f8_node_id id = graph->order[p];
+		const f8_node *node = &graph->nodes[id];
+		if (node->op != F8_OP_ADAMW)
+			continue;
+		f8_value_id acc = node->inputs[1];
+		if (!divisible(d, node->inputs[0]) ||
+		    graph->values[acc].role != F8_ROLE_OPTIMIZER_STATE) {
+			d->n_kept++;
+			continue;
+		}
+		status = shard_adamw(d, id, head, &shards[acc]);
+	}
+	if (!status && norm != F8_NONE && d->n_sharded)
+		status = shard_norm(d, norm, shards);
+	if (!status)
+		status = place_chains(d);
+	f8_free(shards);
 	return status;
 }
 
@@ -322,8 +568,20 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		return nomem(diag);
 	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0;
 	uint64_t grad_bytes = 0;
-	if (data)
-		status = reduce_gradients(graph, data_name, data, &n_grads, &grad_bytes, diag);
+	distributor d = {.graph = graph, .group = data_name, .axes = data, .diag = diag,
+			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP]};
+	d.scattered = f8_calloc(graph->n_values + 1, sizeof *d.scattered);
+	if (!d.scattered)
+		return nomem(diag);
+	if (data && options->distributed_optimizer)
+		status = distribute_optimizer(&d);
+	if (!status && data)
+		status = reduce_gradients(graph, data_name, data, d.scattered, &n_grads, &grad_bytes,
+					  diag);
+	f8_free(d.scattered);
+	f8_free(d.before);
+	f8_free(d.after);
+	f8_free(d.next);
 	if (!status && amax)
 		status = reduce_amaxes(graph, amax_name, amax, &n_tables, &n_amaxes, diag);
 	if (!status && report) {
@@ -332,6 +590,12 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 			fprintf(report, " %s=%u", f8_mesh_axis_name((f8_mesh_axis)axis), mesh[axis]);
 		fprintf(report, "\nshard: %u gradients summed over %s in one AllReduce a step, %llu "
 			"bytes\n", n_grads, data_group, (unsigned long long)grad_bytes);
+		if (options->distributed_optimizer && data)
+			fprintf(report, "shard: distributed optimizer: %u parameters' AdamW state and "
+				"update split over the %u ranks of %s (gradients reduce-scattered, %llu "
+				"bytes; updates all-gathered), %u kept whole (a first dimension the "
+				"ranks do not divide)\n", d.n_sharded, d.ranks, data_group,
+				(unsigned long long)d.bytes, d.n_kept);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
 				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);

@@ -81,9 +81,61 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 
 /* Writes the leaves of `which` into `path` with the metadata keys/values, each read from the
  * executor's backend into host memory first. */
+/* The mesh axes whose ranks hold parts of leaf `v` along dim 0 (0: every rank holds it
+ * whole). */
+static uint32_t shard_axes(const f8_graph *graph, f8_value_id v) {
+	uint32_t axes = 0;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		if (graph->values[v].placement[axis].kind == F8_PLACEMENT_KIND_SHARD)
+			axes |= 1u << axis;
+	return axes;
+}
+
+/* Leaf `v` read to the host whole: a leaf the ranks hold parts of, gathered over their group
+ * (every rank calls this for the same leaves in the same order). */
+static f8_status read_whole(const f8_executor *executor, f8_dist *dist, f8_value_id v,
+			    f8_rt_tensor *out, f8_diag *diag) {
+	uint32_t axes = shard_axes(f8_executor_graph(executor), v);
+	uint32_t ranks = axes && dist ? f8_dist_group_size(dist, axes) : 1;
+	if (ranks == 1)
+		return f8_executor_read(executor, v, out, diag);
+	f8_rt_tensor part = {0};
+	f8_status status = f8_executor_read(executor, v, &part, diag);
+	int64_t dims[F8_MAX_RANK];
+	for (int d = 0; d < part.rank; d++)
+		dims[d] = part.dims[d];
+	dims[0] *= ranks;
+	if (!status)
+		status = f8_rt_tensor_create(part.dtype, part.rank, dims, out, diag);
+	if (!status)
+		status = f8_dist_all_gather(dist, axes, part.data, out->data, part.n_bytes, diag);
+	f8_rt_tensor_destroy(&part);
+	return status;
+}
+
+/* The leaves file `which` holds, read to the host whole (gathered where the ranks hold
+ * parts), into host[] and their names into names[]; *n of them. Every rank calls it. */
+static f8_status read_file_leaves(const f8_executor *executor, f8_dist *dist, int which,
+				  const char **names, f8_rt_tensor *host, size_t *n,
+				  f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
+	f8_status status = F8_OK;
+	*n = 0;
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		if (file_of(graph, v) != which)
+			continue;
+		names[*n] = graph->values[v].name;
+		status = read_whole(executor, dist, v, &host[*n], diag);
+		*n += !status;
+	}
+	return status;
+}
+
+/* Writes file `which` of the checkpoint (rank 0), or only takes part in its gathers. */
 static f8_status write_file(const char *path, int which, const f8_executor *executor,
-			    const char *const *keys, const char *const *values, size_t n_metadata,
-			    f8_diag *diag) {
+			    f8_dist *dist, const char *const *keys, const char *const *values,
+			    size_t n_metadata, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
 	f8_rt_tensor *host = f8_calloc(graph->n_inputs + 1, sizeof *host);
@@ -91,26 +143,21 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 	f8_status status = names && host && tensors
 				   ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	size_t n = 0;
-	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
-		f8_value_id v = graph->inputs[i];
-		if (file_of(graph, v) != which)
-			continue;
-		names[n] = graph->values[v].name;
-		status = f8_executor_read(executor, v, &host[n], diag);
-		tensors[n] = &host[n];
-		n += !status;
+	if (!status)
+		status = read_file_leaves(executor, dist, which, names, host, &n, diag);
+	for (size_t i = 0; !status && path && i < n; i++) {
+		tensors[i] = &host[i];
 		// A checkpoint never holds a NaN or an inf: a run resumed from it could not train.
-		int64_t at = status ? -1 : f8_rt_tensor_find_nonfinite(&host[n - 1]);
+		int64_t at = f8_rt_tensor_find_nonfinite(&host[i]);
 		if (at >= 0) {
 			status = f8_diag_set(diag, F8_ERR_INVALID, "not saved: %%%s holds %g at element "
 					     "%lld; a checkpoint never holds a non-finite value",
-					     names[n - 1], f8_rt_tensor_get(&host[n - 1], at),
-					     (long long)at);
+					     names[i], f8_rt_tensor_get(&host[i], at), (long long)at);
 			f8_diag_hint(diag, "the folder's latest checkpoint is still the one saved "
 				     "before it");
 		}
 	}
-	if (!status)
+	if (!status && path)
 		status = f8_safetensors_write(path, names, tensors, n, keys, values, n_metadata, diag);
 	for (size_t i = 0; host && i < n; i++)
 		f8_rt_tensor_destroy(&host[i]);
@@ -170,6 +217,12 @@ static f8_status install(const char *staging, const char *target, const char *fo
  * iteration (a resumed run saves it again). */
 f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 			     const f8_checkpoint_info *info, f8_diag *diag) {
+	if (info->dist && f8_dist_rank(info->dist) != 0) { // the gathers, in rank 0's order
+		f8_status status = F8_OK;
+		for (int file = WEIGHTS; !status && file < N_FILES; file++)
+			status = write_file(NULL, file, executor, info->dist, NULL, NULL, 0, diag);
+		return status;
+	}
 	char iteration_folder[4096], staging[4200], iteration[32], sampler[32], seed[32];
 	char tokens[32], save_id[48], skipped[32];
 	snprintf(iteration, sizeof iteration, "%07" PRId64, info->iteration);
@@ -215,7 +268,7 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 		char path[4400];
 		status = path_in(staging, file_names[file], path, sizeof path, diag);
 		if (!status)
-			status = write_file(path, file, executor, keys, values,
+			status = write_file(path, file, executor, info->dist, keys, values,
 					    FIXED + info->n_settings, diag);
 	}
 	if (!status)
@@ -258,9 +311,29 @@ static f8_status check_record(const f8_safetensors *file, const char *path, cons
 	return F8_OK;
 }
 
-/* Reads every leaf file `which` holds into staged[v]; checks names, dtypes and shapes. */
+/* *tensor (whole) becomes its part `place` of `ranks` along dim 0: this rank's rows. */
+static f8_status take_part(f8_rt_tensor *tensor, uint32_t place, int64_t ranks, f8_diag *diag) {
+	int64_t dims[F8_MAX_RANK];
+	for (int d = 0; d < tensor->rank; d++)
+		dims[d] = tensor->dims[d];
+	dims[0] /= ranks;
+	f8_rt_tensor part;
+	f8_status status = f8_rt_tensor_create(tensor->dtype, tensor->rank, dims, &part, diag);
+	if (status)
+		return status;
+	if (part.n_bytes)
+		memcpy(part.data, (const char *)tensor->data + (size_t)place * part.n_bytes,
+		       part.n_bytes);
+	f8_rt_tensor_destroy(tensor);
+	*tensor = part;
+	return F8_OK;
+}
+
+/* Reads every leaf file `which` holds into staged[v]; checks names, dtypes and shapes. A leaf
+ * the ranks hold parts of is stored whole: this rank's rows are staged. */
 static f8_status stage_file(const f8_safetensors *file, const char *path, int which,
-			    const f8_executor *executor, f8_rt_tensor *staged, f8_diag *diag) {
+			    const f8_executor *executor, f8_dist *dist, f8_rt_tensor *staged,
+			    f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	size_t expected = 0;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
@@ -279,13 +352,18 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		f8_status status = f8_safetensors_read(file, value->name, &staged[v], diag);
 		if (status)
 			return status;
+		uint32_t axes = shard_axes(graph, v);
+		int64_t ranks = axes && dist ? f8_dist_group_size(dist, axes) : 1;
 		bool same = staged[v].dtype == leaf->dtype && staged[v].rank == leaf->rank;
 		for (int d = 0; same && d < leaf->rank; d++)
-			same = staged[v].dims[d] == leaf->dims[d];
+			same = staged[v].dims[d] == leaf->dims[d] * (d == 0 ? ranks : 1);
 		if (!same)
 			return f8_diag_set(diag, F8_ERR_INVALID, "%s: tensor '%s' has another dtype or "
 					   "shape than the model's %s", path, value->name,
 					   f8_dtype_name(leaf->dtype));
+		if (ranks > 1 && (status = take_part(&staged[v], f8_dist_group_rank(dist, axes),
+						     ranks, diag)))
+			return status;
 	}
 	if (f8_safetensors_count(file) != expected)
 		return f8_diag_set(diag, F8_ERR_INVALID, "%s holds %zu tensors; the model has %zu "
@@ -392,7 +470,8 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 		if (!status)
 			status = check_record(files[file], paths[file], &save_id, diag);
 		if (!status)
-			status = stage_file(files[file], paths[file], file, executor, staged, diag);
+			status = stage_file(files[file], paths[file], file, executor, info->dist,
+					    staged, diag);
 	}
 	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0, skipped = 0;
 	if (!status) {

@@ -30,6 +30,7 @@
 
 #include "ir/diag.h"              // f8_status, f8_diag
 #include "ir/graph.h"             // f8_graph
+#include "runtime/distributed.h"  // f8_dist
 #include "runtime/executor.h"     // f8_executor
 
 /* What a checkpoint records beside the tensors. */
@@ -45,10 +46,17 @@ typedef struct f8_checkpoint_info {
 	// schedule): saved as metadata "setting.<key>"; on load each must equal the stored one.
 	const char *const *setting_keys, *const *setting_values; // (n_settings)
 	uint32_t n_settings;
+	f8_dist *dist;          // the run's ranks, or NULL: one process
 } f8_checkpoint_info;
 
-/* Saves the params and state leaves of the executor's graph as iteration info->iteration of
- * the checkpoint folder `folder` (created when missing), with `info`. */
+/*
+ * Saves the params and state leaves of the executor's graph as iteration info->iteration of
+ * the checkpoint folder `folder` (created when missing), with `info`. With info->dist, every
+ * rank calls it: a leaf the ranks hold parts of (placed shard along dim 0 over some mesh axes:
+ * the distributed optimizer's moments) is gathered whole over that group, so a checkpoint
+ * holds every tensor whole whatever the layout; rank 0 writes, the others only take part in
+ * the gathers.
+ */
 f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 			     const f8_checkpoint_info *info, f8_diag *diag);
 
@@ -57,7 +65,8 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
  * the params and state leaves of the executor's graph, and its record into *info. On entry
  * info's settings are the current run's: a stored setting that differs fails with
  * F8_ERR_ARGUMENT naming it. Every parameter and state leaf must be there with its exact dtype
- * and shape, and nothing else may be. info->model is left as it was.
+ * and shape (a leaf the ranks hold parts of: the whole tensor, of which this rank takes its
+ * rows), and nothing else may be. info->model is left as it was.
  */
 f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 			     f8_checkpoint_info *info, f8_diag *diag);

@@ -40,6 +40,8 @@ static struct mpi_api {
 			 mpi_handle comm);
 	int (*Allgather)(const void *in, int in_count, mpi_handle in_type, void *out,
 			 int out_count, mpi_handle out_type, mpi_handle comm);
+	int (*Reduce_scatter_block)(const void *in, void *out, int count, mpi_handle type,
+				    mpi_handle op, mpi_handle comm);
 	int (*Barrier)(mpi_handle comm);
 	int (*Error_string)(int code, char *text, int *len);
 	mpi_handle comm_world, type_float, type_double, type_int64, type_byte, op_sum, op_max;
@@ -73,6 +75,7 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Comm_free", (void **)&mpi.Comm_free, false},
 		{"MPI_Allreduce", (void **)&mpi.Allreduce, false},
 		{"MPI_Allgather", (void **)&mpi.Allgather, false},
+		{"MPI_Reduce_scatter_block", (void **)&mpi.Reduce_scatter_block, false},
 		{"MPI_Barrier", (void **)&mpi.Barrier, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
 		{"ompi_mpi_comm_world", &mpi.comm_world, true},
@@ -358,17 +361,27 @@ static f8_status failed(const char *call, uint32_t axes, int code, f8_diag *diag
 			   f8_mesh_group_name(axes, name, sizeof name), text);
 }
 
+/* MPI's type for a reduction of `count` elements of `dtype`, or F8_ERR_UNSUPPORTED naming
+ * `what` ("an all-reduce"). */
+static f8_status reduction_type(const char *what, size_t count, f8_dtype dtype,
+				mpi_handle *type, f8_diag *diag) {
+	*type = dtype == F8_DTYPE_F32	? mpi.type_float
+		: dtype == F8_DTYPE_F64 ? mpi.type_double
+		: dtype == F8_DTYPE_I64 ? mpi.type_int64 : NULL;
+	if (*type && count <= (size_t)INT32_MAX)
+		return F8_OK;
+	return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s of %zu %s elements: the CPU backend "
+			   "reduces up to 2^31 f32, f64 or i64", what, count, f8_dtype_name(dtype));
+}
+
 f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t count,
 			     f8_dtype dtype, f8_reduction reduction, f8_diag *diag) {
 	if (f8_dist_group_size(dist, axes) == 1 || count == 0)
 		return F8_OK;
-	mpi_handle type = dtype == F8_DTYPE_F32	  ? mpi.type_float
-			  : dtype == F8_DTYPE_F64 ? mpi.type_double
-			  : dtype == F8_DTYPE_I64 ? mpi.type_int64 : NULL;
-	if (!type || count > (size_t)INT32_MAX)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-reduce of %zu %s elements: the "
-				   "CPU backend reduces up to 2^31 f32, f64 or i64", count,
-				   f8_dtype_name(dtype));
+	mpi_handle type;
+	f8_status found = reduction_type("an all-reduce", count, dtype, &type, diag);
+	if (found)
+		return found;
 	mpi_handle group;
 	f8_status status = group_of(dist, axes, &group, diag);
 	waiting(dist, "MPI_Allreduce", axes);
@@ -396,6 +409,31 @@ f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void 
 					  group);
 	waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Allgather", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, void *out,
+				 size_t count, f8_dtype dtype, f8_reduction reduction,
+				 f8_diag *diag) {
+	size_t bytes = count * f8_dtype_get_info(dtype)->bytes;
+	if (f8_dist_group_size(dist, axes) == 1) {
+		if (bytes)
+			memcpy(out, in, bytes);
+		return F8_OK;
+	}
+	mpi_handle type, group;
+	f8_status status = reduction_type("a reduce-scatter", count, dtype, &type, diag);
+	if (!status)
+		status = group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Reduce_scatter_block", axes);
+	int code = status || count == 0
+			   ? MPI_OK
+			   : mpi.Reduce_scatter_block(in, out, (int)count, type,
+						      reduction == F8_REDUCTION_MAX ? mpi.op_max
+										    : mpi.op_sum,
+						      group);
+	waiting(dist, NULL, 0);
+	return status ? status
+	       : code != MPI_OK ? failed("MPI_Reduce_scatter_block", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {

@@ -70,6 +70,13 @@ f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t co
 f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void *out, size_t bytes,
 			     f8_diag *diag);
 
+/* Reduces `in` (the group's size times `count` elements of `dtype`) over the group of `axes`
+ * with `reduction`, and leaves this rank's `count` of the result, the part at its place in the
+ * group, in `out`: MPI_Reduce_scatter_block. f32, f64 and i64. */
+f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, void *out,
+				 size_t count, f8_dtype dtype, f8_reduction reduction,
+				 f8_diag *diag);
+
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 

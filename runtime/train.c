@@ -692,11 +692,11 @@ static f8_status save(trainer *t, f8_diag *diag) {
 				   .sampler_state = t->train_sampler.state,
 				   .seed = t->config->seed, .consumed_tokens = t->consumed_tokens,
 				   .model = t->config->model, .setting_keys = setting_keys,
-				   .setting_values = t->setting_values, .n_settings = N_SETTINGS};
-	// The data-parallel replicas hold the same state: rank 0 writes it, the others wait, so
-	// that no rank goes on before the checkpoint is whole.
-	f8_status status = t->leader ? f8_checkpoint_save(t->config->save, t->executor, &info, diag)
-				     : F8_OK;
+				   .setting_values = t->setting_values, .n_settings = N_SETTINGS,
+				   .dist = t->config->dist};
+	// Rank 0 writes the state (gathering what the ranks hold parts of), the others take part
+	// in the gathers and wait, so that no rank goes on before the checkpoint is whole.
+	f8_status status = f8_checkpoint_save(t->config->save, t->executor, &info, diag);
 	f8_status all = f8_dist_barrier(t->config->dist, diag);
 	status = status ? status : all;
 	if (!status)
@@ -740,9 +740,18 @@ static uint64_t fnv1a(uint64_t hash, const unsigned char *bytes, size_t n) {
 	return hash;
 }
 
+/* Whether `value` is split along one of `axes` (the distributed optimizer's moments). */
+static bool sharded_over(const f8_value *value, uint32_t axes) {
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		if ((axes & 1u << axis) && value->placement[axis].kind == F8_PLACEMENT_KIND_SHARD)
+			return true;
+	return false;
+}
+
 /*
  * Megatron-LM's --check-weight-hash-across-dp-replicas-interval: every state leaf (parameters,
- * optimizer state, FP8 scales and histories, weight caches) hashed on each rank, the hashes
+ * optimizer state, FP8 scales and histories, weight caches; not what a rank holds a part of)
+ * hashed on each rank, the hashes
  * gathered over the data-parallel group and held to rank 0's of it. F8_ERR_INVALID naming the
  * first leaf and rank that differ.
  */
@@ -753,8 +762,9 @@ static f8_status check_replicas(trainer *t, f8_diag *diag) {
 	uint64_t *all = f8_calloc(((size_t)graph->n_inputs + 1) * ranks, sizeof *all);
 	f8_status status = mine && all ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
-		if (graph->values[graph->inputs[i]].role == F8_ROLE_INPUT)
-			continue; // the step's own inputs: tokens, labels, flags
+		const f8_value *leaf = &graph->values[graph->inputs[i]];
+		if (leaf->role == F8_ROLE_INPUT || sharded_over(leaf, t->data_axes))
+			continue; // the step's inputs; each rank's own part (distributed optimizer)
 		f8_rt_tensor host = {0};
 		status = f8_executor_read(t->executor, graph->inputs[i], &host, diag);
 		if (!status)
@@ -887,7 +897,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	if (!status && config->load) {
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,
-					   .n_settings = N_SETTINGS};
+					   .n_settings = N_SETTINGS, .dist = config->dist};
 		status = f8_checkpoint_load(config->load, t.executor, &info, diag);
 		f8_value_id iteration = f8_graph_find_value(t.graph, "iteration", 9);
 		double counted = iteration == F8_NONE ? NAN : scalar(&t, iteration);

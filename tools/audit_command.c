@@ -336,15 +336,29 @@ static f8_status count_recomputed(const f8_graph *graph, const f8_node *node, su
 /* Adds collective node `node` to s->collectives. */
 static f8_status count_collective(const f8_graph *graph, const f8_node *node, summary *s,
 				  f8_diag *diag) {
-	collective *grown = f8_realloc(s->collectives, (s->n_collectives + 1) * sizeof *grown);
-	if (!grown)
-		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	s->collectives = grown;
-	collective *c = &grown[s->n_collectives++];
-	*c = (collective){.op = f8_op_name(node->op),
-			  .group = f8_node_attr_string(node, "group", "?"),
-			  .reduction = f8_node_attr_string(node, "op", NULL), .phase = node->phase,
-			  .tensors = node->n_inputs};
+	if (node->op == F8_OP_LOCAL_SHARD) // this rank's part of what it holds: no traffic
+		return F8_OK;
+	collective key = {.op = f8_op_name(node->op), .group = f8_node_attr_string(node, "group", "?"),
+			  .reduction = f8_node_attr_string(node, "op", NULL), .phase = node->phase};
+	collective *c = NULL; // the collectives of one kind, group and phase are one line
+	for (uint32_t i = 0; i < s->n_collectives && !c; i++) {
+		collective *seen = &s->collectives[i];
+		if (strcmp(seen->op, key.op) == 0 && strcmp(seen->group, key.group) == 0 &&
+		    seen->phase == key.phase &&
+		    (seen->reduction == key.reduction ||
+		     (seen->reduction && key.reduction && strcmp(seen->reduction, key.reduction) == 0)))
+			c = seen;
+	}
+	if (!c) {
+		collective *grown = f8_realloc(s->collectives,
+					       (s->n_collectives + 1) * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		s->collectives = grown;
+		c = &grown[s->n_collectives++];
+		*c = key;
+	}
+	c->tensors += node->n_inputs;
 	for (uint32_t i = 0; i < node->n_inputs; i++)
 		c->bytes += f8_memory_type_bytes(&graph->values[node->inputs[i]].type);
 	return F8_OK;

@@ -264,24 +264,65 @@ static f8_status run_node(f8_backend *backend, f8_node_id node, const f8_tensor_
 }
 
 /*
- * A collective: the reference kernel (a group of one rank: each output its input), then, over
- * the ranks of the group, MPI's (runtime/distributed.h) on the outputs in place. AllReduce so
- * far; the others over several ranks are refused by their reference kernels.
+ * AllGather, ReduceScatter and LocalShard over several ranks, along axis 0, where each rank's
+ * part is a contiguous run of bytes: MPI's all-gather, its reduce-scatter (a sum), or this
+ * rank's part copied out of the replicated input.
+ */
+static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
+			   const f8_tensor_view *views, f8_diag *diag) {
+	const f8_tensor_view *in = &views[n->inputs[0]], *out = &views[n->outputs[0]];
+	if (f8_node_attr_int(n, "axis", 0) != 0)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over several ranks along axis %lld: "
+				   "the CPU backend's are along axis 0", f8_op_name(n->op),
+				   (long long)f8_node_attr_int(n, "axis", 0));
+	size_t element = f8_dtype_get_info(out->dtype)->bytes;
+	switch (n->op) {
+	case F8_OP_ALL_GATHER:
+		return f8_dist_all_gather(cpu->dist, axes, f8_cpu_view_data(in),
+					  f8_cpu_view_data(out), (size_t)in->n_bytes, diag);
+	case F8_OP_REDUCE_SCATTER:
+		return f8_dist_reduce_scatter(cpu->dist, axes, f8_cpu_view_data(in),
+					      f8_cpu_view_data(out), (size_t)out->n_bytes / element,
+					      out->dtype, F8_REDUCTION_SUM, diag);
+	default: { // LocalShard
+		uint32_t place = f8_dist_group_rank(cpu->dist, axes);
+		if (out->n_bytes)
+			memcpy(f8_cpu_view_data(out),
+			       (const char *)f8_cpu_view_data(in) + (size_t)place * out->n_bytes,
+			       (size_t)out->n_bytes);
+		return F8_OK;
+	}
+	}
+}
+
+/*
+ * A collective: over a group of one rank, the reference kernel (each output its input); over
+ * several, AllReduce runs the reference kernel and then MPI's all-reduce on the outputs in
+ * place, and AllGather, ReduceScatter and LocalShard run run_parts. Send and Recv over several
+ * ranks are refused by their reference kernels.
  */
 static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
 	cpu_backend *cpu = cpu_of(backend);
-	f8_status status = run_reference(cpu, node, views, diag);
 	const f8_node *n = &cpu->graph->nodes[node];
-	if (status || n->op != F8_OP_ALL_REDUCE || f8_dist_group_size(cpu->dist, axes) == 1)
-		return status;
-	const char *op = f8_node_attr_string(n, "op", "sum");
-	f8_reduction reduction = strcmp(op, "max") == 0 ? F8_REDUCTION_MAX : F8_REDUCTION_SUM;
-	for (uint32_t i = 0; !status && i < n->n_outputs; i++) {
-		const f8_tensor_view *view = &views[n->outputs[i]];
-		size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
-		status = f8_dist_all_reduce(cpu->dist, axes, f8_cpu_view_data(view), count,
-					    view->dtype, reduction, diag);
+	bool several = f8_dist_group_size(cpu->dist, axes) > 1;
+	f8_status status;
+	if (several && (n->op == F8_OP_ALL_GATHER || n->op == F8_OP_REDUCE_SCATTER ||
+			n->op == F8_OP_LOCAL_SHARD)) {
+		status = run_parts(cpu, n, axes, views, diag);
+	} else {
+		status = run_reference(cpu, node, views, diag);
+		if (status || n->op != F8_OP_ALL_REDUCE || !several)
+			return status;
+		const char *op = f8_node_attr_string(n, "op", "sum");
+		f8_reduction reduction = strcmp(op, "max") == 0 ? F8_REDUCTION_MAX
+								: F8_REDUCTION_SUM;
+		for (uint32_t i = 0; !status && i < n->n_outputs; i++) {
+			const f8_tensor_view *view = &views[n->outputs[i]];
+			size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
+			status = f8_dist_all_reduce(cpu->dist, axes, f8_cpu_view_data(view), count,
+						    view->dtype, reduction, diag);
+		}
 	}
 	if (status && diag && !diag->node[0])
 		f8_diag_set_node(diag, cpu->graph, node);

@@ -48,6 +48,12 @@ F8_CPU_KERNEL(REDUCE_SCATTER) {
 	return copy_input(call);
 }
 
+F8_CPU_KERNEL(LOCAL_SHARD) {
+	if (f8_node_attr_int(call->node, "ranks", 1) != 1)
+		return needs_ranks(call, diag, "LocalShard over several ranks");
+	return copy_input(call);
+}
+
 F8_CPU_KERNEL(SEND) {
 	return needs_ranks(call, diag, "Send");
 }

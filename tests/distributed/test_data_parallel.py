@@ -14,7 +14,14 @@
 (d) layouts the model or the world cannot take are refused on every rank, naming the numbers;
 (e) faults: a rank that hangs (SIGSTOP) makes the other stop after --distributed-timeout-minutes,
     naming the call and group it waited in; a rank killed (SIGKILL) stops the run at once
-    (mpirun names it); either way the last complete checkpoint loads and trains.
+    (mpirun names it); either way the last complete checkpoint loads and trains;
+(f) the distributed optimizer (--use-distributed-optimizer, ZeRO-1): the audit shows the
+    gradients reduce-scattered and the updates all-gathered over dp, and each rank's optimizer
+    state half of the replicated run's; 2 ranks train within (a)'s tolerances of one rank, in
+    f32 and FP8 delayed, the replicas' replicated state agreeing at every iteration; its
+    checkpoint holds the moments whole: resumed by the same layout it continues the
+    uninterrupted run bit for bit, by one rank within (a)'s tolerance, and one rank's
+    checkpoint resumes under it.
 
 Usage: test_data_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
@@ -108,6 +115,80 @@ def fault(mpirun, train, save, sig, env):
     return err, run.returncode, time.monotonic() - start
 
 
+def distributed_optimizer(binary, model, data, work, mpirun, env, single_env):
+    """(f): ZeRO-1 against one rank, and its checkpoints across layouts."""
+    zero = ["--use-distributed-optimizer"]
+    audits = {}
+    for name, options in (("replicated", []), ("distributed", zero)):
+        audit = run([binary, "audit", model, "--json", "--memory", "--world-size", "2",
+                     "--micro-batch-size", "2", "--seq-length", "64"] + options, single_env)
+        if not check(audit.returncode == 0, f"audit --world-size 2 {' '.join(options)}",
+                     audit.stderr[-800:]):
+            return
+        audits[name] = json.loads(audit.stdout)
+    collectives = {(c["op"], c["group"], c["phase"])
+                   for c in audits["distributed"]["distributed"]["collectives"]}
+    check({("ReduceScatter", "dp", "opt"), ("AllGather", "dp", "opt")} <= collectives and
+          ("AllReduce", "dp", "opt") in collectives,
+          "distributed optimizer: gradients reduce-scattered, updates all-gathered over dp (and "
+          "the norm's square all-reduced)", str(sorted(collectives)))
+    state = [a["memory"]["bytes"]["optimizer states"] for a in (audits["replicated"],
+                                                                 audits["distributed"])]
+    check(abs(state[1] - state[0] / 2) <= 256, "distributed optimizer: each rank's AdamW "
+          f"state is half the replicated run's ({state[1]} against {state[0]} bytes)")
+    train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES
+    for name in ("f32", "delayed"):
+        options, *tolerance = PRECISIONS[name]
+        one, two = (os.path.join(work, f"zero-{name}-{n}.jsonl") for n in (1, 2))
+        single = run([binary] + train + options + ["--metrics", one], single_env)
+        parallel = run(mpirun + train + options + zero + [
+            "--metrics", two, "--check-weight-hash-across-dp-replicas-interval", "1"], env)
+        if check(single.returncode == 0 and parallel.returncode == 0,
+                 f"distributed optimizer, {name}: one rank and two train",
+                 single.stderr[-1500:] + parallel.stderr[-3000:]):
+            a, b = losses(one), losses(two)
+            check(len(a) == 4 and close(a, b, tolerance), f"distributed optimizer, {name}: "
+                  f"losses and gradient norms within {tolerance} of one rank's",
+                  f"{a}\nagainst\n{b}")
+    # Checkpoints across layouts.
+    options = PRECISIONS["delayed"][0] + ["--lr-decay-iters", "4"]
+    tolerance = PRECISIONS["delayed"][1:]
+    first = ["train", model, "--data", data, "--train-iters", "2"] + SIZES + options
+    rest = ["train", model, "--data", data, "--train-iters", "4"] + SIZES + options
+    saved = {"zero": os.path.join(work, "zero-save"), "one": os.path.join(work, "one-save")}
+    runs = [run(mpirun + first + zero + ["--save", saved["zero"]], env),
+            run([binary] + first + ["--save", saved["one"]], single_env)]
+    if not check(all(r.returncode == 0 for r in runs), "distributed optimizer: two ranks and "
+                 "one save at iteration 2", "".join(r.stderr[-1500:] for r in runs)):
+        return
+    with open(os.path.join(saved["zero"], "iter_0000002", "optimizer.safetensors"), "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    check(header["embed.weight.exp_avg"]["shape"] == [256, 128],
+          "distributed optimizer: the checkpoint holds a moment whole",
+          str(header.get("embed.weight.exp_avg")))
+    paths = {n: os.path.join(work, f"zero-{n}.jsonl") for n in ("whole", "same", "one", "into")}
+    resumed = [run(mpirun + rest + zero + ["--metrics", paths["whole"]], env),
+               run(mpirun + rest + zero + ["--load", saved["zero"], "--metrics", paths["same"]],
+                   env),
+               run([binary] + rest + ["--load", saved["zero"], "--metrics", paths["one"]],
+                   single_env),
+               run(mpirun + rest + zero + ["--load", saved["one"], "--metrics", paths["into"]],
+                   env)]
+    if not check(all(r.returncode == 0 for r in resumed), "distributed optimizer: the "
+                 "checkpoints resume", "".join(r.stderr[-1500:] for r in resumed)):
+        return
+    whole = losses(paths["whole"])[2:]
+    check(losses(paths["same"]) == whole, "distributed optimizer: resumed by the same layout, "
+          "iterations 3-4 are the uninterrupted run's, bit for bit",
+          f"{losses(paths['same'])} against {whole}")
+    check(close(losses(paths["one"]), whole, tolerance), "distributed optimizer: one rank "
+          "resumes the two ranks' checkpoint within the tolerance of (a)",
+          f"{losses(paths['one'])} against {whole}")
+    check(close(losses(paths["into"]), whole, tolerance), "distributed optimizer: two ranks "
+          "resume one rank's checkpoint within the tolerance of (a)",
+          f"{losses(paths['into'])} against {whole}")
+
+
 def main():
     binary, source = sys.argv[1], sys.argv[2]
     if not shutil.which("mpirun"):
@@ -195,6 +276,7 @@ def main():
             check(resumed.returncode == 0 and f"iteration {latest + 1}/" in resumed.stderr,
                   f"rank 1 {name}: the last complete checkpoint (iteration {latest}) loads and "
                   "trains on", resumed.stderr[-1500:])
+        distributed_optimizer(binary, model, data, work, mpirun, env, single_env)
         one_rank = run([binary, "train", model, "--data", data, "--train-iters", "1",
                         "--world-size", "2"] + SIZES, single_env)
         check(one_rank.returncode == 2 and "mesh has 2 ranks, but none started 1" in one_rank.stderr,
