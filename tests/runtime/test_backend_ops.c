@@ -612,6 +612,11 @@ static const op_case cases[] = {
 	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=1}\noutput %y\n"},
 	{.title = "ReduceScatter, one rank", IN("x", "f32[6, 35]")
 	 "%y = ReduceScatter(%x) {group=\"dp\", axis=0, ranks=1}\noutput %y\n"},
+	{.title = "LocalShard, one rank", IN("x", "f32[6, 35]")
+	 "%y = LocalShard(%x) {group=\"dp\", axis=0, ranks=1}\noutput %y\n"},
+	{.title = "LocalShard over 2 ranks in one process: refused", IN("x", "f32[6, 35]")
+	 "%y = LocalShard(%x) {group=\"dp\", axis=0, ranks=2}\noutput %y\n", NULL,
+	 "needs more than one rank"},
 	{.title = "AllGather over 2 ranks: refused", IN("x", "f32[6, 35]")
 	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=2}\noutput %y\n", NULL,
 	 "needs more than one rank"},
