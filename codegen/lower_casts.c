@@ -5,7 +5,10 @@
  * are bit-exact with them, the values being read from memory):
  *
  *   current   one scale for the tensor: the amax into a scratch, then scale =
- *             f8_scale_from_amax(format, amax, margin, 1) and the codes (and codes^T).
+ *             f8_scale_from_amax(format, amax, margin, 1) and the codes; codes^T from the
+ *             codes by a third kernel of 64x64 tiles (lower_tile.c), so that every store is
+ *             along rows (storing each code^T a byte at a time, a sector apart, made the
+ *             cast about 12x slower than reading x twice on an H200).
  *   rowwise   block [1, 0]: a scale per row of x; x^T's copy has its own, a scale per column
  *   1x128     of x. block [1, W]: a scale per W columns of a row; x^T's per W rows of a column.
  *   MX 1x32   block [1, 32] with E8M0 scales: 2^(floor(log2 amax) - emax), the codes x / it.
@@ -44,6 +47,11 @@ typedef struct recipe {
 	int margin;
 	f8_dim rows, cols;     // x as a (rows, cols) matrix
 	f8_value_id codes, codes_t, scale_inv, scale_inv_t, amax; // F8_NONE where absent
+	// Per tensor with codes^T: the cast writes the codes row-major (into scratch
+	// `codes_scratch` where they leave the group nowhere) and a kernel of tiles transposes
+	// them, rather than storing each code^T a byte a sector apart.
+	bool transpose_by_tiles;
+	uint32_t codes_scratch;
 } recipe;
 
 static bool is_float(f8_dtype dtype) {
@@ -62,7 +70,8 @@ static bool recipe_of(const f8_graph *graph, const f8_node *node, recipe *r) {
 		      .format = graph->values[node->outputs[0]].type.dtype,
 		      .margin = (int)f8_node_attr_int(node, "margin", 0), .codes = at[0],
 		      .codes_t = transpose ? at[1] : F8_NONE, .scale_inv = transpose ? at[2] : at[1],
-		      .scale_inv_t = transpose ? at[3] : F8_NONE, .amax = transpose ? at[4] : at[2]};
+		      .scale_inv_t = transpose ? at[3] : F8_NONE, .amax = transpose ? at[4] : at[2],
+		      .codes_scratch = F8_NONE};
 	r->mx = block && r->scale_inv != F8_NONE &&
 		graph->values[r->scale_inv].type.dtype == F8_DTYPE_E8M0;
 	if (x->shape.rank < 1 || !is_float(x->dtype))
@@ -269,7 +278,8 @@ static f8_status bind_outputs(kernel *k, outputs *o) {
 	f8_kernel_param_kind amax_kind = r->kind == PER_TENSOR ? F8_KERNEL_PARAM_OUT
 							    : F8_KERNEL_PARAM_ACCUMULATE;
 	f8_status status = f8_lower_bind_output(lw, r->codes, F8_KERNEL_PARAM_OUT, &o->codes);
-	if (!status)
+	o->codes_t = F8_NONE; // a kernel of tiles makes codes^T where transpose_by_tiles
+	if (!status && !r->transpose_by_tiles)
 		status = f8_lower_bind_output(lw, r->codes_t, F8_KERNEL_PARAM_OUT, &o->codes_t);
 	if (!status)
 		status = f8_lower_bind_output(lw, r->scale_inv, F8_KERNEL_PARAM_OUT, &o->scale_inv);
@@ -294,7 +304,8 @@ static f8_status cast_params(kernel *k, f8_lowered_group *out, uint32_t found, u
 	return status ? status : sizes(k);
 }
 
-/* Per tensor, kernel 2: the scale from the amax, the codes (and codes^T) of every element. */
+/* Per tensor, kernel 2: the scale from the amax, the codes (and codes^T, unless a kernel of
+ * tiles transposes the codes after it) of every element. */
 static f8_status tensor_cast(kernel *k, f8_lowered_group *out, uint32_t found) {
 	f8_lower *lw = &k->lw;
 	uint32_t amax_in;
@@ -317,8 +328,14 @@ static f8_status tensor_cast(kernel *k, f8_lowered_group *out, uint32_t found) {
 	if (status)
 		return status;
 	f8_kir_id scaled = EMIT(lw, MUL, x_at(k, r, c), scale, NONE);
-	status = store(k, o.codes, EMIT(lw, ADD, EMIT(lw, MUL, r, k->cols, NONE), c, NONE), scaled);
+	uint32_t codes = o.codes;
+	if (k->r->transpose_by_tiles && k->r->codes_scratch != F8_NONE)
+		status = f8_lower_add_scratch_param(lw, out, k->r->codes_scratch, F8_KERNEL_PARAM_OUT,
+						    &codes);
 	if (!status)
+		status = store(k, codes, EMIT(lw, ADD, EMIT(lw, MUL, r, k->cols, NONE), c, NONE),
+			       scaled);
+	if (!status && !k->r->transpose_by_tiles)
 		status = store(k, o.codes_t, EMIT(lw, ADD, EMIT(lw, MUL, c, k->rows, NONE), r, NONE),
 			       scaled);
 	const f8_kir_id none[2] = {NONE, NONE};
@@ -546,6 +563,22 @@ static f8_status one_kernel(const recipe *r, const f8_graph *graph, uint32_t gro
 	return f8_lower_end(&k.lw, status, out);
 }
 
+/* Per tensor: whether codes^T leaves the group, and so is made by a kernel of tiles from the
+ * codes (a scratch buffer for them where they do not leave it). */
+static f8_status plan_transpose(const f8_graph *graph, uint32_t group, recipe *r,
+				f8_lowered_group *out, f8_diag *diag) {
+	f8_lower probe = {.graph = graph, .group = group}; // what f8_lower_escapes reads
+	r->codes_scratch = F8_NONE;
+	r->transpose_by_tiles = r->transpose && f8_lower_escapes(&probe, r->codes_t);
+	if (!r->transpose_by_tiles || f8_lower_escapes(&probe, r->codes))
+		return F8_OK;
+	f8_dim count;
+	if (!f8_shape_numel(&graph->values[r->codes].type.shape, &count))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "kernel %s: the codes' size overflows",
+				   graph->groups[group].name);
+	return f8_lower_add_scratch(out, r->format, count, &r->codes_scratch, diag);
+}
+
 f8_status f8_lower_cast_recipe(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			       uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
 	recipe r;
@@ -568,9 +601,21 @@ f8_status f8_lower_cast_recipe(const f8_graph *graph, uint32_t group, f8_node_id
 		return status;
 	switch (r.kind) {
 	case PER_TENSOR:
-		status = one_kernel(&r, graph, group, members, "_amax", tensor_amax, found, out, diag);
-		return status ? status : one_kernel(&r, graph, group, members, "", tensor_cast, found,
-						    out, diag);
+		status = plan_transpose(graph, group, &r, out, diag);
+		if (!status)
+			status = one_kernel(&r, graph, group, members, "_amax", tensor_amax, found, out,
+					    diag);
+		if (!status)
+			status = one_kernel(&r, graph, group, members, "", tensor_cast, found, out, diag);
+		if (!status && r.transpose_by_tiles) {
+			char name[96];
+			snprintf(name, sizeof name, "%s_transpose", graph->groups[group].name);
+			status = f8_lower_transpose_codes(graph, group, members, 1,
+							  &graph->values[r.node->inputs[0]].type.shape,
+							  r.codes, r.codes_scratch, r.codes_t, name, out,
+							  diag);
+		}
+		return status;
 	case ROW_BLOCKS:
 		if (r.transpose)
 			status = one_kernel(&r, graph, group, members, "_amax", column_amax, found, out,

@@ -140,6 +140,15 @@ f8_status f8_lower_tiled(f8_lower *lw);
 f8_status f8_lower_tile_cast(f8_lower *lw, const f8_node *node, f8_kir_id x, f8_kir_id scale);
 f8_status f8_lower_tile_sum(f8_lower *lw, const f8_node *node, f8_kir_id x);
 f8_status f8_lower_tile_transposes(f8_lower *lw, f8_lowered_group *out);
+
+/* A kernel of group `group` (`members`, n of them) named `name` that transposes FP8 codes of
+ * shape `anchor`, viewed as a (rows, cols) matrix, by tiles: from value `codes`, or from
+ * scratch buffer `scratch` of *out where that is not F8_NONE, into value `codes_t` (cols,
+ * rows). What a norm group's CastTransposes and the current-scaling casts use. */
+f8_status f8_lower_transpose_codes(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				   uint32_t n_members, const f8_shape *anchor, f8_value_id codes,
+				   uint32_t scratch, f8_value_id codes_t, const char *name,
+				   f8_lowered_group *out, f8_diag *diag);
 void f8_lower_tile_release(f8_lower *lw);
 
 /* The row form of elementwise groups (codegen/lower_tile.c): whether it fits (some input

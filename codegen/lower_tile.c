@@ -575,27 +575,25 @@ static f8_status transpose_words(f8_lower *lw, uint32_t codes, uint32_t codes_t,
 	return status ? status : f8_kir_end_loop(k, NULL, 0, lw->diag);
 }
 
-/* A kernel of the group transposing the codes of `cast` (its codes as the norm kernel left
- * them: parameter 0, a value or a scratch buffer) by tiles into its transposed codes
- * (parameter 1): as words where moves_words holds (both parameters then i32 buffers bound to
- * the codes, the shared tile 4.3 KB), else a code at a time through an f32 tile. */
-static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, uint32_t n,
-				 f8_lowered_group *out) {
-	char name[160];
-	snprintf(name, sizeof name, "%s_transpose%u", norm->graph->groups[norm->group].name, n);
+/* The transposing kernel (lower_internal.h): as words where moves_words holds (both
+ * parameters then i32 buffers bound to the codes, the shared tile 4.3 KB), else a code at a
+ * time through an f32 tile. */
+f8_status f8_lower_transpose_codes(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				   uint32_t n_members, const f8_shape *anchor, f8_value_id codes,
+				   uint32_t scratch, f8_value_id codes_t, const char *name,
+				   f8_lowered_group *out, f8_diag *diag) {
 	f8_lower lw;
-	f8_status status = f8_lower_begin(&lw, norm->graph, norm->group, norm->members,
-					  norm->n_members, name, norm->diag);
+	f8_status status = f8_lower_begin(&lw, graph, group, members, n_members, name, diag);
 	if (status)
 		return status;
-	lw.anchor = norm->anchor;
+	lw.anchor = *anchor;
 	bool words = moves_words(&lw);
-	uint32_t codes = 0, size, array;
-	status = cast->scratch == F8_NONE
-		? f8_lower_add_buffer(&lw, cast->node->outputs[0], F8_KERNEL_PARAM_IN)
-		: f8_lower_add_scratch_param(&lw, out, cast->scratch, F8_KERNEL_PARAM_IN, &codes);
+	uint32_t param = 0, size, array;
+	status = scratch == F8_NONE
+		? f8_lower_add_buffer(&lw, codes, F8_KERNEL_PARAM_IN)
+		: f8_lower_add_scratch_param(&lw, out, scratch, F8_KERNEL_PARAM_IN, &param);
 	if (!status)
-		status = f8_lower_add_buffer(&lw, cast->node->outputs[1], F8_KERNEL_PARAM_OUT);
+		status = f8_lower_add_buffer(&lw, codes_t, F8_KERNEL_PARAM_OUT);
 	for (int d = 0; !status && d < lw.anchor.rank; d++)
 		status = f8_lower_add_size(&lw, lw.anchor.dims[d], &size);
 	if (!status && words) // the codes' bytes, read and written 4 at a time
@@ -608,6 +606,17 @@ static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, ui
 	if (!status)
 		status = words ? transpose_words(&lw, 0, 1, array) : transpose_body(&lw, 0, 1, array);
 	return f8_lower_end(&lw, status, out);
+}
+
+/* A kernel of the group transposing the codes of `cast` (its codes as the norm kernel left
+ * them: a value or a scratch buffer) into its transposed codes. */
+static f8_status transpose_codes(const f8_lower *norm, const tile_cast *cast, uint32_t n,
+				 f8_lowered_group *out) {
+	char name[160];
+	snprintf(name, sizeof name, "%s_transpose%u", norm->graph->groups[norm->group].name, n);
+	return f8_lower_transpose_codes(norm->graph, norm->group, norm->members, norm->n_members,
+					&norm->anchor, cast->node->outputs[0], cast->scratch,
+					cast->node->outputs[1], name, out, norm->diag);
 }
 
 f8_status f8_lower_tile_transposes(f8_lower *lw, f8_lowered_group *out) {
