@@ -33,9 +33,10 @@ bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out) {
 
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out) {
 	switch (node->op) {
-	case F8_OP_LINEAR: // the layout attribute says how w is stored, not which GEMM this is;
-	case F8_OP_GROUPED_LINEAR: // a forward one the recompute pass cloned into the backward is
-		// still a fwd
+	// The layout attribute says how w is stored, not which GEMM this is; a forward one the
+	// recompute pass cloned into the backward is still a fwd.
+	case F8_OP_LINEAR:
+	case F8_OP_GROUPED_LINEAR:
 		*out = node->phase == F8_PHASE_BWD && !node->recompute ? F8_GEMM_KIND_DGRAD
 								       : F8_GEMM_KIND_FWD;
 		return true;

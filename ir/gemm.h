@@ -35,8 +35,9 @@ bool f8_gemm_kind_from_name(const char *name, f8_gemm_kind *out);
 /* The kind of GEMM node `node` is (a Linear or GroupedLinear of the backward phase is a dgrad,
  * unless the recompute pass cloned it there, and any other a fwd; LinearWgrad and
  * GroupedLinearWgrad; FP8Gemm's and FP8GroupedGemm's gemm attribute); false for nodes that
- * are not one of a Linear layer's GEMMs (a grouped one's GEMMs are its experts'). A Linear's transpose_weight says how its w is stored ((K, N) as ONNX MatMul
- * and GPT-2's Conv1D keep a forward weight, or a dgrad reads a (N, K) one), not its kind. */
+ * are not one of a Linear layer's GEMMs (a grouped one's GEMMs are its experts'). A Linear's
+ * transpose_weight says how its w is stored ((K, N) as ONNX MatMul and GPT-2's Conv1D keep a
+ * forward weight, or a dgrad reads a (N, K) one), not its kind. */
 bool f8_gemm_kind_of(const f8_node *node, f8_gemm_kind *out);
 
 /* The (m, n, k) of GEMM node `node` (an op with F8_OPF_GEMM): its output (m, n) = a (m, k) b^T,

@@ -666,11 +666,11 @@ f8_status f8_infer_cast_transpose(const f8_graph *graph, const f8_node *node, f8
  * ScalingUpdate(scale f32[n], amax_history f32[len, n], nonfinite i64[], amax_0 .. amax_n-1)
  *   -> (scale', amax_history', nonfinite'): delayed scaling's step for one table of n slots
  * (TransformerEngine's amax-and-scale update). An amax input is a scalar, one slot, or an
- * f32[k] of a grouped cast, k consecutive slots; the slots follow the inputs in order. For each slot i with a finite amax_i, the
- * history rolls down one row and row 0 takes amax_i; the amax used is the largest of column i
- * (algo "max") or row 0 ("most_recent"); scale'_i = f8_scale_from_amax(format, that amax,
- * margin, scale_i), so an amax of 0 keeps the scale. A non-finite amax_i leaves slot i's
- * history and scale as they were and adds 1 to nonfinite.
+ * f32[k] of a grouped cast, k consecutive slots; the slots follow the inputs in order. For each
+ * slot i with a finite amax_i, the history rolls down one row and row 0 takes amax_i; the amax
+ * used is the largest of column i (algo "max") or row 0 ("most_recent"); scale'_i =
+ * f8_scale_from_amax(format, that amax, margin, scale_i), so an amax of 0 keeps the scale. A
+ * non-finite amax_i leaves slot i's history and scale as they were and adds 1 to nonfinite.
  */
 f8_status f8_infer_scaling_update(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				  f8_diag *diag) {

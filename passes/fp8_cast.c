@@ -490,14 +490,16 @@ static f8_status rewrite_grouped(caster *c, f8_node_id id, f8_gemm_kind kind, co
 				 const cast *kb) {
 	f8_graph *graph = c->graph;
 	f8_node *node = &graph->nodes[id];
-	bool wgrad = kind == F8_GEMM_KIND_WGRAD, dgrad = kind == F8_GEMM_KIND_DGRAD;
+	bool wgrad = kind == F8_GEMM_KIND_WGRAD;
+	// w's per-expert transpose where the GEMM reads the stored weight the other way round.
+	bool transposed = wgrad || f8_node_attr_int(node, "transpose_weight", 0) != 0;
 	f8_value_id *inputs = f8_arena_alloc_array(graph->arena, 5, sizeof *inputs);
 	if (!inputs)
 		return nomem(c);
 	inputs[0] = wgrad ? ka->codes_t : ka->codes;
-	inputs[1] = wgrad || dgrad ? kb->codes_t : kb->codes;
+	inputs[1] = transposed ? kb->codes_t : kb->codes;
 	inputs[2] = wgrad ? ka->scale_inv_t : ka->scale_inv;
-	inputs[3] = wgrad || dgrad ? kb->scale_inv_t : kb->scale_inv;
+	inputs[3] = transposed ? kb->scale_inv_t : kb->scale_inv;
 	inputs[4] = node->inputs[2];
 	f8_attr attrs[2] = {
 		{.name = "to", .kind = F8_ATTR_DTYPE, .dtype = graph->values[node->outputs[0]].type.dtype},

@@ -728,9 +728,11 @@ static void say_reason(phrase *out, const fuser *f, const planned *k) {
 		size_t len = strlen(table);
 		if (len > 6 && strncmp(table + len - 6, ".scale", 6) == 0)
 			len -= 6;
-		say(out, "%s of %.*s: the amax history and scale of %u slot%s in one kernel",
-		    f8_op_name(seed->op), (int)len, table, seed->n_inputs - 3,
-		    seed->n_inputs == 4 ? "" : "s");
+		const f8_shape *scales = &graph->values[seed->inputs[0]].type.shape;
+		int64_t slots = scales->rank == 1 && f8_dim_is_const(scales->dims[0])
+					? f8_dim_value(scales->dims[0]) : seed->n_inputs - 3;
+		say(out, "%s of %.*s: the amax history and scale of %lld slot%s in one kernel",
+		    f8_op_name(seed->op), (int)len, table, (long long)slots, slots == 1 ? "" : "s");
 		return;
 	}
 	case F8_KERNEL_FAMILY_NORM_GRAD: say_norm_grad(out, f, k); return;

@@ -319,7 +319,10 @@ static bool grouped_problem(const f8_graph *graph, const gemm *g, char *problem,
 			 "straddle the experts' rows", f8_recipe_name(g->recipe));
 		return true;
 	}
-	if (f8_node_attr_int(node, "transpose_weight", 0) && g->kind != F8_GEMM_KIND_DGRAD) {
+	// A dgrad reads the weight the other way round from how it is stored (autodiff flips the
+	// flag): the stored layout is (experts, K, N) where a fwd or wgrad says transpose_weight.
+	bool flag = f8_node_attr_int(node, "transpose_weight", 0) != 0;
+	if (g->kind == F8_GEMM_KIND_DGRAD ? !flag : flag) {
 		snprintf(problem, size, "an MoE's grouped GEMM in FP8 needs the experts' weights "
 			 "stored (experts, N, K); these are (experts, K, N)");
 		return true;

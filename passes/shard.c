@@ -525,7 +525,10 @@ static f8_status reduce_amaxes(f8_graph *graph, const char *group, uint32_t axes
 			node->inputs[3 + i] = graph->nodes[all_reduce].outputs[i];
 		}
 		place_before(graph, all_reduce, p++);
-		*n_tables += 1, *n_amaxes += n;
+		*n_tables += 1; // the amaxes: a slot each, a grouped cast's f32[k] k of them
+		for (uint32_t i = 0; i < n; i++)
+			*n_amaxes += (uint32_t)f8_memory_type_bytes(&graph->values[
+				graph->nodes[all_reduce].outputs[i]].type) / sizeof(float);
 	}
 	return F8_OK;
 }
@@ -594,7 +597,8 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 			fprintf(report, "shard: distributed optimizer: %u parameters' AdamW state and "
 				"update split over the %u ranks of %s (gradients reduce-scattered, %llu "
 				"bytes; updates all-gathered), %u kept whole (a first dimension the "
-				"ranks do not divide)\n", d.n_sharded, d.ranks, data_group,
+				"ranks do not divide, or not an accumulator's update)\n", d.n_sharded,
+				d.ranks, data_group,
 				(unsigned long long)d.bytes, d.n_kept);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "

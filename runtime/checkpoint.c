@@ -79,8 +79,6 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 	return status;
 }
 
-/* Writes the leaves of `which` into `path` with the metadata keys/values, each read from the
- * executor's backend into host memory first. */
 /* The mesh axes whose ranks hold parts of leaf `v` along dim 0 (0: every rank holds it
  * whole). */
 static uint32_t shard_axes(const f8_graph *graph, f8_value_id v) {
@@ -91,31 +89,57 @@ static uint32_t shard_axes(const f8_graph *graph, f8_value_id v) {
 	return axes;
 }
 
-/* Leaf `v` read to the host whole: a leaf the ranks hold parts of, gathered over their group
- * (every rank calls this for the same leaves in the same order). */
-static f8_status read_whole(const f8_executor *executor, f8_dist *dist, f8_value_id v,
-			    f8_rt_tensor *out, f8_diag *diag) {
-	uint32_t axes = shard_axes(f8_executor_graph(executor), v);
-	uint32_t ranks = axes && dist ? f8_dist_group_size(dist, axes) : 1;
-	if (ranks == 1)
-		return f8_executor_read(executor, v, out, diag);
-	f8_rt_tensor part = {0};
-	f8_status status = f8_executor_read(executor, v, &part, diag);
-	int64_t dims[F8_MAX_RANK];
-	for (int d = 0; d < part.rank; d++)
-		dims[d] = part.dims[d];
-	dims[0] *= ranks;
-	if (!status)
-		status = f8_rt_tensor_create(part.dtype, part.rank, dims, out, diag);
-	if (!status)
-		status = f8_dist_all_gather(dist, axes, part.data, out->data, part.n_bytes, diag);
-	f8_rt_tensor_destroy(&part);
+/* The ranks of `dist` that hold parts of leaf `v` (1: it is whole on every rank). */
+static uint32_t part_ranks(const f8_graph *graph, f8_dist *dist, f8_value_id v) {
+	uint32_t axes = shard_axes(graph, v);
+	return axes && dist ? f8_dist_group_size(dist, axes) : 1;
+}
+
+/*
+ * The saved leaves the ranks hold parts of, each gathered whole over its group into whole[v].
+ * Every rank calls it first thing in a save and gathers the same leaves in the same order,
+ * whatever fails on it: a rank that left a gather out would keep the others waiting in it
+ * (until --distributed-timeout-minutes), so a rank whose own part cannot be read gathers zeros
+ * in its place and reports the failure. Only a host allocation that fails leaves a gather out.
+ */
+static f8_status gather_parts(const f8_executor *executor, f8_dist *dist, f8_rt_tensor *whole,
+			      f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		uint32_t ranks = part_ranks(graph, dist, v);
+		if (file_of(graph, v) < 0 || ranks == 1)
+			continue;
+		const f8_tensor_view *leaf = f8_executor_view(executor, v);
+		int64_t dims[F8_MAX_RANK];
+		for (int d = 0; d < leaf->rank; d++)
+			dims[d] = leaf->dims[d] * (d == 0 ? ranks : 1);
+		f8_rt_tensor part = {0};
+		f8_diag local = {0};
+		f8_status read = f8_executor_read(executor, v, &part, &local);
+		if (read) { // take part with zeros, and say why this rank's part is missing
+			status = status ? status : f8_diag_set(diag, read, "%s", local.message);
+			read = f8_rt_tensor_create(leaf->dtype, leaf->rank, leaf->dims, &part, &local);
+		}
+		f8_status made = read ? read : f8_rt_tensor_create(leaf->dtype, leaf->rank, dims,
+									&whole[v], &local);
+		if (made) {
+			status = status ? status : f8_diag_set(diag, made, "%s", local.message);
+		} else {
+			f8_status gathered = f8_dist_all_gather(dist, shard_axes(graph, v), part.data,
+								whole[v].data, part.n_bytes, &local);
+			status = status ? status
+			       : gathered ? f8_diag_set(diag, gathered, "%s", local.message) : F8_OK;
+		}
+		f8_rt_tensor_destroy(&part);
+	}
 	return status;
 }
 
-/* The leaves file `which` holds, read to the host whole (gathered where the ranks hold
- * parts), into host[] and their names into names[]; *n of them. Every rank calls it. */
-static f8_status read_file_leaves(const f8_executor *executor, f8_dist *dist, int which,
+/* The leaves file `which` holds, read to the host whole (gathered already where the ranks hold
+ * parts: whole[v], moved here), into host[] and their names into names[]; *n of them. */
+static f8_status read_file_leaves(const f8_executor *executor, f8_rt_tensor *whole, int which,
 				  const char **names, f8_rt_tensor *host, size_t *n,
 				  f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
@@ -126,15 +150,21 @@ static f8_status read_file_leaves(const f8_executor *executor, f8_dist *dist, in
 		if (file_of(graph, v) != which)
 			continue;
 		names[*n] = graph->values[v].name;
-		status = read_whole(executor, dist, v, &host[*n], diag);
+		if (whole[v].data || whole[v].n_bytes) {
+			host[*n] = whole[v];
+			whole[v] = (f8_rt_tensor){0};
+		} else {
+			status = f8_executor_read(executor, v, &host[*n], diag);
+		}
 		*n += !status;
 	}
 	return status;
 }
 
-/* Writes file `which` of the checkpoint (rank 0), or only takes part in its gathers. */
+/* Writes the leaves of `which` into `path` with the metadata keys/values, each read from the
+ * executor's backend into host memory first (or gathered whole already: whole[]). */
 static f8_status write_file(const char *path, int which, const f8_executor *executor,
-			    f8_dist *dist, const char *const *keys, const char *const *values,
+			    f8_rt_tensor *whole, const char *const *keys, const char *const *values,
 			    size_t n_metadata, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
@@ -144,8 +174,8 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 				   ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	size_t n = 0;
 	if (!status)
-		status = read_file_leaves(executor, dist, which, names, host, &n, diag);
-	for (size_t i = 0; !status && path && i < n; i++) {
+		status = read_file_leaves(executor, whole, which, names, host, &n, diag);
+	for (size_t i = 0; !status && i < n; i++) {
 		tensors[i] = &host[i];
 		// A checkpoint never holds a NaN or an inf: a run resumed from it could not train.
 		int64_t at = f8_rt_tensor_find_nonfinite(&host[i]);
@@ -157,7 +187,7 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 				     "before it");
 		}
 	}
-	if (!status && path)
+	if (!status)
 		status = f8_safetensors_write(path, names, tensors, n, keys, values, n_metadata, diag);
 	for (size_t i = 0; host && i < n; i++)
 		f8_rt_tensor_destroy(&host[i]);
@@ -211,18 +241,10 @@ static f8_status install(const char *staging, const char *target, const char *fo
 	return F8_OK;
 }
 
-/* A save writes both files into FOLDER/iter_N.saving, then installs the folder as
- * FOLDER/iter_N, then moves the latest record to it: at every moment the latest record names a
- * complete checkpoint. A killed save's staging folder is removed by the next save of its
- * iteration (a resumed run saves it again). */
-f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
-			     const f8_checkpoint_info *info, f8_diag *diag) {
-	if (info->dist && f8_dist_rank(info->dist) != 0) { // the gathers, in rank 0's order
-		f8_status status = F8_OK;
-		for (int file = WEIGHTS; !status && file < N_FILES; file++)
-			status = write_file(NULL, file, executor, info->dist, NULL, NULL, 0, diag);
-		return status;
-	}
+/* Rank 0's part of a save, the leaves the ranks hold parts of gathered into whole[]. */
+static f8_status save_gathered(const char *folder, const f8_executor *executor,
+			       const f8_checkpoint_info *info, f8_rt_tensor *whole,
+			       f8_diag *diag) {
 	char iteration_folder[4096], staging[4200], iteration[32], sampler[32], seed[32];
 	char tokens[32], save_id[48], skipped[32];
 	snprintf(iteration, sizeof iteration, "%07" PRId64, info->iteration);
@@ -268,7 +290,7 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 		char path[4400];
 		status = path_in(staging, file_names[file], path, sizeof path, diag);
 		if (!status)
-			status = write_file(path, file, executor, info->dist, keys, values,
+			status = write_file(path, file, executor, whole, keys, values,
 					    FIXED + info->n_settings, diag);
 	}
 	if (!status)
@@ -278,6 +300,26 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 		return status;
 	}
 	return write_latest(folder, info->iteration, diag);
+}
+
+/* A save writes both files into FOLDER/iter_N.saving, then installs the folder as
+ * FOLDER/iter_N, then moves the latest record to it: at every moment the latest record names a
+ * complete checkpoint. A killed save's staging folder is removed by the next save of its
+ * iteration (a resumed run saves it again). */
+f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
+			     const f8_checkpoint_info *info, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
+	f8_rt_tensor *whole = f8_calloc(graph->n_values + 1, sizeof *whole);
+	if (!whole)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	// Every rank gathers first; then rank 0 writes alone.
+	f8_status status = gather_parts(executor, info->dist, whole, diag);
+	if (!status && (!info->dist || f8_dist_rank(info->dist) == 0))
+		status = save_gathered(folder, executor, info, whole, diag);
+	for (uint32_t v = 0; v < graph->n_values; v++)
+		f8_rt_tensor_destroy(&whole[v]);
+	f8_free(whole);
+	return status;
 }
 
 /* Checks a file's record; the first file's iteration and save id go to *iteration, *save_id,
@@ -353,7 +395,7 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		if (status)
 			return status;
 		uint32_t axes = shard_axes(graph, v);
-		int64_t ranks = axes && dist ? f8_dist_group_size(dist, axes) : 1;
+		int64_t ranks = part_ranks(graph, dist, v);
 		bool same = staged[v].dtype == leaf->dtype && staged[v].rank == leaf->rank;
 		for (int d = 0; same && d < leaf->rank; d++)
 			same = staged[v].dims[d] == leaf->dims[d] * (d == 0 ? ranks : 1);

@@ -695,10 +695,17 @@ static f8_status save(trainer *t, f8_diag *diag) {
 				   .setting_values = t->setting_values, .n_settings = N_SETTINGS,
 				   .dist = t->config->dist};
 	// Rank 0 writes the state (gathering what the ranks hold parts of), the others take part
-	// in the gathers and wait, so that no rank goes on before the checkpoint is whole.
+	// in the gathers; then every rank learns whether all went well, so that none goes on
+	// before the checkpoint is whole, nor after rank 0 failed to write it.
 	f8_status status = f8_checkpoint_save(t->config->save, t->executor, &info, diag);
-	f8_status all = f8_dist_barrier(t->config->dist, diag);
-	status = status ? status : all;
+	int64_t failed = status != F8_OK;
+	f8_status agreed = f8_dist_all_reduce(t->config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
+					      &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
+	if (!status && (agreed || failed))
+		status = agreed ? agreed
+				: f8_diag_set(diag, F8_ERR_IO, "iteration %lld: another rank could not "
+					      "take its part in the checkpoint (rank 0 writes it: its "
+					      "message says why)", (long long)t->iteration);
 	if (!status)
 		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
 	return status;

@@ -387,9 +387,11 @@ static f8_status collect(const f8_graph *graph, row **rows, uint32_t *n_rows, su
 		}
 		if ((node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE) &&
 		    !f8_node_attr(node, "block")) { // a grouped cast's, one per expert
-			const f8_shape *scales = &graph->values[node->outputs[node->op ==
-					F8_OP_QUANTIZE ? 1 : 2]].type.shape;
-			s->per_tensor_amaxes += scales->rank == 1 && f8_dim_is_const(scales->dims[0])
+			uint32_t at = node->op == F8_OP_QUANTIZE ? 1 : 2;
+			const f8_shape *scales = at < node->n_outputs
+				? &graph->values[node->outputs[at]].type.shape : NULL;
+			s->per_tensor_amaxes += scales && scales->rank == 1 &&
+							f8_dim_is_const(scales->dims[0])
 						? (uint32_t)f8_dim_value(scales->dims[0]) : 1;
 		}
 		if (!(f8_op_get_info(node->op)->flags & F8_OPF_GEMM))

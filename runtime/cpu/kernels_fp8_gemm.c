@@ -1,8 +1,9 @@
 /*
  * The reference kernels of FP8Gemm and FP8GroupedGemm (ir/infer_fused.c), the GEMMs that
- * cuBLASLt runs on Hopper's FP8 tensor cores (one per expert for the grouped one): y = (a * a_scale_inv) (b * b_scale_inv)^T + bias, both operands K-major FP8
- * codes, each scale_inv a scalar or one per block of its operand (a_block / b_block; rowwise is
- * a block of [1, 0] or [1, K]; e8m0 grids are MX).
+ * cuBLASLt runs on Hopper's FP8 tensor cores (one per expert for the grouped one):
+ * y = (a * a_scale_inv) (b * b_scale_inv)^T + bias, both operands K-major FP8 codes, each
+ * scale_inv a scalar or one per block of its operand (a_block / b_block; rowwise is a block of
+ * [1, 0] or [1, K]; e8m0 grids are MX).
  *
  * Every product is of exactly decoded values. Accumulation precision, which the GPU's result is
  * compared against with a tolerance:
