@@ -102,8 +102,9 @@ f8_status f8_onnx_tensor_known(onnx_importer *im, const F8cOnnx__TensorProto *te
 
 /* onnx_known.c */
 
-/* A new known of `dtype` and constant `shape`, elements zeroed; NULL when out of memory or
- * larger than ONNX_MAX_KNOWN_ELEMENTS (the caller then does not fold). */
+/* A new known of `dtype` and constant `shape`, elements zeroed; NULL when out of memory,
+ * larger than ONNX_MAX_KNOWN_ELEMENTS or of a float dtype it does not hold (e8m0): the caller
+ * then does not fold. */
 onnx_known *f8_onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_shape *shape);
 
 /* True when every element is a constant (no symbols): it can become a tensor literal. */

@@ -41,6 +41,10 @@ onnx_known *f8_onnx_known_create(onnx_importer *im, f8_dtype dtype, const f8_sha
 	uint32_t count;
 	if (!known_count(shape, &count))
 		return NULL;
+	// A float a known can hold and f8_onnx_known_to_tensor encode (not e8m0 scales).
+	if (f8_dtype_is_float(dtype) && dtype != F8_DTYPE_F64 && dtype != F8_DTYPE_F32 &&
+	    dtype != F8_DTYPE_BF16 && dtype != F8_DTYPE_F16 && !f8_dtype_is_fp8(dtype))
+		return NULL;
 	onnx_known *known = f8_arena_alloc(im->graph->arena, sizeof *known);
 	if (!known)
 		return NULL;
