@@ -710,6 +710,25 @@ f8_status f8_infer_scaling_update(const f8_graph *graph, const f8_node *node, f8
 	return F8_OK;
 }
 
+/* What FP8Gemm and FP8GroupedGemm share: the gemm attribute, both operands FP8 (not E5M2 x
+ * E5M2, which the hardware has no GEMM for), and `to` f32, bf16 or f16. */
+static f8_status check_fp8_gemm(const f8_node *node, const f8_type *a, const f8_type *b,
+				f8_diag *diag) {
+	static const char *const gemms[] = {"fwd", "dgrad", "wgrad", NULL};
+	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
+	f8_status status = f8_infer_require_choice(node, "gemm", gemms, diag);
+	if (status)
+		return status;
+	if (!f8_dtype_is_fp8(a->dtype) || !f8_dtype_is_fp8(b->dtype))
+		return f8_infer_fail(diag, "both operands must be FP8, not %s and %s",
+				  f8_dtype_name(a->dtype), f8_dtype_name(b->dtype));
+	if (a->dtype == F8_DTYPE_E5M2 && b->dtype == F8_DTYPE_E5M2)
+		return f8_infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
+	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
+		return f8_infer_fail(diag, "attribute to must be f32, bf16 or f16");
+	return F8_OK;
+}
+
 /* An FP8Gemm operand's scale_inv: a scalar without `block_attr`, else the grid of (rows, K). */
 static f8_status check_gemm_scale(const f8_graph *graph, const f8_node *node, uint32_t input,
 				  const char *block_attr, f8_dim rows, f8_dim k, const char *what,
@@ -738,20 +757,12 @@ static f8_status check_gemm_scale(const f8_graph *graph, const f8_node *node, ui
  */
 f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			    f8_diag *diag) {
-	static const char *const gemms[] = {"fwd", "dgrad", "wgrad", NULL};
 	const f8_type *a = infer_input(graph, node, 0), *b = infer_input(graph, node, 1);
 	const f8_type *bias = infer_input(graph, node, 4);
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
-	f8_status status = f8_infer_require_choice(node, "gemm", gemms, diag);
+	f8_status status = check_fp8_gemm(node, a, b, diag);
 	if (status)
 		return status;
-	if (!f8_dtype_is_fp8(a->dtype) || !f8_dtype_is_fp8(b->dtype))
-		return f8_infer_fail(diag, "both operands must be FP8, not %s and %s",
-				  f8_dtype_name(a->dtype), f8_dtype_name(b->dtype));
-	if (a->dtype == F8_DTYPE_E5M2 && b->dtype == F8_DTYPE_E5M2)
-		return f8_infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
-	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
-		return f8_infer_fail(diag, "attribute to must be f32, bf16 or f16");
 	if (a->shape.rank < 2 || b->shape.rank != 2)
 		return f8_infer_fail(diag, "a must be (..., K) and b (N, K)");
 	f8_dim m, k, n = b->shape.dims[0];
@@ -784,22 +795,14 @@ f8_status f8_infer_fp8_gemm(const f8_graph *graph, const f8_node *node, f8_type 
  */
 f8_status f8_infer_fp8_grouped_gemm(const f8_graph *graph, const f8_node *node,
 				    f8_type *outputs, f8_diag *diag) {
-	static const char *const gemms[] = {"fwd", "dgrad", "wgrad", NULL};
 	const f8_type *a = infer_input(graph, node, 0), *b = infer_input(graph, node, 1);
 	const f8_type *counts = infer_input(graph, node, 4);
 	f8_dtype to = f8_node_attr_dtype(node, "to", F8_DTYPE_UNDEFINED);
-	f8_status status = f8_infer_require_choice(node, "gemm", gemms, diag);
+	f8_status status = check_fp8_gemm(node, a, b, diag);
 	if (!status)
 		status = f8_infer_require_integer(counts, "the counts", diag);
 	if (status)
 		return status;
-	if (!f8_dtype_is_fp8(a->dtype) || !f8_dtype_is_fp8(b->dtype))
-		return f8_infer_fail(diag, "both operands must be FP8, not %s and %s",
-				  f8_dtype_name(a->dtype), f8_dtype_name(b->dtype));
-	if (a->dtype == F8_DTYPE_E5M2 && b->dtype == F8_DTYPE_E5M2)
-		return f8_infer_fail(diag, "E5M2 x E5M2 has no FP8 GEMM on the hardware");
-	if (to != F8_DTYPE_F32 && to != F8_DTYPE_BF16 && to != F8_DTYPE_F16)
-		return f8_infer_fail(diag, "attribute to must be f32, bf16 or f16");
 	if (counts->shape.rank != 1)
 		return f8_infer_fail(diag, "the counts must have shape (experts)");
 	f8_dim experts = counts->shape.dims[0];
