@@ -31,10 +31,8 @@
  * its buffers, which outputs leave the group, the AdamW attributes other than weight_decay
  * (beta1, beta2, epsilon: compile-time constants of the arithmetic, and which lr, step,
  * grad_scale, grad_norm and found_inf it reads) and its zeroing's fill value. A step whose
- * grad_norm is not finite or whose found_inf is not 0 is skipped (f8_infer_adamw): the flag is
- * computed at the top level, and a second block loop, whose trip count is the chunk's only when
- * the flag is set (the update's is then 0), stores param, m and v as it loaded them. A launch
- * has one block loop per variant (two with the skip),
+ * grad_norm is not finite or whose found_inf is not 0 is skipped (f8_infer_adamw): each element
+ * stores param, m and v as it loaded them, a select on one flag computed at the top level. A launch has one block loop per variant,
  * each of trip count 0 unless the row's variant is its own (a model has one or two: all its
  * parameters alike, a zeroing without an AdamW aside). A group of more than MAX_VARIANTS is cut
  * into launches of that many variants each (the tensors of the first MAX_VARIANTS to appear,
@@ -479,23 +477,10 @@ typedef struct row {
 	f8_kir_id addresses[N_BUFFERS];
 } row;
 
-/* Stores param', m' and v' (out[3]) of element e where the variant writes them. */
-static f8_status store_outputs(optimizer *o, const f8_dtype *dtypes, const row *r, f8_kir_id e,
-			       const f8_kir_id *out) {
-	f8_status status = F8_OK;
-	for (uint32_t i = 0; !status && i < 3; i++) {
-		uint32_t c = COLUMN_PARAM_OUT - BUFFER_FIRST + i;
-		if (dtypes[c] != F8_DTYPE_UNDEFINED)
-			status = f8_kir_store_ptr(o->lw.kernel, dtypes[c], r->addresses[c], e, out[i],
-						  o->lw.diag);
-	}
-	return status;
-}
-
 /* Element e of tensor variant `key`: one step of _single_tensor_adamw in f32 (kernels_optim.c's
  * adamw_f32, op for op) with the row's `decay`, and its gradient's zeroing. */
 static f8_status update_element(optimizer *o, const variant_key *key, const row *r,
-				f8_kir_id decay, f8_kir_id e, bool skipped) {
+				f8_kir_id decay, f8_kir_id e) {
 	f8_lower *lw = &o->lw;
 	f8_kernel *k = lw->kernel;
 	const f8_dtype *dtypes = key->dtypes;
@@ -512,11 +497,6 @@ static f8_status update_element(optimizer *o, const variant_key *key, const row 
 					  f32(lw, key->fill), lw->diag);
 	if (!adamw || status)
 		return status;
-	if (skipped) { // a skipped step: param, m and v as they were
-		const f8_kir_id kept[3] = {in[COLUMN_PARAM - BUFFER_FIRST], in[COLUMN_M - BUFFER_FIRST],
-					   in[COLUMN_V - BUFFER_FIRST]};
-		return store_outputs(o, dtypes, r, e, kept);
-	}
 	const scalars *s = set_of(o, key);
 	f8_kir_id grad = in[COLUMN_GRAD - BUFFER_FIRST];
 	if (s->grad_scale != NONE)
@@ -530,8 +510,15 @@ static f8_status update_element(optimizer *o, const variant_key *key, const row 
 	f8_kir_id denom = EMIT(lw, DIV, EMIT(lw, SQRT, v, NONE, NONE), s->bias_correction2_sqrt, NONE);
 	denom = EMIT(lw, ADD, denom, f32(lw, (float)key->epsilon), NONE);
 	f8_kir_id update = EMIT(lw, DIV, EMIT(lw, MUL, s->minus_step_size, m, NONE), denom, NONE);
-	const f8_kir_id out[3] = {EMIT(lw, ADD, p, update, NONE), m, v};
-	return store_outputs(o, dtypes, r, e, out);
+	f8_kir_id out[3] = {EMIT(lw, ADD, p, update, NONE), m, v};
+	for (uint32_t i = 0; s->skip != NONE && i < 3; i++) // a skipped step keeps param, m, v
+		out[i] = EMIT(lw, SELECT, s->skip, in[i == 0 ? 0 : i + 1], out[i]);
+	for (uint32_t i = 0; !status && i < 3; i++) {
+		uint32_t c = COLUMN_PARAM_OUT - BUFFER_FIRST + i;
+		if (dtypes[c] != F8_DTYPE_UNDEFINED)
+			status = f8_kir_store_ptr(k, dtypes[c], r->addresses[c], e, out[i], lw->diag);
+	}
+	return status;
 }
 
 /* Cell `c` of row `r` of the table. */
@@ -598,22 +585,11 @@ static f8_status chunks_loop(optimizer *o, f8_kir_id chunks) {
 			f8_kir_id mine = EMIT(lw, EQ, r.variant, f8_kir_const_i64(k, v), NONE);
 			extent = EMIT(lw, SELECT, mine, r.length, f8_kir_const_i64(k, 0));
 		}
-		// A step the skip flag stops runs the second loop instead, which keeps param, m
-		// and v: a select per element in the update's loop made it latency-bound (7.7 ms
-		// against 1.6 for gpt2-124m's AdamW on an H100: ptxas no longer overlapped the
-		// elements' loads).
-		f8_kir_id skip = key->dtypes[0] != F8_DTYPE_UNDEFINED ? set_of(o, key)->skip : NONE;
-		f8_kir_id zero = f8_kir_const_i64(k, 0);
-		for (int skipped = 0; !status && skipped < (skip != NONE ? 2 : 1); skipped++) {
-			f8_kir_id trips = skip == NONE ? extent
-				: EMIT(lw, SELECT, skip, skipped ? extent : zero, skipped ? zero : extent);
-			if ((status = f8_kir_begin_block_loop(k, trips, &j, lw->diag)))
-				break;
-			status = update_element(o, key, &r, decay, EMIT(lw, ADD, r.offset, j, NONE),
-						skipped);
-			if (!status)
-				status = f8_kir_end_loop(k, NULL, 0, lw->diag);
-		}
+		if ((status = f8_kir_begin_block_loop(k, extent, &j, lw->diag)))
+			break;
+		status = update_element(o, key, &r, decay, EMIT(lw, ADD, r.offset, j, NONE));
+		if (!status)
+			status = f8_kir_end_loop(k, NULL, 0, lw->diag);
 	}
 	return status ? status : f8_kir_end_loop(k, NULL, 0, lw->diag);
 }
