@@ -186,12 +186,23 @@ typedef struct f8_precision {
  * first, and each later axis splits the slices of the one before, as Megatron's distributed
  * optimizer splits a TP shard over DP). A zeroed placement is replicated.
  */
+enum { F8_MAX_PLACEMENT_PARTS = 16 };
+
 typedef struct f8_placement {
 	f8_placement_kind kind;
 	union {
-		uint8_t dim;            // SHARD: the tensor dimension split, below the value's rank
+		struct {
+			uint8_t dim;     // SHARD: the tensor dimension split, below the value's rank
+			uint8_t n_parts; // SHARD: 0 or 1: the dimension split as one; else parts[]
+		};
 		f8_reduction reduction; // PARTIAL: how the ranks' terms combine into the value
 	};
+	/* SHARD with n_parts > 1: the dimension is n_parts blocks of these sizes (in the tensor
+	 * the axis splits, before the split), and each block is split over the axis on its own:
+	 * a rank holds its slice of every block, in block order. A fused QKV weight [q; k; v] is
+	 * split so, each rank holding its heads' rows of q, k and v, where Megatron-LM interleaves
+	 * the heads in the weight instead. In the graph's arena. */
+	const int64_t *parts;
 } f8_placement;
 
 /*

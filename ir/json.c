@@ -97,7 +97,8 @@ static json_t *attr_json(const f8_graph *graph, const f8_attr *attr) {
 	}
 }
 
-/* The value's placements, keyed by mesh axis: {"tp": {"shard": 0}, "dp": {"partial": "sum"}};
+/* The value's placements, keyed by mesh axis: {"tp": {"shard": 0}, "dp": {"partial": "sum"}},
+ * a dimension split part by part with its parts ({"shard": 0, "parts": [128, 64, 64]});
  * NULL when it is replicated on every axis (replicated axes are left out, as the text leaves
  * them out). */
 static json_t *placements_json(const f8_value *value) {
@@ -112,6 +113,11 @@ static json_t *placements_json(const f8_value *value) {
 		json_t *entry = placement->kind == F8_PLACEMENT_KIND_SHARD
 			? json_pack("{s:i}", kind, (int)placement->dim)
 			: json_pack("{s:s}", kind, f8_reduction_name(placement->reduction));
+		json_t *parts = placement->n_parts > 1 ? json_array() : NULL;
+		for (unsigned i = 0; parts && i < placement->n_parts; i++)
+			json_array_append_new(parts, json_integer(placement->parts[i]));
+		if (entry && parts)
+			json_object_set_new(entry, "parts", parts);
 		json_object_set_new(object, f8_mesh_axis_name((f8_mesh_axis)axis), entry);
 	}
 	return object;

@@ -34,6 +34,7 @@ const char *f8_attr_kind_name(f8_attr_kind kind) {
 #define END {0} // C has no empty arrays: every schema ends with this, uncounted
 
 static const f8_attr_spec attrs_none[] = {END};
+static const f8_attr_spec attrs_identity[] = {STRING("group", false), END};
 static const f8_attr_spec attrs_dropout[] = {FLOAT("ratio", false), END};
 static const f8_attr_spec attrs_cast[] = {DTYPE("to", true), INT("saturate", false), END};
 static const f8_attr_spec attrs_cast_like[] = {INT("saturate", false), END};
@@ -103,6 +104,8 @@ static const f8_attr_spec attrs_fp8_grouped_gemm[] = {DTYPE("to", true), STRING(
 static const f8_attr_spec attrs_all_reduce[] = {STRING("group", true), STRING("op", false), END};
 static const f8_attr_spec attrs_gather_scatter[] = {STRING("group", true), INT("axis", true),
 						    INT("ranks", true), END};
+static const f8_attr_spec attrs_all_gather[] = {STRING("group", true), INT("axis", true),
+						INT("ranks", true), INT("replicated", false), END};
 static const f8_attr_spec attrs_peer[] = {STRING("group", true), INT("peer", true), END};
 static const f8_attr_spec attrs_recv[] = {STRING("group", true), INT("peer", true),
 					  DTYPE("dtype", true), DIMS("shape", true), END};

@@ -176,8 +176,36 @@ static f8_status parse_split_dim(parser *p, uint8_t *dim) {
 	return status;
 }
 
+/* The parts of a dimension split part by part, `[128 64 64]` (at least two, each above 0),
+ * from the '[' into placement->parts (in the graph's arena). */
+static f8_status parse_parts(parser *p, f8_placement *placement) {
+	int64_t parts[F8_MAX_PLACEMENT_PARTS];
+	uint32_t n = 0;
+	f8_status status = f8_text_next(p);
+	while (!status && !text_at_punct(p, ']')) {
+		if (n == F8_MAX_PLACEMENT_PARTS)
+			return f8_text_fail_at(p, &p->tok, "more than %d parts", F8_MAX_PLACEMENT_PARTS);
+		if (p->tok.kind != TOKEN_INT || p->tok.i <= 0)
+			return f8_text_fail_expected(p, "a part's size (an integer above 0)");
+		parts[n++] = p->tok.i;
+		status = f8_text_next(p);
+	}
+	if (status)
+		return status;
+	if (n < 2)
+		return f8_text_fail_at(p, &p->tok, "a dimension split part by part has at least two "
+				      "parts");
+	int64_t *stored = f8_arena_alloc_array(p->graph->arena, n, sizeof *stored);
+	if (!stored)
+		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
+	memcpy(stored, parts, n * sizeof *stored);
+	placement->parts = stored;
+	placement->n_parts = (uint8_t)n;
+	return f8_text_next(p);
+}
+
 /* The items of a `shard=` or `partial=` annotation (`kind`), from the token after the '=':
- * AXIS ':' (INT | REDUCTION), separated by ','. An axis placed already, by this annotation or
+ * AXIS ':' (INT parts? | REDUCTION), separated by ','. An axis placed already, by this annotation or
  * another, is an error: a value has one placement per axis. */
 static f8_status parse_placements(parser *p, f8_value *value, f8_placement_kind kind) {
 	for (;;) {
@@ -204,6 +232,8 @@ static f8_status parse_placements(parser *p, f8_value *value, f8_placement_kind 
 			status = f8_text_expect_punct(p, ':');
 		if (!status && kind == F8_PLACEMENT_KIND_SHARD) {
 			status = parse_split_dim(p, &placement->dim);
+			if (!status && text_at_punct(p, '['))
+				status = parse_parts(p, placement);
 		} else if (!status) {
 			if (p->tok.kind != TOKEN_IDENT ||
 			    !f8_reduction_from_name(p->tok.text, p->tok.len, &placement->reduction))

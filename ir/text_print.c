@@ -320,7 +320,8 @@ static void print_attr(FILE *out, const f8_graph *graph, const f8_attr *attr) {
 }
 
 /* The axes on which `value` is placed by `kind`, as `shard=tp:0,dp:1` after `separator`, in
- * mesh-axis order; nothing when there are none. Returns the separator for what comes next. The
+ * mesh-axis order (a dimension split part by part with its parts: `shard=tp:0[128 64 64]`);
+ * nothing when there are none. Returns the separator for what comes next. The
  * axes are joined by a bare ',' and the annotations by ", ", to show which is which (the parser
  * tells them apart by the ':' after an axis, not by the space). */
 static const char *print_placements(FILE *out, const f8_value *value, f8_placement_kind kind,
@@ -336,9 +337,13 @@ static const char *print_placements(FILE *out, const f8_value *value, f8_placeme
 			fputc(',', out);
 		first = false;
 		fprintf(out, "%s:", f8_mesh_axis_name((f8_mesh_axis)axis));
-		if (kind == F8_PLACEMENT_KIND_SHARD)
+		if (kind == F8_PLACEMENT_KIND_SHARD) {
 			fprintf(out, "%u", (unsigned)placement->dim);
-		else
+			for (unsigned i = 0; placement->n_parts > 1 && i < placement->n_parts; i++)
+				fprintf(out, "%s%lld", i ? " " : "[", (long long)placement->parts[i]);
+			if (placement->n_parts > 1)
+				fputc(']', out);
+		} else
 			fputs(f8_reduction_name(placement->reduction), out);
 	}
 	return first ? separator : ", ";

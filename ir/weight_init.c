@@ -55,15 +55,16 @@ static bool has_suffix(const char *name, const char *suffix) {
 }
 
 /* Whether `value` is read as input `index` of a node of op `op` in the program, itself or
- * through Casts: a master weight's copy in the model's dtype, or --bf16's BF16 copy
- * (passes/bf16.h), is the parameter as the norm or the layer reads it. */
+ * through Casts and Identities: a master weight's copy in the model's dtype, --bf16's BF16 copy
+ * (passes/bf16.h), or sequence parallelism's Identity {group="tp"} (passes/tensor_parallel.h)
+ * is the parameter as the norm or the layer reads it. */
 static bool read_as(const f8_graph *graph, f8_value_id value, f8_op op, uint32_t index) {
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
 		if (node->op == op && index < node->n_inputs && node->inputs[index] == value)
 			return true;
-		if (node->op == F8_OP_CAST && node->inputs[0] == value &&
-		    read_as(graph, node->outputs[0], op, index))
+		if ((node->op == F8_OP_CAST || node->op == F8_OP_IDENTITY) &&
+		    node->inputs[0] == value && read_as(graph, node->outputs[0], op, index))
 			return true;
 	}
 	return false;

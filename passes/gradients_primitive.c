@@ -446,11 +446,23 @@ F8_GRAD_RULE(RELU) {
 }
 
 /* The identity and what the IR runs as one: Dropout's inference form, and AllReduce, whose
- * backward is the identity (Megatron-LM's g operator: its conjugate all-reduces the dgrad). */
+ * backward is the identity (Megatron-LM's g operator). An Identity with a `group` is its
+ * conjugate, Megatron-LM's f, which the tensor-parallel pass puts before a column-parallel
+ * GEMM: the identity forward, and its gradient, whose terms the group's ranks hold, summed over
+ * the group. */
 F8_GRAD_RULE(IDENTITY) {
-	(void)context, (void)node, (void)diag;
-	dx[0] = dy[0];
-	return F8_OK;
+	f8_node n = grad_node(context, node);
+	const char *group = f8_node_attr_string(&n, "group", NULL);
+	if (!group) {
+		dx[0] = dy[0];
+		return F8_OK;
+	}
+	char name[F8_GRAD_NAME_MAX];
+	if (!wanted_x(context, &n, name))
+		return F8_OK;
+	f8_attr attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = group},
+			    {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+	return f8_grad_op(context, F8_OP_ALL_REDUCE, dy, 1, attrs, 2, name, &dx[0], diag);
 }
 
 F8_GRAD_RULE(DROPOUT) {
@@ -965,8 +977,27 @@ static f8_status collective_back(f8_grad_context *context, f8_node_id node, cons
 	return f8_grad_op(context, op, dy, 1, n.attrs, n.n_attrs, name, &dx[0], diag);
 }
 
+/* AllGather's readers hold the ranks' terms of its gradient, to be summed and split again;
+ * unless replicated=1, where every rank's gradient is the whole one, of which it takes its part.
+ * LocalShard's gradient is the parts gathered (Megatron's scatter to the sequence-parallel
+ * region). */
 F8_GRAD_RULE(ALL_GATHER) {
-	return collective_back(context, node, dy, dx, F8_OP_REDUCE_SCATTER, diag);
+	f8_node n = grad_node(context, node);
+	if (!f8_node_attr_int(&n, "replicated", 0))
+		return collective_back(context, node, dy, dx, F8_OP_REDUCE_SCATTER, diag);
+	char name[F8_GRAD_NAME_MAX];
+	if (!wanted_x(context, &n, name))
+		return F8_OK;
+	f8_attr attrs[3];
+	uint32_t n_attrs = 0;
+	for (uint32_t i = 0; i < n.n_attrs; i++)
+		if (strcmp(n.attrs[i].name, "replicated") != 0)
+			attrs[n_attrs++] = n.attrs[i];
+	return f8_grad_op(context, F8_OP_LOCAL_SHARD, dy, 1, attrs, n_attrs, name, &dx[0], diag);
+}
+
+F8_GRAD_RULE(LOCAL_SHARD) {
+	return collective_back(context, node, dy, dx, F8_OP_ALL_GATHER, diag);
 }
 
 F8_GRAD_RULE(REDUCE_SCATTER) {

@@ -17,6 +17,7 @@
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
 #include "passes/recompute.h"     // f8_pass_recompute_run
 #include "passes/shard.h"         // f8_pass_shard_run
+#include "passes/tensor_parallel.h" // f8_pass_tensor_parallel_run
 #include "passes/schedule.h"      // f8_pass_schedule_run
 #include "passes/training.h"      // f8_pass_training_run
 
@@ -77,6 +78,14 @@ static f8_status shard(f8_graph *graph, const f8_pipeline_options *options, FILE
 	return f8_pass_shard_run(graph, options->parallel, report, diag);
 }
 
+static f8_status tensor_parallel(f8_graph *graph, const f8_pipeline_options *options,
+				 FILE *report, f8_diag *diag) {
+	// A no-op without TP; for inference too, as the shard pass is.
+	if (!options->training)
+		return F8_OK;
+	return f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);
+}
+
 static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 			   f8_diag *diag) {
 	// A no-op without a granularity or a budget; the budget's trials fuse for the target.
@@ -106,6 +115,12 @@ static const f8_pass pipeline[] = {
 	 "after fuse-patterns, on the high-level ops whose statistics stay f32 in any dtype; "
 	 "before training, so that autodiff derives the backward from the BF16 forward and the "
 	 "gradients reach the f32 master weights through their Casts; a no-op without --bf16"},
+	{"tensor-parallel", tensor_parallel,
+	 "after fuse-patterns, whose Linear, Attention and SwiGLU it splits, and bf16, whose weight "
+	 "casts it splits with their weights; before attention-unfused, which then decomposes each "
+	 "rank's heads, and training, so that autodiff derives each rank's backward from its "
+	 "forward, the collectives' gradients included; a no-op without "
+	 "--tensor-model-parallel-size"},
 	{"attention-unfused", attention_unfused,
 	 "after bf16, which decides the attention's dtype (cuDNN's fused attention takes bf16, "
 	 "not f32); before training, so that autodiff derives the backward of an f32 attention "

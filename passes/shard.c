@@ -135,20 +135,29 @@ static f8_status check_layout(const f8_graph *graph, const f8_parallel_options *
 	return status;
 }
 
+f8_status f8_parallel_check(const f8_graph *graph, const f8_parallel_options *options,
+			    uint32_t *mesh, f8_diag *diag) {
+	f8_status status = f8_parallel_mesh(options, mesh, diag);
+	return status ? status : check_layout(graph, options, mesh, diag);
+}
+
 /* F8_ERR_UNSUPPORTED for what the pass does not shard yet, naming the option. */
 static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_diag *diag) {
-	const char *option = mesh[F8_MESH_AXIS_TP] > 1	 ? "--tensor-model-parallel-size"
-			     : mesh[F8_MESH_AXIS_CP] > 1 ? "--context-parallel-size"
+	if (o->sequence_parallel && mesh[F8_MESH_AXIS_TP] < 2)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--sequence-parallel splits the sequence "
+				   "over the tensor-parallel ranks: it needs "
+				   "--tensor-model-parallel-size above 1");
+	const char *option = mesh[F8_MESH_AXIS_CP] > 1 ? "--context-parallel-size"
 			     : mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
 			     : mesh[F8_MESH_AXIS_PP] > 1 ? "--pipeline-model-parallel-size"
 			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
 							 : NULL;
 	if (!option)
 		return F8_OK;
-	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: the shard pass runs data parallelism so far; "
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data and tensor parallelism so far; "
 		    "this parallelism is not built yet", option);
-	f8_diag_hint(diag, "train data-parallel: leave it out, and the world size is the "
-		     "data-parallel size");
+	f8_diag_hint(diag, "train data- or tensor-parallel: leave it out, and the world size "
+		     "over TP is the data-parallel size");
 	return F8_ERR_UNSUPPORTED;
 }
 
@@ -276,6 +285,7 @@ typedef struct distributor {
 	f8_node_id *before, *after, *next; // per node: chains of new nodes to place around it
 	uint32_t capacity, n_original;     // new nodes' room; the program's length before
 	bool *scattered;                   // per value: an accumulator this pass reduce-scatters
+	f8_value_id *shard_of;             // per scattered accumulator: this rank's reduced rows
 	uint32_t n_sharded, n_kept;
 	uint64_t bytes;                    // the reduce-scattered gradients' bytes
 } distributor;
@@ -336,9 +346,9 @@ static void shard_leaf(distributor *d, f8_value_id v) {
 }
 
 /* One AdamW node `id` on shards: its gradient reduce-scattered (placed before `head`, the
- * first opt node; the shard's value into *shard), the parameter's rows, the update gathered. */
-static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head,
-			       f8_value_id *shard) {
+ * first opt node; the shard's value into d->shard_of), the parameter's rows, the update
+ * gathered. */
+static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head) {
 	f8_graph *graph = d->graph;
 	f8_value_id p = graph->nodes[id].inputs[0], acc = graph->nodes[id].inputs[1];
 	f8_node_id scatter, local, gather;
@@ -348,7 +358,7 @@ static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head,
 	if (status)
 		return status;
 	d->scattered[acc] = true;
-	*shard = graph->nodes[scatter].outputs[0];
+	d->shard_of[acc] = graph->nodes[scatter].outputs[0];
 	d->bytes += f8_memory_type_bytes(&graph->values[acc].type);
 	mark_partial(graph, acc, d->axes, F8_REDUCTION_SUM);
 	shard_leaf(d, graph->nodes[id].inputs[2]);
@@ -374,61 +384,89 @@ static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head,
 	return F8_OK;
 }
 
-/* The gradient norm over shards: a GlobalNorm of the shards, its square summed over the ranks,
- * plus the squared norm of the replicated gradients GlobalNorm `id` read; `id` becomes the
- * square root of that sum, so its value (what the loop and clipping read) is the whole norm. */
-static f8_status shard_norm(distributor *d, f8_node_id id, const f8_value_id *shards) {
+/*
+ * The gradient norm over split gradients: GlobalNorm `id`'s inputs in classes by the axes
+ * their ranks split them over (tp where the tensor-parallel pass split the parameter, the
+ * data-parallel axes where the distributed optimizer reduce-scatters it, both, or none), each
+ * class's norm squared and summed over its axes' group, the classes' squares added; `id`
+ * becomes the square root of that sum, so its value (what the loop and clipping read) is the
+ * whole norm, and every rank's is the same.
+ */
+static f8_status split_norm(distributor *d, f8_node_id id) {
 	f8_graph *graph = d->graph;
-	uint32_t n = graph->nodes[id].n_inputs, n_kept = 0, n_shards = 0;
-	f8_value_id *kept = f8_calloc(2 * n + 1, sizeof *kept), *sharded = kept + n;
-	if (!kept)
+	uint32_t n = graph->nodes[id].n_inputs, masks[4] = {0}, n_classes = 0;
+	f8_value_id *members = f8_calloc(4 * (size_t)n + 1, sizeof *members);
+	uint32_t counts[4] = {0};
+	if (!members)
 		return nomem(d->diag);
 	for (uint32_t i = 0; i < n; i++) {
 		f8_value_id v = graph->nodes[id].inputs[i];
-		if (shards[v] != F8_NONE)
-			sharded[n_shards++] = shards[v];
-		else
-			kept[n_kept++] = v;
+		bool tp = graph->values[v].placement[F8_MESH_AXIS_TP].kind == F8_PLACEMENT_KIND_SHARD;
+		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0);
+		uint32_t c = 0;
+		while (c < n_classes && masks[c] != mask)
+			c++;
+		if (c == n_classes)
+			masks[n_classes++] = mask;
+		members[(size_t)c * n + counts[c]++] = d->scattered[v] ? d->shard_of[v] : v;
 	}
 	const char *base = graph->values[graph->nodes[id].outputs[0]].name;
-	f8_attr sum[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = d->group},
-			  {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
-	f8_node_id made[6];
-	uint32_t n_made = 0;
-	// norm, square, summed square; then the replicated norm, its square, the total.
-	f8_status status = add_opt_node(d, F8_OP_GLOBAL_NORM, sharded, n_shards, NULL, 0,
-					named(graph, base, ".shards"), &made[n_made++]);
-	for (int step = 0; !status && step < (n_kept ? 5 : 2); step++) {
-		f8_value_id last = graph->nodes[made[n_made - 1]].outputs[0];
+	f8_value_id total = F8_NONE;
+	f8_status status = F8_OK;
+	for (uint32_t c = 0; !status && c < n_classes; c++) {
+		char group[32], suffix[48];
+		f8_mesh_group_name(masks[c], group, sizeof group);
+		snprintf(suffix, sizeof suffix, ".%s", masks[c] ? group : "whole");
+		for (char *at = suffix; *at; at++)
+			*at = *at == '+' ? '_' : *at;
+		const char *name = named(graph, base, suffix);
+		f8_node_id norm, square, sum = F8_NONE, add;
+		status = add_opt_node(d, F8_OP_GLOBAL_NORM, &members[(size_t)c * n], counts[c], NULL,
+				      0, name, &norm);
+		f8_value_id last = status ? F8_NONE : graph->nodes[norm].outputs[0];
 		f8_value_id pair[2] = {last, last};
-		static const char *const suffixes[5] = {".shards_square", ".shards_square_sum",
-							".replicated", ".replicated_square",
-							".square"};
-		const char *name = named(graph, base, suffixes[step]);
-		if (step == 0 || step == 3)
-			status = add_opt_node(d, F8_OP_MUL, pair, 2, NULL, 0, name, &made[n_made]);
-		else if (step == 1)
-			status = add_opt_node(d, F8_OP_ALL_REDUCE, &last, 1, sum, 2, name,
-					      &made[n_made]);
-		else if (step == 2)
-			status = add_opt_node(d, F8_OP_GLOBAL_NORM, kept, n_kept, NULL, 0, name,
-					      &made[n_made]);
-		else {
-			f8_value_id both[2] = {graph->nodes[made[2]].outputs[0], last};
-			status = add_opt_node(d, F8_OP_ADD, both, 2, NULL, 0, name, &made[n_made]);
+		if (!status)
+			status = add_opt_node(d, F8_OP_MUL, pair, 2, NULL, 0,
+					      named(graph, name, "_square"), &square);
+		if (!status) {
+			chain(d, &d->before[id], norm);
+			chain(d, &d->before[id], square);
+			last = graph->nodes[square].outputs[0];
 		}
-		n_made += !status;
+		const char *over = masks[c] ? f8_arena_strdup(graph->arena, group) : NULL;
+		f8_attr sum_attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = over},
+					{.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+		if (!status && masks[c] && !over)
+			status = nomem(d->diag);
+		if (!status && masks[c])
+			status = add_opt_node(d, F8_OP_ALL_REDUCE, &last, 1, sum_attrs, 2,
+					      named(graph, name, "_square_sum"), &sum);
+		if (!status && sum != F8_NONE) {
+			chain(d, &d->before[id], sum);
+			last = graph->nodes[sum].outputs[0];
+		}
+		if (!status && total != F8_NONE) {
+			f8_value_id both[2] = {total, last};
+			char partial[24];
+			snprintf(partial, sizeof partial, ".square_%u", c);
+			status = add_opt_node(d, F8_OP_ADD, both, 2, NULL, 0,
+					      named(graph, base, c + 1 == n_classes ? ".square"
+									  : partial), &add);
+			if (!status) {
+				chain(d, &d->before[id], add);
+				last = graph->nodes[add].outputs[0];
+			}
+		}
+		total = last;
 	}
-	f8_free(kept);
+	f8_free(members);
 	if (status)
 		return status;
-	for (uint32_t i = 0; i < n_made; i++)
-		chain(d, &d->before[id], made[i]);
 	f8_node *root = &graph->nodes[id]; // GlobalNorm becomes the square root of the total
 	f8_value_id *input = f8_arena_alloc(graph->arena, sizeof *input);
 	if (!input)
 		return nomem(d->diag);
-	*input = graph->nodes[made[n_made - 1]].outputs[0];
+	*input = total;
 	root->op = F8_OP_SQRT;
 	root->inputs = input;
 	root->n_inputs = 1;
@@ -456,32 +494,41 @@ static f8_status place_chains(distributor *d) {
 	return status;
 }
 
-static f8_status distribute_optimizer(distributor *d) {
+/* The program's chains and the per-value arrays, with room for the new nodes: three per AdamW
+ * (the distributed optimizer's), four per class of the gradient norm and three to add them. */
+static f8_status distributor_init(distributor *d) {
 	f8_graph *graph = d->graph;
-	f8_node_id head = F8_NONE, norm = F8_NONE;
 	uint32_t n_adamw = 0;
-	for (uint32_t p = 0; p < graph->n_order; p++) {
-		const f8_node *node = &graph->nodes[graph->order[p]];
-		head = head == F8_NONE && node->phase == F8_PHASE_OPT ? graph->order[p] : head;
-		norm = node->op == F8_OP_GLOBAL_NORM ? graph->order[p] : norm;
-		n_adamw += node->op == F8_OP_ADAMW;
-	}
-	// Room for the new nodes: three per AdamW, six for the norm.
-	d->capacity = graph->n_nodes + 3 * n_adamw + 8;
+	for (uint32_t p = 0; p < graph->n_order; p++)
+		n_adamw += graph->nodes[graph->order[p]].op == F8_OP_ADAMW;
+	d->capacity = graph->n_nodes + 3 * n_adamw + 20;
+	d->n_original = graph->n_order;
 	d->before = f8_malloc(d->capacity * sizeof *d->before);
 	d->after = f8_malloc(d->capacity * sizeof *d->after);
 	d->next = f8_malloc(d->capacity * sizeof *d->next);
-	f8_value_id *shards = f8_malloc((graph->n_values + 1) * sizeof *shards);
-	if (!d->before || !d->after || !d->next || !shards) {
-		f8_free(shards);
+	d->scattered = f8_calloc(graph->n_values + 1, sizeof *d->scattered);
+	d->shard_of = f8_calloc(graph->n_values + 1, sizeof *d->shard_of);
+	if (!d->before || !d->after || !d->next || !d->scattered || !d->shard_of)
 		return nomem(d->diag);
-	}
 	for (uint32_t i = 0; i < d->capacity; i++)
 		d->before[i] = d->after[i] = d->next[i] = F8_NONE;
-	for (uint32_t v = 0; v <= graph->n_values; v++)
-		shards[v] = F8_NONE;
+	return F8_OK;
+}
+
+static void distributor_destroy(distributor *d) {
+	f8_free(d->before);
+	f8_free(d->after);
+	f8_free(d->next);
+	f8_free(d->scattered);
+	f8_free(d->shard_of);
+}
+
+static f8_status distribute_optimizer(distributor *d) {
+	f8_graph *graph = d->graph;
+	f8_node_id head = F8_NONE;
+	for (uint32_t p = 0; p < graph->n_order && head == F8_NONE; p++)
+		head = graph->nodes[graph->order[p]].phase == F8_PHASE_OPT ? graph->order[p] : head;
 	f8_status status = F8_OK;
-	d->n_original = graph->n_order;
 	for (uint32_t p = 0; !status && p < d->n_original; p++) {
 		f8_node_id id = graph->order[p];
 		const f8_node *node = &graph->nodes[id];
@@ -493,14 +540,26 @@ static f8_status distribute_optimizer(distributor *d) {
 			d->n_kept++;
 			continue;
 		}
-		status = shard_adamw(d, id, head, &shards[acc]);
+		status = shard_adamw(d, id, head);
 	}
-	if (!status && norm != F8_NONE && d->n_sharded)
-		status = shard_norm(d, norm, shards);
-	if (!status)
-		status = place_chains(d);
-	f8_free(shards);
 	return status;
+}
+
+/* Tensor parallelism's optimizer state: each AdamW's accumulator and moments placed as its
+ * parameter, which the tensor-parallel pass split (before the distributed optimizer splits
+ * them further). The count of split parameters into *n. */
+static void place_tensor_parallel_state(f8_graph *graph, uint32_t *n) {
+	*n = 0;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		const f8_placement *tp = &graph->values[node->inputs[0]].placement[F8_MESH_AXIS_TP];
+		if (node->op != F8_OP_ADAMW || tp->kind != F8_PLACEMENT_KIND_SHARD)
+			continue;
+		for (uint32_t i = 1; i < 4 && i < node->n_inputs; i++)
+			if (f8_role_is_leaf(graph->values[node->inputs[i]].role))
+				graph->values[node->inputs[i]].placement[F8_MESH_AXIS_TP] = *tp;
+		(*n)++;
+	}
 }
 
 /* FP8: each ScalingUpdate's amaxes max-reduced over `group` just before it, in one AllReduce.
@@ -537,7 +596,9 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 			    f8_diag *diag) {
 	if (!f8_parallel_options_any(options))
 		return F8_OK;
-	if (f8_graph_mesh_ranks(graph) > 1)
+	// The tensor-parallel pass, before training, set the mesh when TP is above 1.
+	bool tensor_parallel = options->tensor > 1;
+	if (f8_graph_mesh_ranks(graph) > 1 && !tensor_parallel)
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph is sharded already (it has "
 				   "a mesh)");
 	bool backward = false;
@@ -547,13 +608,17 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph has no backward (the pass "
 				   "shards a training step)");
 	uint32_t mesh[F8_MESH_AXIS_COUNT];
-	f8_status status = f8_parallel_mesh(options, mesh, diag);
-	if (!status)
-		status = check_layout(graph, options, mesh, diag);
+	// Under TP the tensor-parallel pass checked the layout on the whole model; the heads seen
+	// here are each rank's share.
+	f8_status status = tensor_parallel ? f8_parallel_mesh(options, mesh, diag)
+					   : f8_parallel_check(graph, options, mesh, diag);
 	if (!status)
 		status = not_yet(options, mesh, diag);
 	if (status)
 		return status;
+	if (tensor_parallel && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: TP is %lld, but the graph's mesh is "
+				   "not the tensor-parallel pass's", (long long)options->tensor);
 	memcpy(graph->mesh, mesh, sizeof mesh);
 	// The data-parallel group: EP x DP, where the ranks hold the same weights.
 	uint32_t data = 0, amax = 0;
@@ -573,26 +638,33 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	uint64_t grad_bytes = 0;
 	distributor d = {.graph = graph, .group = data_name, .axes = data, .diag = diag,
 			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP]};
-	d.scattered = f8_calloc(graph->n_values + 1, sizeof *d.scattered);
-	if (!d.scattered)
-		return nomem(diag);
-	if (data && options->distributed_optimizer)
+	uint32_t n_split = 0;
+	status = distributor_init(&d);
+	if (!status && tensor_parallel)
+		place_tensor_parallel_state(graph, &n_split);
+	if (!status && data && options->distributed_optimizer)
 		status = distribute_optimizer(&d);
+	f8_node_id norm = F8_NONE;
+	for (uint32_t p = 0; p < graph->n_order; p++)
+		norm = graph->nodes[graph->order[p]].op == F8_OP_GLOBAL_NORM ? graph->order[p] : norm;
+	if (!status && norm != F8_NONE && (n_split || d.n_sharded))
+		status = split_norm(&d, norm);
+	if (!status)
+		status = place_chains(&d);
 	if (!status && data)
 		status = reduce_gradients(graph, data_name, data, d.scattered, &n_grads, &grad_bytes,
 					  diag);
-	f8_free(d.scattered);
-	f8_free(d.before);
-	f8_free(d.after);
-	f8_free(d.next);
+	distributor_destroy(&d);
 	if (!status && amax)
 		status = reduce_amaxes(graph, amax_name, amax, &n_tables, &n_amaxes, diag);
 	if (!status && report) {
 		fprintf(report, "shard: mesh");
 		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
 			fprintf(report, " %s=%u", f8_mesh_axis_name((f8_mesh_axis)axis), mesh[axis]);
-		fprintf(report, "\nshard: %u gradients summed over %s in one AllReduce a step, %llu "
-			"bytes\n", n_grads, data_group, (unsigned long long)grad_bytes);
+		fputc('\n', report);
+		if (data)
+			fprintf(report, "shard: %u gradients summed over %s in one AllReduce a step, "
+				"%llu bytes\n", n_grads, data_group, (unsigned long long)grad_bytes);
 		if (options->distributed_optimizer && data)
 			fprintf(report, "shard: distributed optimizer: %u parameters' AdamW state and "
 				"update split over the %u ranks of %s (gradients reduce-scattered, %llu "

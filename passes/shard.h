@@ -14,8 +14,15 @@
  * virtual stages), the sequence by 2 x CP, experts by EP, EP not dividing Megatron's
  * data-parallel size, or the global batch not a multiple of micro-batch x data-parallel size.
  *
- * What each rank's program gets, so far (the other axes are F8_ERR_UNSUPPORTED, naming the
- * option, until they come):
+ * Tensor parallelism is split before training, by the tensor-parallel pass
+ * (passes/tensor_parallel.h), which sets the mesh; here its split parameters' optimizer state
+ * is placed as they are (the distributed optimizer splits each rank's TP shard further, along
+ * its dim 0), and the gradient norm sums each class of split gradients' squares over the group
+ * that splits them (tp, the data-parallel axes, or both), plus the whole ones'.
+ *
+ * What each rank's program gets, so far (context, expert and pipeline parallelism are
+ * F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel without TP is
+ * F8_ERR_ARGUMENT):
  *   data parallelism   each rank runs its own micro-batches of the global batch; in phase opt,
  *                      first, one AllReduce (sum, group "ep+dp" or "dp") of every gradient
  *                      accumulator, which the gradient norm and AdamW read instead: the
@@ -53,6 +60,11 @@ typedef struct f8_parallel_options {
  * TP x CP x EP x PP. F8_ERR_ARGUMENT naming the numbers when the world size is not a multiple of
  * their product, or a size is below 1. */
 f8_status f8_parallel_mesh(const f8_parallel_options *options, uint32_t *mesh, f8_diag *diag);
+
+/* f8_parallel_mesh, then the layout checked against the model in `graph` as the header says;
+ * the tensor-parallel pass checks it so too, before training. */
+f8_status f8_parallel_check(const f8_graph *graph, const f8_parallel_options *options,
+			    uint32_t *mesh, f8_diag *diag);
 
 /* Whether `options` asks for more than one rank. */
 bool f8_parallel_options_any(const f8_parallel_options *options);

@@ -19,6 +19,7 @@
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
 #include "runtime/atomic_file.h" // f8_atomic_file_*, f8_atomic_file_sync_folder
+#include "runtime/placement.h"   // f8_rt_gather_whole, f8_rt_take_part
 #include "runtime/safetensors.h" // f8_safetensors_*
 #include "runtime/tensor.h"      // f8_rt_tensor_find_nonfinite
 
@@ -79,19 +80,9 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 	return status;
 }
 
-/* The mesh axes whose ranks hold parts of leaf `v` along dim 0 (0: every rank holds it
- * whole). */
-static uint32_t shard_axes(const f8_graph *graph, f8_value_id v) {
-	uint32_t axes = 0;
-	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
-		if (graph->values[v].placement[axis].kind == F8_PLACEMENT_KIND_SHARD)
-			axes |= 1u << axis;
-	return axes;
-}
-
 /* The ranks of `dist` that hold parts of leaf `v` (1: it is whole on every rank). */
 static uint32_t part_ranks(const f8_graph *graph, f8_dist *dist, f8_value_id v) {
-	uint32_t axes = shard_axes(graph, v);
+	uint32_t axes = f8_rt_split_axes(&graph->values[v]);
 	return axes && dist ? f8_dist_group_size(dist, axes) : 1;
 }
 
@@ -112,9 +103,6 @@ static f8_status gather_parts(const f8_executor *executor, f8_dist *dist, f8_rt_
 		if (file_of(graph, v) < 0 || ranks == 1)
 			continue;
 		const f8_tensor_view *leaf = f8_executor_view(executor, v);
-		int64_t dims[F8_MAX_RANK];
-		for (int d = 0; d < leaf->rank; d++)
-			dims[d] = leaf->dims[d] * (d == 0 ? ranks : 1);
 		f8_rt_tensor part = {0};
 		f8_diag local = {0};
 		f8_status read = f8_executor_read(executor, v, &part, &local);
@@ -122,16 +110,10 @@ static f8_status gather_parts(const f8_executor *executor, f8_dist *dist, f8_rt_
 			status = status ? status : f8_diag_set(diag, read, "%s", local.message);
 			read = f8_rt_tensor_create(leaf->dtype, leaf->rank, leaf->dims, &part, &local);
 		}
-		f8_status made = read ? read : f8_rt_tensor_create(leaf->dtype, leaf->rank, dims,
-									&whole[v], &local);
-		if (made) {
-			status = status ? status : f8_diag_set(diag, made, "%s", local.message);
-		} else {
-			f8_status gathered = f8_dist_all_gather(dist, shard_axes(graph, v), part.data,
-								whole[v].data, part.n_bytes, &local);
-			status = status ? status
-			       : gathered ? f8_diag_set(diag, gathered, "%s", local.message) : F8_OK;
-		}
+		f8_status gathered = read ? read : f8_rt_gather_whole(&graph->values[v], dist, &part,
+								       &whole[v], &local);
+		status = status ? status
+		       : gathered ? f8_diag_set(diag, gathered, "%s", local.message) : F8_OK;
 		f8_rt_tensor_destroy(&part);
 	}
 	return status;
@@ -353,24 +335,6 @@ static f8_status check_record(const f8_safetensors *file, const char *path, cons
 	return F8_OK;
 }
 
-/* *tensor (whole) becomes its part `place` of `ranks` along dim 0: this rank's rows. */
-static f8_status take_part(f8_rt_tensor *tensor, uint32_t place, int64_t ranks, f8_diag *diag) {
-	int64_t dims[F8_MAX_RANK];
-	for (int d = 0; d < tensor->rank; d++)
-		dims[d] = tensor->dims[d];
-	dims[0] /= ranks;
-	f8_rt_tensor part;
-	f8_status status = f8_rt_tensor_create(tensor->dtype, tensor->rank, dims, &part, diag);
-	if (status)
-		return status;
-	if (part.n_bytes)
-		memcpy(part.data, (const char *)tensor->data + (size_t)place * part.n_bytes,
-		       part.n_bytes);
-	f8_rt_tensor_destroy(tensor);
-	*tensor = part;
-	return F8_OK;
-}
-
 /* Reads every leaf file `which` holds into staged[v]; checks names, dtypes and shapes. A leaf
  * the ranks hold parts of is stored whole: this rank's rows are staged. */
 static f8_status stage_file(const f8_safetensors *file, const char *path, int which,
@@ -394,18 +358,22 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		f8_status status = f8_safetensors_read(file, value->name, &staged[v], diag);
 		if (status)
 			return status;
-		uint32_t axes = shard_axes(graph, v);
-		int64_t ranks = part_ranks(graph, dist, v);
+		int64_t dims[F8_MAX_RANK];
+		f8_rt_whole_dims(value, graph->mesh, leaf->dims, dims);
 		bool same = staged[v].dtype == leaf->dtype && staged[v].rank == leaf->rank;
 		for (int d = 0; same && d < leaf->rank; d++)
-			same = staged[v].dims[d] == leaf->dims[d] * (d == 0 ? ranks : 1);
+			same = staged[v].dims[d] == dims[d];
 		if (!same)
 			return f8_diag_set(diag, F8_ERR_INVALID, "%s: tensor '%s' has another dtype or "
 					   "shape than the model's %s", path, value->name,
 					   f8_dtype_name(leaf->dtype));
-		if (ranks > 1 && (status = take_part(&staged[v], f8_dist_group_rank(dist, axes),
-						     ranks, diag)))
-			return status;
+		if (part_ranks(graph, dist, v) > 1) {
+			f8_rt_tensor part;
+			if ((status = f8_rt_take_part(value, dist, &staged[v], &part, diag)))
+				return status;
+			f8_rt_tensor_destroy(&staged[v]);
+			staged[v] = part;
+		}
 	}
 	if (f8_safetensors_count(file) != expected)
 		return f8_diag_set(diag, F8_ERR_INVALID, "%s holds %zu tensors; the model has %zu "

@@ -13,6 +13,7 @@
 #include "ir/weight_init.h"          // f8_weight_init_rule, f8_weight_init_fill
 #include "ir/alloc.h"                  // f8_malloc, f8_free
 #include "ir/graph.h"                  // f8_initializer_read
+#include "runtime/placement.h"         // f8_rt_whole_dims, f8_rt_take_part
 
 /* Fills `tensor` from `init`, converting from the initializer's dtype to the tensor's. */
 static f8_status fill_from_initializer(f8_rt_tensor *tensor, const f8_initializer *init,
@@ -143,16 +144,17 @@ static f8_status made_rule(const f8_graph *graph, f8_value_id v, int64_t layers,
  * DESIGN.md says; other leaves without one stay as the executor made them, zero. Each leaf is
  * made on the host and written to the executor's backend.
  */
-f8_status f8_rt_parameters_read_initializer(const f8_value *value, f8_rt_tensor *out,
-					    f8_diag *diag) {
+f8_status f8_rt_parameters_read_initializer(const f8_value *value, const uint32_t *mesh,
+					    f8_rt_tensor *out, f8_diag *diag) {
 	*out = (f8_rt_tensor){0};
-	int64_t dims[F8_MAX_RANK];
+	int64_t part[F8_MAX_RANK], dims[F8_MAX_RANK];
 	for (int d = 0; d < value->type.shape.rank; d++) {
 		if (!f8_dim_is_const(value->type.shape.dims[d]))
 			return f8_diag_set(diag, F8_ERR_INVALID, "%%%s has weights but a symbolic "
 					   "size", value->name);
-		dims[d] = f8_dim_value(value->type.shape.dims[d]);
+		part[d] = f8_dim_value(value->type.shape.dims[d]);
 	}
+	f8_rt_whole_dims(value, mesh, part, dims);
 	f8_status status = f8_rt_tensor_create(value->type.dtype, value->type.shape.rank, dims, out,
 					       diag);
 	if (!status)
@@ -162,18 +164,18 @@ f8_status f8_rt_parameters_read_initializer(const f8_value *value, f8_rt_tensor 
 	return status;
 }
 
-/* Leaf `value`'s tensor in `weights` (a plan's), checked against the leaf's type, into *out;
- * false (*out empty) when the file has none of that name. */
+/* Leaf `value`'s tensor in `weights` (a plan's), checked against the leaf's dtype and whole
+ * dims (`dims`), into *out; false (*out empty) when the file has none of that name. */
 static f8_status read_weight(const f8_safetensors *weights, const f8_value *value,
-			     const f8_tensor_view *view, bool *found, f8_rt_tensor *out,
-			     f8_diag *diag) {
+			     const f8_tensor_view *view, const int64_t *dims, bool *found,
+			     f8_rt_tensor *out, f8_diag *diag) {
 	*found = weights && f8_safetensors_find(weights, value->name);
 	if (!*found)
 		return F8_OK;
 	f8_status status = f8_safetensors_read(weights, value->name, out, diag);
 	bool same = !status && out->dtype == view->dtype && out->rank == view->rank;
 	for (int d = 0; same && d < view->rank; d++)
-		same = out->dims[d] == view->dims[d];
+		same = out->dims[d] == dims[d];
 	if (!status && !same) {
 		f8_rt_tensor_destroy(out);
 		status = f8_diag_set(diag, F8_ERR_INVALID, "the plan's weights of %%%s are not of "
@@ -182,7 +184,23 @@ static f8_status read_weight(const f8_safetensors *weights, const f8_value *valu
 	return status;
 }
 
-f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
+/* Writes `whole` (leaf v's whole tensor, destroyed) to the executor: this rank's part of it
+ * where the ranks of `dist` split the leaf. */
+static f8_status write_part(f8_executor *executor, const f8_dist *dist, f8_value_id v,
+			    f8_rt_tensor *whole, f8_diag *diag) {
+	const f8_value *value = &f8_executor_graph(executor)->values[v];
+	f8_rt_tensor part = {0};
+	f8_status status = f8_rt_split_axes(value)
+				   ? f8_rt_take_part(value, dist, whole, &part, diag) : F8_OK;
+	if (!status)
+		status = f8_executor_write(executor, v, part.data || part.n_bytes ? &part : whole,
+					   diag);
+	f8_rt_tensor_destroy(&part);
+	f8_rt_tensor_destroy(whole);
+	return status;
+}
+
+f8_status f8_rt_parameters_init(f8_executor *executor, const f8_dist *dist, uint64_t seed,
 				const f8_safetensors *weights, const f8_plan_weight_init *made,
 				f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
@@ -191,13 +209,13 @@ f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
 		f8_value_id v = graph->inputs[i];
 		const f8_value *value = &graph->values[v];
 		const f8_tensor_view *view = f8_executor_view(executor, v);
+		int64_t dims[F8_MAX_RANK]; // the whole leaf's: the ranks make it, then take parts
+		f8_rt_whole_dims(value, graph->mesh, view->dims, dims);
 		f8_rt_tensor tensor = {0};
 		bool found;
-		f8_status status = read_weight(weights, value, view, &found, &tensor, diag);
+		f8_status status = read_weight(weights, value, view, dims, &found, &tensor, diag);
 		if (!status && found) {
-			status = f8_executor_write(executor, v, &tensor, diag);
-			f8_rt_tensor_destroy(&tensor);
-			if (status)
+			if ((status = write_part(executor, dist, v, &tensor, diag)))
 				return status;
 			continue;
 		}
@@ -214,8 +232,7 @@ f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
 		if (!value->initializer && value->role == F8_ROLE_PARAMETER)
 			status = made_rule(graph, v, layers, made, view, &rule, &rule_seed, diag);
 		if (!status)
-			status = f8_rt_tensor_create(view->dtype, view->rank, view->dims, &tensor,
-						     diag);
+			status = f8_rt_tensor_create(view->dtype, view->rank, dims, &tensor, diag);
 		if (!status && value->initializer)
 			status = fill_from_initializer(&tensor, value->initializer, value->name, diag);
 		else if (!status && value->role == F8_ROLE_PARAMETER)
@@ -224,7 +241,7 @@ f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
 			for (int64_t e = 0; e < f8_rt_tensor_numel(&tensor); e++)
 				f8_rt_tensor_set(&tensor, e, 1.0);
 		if (!status)
-			status = f8_executor_write(executor, v, &tensor, diag);
+			status = write_part(executor, dist, v, &tensor, diag);
 		f8_rt_tensor_destroy(&tensor);
 		if (status)
 			return status;

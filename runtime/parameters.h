@@ -11,13 +11,15 @@
 
 #include "ir/diag.h"               // f8_status, f8_diag
 #include "ir/graph.h"              // f8_graph
+#include "runtime/distributed.h"   // f8_dist
 #include "runtime/executor.h"      // f8_executor
 #include "runtime/plan.h"          // f8_plan_weight_init
 #include "runtime/safetensors.h"   // f8_safetensors
 #include "runtime/tensor.h"        // f8_rt_tensor
 
 /*
- * Fills every param and buffer leaf of the executor's graph, and every other leaf that has
+ * Fills every param and buffer leaf of the executor's graph (each rank of `dist` its part of a
+ * leaf the ranks split, made whole first; `dist` NULL: one rank), and every other leaf that has
  * initial contents (the FP8 scale tables start at 1): from `weights` (a plan's
  * weights.safetensors; may be NULL) where it has the leaf by name, else from its initializer,
  * converted exactly (or rounded to nearest even) to the leaf's dtype, else (params) by the
@@ -29,14 +31,15 @@
  * the import (shorter than the initializer says), and a tensor of `weights` of another dtype
  * or shape than its leaf.
  */
-f8_status f8_rt_parameters_init(f8_executor *executor, uint64_t seed,
+f8_status f8_rt_parameters_init(f8_executor *executor, const f8_dist *dist, uint64_t seed,
 				const f8_safetensors *weights, const f8_plan_weight_init *made,
 				f8_diag *diag);
 
 /* The initial contents of leaf `value` (with an initializer and constant dims) as a host
  * tensor of its dtype, which the call makes (*out; the caller destroys it): what a plan's
- * weights.safetensors holds. F8_ERR_INVALID, F8_ERR_IO, F8_ERR_NOMEM. */
-f8_status f8_rt_parameters_read_initializer(const f8_value *value, f8_rt_tensor *out,
-					    f8_diag *diag);
+ * weights.safetensors holds, whole where the ranks of `mesh` (the graph's) split the leaf.
+ * F8_ERR_INVALID, F8_ERR_IO, F8_ERR_NOMEM. */
+f8_status f8_rt_parameters_read_initializer(const f8_value *value, const uint32_t *mesh,
+					    f8_rt_tensor *out, f8_diag *diag);
 
 #endif

@@ -322,7 +322,7 @@ static f8_status write_weights(const char *path, const f8_graph *graph, f8_diag 
 		const f8_value *value = &graph->values[graph->inputs[i]];
 		if (!value->initializer)
 			continue;
-		status = f8_rt_parameters_read_initializer(value, &tensors[n], diag);
+		status = f8_rt_parameters_read_initializer(value, graph->mesh, &tensors[n], diag);
 		names[n] = value->name;
 		pointers[n] = &tensors[n];
 		n += !status;

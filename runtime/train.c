@@ -512,8 +512,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		f8_executor_keep_all(t->executor, true);
 	f8_free(symbol_values);
 	if (!status)
-		status = f8_rt_parameters_init(t->executor, c->seed, c->weights, c->weight_init,
-						diag);
+		status = f8_rt_parameters_init(t->executor, c->dist, c->seed, c->weights,
+						c->weight_init, diag);
 	const f8_tensor_view *tokens = status ? NULL : f8_executor_view(t->executor, t->tokens);
 	const f8_tensor_view *labels = status ? NULL : f8_executor_view(t->executor, t->labels);
 	if (!status && (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64))
@@ -758,20 +758,25 @@ static bool sharded_over(const f8_value *value, uint32_t axes) {
 /*
  * Megatron-LM's --check-weight-hash-across-dp-replicas-interval: every state leaf (parameters,
  * optimizer state, FP8 scales and histories, weight caches; not what a rank holds a part of)
- * hashed on each rank, the hashes
- * gathered over the data-parallel group and held to rank 0's of it. F8_ERR_INVALID naming the
- * first leaf and rank that differ.
+ * hashed on each rank, the hashes gathered over the group of `axes` and held to rank 0's of it.
+ * Over TP (`what` "tensor-parallel ranks'") the weight caches are left out too: the FP8 copy of
+ * a split weight is the rank's own part. There it is TransformerEngine's check that every rank
+ * holds the same scales of each logical tensor (delayed scaling's tables, reduced over TP).
+ * F8_ERR_INVALID naming the first leaf and rank that differ.
  */
-static f8_status check_replicas(trainer *t, f8_diag *diag) {
+static f8_status check_replicas_over(trainer *t, uint32_t axes, const char *what,
+				     f8_diag *diag) {
 	const f8_graph *graph = t->graph;
-	uint32_t ranks = f8_dist_group_size(t->config->dist, t->data_axes);
+	uint32_t ranks = f8_dist_group_size(t->config->dist, axes);
+	bool tensor = axes == 1u << F8_MESH_AXIS_TP;
 	uint64_t *mine = f8_calloc(graph->n_inputs + 1, sizeof *mine);
 	uint64_t *all = f8_calloc(((size_t)graph->n_inputs + 1) * ranks, sizeof *all);
 	f8_status status = mine && all ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 		const f8_value *leaf = &graph->values[graph->inputs[i]];
-		if (leaf->role == F8_ROLE_INPUT || sharded_over(leaf, t->data_axes))
-			continue; // the step's inputs; each rank's own part (distributed optimizer)
+		if (leaf->role == F8_ROLE_INPUT || sharded_over(leaf, axes) ||
+		    (tensor && leaf->role == F8_ROLE_WEIGHT_CACHE))
+			continue; // the step's inputs; each rank's own part
 		f8_rt_tensor host = {0};
 		status = f8_executor_read(t->executor, graph->inputs[i], &host, diag);
 		if (!status)
@@ -780,13 +785,13 @@ static f8_status check_replicas(trainer *t, f8_diag *diag) {
 	}
 	size_t bytes = ((size_t)graph->n_inputs + 1) * sizeof *mine;
 	if (!status)
-		status = f8_dist_all_gather(t->config->dist, t->data_axes, mine, all, bytes, diag);
+		status = f8_dist_all_gather(t->config->dist, axes, mine, all, bytes, diag);
 	for (uint32_t r = 1; !status && r < ranks; r++)
 		for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
 			if (all[(size_t)r * (graph->n_inputs + 1) + i] != all[i]) {
-				f8_diag_set(diag, F8_ERR_INVALID, "iteration %lld: the data-parallel "
-					    "replicas differ: %%%s on rank %u of the group is not rank "
-					    "0's", (long long)t->iteration,
+				f8_diag_set(diag, F8_ERR_INVALID, "iteration %lld: the %s replicas "
+					    "differ: %%%s on rank %u of the group is not rank 0's",
+					    (long long)t->iteration, what,
 					    graph->values[graph->inputs[i]].name, r);
 				f8_diag_hint(diag, "the replicas must take the same steps: a collective "
 					     "over the wrong group, or a rank that read other data "
@@ -795,6 +800,15 @@ static f8_status check_replicas(trainer *t, f8_diag *diag) {
 			}
 	f8_free(mine);
 	f8_free(all);
+	return status;
+}
+
+/* The replicas checked over data parallelism, then over TP (what its ranks hold whole). */
+static f8_status check_replicas(trainer *t, f8_diag *diag) {
+	f8_status status = check_replicas_over(t, t->data_axes, "data-parallel", diag);
+	if (!status && t->graph->mesh[F8_MESH_AXIS_TP] > 1)
+		status = check_replicas_over(t, 1u << F8_MESH_AXIS_TP, "tensor-parallel ranks'",
+					     diag);
 	return status;
 }
 

@@ -140,13 +140,15 @@ static int run(const request *r, const f8_tool_fp8_args *fp8) {
 	}
 	f8_plan_destroy(plan);
 	// Through a pass at or past training compiles a training step, with the default
-	// hyperparameters (f8c train sets its own); at or past precision, FP8 too.
+	// hyperparameters (f8c train sets its own), and so does tensor-parallel's, the forward of
+	// one; at or past precision, FP8 too.
 	f8_training_options hyperparameters = f8_training_options_default();
 	const f8_pass *last = after ? f8_pipeline_find(after) : NULL;
 	const f8_fp8_options *planned = last && last >= f8_pipeline_find("precision")
 						? f8_tool_fp8_options(fp8) : NULL;
 	f8_pipeline_options compile = {
-		.training = last && last >= f8_pipeline_find("training") ? &hyperparameters : NULL,
+		.training = last && last >= f8_pipeline_find("tensor-parallel") ? &hyperparameters
+										  : NULL,
 		.fp8 = planned, .bf16 = fp8->bf16, .recompute = &r->recompute.options,
 		.parallel = &r->parallel.options};
 	if (!status && after)
@@ -192,8 +194,8 @@ int f8_tool_dump_ir(int argc, char **argv) {
 			     "and later)");
 	} else if (!code && fp8.bf16 && stops_before(r.after, "bf16")) {
 		code = usage("--bf16 acts from --after bf16 on (bf16, training and later)");
-	} else if (!code && r.parallel.given && stops_before(r.after, "shard")) {
-		code = usage("the parallel options act from --after shard on");
+	} else if (!code && r.parallel.given && stops_before(r.after, "tensor-parallel")) {
+		code = usage("the parallel options act from --after tensor-parallel on");
 	} else if (!code && r.recompute.given && stops_before(r.after, "recompute")) {
 		code = usage("the recompute options act from --after recompute on (recompute, fuse "
 			     "and schedule)");

@@ -306,7 +306,7 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 	if (!status)
 		status = f8_executor_create(graph, symbol_values, backend, &executor, diag);
 	if (!status)
-		status = f8_rt_parameters_init(executor, (uint64_t)request->seed,
+		status = f8_rt_parameters_init(executor, NULL, (uint64_t)request->seed,
 					       plan ? plan->weights : NULL,
 					       plan ? plan->weight_init : NULL, diag);
 	for (uint32_t i = 0; !status && i < request->n_inputs; i++)

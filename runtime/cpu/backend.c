@@ -9,6 +9,8 @@
 
 #include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
+#include "runtime/placement.h"   // f8_rt_copy_slice
+#include "runtime/tensor.h"      // f8_rt_tensor_convert
 #ifndef F8C_NO_LLVM
 #include "runtime/cpu/generated.h" // f8_cpu_generated
 #endif
@@ -263,36 +265,110 @@ static f8_status run_node(f8_backend *backend, f8_node_id node, const f8_tensor_
 	return run_reference(cpu_of(backend), node, views, diag);
 }
 
+/* MPI's reduce-scatter (a sum) of `in` into this rank's `count` elements at `out`. MPI has no
+ * bf16 or f16: those are summed in f32 and rounded once, as all_reduce_view does. */
+static f8_status reduce_scatter(cpu_backend *cpu, uint32_t axes, const void *in, void *out,
+				size_t count, f8_dtype dtype, f8_diag *diag) {
+	if (dtype != F8_DTYPE_BF16 && dtype != F8_DTYPE_F16)
+		return f8_dist_reduce_scatter(cpu->dist, axes, in, out, count, dtype,
+					      F8_REDUCTION_SUM, diag);
+	int64_t whole = (int64_t)count * f8_dist_group_size(cpu->dist, axes);
+	f8_rt_tensor narrow_in = {.dtype = dtype, .rank = 1, .dims = {whole}, .data = (void *)in,
+				  .n_bytes = (size_t)whole * 2};
+	f8_rt_tensor narrow_out = {.dtype = dtype, .rank = 1, .dims = {(int64_t)count}, .data = out,
+				   .n_bytes = count * 2};
+	f8_rt_tensor wide_in, wide_out = {0};
+	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, narrow_in.dims, &wide_in, diag);
+	if (!status)
+		status = f8_rt_tensor_create(F8_DTYPE_F32, 1, narrow_out.dims, &wide_out, diag);
+	if (!status) {
+		f8_rt_tensor_convert(&wide_in, &narrow_in);
+		status = f8_dist_reduce_scatter(cpu->dist, axes, wide_in.data, wide_out.data, count,
+						F8_DTYPE_F32, F8_REDUCTION_SUM, diag);
+	}
+	if (!status)
+		f8_rt_tensor_convert(&narrow_out, &wide_out);
+	f8_rt_tensor_destroy(&wide_in);
+	f8_rt_tensor_destroy(&wide_out);
+	return status;
+}
+
 /*
- * AllGather, ReduceScatter and LocalShard over several ranks, along axis 0, where each rank's
- * part is a contiguous run of bytes: MPI's all-gather, its reduce-scatter (a sum), or this
- * rank's part copied out of the replicated input.
+ * AllGather, ReduceScatter and LocalShard over several ranks, along their axis: MPI's
+ * all-gather, its reduce-scatter (a sum), or this rank's part copied out of the replicated
+ * input. Along axis 0 each rank's part is a contiguous run of bytes; along another (sequence
+ * parallelism's, 1) the parts are gathered into a staging buffer and put in place, or staged
+ * contiguous before the reduce-scatter.
  */
 static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 			   const f8_tensor_view *views, f8_diag *diag) {
 	const f8_tensor_view *in = &views[n->inputs[0]], *out = &views[n->outputs[0]];
-	if (f8_node_attr_int(n, "axis", 0) != 0)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over several ranks along axis %lld: "
-				   "the CPU backend's are along axis 0", f8_op_name(n->op),
-				   (long long)f8_node_attr_int(n, "axis", 0));
 	size_t element = f8_dtype_get_info(out->dtype)->bytes;
-	switch (n->op) {
-	case F8_OP_ALL_GATHER:
-		return f8_dist_all_gather(cpu->dist, axes, f8_cpu_view_data(in),
-					  f8_cpu_view_data(out), (size_t)in->n_bytes, diag);
-	case F8_OP_REDUCE_SCATTER:
-		return f8_dist_reduce_scatter(cpu->dist, axes, f8_cpu_view_data(in),
-					      f8_cpu_view_data(out), (size_t)out->n_bytes / element,
-					      out->dtype, F8_REDUCTION_SUM, diag);
-	default: { // LocalShard
-		uint32_t place = f8_dist_group_rank(cpu->dist, axes);
+	const f8_tensor_view *whole = n->op == F8_OP_ALL_GATHER ? out : in;
+	int axis = (int)f8_node_attr_int(n, "axis", 0);
+	axis = axis < 0 ? axis + whole->rank : axis;
+	int64_t ranks = f8_dist_group_size(cpu->dist, axes);
+	uint32_t place = f8_dist_group_rank(cpu->dist, axes);
+	bool contiguous = true; // every dimension before the axis is 1
+	for (int d = 0; d < axis; d++)
+		contiguous &= whole->dims[d] == 1;
+	if (n->op == F8_OP_LOCAL_SHARD) {
 		if (out->n_bytes)
-			memcpy(f8_cpu_view_data(out),
-			       (const char *)f8_cpu_view_data(in) + (size_t)place * out->n_bytes,
-			       (size_t)out->n_bytes);
+			f8_rt_copy_slice(f8_cpu_view_data(in), f8_cpu_view_data(out), in->dims, in->rank,
+					 axis, NULL, 0, ranks, place, element, true);
 		return F8_OK;
 	}
+	if (contiguous && n->op == F8_OP_ALL_GATHER)
+		return f8_dist_all_gather(cpu->dist, axes, f8_cpu_view_data(in),
+					  f8_cpu_view_data(out), (size_t)in->n_bytes, diag);
+	if (contiguous)
+		return reduce_scatter(cpu, axes, f8_cpu_view_data(in), f8_cpu_view_data(out),
+				      (size_t)out->n_bytes / element, out->dtype, diag);
+	char *staged = f8_malloc((size_t)whole->n_bytes + 1);
+	if (!staged)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory staging a %s",
+				   f8_op_name(n->op));
+	f8_status status = F8_OK;
+	size_t part = (size_t)whole->n_bytes / (size_t)ranks;
+	if (n->op == F8_OP_ALL_GATHER) {
+		status = f8_dist_all_gather(cpu->dist, axes, f8_cpu_view_data(in), staged,
+					    (size_t)in->n_bytes, diag);
+		for (int64_t r = 0; !status && part && r < ranks; r++)
+			f8_rt_copy_slice(f8_cpu_view_data(out), staged + (size_t)r * part, out->dims,
+					 out->rank, axis, NULL, 0, ranks, r, element, false);
+	} else { // ReduceScatter: each rank's part of the input staged contiguous, in rank order
+		for (int64_t r = 0; part && r < ranks; r++)
+			f8_rt_copy_slice(f8_cpu_view_data(in), staged + (size_t)r * part, in->dims,
+					 in->rank, axis, NULL, 0, ranks, r, element, true);
+		status = reduce_scatter(cpu, axes, staged, f8_cpu_view_data(out), part / element,
+					out->dtype, diag);
 	}
+	f8_free(staged);
+	return status;
+}
+
+/* MPI's all-reduce of `view` in place. MPI has no bf16 or f16: those are reduced in f32 and
+ * rounded to nearest even once, at the end (a tensor-parallel GEMM's BF16 partial sums; NCCL
+ * sums them in BF16, rounding at each step, so this sum is the closer one). */
+static f8_status all_reduce_view(cpu_backend *cpu, uint32_t axes, const f8_tensor_view *view,
+				 f8_reduction reduction, f8_diag *diag) {
+	size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
+	if (view->dtype != F8_DTYPE_BF16 && view->dtype != F8_DTYPE_F16)
+		return f8_dist_all_reduce(cpu->dist, axes, f8_cpu_view_data(view), count,
+					  view->dtype, reduction, diag);
+	f8_rt_tensor narrow = {.dtype = view->dtype, .rank = 1, .dims = {(int64_t)count},
+			       .data = f8_cpu_view_data(view), .n_bytes = (size_t)view->n_bytes};
+	f8_rt_tensor wide;
+	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, narrow.dims, &wide, diag);
+	if (status)
+		return status;
+	f8_rt_tensor_convert(&wide, &narrow);
+	status = f8_dist_all_reduce(cpu->dist, axes, wide.data, count, F8_DTYPE_F32, reduction,
+				    diag);
+	if (!status)
+		f8_rt_tensor_convert(&narrow, &wide);
+	f8_rt_tensor_destroy(&wide);
+	return status;
 }
 
 /*
@@ -317,12 +393,8 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t a
 		const char *op = f8_node_attr_string(n, "op", "sum");
 		f8_reduction reduction = strcmp(op, "max") == 0 ? F8_REDUCTION_MAX
 								: F8_REDUCTION_SUM;
-		for (uint32_t i = 0; !status && i < n->n_outputs; i++) {
-			const f8_tensor_view *view = &views[n->outputs[i]];
-			size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
-			status = f8_dist_all_reduce(cpu->dist, axes, f8_cpu_view_data(view), count,
-						    view->dtype, reduction, diag);
-		}
+		for (uint32_t i = 0; !status && i < n->n_outputs; i++)
+			status = all_reduce_view(cpu, axes, &views[n->outputs[i]], reduction, diag);
 	}
 	if (status && diag && !diag->node[0])
 		f8_diag_set_node(diag, cpu->graph, node);

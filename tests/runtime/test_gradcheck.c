@@ -290,6 +290,14 @@ static const gradcheck_case cases[] = {
 	{"ReduceScatter",
 	 "param %x : f64[2, 3]\n" "%y = ReduceScatter(%x) {group=\"dp\", axis=1, ranks=1}\n"
 	 "output %y", "", 0},
+	{"LocalShard",
+	 "param %x : f64[2, 3]\n" "%y = LocalShard(%x) {group=\"tp\", axis=1, ranks=1}\n"
+	 "output %y", "", 0},
+	{"AllGather replicated (sequence parallelism's, before the head)",
+	 "param %x : f64[2, 3]\n"
+	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=1, replicated=1}\n" "output %y", "", 0},
+	{"Identity over a group (Megatron's f)",
+	 "param %x : f64[2, 3]\n" "%y = Identity(%x) {group=\"tp\"}\n" "output %y", "", 0},
 };
 
 #define N_CASES (sizeof cases / sizeof cases[0])

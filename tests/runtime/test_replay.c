@@ -388,7 +388,7 @@ static f8_executor *start(const f8_graph *graph, f8_backend *backend) {
 				   ? f8_executor_create(graph, sizes, backend, &executor, &diag)
 				   : f8_diag_set(&diag, F8_ERR_ARGUMENT, "too many symbols");
 	if (!status)
-		status = f8_rt_parameters_init(executor, 7, NULL, NULL, &diag);
+		status = f8_rt_parameters_init(executor, NULL, 7, NULL, NULL, &diag);
 	if (status) {
 		f8_diag_print(&diag, stdout);
 		f8_executor_destroy(executor);

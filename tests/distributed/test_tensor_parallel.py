@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Tensor parallelism on the CPU with MPI (issue 16), against the single-rank run:
+
+(a) the plan: `f8c dump-ir --after shard` of gpt-tiny under TP2 splits every attention and MLP
+    block (QKV and FC1 column-parallel behind Identity {group="tp"}, the output projection and
+    FC2 row-parallel with their AllReduce over tp, the backward's AllReduce of the column-parallel
+    dgrad), the fused QKV weight part by part, and keeps the tied output head whole, saying why;
+(b) gpt-tiny and llama-tiny (GQA, SwiGLU, RoPE), 2 ranks under mpirun, 10 steps on the same
+    global batch, data and seed as one rank: in f32 each step's loss and gradient norm within
+    1e-5 (only the order of the sums differs: the row-parallel GEMMs' halves are added by the
+    all-reduce, and the gradient norm is the split gradients' squares summed over the ranks
+    plus the whole ones'); in BF16 with FP8 (delayed and current scaling) within 3e-3 for the
+    loss and 2e-2 for the gradient norm (a BF16 partial sum is rounded where one rank rounds
+    the whole sum, and each rounding moves the FP8 casts after it);
+(c) --check-weight-hash-across-dp-replicas-interval 1: what the TP ranks hold whole (norms,
+    embeddings, biases after the reduce, and delayed scaling's scales and amax histories of
+    every logical tensor, split weights' included) has the same bits on both ranks at every
+    iteration: TransformerEngine's test that every rank's scale_inv of a tensor is the same;
+(d) checkpoints hold every tensor whole: TP2's resumes on one rank, and one rank's under TP2,
+    within (b)'s tolerance of the uninterrupted run;
+(e) TP2 x DP2 with the distributed optimizer (4 ranks): llama-tiny within (b)'s tolerances of
+    one rank (the optimizer's shards of each TP shard, the gradient norm summed over tp+dp for
+    those), the replicas agreeing over dp and over tp; its checkpoint (split over both axes,
+    gathered whole) resumes on one rank within (b)'s tolerance;
+(f) TP2 with --sequence-parallel: the plan reduce-scatters each row-parallel sum and gathers
+    each column-parallel input along the sequence, the residual stream split between them;
+    gpt-tiny and llama-tiny train within (b)'s tolerances of one rank, f32 and FP8 delayed;
+(g) what cannot be is refused, naming it: TP that does not divide the heads.
+
+Usage: test_tensor_parallel.py F8C SOURCE_DIR [--sanitizer-build]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402
+
+SIZES = ["--micro-batch-size", "2", "--global-batch-size", "8", "--seq-length", "64",
+         "--log-interval", "1"]
+STEPS = 10
+FP8 = ["--bf16", "--fp8-format", "hybrid"]
+# name: (options, loss tolerance, gradient norm tolerance)
+PRECISIONS = {"f32": ([], 1e-5, 1e-5),
+              "delayed": (FP8, 3e-3, 2e-2),
+              "current": (FP8 + ["--fp8-recipe", "current"], 3e-3, 2e-2)}
+TP2 = ["--tensor-model-parallel-size", "2"]
+SKIP = 77
+
+
+def environment(sanitizer):
+    env = dict(os.environ)
+    # CI runs as root; Open MPI refuses root without these.
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    if sanitizer:
+        # As in test_data_parallel.py: Open MPI's leaks have no module LeakSanitizer can name.
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return env
+
+
+def run(command, env):
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+
+
+def losses(path):
+    with open(path) as f:
+        return [(r["loss"], r["grad_norm"]) for r in map(json.loads, f) if "loss" in r]
+
+
+def close(a, b, tolerances):
+    """Each step's (loss, gradient norm) of b within its tolerance of a's, relative."""
+    return len(a) == len(b) and all(abs(x - y) <= t * abs(x) for p, q in zip(a, b)
+                                    for x, y, t in zip(p, q, tolerances))
+
+
+def worst(a, b):
+    return [max(abs(p[i] - q[i]) / abs(p[i]) for p, q in zip(a, b)) for i in (0, 1)]
+
+
+def plan(binary, source, env):
+    """(a) What the pass splits, as dump-ir prints it."""
+    model = os.path.join(source, "models", "gpt-tiny.json")
+    dumped = run([binary, "dump-ir", model, "--after", "shard", "--world-size", "2",
+                  "--target", "cpu", "--report"] + TP2, env)
+    if not check(dumped.returncode == 0, "dump-ir --after shard under TP2", dumped.stderr[-1500:]):
+        return
+    ir, report = dumped.stdout, dumped.stderr
+    check("tensor-parallel: 8 regions over TP 2: 8 column-parallel and 8 row-parallel GEMMs"
+          in report, "the 4 layers' attention and MLP blocks are split", report[-1500:])
+    check("kept whole: head (logits): its weight or bias is not a parameter of its own" in report,
+          "the tied output head is kept whole, with its reason", report[-1500:])
+    check("param %layers.0.attn.qkv.weight : f32[192, 128] <shard=tp:0[128 128 128]>" in ir,
+          "the fused QKV weight is split part by part: each rank holds its heads of q, k and v")
+    check("param %layers.0.attn.proj.weight : f32[128, 64] <shard=tp:1>" in ir,
+          "the row-parallel weight is split along its input features")
+    check('= Identity(%layers.0.attn_norm) {group="tp"}' in ir,
+          "Megatron's f stands before the column-parallel GEMM")
+    forward = [l for l in ir.splitlines() if "AllReduce(" in l and 'group="tp"' in l
+               and "phase=" not in l and "scope=\"layers." in l]
+    backward = [l for l in ir.splitlines() if "<role=grad> = AllReduce(" in l and
+                'group="tp"' in l and "phase=bwd" in l]
+    check(len(forward) == 8 and len(backward) == 8,
+          "one forward AllReduce over tp per row-parallel GEMM (g), one backward per column-"
+          "parallel input (f's gradient)", f"{len(forward)} forward, {len(backward)} backward")
+    check("%grad_norm.tp_square_sum : f32[] = AllReduce(%grad_norm.tp_square) "
+          '{group="tp", op="sum"}' in ir, "the split gradients' squared norm is summed over tp")
+
+
+def sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanitizer):
+    """(f) TP2 with sequence parallelism against one rank."""
+    gpt = os.path.join(source, "models", "gpt-tiny.json")
+    dumped = run([binary, "dump-ir", gpt, "--after", "shard", "--world-size", "2", "--target",
+                  "cpu", "--dim", "seq=64", "--sequence-parallel", "--report"] + TP2, single_env)
+    if check(dumped.returncode == 0, "dump-ir --after shard under TP2 with --sequence-parallel",
+             dumped.stderr[-1500:]):
+        ir = dumped.stdout
+        check("8 row-parallel sums reduce-scattered, 8 column-parallel inputs all-gathered"
+              in dumped.stderr, "every row-parallel sum is reduce-scattered and every "
+              "column-parallel input all-gathered", dumped.stderr[-1500:])
+        check('= ReduceScatter(%layers.0.attn.proj.partial) {group="tp", axis=1, ranks=2}' in ir,
+              "the output projection's halves are reduce-scattered along the sequence")
+        check('= AllGather(%layers.0.attn_norm) {group="tp", axis=1, ranks=2}' in ir,
+              "QKV's input is gathered along the sequence")
+        norm = [l for l in ir.splitlines() if l.startswith("  %layers.0.attn_norm : ")]
+        check(len(norm) == 1 and norm[0].startswith("  %layers.0.attn_norm : f32[batch, 32, 128]")
+              and "shard=tp:1" in norm[0], "the norm runs on this rank's half of the sequence",
+              norm)
+        check('AllGather(%final_norm) {group="tp", axis=1, ranks=2, replicated=1}' in ir,
+              "the whole output head reads the sequence gathered, replicated")
+    for name in ("gpt-tiny", "llama-tiny"):
+        model = os.path.join(source, "models", f"{name}.json")
+        train = ["train", model, "--data", data, "--train-iters", str(STEPS)] + SIZES
+        for precision in ("f32",) if sanitizer else ("f32", "delayed"):
+            options, *tolerance = PRECISIONS[precision]
+            what = f"{name}, {precision}, sequence parallel"
+            one, two = (os.path.join(work, f"{name}-{precision}-{n}.jsonl") for n in (1, "sp"))
+            parallel = run(mpirun + train + options + TP2 + [
+                "--sequence-parallel", "--metrics", two,
+                "--check-weight-hash-across-dp-replicas-interval", "1"], env)
+            if check(parallel.returncode == 0 and os.path.exists(one), f"{what}: two ranks "
+                     "train, holding the same bits of what they hold whole",
+                     parallel.stderr[-3000:]):
+                a, b = losses(one), losses(two)
+                check(close(a, b, tolerance), f"{what}: within {tolerance} of one rank's "
+                      f"(worst {worst(a, b)})", f"{a}\nagainst\n{b}")
+
+
+def main():
+    binary, source = sys.argv[1], sys.argv[2]
+    if not shutil.which("mpirun"):
+        print("SKIPPED: mpirun is not installed (tools/install-deps.sh installs Open MPI)")
+        return SKIP
+    sanitizer = "--sanitizer-build" in sys.argv[3:]
+    env, single_env = environment(sanitizer), environment(False)
+    mpirun = ["mpirun", "-np", "2", "--oversubscribe", binary]
+    plan(binary, source, single_env)
+    with tempfile.TemporaryDirectory() as work:
+        data = os.path.join(work, "tokens.bin")
+        tokenized = run([binary, "tokenize", os.path.join(source, "data", "fp8-notes.txt"),
+                         "-o", data], single_env)
+        if not check(tokenized.returncode == 0, "tokenize", tokenized.stderr):
+            return finish()
+        for name in ("gpt-tiny", "llama-tiny"):
+            model = os.path.join(source, "models", f"{name}.json")
+            train = ["train", model, "--data", data, "--train-iters", str(STEPS)] + SIZES
+            # The sanitizer build checks the f32 runs; the FP8 ones take it too long.
+            for precision, (options, *tolerance) in PRECISIONS.items():
+                if sanitizer and precision != "f32":
+                    continue
+                what = f"{name}, {precision}"
+                one, two = (os.path.join(work, f"{name}-{precision}-{n}.jsonl") for n in (1, 2))
+                single = run([binary] + train + options + ["--metrics", one], single_env)
+                parallel = run(mpirun + train + options + TP2 + [
+                    "--metrics", two, "--check-weight-hash-across-dp-replicas-interval", "1"],
+                    env)
+                if not (check(single.returncode == 0, f"{what}: one rank trains",
+                              single.stderr[-1500:]) &
+                        check(parallel.returncode == 0, f"{what}: two tensor-parallel ranks "
+                              "train, holding the same bits of what they hold whole at every "
+                              "iteration", parallel.stderr[-3000:])):
+                    continue
+                a, b = losses(one), losses(two)
+                check(len(a) == STEPS and close(a, b, tolerance), f"{what}: losses and "
+                      f"gradient norms within {tolerance} of one rank's (worst {worst(a, b)})",
+                      f"{a}\nagainst\n{b}")
+                check(a != b, f"{what}: the two ranks' run is not one rank's to the bit (a "
+                      "test that cannot tell them apart would pass anything)")
+        # (d) checkpoints across layouts.
+        model = os.path.join(source, "models", "llama-tiny.json")
+        options, *tolerance = PRECISIONS["delayed" if not sanitizer else "f32"]
+        options = options + SIZES + ["--lr-decay-iters", "4", "--data", data]
+        first = ["train", model, "--train-iters", "2"] + options
+        rest = ["train", model, "--train-iters", "4"] + options
+        paths = {n: os.path.join(work, f"resume-{n}") for n in ("whole", "tp", "one", "a", "b")}
+        runs = [run([binary] + rest + ["--metrics", paths["whole"]], single_env),
+                run(mpirun + first + TP2 + ["--save", paths["tp"]], env),
+                run([binary] + first + ["--save", paths["one"]], single_env)]
+        if check(all(r.returncode == 0 for r in runs), "the uninterrupted run; TP2 and one rank "
+                 "save at iteration 2", "\n".join(r.stderr[-800:] for r in runs)):
+            resumed = [run([binary] + rest + ["--load", paths["tp"], "--metrics", paths["a"]],
+                           single_env),
+                       run(mpirun + rest + TP2 + ["--load", paths["one"], "--metrics",
+                                                  paths["b"]], env)]
+            whole = losses(paths["whole"])[2:]
+            for r, path, what in [(resumed[0], paths["a"], "one rank resumes TP2's checkpoint"),
+                                  (resumed[1], paths["b"], "TP2 resumes one rank's checkpoint")]:
+                if check(r.returncode == 0, what, r.stderr[-1500:]):
+                    check(close(whole, losses(path), tolerance), f"{what}: iterations 3-4 "
+                          "within the tolerance of the uninterrupted run",
+                          f"{losses(path)} against {whole}")
+        # (e) TP2 x DP2 with the distributed optimizer.
+        four = ["mpirun", "-np", "4", "--oversubscribe", binary]
+        zero = TP2 + ["--use-distributed-optimizer"]
+        model = os.path.join(source, "models", "llama-tiny.json")
+        for precision in ("f32",) if sanitizer else ("f32", "delayed"):
+            options, *tolerance = PRECISIONS[precision]
+            train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES + options
+            one, many = (os.path.join(work, f"zero-{precision}-{n}.jsonl") for n in (1, 4))
+            single = run([binary] + train + ["--metrics", one], single_env)
+            parallel = run(four + train + zero + [
+                "--metrics", many, "--check-weight-hash-across-dp-replicas-interval", "1"], env)
+            what = f"TP2 x DP2 with the distributed optimizer, {precision}"
+            if check(single.returncode == 0 and parallel.returncode == 0, f"{what}: 4 ranks "
+                     "train, the replicas agreeing over dp and tp at every iteration",
+                     single.stderr[-800:] + parallel.stderr[-2000:]):
+                a, b = losses(one), losses(many)
+                check(close(a, b, tolerance), f"{what}: within {tolerance} of one rank's "
+                      f"(worst {worst(a, b)})", f"{a}\nagainst\n{b}")
+        options = SIZES + ["--lr-decay-iters", "4", "--data", data]
+        saved, resumed = os.path.join(work, "zero-save"), os.path.join(work, "zero-resumed")
+        first = run(four + ["train", model, "--train-iters", "2", "--save", saved] + zero +
+                    options, env)
+        second = run([binary, "train", model, "--train-iters", "4", "--load", saved,
+                      "--metrics", resumed] + options, single_env)
+        whole = run([binary, "train", model, "--train-iters", "4", "--metrics",
+                     paths["whole"] + "-f32"] + options, single_env)
+        if check(first.returncode == second.returncode == whole.returncode == 0,
+                 "one rank resumes TP2 x DP2's distributed-optimizer checkpoint",
+                 first.stderr[-800:] + second.stderr[-800:] + whole.stderr[-800:]):
+            a, b = losses(paths["whole"] + "-f32")[2:], losses(resumed)
+            check(close(a, b, PRECISIONS["f32"][1:]), "iterations 3-4 within f32's tolerance of "
+                  "the uninterrupted run", f"{b} against {a}")
+        # (f) sequence parallelism.
+        sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanitizer)
+        # (g) refusals.
+        heads = run([binary, "compile", os.path.join(source, "models", "llama-tiny.json"), "-o",
+                     os.path.join(work, "refused"), "--tensor-model-parallel-size", "4",
+                     "--world-size", "4", "--seq-length", "64", "--micro-batch-size", "2"],
+                    single_env)
+        check(heads.returncode != 0 and "--tensor-model-parallel-size 4 does not divide the 2 "
+              "key-value heads" in heads.stderr, "TP 4 over llama-tiny's 2 key-value heads is "
+              "refused, naming the numbers", heads.stderr[-800:])
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
