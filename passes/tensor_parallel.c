@@ -775,8 +775,8 @@ static f8_status sequence_parallel(tp_pass *t) {
 			if (f8_node_set_attrs(graph, id, attrs, 3))
 				status = nomem(t->diag);
 		}
-		for (uint32_t i = 0; !status && node->op != F8_OP_REDUCE_SCATTER &&
-				     i < graph->nodes[id].n_inputs; i++)
+		bool scattered = node->op == F8_OP_REDUCE_SCATTER; // match_input may move the nodes
+		for (uint32_t i = 0; !status && !scattered && i < graph->nodes[id].n_inputs; i++)
 			status = match_input(&sp, id, i);
 		sp.order[sp.n_order++] = id;
 		for (uint32_t o = 0; !status && o < graph->nodes[id].n_outputs; o++)
