@@ -604,9 +604,13 @@ static double gib(uint64_t bytes) {
 	return (double)bytes / 1073741824.0;
 }
 
-/* The memory table of --memory. */
-static void print_memory(const f8_memory_estimate *e) {
-	printf("\nmemory on one GPU, a training step:\n");
+/* The memory table of --memory: one rank's, on a mesh of `ranks`. */
+static void print_memory(const f8_memory_estimate *e, uint64_t ranks) {
+	if (ranks > 1)
+		printf("\nmemory on each rank's GPU (%llu ranks), a training step:\n",
+		       (unsigned long long)ranks);
+	else
+		printf("\nmemory on one GPU, a training step:\n");
 	for (int part = 0; part < F8_MEMORY_PART_COUNT; part++)
 		printf("  %-18s %9.3f GiB  %s\n", f8_memory_part_name((f8_memory_part)part),
 		       gib(e->part[part]), f8_memory_part_what((f8_memory_part)part));
@@ -806,7 +810,7 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		print_collectives(graph, &s);
 		print_recompute(&s);
 		if (q->memory)
-			print_memory(&memory);
+			print_memory(&memory, f8_graph_mesh_ranks(graph));
 	}
 	f8_free(rows);
 	f8_free(s.recomputed);
