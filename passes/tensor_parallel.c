@@ -80,8 +80,14 @@ static f8_value_id own_parameter(const tp_pass *t, f8_value_id v) {
 	return graph->values[v].role == F8_ROLE_PARAMETER && t->uses[v] == 1 ? v : F8_NONE;
 }
 
+/* The dimension of Linear `node`'s weight that holds its output features: 0 as PyTorch stores
+ * it (N, K), 1 with transpose_weight (K, N, as ONNX MatMul and GPT-2's Conv1D store it). */
+static int features_dim(const f8_node *node) {
+	return f8_node_attr_int(node, "transpose_weight", 0) ? 1 : 0;
+}
+
 /* Linear `id` made column-parallel in this trial, when it can be: its weight and bias its own
- * parameters, its output rows a multiple of TP, its input whole. */
+ * parameters, its output features a multiple of TP, its input whole. */
 static bool claim_column(tp_pass *t, f8_node_id id) {
 	const f8_node *node = &t->graph->nodes[id];
 	if (t->role[id] != TP_NONE)
@@ -92,7 +98,7 @@ static bool claim_column(tp_pass *t, f8_node_id id) {
 		if (own_parameter(t, node->inputs[i]) == F8_NONE)
 			return refuse(t, id, "its weight or bias is not a parameter of its own (tied "
 				      "weights stay whole)");
-	int64_t rows = const_dim(type_of(t, node->inputs[1]), 0);
+	int64_t rows = const_dim(type_of(t, node->inputs[1]), features_dim(node));
 	if (rows < 0 || rows % t->ranks)
 		return refuse(t, id, "TP does not divide its output features");
 	t->role[id] = TP_COLUMN;
@@ -117,7 +123,7 @@ static bool claim_row(tp_pass *t, f8_node_id id) {
 		if (own_parameter(t, node->inputs[i]) == F8_NONE || t->dim[node->inputs[i]] != WHOLE)
 			return refuse(t, id, "the row-parallel GEMM's weight or bias is not a "
 				      "parameter of its own");
-	int64_t columns = const_dim(type_of(t, node->inputs[1]), 1);
+	int64_t columns = const_dim(type_of(t, node->inputs[1]), 1 - features_dim(node));
 	if (columns < 0 || columns % t->ranks)
 		return refuse(t, id, "TP does not divide the row-parallel GEMM's input features");
 	t->role[id] = TP_ROW;
@@ -149,9 +155,47 @@ static bool set_parts(tp_pass *t, f8_node_id node, f8_value_id v, const int64_t 
 	return true;
 }
 
+/* The Linear, in no region yet, whose output reaches `v` through ops that only move or rotate
+ * it (Reshape, Transpose, Rope, a GQA's Unsqueeze and Expand, Cast), each value read once:
+ * where a region needs `v` split, that Linear is split with it (separate q, k and v
+ * projections; Llama's gate and up). F8_NONE when there is none. */
+static f8_node_id chain_root(const tp_pass *t, f8_value_id v) {
+	const f8_graph *graph = t->graph;
+	for (;;) {
+		f8_node_id producer = graph->values[v].producer;
+		if (producer == F8_NONE || t->uses[v] != 1)
+			return F8_NONE;
+		const f8_node *node = &graph->nodes[producer];
+		switch (node->op) {
+		case F8_OP_LINEAR:
+			return t->role[producer] == TP_NONE ? producer : F8_NONE;
+		case F8_OP_RESHAPE:
+		case F8_OP_TRANSPOSE:
+		case F8_OP_UNSQUEEZE:
+		case F8_OP_EXPAND:
+		case F8_OP_ROPE:
+		case F8_OP_CAST:
+			v = node->inputs[0];
+			break;
+		default:
+			return F8_NONE;
+		}
+	}
+}
+
+/* Value `v`, which node `id` needs split and is whole, split with its chain's Linear (*pulled,
+ * to be visited again from there); else the region fails for `why`. */
+static bool pull(tp_pass *t, f8_node_id id, f8_value_id v, f8_node_id *pulled, const char *why) {
+	f8_node_id root = chain_root(t, v);
+	if (root == F8_NONE)
+		return refuse(t, id, why);
+	*pulled = root;
+	return claim_column(t, root);
+}
+
 /* Elementwise (broadcasting) `id`: its outputs split where its split inputs are. A whole input
- * that does not broadcast along that dimension is split too when a Linear writes it (*pulled,
- * to be visited again from there); else the region fails. */
+ * that does not broadcast along that dimension is split too when a Linear writes it (pull);
+ * else the region fails. */
 static bool visit_elementwise(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	const f8_node *node = &t->graph->nodes[id];
 	int rank = type_of(t, node->outputs[0])->shape.rank, d = WHOLE;
@@ -170,13 +214,7 @@ static bool visit_elementwise(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 		int at = d - (rank - type->shape.rank);
 		if (t->dim[v] != WHOLE || at < 0 || const_dim(type, at) == 1)
 			continue;
-		f8_node_id producer = t->graph->values[v].producer;
-		if (producer != F8_NONE && t->graph->nodes[producer].op == F8_OP_LINEAR &&
-		    at == type->shape.rank - 1 && t->uses[v] == 1) {
-			*pulled = producer;
-			return claim_column(t, producer);
-		}
-		return refuse(t, id, "it reads a whole value with a split one, elementwise");
+		return pull(t, id, v, pulled, "it reads a whole value with a split one, elementwise");
 	}
 	for (uint32_t o = 0; o < node->n_outputs; o++)
 		if (!set_dim(t, id, node->outputs[o], d))
@@ -190,24 +228,31 @@ static bool visit_elementwise(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 static bool visit_reshape(tp_pass *t, f8_node_id id, int d) {
 	const f8_node *node = &t->graph->nodes[id];
 	const f8_type *in = type_of(t, node->inputs[0]), *out = type_of(t, node->outputs[0]);
-	if (d >= out->shape.rank)
-		return refuse(t, id, "a Reshape moves the split dimension");
+	// The output dimension that starts where the split one does: the dimensions before it
+	// hold as many elements as those before the split one (batch x seq flattened, say).
+	f8_dim before = f8_dim_const(1), after = f8_dim_const(1);
 	for (int i = 0; i < d; i++)
-		if (!f8_dim_equal(in->shape.dims[i], out->shape.dims[i]))
-			return refuse(t, id, "a Reshape changes the dimensions before the split one");
-	int64_t a = const_dim(in, d), b = const_dim(out, d);
+		if (!f8_dim_mul(before, in->shape.dims[i], &before))
+			return refuse(t, id, "a Reshape's sizes are too complex to follow");
+	int k = 0;
+	while (k < out->shape.rank && !f8_dim_equal(after, before) &&
+	       f8_dim_mul(after, out->shape.dims[k], &after))
+		k++;
+	if (k >= out->shape.rank || !f8_dim_equal(after, before))
+		return refuse(t, id, "a Reshape moves the split dimension into the ones before it");
+	int64_t a = const_dim(in, d), b = const_dim(out, k);
 	if (a < 0 || b < 0)
 		return refuse(t, id, "a Reshape's split dimension is not a constant");
 	int64_t product = a;
 	for (int i = d + 1; product < b && i < in->shape.rank; i++)
 		product *= const_dim(in, i) > 0 ? const_dim(in, i) : b + 1;
 	int64_t cut = b;
-	for (int i = d + 1; cut < a && i < out->shape.rank; i++)
+	for (int i = k + 1; cut < a && i < out->shape.rank; i++)
 		cut *= const_dim(out, i) > 0 ? const_dim(out, i) : a + 1;
 	bool merges = product == b, cuts = cut == a && b % t->ranks == 0;
 	if (!merges && !cuts)
 		return refuse(t, id, "a Reshape splits its split dimension across others");
-	return set_dim(t, id, node->outputs[0], d);
+	return set_dim(t, id, node->outputs[0], k);
 }
 
 /* Unsqueeze or Squeeze: the split dimension's new place; false when it would be removed. */
@@ -260,14 +305,15 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 		int axis;
 		if (!f8_axis_normalize(f8_node_attr_int(node, "axis", 0), rank, false, &axis))
 			return refuse(t, id, "a Split's axis is out of range");
-		if (axis == d && (!sizes || sizes->dims.n > F8_MAX_PLACEMENT_PARTS))
-			return refuse(t, id, "a Split of the split dimension without sizes, or into "
-				      "too many parts");
-		int64_t parts[F8_MAX_PLACEMENT_PARTS];
-		for (uint32_t i = 0; axis == d && i < sizes->dims.n; i++)
-			parts[i] = f8_dim_is_const(sizes->dims.items[i])
+		uint32_t n = sizes ? sizes->dims.n : node->n_outputs;
+		if (axis == d && n > F8_MAX_PLACEMENT_PARTS)
+			return refuse(t, id, "a Split of the split dimension into too many parts");
+		int64_t parts[F8_MAX_PLACEMENT_PARTS]; // without sizes: equal parts
+		for (uint32_t i = 0; axis == d && i < n; i++)
+			parts[i] = !sizes ? const_dim(type_of(t, x), d) / n
+				   : f8_dim_is_const(sizes->dims.items[i])
 					   ? f8_dim_value(sizes->dims.items[i]) : 1;
-		if (axis == d && !set_parts(t, id, x, parts, sizes->dims.n))
+		if (axis == d && !set_parts(t, id, x, parts, n))
 			return false;
 		for (uint32_t o = 0; o < node->n_outputs; o++)
 			if (!set_dim(t, id, node->outputs[o], d))
@@ -303,10 +349,15 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	}
 	case F8_OP_ATTENTION:
 	case F8_OP_ROPE: // split along the heads, the same in each of q, k and v
-		for (uint32_t i = 0; i < (node->op == F8_OP_ATTENTION ? 3u : 1u); i++)
-			if (t->dim[node->inputs[i]] != 1 || type_of(t, node->inputs[i])->shape.rank != 4)
+		for (uint32_t i = 0; i < (node->op == F8_OP_ATTENTION ? 3u : 1u); i++) {
+			f8_value_id v = node->inputs[i];
+			if (t->dim[v] == WHOLE)
+				return pull(t, id, v, pulled, "attention reads q, k or v whole, and no "
+					    "projection of its own writes it");
+			if (t->dim[v] != 1 || type_of(t, v)->shape.rank != 4)
 				return refuse(t, id, "attention whose q, k and v are not split along "
 					      "their heads");
+		}
 		for (uint32_t i = node->op == F8_OP_ATTENTION ? 3 : 1; i < node->n_inputs; i++)
 			if (t->dim[node->inputs[i]] != WHOLE ||
 			    (type_of(t, node->inputs[i])->shape.rank >= 3 &&
@@ -320,6 +371,9 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	case F8_OP_MATMUL: { // batched, over the heads: both operands split along one batch dim
 		f8_value_id b = node->inputs[1];
 		int rank_b = type_of(t, b)->shape.rank;
+		if (t->dim[x] == WHOLE || t->dim[b] == WHOLE)
+			return pull(t, id, t->dim[x] == WHOLE ? x : b, pulled, "a MatMul reads a whole "
+				    "operand with a split one, and no projection of its own writes it");
 		if (rank != rank_b || d >= rank - 2 || t->dim[b] != d)
 			return refuse(t, id, "a MatMul whose operands are not split along one batch "
 				      "dimension");
@@ -381,7 +435,8 @@ static bool try_region(tp_pass *t, uint32_t at) {
 
 /* Split dimension `d`'s size, as an attribute's item, divided by TP. */
 static f8_dim divided(f8_dim size, int64_t ranks) {
-	return f8_dim_is_const(size) ? f8_dim_const(f8_dim_value(size) / ranks) : size;
+	return f8_dim_is_const(size) && f8_dim_value(size) > 0
+		       ? f8_dim_const(f8_dim_value(size) / ranks) : size; // -1: inferred
 }
 
 /* The attributes of node `id` that size its output's split dimension, divided by TP. */
@@ -524,15 +579,17 @@ static f8_status split_regions(tp_pass *t) {
 			}
 			node = &graph->nodes[id];
 			node->inputs[0] = copy_of[x];
-			for (uint32_t i = 1; i < node->n_inputs; i++)
-				split_parameter(t, own_parameter(t, node->inputs[i]), 0, t->parts[y],
+			for (uint32_t i = 1; i < node->n_inputs; i++) // the weight's features, the bias
+				split_parameter(t, own_parameter(t, node->inputs[i]),
+						i == 1 ? features_dim(node) : 0, t->parts[y],
 						t->n_parts[y]);
 			t->n_column++;
 			order[n++] = id;
 			continue;
 		}
 		// Row-parallel: GEMM (partial), AllReduce, then the bias on the sum.
-		split_parameter(t, own_parameter(t, node->inputs[1]), 1, NULL, 0);
+		split_parameter(t, own_parameter(t, node->inputs[1]), 1 - features_dim(node), NULL,
+				0);
 		f8_value_id bias = node->n_inputs == 3 ? node->inputs[2] : F8_NONE;
 		node->n_inputs = 2;
 		const char *name = graph->values[y].name;
@@ -728,11 +785,13 @@ static f8_status gather_inputs(sp_pass *sp, f8_node_id id) {
 /* The forward rewritten for sequence parallelism, as the comment above says. */
 static f8_status sequence_parallel(tp_pass *t) {
 	f8_graph *graph = t->graph;
-	const f8_value *tokens = NULL;
-	for (uint32_t i = 0; i < graph->n_inputs; i++)
-		if (graph->values[graph->inputs[i]].role == F8_ROLE_INPUT &&
-		    strcmp(graph->values[graph->inputs[i]].name, "tokens") == 0)
-			tokens = &graph->values[graph->inputs[i]];
+	const f8_value *tokens = NULL; // the token ids: the first (batch, seq) i64 input
+	for (uint32_t i = 0; i < graph->n_inputs && !tokens; i++) {
+		const f8_value *input = &graph->values[graph->inputs[i]];
+		if (input->role == F8_ROLE_INPUT && input->type.dtype == F8_DTYPE_I64 &&
+		    input->type.shape.rank == 2)
+			tokens = input;
+	}
 	if (!tokens || tokens->type.shape.rank != 2 ||
 	    !f8_dim_is_const(tokens->type.shape.dims[1]) ||
 	    f8_dim_value(tokens->type.shape.dims[1]) % t->ranks) {

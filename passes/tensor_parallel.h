@@ -16,7 +16,11 @@
  * following each Linear's output through ops whose split it knows; a Linear whose output
  * reaches anything else (a norm, the residual, the loss) is kept whole on every rank, with its
  * reason in the report (the output head: vocabulary parallelism is not built yet). Another
- * Linear whose output meets the region elementwise is split with it (SwiGLU's gate and up).
+ * Linear whose output meets the region where it must be split (elementwise: SwiGLU's gate and
+ * up; attention's k and v from projections of their own, through their reshapes, RoPE and a
+ * GQA's expansion) is split with it. A weight stored (K, N) (transpose_weight: ONNX MatMul,
+ * GPT-2's Conv1D) is split along its N or K as the layout says; a Split without sizes splits
+ * into equal parts; a Reshape may flatten the dimensions before the split one (batch x seq).
  *
  * What a region's ranks run, each its share of the heads or of the FFN's columns:
  *   column-parallel   Identity {group="tp"} (Megatron's f: the identity, whose gradient is
