@@ -150,6 +150,36 @@ static f8_status placement_error(const f8_graph *graph, const f8_value *value, f
 			   value->name, message);
 }
 
+/* A dimension split part by part over `axis`: its parts above 0, each split evenly over the
+ * axis's ranks, and, when no other axis splits that dimension, adding up to the whole of it
+ * (the part times the ranks). What runtime/placement.c copies by. */
+static f8_status verify_parts(const f8_graph *graph, const f8_value *value, f8_mesh_axis axis,
+			      f8_diag *diag) {
+	const f8_placement *placement = &value->placement[axis];
+	int64_t ranks = graph->mesh[axis] > 1 ? graph->mesh[axis] : 1, sum = 0;
+	for (int i = 0; i < placement->n_parts; i++) {
+		if (placement->parts[i] <= 0 || placement->parts[i] % ranks)
+			return placement_error(graph, value, diag, "is split over mesh axis %s in a "
+					       "part of %lld, which its %lld ranks do not split evenly",
+					       f8_mesh_axis_name(axis), (long long)placement->parts[i],
+					       (long long)ranks);
+		sum += placement->parts[i];
+	}
+	bool alone = true;
+	for (int other = 0; other < F8_MESH_AXIS_COUNT; other++)
+		alone &= other == (int)axis ||
+			 value->placement[other].kind != F8_PLACEMENT_KIND_SHARD ||
+			 value->placement[other].dim != placement->dim;
+	f8_dim size = value->type.shape.dims[placement->dim];
+	if (alone && f8_dim_is_const(size) && sum != f8_dim_value(size) * ranks)
+		return placement_error(graph, value, diag, "is split over mesh axis %s in parts "
+				       "adding up to %lld, but its dimension %u holds %lld a rank "
+				       "(%lld ranks)", f8_mesh_axis_name(axis), (long long)sum,
+				       (unsigned)placement->dim, (long long)f8_dim_value(size),
+				       (long long)ranks);
+	return F8_OK;
+}
+
 /* A typed value's placements on the mesh: a split dimension is one of its own, and only a float
  * value awaits a reduction (partial values are gradients and amaxes). The mesh's sizes are not
  * in the IR, so that a split dimension divides by its axis's size is left to the plan. Several
@@ -169,6 +199,11 @@ static f8_status verify_placements(const f8_graph *graph, const f8_value *value,
 					       (unsigned)placement->dim, axis,
 					       f8_type_format(graph, &value->type, type, sizeof type),
 					       (unsigned)rank, rank == 1 ? "" : "s");
+		}
+		if (placement->kind == F8_PLACEMENT_KIND_SHARD && placement->n_parts > 1) {
+			f8_status status = verify_parts(graph, value, (f8_mesh_axis)i, diag);
+			if (status)
+				return status;
 		}
 		if (placement->kind != F8_PLACEMENT_KIND_PARTIAL)
 			continue;

@@ -70,12 +70,30 @@ static bool read_as(const f8_graph *graph, f8_value_id value, f8_op op, uint32_t
 	return false;
 }
 
+/* Whether `value` (or its copy) is added to a GEMM's sum over ranks: a row-parallel Linear's
+ * bias, which the tensor-parallel pass adds after the AllReduce or ReduceScatter. */
+static bool added_to_sum(const f8_graph *graph, f8_value_id value) {
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		if (node->op == F8_OP_IDENTITY && node->inputs[0] == value &&
+		    added_to_sum(graph, node->outputs[0]))
+			return true;
+		if (node->op != F8_OP_ADD || node->inputs[1] != value)
+			continue;
+		f8_node_id sum = graph->values[node->inputs[0]].producer;
+		f8_op op = sum == F8_NONE ? F8_OP_ADD : graph->nodes[sum].op;
+		if (op == F8_OP_ALL_REDUCE || op == F8_OP_REDUCE_SCATTER)
+			return true;
+	}
+	return false;
+}
+
 f8_weight_init f8_weight_init_rule(const f8_graph *graph, f8_value_id value, int64_t layers) {
 	const char *name = graph->values[value].name;
 	if (read_as(graph, value, F8_OP_LAYER_NORM, 1) || read_as(graph, value, F8_OP_RMS_NORM, 1))
 		return (f8_weight_init){.kind = F8_WEIGHT_INIT_ONES};
 	if (read_as(graph, value, F8_OP_LAYER_NORM, 2) || read_as(graph, value, F8_OP_LINEAR, 2) ||
-	    has_suffix(name, ".bias"))
+	    added_to_sum(graph, value) || has_suffix(name, ".bias"))
 		return (f8_weight_init){.kind = F8_WEIGHT_INIT_ZEROS};
 	// Megatron-LM's scaled_init_method_normal, for the layers writing to the residual stream.
 	if (has_suffix(name, "attn.proj.weight") || has_suffix(name, "mlp.fc2.weight") ||

@@ -80,7 +80,11 @@ static f8_status shard(f8_graph *graph, const f8_pipeline_options *options, FILE
 
 static f8_status tensor_parallel(f8_graph *graph, const f8_pipeline_options *options,
 				 FILE *report, f8_diag *diag) {
-	// A no-op without TP; for inference too, as the shard pass is.
+	// A no-op without TP. A plan for inference is one rank's: refused rather than made whole.
+	if (!options->training && options->parallel && options->parallel->tensor > 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size: tensor "
+				   "parallelism is built for training steps; an inference plan is "
+				   "one rank's");
 	if (!options->training)
 		return F8_OK;
 	return f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);

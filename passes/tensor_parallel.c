@@ -21,6 +21,8 @@ typedef struct tp_pass {
 	f8_diag *diag;
 	int64_t ranks;
 	int8_t *dim;             // per value: the dimension split over TP, WHOLE otherwise
+	uint32_t *stamp;         // per value: the trial that split it
+	uint32_t trial;          // the trial under way, from 1
 	const int64_t **parts;   // per column-parallel output: its split dimension's parts
 	uint8_t *n_parts;
 	tp_role *role;           // per node
@@ -59,13 +61,28 @@ static bool refuse(tp_pass *t, f8_node_id node, const char *why) {
 
 /* Value `v` split along `d` in this trial; false on a conflict with what it is already. */
 static bool set_dim(tp_pass *t, f8_node_id node, f8_value_id v, int d) {
-	if (t->dim[v] == d)
+	if (t->dim[v] == d && t->stamp[v] == t->trial)
 		return true;
 	if (t->dim[v] != WHOLE)
 		return refuse(t, node, "a value would be split along two dimensions");
 	t->dim[v] = (int8_t)d;
+	t->stamp[v] = t->trial;
 	t->touched[t->n_touched++] = v;
 	return true;
+}
+
+/* The dimension along which this trial splits `v` (WHOLE when it does not: a region found
+ * before is none of this one's business, as in a parallel attention and MLP block). */
+static int in_trial(const tp_pass *t, f8_value_id v) {
+	return t->stamp[v] == t->trial ? t->dim[v] : WHOLE;
+}
+
+/* Whether the trial under way claimed node `id`. */
+static bool claimed_now(const tp_pass *t, f8_node_id id) {
+	for (uint32_t i = 0; i < t->n_claimed; i++)
+		if (t->claimed[i] == id)
+			return true;
+	return false;
 }
 
 /* The parameter behind GEMM operand `v` when only this GEMM reads it: `v` itself, or the one
@@ -83,7 +100,24 @@ static f8_value_id own_parameter(const tp_pass *t, f8_value_id v) {
 /* The dimension of Linear `node`'s weight that holds its output features: 0 as PyTorch stores
  * it (N, K), 1 with transpose_weight (K, N, as ONNX MatMul and GPT-2's Conv1D store it). */
 static int features_dim(const f8_node *node) {
-	return f8_node_attr_int(node, "transpose_weight", 0) ? 1 : 0;
+	int experts = node->op == F8_OP_GROUPED_LINEAR; // (experts, N, K): one more in front
+	return experts + (f8_node_attr_int(node, "transpose_weight", 0) ? 1 : 0);
+}
+
+/* The dimension of the weight that holds its input features (K). */
+static int inputs_dim(const f8_node *node) {
+	return node->op == F8_OP_GROUPED_LINEAR ? 3 - features_dim(node) : 1 - features_dim(node);
+}
+
+/* Whether `node` is a GEMM of a weight the pass splits: Linear, or an MoE's GroupedLinear (its
+ * experts' FFNs split as Megatron-LM's expert tensor parallelism splits them). */
+static bool is_linear(const f8_node *node) {
+	return node->op == F8_OP_LINEAR || node->op == F8_OP_GROUPED_LINEAR;
+}
+
+/* The weight and bias inputs of Linear `node` (a GroupedLinear's third input is its counts). */
+static uint32_t n_parameters(const f8_node *node) {
+	return node->op == F8_OP_GROUPED_LINEAR ? 2 : node->n_inputs;
 }
 
 /* Linear `id` made column-parallel in this trial, when it can be: its weight and bias its own
@@ -94,7 +128,7 @@ static bool claim_column(tp_pass *t, f8_node_id id) {
 		return refuse(t, id, "the Linear is in another region");
 	if (t->dim[node->inputs[0]] != WHOLE)
 		return refuse(t, id, "a column-parallel GEMM would read a split input");
-	for (uint32_t i = 1; i < node->n_inputs; i++)
+	for (uint32_t i = 1; i < n_parameters(node); i++)
 		if (own_parameter(t, node->inputs[i]) == F8_NONE)
 			return refuse(t, id, "its weight or bias is not a parameter of its own (tied "
 				      "weights stay whole)");
@@ -111,19 +145,19 @@ static bool claim_column(tp_pass *t, f8_node_id id) {
 static bool claim_row(tp_pass *t, f8_node_id id) {
 	const f8_node *node = &t->graph->nodes[id];
 	f8_value_id x = node->inputs[0];
-	for (uint32_t i = 0; t->role[id] == TP_ROW && i < t->n_claimed; i++)
-		if (t->claimed[i] == id) // visited again after a pull
-			return true;
+	if (t->role[id] == TP_ROW && claimed_now(t, id)) // visited again after a pull
+		return true;
 	if (t->role[id] != TP_NONE)
 		return refuse(t, id, "the Linear is in another region");
-	if (t->dim[x] != type_of(t, x)->shape.rank - 1)
+	if (in_trial(t, x) != type_of(t, x)->shape.rank - 1)
 		return refuse(t, id, "a Linear reads a value split along another dimension than its "
 			      "features");
-	for (uint32_t i = 1; i < node->n_inputs; i++)
-		if (own_parameter(t, node->inputs[i]) == F8_NONE || t->dim[node->inputs[i]] != WHOLE)
+	for (uint32_t i = 1; i < n_parameters(node); i++)
+		if (own_parameter(t, node->inputs[i]) == F8_NONE ||
+		    in_trial(t, node->inputs[i]) != WHOLE)
 			return refuse(t, id, "the row-parallel GEMM's weight or bias is not a "
 				      "parameter of its own");
-	int64_t columns = const_dim(type_of(t, node->inputs[1]), 1 - features_dim(node));
+	int64_t columns = const_dim(type_of(t, node->inputs[1]), inputs_dim(node));
 	if (columns < 0 || columns % t->ranks)
 		return refuse(t, id, "TP does not divide the row-parallel GEMM's input features");
 	t->role[id] = TP_ROW;
@@ -168,6 +202,7 @@ static f8_node_id chain_root(const tp_pass *t, f8_value_id v) {
 		const f8_node *node = &graph->nodes[producer];
 		switch (node->op) {
 		case F8_OP_LINEAR:
+		case F8_OP_GROUPED_LINEAR:
 			return t->role[producer] == TP_NONE ? producer : F8_NONE;
 		case F8_OP_RESHAPE:
 		case F8_OP_TRANSPOSE:
@@ -201,9 +236,9 @@ static bool visit_elementwise(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	int rank = type_of(t, node->outputs[0])->shape.rank, d = WHOLE;
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_value_id v = node->inputs[i];
-		if (t->dim[v] == WHOLE)
+		if (in_trial(t, v) == WHOLE)
 			continue;
-		int at = t->dim[v] + rank - type_of(t, v)->shape.rank;
+		int at = in_trial(t, v) + rank - type_of(t, v)->shape.rank;
 		if (d != WHOLE && at != d)
 			return refuse(t, id, "its inputs are split along different dimensions");
 		d = at;
@@ -212,7 +247,7 @@ static bool visit_elementwise(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 		f8_value_id v = node->inputs[i];
 		const f8_type *type = type_of(t, v);
 		int at = d - (rank - type->shape.rank);
-		if (t->dim[v] != WHOLE || at < 0 || const_dim(type, at) == 1)
+		if (in_trial(t, v) != WHOLE || at < 0 || const_dim(type, at) == 1)
 			continue;
 		return pull(t, id, v, pulled, "it reads a whole value with a split one, elementwise");
 	}
@@ -291,14 +326,21 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	const f8_node *node = &t->graph->nodes[id];
 	bool split = false;
 	for (uint32_t i = 0; i < node->n_inputs; i++)
-		split |= t->dim[node->inputs[i]] != WHOLE;
-	if (!split || t->role[id] == TP_COLUMN)
+		split |= in_trial(t, node->inputs[i]) != WHOLE;
+	if (!split)
 		return true;
+	if (t->role[id] == TP_COLUMN) // the seed, or a GEMM pulled in: its input is whole
+		return claimed_now(t, id) ? true
+					  : refuse(t, id, "another region's column-parallel GEMM reads "
+						   "a value this one splits");
 	f8_value_id x = node->inputs[0];
-	int d = t->dim[x], rank = type_of(t, x)->shape.rank;
+	int d = in_trial(t, x), rank = type_of(t, x)->shape.rank;
 	const f8_op_info *info = f8_op_get_info(node->op);
 	switch (node->op) {
 	case F8_OP_LINEAR:
+	case F8_OP_GROUPED_LINEAR:
+		if (node->op == F8_OP_GROUPED_LINEAR && in_trial(t, node->inputs[2]) != WHOLE)
+			return refuse(t, id, "a GroupedLinear's counts are split");
 		return claim_row(t, id);
 	case F8_OP_SPLIT: {
 		const f8_attr *sizes = f8_node_attr(node, "split");
@@ -351,15 +393,15 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	case F8_OP_ROPE: // split along the heads, the same in each of q, k and v
 		for (uint32_t i = 0; i < (node->op == F8_OP_ATTENTION ? 3u : 1u); i++) {
 			f8_value_id v = node->inputs[i];
-			if (t->dim[v] == WHOLE)
+			if (in_trial(t, v) == WHOLE)
 				return pull(t, id, v, pulled, "attention reads q, k or v whole, and no "
 					    "projection of its own writes it");
-			if (t->dim[v] != 1 || type_of(t, v)->shape.rank != 4)
+			if (in_trial(t, v) != 1 || type_of(t, v)->shape.rank != 4)
 				return refuse(t, id, "attention whose q, k and v are not split along "
 					      "their heads");
 		}
 		for (uint32_t i = node->op == F8_OP_ATTENTION ? 3 : 1; i < node->n_inputs; i++)
-			if (t->dim[node->inputs[i]] != WHOLE ||
+			if (in_trial(t, node->inputs[i]) != WHOLE ||
 			    (type_of(t, node->inputs[i])->shape.rank >= 3 &&
 			     const_dim(type_of(t, node->inputs[i]),
 				       type_of(t, node->inputs[i])->shape.rank - 3) != 1))
@@ -371,10 +413,11 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	case F8_OP_MATMUL: { // batched, over the heads: both operands split along one batch dim
 		f8_value_id b = node->inputs[1];
 		int rank_b = type_of(t, b)->shape.rank;
-		if (t->dim[x] == WHOLE || t->dim[b] == WHOLE)
-			return pull(t, id, t->dim[x] == WHOLE ? x : b, pulled, "a MatMul reads a whole "
-				    "operand with a split one, and no projection of its own writes it");
-		if (rank != rank_b || d >= rank - 2 || t->dim[b] != d)
+		if (in_trial(t, x) == WHOLE || in_trial(t, b) == WHOLE)
+			return pull(t, id, in_trial(t, x) == WHOLE ? x : b, pulled, "a MatMul reads a "
+				    "whole operand with a split one, and no projection of its own "
+				    "writes it");
+		if (rank != rank_b || d >= rank - 2 || in_trial(t, b) != d)
 			return refuse(t, id, "a MatMul whose operands are not split along one batch "
 				      "dimension");
 		return set_dim(t, id, node->outputs[0], d);
@@ -395,11 +438,38 @@ static bool visit(tp_pass *t, f8_node_id id, f8_node_id *pulled) {
 	}
 }
 
+/* Whether every reader of a column-parallel output split part by part reads it by its parts
+ * (a Split along the split dimension, SwiGLU's halves): any other reader (an activation before
+ * the Split, a row-parallel GEMM) would take each rank's [q_r k_r v_r] for a slice of the whole
+ * [q k v]. */
+static bool parts_read_by_parts(tp_pass *t) {
+	const f8_graph *graph = t->graph;
+	for (uint32_t c = 0; c < t->n_claimed; c++) {
+		const f8_node *gemm = &graph->nodes[t->claimed[c]];
+		f8_value_id y = gemm->outputs[0];
+		if (t->role[t->claimed[c]] != TP_COLUMN || t->n_parts[y] < 2)
+			continue;
+		for (uint32_t p = 0; p < graph->n_order; p++) {
+			const f8_node *node = &graph->nodes[graph->order[p]];
+			bool reads = false;
+			for (uint32_t i = 0; i < node->n_inputs; i++)
+				reads |= node->inputs[i] == y;
+			bool by_parts = node->op == F8_OP_SPLIT ||
+					(node->op == F8_OP_SWIGLU && node->n_inputs == 1);
+			if (reads && !by_parts)
+				return refuse(t, graph->order[p], "a GEMM's output split into parts is "
+					      "read whole by another op");
+		}
+	}
+	return true;
+}
+
 /* Takes a failed trial back. */
 static void take_back(tp_pass *t) {
 	for (uint32_t i = 0; i < t->n_touched; i++) {
 		f8_value_id v = t->touched[i];
 		t->dim[v] = WHOLE;
+		t->stamp[v] = 0;
 		t->parts[v] = NULL;
 		t->n_parts[v] = 0;
 	}
@@ -412,6 +482,7 @@ static bool try_region(tp_pass *t, uint32_t at) {
 	f8_graph *graph = t->graph;
 	t->n_touched = t->n_claimed = 0;
 	t->why = NULL;
+	t->trial++;
 	bool ok = claim_column(t, graph->order[at]);
 	for (uint32_t p = at + 1; ok && p < graph->n_order; p++) {
 		f8_node_id pulled = F8_NONE;
@@ -420,9 +491,11 @@ static bool try_region(tp_pass *t, uint32_t at) {
 			p = t->position[pulled];
 	}
 	for (uint32_t i = 0; ok && i < graph->n_outputs; i++)
-		if (t->dim[graph->outputs[i]] != WHOLE)
+		if (in_trial(t, graph->outputs[i]) != WHOLE)
 			ok = refuse(t, graph->values[graph->outputs[i]].producer,
-				    "a split value is an output of the graph");
+				    "its output is an output of the graph, read whole by "
+				    "the loss (vocabulary parallelism is not built yet)");
+	ok = ok && parts_read_by_parts(t);
 	bool row = false;
 	for (uint32_t i = 0; ok && i < t->n_claimed; i++)
 		row |= t->role[t->claimed[i]] == TP_ROW;
@@ -469,13 +542,19 @@ static f8_status divide_attrs(tp_pass *t, f8_node_id id) {
 			for (uint32_t k = 0; !status && k < attrs[i].ints.n; k++)
 				ints[k] = attrs[i].ints.items[k] / t->ranks;
 			attrs[i].ints.items = ints;
-		} else if (attrs[i].kind == F8_ATTR_DIMS && t->dim[y] < (int)attrs[i].dims.n) {
-			if (!(dims = f8_calloc(attrs[i].dims.n + 1, sizeof *dims)))
+		} else if (attrs[i].kind == F8_ATTR_DIMS) {
+			// Split's sizes each; a Reshape's or Expand's the split dimension's (an
+			// Expand's shape aligned to the output from the right; its 1s keep theirs).
+			uint32_t n = attrs[i].dims.n;
+			int at = t->dim[y] - (type_of(t, y)->shape.rank - (int)n);
+			if (!(dims = f8_calloc(n + 1, sizeof *dims)))
 				status = nomem(t->diag);
-			for (uint32_t k = 0; !status && k < attrs[i].dims.n; k++) // Split's: each
-				dims[k] = (int)k == t->dim[y] || node->op == F8_OP_SPLIT
-						  ? divided(attrs[i].dims.items[k], t->ranks)
-						  : attrs[i].dims.items[k];
+			for (uint32_t k = 0; !status && k < n; k++) {
+				f8_dim size = attrs[i].dims.items[k];
+				bool split = node->op == F8_OP_SPLIT || ((int)k == at &&
+					     !(f8_dim_is_const(size) && f8_dim_value(size) == 1));
+				dims[k] = split ? divided(size, t->ranks) : size;
+			}
 			attrs[i].dims.items = dims;
 		}
 	}
@@ -537,6 +616,30 @@ static void redirect(f8_graph *graph, f8_value_id from, f8_value_id to, f8_node_
 
 static const f8_attr tp_group = {.name = "group", .kind = F8_ATTR_STRING, .s = "tp"};
 
+/* A row-parallel output whose readers move to its sum. */
+typedef struct moved_readers {
+	f8_value_id from, to;
+	f8_node_id except; // the collective that reads it
+} moved_readers;
+
+/* Every node's output types inferred again, in program order. */
+static f8_status infer_all(tp_pass *t) {
+	f8_graph *graph = t->graph;
+	f8_status status = F8_OK;
+	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
+		f8_node *node = &graph->nodes[graph->order[p]];
+		f8_type *types = f8_calloc(node->n_outputs + 1, sizeof *types);
+		if (!types)
+			return nomem(t->diag);
+		if ((status = f8_node_infer_types(graph, graph->order[p], types, t->diag)))
+			f8_diag_set_node(t->diag, graph, graph->order[p]);
+		for (uint32_t o = 0; !status && o < node->n_outputs; o++)
+			graph->values[node->outputs[o]].type = types[o];
+		f8_free(types);
+	}
+	return status;
+}
+
 /*
  * The regions split: parameters, Identity before each column-parallel GEMM's input (one per
  * input value), AllReduce and the bias after each row-parallel GEMM, the attributes, the new
@@ -548,20 +651,24 @@ static f8_status split_regions(tp_pass *t) {
 	f8_node_id *order = f8_calloc(3 * n_original + 1, sizeof *order);
 	f8_value_id *copy_of = f8_calloc(n_values + 1, sizeof *copy_of);
 	f8_node_id *original = f8_calloc(n_original + 1, sizeof *original);
-	if (!order || !copy_of || !original) {
-		f8_free(order), f8_free(copy_of), f8_free(original);
+	moved_readers *moved = f8_calloc(n_original + 1, sizeof *moved);
+	if (!order || !copy_of || !original || !moved) {
+		f8_free(order), f8_free(copy_of), f8_free(original), f8_free(moved);
 		return nomem(t->diag);
 	}
 	memcpy(original, graph->order, n_original * sizeof *original);
 	for (uint32_t v = 0; v <= n_values; v++)
 		copy_of[v] = F8_NONE;
 	f8_status status = F8_OK;
-	uint32_t n = 0;
+	// The attributes first, on the graph as the search saw it; the readers of each
+	// row-parallel output are moved to its sum last, so that values keep their ids meanwhile.
+	for (uint32_t p = 0; !status && p < n_original; p++)
+		status = divide_attrs(t, original[p]);
+	uint32_t n = 0, n_moved = 0;
 	for (uint32_t p = 0; !status && p < n_original; p++) {
 		f8_node_id id = original[p];
-		status = divide_attrs(t, id);
 		f8_node *node = &graph->nodes[id];
-		if (status || t->role[id] == TP_NONE) {
+		if (t->role[id] == TP_NONE) {
 			order[n++] = id;
 			continue;
 		}
@@ -569,9 +676,13 @@ static f8_status split_regions(tp_pass *t) {
 		const char *scope = node->scope;
 		if (t->role[id] == TP_COLUMN) {
 			if (copy_of[x] == F8_NONE) { // Megatron's f, once per input
+				const char *base = graph->values[x].name; // a sum's, if x moves
+				for (uint32_t i = 0; i < n_moved; i++)
+					base = moved[i].from == x ? graph->values[moved[i].to].name
+								  : base;
 				f8_node_id copy;
 				status = add_node(t, F8_OP_IDENTITY, &x, 1, &tp_group, 1, scope,
-						  named(graph, graph->values[x].name, ".tp"), &copy);
+						  named(graph, base, ".tp"), &copy);
 				if (status)
 					break;
 				copy_of[x] = graph->nodes[copy].outputs[0];
@@ -579,7 +690,7 @@ static f8_status split_regions(tp_pass *t) {
 			}
 			node = &graph->nodes[id];
 			node->inputs[0] = copy_of[x];
-			for (uint32_t i = 1; i < node->n_inputs; i++) // the weight's features, the bias
+			for (uint32_t i = 1; i < n_parameters(node); i++) // the weight's, the bias
 				split_parameter(t, own_parameter(t, node->inputs[i]),
 						i == 1 ? features_dim(node) : 0, t->parts[y],
 						t->n_parts[y]);
@@ -588,10 +699,11 @@ static f8_status split_regions(tp_pass *t) {
 			continue;
 		}
 		// Row-parallel: GEMM (partial), AllReduce, then the bias on the sum.
-		split_parameter(t, own_parameter(t, node->inputs[1]), 1 - features_dim(node), NULL,
-				0);
-		f8_value_id bias = node->n_inputs == 3 ? node->inputs[2] : F8_NONE;
-		node->n_inputs = 2;
+		split_parameter(t, own_parameter(t, node->inputs[1]), inputs_dim(node), NULL, 0);
+		f8_value_id bias = node->op == F8_OP_LINEAR && node->n_inputs == 3 ? node->inputs[2]
+										   : F8_NONE;
+		if (bias != F8_NONE)
+			node->n_inputs = 2;
 		const char *name = graph->values[y].name;
 		graph->values[y].name = named(graph, name, ".partial");
 		f8_attr sum[2] = {tp_group, {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
@@ -606,7 +718,7 @@ static f8_status split_regions(tp_pass *t) {
 		}
 		if (status)
 			break;
-		redirect(graph, y, out, reduce);
+		moved[n_moved++] = (moved_readers){.from = y, .to = out, .except = reduce};
 		graph->values[y].placement[F8_MESH_AXIS_TP] = (f8_placement){
 			.kind = F8_PLACEMENT_KIND_PARTIAL, .reduction = F8_REDUCTION_SUM};
 		order[n++] = id;
@@ -617,22 +729,15 @@ static f8_status split_regions(tp_pass *t) {
 	}
 	if (!status && f8_graph_set_order(graph, order, n))
 		status = nomem(t->diag);
-	for (uint32_t p = 0; !status && p < graph->n_order; p++) { // the shapes again
-		f8_node *node = &graph->nodes[graph->order[p]];
-		f8_type *types = f8_calloc(node->n_outputs + 1, sizeof *types);
-		if (!types)
-			status = nomem(t->diag);
-		else if ((status = f8_node_infer_types(graph, graph->order[p], types, t->diag)))
-			f8_diag_set_node(t->diag, graph, graph->order[p]);
-		for (uint32_t o = 0; !status && o < node->n_outputs; o++)
-			graph->values[node->outputs[o]].type = types[o];
-		f8_free(types);
-	}
+	for (uint32_t i = 0; !status && i < n_moved; i++)
+		redirect(graph, moved[i].from, moved[i].to, moved[i].except);
+	if (!status)
+		status = infer_all(t);
 	for (uint32_t v = 0; !status && v < n_values; v++)
 		if (t->dim[v] != WHOLE && graph->values[v].role == F8_ROLE_ACTIVATION)
 			graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
 				.kind = F8_PLACEMENT_KIND_SHARD, .dim = (uint8_t)t->dim[v]};
-	f8_free(order), f8_free(copy_of), f8_free(original);
+	f8_free(order), f8_free(copy_of), f8_free(original), f8_free(moved);
 	return status;
 }
 
@@ -648,6 +753,7 @@ typedef struct sp_pass {
 	f8_value_id *shard_of;   // per value: its LocalShard along the sequence, made once
 	f8_value_id *gather_of;  // per value: its AllGather {replicated=1}, made once
 	f8_value_id *copy_of;    // per parameter: its Identity {group="tp"}, made once
+	uint8_t *learned;        // per value: 1 made from a parameter, 2 not, 0 not known yet
 	f8_node_id *order;       // the new program
 	uint32_t n_order, capacity, n_values;
 	uint32_t n_scattered, n_gathered; // row reduces become ReduceScatter; f becomes AllGather
@@ -701,6 +807,20 @@ static f8_status sp_add(sp_pass *sp, f8_op op, f8_value_id input, const f8_attr 
 	return F8_OK;
 }
 
+/* Whether `v` is a parameter or made from one (a Cast of it, Gemma's 1 + w, an Unsqueeze):
+ * a value whose gradient the ranks' tokens each hold a term of. */
+static bool learned(sp_pass *sp, f8_value_id v) {
+	const f8_graph *graph = sp->t->graph;
+	if (sp->learned[v])
+		return sp->learned[v] == 1;
+	bool is = graph->values[v].role == F8_ROLE_PARAMETER;
+	f8_node_id producer = graph->values[v].producer;
+	for (uint32_t i = 0; !is && producer != F8_NONE && i < graph->nodes[producer].n_inputs; i++)
+		is = learned(sp, graph->nodes[producer].inputs[i]);
+	sp->learned[v] = is ? 1 : 2;
+	return is;
+}
+
 /* The attributes of a collective over tp along `axis`. */
 static void over_tp(const sp_pass *sp, int axis, f8_attr *attrs) {
 	attrs[0] = tp_group;
@@ -724,12 +844,7 @@ static f8_status match_input(sp_pass *sp, f8_node_id id, uint32_t i) {
 	f8_status status = F8_OK;
 	if (at < 0 || (f8_dim_is_const(type->shape.dims[at]) &&
 		       f8_dim_value(type->shape.dims[at]) == 1)) {
-		f8_node_id producer = graph->values[v].producer;
-		bool parameter = graph->values[v].role == F8_ROLE_PARAMETER ||
-				 (producer != F8_NONE && graph->nodes[producer].op == F8_OP_CAST &&
-				  graph->values[graph->nodes[producer].inputs[0]].role ==
-					  F8_ROLE_PARAMETER);
-		if (!parameter)
+		if (!learned(sp, v))
 			return F8_OK;
 		if (sp->copy_of[v] == F8_NONE)
 			status = sp_add(sp, F8_OP_IDENTITY, v, &tp_group, 1, scope, ".tp",
@@ -782,25 +897,32 @@ static f8_status gather_inputs(sp_pass *sp, f8_node_id id) {
 	return F8_OK;
 }
 
-/* The forward rewritten for sequence parallelism, as the comment above says. */
-static f8_status sequence_parallel(tp_pass *t) {
-	f8_graph *graph = t->graph;
-	const f8_value *tokens = NULL; // the token ids: the first (batch, seq) i64 input
-	for (uint32_t i = 0; i < graph->n_inputs && !tokens; i++) {
+/* The token ids (the first (batch, seq) i64 input) into *tokens, their sequence a constant TP
+ * divides; F8_ERR_ARGUMENT otherwise. Checked before the regions are split, so that a refusal
+ * leaves the graph as it was. */
+static f8_status sequence_tokens(const tp_pass *t, const f8_value **tokens) {
+	const f8_graph *graph = t->graph;
+	*tokens = NULL;
+	for (uint32_t i = 0; i < graph->n_inputs && !*tokens; i++) {
 		const f8_value *input = &graph->values[graph->inputs[i]];
 		if (input->role == F8_ROLE_INPUT && input->type.dtype == F8_DTYPE_I64 &&
 		    input->type.shape.rank == 2)
-			tokens = input;
+			*tokens = input;
 	}
-	if (!tokens || tokens->type.shape.rank != 2 ||
-	    !f8_dim_is_const(tokens->type.shape.dims[1]) ||
-	    f8_dim_value(tokens->type.shape.dims[1]) % t->ranks) {
-		f8_diag_set(t->diag, F8_ERR_ARGUMENT, "--sequence-parallel needs the tokens' sequence "
-			    "length bound, and TP %lld dividing it", (long long)t->ranks);
-		f8_diag_hint(t->diag, "a training plan binds it (--seq-length); dump-ir and audit "
-			     "take --dim seq=N");
-		return F8_ERR_ARGUMENT;
-	}
+	if (*tokens && f8_dim_is_const((*tokens)->type.shape.dims[1]) &&
+	    f8_dim_value((*tokens)->type.shape.dims[1]) % t->ranks == 0)
+		return F8_OK;
+	f8_diag_set(t->diag, F8_ERR_ARGUMENT, "--sequence-parallel needs the tokens' sequence "
+		    "length bound, and TP %lld dividing it", (long long)t->ranks);
+	f8_diag_hint(t->diag, "a training plan binds it (--seq-length); dump-ir and audit take "
+		     "--dim seq=N");
+	return F8_ERR_ARGUMENT;
+}
+
+/* The forward rewritten for sequence parallelism, as the comment above says; `tokens` from
+ * sequence_tokens. */
+static f8_status sequence_parallel(tp_pass *t, const f8_value *tokens) {
+	f8_graph *graph = t->graph;
 	sp_pass sp = {.t = t, .batch = tokens->type.shape.dims[0],
 		      .seq = tokens->type.shape.dims[1]};
 	uint32_t n_original = graph->n_order;
@@ -810,10 +932,11 @@ static f8_status sequence_parallel(tp_pass *t) {
 	sp.shard_of = f8_malloc(sp.n_values * sizeof *sp.shard_of);
 	sp.gather_of = f8_malloc(sp.n_values * sizeof *sp.gather_of);
 	sp.copy_of = f8_malloc(sp.n_values * sizeof *sp.copy_of);
+	sp.learned = f8_calloc(sp.n_values, sizeof *sp.learned);
 	sp.order = f8_calloc(sp.capacity, sizeof *sp.order);
 	f8_node_id *original = f8_calloc(n_original + 1, sizeof *original);
-	f8_status status = sp.split && sp.shard_of && sp.gather_of && sp.copy_of && sp.order &&
-				   original ? F8_OK : nomem(t->diag);
+	f8_status status = sp.split && sp.shard_of && sp.gather_of && sp.copy_of && sp.learned &&
+				   sp.order && original ? F8_OK : nomem(t->diag);
 	for (uint32_t v = 0; !status && v < sp.n_values; v++)
 		sp.shard_of[v] = sp.gather_of[v] = sp.copy_of[v] = F8_NONE;
 	if (!status)
@@ -841,32 +964,30 @@ static f8_status sequence_parallel(tp_pass *t) {
 		for (uint32_t o = 0; !status && o < graph->nodes[id].n_outputs; o++)
 			sp.split[graph->nodes[id].outputs[o]] = true;
 	}
-	for (uint32_t i = 0; !status && i < graph->n_outputs; i++)
-		if (sp.split[graph->outputs[i]])
-			status = f8_diag_set(t->diag, F8_ERR_INVALID, "tensor-parallel: output %%%s "
-					     "would be split along the sequence (a bug)",
-					     graph->values[graph->outputs[i]].name);
+	for (uint32_t i = 0; !status && i < graph->n_outputs; i++) { // outputs leave whole
+		f8_value_id v = graph->outputs[i];
+		f8_attr attrs[4];
+		over_tp(&sp, 1, attrs);
+		attrs[3] = (f8_attr){.name = "replicated", .kind = F8_ATTR_INT, .i = 1};
+		if (sp.split[v] && sp.gather_of[v] == F8_NONE)
+			status = sp_add(&sp, F8_OP_ALL_GATHER, v, attrs, 4,
+					graph->nodes[graph->values[v].producer].scope, ".gathered",
+					&sp.gather_of[v]);
+		if (!status && sp.split[v])
+			graph->outputs[i] = sp.gather_of[v];
+	}
 	if (!status && f8_graph_set_order(graph, sp.order, sp.n_order))
 		status = nomem(t->diag);
-	for (uint32_t p = 0; !status && p < graph->n_order; p++) { // the shapes again
-		f8_node *node = &graph->nodes[graph->order[p]];
-		f8_type *types = f8_calloc(node->n_outputs + 1, sizeof *types);
-		if (!types)
-			status = nomem(t->diag);
-		else if ((status = f8_node_infer_types(graph, graph->order[p], types, t->diag)))
-			f8_diag_set_node(t->diag, graph, graph->order[p]);
-		for (uint32_t o = 0; !status && o < node->n_outputs; o++) {
-			f8_value *value = &graph->values[node->outputs[o]];
-			value->type = types[o];
-			if (sp.split[node->outputs[o]])
-				value->placement[F8_MESH_AXIS_TP] = (f8_placement){
-					.kind = F8_PLACEMENT_KIND_SHARD, .dim = 1};
-		}
-		f8_free(types);
-	}
+	if (!status)
+		status = infer_all(t);
+	for (uint32_t v = 0; !status && v < graph->n_values; v++)
+		if (sp.split[v])
+			graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
+				.kind = F8_PLACEMENT_KIND_SHARD, .dim = 1};
 	t->n_scattered = sp.n_scattered;
 	t->n_gathered = sp.n_gathered;
 	f8_free(sp.split), f8_free(sp.shard_of), f8_free(sp.gather_of), f8_free(sp.copy_of);
+	f8_free(sp.learned);
 	f8_free(sp.order), f8_free(original);
 	return status;
 }
@@ -906,12 +1027,13 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 	t.parts = f8_calloc(values, sizeof *t.parts);
 	t.n_parts = f8_calloc(values, sizeof *t.n_parts);
 	t.uses = f8_calloc(values, sizeof *t.uses);
+	t.stamp = f8_calloc(values, sizeof *t.stamp);
 	t.touched = f8_calloc(values, sizeof *t.touched);
 	t.role = f8_calloc(nodes, sizeof *t.role);
 	t.position = f8_calloc(nodes, sizeof *t.position);
 	t.claimed = f8_calloc(nodes, sizeof *t.claimed);
-	if (!t.dim || !t.parts || !t.n_parts || !t.uses || !t.touched || !t.role || !t.position ||
-	    !t.claimed)
+	if (!t.dim || !t.parts || !t.n_parts || !t.uses || !t.stamp || !t.touched || !t.role ||
+	    !t.position || !t.claimed)
 		status = nomem(diag);
 	if (!status) {
 		memset(t.dim, WHOLE, values * sizeof *t.dim);
@@ -919,7 +1041,7 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 	}
 	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 		f8_node_id id = graph->order[p];
-		if (graph->nodes[id].op != F8_OP_LINEAR || t.role[id] != TP_NONE)
+		if (!is_linear(&graph->nodes[id]) || t.role[id] != TP_NONE)
 			continue;
 		if (try_region(&t, p)) {
 			t.n_regions++;
@@ -941,10 +1063,13 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 			     "and MLP blocks");
 		status = F8_ERR_UNSUPPORTED;
 	}
+	const f8_value *tokens = NULL;
+	if (!status && options->sequence_parallel)
+		status = sequence_tokens(&t, &tokens);
 	if (!status)
 		status = split_regions(&t);
 	if (!status && options->sequence_parallel)
-		status = sequence_parallel(&t);
+		status = sequence_parallel(&t, tokens);
 	if (!status) {
 		memcpy(graph->mesh, mesh, sizeof mesh);
 		if (report)
@@ -956,7 +1081,7 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 				"along the sequence over tp; %u row-parallel sums reduce-scattered, %u "
 				"column-parallel inputs all-gathered\n", t.n_scattered, t.n_gathered);
 	}
-	f8_free(t.dim), f8_free(t.parts), f8_free(t.n_parts), f8_free(t.uses);
+	f8_free(t.dim), f8_free(t.parts), f8_free(t.n_parts), f8_free(t.uses), f8_free(t.stamp);
 	f8_free(t.touched), f8_free(t.role), f8_free(t.position), f8_free(t.claimed);
 	return status;
 }

@@ -9,10 +9,11 @@
  * are its own shards'. The shard pass, after fp8-cast, adds the rest (data parallelism, the
  * amaxes' reduction, the gradient norm over the shards).
  *
- * A region is a column-parallel Linear (its weight split by output rows), what follows it
- * elementwise or head by head (Split, Reshape, Transpose, Rope, Attention, the activation), and
- * the row-parallel Linear it ends in (its weight split by input columns), as Megatron-LM pairs
- * QKV with the attention's output projection and FC1 with FC2. The pass finds the regions by
+ * A region is a column-parallel Linear (its weight split by output features; an MoE's
+ * GroupedLinear split so in each expert, as Megatron-LM's expert tensor parallelism), what
+ * follows it elementwise or head by head (Split, Reshape, Transpose, Rope, Attention, the
+ * activation), and the row-parallel Linear it ends in (its weight split by input features), as
+ * Megatron-LM pairs QKV with the attention's output projection and FC1 with FC2. The pass finds the regions by
  * following each Linear's output through ops whose split it knows; a Linear whose output
  * reaches anything else (a norm, the residual, the loss) is kept whole on every rank, with its
  * reason in the report (the output head: vocabulary parallelism is not built yet). Another

@@ -29,7 +29,10 @@
     QKV split without sizes; Llama with separate q, k and v projections, GQA and RoPE), under
     TP2 and TP2 with sequence parallelism: every attention and MLP block split, 3 steps in f32
     within 1e-5 of one rank, the initializers split from the whole tensors;
-(h) what cannot be is refused, naming it: TP that does not divide the heads.
+(h) mixtral-tiny: the experts' FFNs split as Megatron-LM's expert tensor parallelism splits them
+    (each expert's FC1 column-parallel, FC2 row-parallel), the router whole; TP2 and TP2 with
+    sequence parallelism, 4 steps in f32 within 1e-5 of one rank;
+(i) what cannot be is refused, naming it: TP that does not divide the heads.
 
 Usage: test_tensor_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
@@ -279,7 +282,27 @@ def main():
         sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanitizer)
         # (g) exporters' models.
         exported(binary, source, data, work, mpirun, env, single_env)
-        # (h) refusals.
+        # (h) MoE.
+        model = os.path.join(source, "models", "mixtral-tiny.json")
+        train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES
+        one = os.path.join(work, "moe-1.jsonl")
+        single = run([binary] + train + ["--metrics", one], single_env)
+        report = run([binary, "dump-ir", model, "--after", "tensor-parallel", "--world-size", "2",
+                      "--report"] + TP2, single_env)
+        check("tensor-parallel: 4 regions over TP 2: 4 column-parallel and 4 row-parallel" in
+              report.stderr, "mixtral-tiny: both layers' attention and experts are split",
+              report.stderr[-1500:])
+        for extra in ([], ["--sequence-parallel"]):
+            what = f"mixtral-tiny under TP2{' with sequence parallelism' if extra else ''}"
+            two = os.path.join(work, f"moe-{len(extra)}.jsonl")
+            parallel = run(mpirun + train + TP2 + extra + [
+                "--metrics", two, "--check-weight-hash-across-dp-replicas-interval", "1"], env)
+            if check(single.returncode == 0 and parallel.returncode == 0, f"{what}: trains",
+                     single.stderr[-800:] + parallel.stderr[-2000:]):
+                a, b = losses(one), losses(two)
+                check(close(a, b, PRECISIONS["f32"][1:]), f"{what}: within 1e-5 of one rank's "
+                      f"(worst {worst(a, b)})", f"{a}\nagainst\n{b}")
+        # (i) refusals.
         heads = run([binary, "compile", os.path.join(source, "models", "llama-tiny.json"), "-o",
                      os.path.join(work, "refused"), "--tensor-model-parallel-size", "4",
                      "--world-size", "4", "--seq-length", "64", "--micro-batch-size", "2"],
