@@ -85,6 +85,16 @@ char *f8_arena_strdup(f8_arena *arena, const char *text) {
 	return f8_arena_strndup(arena, text, strlen(text));
 }
 
+char *f8_arena_concat(f8_arena *arena, const char *text, const char *suffix) {
+	size_t a = strlen(text), b = strlen(suffix);
+	char *joined = f8_arena_alloc(arena, a + b + 1);
+	if (joined) {
+		memcpy(joined, text, a);
+		memcpy(joined + a, suffix, b + 1);
+	}
+	return joined;
+}
+
 size_t f8_arena_used(const f8_arena *arena) {
 	return arena->total_used;
 }

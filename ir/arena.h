@@ -27,6 +27,10 @@ char *f8_arena_strndup(f8_arena *arena, const char *text, size_t len);
 /* A copy of the terminated string `text`; NULL when out of memory. */
 char *f8_arena_strdup(f8_arena *arena, const char *text);
 
+/* "<text><suffix>" copied into the arena (a derived value's name: "%x" -> "%x.tp"); NULL when
+ * out of memory. */
+char *f8_arena_concat(f8_arena *arena, const char *text, const char *suffix);
+
 /* Bytes handed out so far, for statistics and tests. */
 size_t f8_arena_used(const f8_arena *arena);
 

@@ -9,7 +9,7 @@
 #include <string.h> // strlen, memcpy
 
 #include "ir/alloc.h"  // f8_calloc, f8_free
-#include "ir/arena.h"  // f8_arena_alloc
+#include "ir/arena.h"  // f8_arena_alloc, f8_arena_concat
 #include "ir/memory.h" // f8_memory_type_bytes
 #include "ir/verify.h" // f8_node_infer_types
 
@@ -161,17 +161,6 @@ static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_
 	return F8_ERR_UNSUPPORTED;
 }
 
-/* "<name><suffix>" in the graph's arena. */
-static const char *named(f8_graph *graph, const char *name, const char *suffix) {
-	size_t a = strlen(name), b = strlen(suffix);
-	char *text = f8_arena_alloc(graph->arena, a + b + 1);
-	if (text) {
-		memcpy(text, name, a);
-		memcpy(text + a, suffix, b + 1);
-	}
-	return text;
-}
-
 static f8_status nomem(f8_diag *diag) {
 	return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory in the shard pass");
 }
@@ -187,7 +176,8 @@ static f8_status add_all_reduce(f8_graph *graph, const f8_value_id *inputs, uint
 	const char **names = f8_calloc(n + 1, sizeof *names);
 	f8_status status = names ? F8_OK : nomem(diag);
 	for (uint32_t i = 0; !status && i < n; i++)
-		if (!(names[i] = named(graph, graph->values[inputs[i]].name, suffix)))
+		if (!(names[i] = f8_arena_concat(graph->arena, graph->values[inputs[i]].name,
+						 suffix)))
 			status = nomem(diag);
 	if (!status)
 		status = f8_graph_add_node(graph, F8_OP_ALL_REDUCE, inputs, n, n, names, out, diag);
@@ -324,7 +314,8 @@ static f8_status add_parts(distributor *d, f8_op op, f8_value_id input, const ch
 	f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = d->group},
 			    {.name = "axis", .kind = F8_ATTR_INT, .i = 0},
 			    {.name = "ranks", .kind = F8_ATTR_INT, .i = d->ranks}};
-	const char *name = named(d->graph, d->graph->values[input].name, suffix);
+	f8_graph *graph = d->graph;
+	const char *name = f8_arena_concat(graph->arena, graph->values[input].name, suffix);
 	return name ? add_opt_node(d, op, &input, 1, attrs, 3, name, out) : nomem(d->diag);
 }
 
@@ -419,7 +410,7 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 		snprintf(suffix, sizeof suffix, ".%s", masks[c] ? group : "whole");
 		for (char *at = suffix; *at; at++)
 			*at = *at == '+' ? '_' : *at;
-		const char *name = named(graph, base, suffix);
+		const char *name = f8_arena_concat(graph->arena, base, suffix);
 		f8_node_id norm, square, sum = F8_NONE, add;
 		status = add_opt_node(d, F8_OP_GLOBAL_NORM, &members[(size_t)c * n], counts[c], NULL,
 				      0, name, &norm);
@@ -427,7 +418,8 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 		f8_value_id pair[2] = {last, last};
 		if (!status)
 			status = add_opt_node(d, F8_OP_MUL, pair, 2, NULL, 0,
-					      named(graph, name, "_square"), &square);
+					      f8_arena_concat(graph->arena, name, "_square"),
+					      &square);
 		if (!status) {
 			chain(d, &d->before[id], norm);
 			chain(d, &d->before[id], square);
@@ -440,7 +432,8 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 			status = nomem(d->diag);
 		if (!status && masks[c])
 			status = add_opt_node(d, F8_OP_ALL_REDUCE, &last, 1, sum_attrs, 2,
-					      named(graph, name, "_square_sum"), &sum);
+					      f8_arena_concat(graph->arena, name, "_square_sum"),
+					      &sum);
 		if (!status && sum != F8_NONE) {
 			chain(d, &d->before[id], sum);
 			last = graph->nodes[sum].outputs[0];
@@ -449,9 +442,9 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 			f8_value_id both[2] = {total, last};
 			char partial[24];
 			snprintf(partial, sizeof partial, ".square_%u", c);
-			status = add_opt_node(d, F8_OP_ADD, both, 2, NULL, 0,
-					      named(graph, base, c + 1 == n_classes ? ".square"
-									  : partial), &add);
+			const char *sum_name = f8_arena_concat(graph->arena, base,
+							       c + 1 == n_classes ? ".square" : partial);
+			status = add_opt_node(d, F8_OP_ADD, both, 2, NULL, 0, sum_name, &add);
 			if (!status) {
 				chain(d, &d->before[id], add);
 				last = graph->nodes[add].outputs[0];

@@ -9,7 +9,7 @@
 #include <string.h> // strlen, memcpy
 
 #include "ir/alloc.h"  // f8_calloc, f8_free
-#include "ir/arena.h"  // f8_arena_alloc_array
+#include "ir/arena.h"  // f8_arena_alloc_array, f8_arena_concat
 #include "ir/verify.h" // f8_node_infer_types
 
 enum { WHOLE = -1 }; // a value every rank holds whole
@@ -566,17 +566,6 @@ static f8_status divide_attrs(tp_pass *t, f8_node_id id) {
 	return status;
 }
 
-/* "<name><suffix>" in the graph's arena. */
-static const char *named(f8_graph *graph, const char *name, const char *suffix) {
-	size_t a = strlen(name), b = strlen(suffix);
-	char *text = f8_arena_alloc(graph->arena, a + b + 1);
-	if (text) {
-		memcpy(text, name, a);
-		memcpy(text + a, suffix, b + 1);
-	}
-	return text;
-}
-
 /* Parameter `w` split along `dim` (in `parts`, n, when more than one). */
 static void split_parameter(tp_pass *t, f8_value_id w, int dim, const int64_t *parts,
 			    uint8_t n) {
@@ -681,8 +670,9 @@ static f8_status split_regions(tp_pass *t) {
 					base = moved[i].from == x ? graph->values[moved[i].to].name
 								  : base;
 				f8_node_id copy;
-				status = add_node(t, F8_OP_IDENTITY, &x, 1, &tp_group, 1, scope,
-						  named(graph, base, ".tp"), &copy);
+				const char *name = f8_arena_concat(graph->arena, base, ".tp");
+				status = add_node(t, F8_OP_IDENTITY, &x, 1, &tp_group, 1, scope, name,
+						  &copy);
 				if (status)
 					break;
 				copy_of[x] = graph->nodes[copy].outputs[0];
@@ -705,11 +695,13 @@ static f8_status split_regions(tp_pass *t) {
 		if (bias != F8_NONE)
 			node->n_inputs = 2;
 		const char *name = graph->values[y].name;
-		graph->values[y].name = named(graph, name, ".partial");
+		graph->values[y].name = f8_arena_concat(graph->arena, name, ".partial");
 		f8_attr sum[2] = {tp_group, {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
 		f8_node_id reduce, add = F8_NONE;
-		status = add_node(t, F8_OP_ALL_REDUCE, &y, 1, sum, 2, scope,
-				  bias == F8_NONE ? name : named(graph, name, ".reduced"), &reduce);
+		const char *reduced = name; // the sum's name, or its own before the bias's Add
+		if (bias != F8_NONE)
+			reduced = f8_arena_concat(graph->arena, name, ".reduced");
+		status = add_node(t, F8_OP_ALL_REDUCE, &y, 1, sum, 2, scope, reduced, &reduce);
 		f8_value_id out = status ? F8_NONE : graph->nodes[reduce].outputs[0];
 		if (!status && bias != F8_NONE) {
 			f8_value_id operands[2] = {out, bias};
@@ -794,8 +786,8 @@ static f8_status sp_add(sp_pass *sp, f8_op op, f8_value_id input, const f8_attr 
 	if (graph->n_values + 2 >= sp->n_values || sp->n_order + 1 >= sp->capacity)
 		return f8_diag_set(sp->t->diag, F8_ERR_INVALID, "tensor-parallel: too many new nodes "
 				   "(a bug)");
-	f8_status status = add_node(sp->t, op, &input, 1, attrs, n_attrs, scope,
-				    named(graph, graph->values[input].name, suffix), &id);
+	const char *name = f8_arena_concat(graph->arena, graph->values[input].name, suffix);
+	f8_status status = add_node(sp->t, op, &input, 1, attrs, n_attrs, scope, name, &id);
 	if (status)
 		return status;
 	f8_type type;

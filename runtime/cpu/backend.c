@@ -265,29 +265,48 @@ static f8_status run_node(f8_backend *backend, f8_node_id node, const f8_tensor_
 	return run_reference(cpu_of(backend), node, views, diag);
 }
 
-/* MPI's reduce-scatter (a sum) of `in` into this rank's `count` elements at `out`. MPI has no
- * bf16 or f16: those are summed in f32 and rounded once, as all_reduce_view does. */
+/* MPI has no bf16 or f16: a collective of those reduces an f32 copy (`count` elements of
+ * `dtype` at `data`, made by widen into *wide) and rounds it to nearest even once, at the end
+ * (narrow); NCCL sums them in their dtype, rounding at each step, so this sum is the closer
+ * one. */
+static bool narrow_dtype(f8_dtype dtype) {
+	return dtype == F8_DTYPE_BF16 || dtype == F8_DTYPE_F16;
+}
+
+static f8_status widen(const void *data, size_t count, f8_dtype dtype, f8_rt_tensor *wide,
+		       f8_diag *diag) {
+	int64_t dims[1] = {(int64_t)count};
+	f8_rt_tensor from = {.dtype = dtype, .rank = 1, .dims = {dims[0]}, .data = (void *)data,
+			     .n_bytes = count * f8_dtype_get_info(dtype)->bytes};
+	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, dims, wide, diag);
+	if (!status)
+		f8_rt_tensor_convert(wide, &from);
+	return status;
+}
+
+static void narrow(void *data, f8_dtype dtype, const f8_rt_tensor *wide) {
+	f8_rt_tensor to = {.dtype = dtype, .rank = 1, .dims = {wide->dims[0]}, .data = data,
+			   .n_bytes = (size_t)wide->dims[0] * f8_dtype_get_info(dtype)->bytes};
+	f8_rt_tensor_convert(&to, wide);
+}
+
+/* MPI's reduce-scatter (a sum) of `in` into this rank's `count` elements at `out`. */
 static f8_status reduce_scatter(cpu_backend *cpu, uint32_t axes, const void *in, void *out,
 				size_t count, f8_dtype dtype, f8_diag *diag) {
-	if (dtype != F8_DTYPE_BF16 && dtype != F8_DTYPE_F16)
+	if (!narrow_dtype(dtype))
 		return f8_dist_reduce_scatter(cpu->dist, axes, in, out, count, dtype,
 					      F8_REDUCTION_SUM, diag);
-	int64_t whole = (int64_t)count * f8_dist_group_size(cpu->dist, axes);
-	f8_rt_tensor narrow_in = {.dtype = dtype, .rank = 1, .dims = {whole}, .data = (void *)in,
-				  .n_bytes = (size_t)whole * 2};
-	f8_rt_tensor narrow_out = {.dtype = dtype, .rank = 1, .dims = {(int64_t)count}, .data = out,
-				   .n_bytes = count * 2};
-	f8_rt_tensor wide_in, wide_out = {0};
-	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, narrow_in.dims, &wide_in, diag);
+	size_t whole = count * f8_dist_group_size(cpu->dist, axes);
+	int64_t dims[1] = {(int64_t)count};
+	f8_rt_tensor wide_in = {0}, wide_out = {0};
+	f8_status status = widen(in, whole, dtype, &wide_in, diag);
 	if (!status)
-		status = f8_rt_tensor_create(F8_DTYPE_F32, 1, narrow_out.dims, &wide_out, diag);
-	if (!status) {
-		f8_rt_tensor_convert(&wide_in, &narrow_in);
+		status = f8_rt_tensor_create(F8_DTYPE_F32, 1, dims, &wide_out, diag);
+	if (!status)
 		status = f8_dist_reduce_scatter(cpu->dist, axes, wide_in.data, wide_out.data, count,
 						F8_DTYPE_F32, F8_REDUCTION_SUM, diag);
-	}
 	if (!status)
-		f8_rt_tensor_convert(&narrow_out, &wide_out);
+		narrow(out, dtype, &wide_out);
 	f8_rt_tensor_destroy(&wide_in);
 	f8_rt_tensor_destroy(&wide_out);
 	return status;
@@ -347,26 +366,21 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 	return status;
 }
 
-/* MPI's all-reduce of `view` in place. MPI has no bf16 or f16: those are reduced in f32 and
- * rounded to nearest even once, at the end (a tensor-parallel GEMM's BF16 partial sums; NCCL
- * sums them in BF16, rounding at each step, so this sum is the closer one). */
+/* MPI's all-reduce of `view` in place (bf16 and f16 through an f32 copy, as widen says). */
 static f8_status all_reduce_view(cpu_backend *cpu, uint32_t axes, const f8_tensor_view *view,
 				 f8_reduction reduction, f8_diag *diag) {
 	size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
-	if (view->dtype != F8_DTYPE_BF16 && view->dtype != F8_DTYPE_F16)
-		return f8_dist_all_reduce(cpu->dist, axes, f8_cpu_view_data(view), count,
-					  view->dtype, reduction, diag);
-	f8_rt_tensor narrow = {.dtype = view->dtype, .rank = 1, .dims = {(int64_t)count},
-			       .data = f8_cpu_view_data(view), .n_bytes = (size_t)view->n_bytes};
-	f8_rt_tensor wide;
-	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, narrow.dims, &wide, diag);
-	if (status)
-		return status;
-	f8_rt_tensor_convert(&wide, &narrow);
-	status = f8_dist_all_reduce(cpu->dist, axes, wide.data, count, F8_DTYPE_F32, reduction,
-				    diag);
+	void *data = f8_cpu_view_data(view);
+	if (!narrow_dtype(view->dtype))
+		return f8_dist_all_reduce(cpu->dist, axes, data, count, view->dtype, reduction,
+					  diag);
+	f8_rt_tensor wide = {0};
+	f8_status status = widen(data, count, view->dtype, &wide, diag);
 	if (!status)
-		f8_rt_tensor_convert(&narrow, &wide);
+		status = f8_dist_all_reduce(cpu->dist, axes, wide.data, count, F8_DTYPE_F32,
+					    reduction, diag);
+	if (!status)
+		narrow(data, view->dtype, &wide);
 	f8_rt_tensor_destroy(&wide);
 	return status;
 }

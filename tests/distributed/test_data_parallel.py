@@ -37,6 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
+from ranks import SKIP, close, environment, losses, run  # noqa: E402
 
 SIZES = ["--micro-batch-size", "2", "--global-batch-size", "8", "--seq-length", "64",
          "--log-interval", "1"]
@@ -45,35 +46,14 @@ PRECISIONS = {"f32": ([], 1e-6, 1e-6),
               "delayed": (["--bf16", "--fp8-format", "hybrid"], 1e-3, 1e-2),
               "current": (["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "current"], 1e-6,
                           1e-6)}
-SKIP = 77
 
 
-def environment(sanitizer):
-    env = dict(os.environ)
-    # CI runs as root; Open MPI refuses root without these.
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
-    if sanitizer:
-        # Open MPI's components leave allocations past MPI_Finalize in modules LeakSanitizer
-        # cannot name ("<unknown module>"), so leak checking is off in the runs mpirun starts;
-        # AddressSanitizer's other checks and UBSan stay on, and the one-rank runs keep it.
-        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
-    return env
 
 
-def run(command, env):
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
 
 
-def losses(path):
-    with open(path) as f:
-        return [(r["loss"], r["grad_norm"]) for r in map(json.loads, f) if "loss" in r]
 
 
-def close(a, b, tolerances):
-    """Each step's (loss, gradient norm) of b within its tolerance of a's, relative."""
-    return len(a) == len(b) and all(abs(x - y) <= t * abs(x) for p, q in zip(a, b)
-                                    for x, y, t in zip(p, q, tolerances))
 
 
 def rank_pid(rank, parent):

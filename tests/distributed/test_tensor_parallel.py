@@ -36,15 +36,14 @@
 
 Usage: test_tensor_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
+from ranks import SKIP, close, environment, losses, run, worst  # noqa: E402
 
 # Small, for the 2 CPUs CI has: two micro-batches of 2 x 32 tokens a step.
 SIZES = ["--micro-batch-size", "2", "--global-batch-size", "4", "--seq-length", "32",
@@ -56,37 +55,16 @@ PRECISIONS = {"f32": ([], 1e-5, 1e-5),
               "delayed": (FP8, 3e-3, 2e-2),
               "current": (FP8 + ["--fp8-recipe", "current"], 3e-3, 2e-2)}
 TP2 = ["--tensor-model-parallel-size", "2"]
-SKIP = 77
 
 
-def environment(sanitizer):
-    env = dict(os.environ)
-    # CI runs as root; Open MPI refuses root without these.
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
-    if sanitizer:
-        # As in test_data_parallel.py: Open MPI's leaks have no module LeakSanitizer can name.
-        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
-    return env
 
 
-def run(command, env):
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
 
 
-def losses(path):
-    with open(path) as f:
-        return [(r["loss"], r["grad_norm"]) for r in map(json.loads, f) if "loss" in r]
 
 
-def close(a, b, tolerances):
-    """Each step's (loss, gradient norm) of b within its tolerance of a's, relative."""
-    return len(a) == len(b) and all(abs(x - y) <= t * abs(x) for p, q in zip(a, b)
-                                    for x, y, t in zip(p, q, tolerances))
 
 
-def worst(a, b):
-    return [max(abs(p[i] - q[i]) / abs(p[i]) for p, q in zip(a, b)) for i in (0, 1)]
 
 
 def plan(binary, source, env):

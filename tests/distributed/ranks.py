@@ -1,0 +1,43 @@
+"""What the distributed tests share: the environment mpirun needs here, a run, and the
+metrics' losses compared step by step."""
+import json
+import os
+import subprocess
+
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+
+def environment(sanitizer):
+    """The environment for runs; in the sanitizer build, leak checking off for mpirun's."""
+    env = dict(os.environ)
+    # CI runs as root; Open MPI refuses root without these.
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    if sanitizer:
+        # Open MPI's components leave allocations past MPI_Finalize in modules LeakSanitizer
+        # cannot name ("<unknown module>"), so leak checking is off in the runs mpirun starts;
+        # AddressSanitizer's other checks and UBSan stay on, and the one-rank runs keep it.
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return env
+
+
+def run(command, env):
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+
+
+def losses(path):
+    """Each step's (loss, gradient norm) from a metrics file."""
+    with open(path) as f:
+        return [(r["loss"], r["grad_norm"]) for r in map(json.loads, f) if "loss" in r]
+
+
+def close(a, b, tolerances):
+    """Each step's (loss, gradient norm) of b within its tolerance of a's, relative."""
+    return len(a) == len(b) and all(abs(x - y) <= t * abs(x) for p, q in zip(a, b)
+                                    for x, y, t in zip(p, q, tolerances))
+
+
+def worst(a, b):
+    """The largest relative difference of the losses and of the gradient norms."""
+    return [max((abs(p[i] - q[i]) / abs(p[i]) for p, q in zip(a, b)), default=0.0)
+            for i in (0, 1)]
