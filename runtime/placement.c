@@ -60,6 +60,14 @@ void f8_rt_copy_slice(void *whole_data, void *part_data, const int64_t *dims, in
 	}
 }
 
+/* A copy of `from` into *to (created): a leaf no axis splits is its own part and whole. */
+static f8_status copy_whole(const f8_rt_tensor *from, f8_rt_tensor *to, f8_diag *diag) {
+	f8_status status = f8_rt_tensor_create(from->dtype, from->rank, from->dims, to, diag);
+	if (!status && to->n_bytes)
+		memcpy(to->data, from->data, to->n_bytes);
+	return status;
+}
+
 f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_rt_tensor *whole,
 			  f8_rt_tensor *part, f8_diag *diag) {
 	f8_rt_tensor from = *whole, made = {0};
@@ -91,10 +99,7 @@ f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_r
 		*part = made;
 		return F8_OK;
 	}
-	f8_status status = f8_rt_tensor_create(whole->dtype, whole->rank, whole->dims, part, diag);
-	if (!status && part->n_bytes)
-		memcpy(part->data, whole->data, part->n_bytes);
-	return status;
+	return copy_whole(whole, part, diag);
 }
 
 f8_status f8_rt_gather_whole(const f8_value *value, f8_dist *dist, const f8_rt_tensor *part,
@@ -137,8 +142,5 @@ f8_status f8_rt_gather_whole(const f8_value *value, f8_dist *dist, const f8_rt_t
 		*whole = made;
 		return F8_OK;
 	}
-	status = f8_rt_tensor_create(part->dtype, part->rank, part->dims, whole, diag);
-	if (!status && whole->n_bytes)
-		memcpy(whole->data, part->data, whole->n_bytes);
-	return status;
+	return copy_whole(part, whole, diag);
 }
