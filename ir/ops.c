@@ -77,6 +77,9 @@ static const f8_attr_spec attrs_rope[] = {INT("interleaved", false), END};
 static const f8_attr_spec attrs_cross_entropy[] = {INT("ignore_index", false),
 						   STRING("reduction", false), END};
 static const f8_attr_spec attrs_embedding_grad[] = {DIM("vocab", true), END};
+static const f8_attr_spec attrs_embedding[] = {DIM("vocab", false), END};
+static const f8_attr_spec attrs_cross_entropy_shard[] = {INT("ignore_index", false),
+							 DIM("vocab", true), END};
 static const f8_attr_spec attrs_gather_grad[] = {INT("axis", false), DIM("size", true), END};
 static const f8_attr_spec attrs_top_k[] = {INT("k", true), INT("axis", false), INT("largest", false),
 					   INT("sorted", false), END};

@@ -192,10 +192,10 @@ F8_GRAD_RULE(EMBEDDING) {
 		return F8_OK;
 	f8_attr vocab = {.name = "vocab", .kind = F8_ATTR_DIM,
 			 .dim = grad_type(context, table).shape.dims[0]};
-	f8_value_id inputs[2] = {dy[0], ids};
+	f8_value_id inputs[3] = {dy[0], ids, n.n_inputs > 2 ? n.inputs[2] : F8_NONE};
 	static const uint32_t grad_of[1] = {1};
-	return emit_gradients(context, &n, F8_OP_EMBEDDING_GRAD, inputs, 2, &vocab, 1, grad_of, 1,
-			      dx, diag);
+	return emit_gradients(context, &n, F8_OP_EMBEDDING_GRAD, inputs, n.n_inputs > 2 ? 3 : 2,
+			      &vocab, 1, grad_of, 1, dx, diag);
 }
 
 /* CrossEntropy: CrossEntropyGrad(dloss, logits, labels, lse). */
@@ -211,6 +211,36 @@ F8_GRAD_RULE(CROSS_ENTROPY) {
 	static const uint32_t grad_of[1] = {0};
 	return emit_gradients(context, &n, F8_OP_CROSS_ENTROPY_GRAD, inputs, 4, n.attrs, n.n_attrs,
 			      grad_of, 1, dx, diag);
+}
+
+/* CrossEntropyShard: CrossEntropyShardGrad(dsum_exp, dtarget, logits, labels, max, start) for
+ * the logits. The row maxima get none: the loss does not depend on them (they cancel out of
+ * max + log(sum_exp)), they only keep exp in range. */
+F8_GRAD_RULE(CROSS_ENTROPY_SHARD) {
+	f8_node n = grad_node(context, node);
+	if (!f8_grad_wants(context, n.inputs[0]))
+		return F8_OK;
+	if (dy[0] == F8_NONE || dy[1] == F8_NONE)
+		return f8_grad_unsupported(context, node, diag, "the loss depends on one of the "
+					   "shard's row sums but not the other (they are the two "
+					   "halves of a cross-entropy)");
+	f8_value_id inputs[6] = {dy[0], dy[1], n.inputs[0], n.inputs[1], n.inputs[2], n.inputs[3]};
+	static const uint32_t grad_of[1] = {0};
+	return emit_gradients(context, &n, F8_OP_CROSS_ENTROPY_SHARD_GRAD, inputs, 6, n.attrs,
+			      n.n_attrs, grad_of, 1, dx, diag);
+}
+
+/* CrossEntropyMerge: CrossEntropyMergeGrad(dloss, sum_exp, labels) for the row sums and the
+ * targets; the maxima get none (CrossEntropyShard's rule says why). */
+F8_GRAD_RULE(CROSS_ENTROPY_MERGE) {
+	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
+	if (status)
+		return status;
+	f8_node n = grad_node(context, node);
+	f8_value_id inputs[3] = {dy[0], n.inputs[0], n.inputs[3]};
+	static const uint32_t grad_of[2] = {0, 1};
+	return emit_gradients(context, &n, F8_OP_CROSS_ENTROPY_MERGE_GRAD, inputs, 3, n.attrs,
+			      n.n_attrs, grad_of, 2, dx, diag);
 }
 
 /* Router: RouterGrad(dprobs, logits, probs, indices); the indices are integers. */

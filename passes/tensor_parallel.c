@@ -5,6 +5,7 @@
  * requires: canonicalize, fuse-patterns, bf16; before attention-unfused and training.
  */
 #include "passes/tensor_parallel.h" // f8_pass_tensor_parallel_run
+#include "passes/tensor_parallel_internal.h" // f8_tp_infer_all, f8_tp_split_vocabulary
 
 #include <string.h> // strlen, memcpy
 
@@ -493,8 +494,8 @@ static bool try_region(tp_pass *t, uint32_t at) {
 	for (uint32_t i = 0; ok && i < graph->n_outputs; i++)
 		if (in_trial(t, graph->outputs[i]) != WHOLE)
 			ok = refuse(t, graph->values[graph->outputs[i]].producer,
-				    "its output is an output of the graph, read whole by "
-				    "the loss (vocabulary parallelism is not built yet)");
+				    "its output is an output of the graph (an output head "
+				    "is split by vocabulary instead, where it can be)");
 	ok = ok && parts_read_by_parts(t);
 	bool row = false;
 	for (uint32_t i = 0; ok && i < t->n_claimed; i++)
@@ -611,17 +612,15 @@ typedef struct moved_readers {
 	f8_node_id except; // the collective that reads it
 } moved_readers;
 
-/* Every node's output types inferred again, in program order. */
-static f8_status infer_all(tp_pass *t) {
-	f8_graph *graph = t->graph;
+f8_status f8_tp_infer_all(f8_graph *graph, f8_diag *diag) {
 	f8_status status = F8_OK;
 	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 		f8_node *node = &graph->nodes[graph->order[p]];
 		f8_type *types = f8_calloc(node->n_outputs + 1, sizeof *types);
 		if (!types)
-			return nomem(t->diag);
-		if ((status = f8_node_infer_types(graph, graph->order[p], types, t->diag)))
-			f8_diag_set_node(t->diag, graph, graph->order[p]);
+			return nomem(diag);
+		if ((status = f8_node_infer_types(graph, graph->order[p], types, diag)))
+			f8_diag_set_node(diag, graph, graph->order[p]);
 		for (uint32_t o = 0; !status && o < node->n_outputs; o++)
 			graph->values[node->outputs[o]].type = types[o];
 		f8_free(types);
@@ -724,7 +723,7 @@ static f8_status split_regions(tp_pass *t) {
 	for (uint32_t i = 0; !status && i < n_moved; i++)
 		redirect(graph, moved[i].from, moved[i].to, moved[i].except);
 	if (!status)
-		status = infer_all(t);
+		status = f8_tp_infer_all(t->graph, t->diag);
 	for (uint32_t v = 0; !status && v < n_values; v++)
 		if (t->dim[v] != WHOLE && graph->values[v].role == F8_ROLE_ACTIVATION)
 			graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
@@ -971,11 +970,16 @@ static f8_status sequence_parallel(tp_pass *t, const f8_value *tokens) {
 	if (!status && f8_graph_set_order(graph, sp.order, sp.n_order))
 		status = nomem(t->diag);
 	if (!status)
-		status = infer_all(t);
-	for (uint32_t v = 0; !status && v < graph->n_values; v++)
-		if (sp.split[v])
-			graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
-				.kind = F8_PLACEMENT_KIND_SHARD, .dim = 1};
+		status = f8_tp_infer_all(t->graph, t->diag);
+	for (uint32_t v = 0; !status && v < graph->n_values; v++) {
+		if (!sp.split[v])
+			continue;
+		f8_node_id producer = graph->values[v].producer; // a LocalShard of a broadcast input
+		int dim = graph->nodes[producer].op == F8_OP_LOCAL_SHARD
+				  ? (int)f8_node_attr_int(&graph->nodes[producer], "axis", 1) : 1;
+		graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
+			.kind = F8_PLACEMENT_KIND_SHARD, .dim = (uint8_t)dim};
+	}
 	t->n_scattered = sp.n_scattered;
 	t->n_gathered = sp.n_gathered;
 	f8_free(sp.split), f8_free(sp.shard_of), f8_free(sp.gather_of), f8_free(sp.copy_of);
@@ -1037,7 +1041,8 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 			continue;
 		if (try_region(&t, p)) {
 			t.n_regions++;
-		} else if (report) {
+		} else if (report && !(graph->n_outputs && // the head: vocabulary parallelism's
+				      graph->nodes[id].outputs[0] == graph->outputs[0])) {
 			fprintf(report, "tensor-parallel: kept whole: %s (%s): %s", graph->nodes[id].scope
 				? graph->nodes[id].scope : "", graph->values[graph->nodes[id].outputs[0]].name,
 				t.why);
@@ -1060,6 +1065,9 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 		status = sequence_tokens(&t, &tokens);
 	if (!status)
 		status = split_regions(&t);
+	uint32_t n_tables = 0;
+	if (!status)
+		status = f8_tp_split_vocabulary(graph, t.ranks, report, &n_tables, diag);
 	if (!status && options->sequence_parallel)
 		status = sequence_parallel(&t, tokens);
 	if (!status) {

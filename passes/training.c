@@ -25,6 +25,7 @@
 #include "ir/verify.h"       // f8_node_infer_types
 #include "passes/autodiff.h" // f8_autodiff_build
 #include "passes/canonicalize.h" // f8_pass_remove_dead_nodes
+#include "passes/tensor_parallel.h" // f8_tp_vocab_start
 
 static const char *const decay_names[] = {
 #define F8_LR_DECAY_NAME(e, name) name,
@@ -395,6 +396,71 @@ static f8_status make_master_weights(trainer *t, FILE *report) {
 	return status ? nomem(t) : F8_OK;
 }
 
+/*
+ * The loss of logits split by vocabulary over tp (the tensor-parallel pass's split head), as
+ * Megatron-LM's vocab_parallel_cross_entropy: each row's maximum over the ranks (AllReduce max
+ * of the shards' maxima), each shard's sum of exp(logit - max) and the label's logit where the
+ * shard holds it (CrossEntropyShard), both summed over tp, and the loss from the sums
+ * (CrossEntropyMerge). The maxima take no gradient; the backward is each shard's own.
+ * `attrs`: CrossEntropy's (ignore_index, reduction).
+ */
+static f8_status add_vocab_parallel_loss(trainer *t, f8_value_id logits, f8_value_id labels,
+					 const f8_attr *attrs) {
+	f8_graph *graph = t->graph;
+	int rank = graph->values[logits].type.shape.rank;
+	int64_t ranks = graph->mesh[F8_MESH_AXIS_TP];
+	f8_dim shard = graph->values[logits].type.shape.dims[rank - 1];
+	if (!f8_dim_is_const(shard))
+		return f8_diag_set(t->diag, F8_ERR_INVALID, "vocabulary-parallel loss: the logits' "
+				   "vocabulary shard is not a constant");
+	int64_t vocab = f8_dim_value(shard) * ranks, last = -1;
+	f8_attr over = {.name = "group", .kind = F8_ATTR_STRING, .s = "tp"};
+	f8_attr max_attrs[2] = {{.name = "axes", .kind = F8_ATTR_INTS, .ints = {.items = &last,
+										  .n = 1}},
+				{.name = "keepdims", .kind = F8_ATTR_INT, .i = 0}};
+	f8_value_id row_max = F8_NONE, max = F8_NONE, start = F8_NONE, sums[2], reduced[2];
+	const char *names[2] = {"loss.logits_max", NULL};
+	f8_status status = add_node(t, F8_OP_REDUCE_MAX, &logits, 1, max_attrs, 2, 1, names,
+				    F8_PHASE_FWD, "loss", &row_max);
+	if (!status && graph->values[row_max].type.dtype != F8_DTYPE_F32) {
+		f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F32};
+		names[0] = "loss.logits_max_f32";
+		f8_value_id narrow = row_max;
+		status = add_node(t, F8_OP_CAST, &narrow, 1, &to, 1, 1, names, F8_PHASE_FWD, "loss",
+				  &row_max);
+	}
+	f8_attr max_over[2] = {over, {.name = "op", .kind = F8_ATTR_STRING, .s = "max"}};
+	names[0] = "loss.max";
+	if (!status)
+		status = add_node(t, F8_OP_ALL_REDUCE, &row_max, 1, max_over, 2, 1, names,
+				  F8_PHASE_FWD, "loss", &max);
+	f8_node_id range, shard_start;
+	if (!status)
+		status = f8_tp_vocab_start(graph, ranks, vocab, "loss", &range, &shard_start, t->diag);
+	if (!status) {
+		graph->nodes[range].phase = graph->nodes[shard_start].phase = F8_PHASE_FWD;
+		start = graph->nodes[shard_start].outputs[0];
+	}
+	f8_attr shard_attrs[2] = {attrs[0], {.name = "vocab", .kind = F8_ATTR_DIM,
+					     .dim = f8_dim_const(vocab)}};
+	f8_value_id shard_inputs[4] = {logits, labels, max, start};
+	names[0] = "loss.sum_exp.partial", names[1] = "loss.target.partial";
+	if (!status)
+		status = add_node(t, F8_OP_CROSS_ENTROPY_SHARD, shard_inputs, 4, shard_attrs, 2, 2,
+				  names, F8_PHASE_FWD, "loss", sums);
+	f8_attr sum_over[2] = {over, {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+	names[0] = "loss.sum_exp", names[1] = "loss.target";
+	if (!status)
+		status = add_node(t, F8_OP_ALL_REDUCE, sums, 2, sum_over, 2, 2, names, F8_PHASE_FWD,
+				  "loss", reduced);
+	f8_value_id merge_inputs[4] = {reduced[0], reduced[1], max, labels};
+	names[0] = "loss";
+	if (!status)
+		status = add_node(t, F8_OP_CROSS_ENTROPY_MERGE, merge_inputs, 4, attrs, 2, 1, names,
+				  F8_PHASE_FWD, "loss", &t->loss);
+	return status;
+}
+
 /* %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. */
 static f8_status add_loss(trainer *t) {
 	f8_graph *graph = t->graph;
@@ -407,6 +473,10 @@ static f8_status add_loss(trainer *t) {
 	f8_value_id inputs[2] = {logits, labels};
 	f8_attr attrs[2] = {{.name = "ignore_index", .kind = F8_ATTR_INT, .i = t->options.ignore_index},
 			    {.name = "reduction", .kind = F8_ATTR_STRING, .s = "mean"}};
+	const f8_placement *split = &graph->values[logits].placement[F8_MESH_AXIS_TP];
+	if (split->kind == F8_PLACEMENT_KIND_SHARD &&
+	    split->dim == graph->values[logits].type.shape.rank - 1)
+		return add_vocab_parallel_loss(t, logits, labels, attrs);
 	const char *names[1] = {"loss"};
 	return add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, names, F8_PHASE_FWD, "loss",
 			&t->loss);

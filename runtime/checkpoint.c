@@ -12,14 +12,14 @@
 #include <inttypes.h> // PRIu64, PRId64, SCNu64
 #include <stdio.h>    // snprintf
 #include <stdlib.h>   // strtoull, strtoll
-#include <string.h>   // strcmp, strlen, strerror
+#include <string.h>   // strcmp, strncmp, strlen, strerror
 #include <sys/stat.h> // mkdir, stat
 #include <time.h>     // clock_gettime
 #include <unistd.h>   // rmdir, unlink
 
 #include "ir/alloc.h"            // f8_calloc, f8_free
 #include "runtime/atomic_file.h" // f8_atomic_file_*, f8_atomic_file_sync_folder
-#include "runtime/placement.h"   // f8_rt_gather_whole, f8_rt_take_part
+#include "runtime/placement.h"   // f8_rt_take_part, f8_rt_part_layout, f8_rt_place_piece
 #include "runtime/safetensors.h" // f8_safetensors_*
 #include "runtime/tensor.h"      // f8_rt_tensor_find_nonfinite
 
@@ -80,48 +80,20 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 	return status;
 }
 
-/* The ranks of `dist` that hold parts of leaf `v` (1: it is whole on every rank). */
-static uint32_t part_ranks(const f8_graph *graph, f8_dist *dist, f8_value_id v) {
-	uint32_t axes = f8_rt_split_axes(&graph->values[v]);
-	return axes && dist ? f8_dist_group_size(dist, axes) : 1;
+/* Whether this rank writes its part of leaf `v` into its shard: of the ranks that hold the same
+ * part (those that differ only along axes that do not split it), the one at place 0 on each of
+ * those axes. `dist` NULL: one process, which writes everything. */
+static bool writes(const f8_graph *graph, const f8_dist *dist, f8_value_id v) {
+	uint32_t split = f8_rt_split_axes(&graph->values[v]);
+	for (int axis = 0; dist && axis < F8_MESH_AXIS_COUNT; axis++)
+		if (!(split & (1u << axis)) && f8_dist_group_rank(dist, 1u << axis) != 0)
+			return false;
+	return true;
 }
 
-/*
- * The saved leaves the ranks hold parts of, each gathered whole over its group into whole[v].
- * Every rank calls it first thing in a save and gathers the same leaves in the same order,
- * whatever fails on it: a rank that left a gather out would keep the others waiting in it
- * (until --distributed-timeout-minutes), so a rank whose own part cannot be read gathers zeros
- * in its place and reports the failure. Only a host allocation that fails leaves a gather out.
- */
-static f8_status gather_parts(const f8_executor *executor, f8_dist *dist, f8_rt_tensor *whole,
-			      f8_diag *diag) {
-	const f8_graph *graph = f8_executor_graph(executor);
-	f8_status status = F8_OK;
-	for (uint32_t i = 0; i < graph->n_inputs; i++) {
-		f8_value_id v = graph->inputs[i];
-		uint32_t ranks = part_ranks(graph, dist, v);
-		if (file_of(graph, v) < 0 || ranks == 1)
-			continue;
-		const f8_tensor_view *leaf = f8_executor_view(executor, v);
-		f8_rt_tensor part = {0};
-		f8_diag local = {0};
-		f8_status read = f8_executor_read(executor, v, &part, &local);
-		if (read) { // take part with zeros, and say why this rank's part is missing
-			status = status ? status : f8_diag_set(diag, read, "%s", local.message);
-			read = f8_rt_tensor_create(leaf->dtype, leaf->rank, leaf->dims, &part, &local);
-		}
-		f8_status gathered = read ? read : f8_rt_gather_whole(&graph->values[v], dist, &part,
-								       &whole[v], &local);
-		status = status ? status
-		       : gathered ? f8_diag_set(diag, gathered, "%s", local.message) : F8_OK;
-		f8_rt_tensor_destroy(&part);
-	}
-	return status;
-}
-
-/* The leaves file `which` holds, read to the host whole (gathered already where the ranks hold
- * parts: whole[v], moved here), into host[] and their names into names[]; *n of them. */
-static f8_status read_file_leaves(const f8_executor *executor, f8_rt_tensor *whole, int which,
+/* The leaves file `which` holds (with `dist`, this rank's shard: its parts of those it
+ * writes), read to the host, into host[] and their names into names[]; *n of them. */
+static f8_status read_file_leaves(const f8_executor *executor, const f8_dist *dist, int which,
 				  const char **names, f8_rt_tensor *host, size_t *n,
 				  f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
@@ -129,34 +101,66 @@ static f8_status read_file_leaves(const f8_executor *executor, f8_rt_tensor *who
 	*n = 0;
 	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
-		if (file_of(graph, v) != which)
+		if (file_of(graph, v) != which || !writes(graph, dist, v))
 			continue;
 		names[*n] = graph->values[v].name;
-		if (whole[v].data || whole[v].n_bytes) {
-			host[*n] = whole[v];
-			whole[v] = (f8_rt_tensor){0};
-		} else {
-			status = f8_executor_read(executor, v, &host[*n], diag);
-		}
+		status = f8_executor_read(executor, v, &host[*n], diag);
 		*n += !status;
 	}
 	return status;
 }
 
+enum { LAYOUT_KEY = 256 }; // "layout.NAME"
+
+/* A shard's metadata of its parts: "layout.NAME" -> the part's layout (f8_rt_part_layout) for
+ * each leaf a mesh axis splits, appended to keys/values at *n; `text` holds them (n_names items
+ * of LAYOUT_KEY + F8_RT_LAYOUT_MAX bytes). */
+static f8_status add_layouts(const f8_graph *graph, const f8_dist *dist, const char *const *names,
+			     size_t n_names, char *text, const char **keys, const char **values,
+			     size_t *n, f8_diag *diag) {
+	for (size_t i = 0; i < n_names; i++) {
+		f8_value_id v = f8_graph_find_value(graph, names[i], strlen(names[i]));
+		char *key = text + i * (LAYOUT_KEY + F8_RT_LAYOUT_MAX), *layout = key + LAYOUT_KEY;
+		if (!f8_rt_split_axes(&graph->values[v]))
+			continue;
+		if (snprintf(key, LAYOUT_KEY, "layout.%s", names[i]) >= LAYOUT_KEY ||
+		    !f8_rt_part_layout(&graph->values[v], dist, layout, F8_RT_LAYOUT_MAX))
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "the layout of %%%s is too long for "
+					   "a checkpoint's metadata", names[i]);
+		if (!layout[0]) // split by an axis of one rank: whole
+			continue;
+		keys[*n] = key;
+		values[(*n)++] = layout;
+	}
+	return F8_OK;
+}
+
 /* Writes the leaves of `which` into `path` with the metadata keys/values, each read from the
- * executor's backend into host memory first (or gathered whole already: whole[]). */
+ * executor's backend into host memory first; with `dist`, this rank's shard: the parts it
+ * writes, each with its layout. */
 static f8_status write_file(const char *path, int which, const f8_executor *executor,
-			    f8_rt_tensor *whole, const char *const *keys, const char *const *values,
+			    const f8_dist *dist, const char *const *keys, const char *const *values,
 			    size_t n_metadata, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
+	size_t room = graph->n_inputs + n_metadata + 1;
 	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
 	f8_rt_tensor *host = f8_calloc(graph->n_inputs + 1, sizeof *host);
 	const f8_rt_tensor **tensors = f8_calloc(graph->n_inputs + 1, sizeof *tensors);
-	f8_status status = names && host && tensors
+	const char **all_keys = f8_calloc(room, sizeof *all_keys);
+	const char **all_values = f8_calloc(room, sizeof *all_values);
+	char *layouts = dist ? f8_calloc(graph->n_inputs + 1, LAYOUT_KEY + F8_RT_LAYOUT_MAX) : NULL;
+	f8_status status = names && host && tensors && all_keys && all_values && (!dist || layouts)
 				   ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	size_t n = 0;
-	if (!status)
-		status = read_file_leaves(executor, whole, which, names, host, &n, diag);
+	size_t n = 0, n_keys = n_metadata;
+	if (!status) {
+		memcpy(all_keys, keys, n_metadata * sizeof *keys);
+		memcpy(all_values, values, n_metadata * sizeof *values);
+		status = read_file_leaves(executor, dist, which, names, host, &n, diag);
+	}
+	if (!status && dist)
+		status = add_layouts(graph, dist, names, n, layouts, all_keys, all_values, &n_keys,
+				     diag);
+
 	for (size_t i = 0; !status && i < n; i++) {
 		tensors[i] = &host[i];
 		// A checkpoint never holds a NaN or an inf: a run resumed from it could not train.
@@ -170,12 +174,16 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 		}
 	}
 	if (!status)
-		status = f8_safetensors_write(path, names, tensors, n, keys, values, n_metadata, diag);
+		status = f8_safetensors_write(path, names, tensors, n, all_keys, all_values, n_keys,
+					      diag);
 	for (size_t i = 0; host && i < n; i++)
 		f8_rt_tensor_destroy(&host[i]);
 	f8_free(names);
 	f8_free(host);
 	f8_free(tensors);
+	f8_free(all_keys);
+	f8_free(all_values);
+	f8_free(layouts);
 	return status;
 }
 
@@ -223,85 +231,138 @@ static f8_status install(const char *staging, const char *target, const char *fo
 	return F8_OK;
 }
 
-/* Rank 0's part of a save, the leaves the ranks hold parts of gathered into whole[]. */
-static f8_status save_gathered(const char *folder, const f8_executor *executor,
-			       const f8_checkpoint_info *info, f8_rt_tensor *whole,
-			       f8_diag *diag) {
-	char iteration_folder[4096], staging[4200], iteration[32], sampler[32], seed[32];
-	char tokens[32], save_id[48], skipped[32];
-	snprintf(iteration, sizeof iteration, "%07" PRId64, info->iteration);
-	char folder_name[48];
-	snprintf(folder_name, sizeof folder_name, "iter_%s", iteration);
-	f8_status status = make_folder(folder, diag);
-	if (!status)
-		status = path_in(folder, folder_name, iteration_folder, sizeof iteration_folder, diag);
-	if (!status && snprintf(staging, sizeof staging, "%s.saving", iteration_folder) >=
-			       (int)sizeof staging)
+/* The staging folder and the final one of iteration `iteration` of `folder`. */
+static f8_status iteration_paths(const char *folder, int64_t iteration, char *target,
+				 size_t target_size, char *staging, size_t staging_size,
+				 f8_diag *diag) {
+	char name[48];
+	snprintf(name, sizeof name, "iter_%07" PRId64, iteration);
+	f8_status status = path_in(folder, name, target, target_size, diag);
+	if (!status && snprintf(staging, staging_size, "%s.saving", target) >= (int)staging_size)
 		status = f8_diag_set(diag, F8_ERR_ARGUMENT, "checkpoint folder path too long: %s",
 				     folder);
-	if (!status) {
-		remove_folder(staging); // a killed save's
-		status = make_folder(staging, diag);
-	}
-	if (status)
-		return status;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	snprintf(iteration, sizeof iteration, "%" PRId64, info->iteration);
-	snprintf(sampler, sizeof sampler, "%" PRIu64, info->sampler_state);
-	snprintf(seed, sizeof seed, "%" PRIu64, info->seed);
-	snprintf(tokens, sizeof tokens, "%" PRId64, info->consumed_tokens);
-	snprintf(skipped, sizeof skipped, "%" PRId64, info->skipped_iters);
-	snprintf(save_id, sizeof save_id, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
-	enum { FIXED = 9, MAX_SETTINGS = 32 };
-	const char *keys[FIXED + MAX_SETTINGS] = {"format", "version", "iteration", "save_id",
-						  "sampler_state", "seed", "consumed_tokens",
-						  "skipped_iters", "model"};
-	const char *values[FIXED + MAX_SETTINGS] = {"f8c-checkpoint", "1", iteration, save_id,
-						    sampler, seed, tokens, skipped,
-						    info->model ? info->model : ""};
-	char setting_keys[MAX_SETTINGS][SETTING_KEY_MAX];
-	if (info->n_settings > MAX_SETTINGS)
-		return f8_diag_set(diag, F8_ERR_ARGUMENT, "too many settings for a checkpoint");
-	for (uint32_t i = 0; i < info->n_settings; i++) {
-		snprintf(setting_keys[i], SETTING_KEY_MAX, "setting.%s", info->setting_keys[i]);
-		keys[FIXED + i] = setting_keys[i];
-		values[FIXED + i] = info->setting_values[i];
-	}
-	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
-		char path[4400];
-		status = path_in(staging, file_names[file], path, sizeof path, diag);
-		if (!status)
-			status = write_file(path, file, executor, whole, keys, values,
-					    FIXED + info->n_settings, diag);
-	}
-	if (!status)
-		status = install(staging, iteration_folder, folder, diag);
-	if (status) {
-		remove_folder(staging); // a failed save leaves the folder as it was
-		return status;
-	}
-	return write_latest(folder, info->iteration, diag);
+	return status;
 }
 
-/* A save writes both files into FOLDER/iter_N.saving, then installs the folder as
- * FOLDER/iter_N, then moves the latest record to it: at every moment the latest record names a
- * complete checkpoint. A killed save's staging folder is removed by the next save of its
- * iteration (a resumed run saves it again). */
+/* The record every file of a save carries, into keys/values (*n of them); `text` holds the
+ * numbers (RECORD_TEXT bytes). A shard's says it is version 2 and of how many shards. */
+enum { RECORD_FIXED = 9, MAX_SETTINGS = 32, RECORD_MAX = RECORD_FIXED + 1 + MAX_SETTINGS };
+enum { NUMBER = 48, RECORD_TEXT = 7 * NUMBER + MAX_SETTINGS * SETTING_KEY_MAX };
+static f8_status make_record(const f8_checkpoint_info *info, f8_dist *dist, char *text,
+			     const char **keys, const char **values, size_t *n, f8_diag *diag) {
+	if (info->n_settings > MAX_SETTINGS)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "too many settings for a checkpoint");
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	// The save's id, the same in every rank's shard: the latest clock of the ranks.
+	int64_t id = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+	f8_status status = dist ? f8_dist_all_reduce(dist, (1u << F8_MESH_AXIS_COUNT) - 1, &id, 1,
+						     F8_DTYPE_I64, F8_REDUCTION_MAX, diag)
+				: F8_OK;
+	if (status)
+		return status;
+	char *iteration = text, *sampler = text + NUMBER, *seed = text + 2 * NUMBER;
+	char *tokens = text + 3 * NUMBER, *save_id = text + 4 * NUMBER;
+	char *skipped = text + 5 * NUMBER, *shards = text + 6 * NUMBER;
+	char *setting_keys = text + 7 * NUMBER;
+	snprintf(iteration, NUMBER, "%" PRId64, info->iteration);
+	snprintf(sampler, NUMBER, "%" PRIu64, info->sampler_state);
+	snprintf(seed, NUMBER, "%" PRIu64, info->seed);
+	snprintf(tokens, NUMBER, "%" PRId64, info->consumed_tokens);
+	snprintf(skipped, NUMBER, "%" PRId64, info->skipped_iters);
+	snprintf(save_id, NUMBER, "%lld.%09lld", (long long)(id / 1000000000),
+		 (long long)(id % 1000000000));
+	const char *fixed_keys[RECORD_FIXED] = {"format", "version", "iteration", "save_id",
+						"sampler_state", "seed", "consumed_tokens",
+						"skipped_iters", "model"};
+	const char *fixed_values[RECORD_FIXED] = {"f8c-checkpoint", dist ? "2" : "1", iteration,
+						  save_id, sampler, seed, tokens, skipped,
+						  info->model ? info->model : ""};
+	memcpy(keys, fixed_keys, sizeof fixed_keys);
+	memcpy(values, fixed_values, sizeof fixed_values);
+	*n = RECORD_FIXED;
+	if (dist) {
+		snprintf(shards, NUMBER, "%" PRId64, f8_dist_world(dist));
+		keys[*n] = "shards", values[(*n)++] = shards;
+	}
+	for (uint32_t i = 0; i < info->n_settings; i++) {
+		char *key = setting_keys + (size_t)i * SETTING_KEY_MAX;
+		snprintf(key, SETTING_KEY_MAX, "setting.%s", info->setting_keys[i]);
+		keys[*n] = key;
+		values[(*n)++] = info->setting_values[i];
+	}
+	return F8_OK;
+}
+
+/* The name of file `which` of a save: one process's, or this rank's shard (`dist`). */
+static void file_name(int which, const f8_dist *dist, char *out, size_t size) {
+	static const char *const stems[N_FILES] = {"weights", "optimizer"};
+	if (!dist)
+		snprintf(out, size, "%s", file_names[which]);
+	else
+		snprintf(out, size, "%s-%05" PRId64 "-of-%05" PRId64 ".safetensors", stems[which],
+			 f8_dist_rank(dist), f8_dist_world(dist));
+}
+
+/* Every rank's status made the same on each: the worst (the largest code), with a message
+ * that says it was another rank's where this one's went well. `dist` NULL: `status`. */
+static f8_status agree(f8_dist *dist, f8_status status, const char *what, f8_diag *diag) {
+	if (!dist)
+		return status;
+	int64_t worst = status;
+	f8_diag local = {0};
+	f8_status reduced = f8_dist_all_reduce(dist, (1u << F8_MESH_AXIS_COUNT) - 1, &worst, 1, F8_DTYPE_I64,
+					       F8_REDUCTION_MAX, &local);
+	if (reduced)
+		return status ? status : f8_diag_set(diag, reduced, "%s", local.message);
+	if (status || !worst)
+		return status;
+	return f8_diag_set(diag, (f8_status)worst, "another rank could not %s (its message says "
+			   "why); nothing of this save is kept", what);
+}
+
+/*
+ * A save writes its files into FOLDER/iter_N.saving, then installs the folder as FOLDER/iter_N,
+ * then moves the latest record to it: at every moment the latest record names a complete
+ * checkpoint. With several ranks each writes its shard there; rank 0 makes the staging folder
+ * before and installs it once every rank's shard is complete (the ranks agree on each step's
+ * outcome). A killed save's staging folder is removed by the next save of its iteration (a
+ * resumed run saves it again).
+ */
 f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 			     const f8_checkpoint_info *info, f8_diag *diag) {
-	const f8_graph *graph = f8_executor_graph(executor);
-	f8_rt_tensor *whole = f8_calloc(graph->n_values + 1, sizeof *whole);
-	if (!whole)
-		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	// Every rank gathers first; then rank 0 writes alone.
-	f8_status status = gather_parts(executor, info->dist, whole, diag);
-	if (!status && (!info->dist || f8_dist_rank(info->dist) == 0))
-		status = save_gathered(folder, executor, info, whole, diag);
-	for (uint32_t v = 0; v < graph->n_values; v++)
-		f8_rt_tensor_destroy(&whole[v]);
-	f8_free(whole);
-	return status;
+	f8_dist *dist = info->dist && f8_dist_world(info->dist) > 1 ? info->dist : NULL;
+	bool first = !dist || f8_dist_rank(dist) == 0;
+	char target[4096], staging[4200], text[RECORD_TEXT];
+	const char *keys[RECORD_MAX], *values[RECORD_MAX];
+	size_t n_record = 0;
+	f8_status status = iteration_paths(folder, info->iteration, target, sizeof target, staging,
+					   sizeof staging, diag);
+	if (!status && first) {
+		status = make_folder(folder, diag);
+		if (!status) {
+			remove_folder(staging); // a killed save's
+			status = make_folder(staging, diag);
+		}
+	}
+	if ((status = agree(dist, status, "make the checkpoint's staging folder", diag)))
+		return status;
+	status = make_record(info, dist, text, keys, values, &n_record, diag);
+	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
+		char name[96], path[4400];
+		file_name(file, dist, name, sizeof name);
+		status = path_in(staging, name, path, sizeof path, diag);
+		if (!status)
+			status = write_file(path, file, executor, dist, keys, values, n_record, diag);
+	}
+	status = agree(dist, status, "write its shard of the checkpoint", diag);
+	if (!status && first)
+		status = install(staging, target, folder, diag);
+	if (!status && first)
+		status = write_latest(folder, info->iteration, diag);
+	else if (status && first)
+		remove_folder(staging); // a failed save leaves the folder as it was
+	return agree(dist, status, "install the checkpoint", diag);
 }
 
 /* Checks a file's record; the first file's iteration and save id go to *iteration, *save_id,
@@ -317,17 +378,18 @@ static f8_status check_record(const f8_safetensors *file, const char *path, cons
 		f8_diag_hint(diag, "give --load the folder that f8c train --save wrote");
 		return F8_ERR_INVALID;
 	}
-	if (!version || strcmp(version, "1") != 0)
+	if (!version || (strcmp(version, "1") != 0 && strcmp(version, "2") != 0))
 		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s is checkpoint version %s; this f8c "
-				   "reads version 1", path, version ? version : "(none)");
+				   "reads versions 1 (one file) and 2 (a shard per rank)", path,
+				   version ? version : "(none)");
 	if (!id || !f8_safetensors_metadata(file, "iteration") ||
 	    !f8_safetensors_metadata(file, "sampler_state"))
 		return f8_diag_set(diag, F8_ERR_INVALID, "%s lacks its iteration, save id or sampler "
 				   "state", path);
 	if (*save_id && strcmp(*save_id, id) != 0) {
-		f8_diag_set(diag, F8_ERR_INVALID, "%s was written by another save than %s",
-			    path, file_names[WEIGHTS]);
-		f8_diag_hint(diag, "the save was interrupted between its two files: load an earlier "
+		f8_diag_set(diag, F8_ERR_INVALID, "%s was written by another save than the "
+			    "checkpoint's first file", path);
+		f8_diag_hint(diag, "the save was interrupted between its files: load an earlier "
 			     "checkpoint");
 		return F8_ERR_INVALID;
 	}
@@ -367,7 +429,7 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 			return f8_diag_set(diag, F8_ERR_INVALID, "%s: tensor '%s' has another dtype or "
 					   "shape than the model's %s", path, value->name,
 					   f8_dtype_name(leaf->dtype));
-		if (part_ranks(graph, dist, v) > 1) {
+		if (dist && f8_rt_split_axes(value) && f8_dist_world(dist) > 1) {
 			f8_rt_tensor part;
 			if ((status = f8_rt_take_part(value, dist, &staged[v], &part, diag)))
 				return status;
@@ -379,6 +441,111 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		return f8_diag_set(diag, F8_ERR_INVALID, "%s holds %zu tensors; the model has %zu "
 				   "there", path, f8_safetensors_count(file), expected);
 	return F8_OK;
+}
+
+/* A sharded save's files of kind `which` in `folder` (STEM-00000-of-NNNNN.safetensors and the
+ * others of the NNNNN), opened into *files (*n of them, f8_free'd by the caller after closing
+ * each), each record checked against *save_id. */
+static f8_status open_shards(const char *folder, int which, f8_safetensors ***files, int64_t *n,
+			     const char **save_id, f8_diag *diag) {
+	static const char *const stems[N_FILES] = {"weights", "optimizer"};
+	char prefix[64], path[4400];
+	snprintf(prefix, sizeof prefix, "%s-00000-of-", stems[which]);
+	*files = NULL;
+	*n = 0;
+	DIR *dir = opendir(folder);
+	if (!dir)
+		return f8_diag_set(diag, F8_ERR_IO, "cannot read the checkpoint folder %s: %s", folder,
+				   strerror(errno));
+	for (struct dirent *entry; (entry = readdir(dir));) {
+		long long count;
+		char tail[32];
+		if (strncmp(entry->d_name, prefix, strlen(prefix)) == 0 &&
+		    sscanf(entry->d_name + strlen(prefix), "%5lld%31s", &count, tail) == 2 &&
+		    strcmp(tail, ".safetensors") == 0 && count > 0)
+			*n = count;
+	}
+	closedir(dir);
+	if (!*n) {
+		f8_diag_set(diag, F8_ERR_INVALID, "%s holds neither %s nor the shards of a save by "
+			    "several ranks (%s...)", folder, file_names[which], prefix);
+		f8_diag_hint(diag, "give --load the folder that f8c train --save wrote");
+		return F8_ERR_INVALID;
+	}
+	*files = f8_calloc((size_t)*n + 1, sizeof **files);
+	if (!*files)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = F8_OK;
+	for (int64_t i = 0; !status && i < *n; i++) {
+		snprintf(path, sizeof path, "%s/%s-%05lld-of-%05lld.safetensors", folder, stems[which],
+			 (long long)i, (long long)*n);
+		status = f8_safetensors_open(path, &(*files)[i], diag);
+		if (!status)
+			status = check_record((*files)[i], path, save_id, diag);
+	}
+	return status;
+}
+
+/*
+ * Reads the leaves of kind `which` from a sharded save's files (n): each leaf's whole made of
+ * the pieces the shards hold, each put in its place by its layout (placed whole where it has
+ * none), then this rank's part of it staged. Every piece must fit, together they must cover
+ * the whole exactly once, and every stored name must be a leaf of the model.
+ */
+static f8_status stage_shards(f8_safetensors *const *files, int64_t n, const char *folder,
+			      int which, const f8_executor *executor, f8_dist *dist,
+			      f8_rt_tensor *staged, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
+	f8_status status = F8_OK;
+	for (int64_t f = 0; !status && f < n; f++) {
+		for (size_t t = 0; t < f8_safetensors_count(files[f]); t++) {
+			const char *name = f8_safetensors_name(files[f], t);
+			f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
+			if (v != F8_NONE && file_of(graph, v) == which)
+				continue;
+			f8_diag_set(diag, F8_ERR_INVALID, "%s: shard %lld of the %s holds '%s', which "
+				    "the model has no such leaf for", folder, (long long)f,
+				    file_names[which], name);
+			f8_diag_hint(diag, "the checkpoint is of another model or another training "
+				     "setup");
+			return F8_ERR_INVALID;
+		}
+	}
+	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
+		f8_value_id v = graph->inputs[i];
+		const f8_value *value = &graph->values[v];
+		if (file_of(graph, v) != which)
+			continue;
+		const f8_tensor_view *leaf = f8_executor_view(executor, v);
+		int64_t dims[F8_MAX_RANK], placed = 0;
+		f8_rt_whole_dims(value, graph->mesh, leaf->dims, dims);
+		f8_rt_tensor whole = {0};
+		status = f8_rt_tensor_create(leaf->dtype, leaf->rank, dims, &whole, diag);
+		for (int64_t f = 0; !status && f < n; f++) {
+			if (!f8_safetensors_find(files[f], value->name))
+				continue;
+			char key[LAYOUT_KEY];
+			snprintf(key, sizeof key, "layout.%s", value->name);
+			const char *layout = f8_safetensors_metadata(files[f], key);
+			f8_rt_tensor piece = {0};
+			f8_diag local = {0};
+			status = f8_safetensors_read(files[f], value->name, &piece, diag);
+			if (!status && (status = f8_rt_place_piece(layout ? layout : "", &piece, &whole,
+								   &placed, &local)))
+				f8_diag_set(diag, status, "%s: shard %lld's '%s' does not fit the "
+					    "model's %s: %s", folder, (long long)f, value->name,
+					    f8_dtype_name(leaf->dtype), local.message);
+			f8_rt_tensor_destroy(&piece);
+		}
+		if (!status && placed != f8_rt_tensor_numel(&whole))
+			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the shards hold %lld elements "
+					     "of '%s', whose whole has %lld", folder, (long long)placed,
+					     value->name, (long long)f8_rt_tensor_numel(&whole));
+		if (!status)
+			status = f8_rt_take_part(value, dist, &whole, &staged[v], diag);
+		f8_rt_tensor_destroy(&whole);
+	}
+	return status;
 }
 
 static bool parse_u64(const char *text, uint64_t *out) {
@@ -473,7 +640,20 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	f8_status status = staged ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
 		status = resolve_latest(folder, latest, sizeof latest, diag);
-	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
+	struct stat one_file;
+	bool sharded = !status && !path_in(latest, file_names[WEIGHTS], paths[WEIGHTS],
+					   sizeof paths[WEIGHTS], diag) &&
+		       stat(paths[WEIGHTS], &one_file) != 0 && errno == ENOENT;
+	f8_safetensors **shards[N_FILES] = {0};
+	int64_t n_shards[N_FILES] = {0};
+	for (int file = WEIGHTS; !status && sharded && file < N_FILES; file++) {
+		status = open_shards(latest, file, &shards[file], &n_shards[file], &save_id, diag);
+		if (!status)
+			status = stage_shards(shards[file], n_shards[file], latest, file, executor,
+					      info->dist, staged, diag);
+		snprintf(paths[file], sizeof paths[file], "%s", latest);
+	}
+	for (int file = WEIGHTS; !status && !sharded && file < N_FILES; file++) {
 		status = path_in(latest, file_names[file], paths[file], sizeof paths[file], diag);
 		if (!status)
 			status = f8_safetensors_open(paths[file], &files[file], diag);
@@ -485,7 +665,7 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	}
 	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0, skipped = 0;
 	if (!status) {
-		const f8_safetensors *record = files[OPTIMIZER];
+		const f8_safetensors *record = sharded ? shards[OPTIMIZER][0] : files[OPTIMIZER];
 		const char *seed_text = f8_safetensors_metadata(record, "seed");
 		const char *tokens_text = f8_safetensors_metadata(record, "consumed_tokens");
 		// Absent from the checkpoints of an f8c that did not skip iterations: none skipped.
@@ -520,7 +700,11 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	for (uint32_t v = 0; staged && v < graph->n_values; v++)
 		f8_rt_tensor_destroy(&staged[v]);
 	f8_free(staged);
-	for (int file = 0; file < N_FILES; file++)
+	for (int file = 0; file < N_FILES; file++) {
 		f8_safetensors_close(files[file]);
+		for (int64_t i = 0; shards[file] && i < n_shards[file]; i++)
+			f8_safetensors_close(shards[file][i]);
+		f8_free(shards[file]);
+	}
 	return status;
 }

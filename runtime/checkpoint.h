@@ -12,7 +12,20 @@
  *                                              iterations skipped for a non-finite value and
  *                                              the run's settings
  *
- * A save writes its iteration's two files into a staging folder (iter_0000010.saving), puts
+ * Under several ranks each rank writes its shard instead, as Megatron-LM's distributed
+ * checkpoints do (no rank gathers the model):
+ *
+ *   FOLDER/iter_0000010/weights-00001-of-00004.safetensors    rank 1's parts of the split
+ *   FOLDER/iter_0000010/optimizer-00001-of-00004.safetensors  tensors, and of the tensors every
+ *                                                             rank holds whole, rank 0 writes
+ *                                                             the one copy
+ *
+ * Each part's layout is in its file's metadata ("layout.NAME": runtime/placement.h,
+ * f8_rt_part_layout), so a load rebuilds each whole from the parts and takes its own part under
+ * whatever layout it runs: a checkpoint saved under TP2 x DP2 resumes on one rank, and one
+ * rank's under TP2. A shard's record says version 2 and how many shards there are.
+ *
+ * A save writes its iteration's files into a staging folder (iter_0000010.saving), puts
  * that in place of iter_0000010 in one rename (an exchange where the iteration is there
  * already), and only then moves latest_checkpointed_iteration.txt to it (atomically too): a
  * save cut short, by a kill, a full disk or a read-only folder, leaves the previous checkpoint
@@ -51,11 +64,11 @@ typedef struct f8_checkpoint_info {
 
 /*
  * Saves the params and state leaves of the executor's graph as iteration info->iteration of
- * the checkpoint folder `folder` (created when missing), with `info`. With info->dist, every
- * rank calls it: a leaf the ranks hold parts of (placed shard along dim 0 over some mesh axes:
- * the distributed optimizer's moments) is gathered whole over that group, so a checkpoint
- * holds every tensor whole whatever the layout; rank 0 writes, the others only take part in
- * the gathers.
+ * the checkpoint folder `folder` (created when missing), with `info`. With info->dist of
+ * several ranks, every rank calls it and writes its shard: rank 0 makes the staging folder,
+ * every rank writes its files, and rank 0 installs the folder and the latest record once all
+ * have; the ranks agree on each step, so every rank returns the same failure, and a failed
+ * save leaves the folder as it was.
  */
 f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 			     const f8_checkpoint_info *info, f8_diag *diag);
@@ -66,7 +79,8 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
  * info's settings are the current run's: a stored setting that differs fails with
  * F8_ERR_ARGUMENT naming it. Every parameter and state leaf must be there with its exact dtype
  * and shape (a leaf the ranks hold parts of: the whole tensor, of which this rank takes its
- * rows), and nothing else may be. info->model is left as it was.
+ * part; from shards, the whole its parts make, which must cover it exactly once), and nothing
+ * else may be. info->model is left as it was.
  */
 f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 			     f8_checkpoint_info *info, f8_diag *diag);

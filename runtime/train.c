@@ -220,6 +220,9 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 			const f8_type *logits = &graph->values[node->inputs[0]].type;
 			f8_dim vocab = logits->shape.dims[logits->shape.rank - 1];
 			t->vocab = f8_dim_is_const(vocab) ? f8_dim_value(vocab) : 0;
+		} else if (node->op == F8_OP_CROSS_ENTROPY_SHARD) { // split over tp: the whole's
+			const f8_attr *vocab = f8_node_attr(node, "vocab");
+			t->vocab = vocab && f8_dim_is_const(vocab->dim) ? f8_dim_value(vocab->dim) : 0;
 		}
 	}
 	if (t->vocab < 1)

@@ -21,7 +21,8 @@
     state half of the replicated run's; 2 ranks train within (a)'s tolerances of one rank, in
     f32 and FP8 delayed (f32 alone in the sanitizer build), the replicas' replicated state
     agreeing at every iteration; its
-    checkpoint holds the moments whole: resumed by the same layout it continues the
+    checkpoint is a shard per rank, each with its rows of the moments and their layout (one
+    process rebuilds the wholes at load): resumed by the same layout it continues the
     uninterrupted run bit for bit, by one rank within (a)'s tolerance, and one rank's
     checkpoint resumes under it.
 
@@ -144,11 +145,16 @@ def distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sa
     if not check(all(r.returncode == 0 for r in runs), "distributed optimizer: two ranks and "
                  "one save at iteration 2", "".join(r.stderr[-1500:] for r in runs)):
         return
-    with open(os.path.join(saved["zero"], "iter_0000002", "optimizer.safetensors"), "rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-    check(header["embed.weight.exp_avg"]["shape"] == [256, 128],
-          "distributed optimizer: the checkpoint holds a moment whole",
-          str(header.get("embed.weight.exp_avg")))
+    headers = []
+    for rank in range(2):
+        name = f"optimizer-{rank:05d}-of-00002.safetensors"
+        with open(os.path.join(saved["zero"], "iter_0000002", name), "rb") as f:
+            headers.append(json.loads(f.read(int.from_bytes(f.read(8), "little"))))
+    moment = [h.get("embed.weight.exp_avg", {}).get("shape") for h in headers]
+    layouts = [h.get("__metadata__", {}).get("layout.embed.weight.exp_avg") for h in headers]
+    check(moment == [[128, 128], [128, 128]] and layouts == ["dp:0:2:0", "dp:0:2:1"],
+          "distributed optimizer: each rank saves its half of a moment's rows, with its layout",
+          f"{moment} {layouts}")
     paths = {n: os.path.join(work, f"zero-{n}.jsonl") for n in ("whole", "same", "one", "into")}
     resumed = [run(mpirun + rest + zero + ["--metrics", paths["whole"]], env),
                run(mpirun + rest + zero + ["--load", saved["zero"], "--metrics", paths["same"]],
