@@ -381,6 +381,18 @@ f8_status f8_infer_moe_combine(const f8_graph *graph, const f8_node *node, f8_ty
 	return F8_OK;
 }
 
+/* The logits' rows, their shape without the last (vocabulary) dim, into *rows: the labels'. */
+static f8_status logit_rows(const f8_type *logits, const f8_type *labels, f8_shape *rows,
+			    f8_diag *diag) {
+	*rows = logits->shape;
+	if (rows->rank < 1)
+		return f8_infer_fail(diag, "the logits must have rank >= 1: (..., vocab)");
+	rows->rank--;
+	if (!f8_shape_equal(rows, &labels->shape))
+		return f8_infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
+	return F8_OK;
+}
+
 /* CrossEntropy: logits (..., vocab), labels (...) integer -> the loss (f32; a scalar unless
  * reduction is none), and when asked the log-sum-exp per row (f32, (...)) for the backward. */
 f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_type *outputs,
@@ -394,12 +406,9 @@ f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_
 		status = f8_infer_require_choice(node, "reduction", reductions, diag);
 	if (status)
 		return status;
-	f8_shape rows = logits->shape;
-	if (rows.rank < 1)
-		return f8_infer_fail(diag, "the logits must have rank >= 1: (..., vocab)");
-	rows.rank--;
-	if (!f8_shape_equal(&rows, &labels->shape))
-		return f8_infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
+	f8_shape rows;
+	if ((status = logit_rows(logits, labels, &rows, diag)))
+		return status;
 	bool keep_rows = strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") == 0;
 	outputs[0] = keep_rows ? (f8_type){.dtype = F8_DTYPE_F32, .shape = rows} : infer_scalar(F8_DTYPE_F32);
 	if (node->n_outputs > 1)
@@ -422,12 +431,9 @@ f8_status f8_infer_cross_entropy_shard(const f8_graph *graph, const f8_node *nod
 		status = f8_infer_require_vocab_start(infer_input(graph, node, 3), diag);
 	if (status)
 		return status;
-	f8_shape rows = logits->shape;
-	if (rows.rank < 1)
-		return f8_infer_fail(diag, "the logits must have rank >= 1: (..., vocab shard)");
-	rows.rank--;
-	if (!f8_shape_equal(&rows, &labels->shape))
-		return f8_infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
+	f8_shape rows;
+	if ((status = logit_rows(logits, labels, &rows, diag)))
+		return status;
 	if (!f8_dtype_is_float(max->dtype) || !f8_shape_equal(&rows, &max->shape))
 		return f8_infer_fail(diag, "the row maxima must be floats of the labels' shape");
 	outputs[0] = outputs[1] = (f8_type){.dtype = F8_DTYPE_F32, .shape = rows};

@@ -121,6 +121,15 @@ static uint32_t n_parameters(const f8_node *node) {
 	return node->op == F8_OP_GROUPED_LINEAR ? 2 : node->n_inputs;
 }
 
+/* Whether Linear `node`'s weight and bias are parameters only it reads, none split yet. */
+static bool own_parameters(const tp_pass *t, const f8_node *node) {
+	for (uint32_t i = 1; i < n_parameters(node); i++)
+		if (own_parameter(t, node->inputs[i]) == F8_NONE ||
+		    in_trial(t, node->inputs[i]) != WHOLE)
+			return false;
+	return true;
+}
+
 /* Linear `id` made column-parallel in this trial, when it can be: its weight and bias its own
  * parameters, its output features a multiple of TP, its input whole. */
 static bool claim_column(tp_pass *t, f8_node_id id) {
@@ -129,10 +138,9 @@ static bool claim_column(tp_pass *t, f8_node_id id) {
 		return refuse(t, id, "the Linear is in another region");
 	if (t->dim[node->inputs[0]] != WHOLE)
 		return refuse(t, id, "a column-parallel GEMM would read a split input");
-	for (uint32_t i = 1; i < n_parameters(node); i++)
-		if (own_parameter(t, node->inputs[i]) == F8_NONE)
-			return refuse(t, id, "its weight or bias is not a parameter of its own (tied "
-				      "weights stay whole)");
+	if (!own_parameters(t, node))
+		return refuse(t, id, "its weight or bias is not a parameter of its own (tied "
+			      "weights stay whole)");
 	int64_t rows = const_dim(type_of(t, node->inputs[1]), features_dim(node));
 	if (rows < 0 || rows % t->ranks)
 		return refuse(t, id, "TP does not divide its output features");
@@ -153,11 +161,9 @@ static bool claim_row(tp_pass *t, f8_node_id id) {
 	if (in_trial(t, x) != type_of(t, x)->shape.rank - 1)
 		return refuse(t, id, "a Linear reads a value split along another dimension than its "
 			      "features");
-	for (uint32_t i = 1; i < n_parameters(node); i++)
-		if (own_parameter(t, node->inputs[i]) == F8_NONE ||
-		    in_trial(t, node->inputs[i]) != WHOLE)
-			return refuse(t, id, "the row-parallel GEMM's weight or bias is not a "
-				      "parameter of its own");
+	if (!own_parameters(t, node))
+		return refuse(t, id, "the row-parallel GEMM's weight or bias is not a parameter of "
+			      "its own");
 	int64_t columns = const_dim(type_of(t, node->inputs[1]), inputs_dim(node));
 	if (columns < 0 || columns % t->ranks)
 		return refuse(t, id, "TP does not divide the row-parallel GEMM's input features");
@@ -578,17 +584,23 @@ static void split_parameter(tp_pass *t, f8_value_id w, int dim, const int64_t *p
 }
 
 /* Adds a node of `op` reading `inputs` (n) with `attrs`, in `scope`, its one output `name`. */
+f8_status f8_tp_add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *scope, const char *name,
+			 f8_node_id *out, f8_diag *diag) {
+	if (!name)
+		return nomem(diag);
+	f8_status status = f8_graph_add_node(graph, op, inputs, n, 1, &name, out, diag);
+	if (!status && n_attrs && f8_node_set_attrs(graph, *out, attrs, n_attrs))
+		status = nomem(diag);
+	if (!status)
+		graph->nodes[*out].scope = scope;
+	return status;
+}
+
 static f8_status add_node(tp_pass *t, f8_op op, const f8_value_id *inputs, uint32_t n,
 			  const f8_attr *attrs, uint32_t n_attrs, const char *scope,
 			  const char *name, f8_node_id *out) {
-	if (!name)
-		return nomem(t->diag);
-	f8_status status = f8_graph_add_node(t->graph, op, inputs, n, 1, &name, out, t->diag);
-	if (!status && n_attrs && f8_node_set_attrs(t->graph, *out, attrs, n_attrs))
-		status = nomem(t->diag);
-	if (!status)
-		t->graph->nodes[*out].scope = scope;
-	return status;
+	return f8_tp_add_node(t->graph, op, inputs, n, attrs, n_attrs, scope, name, out, t->diag);
 }
 
 /* Every reader of `from` (nodes in the program, graph outputs) reads `to` instead. */

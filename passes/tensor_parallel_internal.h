@@ -11,6 +11,12 @@
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph
 
+/* Adds a node of `op` reading `inputs` (n) with `attrs`, in `scope`, its one output `name` (NULL:
+ * out of memory, said so), appended to the program. */
+f8_status f8_tp_add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *scope, const char *name,
+			 f8_node_id *out, f8_diag *diag);
+
 /* Every node's output types inferred again, in program order. */
 f8_status f8_tp_infer_all(f8_graph *graph, f8_diag *diag);
 

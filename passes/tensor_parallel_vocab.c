@@ -46,18 +46,10 @@ static const char *scope_of(const vocab_pass *v, f8_node_id id) {
 	return v->graph->nodes[id].scope;
 }
 
-/* Adds a node of `op` reading `inputs` (n), its one output `name`, with `attrs`, in `scope`. */
 static f8_status add_node(vocab_pass *v, f8_op op, const f8_value_id *inputs, uint32_t n,
 			  const f8_attr *attrs, uint32_t n_attrs, const char *scope,
 			  const char *name, f8_node_id *out) {
-	if (!name)
-		return nomem(v->diag);
-	f8_status status = f8_graph_add_node(v->graph, op, inputs, n, 1, &name, out, v->diag);
-	if (!status && n_attrs && f8_node_set_attrs(v->graph, *out, attrs, n_attrs))
-		status = nomem(v->diag);
-	if (!status)
-		v->graph->nodes[*out].scope = scope;
-	return status;
+	return f8_tp_add_node(v->graph, op, inputs, n, attrs, n_attrs, scope, name, out, v->diag);
 }
 
 static bool is_reading(const f8_node *node, f8_value_id value, uint32_t input) {
@@ -153,31 +145,22 @@ f8_status f8_tp_vocab_start(f8_graph *graph, int64_t ranks, int64_t vocab, const
 			    {.name = "limit", .kind = F8_ATTR_DIM, .dim = f8_dim_const(vocab)},
 			    {.name = "delta", .kind = F8_ATTR_INT, .i = vocab / ranks},
 			    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_I64}};
-	const char *name = f8_arena_concat(graph->arena, scope, ".vocab_starts");
-	f8_status status = name ? f8_graph_add_node(graph, F8_OP_RANGE, NULL, 0, 1, &name, range,
-						    diag)
-				: F8_ERR_NOMEM;
-	if (!status && f8_node_set_attrs(graph, *range, attrs, 4))
-		status = F8_ERR_NOMEM;
-	if (status)
-		return status == F8_ERR_NOMEM ? nomem(diag) : status;
-	graph->nodes[*range].scope = scope;
-	f8_value_id starts = graph->nodes[*range].outputs[0];
-	graph->values[starts].type = (f8_type){.dtype = F8_DTYPE_I64,
-					       .shape = {.rank = 1, .dims = {f8_dim_const(ranks)}}};
 	f8_attr over[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "tp"},
 			   {.name = "axis", .kind = F8_ATTR_INT, .i = 0},
 			   {.name = "ranks", .kind = F8_ATTR_INT, .i = ranks}};
-	name = f8_arena_concat(graph->arena, scope, ".vocab_start");
-	status = name ? f8_graph_add_node(graph, F8_OP_LOCAL_SHARD, &starts, 1, 1, &name, shard,
-					  diag)
-		      : F8_ERR_NOMEM;
-	if (!status && f8_node_set_attrs(graph, *shard, over, 3))
-		status = F8_ERR_NOMEM;
+	f8_status status = f8_tp_add_node(graph, F8_OP_RANGE, NULL, 0, attrs, 4, scope,
+					  f8_arena_concat(graph->arena, scope, ".vocab_starts"),
+					  range, diag);
+	f8_value_id starts = status ? F8_NONE : graph->nodes[*range].outputs[0];
+	if (!status)
+		status = f8_tp_add_node(graph, F8_OP_LOCAL_SHARD, &starts, 1, over, 3, scope,
+					f8_arena_concat(graph->arena, scope, ".vocab_start"), shard,
+					diag);
 	if (status)
-		return status == F8_ERR_NOMEM ? nomem(diag) : status;
-	graph->nodes[*shard].scope = scope;
+		return status;
 	f8_value_id start = graph->nodes[*shard].outputs[0];
+	graph->values[starts].type = (f8_type){.dtype = F8_DTYPE_I64,
+					       .shape = {.rank = 1, .dims = {f8_dim_const(ranks)}}};
 	graph->values[start].type = (f8_type){.dtype = F8_DTYPE_I64,
 					      .shape = {.rank = 1, .dims = {f8_dim_const(1)}}};
 	return F8_OK;

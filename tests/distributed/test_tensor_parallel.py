@@ -46,7 +46,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import SKIP, close, environment, losses, run, worst  # noqa: E402
+from ranks import SKIP, close, losses, run, setup, tokenize, worst  # noqa: E402
 
 # Small, for the 2 CPUs CI has: two micro-batches of 2 x 32 tokens a step.
 SIZES = ["--micro-batch-size", "2", "--global-batch-size", "4", "--seq-length", "32",
@@ -254,19 +254,15 @@ def shards(folder, binary, rest, env, work):
 
 
 def main():
-    binary, source = sys.argv[1], sys.argv[2]
-    if not shutil.which("mpirun"):
-        print("SKIPPED: mpirun is not installed (tools/install-deps.sh installs Open MPI)")
+    s = setup(sys.argv)
+    if not s:
         return SKIP
-    sanitizer = "--sanitizer-build" in sys.argv[3:]
-    env, single_env = environment(sanitizer), environment(False)
-    mpirun = ["mpirun", "-np", "2", "--oversubscribe", binary]
+    binary, source, sanitizer, mpirun = s.binary, s.source, s.sanitizer, s.mpirun
+    env, single_env = s.env, s.single_env
     plan(binary, source, single_env)
     with tempfile.TemporaryDirectory() as work:
-        data = os.path.join(work, "tokens.bin")
-        tokenized = run([binary, "tokenize", os.path.join(source, "data", "fp8-notes.txt"),
-                         "-o", data], single_env)
-        if not check(tokenized.returncode == 0, "tokenize", tokenized.stderr):
+        data = tokenize(s, work)
+        if not data:
             return finish()
         for name in ("gpt-tiny",) if sanitizer else ("gpt-tiny", "llama-tiny"):
             model = os.path.join(source, "models", f"{name}.json")
