@@ -198,6 +198,22 @@ F8_GRAD_RULE(EMBEDDING) {
 			      &vocab, 1, grad_of, 1, dx, diag);
 }
 
+/* RingAttention: RingAttentionGrad(dout, q, k, v, out, lse) over the same ring (its attributes);
+ * the log-sum-exp is a statistic. */
+F8_GRAD_RULE(RING_ATTENTION) {
+	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
+	f8_value_id lse = F8_NONE;
+	if (!status)
+		status = f8_grad_forward_output(context, node, 1, &lse, diag);
+	if (status)
+		return status;
+	f8_node n = grad_node(context, node);
+	f8_value_id inputs[6] = {dy[0], n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0], lse};
+	static const uint32_t grad_of[3] = {0, 1, 2};
+	return emit_gradients(context, &n, F8_OP_RING_ATTENTION_GRAD, inputs, 6, n.attrs,
+			      n.n_attrs, grad_of, 3, dx, diag);
+}
+
 /* CrossEntropy: CrossEntropyGrad(dloss, logits, labels, lse). */
 F8_GRAD_RULE(CROSS_ENTROPY) {
 	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);

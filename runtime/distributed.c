@@ -43,6 +43,9 @@ static struct mpi_api {
 	int (*Reduce_scatter_block)(const void *in, void *out, int count, mpi_handle type,
 				    mpi_handle op, mpi_handle comm);
 	int (*Barrier)(mpi_handle comm);
+	int (*Sendrecv)(const void *out, int out_count, mpi_handle out_type, int to, int out_tag,
+			void *in, int in_count, mpi_handle in_type, int from, int in_tag,
+			mpi_handle comm, void *status);
 	int (*Error_string)(int code, char *text, int *len);
 	mpi_handle comm_world, type_float, type_double, type_int64, type_byte, op_sum, op_max;
 } mpi;
@@ -77,6 +80,7 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Allgather", (void **)&mpi.Allgather, false},
 		{"MPI_Reduce_scatter_block", (void **)&mpi.Reduce_scatter_block, false},
 		{"MPI_Barrier", (void **)&mpi.Barrier, false},
+		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
 		{"ompi_mpi_comm_world", &mpi.comm_world, true},
 		{"ompi_mpi_float", &mpi.type_float, true},
@@ -434,6 +438,28 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 	waiting(dist, NULL, 0);
 	return status ? status
 	       : code != MPI_OK ? failed("MPI_Reduce_scatter_block", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void *in,
+			     size_t bytes, f8_diag *diag) {
+	uint32_t n = f8_dist_group_size(dist, axes), place = f8_dist_group_rank(dist, axes);
+	if (n == 1) {
+		if (bytes)
+			memmove(in, out, bytes);
+		return F8_OK;
+	}
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a ring shift of %zu bytes",
+						 bytes)
+				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Sendrecv", axes);
+	int code = status ? MPI_OK
+			  : mpi.Sendrecv(out, (int)bytes, mpi.type_byte, (int)((place + 1) % n), 0, in,
+					 (int)bytes, mpi.type_byte, (int)((place + n - 1) % n), 0,
+					 group, NULL); // NULL: MPI_STATUS_IGNORE
+	waiting(dist, NULL, 0);
+	return status ? status : code != MPI_OK ? failed("MPI_Sendrecv", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {

@@ -77,6 +77,12 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 				 size_t count, f8_dtype dtype, f8_reduction reduction,
 				 f8_diag *diag);
 
+/* One step around the ring of the group of `axes`: sends `bytes` bytes at `out` to the next
+ * rank of the group (its place + 1, wrapping) and receives as many from the one before into
+ * `in` (separate buffers): ring attention's exchange of key and value blocks. */
+f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void *in,
+			     size_t bytes, f8_diag *diag);
+
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 

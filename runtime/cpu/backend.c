@@ -33,6 +33,8 @@ typedef struct cpu_backend {
 	f8_backend base;
 	f8_cpu_kernels kernels;
 	f8_dist *dist;                // the ranks the collectives span, or NULL: one process
+	const f8_cpu_ring *ring;      // while a ring collective runs: its group's exchange
+	uint32_t ring_axes;           // that group's axes
 	const f8_graph *graph;
 	const int64_t *symbol_values; // the executor's, bound at prepare
 	members *groups;              // (n_groups)
@@ -245,7 +247,8 @@ static f8_status run_reference(cpu_backend *cpu, f8_node_id id, const f8_tensor_
 	}
 	f8_cpu_kernel_call call = {.graph = graph, .node = node,
 				   .symbol_values = cpu->symbol_values,
-				   .inputs = cpu->input_pointers, .outputs = cpu->outputs};
+				   .inputs = cpu->input_pointers, .outputs = cpu->outputs,
+				   .ring = cpu->ring};
 	if (!status)
 		status = f8_cpu_kernel_get(node->op)(&call, diag);
 	for (uint32_t j = 0; j < node->n_outputs; j++) {
@@ -385,10 +388,18 @@ static f8_status all_reduce_view(cpu_backend *cpu, uint32_t axes, const f8_tenso
 	return status;
 }
 
+/* One step round the ring of the collective that runs (cpu->ring_axes): MPI's sendrecv. */
+static f8_status ring_shift(void *context, const void *out, void *in, size_t bytes,
+			    f8_diag *diag) {
+	cpu_backend *cpu = context;
+	return f8_dist_ring_shift(cpu->dist, cpu->ring_axes, out, in, bytes, diag);
+}
+
 /*
  * A collective: over a group of one rank, the reference kernel (each output its input); over
  * several, AllReduce runs the reference kernel and then MPI's all-reduce on the outputs in
- * place, and AllGather, ReduceScatter and LocalShard run run_parts. Send and Recv over several
+ * place, AllGather, ReduceScatter and LocalShard run run_parts, and RingAttention and its
+ * gradient run their reference kernels with the group's ring. Send and Recv over several
  * ranks are refused by their reference kernels.
  */
 static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t axes,
@@ -400,6 +411,15 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t a
 	if (several && (n->op == F8_OP_ALL_GATHER || n->op == F8_OP_REDUCE_SCATTER ||
 			n->op == F8_OP_LOCAL_SHARD)) {
 		status = run_parts(cpu, n, axes, views, diag);
+	} else if (several && (n->op == F8_OP_RING_ATTENTION ||
+			       n->op == F8_OP_RING_ATTENTION_GRAD)) {
+		f8_cpu_ring ring = {.ranks = f8_dist_group_size(cpu->dist, axes),
+				    .place = f8_dist_group_rank(cpu->dist, axes),
+				    .shift = ring_shift, .context = cpu};
+		cpu->ring = &ring;
+		cpu->ring_axes = axes;
+		status = run_reference(cpu, node, views, diag);
+		cpu->ring = NULL;
 	} else {
 		status = run_reference(cpu, node, views, diag);
 		if (status || n->op != F8_OP_ALL_REDUCE || !several)

@@ -644,6 +644,19 @@ static const op_case cases[] = {
 	{.title = "AllGather over 2 ranks: refused", IN("x", "f32[6, 35]")
 	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=2}\noutput %y\n", NULL,
 	 "needs more than one rank"},
+	{.title = "RingAttention, one rank: causal, GQA", IN("q", "f32[2, 4, 6, 8]")
+	 IN("k", "f32[2, 2, 6, 8]") IN("v", "f32[2, 2, 6, 8]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "output %o, %lse\n"},
+	{.title = "RingAttentionGrad, one rank", IN("q", "f32[2, 4, 6, 8]")
+	 IN("k", "f32[2, 2, 6, 8]") IN("v", "f32[2, 2, 6, 8]") IN("do", "f32[2, 4, 6, 8]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "%dq, %dk, %dv = RingAttentionGrad(%do, %q, %k, %v, %o, %lse) {group=\"cp\", ranks=1, "
+	 "causal=1}\noutput %dq, %dk, %dv\n"},
+	{.title = "RingAttention over 2 ranks in one process: refused", IN("q", "f32[1, 2, 4, 8]")
+	 IN("k", "f32[1, 2, 4, 8]") IN("v", "f32[1, 2, 4, 8]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=2, causal=1}\noutput %o\n",
+	 NULL, "needs more than one rank"},
 	{.title = "Send: refused", IN("x", "f32[6, 35]")
 	 "Send(%x) {group=\"pp\", peer=1}\n%y = Neg(%x)\noutput %y\n", NULL,
 	 "needs more than one rank"},

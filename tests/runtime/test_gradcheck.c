@@ -237,6 +237,11 @@ static const gradcheck_case cases[] = {
 	 "param %q : f64[1, 4, 3, 2]\n" "param %k : f64[1, 2, 3, 2]\n"
 	 "param %v : f64[1, 2, 3, 2]\n" "%y = Attention(%q, %k, %v) {causal=1}\n"
 	 "output %y", "", 0},
+	{"RingAttention, one rank: GQA causal",
+	 "param %q : f64[1, 4, 4, 2]\n" "param %k : f64[1, 2, 4, 2]\n"
+	 "param %v : f64[1, 2, 4, 2]\n"
+	 "%y, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "output %y", "", 0},
 	{"Attention bool mask, seq_q != seq_kv, scale",
 	 "param %q : f64[1, 2, 2, 3]\n" "param %k : f64[1, 2, 4, 3]\n"
 	 "param %v : f64[1, 2, 4, 2]\n" "input %m : bool[1, 1, 2, 4]\n"
