@@ -159,6 +159,26 @@ f8_status f8_infer_attention(const f8_graph *graph, const f8_node *node, f8_type
 	return F8_OK;
 }
 
+/* RingAttention: as Attention (without a mask) over this rank's rows; over several ranks the
+ * rows are two chunks of the load-balanced layout, so q and k, v have one sequence length, an
+ * even one (a symbolic one is checked by the kernel). */
+f8_status f8_infer_ring_attention(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				  f8_diag *diag) {
+	f8_status status = f8_infer_attention(graph, node, outputs, diag);
+	int64_t ranks = f8_node_attr_int(node, "ranks", 1);
+	if (status)
+		return status;
+	if (ranks < 1)
+		return f8_infer_fail(diag, "attribute ranks must be at least 1");
+	f8_dim q = infer_input(graph, node, 0)->shape.dims[2];
+	f8_dim kv = infer_input(graph, node, 1)->shape.dims[2];
+	if (ranks > 1 && (!f8_dim_equal(q, kv) || (f8_dim_is_const(q) && f8_dim_value(q) % 2)))
+		return f8_infer_fail(diag, "over %lld ranks, q, k and v must hold one even number of "
+				     "rows each (this rank's two chunks of the sequence)",
+				     (long long)ranks);
+	return F8_OK;
+}
+
 f8_status f8_infer_gelu(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
 	static const char *const approximations[] = {"none", "tanh", NULL};

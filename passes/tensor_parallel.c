@@ -1064,14 +1064,6 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 			fputc('\n', report);
 		}
 	}
-	if (!status && !t.n_regions) {
-		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size %lld: no GEMM of "
-			    "the model can be split (--report says why for each)", (long long)t.ranks);
-		f8_diag_hint(diag, "tensor parallelism splits a Linear whose output reaches another "
-			     "Linear through elementwise and per-head ops, as Megatron-LM's attention "
-			     "and MLP blocks");
-		status = F8_ERR_UNSUPPORTED;
-	}
 	const f8_value *tokens = NULL;
 	if (!status && options->sequence_parallel)
 		status = sequence_tokens(&t, &tokens);
@@ -1080,6 +1072,15 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 	uint32_t n_tables = 0;
 	if (!status)
 		status = f8_tp_split_vocabulary(graph, t.ranks, report, &n_tables, diag);
+	if (!status && !t.n_regions && !n_tables) { // nothing split: the graph is as it was
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size %lld: no GEMM or "
+			    "vocabulary of the model can be split (--report says why for each)",
+			    (long long)t.ranks);
+		f8_diag_hint(diag, "tensor parallelism splits a Linear whose output reaches another "
+			     "Linear through elementwise and per-head ops, as Megatron-LM's attention "
+			     "and MLP blocks, and an embedding table and output head by vocabulary");
+		status = F8_ERR_UNSUPPORTED;
+	}
 	if (!status && options->sequence_parallel)
 		status = sequence_parallel(&t, tokens);
 	if (!status) {

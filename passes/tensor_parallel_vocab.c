@@ -13,10 +13,11 @@
  *               builds the loss for them (CrossEntropyShard and CrossEntropyMerge around the
  *               all-reduces of the rows' statistics: Megatron's vocab_parallel_cross_entropy).
  *
- * A table is split when every reader is an Embedding or the head (through --bf16's Cast of the
- * master weight too), TP divides its rows, and the head's logits are the graph's output; tied
- * embeddings split the one table for both. Otherwise it stays whole, with the reason in the
- * report.
+ * A table is split when every reader is an Embedding of the tokens (the first (batch, seq)
+ * integer input) or the head (through --bf16's Cast of the master weight too), TP divides its
+ * rows, and the head's logits are the graph's output; tied embeddings split the one table for
+ * both. A position table stays whole, as Megatron-LM keeps it; so does anything else, with the
+ * reason in the report.
  */
 #include "passes/tensor_parallel_internal.h" // f8_tp_split_vocabulary
 #include "passes/tensor_parallel.h"          // f8_tp_vocab_start
@@ -32,7 +33,12 @@ typedef struct vocab_pass {
 	int64_t ranks;
 	FILE *report;
 	f8_node_id head;    // the Linear that makes the graph's output, or F8_NONE
-	f8_value_id start;  // this rank's first vocabulary row ([1] i64), made once
+	f8_value_id tokens; // the token ids: the first (batch, seq) integer input
+	// This rank's first row ([1] i64) of each vocabulary size split (a token table and a
+	// position table differ), made once each.
+	f8_value_id *starts;
+	int64_t *start_vocab;
+	uint32_t n_starts;
 	f8_node_id *before; // per node: the new node to run just before it (F8_NONE: none)
 	f8_node_id *after;  // per node: the new node to run just after it
 	uint32_t n_tables;
@@ -57,11 +63,12 @@ static bool is_reading(const f8_node *node, f8_value_id value, uint32_t input) {
 }
 
 /* The dimension of the vocabulary in `node`'s read of a table at input `input`: 0 for an
- * Embedding's table and a head's (V, K) weight, 1 for a head's (K, V); -1 for any other read. */
+ * Embedding of the tokens and a head's (V, K) weight, 1 for a head's (K, V); -1 for any other
+ * read (a position table, looked up by positions, stays whole, as Megatron-LM keeps it). */
 static int vocab_dim(const vocab_pass *v, f8_node_id id, f8_value_id value) {
 	const f8_node *node = &v->graph->nodes[id];
 	if (node->op == F8_OP_EMBEDDING && is_reading(node, value, 1) && node->n_inputs == 2 &&
-	    node->inputs[0] != value)
+	    node->inputs[0] == v->tokens)
 		return 0;
 	if (id == v->head && is_reading(node, value, 1) && node->inputs[0] != value)
 		return f8_node_attr_int(node, "transpose_weight", 0) ? 1 : 0;
@@ -95,8 +102,8 @@ static bool splits(const vocab_pass *v, f8_value_id p, int *dim, const char **wh
 							continue;
 						int d = vocab_dim(v, reader, copy);
 						if (d < 0 || (*dim >= 0 && d != *dim)) {
-							*why = "its copy is read by more than embeddings "
-							       "and the output head";
+							*why = "its copy is read by more than the token "
+							       "embedding and the output head";
 							return false;
 						}
 						*dim = d;
@@ -111,7 +118,8 @@ static bool splits(const vocab_pass *v, f8_value_id p, int *dim, const char **wh
 			}
 			int d = vocab_dim(v, id, p);
 			if (d < 0 || (*dim >= 0 && d != *dim)) {
-				*why = "it is read by more than embeddings and the output head";
+				*why = "it is read by more than the token embedding and the output head "
+				       "(a position table stays whole)";
 				return false;
 			}
 			*dim = d;
@@ -171,17 +179,22 @@ f8_status f8_tp_vocab_start(f8_graph *graph, int64_t ranks, int64_t vocab, const
 static f8_status split_embedding(vocab_pass *v, f8_node_id id, int64_t vocab) {
 	f8_graph *graph = v->graph;
 	f8_status status = F8_OK;
-	if (v->start == F8_NONE) {
+	f8_value_id start = F8_NONE;
+	for (uint32_t i = 0; i < v->n_starts; i++)
+		start = v->start_vocab[i] == vocab ? v->starts[i] : start;
+	if (start == F8_NONE) {
 		f8_node_id range, shard;
 		status = f8_tp_vocab_start(graph, v->ranks, vocab, scope_of(v, id), &range, &shard,
 					   v->diag);
 		if (status)
 			return status;
 		v->before[id] = shard, v->before[shard] = range;
-		v->start = graph->nodes[shard].outputs[0];
+		start = graph->nodes[shard].outputs[0];
+		v->starts[v->n_starts] = start;
+		v->start_vocab[v->n_starts++] = vocab;
 	}
 	f8_node *node = &graph->nodes[id];
-	f8_value_id inputs[3] = {node->inputs[0], node->inputs[1], v->start};
+	f8_value_id inputs[3] = {node->inputs[0], node->inputs[1], start};
 	node->inputs = f8_arena_alloc_array(graph->arena, 3, sizeof *node->inputs);
 	if (!node->inputs)
 		return nomem(v->diag);
@@ -306,15 +319,24 @@ static f8_node_id find_head(const f8_graph *graph, FILE *report) {
 f8_status f8_tp_split_vocabulary(f8_graph *graph, int64_t ranks, FILE *report,
 				 uint32_t *n_tables, f8_diag *diag) {
 	vocab_pass v = {.graph = graph, .diag = diag, .ranks = ranks, .report = report,
-			.head = find_head(graph, report), .start = F8_NONE};
+			.head = find_head(graph, report), .tokens = F8_NONE};
+	for (uint32_t i = 0; i < graph->n_inputs && v.tokens == F8_NONE; i++) {
+		const f8_value *input = &graph->values[graph->inputs[i]];
+		if (input->role == F8_ROLE_INPUT && f8_dtype_is_integer(input->type.dtype) &&
+		    input->type.shape.rank == 2)
+			v.tokens = graph->inputs[i];
+	}
 	*n_tables = 0;
 	// Every node this pass may add (per Embedding: an AllReduce; the start's two; f) has room.
 	uint32_t n_nodes = graph->n_nodes, capacity = 2 * graph->n_nodes + 4;
 	v.before = f8_malloc(capacity * sizeof *v.before);
 	v.after = f8_malloc(capacity * sizeof *v.after);
+	v.starts = f8_calloc(graph->n_order + 2, sizeof *v.starts);
+	v.start_vocab = f8_calloc(graph->n_order + 2, sizeof *v.start_vocab);
 	f8_value_id *tables = f8_calloc(graph->n_order + 2, sizeof *tables);
-	if (!v.before || !v.after || !tables) {
+	if (!v.before || !v.after || !tables || !v.starts || !v.start_vocab) {
 		f8_free(v.before), f8_free(v.after), f8_free(tables);
+		f8_free(v.starts), f8_free(v.start_vocab);
 		return nomem(diag);
 	}
 	for (uint32_t i = 0; i < capacity; i++)
@@ -372,5 +394,6 @@ f8_status f8_tp_split_vocabulary(f8_graph *graph, int64_t ranks, FILE *report,
 	if (!status && *n_tables)
 		status = f8_tp_infer_all(graph, diag);
 	f8_free(v.before), f8_free(v.after), f8_free(tables);
+	f8_free(v.starts), f8_free(v.start_vocab);
 	return status;
 }

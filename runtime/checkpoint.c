@@ -304,20 +304,21 @@ static void file_name(int which, const f8_dist *dist, char *out, size_t size) {
 			 f8_dist_rank(dist), f8_dist_world(dist));
 }
 
-/* Every rank's status made the same on each: the worst (the largest code), with a message
- * that says it was another rank's where this one's went well. `dist` NULL: `status`. */
+/* Every rank's status made one: a rank's own failure stands; where this rank went well but
+ * another failed, the most negative status code of the ranks (F8_ERR_* are negative), with a
+ * message that says it was another rank's. `dist` NULL: `status`. */
 static f8_status agree(f8_dist *dist, f8_status status, const char *what, f8_diag *diag) {
 	if (!dist)
 		return status;
-	int64_t worst = status;
+	int64_t worst = -(int64_t)status; // the max of the negated codes: the most negative code
 	f8_diag local = {0};
-	f8_status reduced = f8_dist_all_reduce(dist, (1u << F8_MESH_AXIS_COUNT) - 1, &worst, 1, F8_DTYPE_I64,
-					       F8_REDUCTION_MAX, &local);
+	f8_status reduced = f8_dist_all_reduce(dist, (1u << F8_MESH_AXIS_COUNT) - 1, &worst, 1,
+					       F8_DTYPE_I64, F8_REDUCTION_MAX, &local);
 	if (reduced)
 		return status ? status : f8_diag_set(diag, reduced, "%s", local.message);
 	if (status || !worst)
 		return status;
-	return f8_diag_set(diag, (f8_status)worst, "another rank could not %s (its message says "
+	return f8_diag_set(diag, (f8_status)-worst, "another rank could not %s (its message says "
 			   "why); nothing of this save is kept", what);
 }
 
@@ -490,7 +491,9 @@ static f8_status open_shards(const char *folder, int which, f8_safetensors ***fi
  * Reads the leaves of kind `which` from a sharded save's files (n): each leaf's whole made of
  * the pieces the shards hold, each put in its place by its layout (placed whole where it has
  * none), then this rank's part of it staged. Every piece must fit, together they must cover
- * the whole exactly once, and every stored name must be a leaf of the model.
+ * the whole (as many elements as it has, each part fitting its place: overlapping parts that
+ * left a hole of the same size are not told apart, which only hand-made shards could be), and
+ * every stored name must be a leaf of the model.
  */
 static f8_status stage_shards(f8_safetensors *const *files, int64_t n, const char *folder,
 			      int which, const f8_executor *executor, f8_dist *dist,

@@ -79,7 +79,7 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
  * info's settings are the current run's: a stored setting that differs fails with
  * F8_ERR_ARGUMENT naming it. Every parameter and state leaf must be there with its exact dtype
  * and shape (a leaf the ranks hold parts of: the whole tensor, of which this rank takes its
- * part; from shards, the whole its parts make, which must cover it exactly once), and nothing
+ * part; from shards, the whole its parts make, which must hold as many elements), and nothing
  * else may be. info->model is left as it was.
  */
 f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,

@@ -697,18 +697,9 @@ static f8_status save(trainer *t, f8_diag *diag) {
 				   .model = t->config->model, .setting_keys = setting_keys,
 				   .setting_values = t->setting_values, .n_settings = N_SETTINGS,
 				   .dist = t->config->dist};
-	// Rank 0 writes the state (gathering what the ranks hold parts of), the others take part
-	// in the gathers; then every rank learns whether all went well, so that none goes on
-	// before the checkpoint is whole, nor after rank 0 failed to write it.
+	// Every rank writes its shard; the ranks agree on each step of the save, so that every
+	// rank returns the same outcome and none goes on before the checkpoint is whole.
 	f8_status status = f8_checkpoint_save(t->config->save, t->executor, &info, diag);
-	int64_t failed = status != F8_OK;
-	f8_status agreed = f8_dist_all_reduce(t->config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
-					      &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
-	if (!status && (agreed || failed))
-		status = agreed ? agreed
-				: f8_diag_set(diag, F8_ERR_IO, "iteration %lld: another rank could not "
-					      "take its part in the checkpoint (rank 0 writes it: its "
-					      "message says why)", (long long)t->iteration);
 	if (!status)
 		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
 	return status;
@@ -931,6 +922,17 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 					     "%.0f steps taken", config->load,
 					     (long long)info.iteration, (long long)info.skipped_iters,
 					     counted);
+		// Every rank reads its own part: one that cannot must stop the others too, not
+		// leave them waiting in the first step's collectives.
+		int64_t failed = status != F8_OK;
+		f8_status agreed = f8_dist_all_reduce(config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
+						      &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX,
+						      diag);
+		if (!status && (agreed || failed))
+			status = agreed ? agreed
+					: f8_diag_set(diag, F8_ERR_IO, "another rank could not load its "
+						      "part of the checkpoint in %s (its message says "
+						      "why)", config->load);
 		if (!status) {
 			t.iteration = info.iteration;
 			t.skipped_iters = info.skipped_iters;

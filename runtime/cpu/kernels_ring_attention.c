@@ -23,9 +23,16 @@ static f8_cpu_ring ring_of(const f8_cpu_kernel_call *call) {
 	return call->ring ? *call->ring : (f8_cpu_ring){.ranks = 1, .place = 0};
 }
 
-/* Refuses a call whose attribute `ranks` is not its ring's (several in one process). */
+/* Refuses a call whose attribute `ranks` is not its ring's (several in one process), or whose
+ * rows over several ranks are not two chunks of one size each. */
 static f8_status check_ranks(const f8_cpu_kernel_call *call, f8_diag *diag) {
 	int64_t ranks = f8_node_attr_int(call->node, "ranks", 1);
+	uint32_t q = call->node->op == F8_OP_RING_ATTENTION ? 0 : 1;
+	int64_t rows = call->inputs[q]->dims[2], kv_rows = call->inputs[q + 1]->dims[2];
+	if (ranks > 1 && (rows != kv_rows || rows % 2))
+		return f8_cpu_fail(call, diag, "over %lld ranks, q holds %lld rows and k %lld: each "
+				   "must hold this rank's two chunks of the sequence, of one size",
+				   (long long)ranks, (long long)rows, (long long)kv_rows);
 	if (ranks == ring_of(call).ranks)
 		return F8_OK;
 	f8_status status = f8_cpu_fail_unsupported(call, diag, "a ring of %lld ranks needs more "

@@ -16,7 +16,8 @@
 (d) layouts the model or the world cannot take are refused on every rank, naming the numbers;
 (e) faults: a rank that hangs (SIGSTOP) makes the other stop after --distributed-timeout-minutes,
     naming the call and group it waited in; a rank killed (SIGKILL) stops the run at once
-    (mpirun names it); either way the last complete checkpoint loads and trains;
+    (mpirun names it); either way the last complete checkpoint loads and trains; a save that
+    fails on one rank alone fails on both, and the checkpoint before it stays the latest;
 (f) the distributed optimizer (--use-distributed-optimizer, ZeRO-1): the audit shows the
     gradients reduce-scattered and the updates all-gathered over dp, and each rank's optimizer
     state half of the replicated run's; 2 ranks train within (a)'s tolerances of one rank, in
@@ -96,6 +97,23 @@ def fault(mpirun, train, save, sig, env):
         _, err = run.communicate()
         return err, None, None
     return err, run.returncode, time.monotonic() - start
+
+
+def shard_fails(mpirun, model, data, work, env):
+    """A save that fails on rank 1 alone (its shard's path taken by a folder) fails on both
+    ranks, and the checkpoint before it stays the latest."""
+    save = os.path.join(work, "one-fails")
+    blocked = os.path.join(save, "iter_0000002.saving", "weights-00001-of-00002.safetensors")
+    os.makedirs(os.path.join(blocked, "in-the-way"))
+    failed = run(mpirun + ["train", model, "--data", data, "--train-iters", "2", "--save", save,
+                           "--save-interval", "1"] + SIZES, env)
+    with open(os.path.join(save, "latest_checkpointed_iteration.txt")) as f:
+        latest = f.read().split()
+    check(failed.returncode != 0 and "another rank could not" in failed.stderr and
+          latest == ["1"] and not os.path.exists(os.path.join(save, "iter_0000002")),
+          "a save whose shard fails on rank 1 alone fails on both ranks; iteration 1's stays the "
+          "latest checkpoint", f"exit {failed.returncode}, latest {latest}\n"
+          f"{failed.stderr[-1500:]}")
 
 
 def distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sanitizer):
@@ -270,6 +288,7 @@ def main():
             check(resumed.returncode == 0 and f"iteration {latest + 1}/" in resumed.stderr,
                   f"rank 1 {name}: the last complete checkpoint (iteration {latest}) loads and "
                   "trains on", resumed.stderr[-1500:])
+        shard_fails(mpirun, model, data, work, env)
         distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sanitizer)
         one_rank = run([binary, "train", model, "--data", data, "--train-iters", "1",
                         "--world-size", "2"] + SIZES, single_env)
