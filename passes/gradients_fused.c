@@ -122,9 +122,11 @@ F8_GRAD_RULE(RMS_NORM) {
 			      grad_of, 2, dx, diag);
 }
 
-/* Attention: AttentionGrad(dout, q, k, v, out, lse[, mask]) -> dq, dk, dv. A mask is data: a
- * float one that depends on a parameter has no gradient here. */
-F8_GRAD_RULE(ATTENTION) {
+/* Attention and RingAttention: `grad_op`(dout, q, k, v, out, lse[, mask]) -> dq, dk, dv, with
+ * the forward's attributes; the log-sum-exp is a statistic. A mask is data: a float one that
+ * depends on a parameter has no gradient here. */
+static f8_status attention_gradient(f8_grad_context *context, f8_node_id node, f8_op grad_op,
+				    const f8_value_id *dy, f8_value_id *dx, f8_diag *diag) {
 	f8_node n = grad_node(context, node);
 	f8_value_id mask = n.n_inputs > 3 ? n.inputs[3] : F8_NONE;
 	if (mask != F8_NONE && f8_grad_wants(context, mask))
@@ -141,8 +143,13 @@ F8_GRAD_RULE(ATTENTION) {
 	f8_value_id inputs[7] = {dy[0], n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0], lse,
 				 mask};
 	static const uint32_t grad_of[3] = {0, 1, 2};
-	return emit_gradients(context, &n, F8_OP_ATTENTION_GRAD, inputs, mask != F8_NONE ? 7 : 6,
-			      n.attrs, n.n_attrs, grad_of, 3, dx, diag);
+	return emit_gradients(context, &n, grad_op, inputs, mask != F8_NONE ? 7 : 6, n.attrs,
+			      n.n_attrs, grad_of, 3, dx, diag);
+}
+
+/* Attention: AttentionGrad. */
+F8_GRAD_RULE(ATTENTION) {
+	return attention_gradient(context, node, F8_OP_ATTENTION_GRAD, dy, dx, diag);
 }
 
 /* Gelu: GeluGrad(dy, x) with the forward's approximation. */
@@ -198,20 +205,9 @@ F8_GRAD_RULE(EMBEDDING) {
 			      &vocab, 1, grad_of, 1, dx, diag);
 }
 
-/* RingAttention: RingAttentionGrad(dout, q, k, v, out, lse) over the same ring (its attributes);
- * the log-sum-exp is a statistic. */
+/* RingAttention: RingAttentionGrad over the same ring (its attributes). */
 F8_GRAD_RULE(RING_ATTENTION) {
-	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id lse = F8_NONE;
-	if (!status)
-		status = f8_grad_forward_output(context, node, 1, &lse, diag);
-	if (status)
-		return status;
-	f8_node n = grad_node(context, node);
-	f8_value_id inputs[6] = {dy[0], n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0], lse};
-	static const uint32_t grad_of[3] = {0, 1, 2};
-	return emit_gradients(context, &n, F8_OP_RING_ATTENTION_GRAD, inputs, 6, n.attrs,
-			      n.n_attrs, grad_of, 3, dx, diag);
+	return attention_gradient(context, node, F8_OP_RING_ATTENTION_GRAD, dy, dx, diag);
 }
 
 /* CrossEntropy: CrossEntropyGrad(dloss, logits, labels, lse). */

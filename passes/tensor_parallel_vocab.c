@@ -75,48 +75,29 @@ static int vocab_dim(const vocab_pass *v, f8_node_id id, f8_value_id value) {
 	return -1;
 }
 
-/*
- * Whether parameter `p` can be split by vocabulary rows: read only by Embeddings and the head,
- * directly or through a Cast read only by them, along one dimension (into *dim) TP divides.
- * *why says why not.
- */
-static bool splits(const vocab_pass *v, f8_value_id p, int *dim, const char **why) {
+/* The readers of `value` (and, when `through_cast`, of a Cast of it: --bf16's copy of the
+ * master weight) as vocabulary reads along one dimension, into *dim; false with *why when one
+ * is not, or the value is an output of the graph. */
+static bool vocab_reads(const vocab_pass *v, f8_value_id value, bool through_cast, int *dim,
+			const char **why) {
 	const f8_graph *graph = v->graph;
-	*dim = -1;
-	if (graph->values[p].placement[F8_MESH_AXIS_TP].kind != F8_PLACEMENT_KIND_REPLICATED) {
-		*why = "it is split already";
-		return false;
-	}
+	for (uint32_t o = 0; o < graph->n_outputs; o++)
+		if (graph->outputs[o] == value) {
+			*why = "it (or its copy) is an output of the graph";
+			return false;
+		}
 	for (uint32_t q = 0; q < graph->n_order; q++) {
 		f8_node_id id = graph->order[q];
 		const f8_node *node = &graph->nodes[id];
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
-			if (node->inputs[i] != p)
+			if (node->inputs[i] != value)
 				continue;
-			if (node->op == F8_OP_CAST) { // --bf16's copy: its readers decide
-				f8_value_id copy = node->outputs[0];
-				for (uint32_t r = 0; r < graph->n_order; r++) {
-					f8_node_id reader = graph->order[r];
-					for (uint32_t j = 0; j < graph->nodes[reader].n_inputs; j++) {
-						if (graph->nodes[reader].inputs[j] != copy)
-							continue;
-						int d = vocab_dim(v, reader, copy);
-						if (d < 0 || (*dim >= 0 && d != *dim)) {
-							*why = "its copy is read by more than the token "
-							       "embedding and the output head";
-							return false;
-						}
-						*dim = d;
-					}
-				}
-				for (uint32_t o = 0; o < graph->n_outputs; o++)
-					if (graph->outputs[o] == copy) {
-						*why = "its copy is an output of the graph";
-						return false;
-					}
+			if (through_cast && node->op == F8_OP_CAST) {
+				if (!vocab_reads(v, node->outputs[0], false, dim, why))
+					return false;
 				continue;
 			}
-			int d = vocab_dim(v, id, p);
+			int d = vocab_dim(v, id, value);
 			if (d < 0 || (*dim >= 0 && d != *dim)) {
 				*why = "it is read by more than the token embedding and the output head "
 				       "(a position table stays whole)";
@@ -125,11 +106,20 @@ static bool splits(const vocab_pass *v, f8_value_id p, int *dim, const char **wh
 			*dim = d;
 		}
 	}
-	for (uint32_t o = 0; o < graph->n_outputs; o++)
-		if (graph->outputs[o] == p) {
-			*why = "it is an output of the graph";
-			return false;
-		}
+	return true;
+}
+
+/* Whether parameter `p` can be split by vocabulary rows: read only by the token Embedding and
+ * the head (vocab_reads), along one dimension (into *dim) TP divides. *why says why not. */
+static bool splits(const vocab_pass *v, f8_value_id p, int *dim, const char **why) {
+	const f8_graph *graph = v->graph;
+	*dim = -1;
+	if (graph->values[p].placement[F8_MESH_AXIS_TP].kind != F8_PLACEMENT_KIND_REPLICATED) {
+		*why = "it is split already";
+		return false;
+	}
+	if (!vocab_reads(v, p, true, dim, why))
+		return false;
 	const f8_type *type = &graph->values[p].type;
 	if (*dim < 0 || !f8_dim_is_const(type->shape.dims[*dim]) ||
 	    f8_dim_value(type->shape.dims[*dim]) % v->ranks) {

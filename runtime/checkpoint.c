@@ -319,7 +319,7 @@ static f8_status agree(f8_dist *dist, f8_status status, const char *what, f8_dia
 	if (status || !worst)
 		return status;
 	return f8_diag_set(diag, (f8_status)-worst, "another rank could not %s (its message says "
-			   "why); nothing of this save is kept", what);
+			   "why)", what);
 }
 
 /*
@@ -346,7 +346,7 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 			status = make_folder(staging, diag);
 		}
 	}
-	if ((status = agree(dist, status, "make the checkpoint's staging folder", diag)))
+	if ((status = agree(dist, status, "make the checkpoint's staging folder; nothing of this save is kept", diag)))
 		return status;
 	status = make_record(info, dist, text, keys, values, &n_record, diag);
 	for (int file = WEIGHTS; !status && file < N_FILES; file++) {
@@ -356,14 +356,14 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
 		if (!status)
 			status = write_file(path, file, executor, dist, keys, values, n_record, diag);
 	}
-	status = agree(dist, status, "write its shard of the checkpoint", diag);
+	status = agree(dist, status, "write its shard of the checkpoint; nothing of this save is kept", diag);
 	if (!status && first)
 		status = install(staging, target, folder, diag);
 	if (!status && first)
 		status = write_latest(folder, info->iteration, diag);
 	else if (status && first)
 		remove_folder(staging); // a failed save leaves the folder as it was
-	return agree(dist, status, "install the checkpoint", diag);
+	return agree(dist, status, "install the checkpoint; nothing of this save is kept", diag);
 }
 
 /* Checks a file's record; the first file's iteration and save id go to *iteration, *save_id,
@@ -686,6 +686,10 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 		if (!status)
 			status = check_settings(record, paths[OPTIMIZER], info, diag);
 	}
+	// Every rank reads its own part: one that cannot stops the others too, before any rank
+	// writes a leaf (rather than leaving them waiting in the first step's collectives).
+	status = agree(info->dist && f8_dist_world(info->dist) > 1 ? info->dist : NULL, status,
+		       "load its part of the checkpoint", diag);
 	if (!status) { // everything checked: now write the leaves
 		for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 			f8_value_id v = graph->inputs[i];

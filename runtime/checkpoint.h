@@ -80,7 +80,9 @@ f8_status f8_checkpoint_save(const char *folder, const f8_executor *executor,
  * F8_ERR_ARGUMENT naming it. Every parameter and state leaf must be there with its exact dtype
  * and shape (a leaf the ranks hold parts of: the whole tensor, of which this rank takes its
  * part; from shards, the whole its parts make, which must hold as many elements), and nothing
- * else may be. info->model is left as it was.
+ * else may be. With info->dist of several ranks, every rank calls it and the ranks agree on the
+ * outcome before any writes a leaf: every rank returns the same failure. info->model is left as
+ * it was.
  */
 f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 			     f8_checkpoint_info *info, f8_diag *diag);

@@ -922,17 +922,6 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 					     "%.0f steps taken", config->load,
 					     (long long)info.iteration, (long long)info.skipped_iters,
 					     counted);
-		// Every rank reads its own part: one that cannot must stop the others too, not
-		// leave them waiting in the first step's collectives.
-		int64_t failed = status != F8_OK;
-		f8_status agreed = f8_dist_all_reduce(config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
-						      &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX,
-						      diag);
-		if (!status && (agreed || failed))
-			status = agreed ? agreed
-					: f8_diag_set(diag, F8_ERR_IO, "another rank could not load its "
-						      "part of the checkpoint in %s (its message says "
-						      "why)", config->load);
 		if (!status) {
 			t.iteration = info.iteration;
 			t.skipped_iters = info.skipped_iters;

@@ -105,34 +105,30 @@ static f8_graph *parse(const char *text) {
 	return graph;
 }
 
-/* One case: the ring of `ranks` (this process at `place`) against the whole sequence. */
-static void check_case(bool causal, int64_t place, int64_t ranks) {
+/* A graph of `op` (Attention, RingAttention) with `attrs` on q, k, v (seq rows), then its
+ * gradient op on dout g and the forward's out o and lse l: two nodes, run one at a time. */
+static f8_graph *attention_graph(const char *op, const char *attrs) {
 	char text[2048];
-	const char *attrs = causal ? "causal=1" : "causal=0";
 	snprintf(text, sizeof text,
-		 "graph whole {\n input %%q : f32[%d, %d, seq, %d]\n input %%k : f32[%d, %d, seq, %d]\n"
+		 "graph %s {\n input %%q : f32[%d, %d, seq, %d]\n input %%k : f32[%d, %d, seq, %d]\n"
 		 " input %%v : f32[%d, %d, seq, %d]\n input %%g : f32[%d, %d, seq, %d]\n"
 		 " input %%o : f32[%d, %d, seq, %d]\n input %%l : f32[%d, %d, seq]\n"
-		 " %%y, %%lse = Attention(%%q, %%k, %%v) {%s}\n"
-		 " %%dq, %%dk, %%dv = AttentionGrad(%%g, %%q, %%k, %%v, %%o, %%l) {%s}\n"
+		 " %%y, %%lse = %s(%%q, %%k, %%v) {%s}\n"
+		 " %%dq, %%dk, %%dv = %sGrad(%%g, %%q, %%k, %%v, %%o, %%l) {%s}\n"
 		 " output %%y, %%lse, %%dq, %%dk, %%dv\n}\n",
-		 BATCH, HEADS, DIM, BATCH, KV_HEADS, DIM, BATCH, KV_HEADS, DIM, BATCH, HEADS, DIM,
-		 BATCH, HEADS, DIM, BATCH, HEADS, attrs, attrs);
-	f8_graph *whole_graph = parse(text);
+		 op, BATCH, HEADS, DIM, BATCH, KV_HEADS, DIM, BATCH, KV_HEADS, DIM, BATCH, HEADS, DIM,
+		 BATCH, HEADS, DIM, BATCH, HEADS, op, attrs, op, attrs);
+	return parse(text);
+}
+
+/* One case: the ring of `ranks` (this process at `place`) against the whole sequence. */
+static void check_case(bool causal, int64_t place, int64_t ranks) {
+	const char *attrs = causal ? "causal=1" : "causal=0";
 	char ring_attrs[128];
 	snprintf(ring_attrs, sizeof ring_attrs, "group=\"cp\", ranks=%lld, %s", (long long)ranks,
 		 attrs);
-	char ring_text[2048];
-	snprintf(ring_text, sizeof ring_text,
-		 "graph ring {\n input %%q : f32[%d, %d, seq, %d]\n input %%k : f32[%d, %d, seq, %d]\n"
-		 " input %%v : f32[%d, %d, seq, %d]\n input %%g : f32[%d, %d, seq, %d]\n"
-		 " input %%o : f32[%d, %d, seq, %d]\n input %%l : f32[%d, %d, seq]\n"
-		 " %%y, %%lse = RingAttention(%%q, %%k, %%v) {%s}\n"
-		 " %%dq, %%dk, %%dv = RingAttentionGrad(%%g, %%q, %%k, %%v, %%o, %%l) {%s}\n"
-		 " output %%y, %%lse, %%dq, %%dk, %%dv\n}\n",
-		 BATCH, HEADS, DIM, BATCH, KV_HEADS, DIM, BATCH, KV_HEADS, DIM, BATCH, HEADS, DIM,
-		 BATCH, HEADS, DIM, BATCH, HEADS, ring_attrs, ring_attrs);
-	f8_graph *ring_graph = parse(ring_text);
+	f8_graph *whole_graph = attention_graph("Attention", attrs);
+	f8_graph *ring_graph = attention_graph("RingAttention", ring_attrs);
 	CHECK(whole_graph && ring_graph);
 	if (!whole_graph || !ring_graph) {
 		f8_graph_destroy(whole_graph);
