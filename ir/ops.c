@@ -109,9 +109,10 @@ static const f8_attr_spec attrs_fp8_grouped_gemm[] = {DTYPE("to", true), STRING(
 						      END};
 static const f8_attr_spec attrs_all_reduce[] = {STRING("group", true), STRING("op", false), END};
 static const f8_attr_spec attrs_gather_scatter[] = {STRING("group", true), INT("axis", true),
-						    INT("ranks", true), END};
+						    INT("ranks", true), INT("balanced", false), END};
 static const f8_attr_spec attrs_all_gather[] = {STRING("group", true), INT("axis", true),
-						INT("ranks", true), INT("replicated", false), END};
+						INT("ranks", true), INT("replicated", false),
+						INT("balanced", false), END};
 static const f8_attr_spec attrs_peer[] = {STRING("group", true), INT("peer", true), END};
 static const f8_attr_spec attrs_recv[] = {STRING("group", true), INT("peer", true),
 					  DTYPE("dtype", true), DIMS("shape", true), END};

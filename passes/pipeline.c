@@ -12,6 +12,7 @@
 #include "passes/attention_unfused.h" // f8_pass_attention_unfused_run
 #include "passes/bf16.h"          // f8_pass_bf16_run
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
+#include "passes/context_parallel.h" // f8_pass_context_parallel_run
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
@@ -90,6 +91,18 @@ static f8_status tensor_parallel(f8_graph *graph, const f8_pipeline_options *opt
 	return f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);
 }
 
+static f8_status context_parallel(f8_graph *graph, const f8_pipeline_options *options,
+				  FILE *report, f8_diag *diag) {
+	// A no-op without CP. A plan for inference is one rank's: refused rather than made whole.
+	if (!options->training && options->parallel && options->parallel->context > 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--context-parallel-size: context "
+				   "parallelism is built for training steps; an inference plan is "
+				   "one rank's");
+	if (!options->training)
+		return F8_OK;
+	return f8_pass_context_parallel_run(graph, options->parallel, report, diag);
+}
+
 static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 			   f8_diag *diag) {
 	// A no-op without a granularity or a budget; the budget's trials fuse for the target.
@@ -125,6 +138,12 @@ static const f8_pass pipeline[] = {
 	 "rank's heads, and training, so that autodiff derives each rank's backward from its "
 	 "forward, the collectives' gradients included; a no-op without "
 	 "--tensor-model-parallel-size"},
+	{"context-parallel", context_parallel,
+	 "after tensor-parallel, which splits heads and features (and under --sequence-parallel "
+	 "the sequence again, within the rank's tokens); before attention-unfused, which would "
+	 "decompose the Attention this pass makes RingAttention, and training, so that autodiff "
+	 "derives the ring's backward and the training pass builds the loss over the split "
+	 "sequence; a no-op without --context-parallel-size"},
 	{"attention-unfused", attention_unfused,
 	 "after bf16, which decides the attention's dtype (cuDNN's fused attention takes bf16, "
 	 "not f32); before training, so that autodiff derives the backward of an f32 attention "

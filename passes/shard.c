@@ -147,17 +147,23 @@ static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--sequence-parallel splits the sequence "
 				   "over the tensor-parallel ranks: it needs "
 				   "--tensor-model-parallel-size above 1");
-	const char *option = mesh[F8_MESH_AXIS_CP] > 1 ? "--context-parallel-size"
-			     : mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
+	if (mesh[F8_MESH_AXIS_CP] > 1 && o->distributed_optimizer) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--use-distributed-optimizer with "
+			    "--context-parallel-size: the optimizer's shards over cp are not built "
+			    "yet");
+		f8_diag_hint(diag, "leave one of them out: under context parallelism each rank "
+			     "keeps the whole optimizer state");
+		return F8_ERR_UNSUPPORTED;
+	}
+	const char *option = mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
 			     : mesh[F8_MESH_AXIS_PP] > 1 ? "--pipeline-model-parallel-size"
 			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
 							 : NULL;
 	if (!option)
 		return F8_OK;
-	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data and tensor parallelism so far; "
-		    "this parallelism is not built yet", option);
-	f8_diag_hint(diag, "train data- or tensor-parallel: leave it out, and the world size "
-		     "over TP is the data-parallel size");
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data, tensor and context parallelism "
+		    "so far; this parallelism is not built yet", option);
+	f8_diag_hint(diag, "leave it out: the world size over TP x CP is the data-parallel size");
 	return F8_ERR_UNSUPPORTED;
 }
 
@@ -589,8 +595,9 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 			    f8_diag *diag) {
 	if (!f8_parallel_options_any(options))
 		return F8_OK;
-	// The tensor-parallel pass, before training, set the mesh when TP is above 1.
-	bool tensor_parallel = options->tensor > 1;
+	// The tensor- and context-parallel passes, before training, set the mesh when TP or CP is
+	// above 1.
+	bool tensor_parallel = options->tensor > 1 || options->context > 1;
 	if (f8_graph_mesh_ranks(graph) > 1 && !tensor_parallel)
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph is sharded already (it has "
 				   "a mesh)");
@@ -601,8 +608,8 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph has no backward (the pass "
 				   "shards a training step)");
 	uint32_t mesh[F8_MESH_AXIS_COUNT];
-	// Under TP the tensor-parallel pass checked the layout on the whole model; the heads seen
-	// here are each rank's share.
+	// Under TP (or CP) the tensor-parallel (or context-parallel) pass checked the layout on
+	// the whole model; the heads and the sequence seen here are each rank's share.
 	f8_status status = tensor_parallel ? f8_parallel_mesh(options, mesh, diag)
 					   : f8_parallel_check(graph, options, mesh, diag);
 	if (!status)
@@ -610,14 +617,17 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	if (status)
 		return status;
 	if (tensor_parallel && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
-		return f8_diag_set(diag, F8_ERR_INVALID, "shard: TP is %lld, but the graph's mesh is "
-				   "not the tensor-parallel pass's", (long long)options->tensor);
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph's mesh is not the "
+				   "tensor- and context-parallel passes'");
 	memcpy(graph->mesh, mesh, sizeof mesh);
-	// The data-parallel group: EP x DP, where the ranks hold the same weights.
+	// The gradients' group: EP x DP, where the ranks hold the same weights and run other
+	// micro-batches, and CP, whose ranks hold the same weights and run other tokens of the
+	// same sequences (Megatron-LM's data-parallel group with context parallelism).
 	uint32_t data = 0, amax = 0;
 	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
 		bool spans = mesh[axis] > 1;
-		data |= spans && (axis == F8_MESH_AXIS_EP || axis == F8_MESH_AXIS_DP) ? 1u << axis : 0;
+		data |= spans && (axis == F8_MESH_AXIS_EP || axis == F8_MESH_AXIS_DP ||
+				  axis == F8_MESH_AXIS_CP) ? 1u << axis : 0;
 		amax |= spans && axis != F8_MESH_AXIS_PP ? 1u << axis : 0;
 	}
 	char data_group[32], amax_group[32];

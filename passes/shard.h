@@ -20,14 +20,20 @@
  * its dim 0), and the gradient norm sums each class of split gradients' squares over the group
  * that splits them (tp, the data-parallel axes, or both), plus the whole ones'.
  *
- * What each rank's program gets, so far (context, expert and pipeline parallelism are
- * F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel without TP is
- * F8_ERR_ARGUMENT):
- *   data parallelism   each rank runs its own micro-batches of the global batch; in phase opt,
- *                      first, one AllReduce (sum, group "ep+dp" or "dp") of every gradient
- *                      accumulator, which the gradient norm and AdamW read instead: the
- *                      training pass averages over the global batch's micro-batches already,
- *                      so the sum of the ranks' accumulators is the single-device step's.
+ * Context parallelism is split before training too, by the context-parallel pass
+ * (passes/context_parallel.h), which sets the mesh when TP does not; its ranks run other tokens
+ * of the same sequences, so their gradients are summed with data parallelism's.
+ *
+ * What each rank's program gets, so far (expert and pipeline parallelism are
+ * F8_ERR_UNSUPPORTED, naming the option, until they come, and so is the distributed optimizer
+ * under CP; --sequence-parallel without TP is F8_ERR_ARGUMENT):
+ *   data parallelism   each rank runs its own micro-batches of the global batch (its tokens
+ *                      of them under CP); in phase opt, first, one AllReduce (sum, group
+ *                      "ep+dp", "dp", "cp+dp" or "cp") of every gradient accumulator, which
+ *                      the gradient norm and AdamW read instead: the training pass averages
+ *                      over the global batch's micro-batches already (and the loss under CP
+ *                      over the cp ranks' tokens), so the sum of the ranks' accumulators is
+ *                      the single-device step's.
  *   FP8 amaxes         before each ScalingUpdate, one AllReduce (max) of the table's amaxes
  *                      over the group of every axis above one rank but PP (TransformerEngine's
  *                      amax reduction group: TP x CP x DP), packed into one collective per

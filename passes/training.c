@@ -402,10 +402,10 @@ static f8_status make_master_weights(trainer *t, FILE *report) {
  * of the shards' maxima), each shard's sum of exp(logit - max) and the label's logit where the
  * shard holds it (CrossEntropyShard), both summed over tp, and the loss from the sums
  * (CrossEntropyMerge). The maxima take no gradient; the backward is each shard's own.
- * `attrs`: CrossEntropy's (ignore_index, reduction).
+ * `attrs`: CrossEntropy's (ignore_index, reduction); the loss named `name` into *loss.
  */
 static f8_status add_vocab_parallel_loss(trainer *t, f8_value_id logits, f8_value_id labels,
-					 const f8_attr *attrs) {
+					 const f8_attr *attrs, const char *name, f8_value_id *loss) {
 	f8_graph *graph = t->graph;
 	int rank = graph->values[logits].type.shape.rank;
 	int64_t ranks = graph->mesh[F8_MESH_AXIS_TP];
@@ -454,32 +454,117 @@ static f8_status add_vocab_parallel_loss(trainer *t, f8_value_id logits, f8_valu
 		status = add_node(t, F8_OP_ALL_REDUCE, sums, 2, sum_over, 2, 2, names, F8_PHASE_FWD,
 				  "loss", reduced);
 	f8_value_id merge_inputs[4] = {reduced[0], reduced[1], max, labels};
-	names[0] = "loss";
+	names[0] = name;
 	if (!status)
 		status = add_node(t, F8_OP_CROSS_ENTROPY_MERGE, merge_inputs, 4, attrs, 2, 1, names,
-				  F8_PHASE_FWD, "loss", &t->loss);
+				  F8_PHASE_FWD, "loss", loss);
 	return status;
 }
 
-/* %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. */
+/*
+ * The loss of logits split along the sequence over cp (the context-parallel pass's), as
+ * Megatron-LM's loss under context parallelism: `partial`, the sum of this rank's token losses,
+ * and the count of its labels that count, both summed over cp; %loss is the sum over the count
+ * (at least 1: no label counts, the loss is 0, as CrossEntropy's mean). Every rank's loss is
+ * the whole sequence's; its gradient reaches each rank's tokens through the sum (AllReduce's
+ * gradient is the identity).
+ */
+static f8_status add_context_parallel_mean(trainer *t, f8_value_id partial, f8_value_id labels) {
+	f8_value_id ignore, equal, counted, as_float, count, one, at_least, sums[2], reduced[2];
+	f8_status status = add_constant(t, F8_DTYPE_I64, (double)t->options.ignore_index,
+					"loss.ignore_index", F8_PHASE_FWD, &ignore);
+	const char *names[2] = {"loss.ignored", NULL};
+	f8_value_id pair[2] = {labels, ignore};
+	if (!status)
+		status = add_node(t, F8_OP_EQUAL, pair, 2, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &equal);
+	names[0] = "loss.counted";
+	if (!status)
+		status = add_node(t, F8_OP_NOT, &equal, 1, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &counted);
+	f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F32};
+	names[0] = "loss.counted_f32";
+	if (!status)
+		status = add_node(t, F8_OP_CAST, &counted, 1, &to, 1, 1, names, F8_PHASE_FWD, "loss",
+				  &as_float);
+	f8_attr keep = {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0};
+	names[0] = "loss.tokens.partial";
+	if (!status)
+		status = add_node(t, F8_OP_REDUCE_SUM, &as_float, 1, &keep, 1, 1, names,
+				  F8_PHASE_FWD, "loss", &count);
+	f8_attr over[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "cp"},
+			   {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+	sums[0] = partial, sums[1] = count;
+	names[0] = "loss.sum", names[1] = "loss.tokens";
+	if (!status)
+		status = add_node(t, F8_OP_ALL_REDUCE, sums, 2, over, 2, 2, names, F8_PHASE_FWD,
+				  "loss", reduced);
+	if (!status)
+		status = add_constant(t, F8_DTYPE_F32, 1.0, "loss.one", F8_PHASE_FWD, &one);
+	pair[0] = reduced[1], pair[1] = one;
+	names[0] = "loss.tokens_at_least_one";
+	if (!status)
+		status = add_node(t, F8_OP_MAX, pair, 2, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &at_least);
+	pair[0] = reduced[0], pair[1] = at_least;
+	names[0] = "loss";
+	if (!status)
+		status = add_node(t, F8_OP_DIV, pair, 2, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &t->loss);
+	if (!status) // the constants' scope is the loss's, not the optimizer's
+		t->graph->nodes[t->graph->values[ignore].producer].scope =
+			t->graph->nodes[t->graph->values[one].producer].scope = "loss";
+	return status;
+}
+
+/*
+ * %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. Logits
+ * split by vocabulary over tp take the vocabulary-parallel cross-entropy; logits split along the
+ * sequence over cp read the labels' LocalShard (the labels are fed whole, as the tokens), and
+ * the mean is taken over the ranks' tokens together.
+ */
 static f8_status add_loss(trainer *t) {
 	f8_graph *graph = t->graph;
 	f8_value_id logits = graph->outputs[0], labels = F8_NONE;
 	f8_type type = {.dtype = F8_DTYPE_I64, .shape = graph->values[logits].type.shape};
 	type.shape.rank--;
+	const f8_placement *sequence = &graph->values[logits].placement[F8_MESH_AXIS_CP];
+	bool context = sequence->kind == F8_PLACEMENT_KIND_SHARD;
+	int64_t cp = graph->mesh[F8_MESH_AXIS_CP];
+	if (context && (sequence->dim != 1 || type.shape.rank != 2 ||
+			!f8_dim_mul(type.shape.dims[1], f8_dim_const(cp), &type.shape.dims[1])))
+		return f8_diag_set(t->diag, F8_ERR_INVALID, "context-parallel loss: the logits are "
+				   "not split along the sequence of (batch, seq, vocab)");
 	f8_status status = f8_graph_add_input(graph, "labels", F8_ROLE_INPUT, &type, &labels, t->diag);
 	if (status)
 		return status;
-	f8_value_id inputs[2] = {logits, labels};
+	if (context) {
+		f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "cp"},
+				    {.name = "axis", .kind = F8_ATTR_INT, .i = 1},
+				    {.name = "ranks", .kind = F8_ATTR_INT, .i = cp},
+				    {.name = "balanced", .kind = F8_ATTR_INT, .i = 1}};
+		const char *names[1] = {"labels.cp"};
+		f8_value_id whole = labels;
+		status = add_node(t, F8_OP_LOCAL_SHARD, &whole, 1, attrs, 4, 1, names, F8_PHASE_FWD,
+				  "loss", &labels);
+		if (status)
+			return status;
+		graph->values[labels].placement[F8_MESH_AXIS_CP] = *sequence;
+	}
+	f8_value_id inputs[2] = {logits, labels}, partial = F8_NONE;
 	f8_attr attrs[2] = {{.name = "ignore_index", .kind = F8_ATTR_INT, .i = t->options.ignore_index},
-			    {.name = "reduction", .kind = F8_ATTR_STRING, .s = "mean"}};
+			    {.name = "reduction", .kind = F8_ATTR_STRING,
+			     .s = context ? "sum" : "mean"}};
+	const char *name = context ? "loss.partial" : "loss";
+	f8_value_id *out = context ? &partial : &t->loss;
 	const f8_placement *split = &graph->values[logits].placement[F8_MESH_AXIS_TP];
 	if (split->kind == F8_PLACEMENT_KIND_SHARD &&
 	    split->dim == graph->values[logits].type.shape.rank - 1)
-		return add_vocab_parallel_loss(t, logits, labels, attrs);
-	const char *names[1] = {"loss"};
-	return add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, names, F8_PHASE_FWD, "loss",
-			&t->loss);
+		status = add_vocab_parallel_loss(t, logits, labels, attrs, name, out);
+	else
+		status = add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, &name,
+				  F8_PHASE_FWD, "loss", out);
+	return !status && context ? add_context_parallel_mean(t, partial, labels) : status;
 }
 
 /* The gradients of every parameter; those the loss does not depend on are not trained. */

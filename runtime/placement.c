@@ -63,6 +63,28 @@ void f8_rt_copy_slice(void *whole_data, void *part_data, const int64_t *dims, in
 	}
 }
 
+void f8_rt_copy_balanced(void *whole_data, void *part_data, const int64_t *dims, int rank,
+			 int dim, int64_t n, int64_t r, size_t element, bool to_part) {
+	char *whole = whole_data, *part = part_data;
+	int64_t outer = 1, size = dims[dim], chunk = size / (2 * n);
+	size_t inner = element;
+	for (int d = 0; d < dim; d++)
+		outer *= dims[d];
+	for (int d = dim + 1; d < rank; d++)
+		inner *= (size_t)dims[d];
+	size_t bytes = (size_t)chunk * inner;
+	for (int64_t o = 0; o < outer; o++)
+		for (int k = 0; k < 2; k++) {
+			int64_t which = k ? 2 * n - 1 - r : r;
+			char *w = whole + (size_t)(o * size + which * chunk) * inner;
+			char *p = part + (size_t)(o * 2 + k) * bytes;
+			if (to_part)
+				memcpy(p, w, bytes);
+			else
+				memcpy(w, p, bytes);
+		}
+}
+
 /* A copy of `from` into *to (created): a leaf no axis splits is its own part and whole. */
 static f8_status copy_whole(const f8_rt_tensor *from, f8_rt_tensor *to, f8_diag *diag) {
 	f8_status status = f8_rt_tensor_create(from->dtype, from->rank, from->dims, to, diag);

@@ -27,6 +27,14 @@ void f8_rt_copy_slice(void *whole, void *part, const int64_t *dims, int rank, in
 		      const int64_t *parts, int n_parts, int64_t n, int64_t r, size_t element,
 		      bool to_part);
 
+/*
+ * As f8_rt_copy_slice for context parallelism's balanced parts (one part of the whole
+ * dimension): rank `r` of `n` holds chunks r and 2n - 1 - r of the 2n along `dim`, in that
+ * order.
+ */
+void f8_rt_copy_balanced(void *whole, void *part, const int64_t *dims, int rank, int dim,
+			 int64_t n, int64_t r, size_t element, bool to_part);
+
 /* The mesh axes over which `value` is split (bits 1 << f8_mesh_axis; 0: whole on each rank). */
 uint32_t f8_rt_split_axes(const f8_value *value);
 

@@ -797,9 +797,12 @@ static f8_status check_replicas_over(trainer *t, uint32_t axes, const char *what
 	return status;
 }
 
-/* The replicas checked over data parallelism, then over TP (what its ranks hold whole). */
+/* The replicas checked over data parallelism, then over CP (whose ranks hold the same state and
+ * run other tokens), then over TP (what its ranks hold whole). */
 static f8_status check_replicas(trainer *t, f8_diag *diag) {
 	f8_status status = check_replicas_over(t, t->data_axes, "data-parallel", diag);
+	if (!status && t->graph->mesh[F8_MESH_AXIS_CP] > 1)
+		status = check_replicas_over(t, 1u << F8_MESH_AXIS_CP, "context-parallel", diag);
 	if (!status && t->graph->mesh[F8_MESH_AXIS_TP] > 1)
 		status = check_replicas_over(t, 1u << F8_MESH_AXIS_TP, "tensor-parallel ranks'",
 					     diag);

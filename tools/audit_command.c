@@ -358,6 +358,18 @@ static f8_status count_collective(const f8_graph *graph, const f8_node *node, su
 		c = &grown[s->n_collectives++];
 		*c = key;
 	}
+	if (node->op == F8_OP_RING_ATTENTION || node->op == F8_OP_RING_ATTENTION_GRAD) {
+		// What goes round the ring: the key and value blocks, ranks - 1 steps; the backward
+		// a round more to make the log-sum-exp again, then one with the blocks' dk and dv
+		// beside them, back to their rank.
+		bool grad = node->op == F8_OP_RING_ATTENTION_GRAD;
+		uint64_t ranks = (uint64_t)f8_node_attr_int(node, "ranks", 1);
+		uint64_t kv = f8_memory_type_bytes(&graph->values[node->inputs[grad ? 2 : 1]].type) +
+			      f8_memory_type_bytes(&graph->values[node->inputs[grad ? 3 : 2]].type);
+		c->tensors += 2;
+		c->bytes += grad ? (ranks - 1) * kv + ranks * 2 * kv : (ranks - 1) * kv;
+		return F8_OK;
+	}
 	c->tensors += node->n_inputs;
 	for (uint32_t i = 0; i < node->n_inputs; i++)
 		c->bytes += f8_memory_type_bytes(&graph->values[node->inputs[i]].type);

@@ -9,7 +9,7 @@
 
 #include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
-#include "runtime/placement.h"   // f8_rt_copy_slice
+#include "runtime/placement.h"   // f8_rt_copy_slice, f8_rt_copy_balanced
 #include "runtime/tensor.h"      // f8_rt_tensor_convert
 #ifndef F8C_NO_LLVM
 #include "runtime/cpu/generated.h" // f8_cpu_generated
@@ -315,12 +315,25 @@ static f8_status reduce_scatter(cpu_backend *cpu, uint32_t axes, const void *in,
 	return status;
 }
 
+/* Between the whole `whole` and rank `r`'s part `part` along `axis` (of `n` ranks): a slice,
+ * or the two chunks of balanced=1. */
+static void copy_part(const f8_node *n, const f8_tensor_view *whole, void *whole_data,
+		      void *part, int axis, int64_t ranks, int64_t r, size_t element,
+		      bool to_part) {
+	if (f8_node_attr_int(n, "balanced", 0))
+		f8_rt_copy_balanced(whole_data, part, whole->dims, whole->rank, axis, ranks, r,
+				    element, to_part);
+	else
+		f8_rt_copy_slice(whole_data, part, whole->dims, whole->rank, axis, NULL, 0, ranks, r,
+				 element, to_part);
+}
+
 /*
  * AllGather, ReduceScatter and LocalShard over several ranks, along their axis: MPI's
  * all-gather, its reduce-scatter (a sum), or this rank's part copied out of the replicated
  * input. Along axis 0 each rank's part is a contiguous run of bytes; along another (sequence
- * parallelism's, 1) the parts are gathered into a staging buffer and put in place, or staged
- * contiguous before the reduce-scatter.
+ * parallelism's, 1), or in context parallelism's balanced chunks, the parts are gathered into
+ * a staging buffer and put in place, or staged contiguous before the reduce-scatter.
  */
 static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 			   const f8_tensor_view *views, f8_diag *diag) {
@@ -331,13 +344,13 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 	axis = axis < 0 ? axis + whole->rank : axis;
 	int64_t ranks = f8_dist_group_size(cpu->dist, axes);
 	uint32_t place = f8_dist_group_rank(cpu->dist, axes);
-	bool contiguous = true; // every dimension before the axis is 1
+	bool contiguous = !f8_node_attr_int(n, "balanced", 0); // every dimension before axis is 1
 	for (int d = 0; d < axis; d++)
 		contiguous &= whole->dims[d] == 1;
 	if (n->op == F8_OP_LOCAL_SHARD) {
 		if (out->n_bytes)
-			f8_rt_copy_slice(f8_cpu_view_data(in), f8_cpu_view_data(out), in->dims, in->rank,
-					 axis, NULL, 0, ranks, place, element, true);
+			copy_part(n, in, f8_cpu_view_data(in), f8_cpu_view_data(out), axis, ranks,
+				  place, element, true);
 		return F8_OK;
 	}
 	if (contiguous && n->op == F8_OP_ALL_GATHER)
@@ -356,12 +369,12 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 		status = f8_dist_all_gather(cpu->dist, axes, f8_cpu_view_data(in), staged,
 					    (size_t)in->n_bytes, diag);
 		for (int64_t r = 0; !status && part && r < ranks; r++)
-			f8_rt_copy_slice(f8_cpu_view_data(out), staged + (size_t)r * part, out->dims,
-					 out->rank, axis, NULL, 0, ranks, r, element, false);
+			copy_part(n, out, f8_cpu_view_data(out), staged + (size_t)r * part, axis,
+				  ranks, r, element, false);
 	} else { // ReduceScatter: each rank's part of the input staged contiguous, in rank order
 		for (int64_t r = 0; part && r < ranks; r++)
-			f8_rt_copy_slice(f8_cpu_view_data(in), staged + (size_t)r * part, in->dims,
-					 in->rank, axis, NULL, 0, ranks, r, element, true);
+			copy_part(n, in, f8_cpu_view_data(in), staged + (size_t)r * part, axis, ranks,
+				  r, element, true);
 		status = reduce_scatter(cpu, axes, staged, f8_cpu_view_data(out), part / element,
 					out->dtype, diag);
 	}

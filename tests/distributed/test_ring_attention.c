@@ -5,8 +5,10 @@
  * its backward, takes its rows (chunks r and 2 ranks - 1 - r: causal load balancing), runs the
  * ring kernels over the group with MPI's sendrecv (f8_dist_ring_shift), and checks its output,
  * log-sum-exp, dq, dk and dv against the whole's rows at its places. Causal and not, with
- * grouped-query heads. One process (no mpirun) checks the ring of one rank the same way; CTest
- * runs it so and under mpirun with 2 and 3 ranks.
+ * grouped-query heads. Then the collectives of the same layout (balanced=1) through the CPU
+ * backend: LocalShard takes the rank's rows, AllGather puts every rank's back in their places,
+ * ReduceScatter sums the ranks' wholes into each rank's rows. One process (no mpirun) checks the
+ * ring of one rank the same way; CTest runs it so and under mpirun with 2 and 3 ranks.
  *
  * usage: [mpirun -np N] test_ring_attention
  */
@@ -17,6 +19,8 @@
 
 #include "ir/text.h"                 // f8_text_parse
 #include "passes/pipeline.h"         // f8_pipeline_run
+#include "runtime/cpu/backend.h"     // f8_cpu_backend_create_distributed
+#include "runtime/executor.h"        // f8_executor_*
 #include "runtime/cpu/kernels.h"     // f8_cpu_kernel_get, f8_cpu_kernel_call, f8_cpu_ring
 #include "runtime/distributed.h"     // f8_dist_*
 #include "tests/runtime/test_fill.h" // rng_state, rng_uniform
@@ -196,6 +200,70 @@ static void check_case(bool causal, int64_t place, int64_t ranks) {
 	f8_graph_destroy(ring_graph);
 }
 
+/* LocalShard, AllGather and ReduceScatter {balanced=1} along the sequence (dim 2) of a
+ * (BATCH, HEADS, seq, DIM) tensor every rank holds the same, through the CPU backend. */
+static void check_balanced_parts(int64_t place, int64_t ranks) {
+	char text[1024];
+	const char *over = "group=\"cp\", axis=2, ranks=%lld, balanced=1";
+	char attrs[96];
+	snprintf(attrs, sizeof attrs, over, (long long)ranks);
+	int64_t seq = 2 * CHUNK * ranks;
+	snprintf(text, sizeof text,
+		 "graph parts {\n mesh cp=%lld\n input %%x : f32[%d, %d, %lld, %d]\n"
+		 " %%y = LocalShard(%%x) {%s}\n %%z = AllGather(%%y) {%s}\n"
+		 " %%w = ReduceScatter(%%x) {%s}\n output %%y, %%z, %%w\n}\n",
+		 (long long)ranks, BATCH, HEADS, (long long)seq, DIM, attrs, attrs, attrs);
+	f8_graph *graph = parse(text);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_rt_tensor x = tensor(HEADS, seq, true), rows = tensor(HEADS, 2 * CHUNK, false);
+	f8_rt_tensor got[3] = {0};
+	rows_of(&x, &rows, DIM, place, ranks);
+	f8_backend *backend = NULL;
+	f8_executor *executor = NULL;
+	f8_diag diag = {0};
+	f8_status status = f8_cpu_backend_create_distributed(F8_CPU_KERNELS_REFERENCE,
+							     ranks > 1 ? dist : NULL, &backend, &diag);
+	if (!status)
+		status = f8_executor_create(graph, NULL, backend, &executor, &diag);
+	if (!status)
+		status = f8_executor_write(executor, graph->inputs[0], &x, &diag);
+	if (!status)
+		status = f8_executor_run(executor, F8_PHASES_ALL, &diag);
+	for (int i = 0; !status && i < 3; i++)
+		status = f8_executor_read(executor, graph->outputs[i], &got[i], &diag);
+	if (status)
+		f8_diag_print(&diag, stdout);
+	CHECK(status == F8_OK);
+	if (!status) {
+		f8_rt_tensor summed = tensor(HEADS, 2 * CHUNK, false);
+		for (int64_t i = 0; i < f8_rt_tensor_numel(&summed); i++)
+			f8_rt_tensor_set(&summed, i, (double)ranks * f8_rt_tensor_get(&rows, i));
+		const struct {
+			const char *what;
+			const f8_rt_tensor *got, *want;
+		} cases[] = {{"LocalShard: the rank's chunks", &got[0], &rows},
+			     {"AllGather: every rank's chunks in their places", &got[1], &x},
+			     {"ReduceScatter: the ranks' wholes summed, the rank's chunks", &got[2],
+			      &summed}};
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			bool ok = f8_rt_tensor_numel(cases[i].got) == f8_rt_tensor_numel(cases[i].want) &&
+				  error(cases[i].got, cases[i].want) <= 1e-6;
+			printf("%s rank %lld of %lld, balanced=1 %s\n", ok ? "ok  " : "FAIL",
+			       (long long)place, (long long)ranks, cases[i].what);
+			CHECK(ok);
+		}
+		f8_rt_tensor_destroy(&summed);
+	}
+	for (int i = 0; i < 3; i++)
+		f8_rt_tensor_destroy(&got[i]);
+	f8_rt_tensor_destroy(&x), f8_rt_tensor_destroy(&rows);
+	f8_executor_destroy(executor);
+	f8_backend_destroy(backend);
+	f8_graph_destroy(graph);
+}
+
 int main(void) {
 	f8_diag diag = {0};
 	f8_dist_launch launch;
@@ -219,6 +287,8 @@ int main(void) {
 		rng_state = (uint64_t)seed + (uint64_t)causal;
 		check_case(causal, f8_dist_group_rank(dist, 1u << F8_MESH_AXIS_CP), launch.world);
 	}
+	rng_state = (uint64_t)seed + 2;
+	check_balanced_parts(f8_dist_group_rank(dist, 1u << F8_MESH_AXIS_CP), launch.world);
 	f8_dist_destroy(dist);
 	return test_finish();
 }
