@@ -147,14 +147,6 @@ static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--sequence-parallel splits the sequence "
 				   "over the tensor-parallel ranks: it needs "
 				   "--tensor-model-parallel-size above 1");
-	if (mesh[F8_MESH_AXIS_CP] > 1 && o->distributed_optimizer) {
-		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--use-distributed-optimizer with "
-			    "--context-parallel-size: the optimizer's shards over cp are not built "
-			    "yet");
-		f8_diag_hint(diag, "leave one of them out: under context parallelism each rank "
-			     "keeps the whole optimizer state");
-		return F8_ERR_UNSUPPORTED;
-	}
 	const char *option = mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
 			     : mesh[F8_MESH_AXIS_PP] > 1 ? "--pipeline-model-parallel-size"
 			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
@@ -640,7 +632,8 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0;
 	uint64_t grad_bytes = 0;
 	distributor d = {.graph = graph, .group = data_name, .axes = data, .diag = diag,
-			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP]};
+			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP] *
+				  mesh[F8_MESH_AXIS_CP]};
 	uint32_t n_split = 0;
 	status = distributor_init(&d);
 	if (!status && tensor_parallel)

@@ -25,8 +25,8 @@
  * of the same sequences, so their gradients are summed with data parallelism's.
  *
  * What each rank's program gets, so far (expert and pipeline parallelism are
- * F8_ERR_UNSUPPORTED, naming the option, until they come, and so is the distributed optimizer
- * under CP; --sequence-parallel without TP is F8_ERR_ARGUMENT):
+ * F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel without TP is
+ * F8_ERR_ARGUMENT):
  *   data parallelism   each rank runs its own micro-batches of the global batch (its tokens
  *                      of them under CP); in phase opt, first, one AllReduce (sum, group
  *                      "ep+dp", "dp", "cp+dp" or "cp") of every gradient accumulator, which

@@ -19,6 +19,17 @@ uint32_t f8_rt_split_axes(const f8_value *value) {
 	return axes;
 }
 
+/*
+ * The axis that splits a part at step `step` of the nesting: TP first (the tensor-parallel shard),
+ * then the others outermost first, so that where several axes split one dimension (the
+ * distributed optimizer's rows over "cp+dp" or "ep+dp") a rank's piece is the one its place in
+ * that group names: the group's ranks count with the innermost axis fastest
+ * (f8_dist_group_rank), as Megatron-LM's data-parallel group with context parallelism does.
+ */
+static int nested_axis(int step) {
+	return step == 0 ? F8_MESH_AXIS_TP : F8_MESH_AXIS_COUNT - step;
+}
+
 static uint32_t ranks_of(const f8_dist *dist, int axis) {
 	return dist ? f8_dist_group_size(dist, 1u << axis) : 1;
 }
@@ -98,7 +109,8 @@ f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_r
 	f8_rt_tensor from = *whole, made = {0};
 	bool split = false;
 	size_t element = f8_dtype_get_info(whole->dtype)->bytes;
-	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+	for (int step = 0; step < F8_MESH_AXIS_COUNT; step++) {
+		int axis = nested_axis(step);
 		const f8_placement *placement = &value->placement[axis];
 		int64_t n = ranks_of(dist, axis);
 		if (placement->kind != F8_PLACEMENT_KIND_SHARD || n == 1)
@@ -130,7 +142,8 @@ f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_r
 bool f8_rt_part_layout(const f8_value *value, const f8_dist *dist, char *out, size_t size) {
 	size_t at = 0;
 	out[0] = '\0';
-	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+	for (int step = 0; step < F8_MESH_AXIS_COUNT; step++) {
+		int axis = nested_axis(step);
 		const f8_placement *placement = &value->placement[axis];
 		int64_t n = ranks_of(dist, axis);
 		if (placement->kind != F8_PLACEMENT_KIND_SHARD || n == 1)

@@ -3,8 +3,10 @@
  * mesh (ir/graph.h, f8_placement): what making parameters, saving and loading checkpoints need,
  * so that a checkpoint saved under one layout loads under another.
  *
- * The axes that split a leaf split it in mesh order: TP first, and each later axis splits the
- * part the one before left (the distributed optimizer's DP splits a rank's rows along dim 0). A
+ * The axes that split a leaf split it in turn: TP first, then the others outermost first (PP,
+ * DP, EP, CP), each splitting the part the one before left (the distributed optimizer's DP
+ * splits a rank's TP rows along dim 0; over "cp+dp" DP and then CP split the same rows, so
+ * that a rank's piece is the one its place in the group names, the innermost axis fastest). A
  * dimension split part by part (a fused QKV weight) gives each rank its slice of every part.
  */
 #ifndef F8_RUNTIME_PLACEMENT_H

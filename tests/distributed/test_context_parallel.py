@@ -20,13 +20,13 @@
     iteration (the amaxes are max-reduced over cp): every rank's scale_inv of a tensor is the
     same;
 (d) CP2 x DP2 and TP2 x CP2 with sequence parallelism (4 ranks), llama-tiny in f32 within
-    (b)'s tolerance of one rank; mixtral-tiny under CP2 (each rank routes its own tokens:
+    (b)'s tolerance of one rank; CP2 x DP2 with the distributed optimizer (AdamW's state split
+    over cp+dp, as Megatron-LM's), and its checkpoint resumed on one rank; mixtral-tiny under CP2 (each rank routes its own tokens:
     Megatron-LM's dropless dispatch is token by token), 4 steps in f32 within (b)'s tolerance;
 (e) checkpoints: CP2's resumes on one rank and one rank's under CP2, iterations 3-4 within (b)'s
     tolerance of the uninterrupted run;
 (f) what cannot be is refused, naming it: a sequence 2 x CP does not divide, a model that mixes
-    tokens along the sequence other than by attention (a CumSum), the distributed optimizer
-    over cp (not built yet).
+    tokens along the sequence other than by attention (a CumSum).
 
 Usage: test_context_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
@@ -142,7 +142,26 @@ def main():
             what = "CP2 x DP2" if len(options) == 2 else "TP2 x CP2 with SP"
             compare(binary, train, options, f"llama-tiny, {what}, f32", PRECISIONS["f32"][1:],
                     four, single_env, env, work)
-        if not sanitizer:
+        if not sanitizer: # the distributed optimizer over cp+dp, and its checkpoint on one rank
+            zero = CP2 + ["--use-distributed-optimizer"]
+            compare(binary, train, zero, "llama-tiny, CP2 x DP2 with the distributed optimizer, "
+                    "f32", PRECISIONS["f32"][1:], four, single_env, env, work)
+            saved, resumed = os.path.join(work, "zero-save"), os.path.join(work, "zero-resumed")
+            options = SIZES + ["--lr-decay-iters", "4", "--data", data]
+            first = run(four + ["train", model, "--train-iters", "2", "--save", saved] + zero +
+                        options, env)
+            second = run([binary, "train", model, "--train-iters", "4", "--load", saved,
+                          "--metrics", resumed] + options, single_env)
+            whole = os.path.join(work, "zero-whole")
+            third = run([binary, "train", model, "--train-iters", "4", "--metrics", whole] +
+                        options, single_env)
+            if check(first.returncode == second.returncode == third.returncode == 0,
+                     "one rank resumes CP2 x DP2's distributed-optimizer checkpoint",
+                     first.stderr[-800:] + second.stderr[-800:] + third.stderr[-800:]):
+                a, b = losses(whole)[2:], losses(resumed)
+                check(len(a) == 2 and close(a, b, PRECISIONS["f32"][1:]), "iterations 3-4 "
+                      "within f32's tolerance of the uninterrupted run (each rank's moments "
+                      "are the rows its place in cp+dp names)", f"{b} against {a}")
             model = os.path.join(source, "models", "mixtral-tiny.json")
             train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES
             compare(binary, train, CP2, "mixtral-tiny, CP2, f32", PRECISIONS["f32"][1:], mpirun,
@@ -178,10 +197,6 @@ def main():
               "--context-parallel-size = 4 chunks" in odd.stderr,
               "a sequence 2 x CP does not divide is refused, naming the numbers",
               odd.stderr[-800:])
-        zero = run(compile_ + ["--seq-length", "32", "--use-distributed-optimizer"], single_env)
-        check(zero.returncode != 0 and "--use-distributed-optimizer with --context-parallel-size"
-              in zero.stderr, "the distributed optimizer over cp is refused as not built yet",
-              zero.stderr[-800:])
         mixes = os.path.join(work, "mixes.f8ir")
         with open(mixes, "w") as f:
             f.write(MIXES)
