@@ -101,10 +101,14 @@ static f8_status add(cp_pass *cp, f8_op op, const f8_value_id *inputs, uint32_t 
  * `axis`, made once; its tokens along `axis`. */
 static f8_status shard(cp_pass *cp, f8_value_id v, int axis, const char *scope,
 		       f8_value_id *out) {
-	if (cp->shard_of[v] != F8_NONE) {
+	if (cp->shard_of[v] != F8_NONE && cp->dim[cp->shard_of[v]] == axis) {
 		*out = cp->shard_of[v];
 		return F8_OK;
 	}
+	if (cp->shard_of[v] != F8_NONE)
+		return f8_diag_set(cp->diag, F8_ERR_UNSUPPORTED, "--context-parallel-size %lld: "
+				   "%%%s is read along two dimensions as the sequence",
+				   (long long)cp->ranks, cp->graph->values[v].name);
 	f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "cp"},
 			    {.name = "axis", .kind = F8_ATTR_INT, .i = axis},
 			    {.name = "ranks", .kind = F8_ATTR_INT, .i = cp->ranks},
@@ -190,14 +194,62 @@ static f8_status position_rows(cp_pass *cp, f8_value_id v, f8_value_id table, co
 }
 
 /*
+ * The rank's rows along `a` of `v`, a whole value along the sequence that node `id` reads: its
+ * LocalShard, or for a learned position table position_rows; for sequence parallelism's
+ * LocalShard over tp of such a value, that LocalShard of the value's rows (the rank's tokens
+ * over cp, then its part of them over tp). Made once; anything else is refused.
+ */
+static f8_status rows_of(cp_pass *cp, f8_node_id id, f8_value_id v, int a, f8_value_id *out) {
+	f8_graph *graph = cp->graph;
+	if ((*out = cp->shard_of[v]) != F8_NONE)
+		return cp->dim[*out] == a ? F8_OK
+					  : refuse(cp, id, "reads a whole value along two dimensions");
+	const char *scope = graph->nodes[id].scope;
+	if (is_seq(cp, type_of(cp, v)->shape.dims[a])) {
+		if (!learned(cp, v))
+			return shard(cp, v, a, scope, out);
+		f8_value_id table = first_rows_of(cp, v);
+		if (table == F8_NONE || a != 0)
+			return refuse(cp, id, "reads a learned value along the whole sequence (only a "
+				      "position table's first rows, Slice {starts=[0], ends=[seq]}, "
+				      "are looked up by the rank's positions)");
+		return position_rows(cp, v, table, scope, out);
+	}
+	f8_node_id producer = graph->values[v].producer;
+	const f8_node *sp = producer != F8_NONE ? &graph->nodes[producer] : NULL;
+	const char *group = sp && sp->op == F8_OP_LOCAL_SHARD
+				    ? f8_node_attr_string(sp, "group", "") : "";
+	if (strcmp(group, "tp") != 0 || f8_node_attr_int(sp, "axis", -1) != a ||
+	    f8_node_attr_int(sp, "balanced", 0))
+		return refuse(cp, id, "reads a value whose size where the sequence is split is not "
+			      "the sequence's");
+	f8_value_id whole = sp->inputs[0], inner;
+	f8_status status = rows_of(cp, producer, whole, a, &inner);
+	if (status)
+		return status;
+	sp = &graph->nodes[producer]; // rows_of may have moved the nodes
+	f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "tp"},
+			    {.name = "axis", .kind = F8_ATTR_INT, .i = a},
+			    {.name = "ranks", .kind = F8_ATTR_INT,
+			     .i = f8_node_attr_int(sp, "ranks", 1)}};
+	f8_type type = graph->values[v].type;
+	status = add(cp, F8_OP_LOCAL_SHARD, &inner, 1, attrs, 3, sp->scope,
+		     f8_arena_concat(graph->arena, graph->values[v].name, ".cp"), &type, out);
+	if (!status) {
+		cp->shard_of[v] = *out;
+		cp->dim[*out] = (int8_t)a;
+	}
+	return status;
+}
+
+/*
  * Input `i` of node `id`, whose outputs (of rank `rank`) hold the tokens along `at`, made to
  * match: a value split there or broadcast along it stands; a whole value along the sequence is
- * read through its LocalShard, a learned position table through position_rows; anything else
- * is refused.
+ * read through rows_of; anything else is refused.
  */
 static f8_status meet(cp_pass *cp, f8_node_id id, uint32_t i, int rank, int at) {
 	f8_graph *graph = cp->graph;
-	f8_value_id v = graph->nodes[id].inputs[i];
+	f8_value_id v = graph->nodes[id].inputs[i], local;
 	const f8_shape *shape = &type_of(cp, v)->shape;
 	int a = at - (rank - shape->rank);
 	if (cp->dim[v] != WHOLE)
@@ -206,21 +258,7 @@ static f8_status meet(cp_pass *cp, f8_node_id id, uint32_t i, int rank, int at) 
 						"dimensions");
 	if (a < 0 || is_one(shape->dims[a]))
 		return F8_OK; // broadcast along the sequence
-	if (!is_seq(cp, shape->dims[a]))
-		return refuse(cp, id, "reads a value whose size where the sequence is split is not "
-			      "the sequence's");
-	const char *scope = graph->nodes[id].scope;
-	f8_value_id local = cp->shard_of[v], table = F8_NONE;
-	f8_status status = F8_OK;
-	if (local == F8_NONE && learned(cp, v)) {
-		if ((table = first_rows_of(cp, v)) == F8_NONE || a != 0)
-			return refuse(cp, id, "reads a learned value along the whole sequence (only a "
-				      "position table's first rows, Slice {starts=[0], ends=[seq]}, "
-				      "are looked up by the rank's positions)");
-		status = position_rows(cp, v, table, scope, &local);
-	} else if (local == F8_NONE) {
-		status = shard(cp, v, a, scope, &local);
-	}
+	f8_status status = rows_of(cp, id, v, a, &local);
 	if (!status)
 		graph->nodes[id].inputs[i] = local;
 	return status;
@@ -349,6 +387,10 @@ static f8_status ring_attention(cp_pass *cp, f8_node_id id) {
 		if (cp->dim[node->inputs[i]] != 2 || type_of(cp, node->inputs[i])->shape.rank != 4)
 			return refuse(cp, id, "does not read q, k and v each split along the "
 				      "sequence (b, heads, seq, d)");
+	for (uint32_t i = 0; i < 3; i++) // the ring's chunks are one sequence's, not sequences'
+		if (!is_seq(cp, type_of(cp, node->inputs[i])->shape.dims[2]))
+			return refuse(cp, id, "attends over a dimension that is not the sequence (a "
+				      "reshape packed sequences into it)");
 	f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "cp"},
 			    {.name = "ranks", .kind = F8_ATTR_INT, .i = cp->ranks}};
 	uint32_t n = 2;
@@ -424,9 +466,13 @@ static f8_status split_node(cp_pass *cp, f8_node_id id) {
 	f8_status status = split_moe(cp, id, &done);
 	if (status || done)
 		return status;
-	if (f8_op_get_info(node->op)->flags & F8_OPF_ELEMENTWISE) {
+	// meet() adds nodes, which may move graph->nodes: what the rules read of the node is
+	// copied out first.
+	f8_op op = node->op;
+	uint32_t n_inputs = node->n_inputs;
+	if (f8_op_get_info(op)->flags & F8_OPF_ELEMENTWISE) {
 		int at = WHOLE; // the outputs' split dimension, from the split inputs
-		for (uint32_t i = 0; i < node->n_inputs; i++) {
+		for (uint32_t i = 0; i < n_inputs; i++) {
 			f8_value_id v = node->inputs[i];
 			int here = cp->dim[v] == WHOLE ? WHOLE
 				   : cp->dim[v] + out_rank - type_of(cp, v)->shape.rank;
@@ -434,17 +480,17 @@ static f8_status split_node(cp_pass *cp, f8_node_id id) {
 				return refuse(cp, id, "reads values split along different dimensions");
 			at = here != WHOLE ? here : at;
 		}
-		for (uint32_t i = 0; !status && i < node->n_inputs; i++)
+		for (uint32_t i = 0; !status && i < n_inputs; i++)
 			status = meet(cp, id, i, out_rank, at);
 		if (!status)
 			set_outputs(cp, &graph->nodes[id], at);
 		return status;
 	}
-	switch (node->op) {
+	switch (op) {
 	case F8_OP_LINEAR: case F8_OP_SWIGLU: case F8_OP_GELU:
 		if (d == WHOLE || d >= rank - 1)
 			return refuse(cp, id, "reads the sequence as its features");
-		for (uint32_t i = 1; node->op == F8_OP_SWIGLU && !status && i < node->n_inputs; i++)
+		for (uint32_t i = 1; op == F8_OP_SWIGLU && !status && i < n_inputs; i++)
 			status = meet(cp, id, i, rank, d);
 		break;
 	case F8_OP_LAYER_NORM: case F8_OP_RMS_NORM: {
@@ -466,7 +512,7 @@ static f8_status split_node(cp_pass *cp, f8_node_id id) {
 		if (d != rank - 2)
 			return refuse(cp, id, "does not read its rows split along the sequence "
 				      "(b, heads, seq, d)");
-		for (uint32_t i = 1; !status && i < node->n_inputs; i++)
+		for (uint32_t i = 1; !status && i < n_inputs; i++)
 			status = meet(cp, id, i, rank, d);
 		break;
 	case F8_OP_SPLIT:
@@ -482,7 +528,7 @@ static f8_status split_node(cp_pass *cp, f8_node_id id) {
 		if (!f8_axis_normalize(f8_node_attr_int(node, "axis", 0), out_rank, false, &axis) ||
 		    axis == d)
 			return refuse(cp, id, "concatenates along the sequence");
-		for (uint32_t i = 0; !status && i < node->n_inputs; i++)
+		for (uint32_t i = 0; !status && i < n_inputs; i++)
 			status = meet(cp, id, i, out_rank, d);
 		break;
 	}
@@ -549,6 +595,12 @@ static f8_status walk(cp_pass *cp) {
 		cp->order[cp->n_order++] = id;
 	}
 	f8_free(original);
+	f8_value_id logits = graph->n_outputs ? graph->outputs[0] : F8_NONE;
+	if (!status && logits != F8_NONE && cp->dim[logits] != WHOLE &&
+	    (cp->dim[logits] != 1 || type_of(cp, logits)->shape.rank != 3))
+		status = refuse(cp, graph->values[logits].producer, "is the logits, split along the "
+				"sequence but not as (batch, seq, vocab): the loss takes the labels' "
+				"rows in that layout");
 	for (uint32_t i = 1; !status && i < graph->n_outputs; i++)
 		if (cp->dim[graph->outputs[i]] != WHOLE)
 			status = refuse(cp, graph->values[graph->outputs[i]].producer, "is an output "
@@ -623,7 +675,9 @@ f8_status f8_pass_context_parallel_run(f8_graph *graph, const f8_parallel_option
 	if (!status)
 		status = f8_tp_infer_all(graph, diag);
 	for (uint32_t v = 0; !status && v < graph->n_values; v++)
-		if (cp.dim[v] != WHOLE) // dispatched rows: this rank's, along dim 0
+		if (cp.dim[v] != WHOLE && !(cp.dim[v] == ROWS && graph->values[v].output_index))
+			// dispatched rows: this rank's, along dim 0 (their counts per expert are
+			// not a part of anything)
 			graph->values[v].placement[F8_MESH_AXIS_CP] = (f8_placement){
 				.kind = F8_PLACEMENT_KIND_SHARD,
 				.dim = (uint8_t)(cp.dim[v] == ROWS ? 0 : cp.dim[v])};

@@ -158,7 +158,8 @@ static uint32_t modules_of(const f8_graph *graph, f8_node_id id, const char *pat
 	const f8_node *node = &graph->nodes[id];
 	uint32_t bits = 1u << F8_RECOMPUTE_MODULE_FULL;
 	size_t len = strcspn(path, "./");
-	if (node->op == F8_OP_ATTENTION || has_component(path, "core"))
+	if (node->op == F8_OP_ATTENTION || node->op == F8_OP_RING_ATTENTION ||
+	    has_component(path, "core"))
 		return bits | 1u << F8_RECOMPUTE_MODULE_CORE_ATTN;
 	char first[64];
 	snprintf(first, sizeof first, "%.*s", (int)len, path);
@@ -180,11 +181,15 @@ static uint32_t modules_of(const f8_graph *graph, f8_node_id id, const char *pat
 /*
  * Whether the pass may make node `id` again: a forward node, deterministic, that talks to no
  * other rank, and not a cast that finds its scale from the data (its FP8 copies are kept:
- * recomputed, it would find the scale anew).
+ * recomputed, it would find the scale anew). RingAttention talks to its ring, but every rank
+ * of it runs the same program, so each makes it again at the same place: context
+ * parallelism's core attention is recomputed as Megatron-LM's selective recompute does.
  */
 static bool clonable(const f8_graph *graph, f8_node_id id) {
 	const f8_node *node = &graph->nodes[id];
 	uint32_t flags = f8_op_get_info(node->op)->flags;
+	if (node->op == F8_OP_RING_ATTENTION)
+		flags &= ~(uint32_t)F8_OPF_COLLECTIVE;
 	if (node->phase != F8_PHASE_FWD || node->op == F8_OP_DROPOUT ||
 	    node->op == F8_OP_SCALING_UPDATE || (flags & (F8_OPF_COLLECTIVE | F8_OPF_SIDE_EFFECT)))
 		return false;
@@ -207,12 +212,14 @@ static double flops_of(const f8_graph *graph, const f8_node *node) {
 	int64_t m, n, k;
 	if ((f8_op_get_info(node->op)->flags & F8_OPF_GEMM) && f8_gemm_sizes(graph, node, &m, &n, &k))
 		return 2.0 * (double)m * (double)n * (double)k;
-	if (node->op == F8_OP_ATTENTION) {
+	if (node->op == F8_OP_ATTENTION || node->op == F8_OP_RING_ATTENTION) {
 		const f8_type *q = &graph->values[node->inputs[0]].type;
 		const f8_type *kt = &graph->values[node->inputs[1]].type;
 		double scores = (double)f8_memory_type_bytes(q) / (double)f8_dtype_get_info(q->dtype)->bytes;
 		double seq_kv = f8_dim_is_const(kt->shape.dims[2]) ? (double)f8_dim_value(kt->shape.dims[2])
 								    : 0;
+		if (node->op == F8_OP_RING_ATTENTION) // the keys of every rank of the ring
+			seq_kv *= (double)f8_node_attr_int(node, "ranks", 1);
 		return 4.0 * scores * seq_kv / (f8_node_attr_int(node, "causal", 0) ? 2.0 : 1.0);
 	}
 	double elements = 0;

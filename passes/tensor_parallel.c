@@ -922,12 +922,12 @@ static f8_status sequence_tokens(const tp_pass *t, const f8_value **tokens) {
 	return F8_ERR_ARGUMENT;
 }
 
-/* The forward rewritten for sequence parallelism, as the comment above says; `tokens` from
- * sequence_tokens. */
-static f8_status sequence_parallel(tp_pass *t, const f8_value *tokens) {
+/* The forward rewritten for sequence parallelism, as the comment above says; `tokens` (whose
+ * sizes sequence_tokens checked) by value: the value table may have moved since. */
+static f8_status sequence_parallel(tp_pass *t, f8_value_id tokens) {
 	f8_graph *graph = t->graph;
-	sp_pass sp = {.t = t, .batch = tokens->type.shape.dims[0],
-		      .seq = tokens->type.shape.dims[1]};
+	sp_pass sp = {.t = t, .batch = graph->values[tokens].type.shape.dims[0],
+		      .seq = graph->values[tokens].type.shape.dims[1]};
 	uint32_t n_original = graph->n_order;
 	sp.n_values = graph->n_values + 4 * n_original + 64;
 	sp.capacity = 4 * n_original + 64;
@@ -1067,6 +1067,7 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 	const f8_value *tokens = NULL;
 	if (!status && options->sequence_parallel)
 		status = sequence_tokens(&t, &tokens);
+	f8_value_id token_id = tokens ? (f8_value_id)(tokens - graph->values) : F8_NONE;
 	if (!status)
 		status = split_regions(&t);
 	uint32_t n_tables = 0;
@@ -1082,7 +1083,7 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 		status = F8_ERR_UNSUPPORTED;
 	}
 	if (!status && options->sequence_parallel)
-		status = sequence_parallel(&t, tokens);
+		status = sequence_parallel(&t, token_id);
 	if (!status) {
 		memcpy(graph->mesh, mesh, sizeof mesh);
 		if (report)

@@ -528,10 +528,11 @@ static f8_status add_loss(trainer *t) {
 	f8_value_id logits = graph->outputs[0], labels = F8_NONE;
 	f8_type type = {.dtype = F8_DTYPE_I64, .shape = graph->values[logits].type.shape};
 	type.shape.rank--;
-	const f8_placement *sequence = &graph->values[logits].placement[F8_MESH_AXIS_CP];
-	bool context = sequence->kind == F8_PLACEMENT_KIND_SHARD;
+	// Copied: adding values below may move the value table.
+	f8_placement sequence = graph->values[logits].placement[F8_MESH_AXIS_CP];
+	bool context = sequence.kind == F8_PLACEMENT_KIND_SHARD;
 	int64_t cp = graph->mesh[F8_MESH_AXIS_CP];
-	if (context && (sequence->dim != 1 || type.shape.rank != 2 ||
+	if (context && (sequence.dim != 1 || type.shape.rank != 2 ||
 			!f8_dim_mul(type.shape.dims[1], f8_dim_const(cp), &type.shape.dims[1])))
 		return f8_diag_set(t->diag, F8_ERR_INVALID, "context-parallel loss: the logits are "
 				   "not split along the sequence of (batch, seq, vocab)");
@@ -549,7 +550,7 @@ static f8_status add_loss(trainer *t) {
 				  "loss", &labels);
 		if (status)
 			return status;
-		graph->values[labels].placement[F8_MESH_AXIS_CP] = *sequence;
+		graph->values[labels].placement[F8_MESH_AXIS_CP] = sequence;
 	}
 	f8_value_id inputs[2] = {logits, labels}, partial = F8_NONE;
 	f8_attr attrs[2] = {{.name = "ignore_index", .kind = F8_ATTR_INT, .i = t->options.ignore_index},
@@ -557,9 +558,9 @@ static f8_status add_loss(trainer *t) {
 			     .s = context ? "sum" : "mean"}};
 	const char *name = context ? "loss.partial" : "loss";
 	f8_value_id *out = context ? &partial : &t->loss;
-	const f8_placement *split = &graph->values[logits].placement[F8_MESH_AXIS_TP];
-	if (split->kind == F8_PLACEMENT_KIND_SHARD &&
-	    split->dim == graph->values[logits].type.shape.rank - 1)
+	f8_placement split = graph->values[logits].placement[F8_MESH_AXIS_TP];
+	if (split.kind == F8_PLACEMENT_KIND_SHARD &&
+	    split.dim == graph->values[logits].type.shape.rank - 1)
 		status = add_vocab_parallel_loss(t, logits, labels, attrs, name, out);
 	else
 		status = add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, &name,

@@ -359,15 +359,16 @@ static f8_status count_collective(const f8_graph *graph, const f8_node *node, su
 		*c = key;
 	}
 	if (node->op == F8_OP_RING_ATTENTION || node->op == F8_OP_RING_ATTENTION_GRAD) {
-		// What goes round the ring: the key and value blocks, ranks - 1 steps; the backward
-		// a round more to make the log-sum-exp again, then one with the blocks' dk and dv
-		// beside them, back to their rank.
+		// What goes round the ring, at the tensors' dtype: the key and value blocks,
+		// ranks - 1 steps; the backward two whole rounds (the first makes the log-sum-exp
+		// again, the second brings each block's dk and dv back to its rank) of the blocks
+		// with their dk and dv (runtime/cpu/kernels_ring_attention.c).
 		bool grad = node->op == F8_OP_RING_ATTENTION_GRAD;
 		uint64_t ranks = (uint64_t)f8_node_attr_int(node, "ranks", 1);
 		uint64_t kv = f8_memory_type_bytes(&graph->values[node->inputs[grad ? 2 : 1]].type) +
 			      f8_memory_type_bytes(&graph->values[node->inputs[grad ? 3 : 2]].type);
-		c->tensors += 2;
-		c->bytes += grad ? (ranks - 1) * kv + ranks * 2 * kv : (ranks - 1) * kv;
+		c->tensors += grad ? 4 : 2;
+		c->bytes += grad ? 2 * ranks * 2 * kv : (ranks - 1) * kv;
 		return F8_OK;
 	}
 	c->tensors += node->n_inputs;

@@ -20,7 +20,9 @@
     iteration (the amaxes are max-reduced over cp): every rank's scale_inv of a tensor is the
     same;
 (d) CP2 x DP2 and TP2 x CP2 with sequence parallelism (4 ranks), llama-tiny in f32 within
-    (b)'s tolerance of one rank; CP2 x DP2 with the distributed optimizer (AdamW's state split
+    (b)'s tolerance of one rank, and gpt-tiny under TP2 x CP2 with sequence parallelism (its
+    position table's rows taken over cp, then over tp); CP2 with selective recompute (each
+    ring made again in the backward); CP2 x DP2 with the distributed optimizer (AdamW's state split
     over cp+dp, as Megatron-LM's), and its checkpoint resumed on one rank; mixtral-tiny under CP2 (each rank routes its own tokens:
     Megatron-LM's dropless dispatch is token by token), 4 steps in f32 within (b)'s tolerance;
 (e) checkpoints: CP2's resumes on one rank and one rank's under CP2, iterations 3-4 within (b)'s
@@ -142,6 +144,17 @@ def main():
             what = "CP2 x DP2" if len(options) == 2 else "TP2 x CP2 with SP"
             compare(binary, train, options, f"llama-tiny, {what}, f32", PRECISIONS["f32"][1:],
                     four, single_env, env, work)
+        gpt = ["train", os.path.join(source, "models", "gpt-tiny.json"), "--data", data,
+               "--train-iters", "4"] + SIZES
+        if not sanitizer: # the learned position table's rows over cp, then over tp
+            compare(binary, gpt, CP2 + ["--tensor-model-parallel-size", "2",
+                                        "--sequence-parallel"],
+                    "gpt-tiny, TP2 x CP2 with SP, f32", PRECISIONS["f32"][1:], four, single_env,
+                    env, work)
+        # Selective recompute makes each ring again in the backward, on both ranks.
+        compare(binary, gpt, CP2 + ["--recompute-granularity", "selective"],
+                "gpt-tiny, CP2 with selective recompute, f32", PRECISIONS["f32"][1:], mpirun,
+                single_env, env, work)
         if not sanitizer: # the distributed optimizer over cp+dp, and its checkpoint on one rank
             zero = CP2 + ["--use-distributed-optimizer"]
             compare(binary, train, zero, "llama-tiny, CP2 x DP2 with the distributed optimizer, "
