@@ -16,6 +16,7 @@
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
+#include "passes/pipeline_parallel.h" // f8_pass_pipeline_parallel_run
 #include "passes/recompute.h"     // f8_pass_recompute_run
 #include "passes/shard.h"         // f8_pass_shard_run
 #include "passes/tensor_parallel.h" // f8_pass_tensor_parallel_run
@@ -103,6 +104,18 @@ static f8_status context_parallel(f8_graph *graph, const f8_pipeline_options *op
 	return f8_pass_context_parallel_run(graph, options->parallel, report, diag);
 }
 
+static f8_status pipeline_parallel(f8_graph *graph, const f8_pipeline_options *options,
+				   FILE *report, f8_diag *diag) {
+	// A no-op without PP. A plan for inference is one rank's: refused rather than made whole.
+	if (!options->training && options->parallel && options->parallel->pipeline > 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--pipeline-model-parallel-size: "
+				   "pipeline parallelism is built for training steps; an inference "
+				   "plan is one rank's");
+	if (!options->training)
+		return F8_OK;
+	return f8_pass_pipeline_parallel_run(graph, options->parallel, report, diag);
+}
+
 static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 			   f8_diag *diag) {
 	// A no-op without a granularity or a budget; the budget's trials fuse for the target.
@@ -144,6 +157,12 @@ static const f8_pass pipeline[] = {
 	 "decompose the Attention this pass makes RingAttention, and training, so that autodiff "
 	 "derives the ring's backward and the training pass builds the loss over the split "
 	 "sequence; a no-op without --context-parallel-size"},
+	{"pipeline-parallel", pipeline_parallel,
+	 "after tensor-parallel and context-parallel, which split within the layers this pass "
+	 "deals out to the stages; before attention-unfused and training, so that autodiff "
+	 "derives each stage's backward from its forward (the gradient of what it receives sent "
+	 "back) and the training pass gives the last stage the loss; a no-op without "
+	 "--pipeline-model-parallel-size"},
 	{"attention-unfused", attention_unfused,
 	 "after bf16, which decides the attention's dtype (cuDNN's fused attention takes bf16, "
 	 "not f32); before training, so that autodiff derives the backward of an f32 attention "

@@ -148,14 +148,15 @@ static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_
 				   "over the tensor-parallel ranks: it needs "
 				   "--tensor-model-parallel-size above 1");
 	const char *option = mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
-			     : mesh[F8_MESH_AXIS_PP] > 1 ? "--pipeline-model-parallel-size"
 			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
 							 : NULL;
 	if (!option)
 		return F8_OK;
-	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data, tensor and context parallelism "
-		    "so far; this parallelism is not built yet", option);
-	f8_diag_hint(diag, "leave it out: the world size over TP x CP is the data-parallel size");
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data, tensor, context and pipeline "
+		    "parallelism (one model chunk a stage) so far; this parallelism is not built "
+		    "yet", option);
+	f8_diag_hint(diag, "leave it out: the world size over TP x CP x PP is the data-parallel "
+		     "size");
 	return F8_ERR_UNSUPPORTED;
 }
 
@@ -276,6 +277,7 @@ typedef struct distributor {
 	f8_value_id *shard_of;             // per scattered accumulator: this rank's reduced rows
 	uint32_t n_sharded, n_kept;
 	uint64_t bytes;                    // the reduce-scattered gradients' bytes
+	bool distributed;                  // the distributed optimizer runs (on some rank)
 } distributor;
 
 /* Appends new node `id` to a chain (*head, linked through d->next). */
@@ -391,7 +393,8 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 	for (uint32_t i = 0; i < n; i++) {
 		f8_value_id v = graph->nodes[id].inputs[i];
 		bool tp = graph->values[v].placement[F8_MESH_AXIS_TP].kind == F8_PLACEMENT_KIND_SHARD;
-		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0);
+		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0) |
+				(graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0);
 		uint32_t c = 0;
 		while (c < n_classes && masks[c] != mask)
 			c++;
@@ -399,6 +402,35 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 			masks[n_classes++] = mask;
 		members[(size_t)c * n + counts[c]++] = d->scattered[v] ? d->shard_of[v] : v;
 	}
+	// The classes in one order on every rank; under PP every class any stage can have, an
+	// empty one as a zero: the stages hold different parameters, and each class's AllReduce
+	// must be every rank's.
+	uint32_t pp = graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
+	if (pp) {
+		uint32_t tp = graph->mesh[F8_MESH_AXIS_TP] > 1 ? 1u << F8_MESH_AXIS_TP : 0;
+		uint32_t data = d->distributed ? d->axes : 0;
+		uint32_t candidates[4] = {pp, tp | pp, data | pp, tp | data | pp};
+		for (uint32_t k = 0; k < 4; k++) {
+			uint32_t c = 0;
+			while (c < n_classes && masks[c] != candidates[k])
+				c++;
+			if (c == n_classes && n_classes < 4)
+				masks[n_classes++] = candidates[k];
+		}
+	}
+	for (uint32_t a = 0; a < n_classes; a++) // ascending masks, the members moved along
+		for (uint32_t b = a + 1; b < n_classes; b++) {
+			if (masks[b] >= masks[a])
+				continue;
+			uint32_t mask = masks[a], count = counts[a];
+			masks[a] = masks[b], counts[a] = counts[b];
+			masks[b] = mask, counts[b] = count;
+			for (uint32_t i = 0; i < n; i++) {
+				f8_value_id swap = members[(size_t)a * n + i];
+				members[(size_t)a * n + i] = members[(size_t)b * n + i];
+				members[(size_t)b * n + i] = swap;
+			}
+		}
 	const char *base = graph->values[graph->nodes[id].outputs[0]].name;
 	f8_value_id total = F8_NONE;
 	f8_status status = F8_OK;
@@ -410,8 +442,12 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 			*at = *at == '+' ? '_' : *at;
 		const char *name = f8_arena_concat(graph->arena, base, suffix);
 		f8_node_id norm, square, sum = F8_NONE, add;
-		status = add_opt_node(d, F8_OP_GLOBAL_NORM, &members[(size_t)c * n], counts[c], NULL,
-				      0, name, &norm);
+		uint8_t bytes[8];
+		f8_tensor_data zero = f8_tensor_data_make_scalar(F8_DTYPE_F32, 0.0, bytes);
+		f8_attr value = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &zero};
+		status = counts[c] ? add_opt_node(d, F8_OP_GLOBAL_NORM, &members[(size_t)c * n],
+						  counts[c], NULL, 0, name, &norm)
+				   : add_opt_node(d, F8_OP_CONSTANT, NULL, 0, &value, 1, name, &norm);
 		f8_value_id last = status ? F8_NONE : graph->nodes[norm].outputs[0];
 		f8_value_id pair[2] = {last, last};
 		if (!status)
@@ -587,30 +623,39 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 			    f8_diag *diag) {
 	if (!f8_parallel_options_any(options))
 		return F8_OK;
-	// The tensor- and context-parallel passes, before training, set the mesh when TP or CP is
-	// above 1.
-	bool tensor_parallel = options->tensor > 1 || options->context > 1;
-	if (f8_graph_mesh_ranks(graph) > 1 && !tensor_parallel)
-		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph is sharded already (it has "
-				   "a mesh)");
-	bool backward = false;
-	for (uint32_t p = 0; p < graph->n_order && !backward; p++)
-		backward = graph->nodes[graph->order[p]].phase == F8_PHASE_BWD;
+	// The tensor-, context- and pipeline-parallel passes, before training, set the mesh when
+	// they split the model; they checked the layout on the whole model (the heads, sequence
+	// and layers seen here are each rank's share).
+	bool split_before = f8_graph_mesh_ranks(graph) > 1;
+	bool backward = false, sharded = false; // sharded: this pass's collectives are there
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		backward |= node->phase == F8_PHASE_BWD;
+		sharded |= node->phase == F8_PHASE_OPT &&
+			   (f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE);
+	}
+	if (sharded)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph is sharded already (its "
+				   "optimizer has collectives)");
 	if (!backward)
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph has no backward (the pass "
 				   "shards a training step)");
 	uint32_t mesh[F8_MESH_AXIS_COUNT];
-	// Under TP (or CP) the tensor-parallel (or context-parallel) pass checked the layout on
-	// the whole model; the heads and the sequence seen here are each rank's share.
-	f8_status status = tensor_parallel ? f8_parallel_mesh(options, mesh, diag)
-					   : f8_parallel_check(graph, options, mesh, diag);
+	f8_status status = split_before ? f8_parallel_mesh(options, mesh, diag)
+					: f8_parallel_check(graph, options, mesh, diag);
 	if (!status)
 		status = not_yet(options, mesh, diag);
 	if (status)
 		return status;
-	if (tensor_parallel && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
-		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph's mesh is not the "
-				   "tensor- and context-parallel passes'");
+	const char *pass = mesh[F8_MESH_AXIS_TP] > 1 ? "tensor-parallel"
+			   : mesh[F8_MESH_AXIS_CP] > 1 ? "context-parallel"
+			   : mesh[F8_MESH_AXIS_PP] > 1 ? "pipeline-parallel" : NULL;
+	if (!split_before && pass)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the %s pass splits the model before "
+				   "training, and it has not run", pass);
+	if (split_before && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph's mesh is not the one the "
+				   "parallel options make");
 	memcpy(graph->mesh, mesh, sizeof mesh);
 	// The gradients' group: EP x DP, where the ranks hold the same weights and run other
 	// micro-batches, and CP, whose ranks hold the same weights and run other tokens of the
@@ -636,14 +681,15 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				  mesh[F8_MESH_AXIS_CP]};
 	uint32_t n_split = 0;
 	status = distributor_init(&d);
-	if (!status && tensor_parallel)
+	if (!status && mesh[F8_MESH_AXIS_TP] > 1)
 		place_tensor_parallel_state(graph, &n_split);
-	if (!status && data && options->distributed_optimizer)
+	d.distributed = data && options->distributed_optimizer;
+	if (!status && d.distributed)
 		status = distribute_optimizer(&d);
 	f8_node_id norm = F8_NONE;
 	for (uint32_t p = 0; p < graph->n_order; p++)
 		norm = graph->nodes[graph->order[p]].op == F8_OP_GLOBAL_NORM ? graph->order[p] : norm;
-	if (!status && norm != F8_NONE && (n_split || d.n_sharded))
+	if (!status && norm != F8_NONE && (n_split || d.n_sharded || mesh[F8_MESH_AXIS_PP] > 1))
 		status = split_norm(&d, norm);
 	if (!status)
 		status = place_chains(&d);

@@ -57,6 +57,8 @@ typedef struct f8_parallel_options {
 	int64_t context;               // --context-parallel-size; 0: 1
 	int64_t expert;                // --expert-model-parallel-size; 0: 1
 	int64_t virtual_stage_layers;  // --num-layers-per-virtual-pipeline-stage; 0: none
+	int64_t stage;                 // the pipeline stage whose program this is (0-based): the
+				       // launcher's rank's under train, --pipeline-stage else
 	bool sequence_parallel;        // --sequence-parallel
 	bool distributed_optimizer;    // --use-distributed-optimizer
 	int64_t micro_batch, global_batch; // the run's sizes, for the batch check (0: unchecked)

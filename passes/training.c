@@ -91,6 +91,10 @@ typedef struct trainer {
 	f8_node_id *casts; // (n_casts) the master weights' Casts
 	uint32_t n_casts;
 	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale, found_inf;
+	// A pipeline stage's (passes/pipeline_parallel.h): what it receives from the stage before
+	// and sends to the stage after (F8_NONE: first, last), and those stages' places.
+	f8_value_id received, sent;
+	int64_t received_from, sent_to;
 } trainer;
 
 static f8_status nomem(trainer *t) {
@@ -568,10 +572,76 @@ static f8_status add_loss(trainer *t) {
 	return !status && context ? add_context_parallel_mean(t, partial, labels) : status;
 }
 
-/* The gradients of every parameter; those the loss does not depend on are not trained. */
+/* The forward's Recv and Send over pp (the pipeline-parallel pass's) into t. */
+static void find_stage_ends(trainer *t) {
+	const f8_graph *graph = t->graph;
+	t->received = t->sent = F8_NONE;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		const char *group = f8_node_attr_string(node, "group", "");
+		if (strcmp(group, "pp") != 0 || (node->op != F8_OP_RECV && node->op != F8_OP_SEND))
+			continue;
+		if (node->op == F8_OP_RECV)
+			t->received = node->outputs[0], t->received_from = f8_node_attr_int(node, "peer", 0);
+		else
+			t->sent = node->inputs[0], t->sent_to = f8_node_attr_int(node, "peer", 0);
+	}
+}
+
+/*
+ * A pipeline stage before the last has no loss: its backward starts from the gradient of what
+ * it sent, which the stage after sends back (Recv in bwd). The loss autodiff derives from is
+ * sum(sent * received gradient), whose gradient with respect to the sent activation is that
+ * gradient (its value is never read: it leaves the program as dead code).
+ */
+static f8_status add_stage_seed(trainer *t) {
+	f8_graph *graph = t->graph;
+	const f8_type *type = &graph->values[t->sent].type;
+	f8_dim dims[F8_MAX_RANK];
+	memcpy(dims, type->shape.dims, sizeof dims);
+	f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
+			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->sent_to},
+			    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
+			    {.name = "shape", .kind = F8_ATTR_DIMS,
+			     .dims = {.n = type->shape.rank, .items = dims}}};
+	const char *scope = graph->nodes[graph->values[t->sent].producer].scope;
+	const char *names[1] = {f8_arena_concat(graph->arena, graph->values[t->sent].name,
+						".grad_recv")};
+	f8_value_id gradient, product;
+	if (!names[0])
+		return nomem(t);
+	f8_status status = add_node(t, F8_OP_RECV, NULL, 0, attrs, 4, 1, names, F8_PHASE_BWD,
+				    scope, &gradient);
+	f8_value_id pair[2] = {t->sent, gradient};
+	names[0] = "pipeline.product";
+	if (!status)
+		status = add_node(t, F8_OP_MUL, pair, 2, NULL, 0, 1, names, F8_PHASE_BWD, scope,
+				  &product);
+	f8_attr keep = {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0};
+	names[0] = "pipeline.dot";
+	if (!status)
+		status = add_node(t, F8_OP_REDUCE_SUM, &product, 1, &keep, 1, 1, names,
+				  F8_PHASE_BWD, scope, &t->loss);
+	return status;
+}
+
+/* A pipeline stage after the first sends the gradient of what it received back (Send in bwd). */
+static f8_status send_gradient(trainer *t, f8_value_id gradient) {
+	if (gradient == F8_NONE)
+		return f8_diag_set(t->diag, F8_ERR_INVALID, "pipeline stage: the loss does not "
+				   "depend on the activation %%%s it receives",
+				   t->graph->values[t->received].name);
+	f8_attr attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
+			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->received_from}};
+	return add_node(t, F8_OP_SEND, &gradient, 1, attrs, 2, 0, NULL, F8_PHASE_BWD,
+			t->graph->nodes[t->graph->values[t->received].producer].scope, NULL);
+}
+
+/* The gradients of every parameter; those the loss does not depend on are not trained. A
+ * pipeline stage's received activation's too, sent back. */
 static f8_status differentiate(trainer *t, FILE *report) {
-	f8_value_id *wrt = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *wrt);
-	f8_value_id *grads = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *grads);
+	f8_value_id *wrt = f8_malloc((t->n_params + 1) * sizeof *wrt);
+	f8_value_id *grads = f8_malloc((t->n_params + 1) * sizeof *grads);
 	if (!wrt || !grads) {
 		f8_free(wrt), f8_free(grads);
 		return nomem(t);
@@ -581,9 +651,13 @@ static f8_status differentiate(trainer *t, FILE *report) {
 	for (uint32_t k = 0; k < t->n_params; k++)
 		if (f8_dtype_is_float(t->params[k].dtype))
 			wrt[n++] = t->params[k].value;
+	if (t->received != F8_NONE)
+		wrt[n++] = t->received;
 	if (!status)
 		status = f8_autodiff_build(t->graph, t->loss, F8_NONE, wrt, n, F8_PHASE_BWD, grads,
 					   t->diag);
+	if (!status && t->received != F8_NONE)
+		status = send_gradient(t, grads[n - 1]);
 	for (uint32_t k = 0, i = 0; !status && k < t->n_params; k++) {
 		parameter *p = &t->params[k];
 		if (f8_dtype_is_float(p->dtype))
@@ -842,10 +916,11 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 }
 
 /* The outputs become %loss, %grad_norm and %lr. */
+/* %loss (the last pipeline stage's, or the only one's), %grad_norm and %lr. */
 static f8_status set_outputs(trainer *t) {
 	t->graph->n_outputs = 0;
-	if (f8_graph_add_output(t->graph, t->loss) || f8_graph_add_output(t->graph, t->grad_norm) ||
-	    f8_graph_add_output(t->graph, t->lr))
+	if ((t->sent == F8_NONE && f8_graph_add_output(t->graph, t->loss)) ||
+	    f8_graph_add_output(t->graph, t->grad_norm) || f8_graph_add_output(t->graph, t->lr))
 		return nomem(t);
 	return F8_OK;
 }
@@ -857,9 +932,13 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	f8_status status = f8_training_options_check(&t.options, diag);
 	if (!status)
 		status = check_graph(&t);
+	if (!status)
+		find_stage_ends(&t);
 	if (!status && report)
-		fprintf(report, "training: CrossEntropy loss over %%%s, AdamW, %lld micro-batch%s, "
-			"clip %g\n", graph->values[graph->outputs[0]].name,
+		fprintf(report, "training: %s %%%s, AdamW, %lld micro-batch%s, clip %g\n",
+			t.sent != F8_NONE ? "a pipeline stage's backward from the gradient sent back "
+					    "for" : "CrossEntropy loss over",
+			graph->values[graph->outputs[0]].name,
 			(long long)t.options.micro_batches, t.options.micro_batches == 1 ? "" : "es",
 			t.options.clip_grad);
 	if (!status)
@@ -867,7 +946,7 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status)
 		status = make_master_weights(&t, report);
 	if (!status)
-		status = add_loss(&t);
+		status = t.sent != F8_NONE ? add_stage_seed(&t) : add_loss(&t);
 	if (!status)
 		status = differentiate(&t, report);
 	if (!status)

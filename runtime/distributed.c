@@ -46,6 +46,9 @@ static struct mpi_api {
 	int (*Sendrecv)(const void *out, int out_count, mpi_handle out_type, int to, int out_tag,
 			void *in, int in_count, mpi_handle in_type, int from, int in_tag,
 			mpi_handle comm, void *status);
+	int (*Send)(const void *data, int count, mpi_handle type, int to, int tag, mpi_handle comm);
+	int (*Recv)(void *data, int count, mpi_handle type, int from, int tag, mpi_handle comm,
+		    void *status);
 	int (*Error_string)(int code, char *text, int *len);
 	mpi_handle comm_world, type_float, type_double, type_int64, type_byte, op_sum, op_max;
 } mpi;
@@ -81,6 +84,8 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Reduce_scatter_block", (void **)&mpi.Reduce_scatter_block, false},
 		{"MPI_Barrier", (void **)&mpi.Barrier, false},
 		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
+		{"MPI_Send", (void **)&mpi.Send, false},
+		{"MPI_Recv", (void **)&mpi.Recv, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
 		{"ompi_mpi_comm_world", &mpi.comm_world, true},
 		{"ompi_mpi_float", &mpi.type_float, true},
@@ -162,7 +167,7 @@ struct f8_dist {
 	f8_dist_launch launch;
 	uint32_t mesh[F8_MESH_AXIS_COUNT], coordinates[F8_MESH_AXIS_COUNT];
 	bool mpi;                      // MPI initialized here: finalized by destroy
-	mpi_handle groups[MAX_GROUPS]; // by axes mask, split when first asked for
+	mpi_handle groups[MAX_GROUPS]; // by axes mask (of axes above one rank), split at creation
 	bool made[MAX_GROUPS];
 	// The watchdog (f8_dist_set_timeout): what this rank waits in, since when.
 	double timeout;                // seconds; 0: no watchdog
@@ -265,6 +270,8 @@ uint32_t f8_dist_group_rank(const f8_dist *dist, uint32_t axes) {
 	return rank;
 }
 
+static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag);
+
 f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_dist **out,
 			 f8_diag *diag) {
 	*out = NULL;
@@ -313,6 +320,21 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 		f8_dist_destroy(dist);
 		return F8_ERR_UNSUPPORTED;
 	}
+	// Every group now, in one order on every rank: MPI_Comm_split is a collective of the
+	// whole world, and ranks that run different programs (pipeline stages) would otherwise
+	// make them in different orders, waiting for each other for ever.
+	for (uint32_t axes = 1; !status && axes < MAX_GROUPS; axes++) {
+		bool spans = true;
+		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+			spans &= !(axes & 1u << axis) || dist->mesh[axis] > 1;
+		mpi_handle group;
+		if (spans)
+			status = group_of(dist, axes, &group, diag);
+	}
+	if (status) {
+		f8_dist_destroy(dist);
+		return status;
+	}
 	*out = dist;
 	return F8_OK;
 }
@@ -340,6 +362,8 @@ void f8_dist_destroy(f8_dist *dist) {
 /* The communicator of the group of `axes`: the ranks whose coordinates agree off those axes. */
 static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag) {
 	axes &= MAX_GROUPS - 1;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) // an axis of one rank adds none
+		axes &= dist->mesh[axis] > 1 ? ~0u : ~(1u << axis);
 	if (!dist->made[axes]) {
 		int color = 0;
 		for (int axis = F8_MESH_AXIS_COUNT - 1; axis >= 0; axis--)
@@ -460,6 +484,39 @@ f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void
 					 group, NULL); // NULL: MPI_STATUS_IGNORE
 	waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Sendrecv", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,
+			size_t bytes, f8_diag *diag) {
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a send of %zu bytes", bytes)
+			   : peer >= f8_dist_group_size(dist, axes)
+				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a send to place %u of a group "
+						 "of %u", peer, f8_dist_group_size(dist, axes))
+				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Send", axes);
+	int code = status ? MPI_OK
+			  : mpi.Send(data, (int)bytes, mpi.type_byte, (int)peer, 0, group);
+	waiting(dist, NULL, 0);
+	return status ? status : code != MPI_OK ? failed("MPI_Send", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,
+			f8_diag *diag) {
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a receive of %zu bytes",
+						 bytes)
+			   : peer >= f8_dist_group_size(dist, axes)
+				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a receive from place %u of a "
+						 "group of %u", peer, f8_dist_group_size(dist, axes))
+				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Recv", axes);
+	int code = status ? MPI_OK
+			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, 0, group, NULL);
+	waiting(dist, NULL, 0);
+	return status ? status : code != MPI_OK ? failed("MPI_Recv", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {

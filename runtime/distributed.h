@@ -83,6 +83,14 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void *in,
 			     size_t bytes, f8_diag *diag);
 
+/* Point to point over the group of `axes`: `bytes` to, or from, the rank at place `peer` of it
+ * (MPI's send and receive, in the order both ranks call them: pipeline parallelism's
+ * activations and their gradients between neighbouring stages). */
+f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,
+			size_t bytes, f8_diag *diag);
+f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,
+			f8_diag *diag);
+
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 

@@ -149,8 +149,15 @@ bool f8_train_fills_input(const char *name) {
  * the token input. */
 static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *diag) {
 	const f8_graph *graph = t->graph;
-	f8_status status = find_value(graph, "labels", &t->labels, diag);
-	if (!status)
+	// A pipeline stage before the last has no labels and no loss (the last stage's loss is
+	// every rank's, summed over pp).
+	bool staged = graph->mesh[F8_MESH_AXIS_PP] > 1 &&
+		      f8_graph_find_value(graph, "loss", 4) == F8_NONE;
+	f8_status status = F8_OK;
+	t->labels = t->loss = F8_NONE;
+	if (!staged)
+		status = find_value(graph, "labels", &t->labels, diag);
+	if (!status && !staged)
 		status = find_value(graph, "loss", &t->loss, diag);
 	if (!status)
 		status = find_value(graph, "grad_norm", &t->grad_norm, diag);
@@ -225,7 +232,8 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 			t->vocab = vocab && f8_dim_is_const(vocab->dim) ? f8_dim_value(vocab->dim) : 0;
 		}
 	}
-	if (t->vocab < 1)
+	// A pipeline stage before the last has no logits: the last stage checks the tokens.
+	if (t->vocab < 1 && !staged)
 		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the logits' vocabulary size is not a "
 				   "constant");
 	return F8_OK;
@@ -518,7 +526,11 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		status = f8_rt_parameters_init(t->executor, c->dist, c->seed, c->weights,
 						c->weight_init, diag);
 	const f8_tensor_view *tokens = status ? NULL : f8_executor_view(t->executor, t->tokens);
-	const f8_tensor_view *labels = status ? NULL : f8_executor_view(t->executor, t->labels);
+	// A pipeline stage without labels still draws them (into a batch of the tokens' shape),
+	// so that every stage's sampler stays alike.
+	const f8_tensor_view *labels = status ? NULL
+				       : f8_executor_view(t->executor, t->labels != F8_NONE
+									? t->labels : t->tokens);
 	if (!status && (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64))
 		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the token input and labels must be "
 				     "i64");
@@ -541,7 +553,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 static f8_status set_up_data(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	f8_status status = f8_tokens_load(c->data, c->data_format, &t->data, diag);
-	if (!status)
+	if (!status && t->vocab > 0) // 0: a pipeline stage without the logits
 		status = f8_tokens_check_vocab(&t->data, (uint32_t)t->vocab, diag);
 	if (!status)
 		status = f8_tokens_split(t->data.n, c->split, c->n_split, t->ranges, diag);
@@ -576,7 +588,7 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 					   t->label_batch.data, diag);
 	if (!status)
 		status = f8_executor_write(t->executor, t->tokens, &t->token_batch, diag);
-	if (!status)
+	if (!status && t->labels != F8_NONE)
 		status = f8_executor_write(t->executor, t->labels, &t->label_batch, diag);
 	for (int i = 0; !status && i < 2; i++)
 		if (t->inputs_fixed[i] != F8_NONE)
@@ -639,16 +651,22 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 						    t->config->observe_user, diag);
 		if (status)
 			return status;
-		sum += own ? scalar(t, t->loss) : 0;
+		sum += own && t->loss != F8_NONE ? scalar(t, t->loss) : 0;
 	}
-	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's).
-	f8_status reduced = f8_dist_all_reduce(t->config->dist, t->data_axes, &sum, 1,
+	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's),
+	// the last pipeline stage's to every stage.
+	uint32_t pipeline = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
+	f8_status reduced = f8_dist_all_reduce(t->config->dist, t->data_axes | pipeline, &sum, 1,
 					       F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
 	if (reduced)
 		return reduced;
 	*loss = sum / (double)t->global_micro_batches;
 	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
+	// Each stage has its own scaling tables: the count of non-finite amaxes is the stages'.
 	int64_t nonfinite = nonfinite_amaxes(t);
+	if (pipeline && (reduced = f8_dist_all_reduce(t->config->dist, pipeline, &nonfinite, 1,
+						      F8_DTYPE_I64, F8_REDUCTION_SUM, diag)))
+		return reduced;
 	*skipped_for = !isfinite(*loss) ? "loss" : nonfinite > t->nonfinite_seen ? "fp8 amax" : NULL;
 	t->nonfinite_seen = nonfinite;
 	f8_status status = set_found_inf(t, *skipped_for != NULL, diag);
@@ -682,10 +700,13 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 		status = feed(t, &t->eval_sampler, t->ranges[1], diag);
 		if (!status)
 			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
-		if (!status)
+		if (!status && t->loss != F8_NONE)
 			sum += scalar(t, t->loss);
 	}
 	f8_executor_freeze_scaling(t->executor, false);
+	if (!status && t->graph->mesh[F8_MESH_AXIS_PP] > 1) // the last stage's, to every stage
+		status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, &sum, 1,
+					    F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
 	*loss = sum / (double)t->config->eval_iters;
 	return status;
 }
@@ -912,6 +933,12 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = set_up_model(&t, diag);
 	if (!status)
 		status = set_up_data(&t, diag);
+	if (!status && t.graph->mesh[F8_MESH_AXIS_PP] > 1 && (config->load || config->save)) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--%s under pipeline parallelism: each stage's "
+			    "checkpoint shards are not built yet", config->load ? "load" : "save");
+		f8_diag_hint(diag, "train without --save and --load under PP for now");
+		status = F8_ERR_UNSUPPORTED;
+	}
 	if (!status && config->load) {
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,

@@ -468,6 +468,13 @@ static int parse(int argc, char **argv, request *r) {
 			       (long long)r->launch.world), 2;
 	if (!f8_tool_parallel_world_given(&r->parallel))
 		parallel->world = r->launch.world;
+	uint32_t mesh[F8_MESH_AXIS_COUNT], at[F8_MESH_AXIS_COUNT];
+	if (r->launch.world > 1) { // the launcher's rank runs its pipeline stage's program
+		if (f8_parallel_mesh(parallel, mesh, &diag))
+			return options_error(&diag);
+		f8_mesh_coordinates(mesh, (uint64_t)r->launch.rank, at);
+		parallel->stage = at[F8_MESH_AXIS_PP];
+	}
 	parallel->micro_batch = r->config.micro_batch_size;
 	parallel->global_batch = r->config.global_batch_size;
 	r->compile.fp8 = f8_tool_fp8_options(&r->fp8);

@@ -411,9 +411,9 @@ static f8_status ring_shift(void *context, const void *out, void *in, size_t byt
 /*
  * A collective: over a group of one rank, the reference kernel (each output its input); over
  * several, AllReduce runs the reference kernel and then MPI's all-reduce on the outputs in
- * place, AllGather, ReduceScatter and LocalShard run run_parts, and RingAttention and its
- * gradient run their reference kernels with the group's ring. Send and Recv over several
- * ranks are refused by their reference kernels.
+ * place, AllGather, ReduceScatter and LocalShard run run_parts, Send and Recv MPI's send and
+ * receive to and from their peer, and RingAttention and its gradient run their reference
+ * kernels with the group's ring.
  */
 static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
@@ -424,6 +424,15 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t a
 	if (several && (n->op == F8_OP_ALL_GATHER || n->op == F8_OP_REDUCE_SCATTER ||
 			n->op == F8_OP_LOCAL_SHARD)) {
 		status = run_parts(cpu, n, axes, views, diag);
+	} else if (several && (n->op == F8_OP_SEND || n->op == F8_OP_RECV)) {
+		uint32_t peer = (uint32_t)f8_node_attr_int(n, "peer", 0);
+		const f8_tensor_view *view = n->op == F8_OP_SEND ? &views[n->inputs[0]]
+								 : &views[n->outputs[0]];
+		status = n->op == F8_OP_SEND
+				 ? f8_dist_send(cpu->dist, axes, peer, f8_cpu_view_data(view),
+						(size_t)view->n_bytes, diag)
+				 : f8_dist_recv(cpu->dist, axes, peer, f8_cpu_view_data(view),
+						(size_t)view->n_bytes, diag);
 	} else if (several && (n->op == F8_OP_RING_ATTENTION ||
 			       n->op == F8_OP_RING_ATTENTION_GRAD)) {
 		f8_cpu_ring ring = {.ranks = f8_dist_group_size(cpu->dist, axes),
