@@ -20,13 +20,16 @@
  * its dim 0), and the gradient norm sums each class of split gradients' squares over the group
  * that splits them (tp, the data-parallel axes, or both), plus the whole ones'.
  *
- * Context parallelism is split before training too, by the context-parallel pass
- * (passes/context_parallel.h), which sets the mesh when TP does not; its ranks run other tokens
- * of the same sequences, so their gradients are summed with data parallelism's.
+ * Context and pipeline parallelism are split before training too, by the context- and
+ * pipeline-parallel passes (passes/context_parallel.h, passes/pipeline_parallel.h), which set
+ * the mesh when TP does not; the context-parallel ranks run other tokens of the same
+ * sequences, so their gradients are summed with data parallelism's; a pipeline stage's
+ * gradient norm class is summed over pp with the other stages' (in one order on every stage,
+ * a class a stage lacks as a zero).
  *
- * What each rank's program gets, so far (expert and pipeline parallelism are
- * F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel without TP is
- * F8_ERR_ARGUMENT):
+ * What each rank's program gets, so far (expert parallelism and the interleaved pipeline
+ * schedule are F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel
+ * without TP is F8_ERR_ARGUMENT):
  *   data parallelism   each rank runs its own micro-batches of the global batch (its tokens
  *                      of them under CP); in phase opt, first, one AllReduce (sum, group
  *                      "ep+dp", "dp", "cp+dp" or "cp") of every gradient accumulator, which

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Pipeline parallelism on the CPU with MPI (issue 16), against the single-rank run:
+
+(a) the plans: `f8c dump-ir --after training` of llama-tiny under PP2 gives stage 0 layers 0-1
+    and the embedding, ending in a Send over pp of the residual stream, whose gradient it
+    receives back in the backward; stage 1 receives it, runs layers 2-3, the head and the loss,
+    and sends the received activation's gradient back; each stage holds only its parameters;
+(b) llama-tiny and an untied gpt-tiny, 2 ranks under mpirun, 10 steps on the same global batch,
+    data and seed as one rank: in f32 each step's loss and gradient norm within 1e-5 (the same
+    sums but for the gradient norm, whose stages' squares are added over pp); in BF16 with FP8
+    (delayed and current scaling: each stage has its own scaling tables) within 3e-3 and 2e-2,
+    as the other parallelisms' tests; the evaluation loss too;
+(c) 4 ranks: PP4 (a layer a stage), TP2 x PP2 with sequence parallelism, PP2 x DP2 with the
+    distributed optimizer, CP2 x PP2: llama-tiny in f32 within (b)'s tolerance, the replicas
+    of each stage agreeing over tp, cp and dp at every iteration;
+(d) what is not built is refused, naming it: tied embeddings across stages (Megatron-LM's
+    embedding group), checkpoints under PP, the interleaved schedule (virtual stages).
+
+The stages run each micro-batch's forward and backward in turn: the 1F1B schedule, with
+several micro-batches in flight, is not built yet, so these runs check the numerics, not speed.
+
+Usage: test_pipeline_parallel.py F8C SOURCE_DIR [--sanitizer-build]
+"""
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checks import check, finish  # noqa: E402
+from ranks import SKIP, close, losses, run, setup, tokenize, worst  # noqa: E402
+
+# Small, for the 2 CPUs CI has: two micro-batches of 2 x 32 tokens a step.
+SIZES = ["--micro-batch-size", "2", "--global-batch-size", "4", "--seq-length", "32",
+         "--log-interval", "1"]
+STEPS = 10
+FP8 = ["--bf16", "--fp8-format", "hybrid"]
+# name: (options, loss tolerance, gradient norm tolerance)
+PRECISIONS = {"f32": ([], 1e-5, 1e-5),
+              "delayed": (FP8, 3e-3, 2e-2),
+              "current": (FP8 + ["--fp8-recipe", "current"], 3e-3, 2e-2)}
+PP2 = ["--pipeline-model-parallel-size", "2"]
+REPLICAS = ["--check-weight-hash-across-dp-replicas-interval", "1"]
+
+
+def plan(binary, source, env):
+    """(a) Each stage's program, as dump-ir prints it."""
+    model = os.path.join(source, "models", "llama-tiny.json")
+    stages = []
+    for stage in (0, 1):
+        dumped = run([binary, "dump-ir", model, "--after", "training", "--world-size", "2",
+                      "--pipeline-stage", str(stage), "--report", "--dim", "batch=2", "--dim",
+                      "seq=32"] + PP2, env)
+        if not check(dumped.returncode == 0, f"dump-ir of stage {stage} under PP2",
+                     dumped.stderr[-1500:]):
+            return
+        stages.append((dumped.stdout, dumped.stderr))
+    (first, first_report), (last, last_report) = stages
+    check("pipeline-parallel: stage 0 of 2: layers 0 to 1; sends %layers.1.mlp_residual"
+          in first_report and "pipeline-parallel: stage 1 of 2: layers 2 to 3; receives "
+          "%layers.1.mlp_residual; the head and the loss" in last_report,
+          "the report says which layers each stage runs and what it sends and receives",
+          first_report[-800:] + last_report[-800:])
+    check('  Send(%layers.1.mlp_residual) {group="pp", peer=1}' in first and
+          '= Recv() {group="pp", peer=1, dtype=f32, shape=[2, 32, 128]} scope="layers.1" '
+          "phase=bwd" in first, "stage 0 sends the residual stream after layer 1 and receives "
+          "its gradient back in the backward")
+    check('%layers.1.mlp_residual.recv : f32[2, 32, 128] = Recv() {group="pp", peer=0' in last
+          and 'Send(%layers.1.mlp_residual.recv.grad) {group="pp", peer=0}' in last,
+          "stage 1 receives the residual stream and sends its gradient back")
+    check("param %layers.0.attn.qkv.weight" in first and "param %layers.0." not in last and
+          "param %layers.2.attn.qkv.weight" in last and "param %layers.2." not in first and
+          "param %head.weight" in last and "param %head.weight" not in first and
+          "%loss" in last and "%loss " not in first,
+          "each stage holds its layers' parameters; the head and the loss are the last "
+          "stage's")
+
+
+def evaluations(path):
+    with open(path) as f:
+        return [r["eval_loss"] for r in map(json.loads, f) if "eval_loss" in r]
+
+
+def compare(binary, train, options, what, tolerance, launch, single_env, env, work):
+    """One rank's run against `launch`'s with `options`: both train, the replicas agree, and
+    the losses, gradient norms and evaluation losses are within `tolerance`."""
+    one, many = (os.path.join(work, f"{what}-{n}.jsonl".replace(" ", "_").replace(",", ""))
+                 for n in ("one", "many"))
+    single = run([binary] + train + ["--metrics", one], single_env)
+    parallel = run(launch + train + options + ["--metrics", many] + REPLICAS, env)
+    if not (check(single.returncode == 0, f"{what}: one rank trains", single.stderr[-1500:]) &
+            check(parallel.returncode == 0, f"{what}: the stages train",
+                  parallel.stderr[-3000:])):
+        return
+    a, b = losses(one), losses(many)
+    check(len(a) == len(b) > 0 and close(a, b, tolerance), f"{what}: losses and gradient "
+          f"norms within {tolerance} of one rank's (worst {worst(a, b)})", f"{a}\nagainst\n{b}")
+    ea, eb = evaluations(one), evaluations(many)
+    check(len(ea) == len(eb) > 0 and all(abs(x - y) <= tolerance[0] * abs(x)
+                                         for x, y in zip(ea, eb)),
+          f"{what}: the evaluation losses within {tolerance[0]} of one rank's",
+          f"{ea} against {eb}")
+
+
+def main():
+    s = setup(sys.argv)
+    if not s:
+        return SKIP
+    binary, source, sanitizer, mpirun = s.binary, s.source, s.sanitizer, s.mpirun
+    env, single_env = s.env, s.single_env
+    four = ["mpirun", "-np", "4", "--oversubscribe", binary]
+    plan(binary, source, single_env)
+    with tempfile.TemporaryDirectory() as work:
+        data = tokenize(s, work)
+        if not data:
+            return finish()
+        untied = os.path.join(work, "gpt-tiny-untied.json")
+        with open(os.path.join(source, "models", "gpt-tiny.json")) as f:
+            gpt = json.load(f)
+        gpt["tie_embeddings"] = False
+        with open(untied, "w") as f:
+            json.dump(gpt, f)
+        evaluate = ["--eval-interval", "5", "--eval-iters", "2"]
+        # (b) PP2 against one rank (the sanitizer build: llama-tiny in f32).
+        models = {"llama-tiny": os.path.join(source, "models", "llama-tiny.json"),
+                  "gpt-tiny untied": untied}
+        for name, model in models.items():
+            if sanitizer and name != "llama-tiny":
+                continue
+            train = ["train", model, "--data", data, "--train-iters", str(STEPS)] + SIZES + \
+                evaluate
+            for precision, (options, *tolerance) in PRECISIONS.items():
+                if not sanitizer or precision == "f32":
+                    compare(binary, train + options, PP2, f"{name}, PP2, {precision}",
+                            tolerance, mpirun, single_env, env, work)
+        # (c) 4 ranks (not in the sanitizer build).
+        train = ["train", models["llama-tiny"], "--data", data, "--train-iters", "4"] + SIZES + \
+            ["--eval-interval", "2", "--eval-iters", "1"]
+        layouts = {"PP4": ["--pipeline-model-parallel-size", "4"],
+                   "TP2 x PP2 with SP": PP2 + ["--tensor-model-parallel-size", "2",
+                                               "--sequence-parallel"],
+                   "PP2 x DP2 with the distributed optimizer": PP2 + [
+                       "--use-distributed-optimizer"],
+                   "CP2 x PP2": PP2 + ["--context-parallel-size", "2"]}
+        for what, options in () if sanitizer else layouts.items():
+            compare(binary, train, options, f"llama-tiny, {what}, f32", PRECISIONS["f32"][1:],
+                    four, single_env, env, work)
+        # (d) refusals.
+        tied = run(mpirun + ["train", os.path.join(source, "models", "gpt-tiny.json"), "--data",
+                             data, "--train-iters", "1"] + SIZES + PP2, env)
+        check(tied.returncode != 0 and "%embed.weight is read on stages 0 and 1 (tied "
+              "embeddings)" in tied.stderr, "tied embeddings across stages are refused, naming "
+              "the table", tied.stderr[-800:])
+        saved = run(mpirun + ["train", models["llama-tiny"], "--data", data, "--train-iters",
+                              "1", "--save", os.path.join(work, "pp-save")] + SIZES + PP2, env)
+        check(saved.returncode != 0 and "--save under pipeline parallelism" in saved.stderr,
+              "a checkpoint under PP is refused as not built yet", saved.stderr[-800:])
+        virtual = run([binary, "compile", models["llama-tiny"], "-o",
+                       os.path.join(work, "refused"), "--world-size", "2", "--seq-length", "32",
+                       "--micro-batch-size", "2", "--num-layers-per-virtual-pipeline-stage",
+                       "1"] + PP2, single_env)
+        check(virtual.returncode != 0 and "--num-layers-per-virtual-pipeline-stage: f8c runs"
+              in virtual.stderr, "the interleaved schedule is refused as not built yet",
+              virtual.stderr[-800:])
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
