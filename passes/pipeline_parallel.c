@@ -126,40 +126,55 @@ static f8_status boundaries(pp_pass *pp, f8_value_id *in, f8_value_id *out) {
 	return F8_OK;
 }
 
-/* A parameter read on two stages is refused (tied embeddings); `kept` is this stage's. */
-static f8_status check_shared(pp_pass *pp) {
+/*
+ * A parameter read on the first and the last stage (tied embeddings: the first stage's lookup,
+ * the last's head) is tied over pp (placed `tied=pp`): both hold it whole, and the shard pass
+ * sums its gradient between them. One read on any other two stages is refused.
+ */
+static f8_status tie_shared(pp_pass *pp) {
 	f8_graph *graph = pp->graph;
 	int *stage_of = f8_malloc((graph->n_values + 1) * sizeof *stage_of);
 	bool *kept = f8_calloc(graph->n_nodes + 1, sizeof *kept);
-	f8_status status = stage_of && kept ? F8_OK : nomem(pp->diag);
+	bool *tied = f8_calloc(graph->n_values + 1, sizeof *tied);
+	f8_status status = stage_of && kept && tied ? F8_OK : nomem(pp->diag);
 	for (uint32_t v = 0; !status && v < graph->n_values; v++)
 		stage_of[v] = -1;
+	int64_t last = pp->stages - 1;
 	for (int64_t s = 0; !status && s < pp->stages; s++) {
 		keep_stage(pp, s, kept);
 		for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 			const f8_node *node = &graph->nodes[graph->order[p]];
 			for (uint32_t i = 0; kept[graph->order[p]] && i < node->n_inputs; i++) {
 				f8_value_id v = node->inputs[i];
-				if (v == F8_NONE || graph->values[v].role != F8_ROLE_PARAMETER)
+				if (v == F8_NONE || graph->values[v].role != F8_ROLE_PARAMETER ||
+				    stage_of[v] == s)
 					continue;
-				if (stage_of[v] >= 0 && stage_of[v] != s) {
-					f8_diag_set(pp->diag, F8_ERR_UNSUPPORTED,
-						    "--pipeline-model-parallel-size %lld: %%%s is read on "
-						    "stages %d and %lld (tied embeddings): their gradients "
-						    "would need Megatron-LM's embedding group, which is not "
-						    "built yet", (long long)pp->stages, name_of(pp, v),
-						    stage_of[v], (long long)s);
-					f8_diag_hint(pp->diag, "untie them (\"tie_embeddings\": false in a "
-						     "model description), or train without pipeline "
-						     "parallelism");
-					status = F8_ERR_UNSUPPORTED;
+				if (stage_of[v] < 0) {
+					stage_of[v] = (int)s;
+					continue;
 				}
-				stage_of[v] = (int)s;
+				if (stage_of[v] == 0 && s == last) {
+					tied[v] = true;
+					continue;
+				}
+				f8_diag_set(pp->diag, F8_ERR_UNSUPPORTED, "--pipeline-model-parallel-size "
+					    "%lld: %%%s is read on stages %d and %lld: only a parameter "
+					    "of the first and the last stage (tied embeddings) can be held "
+					    "by two", (long long)pp->stages, name_of(pp, v), stage_of[v],
+					    (long long)s);
+				f8_diag_hint(pp->diag, "pipeline parallelism gives each layer's "
+					     "parameters to one stage");
+				status = F8_ERR_UNSUPPORTED;
 			}
 		}
 	}
+	for (uint32_t v = 0; !status && v < graph->n_values; v++)
+		if (tied[v])
+			graph->values[v].placement[F8_MESH_AXIS_PP] = (f8_placement){
+				.kind = F8_PLACEMENT_KIND_TIED};
 	f8_free(stage_of);
 	f8_free(kept);
+	f8_free(tied);
 	return status;
 }
 
@@ -284,7 +299,7 @@ f8_status f8_pass_pipeline_parallel_run(f8_graph *graph, const f8_parallel_optio
 	if (!status)
 		status = place_nodes(&pp);
 	if (!status)
-		status = check_shared(&pp);
+		status = tie_shared(&pp);
 	if (!status)
 		status = boundaries(&pp, &in, &out);
 	if (!status) {

@@ -15,9 +15,10 @@
  * reads it; what reads a layer's output without a layer's scope (the final norm, the head) is
  * the last stage's. Each stage but the first receives one activation from the stage before it
  * (Recv {group="pp", peer=s-1}, the residual stream), and each but the last sends one
- * (Send {group="pp", peer=s+1}): a model whose stages exchange anything else is refused, and so
- * is a parameter two stages read (tied embeddings: Megatron-LM's embedding group, whose
- * gradients are summed between the first and last stage, is not built yet). The training pass
+ * (Send {group="pp", peer=s+1}): a model whose stages exchange anything else is refused. A
+ * parameter the first and the last stage both read (a GPT's embedding table tied to its head)
+ * is held by both, placed tied=pp, and the shard pass sums its gradient between them
+ * (Megatron-LM's embedding group); one two other stages read is refused. The training pass
  * gives the last stage the loss; each other stage's backward starts from the gradient the
  * stage after it sends back (passes/training.h).
  */
@@ -35,7 +36,8 @@
  * graph->mesh (or checks the earlier passes'), and keeps stage options->stage's program. Its
  * decisions to `report` when not NULL. F8_ERR_ARGUMENT for a layout the model cannot take or a
  * stage outside the pipeline, F8_ERR_UNSUPPORTED for a model whose stages would exchange more
- * than one activation or share a parameter, F8_ERR_INVALID for a graph with a backward,
+ * than one activation or share a parameter but as above, F8_ERR_INVALID for a graph with a
+ * backward,
  * F8_ERR_NOMEM.
  */
 f8_status f8_pass_pipeline_parallel_run(f8_graph *graph, const f8_parallel_options *options,

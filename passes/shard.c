@@ -589,6 +589,119 @@ static void place_tensor_parallel_state(f8_graph *graph, uint32_t *n) {
 	}
 }
 
+/* Adds a node of `op` in phase opt (scope "optimizer"), at the program's end, its outputs
+ * typed; its output (if any) into *out. */
+static f8_status add_opt(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *name, f8_node_id *id,
+			 f8_diag *diag) {
+	f8_status status = f8_graph_add_node(graph, op, inputs, n, name ? 1 : 0,
+					     name ? &name : NULL, id, diag);
+	if (!status && n_attrs && f8_node_set_attrs(graph, *id, attrs, n_attrs))
+		status = nomem(diag);
+	if (status)
+		return status;
+	graph->nodes[*id].phase = F8_PHASE_OPT;
+	graph->nodes[*id].scope = "optimizer";
+	f8_type type;
+	if (name && !(status = f8_node_infer_types(graph, *id, &type, diag)))
+		graph->values[graph->nodes[*id].outputs[0]].type = type;
+	return status;
+}
+
+/*
+ * Pipeline parallelism's tied parameters (placed tied=pp: the embedding table the first and
+ * the last stage both hold): at the head of phase opt, each one's gradient accumulator summed
+ * between the two stages, the first stage sending before it receives and the last after, so
+ * that both add the same two terms in the same order (the same bits); every opt node reads
+ * the sum, but the last stage's gradient norm, which leaves it to the first's. The count into
+ * *n.
+ */
+static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
+	*n = 0;
+	bool sends = false, receives = false; // the stage's forward: first sends, last receives
+	uint32_t first_opt = F8_NONE;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		bool pp = strcmp(f8_node_attr_string(node, "group", ""), "pp") == 0;
+		sends |= node->phase == F8_PHASE_FWD && node->op == F8_OP_SEND && pp;
+		receives |= node->phase == F8_PHASE_FWD && node->op == F8_OP_RECV && pp;
+		first_opt = first_opt == F8_NONE && node->phase == F8_PHASE_OPT ? p : first_opt;
+	}
+	if (sends == receives || first_opt == F8_NONE)
+		return F8_OK; // a middle stage (or none): it holds no tied parameter
+	int64_t peer = sends ? (int64_t)graph->mesh[F8_MESH_AXIS_PP] - 1 : 0;
+	// The tied parameters' AdamW nodes first: the program moves as the exchanges go in.
+	f8_node_id *tied = f8_calloc(graph->n_order + 1, sizeof *tied);
+	uint32_t n_tied = 0;
+	if (!tied)
+		return nomem(diag);
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		if (node->op == F8_OP_ADAMW &&
+		    graph->values[node->inputs[0]].placement[F8_MESH_AXIS_PP].kind ==
+			    F8_PLACEMENT_KIND_TIED)
+			tied[n_tied++] = graph->order[p];
+	}
+	f8_status status = F8_OK;
+	for (uint32_t t = 0; !status && t < n_tied; t++) {
+		f8_node_id adamw = tied[t];
+		f8_value_id acc = graph->nodes[adamw].inputs[1];
+		const f8_type *type = &graph->values[acc].type;
+		f8_dim dims[F8_MAX_RANK];
+		memcpy(dims, type->shape.dims, sizeof dims);
+		f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
+				    {.name = "peer", .kind = F8_ATTR_INT, .i = peer},
+				    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
+				    {.name = "shape", .kind = F8_ATTR_DIMS,
+				     .dims = {.n = type->shape.rank, .items = dims}}};
+		const char *name = graph->values[acc].name;
+		const char *other_name = f8_arena_concat(graph->arena, name, ".tied_other");
+		const char *sum_name = f8_arena_concat(graph->arena, name, ".tied");
+		// In program order (each new node is the program's last until placed): the first
+		// stage sends, then receives; the last receives, then sends.
+		uint32_t at = first_opt + 3 * *n;
+		f8_node_id send = F8_NONE, recv = F8_NONE, add = F8_NONE;
+		for (int step = 0; !status && step < 2; step++) {
+			bool sending = (step == 0) == sends;
+			status = sending ? add_opt(graph, F8_OP_SEND, &acc, 1, attrs, 2, NULL, &send,
+						   diag)
+					 : add_opt(graph, F8_OP_RECV, NULL, 0, attrs, 4, other_name,
+						   &recv, diag);
+			if (!status)
+				place_before(graph, sending ? send : recv, at++);
+		}
+		if (status)
+			break;
+		f8_value_id other = graph->nodes[recv].outputs[0];
+		f8_value_id terms[2] = {sends ? acc : other, sends ? other : acc};
+		if ((status = add_opt(graph, F8_OP_ADD, terms, 2, NULL, 0, sum_name, &add, diag)))
+			break;
+		place_before(graph, add, at);
+		f8_value_id sum = graph->nodes[add].outputs[0];
+		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) // split as the accumulator
+			if (axis != F8_MESH_AXIS_PP)
+				graph->values[sum].placement[axis] = graph->values[other].placement[axis] =
+					graph->values[acc].placement[axis];
+		for (uint32_t q = 0; q < graph->n_order; q++) { // opt's readers read the sum
+			f8_node_id id = graph->order[q];
+			f8_node *node = &graph->nodes[id];
+			if (node->phase != F8_PHASE_OPT || id == send || id == add)
+				continue;
+			uint32_t kept = 0;
+			for (uint32_t i = 0; i < node->n_inputs; i++) {
+				bool norm = node->op == F8_OP_GLOBAL_NORM && node->inputs[i] == acc;
+				if (norm && receives)
+					continue; // the first stage's norm counts it
+				node->inputs[kept++] = node->inputs[i] == acc ? sum : node->inputs[i];
+			}
+			node->n_inputs = kept;
+		}
+		(*n)++;
+	}
+	f8_free(tied);
+	return status;
+}
+
 /* FP8: each ScalingUpdate's amaxes max-reduced over `group` just before it, in one AllReduce.
  * The tables' count and amaxes into *n_tables and *n_amaxes. */
 static f8_status reduce_amaxes(f8_graph *graph, const char *group, uint32_t axes,
@@ -674,15 +787,16 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	const char *amax_name = f8_arena_strdup(graph->arena, amax_group);
 	if (!data_name || !amax_name)
 		return nomem(diag);
-	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0;
+	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0, n_tied = 0, n_split = 0;
+	if (mesh[F8_MESH_AXIS_TP] > 1) // first: the tied exchange's sums are split as these
+		place_tensor_parallel_state(graph, &n_split);
+	if (mesh[F8_MESH_AXIS_PP] > 1 && (status = exchange_tied(graph, &n_tied, diag)))
+		return status;
 	uint64_t grad_bytes = 0;
 	distributor d = {.graph = graph, .group = data_name, .axes = data, .diag = diag,
 			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP] *
 				  mesh[F8_MESH_AXIS_CP]};
-	uint32_t n_split = 0;
 	status = distributor_init(&d);
-	if (!status && mesh[F8_MESH_AXIS_TP] > 1)
-		place_tensor_parallel_state(graph, &n_split);
 	d.distributed = data && options->distributed_optimizer;
 	if (!status && d.distributed)
 		status = distribute_optimizer(&d);

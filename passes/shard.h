@@ -25,7 +25,8 @@
  * the mesh when TP does not; the context-parallel ranks run other tokens of the same
  * sequences, so their gradients are summed with data parallelism's; a pipeline stage's
  * gradient norm class is summed over pp with the other stages' (in one order on every stage,
- * a class a stage lacks as a zero).
+ * a class a stage lacks as a zero), and a parameter tied between the first and the last stage
+ * (tied=pp) has its gradient summed between them at the head of phase opt.
  *
  * What each rank's program gets, so far (expert parallelism and the interleaved pipeline
  * schedule are F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel
