@@ -371,9 +371,13 @@ static f8_status count_collective(const f8_graph *graph, const f8_node *node, su
 		c->bytes += grad ? 2 * ranks * 2 * kv : (ranks - 1) * kv;
 		return F8_OK;
 	}
-	c->tensors += node->n_inputs;
-	for (uint32_t i = 0; i < node->n_inputs; i++)
-		c->bytes += f8_memory_type_bytes(&graph->values[node->inputs[i]].type);
+	// What a Recv brings is its output; what any other sends or reduces, its inputs.
+	bool recv = node->op == F8_OP_RECV;
+	const f8_value_id *values = recv ? node->outputs : node->inputs;
+	uint32_t n = recv ? node->n_outputs : node->n_inputs;
+	c->tensors += n;
+	for (uint32_t i = 0; i < n; i++)
+		c->bytes += f8_memory_type_bytes(&graph->values[values[i]].type);
 	return F8_OK;
 }
 
