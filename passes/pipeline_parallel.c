@@ -198,8 +198,8 @@ static f8_status rewrite(pp_pass *pp, f8_value_id in, f8_value_id out) {
 				    {.name = "shape", .kind = F8_ATTR_DIMS,
 				     .dims = {.n = type->shape.rank, .items = dims}}};
 		f8_node_id id;
-		status = f8_tp_add_node(graph, F8_OP_RECV, NULL, 0, attrs, 4,
-					graph->nodes[graph->values[in].producer].scope,
+		// Scoped "pipeline", not a layer's: the stage's own layers are what counts.
+		status = f8_tp_add_node(graph, F8_OP_RECV, NULL, 0, attrs, 4, "pipeline",
 					f8_arena_concat(graph->arena, name_of(pp, in), ".recv"), &id,
 					pp->diag);
 		if (!status) {
@@ -225,7 +225,7 @@ static f8_status rewrite(pp_pass *pp, f8_value_id in, f8_value_id out) {
 		if (!status && f8_node_set_attrs(graph, id, attrs, 2))
 			status = nomem(pp->diag);
 		if (!status) {
-			graph->nodes[id].scope = graph->nodes[graph->values[out].producer].scope;
+			graph->nodes[id].scope = "pipeline";
 			order[n++] = id;
 		}
 		// The stage's output, which the training pass reads: the activation it sends.

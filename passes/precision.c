@@ -161,6 +161,7 @@ static f8_status collect(planner *p) {
 	if (!p->gemms)
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	p->n_layers = 0;
+	int first = -1; // the program's first layer
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
 		// An FP8Gemm the model quantized itself (fuse-patterns, QDQ) keeps its decision.
@@ -182,7 +183,14 @@ static f8_status collect(planner *p) {
 		g->layer = f8_scope_layer(g->scope, NULL);
 		if (g->layer + 1 > p->n_layers)
 			p->n_layers = g->layer + 1;
+		if (g->layer >= 0 && (first < 0 || g->layer < first))
+			first = g->layer;
 	}
+	// A pipeline stage holds its run of the layers, as many as every other stage's: the
+	// first and last layers the policies name are the whole model's.
+	int64_t stages = graph->mesh[F8_MESH_AXIS_PP];
+	if (stages > 1 && first >= 0)
+		p->n_layers = (int)((p->n_layers - first) * stages);
 	return F8_OK;
 }
 

@@ -530,34 +530,41 @@ static f8_status recompute(f8_graph *graph, const unit *units, uint32_t n, FILE 
 	return status;
 }
 
-/* The graph's number of transformer layers (by the forward nodes' scopes). */
-static int count_layers(const f8_graph *graph) {
+/* One more than the graph's last transformer layer (by the forward nodes' scopes), and its
+ * first into *lo: a pipeline stage's program holds layers lo .. n - 1. */
+static int count_layers(const f8_graph *graph, int *lo) {
 	int n = 0;
+	*lo = -1;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		int layer = f8_scope_layer(graph->nodes[graph->order[p]].scope, NULL);
 		n = layer + 1 > n ? layer + 1 : n;
+		*lo = layer >= 0 && (*lo < 0 || layer < *lo) ? layer : *lo;
 	}
+	*lo = *lo < 0 ? 0 : *lo;
 	return n;
 }
 
-/* The units Megatron-LM's options ask for, into *units (n into *n; freed by the caller). */
-static f8_status asked_units(f8_graph *graph, const f8_recompute_options *o, int n_layers,
-			     unit **units, uint32_t *n, f8_diag *diag) {
+/* The units Megatron-LM's options ask for, into *units (n into *n; freed by the caller), of
+ * layers lo .. n_layers - 1: a pipeline stage's, whose first --recompute-num-layers are its
+ * own first ones, as Megatron-LM counts them per stage. */
+static f8_status asked_units(f8_graph *graph, const f8_recompute_options *o, int lo,
+			     int n_layers, unit **units, uint32_t *n, f8_diag *diag) {
 	*units = f8_calloc((size_t)n_layers * F8_RECOMPUTE_MODULE_COUNT + 1, sizeof **units);
 	*n = 0;
 	if (!*units)
 		return nomem(diag);
 	char why[256];
 	if (o->granularity == F8_RECOMPUTE_GRANULARITY_FULL) {
-		if (o->num_layers > n_layers) {
+		if (o->num_layers > n_layers - lo) {
 			f8_diag_set(diag, F8_ERR_ARGUMENT, "--recompute-num-layers %lld is more than "
-				    "the %d layers the model has", (long long)o->num_layers, n_layers);
+				    "the %d layers %s has", (long long)o->num_layers, n_layers - lo,
+				    graph->mesh[F8_MESH_AXIS_PP] > 1 ? "a pipeline stage" : "the model");
 			return F8_ERR_ARGUMENT;
 		}
 		bool uniform = o->method == F8_RECOMPUTE_METHOD_UNIFORM;
 		int step = uniform ? (int)o->num_layers : 1;
-		int end = uniform ? n_layers : (int)o->num_layers;
-		for (int first = 0; first < end; first += step) {
+		int end = uniform ? n_layers : lo + (int)o->num_layers;
+		for (int first = lo; first < end; first += step) {
 			int last = first + step - 1 < n_layers ? first + step - 1 : n_layers - 1;
 			if (uniform && last > first)
 				snprintf(why, sizeof why, "full recompute, uniform: layers %d-%d one unit "
@@ -582,7 +589,7 @@ static f8_status asked_units(f8_graph *graph, const f8_recompute_options *o, int
 			// moe_act within a recomputed moe: the moe unit makes it already.
 			if (m == F8_RECOMPUTE_MODULE_MOE_ACT && (modules & 1u << F8_RECOMPUTE_MODULE_MOE))
 				continue;
-			for (int layer = 0; layer < n_layers; layer++) {
+			for (int layer = lo; layer < n_layers; layer++) {
 				snprintf(why, sizeof why, "selective recompute of layers.%d's %s "
 					 "(--recompute-modules)", layer, module_names[m]);
 				(*units)[(*n)++] = (unit){.module = (f8_recompute_module)m, .first = layer,
@@ -786,7 +793,7 @@ f8_status f8_pass_recompute_run(f8_graph *graph, const f8_recompute_options *opt
 	if (!backward)
 		return f8_diag_set(diag, F8_ERR_INVALID, "recompute: the graph has no backward "
 				   "(recompute is for training)");
-	int n_layers = count_layers(graph);
+	int lo, n_layers = count_layers(graph, &lo);
 	if (n_layers == 0) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "recompute: the model has no transformer layers "
 			    "(scopes \"layers.<i>.\") to recompute");
@@ -794,7 +801,7 @@ f8_status f8_pass_recompute_run(f8_graph *graph, const f8_recompute_options *opt
 	}
 	unit *units = NULL;
 	uint32_t n = 0;
-	status = asked_units(graph, options, n_layers, &units, &n, diag);
+	status = asked_units(graph, options, lo, n_layers, &units, &n, diag);
 	if (!status && n)
 		status = check_modules(graph, units, n, diag);
 	if (!status && options->budget_bytes)

@@ -604,7 +604,7 @@ static f8_status add_stage_seed(trainer *t) {
 			    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
 			    {.name = "shape", .kind = F8_ATTR_DIMS,
 			     .dims = {.n = type->shape.rank, .items = dims}}};
-	const char *scope = graph->nodes[graph->values[t->sent].producer].scope;
+	const char *scope = "pipeline"; // as the forward's Send and Recv: no layer's
 	const char *names[1] = {f8_arena_concat(graph->arena, graph->values[t->sent].name,
 						".grad_recv")};
 	f8_value_id gradient, product;
@@ -633,8 +633,8 @@ static f8_status send_gradient(trainer *t, f8_value_id gradient) {
 				   t->graph->values[t->received].name);
 	f8_attr attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
 			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->received_from}};
-	return add_node(t, F8_OP_SEND, &gradient, 1, attrs, 2, 0, NULL, F8_PHASE_BWD,
-			t->graph->nodes[t->graph->values[t->received].producer].scope, NULL);
+	return add_node(t, F8_OP_SEND, &gradient, 1, attrs, 2, 0, NULL, F8_PHASE_BWD, "pipeline",
+			NULL);
 }
 
 /* The gradients of every parameter; those the loss does not depend on are not trained. A

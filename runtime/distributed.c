@@ -49,6 +49,7 @@ static struct mpi_api {
 	int (*Send)(const void *data, int count, mpi_handle type, int to, int tag, mpi_handle comm);
 	int (*Recv)(void *data, int count, mpi_handle type, int from, int tag, mpi_handle comm,
 		    void *status);
+	int (*Get_count)(const void *status, mpi_handle type, int *count);
 	int (*Error_string)(int code, char *text, int *len);
 	mpi_handle comm_world, type_float, type_double, type_int64, type_byte, op_sum, op_max;
 } mpi;
@@ -86,6 +87,7 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
 		{"MPI_Send", (void **)&mpi.Send, false},
 		{"MPI_Recv", (void **)&mpi.Recv, false},
+		{"MPI_Get_count", (void **)&mpi.Get_count, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
 		{"ompi_mpi_comm_world", &mpi.comm_world, true},
 		{"ompi_mpi_float", &mpi.type_float, true},
@@ -513,9 +515,16 @@ f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, 
 						 "group of %u", peer, f8_dist_group_size(dist, axes))
 				   : group_of(dist, axes, &group, diag);
 	waiting(dist, "MPI_Recv", axes);
+	long long received[8] = {0}; // MPI_Status: 24 bytes in Open MPI's ABI
 	int code = status ? MPI_OK
-			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, 0, group, NULL);
+			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, 0, group, received);
 	waiting(dist, NULL, 0);
+	int count = (int)bytes;
+	if (!status && code == MPI_OK)
+		code = mpi.Get_count(received, mpi.type_byte, &count);
+	if (!status && code == MPI_OK && count != (int)bytes) // a shorter message: a plan bug
+		return f8_diag_set(diag, F8_ERR_INVALID, "a receive from place %u of its group "
+				   "expected %zu bytes and got %d", peer, bytes, count);
 	return status ? status : code != MPI_OK ? failed("MPI_Recv", axes, code, diag) : F8_OK;
 }
 

@@ -597,15 +597,24 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 	return status;
 }
 
-/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables. */
-static int64_t nonfinite_amaxes(const trainer *t) {
+/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables; under
+ * pipeline parallelism every stage's tables' (each stage has its own), a stage without tables
+ * adding none, so that every stage takes the same skip decision. */
+static f8_status nonfinite_amaxes(const trainer *t, int64_t *out, f8_diag *diag) {
 	int64_t sum = -1;
 	for (int i = 0; i < 3; i++) {
 		if (t->nonfinite[i] == F8_NONE)
 			continue;
 		sum = (sum < 0 ? 0 : sum) + (int64_t)scalar(t, t->nonfinite[i]);
 	}
-	return sum;
+	*out = sum;
+	if (t->graph->mesh[F8_MESH_AXIS_PP] <= 1)
+		return F8_OK;
+	int64_t counts[2] = {sum < 0 ? 0 : sum, sum < 0 ? 0 : 1}; // the count; tables anywhere
+	f8_status status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, counts, 2,
+					      F8_DTYPE_I64, F8_REDUCTION_SUM, diag);
+	*out = counts[1] ? counts[0] : -1;
+	return status;
 }
 
 /* Writes %found_inf (1 or 0) when it holds the other. */
@@ -662,10 +671,8 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 		return reduced;
 	*loss = sum / (double)t->global_micro_batches;
 	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
-	// Each stage has its own scaling tables: the count of non-finite amaxes is the stages'.
-	int64_t nonfinite = nonfinite_amaxes(t);
-	if (pipeline && (reduced = f8_dist_all_reduce(t->config->dist, pipeline, &nonfinite, 1,
-						      F8_DTYPE_I64, F8_REDUCTION_SUM, diag)))
+	int64_t nonfinite;
+	if ((reduced = nonfinite_amaxes(t, &nonfinite, diag)))
 		return reduced;
 	*skipped_for = !isfinite(*loss) ? "loss" : nonfinite > t->nonfinite_seen ? "fp8 amax" : NULL;
 	t->nonfinite_seen = nonfinite;
@@ -836,7 +843,9 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 	struct timespec interval;
 	clock_gettime(CLOCK_MONOTONIC, &interval);
 	int64_t interval_iterations = 0;
-	t->nonfinite_seen = nonfinite_amaxes(t);
+	f8_status counted = nonfinite_amaxes(t, &t->nonfinite_seen, diag);
+	if (counted)
+		return counted;
 	while (t->iteration < c->train_iters) {
 		double loss, grad_norm = NAN;
 		const char *skipped_for = NULL;

@@ -862,10 +862,22 @@ static int run_audit(int argc, char **argv, json_t **document) {
 		f8_plan *plan = NULL;
 		if (f8_plan_is_dir(r.model))
 			code = use_plan(&r, &fp8, &plan);
-		if (!code)
-			code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag)
-							       : audit(&r, f8_tool_fp8_options(&fp8),
-								       fp8.bf16, plan);
+		if (!code && f8_tool_fp8_finish(&fp8, &diag))
+			code = fail(&diag);
+		// Under pipeline parallelism a model's audit is every stage's, one after another
+		// (each stage runs a program of its own), unless --pipeline-stage names one; a
+		// plan, and the JSON document, are one stage's.
+		int64_t stages = r.parallel.options.pipeline;
+		bool each = !plan && !r.json && stages > 1 &&
+			    !f8_tool_parallel_stage_given(&r.parallel);
+		for (int64_t stage = 0; !code && stage < (each ? stages : 1); stage++) {
+			if (each) {
+				r.parallel.options.stage = stage;
+				printf("%spipeline stage %lld of %lld:\n", stage ? "\n" : "",
+				       (long long)stage, (long long)stages);
+			}
+			code = audit(&r, f8_tool_fp8_options(&fp8), fp8.bf16, plan);
+		}
 		f8_plan_destroy(plan);
 	}
 	f8_tool_fp8_destroy(&fp8);

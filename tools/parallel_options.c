@@ -56,6 +56,10 @@ bool f8_tool_parallel_world_given(const f8_tool_parallel_args *args) {
 	return args->given & BIT(WORLD);
 }
 
+bool f8_tool_parallel_stage_given(const f8_tool_parallel_args *args) {
+	return args->given & BIT(STAGE);
+}
+
 /* The field of a sized option. */
 static int64_t *size_of(f8_parallel_options *o, option_id id) {
 	switch (id) {

@@ -469,6 +469,11 @@ static int parse(int argc, char **argv, request *r) {
 	if (!f8_tool_parallel_world_given(&r->parallel))
 		parallel->world = r->launch.world;
 	uint32_t mesh[F8_MESH_AXIS_COUNT], at[F8_MESH_AXIS_COUNT];
+	if (r->plan && parallel->pipeline > 1) // one stage's program, which every rank would run
+		return fprintf(stderr, "f8c %s: a plan is one pipeline stage's program, and under "
+			       "--pipeline-model-parallel-size every stage runs its own\nHINT: train "
+			       "the model: each rank compiles its stage's step\n", r->command->name),
+		       2;
 	if (r->launch.world > 1) { // the launcher's rank runs its pipeline stage's program
 		if (f8_parallel_mesh(parallel, mesh, &diag))
 			return options_error(&diag);

@@ -17,7 +17,9 @@
     with sequence parallelism, PP2 x DP2 with the distributed optimizer, CP2 x PP2: llama-tiny
     and gpt-tiny in f32 within (b)'s tolerance, the replicas of each stage agreeing over tp, cp
     and dp at every iteration;
-(d) what is not built is refused, naming it: checkpoints under PP, the interleaved schedule
+(d) `f8c audit` under PP audits every stage's program in turn: its GEMMs, its collectives (the
+    Send and Recv over pp with their bytes) and, with --memory, its memory;
+(e) what is not built is refused, naming it: checkpoints under PP, the interleaved schedule
     (virtual stages).
 
 The stages run each micro-batch's forward and backward in turn: the 1F1B schedule, with
@@ -80,7 +82,7 @@ def plan(binary, source, env):
           "the report says which layers each stage runs and what it sends and receives",
           first_report[-800:] + last_report[-800:])
     check('  Send(%layers.1.mlp_residual) {group="pp", peer=1}' in first and
-          '= Recv() {group="pp", peer=1, dtype=f32, shape=[2, 32, 128]} scope="layers.1" '
+          '= Recv() {group="pp", peer=1, dtype=f32, shape=[2, 32, 128]} scope="pipeline" '
           "phase=bwd" in first, "stage 0 sends the residual stream after layer 1 and receives "
           "its gradient back in the backward")
     check('%layers.1.mlp_residual.recv : f32[2, 32, 128] = Recv() {group="pp", peer=0' in last
@@ -159,7 +161,16 @@ def main():
                 ["--eval-interval", "2", "--eval-iters", "1"]
             compare(binary, train, layouts[what], f"{name}, {what}, f32", PRECISIONS["f32"][1:],
                     four, single_env, env, work)
-        # (d) refusals.
+        # (d) the audit, stage by stage.
+        audit = run([binary, "audit", models["gpt-tiny"], "--world-size", "2", "--seq-length",
+                     "32", "--memory"] + PP2, single_env)
+        out = audit.stdout
+        check(audit.returncode == 0 and "pipeline stage 0 of 2:" in out and
+              "pipeline stage 1 of 2:" in out and out.count("Send over pp in fwd") == 1 and
+              out.count("Recv over pp in fwd") == 1 and out.count("memory on each rank") == 2,
+              "the audit prints each stage's GEMMs, collectives and memory",
+              out[-2000:] + audit.stderr[-800:])
+        # (e) refusals.
         saved = run(mpirun + ["train", models["llama-tiny"], "--data", data, "--train-iters",
                               "1", "--save", os.path.join(work, "pp-save")] + SIZES + PP2, env)
         check(saved.returncode != 0 and "--save under pipeline parallelism" in saved.stderr,
