@@ -11,12 +11,12 @@
     in f32 each step's loss and gradient norm within 1e-5 (the same sums but for the gradient
     norm, whose stages' squares are added over pp, and the tied table's gradient, whose
     lookup and head terms are added in another order: measured 3e-6 and 4e-6); in BF16 with FP8
-    (delayed and current scaling: each stage has its own scaling tables) within 3e-3 and 2e-2,
-    as the other parallelisms' tests; the evaluation loss too;
-(c) 4 ranks: PP4 (a layer a stage; gpt-tiny's tied table on stages 0 and 3 only), TP2 x PP2
-    with sequence parallelism, PP2 x DP2 with the distributed optimizer, CP2 x PP2: llama-tiny
-    and gpt-tiny in f32 within (b)'s tolerance, the replicas of each stage agreeing over tp, cp
-    and dp at every iteration;
+    (delayed and current scaling: each stage has its own scaling tables; llama-tiny) within
+    3e-3 and 2e-2, as the other parallelisms' tests; the evaluation loss too;
+(c) 4 ranks, in f32 within (b)'s tolerance, the replicas of each stage agreeing over tp, cp and
+    dp at every iteration: gpt-tiny in PP4 (a layer a stage; the tied table on stages 0 and 3
+    only) and TP2 x PP2 with sequence parallelism; llama-tiny in PP2 x DP2 with the
+    distributed optimizer and CP2 x PP2;
 (d) `f8c audit` under PP audits every stage's program in turn: its GEMMs, its collectives (the
     Send and Recv over pp with their bytes) and, with --memory, its memory;
 (e) what is not built is refused, naming it: checkpoints under PP, the interleaved schedule
@@ -144,7 +144,8 @@ def main():
             train = ["train", model, "--data", data, "--train-iters", str(STEPS)] + SIZES + \
                 evaluate
             for precision, (options, *tolerance) in PRECISIONS.items():
-                if not sanitizer or precision == "f32":
+                # FP8 on llama-tiny (CI's time: each stage's tables are the same code).
+                if precision == "f32" or (not sanitizer and name == "llama-tiny"):
                     compare(binary, train + options, PP2, f"{name}, PP2, {precision}",
                             tolerance, mpirun, single_env, env, work)
         # (c) 4 ranks (not in the sanitizer build).
@@ -154,8 +155,9 @@ def main():
                    "PP2 x DP2 with the distributed optimizer": PP2 + [
                        "--use-distributed-optimizer"],
                    "CP2 x PP2": PP2 + ["--context-parallel-size", "2"]}
-        runs = [("llama-tiny", what) for what in layouts] + \
-            [("gpt-tiny", "PP4"), ("gpt-tiny", "TP2 x PP2 with SP")]
+        runs = [("gpt-tiny", "PP4"), ("gpt-tiny", "TP2 x PP2 with SP"),
+                ("llama-tiny", "PP2 x DP2 with the distributed optimizer"),
+                ("llama-tiny", "CP2 x PP2")]
         for name, what in () if sanitizer else runs:
             train = ["train", models[name], "--data", data, "--train-iters", "4"] + SIZES + \
                 ["--eval-interval", "2", "--eval-iters", "1"]
