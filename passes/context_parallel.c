@@ -639,21 +639,10 @@ f8_status f8_pass_context_parallel_run(f8_graph *graph, const f8_parallel_option
 				       FILE *report, f8_diag *diag) {
 	if (!options || options->context <= 1)
 		return F8_OK;
-	for (uint32_t p = 0; p < graph->n_order; p++)
-		if (graph->nodes[graph->order[p]].phase != F8_PHASE_FWD)
-			return f8_diag_set(diag, F8_ERR_INVALID, "context-parallel: the graph has a "
-					   "backward already (the pass splits the forward, before "
-					   "training)");
 	uint32_t mesh[F8_MESH_AXIS_COUNT];
-	// Under TP the tensor-parallel pass checked the layout on the whole model and set the mesh.
-	bool tensor_parallel = f8_graph_mesh_ranks(graph) > 1;
-	f8_status status = tensor_parallel ? f8_parallel_mesh(options, mesh, diag)
-					   : f8_parallel_check(graph, options, mesh, diag);
+	f8_status status = f8_parallel_forward_mesh(graph, options, "context-parallel", mesh, diag);
 	if (status)
 		return status;
-	if (tensor_parallel && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
-		return f8_diag_set(diag, F8_ERR_INVALID, "context-parallel: the graph's mesh is not "
-				   "the tensor-parallel pass's");
 	cp_pass cp = {.graph = graph, .diag = diag, .ranks = mesh[F8_MESH_AXIS_CP],
 		      .positions = F8_NONE};
 	if ((status = find_tokens(&cp)))

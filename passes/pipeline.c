@@ -80,40 +80,45 @@ static f8_status shard(f8_graph *graph, const f8_pipeline_options *options, FILE
 	return f8_pass_shard_run(graph, options->parallel, report, diag);
 }
 
+/* The parallel passes' guard: a no-op without the parallelism (`size` <= 1) or for inference;
+ * an inference plan asking for it is refused (a plan for inference is one rank's, not made
+ * whole). *run says whether the pass runs. */
+static f8_status training_only(const f8_pipeline_options *options, int64_t size,
+			       const char *option, const char *what, bool *run, f8_diag *diag) {
+	*run = options->training && size > 1;
+	if (!options->training && size > 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--%s: %s parallelism is built for "
+				   "training steps; an inference plan is one rank's", option, what);
+	return F8_OK;
+}
+
 static f8_status tensor_parallel(f8_graph *graph, const f8_pipeline_options *options,
 				 FILE *report, f8_diag *diag) {
-	// A no-op without TP. A plan for inference is one rank's: refused rather than made whole.
-	if (!options->training && options->parallel && options->parallel->tensor > 1)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size: tensor "
-				   "parallelism is built for training steps; an inference plan is "
-				   "one rank's");
-	if (!options->training)
-		return F8_OK;
-	return f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);
+	bool run;
+	f8_status status = training_only(options, options->parallel ? options->parallel->tensor : 0,
+					 "tensor-model-parallel-size", "tensor", &run, diag);
+	return status || !run ? status
+			      : f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);
 }
 
 static f8_status context_parallel(f8_graph *graph, const f8_pipeline_options *options,
 				  FILE *report, f8_diag *diag) {
-	// A no-op without CP. A plan for inference is one rank's: refused rather than made whole.
-	if (!options->training && options->parallel && options->parallel->context > 1)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--context-parallel-size: context "
-				   "parallelism is built for training steps; an inference plan is "
-				   "one rank's");
-	if (!options->training)
-		return F8_OK;
-	return f8_pass_context_parallel_run(graph, options->parallel, report, diag);
+	bool run;
+	f8_status status = training_only(options, options->parallel ? options->parallel->context : 0,
+					 "context-parallel-size", "context", &run, diag);
+	return status || !run ? status
+			      : f8_pass_context_parallel_run(graph, options->parallel, report, diag);
 }
 
 static f8_status pipeline_parallel(f8_graph *graph, const f8_pipeline_options *options,
 				   FILE *report, f8_diag *diag) {
-	// A no-op without PP. A plan for inference is one rank's: refused rather than made whole.
-	if (!options->training && options->parallel && options->parallel->pipeline > 1)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--pipeline-model-parallel-size: "
-				   "pipeline parallelism is built for training steps; an inference "
-				   "plan is one rank's");
-	if (!options->training)
-		return F8_OK;
-	return f8_pass_pipeline_parallel_run(graph, options->parallel, report, diag);
+	bool run;
+	f8_status status = training_only(options,
+					 options->parallel ? options->parallel->pipeline : 0,
+					 "pipeline-model-parallel-size", "pipeline", &run, diag);
+	return status || !run ? status
+			      : f8_pass_pipeline_parallel_run(graph, options->parallel, report,
+							      diag);
 }
 
 static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, FILE *report,

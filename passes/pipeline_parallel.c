@@ -262,21 +262,11 @@ f8_status f8_pass_pipeline_parallel_run(f8_graph *graph, const f8_parallel_optio
 					FILE *report, f8_diag *diag) {
 	if (!options || options->pipeline <= 1)
 		return F8_OK;
-	for (uint32_t p = 0; p < graph->n_order; p++)
-		if (graph->nodes[graph->order[p]].phase != F8_PHASE_FWD)
-			return f8_diag_set(diag, F8_ERR_INVALID, "pipeline-parallel: the graph has a "
-					   "backward already (the pass splits the forward, before "
-					   "training)");
 	uint32_t mesh[F8_MESH_AXIS_COUNT];
-	// Under TP or CP their passes checked the layout on the whole model and set the mesh.
-	bool sharded = f8_graph_mesh_ranks(graph) > 1;
-	f8_status status = sharded ? f8_parallel_mesh(options, mesh, diag)
-				   : f8_parallel_check(graph, options, mesh, diag);
+	f8_status status = f8_parallel_forward_mesh(graph, options, "pipeline-parallel", mesh,
+						    diag);
 	if (status)
 		return status;
-	if (sharded && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
-		return f8_diag_set(diag, F8_ERR_INVALID, "pipeline-parallel: the graph's mesh is not "
-				   "the earlier passes'");
 	pp_pass pp = {.graph = graph, .diag = diag, .stages = mesh[F8_MESH_AXIS_PP],
 		      .stage = options->stage};
 	if (pp.stage < 0 || pp.stage >= pp.stages)

@@ -141,6 +141,23 @@ f8_status f8_parallel_check(const f8_graph *graph, const f8_parallel_options *op
 	return status ? status : check_layout(graph, options, mesh, diag);
 }
 
+f8_status f8_parallel_forward_mesh(const f8_graph *graph, const f8_parallel_options *options,
+				   const char *pass, uint32_t *mesh, f8_diag *diag) {
+	for (uint32_t p = 0; p < graph->n_order; p++)
+		if (graph->nodes[graph->order[p]].phase != F8_PHASE_FWD)
+			return f8_diag_set(diag, F8_ERR_INVALID, "%s: the graph has a backward "
+					   "already (the pass splits the forward, before training)",
+					   pass);
+	// An earlier pass (tensor- or context-parallel) checked the layout on the whole model.
+	bool sharded = f8_graph_mesh_ranks(graph) > 1;
+	f8_status status = sharded ? f8_parallel_mesh(options, mesh, diag)
+				   : f8_parallel_check(graph, options, mesh, diag);
+	if (!status && sharded && memcmp(graph->mesh, mesh, F8_MESH_AXIS_COUNT * sizeof *mesh))
+		status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the graph's mesh is not the one the "
+				     "parallel options make", pass);
+	return status;
+}
+
 /* F8_ERR_UNSUPPORTED for what the pass does not shard yet, naming the option. */
 static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_diag *diag) {
 	if (o->sequence_parallel && mesh[F8_MESH_AXIS_TP] < 2)
@@ -287,25 +304,33 @@ static void chain(distributor *d, f8_node_id *head, f8_node_id id) {
 	*head = id;
 }
 
-/* Adds a node of `op` (one output named `name`, typed by inference) in phase opt. */
+/* Adds a node of `op` in phase opt (scope "optimizer"), at the program's end, its outputs
+ * typed; its output (if any) into *out. */
+static f8_status add_opt(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *name, f8_node_id *id,
+			 f8_diag *diag) {
+	f8_status status = f8_graph_add_node(graph, op, inputs, n, name ? 1 : 0,
+					     name ? &name : NULL, id, diag);
+	if (!status && n_attrs && f8_node_set_attrs(graph, *id, attrs, n_attrs))
+		status = nomem(diag);
+	if (status)
+		return status;
+	graph->nodes[*id].phase = F8_PHASE_OPT;
+	graph->nodes[*id].scope = "optimizer";
+	f8_type type;
+	if (name && !(status = f8_node_infer_types(graph, *id, &type, diag)))
+		graph->values[graph->nodes[*id].outputs[0]].type = type;
+	return status;
+}
+
+/* add_opt for the distributor, within the room it made for new nodes. */
 static f8_status add_opt_node(distributor *d, f8_op op, const f8_value_id *inputs, uint32_t n,
 			      const f8_attr *attrs, uint32_t n_attrs, const char *name,
 			      f8_node_id *out) {
-	f8_graph *graph = d->graph;
-	if (graph->n_nodes + 1 >= d->capacity)
+	if (d->graph->n_nodes + 1 >= d->capacity)
 		return f8_diag_set(d->diag, F8_ERR_INVALID, "shard: too many new nodes (a bug)");
-	f8_status status = f8_graph_add_node(graph, op, inputs, n, 1, &name, out, d->diag);
-	if (status)
-		return status;
-	if (n_attrs && f8_node_set_attrs(graph, *out, attrs, n_attrs))
-		return nomem(d->diag);
-	graph->nodes[*out].phase = F8_PHASE_OPT;
-	graph->nodes[*out].scope = "optimizer";
-	f8_type type;
-	if ((status = f8_node_infer_types(graph, *out, &type, d->diag)))
-		return status;
-	graph->values[graph->nodes[*out].outputs[0]].type = type;
-	return F8_OK; // appended to the program: place_chains places it
+	// appended to the program: place_chains places it
+	return add_opt(d->graph, op, inputs, n, attrs, n_attrs, name, out, d->diag);
 }
 
 /* A collective of `op` along axis 0 over the data-parallel group, of `input`. */
@@ -587,25 +612,6 @@ static void place_tensor_parallel_state(f8_graph *graph, uint32_t *n) {
 				graph->values[node->inputs[i]].placement[F8_MESH_AXIS_TP] = *tp;
 		(*n)++;
 	}
-}
-
-/* Adds a node of `op` in phase opt (scope "optimizer"), at the program's end, its outputs
- * typed; its output (if any) into *out. */
-static f8_status add_opt(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
-			 const f8_attr *attrs, uint32_t n_attrs, const char *name, f8_node_id *id,
-			 f8_diag *diag) {
-	f8_status status = f8_graph_add_node(graph, op, inputs, n, name ? 1 : 0,
-					     name ? &name : NULL, id, diag);
-	if (!status && n_attrs && f8_node_set_attrs(graph, *id, attrs, n_attrs))
-		status = nomem(diag);
-	if (status)
-		return status;
-	graph->nodes[*id].phase = F8_PHASE_OPT;
-	graph->nodes[*id].scope = "optimizer";
-	f8_type type;
-	if (name && !(status = f8_node_infer_types(graph, *id, &type, diag)))
-		graph->values[graph->nodes[*id].outputs[0]].type = type;
-	return status;
 }
 
 /*

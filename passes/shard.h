@@ -78,6 +78,15 @@ f8_status f8_parallel_mesh(const f8_parallel_options *options, uint32_t *mesh, f
 f8_status f8_parallel_check(const f8_graph *graph, const f8_parallel_options *options,
 			    uint32_t *mesh, f8_diag *diag);
 
+/*
+ * For a pass that splits the forward before training, `pass` ("context-parallel"): the mesh
+ * into mesh[], checked against the whole model by f8_parallel_check when no earlier pass set
+ * graph->mesh, else f8_parallel_mesh's, which must be the graph's. F8_ERR_INVALID for a graph
+ * with a backward or another mesh; f8_parallel_check's errors.
+ */
+f8_status f8_parallel_forward_mesh(const f8_graph *graph, const f8_parallel_options *options,
+				   const char *pass, uint32_t *mesh, f8_diag *diag);
+
 /* Whether `options` asks for more than one rank. */
 bool f8_parallel_options_any(const f8_parallel_options *options);
 

@@ -40,19 +40,10 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import SKIP, close, losses, run, setup, tokenize, worst  # noqa: E402
+from ranks import (PRECISIONS, SIZES, SKIP, STEPS, close, compare, losses,  # noqa: E402
+                   run, setup, tokenize)
 
-# Small, for the 2 CPUs CI has: two micro-batches of 2 x 32 tokens a step.
-SIZES = ["--micro-batch-size", "2", "--global-batch-size", "4", "--seq-length", "32",
-         "--log-interval", "1"]
-STEPS = 10
-FP8 = ["--bf16", "--fp8-format", "hybrid"]
-# name: (options, loss tolerance, gradient norm tolerance)
-PRECISIONS = {"f32": ([], 1e-5, 1e-5),
-              "delayed": (FP8, 3e-3, 2e-2),
-              "current": (FP8 + ["--fp8-recipe", "current"], 3e-3, 2e-2)}
 CP2 = ["--context-parallel-size", "2"]
-REPLICAS = ["--check-weight-hash-across-dp-replicas-interval", "1"]
 # A model whose tokens see the ones before them through a running sum: no ring can split it.
 MIXES = """graph "mixes" {
   input %tokens : i64[batch, seq]
@@ -100,23 +91,6 @@ def plan(binary, source, env):
           "the gradients are summed over cp")
 
 
-def compare(binary, train, options, what, tolerance, launch, single_env, env, work):
-    """One rank's run against `launch`'s with `options`: both train, the replicas agree at
-    every iteration, and the losses and gradient norms are within `tolerance`."""
-    one, many = (os.path.join(work, f"{what}-{n}.jsonl".replace(" ", "_").replace(",", ""))
-                 for n in ("one", "many"))
-    single = run([binary] + train + ["--metrics", one], single_env)
-    parallel = run(launch + train + options + ["--metrics", many] + REPLICAS, env)
-    if not (check(single.returncode == 0, f"{what}: one rank trains", single.stderr[-1500:]) &
-            check(parallel.returncode == 0, f"{what}: the ranks train, holding the same bits "
-                  "of their state at every iteration", parallel.stderr[-3000:])):
-        return
-    a, b = losses(one), losses(many)
-    check(len(a) == len(b) > 0 and close(a, b, tolerance), f"{what}: losses and gradient "
-          f"norms within {tolerance} of one rank's (worst {worst(a, b)})", f"{a}\nagainst\n{b}")
-    check(a != b, f"{what}: the ranks' run is not one rank's to the bit (a test that cannot "
-          "tell them apart would pass anything)")
-
 
 def main():
     s = setup(sys.argv)
@@ -137,33 +111,33 @@ def main():
             for precision, (options, *tolerance) in PRECISIONS.items():
                 # FP8 on llama-tiny (CI's time: gpt-tiny's FP8 casts are the same code).
                 if precision == "f32" or (not sanitizer and name == "llama-tiny"):
-                    compare(binary, train + options, CP2, f"{name}, CP2, {precision}",
-                            tolerance, mpirun, single_env, env, work)
+                    compare(s, work, train + options, CP2, f"{name}, CP2, {precision}",
+                            tolerance, mpirun, differs=True)
         # (d) with data and tensor parallelism (4 ranks; not in the sanitizer build).
         model = os.path.join(source, "models", "llama-tiny.json")
         train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES
         # (CP2 x DP2 alone is below, with the distributed optimizer.)
         for options in () if sanitizer else (
                 CP2 + ["--tensor-model-parallel-size", "2", "--sequence-parallel"],):
-            compare(binary, train, options, "llama-tiny, TP2 x CP2 with SP, f32",
-                    PRECISIONS["f32"][1:], four, single_env, env, work)
+            compare(s, work, train, options, "llama-tiny, TP2 x CP2 with SP, f32",
+                    PRECISIONS["f32"][1:], four, differs=True)
         gpt = ["train", os.path.join(source, "models", "gpt-tiny.json"), "--data", data,
                "--train-iters", "4"] + SIZES
         if not sanitizer: # the learned position table's rows over cp, then over tp
-            compare(binary, gpt, CP2 + ["--tensor-model-parallel-size", "2",
-                                        "--sequence-parallel"],
-                    "gpt-tiny, TP2 x CP2 with SP, f32", PRECISIONS["f32"][1:], four, single_env,
-                    env, work)
+            compare(s, work, gpt, CP2 + ["--tensor-model-parallel-size", "2",
+                                         "--sequence-parallel"],
+                    "gpt-tiny, TP2 x CP2 with SP, f32", PRECISIONS["f32"][1:], four,
+                    differs=True)
         # Selective recompute makes each ring again in the backward, on both ranks (not in
         # the sanitizer build, whose time goes to the code paths (b) does not reach).
         if not sanitizer:
-            compare(binary, gpt, CP2 + ["--recompute-granularity", "selective"],
+            compare(s, work, gpt, CP2 + ["--recompute-granularity", "selective"],
                     "gpt-tiny, CP2 with selective recompute, f32", PRECISIONS["f32"][1:],
-                    mpirun, single_env, env, work)
+                    mpirun, differs=True)
         if not sanitizer: # the distributed optimizer over cp+dp, and its checkpoint on one rank
             zero = CP2 + ["--use-distributed-optimizer"]
-            compare(binary, train, zero, "llama-tiny, CP2 x DP2 with the distributed optimizer, "
-                    "f32", PRECISIONS["f32"][1:], four, single_env, env, work)
+            compare(s, work, train, zero, "llama-tiny, CP2 x DP2 with the distributed "
+                    "optimizer, f32", PRECISIONS["f32"][1:], four, differs=True)
             saved, resumed = os.path.join(work, "zero-save"), os.path.join(work, "zero-resumed")
             options = SIZES + ["--lr-decay-iters", "4", "--data", data]
             first = run(four + ["train", model, "--train-iters", "2", "--save", saved] + zero +
@@ -182,8 +156,8 @@ def main():
                       "are the rows its place in cp+dp names)", f"{b} against {a}")
             model = os.path.join(source, "models", "mixtral-tiny.json")
             train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES
-            compare(binary, train, CP2, "mixtral-tiny, CP2, f32", PRECISIONS["f32"][1:], mpirun,
-                    single_env, env, work)
+            compare(s, work, train, CP2, "mixtral-tiny, CP2, f32", PRECISIONS["f32"][1:],
+                    mpirun, differs=True)
         # (e) checkpoints across layouts (not in the sanitizer build: the shards' code paths
         # are distributed.tensor_parallel's there).
         if not sanitizer:

@@ -27,26 +27,15 @@ several micro-batches in flight, is not built yet, so these runs check the numer
 
 Usage: test_pipeline_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
-import json
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import SKIP, close, losses, run, setup, tokenize, worst  # noqa: E402
+from ranks import PRECISIONS, SIZES, SKIP, STEPS, compare, run, setup, tokenize  # noqa: E402
 
-# Small, for the 2 CPUs CI has: two micro-batches of 2 x 32 tokens a step.
-SIZES = ["--micro-batch-size", "2", "--global-batch-size", "4", "--seq-length", "32",
-         "--log-interval", "1"]
-STEPS = 10
-FP8 = ["--bf16", "--fp8-format", "hybrid"]
-# name: (options, loss tolerance, gradient norm tolerance)
-PRECISIONS = {"f32": ([], 1e-5, 1e-5),
-              "delayed": (FP8, 3e-3, 2e-2),
-              "current": (FP8 + ["--fp8-recipe", "current"], 3e-3, 2e-2)}
 PP2 = ["--pipeline-model-parallel-size", "2"]
-REPLICAS = ["--check-weight-hash-across-dp-replicas-interval", "1"]
 
 
 def plan(binary, source, env):
@@ -96,31 +85,6 @@ def plan(binary, source, env):
           "stage's")
 
 
-def evaluations(path):
-    with open(path) as f:
-        return [r["eval_loss"] for r in map(json.loads, f) if "eval_loss" in r]
-
-
-def compare(binary, train, options, what, tolerance, launch, single_env, env, work):
-    """One rank's run against `launch`'s with `options`: both train, the replicas agree, and
-    the losses, gradient norms and evaluation losses are within `tolerance`."""
-    one, many = (os.path.join(work, f"{what}-{n}.jsonl".replace(" ", "_").replace(",", ""))
-                 for n in ("one", "many"))
-    single = run([binary] + train + ["--metrics", one], single_env)
-    parallel = run(launch + train + options + ["--metrics", many] + REPLICAS, env)
-    if not (check(single.returncode == 0, f"{what}: one rank trains", single.stderr[-1500:]) &
-            check(parallel.returncode == 0, f"{what}: the stages train",
-                  parallel.stderr[-3000:])):
-        return
-    a, b = losses(one), losses(many)
-    check(len(a) == len(b) > 0 and close(a, b, tolerance), f"{what}: losses and gradient "
-          f"norms within {tolerance} of one rank's (worst {worst(a, b)})", f"{a}\nagainst\n{b}")
-    ea, eb = evaluations(one), evaluations(many)
-    check(len(ea) == len(eb) > 0 and all(abs(x - y) <= tolerance[0] * abs(x)
-                                         for x, y in zip(ea, eb)),
-          f"{what}: the evaluation losses within {tolerance[0]} of one rank's",
-          f"{ea} against {eb}")
-
 
 def main():
     s = setup(sys.argv)
@@ -146,8 +110,8 @@ def main():
             for precision, (options, *tolerance) in PRECISIONS.items():
                 # FP8 on llama-tiny (CI's time: each stage's tables are the same code).
                 if precision == "f32" or (not sanitizer and name == "llama-tiny"):
-                    compare(binary, train + options, PP2, f"{name}, PP2, {precision}",
-                            tolerance, mpirun, single_env, env, work)
+                    compare(s, work, train + options, PP2, f"{name}, PP2, {precision}",
+                            tolerance, mpirun, evaluated=True)
         # (c) 4 ranks (not in the sanitizer build).
         layouts = {"PP4": ["--pipeline-model-parallel-size", "4"],
                    "TP2 x PP2 with SP": PP2 + ["--tensor-model-parallel-size", "2",
@@ -161,8 +125,8 @@ def main():
         for name, what in () if sanitizer else runs:
             train = ["train", models[name], "--data", data, "--train-iters", "4"] + SIZES + \
                 ["--eval-interval", "2", "--eval-iters", "1"]
-            compare(binary, train, layouts[what], f"{name}, {what}, f32", PRECISIONS["f32"][1:],
-                    four, single_env, env, work)
+            compare(s, work, train, layouts[what], f"{name}, {what}, f32",
+                    PRECISIONS["f32"][1:], four, evaluated=True)
         # (d) the audit, stage by stage.
         audit = run([binary, "audit", models["gpt-tiny"], "--world-size", "2", "--seq-length",
                      "32", "--memory"] + PP2, single_env)

@@ -46,17 +46,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import SKIP, close, losses, run, setup, tokenize, worst  # noqa: E402
+from ranks import (PRECISIONS, SIZES, SKIP, STEPS, close, losses, run,  # noqa: E402
+                   setup, tokenize, worst)
 
-# Small, for the 2 CPUs CI has: two micro-batches of 2 x 32 tokens a step.
-SIZES = ["--micro-batch-size", "2", "--global-batch-size", "4", "--seq-length", "32",
-         "--log-interval", "1"]
-STEPS = 10
-FP8 = ["--bf16", "--fp8-format", "hybrid"]
-# name: (options, loss tolerance, gradient norm tolerance)
-PRECISIONS = {"f32": ([], 1e-5, 1e-5),
-              "delayed": (FP8, 3e-3, 2e-2),
-              "current": (FP8 + ["--fp8-recipe", "current"], 3e-3, 2e-2)}
 TP2 = ["--tensor-model-parallel-size", "2"]
 
 
