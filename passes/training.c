@@ -474,7 +474,8 @@ static f8_status add_vocab_parallel_loss(trainer *t, f8_value_id logits, f8_valu
  * gradient is the identity).
  */
 static f8_status add_context_parallel_mean(trainer *t, f8_value_id partial, f8_value_id labels) {
-	f8_value_id ignore, equal, counted, as_float, count, one, at_least, sums[2], reduced[2];
+	f8_value_id ignore = 0, equal = 0, counted = 0, as_float = 0, count = 0, one = 0, at_least = 0;
+	f8_value_id sums[2], reduced[2] = {0, 0};
 	f8_status status = add_constant(t, F8_DTYPE_I64, (double)t->options.ignore_index,
 					"loss.ignore_index", F8_PHASE_FWD, &ignore);
 	const char *names[2] = {"loss.ignored", NULL};
