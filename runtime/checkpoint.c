@@ -17,11 +17,12 @@
 #include <time.h>     // clock_gettime
 #include <unistd.h>   // rmdir, unlink
 
-#include "ir/alloc.h"            // f8_calloc, f8_free
-#include "runtime/atomic_file.h" // f8_atomic_file_*, f8_atomic_file_sync_folder
-#include "runtime/placement.h"   // f8_rt_take_part, f8_rt_part_layout, f8_rt_place_piece
-#include "runtime/safetensors.h" // f8_safetensors_*
-#include "runtime/tensor.h"      // f8_rt_tensor_find_nonfinite
+#include "ir/alloc.h"                // f8_calloc, f8_free, f8_strdup
+#include "runtime/atomic_file.h"    // f8_atomic_file_*, f8_atomic_file_sync_folder
+#include "runtime/placement.h"      // f8_rt_take_part, f8_rt_part_layout, f8_rt_place_piece
+#include "runtime/safetensors.h"    // f8_safetensors_*
+#include "runtime/scaling_tables.h" // f8_rt_scaling_tables_find
+#include "runtime/tensor.h"         // f8_rt_tensor_find_nonfinite
 
 enum { WEIGHTS, OPTIMIZER, N_FILES };
 static const char *const file_names[N_FILES] = {"weights.safetensors", "optimizer.safetensors"};
@@ -80,14 +81,38 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 	return status;
 }
 
+/* Whether leaf `v` is held by both the first and the last pipeline stage: a parameter tied
+ * between them (placed tied=pp, as a GPT's embedding table) or its optimizer state
+ * (<param>.exp_avg and the others), which both stages keep alike. */
+static bool tied_over_pp(const f8_graph *graph, f8_value_id v) {
+	const f8_value *value = &graph->values[v];
+	if (value->placement[F8_MESH_AXIS_PP].kind == F8_PLACEMENT_KIND_TIED)
+		return true;
+	for (uint32_t i = 0; i < graph->n_inputs; i++) {
+		const f8_value *param = &graph->values[graph->inputs[i]];
+		size_t len = strlen(param->name);
+		if (param->placement[F8_MESH_AXIS_PP].kind == F8_PLACEMENT_KIND_TIED &&
+		    strncmp(value->name, param->name, len) == 0 && value->name[len] == '.')
+			return true;
+	}
+	return false;
+}
+
 /* Whether this rank writes its part of leaf `v` into its shard: of the ranks that hold the same
  * part (those that differ only along axes that do not split it), the one at place 0 on each of
- * those axes. `dist` NULL: one process, which writes everything. */
+ * those axes. Pipeline stages hold leaves of their own, so every stage writes its leaves but
+ * those tied between stages, which the first stage writes. A leaf every stage has (the
+ * optimizer's step count) is then in several shards, alike; each stage's FP8 scaling tables
+ * too, each with its slots' labels. `dist` NULL: one process, which writes everything. */
 static bool writes(const f8_graph *graph, const f8_dist *dist, f8_value_id v) {
 	uint32_t split = f8_rt_split_axes(&graph->values[v]);
-	for (int axis = 0; dist && axis < F8_MESH_AXIS_COUNT; axis++)
-		if (!(split & (1u << axis)) && f8_dist_group_rank(dist, 1u << axis) != 0)
-			return false;
+	for (int axis = 0; dist && axis < F8_MESH_AXIS_COUNT; axis++) {
+		if ((split & (1u << axis)) || f8_dist_group_rank(dist, 1u << axis) == 0)
+			continue;
+		if (axis == F8_MESH_AXIS_PP && !tied_over_pp(graph, v))
+			continue;
+		return false;
+	}
 	return true;
 }
 
@@ -135,6 +160,44 @@ static f8_status add_layouts(const f8_graph *graph, const f8_dist *dist, const c
 	return F8_OK;
 }
 
+/* Each scaling table among a file's leaves (names[], n of them) with its slots' labels, a line
+ * each, as metadata "slots.<table>" (runtime/scaling_tables.h): the labels, not the slots'
+ * numbers, match a slot across layouts. keys[] and texts[] (F8_RT_SCALING_TABLES_MAX each,
+ * f8_free'd by the caller) hold the strings, appended to all_keys/all_values at *n_keys. */
+static f8_status add_slot_labels(const f8_graph *graph, const char *const *names, size_t n,
+				 char **keys, char **texts, const char **all_keys,
+				 const char **all_values, size_t *n_keys, f8_diag *diag) {
+	f8_rt_scaling_table tables[F8_RT_SCALING_TABLES_MAX];
+	uint32_t n_tables = 0;
+	f8_status status = f8_rt_scaling_tables_find(graph, tables, &n_tables, diag);
+	for (uint32_t t = 0; !status && t < n_tables; t++) {
+		const f8_rt_scaling_table *table = &tables[t];
+		bool held = false;
+		for (size_t i = 0; i < n && !held; i++)
+			held = strcmp(names[i], graph->values[table->scale].name) == 0;
+		if (!held)
+			continue;
+		size_t length = 1;
+		for (uint32_t s = 0; s < table->n_slots; s++)
+			length += strlen(table->labels[s]) + 1;
+		keys[t] = f8_calloc(sizeof table->name + 8, 1);
+		texts[t] = f8_calloc(length, 1);
+		if (!keys[t] || !texts[t]) {
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+			break;
+		}
+		snprintf(keys[t], sizeof table->name + 8, "slots.%.*s", (int)sizeof table->name - 1,
+			 table->name);
+		char *at = texts[t];
+		for (uint32_t s = 0; s < table->n_slots; s++)
+			at += sprintf(at, "%s%s", s ? "\n" : "", table->labels[s]);
+		all_keys[*n_keys] = keys[t];
+		all_values[(*n_keys)++] = texts[t];
+	}
+	f8_rt_scaling_tables_free(tables, n_tables);
+	return status;
+}
+
 /* Writes the leaves of `which` into `path` with the metadata keys/values, each read from the
  * executor's backend into host memory first; with `dist`, this rank's shard: the parts it
  * writes, each with its layout. */
@@ -142,7 +205,8 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 			    const f8_dist *dist, const char *const *keys, const char *const *values,
 			    size_t n_metadata, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
-	size_t room = graph->n_inputs + n_metadata + 1;
+	size_t room = graph->n_inputs + n_metadata + F8_RT_SCALING_TABLES_MAX + 1;
+	char *slot_keys[F8_RT_SCALING_TABLES_MAX] = {0}, *slot_texts[F8_RT_SCALING_TABLES_MAX] = {0};
 	const char **names = f8_calloc(graph->n_inputs + 1, sizeof *names);
 	f8_rt_tensor *host = f8_calloc(graph->n_inputs + 1, sizeof *host);
 	const f8_rt_tensor **tensors = f8_calloc(graph->n_inputs + 1, sizeof *tensors);
@@ -160,6 +224,9 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 	if (!status && dist)
 		status = add_layouts(graph, dist, names, n, layouts, all_keys, all_values, &n_keys,
 				     diag);
+	if (!status && which == OPTIMIZER)
+		status = add_slot_labels(graph, names, n, slot_keys, slot_texts, all_keys, all_values,
+					 &n_keys, diag);
 
 	for (size_t i = 0; !status && i < n; i++) {
 		tensors[i] = &host[i];
@@ -184,6 +251,10 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 	f8_free(all_keys);
 	f8_free(all_values);
 	f8_free(layouts);
+	for (int t = 0; t < F8_RT_SCALING_TABLES_MAX; t++) {
+		f8_free(slot_keys[t]);
+		f8_free(slot_texts[t]);
+	}
 	return status;
 }
 
@@ -398,11 +469,167 @@ static f8_status check_record(const f8_safetensors *file, const char *path, cons
 	return F8_OK;
 }
 
-/* Reads every leaf file `which` holds into staged[v]; checks names, dtypes and shapes. A leaf
- * the ranks hold parts of is stored whole: this rank's rows are staged. */
+/* The lines of `text` (a copy, into *copy, f8_free'd by the caller) into lines[] (at most
+ * `max`); the count, or -1 when out of memory or there are more. */
+static int64_t split_lines(const char *text, char **copy, char **lines, int64_t max) {
+	if (!(*copy = f8_strdup(text)))
+		return -1;
+	int64_t n = 0;
+	for (char *line = *copy;; line++) {
+		if (n == max)
+			return -1;
+		lines[n++] = line;
+		if (!(line = strchr(line, '\n')))
+			return n;
+		*line = '\0';
+	}
+}
+
+/* The copies of `table` in files[] (n of them: a shard each stage wrote, or one file), their
+ * slots matched to this step's by label (their metadata's "slots.<table>"): each of this step's
+ * slots takes the scale and the amax history of the stored slot of its label, and the step's
+ * count of skipped amaxes is the copies' sum (a stage's share of it is placed after, under
+ * pipeline parallelism). Staged into staged[] and marked done[]; a table stored without labels
+ * (by an f8c before them) is left to the other leaves' path, by slot number. */
+static f8_status stage_table(f8_safetensors *const *files, int64_t n, const char *where,
+			     const f8_executor *executor, const f8_rt_scaling_table *table,
+			     f8_rt_tensor *staged, bool *done, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
+	const char *scale_name = graph->values[table->scale].name;
+	const char *history_name = graph->values[table->history].name;
+	const char *nonfinite_name =
+		table->nonfinite != F8_NONE ? graph->values[table->nonfinite].name : NULL;
+	char key[sizeof table->name + 8];
+	snprintf(key, sizeof key, "slots.%.*s", (int)sizeof table->name - 1, table->name);
+	int64_t copies = 0, labelled = 0;
+	for (int64_t f = 0; f < n; f++) {
+		copies += f8_safetensors_find(files[f], scale_name) != NULL;
+		labelled += f8_safetensors_find(files[f], scale_name) &&
+			    f8_safetensors_metadata(files[f], key);
+	}
+	if (!labelled)
+		return F8_OK;
+	if (labelled != copies)
+		return f8_diag_set(diag, F8_ERR_INVALID, "%s: %lld copies of '%s' and %lld with the "
+				   "labels of their slots", where, (long long)copies, scale_name,
+				   (long long)labelled);
+	const f8_tensor_view *view = f8_executor_view(executor, table->history);
+	int64_t rows = view->dims[0], slots = table->n_slots, nonfinite = 0;
+	int64_t dims[2] = {slots, 0}, history_dims[2] = {rows, slots};
+	f8_rt_tensor scale = {0}, history = {0}, count = {0};
+	bool *found = f8_calloc((size_t)slots + 1, sizeof *found);
+	f8_status status = found ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = f8_rt_tensor_create(F8_DTYPE_F32, 1, dims, &scale, diag);
+	if (!status)
+		status = f8_rt_tensor_create(F8_DTYPE_F32, 2, history_dims, &history, diag);
+	if (!status && nonfinite_name)
+		status = f8_rt_tensor_create(F8_DTYPE_I64, 0, dims, &count, diag);
+	for (int64_t f = 0; !status && f < n; f++) {
+		if (!f8_safetensors_find(files[f], scale_name))
+			continue;
+		f8_rt_tensor stored_scale = {0}, stored_history = {0}, stored_count = {0};
+		char *copy = NULL, **labels = NULL;
+		status = f8_safetensors_read(files[f], scale_name, &stored_scale, diag);
+		if (!status)
+			status = f8_safetensors_read(files[f], history_name, &stored_history, diag);
+		if (!status && nonfinite_name)
+			status = f8_safetensors_read(files[f], nonfinite_name, &stored_count, diag);
+		int64_t width = stored_scale.dims[0], lines = 0;
+		if (!status && (stored_scale.dtype != F8_DTYPE_F32 || stored_scale.rank != 1 ||
+				stored_history.dtype != F8_DTYPE_F32 || stored_history.rank != 2 ||
+				stored_history.dims[1] != width ||
+				(nonfinite_name && (stored_count.dtype != F8_DTYPE_I64 ||
+						    stored_count.rank != 0))))
+			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the FP8 scaling table %s is "
+					     "not an f32 scale, an f32 amax history of as many slots "
+					     "and an i64 count", where, table->name);
+		if (!status && stored_history.dims[0] != rows) {
+			f8_diag_set(diag, F8_ERR_INVALID, "%s: '%s' keeps %lld amaxes per slot; this run "
+				    "keeps %lld", where, history_name,
+				    (long long)stored_history.dims[0], (long long)rows);
+			f8_diag_hint(diag, "resume with the --fp8-amax-history-len the checkpoint was "
+				     "saved with");
+			status = F8_ERR_INVALID;
+		}
+		if (!status && !(labels = f8_calloc((size_t)width + 1, sizeof *labels)))
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		if (!status && (lines = split_lines(f8_safetensors_metadata(files[f], key), &copy,
+						     labels, width)) != width)
+			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: '%s' has %lld slots, but %lld "
+					     "labels", where, scale_name, (long long)width,
+					     (long long)lines);
+		const float *from = stored_scale.data, *from_history = stored_history.data;
+		float *to = scale.data, *to_history = history.data;
+		// A label stored twice (in one copy, or in two stages' copies) names no one slot.
+		for (int64_t s = 0; !status && s < slots; s++) {
+			for (int64_t j = 0; !status && j < width; j++) {
+				if (strcmp(labels[j], table->labels[s]) != 0)
+					continue;
+				if (found[s]) {
+					status = f8_diag_set(diag, F8_ERR_INVALID, "%s: two slots of %s are "
+							     "labelled '%s'", where, table->name,
+							     table->labels[s]);
+					break;
+				}
+				to[s] = from[j];
+				for (int64_t r = 0; r < rows; r++)
+					to_history[r * slots + s] = from_history[r * width + j];
+				found[s] = true;
+			}
+		}
+		if (!status && nonfinite_name)
+			nonfinite += *(const int64_t *)stored_count.data;
+		f8_free(labels);
+		f8_free(copy);
+		f8_rt_tensor_destroy(&stored_scale);
+		f8_rt_tensor_destroy(&stored_history);
+		f8_rt_tensor_destroy(&stored_count);
+	}
+	for (int64_t s = 0; !status && s < slots; s++) {
+		if (found[s])
+			continue;
+		f8_diag_set(diag, F8_ERR_INVALID, "%s holds no FP8 scaling state for slot %lld of %s "
+			    "(%s)", where, (long long)s, table->name, table->labels[s]);
+		f8_diag_hint(diag, "the checkpoint is of another model or another FP8 setup");
+		status = F8_ERR_INVALID;
+	}
+	f8_free(found);
+	if (status) {
+		f8_rt_tensor_destroy(&scale);
+		f8_rt_tensor_destroy(&history);
+		f8_rt_tensor_destroy(&count);
+		return status;
+	}
+	staged[table->scale] = scale, done[table->scale] = true;
+	staged[table->history] = history, done[table->history] = true;
+	if (nonfinite_name) {
+		*(int64_t *)count.data = nonfinite;
+		staged[table->nonfinite] = count, done[table->nonfinite] = true;
+	}
+	return F8_OK;
+}
+
+/* Every scaling table of the step staged from files[] (stage_table). */
+static f8_status stage_tables(f8_safetensors *const *files, int64_t n, const char *where,
+			      const f8_executor *executor, f8_rt_tensor *staged, bool *done,
+			      f8_diag *diag) {
+	f8_rt_scaling_table tables[F8_RT_SCALING_TABLES_MAX];
+	uint32_t n_tables = 0;
+	f8_status status = f8_rt_scaling_tables_find(f8_executor_graph(executor), tables,
+						     &n_tables, diag);
+	for (uint32_t t = 0; !status && t < n_tables; t++)
+		status = stage_table(files, n, where, executor, &tables[t], staged, done, diag);
+	f8_rt_scaling_tables_free(tables, n_tables);
+	return status;
+}
+
+/* Reads every leaf file `which` holds into staged[v] (but those done[] already); checks names,
+ * dtypes and shapes. A leaf the ranks hold parts of is stored whole: this rank's rows are
+ * staged. */
 static f8_status stage_file(const f8_safetensors *file, const char *path, int which,
 			    const f8_executor *executor, f8_dist *dist, f8_rt_tensor *staged,
-			    f8_diag *diag) {
+			    const bool *done, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	size_t expected = 0;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
@@ -411,6 +638,8 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 		if (file_of(graph, v) != which)
 			continue;
 		expected++;
+		if (done[v]) // a scaling table, staged by its slots' labels
+			continue;
 		const f8_tensor_view *leaf = f8_executor_view(executor, v);
 		if (!f8_safetensors_find(file, value->name)) {
 			f8_diag_set(diag, F8_ERR_INVALID, "%s has no tensor '%s'", path, value->name);
@@ -438,7 +667,8 @@ static f8_status stage_file(const f8_safetensors *file, const char *path, int wh
 			staged[v] = part;
 		}
 	}
-	if (f8_safetensors_count(file) != expected)
+	// A pipeline stage holds some of the leaves: the stages check the rest together.
+	if (graph->mesh[F8_MESH_AXIS_PP] <= 1 && f8_safetensors_count(file) != expected)
 		return f8_diag_set(diag, F8_ERR_INVALID, "%s holds %zu tensors; the model has %zu "
 				   "there", path, f8_safetensors_count(file), expected);
 	return F8_OK;
@@ -488,23 +718,27 @@ static f8_status open_shards(const char *folder, int which, f8_safetensors ***fi
 }
 
 /*
- * Reads the leaves of kind `which` from a sharded save's files (n): each leaf's whole made of
- * the pieces the shards hold, each put in its place by its layout (placed whole where it has
- * none), then this rank's part of it staged. Every piece must fit, together they must cover
+ * Reads the leaves of kind `which` from a sharded save's files (n), but those done[] already:
+ * each leaf's whole made of the pieces the shards hold, each put in its place by its layout
+ * (placed whole where it has none; a whole that several pipeline stages wrote must be alike in
+ * each), then this rank's part of it staged. Every piece must fit, together they must cover
  * the whole (as many elements as it has, each part fitting its place: overlapping parts that
  * left a hole of the same size are not told apart, which only hand-made shards could be), and
- * every stored name must be a leaf of the model.
+ * every stored name must be a leaf of the model (under pipeline parallelism, of some stage's:
+ * check_stages).
  */
 static f8_status stage_shards(f8_safetensors *const *files, int64_t n, const char *folder,
 			      int which, const f8_executor *executor, f8_dist *dist,
-			      f8_rt_tensor *staged, f8_diag *diag) {
+			      f8_rt_tensor *staged, const bool *done, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	f8_status status = F8_OK;
 	for (int64_t f = 0; !status && f < n; f++) {
 		for (size_t t = 0; t < f8_safetensors_count(files[f]); t++) {
 			const char *name = f8_safetensors_name(files[f], t);
 			f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
-			if (v != F8_NONE && file_of(graph, v) == which)
+			// A pipeline stage holds some of the leaves: the stages check the rest together.
+			if ((v != F8_NONE && file_of(graph, v) == which) ||
+			    graph->mesh[F8_MESH_AXIS_PP] > 1)
 				continue;
 			f8_diag_set(diag, F8_ERR_INVALID, "%s: shard %lld of the %s holds '%s', which "
 				    "the model has no such leaf for", folder, (long long)f,
@@ -517,7 +751,7 @@ static f8_status stage_shards(f8_safetensors *const *files, int64_t n, const cha
 	for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 		f8_value_id v = graph->inputs[i];
 		const f8_value *value = &graph->values[v];
-		if (file_of(graph, v) != which)
+		if (file_of(graph, v) != which || done[v])
 			continue;
 		const f8_tensor_view *leaf = f8_executor_view(executor, v);
 		int64_t dims[F8_MAX_RANK], placed = 0;
@@ -533,7 +767,14 @@ static f8_status stage_shards(f8_safetensors *const *files, int64_t n, const cha
 			f8_rt_tensor piece = {0};
 			f8_diag local = {0};
 			status = f8_safetensors_read(files[f], value->name, &piece, diag);
-			if (!status && (status = f8_rt_place_piece(layout ? layout : "", &piece, &whole,
+			bool whole_again = !layout && placed && placed == f8_rt_tensor_numel(&whole);
+			if (!status && whole_again) { // several pipeline stages' copies: alike
+				if (!f8_rt_tensor_same_type(&piece, &whole) ||
+				    memcmp(piece.data, whole.data, whole.n_bytes) != 0)
+					status = f8_diag_set(diag, F8_ERR_INVALID, "%s: shard %lld holds "
+							     "another '%s' than the shard before it",
+							     folder, (long long)f, value->name);
+			} else if (!status && (status = f8_rt_place_piece(layout ? layout : "", &piece, &whole,
 								   &placed, &local)))
 				f8_diag_set(diag, status, "%s: shard %lld's '%s' does not fit the "
 					    "model's %s: %s", folder, (long long)f, value->name,
@@ -548,6 +789,78 @@ static f8_status stage_shards(f8_safetensors *const *files, int64_t n, const cha
 			status = f8_rt_take_part(value, dist, &whole, &staged[v], diag);
 		f8_rt_tensor_destroy(&whole);
 	}
+	return status;
+}
+
+/*
+ * Under pipeline parallelism, what a stage cannot check alone, with the others (every rank
+ * calls it, in step): that each stored tensor (of the files[WEIGHTS] and files[OPTIMIZER]
+ * sets, n[] files each) is a leaf of some stage's program; and each scaling table's count of
+ * skipped amaxes, staged whole by each stage that has the table, kept by the first of them
+ * alone, so that the stages' counts still add up to it (the trainer adds them over pp).
+ */
+static f8_status check_stages(f8_safetensors *const *const *files, const int64_t *n,
+			      const char *where, const f8_executor *executor, f8_dist *dist,
+			      f8_rt_tensor *staged, f8_diag *diag) {
+	const f8_graph *graph = f8_executor_graph(executor);
+	f8_rt_scaling_table tables[F8_RT_SCALING_TABLES_MAX];
+	uint32_t n_tables = 0;
+	size_t total = 0, at = 0;
+	for (int which = 0; which < N_FILES; which++)
+		for (int64_t f = 0; f < n[which]; f++)
+			total += f8_safetensors_count(files[which][f]);
+	// Per stored tensor: whether a stage has it as a leaf of its file; the stages that have
+	// it as a table's count, as the negated stage (the max is the first), else INT64_MIN.
+	int64_t *claims = f8_calloc(2 * total + 1, sizeof *claims);
+	int64_t stage = f8_dist_group_rank(dist, 1u << F8_MESH_AXIS_PP);
+	f8_status status = claims ? f8_rt_scaling_tables_find(graph, tables, &n_tables, diag)
+				  : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	// Every stage makes the all-reduce below, or none does (a stage that ran out of memory).
+	int64_t failed = status != F8_OK;
+	f8_status reduced = f8_dist_all_reduce(dist, 1u << F8_MESH_AXIS_PP, &failed, 1,
+					       F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
+	if (!status && (reduced || failed))
+		status = reduced ? reduced : f8_diag_set(diag, F8_ERR_NOMEM, "another pipeline stage "
+							 "ran out of memory loading the checkpoint");
+	for (int which = 0; !status && which < N_FILES; which++) {
+		for (int64_t f = 0; f < n[which]; f++) {
+			for (size_t t = 0; t < f8_safetensors_count(files[which][f]); t++, at++) {
+				const char *name = f8_safetensors_name(files[which][f], t);
+				f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
+				bool count = false;
+				for (uint32_t i = 0; v != F8_NONE && i < n_tables; i++)
+					count |= tables[i].nonfinite == v;
+				claims[at] = v != F8_NONE && file_of(graph, v) == which;
+				claims[total + at] = count ? -stage : INT64_MIN;
+			}
+		}
+	}
+	if (!status)
+		status = f8_dist_all_reduce(dist, 1u << F8_MESH_AXIS_PP, claims, 2 * total,
+					    F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
+	at = 0;
+	for (int which = 0; !status && which < N_FILES; which++) {
+		for (int64_t f = 0; !status && f < n[which]; f++) {
+			for (size_t t = 0; !status && t < f8_safetensors_count(files[which][f]);
+			     t++, at++) {
+				const char *name = f8_safetensors_name(files[which][f], t);
+				f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
+				if (claims[total + at] != INT64_MIN && claims[total + at] != -stage &&
+				    v != F8_NONE && staged[v].data)
+					*(int64_t *)staged[v].data = 0; // a stage before kept the count
+				if (claims[at])
+					continue;
+				f8_diag_set(diag, F8_ERR_INVALID, "%s: the %s hold '%s', which no pipeline "
+					    "stage of the model has a leaf for", where,
+					    file_names[which], name);
+				f8_diag_hint(diag, "the checkpoint is of another model or another "
+					     "training setup");
+				status = F8_ERR_INVALID;
+			}
+		}
+	}
+	f8_rt_scaling_tables_free(tables, n_tables);
+	f8_free(claims);
 	return status;
 }
 
@@ -637,10 +950,12 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 			     f8_checkpoint_info *info, f8_diag *diag) {
 	const f8_graph *graph = f8_executor_graph(executor);
 	f8_rt_tensor *staged = f8_calloc(graph->n_values + 1, sizeof *staged);
+	bool *done = f8_calloc(graph->n_values + 1, sizeof *done); // the scaling tables staged
 	f8_safetensors *files[N_FILES] = {0};
 	const char *save_id = NULL;
 	char paths[N_FILES][4096], latest[4096];
-	f8_status status = staged ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = staged && done ? F8_OK
+					  : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
 		status = resolve_latest(folder, latest, sizeof latest, diag);
 	struct stat one_file;
@@ -651,9 +966,12 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	int64_t n_shards[N_FILES] = {0};
 	for (int file = WEIGHTS; !status && sharded && file < N_FILES; file++) {
 		status = open_shards(latest, file, &shards[file], &n_shards[file], &save_id, diag);
+		if (!status && file == OPTIMIZER)
+			status = stage_tables(shards[file], n_shards[file], latest, executor, staged,
+					      done, diag);
 		if (!status)
 			status = stage_shards(shards[file], n_shards[file], latest, file, executor,
-					      info->dist, staged, diag);
+					      info->dist, staged, done, diag);
 		snprintf(paths[file], sizeof paths[file], "%s", latest);
 	}
 	for (int file = WEIGHTS; !status && !sharded && file < N_FILES; file++) {
@@ -662,9 +980,12 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 			status = f8_safetensors_open(paths[file], &files[file], diag);
 		if (!status)
 			status = check_record(files[file], paths[file], &save_id, diag);
+		if (!status && file == OPTIMIZER)
+			status = stage_tables(&files[file], 1, paths[file], executor, staged, done,
+					      diag);
 		if (!status)
 			status = stage_file(files[file], paths[file], file, executor, info->dist,
-					    staged, diag);
+					    staged, done, diag);
 	}
 	uint64_t iteration = 0, sampler = 0, seed = 0, tokens = 0, skipped = 0;
 	if (!status) {
@@ -688,8 +1009,17 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	}
 	// Every rank reads its own part: one that cannot stops the others too, before any rank
 	// writes a leaf (rather than leaving them waiting in the first step's collectives).
-	status = agree(info->dist && f8_dist_world(info->dist) > 1 ? info->dist : NULL, status,
-		       "load its part of the checkpoint", diag);
+	f8_dist *several = info->dist && f8_dist_world(info->dist) > 1 ? info->dist : NULL;
+	status = agree(several, status, "load its part of the checkpoint", diag);
+	if (!status && graph->mesh[F8_MESH_AXIS_PP] > 1) {
+		f8_safetensors *const *sets[N_FILES] = {shards[WEIGHTS], shards[OPTIMIZER]};
+		int64_t counts[N_FILES] = {n_shards[WEIGHTS], n_shards[OPTIMIZER]};
+		for (int file = 0; !sharded && file < N_FILES; file++)
+			sets[file] = &files[file], counts[file] = 1;
+		status = agree(several, check_stages(sets, counts, latest, executor, info->dist,
+						     staged, diag),
+			       "load its part of the checkpoint", diag);
+	}
 	if (!status) { // everything checked: now write the leaves
 		for (uint32_t i = 0; !status && i < graph->n_inputs; i++) {
 			f8_value_id v = graph->inputs[i];
@@ -707,6 +1037,7 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	for (uint32_t v = 0; staged && v < graph->n_values; v++)
 		f8_rt_tensor_destroy(&staged[v]);
 	f8_free(staged);
+	f8_free(done);
 	for (int file = 0; file < N_FILES; file++) {
 		f8_safetensors_close(files[file]);
 		for (int64_t i = 0; shards[file] && i < n_shards[file]; i++)

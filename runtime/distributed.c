@@ -46,7 +46,9 @@ static struct mpi_api {
 	int (*Sendrecv)(const void *out, int out_count, mpi_handle out_type, int to, int out_tag,
 			void *in, int in_count, mpi_handle in_type, int from, int in_tag,
 			mpi_handle comm, void *status);
-	int (*Send)(const void *data, int count, mpi_handle type, int to, int tag, mpi_handle comm);
+	int (*Isend)(const void *data, int count, mpi_handle type, int to, int tag, mpi_handle comm,
+		     mpi_handle *request);
+	int (*Waitall)(int count, mpi_handle *requests, void *statuses);
 	int (*Recv)(void *data, int count, mpi_handle type, int from, int tag, mpi_handle comm,
 		    void *status);
 	int (*Get_count)(const void *status, mpi_handle type, int *count);
@@ -85,7 +87,8 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Reduce_scatter_block", (void **)&mpi.Reduce_scatter_block, false},
 		{"MPI_Barrier", (void **)&mpi.Barrier, false},
 		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
-		{"MPI_Send", (void **)&mpi.Send, false},
+		{"MPI_Isend", (void **)&mpi.Isend, false},
+		{"MPI_Waitall", (void **)&mpi.Waitall, false},
 		{"MPI_Recv", (void **)&mpi.Recv, false},
 		{"MPI_Get_count", (void **)&mpi.Get_count, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
@@ -180,6 +183,14 @@ struct f8_dist {
 	const char *waiting_in;        // the MPI call, or NULL
 	uint32_t waiting_axes;
 	struct timespec since;
+	// The sends under way (f8_dist_send), each from a copy of its data, until
+	// f8_dist_complete_sends.
+	struct pending_send {
+		mpi_handle request;
+		void *copy;
+		uint32_t axes;
+	} *sends;
+	uint32_t n_sends, cap_sends;
 };
 
 static double seconds_between(const struct timespec *a, const struct timespec *b) {
@@ -344,6 +355,8 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 void f8_dist_destroy(f8_dist *dist) {
 	if (!dist)
 		return;
+	f8_dist_complete_sends(dist, NULL);
+	f8_free(dist->sends);
 	if (dist->watching) {
 		pthread_mutex_lock(&dist->lock);
 		dist->stop = true;
@@ -497,11 +510,52 @@ f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *
 				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a send to place %u of a group "
 						 "of %u", peer, f8_dist_group_size(dist, axes))
 				   : group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Send", axes);
-	int code = status ? MPI_OK
-			  : mpi.Send(data, (int)bytes, mpi.type_byte, (int)peer, 0, group);
+	if (!status && dist->n_sends == dist->cap_sends) {
+		uint32_t cap = dist->cap_sends ? 2 * dist->cap_sends : 16;
+		struct pending_send *grown = f8_realloc(dist->sends, cap * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		dist->sends = grown, dist->cap_sends = cap;
+	}
+	void *copy = status ? NULL : f8_malloc(bytes ? bytes : 1);
+	if (!status && !copy)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for a send of %zu bytes", bytes);
+	if (status)
+		return status;
+	memcpy(copy, data, bytes);
+	mpi_handle request = NULL;
+	int code = mpi.Isend(copy, (int)bytes, mpi.type_byte, (int)peer, 0, group, &request);
+	if (code != MPI_OK) {
+		f8_free(copy);
+		return failed("MPI_Isend", axes, code, diag);
+	}
+	dist->sends[dist->n_sends++] = (struct pending_send){request, copy, axes};
+	return F8_OK;
+}
+
+f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag) {
+	if (!dist || !dist->n_sends)
+		return F8_OK;
+	mpi_handle *requests = f8_calloc(dist->n_sends, sizeof *requests);
+	long long *statuses = f8_calloc((size_t)dist->n_sends * 8, sizeof *statuses);
+	if (!requests || !statuses) {
+		f8_free(requests);
+		f8_free(statuses);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < dist->n_sends; i++)
+		requests[i] = dist->sends[i].request;
+	waiting(dist, "MPI_Waitall", dist->sends[0].axes);
+	int code = mpi.Waitall((int)dist->n_sends, requests, statuses); // MPI_Status: 24 bytes
 	waiting(dist, NULL, 0);
-	return status ? status : code != MPI_OK ? failed("MPI_Send", axes, code, diag) : F8_OK;
+	uint32_t axes = dist->sends[0].axes;
+	// A failed wait may leave sends under way: their copies are left to them (the run stops).
+	for (uint32_t i = 0; code == MPI_OK && i < dist->n_sends; i++)
+		f8_free(dist->sends[i].copy);
+	dist->n_sends = 0;
+	f8_free(requests);
+	f8_free(statuses);
+	return code != MPI_OK ? failed("MPI_Waitall", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,

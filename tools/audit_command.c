@@ -767,8 +767,8 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	return 0;
 }
 
-/* Loads, compiles and audits; the exit status. With --memory a model's plan is made (its
- * kernels' scratch is part of the memory). */
+/* Loads, compiles and audits; the exit status. With --memory a model's plan is made, its
+ * kernels lowered but not compiled to PTX (their scratch is part of the memory). */
 static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -784,7 +784,7 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	if (!status && !plan)
 		status = f8_tool_run_passes(graph, NULL, true, &compile, NULL, &diag);
 	if (!status && !plan && q->memory) {
-		status = f8_tool_plan_make(graph, true, q->model, NULL, 0, &made, &diag);
+		status = f8_tool_plan_make(graph, true, false, q->model, NULL, 0, &made, &diag);
 		graph = NULL; // the plan's, made or not
 		plan = made;
 		if (!status)

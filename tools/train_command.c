@@ -530,7 +530,7 @@ static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
 	f8_status status = F8_OK;
 	if (!args->plan) {
 		// Never written: a record of its arguments would be for a plan folder.
-		status = f8_tool_plan_make(args->compiled, true, args->compile.model, NULL, 0,
+		status = f8_tool_plan_make(args->compiled, true, true, args->compile.model, NULL, 0,
 					   &args->plan, diag);
 		args->compiled = NULL; // the plan's now, on failure too
 		if (status)
@@ -607,11 +607,17 @@ typedef struct console {
 static void show_memory(const f8_train_progress *p, bool cuda) {
 	const f8_executor_memory *m = &p->memory;
 	uint64_t sum = m->slab_bytes + m->leaf_bytes + m->other_bytes;
-	fprintf(stderr, "memory: %s %llu B + leaves %llu B", m->planned ? "the plan's slab"
-								     : "no slab plan, values",
-		(unsigned long long)(m->planned ? m->slab_bytes : p->peak_bytes - m->leaf_bytes -
-								    m->other_bytes),
-		(unsigned long long)m->leaf_bytes);
+	if (m->planned && m->contexts > 1) // pipeline parallelism's micro-batches in flight
+		fprintf(stderr, "memory: the plan's %u slabs (micro-batches in flight) %llu B + "
+			"leaves %llu B", m->contexts, (unsigned long long)m->slab_bytes,
+			(unsigned long long)m->leaf_bytes);
+	else
+		fprintf(stderr, "memory: %s %llu B + leaves %llu B",
+			m->planned ? "the plan's slab" : "no slab plan, values",
+			(unsigned long long)(m->planned ? m->slab_bytes
+							: p->peak_bytes - m->leaf_bytes -
+								  m->other_bytes),
+			(unsigned long long)m->leaf_bytes);
 	if (m->other_bytes)
 		fprintf(stderr, " + frozen scaling state %llu B", (unsigned long long)m->other_bytes);
 	fprintf(stderr, " = %llu B; the backend's peak %llu B%s\n",

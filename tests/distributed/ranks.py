@@ -97,7 +97,8 @@ def compare(s, work, train, options, what, tolerance, launch, differs=False, eva
     """One rank's run of `train` against `launch`'s with `options` (Setup s): both train (the
     parallel one with REPLICAS), and the losses and gradient norms are within `tolerance`;
     with `differs`, not to the bit (the ranks' sums are in another order); with `evaluated`,
-    the evaluation losses within the loss's tolerance too."""
+    the evaluation losses within the loss's tolerance too. The parallel run (None when a run
+    failed)."""
     from checks import check
     one, many = (os.path.join(work, f"{what}-{n}.jsonl".replace(" ", "_").replace(",", ""))
                  for n in ("one", "many"))
@@ -106,7 +107,7 @@ def compare(s, work, train, options, what, tolerance, launch, differs=False, eva
     if not (check(single.returncode == 0, f"{what}: one rank trains", single.stderr[-1500:]) &
             check(parallel.returncode == 0, f"{what}: the ranks train, holding the same bits "
                   "of what they hold alike at every iteration", parallel.stderr[-3000:])):
-        return
+        return None
     a, b = losses(one), losses(many)
     check(len(a) == len(b) > 0 and close(a, b, tolerance), f"{what}: losses and gradient "
           f"norms within {tolerance} of one rank's (worst {worst(a, b)})", f"{a}\nagainst\n{b}")
@@ -119,3 +120,4 @@ def compare(s, work, train, options, what, tolerance, launch, differs=False, eva
                                              for x, y in zip(ea, eb)),
               f"{what}: the evaluation losses within {tolerance[0]} of one rank's",
               f"{ea} against {eb}")
+    return parallel

@@ -12,28 +12,44 @@
     norm, whose stages' squares are added over pp, and the tied table's gradient, whose
     lookup and head terms are added in another order: measured 3e-6 and 4e-6); in BF16 with FP8
     (delayed and current scaling: each stage has its own scaling tables; llama-tiny) within
-    3e-3 and 2e-2, as the other parallelisms' tests; the evaluation loss too;
+    3e-3 and 2e-2, as the other parallelisms' tests; the evaluation loss too; and llama-tiny
+    in FP8 with delayed scaling and full recompute, the losses of 4 steps one rank's to the
+    bit (each recomputed cast reads its micro-batch's forward scales);
 (c) 4 ranks, in f32 within (b)'s tolerance, the replicas of each stage agreeing over tp, cp and
     dp at every iteration: gpt-tiny in PP4 (a layer a stage; the tied table on stages 0 and 3
     only) and TP2 x PP2 with sequence parallelism; llama-tiny in PP2 x DP2 with the
     distributed optimizer and CP2 x PP2;
 (d) `f8c audit` under PP audits every stage's program in turn: its GEMMs, its collectives (the
     Send and Recv over pp with their bytes) and, with --memory, its memory;
-(e) what is not built is refused, naming it: checkpoints under PP, the interleaved schedule
-    (virtual stages).
+(e) checkpoints: each stage writes its shards, and a save under one layout resumes under
+    another. llama-tiny in FP8 with delayed scaling, whose PP2 run is one rank's to the bit:
+    PP2's save at iteration 2 resumed on one rank, and one rank's resumed under PP2, give
+    iterations 3-4 of the uninterrupted run bit for bit, so every scaling slot got its own
+    scale and history although each stage numbers its slots from 0 (the shards' labels of
+    the slots, together, are the one-rank save's). gpt-tiny (tied embeddings) in f32: TP2 x
+    PP2's save resumed on one rank and under DP2 with the distributed optimizer, within f32's
+    tolerance. A shard holding a tensor that no stage has is refused, naming it;
+(f) what is not built is refused, naming it: the interleaved schedule (virtual stages).
 
-The stages run each micro-batch's forward and backward in turn: the 1F1B schedule, with
-several micro-batches in flight, is not built yet, so these runs check the numerics, not speed.
+The stages run Megatron-LM's 1F1B schedule (runtime/pipeline_schedule.h): in (b), with two
+micro-batches a step, stage 0 runs both forwards before the first backward, each micro-batch in
+an executor context (a slab) of its own, which its --verbose memory line shows; the order
+itself is runtime.executor's test. Its numerics are those of running each micro-batch's
+forward and backward in turn, which the comparisons hold.
 
 Usage: test_pipeline_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
 import os
+import shutil
 import sys
 import tempfile
 
+import numpy
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import PRECISIONS, SIZES, SKIP, STEPS, compare, run, setup, tokenize  # noqa: E402
+from ranks import (FP8, PRECISIONS, SIZES, SKIP, STEPS, close, compare, losses, run,  # noqa: E402
+                   setup, tokenize)
 
 PP2 = ["--pipeline-model-parallel-size", "2"]
 
@@ -86,6 +102,98 @@ def plan(binary, source, env):
 
 
 
+def slot_labels(folder, names):
+    """Each scaling table's slot labels in the optimizer files `names` of `folder`, in order."""
+    from safetensors import safe_open
+    tables = {}
+    for name in names:
+        with safe_open(os.path.join(folder, name), framework="numpy") as f:
+            for key, value in (f.metadata() or {}).items():
+                if key.startswith("slots."):
+                    tables.setdefault(key[len("slots."):], []).extend(value.split("\n"))
+    return tables
+
+
+UNINTERRUPTED = {}  # the metrics of one rank's 4 iterations, by the run's arguments
+
+
+def resumes(s, work, train, saves, loads, what, tolerance):
+    """`saves` (launch, options) run `train` to iteration 2 and save; `loads`, each (launch,
+    options, what), resume that to iteration 4: iterations 3-4 against the uninterrupted run's
+    on one rank, within `tolerance` (None: bit for bit). The save's folder."""
+    folder = os.path.join(work, f"{what}-save".replace(" ", "_"))
+    first = ["--train-iters", "2", "--lr-decay-iters", "4"]
+    rest = ["--train-iters", "4", "--lr-decay-iters", "4"]
+    runs = [run(saves[0] + train + first + saves[1] + ["--save", folder], s.env)]
+    whole = UNINTERRUPTED.get(tuple(train))
+    if not whole:
+        whole = os.path.join(work, f"{what}-whole".replace(" ", "_"))
+        runs.append(run([s.binary] + train + rest + ["--metrics", whole], s.single_env))
+        UNINTERRUPTED[tuple(train)] = whole
+    if not check(all(r.returncode == 0 for r in runs), f"{what}: the save at iteration 2 (and "
+                 "the uninterrupted run)", "\n".join(r.stderr[-1500:] for r in runs)):
+        return None
+    expected = losses(whole)[2:]
+    for launch, options, how in loads:
+        metrics = os.path.join(work, f"{what}-{how}".replace(" ", "_"))
+        resumed = run(launch + train + rest + options + ["--load", folder, "--metrics", metrics],
+                      s.env)
+        if not check(resumed.returncode == 0, f"{what}: {how} resumes it", resumed.stderr[-1500:]):
+            continue
+        got = losses(metrics)
+        if tolerance is None:
+            check(len(expected) == 2 and [g[0] for g in got] == [e[0] for e in expected],
+                  f"{what}: {how}: the losses of iterations 3-4 are the uninterrupted run's, "
+                  "bit for bit", f"{got} against {expected}")
+        else:
+            check(len(expected) == 2 and close(expected, got, tolerance), f"{what}: {how}: "
+                  f"iterations 3-4 within {tolerance} of the uninterrupted run",
+                  f"{got} against {expected}")
+    return folder
+
+
+def checkpoints(s, work, data, models, four):
+    """(e) Checkpoints under PP, resumed under other layouts."""
+    one, two = [s.binary], s.mpirun
+    train = ["train", models["llama-tiny"], "--data", data] + SIZES + FP8
+    pp = resumes(s, work, train, (two, PP2), [(one, [], "one rank")], "llama-tiny PP2 FP8",
+                 None)
+    single = resumes(s, work, train, (one, []), [(two, PP2, "PP2")], "llama-tiny one rank FP8",
+                     None)
+    if pp and single:
+        stages = slot_labels(os.path.join(pp, "iter_0000002"),
+                             [f"optimizer-{r:05d}-of-00002.safetensors" for r in (0, 1)])
+        whole = slot_labels(os.path.join(single, "iter_0000002"), ["optimizer.safetensors"])
+        check(set(whole) == {"fp8.weights", "fp8.activations", "fp8.gradients"} and
+              all(sorted(stages.get(t, [])) == sorted(labels) for t, labels in whole.items()) and
+              "w of layers.3.mlp.fc2" in whole["fp8.weights"],
+              "the stages' shards label their scaling slots by what they scale, and together "
+              "hold the one-rank save's slots", f"{stages}\nagainst\n{whole}")
+        # A tensor no stage has: the stages find it together.
+        from safetensors.numpy import load_file, save_file
+        from safetensors import safe_open
+        stray = os.path.join(work, "stray")
+        shutil.copytree(os.path.join(single, "iter_0000002"), stray)
+        path = os.path.join(stray, "weights.safetensors")
+        with safe_open(path, framework="numpy") as f:
+            metadata = f.metadata()
+        tensors = load_file(path)
+        tensors["stray.weight"] = numpy.ones((2, 2), numpy.float32)
+        save_file(tensors, path, metadata)
+        refused = run(two + train + PP2 + ["--train-iters", "4", "--lr-decay-iters", "4",
+                                           "--load", stray], s.env)
+        check(refused.returncode != 0 and "'stray.weight', which no pipeline stage of the "
+              "model has a leaf for" in refused.stderr,
+              "a stored tensor that no stage has is refused, naming it", refused.stderr[-800:])
+    if s.sanitizer:
+        return
+    train = ["train", models["gpt-tiny"], "--data", data] + SIZES
+    resumes(s, work, train, (four, PP2 + ["--tensor-model-parallel-size", "2"]),
+            [(one, [], "one rank"), (two, ["--use-distributed-optimizer"],
+                                     "DP2 with the distributed optimizer")],
+            "gpt-tiny TP2 x PP2 f32", PRECISIONS["f32"][1:])
+
+
 def main():
     s = setup(sys.argv)
     if not s:
@@ -110,8 +218,23 @@ def main():
             for precision, (options, *tolerance) in PRECISIONS.items():
                 # FP8 on llama-tiny (CI's time: each stage's tables are the same code).
                 if precision == "f32" or (not sanitizer and name == "llama-tiny"):
-                    compare(s, work, train + options, PP2, f"{name}, PP2, {precision}",
-                            tolerance, mpirun, evaluated=True)
+                    ran = compare(s, work, train + options, PP2 + ["--verbose"],
+                                  f"{name}, PP2, {precision}", tolerance, mpirun,
+                                  evaluated=True)
+                    check(not ran or "memory: the plan's 2 slabs (micro-batches in flight)" in
+                          ran.stderr, f"{name}, PP2, {precision}: under 1F1B stage 0 has two "
+                          "micro-batches in flight, each in a slab of its own",
+                          ran.stderr[-800:] if ran else "")
+        # (b) With full recompute under delayed scaling, each recomputed cast reads its own
+        # micro-batch's forward scales although 1F1B runs other forwards (which update the
+        # table) before its backward: the losses are one rank's to the bit.
+        if not sanitizer:
+            recompute = ["--recompute-granularity", "full", "--recompute-method", "uniform",
+                         "--recompute-num-layers", "1"]
+            train = ["train", models["llama-tiny"], "--data", data, "--train-iters", "4"] + \
+                SIZES + FP8 + recompute
+            compare(s, work, train, PP2, "llama-tiny, PP2, delayed, full recompute",
+                    (0.0, 1e-5), mpirun)
         # (c) 4 ranks (not in the sanitizer build).
         layouts = {"PP4": ["--pipeline-model-parallel-size", "4"],
                    "TP2 x PP2 with SP": PP2 + ["--tensor-model-parallel-size", "2",
@@ -136,11 +259,8 @@ def main():
               out.count("Recv over pp in fwd") == 1 and out.count("memory on each rank") == 2,
               "the audit prints each stage's GEMMs, collectives and memory",
               out[-2000:] + audit.stderr[-800:])
-        # (e) refusals.
-        saved = run(mpirun + ["train", models["llama-tiny"], "--data", data, "--train-iters",
-                              "1", "--save", os.path.join(work, "pp-save")] + SIZES + PP2, env)
-        check(saved.returncode != 0 and "--save under pipeline parallelism" in saved.stderr,
-              "a checkpoint under PP is refused as not built yet", saved.stderr[-800:])
+        checkpoints(s, work, data, models, four)
+        # (f) refusals.
         virtual = run([binary, "compile", models["llama-tiny"], "-o",
                        os.path.join(work, "refused"), "--world-size", "2", "--seq-length", "32",
                        "--micro-batch-size", "2", "--num-layers-per-virtual-pipeline-stage",

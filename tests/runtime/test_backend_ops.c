@@ -969,8 +969,8 @@ static json_t *write_case(uint32_t index, const char *dir, bool *covered) {
 	f8_plan *plan = NULL;
 	const char *args[] = {"--case", c->title};
 	if (!status) {
-		status = f8_tool_plan_make(graph, false, "tests/runtime/test_backend_ops.c", args, 2,
-					   &plan, &diag);
+		status = f8_tool_plan_make(graph, false, true, "tests/runtime/test_backend_ops.c",
+					   args, 2, &plan, &diag);
 		graph = NULL; // the plan's, on failure too
 	}
 	if (!status)
