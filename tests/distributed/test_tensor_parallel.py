@@ -10,9 +10,9 @@
     global batch, data and seed as one rank: in f32 each step's loss and gradient norm within
     1e-5 (only the order of the sums differs: the row-parallel GEMMs' halves are added by the
     all-reduce, and the gradient norm is the split gradients' squares summed over the ranks
-    plus the whole ones'); in BF16 with FP8 (delayed and current scaling) within 3e-3 for the
-    loss and 2e-2 for the gradient norm (a BF16 partial sum is rounded where one rank rounds
-    the whole sum, and each rounding moves the FP8 casts after it);
+    plus the whole ones'); in BF16 with FP8 (delayed, and current on llama-tiny) within 3e-3
+    for the loss and 2e-2 for the gradient norm (a BF16 partial sum is rounded where one rank
+    rounds the whole sum, and each rounding moves the FP8 casts after it);
 (c) --check-weight-hash-across-dp-replicas-interval 1: what the TP ranks hold whole (norms,
     embeddings, biases after the reduce, and delayed scaling's scales and amax histories of
     every logical tensor, split weights' included) has the same bits on both ranks at every
@@ -259,9 +259,11 @@ def main():
         for name in ("gpt-tiny",) if sanitizer else ("gpt-tiny", "llama-tiny"):
             model = os.path.join(source, "models", f"{name}.json")
             train = ["train", model, "--data", data, "--train-iters", str(STEPS)] + SIZES
-            # The sanitizer build checks the f32 runs; the FP8 ones take it too long.
+            # The sanitizer build checks the f32 runs; the FP8 ones take it too long. Current
+            # scaling on llama-tiny alone (CI's time: its amax reduction over tp is one code).
             for precision, (options, *tolerance) in PRECISIONS.items():
-                if sanitizer and precision != "f32":
+                if (sanitizer and precision != "f32") or (precision == "current" and
+                                                          name != "llama-tiny"):
                     continue
                 what = f"{name}, {precision}"
                 one, two = (os.path.join(work, f"{name}-{precision}-{n}.jsonl") for n in (1, 2))
