@@ -18,7 +18,7 @@ static f8_status emit_gradients(f8_grad_context *context, const f8_node *forward
 				uint32_t n_attrs, const uint32_t *grad_of, uint32_t n_outputs,
 				f8_value_id *dx, f8_diag *diag) {
 	char names[4][F8_GRAD_NAME_MAX];
-	const char *pointers[4];
+	const char *pointers[4] = {NULL, NULL, NULL, NULL};
 	f8_value_id outputs[4];
 	for (uint32_t j = 0; j < n_outputs; j++) {
 		f8_grad_name(context, forward->inputs[grad_of[j]], names[j], sizeof names[j]);

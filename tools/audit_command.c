@@ -621,8 +621,26 @@ static double gib(uint64_t bytes) {
 	return (double)bytes / 1073741824.0;
 }
 
-/* The memory table of --memory: one rank's, on a mesh of `ranks`. */
-static void print_memory(const f8_memory_estimate *e, uint64_t ranks) {
+/*
+ * Under pipeline parallelism's 1F1B stage s of PP holds the activations of PP - s micro-batches
+ * at once (runtime/pipeline_schedule.h), each in a slab of its own: the activations part and
+ * the stored and recomputed bytes of one micro-batch's step times that (a step of fewer
+ * micro-batches holds fewer). The count; 1 without PP.
+ */
+static int64_t in_flight(const f8_parallel_options *parallel, f8_memory_estimate *e) {
+	if (parallel->pipeline <= 1)
+		return 1;
+	int64_t n = parallel->pipeline - parallel->stage;
+	f8_memory_estimate_add(e, F8_MEMORY_ACTIVATIONS,
+			       (uint64_t)(n - 1) * e->part[F8_MEMORY_ACTIVATIONS]);
+	e->saved_activations *= (uint64_t)n;
+	e->recomputed_activations *= (uint64_t)n;
+	return n;
+}
+
+/* The memory table of --memory: one rank's, on a mesh of `ranks`, with `micro_batches` in
+ * flight. */
+static void print_memory(const f8_memory_estimate *e, uint64_t ranks, int64_t micro_batches) {
 	if (ranks > 1)
 		printf("\nmemory on each rank's GPU (%llu ranks), a training step:\n",
 		       (unsigned long long)ranks);
@@ -637,17 +655,20 @@ static void print_memory(const f8_memory_estimate *e, uint64_t ranks) {
 	printf("  of the activations: %.3f GiB stored by the forward for the backward; %.3f GiB "
 	       "dropped and made again by recompute\n", gib(e->saved_activations),
 	       gib(e->recomputed_activations));
+	if (micro_batches > 1)
+		printf("  the activations of %lld micro-batches in flight under 1F1B, each in a slab "
+		       "of its own\n", (long long)micro_batches);
 }
 
-static json_t *memory_json(const f8_memory_estimate *e) {
+static json_t *memory_json(const f8_memory_estimate *e, int64_t micro_batches) {
 	json_t *parts = json_object();
 	for (int part = 0; parts && part < F8_MEMORY_PART_COUNT; part++)
 		json_object_set_new(parts, f8_memory_part_name((f8_memory_part)part),
 				    json_integer((json_int_t)e->part[part]));
-	return json_pack("{s:b, s:o, s:I, s:I, s:I}", "planned", e->planned, "bytes", parts,
+	return json_pack("{s:b, s:o, s:I, s:I, s:I, s:I}", "planned", e->planned, "bytes", parts,
 			 "saved_activations", (json_int_t)e->saved_activations,
 			 "recomputed_activations", (json_int_t)e->recomputed_activations, "total",
-			 (json_int_t)e->total);
+			 (json_int_t)e->total, "micro_batches_in_flight", (json_int_t)micro_batches);
 }
 
 static json_t *recompute_json(const summary *s) {
@@ -796,15 +817,19 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	if (!status)
 		status = collect(graph, &rows, &n_rows, &s, &diag);
 	f8_memory_estimate memory = {0};
-	if (!status && q->memory)
+	int64_t micro_batches = 1;
+	if (!status && q->memory) {
 		memory = f8_plan_memory(plan);
+		micro_batches = in_flight(&q->parallel.options, &memory);
+	}
 	if (!status && q->json) {
 		json_t *document = audit_json(q, fp8, bf16, rows, n_rows, &s);
 		if (document && (json_object_set_new(document, "recompute", recompute_json(&s)) ||
 				 json_object_set_new(document, "distributed",
 						     collectives_json(graph, &s)) ||
 				 (q->memory &&
-				  json_object_set_new(document, "memory", memory_json(&memory))) ||
+				  json_object_set_new(document, "memory",
+						      memory_json(&memory, micro_batches))) ||
 				 (q->all_ops &&
 				  json_object_set_new(document, "ops", ops_json(graph))))) {
 			json_decref(document);
@@ -827,7 +852,7 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		print_collectives(graph, &s);
 		print_recompute(&s);
 		if (q->memory)
-			print_memory(&memory, f8_graph_mesh_ranks(graph));
+			print_memory(&memory, f8_graph_mesh_ranks(graph), micro_batches);
 	}
 	f8_free(rows);
 	f8_free(s.recomputed);

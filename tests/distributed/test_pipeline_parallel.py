@@ -20,7 +20,8 @@
     only) and TP2 x PP2 with sequence parallelism; llama-tiny in PP2 x DP2 with the
     distributed optimizer and CP2 x PP2;
 (d) `f8c audit` under PP audits every stage's program in turn: its GEMMs, its collectives (the
-    Send and Recv over pp with their bytes) and, with --memory, its memory;
+    Send and Recv over pp with their bytes) and, with --memory, its memory, stage s's with the
+    activations of PP - s micro-batches in flight (1F1B);
 (e) checkpoints: each stage writes its shards, and a save under one layout resumes under
     another. llama-tiny in FP8 with delayed scaling, whose PP2 run is one rank's to the bit:
     PP2's save at iteration 2 resumed on one rank, and one rank's resumed under PP2, give
@@ -259,6 +260,10 @@ def main():
               out.count("Recv over pp in fwd") == 1 and out.count("memory on each rank") == 2,
               "the audit prints each stage's GEMMs, collectives and memory",
               out[-2000:] + audit.stderr[-800:])
+        first, _, last = out.partition("pipeline stage 1 of 2:")
+        check("the activations of 2 micro-batches in flight under 1F1B" in first and
+              "micro-batches in flight" not in last, "stage 0's memory holds the activations of "
+              "two micro-batches (1F1B), the last stage's one", out[-2000:])
         checkpoints(s, work, data, models, four)
         # (f) refusals.
         virtual = run([binary, "compile", models["llama-tiny"], "-o",
