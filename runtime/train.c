@@ -675,26 +675,11 @@ static f8_status run_1f1b(trainer *t, double *sum, f8_diag *diag) {
 	f8_stage_run *runs = f8_calloc((size_t)(2 * m), sizeof *runs);
 	if (!runs)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	uint32_t contexts = 1;
+	uint32_t contexts = 1; // set_up_pipeline made them
 	f8_pipeline_1f1b(t->graph->mesh[F8_MESH_AXIS_PP],
 			 f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), m, runs,
 			 &contexts);
-	f8_status status = F8_OK;
-	if (!t->n_flight) { // the first step: the contexts, which every stage must have made
-		status = f8_executor_set_contexts(t->executor, contexts, diag);
-		if (!status)
-			status = make_flight(t, contexts, diag);
-		int64_t failed = status != F8_OK;
-		f8_status reduced = f8_dist_all_reduce(t->config->dist,
-						       (1u << F8_MESH_AXIS_COUNT) - 1, &failed, 1,
-						       F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
-		if (!status && (reduced || failed))
-			status = reduced ? reduced
-					 : f8_diag_set(diag, F8_ERR_NOMEM, "another pipeline stage "
-						       "could not make its micro-batches' memory");
-	}
-	if (!status)
-		status = draw_past(t, t->first_micro_batch, diag);
+	f8_status status = draw_past(t, t->first_micro_batch, diag);
 	for (int64_t r = 0; !status && r < 2 * m; r++)
 		status = runs[r].backward ? backward(t, runs[r].micro_batch, runs[r].context, diag)
 					  : forward(t, runs[r].context, sum, diag);
@@ -702,6 +687,35 @@ static f8_status run_1f1b(trainer *t, double *sum, f8_diag *diag) {
 		status = draw_past(t, t->global_micro_batches - t->first_micro_batch - m, diag);
 	f8_executor_use_context(t->executor, 0);
 	f8_free(runs);
+	return status;
+}
+
+/* Whether the steps run the 1F1B schedule: under pipeline parallelism, but for an observer,
+ * which sees each micro-batch's forward and backward in one run (every value kept), so its
+ * stages take them in turn, one micro-batch in flight. */
+static bool pipelined(const trainer *t) {
+	return t->graph->mesh[F8_MESH_AXIS_PP] > 1 && !t->config->observe;
+}
+
+/* Before the first step, for 1F1B: the executor's contexts of the micro-batches in flight and
+ * their host batches. The ranks agree on it, so that a stage short of memory stops them all
+ * rather than leaving them waiting for its activations. */
+static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
+	if (!pipelined(t))
+		return F8_OK;
+	uint32_t contexts = f8_pipeline_1f1b_contexts(
+		t->graph->mesh[F8_MESH_AXIS_PP],
+		f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), t->micro_batches);
+	f8_status status = f8_executor_set_contexts(t->executor, contexts, diag);
+	if (!status)
+		status = make_flight(t, contexts, diag);
+	int64_t failed = status != F8_OK;
+	f8_status reduced = f8_dist_all_reduce(t->config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
+					       &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
+	if (!status && (reduced || failed))
+		status = reduced ? reduced
+				 : f8_diag_set(diag, F8_ERR_NOMEM, "another pipeline stage could not "
+					       "make its micro-batches' memory");
 	return status;
 }
 
@@ -720,10 +734,7 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 			return status;
 	}
 	uint32_t pipeline = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
-	// An observer sees each micro-batch's forward and backward in one run (every value kept):
-	// under pipeline parallelism its stages take them in turn, one micro-batch in flight.
-	f8_status reduced = pipeline && !t->config->observe ? run_1f1b(t, &sum, diag)
-							    : run_in_turn(t, &sum, diag);
+	f8_status reduced = pipelined(t) ? run_1f1b(t, &sum, diag) : run_in_turn(t, &sum, diag);
 	if (!reduced) // the activations sent, and their gradients, received before the optimizer
 		reduced = f8_dist_complete_sends(t->config->dist, diag);
 	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's),
@@ -1008,6 +1019,8 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = set_up_model(&t, diag);
 	if (!status)
 		status = set_up_data(&t, diag);
+	if (!status)
+		status = set_up_pipeline(&t, diag);
 	if (!status && config->load) {
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,
