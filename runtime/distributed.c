@@ -49,6 +49,7 @@ static struct mpi_api {
 	int (*Isend)(const void *data, int count, mpi_handle type, int to, int tag, mpi_handle comm,
 		     mpi_handle *request);
 	int (*Waitall)(int count, mpi_handle *requests, void *statuses);
+	int (*Test)(mpi_handle *request, int *flag, void *status);
 	int (*Recv)(void *data, int count, mpi_handle type, int from, int tag, mpi_handle comm,
 		    void *status);
 	int (*Get_count)(const void *status, mpi_handle type, int *count);
@@ -89,6 +90,7 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
 		{"MPI_Isend", (void **)&mpi.Isend, false},
 		{"MPI_Waitall", (void **)&mpi.Waitall, false},
+		{"MPI_Test", (void **)&mpi.Test, false},
 		{"MPI_Recv", (void **)&mpi.Recv, false},
 		{"MPI_Get_count", (void **)&mpi.Get_count, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
@@ -510,6 +512,19 @@ f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *
 				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a send to place %u of a group "
 						 "of %u", peer, f8_dist_group_size(dist, axes))
 				   : group_of(dist, axes, &group, diag);
+	// The sends received by now give their copies back (a step sends an activation per
+	// micro-batch: the copies would pile up until the step's end).
+	uint32_t kept = 0;
+	for (uint32_t i = 0; !status && i < dist->n_sends; i++) {
+		int done = 0;
+		long long ignored[8]; // MPI_Status: 24 bytes in Open MPI's ABI
+		if (mpi.Test(&dist->sends[i].request, &done, ignored) == MPI_OK && done)
+			f8_free(dist->sends[i].copy);
+		else
+			dist->sends[kept++] = dist->sends[i];
+	}
+	if (!status)
+		dist->n_sends = kept;
 	if (!status && dist->n_sends == dist->cap_sends) {
 		uint32_t cap = dist->cap_sends ? 2 * dist->cap_sends : 16;
 		struct pending_send *grown = f8_realloc(dist->sends, cap * sizeof *grown);

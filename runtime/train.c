@@ -698,8 +698,7 @@ static bool pipelined(const trainer *t) {
 }
 
 /* Before the first step, for 1F1B: the executor's contexts of the micro-batches in flight and
- * their host batches. The ranks agree on it, so that a stage short of memory stops them all
- * rather than leaving them waiting for its activations. */
+ * their host batches. */
 static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 	if (!pipelined(t))
 		return F8_OK;
@@ -707,16 +706,26 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 		t->graph->mesh[F8_MESH_AXIS_PP],
 		f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), t->micro_batches);
 	f8_status status = f8_executor_set_contexts(t->executor, contexts, diag);
-	if (!status)
-		status = make_flight(t, contexts, diag);
+	return status ? status : make_flight(t, contexts, diag);
+}
+
+/* Every rank's set-up made one outcome: a rank that could not set up (a stage short of memory
+ * for its micro-batches in flight, a data file it cannot read) stops the others here, rather
+ * than leaving them waiting for it in the first step's collectives. */
+static f8_status agree_set_up(const f8_train_config *c, f8_status status, f8_diag *diag) {
+	if (!c->dist || f8_dist_world(c->dist) <= 1)
+		return status;
 	int64_t failed = status != F8_OK;
-	f8_status reduced = f8_dist_all_reduce(t->config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
-					       &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
-	if (!status && (reduced || failed))
-		status = reduced ? reduced
-				 : f8_diag_set(diag, F8_ERR_NOMEM, "another pipeline stage could not "
-					       "make its micro-batches' memory");
-	return status;
+	f8_diag local = {0};
+	f8_status reduced = f8_dist_all_reduce(c->dist, (1u << F8_MESH_AXIS_COUNT) - 1, &failed,
+					       1, F8_DTYPE_I64, F8_REDUCTION_MAX, &local);
+	if (status)
+		return status;
+	if (reduced)
+		return f8_diag_set(diag, reduced, "%s", local.message);
+	return failed ? f8_diag_set(diag, F8_ERR_INVALID, "another rank could not set up the run "
+				    "(its message says why)")
+		      : F8_OK;
 }
 
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
@@ -754,6 +763,8 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 	f8_status status = set_found_inf(t, *skipped_for != NULL, diag);
 	if (!status)
 		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
+	if (!status) // the tied embedding's gradient, sent between the first and the last stage
+		status = f8_dist_complete_sends(t->config->dist, diag);
 	if (status)
 		return status;
 	*grad_norm = scalar(t, t->grad_norm);
@@ -1021,6 +1032,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = set_up_data(&t, diag);
 	if (!status)
 		status = set_up_pipeline(&t, diag);
+	status = agree_set_up(config, status, diag);
 	if (!status && config->load) {
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,

@@ -657,7 +657,8 @@ static void print_memory(const f8_memory_estimate *e, uint64_t ranks, int64_t mi
 	       gib(e->recomputed_activations));
 	if (micro_batches > 1)
 		printf("  the activations of %lld micro-batches in flight under 1F1B, each in a slab "
-		       "of its own\n", (long long)micro_batches);
+		       "of its own (a step of fewer micro-batches holds fewer)\n",
+		       (long long)micro_batches);
 }
 
 static json_t *memory_json(const f8_memory_estimate *e, int64_t micro_batches) {
