@@ -10,6 +10,9 @@
 
 enum { LABEL_MAX = 192 };
 
+const char *const f8_rt_scaling_table_names[F8_RT_SCALING_TABLES_MAX] = {
+	"fp8.weights", "fp8.activations", "fp8.gradients"};
+
 /* `reason` up to the GEMMs it feeds ("w of layers.0.attn.qkv (fwd, dgrad), HYBRID -> E4M3,
  * delayed: slot 0 of fp8.weights" gives "w of layers.0.attn.qkv") into buffer (LABEL_MAX), cut
  * at a whole UTF-8 character, without control characters (a checkpoint lists the labels a line

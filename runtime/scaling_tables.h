@@ -21,6 +21,10 @@
 
 enum { F8_RT_SCALING_TABLES_MAX = 3 };
 
+/* The tables' names, as the fp8-cast pass makes them (passes/fp8_cast.h), in its order: what
+ * the pipeline stages' tables are matched by when one rank gathers them. */
+extern const char *const f8_rt_scaling_table_names[F8_RT_SCALING_TABLES_MAX];
+
 typedef struct f8_rt_scaling_table {
 	char name[32];              // "fp8.weights"
 	f8_value_id scale, history; // <name>.scale f32[n], <name>.amax_history f32[len, n]

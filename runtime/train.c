@@ -267,7 +267,10 @@ static const char *json_number(double x, char *buffer, size_t size) {
 /* The FP8 scaling tables, for --log-fp8-stats: what each slot scales, by name. */
 static f8_status find_fp8_tables(trainer *t, f8_diag *diag) {
 	f8_status status = f8_rt_scaling_tables_find(t->graph, t->tables, &t->n_tables, diag);
-	if (!status && t->config->log_fp8_stats && !t->n_tables) {
+	// Under pipeline parallelism a stage may keep no table (its layers all in BF16) while the
+	// others do: the logged slots are every stage's.
+	if (!status && t->config->log_fp8_stats && !t->n_tables &&
+	    t->graph->mesh[F8_MESH_AXIS_PP] <= 1) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "--log-fp8-stats %lld: this step keeps no FP8 "
 			    "scaling state to record", (long long)t->config->log_fp8_stats);
 		f8_diag_hint(diag, "only delayed scaling keeps a table of amaxes and scales across "
@@ -290,70 +293,217 @@ static void json_string_out(FILE *out, const char *s) {
 	fputc('"', out);
 }
 
-/* --log-fp8-stats: the line naming the slots, once a run (before its first step). */
-static void write_fp8_slots(trainer *t) {
-	if (!t->metrics || !t->leader || !t->config->log_fp8_stats)
-		return;
-	fprintf(t->metrics, "{\"step\": %lld, \"fp8_slots\": {", (long long)t->iteration);
-	for (uint32_t i = 0; i < t->n_tables; i++) {
-		fprintf(t->metrics, "%s\"%s\": [", i ? ", " : "", t->tables[i].name);
-		for (uint32_t s = 0; s < t->tables[i].n_slots; s++) {
-			fputs(s ? ", " : "", t->metrics);
-			json_string_out(t->metrics, t->tables[i].labels[s]);
-		}
-		fputc(']', t->metrics);
+/* Whether --log-fp8-stats writes: with a metrics file. Every rank knows it (only the leader
+ * opens the file), so that under pipeline parallelism all gather the stages' slots. */
+static bool logs_fp8(const trainer *t) {
+	return t->config->log_fp8_stats && t->config->metrics;
+}
+
+/* This stage's table called `name`, or NULL. */
+static const f8_rt_scaling_table *table_named(const trainer *t, const char *name) {
+	for (uint32_t i = 0; i < t->n_tables; i++)
+		if (strcmp(t->tables[i].name, name) == 0)
+			return &t->tables[i];
+	return NULL;
+}
+
+/*
+ * `n` numbers of this rank's and those of the other pipeline stages (the ranks of its pp
+ * group), in stage order, into *all (*n_all of them; f8_free'd by the caller): every stage
+ * calls it together. The counts go first (a sum over pp of each stage's at its place), then
+ * the numbers (a sum of arrays in which each stage fills its own part). Without PP a copy.
+ */
+static f8_status gather_stages(trainer *t, const double *mine, int64_t n, double **all,
+			       int64_t *n_all, f8_diag *diag) {
+	int64_t stages = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? t->graph->mesh[F8_MESH_AXIS_PP] : 1;
+	int64_t stage = stages > 1 ? f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP) : 0;
+	int64_t *counts = f8_calloc((size_t)stages, sizeof *counts);
+	*all = NULL, *n_all = 0;
+	if (!counts)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	counts[stage] = n;
+	f8_status status = stages > 1 ? f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP,
+							   counts, (size_t)stages, F8_DTYPE_I64,
+							   F8_REDUCTION_SUM, diag)
+				      : F8_OK;
+	int64_t before = 0;
+	for (int64_t s = 0; !status && s < stages; s++) {
+		before += s < stage ? counts[s] : 0;
+		*n_all += counts[s];
 	}
-	fputs("}, \"fp8_formats\": {", t->metrics);
-	for (uint32_t i = 0; i < t->n_tables; i++) {
-		fprintf(t->metrics, "%s\"%s\": [", i ? ", " : "", t->tables[i].name);
-		for (uint32_t s = 0; s < t->tables[i].n_slots; s++) {
-			f8_dtype format = t->tables[i].formats[s];
-			fprintf(t->metrics, "%s\"%s\"", s ? ", " : "",
-				format == F8_DTYPE_E4M3 ? "E4M3" : format == F8_DTYPE_E5M2 ? "E5M2"
-											   : "");
-		}
-		fputc(']', t->metrics);
+	if (!status && !(*all = f8_calloc((size_t)*n_all + 1, sizeof **all)))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (int64_t i = 0; !status && i < n; i++)
+		(*all)[before + i] = mine[i];
+	if (!status && stages > 1)
+		status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, *all,
+					    (size_t)*n_all, F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
+	f8_free(counts);
+	if (status) {
+		f8_free(*all);
+		*all = NULL;
 	}
-	fputs("}}\n", t->metrics);
-	fflush(t->metrics);
+	return status;
+}
+
+/* --log-fp8-stats: the line naming the slots, once a run (before its first step): under
+ * pipeline parallelism every stage's, gathered (each table's slots of stage 0, then 1...). */
+static f8_status write_fp8_slots(trainer *t, f8_diag *diag) {
+	if (!logs_fp8(t))
+		return F8_OK;
+	double *labels[F8_RT_SCALING_TABLES_MAX] = {0}, *formats[F8_RT_SCALING_TABLES_MAX] = {0};
+	int64_t n_labels[F8_RT_SCALING_TABLES_MAX] = {0}, n_formats[F8_RT_SCALING_TABLES_MAX] = {0};
+	f8_status status = F8_OK;
+	for (int k = 0; !status && k < F8_RT_SCALING_TABLES_MAX; k++) {
+		const f8_rt_scaling_table *table = table_named(t, f8_rt_scaling_table_names[k]);
+		uint32_t slots = table ? table->n_slots : 0;
+		size_t chars = 0;
+		for (uint32_t s = 0; s < slots; s++)
+			chars += strlen(table->labels[s]) + 1;
+		// Each label and a newline, as numbers; each slot's format.
+		double *text = f8_calloc(chars + 1, sizeof *text);
+		double *kinds = f8_calloc(slots + 1, sizeof *kinds);
+		size_t at = 0;
+		for (uint32_t s = 0; text && kinds && s < slots; s++) {
+			for (const char *c = table->labels[s]; *c; c++)
+				text[at++] = (unsigned char)*c;
+			text[at++] = '\n';
+			kinds[s] = table->formats[s];
+		}
+		status = text && kinds ? gather_stages(t, text, (int64_t)chars, &labels[k],
+						       &n_labels[k], diag)
+				       : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		if (!status)
+			status = gather_stages(t, kinds, slots, &formats[k], &n_formats[k], diag);
+		f8_free(text);
+		f8_free(kinds);
+	}
+	if (!status && t->metrics && t->leader) {
+		fprintf(t->metrics, "{\"step\": %lld, \"fp8_slots\": {", (long long)t->iteration);
+		for (int k = 0, first = 1; k < F8_RT_SCALING_TABLES_MAX; k++) {
+			if (!n_formats[k])
+				continue;
+			fprintf(t->metrics, "%s\"%s\": [", first ? "" : ", ",
+				f8_rt_scaling_table_names[k]);
+			first = 0;
+			char label[256];
+			size_t used = 0;
+			for (int64_t i = 0, s = 0; i < n_labels[k]; i++) {
+				char c = (char)labels[k][i];
+				if (c != '\n') {
+					if (used + 1 < sizeof label)
+						label[used++] = c;
+					continue;
+				}
+				label[used] = '\0', used = 0;
+				fputs(s++ ? ", " : "", t->metrics);
+				json_string_out(t->metrics, label);
+			}
+			fputc(']', t->metrics);
+		}
+		fputs("}, \"fp8_formats\": {", t->metrics);
+		for (int k = 0, first = 1; k < F8_RT_SCALING_TABLES_MAX; k++) {
+			if (!n_formats[k])
+				continue;
+			fprintf(t->metrics, "%s\"%s\": [", first ? "" : ", ",
+				f8_rt_scaling_table_names[k]);
+			first = 0;
+			for (int64_t s = 0; s < n_formats[k]; s++) {
+				f8_dtype format = (f8_dtype)formats[k][s];
+				fprintf(t->metrics, "%s\"%s\"", s ? ", " : "",
+					format == F8_DTYPE_E4M3 ? "E4M3"
+					: format == F8_DTYPE_E5M2 ? "E5M2" : "");
+			}
+			fputc(']', t->metrics);
+		}
+		fputs("}}\n", t->metrics);
+		fflush(t->metrics);
+	}
+	for (int k = 0; k < F8_RT_SCALING_TABLES_MAX; k++) {
+		f8_free(labels[k]);
+		f8_free(formats[k]);
+	}
+	return status;
+}
+
+/* One table's newest amaxes (row 0 of its history), scales and count of skipped amaxes,
+ * 2 n + 1 numbers into out[] (n = its slots), or none for a table this stage lacks. */
+static f8_status read_fp8_table(trainer *t, const f8_rt_scaling_table *table, double *out,
+				f8_diag *diag) {
+	f8_rt_tensor scale = {0}, history = {0};
+	f8_status status = f8_executor_read(t->executor, table->scale, &scale, diag);
+	if (!status)
+		status = f8_executor_read(t->executor, table->history, &history, diag);
+	for (uint32_t s = 0; !status && s < table->n_slots; s++) {
+		out[s] = f8_rt_tensor_get(&history, s);
+		out[table->n_slots + s] = f8_rt_tensor_get(&scale, s);
+	}
+	if (!status)
+		out[2 * table->n_slots] = table->nonfinite != F8_NONE
+			? f8_executor_read_scalar(t->executor, table->nonfinite) : 0;
+	f8_rt_tensor_destroy(&scale);
+	f8_rt_tensor_destroy(&history);
+	return status;
 }
 
 /* --log-fp8-stats: every slot's newest amax (row 0 of its history) and its scale after the
- * iteration, one read of each table (no host sync per slot). */
+ * iteration, one read of each table (no host sync per slot); under pipeline parallelism every
+ * stage's, gathered, the tables' counts of skipped amaxes summed. */
 static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
-	if (!t->metrics || !t->leader)
+	if (!logs_fp8(t))
 		return F8_OK;
-	f8_rt_tensor scale = {0}, history = {0};
-	char a[32];
-	fprintf(t->metrics, "{\"step\": %lld, \"fp8_stats\": {", (long long)t->iteration);
+	double *all[F8_RT_SCALING_TABLES_MAX] = {0}, *counts[F8_RT_SCALING_TABLES_MAX] = {0};
+	int64_t n_all[F8_RT_SCALING_TABLES_MAX] = {0}, n_counts[F8_RT_SCALING_TABLES_MAX] = {0};
 	f8_status status = F8_OK;
-	for (uint32_t i = 0; !status && i < t->n_tables; i++) {
-		const f8_rt_scaling_table *table = &t->tables[i];
-		status = f8_executor_read(t->executor, table->scale, &scale, diag);
+	for (int k = 0; !status && k < F8_RT_SCALING_TABLES_MAX; k++) {
+		const f8_rt_scaling_table *table = table_named(t, f8_rt_scaling_table_names[k]);
+		uint32_t slots = table ? table->n_slots : 0;
+		double *mine = f8_calloc(2 * (size_t)slots + 2, sizeof *mine);
+		status = mine ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		if (!status && table)
+			status = read_fp8_table(t, table, mine, diag);
+		// Each stage's amaxes and scales, slot by slot, as pairs; its count apart.
+		double *pairs = status ? NULL : f8_calloc(2 * (size_t)slots + 1, sizeof *pairs);
+		if (!status && !pairs)
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		for (uint32_t s = 0; !status && s < slots; s++)
+			pairs[2 * s] = mine[s], pairs[2 * s + 1] = mine[slots + s];
 		if (!status)
-			status = f8_executor_read(t->executor, table->history, &history, diag);
-		if (status)
-			break;
-		fprintf(t->metrics, "%s\"%s\": {\"amax\": [", i ? ", " : "", table->name);
-		for (uint32_t s = 0; s < table->n_slots; s++)
-			fprintf(t->metrics, "%s%s", s ? ", " : "",
-				json_number(f8_rt_tensor_get(&history, s), a, sizeof a));
-		fputs("], \"scale\": [", t->metrics);
-		for (uint32_t s = 0; s < table->n_slots; s++)
-			fprintf(t->metrics, "%s%s", s ? ", " : "",
-				json_number(f8_rt_tensor_get(&scale, s), a, sizeof a));
-		fputc(']', t->metrics);
-		if (table->nonfinite != F8_NONE)
-			fprintf(t->metrics, ", \"nonfinite\": %lld",
-				(long long)f8_executor_read_scalar(t->executor, table->nonfinite));
-		fputc('}', t->metrics);
-		f8_rt_tensor_destroy(&scale);
-		f8_rt_tensor_destroy(&history);
+			status = gather_stages(t, pairs, 2 * (int64_t)slots, &all[k], &n_all[k], diag);
+		if (!status)
+			status = gather_stages(t, &mine[2 * slots], table ? 1 : 0, &counts[k],
+					       &n_counts[k], diag);
+		f8_free(mine);
+		f8_free(pairs);
 	}
-	f8_rt_tensor_destroy(&scale);
-	f8_rt_tensor_destroy(&history);
-	fputs("}}\n", t->metrics);
-	fflush(t->metrics);
+	if (!status && t->metrics && t->leader) {
+		char a[32];
+		fprintf(t->metrics, "{\"step\": %lld, \"fp8_stats\": {", (long long)t->iteration);
+		for (int k = 0, first = 1; k < F8_RT_SCALING_TABLES_MAX; k++) {
+			if (!n_counts[k])
+				continue;
+			fprintf(t->metrics, "%s\"%s\": {\"amax\": [", first ? "" : ", ",
+				f8_rt_scaling_table_names[k]);
+			first = 0;
+			for (int64_t s = 0; s < n_all[k] / 2; s++)
+				fprintf(t->metrics, "%s%s", s ? ", " : "",
+					json_number(all[k][2 * s], a, sizeof a));
+			fputs("], \"scale\": [", t->metrics);
+			for (int64_t s = 0; s < n_all[k] / 2; s++)
+				fprintf(t->metrics, "%s%s", s ? ", " : "",
+					json_number(all[k][2 * s + 1], a, sizeof a));
+			double skipped = 0;
+			for (int64_t i = 0; i < n_counts[k]; i++)
+				skipped += counts[k][i];
+			fprintf(t->metrics, "], \"nonfinite\": %lld}", (long long)skipped);
+		}
+		fputs("}}\n", t->metrics);
+		fflush(t->metrics);
+	}
+	for (int k = 0; k < F8_RT_SCALING_TABLES_MAX; k++) {
+		f8_free(all[k]);
+		f8_free(counts[k]);
+	}
 	return status;
 }
 
@@ -1060,8 +1210,9 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	if (!status) {
 		notify(&t, &(f8_train_progress){.event = F8_TRAIN_EVENT_START,
 						.parameters = count_parameters(&t)});
-		write_fp8_slots(&t);
-		status = loop(&t, diag);
+		status = write_fp8_slots(&t, diag);
+		if (!status)
+			status = loop(&t, diag);
 	}
 	if (t.metrics && fclose(t.metrics) != 0 && !status)
 		status = f8_diag_set(diag, F8_ERR_IO, "cannot write the metrics file %s",

@@ -30,7 +30,9 @@
     the slots, together, are the one-rank save's). gpt-tiny (tied embeddings) in f32: TP2 x
     PP2's save resumed on one rank and under DP2 with the distributed optimizer, within f32's
     tolerance. A shard holding a tensor that no stage has is refused, naming it;
-(f) what is not built is refused, naming it: the interleaved schedule (virtual stages).
+(f) --log-fp8-stats under PP: rank 0 logs every stage's scaling slots, gathered over pp, by
+    label; llama-tiny's amaxes and scales are one rank's to the bit;
+(g) what is not built is refused, naming it: the interleaved schedule (virtual stages).
 
 The stages run Megatron-LM's 1F1B schedule (runtime/pipeline_schedule.h): in (b), with two
 micro-batches a step, stage 0 runs both forwards before the first backward, each micro-batch in
@@ -40,6 +42,7 @@ forward and backward in turn, which the comparisons hold.
 
 Usage: test_pipeline_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
+import json
 import os
 import shutil
 import sys
@@ -151,6 +154,31 @@ def resumes(s, work, train, saves, loads, what, tolerance):
                   f"iterations 3-4 within {tolerance} of the uninterrupted run",
                   f"{got} against {expected}")
     return folder
+
+
+def fp8_stats(s, work, data, models):
+    """--log-fp8-stats under PP: rank 0 writes every stage's slots, each by its label, with the
+    one-rank run's amaxes and scales to the bit (llama-tiny PP2 is one rank's to the bit)."""
+    train = ["train", models["llama-tiny"], "--data", data, "--train-iters", "2",
+             "--log-fp8-stats", "1"] + SIZES + FP8
+    paths = [os.path.join(work, f"stats-{n}.jsonl") for n in ("one", "pp")]
+    runs = [run([s.binary] + train + ["--metrics", paths[0]], s.single_env),
+            run(s.mpirun + train + PP2 + ["--metrics", paths[1]], s.env)]
+    if not check(all(r.returncode == 0 for r in runs), "--log-fp8-stats: one rank and PP2 train",
+                 "\n".join(r.stderr[-1000:] for r in runs)):
+        return
+    tables = []
+    for path in paths:
+        with open(path) as f:
+            records = [json.loads(line) for line in f]
+        slots = next((r["fp8_slots"] for r in records if "fp8_slots" in r), {})
+        steps = [r["fp8_stats"] for r in records if "fp8_stats" in r]
+        tables.append({t: [dict(zip(labels, zip(step[t]["amax"], step[t]["scale"])))
+                           for step in steps] for t, labels in slots.items()})
+    one, pp = tables
+    check(len(one) == 3 and one == pp and all(len(steps) == 2 for steps in one.values()),
+          "--log-fp8-stats under PP2 logs both stages' slots, each table's amaxes and scales "
+          "by label those of one rank, bit for bit", f"{one}\nagainst\n{pp}")
 
 
 def checkpoints(s, work, data, models, four):
@@ -265,7 +293,9 @@ def main():
               "micro-batches in flight" not in last, "stage 0's memory holds the activations of "
               "two micro-batches (1F1B), the last stage's one", out[-2000:])
         checkpoints(s, work, data, models, four)
-        # (f) refusals.
+        if not sanitizer:
+            fp8_stats(s, work, data, models)
+        # (g) refusals.
         virtual = run([binary, "compile", models["llama-tiny"], "-o",
                        os.path.join(work, "refused"), "--world-size", "2", "--seq-length", "32",
                        "--micro-batch-size", "2", "--num-layers-per-virtual-pipeline-stage",
