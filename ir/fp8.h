@@ -28,6 +28,12 @@
 #include "ir/diag.h"  // f8_status
 #include "ir/dtype.h" // f8_dtype
 
+/* Delayed scaling's tables (passes/fp8_cast.h makes them; runtime/scaling_tables.h reads
+ * them), in slot-group order: the names of their leaves' prefixes. */
+#define F8_FP8_TABLE_WEIGHTS "fp8.weights"
+#define F8_FP8_TABLE_ACTIVATIONS "fp8.activations"
+#define F8_FP8_TABLE_GRADIENTS "fp8.gradients"
+
 /*
  * The layout of a small float format (BF16, F16, E4M3, E5M2, E8M0) in the terms the encoders
  * and decoders use, derived from its dtype row. A magnitude is a code without its sign bit;

@@ -42,13 +42,11 @@
 #include <stdio.h> // FILE
 
 #include "ir/diag.h"           // f8_status, f8_diag
+#include "ir/fp8.h"            // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
 #include "ir/graph.h"          // f8_graph
 #include "passes/precision.h"  // f8_fp8_options
 
-/* The tables' name prefixes, in slot-group order. */
-#define F8_FP8_TABLE_WEIGHTS "fp8.weights"
-#define F8_FP8_TABLE_ACTIVATIONS "fp8.activations"
-#define F8_FP8_TABLE_GRADIENTS "fp8.gradients"
+/* The tables' name prefixes, in slot-group order: F8_FP8_TABLE_* (ir/fp8.h). */
 
 /* Runs the pass with `options` (the same the precision pass ran with). Writes a summary (casts,
  * slots per table) to `report` when not NULL. */

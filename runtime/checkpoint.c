@@ -375,22 +375,9 @@ static void file_name(int which, const f8_dist *dist, char *out, size_t size) {
 			 f8_dist_rank(dist), f8_dist_world(dist));
 }
 
-/* Every rank's status made one: a rank's own failure stands; where this rank went well but
- * another failed, the most negative status code of the ranks (F8_ERR_* are negative), with a
- * message that says it was another rank's. `dist` NULL: `status`. */
+/* Every rank's status made one (f8_dist_agree over the world). `dist` NULL: `status`. */
 static f8_status agree(f8_dist *dist, f8_status status, const char *what, f8_diag *diag) {
-	if (!dist)
-		return status;
-	int64_t worst = -(int64_t)status; // the max of the negated codes: the most negative code
-	f8_diag local = {0};
-	f8_status reduced = f8_dist_all_reduce(dist, (1u << F8_MESH_AXIS_COUNT) - 1, &worst, 1,
-					       F8_DTYPE_I64, F8_REDUCTION_MAX, &local);
-	if (reduced)
-		return status ? status : f8_diag_set(diag, reduced, "%s", local.message);
-	if (status || !worst)
-		return status;
-	return f8_diag_set(diag, (f8_status)-worst, "another rank could not %s (its message says "
-			   "why)", what);
+	return f8_dist_agree(dist, (1u << F8_MESH_AXIS_COUNT) - 1, status, what, diag);
 }
 
 /*
@@ -816,12 +803,8 @@ static f8_status check_stages(f8_safetensors *const *const *files, const int64_t
 	f8_status status = claims ? f8_rt_scaling_tables_find(graph, tables, &n_tables, diag)
 				  : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	// Every stage makes the all-reduce below, or none does (a stage that ran out of memory).
-	int64_t failed = status != F8_OK;
-	f8_status reduced = f8_dist_all_reduce(dist, 1u << F8_MESH_AXIS_PP, &failed, 1,
-					       F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
-	if (!status && (reduced || failed))
-		status = reduced ? reduced : f8_diag_set(diag, F8_ERR_NOMEM, "another pipeline stage "
-							 "ran out of memory loading the checkpoint");
+	status = f8_dist_agree(dist, 1u << F8_MESH_AXIS_PP, status, "check the checkpoint's "
+			       "tensors against its stage", diag);
 	for (int which = 0; !status && which < N_FILES; which++) {
 		for (int64_t f = 0; f < n[which]; f++) {
 			for (size_t t = 0; t < f8_safetensors_count(files[which][f]); t++, at++) {

@@ -597,6 +597,22 @@ f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, 
 	return status ? status : code != MPI_OK ? failed("MPI_Recv", axes, code, diag) : F8_OK;
 }
 
+f8_status f8_dist_agree(f8_dist *dist, uint32_t axes, f8_status status, const char *what,
+			f8_diag *diag) {
+	if (!dist)
+		return status;
+	int64_t worst = -(int64_t)status; // the max of the negated codes: the most negative code
+	f8_diag local = {0};
+	f8_status reduced = f8_dist_all_reduce(dist, axes, &worst, 1, F8_DTYPE_I64,
+					       F8_REDUCTION_MAX, &local);
+	if (reduced)
+		return status ? status : f8_diag_set(diag, reduced, "%s", local.message);
+	if (status || !worst)
+		return status;
+	return f8_diag_set(diag, (f8_status)-worst, "another rank could not %s (its message says "
+			   "why)", what);
+}
+
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {
 	if (f8_dist_world(dist) == 1)
 		return F8_OK;

@@ -99,6 +99,15 @@ f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, 
  * calls it before its optimizer; destroy does). NULL is allowed. */
 f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag);
 
+/*
+ * Every rank's `status` made one over the group of `axes`: a rank's own failure stands; where
+ * this rank went well but another failed, the most negative status code of the group (F8_ERR_*
+ * are negative), with a message that says another rank could not `what`. `dist` NULL: `status`.
+ * Every rank of the group calls it, failed or not: after it they go on, or stop, together.
+ */
+f8_status f8_dist_agree(f8_dist *dist, uint32_t axes, f8_status status, const char *what,
+			f8_diag *diag);
+
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 

@@ -12,7 +12,7 @@ uint32_t f8_pipeline_1f1b_contexts(int64_t stages, int64_t stage, int64_t micro_
 }
 
 void f8_pipeline_1f1b(int64_t stages, int64_t stage, int64_t micro_batches,
-		      f8_stage_run *runs, uint32_t *contexts) {
+		      f8_stage_run *runs) {
 	int64_t m = micro_batches, after = stages - stage - 1;
 	int64_t warmup = after < m ? after : m;
 	int64_t in_flight = f8_pipeline_1f1b_contexts(stages, stage, m);
@@ -27,5 +27,4 @@ void f8_pipeline_1f1b(int64_t stages, int64_t stage, int64_t micro_batches,
 	}
 	for (; backwards < m; backwards++)
 		runs[n++] = (f8_stage_run){true, backwards, (uint32_t)(backwards % in_flight)};
-	*contexts = (uint32_t)in_flight;
 }

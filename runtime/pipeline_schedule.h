@@ -24,9 +24,9 @@ typedef struct f8_stage_run {
 } f8_stage_run;
 
 /* Stage `stage` (0 .. stages - 1)'s 1F1B order over `micro_batches` (M >= 1): 2 M runs into
- * runs[] (the caller's); the contexts they use into *contexts (f8_pipeline_1f1b_contexts). */
+ * runs[] (the caller's), on f8_pipeline_1f1b_contexts's contexts. */
 void f8_pipeline_1f1b(int64_t stages, int64_t stage, int64_t micro_batches,
-		      f8_stage_run *runs, uint32_t *contexts);
+		      f8_stage_run *runs);
 
 /* The contexts stage `stage`'s 1F1B order uses: min(stages - stage, M), the micro-batches in
  * flight at most. */

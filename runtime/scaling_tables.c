@@ -7,11 +7,12 @@
 #include <string.h> // memcpy, strcmp, strlen
 
 #include "ir/alloc.h" // f8_calloc, f8_free, f8_strdup
+#include "ir/fp8.h"   // F8_FP8_TABLE_WEIGHTS, ..._ACTIVATIONS, ..._GRADIENTS
 
 enum { LABEL_MAX = 192 };
 
 const char *const f8_rt_scaling_table_names[F8_RT_SCALING_TABLES_MAX] = {
-	"fp8.weights", "fp8.activations", "fp8.gradients"};
+	F8_FP8_TABLE_WEIGHTS, F8_FP8_TABLE_ACTIVATIONS, F8_FP8_TABLE_GRADIENTS};
 
 /* `reason` up to the GEMMs it feeds ("w of layers.0.attn.qkv (fwd, dgrad), HYBRID -> E4M3,
  * delayed: slot 0 of fp8.weights" gives "w of layers.0.attn.qkv") into buffer (LABEL_MAX), cut

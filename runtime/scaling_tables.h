@@ -21,8 +21,8 @@
 
 enum { F8_RT_SCALING_TABLES_MAX = 3 };
 
-/* The tables' names, as the fp8-cast pass makes them (passes/fp8_cast.h), in its order: what
- * the pipeline stages' tables are matched by when one rank gathers them. */
+/* The tables' names (ir/fp8.h's F8_FP8_TABLE_*), in slot-group order: what the pipeline
+ * stages' tables are matched by when one rank gathers them. */
 extern const char *const f8_rt_scaling_table_names[F8_RT_SCALING_TABLES_MAX];
 
 typedef struct f8_rt_scaling_table {

@@ -426,21 +426,20 @@ static f8_status write_fp8_slots(trainer *t, f8_diag *diag) {
 	return status;
 }
 
-/* One table's newest amaxes (row 0 of its history), scales and count of skipped amaxes,
- * 2 n + 1 numbers into out[] (n = its slots), or none for a table this stage lacks. */
-static f8_status read_fp8_table(trainer *t, const f8_rt_scaling_table *table, double *out,
-				f8_diag *diag) {
+/* One table's newest amaxes (row 0 of its history) and scales, slot by slot as pairs, into
+ * pairs[] (2 n), and its count of skipped amaxes into *skipped. */
+static f8_status read_fp8_table(trainer *t, const f8_rt_scaling_table *table, double *pairs,
+				double *skipped, f8_diag *diag) {
 	f8_rt_tensor scale = {0}, history = {0};
 	f8_status status = f8_executor_read(t->executor, table->scale, &scale, diag);
 	if (!status)
 		status = f8_executor_read(t->executor, table->history, &history, diag);
 	for (uint32_t s = 0; !status && s < table->n_slots; s++) {
-		out[s] = f8_rt_tensor_get(&history, s);
-		out[table->n_slots + s] = f8_rt_tensor_get(&scale, s);
+		pairs[2 * s] = f8_rt_tensor_get(&history, s);
+		pairs[2 * s + 1] = f8_rt_tensor_get(&scale, s);
 	}
-	if (!status)
-		out[2 * table->n_slots] = table->nonfinite != F8_NONE
-			? f8_executor_read_scalar(t->executor, table->nonfinite) : 0;
+	*skipped = !status && table->nonfinite != F8_NONE
+		? f8_executor_read_scalar(t->executor, table->nonfinite) : 0;
 	f8_rt_tensor_destroy(&scale);
 	f8_rt_tensor_destroy(&history);
 	return status;
@@ -458,22 +457,15 @@ static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
 	for (int k = 0; !status && k < F8_RT_SCALING_TABLES_MAX; k++) {
 		const f8_rt_scaling_table *table = table_named(t, f8_rt_scaling_table_names[k]);
 		uint32_t slots = table ? table->n_slots : 0;
-		double *mine = f8_calloc(2 * (size_t)slots + 2, sizeof *mine);
-		status = mine ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		double *pairs = f8_calloc(2 * (size_t)slots + 1, sizeof *pairs), skipped = 0;
+		status = pairs ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 		if (!status && table)
-			status = read_fp8_table(t, table, mine, diag);
-		// Each stage's amaxes and scales, slot by slot, as pairs; its count apart.
-		double *pairs = status ? NULL : f8_calloc(2 * (size_t)slots + 1, sizeof *pairs);
-		if (!status && !pairs)
-			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-		for (uint32_t s = 0; !status && s < slots; s++)
-			pairs[2 * s] = mine[s], pairs[2 * s + 1] = mine[slots + s];
+			status = read_fp8_table(t, table, pairs, &skipped, diag);
 		if (!status)
 			status = gather_stages(t, pairs, 2 * (int64_t)slots, &all[k], &n_all[k], diag);
 		if (!status)
-			status = gather_stages(t, &mine[2 * slots], table ? 1 : 0, &counts[k],
-					       &n_counts[k], diag);
-		f8_free(mine);
+			status = gather_stages(t, &skipped, table ? 1 : 0, &counts[k], &n_counts[k],
+					       diag);
 		f8_free(pairs);
 	}
 	if (!status && t->metrics && t->leader) {
@@ -649,21 +641,32 @@ static double scalar(const trainer *t, f8_value_id value) {
 	return f8_executor_read_scalar(t->executor, value);
 }
 
-/* One batch from `sampler` over `range` into the token input and the labels. */
-static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range range,
+/* Draws the next micro-batch of `sampler` (from `range`) into host tensors `tokens` and
+ * `labels`. */
+static f8_status draw(trainer *t, f8_batch_sampler *sampler, f8_token_range range,
+		      f8_rt_tensor *tokens, f8_rt_tensor *labels, f8_diag *diag) {
+	return f8_batch_sample(sampler, range, (size_t)t->config->micro_batch_size,
+			       (size_t)t->config->seq_length, tokens->data, labels->data, diag);
+}
+
+/* Writes a micro-batch into the token and label leaves, and the fixed inputs. */
+static f8_status give(trainer *t, const f8_rt_tensor *tokens, const f8_rt_tensor *labels,
 		      f8_diag *diag) {
-	f8_status status = f8_batch_sample(sampler, range, (size_t)t->config->micro_batch_size,
-					   (size_t)t->config->seq_length, t->token_batch.data,
-					   t->label_batch.data, diag);
-	if (!status)
-		status = f8_executor_write(t->executor, t->tokens, &t->token_batch, diag);
+	f8_status status = f8_executor_write(t->executor, t->tokens, tokens, diag);
 	if (!status && t->labels != F8_NONE)
-		status = f8_executor_write(t->executor, t->labels, &t->label_batch, diag);
+		status = f8_executor_write(t->executor, t->labels, labels, diag);
 	for (int i = 0; !status && i < 2; i++)
 		if (t->inputs_fixed[i] != F8_NONE)
 			status = f8_executor_write(t->executor, t->inputs_fixed[i],
 						   &t->fixed_batch[i], diag);
 	return status;
+}
+
+/* One batch from `sampler` over `range` into the token input and the labels. */
+static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range range,
+		      f8_diag *diag) {
+	f8_status status = draw(t, sampler, range, &t->token_batch, &t->label_batch, diag);
+	return status ? status : give(t, &t->token_batch, &t->label_batch, diag);
 }
 
 /* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables; under
@@ -697,6 +700,15 @@ static f8_status set_found_inf(trainer *t, bool found, f8_diag *diag) {
 	return status;
 }
 
+/* Draws `n` micro-batches that other data-parallel ranks run (into the scratch batch). */
+static f8_status draw_past(trainer *t, int64_t n, f8_diag *diag) {
+	f8_status status = F8_OK;
+	for (int64_t i = 0; !status && i < n; i++)
+		status = draw(t, &t->train_sampler, t->ranges[0], &t->token_batch, &t->label_batch,
+			      diag);
+	return status;
+}
+
 /* This rank's micro-batches run each forward and backward in turn: every rank draws every
  * micro-batch of the global batch, so that the samplers stay alike and the ranks' shares
  * together are the single-device step's batch; each runs its own. The sum of their losses
@@ -706,10 +718,7 @@ static f8_status run_in_turn(trainer *t, double *sum, f8_diag *diag) {
 		int64_t m = g - t->first_micro_batch;
 		bool own = m >= 0 && m < t->micro_batches;
 		f8_status status = own ? feed(t, &t->train_sampler, t->ranges[0], diag)
-				       : f8_batch_sample(&t->train_sampler, t->ranges[0],
-							 (size_t)t->config->micro_batch_size,
-							 (size_t)t->config->seq_length,
-							 t->token_batch.data, t->label_batch.data, diag);
+				       : draw_past(t, 1, diag);
 		if (!status && own)
 			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) |
 						 F8_PHASE_BIT(F8_PHASE_BWD), diag);
@@ -723,73 +732,32 @@ static f8_status run_in_turn(trainer *t, double *sum, f8_diag *diag) {
 	return F8_OK;
 }
 
-/* Draws `n` micro-batches that other data-parallel ranks run (into the scratch batch). */
-static f8_status draw_past(trainer *t, int64_t n, f8_diag *diag) {
-	f8_status status = F8_OK;
-	for (int64_t i = 0; !status && i < n; i++)
-		status = f8_batch_sample(&t->train_sampler, t->ranges[0],
-					 (size_t)t->config->micro_batch_size,
-					 (size_t)t->config->seq_length, t->token_batch.data,
-					 t->label_batch.data, diag);
-	return status;
-}
-
-/* Writes context `c`'s micro-batch into the token and label leaves (and the fixed inputs, as
- * feed does). */
-static f8_status give_batch(trainer *t, uint32_t c, f8_diag *diag) {
-	f8_status status = f8_executor_write(t->executor, t->tokens, &t->flight_tokens[c], diag);
-	if (!status && t->labels != F8_NONE)
-		status = f8_executor_write(t->executor, t->labels, &t->flight_labels[c], diag);
-	for (int i = 0; !status && i < 2; i++)
-		if (t->inputs_fixed[i] != F8_NONE)
-			status = f8_executor_write(t->executor, t->inputs_fixed[i],
-						   &t->fixed_batch[i], diag);
-	return status;
-}
-
-/* The host batches of `n` micro-batches in flight (grown once, kept for the run). */
+/* The host batches of the `n` micro-batches in flight, made at set-up (the run frees them). */
 static f8_status make_flight(trainer *t, uint32_t n, f8_diag *diag) {
-	if (n <= t->n_flight)
-		return F8_OK;
-	f8_rt_tensor *tokens = f8_calloc(n, sizeof *tokens), *labels = f8_calloc(n, sizeof *labels);
-	f8_status status = tokens && labels ? F8_OK
-					    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	for (uint32_t c = 0; !status && c < n; c++) {
+	t->flight_tokens = f8_calloc(n, sizeof *t->flight_tokens);
+	t->flight_labels = f8_calloc(n, sizeof *t->flight_labels);
+	if (!t->flight_tokens || !t->flight_labels)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = F8_OK;
+	for (; !status && t->n_flight < n; t->n_flight++) {
+		uint32_t c = t->n_flight;
 		status = f8_rt_tensor_create(F8_DTYPE_I64, t->token_batch.rank, t->token_batch.dims,
-					     &tokens[c], diag);
+					     &t->flight_tokens[c], diag);
 		if (!status)
 			status = f8_rt_tensor_create(F8_DTYPE_I64, t->label_batch.rank,
-						     t->label_batch.dims, &labels[c], diag);
+						     t->label_batch.dims, &t->flight_labels[c], diag);
 	}
-	if (status) {
-		for (uint32_t c = 0; tokens && labels && c < n; c++) {
-			f8_rt_tensor_destroy(&tokens[c]);
-			f8_rt_tensor_destroy(&labels[c]);
-		}
-		f8_free(tokens);
-		f8_free(labels);
-		return status;
-	}
-	for (uint32_t c = 0; c < t->n_flight; c++) {
-		f8_rt_tensor_destroy(&t->flight_tokens[c]);
-		f8_rt_tensor_destroy(&t->flight_labels[c]);
-	}
-	f8_free(t->flight_tokens);
-	f8_free(t->flight_labels);
-	t->flight_tokens = tokens, t->flight_labels = labels, t->n_flight = n;
-	return F8_OK;
+	return status;
 }
 
 /* The next micro-batch's forward on context `c` (drawn now, in order), keeping what its
  * backward reads; its loss added to *sum on the last stage. */
 static f8_status forward(trainer *t, uint32_t c, double *sum, f8_diag *diag) {
-	f8_status status = f8_batch_sample(&t->train_sampler, t->ranges[0],
-					   (size_t)t->config->micro_batch_size,
-					   (size_t)t->config->seq_length, t->flight_tokens[c].data,
-					   t->flight_labels[c].data, diag);
+	f8_status status = draw(t, &t->train_sampler, t->ranges[0], &t->flight_tokens[c],
+				&t->flight_labels[c], diag);
 	f8_executor_use_context(t->executor, c);
 	if (!status)
-		status = give_batch(t, c, diag);
+		status = give(t, &t->flight_tokens[c], &t->flight_labels[c], diag);
 	if (!status)
 		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) | F8_RUN_KEEP,
 					 diag);
@@ -801,7 +769,7 @@ static f8_status forward(trainer *t, uint32_t c, double *sum, f8_diag *diag) {
 /* Micro-batch `i`'s backward on context `c`, its forward's. */
 static f8_status backward(trainer *t, int64_t i, uint32_t c, f8_diag *diag) {
 	f8_executor_use_context(t->executor, c);
-	f8_status status = give_batch(t, c, diag);
+	f8_status status = give(t, &t->flight_tokens[c], &t->flight_labels[c], diag);
 	if (!status)
 		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_BWD) | F8_RUN_CONTINUE,
 					 diag);
@@ -825,10 +793,8 @@ static f8_status run_1f1b(trainer *t, double *sum, f8_diag *diag) {
 	f8_stage_run *runs = f8_calloc((size_t)(2 * m), sizeof *runs);
 	if (!runs)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	uint32_t contexts = 1; // set_up_pipeline made them
 	f8_pipeline_1f1b(t->graph->mesh[F8_MESH_AXIS_PP],
-			 f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), m, runs,
-			 &contexts);
+			 f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), m, runs);
 	f8_status status = draw_past(t, t->first_micro_batch, diag);
 	for (int64_t r = 0; !status && r < 2 * m; r++)
 		status = runs[r].backward ? backward(t, runs[r].micro_batch, runs[r].context, diag)
@@ -859,24 +825,6 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 	return status ? status : make_flight(t, contexts, diag);
 }
 
-/* Every rank's set-up made one outcome: a rank that could not set up (a stage short of memory
- * for its micro-batches in flight, a data file it cannot read) stops the others here, rather
- * than leaving them waiting for it in the first step's collectives. */
-static f8_status agree_set_up(const f8_train_config *c, f8_status status, f8_diag *diag) {
-	if (!c->dist || f8_dist_world(c->dist) <= 1)
-		return status;
-	int64_t failed = status != F8_OK;
-	f8_diag local = {0};
-	f8_status reduced = f8_dist_all_reduce(c->dist, (1u << F8_MESH_AXIS_COUNT) - 1, &failed,
-					       1, F8_DTYPE_I64, F8_REDUCTION_MAX, &local);
-	if (status)
-		return status;
-	if (reduced)
-		return f8_diag_set(diag, reduced, "%s", local.message);
-	return failed ? f8_diag_set(diag, F8_ERR_INVALID, "another rank could not set up the run "
-				    "(its message says why)")
-		      : F8_OK;
-}
 
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
  * weights), the micro-batches' forward and backward, then the optimizer; the mean loss and the
@@ -1182,7 +1130,12 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = set_up_data(&t, diag);
 	if (!status)
 		status = set_up_pipeline(&t, diag);
-	status = agree_set_up(config, status, diag);
+	// One outcome for every rank: a rank that could not set up (a stage short of memory for
+	// its micro-batches in flight, a data file it cannot read) stops the others here, rather
+	// than leaving them waiting for it in the first step's collectives.
+	if (config->dist && f8_dist_world(config->dist) > 1)
+		status = f8_dist_agree(config->dist, (1u << F8_MESH_AXIS_COUNT) - 1, status,
+				       "set up the run", diag);
 	if (!status && config->load) {
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,

@@ -38,13 +38,14 @@ def environment(sanitizer):
 class Setup:
     """A distributed test's arguments (F8C SOURCE_DIR [--sanitizer-build]) and what follows:
     the environments (`env` for mpirun's runs, `single_env` for one process's) and mpirun's
-    command for 2 ranks."""
+    commands for 2 and 4 ranks."""
 
     def __init__(self, argv):
         self.binary, self.source = argv[1], argv[2]
         self.sanitizer = "--sanitizer-build" in argv[3:]
         self.env, self.single_env = environment(self.sanitizer), environment(False)
         self.mpirun = ["mpirun", "-np", "2", "--oversubscribe", self.binary]
+        self.four = ["mpirun", "-np", "4", "--oversubscribe", self.binary]
 
 
 def setup(argv):

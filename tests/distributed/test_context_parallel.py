@@ -98,7 +98,7 @@ def main():
         return SKIP
     binary, source, sanitizer, mpirun = s.binary, s.source, s.sanitizer, s.mpirun
     env, single_env = s.env, s.single_env
-    four = ["mpirun", "-np", "4", "--oversubscribe", binary]
+    four = s.four
     plan(binary, source, single_env)
     with tempfile.TemporaryDirectory() as work:
         data = tokenize(s, work)

@@ -181,7 +181,7 @@ def fp8_stats(s, work, data, models):
           "by label those of one rank, bit for bit", f"{one}\nagainst\n{pp}")
 
 
-def checkpoints(s, work, data, models, four):
+def checkpoints(s, work, data, models):
     """(e) Checkpoints under PP, resumed under other layouts."""
     one, two = [s.binary], s.mpirun
     train = ["train", models["llama-tiny"], "--data", data] + SIZES + FP8
@@ -217,7 +217,7 @@ def checkpoints(s, work, data, models, four):
     if s.sanitizer:
         return
     train = ["train", models["gpt-tiny"], "--data", data] + SIZES
-    resumes(s, work, train, (four, PP2 + ["--tensor-model-parallel-size", "2"]),
+    resumes(s, work, train, (s.four, PP2 + ["--tensor-model-parallel-size", "2"]),
             [(one, [], "one rank"), (two, ["--use-distributed-optimizer"],
                                      "DP2 with the distributed optimizer")],
             "gpt-tiny TP2 x PP2 f32", PRECISIONS["f32"][1:])
@@ -229,7 +229,7 @@ def main():
         return SKIP
     binary, source, sanitizer, mpirun = s.binary, s.source, s.sanitizer, s.mpirun
     env, single_env = s.env, s.single_env
-    four = ["mpirun", "-np", "4", "--oversubscribe", binary]
+    four = s.four
     plan(binary, source, single_env)
     with tempfile.TemporaryDirectory() as work:
         data = tokenize(s, work)
@@ -292,7 +292,7 @@ def main():
         check("the activations of 2 micro-batches in flight under 1F1B" in first and
               "micro-batches in flight" not in last, "stage 0's memory holds the activations of "
               "two micro-batches (1F1B), the last stage's one", out[-2000:])
-        checkpoints(s, work, data, models, four)
+        checkpoints(s, work, data, models)
         if not sanitizer:
             fp8_stats(s, work, data, models)
         # (g) refusals.

@@ -309,7 +309,7 @@ def main():
                           f"{losses(path)} against {whole}")
         # (e) TP2 x DP2 with the distributed optimizer (not in the sanitizer build: the memory
         # checks need each code path once, and 4 ranks under AddressSanitizer take minutes).
-        four = ["mpirun", "-np", "4", "--oversubscribe", binary]
+        four = s.four
         zero = TP2 + ["--use-distributed-optimizer"]
         model = os.path.join(source, "models", "llama-tiny.json")
         for precision in () if sanitizer else ("f32", "delayed"):

@@ -396,7 +396,8 @@ static void test_contexts(void) {
 static void test_1f1b_order(void) {
 	f8_stage_run runs[12];
 	uint32_t contexts = 0;
-	f8_pipeline_1f1b(4, 0, 6, runs, &contexts);
+	f8_pipeline_1f1b(4, 0, 6, runs);
+	contexts = f8_pipeline_1f1b_contexts(4, 0, 6);
 	const char *want = "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5";
 	char got[64] = "";
 	for (int r = 0; r < 12; r++)
@@ -405,13 +406,16 @@ static void test_1f1b_order(void) {
 	CHECK(strcmp(got, want) == 0 && contexts == 4);
 	if (strcmp(got, want) != 0)
 		printf("stage 0 of 4: %s, want %s\n", got, want);
-	f8_pipeline_1f1b(4, 3, 6, runs, &contexts);
+	f8_pipeline_1f1b(4, 3, 6, runs);
+	contexts = f8_pipeline_1f1b_contexts(4, 3, 6);
 	CHECK(contexts == 1 && !runs[0].backward && runs[1].backward && runs[1].micro_batch == 0);
-	f8_pipeline_1f1b(4, 1, 2, runs, &contexts); // fewer micro-batches than the warm-up
+	f8_pipeline_1f1b(4, 1, 2, runs); // fewer micro-batches than the warm-up
+	contexts = f8_pipeline_1f1b_contexts(4, 1, 2);
 	CHECK(contexts == 2 && !runs[0].backward && !runs[1].backward && runs[2].backward);
 	for (int64_t stage = 0; stage < 4; stage++) {
 		for (int64_t m = 1; m <= 6; m++) {
-			f8_pipeline_1f1b(4, stage, m, runs, &contexts);
+			f8_pipeline_1f1b(4, stage, m, runs);
+			contexts = f8_pipeline_1f1b_contexts(4, stage, m);
 			int64_t forwards = 0, backwards = 0;
 			int64_t holder[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
 			bool ok = contexts >= 1 && contexts <= 4 - stage;
