@@ -990,6 +990,79 @@ f8_status f8_infer_local_shard(const f8_graph *graph, const f8_node *node, f8_ty
 	return gather_scatter(graph, node, false, outputs, diag);
 }
 
+/* The counts of an all-to-all over `ranks`: counts (E) integer, E a multiple of ranks, and
+ * when given recv_counts (ranks, E / ranks) integer; *local E / ranks. */
+static f8_status all_to_all_counts(const f8_type *counts, const f8_type *recv_counts,
+				   int64_t ranks, f8_dim *local, f8_diag *diag) {
+	f8_status status = f8_infer_require_integer(counts, "the counts", diag);
+	if (!status && recv_counts)
+		status = f8_infer_require_integer(recv_counts, "the received counts", diag);
+	if (status)
+		return status;
+	if (ranks < 1)
+		return f8_infer_fail(diag, "attribute ranks must be positive");
+	if (counts->shape.rank != 1 || !f8_dim_is_const(counts->shape.dims[0]) ||
+	    f8_dim_value(counts->shape.dims[0]) % ranks)
+		return f8_infer_fail(diag, "the counts must have shape (experts), the experts a "
+				  "multiple of the %lld ranks", (long long)ranks);
+	*local = f8_dim_const(f8_dim_value(counts->shape.dims[0]) / ranks);
+	if (recv_counts && (recv_counts->shape.rank != 2 ||
+			    !f8_dim_equal(recv_counts->shape.dims[0], f8_dim_const(ranks)) ||
+			    !f8_dim_equal(recv_counts->shape.dims[1], *local)))
+		return f8_infer_fail(diag, "the received counts must have shape (ranks, experts / "
+				  "ranks)");
+	return F8_OK;
+}
+
+f8_status f8_infer_all_to_all_dispatch(const f8_graph *graph, const f8_node *node,
+				       f8_type *outputs, f8_diag *diag) {
+	const f8_type *x = infer_input(graph, node, 0), *counts = infer_input(graph, node, 1);
+	const f8_type *recv_counts = node->n_inputs > 2 && node->inputs[2] != F8_NONE
+					     ? infer_input(graph, node, 2) : NULL;
+	int64_t ranks = f8_node_attr_int(node, "ranks", 0);
+	f8_dim local;
+	f8_status status = require_group(node, diag);
+	if (!status)
+		status = f8_infer_require_float(x, "x", diag);
+	if (!status)
+		status = all_to_all_counts(counts, recv_counts, ranks, &local, diag);
+	if (status)
+		return status;
+	if (x->shape.rank != 2)
+		return f8_infer_fail(diag, "x must have rank 2: (rows, hidden)");
+	outputs[0] = *x;
+	if (!f8_dim_mul(x->shape.dims[0], f8_dim_const(ranks), &outputs[0].shape.dims[0]))
+		return f8_infer_fail(diag, "x's rows times the ranks do not fit a dimension");
+	if (node->n_outputs > 1)
+		outputs[1] = (f8_type){.dtype = F8_DTYPE_I64, .shape = {.rank = 1, .dims = {local}}};
+	if (node->n_outputs > 2)
+		outputs[2] = (f8_type){.dtype = F8_DTYPE_I64,
+				       .shape = {.rank = 2, .dims = {f8_dim_const(ranks), local}}};
+	return F8_OK;
+}
+
+f8_status f8_infer_all_to_all_combine(const f8_graph *graph, const f8_node *node,
+				      f8_type *outputs, f8_diag *diag) {
+	const f8_type *y = infer_input(graph, node, 0), *counts = infer_input(graph, node, 1);
+	const f8_type *recv_counts = infer_input(graph, node, 2);
+	int64_t ranks = f8_node_attr_int(node, "ranks", 0);
+	f8_dim local;
+	f8_status status = require_group(node, diag);
+	if (!status)
+		status = f8_infer_require_float(y, "y", diag);
+	if (!status)
+		status = all_to_all_counts(counts, recv_counts, ranks, &local, diag);
+	if (status)
+		return status;
+	if (y->shape.rank != 2)
+		return f8_infer_fail(diag, "y must have rank 2: (ranks x rows, hidden)");
+	outputs[0] = *y;
+	if (!f8_dim_div(y->shape.dims[0], f8_dim_const(ranks), &outputs[0].shape.dims[0]))
+		return f8_infer_fail(diag, "y's rows do not divide over the %lld ranks",
+				  (long long)ranks);
+	return F8_OK;
+}
+
 f8_status f8_infer_send(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
 	(void)graph, (void)outputs;

@@ -405,9 +405,16 @@ static f8_status emit_cast(caster *c, cast *k, f8_value_id tables[N_GROUPS][3]) 
 	return place(c, k->node, cached || producer == F8_NONE ? F8_NONE : producer);
 }
 
-/* Step 2c: a weight's copies become cache leaves, remade by phase cast at every step. */
+/* Step 2c: a weight's copies become cache leaves, remade by phase cast at every step. The copies
+ * of an MoE's experts' weights (E, N, K), split over ep by the expert-parallel pass, are this
+ * rank's experts' as the weight is: placed so too (their scales are one per expert). */
 static f8_status cache_weight(caster *c, cast *k) {
 	f8_graph *graph = c->graph;
+	f8_value_id weight = k->source;
+	f8_node_id producer = graph->values[weight].producer;
+	if (producer != F8_NONE && graph->nodes[producer].op == F8_OP_CAST) // --bf16's copy
+		weight = graph->nodes[producer].inputs[0];
+	f8_placement experts = graph->values[weight].placement[F8_MESH_AXIS_EP];
 	f8_value_id *made[4] = {&k->codes, &k->codes_t, &k->scale_inv, &k->scale_inv_t};
 	static const char *const suffixes[4] = {".fp8", ".fp8_t", ".fp8_scale_inv",
 						".fp8_scale_inv_t"};
@@ -427,6 +434,8 @@ static f8_status cache_weight(caster *c, cast *k) {
 		if (status)
 			return status;
 		graph->values[leaf].precision = graph->values[*made[i]].precision;
+		if (experts.kind == F8_PLACEMENT_KIND_SHARD && k->grouped)
+			graph->values[leaf].placement[F8_MESH_AXIS_EP] = experts;
 		*made[i] = leaf;
 	}
 	return F8_OK;

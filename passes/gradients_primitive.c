@@ -1003,3 +1003,31 @@ F8_GRAD_RULE(LOCAL_SHARD) {
 F8_GRAD_RULE(REDUCE_SCATTER) {
 	return collective_back(context, node, dy, dx, F8_OP_ALL_GATHER, diag);
 }
+
+/* Expert parallelism's exchange: sending the rows to their experts' ranks and sending them back
+ * are each other's gradients, with the counts the forward exchanged (AllToAllDispatch's third
+ * output, or the third input it was given). */
+F8_GRAD_RULE(ALL_TO_ALL_DISPATCH) {
+	f8_node n = grad_node(context, node);
+	char name[F8_GRAD_NAME_MAX];
+	if (dy[0] == F8_NONE || !wanted_x(context, &n, name))
+		return F8_OK;
+	f8_value_id received = n.n_inputs > 2 && n.inputs[2] != F8_NONE ? n.inputs[2]
+				: n.n_outputs > 2 ? n.outputs[2] : F8_NONE;
+	if (received == F8_NONE)
+		return f8_grad_unsupported(context, node, diag, "its rows received per rank are "
+					   "neither an input nor an output (the gradient sends the "
+					   "rows back by them)");
+	f8_value_id inputs[3] = {dy[0], n.inputs[1], received};
+	return f8_grad_op(context, F8_OP_ALL_TO_ALL_COMBINE, inputs, 3, n.attrs, n.n_attrs, name,
+			  &dx[0], diag);
+}
+
+F8_GRAD_RULE(ALL_TO_ALL_COMBINE) {
+	f8_node n = grad_node(context, node);
+	char name[F8_GRAD_NAME_MAX];
+	if (dy[0] == F8_NONE || !wanted_x(context, &n, name))
+		return F8_OK;
+	return f8_grad_op(context, F8_OP_ALL_TO_ALL_DISPATCH, (f8_value_id[3]){dy[0], n.inputs[1],
+			  n.inputs[2]}, 3, n.attrs, n.n_attrs, name, &dx[0], diag);
+}

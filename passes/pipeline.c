@@ -13,6 +13,7 @@
 #include "passes/bf16.h"          // f8_pass_bf16_run
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
 #include "passes/context_parallel.h" // f8_pass_context_parallel_run
+#include "passes/expert_parallel.h" // f8_pass_expert_parallel_run
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
@@ -110,6 +111,15 @@ static f8_status context_parallel(f8_graph *graph, const f8_pipeline_options *op
 			      : f8_pass_context_parallel_run(graph, options->parallel, report, diag);
 }
 
+static f8_status expert_parallel(f8_graph *graph, const f8_pipeline_options *options,
+				 FILE *report, f8_diag *diag) {
+	bool run;
+	f8_status status = training_only(options, options->parallel ? options->parallel->expert : 0,
+					 "expert-model-parallel-size", "expert", &run, diag);
+	return status || !run ? status
+			      : f8_pass_expert_parallel_run(graph, options->parallel, report, diag);
+}
+
 static f8_status pipeline_parallel(f8_graph *graph, const f8_pipeline_options *options,
 				   FILE *report, f8_diag *diag) {
 	bool run;
@@ -162,6 +172,12 @@ static const f8_pass pipeline[] = {
 	 "decompose the Attention this pass makes RingAttention, and training, so that autodiff "
 	 "derives the ring's backward and the training pass builds the loss over the split "
 	 "sequence; a no-op without --context-parallel-size"},
+	{"expert-parallel", expert_parallel,
+	 "after tensor-parallel and context-parallel, which split the experts' FFNs and the "
+	 "sequence within a layer; before pipeline-parallel, which deals out the layers whose "
+	 "experts this pass splits, and training, so that autodiff derives the exchange's "
+	 "backward (the rows' gradients sent back the way they came) from its forward; a no-op "
+	 "without --expert-model-parallel-size"},
 	{"pipeline-parallel", pipeline_parallel,
 	 "after tensor-parallel and context-parallel, which split within the layers this pass "
 	 "deals out to the stages; before attention-unfused and training, so that autodiff "

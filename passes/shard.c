@@ -164,14 +164,11 @@ static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--sequence-parallel splits the sequence "
 				   "over the tensor-parallel ranks: it needs "
 				   "--tensor-model-parallel-size above 1");
-	const char *option = mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
-			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
-							 : NULL;
-	if (!option)
+	if (!o->virtual_stage_layers)
 		return F8_OK;
-	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data, tensor, context and pipeline "
-		    "parallelism (one model chunk a stage) so far; this parallelism is not built "
-		    "yet", option);
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--num-layers-per-virtual-pipeline-stage: f8c runs "
+		    "data, tensor, context, expert and pipeline parallelism (one model chunk a "
+		    "stage) so far; the interleaved schedule is not built yet");
 	f8_diag_hint(diag, "leave it out: the world size over TP x CP x PP is the data-parallel "
 		     "size");
 	return F8_ERR_UNSUPPORTED;
@@ -228,47 +225,79 @@ static void mark_partial(f8_graph *graph, f8_value_id v, uint32_t axes, f8_reduc
 				.kind = F8_PLACEMENT_KIND_PARTIAL, .reduction = reduction};
 }
 
-/*
- * Data parallelism: the gradient accumulators (the leaves a backward node adds to) summed over
- * `group` in one AllReduce at the head of phase opt, which every opt node reads instead; those
- * the distributed optimizer reduce-scatters (`scattered`, by value) are left to it. The count
- * and bytes into *n and *bytes.
- */
-static f8_status reduce_gradients(f8_graph *graph, const char *group, uint32_t axes,
-				  const bool *scattered, uint32_t *n, uint64_t *bytes, f8_diag *diag) {
-	f8_value_id *grads = f8_calloc(graph->n_updates + 1, sizeof *grads);
-	if (!grads)
-		return nomem(diag);
-	*n = 0, *bytes = 0;
-	for (uint32_t i = 0; i < graph->n_updates; i++) {
-		f8_value_id target = graph->updates[i].target;
-		const f8_node *by = &graph->nodes[graph->values[graph->updates[i].source].producer];
-		if (graph->values[target].role == F8_ROLE_OPTIMIZER_STATE &&
-		    by->phase == F8_PHASE_BWD && by->op == F8_OP_ADD && !scattered[target]) {
-			grads[(*n)++] = target;
-			*bytes += f8_memory_type_bytes(&graph->values[target].type);
-		}
-	}
+/* Whether leaf `v` (a parameter, or its accumulator or moments) holds this rank's experts: split
+ * over ep by the expert-parallel pass. */
+static bool holds_experts(const f8_graph *graph, f8_value_id v) {
+	return graph->values[v].placement[F8_MESH_AXIS_EP].kind == F8_PLACEMENT_KIND_SHARD;
+}
+
+/* The `n` accumulators `grads` summed over the group of `axes` in one AllReduce placed at the
+ * head of phase opt, which every opt node reads instead. */
+static f8_status sum_over(f8_graph *graph, const f8_value_id *grads, uint32_t n, uint32_t axes,
+			  f8_diag *diag) {
+	char name[32];
+	const char *group = f8_arena_strdup(graph->arena, f8_mesh_group_name(axes, name,
+									       sizeof name));
 	f8_node_id all_reduce = F8_NONE;
-	f8_status status = *n ? add_all_reduce(graph, grads, *n, group, "sum", F8_PHASE_OPT,
-					      "optimizer", ".reduced", &all_reduce, diag)
-			      : F8_OK;
+	f8_status status = !group ? nomem(diag)
+			   : add_all_reduce(graph, grads, n, group, "sum", F8_PHASE_OPT, "optimizer",
+					    ".reduced", &all_reduce, diag);
 	uint32_t first_opt = F8_NONE;
-	for (uint32_t p = 0; !status && all_reduce != F8_NONE && p + 1 < graph->n_order; p++) {
+	for (uint32_t p = 0; !status && p + 1 < graph->n_order; p++) {
 		f8_node *node = &graph->nodes[graph->order[p]];
 		if (node->phase != F8_PHASE_OPT)
 			continue;
 		first_opt = first_opt == F8_NONE ? p : first_opt;
 		for (uint32_t j = 0; j < node->n_inputs; j++)
-			for (uint32_t k = 0; k < *n; k++)
+			for (uint32_t k = 0; k < n; k++)
 				if (node->inputs[j] == grads[k])
 					node->inputs[j] = graph->nodes[all_reduce].outputs[k];
 	}
-	if (!status && all_reduce != F8_NONE) {
-		place_before(graph, all_reduce, first_opt == F8_NONE ? graph->n_order - 1 : first_opt);
-		for (uint32_t k = 0; k < *n; k++)
-			mark_partial(graph, grads[k], axes, F8_REDUCTION_SUM);
+	if (status)
+		return status;
+	place_before(graph, all_reduce, first_opt == F8_NONE ? graph->n_order - 1 : first_opt);
+	for (uint32_t k = 0; k < n; k++)
+		mark_partial(graph, grads[k], axes, F8_REDUCTION_SUM);
+	return F8_OK;
+}
+
+/*
+ * Data parallelism: the gradient accumulators (the leaves a backward node adds to) summed over
+ * the group of `axes` in one AllReduce at the head of phase opt, which every opt node reads
+ * instead; those the distributed optimizer reduce-scatters (`scattered`, by value) are left to
+ * it. The experts' (expert parallelism's) are summed in a second one over the same group
+ * without ep: the ranks that hold the same experts (none when that is one rank). The counts of
+ * the others and of the experts' into *n and *n_experts, the bytes summed into *bytes.
+ */
+static f8_status reduce_gradients(f8_graph *graph, uint32_t axes, const bool *scattered,
+				  uint32_t *n, uint32_t *n_experts, uint64_t *bytes, f8_diag *diag) {
+	f8_value_id *grads = f8_calloc(2 * (size_t)graph->n_updates + 1, sizeof *grads);
+	if (!grads)
+		return nomem(diag);
+	f8_value_id *experts = grads + graph->n_updates;
+	uint32_t n_grads = 0, n_summed = 0; // of the experts': those summed
+	uint32_t expert_axes = axes & ~(1u << F8_MESH_AXIS_EP);
+	*n = *n_experts = 0, *bytes = 0;
+	for (uint32_t i = 0; i < graph->n_updates; i++) {
+		f8_value_id target = graph->updates[i].target;
+		const f8_node *by = &graph->nodes[graph->values[graph->updates[i].source].producer];
+		if (graph->values[target].role != F8_ROLE_OPTIMIZER_STATE ||
+		    by->phase != F8_PHASE_BWD || by->op != F8_OP_ADD || scattered[target])
+			continue;
+		bool expert = holds_experts(graph, target);
+		*n_experts += expert;
+		if (expert && !expert_axes)
+			continue;
+		if (expert)
+			experts[n_summed++] = target;
+		else
+			grads[n_grads++] = target;
+		*bytes += f8_memory_type_bytes(&graph->values[target].type);
 	}
+	*n = n_grads;
+	f8_status status = n_grads ? sum_over(graph, grads, n_grads, axes, diag) : F8_OK;
+	if (!status && n_summed)
+		status = sum_over(graph, experts, n_summed, expert_axes, diag);
 	f8_free(grads);
 	return status;
 }
@@ -344,10 +373,12 @@ static f8_status add_parts(distributor *d, f8_op op, f8_value_id input, const ch
 	return name ? add_opt_node(d, op, &input, 1, attrs, 3, name, out) : nomem(d->diag);
 }
 
-/* Whether parameter `p`'s first dimension is a constant the ranks divide. */
+/* Whether parameter `p`'s first dimension is a constant the ranks divide. An expert's weights
+ * (split over ep already) keep the replicated update: their gradients are summed over another
+ * group than the optimizer's. */
 static bool divisible(const distributor *d, f8_value_id p) {
 	const f8_shape *shape = &d->graph->values[p].type.shape;
-	return shape->rank >= 1 && f8_dim_is_const(shape->dims[0]) &&
+	return shape->rank >= 1 && f8_dim_is_const(shape->dims[0]) && !holds_experts(d->graph, p) &&
 	       f8_dim_value(shape->dims[0]) % d->ranks == 0;
 }
 
@@ -402,23 +433,26 @@ static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head) {
 
 /*
  * The gradient norm over split gradients: GlobalNorm `id`'s inputs in classes by the axes
- * their ranks split them over (tp where the tensor-parallel pass split the parameter, the
- * data-parallel axes where the distributed optimizer reduce-scatters it, both, or none), each
+ * their ranks split them over (tp where the tensor-parallel pass split the parameter, ep where
+ * the expert-parallel pass did, the data-parallel axes where the distributed optimizer
+ * reduce-scatters it, several of them, or none), each
  * class's norm squared and summed over its axes' group, the classes' squares added; `id`
  * becomes the square root of that sum, so its value (what the loop and clipping read) is the
  * whole norm, and every rank's is the same.
  */
 static f8_status split_norm(distributor *d, f8_node_id id) {
 	f8_graph *graph = d->graph;
-	uint32_t n = graph->nodes[id].n_inputs, masks[4] = {0}, n_classes = 0;
-	f8_value_id *members = f8_calloc(4 * (size_t)n + 1, sizeof *members);
-	uint32_t counts[4] = {0};
+	enum { CLASSES = 8 }; // the subsets of {tp, the distributed optimizer's, ep}, with pp
+	uint32_t n = graph->nodes[id].n_inputs, masks[CLASSES] = {0}, n_classes = 0;
+	f8_value_id *members = f8_calloc(CLASSES * (size_t)n + 1, sizeof *members);
+	uint32_t counts[CLASSES] = {0};
 	if (!members)
 		return nomem(d->diag);
 	for (uint32_t i = 0; i < n; i++) {
 		f8_value_id v = graph->nodes[id].inputs[i];
 		bool tp = graph->values[v].placement[F8_MESH_AXIS_TP].kind == F8_PLACEMENT_KIND_SHARD;
 		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0) |
+				(holds_experts(graph, v) ? 1u << F8_MESH_AXIS_EP : 0) |
 				(graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0);
 		uint32_t c = 0;
 		while (c < n_classes && masks[c] != mask)
@@ -434,13 +468,15 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 	if (pp) {
 		uint32_t tp = graph->mesh[F8_MESH_AXIS_TP] > 1 ? 1u << F8_MESH_AXIS_TP : 0;
 		uint32_t data = d->distributed ? d->axes : 0;
-		uint32_t candidates[4] = {pp, tp | pp, data | pp, tp | data | pp};
-		for (uint32_t k = 0; k < 4; k++) {
+		uint32_t ep = graph->mesh[F8_MESH_AXIS_EP] > 1 ? 1u << F8_MESH_AXIS_EP : 0;
+		for (uint32_t k = 0; k < CLASSES; k++) {
+			uint32_t candidate = pp | (k & 1 ? tp : 0) | (k & 2 ? data : 0) |
+					     (k & 4 ? ep : 0);
 			uint32_t c = 0;
-			while (c < n_classes && masks[c] != candidates[k])
+			while (c < n_classes && masks[c] != candidate)
 				c++;
-			if (c == n_classes && n_classes < 4)
-				masks[n_classes++] = candidates[k];
+			if (c == n_classes && n_classes < CLASSES)
+				masks[n_classes++] = candidate;
 		}
 	}
 	for (uint32_t a = 0; a < n_classes; a++) // ascending masks, the members moved along
@@ -597,20 +633,27 @@ static f8_status distribute_optimizer(distributor *d) {
 	return status;
 }
 
-/* Tensor parallelism's optimizer state: each AdamW's accumulator and moments placed as its
- * parameter, which the tensor-parallel pass split (before the distributed optimizer splits
- * them further). The count of split parameters into *n. */
-static void place_tensor_parallel_state(f8_graph *graph, uint32_t *n) {
+/* Tensor and expert parallelism's optimizer state: each AdamW's accumulator and moments placed
+ * as its parameter, which the tensor- or expert-parallel pass split (before the distributed
+ * optimizer splits them further). The count of split parameters into *n. */
+static void place_split_state(f8_graph *graph, uint32_t *n) {
+	static const f8_mesh_axis axes[2] = {F8_MESH_AXIS_TP, F8_MESH_AXIS_EP};
 	*n = 0;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
-		const f8_placement *tp = &graph->values[node->inputs[0]].placement[F8_MESH_AXIS_TP];
-		if (node->op != F8_OP_ADAMW || tp->kind != F8_PLACEMENT_KIND_SHARD)
+		if (node->op != F8_OP_ADAMW)
 			continue;
-		for (uint32_t i = 1; i < 4 && i < node->n_inputs; i++)
-			if (f8_role_is_leaf(graph->values[node->inputs[i]].role))
-				graph->values[node->inputs[i]].placement[F8_MESH_AXIS_TP] = *tp;
-		(*n)++;
+		bool split = false;
+		for (int a = 0; a < 2; a++) {
+			const f8_placement *by = &graph->values[node->inputs[0]].placement[axes[a]];
+			if (by->kind != F8_PLACEMENT_KIND_SHARD)
+				continue;
+			for (uint32_t i = 1; i < 4 && i < node->n_inputs; i++)
+				if (f8_role_is_leaf(graph->values[node->inputs[i]].role))
+					graph->values[node->inputs[i]].placement[axes[a]] = *by;
+			split = true;
+		}
+		*n += split;
 	}
 }
 
@@ -708,34 +751,63 @@ static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 	return status;
 }
 
-/* FP8: each ScalingUpdate's amaxes max-reduced over `group` just before it, in one AllReduce.
- * The tables' count and amaxes into *n_tables and *n_amaxes. */
-static f8_status reduce_amaxes(f8_graph *graph, const char *group, uint32_t axes,
-			       uint32_t *n_tables, uint32_t *n_amaxes, f8_diag *diag) {
-	*n_tables = *n_amaxes = 0;
-	for (uint32_t p = 0; p < graph->n_order; p++) {
+/* Whether FP8 amax `v` is of a grouped cast (an MoE's, one per expert): under expert
+ * parallelism, this rank's experts'. */
+static bool experts_amax(const f8_graph *graph, f8_value_id v) {
+	f8_node_id producer = graph->values[v].producer;
+	return graph->mesh[F8_MESH_AXIS_EP] > 1 && producer != F8_NONE &&
+	       f8_node_attr_int(&graph->nodes[producer], "grouped", 0);
+}
+
+/* FP8: each ScalingUpdate's amaxes max-reduced over the group of `axes` just before it, in one
+ * AllReduce; the experts' over the same group without ep (the ranks of other experts hold
+ * other tensors), in another (none when that is one rank). The tables' count and the amaxes'
+ * (the others', the experts') into *n_tables, *n_amaxes and *n_experts. */
+static f8_status reduce_amaxes(f8_graph *graph, uint32_t axes, uint32_t *n_tables,
+			       uint32_t *n_amaxes, uint32_t *n_experts, f8_diag *diag) {
+	*n_tables = *n_amaxes = *n_experts = 0;
+	f8_status status = F8_OK;
+	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 		f8_node_id update = graph->order[p];
 		if (graph->nodes[update].op != F8_OP_SCALING_UPDATE)
 			continue;
-		uint32_t n = graph->nodes[update].n_inputs - 3;
-		f8_node_id all_reduce;
-		f8_status status = add_all_reduce(graph, graph->nodes[update].inputs + 3, n, group,
-						  "max", graph->nodes[update].phase, "fp8", ".reduced",
-						  &all_reduce, diag);
-		if (status)
-			return status;
-		f8_node *node = &graph->nodes[update];
-		for (uint32_t i = 0; i < n; i++) {
-			mark_partial(graph, node->inputs[3 + i], axes, F8_REDUCTION_MAX);
-			node->inputs[3 + i] = graph->nodes[all_reduce].outputs[i];
+		*n_tables += 1;
+		for (int experts = 0; !status && experts < 2; experts++) {
+			uint32_t over = experts ? axes & ~(1u << F8_MESH_AXIS_EP) : axes;
+			const f8_node *node = &graph->nodes[update];
+			uint32_t n = node->n_inputs - 3, k = 0;
+			f8_value_id *amaxes = f8_calloc(n + 1, sizeof *amaxes);
+			if (!amaxes)
+				return nomem(diag);
+			for (uint32_t i = 0; i < n; i++)
+				if (experts_amax(graph, node->inputs[3 + i]) == (experts != 0))
+					amaxes[k++] = node->inputs[3 + i];
+			char name[32];
+			const char *group = f8_arena_strdup(graph->arena,
+							    f8_mesh_group_name(over, name, sizeof name));
+			f8_node_id all_reduce = F8_NONE;
+			if (k && over)
+				status = !group ? nomem(diag)
+						: add_all_reduce(graph, amaxes, k, group, "max",
+								 node->phase, "fp8", ".reduced",
+								 &all_reduce, diag);
+			for (uint32_t j = 0; !status && all_reduce != F8_NONE && j < k; j++) {
+				node = &graph->nodes[update];
+				mark_partial(graph, amaxes[j], over, F8_REDUCTION_MAX);
+				for (uint32_t i = 0; i < n; i++)
+					if (node->inputs[3 + i] == amaxes[j])
+						node->inputs[3 + i] =
+							graph->nodes[all_reduce].outputs[j];
+			}
+			for (uint32_t j = 0; j < k; j++) // a slot each, a grouped cast's f32[k] k
+				*(experts ? n_experts : n_amaxes) += (uint32_t)f8_memory_type_bytes(
+					&graph->values[amaxes[j]].type) / sizeof(float);
+			if (!status && all_reduce != F8_NONE)
+				place_before(graph, all_reduce, p++);
+			f8_free(amaxes);
 		}
-		place_before(graph, all_reduce, p++);
-		*n_tables += 1; // the amaxes: a slot each, a grouped cast's f32[k] k of them
-		for (uint32_t i = 0; i < n; i++)
-			*n_amaxes += (uint32_t)f8_memory_type_bytes(&graph->values[
-				graph->nodes[all_reduce].outputs[i]].type) / sizeof(float);
 	}
-	return F8_OK;
+	return status;
 }
 
 f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options, FILE *report,
@@ -768,6 +840,7 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		return status;
 	const char *pass = mesh[F8_MESH_AXIS_TP] > 1 ? "tensor-parallel"
 			   : mesh[F8_MESH_AXIS_CP] > 1 ? "context-parallel"
+			   : mesh[F8_MESH_AXIS_EP] > 1 ? "expert-parallel"
 			   : mesh[F8_MESH_AXIS_PP] > 1 ? "pipeline-parallel" : NULL;
 	if (!split_before && pass)
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the %s pass splits the model before "
@@ -790,12 +863,12 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	f8_mesh_group_name(data, data_group, sizeof data_group);
 	f8_mesh_group_name(amax, amax_group, sizeof amax_group);
 	const char *data_name = f8_arena_strdup(graph->arena, data_group);
-	const char *amax_name = f8_arena_strdup(graph->arena, amax_group);
-	if (!data_name || !amax_name)
+	if (!data_name)
 		return nomem(diag);
 	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0, n_tied = 0, n_split = 0;
-	if (mesh[F8_MESH_AXIS_TP] > 1) // first: the tied exchange's sums are split as these
-		place_tensor_parallel_state(graph, &n_split);
+	uint32_t n_expert_grads = 0, n_expert_amaxes = 0;
+	if (mesh[F8_MESH_AXIS_TP] > 1 || mesh[F8_MESH_AXIS_EP] > 1) // first: the tied exchange's
+		place_split_state(graph, &n_split);                 // sums are split as these
 	if (mesh[F8_MESH_AXIS_PP] > 1 && (status = exchange_tied(graph, &n_tied, diag)))
 		return status;
 	uint64_t grad_bytes = 0;
@@ -814,19 +887,31 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	if (!status)
 		status = place_chains(&d);
 	if (!status && data)
-		status = reduce_gradients(graph, data_name, data, d.scattered, &n_grads, &grad_bytes,
-					  diag);
+		status = reduce_gradients(graph, data, d.scattered, &n_grads, &n_expert_grads,
+					  &grad_bytes, diag);
 	distributor_destroy(&d);
 	if (!status && amax)
-		status = reduce_amaxes(graph, amax_name, amax, &n_tables, &n_amaxes, diag);
+		status = reduce_amaxes(graph, amax, &n_tables, &n_amaxes, &n_expert_amaxes, diag);
 	if (!status && report) {
 		fprintf(report, "shard: mesh");
 		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
 			fprintf(report, " %s=%u", f8_mesh_axis_name((f8_mesh_axis)axis), mesh[axis]);
 		fputc('\n', report);
+		char experts_group[32];
+		f8_mesh_group_name(data & ~(1u << F8_MESH_AXIS_EP), experts_group,
+				   sizeof experts_group);
+		bool apart = data & ~(1u << F8_MESH_AXIS_EP); // the experts' group: several ranks
 		if (data)
 			fprintf(report, "shard: %u gradients summed over %s in one AllReduce a step, "
-				"%llu bytes\n", n_grads, data_group, (unsigned long long)grad_bytes);
+				"%llu bytes in all\n", n_grads, data_group,
+				(unsigned long long)grad_bytes);
+		if (data && n_expert_grads && apart)
+			fprintf(report, "shard: the experts' %u gradients summed over %s (the ranks "
+				"that hold the same experts), in another AllReduce\n", n_expert_grads,
+				experts_group);
+		else if (data && n_expert_grads)
+			fprintf(report, "shard: the experts' %u gradients not summed (one rank holds "
+				"each expert)\n", n_expert_grads);
 		if (options->distributed_optimizer && data)
 			fprintf(report, "shard: distributed optimizer: %u parameters' AdamW state and "
 				"update split over the %u ranks of %s (gradients reduce-scattered, %llu "
@@ -837,6 +922,16 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
 				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);
+		bool amax_apart = amax & ~(1u << F8_MESH_AXIS_EP);
+		f8_mesh_group_name(amax & ~(1u << F8_MESH_AXIS_EP), experts_group,
+				   sizeof experts_group);
+		if (n_expert_amaxes && amax_apart)
+			fprintf(report, "shard: the experts' %u amaxes max-reduced over %s (the ranks "
+				"that hold the same experts), in another AllReduce per table and "
+				"phase\n", n_expert_amaxes, experts_group);
+		else if (n_expert_amaxes)
+			fprintf(report, "shard: the experts' %u amaxes not reduced (one rank holds "
+				"each expert)\n", n_expert_amaxes);
 	}
 	return status;
 }

@@ -81,6 +81,12 @@ static f8_status write_latest(const char *folder, int64_t iteration, f8_diag *di
 	return status;
 }
 
+/* This rank's place in expert parallelism's group: what numbers its experts' scaling slots
+ * (runtime/scaling_tables.h). */
+static uint32_t expert_rank(const f8_dist *dist) {
+	return f8_dist_group_rank(dist, 1u << F8_MESH_AXIS_EP);
+}
+
 /* Whether leaf `v` is held by both the first and the last pipeline stage: a parameter tied
  * between them (placed tied=pp, as a GPT's embedding table) or its optimizer state
  * (<param>.exp_avg and the others), which both stages keep alike. */
@@ -103,13 +109,18 @@ static bool tied_over_pp(const f8_graph *graph, f8_value_id v) {
  * those axes. Pipeline stages hold leaves of their own, so every stage writes its leaves but
  * those tied between stages, which the first stage writes. A leaf every stage has (the
  * optimizer's step count) is then in several shards, alike; each stage's FP8 scaling tables
- * too, each with its slots' labels. `dist` NULL: one process, which writes everything. */
+ * too, each with its slots' labels. Expert parallelism's ranks each write their scaling tables
+ * (their experts' slots are theirs; the others, alike on every rank, are then stored several
+ * times). `dist` NULL: one process, which writes everything. */
 static bool writes(const f8_graph *graph, const f8_dist *dist, f8_value_id v) {
 	uint32_t split = f8_rt_split_axes(&graph->values[v]);
 	for (int axis = 0; dist && axis < F8_MESH_AXIS_COUNT; axis++) {
 		if ((split & (1u << axis)) || f8_dist_group_rank(dist, 1u << axis) == 0)
 			continue;
 		if (axis == F8_MESH_AXIS_PP && !tied_over_pp(graph, v))
+			continue;
+		if (axis == F8_MESH_AXIS_EP && (graph->values[v].role == F8_ROLE_SCALE ||
+						graph->values[v].role == F8_ROLE_AMAX_HISTORY))
 			continue;
 		return false;
 	}
@@ -164,12 +175,14 @@ static f8_status add_layouts(const f8_graph *graph, const f8_dist *dist, const c
  * each, as metadata "slots.<table>" (runtime/scaling_tables.h): the labels, not the slots'
  * numbers, match a slot across layouts. keys[] and texts[] (F8_RT_SCALING_TABLES_MAX each,
  * f8_free'd by the caller) hold the strings, appended to all_keys/all_values at *n_keys. */
-static f8_status add_slot_labels(const f8_graph *graph, const char *const *names, size_t n,
-				 char **keys, char **texts, const char **all_keys,
-				 const char **all_values, size_t *n_keys, f8_diag *diag) {
+static f8_status add_slot_labels(const f8_graph *graph, const f8_dist *dist,
+				 const char *const *names, size_t n, char **keys, char **texts,
+				 const char **all_keys, const char **all_values, size_t *n_keys,
+				 f8_diag *diag) {
 	f8_rt_scaling_table tables[F8_RT_SCALING_TABLES_MAX];
 	uint32_t n_tables = 0;
-	f8_status status = f8_rt_scaling_tables_find(graph, tables, &n_tables, diag);
+	f8_status status = f8_rt_scaling_tables_find(graph, expert_rank(dist), tables, &n_tables,
+						     diag);
 	for (uint32_t t = 0; !status && t < n_tables; t++) {
 		const f8_rt_scaling_table *table = &tables[t];
 		bool held = false;
@@ -225,8 +238,8 @@ static f8_status write_file(const char *path, int which, const f8_executor *exec
 		status = add_layouts(graph, dist, names, n, layouts, all_keys, all_values, &n_keys,
 				     diag);
 	if (!status && which == OPTIMIZER)
-		status = add_slot_labels(graph, names, n, slot_keys, slot_texts, all_keys, all_values,
-					 &n_keys, diag);
+		status = add_slot_labels(graph, dist, names, n, slot_keys, slot_texts, all_keys,
+					 all_values, &n_keys, diag);
 
 	for (size_t i = 0; !status && i < n; i++) {
 		tensors[i] = &host[i];
@@ -504,7 +517,9 @@ static f8_status stage_table(f8_safetensors *const *files, int64_t n, const char
 	int64_t rows = view->dims[0], slots = table->n_slots, nonfinite = 0;
 	int64_t dims[2] = {slots, 0}, history_dims[2] = {rows, slots};
 	f8_rt_tensor scale = {0}, history = {0}, count = {0};
-	bool *found = f8_calloc((size_t)slots + 1, sizeof *found);
+	// Per slot: 1 + the copy it was found in (0: not yet).
+	int64_t *found = f8_calloc((size_t)slots + 1, sizeof *found);
+	bool counted_somewhere = false;
 	f8_status status = found ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
 		status = f8_rt_tensor_create(F8_DTYPE_F32, 1, dims, &scale, diag);
@@ -520,14 +535,17 @@ static f8_status stage_table(f8_safetensors *const *files, int64_t n, const char
 		status = f8_safetensors_read(files[f], scale_name, &stored_scale, diag);
 		if (!status)
 			status = f8_safetensors_read(files[f], history_name, &stored_history, diag);
-		if (!status && nonfinite_name)
+		// The count of skipped amaxes: in each stage's copy; under expert parallelism in the
+		// first expert-parallel rank's alone (the one rank that writes what ep does not split).
+		bool counted = nonfinite_name && f8_safetensors_find(files[f], nonfinite_name);
+		if (!status && counted)
 			status = f8_safetensors_read(files[f], nonfinite_name, &stored_count, diag);
 		int64_t width = stored_scale.dims[0], lines = 0;
 		if (!status && (stored_scale.dtype != F8_DTYPE_F32 || stored_scale.rank != 1 ||
 				stored_history.dtype != F8_DTYPE_F32 || stored_history.rank != 2 ||
 				stored_history.dims[1] != width ||
-				(nonfinite_name && (stored_count.dtype != F8_DTYPE_I64 ||
-						    stored_count.rank != 0))))
+				(counted && (stored_count.dtype != F8_DTYPE_I64 ||
+					     stored_count.rank != 0))))
 			status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the FP8 scaling table %s is "
 					     "not an f32 scale, an f32 amax history of as many slots "
 					     "and an i64 count", where, table->name);
@@ -548,31 +566,44 @@ static f8_status stage_table(f8_safetensors *const *files, int64_t n, const char
 					     (long long)lines);
 		const float *from = stored_scale.data, *from_history = stored_history.data;
 		float *to = scale.data, *to_history = history.data;
-		// A label stored twice (in one copy, or in two stages' copies) names no one slot.
+		// A label stored twice names no one slot, unless two files' copies hold the same
+		// bits (expert parallelism's ranks each store the slots they hold alike).
 		for (int64_t s = 0; !status && s < slots; s++) {
 			for (int64_t j = 0; !status && j < width; j++) {
 				if (strcmp(labels[j], table->labels[s]) != 0)
 					continue;
+				bool same = found[s] && found[s] != f + 1 &&
+					    memcmp(&to[s], &from[j], sizeof *to) == 0;
+				for (int64_t r = 0; same && r < rows; r++)
+					same = memcmp(&to_history[r * slots + s],
+						      &from_history[r * width + j], sizeof *to) == 0;
+				if (same)
+					continue;
 				if (found[s]) {
 					status = f8_diag_set(diag, F8_ERR_INVALID, "%s: two slots of %s are "
-							     "labelled '%s'", where, table->name,
+							     "labelled '%s', with other scales or "
+							     "amaxes", where, table->name,
 							     table->labels[s]);
 					break;
 				}
 				to[s] = from[j];
 				for (int64_t r = 0; r < rows; r++)
 					to_history[r * slots + s] = from_history[r * width + j];
-				found[s] = true;
+				found[s] = f + 1;
 			}
 		}
-		if (!status && nonfinite_name)
+		if (!status && counted)
 			nonfinite += *(const int64_t *)stored_count.data;
+		counted_somewhere |= counted;
 		f8_free(labels);
 		f8_free(copy);
 		f8_rt_tensor_destroy(&stored_scale);
 		f8_rt_tensor_destroy(&stored_history);
 		f8_rt_tensor_destroy(&stored_count);
 	}
+	if (!status && nonfinite_name && !counted_somewhere)
+		status = f8_diag_set(diag, F8_ERR_INVALID, "%s: no copy of %s holds '%s'", where,
+				     table->name, nonfinite_name);
 	for (int64_t s = 0; !status && s < slots; s++) {
 		if (found[s])
 			continue;
@@ -599,12 +630,12 @@ static f8_status stage_table(f8_safetensors *const *files, int64_t n, const char
 
 /* Every scaling table of the step staged from files[] (stage_table). */
 static f8_status stage_tables(f8_safetensors *const *files, int64_t n, const char *where,
-			      const f8_executor *executor, f8_rt_tensor *staged, bool *done,
-			      f8_diag *diag) {
+			      const f8_executor *executor, const f8_dist *dist, f8_rt_tensor *staged,
+			      bool *done, f8_diag *diag) {
 	f8_rt_scaling_table tables[F8_RT_SCALING_TABLES_MAX];
 	uint32_t n_tables = 0;
-	f8_status status = f8_rt_scaling_tables_find(f8_executor_graph(executor), tables,
-						     &n_tables, diag);
+	f8_status status = f8_rt_scaling_tables_find(f8_executor_graph(executor), expert_rank(dist),
+						     tables, &n_tables, diag);
 	for (uint32_t t = 0; !status && t < n_tables; t++)
 		status = stage_table(files, n, where, executor, &tables[t], staged, done, diag);
 	f8_rt_scaling_tables_free(tables, n_tables);
@@ -800,7 +831,8 @@ static f8_status check_stages(f8_safetensors *const *const *files, const int64_t
 	// it as a table's count, as the negated stage (the max is the first), else INT64_MIN.
 	int64_t *claims = f8_calloc(2 * total + 1, sizeof *claims);
 	int64_t stage = f8_dist_group_rank(dist, 1u << F8_MESH_AXIS_PP);
-	f8_status status = claims ? f8_rt_scaling_tables_find(graph, tables, &n_tables, diag)
+	f8_status status = claims ? f8_rt_scaling_tables_find(graph, expert_rank(dist), tables,
+							      &n_tables, diag)
 				  : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	// Every stage makes the all-reduce below, or none does (a stage that ran out of memory).
 	status = f8_dist_agree(dist, 1u << F8_MESH_AXIS_PP, status, "check the checkpoint's "
@@ -950,8 +982,8 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 	for (int file = WEIGHTS; !status && sharded && file < N_FILES; file++) {
 		status = open_shards(latest, file, &shards[file], &n_shards[file], &save_id, diag);
 		if (!status && file == OPTIMIZER)
-			status = stage_tables(shards[file], n_shards[file], latest, executor, staged,
-					      done, diag);
+			status = stage_tables(shards[file], n_shards[file], latest, executor,
+					      info->dist, staged, done, diag);
 		if (!status)
 			status = stage_shards(shards[file], n_shards[file], latest, file, executor,
 					      info->dist, staged, done, diag);
@@ -964,8 +996,8 @@ f8_status f8_checkpoint_load(const char *folder, f8_executor *executor,
 		if (!status)
 			status = check_record(files[file], paths[file], &save_id, diag);
 		if (!status && file == OPTIMIZER)
-			status = stage_tables(&files[file], 1, paths[file], executor, staged, done,
-					      diag);
+			status = stage_tables(&files[file], 1, paths[file], executor, info->dist,
+					      staged, done, diag);
 		if (!status)
 			status = stage_file(files[file], paths[file], file, executor, info->dist,
 					    staged, done, diag);

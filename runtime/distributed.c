@@ -42,6 +42,9 @@ static struct mpi_api {
 			 int out_count, mpi_handle out_type, mpi_handle comm);
 	int (*Reduce_scatter_block)(const void *in, void *out, int count, mpi_handle type,
 				    mpi_handle op, mpi_handle comm);
+	int (*Alltoallv)(const void *out, const int *out_counts, const int *out_displs,
+			 mpi_handle out_type, void *in, const int *in_counts, const int *in_displs,
+			 mpi_handle in_type, mpi_handle comm);
 	int (*Barrier)(mpi_handle comm);
 	int (*Sendrecv)(const void *out, int out_count, mpi_handle out_type, int to, int out_tag,
 			void *in, int in_count, mpi_handle in_type, int from, int in_tag,
@@ -86,6 +89,7 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Allreduce", (void **)&mpi.Allreduce, false},
 		{"MPI_Allgather", (void **)&mpi.Allgather, false},
 		{"MPI_Reduce_scatter_block", (void **)&mpi.Reduce_scatter_block, false},
+		{"MPI_Alltoallv", (void **)&mpi.Alltoallv, false},
 		{"MPI_Barrier", (void **)&mpi.Barrier, false},
 		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
 		{"MPI_Isend", (void **)&mpi.Isend, false},
@@ -501,6 +505,53 @@ f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void
 					 group, NULL); // NULL: MPI_STATUS_IGNORE
 	waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Sendrecv", axes, code, diag) : F8_OK;
+}
+
+/* A byte count or offset as MPI's int; false past INT32_MAX. */
+static bool as_int(size_t bytes, int *out) {
+	*out = (int)bytes;
+	return bytes <= (size_t)INT32_MAX;
+}
+
+f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
+			     const size_t *out_bytes, void *in, const size_t *in_bytes,
+			     f8_diag *diag) {
+	uint32_t n = f8_dist_group_size(dist, axes);
+	if (n == 1) {
+		if (in_bytes[0] != out_bytes[0])
+			return f8_diag_set(diag, F8_ERR_INVALID, "an all-to-all of one rank sends "
+					   "%zu bytes to itself but expects %zu", out_bytes[0],
+					   in_bytes[0]);
+		if (out_bytes[0])
+			memmove(in, out, out_bytes[0]);
+		return F8_OK;
+	}
+	int *counts = f8_calloc(4 * (size_t)n, sizeof *counts);
+	if (!counts)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for an all-to-all's counts");
+	int *out_counts = counts, *out_displs = counts + n, *in_counts = counts + 2 * n;
+	int *in_displs = counts + 3 * n;
+	size_t out_at = 0, in_at = 0;
+	bool fits = true;
+	for (uint32_t r = 0; r < n; r++) {
+		fits &= as_int(out_bytes[r], &out_counts[r]) && as_int(out_at, &out_displs[r]) &&
+			as_int(in_bytes[r], &in_counts[r]) && as_int(in_at, &in_displs[r]);
+		out_at += out_bytes[r];
+		in_at += in_bytes[r];
+	}
+	mpi_handle group;
+	f8_status status = !fits || out_at > (size_t)INT32_MAX || in_at > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-to-all of %zu bytes "
+						 "out and %zu in (MPI counts bytes in an int)",
+						 out_at, in_at)
+				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Alltoallv", axes);
+	int code = status ? MPI_OK
+			  : mpi.Alltoallv(out, out_counts, out_displs, mpi.type_byte, in, in_counts,
+					  in_displs, mpi.type_byte, group);
+	waiting(dist, NULL, 0);
+	f8_free(counts);
+	return status ? status : code != MPI_OK ? failed("MPI_Alltoallv", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,

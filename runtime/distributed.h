@@ -83,6 +83,14 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void *in,
 			     size_t bytes, f8_diag *diag);
 
+/* Every rank of the group of `axes` sends `out_bytes[r]` bytes to the rank at place r (the
+ * runs of `out` one after another, in place order) and receives `in_bytes[r]` from it (into the
+ * runs of `in`, so): expert parallelism's exchange of the tokens' rows, whose sizes the ranks
+ * have agreed on before (MPI_Alltoallv). A group of one rank copies its one run. */
+f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
+			     const size_t *out_bytes, void *in, const size_t *in_bytes,
+			     f8_diag *diag);
+
 /* Point to point over the group of `axes`: `bytes` to, or from, the rank at place `peer` of it
  * (pipeline parallelism's activations and their gradients between neighbouring stages; the
  * messages between two ranks are received in the order they were sent). A send does not wait

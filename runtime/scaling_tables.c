@@ -50,7 +50,8 @@ static uint32_t cast_slots(const f8_graph *graph, const f8_node *node) {
 
 /* The labels of `table`'s slots from the casts that read its scale (their output's annotation
  * names the slot and says why), then made unique. */
-static f8_status label_slots(const f8_graph *graph, f8_rt_scaling_table *table, f8_diag *diag) {
+static f8_status label_slots(const f8_graph *graph, uint32_t expert_rank,
+			     f8_rt_scaling_table *table, f8_diag *diag) {
 	char buffer[LABEL_MAX], base[LABEL_MAX];
 	for (uint32_t n = 0; n < graph->n_order; n++) {
 		const f8_node *node = &graph->nodes[graph->order[n]];
@@ -62,11 +63,14 @@ static f8_status label_slots(const f8_graph *graph, f8_rt_scaling_table *table, 
 			continue;
 		reason_label(p->reason, base);
 		uint32_t slots = cast_slots(graph, node);
+		// A grouped cast's slots are one per expert (one slot when EP gives each rank one).
+		bool grouped = f8_node_attr_int(node, "grouped", 0);
 		for (uint32_t e = 0; e < slots && p->scaling_slot + e < table->n_slots; e++) {
 			uint32_t s = p->scaling_slot + e;
-			if (slots > 1)
-				snprintf(buffer, sizeof buffer, "%.*s [expert %u]", LABEL_MAX - 32, base,
-					 e);
+			table->experts[s] = grouped ? (int64_t)expert_rank * slots + e : -1;
+			if (grouped)
+				snprintf(buffer, sizeof buffer, "%.*s [expert %lld]", LABEL_MAX - 32,
+					 base, (long long)table->experts[s]);
 			else
 				snprintf(buffer, sizeof buffer, "%s", base);
 			table->formats[s] = out->type.dtype;
@@ -103,8 +107,8 @@ static f8_status label_slots(const f8_graph *graph, f8_rt_scaling_table *table, 
 	return status;
 }
 
-f8_status f8_rt_scaling_tables_find(const f8_graph *graph, f8_rt_scaling_table *tables,
-				    uint32_t *n, f8_diag *diag) {
+f8_status f8_rt_scaling_tables_find(const f8_graph *graph, uint32_t expert_rank,
+				    f8_rt_scaling_table *tables, uint32_t *n, f8_diag *diag) {
 	*n = 0;
 	for (uint32_t i = 0; i < graph->n_inputs && *n < F8_RT_SCALING_TABLES_MAX; i++) {
 		const f8_value *value = &graph->values[graph->inputs[i]];
@@ -127,10 +131,13 @@ f8_status f8_rt_scaling_tables_find(const f8_graph *graph, f8_rt_scaling_table *
 		table->n_slots = (uint32_t)f8_dim_value(value->type.shape.dims[0]);
 		table->labels = f8_calloc(table->n_slots + 1, sizeof *table->labels);
 		table->formats = f8_calloc(table->n_slots + 1, sizeof *table->formats);
+		table->experts = f8_malloc((table->n_slots + 1) * sizeof *table->experts);
 		(*n)++;
-		if (!table->labels || !table->formats)
+		if (!table->labels || !table->formats || !table->experts)
 			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-		f8_status status = label_slots(graph, table, diag);
+		for (uint32_t s = 0; s < table->n_slots; s++)
+			table->experts[s] = -1;
+		f8_status status = label_slots(graph, expert_rank, table, diag);
 		if (status)
 			return status;
 	}
@@ -143,5 +150,6 @@ void f8_rt_scaling_tables_free(f8_rt_scaling_table *tables, uint32_t n) {
 			f8_free(tables[i].labels[s]);
 		f8_free(tables[i].labels);
 		f8_free(tables[i].formats);
+		f8_free(tables[i].experts);
 	}
 }

@@ -14,7 +14,7 @@
 #ifndef F8_RUNTIME_SCALING_TABLES_H
 #define F8_RUNTIME_SCALING_TABLES_H
 
-#include <stdint.h> // uint32_t
+#include <stdint.h> // uint32_t, int64_t
 
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph, f8_value_id, f8_dtype
@@ -31,18 +31,22 @@ typedef struct f8_rt_scaling_table {
 	f8_value_id nonfinite;      // <name>.nonfinite i64[]: the amaxes skipped, or F8_NONE
 	char **labels;              // (n_slots) what each slot scales, each once in the table
 	f8_dtype *formats;          // (n_slots) the FP8 format its casts give
+	int64_t *experts;           // (n_slots) the expert a grouped cast's slot scales (the
+				    // whole model's number), or -1
 	uint32_t n_slots;
 } f8_rt_scaling_table;
 
 /*
  * The graph's scaling tables, in input order, into tables[] (*n of them, at most
  * F8_RT_SCALING_TABLES_MAX). Each slot's label is its cast's reason up to the GEMMs it feeds
- * ("w of layers.0.attn.qkv"); a grouped cast's slots (one per expert) add " [expert E]"; a
+ * ("w of layers.0.attn.qkv"); a grouped cast's slots (one per expert) add " [expert E]", E the
+ * whole model's number of the expert: under expert parallelism (`expert_rank` this rank's
+ * place in ep, 0 without) slot e of a cast of k experts scales expert expert_rank x k + e. A
  * label the table has already takes " #2", " #3"... in slot order; a slot that no cast reads
  * is "slot N". Free with f8_rt_scaling_tables_free, on failure too.
  */
-f8_status f8_rt_scaling_tables_find(const f8_graph *graph, f8_rt_scaling_table *tables,
-				    uint32_t *n, f8_diag *diag);
+f8_status f8_rt_scaling_tables_find(const f8_graph *graph, uint32_t expert_rank,
+				    f8_rt_scaling_table *tables, uint32_t *n, f8_diag *diag);
 
 void f8_rt_scaling_tables_free(f8_rt_scaling_table *tables, uint32_t n);
 

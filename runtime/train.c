@@ -266,7 +266,9 @@ static const char *json_number(double x, char *buffer, size_t size) {
 
 /* The FP8 scaling tables, for --log-fp8-stats: what each slot scales, by name. */
 static f8_status find_fp8_tables(trainer *t, f8_diag *diag) {
-	f8_status status = f8_rt_scaling_tables_find(t->graph, t->tables, &t->n_tables, diag);
+	f8_status status = f8_rt_scaling_tables_find(
+		t->graph, f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_EP), t->tables,
+		&t->n_tables, diag);
 	// Under pipeline parallelism a stage may keep no table (its layers all in BF16) while the
 	// others do: the logged slots are every stage's.
 	if (!status && t->config->log_fp8_stats && !t->n_tables &&
@@ -294,7 +296,7 @@ static void json_string_out(FILE *out, const char *s) {
 }
 
 /* Whether --log-fp8-stats writes: with a metrics file. Every rank knows it (only the leader
- * opens the file), so that under pipeline parallelism all gather the stages' slots. */
+ * opens the file), so that under pipeline and expert parallelism all gather the ranks' slots. */
 static bool logs_fp8(const trainer *t) {
 	return t->config->log_fp8_stats && t->config->metrics;
 }
@@ -307,23 +309,40 @@ static const f8_rt_scaling_table *table_named(const trainer *t, const char *name
 	return NULL;
 }
 
+/* The ranks whose scaling slots differ: the pipeline stages' and the expert-parallel ranks'
+ * (the group of those axes, where more than one rank spans them). */
+static uint32_t slot_axes(const trainer *t) {
+	const uint32_t *mesh = t->graph->mesh;
+	return (mesh[F8_MESH_AXIS_EP] > 1 ? 1u << F8_MESH_AXIS_EP : 0) |
+	       (mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0);
+}
+
+/* Whether this rank logs slot `s` of `table`: the first expert-parallel rank all of them, the
+ * others their experts' (the rest they hold alike). */
+static bool logs_slot(const trainer *t, const f8_rt_scaling_table *table, uint32_t s) {
+	return f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_EP) == 0 ||
+	       table->experts[s] >= 0;
+}
+
 /*
- * `n` numbers of this rank's and those of the other pipeline stages (the ranks of its pp
- * group), in stage order, into *all (*n_all of them; f8_free'd by the caller): every stage
- * calls it together. The counts go first (a sum over pp of each stage's at its place), then
- * the numbers (a sum of arrays in which each stage fills its own part). Without PP a copy.
+ * `n` numbers of this rank's and those of the other ranks whose slots differ (slot_axes: the
+ * pipeline stages, the expert-parallel ranks), in group order, into *all (*n_all of them;
+ * f8_free'd by the caller): every rank of the group calls it together. The counts go first (a
+ * sum over the group of each rank's at its place), then the numbers (a sum of arrays in which
+ * each rank fills its own part). Without PP or EP a copy.
  */
-static f8_status gather_stages(trainer *t, const double *mine, int64_t n, double **all,
+static f8_status gather_slots(trainer *t, const double *mine, int64_t n, double **all,
 			       int64_t *n_all, f8_diag *diag) {
-	int64_t stages = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? t->graph->mesh[F8_MESH_AXIS_PP] : 1;
-	int64_t stage = stages > 1 ? f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP) : 0;
+	uint32_t axes = slot_axes(t);
+	int64_t stages = f8_dist_group_size(t->config->dist, axes);
+	int64_t stage = f8_dist_group_rank(t->config->dist, axes);
 	int64_t *counts = f8_calloc((size_t)stages, sizeof *counts);
 	*all = NULL, *n_all = 0;
 	if (!counts)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	counts[stage] = n;
-	f8_status status = stages > 1 ? f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP,
-							   counts, (size_t)stages, F8_DTYPE_I64,
+	f8_status status = stages > 1 ? f8_dist_all_reduce(t->config->dist, axes, counts,
+							   (size_t)stages, F8_DTYPE_I64,
 							   F8_REDUCTION_SUM, diag)
 				      : F8_OK;
 	int64_t before = 0;
@@ -336,8 +355,8 @@ static f8_status gather_stages(trainer *t, const double *mine, int64_t n, double
 	for (int64_t i = 0; !status && i < n; i++)
 		(*all)[before + i] = mine[i];
 	if (!status && stages > 1)
-		status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, *all,
-					    (size_t)*n_all, F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
+		status = f8_dist_all_reduce(t->config->dist, axes, *all, (size_t)*n_all,
+					    F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
 	f8_free(counts);
 	if (status) {
 		f8_free(*all);
@@ -347,7 +366,9 @@ static f8_status gather_stages(trainer *t, const double *mine, int64_t n, double
 }
 
 /* --log-fp8-stats: the line naming the slots, once a run (before its first step): under
- * pipeline parallelism every stage's, gathered (each table's slots of stage 0, then 1...). */
+ * pipeline and expert parallelism every stage's and every expert's, gathered (each table's
+ * slots of stage 0, then 1...; within a stage, those of expert-parallel rank 0, then the other
+ * ranks' experts'). */
 static f8_status write_fp8_slots(trainer *t, f8_diag *diag) {
 	if (!logs_fp8(t))
 		return F8_OK;
@@ -356,25 +377,27 @@ static f8_status write_fp8_slots(trainer *t, f8_diag *diag) {
 	f8_status status = F8_OK;
 	for (int k = 0; !status && k < F8_RT_SCALING_TABLES_MAX; k++) {
 		const f8_rt_scaling_table *table = table_named(t, f8_rt_scaling_table_names[k]);
-		uint32_t slots = table ? table->n_slots : 0;
+		uint32_t slots = table ? table->n_slots : 0, logged = 0;
 		size_t chars = 0;
 		for (uint32_t s = 0; s < slots; s++)
-			chars += strlen(table->labels[s]) + 1;
+			chars += logs_slot(t, table, s) ? strlen(table->labels[s]) + 1 : 0;
 		// Each label and a newline, as numbers; each slot's format.
 		double *text = f8_calloc(chars + 1, sizeof *text);
 		double *kinds = f8_calloc(slots + 1, sizeof *kinds);
 		size_t at = 0;
 		for (uint32_t s = 0; text && kinds && s < slots; s++) {
+			if (!logs_slot(t, table, s))
+				continue;
 			for (const char *c = table->labels[s]; *c; c++)
 				text[at++] = (unsigned char)*c;
 			text[at++] = '\n';
-			kinds[s] = table->formats[s];
+			kinds[logged++] = table->formats[s];
 		}
-		status = text && kinds ? gather_stages(t, text, (int64_t)chars, &labels[k],
+		status = text && kinds ? gather_slots(t, text, (int64_t)chars, &labels[k],
 						       &n_labels[k], diag)
 				       : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 		if (!status)
-			status = gather_stages(t, kinds, slots, &formats[k], &n_formats[k], diag);
+			status = gather_slots(t, kinds, logged, &formats[k], &n_formats[k], diag);
 		f8_free(text);
 		f8_free(kinds);
 	}
@@ -426,17 +449,21 @@ static f8_status write_fp8_slots(trainer *t, f8_diag *diag) {
 	return status;
 }
 
-/* One table's newest amaxes (row 0 of its history) and scales, slot by slot as pairs, into
- * pairs[] (2 n), and its count of skipped amaxes into *skipped. */
+/* One table's newest amaxes (row 0 of its history) and scales, slot by slot as pairs, of the
+ * slots this rank logs (logs_slot), into pairs[] (2 x *n), and its count of skipped amaxes into
+ * *skipped. */
 static f8_status read_fp8_table(trainer *t, const f8_rt_scaling_table *table, double *pairs,
-				double *skipped, f8_diag *diag) {
+				uint32_t *n, double *skipped, f8_diag *diag) {
 	f8_rt_tensor scale = {0}, history = {0};
 	f8_status status = f8_executor_read(t->executor, table->scale, &scale, diag);
 	if (!status)
 		status = f8_executor_read(t->executor, table->history, &history, diag);
+	*n = 0;
 	for (uint32_t s = 0; !status && s < table->n_slots; s++) {
-		pairs[2 * s] = f8_rt_tensor_get(&history, s);
-		pairs[2 * s + 1] = f8_rt_tensor_get(&scale, s);
+		if (!logs_slot(t, table, s))
+			continue;
+		pairs[2 * *n] = f8_rt_tensor_get(&history, s);
+		pairs[2 * (*n)++ + 1] = f8_rt_tensor_get(&scale, s);
 	}
 	*skipped = !status && table->nonfinite != F8_NONE
 		? f8_executor_read_scalar(t->executor, table->nonfinite) : 0;
@@ -446,8 +473,9 @@ static f8_status read_fp8_table(trainer *t, const f8_rt_scaling_table *table, do
 }
 
 /* --log-fp8-stats: every slot's newest amax (row 0 of its history) and its scale after the
- * iteration, one read of each table (no host sync per slot); under pipeline parallelism every
- * stage's, gathered, the tables' counts of skipped amaxes summed. */
+ * iteration, one read of each table (no host sync per slot); under pipeline and expert
+ * parallelism every stage's and expert's, gathered as write_fp8_slots names them, the tables'
+ * counts of skipped amaxes summed (over the stages; of expert-parallel rank 0). */
 static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
 	if (!logs_fp8(t))
 		return F8_OK;
@@ -456,16 +484,20 @@ static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
 	f8_status status = F8_OK;
 	for (int k = 0; !status && k < F8_RT_SCALING_TABLES_MAX; k++) {
 		const f8_rt_scaling_table *table = table_named(t, f8_rt_scaling_table_names[k]);
-		uint32_t slots = table ? table->n_slots : 0;
+		uint32_t slots = table ? table->n_slots : 0, logged = 0;
 		double *pairs = f8_calloc(2 * (size_t)slots + 1, sizeof *pairs), skipped = 0;
 		status = pairs ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 		if (!status && table)
-			status = read_fp8_table(t, table, pairs, &skipped, diag);
+			status = read_fp8_table(t, table, pairs, &logged, &skipped, diag);
 		if (!status)
-			status = gather_stages(t, pairs, 2 * (int64_t)slots, &all[k], &n_all[k], diag);
-		if (!status)
-			status = gather_stages(t, &skipped, table ? 1 : 0, &counts[k], &n_counts[k],
+			status = gather_slots(t, pairs, 2 * (int64_t)logged, &all[k], &n_all[k],
 					       diag);
+		// The count of one rank of ep: each counts the slots all of them hold too.
+		bool counts_skipped = table && f8_dist_group_rank(t->config->dist,
+								  1u << F8_MESH_AXIS_EP) == 0;
+		if (!status)
+			status = gather_slots(t, &skipped, counts_skipped ? 1 : 0, &counts[k],
+					       &n_counts[k], diag);
 		f8_free(pairs);
 	}
 	if (!status && t->metrics && t->leader) {
@@ -670,8 +702,9 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 }
 
 /* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables; under
- * pipeline parallelism every stage's tables' (each stage has its own), a stage without tables
- * adding none, so that every stage takes the same skip decision. */
+ * pipeline and expert parallelism every stage's and expert-parallel rank's tables' (each stage
+ * has its own, and an expert's amaxes are reduced over its own ranks only), a stage without
+ * tables adding none, so that every rank takes the same skip decision. */
 static f8_status nonfinite_amaxes(const trainer *t, int64_t *out, f8_diag *diag) {
 	int64_t sum = -1;
 	for (int i = 0; i < 3; i++) {
@@ -680,11 +713,12 @@ static f8_status nonfinite_amaxes(const trainer *t, int64_t *out, f8_diag *diag)
 		sum = (sum < 0 ? 0 : sum) + (int64_t)scalar(t, t->nonfinite[i]);
 	}
 	*out = sum;
-	if (t->graph->mesh[F8_MESH_AXIS_PP] <= 1)
+	uint32_t axes = slot_axes(t);
+	if (!axes)
 		return F8_OK;
 	int64_t counts[2] = {sum < 0 ? 0 : sum, sum < 0 ? 0 : 1}; // the count; tables anywhere
-	f8_status status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, counts, 2,
-					      F8_DTYPE_I64, F8_REDUCTION_SUM, diag);
+	f8_status status = f8_dist_all_reduce(t->config->dist, axes, counts, 2, F8_DTYPE_I64,
+					      F8_REDUCTION_SUM, diag);
 	*out = counts[1] ? counts[0] : -1;
 	return status;
 }
@@ -963,6 +997,32 @@ static bool sharded_over(const f8_value *value, uint32_t axes) {
 	return false;
 }
 
+/* The hash of leaf `v` (read to `host`) as the ranks of a group that holds other experts
+ * compare it: a scaling table's scales and amax histories without its experts' slots (another
+ * rank's slots scale other experts), its count of skipped amaxes not at all (it counts every
+ * slot's); *compared false for the count. */
+static uint64_t hash_apart_from_experts(const trainer *t, f8_value_id v, const f8_rt_tensor *host,
+					bool *compared) {
+	uint64_t hash = UINT64_C(0xcbf29ce484222325);
+	*compared = true;
+	for (uint32_t i = 0; i < t->n_tables; i++) {
+		const f8_rt_scaling_table *table = &t->tables[i];
+		*compared &= v != table->nonfinite;
+		if (v != table->scale && v != table->history)
+			continue;
+		size_t slots = table->n_slots;
+		size_t rows = slots ? host->n_bytes / (slots * sizeof(float)) : 0;
+		for (size_t r = 0; r < rows; r++)
+			for (size_t s = 0; s < slots; s++)
+				if (table->experts[s] < 0)
+					hash = fnv1a(hash, (const unsigned char *)host->data +
+							   (r * slots + s) * sizeof(float),
+						     sizeof(float));
+		return hash;
+	}
+	return fnv1a(hash, host->data, host->n_bytes);
+}
+
 /*
  * Megatron-LM's --check-weight-hash-across-dp-replicas-interval: every state leaf (parameters,
  * optimizer state, FP8 scales and histories, weight caches; not what a rank holds a part of)
@@ -977,6 +1037,7 @@ static f8_status check_replicas_over(trainer *t, uint32_t axes, const char *what
 	const f8_graph *graph = t->graph;
 	uint32_t ranks = f8_dist_group_size(t->config->dist, axes);
 	bool tensor = axes == 1u << F8_MESH_AXIS_TP;
+	bool experts_apart = (axes & 1u << F8_MESH_AXIS_EP) && graph->mesh[F8_MESH_AXIS_EP] > 1;
 	uint64_t *mine = f8_calloc(graph->n_inputs + 1, sizeof *mine);
 	uint64_t *all = f8_calloc(((size_t)graph->n_inputs + 1) * ranks, sizeof *all);
 	f8_status status = mine && all ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -986,9 +1047,14 @@ static f8_status check_replicas_over(trainer *t, uint32_t axes, const char *what
 		    (tensor && leaf->role == F8_ROLE_WEIGHT_CACHE))
 			continue; // the step's inputs; each rank's own part
 		f8_rt_tensor host = {0};
+		bool compared = true;
 		status = f8_executor_read(t->executor, graph->inputs[i], &host, diag);
 		if (!status)
-			mine[i] = fnv1a(UINT64_C(0xcbf29ce484222325), host.data, host.n_bytes);
+			mine[i] = experts_apart ? hash_apart_from_experts(t, graph->inputs[i], &host,
+									  &compared)
+						: fnv1a(UINT64_C(0xcbf29ce484222325), host.data,
+							host.n_bytes);
+		mine[i] = compared ? mine[i] : 0;
 		f8_rt_tensor_destroy(&host);
 	}
 	size_t bytes = ((size_t)graph->n_inputs + 1) * sizeof *mine;
@@ -1011,10 +1077,17 @@ static f8_status check_replicas_over(trainer *t, uint32_t axes, const char *what
 	return status;
 }
 
-/* The replicas checked over data parallelism, then over CP (whose ranks hold the same state and
- * run other tokens), then over TP (what its ranks hold whole). */
+/* The replicas checked over data parallelism (expert parallelism's ranks hold other experts:
+ * first over the ranks of the same experts, all that they hold, then over ep too, what is not
+ * an expert's), then over CP (whose ranks hold the same state and run other tokens), then over
+ * TP (what its ranks hold whole). */
 static f8_status check_replicas(trainer *t, f8_diag *diag) {
-	f8_status status = check_replicas_over(t, t->data_axes, "data-parallel", diag);
+	uint32_t experts = t->data_axes & ~(1u << F8_MESH_AXIS_EP);
+	f8_status status = t->graph->mesh[F8_MESH_AXIS_EP] > 1 && t->graph->mesh[F8_MESH_AXIS_DP] > 1
+				   ? check_replicas_over(t, experts, "expert data-parallel", diag)
+				   : F8_OK;
+	if (!status)
+		status = check_replicas_over(t, t->data_axes, "data-parallel", diag);
 	if (!status && t->graph->mesh[F8_MESH_AXIS_CP] > 1)
 		status = check_replicas_over(t, 1u << F8_MESH_AXIS_CP, "context-parallel", diag);
 	if (!status && t->graph->mesh[F8_MESH_AXIS_TP] > 1)

@@ -371,6 +371,18 @@ static f8_status count_collective(const f8_graph *graph, const f8_node *node, su
 		c->bytes += grad ? 2 * ranks * 2 * kv : (ranks - 1) * kv;
 		return F8_OK;
 	}
+	if (node->op == F8_OP_ALL_TO_ALL_DISPATCH || node->op == F8_OP_ALL_TO_ALL_COMBINE) {
+		// Expert parallelism's exchange moves the rank's token copies (what the routing
+		// sends away of them is data; all of them is the bound): out, the dispatch's rows
+		// and its counts; back, as many rows as the combine's output.
+		bool out = node->op == F8_OP_ALL_TO_ALL_DISPATCH;
+		c->tensors += 1;
+		c->bytes += f8_memory_type_bytes(&graph->values[out ? node->inputs[0]
+								       : node->outputs[0]].type);
+		if (out && !(node->n_inputs > 2 && node->inputs[2] != F8_NONE))
+			c->bytes += f8_memory_type_bytes(&graph->values[node->inputs[1]].type);
+		return F8_OK;
+	}
 	// What a Recv brings is its output; what any other sends or reduces, its inputs.
 	bool recv = node->op == F8_OP_RECV;
 	const f8_value_id *values = recv ? node->outputs : node->inputs;

@@ -408,12 +408,19 @@ static f8_status ring_shift(void *context, const void *out, void *in, size_t byt
 	return f8_dist_ring_shift(cpu->dist, cpu->ring_axes, out, in, bytes, diag);
 }
 
+/* The all-to-all of the collective that runs (cpu->ring_axes): MPI's all-to-all. */
+static f8_status all_to_all(void *context, const void *out, const size_t *out_bytes, void *in,
+			    const size_t *in_bytes, f8_diag *diag) {
+	cpu_backend *cpu = context;
+	return f8_dist_all_to_all(cpu->dist, cpu->ring_axes, out, out_bytes, in, in_bytes, diag);
+}
+
 /*
  * A collective: over a group of one rank, the reference kernel (each output its input); over
  * several, AllReduce runs the reference kernel and then MPI's all-reduce on the outputs in
  * place, AllGather, ReduceScatter and LocalShard run run_parts, Send and Recv MPI's send and
- * receive to and from their peer, and RingAttention and its gradient run their reference
- * kernels with the group's ring.
+ * receive to and from their peer, and RingAttention and its gradient, AllToAllDispatch and
+ * AllToAllCombine run their reference kernels with the group's exchange.
  */
 static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
@@ -434,10 +441,12 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t a
 				 : f8_dist_recv(cpu->dist, axes, peer, f8_cpu_view_data(view),
 						(size_t)view->n_bytes, diag);
 	} else if (several && (n->op == F8_OP_RING_ATTENTION ||
-			       n->op == F8_OP_RING_ATTENTION_GRAD)) {
+			       n->op == F8_OP_RING_ATTENTION_GRAD ||
+			       n->op == F8_OP_ALL_TO_ALL_DISPATCH ||
+			       n->op == F8_OP_ALL_TO_ALL_COMBINE)) {
 		f8_cpu_ring ring = {.ranks = f8_dist_group_size(cpu->dist, axes),
 				    .place = f8_dist_group_rank(cpu->dist, axes),
-				    .shift = ring_shift, .context = cpu};
+				    .shift = ring_shift, .all_to_all = all_to_all, .context = cpu};
 		cpu->ring = &ring;
 		cpu->ring_axes = axes;
 		status = run_reference(cpu, node, views, diag);

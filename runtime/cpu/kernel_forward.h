@@ -95,9 +95,15 @@ f8_status f8_cpu_moe_expert(const f8_cpu_kernel_call *call, const f8_rt_tensor *
 f8_status f8_cpu_moe_rows(const f8_cpu_kernel_call *call, const f8_rt_tensor *indices,
 			  int64_t experts, int64_t **rows, int64_t *counts, f8_diag *diag);
 
-/* Checks the rows per expert `counts` (experts) against x's `rows` as GroupedLinear reads them:
- * none negative, adding up to `rows`; the largest into *largest. */
+/*
+ * Checks the rows per expert `counts` (experts) against x's `rows` as GroupedLinear reads them:
+ * none negative, adding up to at most `rows` (an all-to-all's receive buffer has a static
+ * size, an upper bound: the rows after the counted ones are padding, which the grouped ops
+ * never read and whose outputs they write as zeros). The largest count into *largest, their
+ * sum into *total (when not NULL). A failure of the call for a negative count or counts past
+ * the rows.
+ */
 f8_status f8_cpu_moe_check_counts(const f8_cpu_kernel_call *call, const f8_rt_tensor *counts,
-				  int64_t rows, int64_t *largest, f8_diag *diag);
+				  int64_t rows, int64_t *largest, int64_t *total, f8_diag *diag);
 
 #endif

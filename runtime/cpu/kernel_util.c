@@ -293,6 +293,12 @@ void f8_cpu_gemm_run(const f8_cpu_gemm *gemm, bool transpose_a, bool transpose_b
 			    (float *)gemm->result + c_offset, (blasint)ldc);
 }
 
+void f8_cpu_gemm_zero(const f8_cpu_gemm *gemm, int64_t offset, int64_t n) {
+	size_t size = gemm->wide ? sizeof(double) : sizeof(float);
+	if (n > 0) // all-zero bits are +0 in both working types
+		memset((char *)gemm->result + (size_t)offset * size, 0, (size_t)n * size);
+}
+
 void f8_cpu_gemm_store(const f8_cpu_gemm *gemm, f8_rt_tensor *out) {
 	if (gemm->result == out->data)
 		return;

@@ -135,6 +135,10 @@ void f8_cpu_gemm_run(const f8_cpu_gemm *gemm, bool transpose_a, bool transpose_b
 		     int64_t n, int64_t k, int64_t a_offset, int64_t lda, int64_t b_offset,
 		     int64_t ldb, int64_t c_offset, int64_t ldc);
 
+/* result[offset, offset + n) = 0: what no f8_cpu_gemm_run writes (a grouped GEMM's padding rows
+ * after its counted ones), before f8_cpu_gemm_store stores it. */
+void f8_cpu_gemm_zero(const f8_cpu_gemm *gemm, int64_t offset, int64_t n);
+
 /* Accumulator i of the result as a double. */
 static inline double f8_cpu_gemm_result(const f8_cpu_gemm *gemm, int64_t i) {
 	return gemm->wide ? ((const double *)gemm->result)[i] : ((const float *)gemm->result)[i];

@@ -30,12 +30,16 @@
  * (f8_node_attr_*, f8_cpu_dim for DIM attributes), fills every output, and returns F8_OK, or a
  * status with a diagnostic for what only the data can show (an index out of range).
  */
-/* A collective kernel's exchange with the other ranks of its group (ring attention's): this
- * rank's place among `ranks`, and one step round the ring (send `bytes` at `out` to the next
- * place, receive as many from the one before into `in`). */
+/* A collective kernel's exchange with the other ranks of its group: this rank's place among
+ * `ranks`; ring attention's one step round the ring (send `bytes` at `out` to the next place,
+ * receive as many from the one before into `in`); expert parallelism's all-to-all (send
+ * out_bytes[r] to place r, the runs of `out` in place order, and receive in_bytes[r] from it
+ * into the runs of `in`). */
 typedef struct f8_cpu_ring {
 	int64_t ranks, place;
 	f8_status (*shift)(void *context, const void *out, void *in, size_t bytes, f8_diag *diag);
+	f8_status (*all_to_all)(void *context, const void *out, const size_t *out_bytes, void *in,
+				const size_t *in_bytes, f8_diag *diag);
 	void *context;
 } f8_cpu_ring;
 

@@ -8,10 +8,10 @@
  */
 #include <math.h>   // nearbyint, isnan, isfinite
 #include <stdint.h> // int64_t, uint8_t
-#include <string.h> // memcpy, strcmp
+#include <string.h> // memcpy, memset, strcmp
 
 #include "ir/alloc.h"                // f8_free
-#include "ir/fp8.h"                  // f8_quantize, f8_amax, f8_scale_from_amax, ...
+#include "ir/fp8.h"                  // f8_quantize, f8_amax, f8_float_encode, ...
 #include "ir/ops.h"                  // f8_cast_scale_input, f8_cast_counts_input
 #include "runtime/cpu/kernel_forward.h" // f8_cpu_moe_check_counts
 #include "runtime/cpu/kernel_util.h" // f8_cpu_alloc, f8_cpu_get, f8_cpu_set
@@ -164,7 +164,8 @@ static f8_status check_saturation(const f8_cpu_kernel_call *call, const cast_rec
  * (E, rows, cols) x or the g-th segment of counts' rows, quantized per tensor at the table's
  * entry slot + g, or at the scale found from the group's amax as current scaling finds it;
  * scale_inv[g] = 1 / that scale and, when asked, amax[g] the group's amax. The counts must be
- * non-negative and add up to the rows.
+ * non-negative and add up to at most the rows: the rows after them are padding
+ * (f8_cpu_moe_check_counts), in no group's amax, their codes those of +0.
  */
 static f8_status quantize_groups(const f8_cpu_kernel_call *call, const float *x,
 				 const cast_recipe *recipe, uint8_t *codes, f8_rt_tensor *scale_inv,
@@ -175,9 +176,10 @@ static f8_status quantize_groups(const f8_cpu_kernel_call *call, const float *x,
 	const f8_rt_tensor *table = scale_at < 0 ? NULL : call->inputs[scale_at];
 	int64_t slot = f8_node_attr_int(call->node, "slot", 0);
 	int64_t cols = input->dims[input->rank - 1], groups = f8_rt_tensor_numel(scale_inv);
-	int64_t rows = f8_cpu_dims_product(input, 0, input->rank - 1), largest;
+	int64_t rows = f8_cpu_dims_product(input, 0, input->rank - 1), largest, total = rows;
 	const f8_rt_tensor *counts = counts_at < 0 ? NULL : call->inputs[counts_at];
-	f8_status status = counts ? f8_cpu_moe_check_counts(call, counts, rows, &largest, diag)
+	f8_status status = counts ? f8_cpu_moe_check_counts(call, counts, rows, &largest, &total,
+							    diag)
 				  : F8_OK;
 	for (int64_t g = 0, start = 0; !status && g < groups; g++) {
 		int64_t length = counts ? (int64_t)f8_cpu_get(counts, g) : rows / groups;
@@ -192,6 +194,9 @@ static f8_status quantize_groups(const f8_cpu_kernel_call *call, const float *x,
 			f8_cpu_set(amax, g, group_amax);
 		start += length;
 	}
+	if (!status && rows > total && cols > 0)
+		memset(codes + total * cols, (int)f8_float_encode(recipe->format, 0.0f, true),
+		       (size_t)((rows - total) * cols));
 	return status;
 }
 
@@ -337,7 +342,8 @@ F8_CPU_KERNEL(CAST_TRANSPOSE) {
 		return status;
 	if (f8_node_attr_int(call->node, "grouped", 0)) {
 		// Each group's matrix transposed (E, rows, cols); or, grouped by counts, each
-		// group's rows become its columns of the one transposed matrix.
+		// group's rows become its columns of the one transposed matrix, and the padding
+		// rows' codes of +0 its last columns.
 		status = quantize_groups(call, xf, &recipe, codes->data, scale_inv,
 					 &call->outputs[4], diag);
 		int64_t groups = f8_rt_tensor_numel(scale_inv);

@@ -24,7 +24,7 @@
  * tolerance of that order, not float32's.
  */
 #include <stdint.h> // int64_t, uint8_t
-#include <string.h> // memcpy, strcmp
+#include <string.h> // memcpy, memset, strcmp
 
 #include "ir/alloc.h"                // f8_free
 #include "ir/fp8.h"                  // f8_float_decode
@@ -194,14 +194,16 @@ static void copy_columns(const uint8_t *in, int64_t rows, int64_t cols, int64_t 
  * FP8GroupedGemm(a, b, a_scale_inv [E], b_scale_inv [E], counts [E]) (ir/infer_fused.c): per
  * expert, the FP8Gemm of its rows at its two scales, through the same fp8_gemm as FP8Gemm, so
  * an expert's result has the bits of that FP8Gemm on its rows. A wgrad's operands are the
- * transposed copies (N, rows) and (K, rows): an expert's columns are copied out first.
+ * transposed copies (N, rows) and (K, rows): an expert's columns are copied out first. The
+ * counts add up to at most the rows; the rows after them are padding (f8_cpu_moe_check_counts):
+ * a wgrad reads only the counted columns, a fwd or dgrad writes zeros in the padding's rows.
  */
 F8_CPU_KERNEL(FP8_GROUPED_GEMM) {
 	const f8_rt_tensor *a = call->inputs[0], *b = call->inputs[1], *counts = call->inputs[4];
 	f8_rt_tensor *y = &call->outputs[0];
 	bool wgrad = strcmp(f8_node_attr_string(call->node, "gemm", ""), "wgrad") == 0;
-	int64_t experts = counts->dims[0], rows = wgrad ? a->dims[1] : a->dims[0], largest;
-	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, diag);
+	int64_t experts = counts->dims[0], rows = wgrad ? a->dims[1] : a->dims[0], largest, total;
+	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, &total, diag);
 	const f8_attr *blocks[2] = {NULL, NULL};
 	size_t y_size = f8_dtype_get_info(y->dtype)->bytes;
 	uint8_t *columns = NULL;
@@ -231,6 +233,9 @@ F8_CPU_KERNEL(FP8_GROUPED_GEMM) {
 		}
 		first += count;
 	}
+	if (!status && !wgrad && rows > total && n > 0) // all-zero bits: +0 in every float dtype
+		memset((uint8_t *)y->data + (size_t)(total * n) * y_size, 0,
+		       (size_t)((rows - total) * n) * y_size);
 	f8_free(columns);
 	return status;
 }

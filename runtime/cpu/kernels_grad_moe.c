@@ -94,13 +94,14 @@ done:
 }
 
 /* dw[e] = dy_e^T x_e (N, K), or x_e^T dy_e (K, N) transposed, over expert e's rows: one GEMM
- * per expert through f8_cpu_gemm; an expert without rows gets zeros. */
+ * per expert through f8_cpu_gemm; an expert without rows gets zeros. The rows after the counted
+ * ones (padding, f8_cpu_moe_check_counts) are not read. */
 F8_CPU_KERNEL(GROUPED_LINEAR_WGRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *x = call->inputs[1], *counts = call->inputs[2];
 	f8_rt_tensor *dw = &call->outputs[0];
 	int64_t rows = x->dims[0], n = dy->dims[1], k = x->dims[1], experts = counts->dims[0];
 	int64_t largest;
-	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, diag);
+	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, NULL, diag);
 	bool transposed = f8_node_attr_int(call->node, "transpose_weight", 0);
 	const f8_rt_tensor *a = transposed ? x : dy, *b = transposed ? dy : x;
 	int64_t m = transposed ? k : n, cols = transposed ? n : k;

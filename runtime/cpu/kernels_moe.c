@@ -87,13 +87,15 @@ F8_CPU_KERNEL(MOE_DISPATCH) {
 }
 
 /* GroupedLinear: rows [sum(counts[:e]), sum(counts[:e+1])) of x times w[e] (w[e]^T for (N, K)
- * weights); the counts must be non-negative and add up to the rows. */
+ * weights); the counts must be non-negative and add up to at most the rows: the rows after
+ * them are padding (an all-to-all's receive buffer), not read, and their output rows zeros. */
 F8_CPU_KERNEL(GROUPED_LINEAR) {
 	const f8_rt_tensor *x = call->inputs[0], *w = call->inputs[1], *counts = call->inputs[2];
 	f8_rt_tensor *y = &call->outputs[0];
 	bool transposed = f8_node_attr_int(call->node, "transpose_weight", 0);
-	int64_t rows = x->dims[0], k = x->dims[1], n = y->dims[1], experts = w->dims[0], largest;
-	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, diag);
+	int64_t rows = x->dims[0], k = x->dims[1], n = y->dims[1], experts = w->dims[0];
+	int64_t largest, total;
+	f8_status status = f8_cpu_moe_check_counts(call, counts, rows, &largest, &total, diag);
 	f8_cpu_gemm gemm;
 	if (status || (status = f8_cpu_gemm_create(call, x, w, y, largest, n, k, &gemm, diag)))
 		return status;
@@ -104,6 +106,7 @@ F8_CPU_KERNEL(GROUPED_LINEAR) {
 				transposed ? n : k, start * n, n);
 		start += m;
 	}
+	f8_cpu_gemm_zero(&gemm, total * n, (rows - total) * n);
 	f8_cpu_gemm_store(&gemm, y);
 	f8_cpu_gemm_destroy(&gemm);
 	return F8_OK;

@@ -973,13 +973,15 @@ static f8_status run_dense(f8_cuda_gemms *gemms, gemm_plan *plan, const CUdevice
 }
 
 /* The rows per expert, from the device (the stream waits), checked as the reference checks
- * them (runtime/cpu/kernel_forward.c, f8_cpu_moe_check_counts). */
+ * them (runtime/cpu/kernel_forward.c, f8_cpu_moe_check_counts): none negative, adding up to at
+ * most the rows, their sum into *total; the rows after it are padding. */
 static f8_status read_counts(f8_cuda_gemms *gemms, gemm_plan *plan, CUdeviceptr counts,
-			     f8_diag *diag) {
+			     int64_t *total, f8_diag *diag) {
 	const f8_graph *graph = gemms->graph;
 	f8_dtype dtype = graph->values[graph->nodes[plan->node].inputs[2]].type.dtype;
 	size_t bytes = dtype_bytes(dtype);
 	unsigned char *raw = (unsigned char *)plan->counts;
+	*total = 0;
 	f8_status status = f8_cuda_copy_to_host_async(raw, counts, (size_t)plan->experts * bytes,
 						      gemms->lt.stream, diag);
 	if (!status)
@@ -995,33 +997,28 @@ static f8_status read_counts(f8_cuda_gemms *gemms, gemm_plan *plan, CUdeviceptr 
 			value |= ~0ull << (8 * bytes);
 		plan->counts[e] = (int64_t)value;
 	}
-	int64_t total = 0;
 	for (int64_t e = 0; e < plan->experts; e++) {
-		if (plan->counts[e] < 0 || plan->counts[e] > plan->rows - total) {
+		if (plan->counts[e] < 0 || plan->counts[e] > plan->rows - *total) {
 			f8_diag_set(diag, F8_ERR_INVALID, "the counts (expert %lld has %lld rows after "
 				    "%lld) do not fit the %lld rows of x", (long long)e,
-				    (long long)plan->counts[e], (long long)total, (long long)plan->rows);
+				    (long long)plan->counts[e], (long long)*total, (long long)plan->rows);
 			f8_diag_set_node(diag, graph, plan->node);
 			return F8_ERR_INVALID;
 		}
-		total += plan->counts[e];
-	}
-	if (total != plan->rows) {
-		f8_diag_set(diag, F8_ERR_INVALID, "the counts add up to %lld rows, but x has %lld",
-			    (long long)total, (long long)plan->rows);
-		f8_diag_set_node(diag, graph, plan->node);
-		return F8_ERR_INVALID;
+		*total += plan->counts[e];
 	}
 	return F8_OK;
 }
 
 /* One cuBLASLt call per expert with rows (an expert without any: skipped, or for the weight
- * gradient zeros), the heuristic asked for its sizes and pointers. */
+ * gradient zeros), the heuristic asked for its sizes and pointers. The rows after the counted
+ * ones are padding: the weight gradient does not read them, GroupedLinear writes zeros there. */
 static f8_status run_grouped(f8_cuda_gemms *gemms, gemm_plan *plan, const CUdeviceptr *inputs,
 			     CUdeviceptr y, f8_diag *diag) {
 	f8_cuda_lt_call *call = &plan->main;
 	const f8_cuda_product *p = &call->shape;
-	f8_status status = read_counts(gemms, plan, inputs[2], diag);
+	int64_t total;
+	f8_status status = read_counts(gemms, plan, inputs[2], &total, diag);
 	size_t bytes = dtype_bytes(p->y_dtype);
 	bool wgrad = plan->kind == PLAN_GROUPED_WGRAD;
 	if (!status && !wgrad && p->k == 0) // y = x w^T with K = 0: zeros
@@ -1062,6 +1059,10 @@ static f8_status run_grouped(f8_cuda_gemms *gemms, gemm_plan *plan, const CUdevi
 		if (!status)
 			status = f8_cuda_lt_call_run(&gemms->lt, call, pe, qe, ye, ye, diag);
 	}
+	if (!status && !wgrad && plan->rows > total && p->n > 0)
+		status = f8_cuda_memset_async(y + (uint64_t)(total * p->n) * bytes, 0,
+					      (size_t)((plan->rows - total) * p->n) * bytes,
+					      gemms->lt.stream, diag);
 	return status;
 }
 

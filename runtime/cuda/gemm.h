@@ -57,10 +57,12 @@ uint64_t f8_cuda_gemms_device_bytes(const f8_cuda_gemms *gemms);
 
 /*
  * Queues GEMM node `node` on the stream: inputs[i] is the device address of the node's input
- * i (0 for an absent optional input), outputs[i] of its output i. F8_ERR_ARGUMENT for a node
- * that is not a planned GEMM or a misaligned pointer; F8_ERR_INVALID (naming the node) for
- * grouped counts that do not fit the rows, as the reference kernel; a cuBLASLt failure names
- * the node.
+ * i (0 for an absent optional input), outputs[i] of its output i. Grouped counts may add up
+ * to fewer than the rows: the rows after them are padding, not read, and a GroupedLinear's
+ * output rows there are zeros. F8_ERR_ARGUMENT for a node that is not a planned GEMM or a
+ * misaligned pointer; F8_ERR_INVALID (naming the node) for grouped counts that do not fit the
+ * rows (a negative one, or more than the rows), as the reference kernel; a cuBLASLt failure
+ * names the node.
  */
 f8_status f8_cuda_gemm_run(f8_cuda_gemms *gemms, f8_node_id node, const CUdeviceptr *inputs,
 			   const CUdeviceptr *outputs, f8_diag *diag);

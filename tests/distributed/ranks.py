@@ -122,3 +122,43 @@ def compare(s, work, train, options, what, tolerance, launch, differs=False, eva
               f"{what}: the evaluation losses within {tolerance[0]} of one rank's",
               f"{ea} against {eb}")
     return parallel
+
+
+UNINTERRUPTED = {}  # the metrics of one rank's 4 iterations, by the run's arguments
+
+
+def resumes(s, work, train, saves, loads, what, tolerance):
+    """`saves` (launch, options) run `train` to iteration 2 and save; `loads`, each (launch,
+    options, what), resume that to iteration 4: iterations 3-4 against the uninterrupted run's
+    on one rank, within `tolerance` (None: bit for bit). The save's folder (None when a run
+    failed)."""
+    from checks import check
+    folder = os.path.join(work, f"{what}-save".replace(" ", "_"))
+    first = ["--train-iters", "2", "--lr-decay-iters", "4"]
+    rest = ["--train-iters", "4", "--lr-decay-iters", "4"]
+    runs = [run(saves[0] + train + first + saves[1] + ["--save", folder], s.env)]
+    whole = UNINTERRUPTED.get(tuple(train))
+    if not whole:
+        whole = os.path.join(work, f"{what}-whole".replace(" ", "_"))
+        runs.append(run([s.binary] + train + rest + ["--metrics", whole], s.single_env))
+        UNINTERRUPTED[tuple(train)] = whole
+    if not check(all(r.returncode == 0 for r in runs), f"{what}: the save at iteration 2 (and "
+                 "the uninterrupted run)", "\n".join(r.stderr[-1500:] for r in runs)):
+        return None
+    expected = losses(whole)[2:]
+    for launch, options, how in loads:
+        metrics = os.path.join(work, f"{what}-{how}".replace(" ", "_"))
+        resumed = run(launch + train + rest + options + ["--load", folder, "--metrics", metrics],
+                      s.env)
+        if not check(resumed.returncode == 0, f"{what}: {how} resumes it", resumed.stderr[-1500:]):
+            continue
+        got = losses(metrics)
+        if tolerance is None:
+            check(len(expected) == 2 and [g[0] for g in got] == [e[0] for e in expected],
+                  f"{what}: {how}: the losses of iterations 3-4 are the uninterrupted run's, "
+                  "bit for bit", f"{got} against {expected}")
+        else:
+            check(len(expected) == 2 and close(expected, got, tolerance), f"{what}: {how}: "
+                  f"iterations 3-4 within {tolerance} of the uninterrupted run",
+                  f"{got} against {expected}")
+    return folder

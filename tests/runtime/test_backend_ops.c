@@ -657,6 +657,15 @@ static const op_case cases[] = {
 	 IN("k", "f32[1, 2, 4, 8]") IN("v", "f32[1, 2, 4, 8]")
 	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=2, causal=1}\noutput %o\n",
 	 NULL, "needs more than one rank"},
+	{.title = "AllToAllDispatch and AllToAllCombine, one rank", IN("x", "bf16[12, 35]")
+	 IN("n", "i64[4]")
+	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=1}\n"
+	 "%z = AllToAllCombine(%y, %n, %r) {group=\"ep\", ranks=1}\noutput %y, %l, %r, %z\n",
+	 "n=counts:12"},
+	{.title = "AllToAllDispatch over 2 ranks in one process: refused", IN("x", "f32[6, 35]")
+	 IN("n", "i64[4]")
+	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=2}\noutput %y\n",
+	 "n=counts:6", "needs them; this group has 1"},
 	{.title = "Send: refused", IN("x", "f32[6, 35]")
 	 "Send(%x) {group=\"pp\", peer=1}\n%y = Neg(%x)\noutput %y\n", NULL,
 	 "needs more than one rank"},

@@ -14,11 +14,12 @@
  *     kernels_fp8_gemm.c documents.
  *   - grouped casts (per-expert scaling: rows by counts, an (E, N, K) weight's slices, a slot
  *     range of a table) and FP8GroupedGemm's fwd, dgrad and wgrad against the dense ops on each
- *     expert's rows, bit for bit, an expert without tokens included; ScalingUpdate taking a
- *     grouped cast's amaxes as consecutive slots.
+ *     expert's rows, bit for bit, an expert without tokens included, and padding rows after
+ *     the counted ones (not read; zero codes and zero output rows there); ScalingUpdate taking
+ *     a grouped cast's amaxes as consecutive slots.
  * The seed comes from the clock and is printed; F8C_TEST_SEED=N repeats a run.
  */
-#include <math.h>   // fabs, ldexp, isnan, NAN, INFINITY
+#include <math.h>   // fabs, ldexp, isnan, signbit, NAN, INFINITY
 #include <stdio.h>  // printf, snprintf
 #include <stdlib.h> // getenv, strtoull
 #include <string.h> // strlen, strcmp
@@ -28,6 +29,7 @@
 #include "ir/text.h"                 // f8_text_parse
 #include "passes/pipeline.h"         // f8_pipeline_run
 #include "runtime/cpu/executor.h"    // f8_cpu_executor
+#include "runtime/cpu/kernels.h"     // f8_cpu_kernel_get, f8_cpu_kernel_call
 #include "tests/runtime/test_fill.h" // rng_state, rng_next, rng_uniform, rng_int
 #include "tests/test_support.h"      // CHECK, test_finish
 
@@ -436,6 +438,50 @@ static void expect_part(const char *what, const char *whole, int64_t cols, int64
 }
 
 /*
+ * Runs the node that makes `name` (a matrix of `cols` columns) directly on the run's inputs,
+ * into outputs filled with garbage first (the executor hands a kernel zeroed outputs; this shows
+ * that the kernel writes the padding's zeros itself), and checks that `name` gets the run's
+ * elements but in rows row0.. and columns col0.. (the padding), which must be +0.
+ */
+static void expect_zero_padding(const char *what, const char *name, int64_t cols, int64_t row0,
+				int64_t col0) {
+	f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
+	const f8_node *node = &graph->nodes[graph->values[v].producer];
+	const f8_rt_tensor *inputs[8] = {0}, *run = value(name);
+	f8_rt_tensor outputs[8] = {0};
+	f8_diag diag;
+	for (uint32_t i = 0; i < node->n_inputs && i < 8; i++)
+		inputs[i] = f8_cpu_executor_value(executor, node->inputs[i]);
+	for (uint32_t i = 0; i < node->n_outputs && i < 8; i++) {
+		const f8_type *type = &graph->values[node->outputs[i]].type;
+		int64_t dims[F8_MAX_RANK];
+		f8_cpu_executor_dims(executor, type, dims);
+		CHECK(f8_rt_tensor_create(type->dtype, type->shape.rank, dims, &outputs[i], &diag) ==
+		      F8_OK);
+		for (int64_t j = 0; j < f8_rt_tensor_numel(&outputs[i]); j++)
+			f8_rt_tensor_set(&outputs[i], j, 7);
+	}
+	f8_cpu_kernel_call call = {.graph = graph, .node = node, .inputs = inputs,
+				   .outputs = outputs};
+	CHECK(run && f8_cpu_kernel_get(node->op)(&call, &diag) == F8_OK);
+	int64_t wrong = 0, zeros = 0;
+	for (uint32_t i = 0; i < node->n_outputs && i < 8; i++) {
+		for (int64_t j = 0; run && node->outputs[i] == v && j < f8_rt_tensor_numel(run); j++) {
+			double got = f8_rt_tensor_get(&outputs[i], j), want = f8_rt_tensor_get(run, j);
+			bool padding = j / cols >= row0 && j % cols >= col0;
+			zeros += padding;
+			bool ok = padding ? got == 0 && !signbit(got) && want == 0 && !signbit(want)
+					  : got == want || (isnan(got) && isnan(want));
+			if (!ok && wrong++ == 0)
+				printf("  %s: %%%s[%lld] = %.9g run directly, %.9g in the run\n", what,
+				       name, (long long)j, got, want);
+		}
+		f8_rt_tensor_destroy(&outputs[i]);
+	}
+	CHECK(wrong == 0 && zeros > 0);
+}
+
+/*
  * Grouped casts and FP8GroupedGemm (a mixture of experts' per-expert scaling), against the
  * dense ops on each expert's own rows: three experts of which the middle one got no token.
  * Current scaling finds each expert's scale from its own rows (x, dy) or slice (w), so the
@@ -443,31 +489,43 @@ static void expect_part(const char *what, const char *whole, int64_t cols, int64
  * and each expert's fwd, dgrad and wgrad have the bits of FP8Gemm on its copies; the empty
  * expert gets scale 1, amax 0 and a zero weight gradient. A grouped Quantize with a slot reads
  * the table entries slot .. slot + 2, and ScalingUpdate takes its f32[3] amax as three slots.
+ * After the counted rows come `pad` rows of padding (an all-to-all's receive buffer of a static
+ * size) holding large garbage: no group's amax or scale sees it, its codes are +0's (in the
+ * transposed copies' last columns too) and the fwd's and dgrad's rows there zeros; the wgrad's
+ * operands get two more columns of garbage codes, which it must not read either.
  */
 static void test_grouped(void) {
-	int64_t c0 = rng_int(1, 9), c2 = rng_int(1, 9), k = 48, n = 32, rows = c0 + c2;
+	int64_t c0 = rng_int(1, 9), c2 = rng_int(1, 9), pad = rng_int(1, 3), k = 48, n = 32;
+	int64_t counted = c0 + c2, rows = counted + pad;
 	char text[4096];
 	snprintf(text, sizeof text,
 		 "graph g {\n"
 		 "  input %%x0 : f32[%lld, 48]\n  input %%x2 : f32[%lld, 48]\n"
+		 "  input %%xp : f32[%lld, 48]\n"
 		 "  input %%d0 : f32[%lld, 32]\n  input %%d2 : f32[%lld, 32]\n"
+		 "  input %%dp : f32[%lld, 32]\n"
 		 "  input %%w : f32[3, 32, 48]\n  input %%w0 : f32[32, 48]\n"
 		 "  input %%w2 : f32[32, 48]\n  input %%counts : i64[3]\n"
+		 "  input %%atp : e4m3[48, 2]\n  input %%gtp : e5m2[32, 2]\n"
 		 "  scale %%table : f32[4]\n  amax_history %%history : f32[2, 4]\n"
 		 "  state %%nonfinite : i64[]\n  input %%first : f32[]\n"
-		 "  %%x = Concat(%%x0, %%x2) {axis=0}\n  %%d = Concat(%%d0, %%d2) {axis=0}\n"
+		 "  %%x = Concat(%%x0, %%x2, %%xp) {axis=0}\n"
+		 "  %%d = Concat(%%d0, %%d2, %%dp) {axis=0}\n"
 		 "  %%a, %%at, %%sa, %%sat, %%aa = CastTranspose(%%x, %%counts) {to=e4m3, grouped=1}\n"
 		 "  %%b, %%bt, %%sb, %%sbt, %%ba = CastTranspose(%%w) {to=e4m3, grouped=1}\n"
 		 "  %%g, %%gt, %%sg, %%sgt, %%ga = CastTranspose(%%d, %%counts) {to=e5m2, grouped=1}\n"
+		 "  %%atw = Concat(%%at, %%atp) {axis=1}\n  %%gtw = Concat(%%gt, %%gtp) {axis=1}\n"
 		 "  %%y = FP8GroupedGemm(%%a, %%b, %%sa, %%sb, %%counts) {to=f32, gemm=\"fwd\"}\n"
 		 "  %%dx = FP8GroupedGemm(%%g, %%bt, %%sg, %%sbt, %%counts) {to=f32, gemm=\"dgrad\"}\n"
-		 "  %%dw = FP8GroupedGemm(%%gt, %%at, %%sgt, %%sat, %%counts) {to=f32, gemm=\"wgrad\"}\n"
+		 "  %%dw = FP8GroupedGemm(%%gtw, %%atw, %%sgt, %%sat, %%counts) "
+		 "{to=f32, gemm=\"wgrad\"}\n"
 		 "  %%q, %%qs, %%qa = Quantize(%%x, %%table, %%counts) {to=e4m3, slot=1, grouped=1}\n"
 		 "  %%q0, %%qs0, %%qa0 = Quantize(%%x0, %%table) {to=e4m3, slot=1}\n"
 		 "  %%q2, %%qs2, %%qa2 = Quantize(%%x2, %%table) {to=e4m3, slot=3}\n"
 		 "  %%next, %%hnext, %%nfnext = ScalingUpdate(%%table, %%history, %%nonfinite, "
 		 "%%first, %%qa) {format=e4m3}\n",
-		 (long long)c0, (long long)c2, (long long)c0, (long long)c2);
+		 (long long)c0, (long long)c2, (long long)pad, (long long)c0, (long long)c2,
+		 (long long)pad);
 	// The dense ops on expert e's own rows: '#' stands for e.
 	static const char dense[] =
 		"  %a#, %at#, %sa#, %sat#, %aa# = CastTranspose(%x#) {to=e4m3}\n"
@@ -483,19 +541,20 @@ static void test_grouped(void) {
 		text[used] = '\0';
 	}
 	snprintf(text + strlen(text), sizeof text - strlen(text),
-		 "  output %%a, %%at, %%sa, %%aa, %%bt, %%sb, %%sbt, %%g, %%y, %%dx, %%dw, %%q, %%qs, "
-		 "%%qa, %%next, %%q0, %%q2, %%qs0, %%qs2, %%qa0, %%qa2, %%a0, %%at0, %%sa0, %%aa0, "
-		 "%%bt0, %%sb0, %%y0, %%dx0, %%dw0, %%a2, %%at2, %%sa2, %%aa2, %%bt2, %%sb2, %%y2, "
-		 "%%dx2, %%dw2, %%g0, %%g2\n}\n");
+		 "  output %%a, %%at, %%sa, %%aa, %%bt, %%sb, %%sbt, %%g, %%gt, %%y, %%dx, %%dw, %%q, "
+		 "%%qs, %%qa, %%next, %%q0, %%q2, %%qs0, %%qs2, %%qa0, %%qa2, %%a0, %%at0, %%sa0, "
+		 "%%aa0, %%bt0, %%sb0, %%y0, %%dx0, %%dw0, %%a2, %%at2, %%sa2, %%aa2, %%bt2, %%sb2, "
+		 "%%y2, %%dx2, %%dw2, %%g0, %%g2\n}\n");
 	if (!setup(text)) {
 		CHECK(false);
 		return;
 	}
-	const char *randoms[] = {"x0", "x2", "d0", "d2", "w"};
+	const char *randoms[] = {"x0", "x2", "d0", "d2", "w", "xp", "dp", "atp", "gtp"};
 	for (size_t i = 0; i < sizeof randoms / sizeof randoms[0]; i++) {
 		f8_rt_tensor *t = leaf(randoms[i]);
+		double scale = i == 4 ? 0.1 : i >= 5 ? 1000 : 1.0; // the padding's garbage: large
 		for (int64_t j = 0; j < f8_rt_tensor_numel(t); j++)
-			f8_rt_tensor_set(t, j, random_value() * (i == 4 ? 0.1 : 1.0));
+			f8_rt_tensor_set(t, j, random_value() * scale);
 	}
 	const f8_rt_tensor *w = leaf("w");
 	f8_rt_tensor *w0 = leaf("w0"), *w2 = leaf("w2");
@@ -540,6 +599,8 @@ static void test_grouped(void) {
 	expect_part("slot 3, expert 2", "q", k, c0, 0, "q2");
 	expect_part("slot 1's scale_inv", "qs", 1, 0, 0, "qs0");
 	expect_part("slot 3's scale_inv", "qs", 1, 2, 0, "qs2");
+	expect_part("slot 1's amax", "qa", 1, 0, 0, "qa0");
+	expect_part("slot 3's amax", "qa", 1, 2, 0, "qa2");
 	const f8_rt_tensor *qs = value("qs"), *qa = value("qa"), *next = value("next");
 	CHECK(qs && f8_rt_tensor_get(qs, 1) == 0.5);
 	CHECK(qa && next);
@@ -551,8 +612,17 @@ static void test_grouped(void) {
 	}
 	CHECK(next && f8_rt_tensor_get(next, 0) ==
 			      (double)f8_scale_from_amax(F8_DTYPE_E4M3, 3.0f, 0, 4.0f));
-	printf("grouped casts and FP8GroupedGemm: experts of %lld, 0 and %lld rows\n",
-	       (long long)c0, (long long)c2);
+	// The padding: +0 codes and zero rows, written by the kernels themselves (the other
+	// elements as in the run); the amaxes and scales above never saw its garbage.
+	expect_zero_padding("x's codes", "a", k, counted, 0);
+	expect_zero_padding("x^T's codes", "at", rows, 0, counted);
+	expect_zero_padding("dy's codes", "g", n, counted, 0);
+	expect_zero_padding("dy^T's codes", "gt", rows, 0, counted);
+	expect_zero_padding("the slot's codes", "q", k, counted, 0);
+	expect_zero_padding("fwd", "y", n, counted, 0);
+	expect_zero_padding("dgrad", "dx", k, counted, 0);
+	printf("grouped casts and FP8GroupedGemm: experts of %lld, 0 and %lld rows, then %lld of "
+	       "padding\n", (long long)c0, (long long)c2, (long long)pad);
 	teardown();
 }
 

@@ -315,6 +315,11 @@ static const gradcheck_case cases[] = {
 	{"AllGather replicated (sequence parallelism's, before the head)",
 	 "param %x : f64[2, 3]\n"
 	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=1, replicated=1}\n" "output %y", "", 0},
+	{"AllToAllDispatch and AllToAllCombine, one rank (the rows squared between)",
+	 "param %x : f64[6, 2]\n" "input %n : i64[3]\n"
+	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=1}\n"
+	 "%h = Mul(%y, %y)\n"
+	 "%z = AllToAllCombine(%h, %n, %r) {group=\"ep\", ranks=1}\n" "output %z", "n=counts:6", 0},
 	{"Identity over a group (Megatron's f)",
 	 "param %x : f64[2, 3]\n" "%y = Identity(%x) {group=\"tp\"}\n" "output %y", "", 0},
 };

@@ -539,6 +539,17 @@ static const backward_case cases[] = {
 	 "%y = GroupedLinear(%x, %w, %n) {transpose_weight=1}\n"
 	 "%dw = GroupedLinearWgrad(%dy, %x, %n) {transpose_weight=1}\noutput %y, %dw",
 	 "n=list:3,2", "y=dy", "w=dw", NULL, 1e-5},
+	// Counts adding up to 5 of x's 7 rows: rows 5 and 6 (random, non-zero) are padding, whose
+	// output rows the forward zeros, so that a weight gradient reading them would be wrong.
+	{"GroupedLinearWgrad, padding rows after the counts", LEAF("x", "f64[7, 3]")
+	 LEAF("w", "f64[3, 2, 3]") LEAF("n", "i64[3]") LEAF("dy", "f64[7, 2]")
+	 "%y = GroupedLinear(%x, %w, %n)\n%dw = GroupedLinearWgrad(%dy, %x, %n)\noutput %y, %dw",
+	 "n=list:2,0,3 x=uniform:1:2", "y=dy", "w=dw", NULL, 1e-5},
+	{"GroupedLinearWgrad transpose_weight, padding rows", LEAF("x", "f64[6, 2]")
+	 LEAF("w", "f64[2, 2, 3]") LEAF("n", "i64[2]") LEAF("dy", "f64[6, 3]")
+	 "%y = GroupedLinear(%x, %w, %n) {transpose_weight=1}\n"
+	 "%dw = GroupedLinearWgrad(%dy, %x, %n) {transpose_weight=1}\noutput %y, %dw",
+	 "n=list:1,3 x=uniform:1:2", "y=dy", "w=dw", NULL, 1e-5},
 	{"MoECombineGrad", LEAF("y", "f64[6, 2]") LEAF("p", "f64[3, 2]") LEAF("e", "i64[3, 2]")
 	 LEAF("dz", "f64[3, 2]")
 	 "%z = MoECombine(%y, %p, %e)\n%dy, %dp = MoECombineGrad(%dz, %y, %p, %e)\n"
@@ -774,9 +785,9 @@ static const failure_case failures[] = {
 	{"GroupedLinearWgrad counts past the rows", LEAF("dy", "f32[4, 2]") LEAF("x", "f32[4, 3]")
 	 LEAF("n", "i64[2]") "%dw = GroupedLinearWgrad(%dy, %x, %n)\noutput %dw", "n=list:1,3",
 	 "n", 1, 4},
-	{"GroupedLinearWgrad counts short of the rows", LEAF("dy", "f32[4, 2]")
-	 LEAF("x", "f32[4, 3]") LEAF("n", "i64[2]")
-	 "%dw = GroupedLinearWgrad(%dy, %x, %n)\noutput %dw", "n=list:1,3", "n", 1, 2},
+	{"GroupedLinearWgrad negative count", LEAF("dy", "f32[4, 2]") LEAF("x", "f32[4, 3]")
+	 LEAF("n", "i64[2]") "%dw = GroupedLinearWgrad(%dy, %x, %n)\noutput %dw", "n=list:1,3",
+	 "n", 0, -1},
 	{"AdamW step 0", LEAF("p", "f32[3]") LEAF("g", "f32[3]") LEAF("m", "f32[3]")
 	 LEAF("v", "f32[3]") LEAF("lr", "f32[]") LEAF("t", "i64[]")
 	 "%p2, %m2, %v2 = AdamW(%p, %g, %m, %v, %lr, %t)\noutput %p2, %m2, %v2", "", "t", 0, 0},

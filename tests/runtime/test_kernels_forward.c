@@ -11,7 +11,7 @@
  * kernels that allocate scratch memory.
  * tests/runtime/test_kernels_numpy.py covers the same kernels against NumPy on random inputs.
  */
-#include <math.h>   // fabs, sqrt, exp, log, erf, tanh, isinf, isnan
+#include <math.h>   // fabs, sqrt, exp, log, erf, tanh, isinf, isnan, signbit
 #include <stdlib.h> // malloc, free
 #include <string.h> // strlen, strstr, memcpy, memcmp
 
@@ -105,6 +105,41 @@ static void expect(const char *name, const double *want, int64_t n) {
 		const double values_[] = {__VA_ARGS__};                                 \
 		fill(name, values_, (int64_t)(sizeof values_ / sizeof values_[0]));     \
 	} while (0)
+
+/* Runs the node that makes `name` directly on the run's inputs, into outputs filled with
+ * garbage first (the executor hands a kernel zeroed outputs; this shows that the kernel writes
+ * what it must itself), and checks that `name` gets the run's value in elements [0, from) and
+ * +0 in [from, numel). */
+static void expect_zero_tail(const char *name, int64_t from) {
+	const f8_node *node = &graph->nodes[graph->values[id(name)].producer];
+	const f8_rt_tensor *inputs[8] = {0};
+	f8_rt_tensor outputs[4] = {0};
+	for (uint32_t i = 0; i < node->n_inputs && i < 8; i++)
+		inputs[i] = f8_cpu_executor_value(executor, node->inputs[i]);
+	for (uint32_t i = 0; i < node->n_outputs && i < 4; i++) {
+		const f8_type *type = &graph->values[node->outputs[i]].type;
+		int64_t dims[F8_MAX_RANK];
+		f8_cpu_executor_dims(executor, type, dims);
+		CHECK(f8_rt_tensor_create(type->dtype, type->shape.rank, dims, &outputs[i], &diag) ==
+		      F8_OK);
+		for (int64_t j = 0; j < f8_rt_tensor_numel(&outputs[i]); j++)
+			f8_rt_tensor_set(&outputs[i], j, 7);
+	}
+	f8_cpu_kernel_call call = {.graph = graph, .node = node, .inputs = inputs,
+				   .outputs = outputs};
+	CHECK(f8_cpu_kernel_get(node->op)(&call, &diag) == F8_OK);
+	for (uint32_t i = 0; i < node->n_outputs && i < 4; i++) {
+		for (int64_t j = 0; node->outputs[i] == id(name) && j < f8_rt_tensor_numel(&outputs[i]);
+		     j++) {
+			double got = f8_rt_tensor_get(&outputs[i], j);
+			bool ok = j < from ? got == at(name, j) : got == 0 && !signbit(got);
+			if (!ok)
+				printf("  %%%s[%lld] = %.9g run directly\n", name, (long long)j, got);
+			CHECK(ok);
+		}
+		f8_rt_tensor_destroy(&outputs[i]);
+	}
+}
 
 /* The ops of the model zoo's dense models first. */
 
@@ -517,6 +552,36 @@ static void test_moe(void) {
 	EXPECT("h", 1, 2, 3, 4, 6, 8, 10, 12, 6, 1, 18, 5);
 	EXPECT("ht", 1, 2, 3, 4, 6, 8, 10, 12, 2, 3, 6, 15);
 	EXPECT("y", 6 * a + b, a + 2 * b, 4.5, 6, 10 * c + 18 * (1 - c), 12 * c + 5 * (1 - c));
+	teardown();
+	// Counts that add up to fewer rows than x has (an all-to-all's receive buffer of a
+	// static size): rows 3 and 4 are padding, never read, and their output rows zeros.
+	if (!setup("graph g {\n  input %x : f32[5, 2]\n  input %n : i64[3]\n"
+		   "  param %w : f32[3, 2, 2]\n  %h = GroupedLinear(%x, %w, %n)\n"
+		   "  %ht = GroupedLinear(%x, %w, %n) {transpose_weight=1}\n  output %h, %ht\n}\n",
+		   NULL))
+	{
+		CHECK(false);
+		return;
+	}
+	FILL("x", 1, 2, 3, 4, 5, 6, 100, -200, 300, 400);
+	FILL("w", 1, 0, 0, 1, 2, 0, 0, 2, 0, 3, 1, 0);
+	FILL("n", 1, 2, 2);
+	CHECK(execute() == F8_OK);
+	EXPECT("h", 1, 2, 6, 8, 10, 12, -600, 100, 1200, 300);
+	FILL("n", 1, 0, 2);
+	CHECK(execute() == F8_OK);
+	EXPECT("h", 1, 2, 12, 3, 18, 5, 0, 0, 0, 0);
+	EXPECT("ht", 1, 2, 4, 9, 6, 15, 0, 0, 0, 0);
+	expect_zero_tail("h", 6);
+	expect_zero_tail("ht", 6);
+	FILL("n", 0, 0, 0); // no row counted: all padding
+	CHECK(execute() == F8_OK);
+	EXPECT("h", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	// Counts past the rows and a negative count are still refused.
+	FILL("n", 1, 2, 3);
+	CHECK(execute() == F8_ERR_INVALID && strstr(diag.message, "do not fit the 5 rows"));
+	FILL("n", 1, -1, 2);
+	CHECK(execute() == F8_ERR_INVALID && strstr(diag.message, "do not fit"));
 	teardown();
 }
 
