@@ -948,27 +948,34 @@ f8_status f8_infer_all_reduce(const f8_graph *graph, const f8_node *node, f8_typ
 	return status;
 }
 
-/* AllGather and ReduceScatter over `ranks` ranks along `axis`. */
+/* AllGather and ReduceScatter over `ranks` ranks along `axis`: an output per input (LocalShard:
+ * one). */
 static f8_status gather_scatter(const f8_graph *graph, const f8_node *node, bool gather,
 				f8_type *outputs, f8_diag *diag) {
-	const f8_type *x = infer_input(graph, node, 0);
 	int64_t ranks = f8_node_attr_int(node, "ranks", 0);
-	int axis;
 	f8_status status = require_group(node, diag);
-	if (!status)
-		status = f8_infer_axis(f8_node_attr_int(node, "axis", 0), x->shape.rank, false, "axis",
-				    &axis, diag);
 	if (status)
 		return status;
 	if (ranks < 1)
 		return f8_infer_fail(diag, "attribute ranks must be positive");
-	outputs[0] = *x;
-	f8_dim *dim = &outputs[0].shape.dims[axis];
-	bool ok = gather ? f8_dim_mul(*dim, f8_dim_const(ranks), dim)
-			 : f8_dim_div(*dim, f8_dim_const(ranks), dim);
-	if (!ok)
-		return f8_infer_fail(diag, "dimension %d does not %s over %lld ranks", axis,
-				  gather ? "gather" : "divide evenly", (long long)ranks);
+	if (node->n_outputs != node->n_inputs)
+		return f8_infer_fail(diag, "%s makes one output per input (%u inputs, %u outputs)",
+				  f8_op_name(node->op), node->n_inputs, node->n_outputs);
+	for (uint32_t i = 0; i < node->n_inputs; i++) {
+		const f8_type *x = infer_input(graph, node, i);
+		int axis;
+		if ((status = f8_infer_axis(f8_node_attr_int(node, "axis", 0), x->shape.rank, false,
+					    "axis", &axis, diag)))
+			return status;
+		outputs[i] = *x;
+		f8_dim *dim = &outputs[i].shape.dims[axis];
+		bool ok = gather ? f8_dim_mul(*dim, f8_dim_const(ranks), dim)
+				 : f8_dim_div(*dim, f8_dim_const(ranks), dim);
+		if (!ok)
+			return f8_infer_fail(diag, "dimension %d of input %u does not %s over %lld "
+					  "ranks", axis, i, gather ? "gather" : "divide evenly",
+					  (long long)ranks);
+	}
 	return F8_OK;
 }
 

@@ -967,11 +967,20 @@ F8_GRAD_RULE(CUM_SUM) {
 	return f8_grad_op(context, F8_OP_CUM_SUM, dy, 1, attrs, n_attrs, name, &dx[0], diag);
 }
 
+/* A packed AllGather or ReduceScatter (several tensors: the distributed optimizer's buckets)
+ * has no gradient rule. */
+static f8_status refuse_packed(f8_grad_context *context, f8_node_id node, f8_diag *diag) {
+	return f8_grad_unsupported(context, node, diag, "it packs several tensors (the "
+				   "optimizer's buckets, which are not differentiated)");
+}
+
 /* Collectives: gathering and scattering are each other's gradients (over the same group). */
 static f8_status collective_back(f8_grad_context *context, f8_node_id node, const f8_value_id *dy,
 				 f8_value_id *dx, f8_op op, f8_diag *diag) {
 	f8_node n = grad_node(context, node);
 	char name[F8_GRAD_NAME_MAX];
+	if (n.n_inputs > 1)
+		return refuse_packed(context, node, diag);
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
 	return f8_grad_op(context, op, dy, 1, n.attrs, n.n_attrs, name, &dx[0], diag);
@@ -983,6 +992,8 @@ static f8_status collective_back(f8_grad_context *context, f8_node_id node, cons
  * region). */
 F8_GRAD_RULE(ALL_GATHER) {
 	f8_node n = grad_node(context, node);
+	if (n.n_inputs > 1)
+		return refuse_packed(context, node, diag);
 	if (!f8_node_attr_int(&n, "replicated", 0))
 		return collective_back(context, node, dy, dx, F8_OP_REDUCE_SCATTER, diag);
 	char name[F8_GRAD_NAME_MAX];

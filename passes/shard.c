@@ -633,6 +633,65 @@ static f8_status distribute_optimizer(distributor *d) {
 	return status;
 }
 
+/*
+ * The distributed optimizer's buckets: its ReduceScatters (at the head of phase opt, one per
+ * gradient) packed into one, at the first one's place, and its AllGathers (one after each
+ * AdamW) into one, at the last one's place (after every update it gathers), as Megatron-LM's
+ * distributed optimizer reduce-scatters its gradient buffer and all-gathers its parameter
+ * buffer a bucket at a time (one bucket: f8c's steps overlap no collective with compute yet).
+ * A bucket holds one dtype; the values keep their names, now outputs of the packed node.
+ */
+static f8_status pack_buckets(f8_graph *graph, f8_op op, const char *group, f8_diag *diag) {
+	bool gather = op == F8_OP_ALL_GATHER;
+	f8_node_id *members = f8_calloc(graph->n_order + 1, sizeof *members);
+	f8_node_id *order = f8_calloc(graph->n_order + 1, sizeof *order);
+	f8_status status = members && order ? F8_OK : nomem(diag);
+	for (int dtype = 0; !status && dtype < F8_DTYPE_COUNT; dtype++) {
+		uint32_t count = 0;
+		for (uint32_t p = 0; p < graph->n_order; p++) {
+			const f8_node *node = &graph->nodes[graph->order[p]];
+			if (node->op == op && node->phase == F8_PHASE_OPT && node->n_inputs == 1 &&
+			    strcmp(f8_node_attr_string(node, "group", ""), group) == 0 &&
+			    !f8_node_attr_int(node, "axis", 0) &&
+			    graph->values[node->inputs[0]].type.dtype == (f8_dtype)dtype)
+				members[count++] = graph->order[p];
+		}
+		if (count < 2)
+			continue;
+		f8_node_id kept = members[gather ? count - 1 : 0];
+		f8_value_id *inputs = f8_arena_alloc(graph->arena, count * sizeof *inputs);
+		f8_value_id *outputs = f8_arena_alloc(graph->arena, count * sizeof *outputs);
+		if (!inputs || !outputs) {
+			status = nomem(diag);
+			break;
+		}
+		for (uint32_t k = 0; k < count; k++) {
+			const f8_node *member = &graph->nodes[members[k]];
+			inputs[k] = member->inputs[0];
+			outputs[k] = member->outputs[0];
+			graph->values[outputs[k]].producer = kept;
+			graph->values[outputs[k]].output_index = k;
+		}
+		f8_node *packed = &graph->nodes[kept];
+		packed->inputs = inputs, packed->n_inputs = count;
+		packed->outputs = outputs, packed->n_outputs = count;
+		uint32_t length = 0;
+		for (uint32_t p = 0; p < graph->n_order; p++) {
+			f8_node_id id = graph->order[p];
+			bool merged = false;
+			for (uint32_t k = 0; k < count && !merged; k++)
+				merged = members[k] == id && id != kept;
+			if (!merged)
+				order[length++] = id;
+		}
+		if (f8_graph_set_order(graph, order, length))
+			status = nomem(diag);
+	}
+	f8_free(members);
+	f8_free(order);
+	return status;
+}
+
 /* Tensor and expert parallelism's optimizer state: each AdamW's accumulator and moments placed
  * as its parameter, which the tensor- or expert-parallel pass split (before the distributed
  * optimizer splits them further). The count of split parameters into *n. */
@@ -886,6 +945,10 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		status = split_norm(&d, norm);
 	if (!status)
 		status = place_chains(&d);
+	if (!status && d.distributed)
+		status = pack_buckets(graph, F8_OP_REDUCE_SCATTER, data_name, diag);
+	if (!status && d.distributed)
+		status = pack_buckets(graph, F8_OP_ALL_GATHER, data_name, diag);
 	if (!status && data)
 		status = reduce_gradients(graph, data, d.scattered, &n_grads, &n_expert_grads,
 					  &grad_bytes, diag);
@@ -915,10 +978,10 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		if (options->distributed_optimizer && data)
 			fprintf(report, "shard: distributed optimizer: %u parameters' AdamW state and "
 				"update split over the %u ranks of %s (gradients reduce-scattered, %llu "
-				"bytes; updates all-gathered), %u kept whole (a first dimension the "
-				"ranks do not divide, or not an accumulator's update)\n", d.n_sharded,
-				d.ranks, data_group,
-				(unsigned long long)d.bytes, d.n_kept);
+				"bytes, in one ReduceScatter a dtype; updates all-gathered, in one "
+				"AllGather a dtype), %u kept whole (a first dimension the ranks do not "
+				"divide, an expert's, or not an accumulator's update)\n", d.n_sharded,
+				d.ranks, data_group, (unsigned long long)d.bytes, d.n_kept);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
 				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);

@@ -77,7 +77,7 @@ typedef struct recomputed {
 typedef struct collective {
 	const char *op, *group, *reduction; // "AllReduce", "dp", "sum"
 	f8_phase phase;
-	uint32_t tensors;
+	uint32_t calls, tensors;            // the collectives, and the tensors they move
 	uint64_t bytes;                     // of one run of its phase
 } collective;
 
@@ -358,6 +358,7 @@ static f8_status count_collective(const f8_graph *graph, const f8_node *node, su
 		c = &grown[s->n_collectives++];
 		*c = key;
 	}
+	c->calls++;
 	if (node->op == F8_OP_RING_ATTENTION || node->op == F8_OP_RING_ATTENTION_GRAD) {
 		// What goes round the ring, at the tensors' dtype: the key and value blocks,
 		// ranks - 1 steps; the backward two whole rounds (the first makes the log-sum-exp
@@ -592,8 +593,9 @@ static void print_recompute(const summary *s) {
 		       s->recomputed[i].n_nodes, s->recomputed[i].gemm_flops);
 }
 
-/* The shard pass's collectives: each with its group, the tensors it moves and their bytes
- * each time its phase runs (cast and opt once a step, fwd and bwd once a micro-batch). */
+/* The shard pass's collectives: each kind with its group, the tensors it moves and their bytes
+ * each time its phase runs (cast and opt once a step, fwd and bwd once a micro-batch), and how
+ * many collectives move them where more than one. */
 static void print_collectives(const f8_graph *graph, const summary *s) {
 	if (f8_graph_mesh_ranks(graph) <= 1)
 		return;
@@ -606,10 +608,13 @@ static void print_collectives(const f8_graph *graph, const summary *s) {
 	for (uint32_t i = 0; i < s->n_collectives; i++) {
 		const collective *c = &s->collectives[i];
 		bool per_step = c->phase == F8_PHASE_CAST || c->phase == F8_PHASE_OPT;
-		printf("  %s%s%s over %s in %s: %u tensor%s, %llu bytes a %s\n", c->op,
+		printf("  %s%s%s over %s in %s: %u tensor%s, %llu bytes a %s", c->op,
 		       c->reduction ? " " : "", c->reduction ? c->reduction : "", c->group,
 		       f8_phase_name(c->phase), c->tensors, c->tensors == 1 ? "" : "s",
 		       (unsigned long long)c->bytes, per_step ? "step" : "micro-batch");
+		if (c->calls > 1)
+			printf(" (%u collectives)", c->calls);
+		putchar('\n');
 	}
 }
 
@@ -620,9 +625,10 @@ static json_t *collectives_json(const f8_graph *graph, const summary *s) {
 				    json_integer(f8_graph_mesh_size(graph, (f8_mesh_axis)axis)));
 	for (uint32_t i = 0; list && i < s->n_collectives; i++) {
 		const collective *c = &s->collectives[i];
-		json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:s, s:I, s:I}", "op", c->op,
-						      "group", c->group, "reduction", c->reduction,
-						      "phase", f8_phase_name(c->phase), "tensors",
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s?, s:s, s:I, s:I, s:I}", "op",
+						      c->op, "group", c->group, "reduction",
+						      c->reduction, "phase", f8_phase_name(c->phase),
+						      "calls", (json_int_t)c->calls, "tensors",
 						      (json_int_t)c->tensors, "bytes",
 						      (json_int_t)c->bytes));
 	}

@@ -329,15 +329,16 @@ static void copy_part(const f8_node *n, const f8_tensor_view *whole, void *whole
 }
 
 /*
- * AllGather, ReduceScatter and LocalShard over several ranks, along their axis: MPI's
- * all-gather, its reduce-scatter (a sum), or this rank's part copied out of the replicated
- * input. Along axis 0 each rank's part is a contiguous run of bytes; along another (sequence
- * parallelism's, 1), or in context parallelism's balanced chunks, the parts are gathered into
- * a staging buffer and put in place, or staged contiguous before the reduce-scatter.
+ * AllGather, ReduceScatter and LocalShard of input `i` (into output `i`) over several ranks,
+ * along their axis: MPI's all-gather, its reduce-scatter (a sum), or this rank's part copied
+ * out of the replicated input. Along axis 0 each rank's part is a contiguous run of bytes; along
+ * another (sequence parallelism's, 1), or in context parallelism's balanced chunks, the parts
+ * are gathered into a staging buffer and put in place, or staged contiguous before the
+ * reduce-scatter.
  */
-static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
-			   const f8_tensor_view *views, f8_diag *diag) {
-	const f8_tensor_view *in = &views[n->inputs[0]], *out = &views[n->outputs[0]];
+static f8_status run_part(cpu_backend *cpu, const f8_node *n, uint32_t i, uint32_t axes,
+			  const f8_tensor_view *views, f8_diag *diag) {
+	const f8_tensor_view *in = &views[n->inputs[i]], *out = &views[n->outputs[i]];
 	size_t element = f8_dtype_get_info(out->dtype)->bytes;
 	const f8_tensor_view *whole = n->op == F8_OP_ALL_GATHER ? out : in;
 	int axis = (int)f8_node_attr_int(n, "axis", 0);
@@ -379,6 +380,75 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 					out->dtype, diag);
 	}
 	f8_free(staged);
+	return status;
+}
+
+/* Whether a packed AllGather or ReduceScatter (several inputs) can go as one collective: along
+ * axis 0, not balanced, every input of one dtype. */
+static bool packs(const f8_node *n, const f8_tensor_view *views) {
+	bool one = n->n_inputs > 1 && f8_node_attr_int(n, "axis", 0) == 0 &&
+		   !f8_node_attr_int(n, "balanced", 0) && n->op != F8_OP_LOCAL_SHARD;
+	for (uint32_t i = 1; one && i < n->n_inputs; i++)
+		one = views[n->inputs[i]].dtype == views[n->inputs[0]].dtype;
+	return one;
+}
+
+/*
+ * A packed AllGather or ReduceScatter (packs) as one MPI collective: each rank's parts of the
+ * tensors one after another in a staging buffer, the buffers of the ranks in rank order (each
+ * tensor's part along axis 0 is a contiguous run of bytes).
+ */
+static f8_status run_packed(cpu_backend *cpu, const f8_node *n, uint32_t axes,
+			    const f8_tensor_view *views, f8_diag *diag) {
+	bool gather = n->op == F8_OP_ALL_GATHER;
+	size_t ranks = f8_dist_group_size(cpu->dist, axes), bytes = 0; // one rank's parts
+	for (uint32_t i = 0; i < n->n_inputs; i++)
+		bytes += (size_t)views[n->outputs[i]].n_bytes / (gather ? ranks : 1);
+	f8_dtype dtype = views[n->inputs[0]].dtype;
+	char *staged = f8_malloc((ranks + 1) * bytes + 1);
+	if (!staged)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory staging a %s",
+				   f8_op_name(n->op));
+	char *mine = staged + ranks * bytes; // this rank's parts, or its reduced ones
+	size_t at = 0;
+	for (uint32_t i = 0; i < n->n_inputs; i++) {
+		const f8_tensor_view *in = &views[n->inputs[i]];
+		size_t part = gather ? (size_t)in->n_bytes : (size_t)in->n_bytes / ranks;
+		const char *data = f8_cpu_view_data(in);
+		if (gather && part)
+			memcpy(mine + at, data, part);
+		for (size_t r = 0; !gather && part && r < ranks; r++)
+			memcpy(staged + r * bytes + at, data + r * part, part);
+		at += part;
+	}
+	f8_status status = gather ? f8_dist_all_gather(cpu->dist, axes, mine, staged, bytes, diag)
+				  : reduce_scatter(cpu, axes, staged, mine,
+						   bytes / f8_dtype_get_info(dtype)->bytes, dtype,
+						   diag);
+	at = 0;
+	for (uint32_t i = 0; !status && i < n->n_outputs; i++) {
+		const f8_tensor_view *out = &views[n->outputs[i]];
+		size_t part = gather ? (size_t)out->n_bytes / ranks : (size_t)out->n_bytes;
+		char *data = f8_cpu_view_data(out);
+		for (size_t r = 0; gather && part && r < ranks; r++)
+			memcpy(data + r * part, staged + r * bytes + at, part);
+		if (!gather && part)
+			memcpy(data, mine + at, part);
+		at += part;
+	}
+	f8_free(staged);
+	return status;
+}
+
+/* AllGather, ReduceScatter and LocalShard over several ranks: packed into one collective when
+ * they can be (run_packed), else each input on its own (run_part). */
+static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
+			   const f8_tensor_view *views, f8_diag *diag) {
+	if (packs(n, views))
+		return run_packed(cpu, n, axes, views, diag);
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; !status && i < n->n_inputs; i++)
+		status = run_part(cpu, n, i, axes, views, diag);
 	return status;
 }
 

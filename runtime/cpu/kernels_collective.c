@@ -19,10 +19,11 @@ static f8_status needs_ranks(const f8_cpu_kernel_call *call, f8_diag *diag, cons
 	return status;
 }
 
-/* The input's bytes as the output: the collective over a group of one rank. */
+/* Each input's bytes as its output: the collective over a group of one rank. */
 static f8_status copy_input(const f8_cpu_kernel_call *call) {
-	if (call->outputs[0].n_bytes)
-		memcpy(call->outputs[0].data, call->inputs[0]->data, call->outputs[0].n_bytes);
+	for (uint32_t i = 0; i < call->node->n_outputs; i++)
+		if (call->outputs[i].n_bytes)
+			memcpy(call->outputs[i].data, call->inputs[i]->data, call->outputs[i].n_bytes);
 	return F8_OK;
 }
 

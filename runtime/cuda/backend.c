@@ -585,10 +585,10 @@ static void operands(cuda_backend *cuda, const f8_node *node, const f8_tensor_vi
 		cuda->outputs[j] = address_of(&views[node->outputs[j]]);
 }
 
-/* A node whose output is its input's bytes as they are: a copy, unless it is in place. */
-static f8_status copy_node(cuda_backend *cuda, const f8_node *node, const f8_tensor_view *views,
-			   f8_diag *diag) {
-	const f8_tensor_view *in = &views[node->inputs[0]], *out = &views[node->outputs[0]];
+/* A node whose output `i` is its input `i`'s bytes as they are: a copy, unless it is in place. */
+static f8_status copy_node(cuda_backend *cuda, const f8_node *node, uint32_t i,
+			   const f8_tensor_view *views, f8_diag *diag) {
+	const f8_tensor_view *in = &views[node->inputs[i]], *out = &views[node->outputs[i]];
 	if (in->n_bytes != out->n_bytes)
 		return f8_diag_set(diag, F8_ERR_INVALID, "%s of %llu bytes into %llu",
 				   f8_op_get_info(node->op)->name, (unsigned long long)in->n_bytes,
@@ -618,7 +618,7 @@ static f8_status issue_node(cuda_backend *cuda, f8_node_id id, const f8_tensor_v
 	if (node->op == F8_OP_RESHAPE || node->op == F8_OP_SQUEEZE ||
 	    node->op == F8_OP_UNSQUEEZE || node->op == F8_OP_IDENTITY) {
 		*what = "a device copy";
-		return copy_node(cuda, node, views, diag);
+		return copy_node(cuda, node, 0, views, diag);
 	}
 	*what = NULL;
 	f8_status status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no GPU kernel in this "
@@ -659,8 +659,12 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 	cuda_backend *cuda = cuda_of(backend);
 	const f8_node *node = &cuda->graph->nodes[id];
 	f8_status status = F8_OK;
-	if (node->n_inputs == 1 && node->n_outputs == 1)
-		status = copy_node(cuda, node, views, diag);
+	bool packed = node->op == F8_OP_ALL_REDUCE || node->op == F8_OP_ALL_GATHER ||
+		      node->op == F8_OP_REDUCE_SCATTER; // an output per input, each its copy
+	if ((node->n_inputs == 1 && node->n_outputs == 1) ||
+	    (packed && node->n_inputs == node->n_outputs))
+		for (uint32_t i = 0; !status && i < node->n_inputs; i++)
+			status = copy_node(cuda, node, i, views, diag);
 	else
 		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s across GPUs needs NCCL, which "
 				     "this backend does not run yet", f8_op_get_info(node->op)->name);

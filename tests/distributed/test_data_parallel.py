@@ -127,12 +127,16 @@ def distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sa
                      audit.stderr[-800:]):
             return
         audits[name] = json.loads(audit.stdout)
-    collectives = {(c["op"], c["group"], c["phase"])
-                   for c in audits["distributed"]["distributed"]["collectives"]}
+    listed = audits["distributed"]["distributed"]["collectives"]
+    collectives = {(c["op"], c["group"], c["phase"]) for c in listed}
     check({("ReduceScatter", "dp", "opt"), ("AllGather", "dp", "opt")} <= collectives and
           ("AllReduce", "dp", "opt") in collectives,
           "distributed optimizer: gradients reduce-scattered, updates all-gathered over dp (and "
           "the norm's square all-reduced)", str(sorted(collectives)))
+    buckets = [c for c in listed if c["op"] in ("ReduceScatter", "AllGather")]
+    check(len(buckets) == 2 and all(c["calls"] == 1 and c["tensors"] > 40 for c in buckets),
+          "distributed optimizer: the gradients in one ReduceScatter, the updates in one "
+          "AllGather (one bucket each)", str(buckets))
     state = [a["memory"]["bytes"]["optimizer states"] for a in (audits["replicated"],
                                                                  audits["distributed"])]
     check(abs(state[1] - state[0] / 2) <= 256, "distributed optimizer: each rank's AdamW "

@@ -636,6 +636,10 @@ static const op_case cases[] = {
 	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=1}\noutput %y\n"},
 	{.title = "ReduceScatter, one rank", IN("x", "f32[6, 35]")
 	 "%y = ReduceScatter(%x) {group=\"dp\", axis=0, ranks=1}\noutput %y\n"},
+	{.title = "ReduceScatter and AllGather packed (the optimizer's buckets), one rank",
+	 IN("x", "f32[6, 35]") IN("y", "f32[4]")
+	 "%a, %b = ReduceScatter(%x, %y) {group=\"dp\", axis=0, ranks=1}\n"
+	 "%c, %d = AllGather(%a, %b) {group=\"dp\", axis=0, ranks=1}\noutput %c, %d\n"},
 	{.title = "LocalShard, one rank", IN("x", "f32[6, 35]")
 	 "%y = LocalShard(%x) {group=\"dp\", axis=0, ranks=1}\noutput %y\n"},
 	{.title = "LocalShard over 2 ranks in one process: refused", IN("x", "f32[6, 35]")
