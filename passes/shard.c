@@ -12,6 +12,7 @@
 #include "ir/arena.h"  // f8_arena_alloc, f8_arena_concat
 #include "ir/memory.h" // f8_memory_type_bytes
 #include "ir/verify.h" // f8_node_infer_types
+#include "passes/tensor_parallel_internal.h" // f8_tp_add_node
 
 bool f8_parallel_options_any(const f8_parallel_options *o) {
 	return o && (o->world > 1 || o->tensor > 1 || o->pipeline > 1 || o->context > 1 ||
@@ -810,6 +811,141 @@ static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 	return status;
 }
 
+/* The nodes that read `v` (and whether it is a graph output) counted. */
+static uint32_t readers_of(const f8_graph *graph, f8_value_id v) {
+	uint32_t n = 0;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		for (uint32_t i = 0; i < node->n_inputs; i++)
+			n += node->inputs[i] == v;
+	}
+	for (uint32_t i = 0; i < graph->n_outputs; i++)
+		n += graph->outputs[i] == v;
+	return n;
+}
+
+/*
+ * Node `id` (appended to the program, one input, one fresh output) made to produce `made`
+ * instead, an output of node `from` until now: `from` produces the fresh value in its place
+ * (`at`), typed `type`, and `id` reads it. What read `made` reads `id`'s result, unchanged.
+ */
+static void take_output(f8_graph *graph, f8_node_id id, f8_node_id from, uint32_t at,
+			f8_value_id made, const f8_type *type) {
+	f8_value_id fresh = graph->nodes[id].outputs[0];
+	graph->nodes[id].inputs[0] = fresh;
+	graph->nodes[id].outputs[0] = made;
+	graph->nodes[from].outputs[at] = fresh;
+	graph->values[fresh].producer = from, graph->values[fresh].output_index = at;
+	graph->values[fresh].type = *type;
+	graph->values[fresh].precision = graph->values[made].precision;
+	graph->values[made].producer = id, graph->values[made].output_index = 0;
+}
+
+/*
+ * Sequence parallelism's FP8 all-gather, under delayed scaling (TransformerEngine's): where a
+ * column-parallel GEMM's input is gathered over tp in BF16 only to be cast to FP8 at a table's
+ * scale (the same on every rank), the rank's shard is cast instead and the FP8 codes are
+ * gathered, a byte an element, and the transposed copy the weight gradient reads is made from
+ * the gathered codes (Reshape, Transpose) rather than gathered too. The codes are those of the
+ * cast after the gather, bit for bit; the cast's amax is the shard's, which the amax reduction
+ * over tp (after this) makes the whole's. The BF16 gather goes. The count into *n.
+ */
+static f8_status gather_fp8(f8_graph *graph, uint32_t *n, f8_diag *diag) {
+	*n = 0;
+	uint32_t n_original = graph->n_order;
+	f8_node_id *after = f8_calloc(graph->n_nodes + 1, sizeof *after); // per cast: its chain
+	f8_node_id *chain = f8_calloc(3 * (size_t)graph->n_nodes + 1, sizeof *chain);
+	bool *dropped = f8_calloc(graph->n_nodes + 1, sizeof *dropped);
+	f8_status status = after && chain && dropped ? F8_OK : nomem(diag);
+	uint32_t n_chain = 0;
+	for (uint32_t p = 0; !status && p < n_original; p++) {
+		f8_node_id id = graph->order[p];
+		const f8_node *cast = &graph->nodes[id];
+		if (cast->op != F8_OP_CAST_TRANSPOSE || cast->n_inputs < 2 ||
+		    cast->inputs[1] == F8_NONE || f8_node_attr_int(cast, "grouped", 0) ||
+		    f8_node_attr(cast, "block") ||
+		    graph->values[cast->outputs[0]].type.dtype != F8_DTYPE_E4M3)
+			continue;
+		f8_node_id gather_id = graph->values[cast->inputs[0]].producer;
+		const f8_node *gather = gather_id == F8_NONE ? NULL : &graph->nodes[gather_id];
+		if (!gather || gather->op != F8_OP_ALL_GATHER || gather->n_inputs != 1 ||
+		    f8_node_attr_int(gather, "replicated", 0) ||
+		    f8_node_attr_int(gather, "balanced", 0) || readers_of(graph, cast->inputs[0]) != 1)
+			continue;
+		f8_value_id shard = gather->inputs[0], codes = cast->outputs[0];
+		f8_value_id codes_t = cast->outputs[1];
+		f8_type codes_type = graph->values[codes].type, local = codes_type;
+		f8_type codes_t_type = graph->values[codes_t].type, local_t = codes_t_type;
+		int rank = local.shape.rank, axis = (int)f8_node_attr_int(gather, "axis", 0);
+		axis = axis < 0 ? axis + rank : axis;
+		local.shape.dims[axis] = graph->values[shard].type.shape.dims[axis];
+		f8_dim rows = f8_dim_const(1);
+		for (int d = 0; d + 1 < rank; d++)
+			f8_dim_mul(rows, local.shape.dims[d], &rows);
+		local_t.shape.dims[1] = rows;
+		f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING,
+				     .s = f8_node_attr_string(gather, "group", "tp")},
+				    {.name = "axis", .kind = F8_ATTR_INT, .i = axis},
+				    {.name = "ranks", .kind = F8_ATTR_INT,
+				     .i = f8_node_attr_int(gather, "ranks", 1)}};
+		f8_dim flat[2] = {f8_dim_const(-1), codes_type.shape.dims[rank - 1]};
+		int64_t swap[2] = {1, 0};
+		f8_attr reshape = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {.n = 2,
+										    .items = flat}};
+		f8_attr perm = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {.n = 2,
+									       .items = swap}};
+		const char *scope = cast->scope, *name = graph->values[codes].name;
+		f8_node_id gathered, flattened, transposed;
+		status = f8_tp_add_node(graph, F8_OP_ALL_GATHER, &codes, 1, attrs, 3, scope,
+					f8_arena_concat(graph->arena, name, ".shard"), &gathered, diag);
+		if (!status)
+			status = f8_tp_add_node(graph, F8_OP_RESHAPE, &codes, 1, &reshape, 1, scope,
+						f8_arena_concat(graph->arena, name, ".rows"),
+						&flattened, diag);
+		f8_value_id rows_value = status ? F8_NONE : graph->nodes[flattened].outputs[0];
+		if (!status)
+			status = f8_tp_add_node(graph, F8_OP_TRANSPOSE, &rows_value, 1, &perm, 1,
+						scope, f8_arena_concat(graph->arena,
+								       graph->values[codes_t].name,
+								       ".shard"),
+						&transposed, diag);
+		if (status)
+			break;
+		// The gather takes the cast's codes (now the shard's), the Transpose its transposed
+		// copy (the cast's own, of the shard, is left unread).
+		graph->nodes[id].inputs[0] = shard;
+		take_output(graph, gathered, id, 0, codes, &local);
+		f8_value_id made_t = graph->nodes[transposed].outputs[0];
+		graph->nodes[transposed].outputs[0] = codes_t;
+		graph->nodes[id].outputs[1] = made_t;
+		graph->values[made_t].producer = id, graph->values[made_t].output_index = 1;
+		graph->values[made_t].type = local_t;
+		graph->values[codes_t].producer = transposed, graph->values[codes_t].output_index = 0;
+		graph->nodes[flattened].inputs[0] = codes;
+		f8_type types[1];
+		if ((status = f8_node_infer_types(graph, flattened, types, diag)))
+			break;
+		graph->values[rows_value].type = types[0];
+		after[id] = n_chain + 1; // 1-based: 0 is none
+		chain[n_chain++] = gathered, chain[n_chain++] = flattened;
+		chain[n_chain++] = transposed;
+		dropped[gather_id] = true;
+		(*n)++;
+	}
+	uint32_t length = 0;
+	for (uint32_t p = 0; !status && *n && p < n_original; p++) {
+		f8_node_id id = graph->order[p];
+		if (!dropped[id])
+			chain[n_chain + length++] = id; // the new order, after the chains
+		for (uint32_t k = 0; after[id] && k < 3; k++)
+			chain[n_chain + length++] = chain[after[id] - 1 + k];
+	}
+	if (!status && *n && f8_graph_set_order(graph, chain + n_chain, length))
+		status = nomem(diag);
+	f8_free(after), f8_free(chain), f8_free(dropped);
+	return status;
+}
+
 /* Whether FP8 amax `v` is of a grouped cast (an MoE's, one per expert): under expert
  * parallelism, this rank's experts'. */
 static bool experts_amax(const f8_graph *graph, f8_value_id v) {
@@ -953,6 +1089,9 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		status = reduce_gradients(graph, data, d.scattered, &n_grads, &n_expert_grads,
 					  &grad_bytes, diag);
 	distributor_destroy(&d);
+	uint32_t n_fp8_gathers = 0;
+	if (!status && options->sequence_parallel)
+		status = gather_fp8(graph, &n_fp8_gathers, diag);
 	if (!status && amax)
 		status = reduce_amaxes(graph, amax, &n_tables, &n_amaxes, &n_expert_amaxes, diag);
 	if (!status && report) {
@@ -982,6 +1121,11 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				"AllGather a dtype), %u kept whole (a first dimension the ranks do not "
 				"divide, an expert's, or not an accumulator's update)\n", d.n_sharded,
 				d.ranks, data_group, (unsigned long long)d.bytes, d.n_kept);
+		if (n_fp8_gathers)
+			fprintf(report, "shard: sequence parallelism's FP8 all-gather: %u column-"
+				"parallel inputs cast on the rank's shard and gathered as FP8 codes "
+				"(delayed scaling), their transposed copies made after the gather\n",
+				n_fp8_gathers);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
 				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);
