@@ -705,6 +705,18 @@ f8_status f8_infer_amax(const f8_graph *graph, const f8_node *node, f8_type *out
 	return status;
 }
 
+/* ScaleFromAmax: f32 amaxes -> their scales, f32 of the same shape, for an FP8 format. */
+f8_status f8_infer_scale_from_amax(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				   f8_diag *diag) {
+	const f8_type *amax = infer_input(graph, node, 0);
+	if (amax->dtype != F8_DTYPE_F32)
+		return f8_infer_fail(diag, "the amax must be f32");
+	if (!f8_dtype_is_fp8(f8_node_attr_dtype(node, "format", F8_DTYPE_UNDEFINED)))
+		return f8_infer_fail(diag, "attribute format must be an FP8 format");
+	outputs[0] = *amax;
+	return F8_OK;
+}
+
 /*
  * CastTranspose: Quantize's inputs and attributes; in one read of x (rows, cols), the FP8 copy
  * (x's shape), the transposed copy (cols, rows) for the TN-only GEMMs, the scale_inv of each,

@@ -100,6 +100,8 @@ static const f8_attr_spec attrs_quantize[] = {DTYPE("to", true), INT("saturate",
 					      INTS("block", false), DTYPE("scale_dtype", false),
 					      INT("margin", false), INT("slot", false),
 					      INT("grouped", false), END};
+static const f8_attr_spec attrs_scale_from_amax[] = {DTYPE("format", true), INT("margin", false),
+						     END};
 static const f8_attr_spec attrs_dequantize[] = {DTYPE("to", true), INTS("block", false), END};
 static const f8_attr_spec attrs_scaling_update[] = {DTYPE("format", true), STRING("algo", false),
 						    INT("margin", false), END};

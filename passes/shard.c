@@ -841,29 +841,55 @@ static void take_output(f8_graph *graph, f8_node_id id, f8_node_id from, uint32_
 	graph->values[made].producer = id, graph->values[made].output_index = 0;
 }
 
+/* Adds node `op` on `input` with `attrs` after the program (f8_tp_add_node), named `name` with
+ * `suffix`, its output typed by inference; *out the node. */
+static f8_status add_typed(f8_graph *graph, f8_op op, f8_value_id input, const f8_attr *attrs,
+			   uint32_t n_attrs, const char *scope, const char *name, const char *suffix,
+			   f8_node_id *out, f8_diag *diag) {
+	f8_status status = f8_tp_add_node(graph, op, &input, 1, attrs, n_attrs, scope,
+					  f8_arena_concat(graph->arena, name, suffix), out, diag);
+	f8_type types[1];
+	if (!status && !(status = f8_node_infer_types(graph, *out, types, diag)))
+		graph->values[graph->nodes[*out].outputs[0]].type = types[0];
+	return status;
+}
+
+/* Nodes to place around the nodes of the program: per node, up to MOVED before and after it. */
+enum { MOVED = 3 };
+typedef struct around {
+	f8_node_id (*before)[MOVED], (*after)[MOVED];
+} around;
+
 /*
- * Sequence parallelism's FP8 all-gather, under delayed scaling (TransformerEngine's): where a
- * column-parallel GEMM's input is gathered over tp in BF16 only to be cast to FP8 at a table's
- * scale (the same on every rank), the rank's shard is cast instead and the FP8 codes are
- * gathered, a byte an element, and the transposed copy the weight gradient reads is made from
- * the gathered codes (Reshape, Transpose) rather than gathered too. The codes are those of the
- * cast after the gather, bit for bit; the cast's amax is the shard's, which the amax reduction
- * over tp (after this) makes the whole's. The BF16 gather goes. The count into *n.
+ * Sequence parallelism's FP8 all-gather (TransformerEngine's): where a column-parallel GEMM's
+ * input is gathered over tp in BF16 only to be cast to FP8 per tensor, the rank's shard is cast
+ * instead and the FP8 codes are gathered, a byte an element, and the transposed copy the weight
+ * gradient reads is made from the gathered codes (Reshape, Transpose) rather than gathered too.
+ * Under delayed scaling the shard is cast at the table's scale, the same on every rank, and the
+ * cast's amax (the shard's) is reduced over tp with the table's others after this; under current
+ * scaling the shard's amax is max-reduced over tp first (Amax, AllReduce) and the scale found
+ * from it (ScaleFromAmax), so every rank casts at the whole tensor's scale. Either way the codes
+ * and scales are those of the cast after the gather, bit for bit. The BF16 gather goes. The
+ * count into *n.
  */
 static f8_status gather_fp8(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 	*n = 0;
 	uint32_t n_original = graph->n_order;
-	f8_node_id *after = f8_calloc(graph->n_nodes + 1, sizeof *after); // per cast: its chain
-	f8_node_id *chain = f8_calloc(3 * (size_t)graph->n_nodes + 1, sizeof *chain);
+	around a = {f8_calloc(graph->n_nodes + 1, sizeof *a.before),
+		    f8_calloc(graph->n_nodes + 1, sizeof *a.after)};
+	f8_node_id *order = f8_calloc(graph->n_nodes * (1 + 2 * MOVED) + 1, sizeof *order);
 	bool *dropped = f8_calloc(graph->n_nodes + 1, sizeof *dropped);
-	f8_status status = after && chain && dropped ? F8_OK : nomem(diag);
-	uint32_t n_chain = 0;
+	f8_status status = a.before && a.after && order && dropped ? F8_OK : nomem(diag);
+	for (uint32_t i = 0; !status && i < graph->n_nodes; i++)
+		for (int k = 0; k < MOVED; k++)
+			a.before[i][k] = a.after[i][k] = F8_NONE;
 	for (uint32_t p = 0; !status && p < n_original; p++) {
 		f8_node_id id = graph->order[p];
 		const f8_node *cast = &graph->nodes[id];
-		if (cast->op != F8_OP_CAST_TRANSPOSE || cast->n_inputs < 2 ||
-		    cast->inputs[1] == F8_NONE || f8_node_attr_int(cast, "grouped", 0) ||
-		    f8_node_attr(cast, "block") ||
+		bool given = cast->n_inputs >= 2 && cast->inputs[1] != F8_NONE; // delayed's table
+		if (cast->op != F8_OP_CAST_TRANSPOSE || f8_node_attr_int(cast, "grouped", 0) ||
+		    f8_node_attr(cast, "block") || (cast->n_inputs >= 3 && cast->inputs[2] != F8_NONE) ||
+		    (given && !f8_node_attr(cast, "slot")) ||
 		    graph->values[cast->outputs[0]].type.dtype != F8_DTYPE_E4M3)
 			continue;
 		f8_node_id gather_id = graph->values[cast->inputs[0]].producer;
@@ -874,8 +900,7 @@ static f8_status gather_fp8(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 			continue;
 		f8_value_id shard = gather->inputs[0], codes = cast->outputs[0];
 		f8_value_id codes_t = cast->outputs[1];
-		f8_type codes_type = graph->values[codes].type, local = codes_type;
-		f8_type codes_t_type = graph->values[codes_t].type, local_t = codes_t_type;
+		f8_type local = graph->values[codes].type, local_t = graph->values[codes_t].type;
 		int rank = local.shape.rank, axis = (int)f8_node_attr_int(gather, "axis", 0);
 		axis = axis < 0 ? axis + rank : axis;
 		local.shape.dims[axis] = graph->values[shard].type.shape.dims[axis];
@@ -883,66 +908,89 @@ static f8_status gather_fp8(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 		for (int d = 0; d + 1 < rank; d++)
 			f8_dim_mul(rows, local.shape.dims[d], &rows);
 		local_t.shape.dims[1] = rows;
-		f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING,
-				     .s = f8_node_attr_string(gather, "group", "tp")},
+		const char *group = f8_node_attr_string(gather, "group", "tp");
+		f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = group},
 				    {.name = "axis", .kind = F8_ATTR_INT, .i = axis},
 				    {.name = "ranks", .kind = F8_ATTR_INT,
 				     .i = f8_node_attr_int(gather, "ranks", 1)}};
-		f8_dim flat[2] = {f8_dim_const(-1), codes_type.shape.dims[rank - 1]};
+		f8_dim flat[2] = {f8_dim_const(-1), local.shape.dims[rank - 1]};
 		int64_t swap[2] = {1, 0};
 		f8_attr reshape = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {.n = 2,
 										    .items = flat}};
 		f8_attr perm = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {.n = 2,
 									       .items = swap}};
 		const char *scope = cast->scope, *name = graph->values[codes].name;
+		const char *name_t = graph->values[codes_t].name;
+		f8_attr max = {.name = "op", .kind = F8_ATTR_STRING, .s = "max"};
+		f8_attr scaling[2] = {{.name = "format", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_E4M3},
+				      {.name = "margin", .kind = F8_ATTR_INT,
+				       .i = f8_node_attr_int(cast, "margin", 0)}};
+		f8_node_id shard_amax = F8_NONE, reduced = F8_NONE, scale = F8_NONE;
+		if (!given) { // current scaling: the whole tensor's amax, then its scale
+			status = add_typed(graph, F8_OP_AMAX, shard, NULL, 0, scope, name,
+					   ".shard_amax", &shard_amax, diag);
+			f8_attr over[2] = {attrs[0], max};
+			if (!status)
+				status = add_typed(graph, F8_OP_ALL_REDUCE,
+						   graph->nodes[shard_amax].outputs[0], over, 2, scope,
+						   name, ".amax", &reduced, diag);
+			if (!status)
+				status = add_typed(graph, F8_OP_SCALE_FROM_AMAX,
+						   graph->nodes[reduced].outputs[0], scaling, 2, scope,
+						   name, ".scale", &scale, diag);
+		}
 		f8_node_id gathered, flattened, transposed;
-		status = f8_tp_add_node(graph, F8_OP_ALL_GATHER, &codes, 1, attrs, 3, scope,
-					f8_arena_concat(graph->arena, name, ".shard"), &gathered, diag);
 		if (!status)
-			status = f8_tp_add_node(graph, F8_OP_RESHAPE, &codes, 1, &reshape, 1, scope,
-						f8_arena_concat(graph->arena, name, ".rows"),
-						&flattened, diag);
-		f8_value_id rows_value = status ? F8_NONE : graph->nodes[flattened].outputs[0];
+			status = f8_tp_add_node(graph, F8_OP_ALL_GATHER, &codes, 1, attrs, 3, scope,
+						f8_arena_concat(graph->arena, name, ".shard"),
+						&gathered, diag);
 		if (!status)
-			status = f8_tp_add_node(graph, F8_OP_TRANSPOSE, &rows_value, 1, &perm, 1,
-						scope, f8_arena_concat(graph->arena,
-								       graph->values[codes_t].name,
-								       ".shard"),
-						&transposed, diag);
+			status = add_typed(graph, F8_OP_RESHAPE, codes, &reshape, 1, scope, name,
+					   ".rows", &flattened, diag);
+		if (!status)
+			status = add_typed(graph, F8_OP_TRANSPOSE, graph->nodes[flattened].outputs[0],
+					   &perm, 1, scope, name_t, ".shard", &transposed, diag);
+		f8_value_id *inputs = status ? NULL : f8_arena_alloc(graph->arena, 2 * sizeof *inputs);
+		if (!status && !inputs)
+			status = nomem(diag);
 		if (status)
 			break;
-		// The gather takes the cast's codes (now the shard's), the Transpose its transposed
-		// copy (the cast's own, of the shard, is left unread).
-		graph->nodes[id].inputs[0] = shard;
+		// The cast reads the shard (and the scale, under current scaling); the gather takes
+		// its codes (now the shard's), the Transpose its transposed copy (the cast's own, of
+		// the shard, is left unread).
+		inputs[0] = shard;
+		inputs[1] = given ? cast->inputs[1] : graph->nodes[scale].outputs[0];
+		graph->nodes[id].inputs = inputs, graph->nodes[id].n_inputs = 2;
 		take_output(graph, gathered, id, 0, codes, &local);
 		f8_value_id made_t = graph->nodes[transposed].outputs[0];
 		graph->nodes[transposed].outputs[0] = codes_t;
 		graph->nodes[id].outputs[1] = made_t;
 		graph->values[made_t].producer = id, graph->values[made_t].output_index = 1;
 		graph->values[made_t].type = local_t;
+		graph->values[made_t].precision = graph->values[codes_t].precision;
 		graph->values[codes_t].producer = transposed, graph->values[codes_t].output_index = 0;
-		graph->nodes[flattened].inputs[0] = codes;
-		f8_type types[1];
-		if ((status = f8_node_infer_types(graph, flattened, types, diag)))
-			break;
-		graph->values[rows_value].type = types[0];
-		after[id] = n_chain + 1; // 1-based: 0 is none
-		chain[n_chain++] = gathered, chain[n_chain++] = flattened;
-		chain[n_chain++] = transposed;
+		f8_node_id ahead[MOVED] = {shard_amax, reduced, scale};
+		f8_node_id behind[MOVED] = {gathered, flattened, transposed};
+		memcpy(a.before[id], ahead, sizeof ahead);
+		memcpy(a.after[id], behind, sizeof behind);
 		dropped[gather_id] = true;
 		(*n)++;
 	}
 	uint32_t length = 0;
 	for (uint32_t p = 0; !status && *n && p < n_original; p++) {
 		f8_node_id id = graph->order[p];
+		for (int k = 0; k < MOVED; k++)
+			if (a.before[id][k] != F8_NONE)
+				order[length++] = a.before[id][k];
 		if (!dropped[id])
-			chain[n_chain + length++] = id; // the new order, after the chains
-		for (uint32_t k = 0; after[id] && k < 3; k++)
-			chain[n_chain + length++] = chain[after[id] - 1 + k];
+			order[length++] = id;
+		for (int k = 0; k < MOVED; k++)
+			if (a.after[id][k] != F8_NONE)
+				order[length++] = a.after[id][k];
 	}
-	if (!status && *n && f8_graph_set_order(graph, chain + n_chain, length))
+	if (!status && *n && f8_graph_set_order(graph, order, length))
 		status = nomem(diag);
-	f8_free(after), f8_free(chain), f8_free(dropped);
+	f8_free(a.before), f8_free(a.after), f8_free(order), f8_free(dropped);
 	return status;
 }
 
@@ -1123,9 +1171,10 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				d.ranks, data_group, (unsigned long long)d.bytes, d.n_kept);
 		if (n_fp8_gathers)
 			fprintf(report, "shard: sequence parallelism's FP8 all-gather: %u column-"
-				"parallel inputs cast on the rank's shard and gathered as FP8 codes "
-				"(delayed scaling), their transposed copies made after the gather\n",
-				n_fp8_gathers);
+				"parallel inputs cast on the rank's shard (at the table's scale, or "
+				"under current scaling at the scale of the amax reduced over tp) and "
+				"gathered as FP8 codes, their transposed copies made after the "
+				"gather\n", n_fp8_gathers);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
 				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);

@@ -279,6 +279,18 @@ F8_CPU_KERNEL(AMAX) {
 	return F8_OK;
 }
 
+/* ScaleFromAmax: f8_scale_from_amax(format, amax, margin, 1) of each amax. */
+F8_CPU_KERNEL(SCALE_FROM_AMAX) {
+	(void)diag;
+	const f8_rt_tensor *amax = call->inputs[0];
+	f8_dtype format = f8_node_attr_dtype(call->node, "format", F8_DTYPE_E4M3);
+	int margin = (int)f8_node_attr_int(call->node, "margin", 0);
+	for (int64_t i = 0; i < f8_rt_tensor_numel(amax); i++)
+		f8_cpu_set(&call->outputs[0], i,
+			   f8_scale_from_amax(format, (float)f8_cpu_get(amax, i), margin, 1.0f));
+	return F8_OK;
+}
+
 /* out (cols, rows) = in (rows, cols) transposed, for elements of `size` bytes. */
 static void transpose(const void *in, int64_t rows, int64_t cols, size_t size, void *out) {
 	const unsigned char *from = in;

@@ -610,6 +610,8 @@ static const op_case cases[] = {
 	 "%s2, %h2, %n2 = ScalingUpdate(%s, %h, %n, %a0, %ag, %a4) {format=e4m3, "
 	 "algo=\"max\"}\noutput %s2, %h2, %n2\n",
 	 "n=int:0:3 a0=uniform:0.01:600 ag=uniform:0.01:600 a4=uniform:0.01:600"},
+	{.title = "ScaleFromAmax e4m3, margin 1", IN("a", "f32[7]")
+	 "%s = ScaleFromAmax(%a) {format=e4m3, margin=1}\noutput %s\n", "a=uniform:0:600"},
 	{.title = "ScalingUpdate e5m2 most_recent",
 	 "scale %s : f32[3]\namax_history %h : f32[5, 3]\n"
 	 "state %n : i64[]\n" IN("a0", "f32[]") IN("a1", "f32[]") IN("a2", "f32[]")
