@@ -310,13 +310,21 @@ static f8_status reduce_gradients(f8_graph *graph, uint32_t axes, const bool *sc
  * along it (instead of all-reduced), this rank's rows of the parameter (LocalShard), AdamW on
  * those rows with moments of that shape (placed shard along dim 0), and the updated rows
  * all-gathered into the parameter. A parameter the ranks do not divide keeps the replicated
- * update (all-reduced gradient, whole moments). The gradient norm is the square root of the
- * shards' squared norm summed over the ranks, plus the replicated gradients'.
+ * update (all-reduced gradient, whole moments). An expert's parameters (expert parallelism's)
+ * are split so over the ranks that hold the same experts, as Megatron-LM's expert data-parallel
+ * group splits them. The gradient norm is the square root of the shards' squared norm summed
+ * over the ranks, plus the replicated gradients'.
  */
-typedef struct distributor {
-	f8_graph *graph;
+/* A group the optimizer's state is split over: its name, axes and ranks. */
+typedef struct sharding {
 	const char *group;
 	uint32_t axes, ranks;
+} sharding;
+
+typedef struct distributor {
+	f8_graph *graph;
+	sharding data;    // the data-parallel ranks (ep+dp, cp+dp...)
+	sharding experts; // an expert's: those of the same experts (data without ep)
 	f8_diag *diag;
 	f8_node_id *before, *after, *next; // per node: chains of new nodes to place around it
 	uint32_t capacity, n_original;     // new nodes' room; the program's length before
@@ -363,32 +371,38 @@ static f8_status add_opt_node(distributor *d, f8_op op, const f8_value_id *input
 	return add_opt(d->graph, op, inputs, n, attrs, n_attrs, name, out, d->diag);
 }
 
-/* A collective of `op` along axis 0 over the data-parallel group, of `input`. */
-static f8_status add_parts(distributor *d, f8_op op, f8_value_id input, const char *suffix,
-			   f8_node_id *out) {
-	f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = d->group},
+/* The group parameter `p`'s optimizer state is split over. */
+static const sharding *sharding_of(const distributor *d, f8_value_id p) {
+	return holds_experts(d->graph, p) ? &d->experts : &d->data;
+}
+
+/* A collective of `op` along axis 0 over the group of `s`, of `input`. */
+static f8_status add_parts(distributor *d, const sharding *s, f8_op op, f8_value_id input,
+			   const char *suffix, f8_node_id *out) {
+	f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = s->group},
 			    {.name = "axis", .kind = F8_ATTR_INT, .i = 0},
-			    {.name = "ranks", .kind = F8_ATTR_INT, .i = d->ranks}};
+			    {.name = "ranks", .kind = F8_ATTR_INT, .i = s->ranks}};
 	f8_graph *graph = d->graph;
 	const char *name = f8_arena_concat(graph->arena, graph->values[input].name, suffix);
 	return name ? add_opt_node(d, op, &input, 1, attrs, 3, name, out) : nomem(d->diag);
 }
 
-/* Whether parameter `p`'s first dimension is a constant the ranks divide. An expert's weights
- * (split over ep already) keep the replicated update: their gradients are summed over another
- * group than the optimizer's. */
+/* Whether parameter `p`'s first dimension is a constant its group's ranks (more than one)
+ * divide. */
 static bool divisible(const distributor *d, f8_value_id p) {
 	const f8_shape *shape = &d->graph->values[p].type.shape;
-	return shape->rank >= 1 && f8_dim_is_const(shape->dims[0]) && !holds_experts(d->graph, p) &&
-	       f8_dim_value(shape->dims[0]) % d->ranks == 0;
+	uint32_t ranks = sharding_of(d, p)->ranks;
+	return ranks > 1 && shape->rank >= 1 && f8_dim_is_const(shape->dims[0]) &&
+	       f8_dim_value(shape->dims[0]) % ranks == 0;
 }
 
-/* The moments leaf `v` as this rank's rows, placed shard along dim 0. */
-static void shard_leaf(distributor *d, f8_value_id v) {
+/* The moments leaf `v` as this rank's rows of the group of `s`, placed shard along dim 0 (after
+ * any axis that splits it already: an expert's moments are split over ep first). */
+static void shard_leaf(distributor *d, const sharding *s, f8_value_id v) {
 	f8_value *value = &d->graph->values[v];
-	value->type.shape.dims[0] = f8_dim_const(f8_dim_value(value->type.shape.dims[0]) / d->ranks);
+	value->type.shape.dims[0] = f8_dim_const(f8_dim_value(value->type.shape.dims[0]) / s->ranks);
 	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
-		if (d->axes & 1u << axis)
+		if (s->axes & 1u << axis)
 			value->placement[axis] = (f8_placement){.kind = F8_PLACEMENT_KIND_SHARD,
 								.dim = 0};
 }
@@ -399,18 +413,19 @@ static void shard_leaf(distributor *d, f8_value_id v) {
 static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head) {
 	f8_graph *graph = d->graph;
 	f8_value_id p = graph->nodes[id].inputs[0], acc = graph->nodes[id].inputs[1];
+	const sharding *s = sharding_of(d, p);
 	f8_node_id scatter, local, gather;
-	f8_status status = add_parts(d, F8_OP_REDUCE_SCATTER, acc, ".shard", &scatter);
+	f8_status status = add_parts(d, s, F8_OP_REDUCE_SCATTER, acc, ".shard", &scatter);
 	if (!status)
-		status = add_parts(d, F8_OP_LOCAL_SHARD, p, ".shard", &local);
+		status = add_parts(d, s, F8_OP_LOCAL_SHARD, p, ".shard", &local);
 	if (status)
 		return status;
 	d->scattered[acc] = true;
 	d->shard_of[acc] = graph->nodes[scatter].outputs[0];
 	d->bytes += f8_memory_type_bytes(&graph->values[acc].type);
-	mark_partial(graph, acc, d->axes, F8_REDUCTION_SUM);
-	shard_leaf(d, graph->nodes[id].inputs[2]);
-	shard_leaf(d, graph->nodes[id].inputs[3]);
+	mark_partial(graph, acc, s->axes, F8_REDUCTION_SUM);
+	shard_leaf(d, s, graph->nodes[id].inputs[2]);
+	shard_leaf(d, s, graph->nodes[id].inputs[3]);
 	f8_node *adamw = &graph->nodes[id];
 	adamw->inputs[0] = graph->nodes[local].outputs[0];
 	adamw->inputs[1] = graph->nodes[scatter].outputs[0];
@@ -419,7 +434,7 @@ static f8_status shard_adamw(distributor *d, f8_node_id id, f8_node_id head) {
 		return status;
 	for (int i = 0; i < 3; i++)
 		graph->values[graph->nodes[id].outputs[i]].type = types[i];
-	if ((status = add_parts(d, F8_OP_ALL_GATHER, graph->nodes[id].outputs[0], ".gathered",
+	if ((status = add_parts(d, s, F8_OP_ALL_GATHER, graph->nodes[id].outputs[0], ".gathered",
 				&gather)))
 		return status;
 	for (uint32_t i = 0; i < graph->n_updates; i++)
@@ -452,7 +467,8 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 	for (uint32_t i = 0; i < n; i++) {
 		f8_value_id v = graph->nodes[id].inputs[i];
 		bool tp = graph->values[v].placement[F8_MESH_AXIS_TP].kind == F8_PLACEMENT_KIND_SHARD;
-		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0) |
+		// An expert's shards: over its group and ep, which is the data-parallel group.
+		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->data.axes : 0) |
 				(holds_experts(graph, v) ? 1u << F8_MESH_AXIS_EP : 0) |
 				(graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0);
 		uint32_t c = 0;
@@ -468,7 +484,7 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 	uint32_t pp = graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
 	if (pp) {
 		uint32_t tp = graph->mesh[F8_MESH_AXIS_TP] > 1 ? 1u << F8_MESH_AXIS_TP : 0;
-		uint32_t data = d->distributed ? d->axes : 0;
+		uint32_t data = d->distributed ? d->data.axes : 0;
 		uint32_t ep = graph->mesh[F8_MESH_AXIS_EP] > 1 ? 1u << F8_MESH_AXIS_EP : 0;
 		for (uint32_t k = 0; k < CLASSES; k++) {
 			uint32_t candidate = pp | (k & 1 ? tp : 0) | (k & 2 ? data : 0) |
@@ -1115,9 +1131,18 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	if (mesh[F8_MESH_AXIS_PP] > 1 && (status = exchange_tied(graph, &n_tied, diag)))
 		return status;
 	uint64_t grad_bytes = 0;
-	distributor d = {.graph = graph, .group = data_name, .axes = data, .diag = diag,
-			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP] *
-				  mesh[F8_MESH_AXIS_CP]};
+	uint32_t expert_axes = data & ~(1u << F8_MESH_AXIS_EP);
+	char expert_group[32];
+	const char *expert_name = f8_arena_strdup(graph->arena, f8_mesh_group_name(
+		expert_axes, expert_group, sizeof expert_group));
+	if (!expert_name)
+		return nomem(diag);
+	distributor d = {.graph = graph, .diag = diag,
+			 .data = {.group = data_name, .axes = data,
+				  .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP] *
+					   mesh[F8_MESH_AXIS_CP]},
+			 .experts = {.group = expert_name, .axes = expert_axes,
+				     .ranks = mesh[F8_MESH_AXIS_DP] * mesh[F8_MESH_AXIS_CP]}};
 	status = distributor_init(&d);
 	d.distributed = data && options->distributed_optimizer;
 	if (!status && d.distributed)
@@ -1129,10 +1154,12 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 		status = split_norm(&d, norm);
 	if (!status)
 		status = place_chains(&d);
-	if (!status && d.distributed)
-		status = pack_buckets(graph, F8_OP_REDUCE_SCATTER, data_name, diag);
-	if (!status && d.distributed)
-		status = pack_buckets(graph, F8_OP_ALL_GATHER, data_name, diag);
+	for (int experts = 0; !status && d.distributed && experts < 2; experts++) {
+		const char *group = experts ? expert_name : data_name;
+		status = pack_buckets(graph, F8_OP_REDUCE_SCATTER, group, diag);
+		if (!status)
+			status = pack_buckets(graph, F8_OP_ALL_GATHER, group, diag);
+	}
 	if (!status && data)
 		status = reduce_gradients(graph, data, d.scattered, &n_grads, &n_expert_grads,
 					  &grad_bytes, diag);
@@ -1167,8 +1194,9 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				"update split over the %u ranks of %s (gradients reduce-scattered, %llu "
 				"bytes, in one ReduceScatter a dtype; updates all-gathered, in one "
 				"AllGather a dtype), %u kept whole (a first dimension the ranks do not "
-				"divide, an expert's, or not an accumulator's update)\n", d.n_sharded,
-				d.ranks, data_group, (unsigned long long)d.bytes, d.n_kept);
+				"divide, or not an accumulator's update; an expert's split over the ranks "
+				"that hold the same experts)\n", d.n_sharded,
+				d.data.ranks, data_group, (unsigned long long)d.bytes, d.n_kept);
 		if (n_fp8_gathers)
 			fprintf(report, "shard: sequence parallelism's FP8 all-gather: %u column-"
 				"parallel inputs cast on the rank's shard (at the table's scale, or "

@@ -19,14 +19,16 @@
     same bits of all they hold alike: over ep, every parameter, moment, scale and amax history
     but the experts' (each rank's scale_inv of every logical tensor is the same); over dp the
     experts' too;
-(d) on 4 ranks, in f32 within (b)'s tolerance: EP2 x DP2 with the distributed optimizer (the
-    experts' weights keep the replicated update), EP2 x TP2 with sequence parallelism (each
+(d) on 4 ranks, in f32 within (b)'s tolerance: EP2 x DP2 with the distributed optimizer (an
+    expert's AdamW state split over the ranks that hold it, the others' over all four; the
+    experts' moments placed <shard=ep:0,dp:0>), EP2 x TP2 with sequence parallelism (each
     expert's FFN split over tp too), EP2 x PP2; and EP4 (one expert a rank: each grouped cast
     has one scaling slot, still an expert's) in FP8 delayed within (b)'s tolerance, (c)'s check
     included;
 (e) checkpoints: EP2's FP8 (delayed) save resumes on one rank, one rank's under EP2, and EP2 x
-    DP2's under EP4, iterations 3-4 within (b)'s tolerance of the uninterrupted run; each rank's
-    shard labels its experts' scaling slots by the whole model's expert numbers;
+    DP2's with the distributed optimizer under EP4 and on one rank, iterations 3-4 within (b)'s
+    tolerance of the uninterrupted run; each rank's shard labels its experts' scaling slots by
+    the whole model's expert numbers;
 (f) what cannot be is refused, naming it: EP not dividing the experts, EP on a model without
     experts, EP not dividing the data-parallel size;
 (g) --log-fp8-stats under EP2 logs every rank's experts' scaling slots and the others once, by
@@ -87,6 +89,14 @@ def plan(binary, source, env):
                "main_grad" in l]
     experts = [l for l in reduces if "experts.fc1.weight.main_grad" in l]
     others = [l for l in reduces if "attn.qkv.weight.main_grad" in l]
+    zero = run([binary, "dump-ir", model, "--after", "shard", "--world-size", "4", "--target",
+                "cpu", "--dim", "batch=2", "--dim", "seq=64", "--use-distributed-optimizer"] +
+               EP2, env)
+    check(zero.returncode == 0 and "state %layers.0.mlp.experts.fc1.weight.exp_avg : "
+          "f32[1, 512, 128] <shard=ep:0,dp:0>" in zero.stdout and
+          '%layers.0.mlp.experts.fc1.weight.main_grad.shard : f32[1, 512, 128]' in zero.stdout,
+          "with the distributed optimizer an expert's moments are split over ep, then over dp "
+          "(the ranks that hold the same experts)", zero.stderr[-800:])
     check(len(experts) == 1 and '{group="dp", op="sum"}' in experts[0] and
           "router" not in experts[0] and len(others) == 1 and
           '{group="ep+dp", op="sum"}' in others[0] and "experts" not in others[0],
@@ -175,8 +185,9 @@ def main():
                         "mixtral-tiny EP2 FP8", PRECISIONS["delayed"][1:])
         wide = ["train", model, "--data", data, "--micro-batch-size", "2",
                 "--global-batch-size", "8", "--seq-length", "32", "--log-interval", "1"] + FP8
-        resumes(s, work, wide, (s.four, EP2), [(s.four, EP4, "EP4")], "mixtral-tiny EP2 x DP2 FP8",
-                PRECISIONS["delayed"][1:])
+        resumes(s, work, wide, (s.four, EP2 + ["--use-distributed-optimizer"]),
+                [(s.four, EP4, "EP4"), (one, [], "one rank")],
+                "mixtral-tiny EP2 x DP2 FP8, distributed optimizer", PRECISIONS["delayed"][1:])
         resumes(s, work, train, (one, []), [(mpirun, EP2, "EP2")], "mixtral-tiny one rank FP8",
                 PRECISIONS["delayed"][1:])
         if saved:
