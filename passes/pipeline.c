@@ -199,7 +199,8 @@ static const f8_pass pipeline[] = {
 	 "must see the casts and the scaling state to reduce amaxes and reuse scales"},
 	{"shard", shard,
 	 "after fp8-cast, whose scaling tables' amaxes it reduces over the ranks that hold a "
-	 "tensor, and after training, whose gradient accumulators it reduces over data "
+	 "tensor and whose casts of sequence-parallel gathers it moves before them (the FP8 "
+	 "all-gather), and after training, whose gradient accumulators it reduces over data "
 	 "parallelism; before recompute, which keeps its collectives, and fuse; a no-op on one "
 	 "rank"},
 	{"recompute", recompute,

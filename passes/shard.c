@@ -1,6 +1,7 @@
 /*
  * The shard pass (passes/shard.h): the layout checked against the model, the mesh on the graph,
- * and the collectives of data parallelism and of the FP8 amaxes.
+ * and the collectives of data parallelism (the distributed optimizer's buckets too) and of the
+ * FP8 amaxes; sequence parallelism's FP8 all-gather is passes/shard_fp8_gather.c.
  *
  * requires: canonicalize, training, fp8-cast.
  */
@@ -12,7 +13,7 @@
 #include "ir/arena.h"  // f8_arena_alloc, f8_arena_concat
 #include "ir/memory.h" // f8_memory_type_bytes
 #include "ir/verify.h" // f8_node_infer_types
-#include "passes/tensor_parallel_internal.h" // f8_tp_add_node
+#include "passes/shard_internal.h" // f8_shard_gather_fp8
 
 bool f8_parallel_options_any(const f8_parallel_options *o) {
 	return o && (o->world > 1 || o->tensor > 1 || o->pipeline > 1 || o->context > 1 ||
@@ -650,13 +651,50 @@ static f8_status distribute_optimizer(distributor *d) {
 	return status;
 }
 
+/* The elements of a bucket at most: Megatron-LM's default bucket size (40M parameters), which
+ * bounds the staging a packed collective needs. */
+#define BUCKET_ELEMENTS 40000000.0
+
+/* The `count` collectives `members` (program order) packed into one: the first (a
+ * ReduceScatter's place) or the last (an AllGather's) takes the others' inputs and outputs,
+ * which keep their names; the others leave the program (`order`: room for it). */
+static f8_status pack(f8_graph *graph, const f8_node_id *members, uint32_t count, bool gather,
+		      f8_node_id *order, f8_diag *diag) {
+	f8_node_id kept = members[gather ? count - 1 : 0];
+	f8_value_id *inputs = f8_arena_alloc(graph->arena, count * sizeof *inputs);
+	f8_value_id *outputs = f8_arena_alloc(graph->arena, count * sizeof *outputs);
+	if (!inputs || !outputs)
+		return nomem(diag);
+	for (uint32_t k = 0; k < count; k++) {
+		const f8_node *member = &graph->nodes[members[k]];
+		inputs[k] = member->inputs[0];
+		outputs[k] = member->outputs[0];
+		graph->values[outputs[k]].producer = kept;
+		graph->values[outputs[k]].output_index = k;
+	}
+	f8_node *packed = &graph->nodes[kept];
+	packed->inputs = inputs, packed->n_inputs = count;
+	packed->outputs = outputs, packed->n_outputs = count;
+	uint32_t length = 0;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		f8_node_id id = graph->order[p];
+		bool merged = false;
+		for (uint32_t k = 0; k < count && !merged; k++)
+			merged = members[k] == id && id != kept;
+		if (!merged)
+			order[length++] = id;
+	}
+	return f8_graph_set_order(graph, order, length) ? nomem(diag) : F8_OK;
+}
+
 /*
- * The distributed optimizer's buckets: its ReduceScatters (at the head of phase opt, one per
- * gradient) packed into one, at the first one's place, and its AllGathers (one after each
- * AdamW) into one, at the last one's place (after every update it gathers), as Megatron-LM's
- * distributed optimizer reduce-scatters its gradient buffer and all-gathers its parameter
- * buffer a bucket at a time (one bucket: f8c's steps overlap no collective with compute yet).
- * A bucket holds one dtype; the values keep their names, now outputs of the packed node.
+ * The distributed optimizer's buckets: its ReduceScatters over `group` (at the head of phase
+ * opt, one per gradient) packed into one a bucket, at the bucket's first one's place, and its
+ * AllGathers (one after each AdamW) into one a bucket, at the bucket's last one's place (after
+ * every update it gathers), as Megatron-LM's distributed optimizer reduce-scatters its gradient
+ * buffer and all-gathers its parameter buffer a bucket at a time. A bucket holds one dtype and
+ * up to BUCKET_ELEMENTS elements of the whole parameters (a larger one alone), in program
+ * order.
  */
 static f8_status pack_buckets(f8_graph *graph, f8_op op, const char *group, f8_diag *diag) {
 	bool gather = op == F8_OP_ALL_GATHER;
@@ -673,36 +711,21 @@ static f8_status pack_buckets(f8_graph *graph, f8_op op, const char *group, f8_d
 			    graph->values[node->inputs[0]].type.dtype == (f8_dtype)dtype)
 				members[count++] = graph->order[p];
 		}
-		if (count < 2)
-			continue;
-		f8_node_id kept = members[gather ? count - 1 : 0];
-		f8_value_id *inputs = f8_arena_alloc(graph->arena, count * sizeof *inputs);
-		f8_value_id *outputs = f8_arena_alloc(graph->arena, count * sizeof *outputs);
-		if (!inputs || !outputs) {
-			status = nomem(diag);
-			break;
+		for (uint32_t first = 0, next; !status && first < count; first = next) {
+			double elements = 0;
+			for (next = first; next < count; next++) { // the whole parameter's elements
+				const f8_node *member = &graph->nodes[members[next]];
+				double more = (double)f8_memory_type_bytes(
+						      &graph->values[member->inputs[0]].type) /
+					      (double)f8_dtype_get_info((f8_dtype)dtype)->bytes *
+					      (gather ? (double)f8_node_attr_int(member, "ranks", 1) : 1);
+				if (next > first && elements + more > BUCKET_ELEMENTS)
+					break;
+				elements += more;
+			}
+			if (next - first > 1)
+				status = pack(graph, members + first, next - first, gather, order, diag);
 		}
-		for (uint32_t k = 0; k < count; k++) {
-			const f8_node *member = &graph->nodes[members[k]];
-			inputs[k] = member->inputs[0];
-			outputs[k] = member->outputs[0];
-			graph->values[outputs[k]].producer = kept;
-			graph->values[outputs[k]].output_index = k;
-		}
-		f8_node *packed = &graph->nodes[kept];
-		packed->inputs = inputs, packed->n_inputs = count;
-		packed->outputs = outputs, packed->n_outputs = count;
-		uint32_t length = 0;
-		for (uint32_t p = 0; p < graph->n_order; p++) {
-			f8_node_id id = graph->order[p];
-			bool merged = false;
-			for (uint32_t k = 0; k < count && !merged; k++)
-				merged = members[k] == id && id != kept;
-			if (!merged)
-				order[length++] = id;
-		}
-		if (f8_graph_set_order(graph, order, length))
-			status = nomem(diag);
 	}
 	f8_free(members);
 	f8_free(order);
@@ -824,189 +847,6 @@ static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 		(*n)++;
 	}
 	f8_free(tied);
-	return status;
-}
-
-/* The nodes that read `v` (and whether it is a graph output) counted. */
-static uint32_t readers_of(const f8_graph *graph, f8_value_id v) {
-	uint32_t n = 0;
-	for (uint32_t p = 0; p < graph->n_order; p++) {
-		const f8_node *node = &graph->nodes[graph->order[p]];
-		for (uint32_t i = 0; i < node->n_inputs; i++)
-			n += node->inputs[i] == v;
-	}
-	for (uint32_t i = 0; i < graph->n_outputs; i++)
-		n += graph->outputs[i] == v;
-	return n;
-}
-
-/*
- * Node `id` (appended to the program, one input, one fresh output) made to produce `made`
- * instead, an output of node `from` until now: `from` produces the fresh value in its place
- * (`at`), typed `type`, and `id` reads it. What read `made` reads `id`'s result, unchanged.
- */
-static void take_output(f8_graph *graph, f8_node_id id, f8_node_id from, uint32_t at,
-			f8_value_id made, const f8_type *type) {
-	f8_value_id fresh = graph->nodes[id].outputs[0];
-	graph->nodes[id].inputs[0] = fresh;
-	graph->nodes[id].outputs[0] = made;
-	graph->nodes[from].outputs[at] = fresh;
-	graph->values[fresh].producer = from, graph->values[fresh].output_index = at;
-	graph->values[fresh].type = *type;
-	graph->values[fresh].precision = graph->values[made].precision;
-	graph->values[made].producer = id, graph->values[made].output_index = 0;
-}
-
-/* Adds node `op` on `input` with `attrs` after the program (f8_tp_add_node), named `name` with
- * `suffix`, its output typed by inference; *out the node. */
-static f8_status add_typed(f8_graph *graph, f8_op op, f8_value_id input, const f8_attr *attrs,
-			   uint32_t n_attrs, const char *scope, const char *name, const char *suffix,
-			   f8_node_id *out, f8_diag *diag) {
-	f8_status status = f8_tp_add_node(graph, op, &input, 1, attrs, n_attrs, scope,
-					  f8_arena_concat(graph->arena, name, suffix), out, diag);
-	f8_type types[1];
-	if (!status && !(status = f8_node_infer_types(graph, *out, types, diag)))
-		graph->values[graph->nodes[*out].outputs[0]].type = types[0];
-	return status;
-}
-
-/* Nodes to place around the nodes of the program: per node, up to MOVED before and after it. */
-enum { MOVED = 3 };
-typedef struct around {
-	f8_node_id (*before)[MOVED], (*after)[MOVED];
-} around;
-
-/*
- * Sequence parallelism's FP8 all-gather (TransformerEngine's): where a column-parallel GEMM's
- * input is gathered over tp in BF16 only to be cast to FP8 per tensor, the rank's shard is cast
- * instead and the FP8 codes are gathered, a byte an element, and the transposed copy the weight
- * gradient reads is made from the gathered codes (Reshape, Transpose) rather than gathered too.
- * Under delayed scaling the shard is cast at the table's scale, the same on every rank, and the
- * cast's amax (the shard's) is reduced over tp with the table's others after this; under current
- * scaling the shard's amax is max-reduced over tp first (Amax, AllReduce) and the scale found
- * from it (ScaleFromAmax), so every rank casts at the whole tensor's scale. Either way the codes
- * and scales are those of the cast after the gather, bit for bit. The BF16 gather goes. The
- * count into *n.
- */
-static f8_status gather_fp8(f8_graph *graph, uint32_t *n, f8_diag *diag) {
-	*n = 0;
-	uint32_t n_original = graph->n_order;
-	around a = {f8_calloc(graph->n_nodes + 1, sizeof *a.before),
-		    f8_calloc(graph->n_nodes + 1, sizeof *a.after)};
-	f8_node_id *order = f8_calloc(graph->n_nodes * (1 + 2 * MOVED) + 1, sizeof *order);
-	bool *dropped = f8_calloc(graph->n_nodes + 1, sizeof *dropped);
-	f8_status status = a.before && a.after && order && dropped ? F8_OK : nomem(diag);
-	for (uint32_t i = 0; !status && i < graph->n_nodes; i++)
-		for (int k = 0; k < MOVED; k++)
-			a.before[i][k] = a.after[i][k] = F8_NONE;
-	for (uint32_t p = 0; !status && p < n_original; p++) {
-		f8_node_id id = graph->order[p];
-		const f8_node *cast = &graph->nodes[id];
-		bool given = cast->n_inputs >= 2 && cast->inputs[1] != F8_NONE; // delayed's table
-		if (cast->op != F8_OP_CAST_TRANSPOSE || f8_node_attr_int(cast, "grouped", 0) ||
-		    f8_node_attr(cast, "block") || (cast->n_inputs >= 3 && cast->inputs[2] != F8_NONE) ||
-		    (given && !f8_node_attr(cast, "slot")) ||
-		    graph->values[cast->outputs[0]].type.dtype != F8_DTYPE_E4M3)
-			continue;
-		f8_node_id gather_id = graph->values[cast->inputs[0]].producer;
-		const f8_node *gather = gather_id == F8_NONE ? NULL : &graph->nodes[gather_id];
-		if (!gather || gather->op != F8_OP_ALL_GATHER || gather->n_inputs != 1 ||
-		    f8_node_attr_int(gather, "replicated", 0) ||
-		    f8_node_attr_int(gather, "balanced", 0) || readers_of(graph, cast->inputs[0]) != 1)
-			continue;
-		f8_value_id shard = gather->inputs[0], codes = cast->outputs[0];
-		f8_value_id codes_t = cast->outputs[1];
-		f8_type local = graph->values[codes].type, local_t = graph->values[codes_t].type;
-		int rank = local.shape.rank, axis = (int)f8_node_attr_int(gather, "axis", 0);
-		axis = axis < 0 ? axis + rank : axis;
-		local.shape.dims[axis] = graph->values[shard].type.shape.dims[axis];
-		f8_dim rows = f8_dim_const(1);
-		for (int d = 0; d + 1 < rank; d++)
-			f8_dim_mul(rows, local.shape.dims[d], &rows);
-		local_t.shape.dims[1] = rows;
-		const char *group = f8_node_attr_string(gather, "group", "tp");
-		f8_attr attrs[3] = {{.name = "group", .kind = F8_ATTR_STRING, .s = group},
-				    {.name = "axis", .kind = F8_ATTR_INT, .i = axis},
-				    {.name = "ranks", .kind = F8_ATTR_INT,
-				     .i = f8_node_attr_int(gather, "ranks", 1)}};
-		f8_dim flat[2] = {f8_dim_const(-1), local.shape.dims[rank - 1]};
-		int64_t swap[2] = {1, 0};
-		f8_attr reshape = {.name = "shape", .kind = F8_ATTR_DIMS, .dims = {.n = 2,
-										    .items = flat}};
-		f8_attr perm = {.name = "perm", .kind = F8_ATTR_INTS, .ints = {.n = 2,
-									       .items = swap}};
-		const char *scope = cast->scope, *name = graph->values[codes].name;
-		const char *name_t = graph->values[codes_t].name;
-		f8_attr max = {.name = "op", .kind = F8_ATTR_STRING, .s = "max"};
-		f8_attr scaling[2] = {{.name = "format", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_E4M3},
-				      {.name = "margin", .kind = F8_ATTR_INT,
-				       .i = f8_node_attr_int(cast, "margin", 0)}};
-		f8_node_id shard_amax = F8_NONE, reduced = F8_NONE, scale = F8_NONE;
-		if (!given) { // current scaling: the whole tensor's amax, then its scale
-			status = add_typed(graph, F8_OP_AMAX, shard, NULL, 0, scope, name,
-					   ".shard_amax", &shard_amax, diag);
-			f8_attr over[2] = {attrs[0], max};
-			if (!status)
-				status = add_typed(graph, F8_OP_ALL_REDUCE,
-						   graph->nodes[shard_amax].outputs[0], over, 2, scope,
-						   name, ".amax", &reduced, diag);
-			if (!status)
-				status = add_typed(graph, F8_OP_SCALE_FROM_AMAX,
-						   graph->nodes[reduced].outputs[0], scaling, 2, scope,
-						   name, ".scale", &scale, diag);
-		}
-		f8_node_id gathered, flattened, transposed;
-		if (!status)
-			status = f8_tp_add_node(graph, F8_OP_ALL_GATHER, &codes, 1, attrs, 3, scope,
-						f8_arena_concat(graph->arena, name, ".shard"),
-						&gathered, diag);
-		if (!status)
-			status = add_typed(graph, F8_OP_RESHAPE, codes, &reshape, 1, scope, name,
-					   ".rows", &flattened, diag);
-		if (!status)
-			status = add_typed(graph, F8_OP_TRANSPOSE, graph->nodes[flattened].outputs[0],
-					   &perm, 1, scope, name_t, ".shard", &transposed, diag);
-		f8_value_id *inputs = status ? NULL : f8_arena_alloc(graph->arena, 2 * sizeof *inputs);
-		if (!status && !inputs)
-			status = nomem(diag);
-		if (status)
-			break;
-		// The cast reads the shard (and the scale, under current scaling); the gather takes
-		// its codes (now the shard's), the Transpose its transposed copy (the cast's own, of
-		// the shard, is left unread).
-		inputs[0] = shard;
-		inputs[1] = given ? cast->inputs[1] : graph->nodes[scale].outputs[0];
-		graph->nodes[id].inputs = inputs, graph->nodes[id].n_inputs = 2;
-		take_output(graph, gathered, id, 0, codes, &local);
-		f8_value_id made_t = graph->nodes[transposed].outputs[0];
-		graph->nodes[transposed].outputs[0] = codes_t;
-		graph->nodes[id].outputs[1] = made_t;
-		graph->values[made_t].producer = id, graph->values[made_t].output_index = 1;
-		graph->values[made_t].type = local_t;
-		graph->values[made_t].precision = graph->values[codes_t].precision;
-		graph->values[codes_t].producer = transposed, graph->values[codes_t].output_index = 0;
-		f8_node_id ahead[MOVED] = {shard_amax, reduced, scale};
-		f8_node_id behind[MOVED] = {gathered, flattened, transposed};
-		memcpy(a.before[id], ahead, sizeof ahead);
-		memcpy(a.after[id], behind, sizeof behind);
-		dropped[gather_id] = true;
-		(*n)++;
-	}
-	uint32_t length = 0;
-	for (uint32_t p = 0; !status && *n && p < n_original; p++) {
-		f8_node_id id = graph->order[p];
-		for (int k = 0; k < MOVED; k++)
-			if (a.before[id][k] != F8_NONE)
-				order[length++] = a.before[id][k];
-		if (!dropped[id])
-			order[length++] = id;
-		for (int k = 0; k < MOVED; k++)
-			if (a.after[id][k] != F8_NONE)
-				order[length++] = a.after[id][k];
-	}
-	if (!status && *n && f8_graph_set_order(graph, order, length))
-		status = nomem(diag);
-	f8_free(a.before), f8_free(a.after), f8_free(order), f8_free(dropped);
 	return status;
 }
 
@@ -1166,7 +1006,7 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	distributor_destroy(&d);
 	uint32_t n_fp8_gathers = 0;
 	if (!status && options->sequence_parallel)
-		status = gather_fp8(graph, &n_fp8_gathers, diag);
+		status = f8_shard_gather_fp8(graph, &n_fp8_gathers, diag);
 	if (!status && amax)
 		status = reduce_amaxes(graph, amax, &n_tables, &n_amaxes, &n_expert_amaxes, diag);
 	if (!status && report) {
@@ -1198,11 +1038,12 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				"that hold the same experts)\n", d.n_sharded,
 				d.data.ranks, data_group, (unsigned long long)d.bytes, d.n_kept);
 		if (n_fp8_gathers)
-			fprintf(report, "shard: sequence parallelism's FP8 all-gather: %u column-"
-				"parallel inputs cast on the rank's shard (at the table's scale, or "
-				"under current scaling at the scale of the amax reduced over tp) and "
-				"gathered as FP8 codes, their transposed copies made after the "
-				"gather\n", n_fp8_gathers);
+			fprintf(report, "shard: sequence parallelism's FP8 all-gather: %u values "
+				"gathered over tp only to be cast (the column-parallel inputs; in E4M3 "
+				"also the gradients the backward gathers) cast on the rank's shard, at "
+				"the table's scale or under current scaling at the scale of the amax "
+				"reduced over tp, and gathered as FP8 codes, their transposed copies "
+				"made after the gather\n", n_fp8_gathers);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
 				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);

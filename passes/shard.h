@@ -3,7 +3,8 @@
  * make its ranks compute the single-device step together (DESIGN.md, "Distributed").
  *
  * requires: canonicalize (types), training (the gradient accumulators, AdamW), fp8-cast (the
- * scaling tables whose amaxes it reduces); before recompute (which keeps collectives) and fuse.
+ * scaling tables whose amaxes it reduces, the casts it moves before the FP8 all-gather); before
+ * recompute (which keeps collectives) and fuse.
  *
  * The mesh: Megatron-LM's sizes, innermost first, TP (--tensor-model-parallel-size), CP
  * (--context-parallel-size), EP (--expert-model-parallel-size), DP (what is left of the world
@@ -20,28 +21,37 @@
  * its dim 0), and the gradient norm sums each class of split gradients' squares over the group
  * that splits them (tp, the data-parallel axes, or both), plus the whole ones'.
  *
- * Context and pipeline parallelism are split before training too, by the context- and
- * pipeline-parallel passes (passes/context_parallel.h, passes/pipeline_parallel.h), which set
- * the mesh when TP does not; the context-parallel ranks run other tokens of the same
- * sequences, so their gradients are summed with data parallelism's; a pipeline stage's
- * gradient norm class is summed over pp with the other stages' (in one order on every stage,
- * a class a stage lacks as a zero), and a parameter tied between the first and the last stage
- * (tied=pp) has its gradient summed between them at the head of phase opt.
+ * Context, expert and pipeline parallelism are split before training too, by the context-,
+ * expert- and pipeline-parallel passes (passes/context_parallel.h, passes/expert_parallel.h,
+ * passes/pipeline_parallel.h), which set the mesh when TP does not; the context-parallel ranks
+ * run other tokens of the same sequences, so their gradients are summed with data
+ * parallelism's; an expert's parameters (placed shard over ep) are summed over the ranks that
+ * hold the same experts, and their squares counted once per ep rank in the gradient norm; a
+ * pipeline stage's gradient norm class is summed over pp with the other stages' (in one order
+ * on every stage, a class a stage lacks as a zero), and a parameter tied between the first and
+ * the last stage (tied=pp) has its gradient summed between them at the head of phase opt.
  *
- * What each rank's program gets, so far (expert parallelism and the interleaved pipeline
- * schedule are F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel
- * without TP is F8_ERR_ARGUMENT):
+ * What each rank's program gets, so far (the interleaved pipeline schedule is
+ * F8_ERR_UNSUPPORTED, naming the option, until it comes; --sequence-parallel without TP is
+ * F8_ERR_ARGUMENT):
  *   data parallelism   each rank runs its own micro-batches of the global batch (its tokens
  *                      of them under CP); in phase opt, first, one AllReduce (sum, group
  *                      "ep+dp", "dp", "cp+dp" or "cp") of every gradient accumulator, which
- *                      the gradient norm and AdamW read instead: the training pass averages
- *                      over the global batch's micro-batches already (and the loss under CP
- *                      over the cp ranks' tokens), so the sum of the ranks' accumulators is
- *                      the single-device step's.
+ *                      the gradient norm and AdamW read instead (the experts' in another, over
+ *                      their group): the training pass averages over the global batch's
+ *                      micro-batches already (and the loss under CP over the cp ranks'
+ *                      tokens), so the sum of the ranks' accumulators is the single-device
+ *                      step's. With --use-distributed-optimizer the accumulators are
+ *                      reduce-scattered instead, AdamW runs on this rank's rows, and the
+ *                      updates are all-gathered, in buckets of up to 40M parameters.
  *   FP8 amaxes         before each ScalingUpdate, one AllReduce (max) of the table's amaxes
  *                      over the group of every axis above one rank but PP (TransformerEngine's
- *                      amax reduction group: TP x CP x DP), packed into one collective per
- *                      table and phase: every rank's scales of a tensor are the same bits.
+ *                      amax reduction group: TP x CP x EP x DP), packed into one collective per
+ *                      table and phase (an expert's over its own group, in another): every
+ *                      rank's scales of a tensor are the same bits.
+ *   FP8 all-gather     under --sequence-parallel, a value gathered over tp only to be cast
+ *                      per tensor is cast on the rank's shard and gathered as FP8 codes
+ *                      (passes/shard_internal.h).
  */
 #ifndef F8_PASSES_SHARD_H
 #define F8_PASSES_SHARD_H

@@ -31,7 +31,8 @@
     scaling, at the scale of the amax max-reduced over tp under current scaling, and the codes
     gathered; the losses are those of gathering in BF16 and casting after, bit for bit, as
     checked by hand on 2026-12-07); gpt-tiny and llama-tiny train within (b)'s tolerances of one
-    rank, f32 and FP8 delayed (llama-tiny current too);
+    rank, f32 and FP8 delayed (llama-tiny current too, and E4M3 with full recompute, whose
+    backward gathers its gradients in FP8);
 (g) models from real exporters (tests/data/onnx: GPT-2 with its Conv1D weights stored (K, N) and
     QKV split without sizes; Llama with separate q, k and v projections, GQA and RoPE), under
     TP2 and TP2 with sequence parallelism: every attention and MLP block split, 3 steps in f32
@@ -50,8 +51,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import (PRECISIONS, SIZES, SKIP, STEPS, close, losses, run,  # noqa: E402
-                   setup, tokenize, worst)
+from ranks import (PRECISIONS, SIZES, SKIP, STEPS, close, compare, losses,  # noqa: E402
+                   run, setup, tokenize, worst)
 
 TP2 = ["--tensor-model-parallel-size", "2"]
 
@@ -124,13 +125,15 @@ def sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanit
         check('= ReduceScatter(%layers.0.attn.proj.partial) {group="tp", axis=1, ranks=2}' in ir,
               "the output projection's halves are reduce-scattered along the sequence")
         lines = ir.splitlines()
-        cast = [l for l in lines if "= CastTranspose(%layers.0.attn_norm, " in l]
+        cast = [l for l in lines if "= Quantize(%layers.0.attn_norm, " in l]
         check(len(cast) == 1 and "%layers.0.attn_norm.tp.fp8.shard : e4m3[batch, 16, 128]" in
               cast[0] and "slot=0" in cast[0] and
               '= AllGather(%layers.0.attn_norm.tp.fp8.shard) {group="tp", axis=1, ranks=2}' in ir
               and "= Transpose(%layers.0.attn_norm.tp.fp8.rows) {perm=[1, 0]}" in ir and
+              "%layers.0.attn_norm.tp.fp8_scale_inv_t : f32[] = Identity("
+              "%layers.0.attn_norm.tp.fp8_scale_inv)" in ir and
               "= AllGather(%layers.0.attn_norm)" not in ir and
-              "sequence parallelism's FP8 all-gather: 8 column-parallel inputs" in
+              "sequence parallelism's FP8 all-gather: 8 values gathered over tp" in
               dumped.stderr, "QKV's input is cast to FP8 on the rank's half of the sequence "
               "(delayed scaling: the table's scale) and the codes gathered along it, a byte an "
               "element; their transposed copy made after the gather",
@@ -148,7 +151,7 @@ def sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanit
               '%layers.0.attn_norm.tp.fp8.shard_amax) {group="tp", op="max"}' in current.stdout
               and "%layers.0.attn_norm.tp.fp8.scale : f32[] = ScaleFromAmax("
               "%layers.0.attn_norm.tp.fp8.amax) {format=e4m3, margin=0}" in current.stdout and
-              "= CastTranspose(%layers.0.attn_norm, %layers.0.attn_norm.tp.fp8.scale) {to=e4m3}"
+              "= Quantize(%layers.0.attn_norm, %layers.0.attn_norm.tp.fp8.scale) {to=e4m3}"
               in current.stdout, "under current scaling the shard's amax is max-reduced over tp "
               "and the shard cast at the whole tensor's scale before the FP8 gather",
               current.stderr[-1500:])
@@ -377,6 +380,16 @@ def main():
                   "the uninterrupted run", f"{b} against {a}")
         # (f) sequence parallelism.
         sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanitizer)
+        if not sanitizer:
+            # E4M3 gradients: the backward's gathers of them go in FP8 too (the FP8 gather's
+            # nodes in the backward's phase, recomputed around), 4 steps.
+            e4m3 = ["--bf16", "--fp8-format", "e4m3", "--recompute-granularity", "full",
+                    "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+            llama = os.path.join(source, "models", "llama-tiny.json")
+            compare(s, work, ["train", llama, "--data", data, "--train-iters", "4"] + SIZES +
+                    e4m3, TP2 + ["--sequence-parallel"],
+                    "llama-tiny, E4M3, full recompute, sequence parallel",
+                    PRECISIONS["delayed"][1:], mpirun)
         # (g) exporters' models.
         exported(binary, source, data, work, mpirun, env, single_env, sanitizer)
         # (h) MoE (not in the sanitizer build: the same code paths as (b)).
