@@ -26,6 +26,7 @@
 
 enum {
 	MAX_GRADS = 4,                          // AttentionGrads of one Attention
+	MAX_CLONES = 3,                         // recompute clones of one Attention
 	MAX_MEMBERS = 9 + MAX_GRADS * 9,        // the copies a match removes
 	WHY_MAX = 240,
 	REASON_MAX = 1024,
@@ -42,8 +43,20 @@ typedef struct layout_pass {
 	uint32_t *first_reader;  // (n_values + 1) readers of value v: readers[first_reader[v] ..
 	f8_node_id *readers;     //   first_reader[v + 1]), in program order
 	bool *escapes;           // (n_values) a graph output or an update's source
+	uint32_t *match_of;      // (n_nodes) an Attention's own match, F8_NONE before it is tried
+	bool *claimed;           // (n_nodes) an Attention in a match made (its own, or a clone)
 	uint32_t n_packed, n_kept;
 } layout_pass;
+
+/* A recompute clone of a matched Attention: the same q, k, v, mask and attributes, its outputs
+ * read by AttentionGrads alone (selective recompute of core_attn makes one in the backward). */
+typedef struct clone {
+	f8_node_id node;
+	f8_value_id core, lse;
+	f8_value_id out;   // its packed node's (b, s, h d) output, made by prepare_packed
+	f8_node_id packed;
+	const char *reason;
+} clone;
 
 /* One Attention's match: what leaves the program and what the packed nodes take over. */
 typedef struct match {
@@ -51,12 +64,16 @@ typedef struct match {
 	f8_value_id qkv, mask, core, merged, lse;
 	f8_node_id out_transpose; // the output's Transpose back to (b, s, h, d)
 	int64_t heads, kv_heads;
+	clone clones[MAX_CLONES];
+	uint32_t n_clones;
 	f8_node_id grads[MAX_GRADS];
 	f8_value_id dmerged[MAX_GRADS], dqkv[MAX_GRADS];
+	uint32_t grad_source[MAX_GRADS]; // what each reads: 0 the Attention, c + 1 clone c
 	uint32_t n_grads;
 	f8_node_id members[MAX_MEMBERS]; // the copies (not the Attention, not its gradients)
 	uint32_t n_members;
 	bool matched;
+	bool superseded; // kept alone, then found to be a clone of a later match
 	char why_not[WHY_MAX];
 	// The rewrite, made before anything changes: the packed nodes (outputs not yet taken
 	// over), and the reasons of merged and each dqkv, or of the kept Attention's output.
@@ -303,10 +320,16 @@ static bool match_grad(const layout_pass *lp, match *m, f8_node_id id) {
 	const f8_graph *graph = lp->graph;
 	const f8_node *g = &graph->nodes[id], *a = &graph->nodes[m->attention];
 	f8_value_id mask = g->n_inputs > 6 ? g->inputs[6] : F8_NONE;
+	uint32_t source = F8_NONE; // whose out and lse it reads: the Attention's or a clone's
+	if (g->inputs[4] == m->core && m->lse != F8_NONE && g->inputs[5] == m->lse)
+		source = 0;
+	for (uint32_t c = 0; c < m->n_clones && source == F8_NONE; c++)
+		if (g->inputs[4] == m->clones[c].core && m->clones[c].lse != F8_NONE &&
+		    g->inputs[5] == m->clones[c].lse)
+			source = c + 1;
 	if (g->group != F8_NONE || g->n_outputs != 3 || g->inputs[1] != a->inputs[0] ||
-	    g->inputs[2] != a->inputs[1] || g->inputs[3] != a->inputs[2] || g->inputs[4] != m->core ||
-	    m->lse == F8_NONE || g->inputs[5] != m->lse || mask != m->mask ||
-	    f8_node_attr_int(g, "causal", 0) != f8_node_attr_int(a, "causal", 0) ||
+	    g->inputs[2] != a->inputs[1] || g->inputs[3] != a->inputs[2] || source == F8_NONE ||
+	    mask != m->mask || f8_node_attr_int(g, "causal", 0) != f8_node_attr_int(a, "causal", 0) ||
 	    !same_float_attr(g, a, "scale"))
 		return no_match(m, "an AttentionGrad reads it with other operands or attributes");
 	if (m->n_grads == MAX_GRADS)
@@ -356,6 +379,7 @@ static bool match_grad(const layout_pass *lp, match *m, f8_node_id id) {
 		return no_match(m, "dqkv is not of qkv's type");
 	add_member(m, concat_id);
 	m->dqkv[m->n_grads] = c->outputs[0];
+	m->grad_source[m->n_grads] = source;
 	m->grads[m->n_grads++] = id;
 	return true;
 }
@@ -368,36 +392,86 @@ static bool is_grad(const match *m, f8_node_id id) {
 	return false;
 }
 
-/* Every AttentionGrad that reads the Attention's q, k, v, out or lse, matched; the readers of
- * q, k, v and out checked against the match. */
+/* Whether `id` is the match's Attention or one of its clones. */
+static bool is_source(const match *m, f8_node_id id) {
+	if (id == m->attention)
+		return true;
+	for (uint32_t c = 0; c < m->n_clones; c++)
+		if (m->clones[c].node == id)
+			return true;
+	return false;
+}
+
+/* Every AttentionGrad that reads the Attention's (or a clone's) q, k, v, out or lse, matched;
+ * the readers of q, k, v and each out checked against the match. */
 static bool match_grads(const layout_pass *lp, match *m) {
 	const f8_graph *graph = lp->graph;
 	const f8_node *a = &graph->nodes[m->attention];
-	const f8_value_id read[5] = {a->inputs[0], a->inputs[1], a->inputs[2], m->core, m->lse};
-	for (uint32_t i = 0; i < 5; i++) {
+	f8_value_id read[5 + 2 * MAX_CLONES] = {a->inputs[0], a->inputs[1], a->inputs[2], m->core,
+						m->lse};
+	uint32_t n_read = 5;
+	for (uint32_t c = 0; c < m->n_clones; c++) {
+		read[n_read++] = m->clones[c].core;
+		read[n_read++] = m->clones[c].lse;
+	}
+	for (uint32_t i = 0; i < n_read; i++) {
 		if (read[i] == F8_NONE)
 			continue;
 		for (uint32_t r = lp->first_reader[read[i]]; r < lp->first_reader[read[i] + 1]; r++) {
 			f8_node_id reader = lp->readers[r];
-			if (reader == F8_NONE || reader == m->attention || is_grad(m, reader) ||
+			if (reader == F8_NONE || is_source(m, reader) || is_grad(m, reader) ||
 			    graph->nodes[reader].op != F8_OP_ATTENTION_GRAD)
 				continue;
 			if (!match_grad(lp, m, reader))
 				return false;
 		}
 	}
-	f8_node_id allowed[MAX_GRADS + 1];
+	f8_node_id allowed[MAX_GRADS + 1 + MAX_CLONES];
 	memcpy(allowed, m->grads, m->n_grads * sizeof *allowed);
-	allowed[m->n_grads] = m->attention;
+	uint32_t n_allowed = m->n_grads;
+	allowed[n_allowed++] = m->attention;
+	for (uint32_t c = 0; c < m->n_clones; c++)
+		allowed[n_allowed++] = m->clones[c].node;
 	for (uint32_t i = 0; i < 3; i++)
-		if (!read_only_by(lp, a->inputs[i], allowed, m->n_grads + 1))
-			return no_match(m, "its %s (b, h, s, d) is read by a node besides it and its "
-					"AttentionGrads (a recompute clone, say) or is a graph output",
+		if (!read_only_by(lp, a->inputs[i], allowed, n_allowed))
+			return no_match(m, "its %s (b, h, s, d) is read by a node besides it, its clones "
+					"and its AttentionGrads, or is a graph output",
 					i == 0 ? "q" : i == 1 ? "k" : "v");
+	for (uint32_t c = 0; c < m->n_clones; c++)
+		if (!read_only_by(lp, m->clones[c].core, m->grads, m->n_grads))
+			return no_match(m, "the output of its recompute clone is read by a node besides "
+					"its AttentionGrads, or is a graph output");
 	allowed[m->n_grads] = m->out_transpose;
 	if (!read_only_by(lp, m->core, allowed, m->n_grads + 1))
 		return no_match(m, "its output (b, h, s, d) is read by a node besides its Transpose "
 				"and its AttentionGrads, or is a graph output");
+	return true;
+}
+
+/* The Attention's recompute clones: the other Attentions reading its q, k, v (and mask) with
+ * its attributes, not yet in another match. */
+static bool find_clones(const layout_pass *lp, match *m) {
+	const f8_graph *graph = lp->graph;
+	const f8_node *a = &graph->nodes[m->attention];
+	f8_value_id q = a->inputs[0];
+	for (uint32_t r = lp->first_reader[q]; r < lp->first_reader[q + 1]; r++) {
+		f8_node_id id = lp->readers[r];
+		if (id == F8_NONE || id == m->attention || graph->nodes[id].op != F8_OP_ATTENTION)
+			continue;
+		const f8_node *c = &graph->nodes[id];
+		bool same = c->n_inputs == a->n_inputs && c->group == F8_NONE &&
+			    f8_node_attr_int(c, "causal", 0) == f8_node_attr_int(a, "causal", 0) &&
+			    same_float_attr(c, a, "scale");
+		for (uint32_t i = 0; same && i < a->n_inputs; i++)
+			same = c->inputs[i] == a->inputs[i];
+		if (!same)
+			continue; // not a clone: the readers' check refuses the match
+		if (m->n_clones == MAX_CLONES || lp->claimed[id])
+			return no_match(m, "another Attention reads its q, k and v");
+		m->clones[m->n_clones++] = (clone){
+			.node = id, .core = c->outputs[0],
+			.lse = c->n_outputs > 1 ? c->outputs[1] : F8_NONE, .out = F8_NONE};
+	}
 	return true;
 }
 
@@ -408,7 +482,8 @@ static bool match_attention(const layout_pass *lp, f8_node_id id, match *m) {
 		     .core = a->outputs[0], .lse = a->n_outputs > 1 ? a->outputs[1] : F8_NONE};
 	if (a->group != F8_NONE)
 		return no_match(m, "it is in a fused kernel already");
-	return match_inputs(lp, m) && match_output(lp, m) && match_grads(lp, m);
+	return match_inputs(lp, m) && match_output(lp, m) && find_clones(lp, m) &&
+	       match_grads(lp, m);
 }
 
 /* The packed nodes' attributes: heads, kv_heads, and the Attention's causal and scale. */
@@ -427,19 +502,22 @@ static uint32_t packed_attrs(const match *m, const f8_node *attention, f8_attr *
 
 /*
  * A packed node of `op` for node `old` (its scope, name, location, phase and recompute reason),
- * reading inputs[0..n_inputs), with n_taken outputs whose types inference must find equal to
- * taken[0..n_taken)'s, which it will take over; *out its id. It is not in the program yet (the
- * caller's order says where it goes). F8_ERR_INVALID when the types differ (the match let
- * through what the op does not compute).
+ * reading inputs[0..n_inputs), with n_outputs outputs: those with a value in taken[] must have
+ * its type (the node takes them over at commit), the others (F8_NONE there) are its own, named
+ * `fresh` (the first) and typed by inference. *out its id. It is not in the program yet (the
+ * caller's order says where it goes). F8_ERR_INVALID when a type differs (the match let through
+ * what the op does not compute).
  */
 static f8_status packed_node(layout_pass *lp, const match *m, f8_op op, f8_node_id old,
 			     const f8_value_id *inputs, uint32_t n_inputs,
-			     const f8_value_id *taken, uint32_t n_taken, f8_node_id *out) {
+			     const f8_value_id *taken, uint32_t n_outputs, const char *fresh,
+			     f8_node_id *out) {
 	f8_graph *graph = lp->graph;
 	f8_attr attrs[4];
 	uint32_t n_attrs = packed_attrs(m, &graph->nodes[m->attention], attrs);
+	const char *names[2] = {taken[0] == F8_NONE ? fresh : NULL, NULL};
 	f8_node_id id;
-	f8_status status = f8_graph_add_node(graph, op, inputs, n_inputs, n_taken, NULL, &id,
+	f8_status status = f8_graph_add_node(graph, op, inputs, n_inputs, n_outputs, names, &id,
 					     lp->diag);
 	if (status)
 		return status;
@@ -456,7 +534,11 @@ static f8_status packed_node(layout_pass *lp, const match *m, f8_op op, f8_node_
 	f8_type types[2];
 	if ((status = f8_node_infer_types(graph, id, types, lp->diag)))
 		return status;
-	for (uint32_t o = 0; o < n_taken; o++) {
+	for (uint32_t o = 0; o < n_outputs; o++) {
+		if (taken[o] == F8_NONE) {
+			graph->values[node->outputs[o]].type = types[o];
+			continue;
+		}
 		if (f8_type_equal(&types[o], &graph->values[taken[o]].type))
 			continue;
 		f8_diag_set(lp->diag, F8_ERR_INVALID, "attention-layout: %s's output %u would not be "
@@ -468,9 +550,11 @@ static f8_status packed_node(layout_pass *lp, const match *m, f8_op op, f8_node_
 	return F8_OK;
 }
 
-/* Node `id`'s outputs become taken[0..n): their producer is it. */
+/* Node `id`'s outputs become taken[0..n) where those are values: their producer is it. */
 static void take_over(f8_graph *graph, f8_node_id id, const f8_value_id *taken, uint32_t n) {
 	for (uint32_t o = 0; o < n; o++) {
+		if (taken[o] == F8_NONE)
+			continue;
 		graph->nodes[id].outputs[o] = taken[o];
 		graph->values[taken[o]].producer = id;
 		graph->values[taken[o]].output_index = o;
@@ -486,11 +570,11 @@ static const char *joined(layout_pass *lp, const char *was, const char *decision
 }
 
 /* The packed nodes of a match, and its reasons: on merged (the packed attention's output) the
- * attention's precision decision and the layout; on each dqkv the gradients' and the layout.
- * Nothing the program reads changes. */
+ * attention's precision decision and the layout, on a clone's packed output likewise; on each
+ * dqkv the gradients' and the layout. Nothing the program reads changes. */
 static f8_status prepare_packed(layout_pass *lp, match *m) {
 	f8_graph *graph = lp->graph;
-	char qkv[160], decision[REASON_MAX];
+	char qkv[160], decision[REASON_MAX], name[400];
 	const f8_value *source = &graph->values[m->qkv];
 	f8_type_format(graph, &source->type, qkv, sizeof qkv);
 	snprintf(decision, sizeof decision, "layout: q, k and v read in place from %s %s as "
@@ -504,6 +588,12 @@ static f8_status prepare_packed(layout_pass *lp, match *m) {
 				  : merged->precision.reason;
 	if (!(m->reason = joined(lp, was, decision)))
 		return nomem(lp);
+	for (uint32_t c = 0; c < m->n_clones; c++)
+		if (!(m->clones[c].reason = joined(lp, graph->values[m->clones[c].core].precision.reason,
+						   "layout: the recompute of an attention whose q, "
+						   "k and v are read in place from the QKV output, "
+						   "its output written as (b, s, h d)")))
+			return nomem(lp);
 	for (uint32_t g = 0; g < m->n_grads; g++) {
 		const f8_value *dqkv = &graph->values[m->dqkv[g]];
 		was = dqkv->precision.format == F8_DTYPE_UNDEFINED
@@ -517,18 +607,34 @@ static f8_status prepare_packed(layout_pass *lp, match *m) {
 			return nomem(lp);
 	}
 	f8_value_id inputs[2] = {m->qkv, m->mask}, taken[2] = {m->merged, m->lse};
-	f8_status status = packed_node(lp, m, F8_OP_ATTENTION_PACKED, m->attention, inputs,
-				       m->mask != F8_NONE ? 2 : 1, taken, m->lse != F8_NONE ? 2 : 1,
-				       &m->packed);
+	uint32_t n_inputs = m->mask != F8_NONE ? 2 : 1;
+	f8_status status = packed_node(lp, m, F8_OP_ATTENTION_PACKED, m->attention, inputs, n_inputs,
+				       taken, m->lse != F8_NONE ? 2 : 1, NULL, &m->packed);
+	for (uint32_t c = 0; !status && c < m->n_clones; c++) {
+		clone *k = &m->clones[c];
+		f8_value_id clone_taken[2] = {F8_NONE, k->lse};
+		snprintf(name, sizeof name, "%s.bshd", graph->values[k->core].name);
+		if (f8_graph_find_value(graph, name, strlen(name)) != F8_NONE)
+			name[0] = '\0'; // taken: a fresh "tN" name
+		status = packed_node(lp, m, F8_OP_ATTENTION_PACKED, k->node, inputs, n_inputs,
+				     clone_taken, k->lse != F8_NONE ? 2 : 1, name[0] ? name : NULL,
+				     &k->packed);
+		if (!status)
+			k->out = graph->nodes[k->packed].outputs[0];
+	}
 	for (uint32_t g = 0; !status && g < m->n_grads; g++) {
-		f8_value_id grad_inputs[5] = {m->dmerged[g], m->qkv, m->merged, m->lse, m->mask};
+		uint32_t from = m->grad_source[g];
+		f8_value_id out = from ? m->clones[from - 1].out : m->merged;
+		f8_value_id lse = from ? m->clones[from - 1].lse : m->lse;
+		f8_value_id grad_inputs[5] = {m->dmerged[g], m->qkv, out, lse, m->mask};
 		status = packed_node(lp, m, F8_OP_ATTENTION_PACKED_GRAD, m->grads[g], grad_inputs,
-				     m->mask != F8_NONE ? 5 : 4, &m->dqkv[g], 1, &m->packed_grads[g]);
+				     m->mask != F8_NONE ? 5 : 4, &m->dqkv[g], 1, NULL,
+				     &m->packed_grads[g]);
 	}
 	return status;
 }
 
-/* Commits a prepared match: the packed nodes take over merged, the lse and each dqkv (their
+/* Commits a prepared match: the packed nodes take over merged, the lses and each dqkv (their
  * precision decisions too, where they had none), and the matched nodes leave the program. */
 static void commit(layout_pass *lp, const match *m) {
 	f8_graph *graph = lp->graph;
@@ -539,6 +645,15 @@ static void commit(layout_pass *lp, const match *m) {
 	f8_value_id taken[2] = {m->merged, m->lse};
 	take_over(graph, m->packed, taken, m->lse != F8_NONE ? 2 : 1);
 	lp->replaced_by[m->attention] = m->packed;
+	for (uint32_t c = 0; c < m->n_clones; c++) {
+		const clone *k = &m->clones[c];
+		f8_value *out = &graph->values[k->out];
+		out->precision = graph->values[k->core].precision;
+		out->precision.reason = k->reason;
+		f8_value_id clone_taken[2] = {F8_NONE, k->lse};
+		take_over(graph, k->packed, clone_taken, k->lse != F8_NONE ? 2 : 1);
+		lp->replaced_by[k->node] = k->packed;
+	}
 	for (uint32_t g = 0; g < m->n_grads; g++) {
 		f8_value *dqkv = &graph->values[m->dqkv[g]];
 		if (dqkv->precision.format == F8_DTYPE_UNDEFINED)
@@ -549,11 +664,12 @@ static void commit(layout_pass *lp, const match *m) {
 	}
 	for (uint32_t i = 0; i < m->n_members; i++)
 		lp->removed[m->members[i]] = true;
-	lp->n_packed++;
+	lp->n_packed += 1 + m->n_clones;
 	if (lp->report)
 		fprintf(lp->report, "attention-layout: %s: packed, q, k and v read in place from %s "
-			"(%u AttentionGrad%s): %u copies gone\n", graph->values[m->core].name,
-			graph->values[m->qkv].name, m->n_grads, m->n_grads == 1 ? "" : "s",
+			"(%u recompute clone%s, %u AttentionGrad%s): %u copies gone\n",
+			graph->values[m->core].name, graph->values[m->qkv].name, m->n_clones,
+			m->n_clones == 1 ? "" : "s", m->n_grads, m->n_grads == 1 ? "" : "s",
 			m->n_members);
 }
 
@@ -574,23 +690,34 @@ static void layout_pass_destroy(layout_pass *lp) {
 	f8_free(lp->first_reader);
 	f8_free(lp->readers);
 	f8_free(lp->escapes);
+	f8_free(lp->match_of);
+	f8_free(lp->claimed);
 }
 
 /* Every Attention of the program matched and its rewrite (or the reason it is kept) prepared,
  * into matches[0..*n); nothing the program reads has changed yet. Every match is made against
  * the graph as it was: a match only removes nodes its own chains hold, so one Attention's
- * rewrite cannot change another's match. */
+ * rewrite cannot change another's match. An Attention kept alone and then found to be the
+ * recompute clone of a later match is superseded by it. */
 static f8_status prepare(layout_pass *lp, const f8_node_id *old, uint32_t n_old, match *matches,
 			 uint32_t *n) {
 	f8_graph *graph = lp->graph;
 	*n = 0;
 	for (uint32_t p = 0; p < n_old; p++) {
-		if (graph->nodes[old[p]].op != F8_OP_ATTENTION)
+		if (graph->nodes[old[p]].op != F8_OP_ATTENTION || lp->claimed[old[p]])
 			continue;
-		match *m = &matches[(*n)++];
+		match *m = &matches[*n];
+		lp->match_of[old[p]] = (*n)++;
 		m->matched = match_attention(lp, old[p], m);
 		f8_status status;
 		if (m->matched) {
+			lp->claimed[old[p]] = true;
+			for (uint32_t c = 0; c < m->n_clones; c++) {
+				f8_node_id id = m->clones[c].node;
+				lp->claimed[id] = true;
+				if (lp->match_of[id] != F8_NONE)
+					matches[lp->match_of[id]].superseded = true;
+			}
 			status = prepare_packed(lp, m);
 		} else {
 			char decision[REASON_MAX];
@@ -615,15 +742,17 @@ f8_status f8_pass_attention_layout_run(f8_graph *graph, FILE *report, f8_diag *d
 		return F8_OK;
 	lp.in_program = f8_calloc(n_nodes, sizeof *lp.in_program);
 	lp.removed = f8_calloc(n_nodes, sizeof *lp.removed);
+	lp.claimed = f8_calloc(n_nodes, sizeof *lp.claimed);
 	lp.replaced_by = f8_malloc(n_nodes * sizeof *lp.replaced_by);
+	lp.match_of = f8_malloc(n_nodes * sizeof *lp.match_of);
 	f8_node_id *old = f8_malloc(n_old * sizeof *old), *order = f8_malloc(n_old * sizeof *order);
-	match *matches = f8_malloc(n_attention * sizeof *matches);
-	f8_status status = !lp.in_program || !lp.removed || !lp.replaced_by || !old || !order ||
-					   !matches
+	match *matches = f8_calloc(n_attention, sizeof *matches);
+	f8_status status = !lp.in_program || !lp.removed || !lp.claimed || !lp.replaced_by ||
+					   !lp.match_of || !old || !order || !matches
 				   ? nomem(&lp)
 				   : F8_OK;
 	for (uint32_t i = 0; !status && i < graph->n_nodes; i++)
-		lp.replaced_by[i] = F8_NONE;
+		lp.replaced_by[i] = lp.match_of[i] = F8_NONE;
 	if (!status) {
 		memcpy(old, graph->order, n_old * sizeof *old);
 		status = index_readers(&lp);
@@ -638,7 +767,10 @@ f8_status f8_pass_attention_layout_run(f8_graph *graph, FILE *report, f8_diag *d
 	} else {
 		// From here on nothing allocates: the rewrite is whole or not at all.
 		for (uint32_t i = 0; i < n_matches; i++)
-			(matches[i].matched ? commit : keep)(&lp, &matches[i]);
+			if (matches[i].matched)
+				commit(&lp, &matches[i]);
+			else if (!matches[i].superseded)
+				keep(&lp, &matches[i]);
 		uint32_t n = 0;
 		for (uint32_t p = 0; p < n_old; p++) {
 			if (lp.replaced_by[old[p]] != F8_NONE)

@@ -1,15 +1,16 @@
 /*
  * The attention-layout pass (passes/attention_layout.h):
  *   - exact: an attention with its backward between a Split and a Concat, f32 and bf16, GQA,
- *     causal or with a mask, compiled through fuse and schedule with the pass and without it,
+ *     causal or with a mask, with a recompute clone or without, compiled through fuse and schedule with the pass and without it,
  *     runs on the CPU backend to the same bytes (the copies it removes move bytes, and the
  *     packed kernels compute the same sums in the same order);
  *   - where it applies: gpt-tiny's training step (FP8 delayed under --bf16, and with full
  *     recompute, whose clones repeat the chain) has every Attention packed, no Split,
  *     Transpose or Concat left, the reasons in the plan, and its text round-trips;
- *   - where it must not: llama-tiny (RoPE between the Split and the Attention), selective
- *     recompute of core_attn (a clone reads the transposed q, k, v) and a transposed q that is
- *     a graph output keep their programs as they were, the kept Attention's output saying why;
+ *     selective recompute of core_attn packs the backward's clone of each Attention too;
+ *   - where it must not: llama-tiny (RoPE between the Split and the Attention) and a transposed
+ *     q that is a graph output keep their programs as they were, the kept Attention's output
+ *     saying why;
  *   - allocation failure at every allocation leaves the graph as it was, verified.
  * Usage: test_attention_layout SOURCE_DIR
  */
@@ -35,9 +36,17 @@ static const char *source_dir;
 /* An attention with its backward as the JSON frontend and autodiff spell it: qkv
  * (2, 6, (4 + 2 x 2) x 8) split into q, k, v, each to heads and transposed, the output back
  * to (b, s, h d); dmerged to heads, AttentionGrad, dq, dk, dv back and concatenated. `dtype`,
- * `attrs` (the Attention's and AttentionGrad's), an optional mask input and its use. */
+ * `attrs` (the Attention's and AttentionGrad's), an optional mask input and its use; with
+ * `clone`, the backward reads the out and lse of a second Attention of the same q, k, v (as
+ * selective recompute of core_attn makes it). */
 static void chain_text(char *out, size_t size, const char *dtype, const char *attrs,
-		       bool mask) {
+		       bool mask, bool clone) {
+	char again[256] = "", mask_input[64] = "";
+	if (mask)
+		snprintf(mask_input, sizeof mask_input, "  input %%m : %s[2, 1, 6, 6]\n", dtype);
+	if (clone)
+		snprintf(again, sizeof again, "  %%core_r, %%lse_r = Attention(%%q_bhsd, %%k_bhsd, "
+			 "%%v_bhsd%s)%s phase=bwd\n", mask ? ", %m" : "", attrs);
 	snprintf(out, size,
 		 "graph chain {\n"
 		 "  input %%qkv : %s[2, 6, 64]\n"
@@ -55,8 +64,9 @@ static void chain_text(char *out, size_t size, const char *dtype, const char *at
 		 "  %%merged = Reshape(%%core_bshd) {shape=[2, 6, 32]}\n"
 		 "  %%dcore_bshd = Reshape(%%dmerged) {shape=[2, 6, 4, 8]} phase=bwd\n"
 		 "  %%dcore = Transpose(%%dcore_bshd) {perm=[0, 2, 1, 3]} phase=bwd\n"
-		 "  %%dq, %%dk, %%dv = AttentionGrad(%%dcore, %%q_bhsd, %%k_bhsd, %%v_bhsd, %%core, "
-		 "%%lse%s)%s phase=bwd\n"
+		 "%s"
+		 "  %%dq, %%dk, %%dv = AttentionGrad(%%dcore, %%q_bhsd, %%k_bhsd, %%v_bhsd, %%%s, "
+		 "%%%s%s)%s phase=bwd\n"
 		 "  %%dq_bshd = Transpose(%%dq) {perm=[0, 2, 1, 3]} phase=bwd\n"
 		 "  %%dq_merged = Reshape(%%dq_bshd) {shape=[2, 6, 32]} phase=bwd\n"
 		 "  %%dk_bshd = Transpose(%%dk) {perm=[0, 2, 1, 3]} phase=bwd\n"
@@ -66,8 +76,9 @@ static void chain_text(char *out, size_t size, const char *dtype, const char *at
 		 "  %%dqkv = Concat(%%dq_merged, %%dk_merged, %%dv_merged) {axis=2} phase=bwd\n"
 		 "  output %%merged, %%lse, %%dqkv\n"
 		 "}\n",
-		 dtype, dtype, mask ? "  input %m : f32[2, 1, 6, 6]\n" : "", mask ? ", %m" : "",
-		 attrs, mask ? ", %m" : "", attrs);
+		 dtype, dtype, mask_input, mask ? ", %m" : "",
+		 attrs, again, clone ? "core_r" : "core", clone ? "lse_r" : "lse", mask ? ", %m" : "",
+		 attrs);
 }
 
 static f8_graph *parse(const char *text) {
@@ -102,7 +113,8 @@ static void ops_of(const f8_graph *graph, char *out, size_t size) {
 
 /* The chain through canonicalize, [attention-layout,] fuse and schedule for cpu, run on the
  * CPU backend (reference kernels) on leaves drawn from `seed`: its outputs into outputs[3]. */
-static bool compile_and_run(const char *text, bool layout, uint64_t seed, f8_rt_tensor *outputs) {
+static bool compile_and_run(const char *text, bool layout, bool clone, uint64_t seed,
+			    f8_rt_tensor *outputs) {
 	f8_graph *graph = parse(text);
 	if (!graph)
 		return false;
@@ -116,10 +128,12 @@ static bool compile_and_run(const char *text, bool layout, uint64_t seed, f8_rt_
 	if (!status) {
 		uint32_t packed = count_op(graph, F8_OP_ATTENTION_PACKED);
 		uint32_t grads = count_op(graph, F8_OP_ATTENTION_PACKED_GRAD);
-		CHECK(layout ? packed == 1 && grads == 1 && count_op(graph, F8_OP_SPLIT) == 0 &&
+		uint32_t attentions = clone ? 2 : 1;
+		CHECK(layout ? packed == attentions && grads == 1 && count_op(graph, F8_OP_SPLIT) == 0 &&
 				       count_op(graph, F8_OP_TRANSPOSE) == 0 &&
-				       count_op(graph, F8_OP_CONCAT) == 0 && graph->n_order == 2
-			     : packed == 0 && count_op(graph, F8_OP_ATTENTION) == 1);
+				       count_op(graph, F8_OP_CONCAT) == 0 &&
+				       graph->n_order == attentions + 1
+			     : packed == 0 && count_op(graph, F8_OP_ATTENTION) == attentions);
 	}
 	f8_rt_tensor leaves[3] = {0};
 	rng_state = seed;
@@ -145,18 +159,19 @@ static bool compile_and_run(const char *text, bool layout, uint64_t seed, f8_rt_
 }
 
 /* The chain with and without the pass: the same bytes in every output. */
-static void test_exact(const char *dtype, const char *attrs, bool mask) {
+static void test_exact(const char *dtype, const char *attrs, bool mask, bool clone) {
 	char text[4096];
-	chain_text(text, sizeof text, dtype, attrs, mask);
+	chain_text(text, sizeof text, dtype, attrs, mask, clone);
 	f8_rt_tensor with[3] = {0}, without[3] = {0};
-	bool ran = compile_and_run(text, true, 7, with) && compile_and_run(text, false, 7, without);
+	bool ran = compile_and_run(text, true, clone, 7, with) &&
+		   compile_and_run(text, false, clone, 7, without);
 	CHECK(ran);
 	bool same = ran;
 	for (uint32_t o = 0; ran && o < 3; o++)
 		same &= with[o].n_bytes == without[o].n_bytes &&
 			memcmp(with[o].data, without[o].data, with[o].n_bytes) == 0;
-	printf("%s%s%s: with the pass and without, %s\n", dtype, attrs, mask ? " masked" : "",
-	       same ? "the same bytes" : "DIFFERENT");
+	printf("%s%s%s%s: with the pass and without, %s\n", dtype, attrs, mask ? " masked" : "",
+	       clone ? ", a recompute clone" : "", same ? "the same bytes" : "DIFFERENT");
 	CHECK(same);
 	for (uint32_t o = 0; o < 3; o++) {
 		f8_rt_tensor_destroy(&with[o]);
@@ -253,6 +268,25 @@ static void test_gpt_tiny(void) {
 	f8_graph_destroy(step);
 }
 
+/* Selective recompute of core_attn: a clone of each Attention in the backward reads the same q,
+ * k, v and its AttentionGrad reads the clone's out and lse: both packed, no copy left. */
+static void test_recompute_clones(const f8_recompute_options *selective) {
+	f8_graph *step = compile_model("gpt-tiny", selective);
+	CHECK(step != NULL);
+	if (step) {
+		printf("gpt-tiny, selective recompute of core_attn: %u AttentionPacked, %u "
+		       "AttentionPackedGrad, %u Attention, %u copies left\n",
+		       count_op(step, F8_OP_ATTENTION_PACKED),
+		       count_op(step, F8_OP_ATTENTION_PACKED_GRAD), count_op(step, F8_OP_ATTENTION),
+		       copies_left(step));
+		CHECK(count_op(step, F8_OP_ATTENTION_PACKED) == 8 &&
+		      count_op(step, F8_OP_ATTENTION_PACKED_GRAD) == 4 &&
+		      count_op(step, F8_OP_ATTENTION) == 0 && copies_left(step) == 0 &&
+		      some_reason(step, "the recompute of an attention"));
+	}
+	f8_graph_destroy(step);
+}
+
 /* Compiled through recompute, then the pass alone: nothing packed, the program's ops as they
  * were, each kept Attention's output saying why (`why`). */
 static void test_kept(const char *model, const f8_recompute_options *recompute,
@@ -298,7 +332,7 @@ static void test_kept(const char *model, const f8_recompute_options *recompute,
 /* A transposed q that is a graph output: the pass leaves the chain as it is. */
 static void test_graph_output(void) {
 	char chain[4096], text[4200];
-	chain_text(chain, sizeof chain, "f32", " {causal=1}", false);
+	chain_text(chain, sizeof chain, "f32", " {causal=1}", false, false);
 	char *outputs = strstr(chain, "output %merged, %lse, %dqkv");
 	*outputs = '\0';
 	snprintf(text, sizeof text, "%soutput %%merged, %%lse, %%dqkv, %%q_bhsd\n}\n", chain);
@@ -320,7 +354,7 @@ static void test_graph_output(void) {
  * the rewrite whole. */
 static void test_allocation_failure(void) {
 	char text[4096];
-	chain_text(text, sizeof text, "bf16", " {causal=1}", false);
+	chain_text(text, sizeof text, "bf16", " {causal=1}", false, true);
 	f8_graph *graph = parse(text);
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -352,7 +386,7 @@ static void test_allocation_failure(void) {
 	}
 	printf("allocation failure: %ld failing runs left the graph as it was, then it ran\n",
 	       failures);
-	CHECK(succeeded && count_op(graph, F8_OP_ATTENTION_PACKED) == 1 &&
+	CHECK(succeeded && count_op(graph, F8_OP_ATTENTION_PACKED) == 2 &&
 	      f8_graph_verify(graph, &diag) == F8_OK);
 	f8_free(before);
 	f8_graph_destroy(graph);
@@ -364,14 +398,15 @@ int main(int argc, char **argv) {
 		return 2;
 	}
 	source_dir = argv[1];
-	test_exact("f32", " {causal=1}", false);
-	test_exact("f32", " {scale=0.3}", true);
-	test_exact("bf16", " {causal=1}", false);
+	test_exact("f32", " {causal=1}", false, false);
+	test_exact("f32", " {scale=0.3}", true, false);
+	test_exact("bf16", " {causal=1}", false, false);
+	test_exact("bf16", " {causal=1}", true, true);
 	test_gpt_tiny();
 	test_kept("llama-tiny", NULL, "q is made by Rope");
 	f8_recompute_options selective = {.granularity = F8_RECOMPUTE_GRANULARITY_SELECTIVE,
 					  .modules = 1u << F8_RECOMPUTE_MODULE_CORE_ATTN};
-	test_kept("gpt-tiny", &selective, "AttentionGrad reads it with other operands");
+	test_recompute_clones(&selective);
 	test_graph_output();
 	test_allocation_failure();
 	return test_finish();
