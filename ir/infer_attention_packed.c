@@ -77,7 +77,8 @@ static f8_status require_type(const f8_graph *graph, const f8_type *got, const f
 	if (got->dtype == want->dtype && f8_shape_equal(&got->shape, &want->shape))
 		return F8_OK;
 	char s1[160], s2[160];
-	return f8_infer_fail(diag, "%s is %s, expected %s", what, f8_type_format(graph, got, s1, sizeof s1),
+	return f8_infer_fail(diag, "%s is %s, expected %s", what,
+			  f8_type_format(graph, got, s1, sizeof s1),
 			  f8_type_format(graph, want, s2, sizeof s2));
 }
 

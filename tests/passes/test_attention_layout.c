@@ -1,9 +1,10 @@
 /*
  * The attention-layout pass (passes/attention_layout.h):
  *   - exact: an attention with its backward between a Split and a Concat, f32 and bf16, GQA,
- *     causal or with a mask, with a recompute clone or without, compiled through fuse and schedule with the pass and without it,
- *     runs on the CPU backend to the same bytes (the copies it removes move bytes, and the
- *     packed kernels compute the same sums in the same order);
+ *     causal or with a mask, with a recompute clone or without, compiled through fuse and
+ *     schedule with the pass and without it, runs on the CPU backend to the same bytes (the
+ *     copies it removes move bytes, and the packed kernels compute the same sums in the same
+ *     order);
  *   - where it applies: gpt-tiny's training step (FP8 delayed under --bf16, and with full
  *     recompute, whose clones repeat the chain) has every Attention packed, no Split,
  *     Transpose or Concat left, the reasons in the plan, and its text round-trips;
