@@ -634,8 +634,23 @@ static void backward_graph(build *b) {
 	row_major(k_dims, k_strides);
 	f8_cudnn_tensor keys = f8_cudnn_virtual(g, CUDNN_DATA_FLOAT, k_dims, k_strides);
 	f8_cudnn_reshape(g, kt, keys);
-	if (plan->direct_dq) {
+	if (plan->direct_dq && !k->packed) {
 		f8_cudnn_matmul(g, ds, keys, dq, seq_len_q, NULL, seq_len_kv);
+		return;
+	}
+	if (plan->direct_dq) {
+		// UNTESTED ON A GPU (2026-12-07): deterministic mode wrote wrong, unrepeatable dqkv
+		// when the matmul wrote dQ straight into the packed buffer's strided view. Here the
+		// matmul writes each element once into a contiguous virtual tensor, and a pointwise
+		// identity puts it in place. Run attention_check's packed deterministic case and
+		// gpu_compare.py's gpt-tiny bf16 step before relying on it.
+		const int64_t q_dims[4] = {k->batch, k->heads, k->seq_q, k->head_dim};
+		int64_t q_strides[4];
+		row_major(q_dims, q_strides);
+		f8_cudnn_tensor staged = f8_cudnn_virtual(g, CUDNN_DATA_FLOAT, q_dims, q_strides);
+		f8_cudnn_matmul(g, ds, keys, staged, seq_len_q, NULL, seq_len_kv);
+		f8_cudnn_pointwise(g, CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, -1, staged, NULL,
+				   NULL, dq);
 		return;
 	}
 	const int64_t q_dims[4] = {k->batch, k->heads, k->seq_q, k->head_dim};
