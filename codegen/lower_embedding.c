@@ -35,7 +35,8 @@ bool f8_lower_embedding_lowers(const f8_graph *graph, const f8_node *node) {
 	bool grad = node->op == F8_OP_EMBEDDING_GRAD;
 	f8_value_id ids = node->inputs[grad ? 1 : 0], rows = node->inputs[grad ? 0 : 1];
 	const f8_shape *table = &v[grad ? node->outputs[0] : node->inputs[1]].type.shape;
-	return is_id(v[ids].type.dtype) && is_float(v[rows].type.dtype) &&
+	// A vocabulary shard's (a start input, tensor parallelism's) runs its reference kernel.
+	return node->n_inputs == 2 && is_id(v[ids].type.dtype) && is_float(v[rows].type.dtype) &&
 	       is_float(v[node->outputs[0]].type.dtype) && table->rank == 2;
 }
 

@@ -109,11 +109,15 @@ typedef enum f8_reduction {
 /* X(ENUM, text name): how a value lies along one mesh axis, as PyTorch's DTensor says it: every
  * rank of the axis holds all of it, or a slice of one dimension, or a term of a reduction not
  * done yet. The text IR's annotations are keyed by the names (`shard=`, `partial=`; replicated,
- * the default, is not written). REPLICATED stays first, so that a zeroed placement is it. */
+ * the default, is not written). REPLICATED stays first, so that a zeroed placement is it. TIED
+ * (`tied=pp`) is a parameter held whole by the axis's first and last ranks only, its gradient
+ * summed between them: the embedding table a GPT's first pipeline stage looks tokens up in and
+ * its last stage's head reads (Megatron-LM's embedding group). */
 #define F8_PLACEMENT_KIND_LIST(X)        \
 	X(REPLICATED, "replicated")      \
 	X(SHARD, "shard")                \
-	X(PARTIAL, "partial")
+	X(PARTIAL, "partial")            \
+	X(TIED, "tied")
 
 typedef enum f8_placement_kind {
 #define F8_PLACEMENT_KIND_ENUM(e, name) F8_PLACEMENT_KIND_##e,

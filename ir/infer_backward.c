@@ -147,13 +147,16 @@ f8_status f8_infer_swiglu_grad(const f8_graph *graph, const f8_node *node, f8_ty
 }
 
 /* EmbeddingGrad: dy (ids..., hidden), ids -> dw (vocab, hidden): row r is the sum of the rows of
- * dy whose id is r. */
+ * dy whose id is r. With a third input, start (as Embedding's), row r sums the ids start + r
+ * and ids outside [start, start + vocab) are this rank's to leave out. */
 f8_status f8_infer_embedding_grad(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 				  f8_diag *diag) {
 	const f8_type *dy = infer_input(graph, node, 0), *ids = infer_input(graph, node, 1);
 	f8_status status = f8_infer_require_float(dy, "dy", diag);
 	if (!status)
 		status = f8_infer_require_integer(ids, "the ids", diag);
+	if (!status && node->n_inputs > 2)
+		status = f8_infer_require_vocab_start(infer_input(graph, node, 2), diag);
 	if (status)
 		return status;
 	if (dy->shape.rank != ids->shape.rank + 1)
@@ -272,6 +275,42 @@ f8_status f8_infer_cross_entropy_grad(const f8_graph *graph, const f8_node *node
 					   "the log-sum-exp per row", diag);
 	(void)labels;
 	outputs[0] = *logits;
+	return status;
+}
+
+/* CrossEntropyShardGrad: dsum_exp, dtarget (the rows' shape), logits, labels, max, start (as
+ * CrossEntropyShard's) -> dlogits = dsum_exp * exp(logit - max) + dtarget at the label's logit
+ * where the shard holds it. */
+f8_status f8_infer_cross_entropy_shard_grad(const f8_graph *graph, const f8_node *node,
+					    f8_type *outputs, f8_diag *diag) {
+	f8_type sums[2];
+	f8_node forward = *node;
+	forward.inputs += 2, forward.n_inputs = 4, forward.n_outputs = 2;
+	f8_status status = f8_infer_cross_entropy_shard(graph, &forward, sums, diag);
+	for (uint32_t i = 0; !status && i < 2; i++)
+		status = require_same_type(graph, infer_input(graph, node, i),
+					   i ? "dtarget" : "dsum_exp", &sums[i],
+					   "the shard's row sums", diag);
+	outputs[0] = *infer_input(graph, node, 2);
+	return status;
+}
+
+/* CrossEntropyMergeGrad: dloss (like the loss), sum_exp, labels -> dsum_exp = w / sum_exp and
+ * dtarget = -w per row, w the row's weight in the loss (dloss over the counted rows for mean,
+ * 0 for a row labelled ignore_index). */
+f8_status f8_infer_cross_entropy_merge_grad(const f8_graph *graph, const f8_node *node,
+					    f8_type *outputs, f8_diag *diag) {
+	const f8_type *sum_exp = infer_input(graph, node, 1), *labels = infer_input(graph, node, 2);
+	f8_status status = f8_infer_require_integer(labels, "the labels", diag);
+	if (!status && (sum_exp->dtype != F8_DTYPE_F32 ||
+			!f8_shape_equal(&sum_exp->shape, &labels->shape)))
+		return f8_infer_fail(diag, "the row sums must be f32 of the labels' shape");
+	bool keep_rows = strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") == 0;
+	f8_type loss = keep_rows ? *sum_exp : infer_scalar(F8_DTYPE_F32);
+	if (!status)
+		status = require_same_type(graph, infer_input(graph, node, 0), "dloss", &loss,
+					   "the loss", diag);
+	outputs[0] = outputs[1] = *sum_exp;
 	return status;
 }
 

@@ -159,6 +159,26 @@ f8_status f8_infer_attention(const f8_graph *graph, const f8_node *node, f8_type
 	return F8_OK;
 }
 
+/* RingAttention: as Attention (without a mask) over this rank's rows; over several ranks the
+ * rows are two chunks of the load-balanced layout, so q and k, v have one sequence length, an
+ * even one (a symbolic one is checked by the kernel). */
+f8_status f8_infer_ring_attention(const f8_graph *graph, const f8_node *node, f8_type *outputs,
+				  f8_diag *diag) {
+	f8_status status = f8_infer_attention(graph, node, outputs, diag);
+	int64_t ranks = f8_node_attr_int(node, "ranks", 1);
+	if (status)
+		return status;
+	if (ranks < 1)
+		return f8_infer_fail(diag, "attribute ranks must be at least 1");
+	f8_dim q = infer_input(graph, node, 0)->shape.dims[2];
+	f8_dim kv = infer_input(graph, node, 1)->shape.dims[2];
+	if (ranks > 1 && (!f8_dim_equal(q, kv) || (f8_dim_is_const(q) && f8_dim_value(q) % 2)))
+		return f8_infer_fail(diag, "over %lld ranks, q, k and v must hold one even number of "
+				     "rows each (this rank's two chunks of the sequence)",
+				     (long long)ranks);
+	return F8_OK;
+}
+
 f8_status f8_infer_gelu(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			f8_diag *diag) {
 	static const char *const approximations[] = {"none", "tanh", NULL};
@@ -230,13 +250,22 @@ f8_status f8_infer_rope(const f8_graph *graph, const f8_node *node, f8_type *out
 	return F8_OK;
 }
 
-/* Embedding: ids (any shape, integer), weight (vocab, hidden) -> (ids..., hidden). */
+/* Embedding: ids (any shape, integer), weight (vocab, hidden) -> (ids..., hidden). With a third
+ * input, start ([1] integer), the weight is the rows [start, start + its rows) of a vocabulary
+ * of `vocab` (required then) split across ranks: an id outside them gives a row of zeros (the
+ * ranks' rows are summed after: Megatron-LM's VocabParallelEmbedding). */
 f8_status f8_infer_embedding(const f8_graph *graph, const f8_node *node, f8_type *outputs,
 			     f8_diag *diag) {
 	const f8_type *ids = infer_input(graph, node, 0), *w = infer_input(graph, node, 1);
 	f8_status status = f8_infer_require_integer(ids, "the ids", diag);
 	if (!status)
 		status = f8_infer_require_float(w, "the weight", diag);
+	if (!status && node->n_inputs > 2) {
+		status = f8_infer_require_vocab_start(infer_input(graph, node, 2), diag);
+		if (!status && !f8_node_attr(node, "vocab"))
+			return f8_infer_fail(diag, "an Embedding of a vocabulary shard needs the "
+					     "attribute vocab (the whole vocabulary's size)");
+	}
 	if (status)
 		return status;
 	if (w->shape.rank != 2)
@@ -372,6 +401,18 @@ f8_status f8_infer_moe_combine(const f8_graph *graph, const f8_node *node, f8_ty
 	return F8_OK;
 }
 
+/* The logits' rows, their shape without the last (vocabulary) dim, into *rows: the labels'. */
+static f8_status logit_rows(const f8_type *logits, const f8_type *labels, f8_shape *rows,
+			    f8_diag *diag) {
+	*rows = logits->shape;
+	if (rows->rank < 1)
+		return f8_infer_fail(diag, "the logits must have rank >= 1: (..., vocab)");
+	rows->rank--;
+	if (!f8_shape_equal(rows, &labels->shape))
+		return f8_infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
+	return F8_OK;
+}
+
 /* CrossEntropy: logits (..., vocab), labels (...) integer -> the loss (f32; a scalar unless
  * reduction is none), and when asked the log-sum-exp per row (f32, (...)) for the backward. */
 f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_type *outputs,
@@ -385,16 +426,64 @@ f8_status f8_infer_cross_entropy(const f8_graph *graph, const f8_node *node, f8_
 		status = f8_infer_require_choice(node, "reduction", reductions, diag);
 	if (status)
 		return status;
-	f8_shape rows = logits->shape;
-	if (rows.rank < 1)
-		return f8_infer_fail(diag, "the logits must have rank >= 1: (..., vocab)");
-	rows.rank--;
-	if (!f8_shape_equal(&rows, &labels->shape))
-		return f8_infer_fail(diag, "the labels must have the logits' shape without the vocab dim");
+	f8_shape rows;
+	if ((status = logit_rows(logits, labels, &rows, diag)))
+		return status;
 	bool keep_rows = strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") == 0;
 	outputs[0] = keep_rows ? (f8_type){.dtype = F8_DTYPE_F32, .shape = rows} : infer_scalar(F8_DTYPE_F32);
 	if (node->n_outputs > 1)
 		outputs[1] = (f8_type){.dtype = F8_DTYPE_F32, .shape = rows};
+	return F8_OK;
+}
+
+/* CrossEntropyShard: logits (..., shard) of the vocabulary rows [start, start + shard) of
+ * `vocab`, labels (...) integer, max (...) float (every rank's row maximum, the same on each),
+ * start [1] integer -> sum_exp (...) f32, the sum of exp(logit - max) over the shard, and target
+ * (...) f32, the label's logit where the shard holds the label, 0 elsewhere. */
+f8_status f8_infer_cross_entropy_shard(const f8_graph *graph, const f8_node *node,
+				       f8_type *outputs, f8_diag *diag) {
+	const f8_type *logits = infer_input(graph, node, 0), *labels = infer_input(graph, node, 1);
+	const f8_type *max = infer_input(graph, node, 2);
+	f8_status status = f8_infer_require_float(logits, "the logits", diag);
+	if (!status)
+		status = f8_infer_require_integer(labels, "the labels", diag);
+	if (!status)
+		status = f8_infer_require_vocab_start(infer_input(graph, node, 3), diag);
+	if (status)
+		return status;
+	f8_shape rows;
+	if ((status = logit_rows(logits, labels, &rows, diag)))
+		return status;
+	if (!f8_dtype_is_float(max->dtype) || !f8_shape_equal(&rows, &max->shape))
+		return f8_infer_fail(diag, "the row maxima must be floats of the labels' shape");
+	outputs[0] = outputs[1] = (f8_type){.dtype = F8_DTYPE_F32, .shape = rows};
+	return F8_OK;
+}
+
+/* CrossEntropyMerge: sum_exp, target (f32), max (float; the rows' shape, summed and reduced
+ * over the ranks), labels -> the loss as CrossEntropy's (per row max + log(sum_exp) - target, rows
+ * labelled ignore_index left out), and when asked that log-sum-exp per row. */
+f8_status f8_infer_cross_entropy_merge(const f8_graph *graph, const f8_node *node,
+				       f8_type *outputs, f8_diag *diag) {
+	static const char *const reductions[] = {"mean", "sum", "none", NULL};
+	const f8_type *labels = infer_input(graph, node, 3);
+	f8_status status = f8_infer_require_integer(labels, "the labels", diag);
+	if (!status)
+		status = f8_infer_require_choice(node, "reduction", reductions, diag);
+	for (uint32_t i = 0; !status && i < 3; i++) { // the maxima (2) may be any float
+		const f8_type *row = infer_input(graph, node, i);
+		if (!(i == 2 ? f8_dtype_is_float(row->dtype) : row->dtype == F8_DTYPE_F32) ||
+		    !f8_shape_equal(&row->shape, &labels->shape))
+			return f8_infer_fail(diag, "the row sums and targets must be f32, and the "
+					     "maxima floats, of the labels' shape");
+	}
+	if (status)
+		return status;
+	bool keep_rows = strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") == 0;
+	outputs[0] = keep_rows ? (f8_type){.dtype = F8_DTYPE_F32, .shape = labels->shape}
+			       : infer_scalar(F8_DTYPE_F32);
+	if (node->n_outputs > 1)
+		outputs[1] = (f8_type){.dtype = F8_DTYPE_F32, .shape = labels->shape};
 	return F8_OK;
 }
 

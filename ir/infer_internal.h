@@ -23,6 +23,8 @@ f8_status f8_infer_require_float(const f8_type *type, const char *what, f8_diag 
 
 /* Checks that `type` has an integer dtype. */
 f8_status f8_infer_require_integer(const f8_type *type, const char *what, f8_diag *diag);
+/* The first row of a rank's shard of a vocabulary split across ranks: one integer, [1]. */
+f8_status f8_infer_require_vocab_start(const f8_type *start, f8_diag *diag);
 
 /* Checks that `a` and `b` have the same dtype. */
 f8_status f8_infer_require_same_dtype(const f8_type *a, const char *a_what, const f8_type *b,

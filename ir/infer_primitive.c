@@ -33,6 +33,14 @@ f8_status f8_infer_require_integer(const f8_type *type, const char *what, f8_dia
 	return F8_OK;
 }
 
+f8_status f8_infer_require_vocab_start(const f8_type *start, f8_diag *diag) {
+	f8_status status = f8_infer_require_integer(start, "the vocabulary start", diag);
+	if (!status && (start->shape.rank != 1 || !f8_dim_is_const(start->shape.dims[0]) ||
+			f8_dim_value(start->shape.dims[0]) != 1))
+		return f8_infer_fail(diag, "the vocabulary start must have shape [1]");
+	return status;
+}
+
 f8_status f8_infer_require_same_dtype(const f8_type *a, const char *a_what, const f8_type *b,
 				   const char *b_what, f8_diag *diag) {
 	if (a->dtype != b->dtype)

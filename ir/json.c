@@ -97,7 +97,8 @@ static json_t *attr_json(const f8_graph *graph, const f8_attr *attr) {
 	}
 }
 
-/* The value's placements, keyed by mesh axis: {"tp": {"shard": 0}, "dp": {"partial": "sum"}},
+/* The value's placements, keyed by mesh axis: {"tp": {"shard": 0}, "dp": {"partial": "sum"},
+ * "pp": {"tied": true}},
  * a dimension split part by part with its parts ({"shard": 0, "parts": [128, 64, 64]});
  * NULL when it is replicated on every axis (replicated axes are left out, as the text leaves
  * them out). */
@@ -112,6 +113,8 @@ static json_t *placements_json(const f8_value *value) {
 		const char *kind = f8_placement_kind_name(placement->kind);
 		json_t *entry = placement->kind == F8_PLACEMENT_KIND_SHARD
 			? json_pack("{s:i}", kind, (int)placement->dim)
+			: placement->kind == F8_PLACEMENT_KIND_TIED
+			? json_pack("{s:b}", kind, 1)
 			: json_pack("{s:s}", kind, f8_reduction_name(placement->reduction));
 		json_t *parts = placement->n_parts > 1 ? json_array() : NULL;
 		for (unsigned i = 0; parts && i < placement->n_parts; i++)

@@ -74,11 +74,17 @@ static const f8_attr_spec attrs_norm[] = {INT("axis", false), FLOAT("epsilon", f
 static const f8_attr_spec attrs_attention[] = {INT("causal", false), FLOAT("scale", false), END};
 static const f8_attr_spec attrs_attention_packed[] = {INT("heads", true), INT("kv_heads", false),
 						      INT("causal", false), FLOAT("scale", false), END};
+static const f8_attr_spec attrs_ring_attention[] = {STRING("group", true), INT("ranks", true),
+						    INT("causal", false), FLOAT("scale", false),
+						    END};
 static const f8_attr_spec attrs_gelu[] = {STRING("approximate", false), END};
 static const f8_attr_spec attrs_rope[] = {INT("interleaved", false), END};
 static const f8_attr_spec attrs_cross_entropy[] = {INT("ignore_index", false),
 						   STRING("reduction", false), END};
 static const f8_attr_spec attrs_embedding_grad[] = {DIM("vocab", true), END};
+static const f8_attr_spec attrs_embedding[] = {DIM("vocab", false), END};
+static const f8_attr_spec attrs_cross_entropy_shard[] = {INT("ignore_index", false),
+							 DIM("vocab", true), END};
 static const f8_attr_spec attrs_gather_grad[] = {INT("axis", false), DIM("size", true), END};
 static const f8_attr_spec attrs_top_k[] = {INT("k", true), INT("axis", false), INT("largest", false),
 					   INT("sorted", false), END};
@@ -105,9 +111,10 @@ static const f8_attr_spec attrs_fp8_grouped_gemm[] = {DTYPE("to", true), STRING(
 						      END};
 static const f8_attr_spec attrs_all_reduce[] = {STRING("group", true), STRING("op", false), END};
 static const f8_attr_spec attrs_gather_scatter[] = {STRING("group", true), INT("axis", true),
-						    INT("ranks", true), END};
+						    INT("ranks", true), INT("balanced", false), END};
 static const f8_attr_spec attrs_all_gather[] = {STRING("group", true), INT("axis", true),
-						INT("ranks", true), INT("replicated", false), END};
+						INT("ranks", true), INT("replicated", false),
+						INT("balanced", false), END};
 static const f8_attr_spec attrs_peer[] = {STRING("group", true), INT("peer", true), END};
 static const f8_attr_spec attrs_recv[] = {STRING("group", true), INT("peer", true),
 					  DTYPE("dtype", true), DIMS("shape", true), END};

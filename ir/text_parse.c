@@ -256,7 +256,7 @@ static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 	f8_status status;
 	if (key.kind != TOKEN_IDENT)
 		return f8_text_fail_expected(p, "an annotation (role, format, recipe, slot, reason, "
-					     "shard, partial, offset, recompute)");
+					     "shard, partial, tied, offset, recompute)");
 	if ((status = f8_text_next(p)))
 		return status;
 	if (key.len == 9 && memcmp(key.text, "recompute", 9) == 0) {
@@ -297,6 +297,17 @@ static f8_status parse_annotation(parser *p, f8_value *value, bool is_leaf) {
 		return parse_placements(p, value, F8_PLACEMENT_KIND_SHARD);
 	if (KEY("partial"))
 		return parse_placements(p, value, F8_PLACEMENT_KIND_PARTIAL);
+	if (KEY("tied")) { // one axis, nothing after it
+		f8_mesh_axis axis;
+		if (arg.kind != TOKEN_IDENT || !f8_mesh_axis_from_name(arg.text, arg.len, &axis))
+			return f8_text_fail_expected(p, "a mesh axis (tp, cp, ep, dp, pp)");
+		if (value->placement[axis].kind != F8_PLACEMENT_KIND_REPLICATED)
+			return f8_text_fail_at(p, &arg, "mesh axis %s is given twice in this value: a "
+					       "value has one placement per axis",
+					       f8_mesh_axis_name(axis));
+		value->placement[axis].kind = F8_PLACEMENT_KIND_TIED;
+		return f8_text_next(p);
+	}
 #undef KEY
 	return f8_text_fail_at(p, &key, "unknown annotation '%.*s'", (int)key.len, key.text);
 }

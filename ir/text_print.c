@@ -336,8 +336,11 @@ static const char *print_placements(FILE *out, const f8_value *value, f8_placeme
 		else
 			fputc(',', out);
 		first = false;
-		fprintf(out, "%s:", f8_mesh_axis_name((f8_mesh_axis)axis));
-		if (kind == F8_PLACEMENT_KIND_SHARD) {
+		fprintf(out, "%s%s", f8_mesh_axis_name((f8_mesh_axis)axis),
+			kind == F8_PLACEMENT_KIND_TIED ? "" : ":");
+		if (kind == F8_PLACEMENT_KIND_TIED) {
+			continue;
+		} else if (kind == F8_PLACEMENT_KIND_SHARD) {
 			fprintf(out, "%u", (unsigned)placement->dim);
 			for (unsigned i = 0; placement->n_parts > 1 && i < placement->n_parts; i++)
 				fprintf(out, "%s%lld", i ? " " : "[", (long long)placement->parts[i]);
@@ -376,6 +379,7 @@ static void print_annotations(FILE *out, const f8_value *value, bool print_role)
 	}
 	separator = print_placements(out, value, F8_PLACEMENT_KIND_SHARD, separator);
 	separator = print_placements(out, value, F8_PLACEMENT_KIND_PARTIAL, separator);
+	separator = print_placements(out, value, F8_PLACEMENT_KIND_TIED, separator);
 	if (value->buffer_offset >= 0) {
 		fprintf(out, "%soffset=%" PRId64, separator, value->buffer_offset);
 		separator = ", ";

@@ -200,6 +200,10 @@ static f8_status verify_placements(const f8_graph *graph, const f8_value *value,
 					       f8_type_format(graph, &value->type, type, sizeof type),
 					       (unsigned)rank, rank == 1 ? "" : "s");
 		}
+		if (placement->kind == F8_PLACEMENT_KIND_TIED && value->role != F8_ROLE_PARAMETER)
+			return placement_error(graph, value, diag, "is tied over mesh axis %s, but it is "
+					       "no parameter: only a parameter is held by two stages",
+					       axis);
 		if (placement->kind == F8_PLACEMENT_KIND_SHARD && placement->n_parts > 1) {
 			f8_status status = verify_parts(graph, value, (f8_mesh_axis)i, diag);
 			if (status)

@@ -33,7 +33,7 @@ static double uniform(uint64_t key, uint64_t j) {
 }
 
 int64_t f8_weight_init_layers(const f8_graph *graph) {
-	int64_t layers = 1;
+	int64_t layers = 1, first = INT64_MAX;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
 		const char *name = graph->values[graph->inputs[i]].name;
 		if (strncmp(name, "layers.", 7) != 0)
@@ -42,9 +42,15 @@ int64_t f8_weight_init_layers(const f8_graph *graph) {
 		const char *c = name + 7;
 		for (; *c >= '0' && *c <= '9' && n < INT32_MAX; c++)
 			n = n * 10 + (*c - '0');
-		if (*c == '.' && c > name + 7 && n + 1 > layers)
-			layers = n + 1;
+		if (*c != '.' || c == name + 7)
+			continue;
+		layers = n + 1 > layers ? n + 1 : layers;
+		first = n < first ? n : first;
 	}
+	// A pipeline stage holds its run of the layers, as many as every other stage's.
+	int64_t stages = graph->mesh[F8_MESH_AXIS_PP];
+	if (stages > 1 && first != INT64_MAX)
+		layers = (layers - first) * stages;
 	return layers;
 }
 

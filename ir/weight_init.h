@@ -44,7 +44,8 @@ const char *f8_weight_init_kind_name(f8_weight_init_kind kind);
 bool f8_weight_init_kind_from_name(const char *name, f8_weight_init_kind *out);
 
 /* The number of layers of `graph`: one more than the largest N of a parameter named layers.N.*,
- * at least 1. */
+ * at least 1; of a pipeline stage's (graph->mesh's PP above 1), its run of layers times the
+ * stages: the whole model's, as every stage's weights are made for. */
 int64_t f8_weight_init_layers(const f8_graph *graph);
 
 /* How parameter `value` of `graph` (of a model with `layers` layers) is initialized: by what

@@ -18,7 +18,7 @@ static f8_status emit_gradients(f8_grad_context *context, const f8_node *forward
 				uint32_t n_attrs, const uint32_t *grad_of, uint32_t n_outputs,
 				f8_value_id *dx, f8_diag *diag) {
 	char names[4][F8_GRAD_NAME_MAX];
-	const char *pointers[4];
+	const char *pointers[4] = {NULL, NULL, NULL, NULL};
 	f8_value_id outputs[4];
 	for (uint32_t j = 0; j < n_outputs; j++) {
 		f8_grad_name(context, forward->inputs[grad_of[j]], names[j], sizeof names[j]);
@@ -122,9 +122,11 @@ F8_GRAD_RULE(RMS_NORM) {
 			      grad_of, 2, dx, diag);
 }
 
-/* Attention: AttentionGrad(dout, q, k, v, out, lse[, mask]) -> dq, dk, dv. A mask is data: a
- * float one that depends on a parameter has no gradient here. */
-F8_GRAD_RULE(ATTENTION) {
+/* Attention and RingAttention: `grad_op`(dout, q, k, v, out, lse[, mask]) -> dq, dk, dv, with
+ * the forward's attributes; the log-sum-exp is a statistic. A mask is data: a float one that
+ * depends on a parameter has no gradient here. */
+static f8_status attention_gradient(f8_grad_context *context, f8_node_id node, f8_op grad_op,
+				    const f8_value_id *dy, f8_value_id *dx, f8_diag *diag) {
 	f8_node n = grad_node(context, node);
 	f8_value_id mask = n.n_inputs > 3 ? n.inputs[3] : F8_NONE;
 	if (mask != F8_NONE && f8_grad_wants(context, mask))
@@ -141,8 +143,13 @@ F8_GRAD_RULE(ATTENTION) {
 	f8_value_id inputs[7] = {dy[0], n.inputs[0], n.inputs[1], n.inputs[2], n.outputs[0], lse,
 				 mask};
 	static const uint32_t grad_of[3] = {0, 1, 2};
-	return emit_gradients(context, &n, F8_OP_ATTENTION_GRAD, inputs, mask != F8_NONE ? 7 : 6,
-			      n.attrs, n.n_attrs, grad_of, 3, dx, diag);
+	return emit_gradients(context, &n, grad_op, inputs, mask != F8_NONE ? 7 : 6, n.attrs,
+			      n.n_attrs, grad_of, 3, dx, diag);
+}
+
+/* Attention: AttentionGrad. */
+F8_GRAD_RULE(ATTENTION) {
+	return attention_gradient(context, node, F8_OP_ATTENTION_GRAD, dy, dx, diag);
 }
 
 /* AttentionPacked: AttentionPackedGrad(dout, qkv, out, lse[, mask]) -> dqkv, packed as qkv.
@@ -214,10 +221,15 @@ F8_GRAD_RULE(EMBEDDING) {
 		return F8_OK;
 	f8_attr vocab = {.name = "vocab", .kind = F8_ATTR_DIM,
 			 .dim = grad_type(context, table).shape.dims[0]};
-	f8_value_id inputs[2] = {dy[0], ids};
+	f8_value_id inputs[3] = {dy[0], ids, n.n_inputs > 2 ? n.inputs[2] : F8_NONE};
 	static const uint32_t grad_of[1] = {1};
-	return emit_gradients(context, &n, F8_OP_EMBEDDING_GRAD, inputs, 2, &vocab, 1, grad_of, 1,
-			      dx, diag);
+	return emit_gradients(context, &n, F8_OP_EMBEDDING_GRAD, inputs, n.n_inputs > 2 ? 3 : 2,
+			      &vocab, 1, grad_of, 1, dx, diag);
+}
+
+/* RingAttention: RingAttentionGrad over the same ring (its attributes). */
+F8_GRAD_RULE(RING_ATTENTION) {
+	return attention_gradient(context, node, F8_OP_RING_ATTENTION_GRAD, dy, dx, diag);
 }
 
 /* CrossEntropy: CrossEntropyGrad(dloss, logits, labels, lse). */
@@ -233,6 +245,36 @@ F8_GRAD_RULE(CROSS_ENTROPY) {
 	static const uint32_t grad_of[1] = {0};
 	return emit_gradients(context, &n, F8_OP_CROSS_ENTROPY_GRAD, inputs, 4, n.attrs, n.n_attrs,
 			      grad_of, 1, dx, diag);
+}
+
+/* CrossEntropyShard: CrossEntropyShardGrad(dsum_exp, dtarget, logits, labels, max, start) for
+ * the logits. The row maxima get none: the loss does not depend on them (they cancel out of
+ * max + log(sum_exp)), they only keep exp in range. */
+F8_GRAD_RULE(CROSS_ENTROPY_SHARD) {
+	f8_node n = grad_node(context, node);
+	if (!f8_grad_wants(context, n.inputs[0]))
+		return F8_OK;
+	if (dy[0] == F8_NONE || dy[1] == F8_NONE)
+		return f8_grad_unsupported(context, node, diag, "the loss depends on one of the "
+					   "shard's row sums but not the other (they are the two "
+					   "halves of a cross-entropy)");
+	f8_value_id inputs[6] = {dy[0], dy[1], n.inputs[0], n.inputs[1], n.inputs[2], n.inputs[3]};
+	static const uint32_t grad_of[1] = {0};
+	return emit_gradients(context, &n, F8_OP_CROSS_ENTROPY_SHARD_GRAD, inputs, 6, n.attrs,
+			      n.n_attrs, grad_of, 1, dx, diag);
+}
+
+/* CrossEntropyMerge: CrossEntropyMergeGrad(dloss, sum_exp, labels) for the row sums and the
+ * targets; the maxima get none (CrossEntropyShard's rule says why). */
+F8_GRAD_RULE(CROSS_ENTROPY_MERGE) {
+	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
+	if (status)
+		return status;
+	f8_node n = grad_node(context, node);
+	f8_value_id inputs[3] = {dy[0], n.inputs[0], n.inputs[3]};
+	static const uint32_t grad_of[2] = {0, 1};
+	return emit_gradients(context, &n, F8_OP_CROSS_ENTROPY_MERGE_GRAD, inputs, 3, n.attrs,
+			      n.n_attrs, grad_of, 2, dx, diag);
 }
 
 /* Router: RouterGrad(dprobs, logits, probs, indices); the indices are integers. */

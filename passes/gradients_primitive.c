@@ -988,9 +988,9 @@ F8_GRAD_RULE(ALL_GATHER) {
 	char name[F8_GRAD_NAME_MAX];
 	if (!wanted_x(context, &n, name))
 		return F8_OK;
-	f8_attr attrs[3];
+	f8_attr attrs[8]; // AllGather's attributes but replicated (its schema has 5)
 	uint32_t n_attrs = 0;
-	for (uint32_t i = 0; i < n.n_attrs; i++)
+	for (uint32_t i = 0; i < n.n_attrs && n_attrs < sizeof attrs / sizeof attrs[0]; i++)
 		if (strcmp(n.attrs[i].name, "replicated") != 0)
 			attrs[n_attrs++] = n.attrs[i];
 	return f8_grad_op(context, F8_OP_LOCAL_SHARD, dy, 1, attrs, n_attrs, name, &dx[0], diag);

@@ -13,9 +13,11 @@
 #include "passes/attention_unfused.h" // f8_pass_attention_unfused_run
 #include "passes/bf16.h"          // f8_pass_bf16_run
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
+#include "passes/context_parallel.h" // f8_pass_context_parallel_run
 #include "passes/fp8_cast.h"      // f8_pass_fp8_cast_run
 #include "passes/fuse.h"          // f8_pass_fuse_run
 #include "passes/fuse_patterns.h" // f8_pass_fuse_patterns_run
+#include "passes/pipeline_parallel.h" // f8_pass_pipeline_parallel_run
 #include "passes/recompute.h"     // f8_pass_recompute_run
 #include "passes/shard.h"         // f8_pass_shard_run
 #include "passes/tensor_parallel.h" // f8_pass_tensor_parallel_run
@@ -79,16 +81,45 @@ static f8_status shard(f8_graph *graph, const f8_pipeline_options *options, FILE
 	return f8_pass_shard_run(graph, options->parallel, report, diag);
 }
 
+/* The parallel passes' guard: a no-op without the parallelism (`size` <= 1) or for inference;
+ * an inference plan asking for it is refused (a plan for inference is one rank's, not made
+ * whole). *run says whether the pass runs. */
+static f8_status training_only(const f8_pipeline_options *options, int64_t size,
+			       const char *option, const char *what, bool *run, f8_diag *diag) {
+	*run = options->training && size > 1;
+	if (!options->training && size > 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--%s: %s parallelism is built for "
+				   "training steps; an inference plan is one rank's", option, what);
+	return F8_OK;
+}
+
 static f8_status tensor_parallel(f8_graph *graph, const f8_pipeline_options *options,
 				 FILE *report, f8_diag *diag) {
-	// A no-op without TP. A plan for inference is one rank's: refused rather than made whole.
-	if (!options->training && options->parallel && options->parallel->tensor > 1)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size: tensor "
-				   "parallelism is built for training steps; an inference plan is "
-				   "one rank's");
-	if (!options->training)
-		return F8_OK;
-	return f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);
+	bool run;
+	f8_status status = training_only(options, options->parallel ? options->parallel->tensor : 0,
+					 "tensor-model-parallel-size", "tensor", &run, diag);
+	return status || !run ? status
+			      : f8_pass_tensor_parallel_run(graph, options->parallel, report, diag);
+}
+
+static f8_status context_parallel(f8_graph *graph, const f8_pipeline_options *options,
+				  FILE *report, f8_diag *diag) {
+	bool run;
+	f8_status status = training_only(options, options->parallel ? options->parallel->context : 0,
+					 "context-parallel-size", "context", &run, diag);
+	return status || !run ? status
+			      : f8_pass_context_parallel_run(graph, options->parallel, report, diag);
+}
+
+static f8_status pipeline_parallel(f8_graph *graph, const f8_pipeline_options *options,
+				   FILE *report, f8_diag *diag) {
+	bool run;
+	f8_status status = training_only(options,
+					 options->parallel ? options->parallel->pipeline : 0,
+					 "pipeline-model-parallel-size", "pipeline", &run, diag);
+	return status || !run ? status
+			      : f8_pass_pipeline_parallel_run(graph, options->parallel, report,
+							      diag);
 }
 
 static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
@@ -132,6 +163,18 @@ static const f8_pass pipeline[] = {
 	 "rank's heads, and training, so that autodiff derives each rank's backward from its "
 	 "forward, the collectives' gradients included; a no-op without "
 	 "--tensor-model-parallel-size"},
+	{"context-parallel", context_parallel,
+	 "after tensor-parallel, which splits heads and features (and under --sequence-parallel "
+	 "the sequence again, within the rank's tokens); before attention-unfused, which would "
+	 "decompose the Attention this pass makes RingAttention, and training, so that autodiff "
+	 "derives the ring's backward and the training pass builds the loss over the split "
+	 "sequence; a no-op without --context-parallel-size"},
+	{"pipeline-parallel", pipeline_parallel,
+	 "after tensor-parallel and context-parallel, which split within the layers this pass "
+	 "deals out to the stages; before attention-unfused and training, so that autodiff "
+	 "derives each stage's backward from its forward (the gradient of what it receives sent "
+	 "back) and the training pass gives the last stage the loss; a no-op without "
+	 "--pipeline-model-parallel-size"},
 	{"attention-unfused", attention_unfused,
 	 "after bf16, which decides the attention's dtype (cuDNN's fused attention takes bf16, "
 	 "not f32); before training, so that autodiff derives the backward of an f32 attention "

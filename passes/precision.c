@@ -161,6 +161,7 @@ static f8_status collect(planner *p) {
 	if (!p->gemms)
 		return f8_diag_set(p->diag, F8_ERR_NOMEM, "out of memory");
 	p->n_layers = 0;
+	int first = -1; // the program's first layer
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
 		// An FP8Gemm the model quantized itself (fuse-patterns, QDQ) keeps its decision.
@@ -182,7 +183,14 @@ static f8_status collect(planner *p) {
 		g->layer = f8_scope_layer(g->scope, NULL);
 		if (g->layer + 1 > p->n_layers)
 			p->n_layers = g->layer + 1;
+		if (g->layer >= 0 && (first < 0 || g->layer < first))
+			first = g->layer;
 	}
+	// A pipeline stage holds its run of the layers, as many as every other stage's: the
+	// first and last layers the policies name are the whole model's.
+	int64_t stages = graph->mesh[F8_MESH_AXIS_PP];
+	if (stages > 1 && first >= 0)
+		p->n_layers = (int)((p->n_layers - first) * stages);
 	return F8_OK;
 }
 
@@ -210,7 +218,8 @@ static void find_head(planner *p) {
 	f8_value_id logits = graph->n_outputs ? graph->outputs[0] : F8_NONE;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
-		if (node->op == F8_OP_CROSS_ENTROPY && node->phase == F8_PHASE_FWD) {
+		if ((node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_SHARD) &&
+		    node->phase == F8_PHASE_FWD) {
 			logits = node->inputs[0];
 			break;
 		}
@@ -743,6 +752,13 @@ static const char *op_reason(f8_op op) {
 		       "precision, as Megatron-LM computes it";
 	case F8_OP_CROSS_ENTROPY_GRAD:
 		return "softmax minus the one-hot target, from the forward's f32 log-sum-exp";
+	case F8_OP_CROSS_ENTROPY_SHARD:
+	case F8_OP_CROSS_ENTROPY_MERGE:
+		return "the vocabulary-parallel cross-entropy's exponentials summed and its loss "
+		       "made in f32, as Megatron-LM's vocab_parallel_cross_entropy";
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD:
+	case F8_OP_CROSS_ENTROPY_MERGE_GRAD:
+		return "the vocabulary-parallel cross-entropy's backward, from the f32 row sums";
 	case F8_OP_EMBEDDING:
 		return "a row lookup, no product to put in FP8: the table stays in this dtype "
 		       "(TransformerEngine's FP8 covers Linear layers)";

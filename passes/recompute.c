@@ -158,7 +158,8 @@ static uint32_t modules_of(const f8_graph *graph, f8_node_id id, const char *pat
 	const f8_node *node = &graph->nodes[id];
 	uint32_t bits = 1u << F8_RECOMPUTE_MODULE_FULL;
 	size_t len = strcspn(path, "./");
-	if (node->op == F8_OP_ATTENTION || has_component(path, "core"))
+	if (node->op == F8_OP_ATTENTION || node->op == F8_OP_RING_ATTENTION ||
+	    has_component(path, "core"))
 		return bits | 1u << F8_RECOMPUTE_MODULE_CORE_ATTN;
 	char first[64];
 	snprintf(first, sizeof first, "%.*s", (int)len, path);
@@ -180,11 +181,15 @@ static uint32_t modules_of(const f8_graph *graph, f8_node_id id, const char *pat
 /*
  * Whether the pass may make node `id` again: a forward node, deterministic, that talks to no
  * other rank, and not a cast that finds its scale from the data (its FP8 copies are kept:
- * recomputed, it would find the scale anew).
+ * recomputed, it would find the scale anew). RingAttention talks to its ring, but every rank
+ * of it runs the same program, so each makes it again at the same place: context
+ * parallelism's core attention is recomputed as Megatron-LM's selective recompute does.
  */
 static bool clonable(const f8_graph *graph, f8_node_id id) {
 	const f8_node *node = &graph->nodes[id];
 	uint32_t flags = f8_op_get_info(node->op)->flags;
+	if (node->op == F8_OP_RING_ATTENTION)
+		flags &= ~(uint32_t)F8_OPF_COLLECTIVE;
 	if (node->phase != F8_PHASE_FWD || node->op == F8_OP_DROPOUT ||
 	    node->op == F8_OP_SCALING_UPDATE || (flags & (F8_OPF_COLLECTIVE | F8_OPF_SIDE_EFFECT)))
 		return false;
@@ -207,12 +212,14 @@ static double flops_of(const f8_graph *graph, const f8_node *node) {
 	int64_t m, n, k;
 	if ((f8_op_get_info(node->op)->flags & F8_OPF_GEMM) && f8_gemm_sizes(graph, node, &m, &n, &k))
 		return 2.0 * (double)m * (double)n * (double)k;
-	if (node->op == F8_OP_ATTENTION) {
+	if (node->op == F8_OP_ATTENTION || node->op == F8_OP_RING_ATTENTION) {
 		const f8_type *q = &graph->values[node->inputs[0]].type;
 		const f8_type *kt = &graph->values[node->inputs[1]].type;
 		double scores = (double)f8_memory_type_bytes(q) / (double)f8_dtype_get_info(q->dtype)->bytes;
 		double seq_kv = f8_dim_is_const(kt->shape.dims[2]) ? (double)f8_dim_value(kt->shape.dims[2])
 								    : 0;
+		if (node->op == F8_OP_RING_ATTENTION) // the keys of every rank of the ring
+			seq_kv *= (double)f8_node_attr_int(node, "ranks", 1);
 		return 4.0 * scores * seq_kv / (f8_node_attr_int(node, "causal", 0) ? 2.0 : 1.0);
 	}
 	double elements = 0;
@@ -412,26 +419,57 @@ static f8_status add_clone(const analysis *a, f8_node_id id, const f8_value_id *
 	return F8_OK;
 }
 
-/* Moves each ScalingUpdate after the last node that reads its table's scale, where a clone of a
- * delayed cast came to read it in the backward: the update must not come between a cast and its
- * recomputation. */
-static void place_scaling_updates(const f8_graph *graph, f8_node_id *order, uint32_t n) {
-	for (uint32_t p = 0; p < n; p++) {
-		const f8_node *update = &graph->nodes[order[p]];
-		if (update->op != F8_OP_SCALING_UPDATE)
+/* Whether leaf `v` is state an update writes (a delayed scaling table's scale). */
+static bool updated_leaf(const f8_graph *graph, f8_value_id v) {
+	if (graph->values[v].producer != F8_NONE)
+		return false;
+	for (uint32_t i = 0; i < graph->n_updates; i++)
+		if (graph->updates[i].target == v)
+			return true;
+	return false;
+}
+
+/*
+ * Recomputed delayed casts read the scales the forward's casts read: a copy of each scaling
+ * table they read, `<table>.forward`, made in the forward (an Identity, phase fwd) and kept
+ * for the backward. The table itself has moved on by then: its ScalingUpdate ends the
+ * forward, and under pipeline parallelism's 1F1B later micro-batches' forwards run before
+ * this one's backward. Each clone's scale input is pointed at the copy; the copies' nodes into
+ * copies[] (*n_copies), each placed before the first node of the program that reads its table.
+ */
+static f8_status read_forward_scales(analysis *a, const f8_node_id *clones, uint32_t n_clones,
+				     f8_value_id *copy_of, f8_node_id *copies, uint32_t *n_copies,
+				     f8_diag *diag) {
+	f8_graph *graph = a->graph;
+	f8_status status = F8_OK;
+	for (uint32_t c = 0; !status && c < n_clones; c++) {
+		int k = is_cast(graph->nodes[clones[c]].op) ? f8_cast_scale_input(&graph->nodes[clones[c]])
+							   : -1;
+		f8_value_id table = k >= 0 ? graph->nodes[clones[c]].inputs[k] : F8_NONE;
+		if (table == F8_NONE || table >= a->n_values || !updated_leaf(graph, table))
 			continue;
-		uint32_t last = p;
-		for (uint32_t q = p + 1; q < n; q++) {
-			const f8_node *node = &graph->nodes[order[q]];
-			for (uint32_t i = 0; i < node->n_inputs; i++)
-				if (node->inputs[i] == update->inputs[0])
-					last = q;
+		if (copy_of[table] == F8_NONE && *n_copies == 8)
+			return f8_diag_set(diag, F8_ERR_INVALID, "recompute: more than 8 scaling tables");
+		if (copy_of[table] == F8_NONE) {
+			const char *name = f8_arena_concat(graph->arena, graph->values[table].name,
+							   ".forward");
+			f8_node_id id;
+			if (!name)
+				return nomem(diag);
+			status = f8_graph_add_node(graph, F8_OP_IDENTITY, &table, 1, 1, &name, &id,
+						   diag);
+			if (status)
+				break;
+			f8_node *node = &graph->nodes[id];
+			node->phase = F8_PHASE_FWD;
+			node->scope = "recompute";
+			graph->values[node->outputs[0]].type = graph->values[table].type;
+			copy_of[table] = node->outputs[0];
+			copies[(*n_copies)++] = id;
 		}
-		f8_node_id moved = order[p];
-		memmove(&order[p], &order[p + 1], (last - p) * sizeof *order);
-		order[last] = moved;
-		p = last == p ? p : p - 1; // the node now at p is yet to be seen
+		graph->nodes[clones[c]].inputs[k] = copy_of[table];
 	}
+	return status;
 }
 
 /* Applies analyzed units: the clones, the backward's reads moved to them, the new program,
@@ -441,7 +479,7 @@ static f8_status apply(analysis *a, FILE *report, f8_diag *diag) {
 	uint32_t n_order = graph->n_order, n_nodes = graph->n_nodes;
 	f8_value_id *clone_of = f8_malloc((a->n_values + 1) * sizeof *clone_of);
 	f8_node_id *clones = f8_malloc((n_nodes + 1) * sizeof *clones);
-	f8_node_id *order = f8_malloc((n_order + n_nodes + 1) * sizeof *order);
+	f8_node_id *order = f8_malloc((n_order + n_nodes + 8 + 1) * sizeof *order);
 	f8_value_id *inputs = NULL;
 	uint32_t n_clones = 0, *first_clone = f8_calloc(a->n_units + 1, sizeof *first_clone);
 	f8_status status = clone_of && clones && order && first_clone ? F8_OK : nomem(diag);
@@ -470,6 +508,15 @@ static f8_status apply(analysis *a, FILE *report, f8_diag *diag) {
 		}
 	}
 	first_clone[a->n_units] = n_clones;
+	f8_value_id *copy_of = status ? NULL : f8_malloc((a->n_values + 1) * sizeof *copy_of);
+	f8_node_id copies[8];
+	uint32_t n_copies = 0;
+	if (!status && !copy_of)
+		status = nomem(diag);
+	for (f8_value_id v = 0; !status && v < a->n_values; v++)
+		copy_of[v] = F8_NONE;
+	if (!status)
+		status = read_forward_scales(a, clones, n_clones, copy_of, copies, &n_copies, diag);
 	// The backward of each unit's layers reads the clones; the originals are dropped.
 	for (uint32_t p = 0; !status && p < n_order; p++) {
 		f8_node *node = &graph->nodes[graph->order[p]];
@@ -484,19 +531,24 @@ static f8_status apply(analysis *a, FILE *report, f8_diag *diag) {
 	}
 	for (f8_value_id v = 0; !status && v < a->n_values; v++)
 		graph->values[v].recompute |= a->wanted[v];
-	// The program: each unit's clones just before the first node that reads them.
+	// The program: each unit's clones just before the first node that reads them; each copy of
+	// a table's scales before the first node that reads the table.
 	uint32_t n = 0;
+	bool placed[8] = {false};
 	for (uint32_t p = 0; !status && p < n_order; p++) {
 		for (uint32_t u = 0; u < a->n_units; u++)
 			if (a->first_reader[u] == p)
 				for (uint32_t c = first_clone[u]; c < first_clone[u + 1]; c++)
 					order[n++] = clones[c];
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		for (uint32_t c = 0; c < n_copies; c++)
+			for (uint32_t i = 0; !placed[c] && i < node->n_inputs; i++)
+				if (node->inputs[i] == graph->nodes[copies[c]].inputs[0])
+					order[n++] = copies[c], placed[c] = true;
 		order[n++] = graph->order[p];
 	}
-	if (!status) {
-		place_scaling_updates(graph, order, n);
+	if (!status)
 		status = f8_graph_set_order(graph, order, n);
-	}
 	for (uint32_t u = 0; !status && report && u < a->n_units; u++) {
 		uint32_t dropped = 0;
 		for (f8_value_id v = 0; v < a->n_values; v++)
@@ -505,6 +557,7 @@ static f8_status apply(analysis *a, FILE *report, f8_diag *diag) {
 			a->units[u].why, first_clone[u + 1] - first_clone[u], dropped);
 	}
 	f8_free(clone_of);
+	f8_free(copy_of);
 	f8_free(clones);
 	f8_free(order);
 	f8_free(inputs);
@@ -523,34 +576,41 @@ static f8_status recompute(f8_graph *graph, const unit *units, uint32_t n, FILE 
 	return status;
 }
 
-/* The graph's number of transformer layers (by the forward nodes' scopes). */
-static int count_layers(const f8_graph *graph) {
+/* One more than the graph's last transformer layer (by the forward nodes' scopes), and its
+ * first into *lo: a pipeline stage's program holds layers lo .. n - 1. */
+static int count_layers(const f8_graph *graph, int *lo) {
 	int n = 0;
+	*lo = -1;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		int layer = f8_scope_layer(graph->nodes[graph->order[p]].scope, NULL);
 		n = layer + 1 > n ? layer + 1 : n;
+		*lo = layer >= 0 && (*lo < 0 || layer < *lo) ? layer : *lo;
 	}
+	*lo = *lo < 0 ? 0 : *lo;
 	return n;
 }
 
-/* The units Megatron-LM's options ask for, into *units (n into *n; freed by the caller). */
-static f8_status asked_units(f8_graph *graph, const f8_recompute_options *o, int n_layers,
-			     unit **units, uint32_t *n, f8_diag *diag) {
+/* The units Megatron-LM's options ask for, into *units (n into *n; freed by the caller), of
+ * layers lo .. n_layers - 1: a pipeline stage's, whose first --recompute-num-layers are its
+ * own first ones, as Megatron-LM counts them per stage. */
+static f8_status asked_units(f8_graph *graph, const f8_recompute_options *o, int lo,
+			     int n_layers, unit **units, uint32_t *n, f8_diag *diag) {
 	*units = f8_calloc((size_t)n_layers * F8_RECOMPUTE_MODULE_COUNT + 1, sizeof **units);
 	*n = 0;
 	if (!*units)
 		return nomem(diag);
 	char why[256];
 	if (o->granularity == F8_RECOMPUTE_GRANULARITY_FULL) {
-		if (o->num_layers > n_layers) {
+		if (o->num_layers > n_layers - lo) {
 			f8_diag_set(diag, F8_ERR_ARGUMENT, "--recompute-num-layers %lld is more than "
-				    "the %d layers the model has", (long long)o->num_layers, n_layers);
+				    "the %d layers %s has", (long long)o->num_layers, n_layers - lo,
+				    graph->mesh[F8_MESH_AXIS_PP] > 1 ? "a pipeline stage" : "the model");
 			return F8_ERR_ARGUMENT;
 		}
 		bool uniform = o->method == F8_RECOMPUTE_METHOD_UNIFORM;
 		int step = uniform ? (int)o->num_layers : 1;
-		int end = uniform ? n_layers : (int)o->num_layers;
-		for (int first = 0; first < end; first += step) {
+		int end = uniform ? n_layers : lo + (int)o->num_layers;
+		for (int first = lo; first < end; first += step) {
 			int last = first + step - 1 < n_layers ? first + step - 1 : n_layers - 1;
 			if (uniform && last > first)
 				snprintf(why, sizeof why, "full recompute, uniform: layers %d-%d one unit "
@@ -575,7 +635,7 @@ static f8_status asked_units(f8_graph *graph, const f8_recompute_options *o, int
 			// moe_act within a recomputed moe: the moe unit makes it already.
 			if (m == F8_RECOMPUTE_MODULE_MOE_ACT && (modules & 1u << F8_RECOMPUTE_MODULE_MOE))
 				continue;
-			for (int layer = 0; layer < n_layers; layer++) {
+			for (int layer = lo; layer < n_layers; layer++) {
 				snprintf(why, sizeof why, "selective recompute of layers.%d's %s "
 					 "(--recompute-modules)", layer, module_names[m]);
 				(*units)[(*n)++] = (unit){.module = (f8_recompute_module)m, .first = layer,
@@ -779,7 +839,7 @@ f8_status f8_pass_recompute_run(f8_graph *graph, const f8_recompute_options *opt
 	if (!backward)
 		return f8_diag_set(diag, F8_ERR_INVALID, "recompute: the graph has no backward "
 				   "(recompute is for training)");
-	int n_layers = count_layers(graph);
+	int lo, n_layers = count_layers(graph, &lo);
 	if (n_layers == 0) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "recompute: the model has no transformer layers "
 			    "(scopes \"layers.<i>.\") to recompute");
@@ -787,7 +847,7 @@ f8_status f8_pass_recompute_run(f8_graph *graph, const f8_recompute_options *opt
 	}
 	unit *units = NULL;
 	uint32_t n = 0;
-	status = asked_units(graph, options, n_layers, &units, &n, diag);
+	status = asked_units(graph, options, lo, n_layers, &units, &n, diag);
 	if (!status && n)
 		status = check_modules(graph, units, n, diag);
 	if (!status && options->budget_bytes)

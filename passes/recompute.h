@@ -27,9 +27,10 @@
  * `recompute` annotation.
  *
  * FP8, by construction: a recomputed cast under delayed scaling reads the scale its original
- * read (the same table entry: the table's ScalingUpdate moves after the last node that reads
- * the table, so that the update cannot come between them) and its amax output is read by
- * nothing: the amax history records each forward value once, as without recompute. A cast
+ * read (the same slot of `<table>.forward`, an Identity copy of the table's scales made in the
+ * forward, before the table's ScalingUpdate, which ends the forward, and kept for the
+ * backward: neither that update nor, under pipeline parallelism's 1F1B, other micro-batches'
+ * forwards in between change it) and its amax output is read by nothing: the amax history records each forward value once, as without recompute. A cast
  * that finds its scale from the data (current, rowwise, block, MX) is never recomputed: its
  * FP8 copies stay from the forward (checkpoints of the unit), since recomputing them would
  * find the scale anew. Dropout (random) and collectives are kept the same way.

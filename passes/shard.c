@@ -141,23 +141,39 @@ f8_status f8_parallel_check(const f8_graph *graph, const f8_parallel_options *op
 	return status ? status : check_layout(graph, options, mesh, diag);
 }
 
+f8_status f8_parallel_forward_mesh(const f8_graph *graph, const f8_parallel_options *options,
+				   const char *pass, uint32_t *mesh, f8_diag *diag) {
+	for (uint32_t p = 0; p < graph->n_order; p++)
+		if (graph->nodes[graph->order[p]].phase != F8_PHASE_FWD)
+			return f8_diag_set(diag, F8_ERR_INVALID, "%s: the graph has a backward "
+					   "already (the pass splits the forward, before training)",
+					   pass);
+	// An earlier pass (tensor- or context-parallel) checked the layout on the whole model.
+	bool sharded = f8_graph_mesh_ranks(graph) > 1;
+	f8_status status = sharded ? f8_parallel_mesh(options, mesh, diag)
+				   : f8_parallel_check(graph, options, mesh, diag);
+	if (!status && sharded && memcmp(graph->mesh, mesh, F8_MESH_AXIS_COUNT * sizeof *mesh))
+		status = f8_diag_set(diag, F8_ERR_INVALID, "%s: the graph's mesh is not the one the "
+				     "parallel options make", pass);
+	return status;
+}
+
 /* F8_ERR_UNSUPPORTED for what the pass does not shard yet, naming the option. */
 static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_diag *diag) {
 	if (o->sequence_parallel && mesh[F8_MESH_AXIS_TP] < 2)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--sequence-parallel splits the sequence "
 				   "over the tensor-parallel ranks: it needs "
 				   "--tensor-model-parallel-size above 1");
-	const char *option = mesh[F8_MESH_AXIS_CP] > 1 ? "--context-parallel-size"
-			     : mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
-			     : mesh[F8_MESH_AXIS_PP] > 1 ? "--pipeline-model-parallel-size"
+	const char *option = mesh[F8_MESH_AXIS_EP] > 1 ? "--expert-model-parallel-size"
 			     : o->virtual_stage_layers	 ? "--num-layers-per-virtual-pipeline-stage"
 							 : NULL;
 	if (!option)
 		return F8_OK;
-	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data and tensor parallelism so far; "
-		    "this parallelism is not built yet", option);
-	f8_diag_hint(diag, "train data- or tensor-parallel: leave it out, and the world size "
-		     "over TP is the data-parallel size");
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: f8c runs data, tensor, context and pipeline "
+		    "parallelism (one model chunk a stage) so far; this parallelism is not built "
+		    "yet", option);
+	f8_diag_hint(diag, "leave it out: the world size over TP x CP x PP is the data-parallel "
+		     "size");
 	return F8_ERR_UNSUPPORTED;
 }
 
@@ -278,6 +294,7 @@ typedef struct distributor {
 	f8_value_id *shard_of;             // per scattered accumulator: this rank's reduced rows
 	uint32_t n_sharded, n_kept;
 	uint64_t bytes;                    // the reduce-scattered gradients' bytes
+	bool distributed;                  // the distributed optimizer runs (on some rank)
 } distributor;
 
 /* Appends new node `id` to a chain (*head, linked through d->next). */
@@ -287,25 +304,33 @@ static void chain(distributor *d, f8_node_id *head, f8_node_id id) {
 	*head = id;
 }
 
-/* Adds a node of `op` (one output named `name`, typed by inference) in phase opt. */
+/* Adds a node of `op` in phase opt (scope "optimizer"), at the program's end, its outputs
+ * typed; its output (if any) into *out. */
+static f8_status add_opt(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *name, f8_node_id *id,
+			 f8_diag *diag) {
+	f8_status status = f8_graph_add_node(graph, op, inputs, n, name ? 1 : 0,
+					     name ? &name : NULL, id, diag);
+	if (!status && n_attrs && f8_node_set_attrs(graph, *id, attrs, n_attrs))
+		status = nomem(diag);
+	if (status)
+		return status;
+	graph->nodes[*id].phase = F8_PHASE_OPT;
+	graph->nodes[*id].scope = "optimizer";
+	f8_type type;
+	if (name && !(status = f8_node_infer_types(graph, *id, &type, diag)))
+		graph->values[graph->nodes[*id].outputs[0]].type = type;
+	return status;
+}
+
+/* add_opt for the distributor, within the room it made for new nodes. */
 static f8_status add_opt_node(distributor *d, f8_op op, const f8_value_id *inputs, uint32_t n,
 			      const f8_attr *attrs, uint32_t n_attrs, const char *name,
 			      f8_node_id *out) {
-	f8_graph *graph = d->graph;
-	if (graph->n_nodes + 1 >= d->capacity)
+	if (d->graph->n_nodes + 1 >= d->capacity)
 		return f8_diag_set(d->diag, F8_ERR_INVALID, "shard: too many new nodes (a bug)");
-	f8_status status = f8_graph_add_node(graph, op, inputs, n, 1, &name, out, d->diag);
-	if (status)
-		return status;
-	if (n_attrs && f8_node_set_attrs(graph, *out, attrs, n_attrs))
-		return nomem(d->diag);
-	graph->nodes[*out].phase = F8_PHASE_OPT;
-	graph->nodes[*out].scope = "optimizer";
-	f8_type type;
-	if ((status = f8_node_infer_types(graph, *out, &type, d->diag)))
-		return status;
-	graph->values[graph->nodes[*out].outputs[0]].type = type;
-	return F8_OK; // appended to the program: place_chains places it
+	// appended to the program: place_chains places it
+	return add_opt(d->graph, op, inputs, n, attrs, n_attrs, name, out, d->diag);
 }
 
 /* A collective of `op` along axis 0 over the data-parallel group, of `input`. */
@@ -393,7 +418,8 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 	for (uint32_t i = 0; i < n; i++) {
 		f8_value_id v = graph->nodes[id].inputs[i];
 		bool tp = graph->values[v].placement[F8_MESH_AXIS_TP].kind == F8_PLACEMENT_KIND_SHARD;
-		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0);
+		uint32_t mask = (tp ? 1u << F8_MESH_AXIS_TP : 0) | (d->scattered[v] ? d->axes : 0) |
+				(graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0);
 		uint32_t c = 0;
 		while (c < n_classes && masks[c] != mask)
 			c++;
@@ -401,6 +427,35 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 			masks[n_classes++] = mask;
 		members[(size_t)c * n + counts[c]++] = d->scattered[v] ? d->shard_of[v] : v;
 	}
+	// The classes in one order on every rank; under PP every class any stage can have, an
+	// empty one as a zero: the stages hold different parameters, and each class's AllReduce
+	// must be every rank's.
+	uint32_t pp = graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
+	if (pp) {
+		uint32_t tp = graph->mesh[F8_MESH_AXIS_TP] > 1 ? 1u << F8_MESH_AXIS_TP : 0;
+		uint32_t data = d->distributed ? d->axes : 0;
+		uint32_t candidates[4] = {pp, tp | pp, data | pp, tp | data | pp};
+		for (uint32_t k = 0; k < 4; k++) {
+			uint32_t c = 0;
+			while (c < n_classes && masks[c] != candidates[k])
+				c++;
+			if (c == n_classes && n_classes < 4)
+				masks[n_classes++] = candidates[k];
+		}
+	}
+	for (uint32_t a = 0; a < n_classes; a++) // ascending masks, the members moved along
+		for (uint32_t b = a + 1; b < n_classes; b++) {
+			if (masks[b] >= masks[a])
+				continue;
+			uint32_t mask = masks[a], count = counts[a];
+			masks[a] = masks[b], counts[a] = counts[b];
+			masks[b] = mask, counts[b] = count;
+			for (uint32_t i = 0; i < n; i++) {
+				f8_value_id swap = members[(size_t)a * n + i];
+				members[(size_t)a * n + i] = members[(size_t)b * n + i];
+				members[(size_t)b * n + i] = swap;
+			}
+		}
 	const char *base = graph->values[graph->nodes[id].outputs[0]].name;
 	f8_value_id total = F8_NONE;
 	f8_status status = F8_OK;
@@ -412,8 +467,12 @@ static f8_status split_norm(distributor *d, f8_node_id id) {
 			*at = *at == '+' ? '_' : *at;
 		const char *name = f8_arena_concat(graph->arena, base, suffix);
 		f8_node_id norm, square, sum = F8_NONE, add;
-		status = add_opt_node(d, F8_OP_GLOBAL_NORM, &members[(size_t)c * n], counts[c], NULL,
-				      0, name, &norm);
+		uint8_t bytes[8];
+		f8_tensor_data zero = f8_tensor_data_make_scalar(F8_DTYPE_F32, 0.0, bytes);
+		f8_attr value = {.name = "value", .kind = F8_ATTR_TENSOR, .tensor = &zero};
+		status = counts[c] ? add_opt_node(d, F8_OP_GLOBAL_NORM, &members[(size_t)c * n],
+						  counts[c], NULL, 0, name, &norm)
+				   : add_opt_node(d, F8_OP_CONSTANT, NULL, 0, &value, 1, name, &norm);
 		f8_value_id last = status ? F8_NONE : graph->nodes[norm].outputs[0];
 		f8_value_id pair[2] = {last, last};
 		if (!status)
@@ -555,6 +614,100 @@ static void place_tensor_parallel_state(f8_graph *graph, uint32_t *n) {
 	}
 }
 
+/*
+ * Pipeline parallelism's tied parameters (placed tied=pp: the embedding table the first and
+ * the last stage both hold): at the head of phase opt, each one's gradient accumulator summed
+ * between the two stages, the first stage sending before it receives and the last after, so
+ * that both add the same two terms in the same order (the same bits); every opt node reads
+ * the sum, but the last stage's gradient norm, which leaves it to the first's. The count into
+ * *n.
+ */
+static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
+	*n = 0;
+	bool sends = false, receives = false; // the stage's forward: first sends, last receives
+	uint32_t first_opt = F8_NONE;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		bool pp = strcmp(f8_node_attr_string(node, "group", ""), "pp") == 0;
+		sends |= node->phase == F8_PHASE_FWD && node->op == F8_OP_SEND && pp;
+		receives |= node->phase == F8_PHASE_FWD && node->op == F8_OP_RECV && pp;
+		first_opt = first_opt == F8_NONE && node->phase == F8_PHASE_OPT ? p : first_opt;
+	}
+	if (sends == receives || first_opt == F8_NONE)
+		return F8_OK; // a middle stage (or none): it holds no tied parameter
+	int64_t peer = sends ? (int64_t)graph->mesh[F8_MESH_AXIS_PP] - 1 : 0;
+	// The tied parameters' AdamW nodes first: the program moves as the exchanges go in.
+	f8_node_id *tied = f8_calloc(graph->n_order + 1, sizeof *tied);
+	uint32_t n_tied = 0;
+	if (!tied)
+		return nomem(diag);
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		if (node->op == F8_OP_ADAMW &&
+		    graph->values[node->inputs[0]].placement[F8_MESH_AXIS_PP].kind ==
+			    F8_PLACEMENT_KIND_TIED)
+			tied[n_tied++] = graph->order[p];
+	}
+	f8_status status = F8_OK;
+	for (uint32_t t = 0; !status && t < n_tied; t++) {
+		f8_node_id adamw = tied[t];
+		f8_value_id acc = graph->nodes[adamw].inputs[1];
+		const f8_type *type = &graph->values[acc].type;
+		f8_dim dims[F8_MAX_RANK];
+		memcpy(dims, type->shape.dims, sizeof dims);
+		f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
+				    {.name = "peer", .kind = F8_ATTR_INT, .i = peer},
+				    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
+				    {.name = "shape", .kind = F8_ATTR_DIMS,
+				     .dims = {.n = type->shape.rank, .items = dims}}};
+		const char *name = graph->values[acc].name;
+		const char *other_name = f8_arena_concat(graph->arena, name, ".tied_other");
+		const char *sum_name = f8_arena_concat(graph->arena, name, ".tied");
+		// In program order (each new node is the program's last until placed): the first
+		// stage sends, then receives; the last receives, then sends.
+		uint32_t at = first_opt + 3 * *n;
+		f8_node_id send = F8_NONE, recv = F8_NONE, add = F8_NONE;
+		for (int step = 0; !status && step < 2; step++) {
+			bool sending = (step == 0) == sends;
+			status = sending ? add_opt(graph, F8_OP_SEND, &acc, 1, attrs, 2, NULL, &send,
+						   diag)
+					 : add_opt(graph, F8_OP_RECV, NULL, 0, attrs, 4, other_name,
+						   &recv, diag);
+			if (!status)
+				place_before(graph, sending ? send : recv, at++);
+		}
+		if (status)
+			break;
+		f8_value_id other = graph->nodes[recv].outputs[0];
+		f8_value_id terms[2] = {sends ? acc : other, sends ? other : acc};
+		if ((status = add_opt(graph, F8_OP_ADD, terms, 2, NULL, 0, sum_name, &add, diag)))
+			break;
+		place_before(graph, add, at);
+		f8_value_id sum = graph->nodes[add].outputs[0];
+		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) // split as the accumulator
+			if (axis != F8_MESH_AXIS_PP)
+				graph->values[sum].placement[axis] = graph->values[other].placement[axis] =
+					graph->values[acc].placement[axis];
+		for (uint32_t q = 0; q < graph->n_order; q++) { // opt's readers read the sum
+			f8_node_id id = graph->order[q];
+			f8_node *node = &graph->nodes[id];
+			if (node->phase != F8_PHASE_OPT || id == send || id == add)
+				continue;
+			uint32_t kept = 0;
+			for (uint32_t i = 0; i < node->n_inputs; i++) {
+				bool norm = node->op == F8_OP_GLOBAL_NORM && node->inputs[i] == acc;
+				if (norm && receives)
+					continue; // the first stage's norm counts it
+				node->inputs[kept++] = node->inputs[i] == acc ? sum : node->inputs[i];
+			}
+			node->n_inputs = kept;
+		}
+		(*n)++;
+	}
+	f8_free(tied);
+	return status;
+}
+
 /* FP8: each ScalingUpdate's amaxes max-reduced over `group` just before it, in one AllReduce.
  * The tables' count and amaxes into *n_tables and *n_amaxes. */
 static f8_status reduce_amaxes(f8_graph *graph, const char *group, uint32_t axes,
@@ -589,35 +742,48 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 			    f8_diag *diag) {
 	if (!f8_parallel_options_any(options))
 		return F8_OK;
-	// The tensor-parallel pass, before training, set the mesh when TP is above 1.
-	bool tensor_parallel = options->tensor > 1;
-	if (f8_graph_mesh_ranks(graph) > 1 && !tensor_parallel)
-		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph is sharded already (it has "
-				   "a mesh)");
-	bool backward = false;
-	for (uint32_t p = 0; p < graph->n_order && !backward; p++)
-		backward = graph->nodes[graph->order[p]].phase == F8_PHASE_BWD;
+	// The tensor-, context- and pipeline-parallel passes, before training, set the mesh when
+	// they split the model; they checked the layout on the whole model (the heads, sequence
+	// and layers seen here are each rank's share).
+	bool split_before = f8_graph_mesh_ranks(graph) > 1;
+	bool backward = false, sharded = false; // sharded: this pass's collectives are there
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		backward |= node->phase == F8_PHASE_BWD;
+		sharded |= node->phase == F8_PHASE_OPT &&
+			   (f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE);
+	}
+	if (sharded)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph is sharded already (its "
+				   "optimizer has collectives)");
 	if (!backward)
 		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph has no backward (the pass "
 				   "shards a training step)");
 	uint32_t mesh[F8_MESH_AXIS_COUNT];
-	// Under TP the tensor-parallel pass checked the layout on the whole model; the heads seen
-	// here are each rank's share.
-	f8_status status = tensor_parallel ? f8_parallel_mesh(options, mesh, diag)
-					   : f8_parallel_check(graph, options, mesh, diag);
+	f8_status status = split_before ? f8_parallel_mesh(options, mesh, diag)
+					: f8_parallel_check(graph, options, mesh, diag);
 	if (!status)
 		status = not_yet(options, mesh, diag);
 	if (status)
 		return status;
-	if (tensor_parallel && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
-		return f8_diag_set(diag, F8_ERR_INVALID, "shard: TP is %lld, but the graph's mesh is "
-				   "not the tensor-parallel pass's", (long long)options->tensor);
+	const char *pass = mesh[F8_MESH_AXIS_TP] > 1 ? "tensor-parallel"
+			   : mesh[F8_MESH_AXIS_CP] > 1 ? "context-parallel"
+			   : mesh[F8_MESH_AXIS_PP] > 1 ? "pipeline-parallel" : NULL;
+	if (!split_before && pass)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the %s pass splits the model before "
+				   "training, and it has not run", pass);
+	if (split_before && memcmp(graph->mesh, mesh, sizeof mesh) != 0)
+		return f8_diag_set(diag, F8_ERR_INVALID, "shard: the graph's mesh is not the one the "
+				   "parallel options make");
 	memcpy(graph->mesh, mesh, sizeof mesh);
-	// The data-parallel group: EP x DP, where the ranks hold the same weights.
+	// The gradients' group: EP x DP, where the ranks hold the same weights and run other
+	// micro-batches, and CP, whose ranks hold the same weights and run other tokens of the
+	// same sequences (Megatron-LM's data-parallel group with context parallelism).
 	uint32_t data = 0, amax = 0;
 	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
 		bool spans = mesh[axis] > 1;
-		data |= spans && (axis == F8_MESH_AXIS_EP || axis == F8_MESH_AXIS_DP) ? 1u << axis : 0;
+		data |= spans && (axis == F8_MESH_AXIS_EP || axis == F8_MESH_AXIS_DP ||
+				  axis == F8_MESH_AXIS_CP) ? 1u << axis : 0;
 		amax |= spans && axis != F8_MESH_AXIS_PP ? 1u << axis : 0;
 	}
 	char data_group[32], amax_group[32];
@@ -627,20 +793,23 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	const char *amax_name = f8_arena_strdup(graph->arena, amax_group);
 	if (!data_name || !amax_name)
 		return nomem(diag);
-	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0;
+	uint32_t n_grads = 0, n_tables = 0, n_amaxes = 0, n_tied = 0, n_split = 0;
+	if (mesh[F8_MESH_AXIS_TP] > 1) // first: the tied exchange's sums are split as these
+		place_tensor_parallel_state(graph, &n_split);
+	if (mesh[F8_MESH_AXIS_PP] > 1 && (status = exchange_tied(graph, &n_tied, diag)))
+		return status;
 	uint64_t grad_bytes = 0;
 	distributor d = {.graph = graph, .group = data_name, .axes = data, .diag = diag,
-			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP]};
-	uint32_t n_split = 0;
+			 .ranks = mesh[F8_MESH_AXIS_EP] * mesh[F8_MESH_AXIS_DP] *
+				  mesh[F8_MESH_AXIS_CP]};
 	status = distributor_init(&d);
-	if (!status && tensor_parallel)
-		place_tensor_parallel_state(graph, &n_split);
-	if (!status && data && options->distributed_optimizer)
+	d.distributed = data && options->distributed_optimizer;
+	if (!status && d.distributed)
 		status = distribute_optimizer(&d);
 	f8_node_id norm = F8_NONE;
 	for (uint32_t p = 0; p < graph->n_order; p++)
 		norm = graph->nodes[graph->order[p]].op == F8_OP_GLOBAL_NORM ? graph->order[p] : norm;
-	if (!status && norm != F8_NONE && (n_split || d.n_sharded))
+	if (!status && norm != F8_NONE && (n_split || d.n_sharded || mesh[F8_MESH_AXIS_PP] > 1))
 		status = split_norm(&d, norm);
 	if (!status)
 		status = place_chains(&d);

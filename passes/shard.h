@@ -20,14 +20,24 @@
  * its dim 0), and the gradient norm sums each class of split gradients' squares over the group
  * that splits them (tp, the data-parallel axes, or both), plus the whole ones'.
  *
- * What each rank's program gets, so far (context, expert and pipeline parallelism are
- * F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel without TP is
- * F8_ERR_ARGUMENT):
- *   data parallelism   each rank runs its own micro-batches of the global batch; in phase opt,
- *                      first, one AllReduce (sum, group "ep+dp" or "dp") of every gradient
- *                      accumulator, which the gradient norm and AdamW read instead: the
- *                      training pass averages over the global batch's micro-batches already,
- *                      so the sum of the ranks' accumulators is the single-device step's.
+ * Context and pipeline parallelism are split before training too, by the context- and
+ * pipeline-parallel passes (passes/context_parallel.h, passes/pipeline_parallel.h), which set
+ * the mesh when TP does not; the context-parallel ranks run other tokens of the same
+ * sequences, so their gradients are summed with data parallelism's; a pipeline stage's
+ * gradient norm class is summed over pp with the other stages' (in one order on every stage,
+ * a class a stage lacks as a zero), and a parameter tied between the first and the last stage
+ * (tied=pp) has its gradient summed between them at the head of phase opt.
+ *
+ * What each rank's program gets, so far (expert parallelism and the interleaved pipeline
+ * schedule are F8_ERR_UNSUPPORTED, naming the option, until they come; --sequence-parallel
+ * without TP is F8_ERR_ARGUMENT):
+ *   data parallelism   each rank runs its own micro-batches of the global batch (its tokens
+ *                      of them under CP); in phase opt, first, one AllReduce (sum, group
+ *                      "ep+dp", "dp", "cp+dp" or "cp") of every gradient accumulator, which
+ *                      the gradient norm and AdamW read instead: the training pass averages
+ *                      over the global batch's micro-batches already (and the loss under CP
+ *                      over the cp ranks' tokens), so the sum of the ranks' accumulators is
+ *                      the single-device step's.
  *   FP8 amaxes         before each ScalingUpdate, one AllReduce (max) of the table's amaxes
  *                      over the group of every axis above one rank but PP (TransformerEngine's
  *                      amax reduction group: TP x CP x DP), packed into one collective per
@@ -51,6 +61,8 @@ typedef struct f8_parallel_options {
 	int64_t context;               // --context-parallel-size; 0: 1
 	int64_t expert;                // --expert-model-parallel-size; 0: 1
 	int64_t virtual_stage_layers;  // --num-layers-per-virtual-pipeline-stage; 0: none
+	int64_t stage;                 // the pipeline stage whose program this is (0-based): the
+				       // launcher's rank's under train, --pipeline-stage else
 	bool sequence_parallel;        // --sequence-parallel
 	bool distributed_optimizer;    // --use-distributed-optimizer
 	int64_t micro_batch, global_batch; // the run's sizes, for the batch check (0: unchecked)
@@ -65,6 +77,15 @@ f8_status f8_parallel_mesh(const f8_parallel_options *options, uint32_t *mesh, f
  * the tensor-parallel pass checks it so too, before training. */
 f8_status f8_parallel_check(const f8_graph *graph, const f8_parallel_options *options,
 			    uint32_t *mesh, f8_diag *diag);
+
+/*
+ * For a pass that splits the forward before training, `pass` ("context-parallel"): the mesh
+ * into mesh[], checked against the whole model by f8_parallel_check when no earlier pass set
+ * graph->mesh, else f8_parallel_mesh's, which must be the graph's. F8_ERR_INVALID for a graph
+ * with a backward or another mesh; f8_parallel_check's errors.
+ */
+f8_status f8_parallel_forward_mesh(const f8_graph *graph, const f8_parallel_options *options,
+				   const char *pass, uint32_t *mesh, f8_diag *diag);
 
 /* Whether `options` asks for more than one rank. */
 bool f8_parallel_options_any(const f8_parallel_options *options);

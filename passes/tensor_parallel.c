@@ -5,6 +5,7 @@
  * requires: canonicalize, fuse-patterns, bf16; before attention-unfused and training.
  */
 #include "passes/tensor_parallel.h" // f8_pass_tensor_parallel_run
+#include "passes/tensor_parallel_internal.h" // f8_tp_infer_all, f8_tp_split_vocabulary
 
 #include <string.h> // strlen, memcpy
 
@@ -120,6 +121,15 @@ static uint32_t n_parameters(const f8_node *node) {
 	return node->op == F8_OP_GROUPED_LINEAR ? 2 : node->n_inputs;
 }
 
+/* Whether Linear `node`'s weight and bias are parameters only it reads, none split yet. */
+static bool own_parameters(const tp_pass *t, const f8_node *node) {
+	for (uint32_t i = 1; i < n_parameters(node); i++)
+		if (own_parameter(t, node->inputs[i]) == F8_NONE ||
+		    in_trial(t, node->inputs[i]) != WHOLE)
+			return false;
+	return true;
+}
+
 /* Linear `id` made column-parallel in this trial, when it can be: its weight and bias its own
  * parameters, its output features a multiple of TP, its input whole. */
 static bool claim_column(tp_pass *t, f8_node_id id) {
@@ -128,10 +138,9 @@ static bool claim_column(tp_pass *t, f8_node_id id) {
 		return refuse(t, id, "the Linear is in another region");
 	if (t->dim[node->inputs[0]] != WHOLE)
 		return refuse(t, id, "a column-parallel GEMM would read a split input");
-	for (uint32_t i = 1; i < n_parameters(node); i++)
-		if (own_parameter(t, node->inputs[i]) == F8_NONE)
-			return refuse(t, id, "its weight or bias is not a parameter of its own (tied "
-				      "weights stay whole)");
+	if (!own_parameters(t, node))
+		return refuse(t, id, "its weight or bias is not a parameter of its own (tied "
+			      "weights stay whole)");
 	int64_t rows = const_dim(type_of(t, node->inputs[1]), features_dim(node));
 	if (rows < 0 || rows % t->ranks)
 		return refuse(t, id, "TP does not divide its output features");
@@ -152,11 +161,9 @@ static bool claim_row(tp_pass *t, f8_node_id id) {
 	if (in_trial(t, x) != type_of(t, x)->shape.rank - 1)
 		return refuse(t, id, "a Linear reads a value split along another dimension than its "
 			      "features");
-	for (uint32_t i = 1; i < n_parameters(node); i++)
-		if (own_parameter(t, node->inputs[i]) == F8_NONE ||
-		    in_trial(t, node->inputs[i]) != WHOLE)
-			return refuse(t, id, "the row-parallel GEMM's weight or bias is not a "
-				      "parameter of its own");
+	if (!own_parameters(t, node))
+		return refuse(t, id, "the row-parallel GEMM's weight or bias is not a parameter of "
+			      "its own");
 	int64_t columns = const_dim(type_of(t, node->inputs[1]), inputs_dim(node));
 	if (columns < 0 || columns % t->ranks)
 		return refuse(t, id, "TP does not divide the row-parallel GEMM's input features");
@@ -493,8 +500,8 @@ static bool try_region(tp_pass *t, uint32_t at) {
 	for (uint32_t i = 0; ok && i < graph->n_outputs; i++)
 		if (in_trial(t, graph->outputs[i]) != WHOLE)
 			ok = refuse(t, graph->values[graph->outputs[i]].producer,
-				    "its output is an output of the graph, read whole by "
-				    "the loss (vocabulary parallelism is not built yet)");
+				    "its output is an output of the graph (an output head "
+				    "is split by vocabulary instead, where it can be)");
 	ok = ok && parts_read_by_parts(t);
 	bool row = false;
 	for (uint32_t i = 0; ok && i < t->n_claimed; i++)
@@ -577,17 +584,23 @@ static void split_parameter(tp_pass *t, f8_value_id w, int dim, const int64_t *p
 }
 
 /* Adds a node of `op` reading `inputs` (n) with `attrs`, in `scope`, its one output `name`. */
+f8_status f8_tp_add_node(f8_graph *graph, f8_op op, const f8_value_id *inputs, uint32_t n,
+			 const f8_attr *attrs, uint32_t n_attrs, const char *scope, const char *name,
+			 f8_node_id *out, f8_diag *diag) {
+	if (!name)
+		return nomem(diag);
+	f8_status status = f8_graph_add_node(graph, op, inputs, n, 1, &name, out, diag);
+	if (!status && n_attrs && f8_node_set_attrs(graph, *out, attrs, n_attrs))
+		status = nomem(diag);
+	if (!status)
+		graph->nodes[*out].scope = scope;
+	return status;
+}
+
 static f8_status add_node(tp_pass *t, f8_op op, const f8_value_id *inputs, uint32_t n,
 			  const f8_attr *attrs, uint32_t n_attrs, const char *scope,
 			  const char *name, f8_node_id *out) {
-	if (!name)
-		return nomem(t->diag);
-	f8_status status = f8_graph_add_node(t->graph, op, inputs, n, 1, &name, out, t->diag);
-	if (!status && n_attrs && f8_node_set_attrs(t->graph, *out, attrs, n_attrs))
-		status = nomem(t->diag);
-	if (!status)
-		t->graph->nodes[*out].scope = scope;
-	return status;
+	return f8_tp_add_node(t->graph, op, inputs, n, attrs, n_attrs, scope, name, out, t->diag);
 }
 
 /* Every reader of `from` (nodes in the program, graph outputs) reads `to` instead. */
@@ -611,17 +624,15 @@ typedef struct moved_readers {
 	f8_node_id except; // the collective that reads it
 } moved_readers;
 
-/* Every node's output types inferred again, in program order. */
-static f8_status infer_all(tp_pass *t) {
-	f8_graph *graph = t->graph;
+f8_status f8_tp_infer_all(f8_graph *graph, f8_diag *diag) {
 	f8_status status = F8_OK;
 	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 		f8_node *node = &graph->nodes[graph->order[p]];
 		f8_type *types = f8_calloc(node->n_outputs + 1, sizeof *types);
 		if (!types)
-			return nomem(t->diag);
-		if ((status = f8_node_infer_types(graph, graph->order[p], types, t->diag)))
-			f8_diag_set_node(t->diag, graph, graph->order[p]);
+			return nomem(diag);
+		if ((status = f8_node_infer_types(graph, graph->order[p], types, diag)))
+			f8_diag_set_node(diag, graph, graph->order[p]);
 		for (uint32_t o = 0; !status && o < node->n_outputs; o++)
 			graph->values[node->outputs[o]].type = types[o];
 		f8_free(types);
@@ -724,7 +735,7 @@ static f8_status split_regions(tp_pass *t) {
 	for (uint32_t i = 0; !status && i < n_moved; i++)
 		redirect(graph, moved[i].from, moved[i].to, moved[i].except);
 	if (!status)
-		status = infer_all(t);
+		status = f8_tp_infer_all(t->graph, t->diag);
 	for (uint32_t v = 0; !status && v < n_values; v++)
 		if (t->dim[v] != WHOLE && graph->values[v].role == F8_ROLE_ACTIVATION)
 			graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
@@ -911,12 +922,12 @@ static f8_status sequence_tokens(const tp_pass *t, const f8_value **tokens) {
 	return F8_ERR_ARGUMENT;
 }
 
-/* The forward rewritten for sequence parallelism, as the comment above says; `tokens` from
- * sequence_tokens. */
-static f8_status sequence_parallel(tp_pass *t, const f8_value *tokens) {
+/* The forward rewritten for sequence parallelism, as the comment above says; `tokens` (whose
+ * sizes sequence_tokens checked) by value: the value table may have moved since. */
+static f8_status sequence_parallel(tp_pass *t, f8_value_id tokens) {
 	f8_graph *graph = t->graph;
-	sp_pass sp = {.t = t, .batch = tokens->type.shape.dims[0],
-		      .seq = tokens->type.shape.dims[1]};
+	sp_pass sp = {.t = t, .batch = graph->values[tokens].type.shape.dims[0],
+		      .seq = graph->values[tokens].type.shape.dims[1]};
 	uint32_t n_original = graph->n_order;
 	sp.n_values = graph->n_values + 4 * n_original + 64;
 	sp.capacity = 4 * n_original + 64;
@@ -971,11 +982,16 @@ static f8_status sequence_parallel(tp_pass *t, const f8_value *tokens) {
 	if (!status && f8_graph_set_order(graph, sp.order, sp.n_order))
 		status = nomem(t->diag);
 	if (!status)
-		status = infer_all(t);
-	for (uint32_t v = 0; !status && v < graph->n_values; v++)
-		if (sp.split[v])
-			graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
-				.kind = F8_PLACEMENT_KIND_SHARD, .dim = 1};
+		status = f8_tp_infer_all(t->graph, t->diag);
+	for (uint32_t v = 0; !status && v < graph->n_values; v++) {
+		if (!sp.split[v])
+			continue;
+		f8_node_id producer = graph->values[v].producer; // a LocalShard of a broadcast input
+		int dim = graph->nodes[producer].op == F8_OP_LOCAL_SHARD
+				  ? (int)f8_node_attr_int(&graph->nodes[producer], "axis", 1) : 1;
+		graph->values[v].placement[F8_MESH_AXIS_TP] = (f8_placement){
+			.kind = F8_PLACEMENT_KIND_SHARD, .dim = (uint8_t)dim};
+	}
 	t->n_scattered = sp.n_scattered;
 	t->n_gathered = sp.n_gathered;
 	f8_free(sp.split), f8_free(sp.shard_of), f8_free(sp.gather_of), f8_free(sp.copy_of);
@@ -1037,7 +1053,8 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 			continue;
 		if (try_region(&t, p)) {
 			t.n_regions++;
-		} else if (report) {
+		} else if (report && !(graph->n_outputs && // the head: vocabulary parallelism's
+				      graph->nodes[id].outputs[0] == graph->outputs[0])) {
 			fprintf(report, "tensor-parallel: kept whole: %s (%s): %s", graph->nodes[id].scope
 				? graph->nodes[id].scope : "", graph->values[graph->nodes[id].outputs[0]].name,
 				t.why);
@@ -1047,21 +1064,26 @@ f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options
 			fputc('\n', report);
 		}
 	}
-	if (!status && !t.n_regions) {
-		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size %lld: no GEMM of "
-			    "the model can be split (--report says why for each)", (long long)t.ranks);
-		f8_diag_hint(diag, "tensor parallelism splits a Linear whose output reaches another "
-			     "Linear through elementwise and per-head ops, as Megatron-LM's attention "
-			     "and MLP blocks");
-		status = F8_ERR_UNSUPPORTED;
-	}
 	const f8_value *tokens = NULL;
 	if (!status && options->sequence_parallel)
 		status = sequence_tokens(&t, &tokens);
+	f8_value_id token_id = tokens ? (f8_value_id)(tokens - graph->values) : F8_NONE;
 	if (!status)
 		status = split_regions(&t);
+	uint32_t n_tables = 0;
+	if (!status)
+		status = f8_tp_split_vocabulary(graph, t.ranks, report, &n_tables, diag);
+	if (!status && !t.n_regions && !n_tables) { // nothing split: the graph is as it was
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--tensor-model-parallel-size %lld: no GEMM or "
+			    "vocabulary of the model can be split (--report says why for each)",
+			    (long long)t.ranks);
+		f8_diag_hint(diag, "tensor parallelism splits a Linear whose output reaches another "
+			     "Linear through elementwise and per-head ops, as Megatron-LM's attention "
+			     "and MLP blocks, and an embedding table and output head by vocabulary");
+		status = F8_ERR_UNSUPPORTED;
+	}
 	if (!status && options->sequence_parallel)
-		status = sequence_parallel(&t, tokens);
+		status = sequence_parallel(&t, token_id);
 	if (!status) {
 		memcpy(graph->mesh, mesh, sizeof mesh);
 		if (report)

@@ -16,7 +16,7 @@
  * Megatron-LM pairs QKV with the attention's output projection and FC1 with FC2. The pass finds the regions by
  * following each Linear's output through ops whose split it knows; a Linear whose output
  * reaches anything else (a norm, the residual, the loss) is kept whole on every rank, with its
- * reason in the report (the output head: vocabulary parallelism is not built yet). Another
+ * reason in the report. Another
  * Linear whose output meets the region where it must be split (elementwise: SwiGLU's gate and
  * up; attention's k and v from projections of their own, through their reshapes, RoPE and a
  * GQA's expansion) is split with it. A weight stored (K, N) (transpose_weight: ONNX MatMul,
@@ -44,6 +44,10 @@
  * gradient sums the ranks' tokens' terms; anything else that reads a split value (the output
  * head) reads it gathered with replicated=1 (its gradient is LocalShard of the whole one).
  * The sequence must be a constant TP divides.
+ *
+ * Vocabulary parallelism (passes/tensor_parallel_vocab.c): the embedding table and the output
+ * head split by vocabulary rows; the embedding's ranks' rows summed over tp, the logits left
+ * split for the training pass's vocabulary-parallel cross-entropy.
  */
 #ifndef F8_PASSES_TENSOR_PARALLEL_H
 #define F8_PASSES_TENSOR_PARALLEL_H
@@ -62,5 +66,14 @@
  */
 f8_status f8_pass_tensor_parallel_run(f8_graph *graph, const f8_parallel_options *options,
 				      FILE *report, f8_diag *diag);
+
+/*
+ * This rank's first row of a vocabulary of `vocab` rows split evenly over tp: Range {0, vocab,
+ * vocab / ranks} (every rank's first row, into *range) and its LocalShard over tp (this rank's,
+ * [1] i64, into *shard), two new nodes in `scope`, appended to the program. The embedding's
+ * lookup and the training pass's vocabulary-parallel cross-entropy read it.
+ */
+f8_status f8_tp_vocab_start(f8_graph *graph, int64_t ranks, int64_t vocab, const char *scope,
+			    f8_node_id *range, f8_node_id *shard, f8_diag *diag);
 
 #endif

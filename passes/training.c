@@ -25,6 +25,7 @@
 #include "ir/verify.h"       // f8_node_infer_types
 #include "passes/autodiff.h" // f8_autodiff_build
 #include "passes/canonicalize.h" // f8_pass_remove_dead_nodes
+#include "passes/tensor_parallel.h" // f8_tp_vocab_start
 
 static const char *const decay_names[] = {
 #define F8_LR_DECAY_NAME(e, name) name,
@@ -90,6 +91,10 @@ typedef struct trainer {
 	f8_node_id *casts; // (n_casts) the master weights' Casts
 	uint32_t n_casts;
 	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale, found_inf;
+	// A pipeline stage's (passes/pipeline_parallel.h): what it receives from the stage before
+	// and sends to the stage after (F8_NONE: first, last), and those stages' places.
+	f8_value_id received, sent;
+	int64_t received_from, sent_to;
 } trainer;
 
 static f8_status nomem(trainer *t) {
@@ -395,27 +400,249 @@ static f8_status make_master_weights(trainer *t, FILE *report) {
 	return status ? nomem(t) : F8_OK;
 }
 
-/* %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. */
+/*
+ * The loss of logits split by vocabulary over tp (the tensor-parallel pass's split head), as
+ * Megatron-LM's vocab_parallel_cross_entropy: each row's maximum over the ranks (AllReduce max
+ * of the shards' maxima), each shard's sum of exp(logit - max) and the label's logit where the
+ * shard holds it (CrossEntropyShard), both summed over tp, and the loss from the sums
+ * (CrossEntropyMerge). The maxima take no gradient; the backward is each shard's own.
+ * `attrs`: CrossEntropy's (ignore_index, reduction); the loss named `name` into *loss.
+ */
+static f8_status add_vocab_parallel_loss(trainer *t, f8_value_id logits, f8_value_id labels,
+					 const f8_attr *attrs, const char *name, f8_value_id *loss) {
+	f8_graph *graph = t->graph;
+	int rank = graph->values[logits].type.shape.rank;
+	int64_t ranks = graph->mesh[F8_MESH_AXIS_TP];
+	f8_dim shard = graph->values[logits].type.shape.dims[rank - 1];
+	if (!f8_dim_is_const(shard))
+		return f8_diag_set(t->diag, F8_ERR_INVALID, "vocabulary-parallel loss: the logits' "
+				   "vocabulary shard is not a constant");
+	int64_t vocab = f8_dim_value(shard) * ranks, last = -1;
+	f8_attr over = {.name = "group", .kind = F8_ATTR_STRING, .s = "tp"};
+	f8_attr max_attrs[2] = {{.name = "axes", .kind = F8_ATTR_INTS, .ints = {.items = &last,
+										  .n = 1}},
+				{.name = "keepdims", .kind = F8_ATTR_INT, .i = 0}};
+	f8_value_id row_max = F8_NONE, max = F8_NONE, start = F8_NONE, sums[2], reduced[2];
+	const char *names[2] = {"loss.logits_max", NULL};
+	f8_status status = add_node(t, F8_OP_REDUCE_MAX, &logits, 1, max_attrs, 2, 1, names,
+				    F8_PHASE_FWD, "loss", &row_max);
+	if (!status && graph->values[row_max].type.dtype != F8_DTYPE_F32) {
+		f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F32};
+		names[0] = "loss.logits_max_f32";
+		f8_value_id narrow = row_max;
+		status = add_node(t, F8_OP_CAST, &narrow, 1, &to, 1, 1, names, F8_PHASE_FWD, "loss",
+				  &row_max);
+	}
+	f8_attr max_over[2] = {over, {.name = "op", .kind = F8_ATTR_STRING, .s = "max"}};
+	names[0] = "loss.max";
+	if (!status)
+		status = add_node(t, F8_OP_ALL_REDUCE, &row_max, 1, max_over, 2, 1, names,
+				  F8_PHASE_FWD, "loss", &max);
+	f8_node_id range, shard_start;
+	if (!status)
+		status = f8_tp_vocab_start(graph, ranks, vocab, "loss", &range, &shard_start, t->diag);
+	if (!status) {
+		graph->nodes[range].phase = graph->nodes[shard_start].phase = F8_PHASE_FWD;
+		start = graph->nodes[shard_start].outputs[0];
+	}
+	f8_attr shard_attrs[2] = {attrs[0], {.name = "vocab", .kind = F8_ATTR_DIM,
+					     .dim = f8_dim_const(vocab)}};
+	f8_value_id shard_inputs[4] = {logits, labels, max, start};
+	names[0] = "loss.sum_exp.partial", names[1] = "loss.target.partial";
+	if (!status)
+		status = add_node(t, F8_OP_CROSS_ENTROPY_SHARD, shard_inputs, 4, shard_attrs, 2, 2,
+				  names, F8_PHASE_FWD, "loss", sums);
+	f8_attr sum_over[2] = {over, {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+	names[0] = "loss.sum_exp", names[1] = "loss.target";
+	if (!status)
+		status = add_node(t, F8_OP_ALL_REDUCE, sums, 2, sum_over, 2, 2, names, F8_PHASE_FWD,
+				  "loss", reduced);
+	f8_value_id merge_inputs[4] = {reduced[0], reduced[1], max, labels};
+	names[0] = name;
+	if (!status)
+		status = add_node(t, F8_OP_CROSS_ENTROPY_MERGE, merge_inputs, 4, attrs, 2, 1, names,
+				  F8_PHASE_FWD, "loss", loss);
+	return status;
+}
+
+/*
+ * The loss of logits split along the sequence over cp (the context-parallel pass's), as
+ * Megatron-LM's loss under context parallelism: `partial`, the sum of this rank's token losses,
+ * and the count of its labels that count, both summed over cp; %loss is the sum over the count
+ * (at least 1: no label counts, the loss is 0, as CrossEntropy's mean). Every rank's loss is
+ * the whole sequence's; its gradient reaches each rank's tokens through the sum (AllReduce's
+ * gradient is the identity).
+ */
+static f8_status add_context_parallel_mean(trainer *t, f8_value_id partial, f8_value_id labels) {
+	f8_value_id ignore = 0, equal = 0, counted = 0, as_float = 0, count = 0, one = 0, at_least = 0;
+	f8_value_id sums[2], reduced[2] = {0, 0};
+	f8_status status = add_constant(t, F8_DTYPE_I64, (double)t->options.ignore_index,
+					"loss.ignore_index", F8_PHASE_FWD, &ignore);
+	const char *names[2] = {"loss.ignored", NULL};
+	f8_value_id pair[2] = {labels, ignore};
+	if (!status)
+		status = add_node(t, F8_OP_EQUAL, pair, 2, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &equal);
+	names[0] = "loss.counted";
+	if (!status)
+		status = add_node(t, F8_OP_NOT, &equal, 1, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &counted);
+	f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = F8_DTYPE_F32};
+	names[0] = "loss.counted_f32";
+	if (!status)
+		status = add_node(t, F8_OP_CAST, &counted, 1, &to, 1, 1, names, F8_PHASE_FWD, "loss",
+				  &as_float);
+	f8_attr keep = {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0};
+	names[0] = "loss.tokens.partial";
+	if (!status)
+		status = add_node(t, F8_OP_REDUCE_SUM, &as_float, 1, &keep, 1, 1, names,
+				  F8_PHASE_FWD, "loss", &count);
+	f8_attr over[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "cp"},
+			   {.name = "op", .kind = F8_ATTR_STRING, .s = "sum"}};
+	sums[0] = partial, sums[1] = count;
+	names[0] = "loss.sum", names[1] = "loss.tokens";
+	if (!status)
+		status = add_node(t, F8_OP_ALL_REDUCE, sums, 2, over, 2, 2, names, F8_PHASE_FWD,
+				  "loss", reduced);
+	if (!status)
+		status = add_constant(t, F8_DTYPE_F32, 1.0, "loss.one", F8_PHASE_FWD, &one);
+	pair[0] = reduced[1], pair[1] = one;
+	names[0] = "loss.tokens_at_least_one";
+	if (!status)
+		status = add_node(t, F8_OP_MAX, pair, 2, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &at_least);
+	pair[0] = reduced[0], pair[1] = at_least;
+	names[0] = "loss";
+	if (!status)
+		status = add_node(t, F8_OP_DIV, pair, 2, NULL, 0, 1, names, F8_PHASE_FWD, "loss",
+				  &t->loss);
+	if (!status) // the constants' scope is the loss's, not the optimizer's
+		t->graph->nodes[t->graph->values[ignore].producer].scope =
+			t->graph->nodes[t->graph->values[one].producer].scope = "loss";
+	return status;
+}
+
+/*
+ * %labels and %loss = CrossEntropy(logits, labels), mean over the labels that count. Logits
+ * split by vocabulary over tp take the vocabulary-parallel cross-entropy; logits split along the
+ * sequence over cp read the labels' LocalShard (the labels are fed whole, as the tokens), and
+ * the mean is taken over the ranks' tokens together.
+ */
 static f8_status add_loss(trainer *t) {
 	f8_graph *graph = t->graph;
 	f8_value_id logits = graph->outputs[0], labels = F8_NONE;
 	f8_type type = {.dtype = F8_DTYPE_I64, .shape = graph->values[logits].type.shape};
 	type.shape.rank--;
+	// Copied: adding values below may move the value table.
+	f8_placement sequence = graph->values[logits].placement[F8_MESH_AXIS_CP];
+	bool context = sequence.kind == F8_PLACEMENT_KIND_SHARD;
+	int64_t cp = graph->mesh[F8_MESH_AXIS_CP];
+	if (context && (sequence.dim != 1 || type.shape.rank != 2 ||
+			!f8_dim_mul(type.shape.dims[1], f8_dim_const(cp), &type.shape.dims[1])))
+		return f8_diag_set(t->diag, F8_ERR_INVALID, "context-parallel loss: the logits are "
+				   "not split along the sequence of (batch, seq, vocab)");
 	f8_status status = f8_graph_add_input(graph, "labels", F8_ROLE_INPUT, &type, &labels, t->diag);
 	if (status)
 		return status;
-	f8_value_id inputs[2] = {logits, labels};
+	if (context) {
+		f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "cp"},
+				    {.name = "axis", .kind = F8_ATTR_INT, .i = 1},
+				    {.name = "ranks", .kind = F8_ATTR_INT, .i = cp},
+				    {.name = "balanced", .kind = F8_ATTR_INT, .i = 1}};
+		const char *names[1] = {"labels.cp"};
+		f8_value_id whole = labels;
+		status = add_node(t, F8_OP_LOCAL_SHARD, &whole, 1, attrs, 4, 1, names, F8_PHASE_FWD,
+				  "loss", &labels);
+		if (status)
+			return status;
+		graph->values[labels].placement[F8_MESH_AXIS_CP] = sequence;
+	}
+	f8_value_id inputs[2] = {logits, labels}, partial = F8_NONE;
 	f8_attr attrs[2] = {{.name = "ignore_index", .kind = F8_ATTR_INT, .i = t->options.ignore_index},
-			    {.name = "reduction", .kind = F8_ATTR_STRING, .s = "mean"}};
-	const char *names[1] = {"loss"};
-	return add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, names, F8_PHASE_FWD, "loss",
-			&t->loss);
+			    {.name = "reduction", .kind = F8_ATTR_STRING,
+			     .s = context ? "sum" : "mean"}};
+	const char *name = context ? "loss.partial" : "loss";
+	f8_value_id *out = context ? &partial : &t->loss;
+	f8_placement split = graph->values[logits].placement[F8_MESH_AXIS_TP];
+	if (split.kind == F8_PLACEMENT_KIND_SHARD &&
+	    split.dim == graph->values[logits].type.shape.rank - 1)
+		status = add_vocab_parallel_loss(t, logits, labels, attrs, name, out);
+	else
+		status = add_node(t, F8_OP_CROSS_ENTROPY, inputs, 2, attrs, 2, 1, &name,
+				  F8_PHASE_FWD, "loss", out);
+	return !status && context ? add_context_parallel_mean(t, partial, labels) : status;
 }
 
-/* The gradients of every parameter; those the loss does not depend on are not trained. */
+/* The forward's Recv and Send over pp (the pipeline-parallel pass's) into t. */
+static void find_stage_ends(trainer *t) {
+	const f8_graph *graph = t->graph;
+	t->received = t->sent = F8_NONE;
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		const f8_node *node = &graph->nodes[graph->order[p]];
+		const char *group = f8_node_attr_string(node, "group", "");
+		if (strcmp(group, "pp") != 0 || (node->op != F8_OP_RECV && node->op != F8_OP_SEND))
+			continue;
+		if (node->op == F8_OP_RECV)
+			t->received = node->outputs[0], t->received_from = f8_node_attr_int(node, "peer", 0);
+		else
+			t->sent = node->inputs[0], t->sent_to = f8_node_attr_int(node, "peer", 0);
+	}
+}
+
+/*
+ * A pipeline stage before the last has no loss: its backward starts from the gradient of what
+ * it sent, which the stage after sends back (Recv in bwd). The loss autodiff derives from is
+ * sum(sent * received gradient), whose gradient with respect to the sent activation is that
+ * gradient (its value is never read: it leaves the program as dead code).
+ */
+static f8_status add_stage_seed(trainer *t) {
+	f8_graph *graph = t->graph;
+	const f8_type *type = &graph->values[t->sent].type;
+	f8_dim dims[F8_MAX_RANK];
+	memcpy(dims, type->shape.dims, sizeof dims);
+	f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
+			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->sent_to},
+			    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
+			    {.name = "shape", .kind = F8_ATTR_DIMS,
+			     .dims = {.n = type->shape.rank, .items = dims}}};
+	const char *scope = "pipeline"; // as the forward's Send and Recv: no layer's
+	const char *names[1] = {f8_arena_concat(graph->arena, graph->values[t->sent].name,
+						".grad_recv")};
+	f8_value_id gradient, product;
+	if (!names[0])
+		return nomem(t);
+	f8_status status = add_node(t, F8_OP_RECV, NULL, 0, attrs, 4, 1, names, F8_PHASE_BWD,
+				    scope, &gradient);
+	f8_value_id pair[2] = {t->sent, gradient};
+	names[0] = "pipeline.product";
+	if (!status)
+		status = add_node(t, F8_OP_MUL, pair, 2, NULL, 0, 1, names, F8_PHASE_BWD, scope,
+				  &product);
+	f8_attr keep = {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0};
+	names[0] = "pipeline.dot";
+	if (!status)
+		status = add_node(t, F8_OP_REDUCE_SUM, &product, 1, &keep, 1, 1, names,
+				  F8_PHASE_BWD, scope, &t->loss);
+	return status;
+}
+
+/* A pipeline stage after the first sends the gradient of what it received back (Send in bwd). */
+static f8_status send_gradient(trainer *t, f8_value_id gradient) {
+	if (gradient == F8_NONE)
+		return f8_diag_set(t->diag, F8_ERR_INVALID, "pipeline stage: the loss does not "
+				   "depend on the activation %%%s it receives",
+				   t->graph->values[t->received].name);
+	f8_attr attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
+			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->received_from}};
+	return add_node(t, F8_OP_SEND, &gradient, 1, attrs, 2, 0, NULL, F8_PHASE_BWD, "pipeline",
+			NULL);
+}
+
+/* The gradients of every parameter; those the loss does not depend on are not trained. A
+ * pipeline stage's received activation's too, sent back. */
 static f8_status differentiate(trainer *t, FILE *report) {
-	f8_value_id *wrt = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *wrt);
-	f8_value_id *grads = f8_malloc((t->n_params ? t->n_params : 1) * sizeof *grads);
+	f8_value_id *wrt = f8_malloc((t->n_params + 1) * sizeof *wrt);
+	f8_value_id *grads = f8_malloc((t->n_params + 1) * sizeof *grads);
 	if (!wrt || !grads) {
 		f8_free(wrt), f8_free(grads);
 		return nomem(t);
@@ -425,9 +652,13 @@ static f8_status differentiate(trainer *t, FILE *report) {
 	for (uint32_t k = 0; k < t->n_params; k++)
 		if (f8_dtype_is_float(t->params[k].dtype))
 			wrt[n++] = t->params[k].value;
+	if (t->received != F8_NONE)
+		wrt[n++] = t->received;
 	if (!status)
 		status = f8_autodiff_build(t->graph, t->loss, F8_NONE, wrt, n, F8_PHASE_BWD, grads,
 					   t->diag);
+	if (!status && t->received != F8_NONE)
+		status = send_gradient(t, grads[n - 1]);
 	for (uint32_t k = 0, i = 0; !status && k < t->n_params; k++) {
 		parameter *p = &t->params[k];
 		if (f8_dtype_is_float(p->dtype))
@@ -686,10 +917,11 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 }
 
 /* The outputs become %loss, %grad_norm and %lr. */
+/* %loss (the last pipeline stage's, or the only one's), %grad_norm and %lr. */
 static f8_status set_outputs(trainer *t) {
 	t->graph->n_outputs = 0;
-	if (f8_graph_add_output(t->graph, t->loss) || f8_graph_add_output(t->graph, t->grad_norm) ||
-	    f8_graph_add_output(t->graph, t->lr))
+	if ((t->sent == F8_NONE && f8_graph_add_output(t->graph, t->loss)) ||
+	    f8_graph_add_output(t->graph, t->grad_norm) || f8_graph_add_output(t->graph, t->lr))
 		return nomem(t);
 	return F8_OK;
 }
@@ -701,9 +933,13 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	f8_status status = f8_training_options_check(&t.options, diag);
 	if (!status)
 		status = check_graph(&t);
+	if (!status)
+		find_stage_ends(&t);
 	if (!status && report)
-		fprintf(report, "training: CrossEntropy loss over %%%s, AdamW, %lld micro-batch%s, "
-			"clip %g\n", graph->values[graph->outputs[0]].name,
+		fprintf(report, "training: %s %%%s, AdamW, %lld micro-batch%s, clip %g\n",
+			t.sent != F8_NONE ? "a pipeline stage's backward from the gradient sent back "
+					    "for" : "CrossEntropy loss over",
+			graph->values[graph->outputs[0]].name,
 			(long long)t.options.micro_batches, t.options.micro_batches == 1 ? "" : "es",
 			t.options.clip_grad);
 	if (!status)
@@ -711,7 +947,7 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status)
 		status = make_master_weights(&t, report);
 	if (!status)
-		status = add_loss(&t);
+		status = t.sent != F8_NONE ? add_stage_seed(&t) : add_loss(&t);
 	if (!status)
 		status = differentiate(&t, report);
 	if (!status)

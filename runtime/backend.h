@@ -82,8 +82,9 @@ typedef struct f8_backend_interface {
 	 * Optional (NULL: a backend that replays nothing). A run of a planned executor repeats
 	 * exactly, run after run of the same phases: the same groups and nodes in the same order,
 	 * on the same views (the slab's and the leaves' addresses do not move). The executor
-	 * brackets such a run with run_begin and run_end, `key` naming it (the phase mask, and
-	 * F8_RUN_KEY_FROZEN while the scaling state is frozen, whose views differ). A backend may
+	 * brackets such a run with run_begin and run_end, `key` naming it (the phase mask and flags,
+	 * F8_RUN_KEY_FROZEN while the scaling state is frozen, whose views differ, and the
+	 * context). A backend may
 	 * record the calls between them and, on a later run of the same key, queue the recording
 	 * instead (a CUDA graph): run_begin then answers *replayed = true, and the executor makes
 	 * none of the run's calls, only its own bookkeeping. Otherwise the executor makes the calls
@@ -101,9 +102,11 @@ typedef struct f8_backend_interface {
 	void (*destroy)(f8_backend *backend);
 } f8_backend_interface;
 
-/* run_begin's key: the bit that marks a run while the FP8 scaling state is frozen (above the
- * phase mask's bits). */
+/* run_begin's key: the phase mask with the run's flags (runtime/executor.h: F8_RUN_KEEP and
+ * F8_RUN_CONTINUE, the top bits), the bit that marks a run while the FP8 scaling state is
+ * frozen, and the context it runs on (its slab's address differs) above that. */
 #define F8_RUN_KEY_FROZEN (1u << 16)
+#define F8_RUN_KEY_CONTEXT_SHIFT 20
 
 /* Every backend's struct starts with this, so that the core reaches its interface. */
 struct f8_backend {

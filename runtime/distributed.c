@@ -43,6 +43,16 @@ static struct mpi_api {
 	int (*Reduce_scatter_block)(const void *in, void *out, int count, mpi_handle type,
 				    mpi_handle op, mpi_handle comm);
 	int (*Barrier)(mpi_handle comm);
+	int (*Sendrecv)(const void *out, int out_count, mpi_handle out_type, int to, int out_tag,
+			void *in, int in_count, mpi_handle in_type, int from, int in_tag,
+			mpi_handle comm, void *status);
+	int (*Isend)(const void *data, int count, mpi_handle type, int to, int tag, mpi_handle comm,
+		     mpi_handle *request);
+	int (*Waitall)(int count, mpi_handle *requests, void *statuses);
+	int (*Test)(mpi_handle *request, int *flag, void *status);
+	int (*Recv)(void *data, int count, mpi_handle type, int from, int tag, mpi_handle comm,
+		    void *status);
+	int (*Get_count)(const void *status, mpi_handle type, int *count);
 	int (*Error_string)(int code, char *text, int *len);
 	mpi_handle comm_world, type_float, type_double, type_int64, type_byte, op_sum, op_max;
 } mpi;
@@ -77,6 +87,12 @@ static f8_status open_mpi(f8_diag *diag) {
 		{"MPI_Allgather", (void **)&mpi.Allgather, false},
 		{"MPI_Reduce_scatter_block", (void **)&mpi.Reduce_scatter_block, false},
 		{"MPI_Barrier", (void **)&mpi.Barrier, false},
+		{"MPI_Sendrecv", (void **)&mpi.Sendrecv, false},
+		{"MPI_Isend", (void **)&mpi.Isend, false},
+		{"MPI_Waitall", (void **)&mpi.Waitall, false},
+		{"MPI_Test", (void **)&mpi.Test, false},
+		{"MPI_Recv", (void **)&mpi.Recv, false},
+		{"MPI_Get_count", (void **)&mpi.Get_count, false},
 		{"MPI_Error_string", (void **)&mpi.Error_string, false},
 		{"ompi_mpi_comm_world", &mpi.comm_world, true},
 		{"ompi_mpi_float", &mpi.type_float, true},
@@ -158,7 +174,7 @@ struct f8_dist {
 	f8_dist_launch launch;
 	uint32_t mesh[F8_MESH_AXIS_COUNT], coordinates[F8_MESH_AXIS_COUNT];
 	bool mpi;                      // MPI initialized here: finalized by destroy
-	mpi_handle groups[MAX_GROUPS]; // by axes mask, split when first asked for
+	mpi_handle groups[MAX_GROUPS]; // by axes mask (of axes above one rank), split at creation
 	bool made[MAX_GROUPS];
 	// The watchdog (f8_dist_set_timeout): what this rank waits in, since when.
 	double timeout;                // seconds; 0: no watchdog
@@ -169,6 +185,14 @@ struct f8_dist {
 	const char *waiting_in;        // the MPI call, or NULL
 	uint32_t waiting_axes;
 	struct timespec since;
+	// The sends under way (f8_dist_send), each from a copy of its data, until
+	// f8_dist_complete_sends.
+	struct pending_send {
+		mpi_handle request;
+		void *copy;
+		uint32_t axes;
+	} *sends;
+	uint32_t n_sends, cap_sends;
 };
 
 static double seconds_between(const struct timespec *a, const struct timespec *b) {
@@ -261,6 +285,8 @@ uint32_t f8_dist_group_rank(const f8_dist *dist, uint32_t axes) {
 	return rank;
 }
 
+static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag);
+
 f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_dist **out,
 			 f8_diag *diag) {
 	*out = NULL;
@@ -309,6 +335,21 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 		f8_dist_destroy(dist);
 		return F8_ERR_UNSUPPORTED;
 	}
+	// Every group now, in one order on every rank: MPI_Comm_split is a collective of the
+	// whole world, and ranks that run different programs (pipeline stages) would otherwise
+	// make them in different orders, waiting for each other for ever.
+	for (uint32_t axes = 1; !status && axes < MAX_GROUPS; axes++) {
+		bool spans = true;
+		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+			spans &= !(axes & 1u << axis) || dist->mesh[axis] > 1;
+		mpi_handle group;
+		if (spans)
+			status = group_of(dist, axes, &group, diag);
+	}
+	if (status) {
+		f8_dist_destroy(dist);
+		return status;
+	}
 	*out = dist;
 	return F8_OK;
 }
@@ -316,6 +357,8 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 void f8_dist_destroy(f8_dist *dist) {
 	if (!dist)
 		return;
+	f8_dist_complete_sends(dist, NULL);
+	f8_free(dist->sends);
 	if (dist->watching) {
 		pthread_mutex_lock(&dist->lock);
 		dist->stop = true;
@@ -336,6 +379,8 @@ void f8_dist_destroy(f8_dist *dist) {
 /* The communicator of the group of `axes`: the ranks whose coordinates agree off those axes. */
 static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag) {
 	axes &= MAX_GROUPS - 1;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) // an axis of one rank adds none
+		axes &= dist->mesh[axis] > 1 ? ~0u : ~(1u << axis);
 	if (!dist->made[axes]) {
 		int color = 0;
 		for (int axis = F8_MESH_AXIS_COUNT - 1; axis >= 0; axis--)
@@ -434,6 +479,122 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 	waiting(dist, NULL, 0);
 	return status ? status
 	       : code != MPI_OK ? failed("MPI_Reduce_scatter_block", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void *in,
+			     size_t bytes, f8_diag *diag) {
+	uint32_t n = f8_dist_group_size(dist, axes), place = f8_dist_group_rank(dist, axes);
+	if (n == 1) {
+		if (bytes)
+			memmove(in, out, bytes);
+		return F8_OK;
+	}
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a ring shift of %zu bytes",
+						 bytes)
+				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Sendrecv", axes);
+	int code = status ? MPI_OK
+			  : mpi.Sendrecv(out, (int)bytes, mpi.type_byte, (int)((place + 1) % n), 0, in,
+					 (int)bytes, mpi.type_byte, (int)((place + n - 1) % n), 0,
+					 group, NULL); // NULL: MPI_STATUS_IGNORE
+	waiting(dist, NULL, 0);
+	return status ? status : code != MPI_OK ? failed("MPI_Sendrecv", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,
+			size_t bytes, f8_diag *diag) {
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a send of %zu bytes", bytes)
+			   : peer >= f8_dist_group_size(dist, axes)
+				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a send to place %u of a group "
+						 "of %u", peer, f8_dist_group_size(dist, axes))
+				   : group_of(dist, axes, &group, diag);
+	// The sends received by now give their copies back (a step sends an activation per
+	// micro-batch: the copies would pile up until the step's end).
+	uint32_t kept = 0;
+	for (uint32_t i = 0; !status && i < dist->n_sends; i++) {
+		int done = 0;
+		long long ignored[8]; // MPI_Status: 24 bytes in Open MPI's ABI
+		if (mpi.Test(&dist->sends[i].request, &done, ignored) == MPI_OK && done)
+			f8_free(dist->sends[i].copy);
+		else
+			dist->sends[kept++] = dist->sends[i];
+	}
+	if (!status)
+		dist->n_sends = kept;
+	if (!status && dist->n_sends == dist->cap_sends) {
+		uint32_t cap = dist->cap_sends ? 2 * dist->cap_sends : 16;
+		struct pending_send *grown = f8_realloc(dist->sends, cap * sizeof *grown);
+		if (!grown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		dist->sends = grown, dist->cap_sends = cap;
+	}
+	void *copy = status ? NULL : f8_malloc(bytes ? bytes : 1);
+	if (!status && !copy)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for a send of %zu bytes", bytes);
+	if (status)
+		return status;
+	memcpy(copy, data, bytes);
+	mpi_handle request = NULL;
+	int code = mpi.Isend(copy, (int)bytes, mpi.type_byte, (int)peer, 0, group, &request);
+	if (code != MPI_OK) {
+		f8_free(copy);
+		return failed("MPI_Isend", axes, code, diag);
+	}
+	dist->sends[dist->n_sends++] = (struct pending_send){request, copy, axes};
+	return F8_OK;
+}
+
+f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag) {
+	if (!dist || !dist->n_sends)
+		return F8_OK;
+	mpi_handle *requests = f8_calloc(dist->n_sends, sizeof *requests);
+	long long *statuses = f8_calloc((size_t)dist->n_sends * 8, sizeof *statuses);
+	if (!requests || !statuses) {
+		f8_free(requests);
+		f8_free(statuses);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < dist->n_sends; i++)
+		requests[i] = dist->sends[i].request;
+	waiting(dist, "MPI_Waitall", dist->sends[0].axes);
+	int code = mpi.Waitall((int)dist->n_sends, requests, statuses); // MPI_Status: 24 bytes
+	waiting(dist, NULL, 0);
+	uint32_t axes = dist->sends[0].axes;
+	// A failed wait may leave sends under way: their copies are left to them (the run stops).
+	for (uint32_t i = 0; code == MPI_OK && i < dist->n_sends; i++)
+		f8_free(dist->sends[i].copy);
+	dist->n_sends = 0;
+	f8_free(requests);
+	f8_free(statuses);
+	return code != MPI_OK ? failed("MPI_Waitall", axes, code, diag) : F8_OK;
+}
+
+f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,
+			f8_diag *diag) {
+	mpi_handle group;
+	f8_status status = bytes > (size_t)INT32_MAX
+				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a receive of %zu bytes",
+						 bytes)
+			   : peer >= f8_dist_group_size(dist, axes)
+				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a receive from place %u of a "
+						 "group of %u", peer, f8_dist_group_size(dist, axes))
+				   : group_of(dist, axes, &group, diag);
+	waiting(dist, "MPI_Recv", axes);
+	long long received[8] = {0}; // MPI_Status: 24 bytes in Open MPI's ABI
+	int code = status ? MPI_OK
+			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, 0, group, received);
+	waiting(dist, NULL, 0);
+	int count = (int)bytes;
+	if (!status && code == MPI_OK)
+		code = mpi.Get_count(received, mpi.type_byte, &count);
+	if (!status && code == MPI_OK && count != (int)bytes) // a shorter message: a plan bug
+		return f8_diag_set(diag, F8_ERR_INVALID, "a receive from place %u of its group "
+				   "expected %zu bytes and got %d", peer, bytes, count);
+	return status ? status : code != MPI_OK ? failed("MPI_Recv", axes, code, diag) : F8_OK;
 }
 
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {

@@ -77,6 +77,28 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 				 size_t count, f8_dtype dtype, f8_reduction reduction,
 				 f8_diag *diag);
 
+/* One step around the ring of the group of `axes`: sends `bytes` bytes at `out` to the next
+ * rank of the group (its place + 1, wrapping) and receives as many from the one before into
+ * `in` (separate buffers): ring attention's exchange of key and value blocks. */
+f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void *in,
+			     size_t bytes, f8_diag *diag);
+
+/* Point to point over the group of `axes`: `bytes` to, or from, the rank at place `peer` of it
+ * (pipeline parallelism's activations and their gradients between neighbouring stages; the
+ * messages between two ranks are received in the order they were sent). A send does not wait
+ * for its receive: it starts (MPI_Isend, from a copy of `data`, which the caller may reuse at
+ * once) and is complete after f8_dist_complete_sends, so that two stages that each send before
+ * they receive (1F1B's steady state: one stage's activation out while the next stage's
+ * gradient comes back) do not wait on each other. A receive waits for its message. */
+f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,
+			size_t bytes, f8_diag *diag);
+f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,
+			f8_diag *diag);
+
+/* Waits until every send under way has been received, and frees their copies (a training step
+ * calls it before its optimizer; destroy does). NULL is allowed. */
+f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag);
+
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 

@@ -22,7 +22,18 @@ typedef struct run_plan {
 	f8_node_id *nodes;
 	uint32_t n_nodes;
 	uint32_t *last_read; // (n_values)
+	// F8_RUN_CONTINUE: the values made outside the run that it reads, which the context's
+	// last run must have kept.
+	f8_value_id *carried;
+	uint32_t n_carried;
 } run_plan;
+
+/* A run's plan slot: its phase mask with F8_RUN_KEEP and F8_RUN_CONTINUE above it. */
+enum { RUN_PLANS = 4 * (F8_PHASES_ALL + 1) };
+static uint32_t plan_index(uint32_t phases) {
+	return (phases & F8_PHASES_ALL) | ((phases & F8_RUN_KEEP) ? F8_PHASES_ALL + 1 : 0) |
+	       ((phases & F8_RUN_CONTINUE) ? 2 * (F8_PHASES_ALL + 1) : 0);
+}
 
 /* A buffer of a value made in a run, kept for the next value of the same size: a step frees
  * and makes the same sizes over and over (when values have buffers of their own). */
@@ -41,12 +52,18 @@ struct f8_executor {
 	uint64_t leaf_bytes, slab_bytes, frozen_bytes;
 	bool planned;            // the graph has slab offsets
 	bool keep_all, freeze_scaling, state_lost;
-	bool *made;              // (n_values) made by the last run and still readable
+	bool *made;              // (n_values) made by the last run and still readable: the
+				 // current context's made_in[]
+	// Contexts (f8_executor_set_contexts): context c's values live in slabs[c] (slabs[0] is
+	// `slab`), and made_in[c] says which of them its runs left readable.
+	uint32_t n_contexts, context;
+	f8_buffer **slabs;
+	bool **made_in;
 	bool *owned;             // (n_values) views[v].buffer is v's own (per-value memory)
 	f8_value_id *target_of;  // (n_values) an update source's leaf, else F8_NONE
 	bool *scaling_source;    // (n_values) a source a ScalingUpdate makes
 	uint64_t *frozen_offset; // (n_values) a scaling source's offset in `frozen`
-	run_plan plans[F8_PHASES_ALL + 1];
+	run_plan plans[RUN_PLANS]; // by the run's phase mask and flags (plan_index)
 	spare *spares;
 	uint32_t n_spares, cap_spares;
 };
@@ -297,12 +314,16 @@ f8_status f8_executor_create(const f8_graph *graph, const int64_t *symbol_values
 	return F8_OK;
 }
 
+static void free_plan(run_plan *plan) {
+	f8_free(plan->nodes);
+	f8_free(plan->last_read);
+	f8_free(plan->carried);
+	*plan = (run_plan){0};
+}
+
 static void forget_plans(f8_executor *executor) {
-	for (uint32_t i = 0; i <= F8_PHASES_ALL; i++) {
-		f8_free(executor->plans[i].nodes);
-		f8_free(executor->plans[i].last_read);
-		executor->plans[i] = (run_plan){0};
-	}
+	for (uint32_t i = 0; i < RUN_PLANS; i++)
+		free_plan(&executor->plans[i]);
 }
 
 /* Gives value v's own buffer back (to the spares, or to the backend when they cannot grow). */
@@ -352,6 +373,14 @@ void f8_executor_destroy(f8_executor *executor) {
 	free_buffer(executor, executor->leaves);
 	free_buffer(executor, executor->slab);
 	free_buffer(executor, executor->frozen);
+	for (uint32_t c = 1; c < executor->n_contexts; c++) {
+		free_buffer(executor, executor->slabs[c]);
+		f8_free(executor->made_in[c]);
+	}
+	if (executor->made_in)
+		executor->made = executor->made_in[0];
+	f8_free(executor->slabs);
+	f8_free(executor->made_in);
 	f8_free(executor->symbol_values);
 	f8_free(executor->views);
 	f8_free(executor->planned_views);
@@ -371,9 +400,69 @@ f8_backend *f8_executor_backend(const f8_executor *executor) {
 	return executor->backend;
 }
 
+/* Whether value v lives in the slab plan's slab (a context's own). */
+static bool in_slab(const f8_executor *executor, f8_value_id v) {
+	return !is_leaf(executor->graph, v) && executor->target_of[v] == F8_NONE &&
+	       executor->graph->values[v].buffer_offset >= 0;
+}
+
+f8_status f8_executor_set_contexts(f8_executor *executor, uint32_t n, f8_diag *diag) {
+	if (n < 1 || n > F8_EXECUTOR_CONTEXTS_MAX)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%u contexts: from 1 to %d", n,
+				   F8_EXECUTOR_CONTEXTS_MAX);
+	if (n > 1 && per_value(executor))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "several micro-batches in flight need "
+				   "the schedule pass's slab plan: %s",
+				   executor->planned ? "every value is kept (keep_all)"
+						     : "this graph has no slab offsets");
+	if (n <= (executor->n_contexts ? executor->n_contexts : 1))
+		return F8_OK;
+	if (!executor->slabs) {
+		f8_buffer **slabs = f8_calloc(F8_EXECUTOR_CONTEXTS_MAX, sizeof *slabs);
+		bool **made_in = f8_calloc(F8_EXECUTOR_CONTEXTS_MAX, sizeof *made_in);
+		if (!slabs || !made_in) {
+			f8_free(slabs);
+			f8_free(made_in);
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		}
+		executor->slabs = slabs, executor->made_in = made_in;
+		executor->slabs[0] = executor->slab;
+		executor->made_in[0] = executor->made;
+		executor->n_contexts = 1;
+	}
+	while (executor->n_contexts < n) {
+		uint32_t c = executor->n_contexts;
+		executor->made_in[c] = f8_calloc(executor->graph->n_values + 1, sizeof(bool));
+		if (!executor->made_in[c])
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		f8_status status = make_buffer(executor, executor->slab_bytes, &executor->slabs[c],
+					       diag);
+		if (status) {
+			f8_free(executor->made_in[c]);
+			executor->made_in[c] = NULL;
+			return status;
+		}
+		executor->n_contexts++;
+	}
+	return F8_OK;
+}
+
+void f8_executor_use_context(f8_executor *executor, uint32_t context) {
+	if (context == executor->context || context >= executor->n_contexts ||
+	    per_value(executor)) // keep_all went back to context 0: one context
+		return;
+	executor->context = context;
+	executor->made = executor->made_in[context];
+	for (uint32_t v = 0; v < executor->graph->n_values; v++)
+		if (in_slab(executor, v))
+			executor->views[v].buffer = executor->planned_views[v].buffer =
+				executor->slabs[context];
+}
+
 void f8_executor_keep_all(f8_executor *executor, bool keep) {
 	if (keep == executor->keep_all)
 		return;
+	f8_executor_use_context(executor, 0); // a value of its own each: one context
 	release_run(executor);
 	forget_plans(executor); // what a run keeps is part of its plan
 	executor->keep_all = keep;
@@ -455,8 +544,9 @@ double f8_executor_read_scalar(const f8_executor *executor, f8_value_id value) {
 }
 
 f8_executor_memory f8_executor_memory_of(const f8_executor *executor) {
-	return (f8_executor_memory){.planned = executor->planned,
-				    .slab_bytes = executor->slab_bytes,
+	uint32_t contexts = executor->n_contexts ? executor->n_contexts : 1;
+	return (f8_executor_memory){.planned = executor->planned, .contexts = contexts,
+				    .slab_bytes = executor->slab_bytes * contexts,
 				    .leaf_bytes = executor->leaf_bytes,
 				    .other_bytes = executor->frozen_bytes};
 }
@@ -468,17 +558,48 @@ f8_executor_memory f8_executor_memory_of(const f8_executor *executor) {
  * reading the gradient accumulator in the run that added to it). The phases run apart
  * (fwd|bwd, then opt) read what they should.
  */
-static f8_status check_run(const f8_executor *executor, const run_plan *plan, f8_diag *diag) {
+static f8_status check_run(const f8_executor *executor, uint32_t phases, run_plan *plan,
+			   f8_diag *diag) {
 	const f8_graph *graph = executor->graph;
 	uint32_t n = graph->n_values ? graph->n_values : 1;
 	bool *stale = f8_calloc(n, sizeof *stale), *made = f8_calloc(n, sizeof *made);
 	f8_status status = stale && made ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	// A run that continues the context's last one reads what that run kept: what the phases
+	// before its own made (checked at run time: run_carried).
+	if (!status && (phases & F8_RUN_CONTINUE)) {
+		uint32_t first = plan->n_nodes ? graph->nodes[plan->nodes[0]].phase : F8_PHASE_COUNT;
+		plan->carried = f8_calloc(n, sizeof *plan->carried);
+		if (!plan->carried)
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		// Their update sources are in their leaves by now: a leaf they update reads stale,
+		// as it would in one run of all the phases.
+		for (uint32_t p = 0; !status && p < graph->n_order; p++) {
+			const f8_node *node = &graph->nodes[graph->order[p]];
+			if (node->phase >= first || (phases & F8_PHASE_BIT(node->phase)))
+				continue;
+			for (uint32_t j = 0; j < node->n_outputs; j++) {
+				f8_value_id v = node->outputs[j];
+				made[v] = true;
+				if (executor->target_of[v] != F8_NONE)
+					stale[executor->target_of[v]] = true;
+			}
+		}
+	}
 	for (uint32_t p = 0; !status && p < plan->n_nodes; p++) {
 		const f8_node *node = &graph->nodes[plan->nodes[p]];
 		for (uint32_t j = 0; !status && j < node->n_inputs; j++) {
 			f8_value_id v = node->inputs[j];
 			if (v == F8_NONE)
 				continue;
+			bool carried = plan->carried && !is_leaf(graph, v) && made[v] &&
+				       !(phases & F8_PHASE_BIT(graph->nodes[graph->values[v].producer].phase));
+			if (carried) {
+				bool listed = false;
+				for (uint32_t c = 0; c < plan->n_carried && !listed; c++)
+					listed = plan->carried[c] == v;
+				if (!listed)
+					plan->carried[plan->n_carried++] = v;
+			}
 			if (!is_leaf(graph, v) && !made[v]) {
 				f8_diag_set(diag, F8_ERR_ARGUMENT, "input %u (%%%s) was not computed "
 					    "in this run: it is made in phase %s", j,
@@ -534,7 +655,20 @@ static f8_status plan_run(const f8_executor *executor, uint32_t phases, run_plan
 	if (executor->keep_all)
 		for (uint32_t v = 0; v < graph->n_values; v++)
 			plan->last_read[v] = KEPT;
-	return check_run(executor, plan, diag);
+	// F8_RUN_KEEP: what the other phases read of what this run makes stays, for the runs that
+	// continue this one on its context.
+	for (uint32_t i = 0; (phases & F8_RUN_KEEP) && i < graph->n_order; i++) {
+		const f8_node *node = &graph->nodes[graph->order[i]];
+		if (phases & F8_PHASE_BIT(node->phase))
+			continue;
+		for (uint32_t j = 0; j < node->n_inputs; j++) {
+			f8_value_id v = node->inputs[j];
+			if (v != F8_NONE && !is_leaf(graph, v) &&
+			    (phases & F8_PHASE_BIT(graph->nodes[graph->values[v].producer].phase)))
+				plan->last_read[v] = KEPT;
+		}
+	}
+	return check_run(executor, phases, plan, diag);
 }
 
 /* A buffer of its own for value v (a spare of its size, or a new one), when values have their
@@ -717,21 +851,33 @@ f8_status f8_executor_run(f8_executor *executor, uint32_t phases, f8_diag *diag)
 	if (executor->state_lost)
 		return f8_diag_set(diag, F8_ERR_INVALID, "an earlier run failed after it had written "
 				   "state in place: the leaves are not one step's state");
-	release_run(executor);
-	run_plan *plan = &executor->plans[phases & F8_PHASES_ALL];
+	uint32_t flags = phases & (F8_RUN_KEEP | F8_RUN_CONTINUE);
+	phases = (phases & F8_PHASES_ALL) | flags;
+	if (!(flags & F8_RUN_CONTINUE))
+		release_run(executor);
+	run_plan *plan = &executor->plans[plan_index(phases)];
 	f8_status status = F8_OK;
-	if (!plan->nodes && (status = plan_run(executor, phases & F8_PHASES_ALL, plan, diag))) {
-		f8_free(plan->nodes);
-		f8_free(plan->last_read);
-		*plan = (run_plan){0};
+	if (!plan->nodes && (status = plan_run(executor, phases, plan, diag))) {
+		free_plan(plan);
 		return status;
+	}
+	for (uint32_t c = 0; c < plan->n_carried; c++) {
+		f8_value_id v = plan->carried[c];
+		if (executor->made[v])
+			continue;
+		f8_diag_hint(diag, "run the phases before it on this context first, with "
+			     "F8_RUN_KEEP");
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "the run continues context %u's last run, "
+				   "but that did not keep %%%s, which it reads", executor->context,
+				   executor->graph->values[v].name);
 	}
 	if (executor->freeze_scaling)
 		status = make_frozen(executor, diag);
 	point_scaling_sources(executor);
 	// A planned run repeats exactly (backend.h, run_begin): the backend may replay it.
 	f8_backend *backend = executor->backend;
-	uint32_t key = (phases & F8_PHASES_ALL) | (executor->freeze_scaling ? F8_RUN_KEY_FROZEN : 0);
+	uint32_t key = phases | (executor->freeze_scaling ? F8_RUN_KEY_FROZEN : 0) |
+		       executor->context << F8_RUN_KEY_CONTEXT_SHIFT;
 	bool bracketed = !status && !per_value(executor) && backend->interface->run_begin &&
 			 backend->interface->run_end;
 	bool replayed = false, begun = false;

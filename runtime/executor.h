@@ -38,6 +38,20 @@ typedef struct f8_executor f8_executor;
 #define F8_PHASES_ALL ((1u << F8_PHASE_COUNT) - 1)
 
 /*
+ * Flags of a run, or'ed into its phase mask, for a micro-batch whose forward and backward run
+ * apart, with other micro-batches' runs between (pipeline parallelism's 1F1B schedule):
+ * F8_RUN_KEEP keeps what the other phases read of the values the run makes, in its context's
+ * memory; a run with F8_RUN_CONTINUE on the same context then reads them (fwd | F8_RUN_KEEP,
+ * later bwd | F8_RUN_CONTINUE), and fails naming the first it reads that the context's last
+ * run did not keep.
+ */
+#define F8_RUN_KEEP (1u << 30)
+#define F8_RUN_CONTINUE (1u << 31)
+
+/* The most contexts an executor has (f8_executor_set_contexts). */
+#define F8_EXECUTOR_CONTEXTS_MAX 64
+
+/*
  * Prepares to run `graph` (verified; it must outlive the executor and not change) on `backend`
  * (borrowed: it must outlive the executor), with the graph's symbols bound to `symbol_values`
  * (graph->n_symbols values, each >= 1; copied; NULL when there are none). Makes the leaves'
@@ -54,9 +68,21 @@ void f8_executor_destroy(f8_executor *executor);
 const f8_graph *f8_executor_graph(const f8_executor *executor);
 f8_backend *f8_executor_backend(const f8_executor *executor);
 
+/*
+ * Several micro-batches in flight: `n` contexts, each with a slab of its own (the schedule
+ * pass's plan, once per context), so that the values one micro-batch's forward keeps for its
+ * backward outlive other micro-batches' runs. A run uses the current context
+ * (f8_executor_use_context; 0 at creation); the leaves are every context's. The contexts only
+ * grow; F8_ERR_UNSUPPORTED for more than one without the slab plan (a graph without offsets,
+ * or keep_all), F8_ERR_ARGUMENT past F8_EXECUTOR_CONTEXTS_MAX.
+ */
+f8_status f8_executor_set_contexts(f8_executor *executor, uint32_t n, f8_diag *diag);
+void f8_executor_use_context(f8_executor *executor, uint32_t context);
+
 /* Keep every value a run makes, not only the outputs (op-by-op comparisons, calibration):
  * each value gets a buffer of its own, and fused groups run node by node, so that the values
- * made inside a group exist to be kept. Off at creation. */
+ * made inside a group exist to be kept. Off at creation; turning it on goes back to context 0.
+ */
 void f8_executor_keep_all(f8_executor *executor, bool keep);
 
 /*
@@ -109,7 +135,8 @@ void f8_executor_dims(const f8_executor *executor, const f8_type *type, int64_t 
 /* What the executor's memory came to. */
 typedef struct f8_executor_memory {
 	bool planned;         // the slab plan is in use
-	uint64_t slab_bytes;  // the slab (0 when not planned)
+	uint32_t contexts;    // slabs (f8_executor_set_contexts)
+	uint64_t slab_bytes;  // the slabs (0 when not planned)
 	uint64_t leaf_bytes;  // the leaves' buffer
 	uint64_t other_bytes; // the frozen scaling state's buffer
 } f8_executor_memory;

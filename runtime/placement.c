@@ -2,10 +2,13 @@
  * A leaf's part on this rank and its whole (runtime/placement.h): slices copied part by part,
  * one mesh axis at a time.
  */
-#include "runtime/placement.h" // f8_rt_take_part, f8_rt_gather_whole
+#include "runtime/placement.h" // f8_rt_take_part, f8_rt_part_layout, f8_rt_place_piece
 
-#include <string.h> // memcpy
+#include <stdio.h>  // snprintf
+#include <stdlib.h> // strtoll
+#include <string.h> // memcpy, strchr
 
+#include "ir/alloc.h" // f8_malloc, f8_free
 #include "ir/dtype.h" // f8_dtype_get_info
 
 uint32_t f8_rt_split_axes(const f8_value *value) {
@@ -14,6 +17,17 @@ uint32_t f8_rt_split_axes(const f8_value *value) {
 		if (value->placement[axis].kind == F8_PLACEMENT_KIND_SHARD)
 			axes |= 1u << axis;
 	return axes;
+}
+
+/*
+ * The axis that splits a part at step `step` of the nesting: TP first (the tensor-parallel shard),
+ * then the others outermost first, so that where several axes split one dimension (the
+ * distributed optimizer's rows over "cp+dp" or "ep+dp") a rank's piece is the one its place in
+ * that group names: the group's ranks count with the innermost axis fastest
+ * (f8_dist_group_rank), as Megatron-LM's data-parallel group with context parallelism does.
+ */
+static int nested_axis(int step) {
+	return step == 0 ? F8_MESH_AXIS_TP : F8_MESH_AXIS_COUNT - step;
 }
 
 static uint32_t ranks_of(const f8_dist *dist, int axis) {
@@ -60,6 +74,28 @@ void f8_rt_copy_slice(void *whole_data, void *part_data, const int64_t *dims, in
 	}
 }
 
+void f8_rt_copy_balanced(void *whole_data, void *part_data, const int64_t *dims, int rank,
+			 int dim, int64_t n, int64_t r, size_t element, bool to_part) {
+	char *whole = whole_data, *part = part_data;
+	int64_t outer = 1, size = dims[dim], chunk = size / (2 * n);
+	size_t inner = element;
+	for (int d = 0; d < dim; d++)
+		outer *= dims[d];
+	for (int d = dim + 1; d < rank; d++)
+		inner *= (size_t)dims[d];
+	size_t bytes = (size_t)chunk * inner;
+	for (int64_t o = 0; o < outer; o++)
+		for (int k = 0; k < 2; k++) {
+			int64_t which = k ? 2 * n - 1 - r : r;
+			char *w = whole + (size_t)(o * size + which * chunk) * inner;
+			char *p = part + (size_t)(o * 2 + k) * bytes;
+			if (to_part)
+				memcpy(p, w, bytes);
+			else
+				memcpy(w, p, bytes);
+		}
+}
+
 /* A copy of `from` into *to (created): a leaf no axis splits is its own part and whole. */
 static f8_status copy_whole(const f8_rt_tensor *from, f8_rt_tensor *to, f8_diag *diag) {
 	f8_status status = f8_rt_tensor_create(from->dtype, from->rank, from->dims, to, diag);
@@ -73,7 +109,8 @@ f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_r
 	f8_rt_tensor from = *whole, made = {0};
 	bool split = false;
 	size_t element = f8_dtype_get_info(whole->dtype)->bytes;
-	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+	for (int step = 0; step < F8_MESH_AXIS_COUNT; step++) {
+		int axis = nested_axis(step);
 		const f8_placement *placement = &value->placement[axis];
 		int64_t n = ranks_of(dist, axis);
 		if (placement->kind != F8_PLACEMENT_KIND_SHARD || n == 1)
@@ -102,45 +139,150 @@ f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_r
 	return copy_whole(whole, part, diag);
 }
 
-f8_status f8_rt_gather_whole(const f8_value *value, f8_dist *dist, const f8_rt_tensor *part,
-			     f8_rt_tensor *whole, f8_diag *diag) {
-	f8_rt_tensor from = *part, made = {0};
-	bool split = false;
-	size_t element = f8_dtype_get_info(part->dtype)->bytes;
-	f8_status status = F8_OK;
-	for (int axis = F8_MESH_AXIS_COUNT - 1; !status && axis >= 0; axis--) {
+bool f8_rt_part_layout(const f8_value *value, const f8_dist *dist, char *out, size_t size) {
+	size_t at = 0;
+	out[0] = '\0';
+	for (int step = 0; step < F8_MESH_AXIS_COUNT; step++) {
+		int axis = nested_axis(step);
 		const f8_placement *placement = &value->placement[axis];
 		int64_t n = ranks_of(dist, axis);
 		if (placement->kind != F8_PLACEMENT_KIND_SHARD || n == 1)
 			continue;
-		int64_t dims[F8_MAX_RANK];
-		memcpy(dims, from.dims, sizeof dims);
-		dims[placement->dim] *= n;
-		f8_rt_tensor next, blocks;
-		if ((status = f8_rt_tensor_create(part->dtype, part->rank, dims, &next, diag)))
-			break;
-		if ((status = f8_rt_tensor_create(part->dtype, part->rank, dims, &blocks, diag))) {
-			f8_rt_tensor_destroy(&next);
+		int len = snprintf(out + at, size - at, "%s%s:%d:%lld:%u", at ? ";" : "",
+				   f8_mesh_axis_name((f8_mesh_axis)axis), placement->dim, (long long)n,
+				   f8_dist_group_rank(dist, 1u << axis));
+		for (int i = 0; len >= 0 && placement->n_parts > 1 && i < placement->n_parts; i++) {
+			at += (size_t)len;
+			if (at >= size)
+				return false;
+			len = snprintf(out + at, size - at, "%s%lld", i ? "," : ":",
+				       (long long)placement->parts[i]);
+		}
+		if (len < 0 || (at += (size_t)len) >= size)
+			return false;
+	}
+	return true;
+}
+
+/* One item of a part's layout (f8_rt_part_layout), parsed. */
+typedef struct layout_item {
+	int dim;
+	int64_t n, r;
+	int64_t parts[F8_MAX_RANK * 8];
+	int n_parts;
+} layout_item;
+
+/* Parses the item at *text (up to ';' or the end) into *item, moving *text past it. */
+static bool parse_item(const char **text, layout_item *item) {
+	const char *s = *text;
+	const char *colon = strchr(s, ':');
+	f8_mesh_axis axis;
+	if (!colon || !f8_mesh_axis_from_name(s, (size_t)(colon - s), &axis))
+		return false;
+	char *end;
+	long long v[3];
+	s = colon + 1;
+	for (int i = 0; i < 3; i++) {
+		v[i] = strtoll(s, &end, 10);
+		if (end == s || (*end != ':' && i < 2) || v[i] < 0)
+			return false;
+		s = *end == ':' ? end + 1 : end;
+	}
+	if (v[0] >= F8_MAX_RANK || v[1] < 1 || v[2] >= v[1])
+		return false;
+	*item = (layout_item){.dim = (int)v[0], .n = v[1], .r = v[2]};
+	if (end[0] == ':') { // the parts
+		for (s = end + 1; item->n_parts < (int)(sizeof item->parts / sizeof item->parts[0]);) {
+			long long part = strtoll(s, &end, 10);
+			if (end == s || part < 1 || part % item->n)
+				return false;
+			item->parts[item->n_parts++] = part;
+			s = end;
+			if (*s != ',')
+				break;
+			s++;
+		}
+		end = (char *)s;
+	}
+	if (*end != ';' && *end != '\0')
+		return false;
+	*text = *end == ';' ? end + 1 : end;
+	return true;
+}
+
+/* Copies the piece's elements to their places in `whole`: the element at piece index
+ * (i0, ..., ik) goes to (index[0][i0], ..., index[k][ik]). */
+static void scatter(const f8_rt_tensor *piece, f8_rt_tensor *whole, int64_t *const *index,
+		    size_t element) {
+	int rank = piece->rank;
+	int64_t count = 1, at[F8_MAX_RANK] = {0};
+	for (int d = 0; d < rank; d++)
+		count *= piece->dims[d];
+	for (int64_t e = 0; e < count; e++) {
+		int64_t offset = 0;
+		for (int d = 0; d < rank; d++)
+			offset = offset * whole->dims[d] + index[d][at[d]];
+		memcpy((char *)whole->data + (size_t)offset * element,
+		       (const char *)piece->data + (size_t)e * element, element);
+		for (int d = rank - 1; d >= 0 && ++at[d] == piece->dims[d]; d--)
+			at[d] = 0;
+	}
+}
+
+f8_status f8_rt_place_piece(const char *layout, const f8_rt_tensor *piece, f8_rt_tensor *whole,
+			    int64_t *elements, f8_diag *diag) {
+	// Each dimension's whole indices, narrowed by each item as copy_slice narrows the data.
+	int64_t *index[F8_MAX_RANK] = {0}, sizes[F8_MAX_RANK];
+	f8_status status = F8_OK;
+	int rank = whole->rank;
+	if (piece->rank != rank || piece->dtype != whole->dtype)
+		status = f8_diag_set(diag, F8_ERR_INVALID, "a part's rank or dtype is not its "
+				     "whole's");
+	for (int d = 0; !status && d < rank; d++) {
+		sizes[d] = whole->dims[d];
+		index[d] = f8_malloc((size_t)(sizes[d] + 1) * sizeof *index[d]);
+		if (!index[d])
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory placing a part");
+		for (int64_t i = 0; !status && i < sizes[d]; i++)
+			index[d][i] = i;
+	}
+	for (const char *text = layout; !status && *text;) {
+		layout_item item;
+		if (!parse_item(&text, &item) || item.dim >= rank || sizes[item.dim] % item.n) {
+			status = f8_diag_set(diag, F8_ERR_INVALID, "a part's layout '%s' does not "
+					     "parse, or does not fit the whole", layout);
 			break;
 		}
-		status = f8_dist_all_gather(dist, 1u << axis, from.data, blocks.data, from.n_bytes,
-					    diag);
-		for (int64_t r = 0; !status && from.n_bytes && r < n; r++)
-			f8_rt_copy_slice(next.data, (char *)blocks.data + (size_t)r * from.n_bytes, dims,
-					 part->rank, placement->dim, placement->parts,
-					 placement->n_parts, n, r, element, false);
-		f8_rt_tensor_destroy(&blocks);
-		f8_rt_tensor_destroy(&made);
-		made = from = next;
-		split = true;
+		int64_t total = 0;
+		for (int i = 0; i < item.n_parts; i++)
+			total += item.parts[i];
+		if (item.n_parts > 1 && total != sizes[item.dim]) {
+			status = f8_diag_set(diag, F8_ERR_INVALID, "a part's layout '%s': its parts do "
+					     "not add up to the dimension", layout);
+			break;
+		}
+		int64_t narrowed = sizes[item.dim] / item.n;
+		int64_t *next = f8_malloc((size_t)(narrowed + 1) * sizeof *next);
+		if (!next) {
+			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory placing a part");
+			break;
+		}
+		f8_rt_copy_slice(index[item.dim], next, &sizes[item.dim], 1, 0, item.parts,
+				 item.n_parts, item.n, item.r, sizeof(int64_t), true);
+		f8_free(index[item.dim]);
+		index[item.dim] = next;
+		sizes[item.dim] = narrowed;
 	}
-	if (status) {
-		f8_rt_tensor_destroy(&made);
-		return status;
-	}
-	if (split) {
-		*whole = made;
-		return F8_OK;
-	}
-	return copy_whole(part, whole, diag);
+	for (int d = 0; !status && d < rank; d++)
+		if (piece->dims[d] != sizes[d])
+			status = f8_diag_set(diag, F8_ERR_INVALID, "a part of layout '%s' has dim %d of "
+					     "%lld, not %lld", layout, d, (long long)piece->dims[d],
+					     (long long)sizes[d]);
+	if (!status && piece->n_bytes)
+		scatter(piece, whole, index, f8_dtype_get_info(piece->dtype)->bytes);
+	if (!status && elements)
+		*elements += f8_rt_tensor_numel(piece);
+	for (int d = 0; d < rank; d++)
+		f8_free(index[d]);
+	return status;
 }

@@ -1,10 +1,12 @@
 /*
  * A leaf's part on this rank and the whole it is a part of, by the leaf's placements on the
  * mesh (ir/graph.h, f8_placement): what making parameters, saving and loading checkpoints need,
- * so that a checkpoint holds every tensor whole whatever the layout that saved it.
+ * so that a checkpoint saved under one layout loads under another.
  *
- * The axes that split a leaf split it in mesh order: TP first, and each later axis splits the
- * part the one before left (the distributed optimizer's DP splits a rank's rows along dim 0). A
+ * The axes that split a leaf split it in turn: TP first, then the others outermost first (PP,
+ * DP, EP, CP), each splitting the part the one before left (the distributed optimizer's DP
+ * splits a rank's TP rows along dim 0; over "cp+dp" DP and then CP split the same rows, so
+ * that a rank's piece is the one its place in the group names, the innermost axis fastest). A
  * dimension split part by part (a fused QKV weight) gives each rank its slice of every part.
  */
 #ifndef F8_RUNTIME_PLACEMENT_H
@@ -27,6 +29,14 @@ void f8_rt_copy_slice(void *whole, void *part, const int64_t *dims, int rank, in
 		      const int64_t *parts, int n_parts, int64_t n, int64_t r, size_t element,
 		      bool to_part);
 
+/*
+ * As f8_rt_copy_slice for context parallelism's balanced parts (one part of the whole
+ * dimension): rank `r` of `n` holds chunks r and 2n - 1 - r of the 2n along `dim`, in that
+ * order.
+ */
+void f8_rt_copy_balanced(void *whole, void *part, const int64_t *dims, int rank, int dim,
+			 int64_t n, int64_t r, size_t element, bool to_part);
+
 /* The mesh axes over which `value` is split (bits 1 << f8_mesh_axis; 0: whole on each rank). */
 uint32_t f8_rt_split_axes(const f8_value *value);
 
@@ -40,9 +50,30 @@ void f8_rt_whole_dims(const f8_value *value, const uint32_t *mesh, const int64_t
 f8_status f8_rt_take_part(const f8_value *value, const f8_dist *dist, const f8_rt_tensor *whole,
 			  f8_rt_tensor *part, f8_diag *diag);
 
-/* The whole of a leaf into *whole (created), from every rank's `part`: a collective over each
- * axis that splits it (every rank of those groups must call it, for the same leaf). */
-f8_status f8_rt_gather_whole(const f8_value *value, f8_dist *dist, const f8_rt_tensor *part,
-			     f8_rt_tensor *whole, f8_diag *diag);
+/*
+ * A part's layout, as a checkpoint shard records it beside the part (so that a run of another
+ * layout can put it in its place): one item per mesh axis that splits the leaf, in mesh order,
+ * joined by ';':
+ *
+ *     AXIS:DIM:RANKS:RANK              e.g. tp:1:2:0, or with parts  tp:0:2:1:128,64,64
+ *
+ * the axis's name, the dimension it splits (of the part the axes before it left), the group's
+ * size, this rank's place in it, and the dimension's parts (whole sizes) when it is split part
+ * by part. "" for a leaf no axis splits.
+ */
+enum { F8_RT_LAYOUT_MAX = 512 };
+
+/* This rank's part of `value` described so into `out` (F8_RT_LAYOUT_MAX bytes); false when it
+ * does not fit. `dist` NULL: "". */
+bool f8_rt_part_layout(const f8_value *value, const f8_dist *dist, char *out, size_t size);
+
+/*
+ * Copies `piece`, a part described by `layout`, into its place in `whole` (a tensor of the
+ * whole's dims and the piece's dtype). F8_ERR_INVALID when the layout does not parse or the
+ * piece's dims are not the part's it describes; *elements (when not NULL) is increased by the
+ * elements placed, so that a caller can check that the pieces cover the whole.
+ */
+f8_status f8_rt_place_piece(const char *layout, const f8_rt_tensor *piece, f8_rt_tensor *whole,
+			    int64_t *elements, f8_diag *diag);
 
 #endif

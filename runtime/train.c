@@ -8,14 +8,16 @@
 
 #include <math.h>   // NAN, isfinite
 #include <stdio.h>  // FILE, fopen, fprintf
-#include <string.h> // strcmp, strcspn, strerror, strlen
+#include <string.h> // strcmp, strerror, strlen
 #include <errno.h>  // errno
 #include <time.h>   // clock_gettime
 
-#include "ir/alloc.h"             // f8_calloc, f8_free, f8_strdup
-#include "runtime/checkpoint.h"   // f8_checkpoint_save, f8_checkpoint_load
-#include "runtime/executor.h"     // f8_executor
-#include "runtime/parameters.h"   // f8_rt_parameters_init
+#include "ir/alloc.h"                  // f8_calloc, f8_free
+#include "runtime/checkpoint.h"        // f8_checkpoint_save, f8_checkpoint_load
+#include "runtime/executor.h"          // f8_executor
+#include "runtime/parameters.h"        // f8_rt_parameters_init
+#include "runtime/pipeline_schedule.h" // f8_pipeline_1f1b
+#include "runtime/scaling_tables.h"    // f8_rt_scaling_tables_find
 
 f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
 	const char *problem = NULL;
@@ -65,22 +67,15 @@ static const char *const setting_keys[] = {"lr", "min-lr", "lr-warmup-iters", "l
 enum { N_SETTINGS = sizeof setting_keys / sizeof setting_keys[0] };
 
 /* Everything a run holds. */
-/* One FP8 scaling table of the step (passes/fp8_cast.h's delayed scaling state), as
- * --log-fp8-stats records it. */
-typedef struct fp8_table {
-	char name[32];                 // "fp8.weights"
-	f8_value_id scale, history;    // <name>.scale f32[n], <name>.amax_history f32[len, n]
-	f8_value_id nonfinite;         // <name>.nonfinite i64[]: amaxes skipped, or F8_NONE
-	const char **labels;           // (n_slots) what each slot scales: "w of layers.0.attn.qkv"
-	f8_dtype *formats;             // (n_slots) the FP8 format its casts give
-	uint32_t n_slots;
-} fp8_table;
-
 typedef struct trainer {
 	const f8_train_config *config;
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
 	f8_executor *executor;
 	f8_rt_tensor token_batch, label_batch; // a micro-batch on the host, written to the leaves
+	// Pipeline parallelism's micro-batches in flight (run_1f1b): each context's, so that its
+	// backward is given them again.
+	f8_rt_tensor *flight_tokens, *flight_labels; // (n_flight)
+	uint32_t n_flight;
 	// An export's attention_mask and position_ids inputs, F8_NONE where the model has none,
 	// and what every micro-batch gives them (a contiguous window: no padding, positions 0..)
 	f8_value_id inputs_fixed[2];
@@ -90,7 +85,7 @@ typedef struct trainer {
 	bool found_inf_set;            // what %found_inf holds now
 	bool has_cast;                 // the graph has phase cast (FP8 weight caches)
 	f8_value_id nonfinite[3];      // the FP8 tables' non-finite counts, F8_NONE where absent
-	fp8_table tables[3];           // the FP8 scaling tables (n_tables of them), for
+	f8_rt_scaling_table tables[F8_RT_SCALING_TABLES_MAX]; // (n_tables) for
 	uint32_t n_tables;             // --log-fp8-stats
 	int64_t vocab, micro_batches, iteration, consumed_tokens;
 	// Data parallelism: the ranks of the data-parallel group (the mesh's EP x DP) share each
@@ -149,8 +144,15 @@ bool f8_train_fills_input(const char *name) {
  * the token input. */
 static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *diag) {
 	const f8_graph *graph = t->graph;
-	f8_status status = find_value(graph, "labels", &t->labels, diag);
-	if (!status)
+	// A pipeline stage before the last has no labels and no loss (the last stage's loss is
+	// every rank's, summed over pp).
+	bool staged = graph->mesh[F8_MESH_AXIS_PP] > 1 &&
+		      f8_graph_find_value(graph, "loss", 4) == F8_NONE;
+	f8_status status = F8_OK;
+	t->labels = t->loss = F8_NONE;
+	if (!staged)
+		status = find_value(graph, "labels", &t->labels, diag);
+	if (!status && !staged)
 		status = find_value(graph, "loss", &t->loss, diag);
 	if (!status)
 		status = find_value(graph, "grad_norm", &t->grad_norm, diag);
@@ -220,9 +222,13 @@ static f8_status find_interface(trainer *t, int64_t *symbol_values, f8_diag *dia
 			const f8_type *logits = &graph->values[node->inputs[0]].type;
 			f8_dim vocab = logits->shape.dims[logits->shape.rank - 1];
 			t->vocab = f8_dim_is_const(vocab) ? f8_dim_value(vocab) : 0;
+		} else if (node->op == F8_OP_CROSS_ENTROPY_SHARD) { // split over tp: the whole's
+			const f8_attr *vocab = f8_node_attr(node, "vocab");
+			t->vocab = vocab && f8_dim_is_const(vocab->dim) ? f8_dim_value(vocab->dim) : 0;
 		}
 	}
-	if (t->vocab < 1)
+	// A pipeline stage before the last has no logits: the last stage checks the tokens.
+	if (t->vocab < 1 && !staged)
 		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the logits' vocabulary size is not a "
 				   "constant");
 	return F8_OK;
@@ -258,77 +264,10 @@ static const char *json_number(double x, char *buffer, size_t size) {
 	return buffer;
 }
 
-/* What a scaling slot scales, in words: its cast's reason up to the GEMMs it feeds ("w of
- * layers.0.attn.qkv (fwd, dgrad), HYBRID -> E4M3, delayed: slot 0 of fp8.weights" gives "w of
- * layers.0.attn.qkv"). NULL when out of memory. */
-static char *slot_label(const char *reason, uint32_t slot) {
-	char buffer[160];
-	if (!reason)
-		snprintf(buffer, sizeof buffer, "slot %u", slot);
-	else
-		snprintf(buffer, sizeof buffer, "%.*s", (int)strcspn(reason, "(,"), reason);
-	size_t len = strlen(buffer);
-	// A name cut inside a UTF-8 character loses that character, so that the line stays JSON.
-	size_t lead = len;
-	while (lead > 0 && ((unsigned char)buffer[lead - 1] & 0xC0) == 0x80)
-		lead--;
-	if (lead > 0 && (unsigned char)buffer[lead - 1] >= 0xC0) {
-		unsigned char c = (unsigned char)buffer[lead - 1];
-		size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-		if (len - (lead - 1) < need)
-			buffer[len = lead - 1] = '\0';
-	}
-	while (len > 0 && buffer[len - 1] == ' ')
-		buffer[--len] = '\0';
-	return f8_strdup(buffer);
-}
-
-/* The FP8 scaling tables, for --log-fp8-stats: each <name>.scale leaf of role scale with its
- * <name>.amax_history, and what each slot scales, from the casts that read the table (their
- * output's annotation names the slot and says why). */
+/* The FP8 scaling tables, for --log-fp8-stats: what each slot scales, by name. */
 static f8_status find_fp8_tables(trainer *t, f8_diag *diag) {
-	const f8_graph *graph = t->graph;
-	for (uint32_t i = 0; i < graph->n_inputs && t->n_tables < 3; i++) {
-		const f8_value *value = &graph->values[graph->inputs[i]];
-		size_t len = strlen(value->name);
-		fp8_table *table = &t->tables[t->n_tables];
-		if (value->role != F8_ROLE_SCALE || value->type.shape.rank != 1 || len < 7 ||
-		    len - 6 >= sizeof table->name || strcmp(value->name + len - 6, ".scale") != 0 ||
-		    !f8_dim_is_const(value->type.shape.dims[0]))
-			continue;
-		char history[sizeof table->name + 16];
-		snprintf(table->name, sizeof table->name, "%.*s", (int)(len - 6), value->name);
-		snprintf(history, sizeof history, "%s.amax_history", table->name);
-		table->history = f8_graph_find_value(graph, history, strlen(history));
-		if (table->history == F8_NONE)
-			continue;
-		table->scale = graph->inputs[i];
-		snprintf(history, sizeof history, "%s.nonfinite", table->name);
-		table->nonfinite = f8_graph_find_value(graph, history, strlen(history));
-		table->n_slots = (uint32_t)f8_dim_value(value->type.shape.dims[0]);
-		table->labels = f8_calloc(table->n_slots ? table->n_slots : 1, sizeof *table->labels);
-		table->formats = f8_calloc(table->n_slots ? table->n_slots : 1,
-					   sizeof *table->formats);
-		if (!table->labels || !table->formats)
-			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-		t->n_tables++;
-		for (uint32_t n = 0; n < graph->n_order; n++) {
-			const f8_node *node = &graph->nodes[graph->order[n]];
-			if (node->n_inputs < 2 || node->inputs[1] != table->scale || !node->n_outputs)
-				continue;
-			const f8_value *out = &graph->values[node->outputs[0]];
-			const f8_precision *p = &out->precision;
-			if (p->scaling_slot < table->n_slots)
-				table->formats[p->scaling_slot] = out->type.dtype;
-			if (p->scaling_slot < table->n_slots && !table->labels[p->scaling_slot] &&
-			    !(table->labels[p->scaling_slot] = slot_label(p->reason, p->scaling_slot)))
-				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-		}
-		for (uint32_t s = 0; s < table->n_slots; s++)
-			if (!table->labels[s] && !(table->labels[s] = slot_label(NULL, s)))
-				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	}
-	if (t->config->log_fp8_stats && !t->n_tables) {
+	f8_status status = f8_rt_scaling_tables_find(t->graph, t->tables, &t->n_tables, diag);
+	if (!status && t->config->log_fp8_stats && !t->n_tables) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "--log-fp8-stats %lld: this step keeps no FP8 "
 			    "scaling state to record", (long long)t->config->log_fp8_stats);
 		f8_diag_hint(diag, "only delayed scaling keeps a table of amaxes and scales across "
@@ -336,16 +275,7 @@ static f8_status find_fp8_tables(trainer *t, f8_diag *diag) {
 			     "each scale in its cast");
 		return F8_ERR_ARGUMENT;
 	}
-	return F8_OK;
-}
-
-static void free_fp8_tables(trainer *t) {
-	for (uint32_t i = 0; i < t->n_tables; i++) {
-		for (uint32_t s = 0; s < t->tables[i].n_slots; s++)
-			f8_free((char *)t->tables[i].labels[s]);
-		f8_free(t->tables[i].labels);
-		f8_free(t->tables[i].formats);
-	}
+	return status;
 }
 
 /* Writes a JSON string (the labels are the graph's names: quotes and backslashes escaped,
@@ -398,7 +328,7 @@ static f8_status write_fp8_stats(trainer *t, f8_diag *diag) {
 	fprintf(t->metrics, "{\"step\": %lld, \"fp8_stats\": {", (long long)t->iteration);
 	f8_status status = F8_OK;
 	for (uint32_t i = 0; !status && i < t->n_tables; i++) {
-		const fp8_table *table = &t->tables[i];
+		const f8_rt_scaling_table *table = &t->tables[i];
 		status = f8_executor_read(t->executor, table->scale, &scale, diag);
 		if (!status)
 			status = f8_executor_read(t->executor, table->history, &history, diag);
@@ -515,7 +445,11 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		status = f8_rt_parameters_init(t->executor, c->dist, c->seed, c->weights,
 						c->weight_init, diag);
 	const f8_tensor_view *tokens = status ? NULL : f8_executor_view(t->executor, t->tokens);
-	const f8_tensor_view *labels = status ? NULL : f8_executor_view(t->executor, t->labels);
+	// A pipeline stage without labels still draws them (into a batch of the tokens' shape),
+	// so that every stage's sampler stays alike.
+	const f8_tensor_view *labels = status ? NULL
+				       : f8_executor_view(t->executor, t->labels != F8_NONE
+									? t->labels : t->tokens);
 	if (!status && (tokens->dtype != F8_DTYPE_I64 || labels->dtype != F8_DTYPE_I64))
 		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the token input and labels must be "
 				     "i64");
@@ -538,7 +472,7 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 static f8_status set_up_data(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
 	f8_status status = f8_tokens_load(c->data, c->data_format, &t->data, diag);
-	if (!status)
+	if (!status && t->vocab > 0) // 0: a pipeline stage without the logits
 		status = f8_tokens_check_vocab(&t->data, (uint32_t)t->vocab, diag);
 	if (!status)
 		status = f8_tokens_split(t->data.n, c->split, c->n_split, t->ranges, diag);
@@ -573,7 +507,7 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 					   t->label_batch.data, diag);
 	if (!status)
 		status = f8_executor_write(t->executor, t->tokens, &t->token_batch, diag);
-	if (!status)
+	if (!status && t->labels != F8_NONE)
 		status = f8_executor_write(t->executor, t->labels, &t->label_batch, diag);
 	for (int i = 0; !status && i < 2; i++)
 		if (t->inputs_fixed[i] != F8_NONE)
@@ -582,15 +516,24 @@ static f8_status feed(trainer *t, f8_batch_sampler *sampler, f8_token_range rang
 	return status;
 }
 
-/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables. */
-static int64_t nonfinite_amaxes(const trainer *t) {
+/* The sum of the FP8 tables' non-finite amax counts, or -1 when there are no tables; under
+ * pipeline parallelism every stage's tables' (each stage has its own), a stage without tables
+ * adding none, so that every stage takes the same skip decision. */
+static f8_status nonfinite_amaxes(const trainer *t, int64_t *out, f8_diag *diag) {
 	int64_t sum = -1;
 	for (int i = 0; i < 3; i++) {
 		if (t->nonfinite[i] == F8_NONE)
 			continue;
 		sum = (sum < 0 ? 0 : sum) + (int64_t)scalar(t, t->nonfinite[i]);
 	}
-	return sum;
+	*out = sum;
+	if (t->graph->mesh[F8_MESH_AXIS_PP] <= 1)
+		return F8_OK;
+	int64_t counts[2] = {sum < 0 ? 0 : sum, sum < 0 ? 0 : 1}; // the count; tables anywhere
+	f8_status status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, counts, 2,
+					      F8_DTYPE_I64, F8_REDUCTION_SUM, diag);
+	*out = counts[1] ? counts[0] : -1;
+	return status;
 }
 
 /* Writes %found_inf (1 or 0) when it holds the other. */
@@ -604,22 +547,11 @@ static f8_status set_found_inf(trainer *t, bool found, f8_diag *diag) {
 	return status;
 }
 
-/* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
- * weights), the micro-batches' forward and backward, then the optimizer; the mean loss and the
- * gradient norm into *loss and *grad_norm. *skipped_for says
- * what was not finite when the step was skipped (NULL: it was taken): a micro-batch's loss or
- * an FP8 amax, found here before opt (which %found_inf then skips), or the gradient norm, which
- * opt finds itself. */
-static f8_status step(trainer *t, double *loss, double *grad_norm, const char **skipped_for,
-		      f8_diag *diag) {
-	double sum = 0;
-	if (t->has_cast) {
-		f8_status status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
-		if (status)
-			return status;
-	}
-	// Every rank draws every micro-batch of the global batch, so that the samplers stay alike
-	// and the ranks' shares together are the single-device step's batch; each runs its own.
+/* This rank's micro-batches run each forward and backward in turn: every rank draws every
+ * micro-batch of the global batch, so that the samplers stay alike and the ranks' shares
+ * together are the single-device step's batch; each runs its own. The sum of their losses
+ * into *sum. */
+static f8_status run_in_turn(trainer *t, double *sum, f8_diag *diag) {
 	for (int64_t g = 0; g < t->global_micro_batches; g++) {
 		int64_t m = g - t->first_micro_batch;
 		bool own = m >= 0 && m < t->micro_batches;
@@ -636,21 +568,203 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 						    t->config->observe_user, diag);
 		if (status)
 			return status;
-		sum += own ? scalar(t, t->loss) : 0;
+		*sum += own && t->loss != F8_NONE ? scalar(t, t->loss) : 0;
 	}
-	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's).
-	f8_status reduced = f8_dist_all_reduce(t->config->dist, t->data_axes, &sum, 1,
-					       F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
+	return F8_OK;
+}
+
+/* Draws `n` micro-batches that other data-parallel ranks run (into the scratch batch). */
+static f8_status draw_past(trainer *t, int64_t n, f8_diag *diag) {
+	f8_status status = F8_OK;
+	for (int64_t i = 0; !status && i < n; i++)
+		status = f8_batch_sample(&t->train_sampler, t->ranges[0],
+					 (size_t)t->config->micro_batch_size,
+					 (size_t)t->config->seq_length, t->token_batch.data,
+					 t->label_batch.data, diag);
+	return status;
+}
+
+/* Writes context `c`'s micro-batch into the token and label leaves (and the fixed inputs, as
+ * feed does). */
+static f8_status give_batch(trainer *t, uint32_t c, f8_diag *diag) {
+	f8_status status = f8_executor_write(t->executor, t->tokens, &t->flight_tokens[c], diag);
+	if (!status && t->labels != F8_NONE)
+		status = f8_executor_write(t->executor, t->labels, &t->flight_labels[c], diag);
+	for (int i = 0; !status && i < 2; i++)
+		if (t->inputs_fixed[i] != F8_NONE)
+			status = f8_executor_write(t->executor, t->inputs_fixed[i],
+						   &t->fixed_batch[i], diag);
+	return status;
+}
+
+/* The host batches of `n` micro-batches in flight (grown once, kept for the run). */
+static f8_status make_flight(trainer *t, uint32_t n, f8_diag *diag) {
+	if (n <= t->n_flight)
+		return F8_OK;
+	f8_rt_tensor *tokens = f8_calloc(n, sizeof *tokens), *labels = f8_calloc(n, sizeof *labels);
+	f8_status status = tokens && labels ? F8_OK
+					    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	for (uint32_t c = 0; !status && c < n; c++) {
+		status = f8_rt_tensor_create(F8_DTYPE_I64, t->token_batch.rank, t->token_batch.dims,
+					     &tokens[c], diag);
+		if (!status)
+			status = f8_rt_tensor_create(F8_DTYPE_I64, t->label_batch.rank,
+						     t->label_batch.dims, &labels[c], diag);
+	}
+	if (status) {
+		for (uint32_t c = 0; tokens && labels && c < n; c++) {
+			f8_rt_tensor_destroy(&tokens[c]);
+			f8_rt_tensor_destroy(&labels[c]);
+		}
+		f8_free(tokens);
+		f8_free(labels);
+		return status;
+	}
+	for (uint32_t c = 0; c < t->n_flight; c++) {
+		f8_rt_tensor_destroy(&t->flight_tokens[c]);
+		f8_rt_tensor_destroy(&t->flight_labels[c]);
+	}
+	f8_free(t->flight_tokens);
+	f8_free(t->flight_labels);
+	t->flight_tokens = tokens, t->flight_labels = labels, t->n_flight = n;
+	return F8_OK;
+}
+
+/* The next micro-batch's forward on context `c` (drawn now, in order), keeping what its
+ * backward reads; its loss added to *sum on the last stage. */
+static f8_status forward(trainer *t, uint32_t c, double *sum, f8_diag *diag) {
+	f8_status status = f8_batch_sample(&t->train_sampler, t->ranges[0],
+					   (size_t)t->config->micro_batch_size,
+					   (size_t)t->config->seq_length, t->flight_tokens[c].data,
+					   t->flight_labels[c].data, diag);
+	f8_executor_use_context(t->executor, c);
+	if (!status)
+		status = give_batch(t, c, diag);
+	if (!status)
+		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) | F8_RUN_KEEP,
+					 diag);
+	if (!status && t->loss != F8_NONE)
+		*sum += scalar(t, t->loss);
+	return status;
+}
+
+/* Micro-batch `i`'s backward on context `c`, its forward's. */
+static f8_status backward(trainer *t, int64_t i, uint32_t c, f8_diag *diag) {
+	f8_executor_use_context(t->executor, c);
+	f8_status status = give_batch(t, c, diag);
+	if (!status)
+		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_BWD) | F8_RUN_CONTINUE,
+					 diag);
+	if (!status && t->config->observe)
+		status = t->config->observe(t->graph, t->executor, t->iteration + 1, i,
+					    t->config->observe_user, diag);
+	return status;
+}
+
+/*
+ * Pipeline parallelism's 1F1B schedule (runtime/pipeline_schedule.h): this stage's forwards
+ * and backwards in its order, each micro-batch on an executor context of its own while in
+ * flight. The micro-batches are drawn in order, as run_in_turn draws them, and each backward
+ * is given its micro-batch's tokens and labels again (the embedding's gradient reads the
+ * tokens). The accumulated gradients and the scaling tables come out as run_in_turn's: the
+ * backwards add in micro-batch order, the forwards update the activations' table in
+ * micro-batch order, the backwards the gradients'.
+ */
+static f8_status run_1f1b(trainer *t, double *sum, f8_diag *diag) {
+	int64_t m = t->micro_batches;
+	f8_stage_run *runs = f8_calloc((size_t)(2 * m), sizeof *runs);
+	if (!runs)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	uint32_t contexts = 1; // set_up_pipeline made them
+	f8_pipeline_1f1b(t->graph->mesh[F8_MESH_AXIS_PP],
+			 f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), m, runs,
+			 &contexts);
+	f8_status status = draw_past(t, t->first_micro_batch, diag);
+	for (int64_t r = 0; !status && r < 2 * m; r++)
+		status = runs[r].backward ? backward(t, runs[r].micro_batch, runs[r].context, diag)
+					  : forward(t, runs[r].context, sum, diag);
+	if (!status)
+		status = draw_past(t, t->global_micro_batches - t->first_micro_batch - m, diag);
+	f8_executor_use_context(t->executor, 0);
+	f8_free(runs);
+	return status;
+}
+
+/* Whether the steps run the 1F1B schedule: under pipeline parallelism, but for an observer,
+ * which sees each micro-batch's forward and backward in one run (every value kept), so its
+ * stages take them in turn, one micro-batch in flight. */
+static bool pipelined(const trainer *t) {
+	return t->graph->mesh[F8_MESH_AXIS_PP] > 1 && !t->config->observe;
+}
+
+/* Before the first step, for 1F1B: the executor's contexts of the micro-batches in flight and
+ * their host batches. */
+static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
+	if (!pipelined(t))
+		return F8_OK;
+	uint32_t contexts = f8_pipeline_1f1b_contexts(
+		t->graph->mesh[F8_MESH_AXIS_PP],
+		f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), t->micro_batches);
+	f8_status status = f8_executor_set_contexts(t->executor, contexts, diag);
+	return status ? status : make_flight(t, contexts, diag);
+}
+
+/* Every rank's set-up made one outcome: a rank that could not set up (a stage short of memory
+ * for its micro-batches in flight, a data file it cannot read) stops the others here, rather
+ * than leaving them waiting for it in the first step's collectives. */
+static f8_status agree_set_up(const f8_train_config *c, f8_status status, f8_diag *diag) {
+	if (!c->dist || f8_dist_world(c->dist) <= 1)
+		return status;
+	int64_t failed = status != F8_OK;
+	f8_diag local = {0};
+	f8_status reduced = f8_dist_all_reduce(c->dist, (1u << F8_MESH_AXIS_COUNT) - 1, &failed,
+					       1, F8_DTYPE_I64, F8_REDUCTION_MAX, &local);
+	if (status)
+		return status;
+	if (reduced)
+		return f8_diag_set(diag, reduced, "%s", local.message);
+	return failed ? f8_diag_set(diag, F8_ERR_INVALID, "another rank could not set up the run "
+				    "(its message says why)")
+		      : F8_OK;
+}
+
+/* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
+ * weights), the micro-batches' forward and backward, then the optimizer; the mean loss and the
+ * gradient norm into *loss and *grad_norm. *skipped_for says
+ * what was not finite when the step was skipped (NULL: it was taken): a micro-batch's loss or
+ * an FP8 amax, found here before opt (which %found_inf then skips), or the gradient norm, which
+ * opt finds itself. */
+static f8_status step(trainer *t, double *loss, double *grad_norm, const char **skipped_for,
+		      f8_diag *diag) {
+	double sum = 0;
+	if (t->has_cast) {
+		f8_status status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_CAST), diag);
+		if (status)
+			return status;
+	}
+	uint32_t pipeline = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
+	f8_status reduced = pipelined(t) ? run_1f1b(t, &sum, diag) : run_in_turn(t, &sum, diag);
+	if (!reduced) // the activations sent, and their gradients, received before the optimizer
+		reduced = f8_dist_complete_sends(t->config->dist, diag);
+	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's),
+	// the last pipeline stage's to every stage.
+	if (!reduced)
+		reduced = f8_dist_all_reduce(t->config->dist, t->data_axes | pipeline, &sum, 1,
+					     F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
 	if (reduced)
 		return reduced;
 	*loss = sum / (double)t->global_micro_batches;
 	t->consumed_tokens += t->config->global_batch_size * t->config->seq_length;
-	int64_t nonfinite = nonfinite_amaxes(t);
+	int64_t nonfinite;
+	if ((reduced = nonfinite_amaxes(t, &nonfinite, diag)))
+		return reduced;
 	*skipped_for = !isfinite(*loss) ? "loss" : nonfinite > t->nonfinite_seen ? "fp8 amax" : NULL;
 	t->nonfinite_seen = nonfinite;
 	f8_status status = set_found_inf(t, *skipped_for != NULL, diag);
 	if (!status)
 		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
+	if (!status) // the tied embedding's gradient, sent between the first and the last stage
+		status = f8_dist_complete_sends(t->config->dist, diag);
 	if (status)
 		return status;
 	*grad_norm = scalar(t, t->grad_norm);
@@ -679,10 +793,15 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 		status = feed(t, &t->eval_sampler, t->ranges[1], diag);
 		if (!status)
 			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
-		if (!status)
+		if (!status && t->loss != F8_NONE)
 			sum += scalar(t, t->loss);
 	}
 	f8_executor_freeze_scaling(t->executor, false);
+	if (!status)
+		status = f8_dist_complete_sends(t->config->dist, diag);
+	if (!status && t->graph->mesh[F8_MESH_AXIS_PP] > 1) // the last stage's, to every stage
+		status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, &sum, 1,
+					    F8_DTYPE_F64, F8_REDUCTION_SUM, diag);
 	*loss = sum / (double)t->config->eval_iters;
 	return status;
 }
@@ -694,18 +813,9 @@ static f8_status save(trainer *t, f8_diag *diag) {
 				   .model = t->config->model, .setting_keys = setting_keys,
 				   .setting_values = t->setting_values, .n_settings = N_SETTINGS,
 				   .dist = t->config->dist};
-	// Rank 0 writes the state (gathering what the ranks hold parts of), the others take part
-	// in the gathers; then every rank learns whether all went well, so that none goes on
-	// before the checkpoint is whole, nor after rank 0 failed to write it.
+	// Every rank writes its shard; the ranks agree on each step of the save, so that every
+	// rank returns the same outcome and none goes on before the checkpoint is whole.
 	f8_status status = f8_checkpoint_save(t->config->save, t->executor, &info, diag);
-	int64_t failed = status != F8_OK;
-	f8_status agreed = f8_dist_all_reduce(t->config->dist, (1u << F8_MESH_AXIS_COUNT) - 1,
-					      &failed, 1, F8_DTYPE_I64, F8_REDUCTION_MAX, diag);
-	if (!status && (agreed || failed))
-		status = agreed ? agreed
-				: f8_diag_set(diag, F8_ERR_IO, "iteration %lld: another rank could not "
-					      "take its part in the checkpoint (rank 0 writes it: its "
-					      "message says why)", (long long)t->iteration);
 	if (!status)
 		notify(t, &(f8_train_progress){.event = F8_TRAIN_EVENT_SAVE, .path = t->config->save});
 	return status;
@@ -803,9 +913,12 @@ static f8_status check_replicas_over(trainer *t, uint32_t axes, const char *what
 	return status;
 }
 
-/* The replicas checked over data parallelism, then over TP (what its ranks hold whole). */
+/* The replicas checked over data parallelism, then over CP (whose ranks hold the same state and
+ * run other tokens), then over TP (what its ranks hold whole). */
 static f8_status check_replicas(trainer *t, f8_diag *diag) {
 	f8_status status = check_replicas_over(t, t->data_axes, "data-parallel", diag);
+	if (!status && t->graph->mesh[F8_MESH_AXIS_CP] > 1)
+		status = check_replicas_over(t, 1u << F8_MESH_AXIS_CP, "context-parallel", diag);
 	if (!status && t->graph->mesh[F8_MESH_AXIS_TP] > 1)
 		status = check_replicas_over(t, 1u << F8_MESH_AXIS_TP, "tensor-parallel ranks'",
 					     diag);
@@ -818,7 +931,9 @@ static f8_status loop(trainer *t, f8_diag *diag) {
 	struct timespec interval;
 	clock_gettime(CLOCK_MONOTONIC, &interval);
 	int64_t interval_iterations = 0;
-	t->nonfinite_seen = nonfinite_amaxes(t);
+	f8_status counted = nonfinite_amaxes(t, &t->nonfinite_seen, diag);
+	if (counted)
+		return counted;
 	while (t->iteration < c->train_iters) {
 		double loss, grad_norm = NAN;
 		const char *skipped_for = NULL;
@@ -915,6 +1030,9 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		status = set_up_model(&t, diag);
 	if (!status)
 		status = set_up_data(&t, diag);
+	if (!status)
+		status = set_up_pipeline(&t, diag);
+	status = agree_set_up(config, status, diag);
 	if (!status && config->load) {
 		f8_checkpoint_info info = {.setting_keys = setting_keys,
 					   .setting_values = t.setting_values,
@@ -948,11 +1066,17 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	if (t.metrics && fclose(t.metrics) != 0 && !status)
 		status = f8_diag_set(diag, F8_ERR_IO, "cannot write the metrics file %s",
 				     config->metrics);
-	free_fp8_tables(&t);
+	f8_rt_scaling_tables_free(t.tables, t.n_tables);
 	f8_tokens_destroy(&t.data);
 	f8_executor_destroy(t.executor);
 	f8_rt_tensor_destroy(&t.token_batch);
 	f8_rt_tensor_destroy(&t.label_batch);
+	for (uint32_t c = 0; c < t.n_flight; c++) {
+		f8_rt_tensor_destroy(&t.flight_tokens[c]);
+		f8_rt_tensor_destroy(&t.flight_labels[c]);
+	}
+	f8_free(t.flight_tokens);
+	f8_free(t.flight_labels);
 	f8_rt_tensor_destroy(&t.fixed_batch[0]);
 	f8_rt_tensor_destroy(&t.fixed_batch[1]);
 	f8_rt_tensor_destroy(&t.scalar_f32);

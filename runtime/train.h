@@ -33,8 +33,10 @@
 
 /* Called after each micro-batch's forward and backward, with the executor holding every value
  * that run made (it keeps all of them when an observer is set): f8c calibrate reads the GEMM
- * operands there (f8_executor_read). `iteration` is the one being computed (1-based), `micro_batch` counts from 0
- * within it. A failure stops the run with its status. */
+ * operands there (f8_executor_read). `iteration` is the one being computed (1-based),
+ * `micro_batch` counts from 0 within it. A failure stops the run with its status. Under
+ * pipeline parallelism an observed run takes each micro-batch's forward and backward in turn,
+ * not in the 1F1B order (whose forward and backward are runs apart). */
 typedef f8_status (*f8_train_observer)(const f8_graph *graph, const f8_executor *executor,
 				       int64_t iteration, int64_t micro_batch, void *user,
 				       f8_diag *diag);

@@ -358,9 +358,26 @@ static f8_status count_collective(const f8_graph *graph, const f8_node *node, su
 		c = &grown[s->n_collectives++];
 		*c = key;
 	}
-	c->tensors += node->n_inputs;
-	for (uint32_t i = 0; i < node->n_inputs; i++)
-		c->bytes += f8_memory_type_bytes(&graph->values[node->inputs[i]].type);
+	if (node->op == F8_OP_RING_ATTENTION || node->op == F8_OP_RING_ATTENTION_GRAD) {
+		// What goes round the ring, at the tensors' dtype: the key and value blocks,
+		// ranks - 1 steps; the backward two whole rounds (the first makes the log-sum-exp
+		// again, the second brings each block's dk and dv back to its rank) of the blocks
+		// with their dk and dv (runtime/cpu/kernels_ring_attention.c).
+		bool grad = node->op == F8_OP_RING_ATTENTION_GRAD;
+		uint64_t ranks = (uint64_t)f8_node_attr_int(node, "ranks", 1);
+		uint64_t kv = f8_memory_type_bytes(&graph->values[node->inputs[grad ? 2 : 1]].type) +
+			      f8_memory_type_bytes(&graph->values[node->inputs[grad ? 3 : 2]].type);
+		c->tensors += grad ? 4 : 2;
+		c->bytes += grad ? 2 * ranks * 2 * kv : (ranks - 1) * kv;
+		return F8_OK;
+	}
+	// What a Recv brings is its output; what any other sends or reduces, its inputs.
+	bool recv = node->op == F8_OP_RECV;
+	const f8_value_id *values = recv ? node->outputs : node->inputs;
+	uint32_t n = recv ? node->n_outputs : node->n_inputs;
+	c->tensors += n;
+	for (uint32_t i = 0; i < n; i++)
+		c->bytes += f8_memory_type_bytes(&graph->values[values[i]].type);
 	return F8_OK;
 }
 
@@ -604,8 +621,26 @@ static double gib(uint64_t bytes) {
 	return (double)bytes / 1073741824.0;
 }
 
-/* The memory table of --memory: one rank's, on a mesh of `ranks`. */
-static void print_memory(const f8_memory_estimate *e, uint64_t ranks) {
+/*
+ * Under pipeline parallelism's 1F1B stage s of PP holds the activations of PP - s micro-batches
+ * at once (runtime/pipeline_schedule.h), each in a slab of its own: the activations part and
+ * the stored and recomputed bytes of one micro-batch's step times that (a step of fewer
+ * micro-batches holds fewer). The count; 1 without PP.
+ */
+static int64_t in_flight(const f8_parallel_options *parallel, f8_memory_estimate *e) {
+	if (parallel->pipeline <= 1)
+		return 1;
+	int64_t n = parallel->pipeline - parallel->stage;
+	f8_memory_estimate_add(e, F8_MEMORY_ACTIVATIONS,
+			       (uint64_t)(n - 1) * e->part[F8_MEMORY_ACTIVATIONS]);
+	e->saved_activations *= (uint64_t)n;
+	e->recomputed_activations *= (uint64_t)n;
+	return n;
+}
+
+/* The memory table of --memory: one rank's, on a mesh of `ranks`, with `micro_batches` in
+ * flight. */
+static void print_memory(const f8_memory_estimate *e, uint64_t ranks, int64_t micro_batches) {
 	if (ranks > 1)
 		printf("\nmemory on each rank's GPU (%llu ranks), a training step:\n",
 		       (unsigned long long)ranks);
@@ -620,17 +655,21 @@ static void print_memory(const f8_memory_estimate *e, uint64_t ranks) {
 	printf("  of the activations: %.3f GiB stored by the forward for the backward; %.3f GiB "
 	       "dropped and made again by recompute\n", gib(e->saved_activations),
 	       gib(e->recomputed_activations));
+	if (micro_batches > 1)
+		printf("  the activations of %lld micro-batches in flight under 1F1B, each in a slab "
+		       "of its own (a step of fewer micro-batches holds fewer)\n",
+		       (long long)micro_batches);
 }
 
-static json_t *memory_json(const f8_memory_estimate *e) {
+static json_t *memory_json(const f8_memory_estimate *e, int64_t micro_batches) {
 	json_t *parts = json_object();
 	for (int part = 0; parts && part < F8_MEMORY_PART_COUNT; part++)
 		json_object_set_new(parts, f8_memory_part_name((f8_memory_part)part),
 				    json_integer((json_int_t)e->part[part]));
-	return json_pack("{s:b, s:o, s:I, s:I, s:I}", "planned", e->planned, "bytes", parts,
+	return json_pack("{s:b, s:o, s:I, s:I, s:I, s:I}", "planned", e->planned, "bytes", parts,
 			 "saved_activations", (json_int_t)e->saved_activations,
 			 "recomputed_activations", (json_int_t)e->recomputed_activations, "total",
-			 (json_int_t)e->total);
+			 (json_int_t)e->total, "micro_batches_in_flight", (json_int_t)micro_batches);
 }
 
 static json_t *recompute_json(const summary *s) {
@@ -750,8 +789,8 @@ static int use_plan(request *q, f8_tool_fp8_args *fp8, f8_plan **plan) {
 	return 0;
 }
 
-/* Loads, compiles and audits; the exit status. With --memory a model's plan is made (its
- * kernels' scratch is part of the memory). */
+/* Loads, compiles and audits; the exit status. With --memory a model's plan is made, its
+ * kernels lowered but not compiled to PTX (their scratch is part of the memory). */
 static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
@@ -767,7 +806,7 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	if (!status && !plan)
 		status = f8_tool_run_passes(graph, NULL, true, &compile, NULL, &diag);
 	if (!status && !plan && q->memory) {
-		status = f8_tool_plan_make(graph, true, q->model, NULL, 0, &made, &diag);
+		status = f8_tool_plan_make(graph, true, false, q->model, NULL, 0, &made, &diag);
 		graph = NULL; // the plan's, made or not
 		plan = made;
 		if (!status)
@@ -779,15 +818,19 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 	if (!status)
 		status = collect(graph, &rows, &n_rows, &s, &diag);
 	f8_memory_estimate memory = {0};
-	if (!status && q->memory)
+	int64_t micro_batches = 1;
+	if (!status && q->memory) {
 		memory = f8_plan_memory(plan);
+		micro_batches = in_flight(&q->parallel.options, &memory);
+	}
 	if (!status && q->json) {
 		json_t *document = audit_json(q, fp8, bf16, rows, n_rows, &s);
 		if (document && (json_object_set_new(document, "recompute", recompute_json(&s)) ||
 				 json_object_set_new(document, "distributed",
 						     collectives_json(graph, &s)) ||
 				 (q->memory &&
-				  json_object_set_new(document, "memory", memory_json(&memory))) ||
+				  json_object_set_new(document, "memory",
+						      memory_json(&memory, micro_batches))) ||
 				 (q->all_ops &&
 				  json_object_set_new(document, "ops", ops_json(graph))))) {
 			json_decref(document);
@@ -810,7 +853,7 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		print_collectives(graph, &s);
 		print_recompute(&s);
 		if (q->memory)
-			print_memory(&memory, f8_graph_mesh_ranks(graph));
+			print_memory(&memory, f8_graph_mesh_ranks(graph), micro_batches);
 	}
 	f8_free(rows);
 	f8_free(s.recomputed);
@@ -845,10 +888,22 @@ static int run_audit(int argc, char **argv, json_t **document) {
 		f8_plan *plan = NULL;
 		if (f8_plan_is_dir(r.model))
 			code = use_plan(&r, &fp8, &plan);
-		if (!code)
-			code = f8_tool_fp8_finish(&fp8, &diag) ? fail(&diag)
-							       : audit(&r, f8_tool_fp8_options(&fp8),
-								       fp8.bf16, plan);
+		if (!code && f8_tool_fp8_finish(&fp8, &diag))
+			code = fail(&diag);
+		// Under pipeline parallelism a model's audit is every stage's, one after another
+		// (each stage runs a program of its own), unless --pipeline-stage names one; a
+		// plan, and the JSON document, are one stage's.
+		int64_t stages = r.parallel.options.pipeline;
+		bool each = !plan && !r.json && stages > 1 &&
+			    !f8_tool_parallel_stage_given(&r.parallel);
+		for (int64_t stage = 0; !code && stage < (each ? stages : 1); stage++) {
+			if (each) {
+				r.parallel.options.stage = stage;
+				printf("%spipeline stage %lld of %lld:\n", stage ? "\n" : "",
+				       (long long)stage, (long long)stages);
+			}
+			code = audit(&r, f8_tool_fp8_options(&fp8), fp8.bf16, plan);
+		}
 		f8_plan_destroy(plan);
 	}
 	f8_tool_fp8_destroy(&fp8);

@@ -312,7 +312,7 @@ static bool copy_groups(f8_plan *plan, const f8_codegen_program *program) {
 	return plan->groups != NULL;
 }
 
-f8_status f8_tool_plan_make(f8_graph *graph, bool training, const char *model,
+f8_status f8_tool_plan_make(f8_graph *graph, bool training, bool ptx, const char *model,
 			    const char *const *args, uint32_t n_args, f8_plan **out, f8_diag *diag) {
 	*out = NULL;
 	f8_plan *plan = NULL;
@@ -326,7 +326,7 @@ f8_status f8_tool_plan_make(f8_graph *graph, bool training, const char *model,
 	status = f8_codegen_program_create(graph, &program, diag);
 	if (!status && !(geometry = f8_calloc(program->n_kernels + 1, sizeof *geometry)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	if (!status)
+	if (!status && ptx)
 		status = f8_nvptx_compile((const f8_kernel *const *)program->kernels,
 					  program->n_kernels, &plan->ptx, geometry, diag);
 	if (!status) {

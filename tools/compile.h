@@ -99,10 +99,12 @@ f8_status f8_tool_compile_inference(const f8_tool_compile_options *compile, uint
 /*
  * The plan of compiled `graph` (taken: the plan owns it, on failure too): its kernels lowered
  * and compiled to PTX for sm_90, each group's launches and scratch, the slab, the estimates,
- * `model` and `args` (n_args; copied) as the record of what it was compiled from. *out is the
- * caller's (f8_plan_destroy); NULL on failure.
+ * `model` and `args` (n_args; copied) as the record of what it was compiled from. With `ptx`
+ * false the kernels are lowered but not compiled (LLVM does not run): a plan for its memory
+ * estimate (f8_plan_memory: the groups' scratch), which neither runs nor is written. *out is
+ * the caller's (f8_plan_destroy); NULL on failure.
  */
-f8_status f8_tool_plan_make(f8_graph *graph, bool training, const char *model,
+f8_status f8_tool_plan_make(f8_graph *graph, bool training, bool ptx, const char *model,
 			    const char *const *args, uint32_t n_args, f8_plan **out, f8_diag *diag);
 
 #endif

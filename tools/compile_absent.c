@@ -65,9 +65,9 @@ f8_status f8_tool_compile_inference(const f8_tool_compile_options *compile, uint
 	return refuse(diag, "compile a model");
 }
 
-f8_status f8_tool_plan_make(f8_graph *graph, bool training, const char *model,
+f8_status f8_tool_plan_make(f8_graph *graph, bool training, bool ptx, const char *model,
 			    const char *const *args, uint32_t n_args, f8_plan **out, f8_diag *diag) {
-	(void)training, (void)model, (void)args, (void)n_args;
+	(void)training, (void)ptx, (void)model, (void)args, (void)n_args;
 	f8_graph_destroy(graph);
 	*out = NULL;
 	return refuse(diag, "generate kernels");

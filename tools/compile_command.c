@@ -108,8 +108,8 @@ static f8_status compile(f8_tool_train_args *options, bool inference, bool seed_
 	if (!status)
 		f8_tool_fp8_warn_none(f8_tool_train_args_fp8(options), graph, "compile", stderr);
 	if (!status)
-		status = f8_tool_plan_make(graph, !inference, config->model, args, n_args, &plan,
-					   diag);
+		status = f8_tool_plan_make(graph, !inference, true, config->model, args, n_args,
+					   &plan, diag);
 	if (!status && seed_weights)
 		status = f8_plan_record_weight_init(plan, config->seed, config->model, diag);
 	double codegen = seconds_since(&start) - passes;

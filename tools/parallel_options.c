@@ -8,7 +8,7 @@
 #include "tools/tool_options.h" // f8_tool_parse_int, f8_tool_option_named
 
 typedef enum option_id {
-	TENSOR, PIPELINE, CONTEXT, EXPERT, VIRTUAL, SEQUENCE, DISTRIBUTED_OPTIMIZER, WORLD,
+	TENSOR, PIPELINE, CONTEXT, EXPERT, VIRTUAL, SEQUENCE, DISTRIBUTED_OPTIMIZER, WORLD, STAGE,
 	OPTION_COUNT
 } option_id;
 
@@ -34,6 +34,9 @@ static const option table[OPTION_COUNT] = {
 		   "ranks in all (f8c's: compile and audit plan for a cluster without one; a "
 		   "launched run takes its launcher's); data parallelism is what is left: world / "
 		   "(TP x CP x PP)"},
+	[STAGE] = {"pipeline-stage", "N",
+		   "the pipeline stage whose program compile, dump-ir and audit plan (f8c's; 0); a "
+		   "launched run takes its rank's"},
 };
 
 #define BIT(id) (UINT32_C(1) << (id))
@@ -53,6 +56,10 @@ bool f8_tool_parallel_world_given(const f8_tool_parallel_args *args) {
 	return args->given & BIT(WORLD);
 }
 
+bool f8_tool_parallel_stage_given(const f8_tool_parallel_args *args) {
+	return args->given & BIT(STAGE);
+}
+
 /* The field of a sized option. */
 static int64_t *size_of(f8_parallel_options *o, option_id id) {
 	switch (id) {
@@ -62,6 +69,7 @@ static int64_t *size_of(f8_parallel_options *o, option_id id) {
 	case EXPERT: return &o->expert;
 	case VIRTUAL: return &o->virtual_stage_layers;
 	case WORLD: return &o->world;
+	case STAGE: return &o->stage;
 	default: return NULL;
 	}
 }
@@ -73,9 +81,10 @@ static f8_status set(f8_tool_parallel_args *args, option_id id, const char *text
 		*(id == SEQUENCE ? &o->sequence_parallel : &o->distributed_optimizer) = flag;
 		return F8_OK;
 	}
-	if (!f8_tool_parse_int(text, 1, 1 << 20, size_of(o, id))) {
+	if (!f8_tool_parse_int(text, id == STAGE ? 0 : 1, 1 << 20, size_of(o, id))) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "--%s: cannot use '%s'", table[id].name, text);
-		f8_diag_hint(diag, "--%s takes a positive integer", table[id].name);
+		f8_diag_hint(diag, "--%s takes a %s integer", table[id].name,
+			     id == STAGE ? "non-negative" : "positive");
 		return F8_ERR_ARGUMENT;
 	}
 	return F8_OK;

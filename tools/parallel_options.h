@@ -40,6 +40,9 @@ f8_status f8_tool_parallel_set_json(f8_tool_parallel_args *args, const char *nam
 /* Whether --world-size was given. */
 bool f8_tool_parallel_world_given(const f8_tool_parallel_args *args);
 
+/* Whether --pipeline-stage was given. */
+bool f8_tool_parallel_stage_given(const f8_tool_parallel_args *args);
+
 /* Writes the options' help to `out`. */
 void f8_tool_parallel_print_help(FILE *out);
 

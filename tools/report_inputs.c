@@ -11,7 +11,7 @@
 #include <stdbool.h> // bool
 #include <math.h>   // NAN
 #include <stdlib.h> // strtoll
-#include <string.h> // strcmp, strerror, strlen, strncmp, strrchr
+#include <string.h> // strcmp, strcspn, strerror, strlen, strncmp, strrchr
 #include <sys/stat.h> // stat
 
 #include "ir/alloc.h"            // f8_calloc, f8_free, f8_realloc, f8_strdup
@@ -304,7 +304,7 @@ enum { MAX_HISTORY = 1 << 16, MAX_SLOTS = 1 << 16 };
  * oldest first, numbered 1.. (an update is a phase's ScalingUpdate: one an iteration for the
  * weights, one a micro-batch for activations and gradients; a slot whose amax was not finite
  * skips its update). Its scales are not drawn: the checkpoint holds only
- * the newest. */
+ * the newest. The slots are labelled as the checkpoint labels them. */
 static f8_status add_history(f8_report *report, const f8_safetensors *file, const char *source,
 			     const char *name, f8_diag *diag) {
 	char history[128];
@@ -331,11 +331,26 @@ static f8_status add_history(f8_report *report, const f8_safetensors *file, cons
 	double *row = status ? NULL : f8_calloc(t->n_slots + 1, sizeof *row);
 	if (!status && !row)
 		status = nomem(diag);
+	// What each slot scales, where the checkpoint says it ("slots.<table>", a label a line:
+	// runtime/scaling_tables.h); else its number.
+	char key[160];
+	snprintf(key, sizeof key, "slots.%s", name);
+	const char *labels = f8_safetensors_metadata(file, key);
+	uint32_t lines = 1;
+	for (const char *c = labels; c && *c; c++)
+		lines += *c == '\n';
+	if (status || lines != t->n_slots)
+		labels = NULL;
 	for (uint32_t s = 0; !status && s < t->n_slots; s++) {
-		char label[32];
-		snprintf(label, sizeof label, "slot %u", s);
+		char label[192];
+		size_t length = labels ? strcspn(labels, "\n") : 0;
+		if (labels)
+			snprintf(label, sizeof label, "%.*s", (int)length, labels);
+		else
+			snprintf(label, sizeof label, "slot %u", s);
 		if (!(t->labels[s] = f8_strdup(label)))
 			status = nomem(diag);
+		labels = labels ? labels + length + 1 : NULL;
 	}
 	if (!status)
 		t->updates = true;

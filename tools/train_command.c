@@ -468,6 +468,18 @@ static int parse(int argc, char **argv, request *r) {
 			       (long long)r->launch.world), 2;
 	if (!f8_tool_parallel_world_given(&r->parallel))
 		parallel->world = r->launch.world;
+	uint32_t mesh[F8_MESH_AXIS_COUNT], at[F8_MESH_AXIS_COUNT];
+	if (r->plan && parallel->pipeline > 1) // one stage's program, which every rank would run
+		return fprintf(stderr, "f8c %s: a plan is one pipeline stage's program, and under "
+			       "--pipeline-model-parallel-size every stage runs its own\nHINT: train "
+			       "the model: each rank compiles its stage's step\n", r->command->name),
+		       2;
+	if (r->launch.world > 1) { // the launcher's rank runs its pipeline stage's program
+		if (f8_parallel_mesh(parallel, mesh, &diag))
+			return options_error(&diag);
+		f8_mesh_coordinates(mesh, (uint64_t)r->launch.rank, at);
+		parallel->stage = at[F8_MESH_AXIS_PP];
+	}
 	parallel->micro_batch = r->config.micro_batch_size;
 	parallel->global_batch = r->config.global_batch_size;
 	r->compile.fp8 = f8_tool_fp8_options(&r->fp8);
@@ -518,7 +530,7 @@ static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
 	f8_status status = F8_OK;
 	if (!args->plan) {
 		// Never written: a record of its arguments would be for a plan folder.
-		status = f8_tool_plan_make(args->compiled, true, args->compile.model, NULL, 0,
+		status = f8_tool_plan_make(args->compiled, true, true, args->compile.model, NULL, 0,
 					   &args->plan, diag);
 		args->compiled = NULL; // the plan's now, on failure too
 		if (status)
@@ -595,11 +607,17 @@ typedef struct console {
 static void show_memory(const f8_train_progress *p, bool cuda) {
 	const f8_executor_memory *m = &p->memory;
 	uint64_t sum = m->slab_bytes + m->leaf_bytes + m->other_bytes;
-	fprintf(stderr, "memory: %s %llu B + leaves %llu B", m->planned ? "the plan's slab"
-								     : "no slab plan, values",
-		(unsigned long long)(m->planned ? m->slab_bytes : p->peak_bytes - m->leaf_bytes -
-								    m->other_bytes),
-		(unsigned long long)m->leaf_bytes);
+	if (m->planned && m->contexts > 1) // pipeline parallelism's micro-batches in flight
+		fprintf(stderr, "memory: the plan's %u slabs (micro-batches in flight) %llu B + "
+			"leaves %llu B", m->contexts, (unsigned long long)m->slab_bytes,
+			(unsigned long long)m->leaf_bytes);
+	else
+		fprintf(stderr, "memory: %s %llu B + leaves %llu B",
+			m->planned ? "the plan's slab" : "no slab plan, values",
+			(unsigned long long)(m->planned ? m->slab_bytes
+							: p->peak_bytes - m->leaf_bytes -
+								  m->other_bytes),
+			(unsigned long long)m->leaf_bytes);
 	if (m->other_bytes)
 		fprintf(stderr, " + frozen scaling state %llu B", (unsigned long long)m->other_bytes);
 	fprintf(stderr, " = %llu B; the backend's peak %llu B%s\n",

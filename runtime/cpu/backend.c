@@ -9,7 +9,7 @@
 
 #include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
-#include "runtime/placement.h"   // f8_rt_copy_slice
+#include "runtime/placement.h"   // f8_rt_copy_slice, f8_rt_copy_balanced
 #include "runtime/tensor.h"      // f8_rt_tensor_convert
 #ifndef F8C_NO_LLVM
 #include "runtime/cpu/generated.h" // f8_cpu_generated
@@ -33,6 +33,8 @@ typedef struct cpu_backend {
 	f8_backend base;
 	f8_cpu_kernels kernels;
 	f8_dist *dist;                // the ranks the collectives span, or NULL: one process
+	const f8_cpu_ring *ring;      // while a ring collective runs: its group's exchange
+	uint32_t ring_axes;           // that group's axes
 	const f8_graph *graph;
 	const int64_t *symbol_values; // the executor's, bound at prepare
 	members *groups;              // (n_groups)
@@ -245,7 +247,8 @@ static f8_status run_reference(cpu_backend *cpu, f8_node_id id, const f8_tensor_
 	}
 	f8_cpu_kernel_call call = {.graph = graph, .node = node,
 				   .symbol_values = cpu->symbol_values,
-				   .inputs = cpu->input_pointers, .outputs = cpu->outputs};
+				   .inputs = cpu->input_pointers, .outputs = cpu->outputs,
+				   .ring = cpu->ring};
 	if (!status)
 		status = f8_cpu_kernel_get(node->op)(&call, diag);
 	for (uint32_t j = 0; j < node->n_outputs; j++) {
@@ -312,12 +315,25 @@ static f8_status reduce_scatter(cpu_backend *cpu, uint32_t axes, const void *in,
 	return status;
 }
 
+/* Between the whole `whole` and rank `r`'s part `part` along `axis` (of `n` ranks): a slice,
+ * or the two chunks of balanced=1. */
+static void copy_part(const f8_node *n, const f8_tensor_view *whole, void *whole_data,
+		      void *part, int axis, int64_t ranks, int64_t r, size_t element,
+		      bool to_part) {
+	if (f8_node_attr_int(n, "balanced", 0))
+		f8_rt_copy_balanced(whole_data, part, whole->dims, whole->rank, axis, ranks, r,
+				    element, to_part);
+	else
+		f8_rt_copy_slice(whole_data, part, whole->dims, whole->rank, axis, NULL, 0, ranks, r,
+				 element, to_part);
+}
+
 /*
  * AllGather, ReduceScatter and LocalShard over several ranks, along their axis: MPI's
  * all-gather, its reduce-scatter (a sum), or this rank's part copied out of the replicated
  * input. Along axis 0 each rank's part is a contiguous run of bytes; along another (sequence
- * parallelism's, 1) the parts are gathered into a staging buffer and put in place, or staged
- * contiguous before the reduce-scatter.
+ * parallelism's, 1), or in context parallelism's balanced chunks, the parts are gathered into
+ * a staging buffer and put in place, or staged contiguous before the reduce-scatter.
  */
 static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 			   const f8_tensor_view *views, f8_diag *diag) {
@@ -328,13 +344,13 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 	axis = axis < 0 ? axis + whole->rank : axis;
 	int64_t ranks = f8_dist_group_size(cpu->dist, axes);
 	uint32_t place = f8_dist_group_rank(cpu->dist, axes);
-	bool contiguous = true; // every dimension before the axis is 1
+	bool contiguous = !f8_node_attr_int(n, "balanced", 0); // every dimension before axis is 1
 	for (int d = 0; d < axis; d++)
 		contiguous &= whole->dims[d] == 1;
 	if (n->op == F8_OP_LOCAL_SHARD) {
 		if (out->n_bytes)
-			f8_rt_copy_slice(f8_cpu_view_data(in), f8_cpu_view_data(out), in->dims, in->rank,
-					 axis, NULL, 0, ranks, place, element, true);
+			copy_part(n, in, f8_cpu_view_data(in), f8_cpu_view_data(out), axis, ranks,
+				  place, element, true);
 		return F8_OK;
 	}
 	if (contiguous && n->op == F8_OP_ALL_GATHER)
@@ -353,12 +369,12 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 		status = f8_dist_all_gather(cpu->dist, axes, f8_cpu_view_data(in), staged,
 					    (size_t)in->n_bytes, diag);
 		for (int64_t r = 0; !status && part && r < ranks; r++)
-			f8_rt_copy_slice(f8_cpu_view_data(out), staged + (size_t)r * part, out->dims,
-					 out->rank, axis, NULL, 0, ranks, r, element, false);
+			copy_part(n, out, f8_cpu_view_data(out), staged + (size_t)r * part, axis,
+				  ranks, r, element, false);
 	} else { // ReduceScatter: each rank's part of the input staged contiguous, in rank order
 		for (int64_t r = 0; part && r < ranks; r++)
-			f8_rt_copy_slice(f8_cpu_view_data(in), staged + (size_t)r * part, in->dims,
-					 in->rank, axis, NULL, 0, ranks, r, element, true);
+			copy_part(n, in, f8_cpu_view_data(in), staged + (size_t)r * part, axis, ranks,
+				  r, element, true);
 		status = reduce_scatter(cpu, axes, staged, f8_cpu_view_data(out), part / element,
 					out->dtype, diag);
 	}
@@ -385,11 +401,19 @@ static f8_status all_reduce_view(cpu_backend *cpu, uint32_t axes, const f8_tenso
 	return status;
 }
 
+/* One step round the ring of the collective that runs (cpu->ring_axes): MPI's sendrecv. */
+static f8_status ring_shift(void *context, const void *out, void *in, size_t bytes,
+			    f8_diag *diag) {
+	cpu_backend *cpu = context;
+	return f8_dist_ring_shift(cpu->dist, cpu->ring_axes, out, in, bytes, diag);
+}
+
 /*
  * A collective: over a group of one rank, the reference kernel (each output its input); over
  * several, AllReduce runs the reference kernel and then MPI's all-reduce on the outputs in
- * place, and AllGather, ReduceScatter and LocalShard run run_parts. Send and Recv over several
- * ranks are refused by their reference kernels.
+ * place, AllGather, ReduceScatter and LocalShard run run_parts, Send and Recv MPI's send and
+ * receive to and from their peer, and RingAttention and its gradient run their reference
+ * kernels with the group's ring.
  */
 static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
@@ -400,6 +424,24 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t a
 	if (several && (n->op == F8_OP_ALL_GATHER || n->op == F8_OP_REDUCE_SCATTER ||
 			n->op == F8_OP_LOCAL_SHARD)) {
 		status = run_parts(cpu, n, axes, views, diag);
+	} else if (several && (n->op == F8_OP_SEND || n->op == F8_OP_RECV)) {
+		uint32_t peer = (uint32_t)f8_node_attr_int(n, "peer", 0);
+		const f8_tensor_view *view = n->op == F8_OP_SEND ? &views[n->inputs[0]]
+								 : &views[n->outputs[0]];
+		status = n->op == F8_OP_SEND
+				 ? f8_dist_send(cpu->dist, axes, peer, f8_cpu_view_data(view),
+						(size_t)view->n_bytes, diag)
+				 : f8_dist_recv(cpu->dist, axes, peer, f8_cpu_view_data(view),
+						(size_t)view->n_bytes, diag);
+	} else if (several && (n->op == F8_OP_RING_ATTENTION ||
+			       n->op == F8_OP_RING_ATTENTION_GRAD)) {
+		f8_cpu_ring ring = {.ranks = f8_dist_group_size(cpu->dist, axes),
+				    .place = f8_dist_group_rank(cpu->dist, axes),
+				    .shift = ring_shift, .context = cpu};
+		cpu->ring = &ring;
+		cpu->ring_axes = axes;
+		status = run_reference(cpu, node, views, diag);
+		cpu->ring = NULL;
 	} else {
 		status = run_reference(cpu, node, views, diag);
 		if (status || n->op != F8_OP_ALL_REDUCE || !several)

@@ -30,12 +30,22 @@
  * (f8_node_attr_*, f8_cpu_dim for DIM attributes), fills every output, and returns F8_OK, or a
  * status with a diagnostic for what only the data can show (an index out of range).
  */
+/* A collective kernel's exchange with the other ranks of its group (ring attention's): this
+ * rank's place among `ranks`, and one step round the ring (send `bytes` at `out` to the next
+ * place, receive as many from the one before into `in`). */
+typedef struct f8_cpu_ring {
+	int64_t ranks, place;
+	f8_status (*shift)(void *context, const void *out, void *in, size_t bytes, f8_diag *diag);
+	void *context;
+} f8_cpu_ring;
+
 typedef struct f8_cpu_kernel_call {
 	const f8_graph *graph;
 	const f8_node *node;
 	const int64_t *symbol_values;      // (graph->n_symbols) the value of each symbol
 	const f8_rt_tensor *const *inputs; // (node->n_inputs) NULL for an omitted optional input
 	f8_rt_tensor *outputs;             // (node->n_outputs) allocated, zeroed, to be filled
+	const f8_cpu_ring *ring;           // a collective's group of several ranks; NULL: one
 } f8_cpu_kernel_call;
 
 typedef f8_status (*f8_cpu_kernel_fn)(const f8_cpu_kernel_call *call, f8_diag *diag);

@@ -321,15 +321,40 @@ static f8_status scatter_add(const f8_rt_tensor *in, const int64_t *index, int64
 F8_CPU_KERNEL(EMBEDDING_GRAD) {
 	const f8_rt_tensor *dy = call->inputs[0], *ids = call->inputs[1];
 	f8_rt_tensor *dw = &call->outputs[0];
-	int64_t *index;
+	int64_t *index, n = f8_rt_tensor_numel(ids), kept = 0;
+	if (call->node->n_inputs > 2) { // a vocabulary shard: this rank's ids, from its start
+		int64_t start = (int64_t)f8_cpu_get(call->inputs[2], 0);
+		f8_status status = f8_cpu_alloc(n + 1, sizeof(int64_t), (void **)&index, diag);
+		if (status)
+			return status;
+		// dy's rows of this shard's ids first, in order; scatter_add reads `kept` of them
+		f8_rt_tensor rows = {0};
+		int64_t dims[2] = {n, dw->dims[1]};
+		if ((status = f8_rt_tensor_create(dy->dtype, 2, dims, &rows, diag))) {
+			f8_free(index);
+			return status;
+		}
+		size_t row_bytes = (size_t)dw->dims[1] * f8_dtype_get_info(dy->dtype)->bytes;
+		for (int64_t i = 0; i < n; i++) {
+			int64_t at = (int64_t)f8_cpu_get(ids, i) - start;
+			if (at < 0 || at >= dw->dims[0])
+				continue;
+			memcpy((char *)rows.data + (size_t)kept * row_bytes,
+			       (const char *)dy->data + (size_t)i * row_bytes, row_bytes);
+			index[kept++] = at;
+		}
+		status = scatter_add(&rows, index, kept, 1, dw->dims[0], dw->dims[1], dw, diag);
+		f8_rt_tensor_destroy(&rows);
+		f8_free(index);
+		return status;
+	}
 	f8_status status = read_indices(call, ids, dw->dims[0], false, "id", &index, diag);
 	if (status) {
 		f8_diag_hint(diag, "the vocabulary has %lld rows: check the tokenizer's vocabulary "
 			     "size against the model's", (long long)dw->dims[0]);
 		return status;
 	}
-	status = scatter_add(dy, index, f8_rt_tensor_numel(ids), 1, dw->dims[0], dw->dims[1], dw,
-			     diag);
+	status = scatter_add(dy, index, n, 1, dw->dims[0], dw->dims[1], dw, diag);
 	f8_free(index);
 	return status;
 }
@@ -510,6 +535,50 @@ static f8_status cross_entropy_scales(const f8_cpu_kernel_call *call, const f8_r
 		scale[r] = ignored ? 0 : none ? f8_cpu_get(dloss, r) : all;
 	}
 	return F8_OK;
+}
+
+/* CrossEntropyShardGrad: dlogits = dsum_exp * exp(logit - max) + dtarget at the label's logit
+ * where this rank's shard [start, start + shard) holds it. */
+F8_CPU_KERNEL(CROSS_ENTROPY_SHARD_GRAD) {
+	const f8_rt_tensor *dsum = call->inputs[0], *dtarget = call->inputs[1];
+	const f8_rt_tensor *logits = call->inputs[2], *labels = call->inputs[3];
+	const f8_rt_tensor *max = call->inputs[4];
+	int64_t shard = logits->dims[logits->rank - 1], rows = f8_rt_tensor_numel(labels);
+	int64_t ignore = f8_node_attr_int(call->node, "ignore_index", -100);
+	int64_t start = (int64_t)f8_cpu_get(call->inputs[5], 0);
+	double *row;
+	f8_status status = f8_cpu_alloc(shard + 1, sizeof(double), (void **)&row, diag);
+	for (int64_t r = 0; !status && r < rows; r++) {
+		double ds = f8_cpu_get(dsum, r), m = f8_cpu_get(max, r);
+		int64_t label = (int64_t)f8_cpu_get(labels, r), at = label - start;
+		f8_cpu_load(logits, r * shard, 1, shard, row);
+		for (int64_t j = 0; j < shard; j++)
+			row[j] = ds * exp(row[j] - m);
+		if (label != ignore && at >= 0 && at < shard)
+			row[at] += f8_cpu_get(dtarget, r);
+		f8_cpu_store(&call->outputs[0], r * shard, 1, shard, row);
+	}
+	f8_free(row);
+	return status;
+}
+
+/* CrossEntropyMergeGrad: per row w / sum_exp and -w, w the row's weight in the loss
+ * (cross_entropy_scales, which takes the vocabulary as unbounded here: the labels were
+ * checked by CrossEntropyShard). */
+F8_CPU_KERNEL(CROSS_ENTROPY_MERGE_GRAD) {
+	const f8_rt_tensor *dloss = call->inputs[0], *sum_exp = call->inputs[1];
+	const f8_rt_tensor *labels = call->inputs[2];
+	int64_t rows = f8_rt_tensor_numel(labels);
+	double *scale;
+	f8_status status = f8_cpu_alloc(rows + 1, sizeof(double), (void **)&scale, diag);
+	if (!status)
+		status = cross_entropy_scales(call, dloss, labels, INT64_MAX, scale, diag);
+	for (int64_t r = 0; !status && r < rows; r++) {
+		f8_cpu_set(&call->outputs[0], r, scale[r] / f8_cpu_get(sum_exp, r));
+		f8_cpu_set(&call->outputs[1], r, -scale[r]);
+	}
+	f8_free(scale);
+	return status;
 }
 
 /* dlogits = (softmax(logits) - onehot(label)) * the row's scale (cross_entropy_scales); the

@@ -334,10 +334,25 @@ static const char *format_index(const f8_rt_tensor *tensor, int64_t flat, char *
 }
 
 /* Embedding: row ids[p] of the weight, for every position p of the ids. */
+/* The first vocabulary row of a rank's shard (input `i`, [1]), or 0 without one. */
+static int64_t shard_start(const f8_cpu_kernel_call *call, uint32_t i) {
+	return call->node->n_inputs > i ? (int64_t)f8_cpu_get(call->inputs[i], 0) : 0;
+}
+
+/* The whole vocabulary's size: attribute vocab, or `rows` (the table's or the logits'). */
+static int64_t whole_vocab(const f8_cpu_kernel_call *call, int64_t rows) {
+	const f8_attr *vocab = f8_node_attr(call->node, "vocab");
+	int64_t size;
+	return vocab && f8_dim_evaluate(vocab->dim, call->symbol_values, &size) ? size : rows;
+}
+
+/* Embedding: the rows of w the ids name; with a start input (a vocabulary shard) an id outside
+ * [start, start + rows) gives zeros, and the id is checked against the whole vocabulary. */
 F8_CPU_KERNEL(EMBEDDING) {
 	const f8_rt_tensor *ids = call->inputs[0], *w = call->inputs[1];
 	f8_rt_tensor *y = &call->outputs[0];
-	int64_t vocab = w->dims[0], n = f8_rt_tensor_numel(ids);
+	int64_t rows = w->dims[0], n = f8_rt_tensor_numel(ids);
+	int64_t start = shard_start(call, 2), vocab = whole_vocab(call, rows);
 	size_t row_bytes = (size_t)w->dims[1] * f8_dtype_get_info(w->dtype)->bytes;
 	for (int64_t p = 0; p < n; p++) {
 		double id = f8_cpu_get(ids, p);
@@ -351,9 +366,12 @@ F8_CPU_KERNEL(EMBEDDING) {
 					   "embedding table's rows");
 			return status;
 		}
-		if (row_bytes)
+		int64_t row = (int64_t)id - start;
+		if (row_bytes && row >= 0 && row < rows)
 			memcpy((char *)y->data + (size_t)p * row_bytes,
-			       (const char *)w->data + (size_t)id * row_bytes, row_bytes);
+			       (const char *)w->data + (size_t)row * row_bytes, row_bytes);
+		else if (row_bytes)
+			memset((char *)y->data + (size_t)p * row_bytes, 0, row_bytes);
 	}
 	return F8_OK;
 }
@@ -371,6 +389,78 @@ static double log_sum_exp(const double *row, int64_t n) {
 	for (int64_t j = 0; j < n; j++)
 		sum += exp(row[j] - max);
 	return max + log(sum);
+}
+
+/* Fails for a label that is neither ignore_index nor inside the vocabulary [0, vocab). */
+static f8_status check_label(const f8_cpu_kernel_call *call, const f8_rt_tensor *labels,
+			     int64_t r, double label, int64_t ignore_index, int64_t vocab,
+			     f8_diag *diag) {
+	if (label == (double)ignore_index || (label >= 0 && label < (double)vocab))
+		return F8_OK;
+	char where[128];
+	f8_status status = f8_cpu_fail(call, diag, "label %.0f at position %s is outside the "
+					     "vocabulary [0, %lld)",
+				       label, format_index(labels, r, where, sizeof where),
+				       (long long)vocab);
+	f8_diag_hint(diag, "labels must index the logits' last dim, or equal ignore_index (%lld)",
+		     (long long)ignore_index);
+	return status;
+}
+
+/* CrossEntropyShard: per row, the sum of exp(logit - max) over this rank's shard of the
+ * vocabulary, and the label's logit where the shard [start, start + shard) holds it (else 0). */
+F8_CPU_KERNEL(CROSS_ENTROPY_SHARD) {
+	const f8_rt_tensor *logits = call->inputs[0], *labels = call->inputs[1];
+	const f8_rt_tensor *max = call->inputs[2];
+	int64_t shard = logits->dims[logits->rank - 1], rows = f8_rt_tensor_numel(labels);
+	int64_t ignore_index = f8_node_attr_int(call->node, "ignore_index", -100);
+	int64_t start = shard_start(call, 3), vocab = whole_vocab(call, shard);
+	double *row;
+	f8_status status = f8_cpu_alloc(shard + 1, sizeof(double), (void **)&row, diag);
+	for (int64_t r = 0; !status && r < rows; r++) {
+		double label = f8_cpu_get(labels, r), m = f8_cpu_get(max, r), sum = 0.0;
+		if ((status = check_label(call, labels, r, label, ignore_index, vocab, diag)))
+			break;
+		f8_cpu_load(logits, r * shard, 1, shard, row);
+		for (int64_t j = 0; j < shard; j++)
+			sum += exp(row[j] - m);
+		int64_t at = (int64_t)label - start;
+		f8_cpu_set(&call->outputs[0], r, sum);
+		f8_cpu_set(&call->outputs[1], r, label != (double)ignore_index && at >= 0 &&
+							  at < shard ? row[at] : 0.0);
+	}
+	f8_free(row);
+	return status;
+}
+
+/* CrossEntropyMerge: per row max + log(sum_exp) - target, the rows reduced as CrossEntropy's;
+ * the second output, when asked, max + log(sum_exp). */
+F8_CPU_KERNEL(CROSS_ENTROPY_MERGE) {
+	const f8_rt_tensor *sum_exp = call->inputs[0], *target = call->inputs[1];
+	const f8_rt_tensor *max = call->inputs[2], *labels = call->inputs[3];
+	f8_rt_tensor *loss = &call->outputs[0], *lse_out = f8_cpu_output(call, 1);
+	int64_t ignore_index = f8_node_attr_int(call->node, "ignore_index", -100);
+	const char *reduction = f8_node_attr_string(call->node, "reduction", "mean");
+	bool keep_rows = strcmp(reduction, "none") == 0;
+	int64_t rows = f8_rt_tensor_numel(labels), counted = 0;
+	double total = 0.0;
+	(void)diag;
+	for (int64_t r = 0; r < rows; r++) {
+		double lse = f8_cpu_get(max, r) + log(f8_cpu_get(sum_exp, r)), value = 0.0;
+		if (lse_out)
+			f8_cpu_set(lse_out, r, lse);
+		if (f8_cpu_get(labels, r) != (double)ignore_index) {
+			value = lse - f8_cpu_get(target, r);
+			total += value;
+			counted++;
+		}
+		if (keep_rows)
+			f8_cpu_set(loss, r, value);
+	}
+	if (!keep_rows)
+		f8_cpu_set(loss, 0, strcmp(reduction, "sum") == 0 ? total
+					   : counted ? total / (double)counted : 0.0);
+	return F8_OK;
 }
 
 /* CrossEntropy: per row lse - logit[label]; rows labelled ignore_index (-100, as PyTorch, when

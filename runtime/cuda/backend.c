@@ -15,6 +15,7 @@
 #include "runtime/cuda/gemm.h"       // f8_cuda_gemms
 #include "runtime/cuda/libraries.h"  // f8_cuda_load
 #include "runtime/cuda/profile.h"    // f8_cuda_profile
+#include "runtime/executor.h"        // F8_EXECUTOR_CONTEXTS_MAX
 
 #include <nvtx3/nvToolsExt.h> // nvtxRangePushA, nvtxRangePop: header-only, free without a tool
 
@@ -54,7 +55,9 @@ typedef struct cuda_recording {
 	uint32_t n_error_groups;
 } cuda_recording;
 
-enum { MAX_RECORDINGS = 16, RANGE_MAX = 96 };
+/* A step's kinds of run: its phases' runs, frozen or not, and under pipeline parallelism a
+ * forward and a backward on each executor context. */
+enum { MAX_RECORDINGS = 16 + 2 * F8_EXECUTOR_CONTEXTS_MAX, RANGE_MAX = 96 };
 
 typedef struct cuda_backend {
 	f8_backend base;

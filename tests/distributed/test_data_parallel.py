@@ -7,21 +7,24 @@
     accumulators are added by MPI's all-reduce, not micro-batch by micro-batch); under FP8
     delayed and current scaling within 1e-3 (the scaling tables take each micro-batch's
     amaxes in another grouping: a max over the ranks' micro-batches at once); the sanitizer
-    build leaves current out (its collectives are delayed's);
+    build runs f32 alone (FP8's collectives are the same; its other tests run FP8);
 (b) the replicas hold the same bits (parameters, moments, FP8 scales and amax histories) at
     every iteration: --check-weight-hash-across-dp-replicas-interval 1, as Megatron-LM checks;
-(c) rank 0 alone writes the metrics and the checkpoint, which one rank resumes: the losses
-    after it within the tolerance of (a);
+(c) rank 0 alone writes the metrics; the two ranks' checkpoint (a shard each) resumes on one
+    rank: the losses after it within the tolerance of (a) (not in the sanitizer build: (f)
+    saves and resumes across layouts there too);
 (d) layouts the model or the world cannot take are refused on every rank, naming the numbers;
 (e) faults: a rank that hangs (SIGSTOP) makes the other stop after --distributed-timeout-minutes,
     naming the call and group it waited in; a rank killed (SIGKILL) stops the run at once
-    (mpirun names it); either way the last complete checkpoint loads and trains;
+    (mpirun names it); either way the last complete checkpoint loads and trains; a save that
+    fails on one rank alone fails on both, and the checkpoint before it stays the latest;
 (f) the distributed optimizer (--use-distributed-optimizer, ZeRO-1): the audit shows the
     gradients reduce-scattered and the updates all-gathered over dp, and each rank's optimizer
     state half of the replicated run's; 2 ranks train within (a)'s tolerances of one rank, in
     f32 and FP8 delayed (f32 alone in the sanitizer build), the replicas' replicated state
     agreeing at every iteration; its
-    checkpoint holds the moments whole: resumed by the same layout it continues the
+    checkpoint is a shard per rank, each with its rows of the moments and their layout (one
+    process rebuilds the wholes at load): resumed by the same layout it continues the
     uninterrupted run bit for bit, by one rank within (a)'s tolerance, and one rank's
     checkpoint resumes under it.
 
@@ -29,7 +32,6 @@ Usage: test_data_parallel.py F8C SOURCE_DIR [--sanitizer-build]
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from checks import check, finish  # noqa: E402
-from ranks import SKIP, close, environment, losses, run  # noqa: E402
+from ranks import SKIP, close, losses, run, setup, tokenize  # noqa: E402
 
 SIZES = ["--micro-batch-size", "2", "--global-batch-size", "8", "--seq-length", "64",
          "--log-interval", "1"]
@@ -97,6 +99,23 @@ def fault(mpirun, train, save, sig, env):
     return err, run.returncode, time.monotonic() - start
 
 
+def shard_fails(mpirun, model, data, work, env):
+    """A save that fails on rank 1 alone (its shard's path taken by a folder) fails on both
+    ranks, and the checkpoint before it stays the latest."""
+    save = os.path.join(work, "one-fails")
+    blocked = os.path.join(save, "iter_0000002.saving", "weights-00001-of-00002.safetensors")
+    os.makedirs(os.path.join(blocked, "in-the-way"))
+    failed = run(mpirun + ["train", model, "--data", data, "--train-iters", "2", "--save", save,
+                           "--save-interval", "1"] + SIZES, env)
+    with open(os.path.join(save, "latest_checkpointed_iteration.txt")) as f:
+        latest = f.read().split()
+    check(failed.returncode != 0 and "another rank could not" in failed.stderr and
+          latest == ["1"] and not os.path.exists(os.path.join(save, "iter_0000002")),
+          "a save whose shard fails on rank 1 alone fails on both ranks; iteration 1's stays the "
+          "latest checkpoint", f"exit {failed.returncode}, latest {latest}\n"
+          f"{failed.stderr[-1500:]}")
+
+
 def distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sanitizer):
     """(f): ZeRO-1 against one rank, and its checkpoints across layouts."""
     zero = ["--use-distributed-optimizer"]
@@ -144,11 +163,16 @@ def distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sa
     if not check(all(r.returncode == 0 for r in runs), "distributed optimizer: two ranks and "
                  "one save at iteration 2", "".join(r.stderr[-1500:] for r in runs)):
         return
-    with open(os.path.join(saved["zero"], "iter_0000002", "optimizer.safetensors"), "rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-    check(header["embed.weight.exp_avg"]["shape"] == [256, 128],
-          "distributed optimizer: the checkpoint holds a moment whole",
-          str(header.get("embed.weight.exp_avg")))
+    headers = []
+    for rank in range(2):
+        name = f"optimizer-{rank:05d}-of-00002.safetensors"
+        with open(os.path.join(saved["zero"], "iter_0000002", name), "rb") as f:
+            headers.append(json.loads(f.read(int.from_bytes(f.read(8), "little"))))
+    moment = [h.get("embed.weight.exp_avg", {}).get("shape") for h in headers]
+    layouts = [h.get("__metadata__", {}).get("layout.embed.weight.exp_avg") for h in headers]
+    check(moment == [[128, 128], [128, 128]] and layouts == ["dp:0:2:0", "dp:0:2:1"],
+          "distributed optimizer: each rank saves its half of a moment's rows, with its layout",
+          f"{moment} {layouts}")
     paths = {n: os.path.join(work, f"zero-{n}.jsonl") for n in ("whole", "same", "one", "into")}
     resumed = [run(mpirun + rest + zero + ["--metrics", paths["whole"]], env),
                run(mpirun + rest + zero + ["--load", saved["zero"], "--metrics", paths["same"]],
@@ -172,25 +196,44 @@ def distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sa
           f"{losses(paths['into'])} against {whole}")
 
 
+def resume_on_one(binary, model, data, work, mpirun, env, single_env):
+    """(c) The two ranks' checkpoint (FP8 delayed) resumes on one rank."""
+    options, *tolerance = PRECISIONS["delayed"]
+    options = options + ["--lr-decay-iters", "4"] # one schedule for the three runs
+    save = os.path.join(work, "save")
+    whole = os.path.join(work, "whole.jsonl")
+    first = run(mpirun + ["train", model, "--data", data, "--train-iters", "2", "--save",
+                          save] + SIZES + options, env)
+    check(first.returncode == 0 and os.path.exists(os.path.join(save, "iter_0000002")),
+          "two ranks save at iteration 2", first.stderr[-1500:])
+    resumed = os.path.join(work, "resumed.jsonl")
+    second = run([binary, "train", model, "--data", data, "--train-iters", "4", "--load",
+                  save, "--metrics", resumed] + SIZES + options, single_env)
+    uninterrupted = run(mpirun + ["train", model, "--data", data, "--train-iters", "4",
+                                  "--metrics", whole] + SIZES + options, env)
+    if check(second.returncode == 0 and uninterrupted.returncode == 0,
+             "one rank resumes the two ranks' checkpoint",
+             second.stderr[-1500:] + uninterrupted.stderr[-1500:]):
+        check(close(losses(resumed), losses(whole)[2:], tolerance),
+              "the resumed iterations 3-4 within the tolerance of the uninterrupted run",
+              f"{losses(resumed)} against {losses(whole)[2:]}")
+
+
 def main():
-    binary, source = sys.argv[1], sys.argv[2]
-    if not shutil.which("mpirun"):
-        print("SKIPPED: mpirun is not installed (tools/install-deps.sh installs Open MPI)")
+    s = setup(sys.argv)
+    if not s:
         return SKIP
-    sanitizer = "--sanitizer-build" in sys.argv[3:]
-    env, single_env = environment(sanitizer), environment(False)
+    binary, source, sanitizer, mpirun = s.binary, s.source, s.sanitizer, s.mpirun
+    env, single_env = s.env, s.single_env
     model = os.path.join(source, "models", "gpt-tiny.json")
-    mpirun = ["mpirun", "-np", "2", "--oversubscribe", binary]
     with tempfile.TemporaryDirectory() as work:
-        data = os.path.join(work, "tokens.bin")
-        tokenized = run([binary, "tokenize", os.path.join(source, "data", "fp8-notes.txt"),
-                         "-o", data], env)
-        if not check(tokenized.returncode == 0, "tokenize", tokenized.stderr):
+        data = tokenize(s, work)
+        if not data:
             return finish()
         train = ["train", model, "--data", data, "--train-iters", "4"] + SIZES
         for name, (options, *tolerance) in PRECISIONS.items():
-            if sanitizer and name == "current":
-                continue  # the collectives of delayed's run; the sanitizer build's CI time
+            if sanitizer and name != "f32":
+                continue  # the collectives of f32's run; the sanitizer build's CI time
             one, two = (os.path.join(work, f"{name}-{n}.jsonl") for n in (1, 2))
             single = run([binary] + train + options + ["--metrics", one], single_env)
             parallel = run(mpirun + train + options + [
@@ -207,26 +250,10 @@ def main():
                       "grouping differs; a test that cannot tell would pass anything)")
             printed = [l for l in parallel.stderr.splitlines() if l.startswith("iteration 1/4")]
             check(len(printed) == 1, f"{name}: rank 0 alone reports", parallel.stderr[-800:])
-        # (c) rank 0's checkpoint resumes on one rank.
-        options, *tolerance = PRECISIONS["delayed"]
-        options = options + ["--lr-decay-iters", "4"] # one schedule for the three runs
-        save = os.path.join(work, "save")
-        whole = os.path.join(work, "whole.jsonl")
-        first = run(mpirun + ["train", model, "--data", data, "--train-iters", "2", "--save",
-                              save] + SIZES + options, env)
-        check(first.returncode == 0 and os.path.exists(os.path.join(save, "iter_0000002")),
-              "two ranks save at iteration 2", first.stderr[-1500:])
-        resumed = os.path.join(work, "resumed.jsonl")
-        second = run([binary, "train", model, "--data", data, "--train-iters", "4", "--load",
-                      save, "--metrics", resumed] + SIZES + options, single_env)
-        uninterrupted = run(mpirun + ["train", model, "--data", data, "--train-iters", "4",
-                                      "--metrics", whole] + SIZES + options, env)
-        if check(second.returncode == 0 and uninterrupted.returncode == 0,
-                 "one rank resumes the two ranks' checkpoint",
-                 second.stderr[-1500:] + uninterrupted.stderr[-1500:]):
-            check(close(losses(resumed), losses(whole)[2:], tolerance),
-                  "the resumed iterations 3-4 within the tolerance of the uninterrupted run",
-                  f"{losses(resumed)} against {losses(whole)[2:]}")
+        # (c) the two ranks' checkpoint resumes on one rank (not in the sanitizer build, for
+        # CI's time: the distributed optimizer's part below saves and resumes across layouts).
+        if not sanitizer:
+            resume_on_one(binary, model, data, work, mpirun, env, single_env)
         # (d) refusals, on every rank.
         for options, said in [
                 (["--tensor-model-parallel-size", "3"], "world size 2 is not a multiple of TP 3"),
@@ -238,12 +265,13 @@ def main():
                           env)
             check(refused.returncode != 0 and refused.stderr.count(said) == 2,
                   f"{' '.join(options)} is refused on both ranks", refused.stderr[-1500:])
-        # (e) faults.
+        # (e) faults (in the sanitizer build the kill alone: the watchdog's hang is the same
+        # code, and its run CI's time).
         long_run = ["train", model, "--data", data, "--train-iters", "100000",
                     "--lr-decay-iters", "100000"] + SIZES
-        for sig, said, within in [
-                (signal.SIGSTOP, "rank 0 of 2: no answer for", 60),
-                (signal.SIGKILL, "process rank 1", 30)]:
+        faults = [(signal.SIGSTOP, "rank 0 of 2: no answer for", 60),
+                  (signal.SIGKILL, "process rank 1", 30)]
+        for sig, said, within in faults[1:] if sanitizer else faults:
             save = os.path.join(work, f"fault-{sig}")
             err, code, seconds = fault(mpirun, long_run, save, sig, env)
             name = signal.Signals(sig).name
@@ -261,6 +289,7 @@ def main():
             check(resumed.returncode == 0 and f"iteration {latest + 1}/" in resumed.stderr,
                   f"rank 1 {name}: the last complete checkpoint (iteration {latest}) loads and "
                   "trains on", resumed.stderr[-1500:])
+        shard_fails(mpirun, model, data, work, env)
         distributed_optimizer(binary, model, data, work, mpirun, env, single_env, sanitizer)
         one_rank = run([binary, "train", model, "--data", data, "--train-iters", "1",
                         "--world-size", "2"] + SIZES, single_env)

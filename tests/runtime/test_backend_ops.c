@@ -368,6 +368,9 @@ static const op_case cases[] = {
 	 "%y = Embedding(%ids, %w)\noutput %y\n", "ids=int:0:49"},
 	{.title = "Embedding bf16 table, i32 ids", IN("ids", "i32[13]") IN("w", "bf16[31, 40]")
 	 "%y = Embedding(%ids, %w)\noutput %y\n", "ids=int:0:30"},
+	{.title = "Embedding of a vocabulary shard (rows 25..49 of 60)", IN("ids", "i64[3, 7]")
+	 IN("w", "f32[25, 24]") IN("s", "i64[1]")
+	 "%y = Embedding(%ids, %w, %s) {vocab=60}\noutput %y\n", "ids=int:0:59 s=int:25:25"},
 	{.title = "Router softmax top 2", IN("x", "f32[12, 6]")
 	 "%p, %i = Router(%x) {top_k=2}\noutput %p, %i\n", "x=spaced"},
 	{.title = "Router sigmoid top 3, normalized", IN("x", "f32[10, 7]")
@@ -385,6 +388,17 @@ static const op_case cases[] = {
 	 "output %l, %lse\n", "x=uniform:-10:10 t=labels:50:-100"},
 	{.title = "CrossEntropy bf16, none", IN("x", "bf16[9, 75]") IN("t", "i64[9]")
 	 "%l = CrossEntropy(%x, %t) {reduction=\"none\"}\noutput %l\n", "t=labels:75:-100"},
+	{.title = "CrossEntropyShard (columns 50..99 of 120) and CrossEntropyMerge",
+	 IN("x", "f32[2, 7, 50]") IN("t", "i64[2, 7]") IN("s", "i64[1]")
+	 "%m = ReduceMax(%x) {axes=[-1], keepdims=0}\n"
+	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=120}\n"
+	 "%l, %lse = CrossEntropyMerge(%e, %g, %m, %t)\noutput %e, %g, %l, %lse\n",
+	 "x=uniform:-10:10 t=labels:120:-100 s=int:50:50"},
+	{.title = "CrossEntropyShard bf16, CrossEntropyMerge none", IN("x", "bf16[9, 75]")
+	 IN("t", "i64[9]") IN("s", "i64[1]") IN("m", "f32[9]")
+	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=75}\n"
+	 "%l = CrossEntropyMerge(%e, %g, %m, %t) {reduction=\"none\"}\noutput %l\n",
+	 "t=labels:75:-100 s=int:0:0 m=uniform:1:2"},
 	// Backward ops. One that reads what its forward saved (mean and rstd, o and lse, the
 	// router's choice) follows that forward op, so that its inputs agree.
 	{.title = "LinearWgrad", IN("dy", "f32[3, 5, 24]") IN("x", "f32[3, 5, 40]")
@@ -462,6 +476,9 @@ static const op_case cases[] = {
 	 "%dw = EmbeddingGrad(%dy, %ids) {vocab=50}\noutput %dw\n", "ids=int:0:9"},
 	{.title = "EmbeddingGrad bf16", IN("dy", "bf16[45, 24]") IN("ids", "i32[45]")
 	 "%dw = EmbeddingGrad(%dy, %ids) {vocab=23}\noutput %dw\n", "ids=int:0:22"},
+	{.title = "EmbeddingGrad of a vocabulary shard", IN("dy", "f32[3, 7, 24]")
+	 IN("ids", "i64[3, 7]") IN("s", "i64[1]")
+	 "%dw = EmbeddingGrad(%dy, %ids, %s) {vocab=5}\noutput %dw\n", "ids=int:0:14 s=int:5:5"},
 	{.title = "GatherGrad axis 1", IN("dy", "f32[5, 2, 4, 3]") IN("i", "i64[2, 4]")
 	 "%dx = GatherGrad(%dy, %i) {axis=1, size=9}\noutput %dx\n", "i=int:-9:8"},
 	{.title = "SliceGrad with steps", IN("dy", "f32[3, 3]")
@@ -480,6 +497,13 @@ static const op_case cases[] = {
 	 "%l, %lse = CrossEntropy(%x, %t) {reduction=\"none\"}\n"
 	 "%dx = CrossEntropyGrad(%dl, %x, %t, %lse) {reduction=\"none\"}\noutput %dx\n",
 	 "t=labels:75:-100"},
+	{.title = "CrossEntropyMergeGrad and CrossEntropyShardGrad",
+	 IN("x", "f32[2, 7, 50]") IN("t", "i64[2, 7]") IN("s", "i64[1]") IN("dl", "f32[]")
+	 "%m = ReduceMax(%x) {axes=[-1], keepdims=0}\n"
+	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=120}\n"
+	 "%de, %dg = CrossEntropyMergeGrad(%dl, %e, %t)\n"
+	 "%dx = CrossEntropyShardGrad(%de, %dg, %x, %t, %m, %s) {vocab=120}\noutput %de, %dg, %dx\n",
+	 "x=uniform:-10:10 t=labels:120:-100 s=int:50:50"},
 	{.title = "RouterGrad", IN("x", "f32[12, 6]") IN("dp", "f32[12, 2]")
 	 "%p, %i = Router(%x) {top_k=2, normalize=1}\n"
 	 "%dx = RouterGrad(%dp, %x, %p, %i) {top_k=2, normalize=1}\noutput %dx\n", "x=spaced"},
@@ -669,6 +693,19 @@ static const op_case cases[] = {
 	{.title = "AllGather over 2 ranks: refused", IN("x", "f32[6, 35]")
 	 "%y = AllGather(%x) {group=\"tp\", axis=1, ranks=2}\noutput %y\n", NULL,
 	 "needs more than one rank"},
+	{.title = "RingAttention, one rank: causal, GQA", IN("q", "f32[2, 4, 6, 8]")
+	 IN("k", "f32[2, 2, 6, 8]") IN("v", "f32[2, 2, 6, 8]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "output %o, %lse\n"},
+	{.title = "RingAttentionGrad, one rank", IN("q", "f32[2, 4, 6, 8]")
+	 IN("k", "f32[2, 2, 6, 8]") IN("v", "f32[2, 2, 6, 8]") IN("do", "f32[2, 4, 6, 8]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "%dq, %dk, %dv = RingAttentionGrad(%do, %q, %k, %v, %o, %lse) {group=\"cp\", ranks=1, "
+	 "causal=1}\noutput %dq, %dk, %dv\n"},
+	{.title = "RingAttention over 2 ranks in one process: refused", IN("q", "f32[1, 2, 4, 8]")
+	 IN("k", "f32[1, 2, 4, 8]") IN("v", "f32[1, 2, 4, 8]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=2, causal=1}\noutput %o\n",
+	 NULL, "needs more than one rank"},
 	{.title = "Send: refused", IN("x", "f32[6, 35]")
 	 "Send(%x) {group=\"pp\", peer=1}\n%y = Neg(%x)\noutput %y\n", NULL,
 	 "needs more than one rank"},
@@ -981,8 +1018,8 @@ static json_t *write_case(uint32_t index, const char *dir, bool *covered) {
 	f8_plan *plan = NULL;
 	const char *args[] = {"--case", c->title};
 	if (!status) {
-		status = f8_tool_plan_make(graph, false, "tests/runtime/test_backend_ops.c", args, 2,
-					   &plan, &diag);
+		status = f8_tool_plan_make(graph, false, true, "tests/runtime/test_backend_ops.c",
+					   args, 2, &plan, &diag);
 		graph = NULL; // the plan's, on failure too
 	}
 	if (!status)

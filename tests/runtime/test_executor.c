@@ -2,8 +2,9 @@
  * The CPU executor's own contract (runtime/cpu/executor.h), on small text-IR graphs: phases,
  * values freed or kept, updates moved into leaves only after a whole run succeeded, errors for
  * a value of a phase that did not run and for a kernel's data error, sizes bound at creation,
- * and an FP8 step's state: cast-phase caches read by a later forward, scaling frozen for
- * evaluation.
+ * an FP8 step's state: cast-phase caches read by a later forward, scaling frozen for
+ * evaluation; and micro-batches in flight on contexts of their own, in pipeline parallelism's
+ * 1F1B order.
  */
 #include <math.h>   // fabs, sqrt
 #include <stdio.h>  // sprintf, snprintf
@@ -13,7 +14,9 @@
 #include "ir/text.h"              // f8_text_parse
 #include "ir/verify.h"            // f8_graph_verify
 #include "passes/pipeline.h"      // f8_pipeline_run
+#include "passes/schedule.h"      // f8_pass_schedule_run
 #include "runtime/cpu/executor.h" // f8_cpu_executor
+#include "runtime/pipeline_schedule.h" // f8_pipeline_1f1b
 #include "tests/test_support.h"   // CHECK, test_finish
 
 static f8_graph *parse(const char *text) {
@@ -313,7 +316,125 @@ static void test_cast_phase_and_frozen_scaling(void) {
 	f8_graph_destroy(graph);
 }
 
+/* Two micro-batches in flight on two contexts (pipeline parallelism's 1F1B): each forward
+ * keeps its %y in its context's slab for its backward, which the other micro-batch's forward,
+ * run between them, does not touch; the accumulated gradient is the two micro-batches'. A
+ * backward that continues a context whose forward did not keep %y is refused, naming it; so
+ * are contexts without a slab plan. */
+static void test_contexts(void) {
+	f8_graph *graph = parse("graph micro {\n"
+				"  input %x : f32[3]\n"
+				"  param %w : f32[3]\n"
+				"  state %acc : f32[3]\n"
+				"  %y = Mul(%x, %w)\n"
+				"  %loss = ReduceSum(%y) {keepdims=0}\n"
+				"  %g = Mul(%y, %x) phase=bwd\n"
+				"  %acc_next = Add(%acc, %g) phase=bwd\n"
+				"  output %loss\n"
+				"  update %acc <- %acc_next\n"
+				"}\n");
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_diag diag;
+	f8_diag_clear(&diag);
+	f8_cpu_executor *executor = NULL;
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	f8_executor *core = executor ? f8_cpu_executor_core(executor) : NULL;
+	CHECK(core && f8_executor_set_contexts(core, 2, &diag) == F8_ERR_UNSUPPORTED &&
+	      strstr(diag.message, "slab plan"));
+	f8_cpu_executor_destroy(executor);
+	executor = NULL;
+	f8_diag_clear(&diag);
+	CHECK(f8_pass_schedule_run(graph, NULL, NULL, &diag) == F8_OK);
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	if (!executor) {
+		f8_graph_destroy(graph);
+		return;
+	}
+	core = f8_cpu_executor_core(executor);
+	CHECK(f8_executor_set_contexts(core, 2, &diag) == F8_OK);
+	CHECK(f8_executor_memory_of(core).contexts == 2);
+	f8_value_id x = id(graph, "x");
+	f8_rt_tensor *w = f8_cpu_executor_leaf(executor, id(graph, "w"));
+	for (int i = 0; i < 3; i++)
+		f8_rt_tensor_set(w, i, i + 1.0);
+	const double xs[2][3] = {{1, 2, 3}, {-1, 0.5, 2}};
+	f8_rt_tensor batch;
+	CHECK(f8_rt_tensor_create(F8_DTYPE_F32, 1, (const int64_t[]){3}, &batch, &diag) == F8_OK);
+	const uint32_t fwd = F8_PHASE_BIT(F8_PHASE_FWD) | F8_RUN_KEEP;
+	const uint32_t bwd = F8_PHASE_BIT(F8_PHASE_BWD) | F8_RUN_CONTINUE;
+	// forward 0, forward 1, backward 0, backward 1
+	const struct { uint32_t phases, context; } order[4] = {{fwd, 0}, {fwd, 1}, {bwd, 0}, {bwd, 1}};
+	for (int r = 0; r < 4; r++) {
+		for (int i = 0; i < 3; i++)
+			f8_rt_tensor_set(&batch, i, xs[order[r].context][i]);
+		f8_executor_use_context(core, order[r].context);
+		CHECK(f8_executor_write(core, x, &batch, &diag) == F8_OK);
+		CHECK(f8_executor_run(core, order[r].phases, &diag) == F8_OK);
+	}
+	// acc = sum over the micro-batches of x * w * x
+	const f8_rt_tensor *acc = f8_cpu_executor_value(executor, id(graph, "acc"));
+	for (int i = 0; i < 3; i++)
+		CHECK(get(acc, i) == (float)((xs[0][i] * xs[0][i] + xs[1][i] * xs[1][i]) * (i + 1)));
+	// Context 1's backward ran: nothing kept there any more.
+	CHECK(f8_executor_run(core, bwd, &diag) == F8_ERR_ARGUMENT && strstr(diag.message, "%y"));
+	// A forward that did not keep: the backward that continues it is refused.
+	f8_executor_use_context(core, 0);
+	f8_diag_clear(&diag);
+	CHECK(f8_executor_run(core, F8_PHASE_BIT(F8_PHASE_FWD), &diag) == F8_OK);
+	CHECK(f8_executor_run(core, bwd, &diag) == F8_ERR_ARGUMENT && strstr(diag.message, "%y"));
+	f8_rt_tensor_destroy(&batch);
+	f8_cpu_executor_destroy(executor);
+	f8_graph_destroy(graph);
+}
+
+/* The 1F1B order against Megatron-LM's: 4 stages, 6 micro-batches; stage 0 warms up with 3
+ * forwards, the last stage with none; forwards and backwards each in micro-batch order, a
+ * micro-batch's forward before its backward, on one context, which no other micro-batch in
+ * flight holds. */
+static void test_1f1b_order(void) {
+	f8_stage_run runs[12];
+	uint32_t contexts = 0;
+	f8_pipeline_1f1b(4, 0, 6, runs, &contexts);
+	const char *want = "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5";
+	char got[64] = "";
+	for (int r = 0; r < 12; r++)
+		sprintf(got + strlen(got), "%s%c%lld", r ? " " : "", runs[r].backward ? 'B' : 'F',
+			(long long)runs[r].micro_batch);
+	CHECK(strcmp(got, want) == 0 && contexts == 4);
+	if (strcmp(got, want) != 0)
+		printf("stage 0 of 4: %s, want %s\n", got, want);
+	f8_pipeline_1f1b(4, 3, 6, runs, &contexts);
+	CHECK(contexts == 1 && !runs[0].backward && runs[1].backward && runs[1].micro_batch == 0);
+	f8_pipeline_1f1b(4, 1, 2, runs, &contexts); // fewer micro-batches than the warm-up
+	CHECK(contexts == 2 && !runs[0].backward && !runs[1].backward && runs[2].backward);
+	for (int64_t stage = 0; stage < 4; stage++) {
+		for (int64_t m = 1; m <= 6; m++) {
+			f8_pipeline_1f1b(4, stage, m, runs, &contexts);
+			int64_t forwards = 0, backwards = 0;
+			int64_t holder[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+			bool ok = contexts >= 1 && contexts <= 4 - stage;
+			for (int64_t r = 0; ok && r < 2 * m; r++) {
+				uint32_t c = runs[r].context;
+				ok = c < contexts;
+				if (ok && !runs[r].backward) {
+					ok = runs[r].micro_batch == forwards++ && holder[c] < 0;
+					holder[c] = runs[r].micro_batch;
+				} else if (ok) {
+					ok = runs[r].micro_batch == backwards++ &&
+					     holder[c] == runs[r].micro_batch;
+					holder[c] = -1;
+				}
+			}
+			CHECK(ok && forwards == m && backwards == m);
+		}
+	}
+}
+
 int main(void) {
+	test_contexts();
+	test_1f1b_order();
 	test_cast_phase_and_frozen_scaling();
 	test_wide_node();
 	test_stale_read_refused();

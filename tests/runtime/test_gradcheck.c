@@ -237,6 +237,11 @@ static const gradcheck_case cases[] = {
 	 "param %q : f64[1, 4, 3, 2]\n" "param %k : f64[1, 2, 3, 2]\n"
 	 "param %v : f64[1, 2, 3, 2]\n" "%y = Attention(%q, %k, %v) {causal=1}\n"
 	 "output %y", "", 0},
+	{"RingAttention, one rank: GQA causal",
+	 "param %q : f64[1, 4, 4, 2]\n" "param %k : f64[1, 2, 4, 2]\n"
+	 "param %v : f64[1, 2, 4, 2]\n"
+	 "%y, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "output %y", "", 0},
 	{"Attention bool mask, seq_q != seq_kv, scale",
 	 "param %q : f64[1, 2, 2, 3]\n" "param %k : f64[1, 2, 4, 3]\n"
 	 "param %v : f64[1, 2, 4, 2]\n" "input %m : bool[1, 1, 2, 4]\n"
@@ -262,6 +267,20 @@ static const gradcheck_case cases[] = {
 	 "param %x : f64[2, 3, 4]\n" "input %t : i64[2, 3]\n"
 	 "%y = CrossEntropy(%x, %t) {reduction=\"none\"}\n"
 	 "output %y", "t=labels:4:-100", CE_STEP},
+	{"CrossEntropyShard and CrossEntropyMerge: one rank's whole vocabulary",
+	 "param %x : f64[2, 3, 5]\n" "input %t : i64[2, 3]\n" "input %s : i64[1]\n"
+	 "%m = ReduceMax(%x) {axes=[-1], keepdims=0}\n"
+	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=5}\n"
+	 "%y = CrossEntropyMerge(%e, %g, %m, %t)\n" "output %y", "t=labels:5:-100 s=int:0:0",
+	 CE_STEP},
+	{"CrossEntropyShard and CrossEntropyMerge: columns 4..7 of 9, sum",
+	 "param %x : f64[3, 4]\n" "input %t : i64[3]\n" "input %s : i64[1]\n" "input %m : f64[3]\n"
+	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=9}\n"
+	 "%y = CrossEntropyMerge(%e, %g, %m, %t) {reduction=\"sum\"}\n" "output %y",
+	 "t=labels:9:-100 s=int:4:4 m=uniform:0:1", CE_STEP},
+	{"Embedding of a vocabulary shard",
+	 "param %w : f64[4, 3]\n" "input %i : i64[2, 5]\n" "input %s : i64[1]\n"
+	 "%y = Embedding(%i, %w, %s) {vocab=10}\n" "output %y", "i=int:0:9 s=int:3:3", 0},
 	{"Router softmax",
 	 "param %x : f64[4, 5]\n" "%p, %i = Router(%x) {top_k=2}\n"
 	 "output %p", "x=spaced", ROUTER_STEP},
