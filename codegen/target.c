@@ -13,7 +13,8 @@
  * the CPU's ranks in one process). None is a generated kernel's member. */
 static bool runs_in_library(const f8_graph *graph, f8_node_id node) {
 	f8_op op = graph->nodes[node].op;
-	if (op == F8_OP_ATTENTION || op == F8_OP_ATTENTION_GRAD)
+	if (op == F8_OP_ATTENTION || op == F8_OP_ATTENTION_GRAD || op == F8_OP_ATTENTION_PACKED ||
+	    op == F8_OP_ATTENTION_PACKED_GRAD)
 		return true;
 	return (f8_op_get_info(op)->flags & (F8_OPF_GEMM | F8_OPF_COLLECTIVE)) != 0;
 }

@@ -79,6 +79,10 @@ static bool same_attention(const f8_graph *graph, const f8_node *a, const f8_nod
 	return true;
 }
 
+static bool is_packed_attention(f8_op op) {
+	return op == F8_OP_ATTENTION_PACKED || op == F8_OP_ATTENTION_PACKED_GRAD;
+}
+
 /*
  * f8c's tensors in the workspace of attention node `node`'s cuDNN plan, as
  * runtime/cuda/attention.c lays them out: the forward's log-sum-exp when the node does not
@@ -86,18 +90,28 @@ static bool same_attention(const f8_graph *graph, const f8_node *a, const f8_nod
  * none, and is not assumed) and softmax_sum (f32, a row per query).
  */
 static uint64_t attention_workspace(const f8_graph *graph, const f8_node *node) {
-	f8_value_id q = node->inputs[node->op == F8_OP_ATTENTION ? 0 : 1];
+	bool packed = is_packed_attention(node->op);
+	bool forward = node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_PACKED;
+	f8_value_id q = node->inputs[forward ? 0 : 1];
 	const f8_type *type = &graph->values[q].type;
-	uint64_t rows = 1; // batch x heads x seq_q
-	for (int d = 0; d < 3; d++) {
+	uint64_t rows = 1, head_dim; // rows: batch x heads x seq_q
+	for (int d = 0; d < (packed ? 3 : 4); d++)
 		if (!f8_dim_is_const(type->shape.dims[d]))
 			return 0;
-		rows *= (uint64_t)f8_dim_value(type->shape.dims[d]);
+	if (packed) { // qkv (batch, seq, (heads + 2 kv_heads) * d), inference checked
+		int64_t heads = f8_node_attr_int(node, "heads", 1);
+		int64_t parts = heads + 2 * f8_node_attr_int(node, "kv_heads", heads);
+		rows = (uint64_t)f8_dim_value(type->shape.dims[0]) *
+		       (uint64_t)f8_dim_value(type->shape.dims[1]) * (uint64_t)heads;
+		head_dim = (uint64_t)(f8_dim_value(type->shape.dims[2]) / parts);
+	} else {
+		for (int d = 0; d < 3; d++)
+			rows *= (uint64_t)f8_dim_value(type->shape.dims[d]);
+		head_dim = (uint64_t)f8_dim_value(type->shape.dims[3]);
 	}
-	if (node->op == F8_OP_ATTENTION)
+	if (forward)
 		return node->n_outputs < 2 ? f8_memory_aligned(rows * 4) : 0;
-	f8_type f32 = {.dtype = F8_DTYPE_F32, .shape = type->shape};
-	return f8_memory_aligned(f8_memory_type_bytes(&f32)) + f8_memory_aligned(rows * 4);
+	return f8_memory_aligned(rows * head_dim * 4) + f8_memory_aligned(rows * 4);
 }
 
 /* Per value, the part of the state leaf each update targets: SCALING for a ScalingUpdate's,
@@ -141,7 +155,8 @@ f8_memory_estimate f8_memory_estimate_of(const f8_graph *graph) {
 		for (uint32_t j = 0; read_in_bwd && node->phase == F8_PHASE_BWD && j < node->n_inputs; j++)
 			if (node->inputs[j] != F8_NONE)
 				read_in_bwd[node->inputs[j]] = true;
-		if (node->op != F8_OP_ATTENTION && node->op != F8_OP_ATTENTION_GRAD)
+		if (node->op != F8_OP_ATTENTION && node->op != F8_OP_ATTENTION_GRAD &&
+		    !is_packed_attention(node->op))
 			continue;
 		bool shared = false; // with an earlier node: one plan, one workspace
 		for (uint32_t q = 0; q < p && !shared; q++)

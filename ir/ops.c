@@ -72,6 +72,8 @@ static const f8_attr_spec attrs_moe_dispatch[] = {INT("experts", true), END};
 static const f8_attr_spec attrs_linear[] = {INT("transpose_weight", false), END};
 static const f8_attr_spec attrs_norm[] = {INT("axis", false), FLOAT("epsilon", false), END};
 static const f8_attr_spec attrs_attention[] = {INT("causal", false), FLOAT("scale", false), END};
+static const f8_attr_spec attrs_attention_packed[] = {INT("heads", true), INT("kv_heads", false),
+						      INT("causal", false), FLOAT("scale", false), END};
 static const f8_attr_spec attrs_ring_attention[] = {STRING("group", true), INT("ranks", true),
 						    INT("causal", false), FLOAT("scale", false),
 						    END};

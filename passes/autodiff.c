@@ -234,6 +234,7 @@ static const char *statistic_name(f8_op op, uint32_t index) {
 	case F8_OP_RMS_NORM:
 		return "rstd";
 	case F8_OP_ATTENTION:
+	case F8_OP_ATTENTION_PACKED:
 	case F8_OP_CROSS_ENTROPY:
 		return "lse";
 	case F8_OP_DROPOUT:

@@ -152,6 +152,28 @@ F8_GRAD_RULE(ATTENTION) {
 	return attention_gradient(context, node, F8_OP_ATTENTION_GRAD, dy, dx, diag);
 }
 
+/* AttentionPacked: AttentionPackedGrad(dout, qkv, out, lse[, mask]) -> dqkv, packed as qkv.
+ * The mask as Attention's. */
+F8_GRAD_RULE(ATTENTION_PACKED) {
+	f8_node n = grad_node(context, node);
+	f8_value_id mask = n.n_inputs > 1 ? n.inputs[1] : F8_NONE;
+	if (mask != F8_NONE && f8_grad_wants(context, mask))
+		return f8_grad_unsupported(context, node, diag, "the loss depends on the attention "
+					   "mask %%%s, which has no gradient",
+					   f8_grad_graph(context)->values[mask].name);
+	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
+	f8_value_id lse = F8_NONE;
+	if (!status)
+		status = f8_grad_forward_output(context, node, 1, &lse, diag);
+	if (status)
+		return status;
+	n = grad_node(context, node);
+	f8_value_id inputs[5] = {dy[0], n.inputs[0], n.outputs[0], lse, mask};
+	static const uint32_t grad_of[1] = {0};
+	return emit_gradients(context, &n, F8_OP_ATTENTION_PACKED_GRAD, inputs,
+			      mask != F8_NONE ? 5 : 4, n.attrs, n.n_attrs, grad_of, 1, dx, diag);
+}
+
 /* Gelu: GeluGrad(dy, x) with the forward's approximation. */
 F8_GRAD_RULE(GELU) {
 	f8_node n = grad_node(context, node);

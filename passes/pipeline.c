@@ -9,6 +9,7 @@
 #include <string.h> // strcmp, strnlen, memcpy
 
 #include "ir/verify.h"           // f8_graph_verify
+#include "passes/attention_layout.h" // f8_pass_attention_layout_run
 #include "passes/attention_unfused.h" // f8_pass_attention_unfused_run
 #include "passes/bf16.h"          // f8_pass_bf16_run
 #include "passes/canonicalize.h"  // f8_pass_canonicalize_run
@@ -137,6 +138,12 @@ static f8_status recompute(f8_graph *graph, const f8_pipeline_options *options, 
 	return f8_pass_recompute_run(graph, options->recompute, options->target, report, diag);
 }
 
+static f8_status attention_layout(f8_graph *graph, const f8_pipeline_options *options,
+				 FILE *report, f8_diag *diag) {
+	(void)options; // exact on every target: both backends read the packed layouts
+	return f8_pass_attention_layout_run(graph, report, diag);
+}
+
 static f8_status fuse(f8_graph *graph, const f8_pipeline_options *options, FILE *report,
 		      f8_diag *diag) {
 	// The same kernels for training and inference, with FP8 or without: only the target's
@@ -209,6 +216,11 @@ static const f8_pass pipeline[] = {
 	 "it keeps rather than recomputes; before fuse, which groups the recomputing nodes like "
 	 "any others, and schedule, whose slab then holds a dropped value only where it is made "
 	 "again; a no-op without --recompute-granularity or --memory-budget"},
+	{"attention-layout", attention_layout,
+	 "after training and recompute, so that it sees each attention's backward and the "
+	 "recompute clones that read its values (and keeps the copies where they do), and after "
+	 "tensor-parallel, which follows the Split, Transposes and Attention to split heads and "
+	 "leaves each rank's local shapes; before fuse, which would make the copies kernels"},
 	{"fuse", fuse,
 	 "after the passes that add nodes (fp8-cast, shard, recompute), so that "
 	 "its kernels see every cast; before schedule, which plans buffers for what the kernels "

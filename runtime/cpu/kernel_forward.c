@@ -46,17 +46,12 @@ double f8_cpu_rms_norm_rstd(const f8_cpu_norm *norm, const double *x) {
 
 /* Attention. */
 
-f8_cpu_attention_shape f8_cpu_attention_shape_of(const f8_cpu_kernel_call *call,
-						 uint32_t q_input, uint32_t mask_input) {
-	const f8_rt_tensor *q = call->inputs[q_input], *k = call->inputs[q_input + 1];
-	const f8_rt_tensor *v = call->inputs[q_input + 2];
-	f8_cpu_attention_shape s = {
-		.batch = q->dims[0], .heads = q->dims[1], .kv_heads = k->dims[1],
-		.seq_q = q->dims[2], .seq_kv = k->dims[2], .head_dim = q->dims[3],
-		.value_dim = v->dims[3],
-		.causal = f8_node_attr_int(call->node, "causal", 0),
-		.mask = f8_cpu_input(call, mask_input),
-	};
+/* The attributes and the mask of the call, into the shape whose sizes are filled. */
+static void attention_attributes(const f8_cpu_kernel_call *call, uint32_t mask_input,
+				 f8_cpu_attention_shape *shape) {
+	f8_cpu_attention_shape s = *shape;
+	s.causal = f8_node_attr_int(call->node, "causal", 0);
+	s.mask = f8_cpu_input(call, mask_input);
 	s.scale = f8_node_attr_float(call->node, "scale", 1.0 / sqrt((double)s.head_dim));
 	if (s.mask) {
 		s.bool_mask = s.mask->dtype == F8_DTYPE_BOOL;
@@ -68,6 +63,50 @@ f8_cpu_attention_shape f8_cpu_attention_shape_of(const f8_cpu_kernel_call *call,
 				stride *= s.mask->dims[md];
 		}
 	}
+	*shape = s;
+}
+
+/* The rows of a (batch, heads, seq, dim) tensor of its own. */
+static f8_cpu_attention_rows own_rows(int64_t heads, int64_t seq, int64_t dim) {
+	return (f8_cpu_attention_rows){.base = 0, .batch = heads * seq * dim, .head = seq * dim,
+				       .seq = dim};
+}
+
+f8_cpu_attention_shape f8_cpu_attention_shape_of(const f8_cpu_kernel_call *call,
+						 uint32_t q_input, uint32_t mask_input) {
+	const f8_rt_tensor *q = call->inputs[q_input], *k = call->inputs[q_input + 1];
+	const f8_rt_tensor *v = call->inputs[q_input + 2];
+	f8_cpu_attention_shape s = {
+		.batch = q->dims[0], .heads = q->dims[1], .kv_heads = k->dims[1],
+		.seq_q = q->dims[2], .seq_kv = k->dims[2], .head_dim = q->dims[3],
+		.value_dim = v->dims[3],
+	};
+	s.q = own_rows(s.heads, s.seq_q, s.head_dim);
+	s.k = own_rows(s.kv_heads, s.seq_kv, s.head_dim);
+	s.v = own_rows(s.kv_heads, s.seq_kv, s.value_dim);
+	s.out = own_rows(s.heads, s.seq_q, s.value_dim);
+	attention_attributes(call, mask_input, &s);
+	return s;
+}
+
+f8_cpu_attention_shape f8_cpu_attention_packed_shape_of(const f8_cpu_kernel_call *call,
+							uint32_t qkv_input, uint32_t mask_input) {
+	const f8_rt_tensor *qkv = call->inputs[qkv_input];
+	int64_t heads = f8_node_attr_int(call->node, "heads", 1);
+	int64_t kv_heads = f8_node_attr_int(call->node, "kv_heads", heads);
+	int64_t width = qkv->dims[2], d = width / (heads + 2 * kv_heads); // inference checked it
+	f8_cpu_attention_shape s = {
+		.batch = qkv->dims[0], .heads = heads, .kv_heads = kv_heads, .seq_q = qkv->dims[1],
+		.seq_kv = qkv->dims[1], .head_dim = d, .value_dim = d,
+	};
+	int64_t token = width, sequence = qkv->dims[1] * width;
+	s.q = (f8_cpu_attention_rows){.base = 0, .batch = sequence, .head = d, .seq = token};
+	s.k = (f8_cpu_attention_rows){.base = heads * d, .batch = sequence, .head = d, .seq = token};
+	s.v = (f8_cpu_attention_rows){.base = (heads + kv_heads) * d, .batch = sequence, .head = d,
+				      .seq = token};
+	s.out = (f8_cpu_attention_rows){.base = 0, .batch = qkv->dims[1] * heads * d, .head = d,
+					.seq = heads * d};
+	attention_attributes(call, mask_input, &s);
 	return s;
 }
 

@@ -43,7 +43,21 @@ double f8_cpu_rms_norm_rstd(const f8_cpu_norm *norm, const double *x);
 
 /* Attention and its gradient. */
 
-/* The sizes and attributes of one Attention (or AttentionGrad) call. */
+/* Where an operand's rows lie: row i of head h of batch b starts at element
+ * base + b * batch + h * head + i * seq, its head_dim (or value_dim) elements at unit stride.
+ * Attention's operands are (batch, heads, seq, dim) tensors of their own; AttentionPacked's q,
+ * k and v are the heads of one (batch, seq, (heads + 2 kv_heads) * d) tensor. */
+typedef struct f8_cpu_attention_rows {
+	int64_t base, batch, head, seq;
+} f8_cpu_attention_rows;
+
+static inline int64_t f8_cpu_attention_row(const f8_cpu_attention_rows *rows, int64_t b,
+					   int64_t h, int64_t i) {
+	return rows->base + b * rows->batch + h * rows->head + i * rows->seq;
+}
+
+/* The sizes, attributes and operand layouts of one Attention (or AttentionGrad) call, packed
+ * or not. The gradients of q, k, v and out lie as they do. */
 typedef struct f8_cpu_attention_shape {
 	int64_t batch, heads, kv_heads, seq_q, seq_kv, head_dim, value_dim;
 	double scale;
@@ -52,6 +66,7 @@ typedef struct f8_cpu_attention_shape {
 	bool bool_mask;           // the mask is bool
 	int64_t mask_strides[4];  // element strides of the mask over (batch, heads, seq_q, seq_kv),
 				  // 0 where it broadcasts
+	f8_cpu_attention_rows q, k, v, out;
 } f8_cpu_attention_shape;
 
 /* The shape of the call whose q (batch, heads, seq_q, head_dim), k (batch, kv_heads, seq_kv,
@@ -59,6 +74,12 @@ typedef struct f8_cpu_attention_shape {
  * q_input + 2, and whose optional mask is input mask_input. */
 f8_cpu_attention_shape f8_cpu_attention_shape_of(const f8_cpu_kernel_call *call,
 						 uint32_t q_input, uint32_t mask_input);
+
+/* The shape of an AttentionPacked (or its gradient's) call whose qkv (batch, seq,
+ * (heads + 2 kv_heads) * d) is input qkv_input, heads and kv_heads the node's attributes, and
+ * whose optional mask is input mask_input; out (batch, seq, heads * d). */
+f8_cpu_attention_shape f8_cpu_attention_packed_shape_of(const f8_cpu_kernel_call *call,
+							uint32_t qkv_input, uint32_t mask_input);
 
 /* How many keys query row i may attend, keys 0 .. count - 1: all of them, or with the causal
  * rule those j <= i + seq_kv - seq_q (none, for a row before them all). */

@@ -2,7 +2,8 @@
  * The reference kernel of Attention (ir/infer_fused.c, f8_infer_attention): softmax(scale q k^T
  * + mask) v per (batch, head), with causal masking, a bool or additive mask, grouped-query heads
  * and the log-sum-exp the backward reads. Computed in double, one query row at a time; the keys
- * and values of a kv head are loaded once for every query head that shares them.
+ * and values of a kv head are loaded once for every query head that shares them. AttentionPacked
+ * is the same kernel over q, k and v read in place from one packed tensor.
  */
 #include <math.h>   // exp, log, isnan, INFINITY
 #include <stdint.h> // int64_t
@@ -59,41 +60,47 @@ static double attention_row(const f8_cpu_attention_shape *s, attention_scratch *
 	return max + log(sum);
 }
 
-F8_CPU_KERNEL(ATTENTION) {
-	const f8_rt_tensor *q = call->inputs[0], *k = call->inputs[1], *v = call->inputs[2];
-	f8_rt_tensor *out = &call->outputs[0], *lse = f8_cpu_output(call, 1);
-	f8_cpu_attention_shape s = f8_cpu_attention_shape_of(call, 0, 3);
-	int64_t kv_size = s.seq_kv * s.head_dim, v_size = s.seq_kv * s.value_dim;
-	int64_t doubles = kv_size + v_size + s.head_dim + 2 * s.seq_kv + s.value_dim;
+/* The attention of `s` over q, k and v (one tensor for AttentionPacked, where the shape's
+ * rows place each operand) into out and, when not NULL, lse (batch, heads, seq_q). */
+static f8_status attention(const f8_cpu_attention_shape *s, const f8_rt_tensor *q,
+			   const f8_rt_tensor *k, const f8_rt_tensor *v, f8_rt_tensor *out,
+			   f8_rt_tensor *lse, f8_diag *diag) {
+	int64_t kv_size = s->seq_kv * s->head_dim, v_size = s->seq_kv * s->value_dim;
+	int64_t doubles = kv_size + v_size + s->head_dim + 2 * s->seq_kv + s->value_dim;
 	double *buffer;
 	bool *attends;
 	f8_status status = f8_cpu_alloc(doubles, sizeof(double), (void **)&buffer, diag);
 	if (status)
 		return status;
-	if ((status = f8_cpu_alloc(s.seq_kv, sizeof(bool), (void **)&attends, diag))) {
+	if ((status = f8_cpu_alloc(s->seq_kv, sizeof(bool), (void **)&attends, diag))) {
 		f8_free(buffer);
 		return status;
 	}
 	attention_scratch w = {.keys = buffer, .values = buffer + kv_size};
 	w.query = w.values + v_size;
-	w.scores = w.query + s.head_dim;
-	w.mask = w.scores + s.seq_kv;
-	w.out = w.mask + s.seq_kv;
+	w.scores = w.query + s->head_dim;
+	w.mask = w.scores + s->seq_kv;
+	w.out = w.mask + s->seq_kv;
 	w.attends = attends;
-	int64_t group = s.heads / s.kv_heads;
-	for (int64_t b = 0; b < s.batch; b++) {
-		for (int64_t kvh = 0; kvh < s.kv_heads; kvh++) {
-			f8_cpu_load(k, (b * s.kv_heads + kvh) * kv_size, 1, kv_size, w.keys);
-			f8_cpu_load(v, (b * s.kv_heads + kvh) * v_size, 1, v_size, w.values);
+	int64_t group = s->heads / s->kv_heads;
+	for (int64_t b = 0; b < s->batch; b++) {
+		for (int64_t kvh = 0; kvh < s->kv_heads; kvh++) {
+			for (int64_t j = 0; j < s->seq_kv; j++) {
+				f8_cpu_load(k, f8_cpu_attention_row(&s->k, b, kvh, j), 1, s->head_dim,
+					    w.keys + j * s->head_dim);
+				f8_cpu_load(v, f8_cpu_attention_row(&s->v, b, kvh, j), 1, s->value_dim,
+					    w.values + j * s->value_dim);
+			}
 			// Query head h reads kv head h / group.
 			for (int64_t h = kvh * group; h < (kvh + 1) * group; h++) {
-				for (int64_t i = 0; i < s.seq_q; i++) {
-					int64_t row = (b * s.heads + h) * s.seq_q + i;
-					f8_cpu_load(q, row * s.head_dim, 1, s.head_dim, w.query);
-					double row_lse = attention_row(&s, &w, b, h, i);
-					f8_cpu_store(out, row * s.value_dim, 1, s.value_dim, w.out);
+				for (int64_t i = 0; i < s->seq_q; i++) {
+					f8_cpu_load(q, f8_cpu_attention_row(&s->q, b, h, i), 1,
+						    s->head_dim, w.query);
+					double row_lse = attention_row(s, &w, b, h, i);
+					f8_cpu_store(out, f8_cpu_attention_row(&s->out, b, h, i), 1,
+						     s->value_dim, w.out);
 					if (lse)
-						f8_cpu_set(lse, row, row_lse);
+						f8_cpu_set(lse, (b * s->heads + h) * s->seq_q + i, row_lse);
 				}
 			}
 		}
@@ -101,4 +108,17 @@ F8_CPU_KERNEL(ATTENTION) {
 	f8_free(attends);
 	f8_free(buffer);
 	return F8_OK;
+}
+
+F8_CPU_KERNEL(ATTENTION) {
+	f8_cpu_attention_shape s = f8_cpu_attention_shape_of(call, 0, 3);
+	return attention(&s, call->inputs[0], call->inputs[1], call->inputs[2], &call->outputs[0],
+			 f8_cpu_output(call, 1), diag);
+}
+
+/* q, k and v read in place from qkv, out written with its heads merged at each token. */
+F8_CPU_KERNEL(ATTENTION_PACKED) {
+	f8_cpu_attention_shape s = f8_cpu_attention_packed_shape_of(call, 0, 1);
+	const f8_rt_tensor *qkv = call->inputs[0];
+	return attention(&s, qkv, qkv, qkv, &call->outputs[0], f8_cpu_output(call, 1), diag);
 }

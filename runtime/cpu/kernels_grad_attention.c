@@ -8,7 +8,8 @@
  * its own max and sum rather than by the f32 lse input: the exps are needed either way, and
  * the f32 rounding of lse would leave an f64 gradient check about 1e-7 off and rows that sum
  * to 1 only within it. The out input is not read either: sum_j p_j dp_j replaces the usual
- * rowsum(dout * out), exactly, where out is rounded to its dtype.
+ * rowsum(dout * out), exactly, where out is rounded to its dtype. AttentionPackedGrad is the same
+ * kernel over q, k, v and their gradients in place in one packed tensor each.
  */
 #include <math.h>   // exp, INFINITY
 #include <stdint.h> // int64_t
@@ -116,41 +117,79 @@ static bool attention_row_grad(const f8_cpu_attention_shape *s, attention_scratc
 	return true;
 }
 
+/* The operands of one call: q, k, v, dout in, dq, dk, dv out (AttentionPacked's gradient: one
+ * tensor for the three inputs and one for the three outputs, the shape's rows placing each). */
+typedef struct attention_operands {
+	const f8_rt_tensor *q, *k, *v, *dout;
+	f8_rt_tensor *dq, *dk, *dv;
+} attention_operands;
+
+/* Rows 0 .. seq_kv - 1 of head h of batch b, laid out by `rows`, into out (seq_kv, dim). */
+static void load_rows(const f8_rt_tensor *t, const f8_cpu_attention_rows *rows, int64_t b,
+		      int64_t h, int64_t seq, int64_t dim, double *out) {
+	for (int64_t j = 0; j < seq; j++)
+		f8_cpu_load(t, f8_cpu_attention_row(rows, b, h, j), 1, dim, out + j * dim);
+}
+
+static void store_rows(f8_rt_tensor *t, const f8_cpu_attention_rows *rows, int64_t b, int64_t h,
+		       int64_t seq, int64_t dim, const double *in) {
+	for (int64_t j = 0; j < seq; j++)
+		f8_cpu_store(t, f8_cpu_attention_row(rows, b, h, j), 1, dim, in + j * dim);
+}
+
 /* The rows of every query head of key head kv of batch b: dq stored per row, dk and dv summed
  * over the group in double and stored once. */
-static void attention_block_grad(const f8_cpu_kernel_call *call, const f8_cpu_attention_shape *s,
+static void attention_block_grad(const attention_operands *o, const f8_cpu_attention_shape *s,
 				 attention_scratch *scratch, int64_t b, int64_t kv) {
-	const f8_rt_tensor *dout = call->inputs[0], *q = call->inputs[1];
-	f8_rt_tensor *dq = &call->outputs[0];
-	int64_t kv_block = (b * s->kv_heads + kv) * s->seq_kv, group = s->heads / s->kv_heads;
+	int64_t group = s->heads / s->kv_heads;
 	int64_t keys_size = s->seq_kv * s->head_dim, values_size = s->seq_kv * s->value_dim;
-	f8_cpu_load(call->inputs[2], kv_block * s->head_dim, 1, keys_size, scratch->k);
-	f8_cpu_load(call->inputs[3], kv_block * s->value_dim, 1, values_size, scratch->v);
+	load_rows(o->k, &s->k, b, kv, s->seq_kv, s->head_dim, scratch->k);
+	load_rows(o->v, &s->v, b, kv, s->seq_kv, s->value_dim, scratch->v);
 	memset(scratch->dk, 0, (size_t)keys_size * sizeof(double));
 	memset(scratch->dv, 0, (size_t)values_size * sizeof(double));
 	for (int64_t h = kv * group; h < (kv + 1) * group; h++) {
 		for (int64_t i = 0; i < s->seq_q; i++) {
-			int64_t row = (b * s->heads + h) * s->seq_q + i;
-			f8_cpu_load(q, row * s->head_dim, 1, s->head_dim, scratch->q);
-			f8_cpu_load(dout, row * s->value_dim, 1, s->value_dim, scratch->dout);
+			int64_t q_row = f8_cpu_attention_row(&s->q, b, h, i);
+			f8_cpu_load(o->q, q_row, 1, s->head_dim, scratch->q);
+			f8_cpu_load(o->dout, f8_cpu_attention_row(&s->out, b, h, i), 1, s->value_dim,
+				    scratch->dout);
 			if (attention_row_grad(s, scratch, b, h, i))
-				f8_cpu_store(dq, row * s->head_dim, 1, s->head_dim, scratch->dq);
+				f8_cpu_store(o->dq, q_row, 1, s->head_dim, scratch->dq);
 		}
 	}
-	f8_cpu_store(&call->outputs[1], kv_block * s->head_dim, 1, keys_size, scratch->dk);
-	f8_cpu_store(&call->outputs[2], kv_block * s->value_dim, 1, values_size, scratch->dv);
+	store_rows(o->dk, &s->k, b, kv, s->seq_kv, s->head_dim, scratch->dk);
+	store_rows(o->dv, &s->v, b, kv, s->seq_kv, s->value_dim, scratch->dv);
 }
 
 /* dq, dk, dv of the attention, one (batch, kv head) block at a time. */
-F8_CPU_KERNEL(ATTENTION_GRAD) {
-	f8_cpu_attention_shape shape = f8_cpu_attention_shape_of(call, 1, 6);
+static f8_status attention_grad(const attention_operands *operands,
+				const f8_cpu_attention_shape *shape, f8_diag *diag) {
 	attention_scratch scratch;
-	f8_status status = attention_scratch_create(&shape, &scratch, diag);
+	f8_status status = attention_scratch_create(shape, &scratch, diag);
 	if (status || !scratch.k) // no scratch: every output is empty
 		return status;
-	for (int64_t b = 0; b < shape.batch; b++)
-		for (int64_t kv = 0; kv < shape.kv_heads; kv++)
-			attention_block_grad(call, &shape, &scratch, b, kv);
+	for (int64_t b = 0; b < shape->batch; b++)
+		for (int64_t kv = 0; kv < shape->kv_heads; kv++)
+			attention_block_grad(operands, shape, &scratch, b, kv);
 	f8_free(scratch.k);
 	return F8_OK;
+}
+
+F8_CPU_KERNEL(ATTENTION_GRAD) {
+	f8_cpu_attention_shape shape = f8_cpu_attention_shape_of(call, 1, 6);
+	attention_operands operands = {
+		.q = call->inputs[1], .k = call->inputs[2], .v = call->inputs[3],
+		.dout = call->inputs[0], .dq = &call->outputs[0], .dk = &call->outputs[1],
+		.dv = &call->outputs[2]};
+	return attention_grad(&operands, &shape, diag);
+}
+
+/* dqkv, packed as qkv: dq, dk and dv written in place into their heads. */
+F8_CPU_KERNEL(ATTENTION_PACKED_GRAD) {
+	f8_cpu_attention_shape shape = f8_cpu_attention_packed_shape_of(call, 1, 4);
+	const f8_rt_tensor *qkv = call->inputs[1];
+	f8_rt_tensor *dqkv = &call->outputs[0];
+	attention_operands operands = {.q = qkv, .k = qkv, .v = qkv, .dout = call->inputs[0],
+				       .dq = dqkv, .dk = dqkv, .dv = dqkv};
+	return attention_grad(&operands, &shape, diag);
 }

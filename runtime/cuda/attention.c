@@ -5,12 +5,15 @@
  * (../shared/GPU-FACTS.md 2.3): the unified SDPA descriptors cannot express causal masking
  * before cuDNN 9.21, and f8c runs on 9.14.
  *
- * Layouts: the executor's views are row-major, so q, k, v, o and their gradients are BHSD
- * (batch, heads, seq, head_dim) with unit stride in head_dim; lse is (batch, heads, seq_q) f32,
- * which is cuDNN's Stats (b, h, s_q, 1) with strides (h s_q, s_q, 1, 1). K and V enter as their
- * transposes by swapping the last two dims and strides, as the frontend maps them. The graphs
- * take any strides with a unit last one, so a strided (BSHD) view would change only the strides
- * written here.
+ * Layouts: the executor's views are row-major, so Attention's q, k, v, o and their gradients
+ * are BHSD (batch, heads, seq, head_dim) with unit stride in head_dim; lse is (batch, heads,
+ * seq_q) f32, which is cuDNN's Stats (b, h, s_q, 1) with strides (h s_q, s_q, 1, 1). K and V
+ * enter as their transposes by swapping the last two dims and strides, as the frontend maps
+ * them. The graphs take any strides with a unit last one: AttentionPacked's q, k and v are
+ * strided views of its one qkv (b, s, (h + 2 h_kv) d) (TransformerEngine's bs3hd; each at its
+ * heads' byte offset, strides (s W, d, W, 1) over (b, h, s, d) for W = (h + 2 h_kv) d), its o
+ * and dO are (b, s, h d) (bshd: strides (s h d, d, h d, 1)), and its backward writes dQ, dK and
+ * dV in place into the one dqkv, as qkv lies. Only the strides and offsets written here differ.
  *
  * The IR's causal rule is bottom-right (query i attends keys j <= i + s_kv - s_q,
  * ir/infer_fused.c); for s_q == s_kv it is cuDNN's top-left causal mask, otherwise the
@@ -29,7 +32,7 @@
 #include <string.h> // memcmp, memset, strlen, strncmp
 
 #include "ir/alloc.h"                 // f8_calloc, f8_malloc, f8_free
-#include "ir/dtype.h"                 // f8_dtype, f8_dtype_name
+#include "ir/dtype.h"                 // f8_dtype, f8_dtype_name, f8_dtype_get_info
 #include "ir/ops.h"                   // f8_node_attr_int, f8_node_attr_float
 #include "ir/shape.h"                 // f8_dim_evaluate
 #include "runtime/cuda/cudnn_graph.h" // f8_cudnn_graph, f8_cudnn_tensor
@@ -40,6 +43,7 @@
  * so that memcmp compares keys. */
 typedef struct attention_key {
 	bool backward;        // AttentionGrad
+	bool packed;          // AttentionPacked(Grad): q, k, v in one qkv, o (b, s, h d)
 	bool stats;           // the lse is a node output (Attention) or input (AttentionGrad), not
 			      // only workspace
 	f8_dtype dtype;       // q, k, v, o (and dout, dq, dk, dv)
@@ -112,7 +116,8 @@ static uint64_t aligned(uint64_t bytes) {
 }
 
 static bool is_attention(f8_op op) {
-	return op == F8_OP_ATTENTION || op == F8_OP_ATTENTION_GRAD;
+	return op == F8_OP_ATTENTION || op == F8_OP_ATTENTION_GRAD || op == F8_OP_ATTENTION_PACKED ||
+	       op == F8_OP_ATTENTION_PACKED_GRAD;
 }
 
 /* Fails node `id` as unsupported. Messages of this file name the node in their text, as the
@@ -150,25 +155,38 @@ static bool dims_of(const f8_type *type, const int64_t *symbol_values, int64_t *
 	return true;
 }
 
-/* The key of node `id`, checked against what the composite graphs and cuDNN 9.14's engines
- * take on sm_90 (GPU-FACTS.md 2.2); F8_ERR_UNSUPPORTED naming the node for the rest. */
-static f8_status key_of(const f8_graph *graph, const int64_t *symbol_values, f8_node_id id,
-			attention_key *key, f8_diag *diag) {
+/* The node's inputs and outputs in the graphs: where each operand is bound. */
+typedef struct operand_slots {
+	uint32_t q, k, v, o, d_o, stats, mask;   // inputs
+	uint32_t dq, dk, dv;                     // outputs of the backward (o, stats: forward's)
+} operand_slots;
+
+static operand_slots slots_of(const attention_key *key) {
+	if (key->packed)
+		return key->backward ? (operand_slots){.d_o = 0, .q = 1, .k = 1, .v = 1, .o = 2,
+						       .stats = 3, .mask = 4}
+				     : (operand_slots){.q = 0, .k = 0, .v = 0, .mask = 1, .o = 0,
+						       .stats = 1};
+	return key->backward ? (operand_slots){.d_o = 0, .q = 1, .k = 2, .v = 3, .o = 4, .stats = 5,
+					       .mask = 6, .dq = 0, .dk = 1, .dv = 2}
+			     : (operand_slots){.q = 0, .k = 1, .v = 2, .mask = 3, .o = 0, .stats = 1};
+}
+
+/* The sizes of an Attention(Grad) node from its q, k and v (BHSD) into the key. */
+static f8_status separate_sizes(const f8_graph *graph, const int64_t *symbol_values,
+				f8_node_id id, attention_key *key, f8_diag *diag) {
 	const f8_node *node = &graph->nodes[id];
-	memset(key, 0, sizeof *key);
-	key->backward = node->op == F8_OP_ATTENTION_GRAD;
 	uint32_t first = key->backward ? 1 : 0; // q's input
 	const f8_type *q = input_type(graph, node, first), *k = input_type(graph, node, first + 1);
 	const f8_type *v = input_type(graph, node, first + 2);
-	const f8_type *mask = input_type(graph, node, key->backward ? 6 : 3);
 	int64_t qd[4], kd[4], vd[4];
 	if (!q || !k || !v || q->shape.rank != 4 || k->shape.rank != 4 || v->shape.rank != 4)
 		return refuse(graph, id, diag, "q, k and v must be rank-4 tensors");
 	if (!dims_of(q, symbol_values, qd) || !dims_of(k, symbol_values, kd) ||
 	    !dims_of(v, symbol_values, vd))
 		return refuse(graph, id, diag, "a size of q, k or v has no value");
-	// Field by field after the memset, so that the padding stays zero for memcmp.
-	key->stats = key->backward || node->n_outputs > 1;
+	if (k->dtype != q->dtype || v->dtype != q->dtype)
+		return refuse(graph, id, diag, "q, k and v must have one dtype");
 	key->dtype = q->dtype;
 	key->batch = qd[0];
 	key->heads = qd[1];
@@ -177,14 +195,57 @@ static f8_status key_of(const f8_graph *graph, const int64_t *symbol_values, f8_
 	key->seq_kv = kd[2];
 	key->head_dim = qd[3];
 	key->value_dim = vd[3];
+	return F8_OK;
+}
+
+/* The sizes of an AttentionPacked(Grad) node from its qkv (b, s, (h + 2 h_kv) d) and its heads
+ * attributes into the key. */
+static f8_status packed_sizes(const f8_graph *graph, const int64_t *symbol_values,
+			      f8_node_id id, attention_key *key, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	const f8_type *qkv = input_type(graph, node, key->backward ? 1 : 0);
+	int64_t dims[4];
+	if (!qkv || qkv->shape.rank != 3)
+		return refuse(graph, id, diag, "qkv must be a rank-3 tensor");
+	if (!dims_of(qkv, symbol_values, dims))
+		return refuse(graph, id, diag, "a size of qkv has no value");
+	int64_t heads = f8_node_attr_int(node, "heads", 0);
+	int64_t kv_heads = f8_node_attr_int(node, "kv_heads", heads);
+	if (heads < 1 || kv_heads < 1 || dims[3] % (heads + 2 * kv_heads) != 0)
+		return refuse(graph, id, diag, "qkv's width %lld is not heads %lld + 2 kv_heads %lld "
+					       "heads of one head dim", (long long)dims[3],
+			      (long long)heads, (long long)kv_heads);
+	key->dtype = qkv->dtype;
+	key->batch = dims[1];
+	key->heads = heads;
+	key->kv_heads = kv_heads;
+	key->seq_q = key->seq_kv = dims[2];
+	key->head_dim = key->value_dim = dims[3] / (heads + 2 * kv_heads);
+	return F8_OK;
+}
+
+/* The key of node `id`, checked against what the composite graphs and cuDNN 9.14's engines
+ * take on sm_90 (GPU-FACTS.md 2.2); F8_ERR_UNSUPPORTED naming the node for the rest. */
+static f8_status key_of(const f8_graph *graph, const int64_t *symbol_values, f8_node_id id,
+			attention_key *key, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	memset(key, 0, sizeof *key);
+	// Field by field after the memset, so that the padding stays zero for memcmp.
+	key->backward = node->op == F8_OP_ATTENTION_GRAD || node->op == F8_OP_ATTENTION_PACKED_GRAD;
+	key->packed = node->op == F8_OP_ATTENTION_PACKED || node->op == F8_OP_ATTENTION_PACKED_GRAD;
+	f8_status status = key->packed ? packed_sizes(graph, symbol_values, id, key, diag)
+				       : separate_sizes(graph, symbol_values, id, key, diag);
+	if (status)
+		return status;
+	operand_slots slots = slots_of(key);
+	const f8_type *mask = input_type(graph, node, slots.mask);
+	key->stats = key->backward || node->n_outputs > 1;
 	key->causal = f8_node_attr_int(node, "causal", 0) != 0;
 	key->scale = f8_node_attr_float(node, "scale", 1.0 / sqrt((double)key->head_dim));
 	if (key->dtype != F8_DTYPE_BF16 && key->dtype != F8_DTYPE_F16 && key->dtype != F8_DTYPE_F32)
 		return refuse(graph, id, diag, "q, k and v are %s; cuDNN's attention takes bf16 or "
 					       "f16 (and f32 where it has an engine)",
 			      f8_dtype_name(key->dtype));
-	if (k->dtype != key->dtype || v->dtype != key->dtype)
-		return refuse(graph, id, diag, "q, k and v must have one dtype");
 	if (key->kv_heads <= 0 || key->heads % key->kv_heads != 0)
 		return refuse(graph, id, diag, "k's heads must divide q's");
 	if (key->head_dim % 8 || key->value_dim % 8 || key->head_dim > 256 || key->value_dim > 256)
@@ -211,9 +272,10 @@ static f8_status key_of(const f8_graph *graph, const int64_t *symbol_values, f8_
 		key->mask = true;
 	}
 	if (key->backward) {
-		const f8_type *dout = input_type(graph, node, 0), *lse = input_type(graph, node, 5);
-		if (!dout || dout->dtype != key->dtype || !input_type(graph, node, 4) ||
-		    input_type(graph, node, 4)->dtype != key->dtype)
+		const f8_type *dout = input_type(graph, node, slots.d_o);
+		const f8_type *lse = input_type(graph, node, slots.stats);
+		const f8_type *out = input_type(graph, node, slots.o);
+		if (!dout || dout->dtype != key->dtype || !out || out->dtype != key->dtype)
 			return refuse(graph, id, diag, "dout and out must have q's dtype");
 		if (!lse || lse->dtype != F8_DTYPE_F32)
 			return refuse(graph, id, diag, "lse must be f32, as the forward writes it");
@@ -221,12 +283,21 @@ static f8_status key_of(const f8_graph *graph, const int64_t *symbol_values, f8_
 	return F8_OK;
 }
 
+/* Where an operand lies in its node tensor: strides over (b, h, s, d) in elements, and the
+ * byte offset of its first head. */
+typedef struct operand_layout {
+	int64_t strides[4];
+	uint64_t offset;
+} operand_layout;
+
 /* What building one graph needs at hand. */
 typedef struct build {
 	f8_cudnn_graph *g;
 	attention_plan *plan;
 	const attention_key *k;
 	cudnnDataType_t io;
+	operand_slots slots;
+	operand_layout q, k_layout, v, o; // dQ, dK, dV and dO lie as Q, K, V and O
 	int64_t score_dims[4], score_strides[4]; // (b, h_q, s_q, s_kv), row-major
 	int64_t row_dims[4], row_strides[4];     // (b, h_q, s_q, 1): the per-row statistics
 } build;
@@ -249,22 +320,48 @@ static f8_cudnn_tensor row_statistic(build *b) {
 	return f8_cudnn_virtual(b->g, CUDNN_DATA_FLOAT, b->row_dims, b->row_strides);
 }
 
-/* A non-virtual BHSD tensor bound to a node input or output. */
-static f8_cudnn_tensor operand(build *b, int64_t uid, cudnnDataType_t type, int64_t heads,
-			       int64_t seq, int64_t dim, f8_cudnn_binding_kind kind, uint32_t index) {
-	const int64_t dims[4] = {b->k->batch, heads, seq, dim};
-	int64_t strides[4];
-	row_major(dims, strides);
-	f8_cudnn_bind(b->g, uid, kind, index, 0);
-	return f8_cudnn_tensor_make(b->g, uid, type, dims, strides, false);
+/* The layouts of the key's operands into b: BHSD tensors of their own, or the packed ones. */
+static void layouts(build *b) {
+	const attention_key *k = b->k;
+	if (!k->packed) {
+		const int64_t q[4] = {k->batch, k->heads, k->seq_q, k->head_dim};
+		const int64_t kd[4] = {k->batch, k->kv_heads, k->seq_kv, k->head_dim};
+		const int64_t v[4] = {k->batch, k->kv_heads, k->seq_kv, k->value_dim};
+		const int64_t o[4] = {k->batch, k->heads, k->seq_q, k->value_dim};
+		row_major(q, b->q.strides);
+		row_major(kd, b->k_layout.strides);
+		row_major(v, b->v.strides);
+		row_major(o, b->o.strides);
+		return;
+	}
+	// qkv (b, s, (h + 2 h_kv) d): at each token q's heads, then k's, then v's.
+	int64_t d = k->head_dim, width = (k->heads + 2 * k->kv_heads) * d;
+	uint64_t element = f8_dtype_get_info(k->dtype)->bytes;
+	const operand_layout packed = {.strides = {k->seq_q * width, d, width, 1}};
+	b->q = b->k_layout = b->v = packed;
+	b->k_layout.offset = (uint64_t)(k->heads * d) * element;
+	b->v.offset = (uint64_t)((k->heads + k->kv_heads) * d) * element;
+	b->o = (operand_layout){.strides = {k->seq_q * k->heads * d, d, k->heads * d, 1}};
 }
 
-/* A BHSD input seen transposed in its last two dims (K^T, V^T), as the frontend maps them. */
+/* A non-virtual (b, heads, seq, dim) tensor bound to a node input or output, laid out as
+ * `layout` says. */
+static f8_cudnn_tensor operand(build *b, int64_t uid, cudnnDataType_t type, int64_t heads,
+			       int64_t seq, int64_t dim, const operand_layout *layout,
+			       f8_cudnn_binding_kind kind, uint32_t index) {
+	const int64_t dims[4] = {b->k->batch, heads, seq, dim};
+	f8_cudnn_bind(b->g, uid, kind, index, layout->offset);
+	return f8_cudnn_tensor_make(b->g, uid, type, dims, layout->strides, false);
+}
+
+/* An input seen transposed in its last two dims (K^T, V^T), as the frontend maps them. */
 static f8_cudnn_tensor transposed_operand(build *b, int64_t uid, int64_t heads, int64_t seq,
-					  int64_t dim, uint32_t index) {
+					  int64_t dim, const operand_layout *layout,
+					  uint32_t index) {
 	const int64_t dims[4] = {b->k->batch, heads, dim, seq};
-	const int64_t strides[4] = {heads * seq * dim, seq * dim, 1, dim};
-	f8_cudnn_bind(b->g, uid, F8_CUDNN_BIND_INPUT, index, 0);
+	const int64_t *l = layout->strides;
+	const int64_t strides[4] = {l[0], l[1], l[3], l[2]};
+	f8_cudnn_bind(b->g, uid, F8_CUDNN_BIND_INPUT, index, layout->offset);
 	return f8_cudnn_tensor_make(b->g, uid, b->io, dims, strides, false);
 }
 
@@ -354,12 +451,13 @@ static f8_cudnn_tensor padding_mask(build *b, f8_cudnn_tensor s,
 static void forward_graph(build *b) {
 	const attention_key *k = b->k;
 	f8_cudnn_graph *g = b->g;
-	f8_cudnn_tensor q = operand(b, UID_Q, b->io, k->heads, k->seq_q, k->head_dim,
-				    F8_CUDNN_BIND_INPUT, 0);
-	f8_cudnn_tensor kt = transposed_operand(b, UID_K, k->kv_heads, k->seq_kv, k->head_dim, 1);
-	f8_cudnn_tensor v = operand(b, UID_V, b->io, k->kv_heads, k->seq_kv, k->value_dim,
-				    F8_CUDNN_BIND_INPUT, 2);
-	f8_cudnn_tensor o = operand(b, UID_O, b->io, k->heads, k->seq_q, k->value_dim,
+	f8_cudnn_tensor q = operand(b, UID_Q, b->io, k->heads, k->seq_q, k->head_dim, &b->q,
+				    F8_CUDNN_BIND_INPUT, b->slots.q);
+	f8_cudnn_tensor kt = transposed_operand(b, UID_K, k->kv_heads, k->seq_kv, k->head_dim,
+						&b->k_layout, b->slots.k);
+	f8_cudnn_tensor v = operand(b, UID_V, b->io, k->kv_heads, k->seq_kv, k->value_dim, &b->v,
+				    F8_CUDNN_BIND_INPUT, b->slots.v);
+	f8_cudnn_tensor o = operand(b, UID_O, b->io, k->heads, k->seq_q, k->value_dim, &b->o,
 				    F8_CUDNN_BIND_OUTPUT, 0);
 	f8_cudnn_tensor scale = f8_cudnn_scalar(g, UID_SCALE, CUDNN_DATA_FLOAT, &b->plan->scale);
 
@@ -367,7 +465,7 @@ static void forward_graph(build *b) {
 	f8_cudnn_matmul(g, q, kt, s, NULL, NULL, NULL);
 	s = pointwise2(b, CUDNN_POINTWISE_MUL, s, scale, scores(b, CUDNN_DATA_FLOAT));
 	if (k->mask)
-		s = pointwise2(b, CUDNN_POINTWISE_ADD, s, bias_operand(b, 3),
+		s = pointwise2(b, CUDNN_POINTWISE_ADD, s, bias_operand(b, b->slots.mask),
 			       scores(b, CUDNN_DATA_FLOAT));
 	if (k->causal) {
 		f8_cudnn_tensor negative_infinity = f8_cudnn_scalar(
@@ -390,7 +488,7 @@ static void forward_graph(build *b) {
 	if (!k->stats)
 		b->plan->f8c_bytes = aligned((uint64_t)(k->batch * k->heads * k->seq_q) * 4);
 	pointwise2(b, CUDNN_POINTWISE_ADD, max, log_sum,
-		   k->stats ? stats_operand(b, F8_CUDNN_BIND_OUTPUT, 1, 0)
+		   k->stats ? stats_operand(b, F8_CUDNN_BIND_OUTPUT, b->slots.stats, 0)
 			    : stats_operand(b, F8_CUDNN_BIND_WORKSPACE, 0, 0));
 	// P in the I/O type: "Requirement by cudnn backend to take in bmm2 aType as i/o type".
 	f8_cudnn_tensor p = pointwise2(b, CUDNN_POINTWISE_DIV, exps, sum, scores(b, b->io));
@@ -436,21 +534,24 @@ static void backward_graph(build *b) {
 	const attention_key *k = b->k;
 	attention_plan *plan = b->plan;
 	f8_cudnn_graph *g = b->g;
-	f8_cudnn_tensor d_o = operand(b, UID_DO, b->io, k->heads, k->seq_q, k->value_dim,
-				      F8_CUDNN_BIND_INPUT, 0);
-	f8_cudnn_tensor q = operand(b, UID_Q, b->io, k->heads, k->seq_q, k->head_dim,
-				    F8_CUDNN_BIND_INPUT, 1);
-	f8_cudnn_tensor kt = transposed_operand(b, UID_K, k->kv_heads, k->seq_kv, k->head_dim, 2);
-	f8_cudnn_tensor vt = transposed_operand(b, UID_V, k->kv_heads, k->seq_kv, k->value_dim, 3);
-	f8_cudnn_tensor o = operand(b, UID_O, b->io, k->heads, k->seq_q, k->value_dim,
-				    F8_CUDNN_BIND_INPUT, 4);
-	f8_cudnn_tensor stats = stats_operand(b, F8_CUDNN_BIND_INPUT, 5, 0);
-	f8_cudnn_tensor dq = operand(b, UID_DQ, b->io, k->heads, k->seq_q, k->head_dim,
-				     F8_CUDNN_BIND_OUTPUT, 0);
+	const operand_slots *slot = &b->slots;
+	f8_cudnn_tensor d_o = operand(b, UID_DO, b->io, k->heads, k->seq_q, k->value_dim, &b->o,
+				      F8_CUDNN_BIND_INPUT, slot->d_o);
+	f8_cudnn_tensor q = operand(b, UID_Q, b->io, k->heads, k->seq_q, k->head_dim, &b->q,
+				    F8_CUDNN_BIND_INPUT, slot->q);
+	f8_cudnn_tensor kt = transposed_operand(b, UID_K, k->kv_heads, k->seq_kv, k->head_dim,
+						&b->k_layout, slot->k);
+	f8_cudnn_tensor vt = transposed_operand(b, UID_V, k->kv_heads, k->seq_kv, k->value_dim,
+						&b->v, slot->v);
+	f8_cudnn_tensor o = operand(b, UID_O, b->io, k->heads, k->seq_q, k->value_dim, &b->o,
+				    F8_CUDNN_BIND_INPUT, slot->o);
+	f8_cudnn_tensor stats = stats_operand(b, F8_CUDNN_BIND_INPUT, slot->stats, 0);
+	f8_cudnn_tensor dq = operand(b, UID_DQ, b->io, k->heads, k->seq_q, k->head_dim, &b->q,
+				     F8_CUDNN_BIND_OUTPUT, slot->dq);
 	f8_cudnn_tensor dk = operand(b, UID_DK, b->io, k->kv_heads, k->seq_kv, k->head_dim,
-				     F8_CUDNN_BIND_OUTPUT, 1);
-	f8_cudnn_tensor dv = operand(b, UID_DV, b->io, k->kv_heads, k->seq_kv, k->value_dim,
-				     F8_CUDNN_BIND_OUTPUT, 2);
+				     &b->k_layout, F8_CUDNN_BIND_OUTPUT, slot->dk);
+	f8_cudnn_tensor dv = operand(b, UID_DV, b->io, k->kv_heads, k->seq_kv, k->value_dim, &b->v,
+				     F8_CUDNN_BIND_OUTPUT, slot->dv);
 	f8_cudnn_tensor scale = f8_cudnn_scalar(g, UID_SCALE, CUDNN_DATA_FLOAT, &plan->scale);
 	f8_cudnn_tensor one = f8_cudnn_scalar(g, UID_ONE, CUDNN_DATA_FLOAT, &plan->one);
 	f8_cudnn_tensor negative_infinity = NULL;
@@ -500,7 +601,7 @@ static void backward_graph(build *b) {
 	f8_cudnn_matmul(g, q, kt, s, seq_len_q, seq_len_kv, NULL);
 	s = pointwise2(b, CUDNN_POINTWISE_MUL, s, scale, scores(b, CUDNN_DATA_FLOAT));
 	if (k->mask)
-		s = pointwise2(b, CUDNN_POINTWISE_ADD, s, bias_operand(b, 6),
+		s = pointwise2(b, CUDNN_POINTWISE_ADD, s, bias_operand(b, slot->mask),
 			       scores(b, CUDNN_DATA_FLOAT));
 	s = pointwise2(b, CUDNN_POINTWISE_SUB, s, stats, scores(b, CUDNN_DATA_FLOAT));
 	if (plan->padding_workaround)
@@ -533,8 +634,23 @@ static void backward_graph(build *b) {
 	row_major(k_dims, k_strides);
 	f8_cudnn_tensor keys = f8_cudnn_virtual(g, CUDNN_DATA_FLOAT, k_dims, k_strides);
 	f8_cudnn_reshape(g, kt, keys);
-	if (plan->direct_dq) {
+	if (plan->direct_dq && !k->packed) {
 		f8_cudnn_matmul(g, ds, keys, dq, seq_len_q, NULL, seq_len_kv);
+		return;
+	}
+	if (plan->direct_dq) {
+		// UNTESTED ON A GPU (2026-12-07): deterministic mode wrote wrong, unrepeatable dqkv
+		// when the matmul wrote dQ straight into the packed buffer's strided view. Here the
+		// matmul writes each element once into a contiguous virtual tensor, and a pointwise
+		// identity puts it in place. Run attention_check's packed deterministic case and
+		// gpu_compare.py's gpt-tiny bf16 step before relying on it.
+		const int64_t q_dims[4] = {k->batch, k->heads, k->seq_q, k->head_dim};
+		int64_t q_strides[4];
+		row_major(q_dims, q_strides);
+		f8_cudnn_tensor staged = f8_cudnn_virtual(g, CUDNN_DATA_FLOAT, q_dims, q_strides);
+		f8_cudnn_matmul(g, ds, keys, staged, seq_len_q, NULL, seq_len_kv);
+		f8_cudnn_pointwise(g, CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, -1, staged, NULL,
+				   NULL, dq);
 		return;
 	}
 	const int64_t q_dims[4] = {k->batch, k->heads, k->seq_q, k->head_dim};
@@ -563,8 +679,9 @@ static void describe_shape(const attention_key *k, char *out, size_t size) {
 			 (long long)k->mask_dims[0], (long long)k->mask_dims[1],
 			 (long long)k->mask_dims[2], (long long)k->mask_dims[3]);
 	snprintf(out, size,
-		 "%s b=%lld h_q=%lld h_kv=%lld s_q=%lld s_kv=%lld d=%lld d_v=%lld %s%s scale=%g%s",
-		 k->backward ? "backward" : "forward", (long long)k->batch, (long long)k->heads,
+		 "%s%s b=%lld h_q=%lld h_kv=%lld s_q=%lld s_kv=%lld d=%lld d_v=%lld %s%s scale=%g%s",
+		 k->backward ? "backward" : "forward",
+		 k->packed ? " packed (qkv bs3hd, o bshd)" : "", (long long)k->batch, (long long)k->heads,
 		 (long long)k->kv_heads, (long long)k->seq_q, (long long)k->seq_kv,
 		 (long long)k->head_dim, (long long)k->value_dim, f8_dtype_name(k->dtype),
 		 k->causal ? " causal" : "", k->scale, mask);
@@ -623,6 +740,8 @@ static f8_status plan_create(f8_cuda_attention *attention, f8_node_id id,
 		   .row_dims = {key->batch, key->heads, key->seq_q, 1}};
 	row_major(b.score_dims, b.score_strides);
 	row_major(b.row_dims, b.row_strides);
+	b.slots = slots_of(key);
+	layouts(&b);
 	if (key->backward)
 		backward_graph(&b);
 	else

@@ -3,9 +3,11 @@
  * not, with the log-sum-exp statistics the backward needs) and AttentionGrad compute what their
  * reference kernels in runtime/cpu/ compute, on device memory, BF16 (or F16) in and out with
  * FP32 compute and f32 lse (natural log, (batch, heads, seq_q)); GQA and MQA without expanding
- * K and V; an additive mask of q's dtype shaped (batch or 1, heads or 1, s_q, s_kv). Tensors are
- * BHSD as the executor's row-major views give them (the graphs take any strides with a unit
- * last one, should the IR get strided views).
+ * K and V; an additive mask of q's dtype shaped (batch or 1, heads or 1, s_q, s_kv). Attention's
+ * tensors are BHSD as the executor's row-major views give them; AttentionPacked and its
+ * gradient (the attention-layout pass's) read q, k and v as strided views of one packed qkv
+ * (b, s, (h + 2 h_kv) d), o and dO as (b, s, h d), and write dq, dk, dv in place into one dqkv
+ * (TransformerEngine's bs3hd and bshd): the graphs take any strides with a unit last one.
  *
  * On cuDNN 9.14 (the oldest f8c supports) causal training attention is the composite
  * operation graph: matmul, scale, a causal mask from generated indices, softmax by reductions,

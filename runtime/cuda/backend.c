@@ -301,7 +301,8 @@ static bool is_gemm(const f8_node *node) {
 }
 
 static bool is_attention(const f8_node *node) {
-	return node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD;
+	return node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD ||
+	       node->op == F8_OP_ATTENTION_PACKED || node->op == F8_OP_ATTENTION_PACKED_GRAD;
 }
 
 static bool is_grouped(const f8_node *node) {
@@ -522,7 +523,8 @@ static const char *category_of(const cuda_backend *cuda, const f8_node *node) {
 								 : "gemm f32";
 	}
 	if (is_attention(node))
-		return node->op == F8_OP_ATTENTION ? "attention fwd" : "attention bwd";
+		return node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_PACKED
+			       ? "attention fwd" : "attention bwd";
 	return "device copies";
 }
 

@@ -430,12 +430,13 @@ f8_status f8_cudnn_graph_execute(f8_cudnn_graph *graph, const CUdeviceptr *input
 		CUdeviceptr address = 0;
 		const char *what = "";
 		switch (binding->kind) {
-		case F8_CUDNN_BIND_INPUT:
-			address = inputs[binding->index];
+		case F8_CUDNN_BIND_INPUT: // a part of a packed tensor at its offset
+			address = inputs[binding->index] ? inputs[binding->index] + binding->offset : 0;
 			what = "input";
 			break;
 		case F8_CUDNN_BIND_OUTPUT:
-			address = outputs[binding->index];
+			address = outputs[binding->index] ? outputs[binding->index] + binding->offset
+							  : 0;
 			what = "output";
 			break;
 		case F8_CUDNN_BIND_WORKSPACE:

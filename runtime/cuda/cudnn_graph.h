@@ -28,8 +28,8 @@ typedef cudnnBackendDescriptor_t f8_cudnn_tensor; // a finalized tensor descript
 
 /* Where a non-virtual tensor's address comes from at run time. */
 typedef enum f8_cudnn_binding_kind {
-	F8_CUDNN_BIND_INPUT,     // the node's input `index`
-	F8_CUDNN_BIND_OUTPUT,    // the node's output `index`
+	F8_CUDNN_BIND_INPUT,     // the node's input `index` + `offset` (a head of a packed qkv)
+	F8_CUDNN_BIND_OUTPUT,    // the node's output `index` + `offset`
 	F8_CUDNN_BIND_WORKSPACE, // the plan's workspace + `offset` (f8c's part, below the engine's)
 	F8_CUDNN_BIND_HOST,      // a by-value scalar at `host`, which lives as long as the graph
 } f8_cudnn_binding_kind;
@@ -38,7 +38,7 @@ typedef struct f8_cudnn_binding {
 	int64_t uid;
 	f8_cudnn_binding_kind kind;
 	uint32_t index;    // INPUT, OUTPUT
-	uint64_t offset;   // WORKSPACE: bytes from the workspace's start
+	uint64_t offset;   // bytes from the workspace's start, or from the input's or output's
 	const void *host;  // HOST
 } f8_cudnn_binding;
 

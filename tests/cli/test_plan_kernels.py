@@ -6,7 +6,9 @@ backend needs no host code for any other node (DESIGN.md: device kernels come fr
 only). Prints the ops left outside where one is not a library op. gpt-tiny's and llama-tiny's
 f32 plans (no --bf16, default target sm_90) hold no Attention: cuDNN has no f32 fused attention,
 so attention-unfused spells it in MatMuls and Softmax (passes/attention_unfused.h), whose
-kernels are generated; their --bf16 plans keep cuDNN's Attention. mixtral-tiny's plans (f32 and
+kernels are generated; their --bf16 plans keep cuDNN's attention (gpt-tiny's as AttentionPacked
+and AttentionPackedGrad, passes/attention_layout.h; llama-tiny's, with RoPE, as Attention and
+AttentionGrad). mixtral-tiny's plans (f32 and
 --bf16) add the MoE ops, generated kernels too (codegen/lower_moe.c), between GroupedLinears.
 
 usage: test_plan_kernels.py F8C_BINARY SOURCE_DIR
@@ -26,7 +28,8 @@ from checks import check, finish  # noqa: E402  (tests/checks.py)
 # The ops a backend runs as library calls (codegen/target.c runs_in_library: GEMMs, attention,
 # collectives).
 LIBRARY = {"Linear", "LinearWgrad", "MatMul", "Gemm", "FP8Gemm", "GroupedLinear",
-           "GroupedLinearWgrad", "Attention", "AttentionGrad", "AllReduce", "AllGather",
+           "GroupedLinearWgrad", "Attention", "AttentionGrad", "AttentionPacked",
+           "AttentionPackedGrad", "AllReduce", "AllGather",
            "ReduceScatter", "Send", "Recv"}
 
 # A node line of the graph's text: "  %a : f32[..] <..>, %b ... = Op(%x, ...) {...} ... kernel=k3".
@@ -64,7 +67,8 @@ try:
             if not match:
                 continue
             op = match.group(1)
-            attention += op in ("Attention", "AttentionGrad")
+            attention += op in ("Attention", "AttentionGrad", "AttentionPacked",
+                                "AttentionPackedGrad")
             if re.search(r"\skernel=k\d+", line):
                 in_kernels += 1
             elif op in LIBRARY:

@@ -15,8 +15,9 @@
  * seq 1024 (many tiles); f32 with its backward and f32 forward alone, which may have no
  * engine (then the refusal must say that f32 attention needs --bf16);
  * and the deterministic mode, whose dq, dk and dv must be bit-identical on two runs.
- * Layouts are BHSD only: the executor's views are row-major and the IR has no strided views,
- * so a BSHD case has nothing to feed it.
+ * Layouts: BHSD (Attention), and the packed cases' AttentionPacked (q, k and v read in place
+ * from one qkv (b, s, (h + 2 h_kv) d), o and dO (b, s, h d), dq, dk and dv written in place into
+ * one dqkv: TransformerEngine's bs3hd and bshd) with GQA, a mask and the deterministic mode.
  *
  * Every case prints the plans' engine choice (f8_cuda_attention_describe) and each output's
  * NMSE, its bound and the largest error relative to the largest reference magnitude; a
@@ -53,6 +54,7 @@ typedef struct attention_case {
 	bool forward_only;    // Attention without lse and no AttentionGrad
 	bool deterministic;   // also planned deterministic: dq, dk, dv bit-identical on two runs
 	bool may_refuse;      // cuDNN may have no engine; the refusal must say "needs --bf16"
+	bool packed;          // AttentionPacked and AttentionPackedGrad (self-attention: s_q = s_kv)
 } attention_case;
 
 static const attention_case cases[] = {
@@ -79,6 +81,21 @@ static const attention_case cases[] = {
 	{"f32 d64 s128 causal", "f32", 2, 4, 4, 128, 128, 64, .causal = true, .may_refuse = true},
 	{"f32 forward only d64 s128 causal", "f32", 2, 4, 4, 128, 128, 64, .causal = true,
 	 .forward_only = true, .may_refuse = true},
+	{"packed bf16 d64 s128 causal", "bf16", 2, 8, 8, 128, 128, 64, .causal = true,
+	 .packed = true},
+	{"packed bf16 d32 s200", "bf16", 2, 4, 4, 200, 200, 32, .packed = true},
+	{"packed bf16 GQA 8/2 d128 s200 causal", "bf16", 2, 8, 2, 200, 200, 128, .causal = true,
+	 .packed = true},
+	{"packed bf16 additive mask, causal", "bf16", 2, 4, 4, 128, 128, 64, .causal = true,
+	 .mask = true, .packed = true},
+	{"packed bf16 forward without lse", "bf16", 2, 4, 4, 128, 128, 64, .causal = true,
+	 .forward_only = true, .packed = true},
+	{"packed f16 d64 s128 causal", "f16", 2, 4, 4, 128, 128, 64, .causal = true,
+	 .packed = true},
+	{"packed bf16 deterministic GQA 8/2 d64 s200 causal", "bf16", 2, 8, 2, 200, 200, 64,
+	 .causal = true, .deterministic = true, .packed = true},
+	{"packed bf16 d128 s1024 causal", "bf16", 1, 4, 4, 1024, 1024, 128, .causal = true,
+	 .packed = true},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 
@@ -111,6 +128,27 @@ static double tolerance_of(f8_dtype io, f8_dtype output, bool gradient) {
 
 static unsigned seed;
 
+/* A packed case's body: qkv (b, s, (h + 2 h_kv) d), dO (b, s, h d). */
+static void packed_body(const attention_case *c, const char *mask_input, const char *mask_arg,
+			char *out, size_t size) {
+	const char *t = c->dtype;
+	long long b = c->batch, h = c->heads, hk = c->kv_heads, s = c->seq_q, d = c->head_dim;
+	char attrs[64];
+	snprintf(attrs, sizeof attrs, " {heads=%lld, kv_heads=%lld%s}", h, hk,
+		 c->causal ? ", causal=1" : "");
+	int n = snprintf(out, size, "  input %%qkv : %s[%lld, %lld, %lld]\n"
+			 "  input %%do : %s[%lld, %lld, %lld]\n%s",
+			 t, b, s, (h + 2 * hk) * d, t, b, s, h * d, mask_input);
+	if (c->forward_only)
+		snprintf(out + n, size - (size_t)n,
+			 "  %%o = AttentionPacked(%%qkv%s)%s\n  output %%o\n", mask_arg, attrs);
+	else
+		snprintf(out + n, size - (size_t)n,
+			 "  %%o, %%lse = AttentionPacked(%%qkv%s)%s\n"
+			 "  %%dqkv = AttentionPackedGrad(%%do, %%qkv, %%o, %%lse%s)%s\n"
+			 "  output %%o, %%lse, %%dqkv\n", mask_arg, attrs, mask_arg, attrs);
+}
+
 /* The body of the case's graph (leaves, nodes, outputs; check_graph_parse's `body`) into
  * `out`. */
 static void case_body(const attention_case *c, char *out, size_t size) {
@@ -122,6 +160,10 @@ static void case_body(const attention_case *c, char *out, size_t size) {
 		snprintf(mask_input, sizeof mask_input, "  input %%m : %s[%lld, 1, %lld, %lld]\n", t,
 			 b, sq, skv);
 		snprintf(mask_arg, sizeof mask_arg, ", %%m");
+	}
+	if (c->packed) {
+		packed_body(c, mask_input, mask_arg, out, size);
+		return;
 	}
 	const char *attrs = c->causal ? " {causal=1}" : "";
 	int n = snprintf(out, size,
@@ -180,9 +222,10 @@ static void find_nodes(const f8_graph *graph, f8_node_id *forward, f8_node_id *b
 	*forward = *backward = F8_NONE;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		f8_node_id id = graph->order[i];
-		if (graph->nodes[id].op == F8_OP_ATTENTION)
+		f8_op op = graph->nodes[id].op;
+		if (op == F8_OP_ATTENTION || op == F8_OP_ATTENTION_PACKED)
 			*forward = id;
-		if (graph->nodes[id].op == F8_OP_ATTENTION_GRAD)
+		if (op == F8_OP_ATTENTION_GRAD || op == F8_OP_ATTENTION_PACKED_GRAD)
 			*backward = id;
 	}
 }
@@ -201,7 +244,8 @@ static bool compare_outputs(const f8_graph *graph, const f8_rt_tensor *want,
 			f8_diag_print(diag, stdout);
 			return false;
 		}
-		bool gradient = graph->nodes[value->producer].op == F8_OP_ATTENTION_GRAD;
+		f8_op by = graph->nodes[value->producer].op;
+		bool gradient = by == F8_OP_ATTENTION_GRAD || by == F8_OP_ATTENTION_PACKED_GRAD;
 		double tolerance = tolerance_of(io, value->type.dtype, gradient);
 		test_comparison r = test_compare(&got, &want[id], false);
 		bool passed = r.bad == 0 && r.nmse <= tolerance;
@@ -263,7 +307,7 @@ static bool run_twice(f8_cuda_attention *attention, const f8_graph *graph,
 	*identical = true;
 	for (int run = 0; !status && backward != F8_NONE && run < 2; run++) {
 		status = gpu_run(attention, graph, backward, values, &diag);
-		for (uint32_t o = 0; !status && o < 3; o++) {
+		for (uint32_t o = 0; !status && o < graph->nodes[backward].n_outputs; o++) {
 			f8_value_id id = graph->nodes[backward].outputs[o];
 			if (run == 0) {
 				status = download(graph, id, values, &first[o], &diag);

@@ -133,7 +133,8 @@ static void describe(const f8_graph *graph, bool cuda, char *out, size_t size) {
 		const char *by = "no GPU kernel";
 		if (flags & F8_OPF_GEMM)
 			by = cuda ? "cuBLASLt" : "library";
-		else if (node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD)
+		else if (node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD ||
+			 node->op == F8_OP_ATTENTION_PACKED || node->op == F8_OP_ATTENTION_PACKED_GRAD)
 			by = cuda ? "cuDNN" : "library";
 		else if ((flags & F8_OPF_COLLECTIVE) || backend_ops_is_device_copy(node->op))
 			by = "copy";

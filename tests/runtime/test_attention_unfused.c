@@ -5,7 +5,7 @@
  * kernels) and for sm_90 (batched MatMuls, Softmax and their backward, autodiff's), each run
  * for two steps on the CPU backend with its generated kernels: the same loss and gradient norm
  * within f32 rounding. The sm_90 plan has no Attention node and carries the decision's reason;
- * the cpu plan keeps its Attentions.
+ * the cpu plan keeps its Attentions (gpt-tiny's as AttentionPacked, the attention-layout pass's).
  * Usage: test_attention_unfused MODELS_FOLDER WORK_FOLDER
  */
 #define _POSIX_C_SOURCE 200809L // mkdtemp
@@ -80,8 +80,11 @@ static bool train(const char *model, const char *data, f8_target chip, heard *h)
 		status = f8_tool_compile_training(&compile, &c, &step, &diag);
 	if (!status) {
 		bool reasoned = false;
-		uint32_t attention = count_op(step, F8_OP_ATTENTION, NULL);
-		uint32_t grads = count_op(step, F8_OP_ATTENTION_GRAD, NULL);
+		// gpt-tiny's cpu plan holds its attention packed (passes/attention_layout.h).
+		uint32_t attention = count_op(step, F8_OP_ATTENTION, NULL) +
+				     count_op(step, F8_OP_ATTENTION_PACKED, NULL);
+		uint32_t grads = count_op(step, F8_OP_ATTENTION_GRAD, NULL) +
+				 count_op(step, F8_OP_ATTENTION_PACKED_GRAD, NULL);
 		uint32_t softmax = count_op(step, F8_OP_SOFTMAX, &reasoned);
 		printf("%s for %s: %u Attention, %u AttentionGrad, %u Softmax%s\n", model,
 		       f8_target_name(chip), attention, grads, softmax,

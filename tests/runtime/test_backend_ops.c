@@ -102,6 +102,10 @@ typedef struct op_case {
  * for u = 2^-8, bound 4 u^2 (tests/gpu/attention_check.c derives it; 5e-6 measured on an
  * H200). The CPU backends run one reference kernel and agree exactly. */
 #define ATTENTION_BF16_TOLERANCE 6.1e-5 // 4 * 2^-16
+/* Its gradients': two more roundings to bf16 in cuDNN's backward (P and dS before the dV, dK
+ * and dQ GEMMs) and o's error in rowsum(dO * O), 16 u^2 as tests/gpu/attention_check.c bounds
+ * them. */
+#define ATTENTION_BF16_GRAD_TOLERANCE 2.5e-4 // 16 * 2^-16
 
 static const op_case cases[] = {
 	// Elementwise arithmetic: fused into elementwise kernels where codegen lowers the op.
@@ -333,6 +337,15 @@ static const op_case cases[] = {
 	 IN("k", "bf16[1, 3, 11, 20]") IN("v", "bf16[1, 3, 11, 20]") IN("m", "bf16[6, 11]")
 	 "%o = Attention(%q, %k, %v, %m) {scale=0.3}\noutput %o\n", "m=uniform:-2:0", NULL,
 	 ATTENTION_BF16_TOLERANCE},
+	// The packed layout (passes/attention_layout.h): q, k, v read in place from one qkv
+	// (b, s, (h + 2 h_kv) d), out (b, s, h d). Head dims of 16 run on cuDNN; f32 and 20 are
+	// the reference's alone (the GPU refuses them, saying why).
+	{.title = "AttentionPacked bf16 causal, GQA", IN("qkv", "bf16[2, 40, 128]")
+	 "%o, %lse = AttentionPacked(%qkv) {heads=4, kv_heads=2, causal=1}\noutput %o, %lse\n",
+	 NULL, NULL, ATTENTION_BF16_TOLERANCE},
+	{.title = "AttentionPacked f32, additive mask, scale", IN("qkv", "f32[2, 6, 60]")
+	 IN("m", "f32[2, 1, 6, 6]")
+	 "%o = AttentionPacked(%qkv, %m) {heads=1, scale=0.3}\noutput %o\n", "m=uniform:-2:0"},
 	{.title = "Gelu erf",
 	 IN("x", "f32[5, 7, 36]") "%y = Gelu(%x)\noutput %y\n", "x=uniform:-6:6"},
 	{.title = "Gelu tanh bf16",
@@ -407,6 +420,42 @@ static const op_case cases[] = {
 	 "%o, %lse = Attention(%q, %k, %v) {causal=1}\n"
 	 "%dq, %dk, %dv = AttentionGrad(%do, %q, %k, %v, %o, %lse) {causal=1}\n"
 	 "output %dq, %dk, %dv\n"},
+	{.title = "AttentionPackedGrad bf16 causal, GQA", IN("qkv", "bf16[2, 40, 128]")
+	 IN("do", "bf16[2, 40, 64]")
+	 "%o, %lse = AttentionPacked(%qkv) {heads=4, kv_heads=2, causal=1}\n"
+	 "%dqkv = AttentionPackedGrad(%do, %qkv, %o, %lse) {heads=4, kv_heads=2, causal=1}\n"
+	 "output %dqkv\n", NULL, NULL, ATTENTION_BF16_GRAD_TOLERANCE},
+	{.title = "AttentionPackedGrad f32, additive mask", IN("qkv", "f32[2, 5, 48]")
+	 IN("m", "f32[5, 5]") IN("do", "f32[2, 5, 16]")
+	 "%o, %lse = AttentionPacked(%qkv, %m) {heads=2}\n"
+	 "%dqkv = AttentionPackedGrad(%do, %qkv, %o, %lse, %m) {heads=2}\n"
+	 "output %dqkv\n", "m=uniform:-2:0"},
+	// The copies around an attention as a model spells them, which the attention-layout pass
+	// takes out: the forward's and the backward's, in one graph.
+	{.title = "Attention between Split and Concat, packed",
+	 IN("qkv", "bf16[2, 24, 128]") IN("dmerged", "bf16[2, 24, 64]")
+	 "%q, %k, %v = Split(%qkv) {axis=2, split=[64, 32, 32]}\n"
+	 "%q_bshd = Reshape(%q) {shape=[2, 24, 4, 16]}\n"
+	 "%q_bhsd = Transpose(%q_bshd) {perm=[0, 2, 1, 3]}\n"
+	 "%k_bshd = Reshape(%k) {shape=[2, 24, 2, 16]}\n"
+	 "%k_bhsd = Transpose(%k_bshd) {perm=[0, 2, 1, 3]}\n"
+	 "%v_bshd = Reshape(%v) {shape=[2, 24, 2, 16]}\n"
+	 "%v_bhsd = Transpose(%v_bshd) {perm=[0, 2, 1, 3]}\n"
+	 "%core, %lse = Attention(%q_bhsd, %k_bhsd, %v_bhsd) {causal=1}\n"
+	 "%core_bshd = Transpose(%core) {perm=[0, 2, 1, 3]}\n"
+	 "%merged = Reshape(%core_bshd) {shape=[2, 24, 64]}\n"
+	 "%dcore_bshd = Reshape(%dmerged) {shape=[2, 24, 4, 16]}\n"
+	 "%dcore = Transpose(%dcore_bshd) {perm=[0, 2, 1, 3]}\n"
+	 "%dq, %dk, %dv = AttentionGrad(%dcore, %q_bhsd, %k_bhsd, %v_bhsd, %core, %lse) "
+	 "{causal=1}\n"
+	 "%dq_bshd = Transpose(%dq) {perm=[0, 2, 1, 3]}\n"
+	 "%dq_merged = Reshape(%dq_bshd) {shape=[2, 24, 64]}\n"
+	 "%dk_bshd = Transpose(%dk) {perm=[0, 2, 1, 3]}\n"
+	 "%dk_merged = Reshape(%dk_bshd) {shape=[2, 24, 32]}\n"
+	 "%dv_bshd = Transpose(%dv) {perm=[0, 2, 1, 3]}\n"
+	 "%dv_merged = Reshape(%dv_bshd) {shape=[2, 24, 32]}\n"
+	 "%dqkv = Concat(%dq_merged, %dk_merged, %dv_merged) {axis=2}\n"
+	 "output %merged, %lse, %dqkv\n", NULL, NULL, ATTENTION_BF16_GRAD_TOLERANCE},
 	{.title = "GeluGrad", IN("x", "f32[5, 7, 36]") IN("dy", "f32[5, 7, 36]")
 	 "%dx = GeluGrad(%dy, %x)\noutput %dx\n", "x=uniform:-6:6"},
 	{.title = "GeluGrad tanh bf16", IN("x", "bf16[5, 77]") IN("dy", "bf16[5, 77]")

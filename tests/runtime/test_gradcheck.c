@@ -250,6 +250,12 @@ static const gradcheck_case cases[] = {
 	 "param %q : f64[1, 2, 3, 2]\n" "param %k : f64[1, 1, 3, 2]\n"
 	 "param %v : f64[1, 1, 3, 2]\n" "input %m : f64[1, 2, 3, 3]\n"
 	 "%y = Attention(%q, %k, %v, %m)\n" "output %y", "m=uniform:-2:0", 0},
+	{"AttentionPacked causal, GQA",
+	 "param %qkv : f64[2, 3, 16]\n"
+	 "%y = AttentionPacked(%qkv) {heads=2, kv_heads=1, causal=1}\n" "output %y", "", 0},
+	{"AttentionPacked additive mask, scale",
+	 "param %qkv : f64[1, 3, 9]\n" "input %m : f64[1, 1, 3, 3]\n"
+	 "%y = AttentionPacked(%qkv, %m) {heads=1, scale=0.3}\n" "output %y", "m=uniform:-2:0", 0},
 	{"CrossEntropy mean, ignored labels",
 	 "param %x : f64[2, 3, 5]\n" "input %t : i64[2, 3]\n" "%y = CrossEntropy(%x, %t)\n"
 	 "output %y", "t=labels:5:-100", CE_STEP},

@@ -1,6 +1,7 @@
 /*
  * f8c's CPU training step of gpt-tiny against PyTorch (llm.c's end-to-end test): the model from
- * models/gpt-tiny.json through the pipeline and the training pass, run by the CPU executor on
+ * models/gpt-tiny.json through the pipeline, the training pass and attention-layout (the
+ * attention packed as the plans run it), run by the CPU executor on
  * the parameters, tokens and labels of a dump that tests/data/make_reference_dump.py made with
  * PyTorch in float64, then compared with that dump: the logits, the loss, every parameter's
  * gradient, the gradient norm, and the parameters after one AdamW step.
@@ -14,6 +15,7 @@
 
 #include "frontend/frontend.h"    // f8_frontend_load
 #include "ir/verify.h"            // f8_graph_verify
+#include "passes/attention_layout.h" // f8_pass_attention_layout_run
 #include "passes/pipeline.h"      // f8_pipeline_run
 #include "passes/training.h"      // f8_pass_training_run, f8_training_options
 #include "runtime/cpu/executor.h" // f8_cpu_executor_*
@@ -169,11 +171,18 @@ static f8_graph *compile(const char *model, const dump_config *config, FILE *rep
 	options.ignore_index = config->ignore_index;
 	if (f8_frontend_load(model, NULL, &graph, &diag) ||
 	    f8_pipeline_run(graph, "fuse-patterns", true, &diag) ||
-	    f8_pass_training_run(graph, &options, report, &diag) || f8_graph_verify(graph, &diag)) {
+	    f8_pass_training_run(graph, &options, report, &diag) ||
+	    f8_pass_attention_layout_run(graph, report, &diag) || f8_graph_verify(graph, &diag)) {
 		print_diag("compiling the training step", &diag);
 		f8_graph_destroy(graph);
 		return NULL;
 	}
+	// The attention as the plans run it: q, k, v read in place from the QKV output.
+	uint32_t packed = 0;
+	for (uint32_t i = 0; i < graph->n_order; i++)
+		packed += graph->nodes[graph->order[i]].op == F8_OP_ATTENTION_PACKED_GRAD;
+	printf("attention-layout: %u AttentionPackedGrad in the step\n", packed);
+	CHECK(packed > 0);
 	return graph;
 }
 
