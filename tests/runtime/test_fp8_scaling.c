@@ -30,6 +30,7 @@
 #include "passes/pipeline.h"         // f8_pipeline_run
 #include "runtime/cpu/executor.h"    // f8_cpu_executor
 #include "runtime/cpu/kernels.h"     // f8_cpu_kernel_get, f8_cpu_kernel_call
+#include "tests/runtime/test_direct.h" // test_run_direct
 #include "tests/runtime/test_fill.h" // rng_state, rng_next, rng_uniform, rng_int
 #include "tests/test_support.h"      // CHECK, test_finish
 
@@ -447,25 +448,12 @@ static void expect_zero_padding(const char *what, const char *name, int64_t cols
 				int64_t col0) {
 	f8_value_id v = f8_graph_find_value(graph, name, strlen(name));
 	const f8_node *node = &graph->nodes[graph->values[v].producer];
-	const f8_rt_tensor *inputs[8] = {0}, *run = value(name);
-	f8_rt_tensor outputs[8] = {0};
+	const f8_rt_tensor *run = value(name);
+	f8_rt_tensor outputs[TEST_DIRECT_MAX] = {0};
 	f8_diag diag;
-	for (uint32_t i = 0; i < node->n_inputs && i < 8; i++)
-		inputs[i] = f8_cpu_executor_value(executor, node->inputs[i]);
-	for (uint32_t i = 0; i < node->n_outputs && i < 8; i++) {
-		const f8_type *type = &graph->values[node->outputs[i]].type;
-		int64_t dims[F8_MAX_RANK];
-		f8_cpu_executor_dims(executor, type, dims);
-		CHECK(f8_rt_tensor_create(type->dtype, type->shape.rank, dims, &outputs[i], &diag) ==
-		      F8_OK);
-		for (int64_t j = 0; j < f8_rt_tensor_numel(&outputs[i]); j++)
-			f8_rt_tensor_set(&outputs[i], j, 7);
-	}
-	f8_cpu_kernel_call call = {.graph = graph, .node = node, .inputs = inputs,
-				   .outputs = outputs};
-	CHECK(run && f8_cpu_kernel_get(node->op)(&call, &diag) == F8_OK);
+	CHECK(run && test_run_direct(graph, executor, node, outputs, &diag) == F8_OK);
 	int64_t wrong = 0, zeros = 0;
-	for (uint32_t i = 0; i < node->n_outputs && i < 8; i++) {
+	for (uint32_t i = 0; i < node->n_outputs && i < TEST_DIRECT_MAX; i++) {
 		for (int64_t j = 0; run && node->outputs[i] == v && j < f8_rt_tensor_numel(run); j++) {
 			double got = f8_rt_tensor_get(&outputs[i], j), want = f8_rt_tensor_get(run, j);
 			bool padding = j / cols >= row0 && j % cols >= col0;

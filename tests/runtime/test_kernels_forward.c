@@ -20,6 +20,7 @@
 #include "passes/pipeline.h"         // f8_pipeline_run
 #include "runtime/cpu/executor.h"    // f8_cpu_executor
 #include "runtime/cpu/kernels.h"     // f8_cpu_kernel_get, f8_cpu_kernel_call
+#include "tests/runtime/test_direct.h" // test_run_direct
 #include "tests/test_support.h"      // CHECK, test_finish
 
 /* The graph under test, its executor and the last diagnostic. */
@@ -112,23 +113,9 @@ static void expect(const char *name, const double *want, int64_t n) {
  * +0 in [from, numel). */
 static void expect_zero_tail(const char *name, int64_t from) {
 	const f8_node *node = &graph->nodes[graph->values[id(name)].producer];
-	const f8_rt_tensor *inputs[8] = {0};
-	f8_rt_tensor outputs[4] = {0};
-	for (uint32_t i = 0; i < node->n_inputs && i < 8; i++)
-		inputs[i] = f8_cpu_executor_value(executor, node->inputs[i]);
-	for (uint32_t i = 0; i < node->n_outputs && i < 4; i++) {
-		const f8_type *type = &graph->values[node->outputs[i]].type;
-		int64_t dims[F8_MAX_RANK];
-		f8_cpu_executor_dims(executor, type, dims);
-		CHECK(f8_rt_tensor_create(type->dtype, type->shape.rank, dims, &outputs[i], &diag) ==
-		      F8_OK);
-		for (int64_t j = 0; j < f8_rt_tensor_numel(&outputs[i]); j++)
-			f8_rt_tensor_set(&outputs[i], j, 7);
-	}
-	f8_cpu_kernel_call call = {.graph = graph, .node = node, .inputs = inputs,
-				   .outputs = outputs};
-	CHECK(f8_cpu_kernel_get(node->op)(&call, &diag) == F8_OK);
-	for (uint32_t i = 0; i < node->n_outputs && i < 4; i++) {
+	f8_rt_tensor outputs[TEST_DIRECT_MAX] = {0};
+	CHECK(test_run_direct(graph, executor, node, outputs, &diag) == F8_OK);
+	for (uint32_t i = 0; i < node->n_outputs && i < TEST_DIRECT_MAX; i++) {
 		for (int64_t j = 0; node->outputs[i] == id(name) && j < f8_rt_tensor_numel(&outputs[i]);
 		     j++) {
 			double got = f8_rt_tensor_get(&outputs[i], j);
