@@ -1087,6 +1087,10 @@ f8_status f8_infer_send(const f8_graph *graph, const f8_node *node, f8_type *out
 	(void)graph, (void)outputs;
 	if (f8_node_attr_int(node, "peer", -1) < 0)
 		return f8_infer_fail(diag, "attribute peer must not be negative");
+	int64_t tag = f8_node_attr_int(node, "tag", 0);
+	if (tag < 0 || tag > 32767) // MPI_TAG_UB is at least 32767
+		return f8_infer_fail(diag, "attribute tag is %lld: it must be in [0, 32767]",
+				     (long long)tag);
 	return require_group(node, diag);
 }
 

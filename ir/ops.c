@@ -118,9 +118,11 @@ static const f8_attr_spec attrs_all_gather[] = {STRING("group", true), INT("axis
 						INT("ranks", true), INT("replicated", false),
 						INT("balanced", false), END};
 static const f8_attr_spec attrs_all_to_all[] = {STRING("group", true), INT("ranks", true), END};
-static const f8_attr_spec attrs_peer[] = {STRING("group", true), INT("peer", true), END};
+static const f8_attr_spec attrs_peer[] = {STRING("group", true), INT("peer", true),
+					  INT("tag", false), END};
 static const f8_attr_spec attrs_recv[] = {STRING("group", true), INT("peer", true),
-					  DTYPE("dtype", true), DIMS("shape", true), END};
+					  DTYPE("dtype", true), DIMS("shape", true),
+					  INT("tag", false), END};
 
 #undef INT
 #undef FLOAT

@@ -554,7 +554,7 @@ f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
 	return status ? status : code != MPI_OK ? failed("MPI_Alltoallv", axes, code, diag) : F8_OK;
 }
 
-f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,
+f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, const void *data,
 			size_t bytes, f8_diag *diag) {
 	mpi_handle group;
 	f8_status status = bytes > (size_t)INT32_MAX
@@ -590,7 +590,7 @@ f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *
 		return status;
 	memcpy(copy, data, bytes);
 	mpi_handle request = NULL;
-	int code = mpi.Isend(copy, (int)bytes, mpi.type_byte, (int)peer, 0, group, &request);
+	int code = mpi.Isend(copy, (int)bytes, mpi.type_byte, (int)peer, tag, group, &request);
 	if (code != MPI_OK) {
 		f8_free(copy);
 		return failed("MPI_Isend", axes, code, diag);
@@ -624,8 +624,8 @@ f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag) {
 	return code != MPI_OK ? failed("MPI_Waitall", axes, code, diag) : F8_OK;
 }
 
-f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,
-			f8_diag *diag) {
+f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, void *data,
+			size_t bytes, f8_diag *diag) {
 	mpi_handle group;
 	f8_status status = bytes > (size_t)INT32_MAX
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a receive of %zu bytes",
@@ -637,7 +637,7 @@ f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, 
 	waiting(dist, "MPI_Recv", axes);
 	long long received[8] = {0}; // MPI_Status: 24 bytes in Open MPI's ABI
 	int code = status ? MPI_OK
-			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, 0, group, received);
+			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, tag, group, received);
 	waiting(dist, NULL, 0);
 	int count = (int)bytes;
 	if (!status && code == MPI_OK)

@@ -97,11 +97,14 @@ f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
  * for its receive: it starts (MPI_Isend, from a copy of `data`, which the caller may reuse at
  * once) and is complete after f8_dist_complete_sends, so that two stages that each send before
  * they receive (1F1B's steady state: one stage's activation out while the next stage's
- * gradient comes back) do not wait on each other. A receive waits for its message. */
-f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, const void *data,
+ * gradient comes back) do not wait on each other. A receive waits for its message. A receive
+ * takes the next message from `peer` with the same `tag` (0 .. 32767): the interleaved
+ * schedule's messages between two stages, activations and gradients of several model chunks,
+ * each have their own, so that each kind is matched in its own order. */
+f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, const void *data,
 			size_t bytes, f8_diag *diag);
-f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, void *data, size_t bytes,
-			f8_diag *diag);
+f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, void *data,
+			size_t bytes, f8_diag *diag);
 
 /* Waits until every send under way has been received, and frees their copies (a training step
  * calls it before its optimizer; destroy does). NULL is allowed. */

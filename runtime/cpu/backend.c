@@ -520,12 +520,13 @@ static f8_status run_collective(f8_backend *backend, f8_node_id node, uint32_t a
 		status = run_parts(cpu, n, axes, views, diag);
 	} else if (several && (n->op == F8_OP_SEND || n->op == F8_OP_RECV)) {
 		uint32_t peer = (uint32_t)f8_node_attr_int(n, "peer", 0);
+		int tag = (int)f8_node_attr_int(n, "tag", 0);
 		const f8_tensor_view *view = n->op == F8_OP_SEND ? &views[n->inputs[0]]
 								 : &views[n->outputs[0]];
 		status = n->op == F8_OP_SEND
-				 ? f8_dist_send(cpu->dist, axes, peer, f8_cpu_view_data(view),
+				 ? f8_dist_send(cpu->dist, axes, peer, tag, f8_cpu_view_data(view),
 						(size_t)view->n_bytes, diag)
-				 : f8_dist_recv(cpu->dist, axes, peer, f8_cpu_view_data(view),
+				 : f8_dist_recv(cpu->dist, axes, peer, tag, f8_cpu_view_data(view),
 						(size_t)view->n_bytes, diag);
 	} else if (several && (n->op == F8_OP_RING_ATTENTION ||
 			       n->op == F8_OP_RING_ATTENTION_GRAD ||
