@@ -32,26 +32,34 @@ static double uniform(uint64_t key, uint64_t j) {
 	return (double)(splitmix64_mix(key + (j + 1) * GOLDEN_GAMMA) >> 11) * 0x1.0p-53;
 }
 
+/* The layer number of parameter name `name` ("layers.<n>."), or -1. */
+static int64_t layer_of(const char *name) {
+	if (strncmp(name, "layers.", 7) != 0)
+		return -1;
+	int64_t n = 0;
+	const char *c = name + 7;
+	for (; *c >= '0' && *c <= '9' && n < INT32_MAX; c++)
+		n = n * 10 + (*c - '0');
+	return *c == '.' && c != name + 7 ? n : -1;
+}
+
 int64_t f8_weight_init_layers(const f8_graph *graph) {
-	int64_t layers = 1, first = INT64_MAX;
+	int64_t layers = 1, held = 0;
 	for (uint32_t i = 0; i < graph->n_inputs; i++) {
-		const char *name = graph->values[graph->inputs[i]].name;
-		if (strncmp(name, "layers.", 7) != 0)
-			continue;
-		int64_t n = 0;
-		const char *c = name + 7;
-		for (; *c >= '0' && *c <= '9' && n < INT32_MAX; c++)
-			n = n * 10 + (*c - '0');
-		if (*c != '.' || c == name + 7)
-			continue;
+		int64_t n = layer_of(graph->values[graph->inputs[i]].name);
 		layers = n + 1 > layers ? n + 1 : layers;
-		first = n < first ? n : first;
 	}
-	// A pipeline stage holds its run of the layers, as many as every other stage's.
+	// A pipeline stage holds as many layers as every other stage (a run of them, or under the
+	// interleaved schedule several): the model's are the stage's times the stages.
 	int64_t stages = graph->mesh[F8_MESH_AXIS_PP];
-	if (stages > 1 && first != INT64_MAX)
-		layers = (layers - first) * stages;
-	return layers;
+	for (uint32_t i = 0; stages > 1 && i < graph->n_inputs; i++) {
+		int64_t n = layer_of(graph->values[graph->inputs[i]].name);
+		bool again = false;
+		for (uint32_t j = 0; n >= 0 && j < i && !again; j++)
+			again = layer_of(graph->values[graph->inputs[j]].name) == n;
+		held += n >= 0 && !again;
+	}
+	return held ? held * stages : layers;
 }
 
 /* Whether `name` ends with `suffix`. */

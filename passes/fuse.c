@@ -15,6 +15,7 @@
 #include <string.h> // memcpy, strlen, strncmp
 
 #include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_free
+#include "ir/pipeline_chunks.h" // f8_pipeline_order_chunks
 #include "ir/text.h"          // f8_type_format
 #include "passes/precision.h" // f8_name_upper
 
@@ -863,8 +864,13 @@ f8_status f8_pass_fuse_run(f8_graph *graph, const f8_target_table *target, FILE 
 			     "fp8-cast)");
 		return F8_ERR_INVALID;
 	}
+	// Under the interleaved pipeline schedule, the passes since training may have placed nodes
+	// between other chunks' (a cast where its producer is): each chunk's together again, so
+	// that no kernel holds two chunks' nodes.
+	f8_status status = f8_pipeline_order_chunks(graph, diag);
 	fuser f = {.graph = graph, .target = target, .diag = diag};
-	f8_status status = fuser_init(&f);
+	if (!status)
+		status = fuser_init(&f);
 	if (!status) {
 		plan(&f);
 		status = commit(&f);

@@ -1,11 +1,12 @@
 /*
  * The pipeline-parallel pass (passes/pipeline_parallel.h says what it does and why).
  *
- * Every node of the forward gets a place: a layer's stage, PRE (before the layers, reading no
- * layer's output: made wherever it is read) or POST (after them: the last stage's). A stage
- * keeps its layers' nodes (and POST's, when last) and the PRE nodes they read; the values it
- * reads from the stage before come through one Recv, and the one value the stages after it
- * read goes out through one Send.
+ * Every node of the forward gets a place: a layer's model chunk (the pipeline's g-th of PP V,
+ * held by stage g mod PP), PRE (before the layers, reading no layer's output: made wherever it
+ * is read) or POST (after them: the last chunk's). A stage keeps its chunks' nodes (and POST's,
+ * when it holds the last chunk) and the PRE nodes they read; each chunk but the pipeline's
+ * first receives the one value it reads from the chunk before through a Recv, and each but the
+ * last sends the one value the chunks after it read through a Send.
  */
 #include "passes/pipeline_parallel.h" // f8_pass_pipeline_parallel_run
 
@@ -20,11 +21,18 @@ enum { PRE = -1, POST = -2 };
 typedef struct pp_pass {
 	f8_graph *graph;
 	f8_diag *diag;
-	int64_t stages, stage, per; // PP; this program's stage; layers a stage
-	int *place;                 // per node: its stage, PRE or POST
-	bool *kept;                 // per node: in this stage's program
-	int *made_by;               // per value: its maker's place (PRE for leaves)
+	int64_t stages, stage;  // PP; this program's stage
+	int64_t chunks, per;    // model chunks in the pipeline (PP V); layers a chunk
+	int *place;             // per node: its chunk, PRE or POST
+	bool *kept;             // per node: in this stage's program
+	int *made_by;           // per value: its maker's place (PRE for leaves)
+	f8_value_id *boundary;  // (chunks) what chunk g sends to chunk g + 1; F8_NONE for the last
 } pp_pass;
+
+/* The stage holding chunk g (or POST: the last chunk's). */
+static int64_t stage_of(const pp_pass *pp, int place) {
+	return place == POST ? (pp->chunks - 1) % pp->stages : place % pp->stages;
+}
 
 static f8_status nomem(f8_diag *diag) {
 	return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory in the pipeline-parallel pass");
@@ -59,7 +67,7 @@ static f8_status place_nodes(pp_pass *pp) {
 			if (layer >= 0 && from == POST)
 				return refuse(pp, id, "reads a value made after the layers");
 			if (layer >= 0 && from >= 0 && from > layer / pp->per)
-				return refuse(pp, id, "reads a later stage's value");
+				return refuse(pp, id, "reads a later model chunk's value");
 			place = from != PRE && layer < 0 ? POST : place;
 		}
 		pp->place[id] = layer >= 0 ? (int)(layer / pp->per) : place;
@@ -69,8 +77,8 @@ static f8_status place_nodes(pp_pass *pp) {
 	return F8_OK;
 }
 
-/* The nodes of stage `s` into kept[]: its layers', POST's when last, and the PRE nodes they
- * read. */
+/* The nodes of stage `s` into kept[]: its chunks' layers', POST's when it holds the last chunk,
+ * and the PRE nodes they read. */
 static void keep_stage(pp_pass *pp, int64_t s, bool *kept) {
 	f8_graph *graph = pp->graph;
 	bool *wanted = f8_calloc(graph->n_values + 1, sizeof *wanted);
@@ -81,8 +89,7 @@ static void keep_stage(pp_pass *pp, int64_t s, bool *kept) {
 		bool read = false;
 		for (uint32_t o = 0; o < node->n_outputs && !read; o++)
 			read = wanted[node->outputs[o]];
-		kept[id] = place == s || (place == POST && s == pp->stages - 1) ||
-			   (place == PRE && read);
+		kept[id] = (place != PRE && stage_of(pp, place) == s) || (place == PRE && read);
 		for (uint32_t i = 0; kept[id] && i < node->n_inputs; i++)
 			if (node->inputs[i] != F8_NONE)
 				wanted[node->inputs[i]] = true;
@@ -91,38 +98,38 @@ static void keep_stage(pp_pass *pp, int64_t s, bool *kept) {
 }
 
 /*
- * The one value stage `s` receives (made by stage s - 1's layers and read by this stage's
- * nodes) into *in, and the one it sends (made by its layers and read by a later stage's or
- * POST's) into *out; F8_NONE where there is none (the first stage's in, the last's out).
+ * The one value each chunk sends to the next into pp->boundary[] (made by chunk g's layers and
+ * read by chunk g + 1's nodes or POST's): a node reading another chunk's value but the one
+ * before its own, or a second value of the one before, is refused, and so is a chunk that
+ * sends nothing.
  */
-static f8_status boundaries(pp_pass *pp, f8_value_id *in, f8_value_id *out) {
+static f8_status find_boundaries(pp_pass *pp) {
 	f8_graph *graph = pp->graph;
-	*in = *out = F8_NONE;
+	for (int64_t g = 0; g < pp->chunks; g++)
+		pp->boundary[g] = F8_NONE;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		f8_node_id id = graph->order[p];
 		const f8_node *node = &graph->nodes[id];
 		for (uint32_t i = 0; i < node->n_inputs; i++) {
 			f8_value_id v = node->inputs[i];
 			int from = v == F8_NONE ? PRE : pp->made_by[v];
-			int64_t reader = pp->place[id] == POST ? pp->stages - 1 : pp->place[id];
+			int64_t reader = pp->place[id] == POST ? pp->chunks - 1 : pp->place[id];
 			if (from < 0 || reader < 0 || from == reader)
-				continue; // made before the layers, or on the reader's stage
-			if (from != reader - 1 && reader > 0)
-				return refuse(pp, id, "reads a value of a stage other than the one "
+				continue; // made before the layers, or in the reader's chunk
+			if (from != reader - 1)
+				return refuse(pp, id, "reads a value of a model chunk other than the one "
 					      "before it");
-			f8_value_id *slot = reader == pp->stage ? in : from == pp->stage ? out : NULL;
-			if (slot && *slot != F8_NONE && *slot != v)
-				return refuse(pp, id, "reads a second value from the stage before it: "
-					      "f8c sends one activation between stages");
-			if (slot)
-				*slot = v;
+			if (pp->boundary[from] != F8_NONE && pp->boundary[from] != v)
+				return refuse(pp, id, "reads a second value from the model chunk before "
+					      "it: f8c sends one activation between chunks");
+			pp->boundary[from] = v;
 		}
 	}
-	if ((pp->stage > 0 && *in == F8_NONE) || (pp->stage < pp->stages - 1 && *out == F8_NONE))
-		return f8_diag_set(pp->diag, F8_ERR_UNSUPPORTED, "--pipeline-model-parallel-size "
-				   "%lld: stage %lld %s no value", (long long)pp->stages,
-				   (long long)pp->stage, *in == F8_NONE && pp->stage > 0
-				   ? "receives" : "sends");
+	for (int64_t g = 0; g + 1 < pp->chunks; g++)
+		if (pp->boundary[g] == F8_NONE)
+			return f8_diag_set(pp->diag, F8_ERR_UNSUPPORTED, "--pipeline-model-parallel-"
+					   "size %lld: model chunk %lld sends no value to the next",
+					   (long long)pp->stages, (long long)g);
 	return F8_OK;
 }
 
@@ -178,59 +185,104 @@ static f8_status tie_shared(pp_pass *pp) {
 	return status;
 }
 
-/* This stage's program: Recv of `in`, the kept nodes, Send of `out`; the outputs and the
- * leaves of the other stages dropped. */
-static f8_status rewrite(pp_pass *pp, f8_value_id in, f8_value_id out) {
+/* The point-to-point attributes of the boundary after chunk g, to or from `peer`: with several
+ * chunks a stage, each boundary's activation has tag 2 g (its gradient, the training pass's,
+ * 2 g + 1), since two stages exchange several kinds of message. */
+static uint32_t boundary_attrs(const pp_pass *pp, int64_t g, int64_t peer, f8_attr *attrs) {
+	attrs[0] = (f8_attr){.name = "group", .kind = F8_ATTR_STRING, .s = "pp"};
+	attrs[1] = (f8_attr){.name = "peer", .kind = F8_ATTR_INT, .i = peer};
+	attrs[2] = (f8_attr){.name = "tag", .kind = F8_ATTR_INT, .i = 2 * g};
+	return pp->chunks > pp->stages ? 3 : 2;
+}
+
+/* Chunk g's Recv of what chunk g - 1 sends, into *received (placed in order[*n]). */
+static f8_status add_recv(pp_pass *pp, int64_t g, f8_node_id *order, uint32_t *n,
+			  f8_value_id *received) {
 	f8_graph *graph = pp->graph;
-	f8_node_id *order = f8_calloc(graph->n_order + 3, sizeof *order);
+	f8_value_id in = pp->boundary[g - 1];
+	const f8_type *type = &graph->values[in].type;
+	f8_dim dims[F8_MAX_RANK];
+	memcpy(dims, type->shape.dims, sizeof dims);
+	f8_attr attrs[5], tag;
+	uint32_t n_attrs = boundary_attrs(pp, g - 1, stage_of(pp, (int)(g - 1)), attrs);
+	tag = attrs[2];
+	attrs[2] = (f8_attr){.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype};
+	attrs[3] = (f8_attr){.name = "shape", .kind = F8_ATTR_DIMS,
+			     .dims = {.n = type->shape.rank, .items = dims}};
+	attrs[4] = tag;
+	f8_node_id id;
+	// Scoped "pipeline", not a layer's: the stage's own layers are what counts.
+	f8_status status = f8_tp_add_node(graph, F8_OP_RECV, NULL, 0, attrs, n_attrs + 2,
+					  "pipeline", f8_arena_concat(graph->arena,
+								      name_of(pp, in), ".recv"),
+					  &id, pp->diag);
+	if (status)
+		return status;
+	order[(*n)++] = id;
+	*received = graph->nodes[id].outputs[0];
+	graph->values[*received].type = *type;
+	return F8_OK;
+}
+
+/* Chunk g's Send of what chunk g + 1 reads (placed in order[*n]). */
+static f8_status add_send(pp_pass *pp, int64_t g, f8_node_id *order, uint32_t *n) {
+	f8_graph *graph = pp->graph;
+	f8_attr attrs[3];
+	uint32_t n_attrs = boundary_attrs(pp, g, stage_of(pp, (int)(g + 1)), attrs);
+	f8_node_id id;
+	f8_status status = f8_graph_add_node(graph, F8_OP_SEND, &pp->boundary[g], 1, 0, NULL, &id,
+					     pp->diag);
+	if (!status && f8_node_set_attrs(graph, id, attrs, n_attrs))
+		status = nomem(pp->diag);
+	if (status)
+		return status;
+	graph->nodes[id].scope = "pipeline";
+	order[(*n)++] = id;
+	return F8_OK;
+}
+
+/*
+ * This stage's program: the kept PRE nodes, then each of its chunks in order: its Recv, its
+ * nodes (and POST's after the last chunk's), its Send; the outputs and the leaves of the other
+ * stages dropped. A stage that holds no loss outputs what it sends, which the training pass
+ * reads.
+ */
+static f8_status rewrite(pp_pass *pp) {
+	f8_graph *graph = pp->graph;
+	uint32_t cap = graph->n_order + 2 * (uint32_t)pp->chunks + 1;
+	f8_node_id *order = f8_calloc(cap, sizeof *order);
 	if (!order)
 		return nomem(pp->diag);
 	uint32_t n = 0;
 	f8_status status = F8_OK;
-	f8_value_id received = F8_NONE;
-	if (in != F8_NONE) {
-		const f8_type *type = &graph->values[in].type;
-		f8_dim dims[F8_MAX_RANK];
-		memcpy(dims, type->shape.dims, sizeof dims);
-		f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
-				    {.name = "peer", .kind = F8_ATTR_INT, .i = pp->stage - 1},
-				    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
-				    {.name = "shape", .kind = F8_ATTR_DIMS,
-				     .dims = {.n = type->shape.rank, .items = dims}}};
-		f8_node_id id;
-		// Scoped "pipeline", not a layer's: the stage's own layers are what counts.
-		status = f8_tp_add_node(graph, F8_OP_RECV, NULL, 0, attrs, 4, "pipeline",
-					f8_arena_concat(graph->arena, name_of(pp, in), ".recv"), &id,
-					pp->diag);
-		if (!status) {
-			order[n++] = id;
-			received = graph->nodes[id].outputs[0];
-			graph->values[received].type = graph->values[in].type;
-		}
-	}
-	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
-		f8_node_id id = graph->order[p];
-		if (!pp->kept[id])
-			continue;
-		f8_node *node = &graph->nodes[id];
-		for (uint32_t i = 0; i < node->n_inputs; i++)
-			node->inputs[i] = node->inputs[i] == in ? received : node->inputs[i];
-		order[n++] = id;
-	}
-	if (!status && out != F8_NONE) {
-		f8_attr attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
-				    {.name = "peer", .kind = F8_ATTR_INT, .i = pp->stage + 1}};
-		f8_node_id id;
-		status = f8_graph_add_node(graph, F8_OP_SEND, &out, 1, 0, NULL, &id, pp->diag);
-		if (!status && f8_node_set_attrs(graph, id, attrs, 2))
-			status = nomem(pp->diag);
-		if (!status) {
-			graph->nodes[id].scope = "pipeline";
+	for (uint32_t p = 0; p < graph->n_order; p++)
+		if (pp->kept[graph->order[p]] && pp->place[graph->order[p]] == PRE)
+			order[n++] = graph->order[p];
+	bool last = stage_of(pp, POST) == pp->stage;
+	if (!last)
+		graph->n_outputs = 0;
+	for (int64_t g = pp->stage; !status && g < pp->chunks; g += pp->stages) {
+		f8_value_id received = F8_NONE;
+		if (g > 0)
+			status = add_recv(pp, g, order, &n, &received);
+		for (uint32_t p = 0; !status && p < graph->n_order; p++) {
+			f8_node_id id = graph->order[p];
+			int place = pp->place[id];
+			if (!pp->kept[id] || !(place == g || (place == POST && g == pp->chunks - 1)))
+				continue;
+			f8_node *node = &graph->nodes[id];
+			for (uint32_t i = 0; g > 0 && i < node->n_inputs; i++)
+				node->inputs[i] = node->inputs[i] == pp->boundary[g - 1]
+							  ? received : node->inputs[i];
 			order[n++] = id;
 		}
-		// The stage's output, which the training pass reads: the activation it sends.
-		graph->outputs[0] = out;
-		graph->n_outputs = 1;
+		if (!status && g + 1 < pp->chunks) {
+			status = add_send(pp, g, order, &n);
+			// A stage without the loss outputs what it sends (the training pass seeds its
+			// backward from their gradients).
+			if (!status && !last && f8_graph_add_output(graph, pp->boundary[g]))
+				status = nomem(pp->diag);
+		}
 	}
 	if (!status && f8_graph_set_order(graph, order, n))
 		status = nomem(pp->diag);
@@ -280,31 +332,47 @@ f8_status f8_pass_pipeline_parallel_run(f8_graph *graph, const f8_parallel_optio
 	if (layers < pp.stages || layers % pp.stages)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--pipeline-model-parallel-size %lld does "
 				   "not divide the model's %d layers", (long long)pp.stages, layers);
-	pp.per = layers / pp.stages;
+	int64_t per_stage = layers / pp.stages, per_chunk = options->virtual_stage_layers;
+	if (per_chunk > 0 && per_stage % per_chunk)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--num-layers-per-virtual-pipeline-stage "
+				   "%lld does not divide the %lld layers of a pipeline stage",
+				   (long long)per_chunk, (long long)per_stage);
+	pp.per = per_chunk > 0 ? per_chunk : per_stage;
+	pp.chunks = layers / pp.per;
 	pp.place = f8_calloc(graph->n_nodes + 1, sizeof *pp.place);
 	pp.kept = f8_calloc(graph->n_nodes + 1, sizeof *pp.kept);
 	pp.made_by = f8_calloc(graph->n_values + 1, sizeof *pp.made_by);
-	status = pp.place && pp.kept && pp.made_by ? F8_OK : nomem(diag);
-	f8_value_id in = F8_NONE, out = F8_NONE;
+	pp.boundary = f8_calloc((size_t)pp.chunks, sizeof *pp.boundary);
+	status = pp.place && pp.kept && pp.made_by && pp.boundary ? F8_OK : nomem(diag);
 	if (!status)
 		status = place_nodes(&pp);
 	if (!status)
 		status = tie_shared(&pp);
 	if (!status)
-		status = boundaries(&pp, &in, &out);
+		status = find_boundaries(&pp);
 	if (!status) {
 		keep_stage(&pp, pp.stage, pp.kept);
-		status = rewrite(&pp, in, out);
+		status = rewrite(&pp);
 	}
 	if (!status)
 		memcpy(graph->mesh, mesh, sizeof mesh);
-	if (!status && report)
-		fprintf(report, "pipeline-parallel: stage %lld of %lld: layers %lld to %lld%s%s%s%s%s\n",
-			(long long)pp.stage, (long long)pp.stages, (long long)(pp.stage * pp.per),
-			(long long)((pp.stage + 1) * pp.per - 1),
-			in != F8_NONE ? "; receives %" : "", in != F8_NONE ? name_of(&pp, in) : "",
-			out != F8_NONE ? "; sends %" : "", out != F8_NONE ? name_of(&pp, out) : "",
-			pp.stage == pp.stages - 1 ? "; the head and the loss" : "");
-	f8_free(pp.place), f8_free(pp.kept), f8_free(pp.made_by);
+	for (int64_t g = pp.stage; !status && report && g < pp.chunks; g += pp.stages) {
+		if (g == pp.stage)
+			fprintf(report, "pipeline-parallel: stage %lld of %lld", (long long)pp.stage,
+				(long long)pp.stages);
+		fprintf(report, "%s layers %lld to %lld", g == pp.stage ? ":" : ";",
+			(long long)(g * pp.per), (long long)((g + 1) * pp.per - 1));
+		if (pp.chunks > pp.stages)
+			fprintf(report, " (model chunk %lld of %lld)", (long long)g, (long long)pp.chunks);
+		if (g > 0)
+			fprintf(report, "; receives %%%s", name_of(&pp, pp.boundary[g - 1]));
+		if (g + 1 < pp.chunks)
+			fprintf(report, "; sends %%%s", name_of(&pp, pp.boundary[g]));
+		else
+			fprintf(report, "; the head and the loss");
+		if (g + pp.stages >= pp.chunks)
+			fputc('\n', report);
+	}
+	f8_free(pp.place), f8_free(pp.kept), f8_free(pp.made_by), f8_free(pp.boundary);
 	return status;
 }

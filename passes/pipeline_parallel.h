@@ -10,7 +10,11 @@
  * collectives, from its forward.
  *
  * The layers (the scopes "layers.<i>.", f8_scope_layer) are cut into PP runs of L / PP, stage
- * s holding layers [s L / PP, (s + 1) L / PP). What runs before the first layer and does not
+ * s holding layers [s L / PP, (s + 1) L / PP); under the interleaved schedule
+ * (--num-layers-per-virtual-pipeline-stage N) into PP V model chunks of N, stage s holding chunks
+ * s, s + PP, ..., each with its own Recv and Send (the last stage's chunks send to the first
+ * stage's next), tagged 2 g for the activation after chunk g (the training pass tags its
+ * gradient 2 g + 1). What runs before the first layer and does not
  * read a layer's output (the embeddings, RoPE's tables, masks) is made on every stage that
  * reads it; what reads a layer's output without a layer's scope (the final norm, the head) is
  * the last stage's. Each stage but the first receives one activation from the stage before it

@@ -20,6 +20,7 @@
 #include "ir/arena.h"       // f8_arena_strdup
 #include "ir/gemm.h"        // f8_gemm_sizes
 #include "ir/memory.h"      // f8_memory_estimate_of, f8_memory_type_bytes
+#include "ir/pipeline_chunks.h" // f8_pipeline_chunks
 #include "ir/text.h"        // f8_text_print_string, f8_text_parse
 #include "passes/fuse.h"     // f8_pass_fuse_run (the budget's trials)
 #include "passes/schedule.h" // f8_pass_schedule_run (the budget's trials)
@@ -430,6 +431,28 @@ static bool updated_leaf(const f8_graph *graph, f8_value_id v) {
 }
 
 /*
+ * Under the interleaved pipeline schedule a table's copy would be taken in the first chunk's
+ * forward while the later chunks' forwards read the table after other micro-batches' updates:
+ * one copy a chunk is not built, so recomputing delayed casts there is refused.
+ */
+static f8_status refuse_interleaved(const f8_graph *graph, f8_diag *diag) {
+	uint8_t *chunk = f8_malloc(graph->n_nodes + 1);
+	uint32_t chunks = 1;
+	f8_status status = chunk ? f8_pipeline_chunks(graph, chunk, &chunks, diag)
+				 : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory in recompute");
+	f8_free(chunk);
+	if (status || chunks <= 1)
+		return status;
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "recompute: a delayed-scaling cast recomputed under "
+		    "the interleaved pipeline schedule (%u model chunks a stage) would read scales "
+		    "that other micro-batches' forwards have moved: f8c keeps one copy of the "
+		    "forward's scales a stage, not one a chunk, so far", chunks);
+	f8_diag_hint(diag, "recompute under 1F1B (leave out --num-layers-per-virtual-pipeline-"
+		     "stage), or with --fp8-recipe current");
+	return F8_ERR_UNSUPPORTED;
+}
+
+/*
  * Recomputed delayed casts read the scales the forward's casts read: a copy of each scaling
  * table they read, `<table>.forward`, made in the forward (an Identity, phase fwd) and kept
  * for the backward. The table itself has moved on by then: its ScalingUpdate ends the
@@ -450,6 +473,9 @@ static f8_status read_forward_scales(analysis *a, const f8_node_id *clones, uint
 			continue;
 		if (copy_of[table] == F8_NONE && *n_copies == 8)
 			return f8_diag_set(diag, F8_ERR_INVALID, "recompute: more than 8 scaling tables");
+		if (*n_copies == 0 && copy_of[table] == F8_NONE &&
+		    (status = refuse_interleaved(graph, diag)))
+			break;
 		if (copy_of[table] == F8_NONE) {
 			const char *name = f8_arena_concat(graph->arena, graph->values[table].name,
 							   ".forward");

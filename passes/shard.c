@@ -111,11 +111,28 @@ static f8_status check_layout(const f8_graph *graph, const f8_parallel_options *
 				 "key-value heads (query groups)", diag);
 	if (!status)
 		status = divides(pp, "--pipeline-model-parallel-size", f.layers, "layers", diag);
+	if (!status && o->virtual_stage_layers > 0 && pp < 2)
+		status = f8_diag_set(diag, F8_ERR_ARGUMENT, "--num-layers-per-virtual-pipeline-stage "
+				     "interleaves model chunks over the pipeline's stages: it needs "
+				     "--pipeline-model-parallel-size above 1");
 	if (!status && o->virtual_stage_layers > 0 && f.layers > 0 &&
 	    (f.layers / pp) % o->virtual_stage_layers)
 		status = f8_diag_set(diag, F8_ERR_ARGUMENT, "--num-layers-per-virtual-pipeline-stage "
 				     "%lld does not divide the %lld layers of a pipeline stage",
 				     (long long)o->virtual_stage_layers, (long long)(f.layers / pp));
+	int64_t micro_batches = o->micro_batch > 0 && o->global_batch > 0
+					? o->global_batch / (o->micro_batch * data) : 0;
+	bool interleaved = o->virtual_stage_layers > 0 && f.layers > 0 &&
+			   f.layers / pp > o->virtual_stage_layers;
+	if (!status && interleaved && micro_batches > 0 && micro_batches % pp) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the interleaved schedule runs the micro-batches "
+			    "in groups of --pipeline-model-parallel-size %lld, and a step has %lld "
+			    "(--global-batch-size / (--micro-batch-size x the data-parallel size))",
+			    (long long)pp, (long long)micro_batches);
+		f8_diag_hint(diag, "as Megatron-LM, the interleaved schedule needs the micro-batches "
+			     "a step to be a multiple of the pipeline's stages");
+		status = F8_ERR_ARGUMENT;
+	}
 	if (!status && cp > 1 && f.seq > 0 && f.seq % (2 * cp))
 		status = f8_diag_set(diag, F8_ERR_ARGUMENT, "the sequence of %lld tokens does not "
 				     "split into 2 x --context-parallel-size = %lld chunks (causal load "
@@ -160,20 +177,14 @@ f8_status f8_parallel_forward_mesh(const f8_graph *graph, const f8_parallel_opti
 	return status;
 }
 
-/* F8_ERR_UNSUPPORTED for what the pass does not shard yet, naming the option. */
-static f8_status not_yet(const f8_parallel_options *o, const uint32_t *mesh, f8_diag *diag) {
+/* F8_ERR_ARGUMENT for --sequence-parallel without tensor parallelism to split over. */
+static f8_status check_sequence_parallel(const f8_parallel_options *o, const uint32_t *mesh,
+					 f8_diag *diag) {
 	if (o->sequence_parallel && mesh[F8_MESH_AXIS_TP] < 2)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "--sequence-parallel splits the sequence "
 				   "over the tensor-parallel ranks: it needs "
 				   "--tensor-model-parallel-size above 1");
-	if (!o->virtual_stage_layers)
-		return F8_OK;
-	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "--num-layers-per-virtual-pipeline-stage: f8c runs "
-		    "data, tensor, context, expert and pipeline parallelism (one model chunk a "
-		    "stage) so far; the interleaved schedule is not built yet");
-	f8_diag_hint(diag, "leave it out: the world size over TP x CP x PP is the data-parallel "
-		     "size");
-	return F8_ERR_UNSUPPORTED;
+	return F8_OK;
 }
 
 static f8_status nomem(f8_diag *diag) {
@@ -766,15 +777,22 @@ static void place_split_state(f8_graph *graph, uint32_t *n) {
  */
 static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 	*n = 0;
-	bool sends = false, receives = false; // the stage's forward: first sends, last receives
+	// The stage, from its forward's messages over pp: the first stage's begin with a Send (its
+	// first chunk receives nothing), the last stage's end with a Recv (its last chunk sends
+	// nothing); under 1F1B and interleaved alike.
+	f8_op first_message = F8_OP_COUNT, last_message = F8_OP_COUNT;
 	uint32_t first_opt = F8_NONE;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
 		bool pp = strcmp(f8_node_attr_string(node, "group", ""), "pp") == 0;
-		sends |= node->phase == F8_PHASE_FWD && node->op == F8_OP_SEND && pp;
-		receives |= node->phase == F8_PHASE_FWD && node->op == F8_OP_RECV && pp;
+		if (node->phase == F8_PHASE_FWD && pp &&
+		    (node->op == F8_OP_SEND || node->op == F8_OP_RECV)) {
+			first_message = first_message == F8_OP_COUNT ? node->op : first_message;
+			last_message = node->op;
+		}
 		first_opt = first_opt == F8_NONE && node->phase == F8_PHASE_OPT ? p : first_opt;
 	}
+	bool sends = first_message == F8_OP_SEND, receives = last_message == F8_OP_RECV;
 	if (sends == receives || first_opt == F8_NONE)
 		return F8_OK; // a middle stage (or none): it holds no tied parameter
 	int64_t peer = sends ? (int64_t)graph->mesh[F8_MESH_AXIS_PP] - 1 : 0;
@@ -838,7 +856,7 @@ static f8_status exchange_tied(f8_graph *graph, uint32_t *n, f8_diag *diag) {
 			uint32_t kept = 0;
 			for (uint32_t i = 0; i < node->n_inputs; i++) {
 				bool norm = node->op == F8_OP_GLOBAL_NORM && node->inputs[i] == acc;
-				if (norm && receives)
+				if (norm && !sends)
 					continue; // the first stage's norm counts it
 				node->inputs[kept++] = node->inputs[i] == acc ? sum : node->inputs[i];
 			}
@@ -934,7 +952,7 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 	f8_status status = split_before ? f8_parallel_mesh(options, mesh, diag)
 					: f8_parallel_check(graph, options, mesh, diag);
 	if (!status)
-		status = not_yet(options, mesh, diag);
+		status = check_sequence_parallel(options, mesh, diag);
 	if (status)
 		return status;
 	const char *pass = mesh[F8_MESH_AXIS_TP] > 1 ? "tensor-parallel"

@@ -21,6 +21,7 @@
 
 #include "ir/alloc.h"        // f8_calloc, f8_malloc, f8_free
 #include "ir/arena.h"        // f8_arena_strdup
+#include "ir/pipeline_chunks.h" // f8_pipeline_order_chunks
 #include "ir/text.h"         // f8_type_format
 #include "ir/verify.h"       // f8_node_infer_types
 #include "passes/autodiff.h" // f8_autodiff_build
@@ -91,10 +92,14 @@ typedef struct trainer {
 	f8_node_id *casts; // (n_casts) the master weights' Casts
 	uint32_t n_casts;
 	f8_value_id loss, iteration_next, lr, grad_norm, grad_scale, found_inf;
-	// A pipeline stage's (passes/pipeline_parallel.h): what it receives from the stage before
-	// and sends to the stage after (F8_NONE: first, last), and those stages' places.
-	f8_value_id received, sent;
-	int64_t received_from, sent_to;
+	// A pipeline stage's (passes/pipeline_parallel.h): the forward's Recv and Send nodes over
+	// pp, one of each a model chunk (none: the first chunk's Recv, the last's Send); whether
+	// it holds the loss (the last chunk); and what autodiff differentiates: the loss, plus for
+	// each activation sent its dot with the gradient sent back.
+	f8_node_id *receives, *sends;
+	uint32_t n_receives, n_sends;
+	bool has_loss;
+	f8_value_id root;
 } trainer;
 
 static f8_status nomem(trainer *t) {
@@ -573,76 +578,134 @@ static f8_status add_loss(trainer *t) {
 	return !status && context ? add_context_parallel_mean(t, partial, labels) : status;
 }
 
-/* The forward's Recv and Send over pp (the pipeline-parallel pass's) into t. */
-static void find_stage_ends(trainer *t) {
+/* The forward's Recv and Send over pp (the pipeline-parallel pass's) into t, and whether the
+ * stage holds the loss: it outputs what it sends when it does not. */
+static f8_status find_stage_ends(trainer *t) {
 	const f8_graph *graph = t->graph;
-	t->received = t->sent = F8_NONE;
+	t->receives = f8_calloc(graph->n_order + 1, sizeof *t->receives);
+	t->sends = f8_calloc(graph->n_order + 1, sizeof *t->sends);
+	if (!t->receives || !t->sends)
+		return nomem(t);
+	bool sends_output = false;
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		const f8_node *node = &graph->nodes[graph->order[p]];
 		const char *group = f8_node_attr_string(node, "group", "");
 		if (strcmp(group, "pp") != 0 || (node->op != F8_OP_RECV && node->op != F8_OP_SEND))
 			continue;
 		if (node->op == F8_OP_RECV)
-			t->received = node->outputs[0], t->received_from = f8_node_attr_int(node, "peer", 0);
+			t->receives[t->n_receives++] = graph->order[p];
 		else
-			t->sent = node->inputs[0], t->sent_to = f8_node_attr_int(node, "peer", 0);
+			t->sends[t->n_sends++] = graph->order[p];
+		sends_output |= node->op == F8_OP_SEND && graph->n_outputs &&
+				node->inputs[0] == graph->outputs[0];
 	}
+	t->has_loss = !sends_output;
+	return F8_OK;
+}
+
+/* The attributes of the backward's message against forward Send or Recv `id` (its gradient,
+ * the other way): the same group and peer, and its tag + 1 when it has one (the pipeline pass
+ * tags chunk boundaries 2 g, their gradients 2 g + 1). Their count; Recv's dtype and shape are
+ * the caller's. */
+static uint32_t reverse_attrs(const trainer *t, f8_node_id id, f8_attr *attrs) {
+	const f8_node *node = &t->graph->nodes[id];
+	attrs[0] = (f8_attr){.name = "group", .kind = F8_ATTR_STRING, .s = "pp"};
+	attrs[1] = (f8_attr){.name = "peer", .kind = F8_ATTR_INT,
+			     .i = f8_node_attr_int(node, "peer", 0)};
+	const f8_attr *tag = f8_node_attr(node, "tag");
+	if (!tag)
+		return 2;
+	attrs[2] = (f8_attr){.name = "tag", .kind = F8_ATTR_INT, .i = tag->i + 1};
+	return 3;
 }
 
 /*
- * A pipeline stage before the last has no loss: its backward starts from the gradient of what
- * it sent, which the stage after sends back (Recv in bwd). The loss autodiff derives from is
+ * A pipeline stage's chunks that send have no loss: their backward starts from the gradient of
+ * what they sent, which the chunk after sends back (Recv in bwd). What autodiff derives from
+ * is the loss (the last chunk's, when the stage holds it) plus, for each activation sent,
  * sum(sent * received gradient), whose gradient with respect to the sent activation is that
- * gradient (its value is never read: it leaves the program as dead code).
+ * gradient (the sum's value is never read: it leaves the program as dead code).
  */
-static f8_status add_stage_seed(trainer *t) {
+static f8_status add_stage_seeds(trainer *t) {
 	f8_graph *graph = t->graph;
-	const f8_type *type = &graph->values[t->sent].type;
-	f8_dim dims[F8_MAX_RANK];
-	memcpy(dims, type->shape.dims, sizeof dims);
-	f8_attr attrs[4] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
-			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->sent_to},
-			    {.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype},
-			    {.name = "shape", .kind = F8_ATTR_DIMS,
-			     .dims = {.n = type->shape.rank, .items = dims}}};
 	const char *scope = "pipeline"; // as the forward's Send and Recv: no layer's
-	const char *names[1] = {f8_arena_concat(graph->arena, graph->values[t->sent].name,
-						".grad_recv")};
-	f8_value_id gradient, product;
-	if (!names[0])
-		return nomem(t);
-	f8_status status = add_node(t, F8_OP_RECV, NULL, 0, attrs, 4, 1, names, F8_PHASE_BWD,
-				    scope, &gradient);
-	f8_value_id pair[2] = {t->sent, gradient};
-	names[0] = "pipeline.product";
-	if (!status)
-		status = add_node(t, F8_OP_MUL, pair, 2, NULL, 0, 1, names, F8_PHASE_BWD, scope,
-				  &product);
-	f8_attr keep = {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0};
-	names[0] = "pipeline.dot";
-	if (!status)
-		status = add_node(t, F8_OP_REDUCE_SUM, &product, 1, &keep, 1, 1, names,
-				  F8_PHASE_BWD, scope, &t->loss);
+	f8_status status = F8_OK;
+	t->root = t->has_loss ? t->loss : F8_NONE;
+	for (uint32_t k = 0; !status && k < t->n_sends; k++) {
+		f8_value_id sent = graph->nodes[t->sends[k]].inputs[0];
+		const f8_type *type = &graph->values[sent].type;
+		f8_dim dims[F8_MAX_RANK];
+		memcpy(dims, type->shape.dims, sizeof dims);
+		f8_attr attrs[5];
+		uint32_t n_attrs = reverse_attrs(t, t->sends[k], attrs);
+		if (n_attrs == 3)
+			attrs[4] = attrs[2];
+		attrs[2] = (f8_attr){.name = "dtype", .kind = F8_ATTR_DTYPE, .dtype = type->dtype};
+		attrs[3] = (f8_attr){.name = "shape", .kind = F8_ATTR_DIMS,
+				     .dims = {.n = type->shape.rank, .items = dims}};
+		const char *names[1] = {f8_arena_concat(graph->arena, graph->values[sent].name,
+							".grad_recv")};
+		f8_value_id gradient = F8_NONE, product = F8_NONE, dot = F8_NONE;
+		if (!names[0])
+			return nomem(t);
+		status = add_node(t, F8_OP_RECV, NULL, 0, attrs, n_attrs + 2, 1, names, F8_PHASE_BWD,
+				  scope, &gradient);
+		f8_value_id pair[2] = {sent, gradient};
+		names[0] = f8_arena_concat(graph->arena, graph->values[sent].name, ".product");
+		if (!status && !names[0])
+			return nomem(t);
+		if (!status)
+			status = add_node(t, F8_OP_MUL, pair, 2, NULL, 0, 1, names, F8_PHASE_BWD, scope,
+					  &product);
+		f8_attr keep = {.name = "keepdims", .kind = F8_ATTR_INT, .i = 0};
+		names[0] = f8_arena_concat(graph->arena, graph->values[sent].name, ".dot");
+		if (!status && !names[0])
+			return nomem(t);
+		if (!status)
+			status = add_node(t, F8_OP_REDUCE_SUM, &product, 1, &keep, 1, 1, names,
+					  F8_PHASE_BWD, scope, &dot);
+		// A BF16 activation's dot, added to an f32 loss, in f32.
+		f8_dtype root_type = t->root == F8_NONE ? F8_DTYPE_UNDEFINED
+							: graph->values[t->root].type.dtype;
+		if (!status && root_type != F8_DTYPE_UNDEFINED &&
+		    graph->values[dot].type.dtype != root_type) {
+			f8_attr to = {.name = "to", .kind = F8_ATTR_DTYPE, .dtype = root_type};
+			names[0] = f8_arena_concat(graph->arena, graph->values[sent].name, ".dot_f32");
+			status = names[0] ? add_node(t, F8_OP_CAST, &dot, 1, &to, 1, 1, names,
+						     F8_PHASE_BWD, scope, &dot)
+					  : nomem(t);
+		}
+		f8_value_id terms[2] = {t->root, dot};
+		names[0] = f8_arena_concat(graph->arena, graph->values[sent].name, ".seed");
+		if (!status && !names[0])
+			return nomem(t);
+		if (!status && t->root != F8_NONE)
+			status = add_node(t, F8_OP_ADD, terms, 2, NULL, 0, 1, names, F8_PHASE_BWD, scope,
+					  &t->root);
+		else if (!status)
+			t->root = dot;
+	}
 	return status;
 }
 
-/* A pipeline stage after the first sends the gradient of what it received back (Send in bwd). */
-static f8_status send_gradient(trainer *t, f8_value_id gradient) {
+/* A pipeline stage's chunks after the pipeline's first send the gradient of what they received
+ * back (Send in bwd). */
+static f8_status send_gradient(trainer *t, f8_node_id recv, f8_value_id gradient) {
 	if (gradient == F8_NONE)
 		return f8_diag_set(t->diag, F8_ERR_INVALID, "pipeline stage: the loss does not "
 				   "depend on the activation %%%s it receives",
-				   t->graph->values[t->received].name);
-	f8_attr attrs[2] = {{.name = "group", .kind = F8_ATTR_STRING, .s = "pp"},
-			    {.name = "peer", .kind = F8_ATTR_INT, .i = t->received_from}};
-	return add_node(t, F8_OP_SEND, &gradient, 1, attrs, 2, 0, NULL, F8_PHASE_BWD, "pipeline",
-			NULL);
+				   t->graph->values[t->graph->nodes[recv].outputs[0]].name);
+	f8_attr attrs[3];
+	uint32_t n_attrs = reverse_attrs(t, recv, attrs);
+	return add_node(t, F8_OP_SEND, &gradient, 1, attrs, n_attrs, 0, NULL, F8_PHASE_BWD,
+			"pipeline", NULL);
 }
 
 /* The gradients of every parameter; those the loss does not depend on are not trained. A
  * pipeline stage's received activation's too, sent back. */
 static f8_status differentiate(trainer *t, FILE *report) {
-	f8_value_id *wrt = f8_malloc((t->n_params + 1) * sizeof *wrt);
-	f8_value_id *grads = f8_malloc((t->n_params + 1) * sizeof *grads);
+	f8_value_id *wrt = f8_malloc((t->n_params + t->n_receives + 1) * sizeof *wrt);
+	f8_value_id *grads = f8_malloc((t->n_params + t->n_receives + 1) * sizeof *grads);
 	if (!wrt || !grads) {
 		f8_free(wrt), f8_free(grads);
 		return nomem(t);
@@ -652,13 +715,14 @@ static f8_status differentiate(trainer *t, FILE *report) {
 	for (uint32_t k = 0; k < t->n_params; k++)
 		if (f8_dtype_is_float(t->params[k].dtype))
 			wrt[n++] = t->params[k].value;
-	if (t->received != F8_NONE)
-		wrt[n++] = t->received;
+	uint32_t first_received = n;
+	for (uint32_t k = 0; k < t->n_receives; k++)
+		wrt[n++] = t->graph->nodes[t->receives[k]].outputs[0];
 	if (!status)
-		status = f8_autodiff_build(t->graph, t->loss, F8_NONE, wrt, n, F8_PHASE_BWD, grads,
+		status = f8_autodiff_build(t->graph, t->root, F8_NONE, wrt, n, F8_PHASE_BWD, grads,
 					   t->diag);
-	if (!status && t->received != F8_NONE)
-		status = send_gradient(t, grads[n - 1]);
+	for (uint32_t k = 0; !status && k < t->n_receives; k++)
+		status = send_gradient(t, t->receives[k], grads[first_received + k]);
 	for (uint32_t k = 0, i = 0; !status && k < t->n_params; k++) {
 		parameter *p = &t->params[k];
 		if (f8_dtype_is_float(p->dtype))
@@ -920,7 +984,7 @@ static f8_status add_adamw(trainer *t, FILE *report) {
 /* %loss (the last pipeline stage's, or the only one's), %grad_norm and %lr. */
 static f8_status set_outputs(trainer *t) {
 	t->graph->n_outputs = 0;
-	if ((t->sent == F8_NONE && f8_graph_add_output(t->graph, t->loss)) ||
+	if ((t->has_loss && f8_graph_add_output(t->graph, t->loss)) ||
 	    f8_graph_add_output(t->graph, t->grad_norm) || f8_graph_add_output(t->graph, t->lr))
 		return nomem(t);
 	return F8_OK;
@@ -934,10 +998,10 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status)
 		status = check_graph(&t);
 	if (!status)
-		find_stage_ends(&t);
+		status = find_stage_ends(&t);
 	if (!status && report)
 		fprintf(report, "training: %s %%%s, AdamW, %lld micro-batch%s, clip %g\n",
-			t.sent != F8_NONE ? "a pipeline stage's backward from the gradient sent back "
+			!t.has_loss ? "a pipeline stage's backward from the gradient sent back "
 					    "for" : "CrossEntropy loss over",
 			graph->values[graph->outputs[0]].name,
 			(long long)t.options.micro_batches, t.options.micro_batches == 1 ? "" : "es",
@@ -947,7 +1011,9 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 	if (!status)
 		status = make_master_weights(&t, report);
 	if (!status)
-		status = t.sent != F8_NONE ? add_stage_seed(&t) : add_loss(&t);
+		status = t.has_loss ? add_loss(&t) : F8_OK;
+	if (!status)
+		status = add_stage_seeds(&t);
 	if (!status)
 		status = differentiate(&t, report);
 	if (!status)
@@ -964,9 +1030,15 @@ f8_status f8_pass_training_run(f8_graph *graph, const f8_training_options *optio
 		status = set_outputs(&t);
 	if (!status)
 		status = f8_pass_remove_dead_nodes(graph, diag);
+	// Under the interleaved schedule, each chunk's nodes together (autodiff emits the
+	// backwards' seeds together): the fuse pass then groups no two chunks' nodes.
+	if (!status && (t.n_sends || t.n_receives))
+		status = f8_pipeline_order_chunks(graph, diag);
 	if (!status && report)
 		fprintf(report, "  %u of %u parameters trained\n", t.n_trained, t.n_params);
 	f8_free(t.params);
 	f8_free(t.casts);
+	f8_free(t.receives);
+	f8_free(t.sends);
 	return status;
 }

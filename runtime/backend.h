@@ -103,7 +103,8 @@ typedef struct f8_backend_interface {
 } f8_backend_interface;
 
 /* run_begin's key: the phase mask with the run's flags (runtime/executor.h: F8_RUN_KEEP and
- * F8_RUN_CONTINUE, the top bits), the bit that marks a run while the FP8 scaling state is
+ * F8_RUN_CONTINUE, the top bits; F8_RUN_CHUNK, bits 8-15), the bit that marks a run while the
+ * FP8 scaling state is
  * frozen, and the context it runs on (its slab's address differs) above that. */
 #define F8_RUN_KEY_FROZEN (1u << 16)
 #define F8_RUN_KEY_CONTEXT_SHIFT 20

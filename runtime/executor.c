@@ -10,6 +10,7 @@
 
 #include "ir/alloc.h" // f8_calloc, f8_free
 #include "ir/ops.h"   // f8_node_attr
+#include "ir/pipeline_chunks.h" // f8_pipeline_chunk_run
 #include "ir/shape.h" // f8_dim_evaluate, f8_axis_normalize, f8_slice_clamp
 
 enum { ALIGNMENT = 256 }; // what backends align buffers to, and the leaves' offsets to
@@ -64,6 +65,11 @@ struct f8_executor {
 	bool *scaling_source;    // (n_values) a source a ScalingUpdate makes
 	uint64_t *frozen_offset; // (n_values) a scaling source's offset in `frozen`
 	run_plan plans[RUN_PLANS]; // by the run's phase mask and flags (plan_index)
+	// Model chunks (f8_executor_set_chunks): each node's, and the plans of the runs of one
+	// chunk, chunk c's at chunk_plans[c RUN_PLANS + plan_index].
+	uint8_t *chunk_of;
+	uint32_t n_chunks;
+	run_plan *chunk_plans;
 	spare *spares;
 	uint32_t n_spares, cap_spares;
 };
@@ -324,6 +330,21 @@ static void free_plan(run_plan *plan) {
 static void forget_plans(f8_executor *executor) {
 	for (uint32_t i = 0; i < RUN_PLANS; i++)
 		free_plan(&executor->plans[i]);
+	for (uint32_t i = 0; executor->chunk_plans && i < RUN_PLANS * executor->n_chunks; i++)
+		free_plan(&executor->chunk_plans[i]);
+}
+
+/* The chunk a run's flags name (F8_RUN_CHUNK: its number + 1), 0 for a run of every chunk. */
+static uint32_t run_chunk(uint32_t phases) {
+	return (phases & F8_RUN_CHUNK_MASK) >> F8_RUN_CHUNK_SHIFT;
+}
+
+/* Whether a run of `phases` (with its chunk) runs node `id`. */
+static bool selects(const f8_executor *executor, uint32_t phases, f8_node_id id) {
+	const f8_node *node = &executor->graph->nodes[id];
+	uint32_t chunk = run_chunk(phases);
+	return (phases & F8_PHASE_BIT(node->phase)) &&
+	       (!chunk || executor->chunk_of[id] == chunk - 1);
 }
 
 /* Gives value v's own buffer back (to the spares, or to the backend when they cannot grow). */
@@ -389,6 +410,8 @@ void f8_executor_destroy(f8_executor *executor) {
 	f8_free(executor->target_of);
 	f8_free(executor->scaling_source);
 	f8_free(executor->frozen_offset);
+	f8_free(executor->chunk_of);
+	f8_free(executor->chunk_plans);
 	f8_free(executor);
 }
 
@@ -444,6 +467,59 @@ f8_status f8_executor_set_contexts(f8_executor *executor, uint32_t n, f8_diag *d
 		}
 		executor->n_contexts++;
 	}
+	return F8_OK;
+}
+
+f8_status f8_executor_set_chunks(f8_executor *executor, const uint8_t *chunk_of,
+				 uint32_t n_chunks, f8_diag *diag) {
+	const f8_graph *graph = executor->graph;
+	if (n_chunks < 1 || n_chunks > F8_PIPELINE_CHUNKS_MAX)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "%u model chunks: from 1 to %d", n_chunks,
+				   F8_PIPELINE_CHUNKS_MAX);
+	for (uint32_t id = 0; id < graph->n_nodes; id++)
+		if (chunk_of[id] >= n_chunks)
+			return f8_diag_set(diag, F8_ERR_ARGUMENT, "node %u's model chunk is %u of %u",
+					   id, chunk_of[id], n_chunks);
+	// A fused kernel runs whole: its members must be one chunk's. And the runs of a
+	// micro-batch's chunks must come in program order, which the slab plan's lifetimes follow.
+	uint32_t run[F8_PHASE_COUNT] = {0};
+	for (uint32_t p = 0; p < graph->n_order; p++) {
+		f8_node_id id = graph->order[p];
+		f8_phase phase = graph->nodes[id].phase;
+		if (phase != F8_PHASE_FWD && phase != F8_PHASE_BWD)
+			continue;
+		uint32_t at = f8_pipeline_chunk_run(phase, chunk_of[id], n_chunks);
+		if (at < run[phase]) {
+			f8_diag_set(diag, F8_ERR_INVALID, "model chunk %u's %s node stands after a "
+				    "later run's node in the program, whose memory plan follows its "
+				    "order", chunk_of[id], f8_phase_name(phase));
+			f8_diag_set_node(diag, graph, id);
+			return F8_ERR_INVALID;
+		}
+		run[phase] = at;
+	}
+	for (uint32_t p = 1; p < graph->n_order; p++) {
+		f8_node_id id = graph->order[p], before = graph->order[p - 1];
+		uint32_t group = graph->nodes[id].group;
+		if (group != F8_NONE && graph->nodes[before].group == group &&
+		    chunk_of[before] != chunk_of[id]) {
+			f8_diag_set(diag, F8_ERR_INVALID, "fused kernel %s holds nodes of model chunks "
+				    "%u and %u, which run apart", graph->groups[group].name,
+				    chunk_of[before], chunk_of[id]);
+			f8_diag_set_node(diag, graph, id);
+			return F8_ERR_INVALID;
+		}
+	}
+	uint8_t *copy = f8_malloc(graph->n_nodes + 1);
+	run_plan *plans = f8_calloc((size_t)RUN_PLANS * n_chunks, sizeof *plans);
+	if (!copy || !plans) {
+		f8_free(copy), f8_free(plans);
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	}
+	memcpy(copy, chunk_of, graph->n_nodes);
+	forget_plans(executor);
+	f8_free(executor->chunk_of), f8_free(executor->chunk_plans);
+	executor->chunk_of = copy, executor->chunk_plans = plans, executor->n_chunks = n_chunks;
 	return F8_OK;
 }
 
@@ -568,14 +644,24 @@ static f8_status check_run(const f8_executor *executor, uint32_t phases, run_pla
 	// before its own made (checked at run time: run_carried).
 	if (!status && (phases & F8_RUN_CONTINUE)) {
 		uint32_t first = plan->n_nodes ? graph->nodes[plan->nodes[0]].phase : F8_PHASE_COUNT;
+		// A chunk's run continues its micro-batch's runs of the chunks before it.
+		uint32_t chunk = run_chunk(phases), at = 0;
+		if (chunk && plan->n_nodes)
+			at = f8_pipeline_chunk_run(graph->nodes[plan->nodes[0]].phase, chunk - 1,
+						   executor->n_chunks);
 		plan->carried = f8_calloc(n, sizeof *plan->carried);
 		if (!plan->carried)
 			status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 		// Their update sources are in their leaves by now: a leaf they update reads stale,
 		// as it would in one run of all the phases.
 		for (uint32_t p = 0; !status && p < graph->n_order; p++) {
-			const f8_node *node = &graph->nodes[graph->order[p]];
-			if (node->phase >= first || (phases & F8_PHASE_BIT(node->phase)))
+			f8_node_id id = graph->order[p];
+			const f8_node *node = &graph->nodes[id];
+			bool chunked = node->phase == F8_PHASE_FWD || node->phase == F8_PHASE_BWD;
+			bool before = node->phase < first ||
+				      (chunk && chunked && f8_pipeline_chunk_run(node->phase,
+						executor->chunk_of[id], executor->n_chunks) < at);
+			if (!before || selects(executor, phases, id))
 				continue;
 			for (uint32_t j = 0; j < node->n_outputs; j++) {
 				f8_value_id v = node->outputs[j];
@@ -592,7 +678,7 @@ static f8_status check_run(const f8_executor *executor, uint32_t phases, run_pla
 			if (v == F8_NONE)
 				continue;
 			bool carried = plan->carried && !is_leaf(graph, v) && made[v] &&
-				       !(phases & F8_PHASE_BIT(graph->nodes[graph->values[v].producer].phase));
+				       !selects(executor, phases, graph->values[v].producer);
 			if (carried) {
 				bool listed = false;
 				for (uint32_t c = 0; c < plan->n_carried && !listed; c++)
@@ -641,7 +727,7 @@ static f8_status plan_run(const f8_executor *executor, uint32_t phases, run_plan
 		plan->last_read[v] = NOT_READ;
 	for (uint32_t i = 0; i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
-		if (!(phases & F8_PHASE_BIT(node->phase)))
+		if (!selects(executor, phases, graph->order[i]))
 			continue;
 		for (uint32_t j = 0; j < node->n_inputs; j++)
 			if (node->inputs[j] != F8_NONE)
@@ -655,16 +741,16 @@ static f8_status plan_run(const f8_executor *executor, uint32_t phases, run_plan
 	if (executor->keep_all)
 		for (uint32_t v = 0; v < graph->n_values; v++)
 			plan->last_read[v] = KEPT;
-	// F8_RUN_KEEP: what the other phases read of what this run makes stays, for the runs that
-	// continue this one on its context.
+	// F8_RUN_KEEP: what the other phases (and chunks) read of what this run makes, or of what
+	// it reads from the runs it continues, stays, for the runs that continue this one on its
+	// context (a value this run neither makes nor reads is not its to keep or free).
 	for (uint32_t i = 0; (phases & F8_RUN_KEEP) && i < graph->n_order; i++) {
 		const f8_node *node = &graph->nodes[graph->order[i]];
-		if (phases & F8_PHASE_BIT(node->phase))
+		if (selects(executor, phases, graph->order[i]))
 			continue;
 		for (uint32_t j = 0; j < node->n_inputs; j++) {
 			f8_value_id v = node->inputs[j];
-			if (v != F8_NONE && !is_leaf(graph, v) &&
-			    (phases & F8_PHASE_BIT(graph->nodes[graph->values[v].producer].phase)))
+			if (v != F8_NONE && !is_leaf(graph, v))
 				plan->last_read[v] = KEPT;
 		}
 	}
@@ -851,11 +937,16 @@ f8_status f8_executor_run(f8_executor *executor, uint32_t phases, f8_diag *diag)
 	if (executor->state_lost)
 		return f8_diag_set(diag, F8_ERR_INVALID, "an earlier run failed after it had written "
 				   "state in place: the leaves are not one step's state");
-	uint32_t flags = phases & (F8_RUN_KEEP | F8_RUN_CONTINUE);
+	uint32_t flags = phases & (F8_RUN_KEEP | F8_RUN_CONTINUE | F8_RUN_CHUNK_MASK);
 	phases = (phases & F8_PHASES_ALL) | flags;
+	uint32_t chunk = run_chunk(phases);
+	if (chunk > executor->n_chunks)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "a run of model chunk %u: the program has "
+				   "%u (f8_executor_set_chunks)", chunk - 1, executor->n_chunks);
 	if (!(flags & F8_RUN_CONTINUE))
 		release_run(executor);
-	run_plan *plan = &executor->plans[plan_index(phases)];
+	run_plan *plan = chunk ? &executor->chunk_plans[(chunk - 1) * RUN_PLANS + plan_index(phases)]
+			       : &executor->plans[plan_index(phases)];
 	f8_status status = F8_OK;
 	if (!plan->nodes && (status = plan_run(executor, phases, plan, diag))) {
 		free_plan(plan);

@@ -48,6 +48,17 @@ typedef struct f8_executor f8_executor;
 #define F8_RUN_KEEP (1u << 30)
 #define F8_RUN_CONTINUE (1u << 31)
 
+/*
+ * A run of one model chunk (pipeline parallelism's interleaved schedule, ir/pipeline_chunks.h),
+ * or'ed into the phase mask: only the nodes of its phases in chunk `c` (f8_executor_set_chunks
+ * says each node's) run. A micro-batch's runs go chunk by chunk on one context, each with
+ * F8_RUN_KEEP but its last and F8_RUN_CONTINUE but its first: fwd of chunk 0, 1, ..., then
+ * bwd of chunk V - 1, ..., 0, each continuing what the runs before it made.
+ */
+#define F8_RUN_CHUNK_SHIFT 8
+#define F8_RUN_CHUNK(c) (((uint32_t)(c) + 1) << F8_RUN_CHUNK_SHIFT)
+#define F8_RUN_CHUNK_MASK (0xFFu << F8_RUN_CHUNK_SHIFT)
+
 /* The most contexts an executor has (f8_executor_set_contexts). */
 #define F8_EXECUTOR_CONTEXTS_MAX 64
 
@@ -78,6 +89,13 @@ f8_backend *f8_executor_backend(const f8_executor *executor);
  */
 f8_status f8_executor_set_contexts(f8_executor *executor, uint32_t n, f8_diag *diag);
 void f8_executor_use_context(f8_executor *executor, uint32_t context);
+
+/* Each node's model chunk, chunk_of[node] (graph->n_nodes entries, copied; ir/pipeline_chunks.h
+ * finds them), n_chunks of them, for the runs of F8_RUN_CHUNK. F8_ERR_INVALID when a fused
+ * kernel holds nodes of two chunks (it cannot run apart), F8_ERR_ARGUMENT for a chunk out of
+ * range, F8_ERR_NOMEM. */
+f8_status f8_executor_set_chunks(f8_executor *executor, const uint8_t *chunk_of,
+				 uint32_t n_chunks, f8_diag *diag);
 
 /* Keep every value a run makes, not only the outputs (op-by-op comparisons, calibration):
  * each value gets a buffer of its own, and fused groups run node by node, so that the values

@@ -13,10 +13,11 @@
 #include <time.h>   // clock_gettime
 
 #include "ir/alloc.h"                  // f8_calloc, f8_free
+#include "ir/pipeline_chunks.h"        // f8_pipeline_chunks
 #include "runtime/checkpoint.h"        // f8_checkpoint_save, f8_checkpoint_load
 #include "runtime/executor.h"          // f8_executor
 #include "runtime/parameters.h"        // f8_rt_parameters_init
-#include "runtime/pipeline_schedule.h" // f8_pipeline_1f1b
+#include "runtime/pipeline_schedule.h" // f8_pipeline_1f1b, f8_pipeline_interleaved
 #include "runtime/scaling_tables.h"    // f8_rt_scaling_tables_find
 
 f8_status f8_train_check_config(const f8_train_config *c, f8_diag *diag) {
@@ -72,10 +73,11 @@ typedef struct trainer {
 	const f8_graph *graph;         // the step that runs: `compiled`, or the plan's
 	f8_executor *executor;
 	f8_rt_tensor token_batch, label_batch; // a micro-batch on the host, written to the leaves
-	// Pipeline parallelism's micro-batches in flight (run_1f1b): each context's, so that its
-	// backward is given them again.
+	// Pipeline parallelism's micro-batches in flight (run_pipeline): each context's, so that
+	// its other runs are given them again; the stage's model chunks (ir/pipeline_chunks.h:
+	// more than 1 under the interleaved schedule).
 	f8_rt_tensor *flight_tokens, *flight_labels; // (n_flight)
-	uint32_t n_flight;
+	uint32_t n_flight, chunks;
 	// An export's attention_mask and position_ids inputs, F8_NONE where the model has none,
 	// and what every micro-batch gives them (a contiguous window: no padding, positions 0..)
 	f8_value_id inputs_fixed[2];
@@ -784,55 +786,92 @@ static f8_status make_flight(trainer *t, uint32_t n, f8_diag *diag) {
 	return status;
 }
 
-/* The next micro-batch's forward on context `c` (drawn now, in order), keeping what its
- * backward reads; its loss added to *sum on the last stage. */
-static f8_status forward(trainer *t, uint32_t c, double *sum, f8_diag *diag) {
-	f8_status status = draw(t, &t->train_sampler, t->ranges[0], &t->flight_tokens[c],
-				&t->flight_labels[c], diag);
+/* Micro-batch run `run`'s forward of its chunk (runtime/pipeline_schedule.h) on its context,
+ * keeping what its later runs read; at its first chunk the micro-batch is drawn (they are
+ * drawn in order), and the loss, made by the last chunk's of the last stage, added to *sum. */
+static f8_status forward(trainer *t, const f8_stage_run *run, double *sum, f8_diag *diag) {
+	uint32_t c = run->context;
+	f8_status status = run->chunk == 0 ? draw(t, &t->train_sampler, t->ranges[0],
+						  &t->flight_tokens[c], &t->flight_labels[c], diag)
+					   : F8_OK;
 	f8_executor_use_context(t->executor, c);
 	if (!status)
 		status = give(t, &t->flight_tokens[c], &t->flight_labels[c], diag);
+	uint32_t flags = F8_RUN_KEEP | (run->chunk > 0 ? F8_RUN_CONTINUE : 0) |
+			 (t->chunks > 1 ? F8_RUN_CHUNK(run->chunk) : 0);
 	if (!status)
-		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) | F8_RUN_KEEP,
-					 diag);
-	if (!status && t->loss != F8_NONE)
+		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD) | flags, diag);
+	if (!status && t->loss != F8_NONE && run->chunk + 1 == t->chunks)
 		*sum += scalar(t, t->loss);
 	return status;
 }
 
-/* Micro-batch `i`'s backward on context `c`, its forward's. */
-static f8_status backward(trainer *t, int64_t i, uint32_t c, f8_diag *diag) {
-	f8_executor_use_context(t->executor, c);
-	f8_status status = give(t, &t->flight_tokens[c], &t->flight_labels[c], diag);
+/* Micro-batch run `run`'s backward of its chunk on its context, which its forwards' (and the
+ * later chunks' backwards') runs kept. */
+static f8_status backward(trainer *t, const f8_stage_run *run, f8_diag *diag) {
+	f8_executor_use_context(t->executor, run->context);
+	f8_status status = give(t, &t->flight_tokens[run->context], &t->flight_labels[run->context],
+				diag);
+	uint32_t flags = F8_RUN_CONTINUE | (run->chunk > 0 ? F8_RUN_KEEP : 0) |
+			 (t->chunks > 1 ? F8_RUN_CHUNK(run->chunk) : 0);
 	if (!status)
-		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_BWD) | F8_RUN_CONTINUE,
-					 diag);
+		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_BWD) | flags, diag);
 	if (!status && t->config->observe)
-		status = t->config->observe(t->graph, t->executor, t->iteration + 1, i,
+		status = t->config->observe(t->graph, t->executor, t->iteration + 1, run->micro_batch,
 					    t->config->observe_user, diag);
 	return status;
 }
 
+/* This stage's order of runs: the interleaved schedule's with several model chunks, else
+ * 1F1B's (runtime/pipeline_schedule.h); *contexts the executor contexts they use. */
+static f8_status pipeline_order(const trainer *t, f8_stage_run *runs, uint32_t *contexts,
+				f8_diag *diag) {
+	int64_t stages = t->graph->mesh[F8_MESH_AXIS_PP], m = t->micro_batches;
+	int64_t stage = f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP);
+	if (t->chunks <= 1) {
+		f8_pipeline_1f1b(stages, stage, m, runs);
+		*contexts = f8_pipeline_1f1b_contexts(stages, stage, m);
+		return F8_OK;
+	}
+	if (m % stages) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the interleaved schedule runs the micro-batches in "
+			    "groups of the %lld pipeline stages, and a step has %lld a data-parallel "
+			    "rank", (long long)stages, (long long)m);
+		f8_diag_hint(diag, "make --global-batch-size / (--micro-batch-size x the data-parallel "
+			     "size) a multiple of --pipeline-model-parallel-size");
+		return F8_ERR_ARGUMENT;
+	}
+	f8_pipeline_interleaved(stages, stage, t->chunks, m, runs, contexts);
+	if (*contexts > F8_EXECUTOR_CONTEXTS_MAX)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the interleaved schedule would hold "
+				   "more than %d micro-batches in flight on stage %lld",
+				   F8_EXECUTOR_CONTEXTS_MAX, (long long)stage);
+	return F8_OK;
+}
+
 /*
- * Pipeline parallelism's 1F1B schedule (runtime/pipeline_schedule.h): this stage's forwards
- * and backwards in its order, each micro-batch on an executor context of its own while in
- * flight. The micro-batches are drawn in order, as run_in_turn draws them, and each backward
- * is given its micro-batch's tokens and labels again (the embedding's gradient reads the
- * tokens). The accumulated gradients and the scaling tables come out as run_in_turn's: the
- * backwards add in micro-batch order, the forwards update the activations' table in
- * micro-batch order, the backwards the gradients'.
+ * Pipeline parallelism's schedule (runtime/pipeline_schedule.h: 1F1B, or interleaved over the
+ * stage's model chunks): this stage's forwards and backwards in its order, each micro-batch on
+ * an executor context of its own while in flight. The micro-batches are drawn in order, as
+ * run_in_turn draws them, and each run is given its micro-batch's tokens and labels again (the
+ * embedding's gradient reads the tokens). The accumulated gradients come out as run_in_turn's:
+ * each parameter's backwards add in micro-batch order. So do the scaling tables under 1F1B
+ * (the forwards update the activations' table in micro-batch order, the backwards the
+ * gradients'); under the interleaved schedule a stage's table takes a micro-batch's amaxes
+ * after its last chunk's forward (and first chunk's backward), so the first chunks of the
+ * micro-batches in flight cast with scales that have not yet seen the ones just before them.
  */
-static f8_status run_1f1b(trainer *t, double *sum, f8_diag *diag) {
+static f8_status run_pipeline(trainer *t, double *sum, f8_diag *diag) {
 	int64_t m = t->micro_batches;
-	f8_stage_run *runs = f8_calloc((size_t)(2 * m), sizeof *runs);
+	f8_stage_run *runs = f8_calloc((size_t)(2 * m * t->chunks), sizeof *runs);
 	if (!runs)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	f8_pipeline_1f1b(t->graph->mesh[F8_MESH_AXIS_PP],
-			 f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), m, runs);
-	f8_status status = draw_past(t, t->first_micro_batch, diag);
-	for (int64_t r = 0; !status && r < 2 * m; r++)
-		status = runs[r].backward ? backward(t, runs[r].micro_batch, runs[r].context, diag)
-					  : forward(t, runs[r].context, sum, diag);
+	uint32_t contexts;
+	f8_status status = pipeline_order(t, runs, &contexts, diag);
+	if (!status)
+		status = draw_past(t, t->first_micro_batch, diag);
+	for (int64_t r = 0; !status && r < 2 * m * t->chunks; r++)
+		status = runs[r].backward ? backward(t, &runs[r], diag) : forward(t, &runs[r], sum, diag);
 	if (!status)
 		status = draw_past(t, t->global_micro_batches - t->first_micro_batch - m, diag);
 	f8_executor_use_context(t->executor, 0);
@@ -840,25 +879,40 @@ static f8_status run_1f1b(trainer *t, double *sum, f8_diag *diag) {
 	return status;
 }
 
-/* Whether the steps run the 1F1B schedule: under pipeline parallelism, but for an observer,
- * which sees each micro-batch's forward and backward in one run (every value kept), so its
- * stages take them in turn, one micro-batch in flight. */
+/* Whether the steps run the pipeline's schedule: under pipeline parallelism, but for an
+ * observer, which sees each micro-batch's forward and backward in one run (every value kept),
+ * so its stages take them in turn, one micro-batch in flight. */
 static bool pipelined(const trainer *t) {
 	return t->graph->mesh[F8_MESH_AXIS_PP] > 1 && !t->config->observe;
 }
 
-/* Before the first step, for 1F1B: the executor's contexts of the micro-batches in flight and
- * their host batches. */
+/* Before the first step, for the pipeline's schedule: the stage's model chunks, the
+ * executor's contexts of the micro-batches in flight and their host batches. */
 static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
+	t->chunks = 1;
 	if (!pipelined(t))
 		return F8_OK;
-	uint32_t contexts = f8_pipeline_1f1b_contexts(
-		t->graph->mesh[F8_MESH_AXIS_PP],
-		f8_dist_group_rank(t->config->dist, 1u << F8_MESH_AXIS_PP), t->micro_batches);
-	f8_status status = f8_executor_set_contexts(t->executor, contexts, diag);
-	return status ? status : make_flight(t, contexts, diag);
+	const f8_graph *graph = t->graph;
+	uint8_t *chunk_of = f8_malloc(graph->n_nodes + 1);
+	f8_stage_run *runs = NULL;
+	uint32_t contexts = 1;
+	f8_status status = chunk_of ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = f8_pipeline_chunks(graph, chunk_of, &t->chunks, diag);
+	if (!status && t->chunks > 1)
+		status = f8_executor_set_chunks(t->executor, chunk_of, t->chunks, diag);
+	if (!status && !(runs = f8_calloc((size_t)(2 * t->micro_batches * t->chunks), sizeof *runs)))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (!status)
+		status = pipeline_order(t, runs, &contexts, diag);
+	if (!status)
+		status = f8_executor_set_contexts(t->executor, contexts, diag);
+	if (!status)
+		status = make_flight(t, contexts, diag);
+	f8_free(chunk_of);
+	f8_free(runs);
+	return status;
 }
-
 
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
  * weights), the micro-batches' forward and backward, then the optimizer; the mean loss and the
@@ -875,7 +929,7 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 			return status;
 	}
 	uint32_t pipeline = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
-	f8_status reduced = pipelined(t) ? run_1f1b(t, &sum, diag) : run_in_turn(t, &sum, diag);
+	f8_status reduced = pipelined(t) ? run_pipeline(t, &sum, diag) : run_in_turn(t, &sum, diag);
 	if (!reduced) // the activations sent, and their gradients, received before the optimizer
 		reduced = f8_dist_complete_sends(t->config->dist, diag);
 	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's),

@@ -14,7 +14,9 @@
 #include "ir/alloc.h"                  // f8_calloc, f8_malloc, f8_free
 #include "ir/gemm.h"                   // f8_gemm_kind_of, f8_gemm_sizes, f8_gemm_operand_role
 #include "ir/memory.h"                 // f8_memory_type_bytes
+#include "ir/pipeline_chunks.h"        // f8_pipeline_chunks
 #include "passes/fp8_cast.h"           // F8_FP8_TABLE_*
+#include "runtime/pipeline_schedule.h" // f8_pipeline_interleaved
 #include "runtime/plan.h"               // f8_plan_is_dir, f8_plan_load
 #include "tools/commands.h"            // f8_tool_audit
 #include "tools/compile.h"             // f8_tool_load_model, f8_tool_run_passes
@@ -643,12 +645,25 @@ static double gib(uint64_t bytes) {
  * Under pipeline parallelism's 1F1B stage s of PP holds the activations of PP - s micro-batches
  * at once (runtime/pipeline_schedule.h), each in a slab of its own: the activations part and
  * the stored and recomputed bytes of one micro-batch's step times that (a step of fewer
- * micro-batches holds fewer). The count; 1 without PP.
+ * micro-batches holds fewer). Under the interleaved schedule (`chunks` model chunks a stage)
+ * as many as its order holds at once in a long step (4 PP V micro-batches). The count; 1
+ * without PP.
  */
-static int64_t in_flight(const f8_parallel_options *parallel, f8_memory_estimate *e) {
+static int64_t in_flight(const f8_parallel_options *parallel, uint32_t chunks,
+			 f8_memory_estimate *e) {
 	if (parallel->pipeline <= 1)
 		return 1;
 	int64_t n = parallel->pipeline - parallel->stage;
+	if (chunks > 1) {
+		int64_t m = 4 * parallel->pipeline * chunks;
+		f8_stage_run *runs = f8_calloc((size_t)(2 * m * chunks), sizeof *runs);
+		uint32_t contexts = 0;
+		if (runs)
+			f8_pipeline_interleaved(parallel->pipeline, parallel->stage, chunks, m, runs,
+						&contexts);
+		f8_free(runs);
+		n = contexts ? contexts : n;
+	}
 	f8_memory_estimate_add(e, F8_MEMORY_ACTIVATIONS,
 			       (uint64_t)(n - 1) * e->part[F8_MEMORY_ACTIVATIONS]);
 	e->saved_activations *= (uint64_t)n;
@@ -658,7 +673,8 @@ static int64_t in_flight(const f8_parallel_options *parallel, f8_memory_estimate
 
 /* The memory table of --memory: one rank's, on a mesh of `ranks`, with `micro_batches` in
  * flight. */
-static void print_memory(const f8_memory_estimate *e, uint64_t ranks, int64_t micro_batches) {
+static void print_memory(const f8_memory_estimate *e, uint64_t ranks, int64_t micro_batches,
+			 uint32_t chunks) {
 	if (ranks > 1)
 		printf("\nmemory on each rank's GPU (%llu ranks), a training step:\n",
 		       (unsigned long long)ranks);
@@ -673,7 +689,11 @@ static void print_memory(const f8_memory_estimate *e, uint64_t ranks, int64_t mi
 	printf("  of the activations: %.3f GiB stored by the forward for the backward; %.3f GiB "
 	       "dropped and made again by recompute\n", gib(e->saved_activations),
 	       gib(e->recomputed_activations));
-	if (micro_batches > 1)
+	if (micro_batches > 1 && chunks > 1)
+		printf("  the activations of %lld micro-batches in flight under the interleaved "
+		       "schedule (%u model chunks a stage), each in a slab of its own (a step of fewer "
+		       "micro-batches holds fewer)\n", (long long)micro_batches, chunks);
+	else if (micro_batches > 1)
 		printf("  the activations of %lld micro-batches in flight under 1F1B, each in a slab "
 		       "of its own (a step of fewer micro-batches holds fewer)\n",
 		       (long long)micro_batches);
@@ -837,9 +857,14 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		status = collect(graph, &rows, &n_rows, &s, &diag);
 	f8_memory_estimate memory = {0};
 	int64_t micro_batches = 1;
+	uint32_t chunks = 1;
 	if (!status && q->memory) {
+		uint8_t *chunk_of = f8_malloc(graph->n_nodes + 1);
+		status = chunk_of ? f8_pipeline_chunks(graph, chunk_of, &chunks, &diag)
+				  : f8_diag_set(&diag, F8_ERR_NOMEM, "out of memory");
+		f8_free(chunk_of);
 		memory = f8_plan_memory(plan);
-		micro_batches = in_flight(&q->parallel.options, &memory);
+		micro_batches = in_flight(&q->parallel.options, chunks, &memory);
 	}
 	if (!status && q->json) {
 		json_t *document = audit_json(q, fp8, bf16, rows, n_rows, &s);
@@ -871,7 +896,7 @@ static int audit(request *q, const f8_fp8_options *fp8, bool bf16, f8_plan *plan
 		print_collectives(graph, &s);
 		print_recompute(&s);
 		if (q->memory)
-			print_memory(&memory, f8_graph_mesh_ranks(graph), micro_batches);
+			print_memory(&memory, f8_graph_mesh_ranks(graph), micro_batches, chunks);
 	}
 	f8_free(rows);
 	f8_free(s.recomputed);

@@ -4,13 +4,14 @@
  * a value of a phase that did not run and for a kernel's data error, sizes bound at creation,
  * an FP8 step's state: cast-phase caches read by a later forward, scaling frozen for
  * evaluation; and micro-batches in flight on contexts of their own, in pipeline parallelism's
- * 1F1B order.
+ * 1F1B and interleaved orders, with the runs of one model chunk.
  */
 #include <math.h>   // fabs, sqrt
 #include <stdio.h>  // sprintf, snprintf
 #include <stdlib.h> // malloc, free
 #include <string.h> // strlen, strstr
 
+#include "ir/pipeline_chunks.h"   // f8_pipeline_chunks, f8_pipeline_order_chunks
 #include "ir/text.h"              // f8_text_parse
 #include "ir/verify.h"            // f8_graph_verify
 #include "passes/pipeline.h"      // f8_pipeline_run
@@ -532,10 +533,92 @@ static void test_interleaved_order(void) {
 	}
 }
 
+/*
+ * Model chunks (ir/pipeline_chunks.h) of a stage holding layers 0 and 2 of a 2-stage
+ * pipeline: each node's chunk from its layer, from what it reads, or for a node that reads no
+ * chunk's value (the constant, the Recvs) from its readers; the executor refuses the program
+ * while its backward stands in the wrong order (chunk 0's Recv before chunk 1's nodes), and
+ * takes it once f8_pipeline_order_chunks has laid it out; a forward node that reads a later
+ * chunk's value is refused, naming both.
+ */
+static void test_model_chunks(void) {
+	const char *text =
+		"graph chunks {\n"
+		"  mesh pp=2\n"
+		"  input %x : f32[4]\n"
+		"  %c = Constant() {value=f32[4](1, 2, 3, 4)}\n"
+		"  %a = Mul(%x, %c) scope=\"layers.0.mlp\"\n"
+		"  Send(%a) {group=\"pp\", peer=1, tag=0} scope=\"pipeline\"\n"
+		"  %r = Recv() {group=\"pp\", peer=1, dtype=f32, shape=[4], tag=2} scope=\"pipeline\"\n"
+		"  %b = Add(%r, %c) scope=\"layers.2.mlp\"\n"
+		"  %y = Neg(%b) scope=\"head\"\n"
+		"  %g = Recv() {group=\"pp\", peer=1, dtype=f32, shape=[4], tag=1} scope=\"pipeline\" "
+		"phase=bwd\n"
+		"  %ga = Mul(%g, %c) scope=\"layers.0.mlp\" phase=bwd\n"
+		"  %gb = Neg(%y) scope=\"head\" phase=bwd\n"
+		"  %gr = Mul(%gb, %x) scope=\"layers.2.mlp\" phase=bwd\n"
+		"  Send(%gr) {group=\"pp\", peer=1, tag=3} scope=\"pipeline\" phase=bwd\n"
+		"  output %y, %ga\n"
+		"}\n";
+	f8_graph *graph = parse(text);
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	f8_diag diag = {0};
+	uint8_t chunk[32] = {0};
+	uint32_t n = 0;
+	CHECK(f8_pipeline_chunks(graph, chunk, &n, &diag) == F8_OK && n == 2);
+	const char *names[] = {"c", "a", "r", "b", "y", "g", "ga", "gb", "gr"};
+	const uint8_t want[] = {0, 0, 1, 1, 1, 0, 0, 1, 1};
+	for (int i = 0; i < 9; i++) {
+		f8_node_id producer = graph->values[id(graph, names[i])].producer;
+		CHECK(chunk[producer] == want[i]);
+		if (chunk[producer] != want[i])
+			printf("%%%s: chunk %u, want %u\n", names[i], chunk[producer], want[i]);
+	}
+	f8_cpu_executor *executor = NULL;
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	f8_executor *core = executor ? f8_cpu_executor_core(executor) : NULL;
+	f8_status refused = core ? f8_executor_set_chunks(core, chunk, n, &diag) : F8_OK;
+	CHECK(refused == F8_ERR_INVALID &&
+	      strstr(diag.message, "model chunk 1's bwd node stands after a later run's"));
+	if (refused != F8_ERR_INVALID)
+		printf("set_chunks: %d %s\n", refused, diag.message);
+	f8_cpu_executor_destroy(executor);
+	executor = NULL;
+	f8_diag_clear(&diag);
+	CHECK(f8_pipeline_order_chunks(graph, &diag) == F8_OK &&
+	      f8_pipeline_chunks(graph, chunk, &n, &diag) == F8_OK);
+	CHECK(f8_cpu_executor_create(graph, NULL, &executor, &diag) == F8_OK);
+	core = executor ? f8_cpu_executor_core(executor) : NULL;
+	CHECK(core && f8_executor_set_chunks(core, chunk, n, &diag) == F8_OK);
+	// A chunk's run of a chunk the program does not have is refused.
+	CHECK(core && f8_executor_run(core, F8_PHASE_BIT(F8_PHASE_FWD) | F8_RUN_CHUNK(2), &diag) ==
+		      F8_ERR_ARGUMENT);
+	f8_cpu_executor_destroy(executor);
+	f8_graph_destroy(graph);
+
+	// Layer 0 reading layer 2's value: the program's cut is wrong.
+	const char *wrong =
+		"graph wrong {\n"
+		"  mesh pp=2\n"
+		"  input %x : f32[4]\n"
+		"  %b = Neg(%x) scope=\"layers.2.mlp\"\n"
+		"  %a = Neg(%b) scope=\"layers.0.mlp\"\n"
+		"  output %a\n"
+		"}\n";
+	graph = parse(wrong);
+	f8_diag_clear(&diag);
+	CHECK(graph && f8_pipeline_chunks(graph, chunk, &n, &diag) == F8_ERR_INVALID &&
+	      strstr(diag.message, "model chunk 0's fwd reads %b, which chunk 1's fwd makes later"));
+	f8_graph_destroy(graph);
+}
+
 int main(void) {
 	test_contexts();
 	test_1f1b_order();
 	test_interleaved_order();
+	test_model_chunks();
 	test_cast_phase_and_frozen_scaling();
 	test_wide_node();
 	test_stale_read_refused();
