@@ -18,7 +18,6 @@
 
 enum {
 	MAX_CATEGORIES = 64,
-	TOP_ITEMS = 40, // the file's list of the launches with the most time
 };
 
 typedef struct category_total {
@@ -221,8 +220,8 @@ static void write_alike_name(FILE *out, const char *name) {
 	}
 }
 
-/* The items with the most time, layers alike summed: their totals into `top` (at most
- * TOP_ITEMS, the largest first), each with how many items it sums in *counts; the count. */
+/* Every item that was launched, layers alike summed: their totals into `top` (room for
+ * n_items), the largest first, each with how many items it sums in *counts; the count. */
 static uint32_t top_items(const f8_cuda_profile *profile, item_total *top, uint32_t *counts) {
 	uint32_t n_top = 0;
 	item_total merged = {0};
@@ -242,11 +241,7 @@ static uint32_t top_items(const f8_cuda_profile *profile, item_total *top, uint3
 				merged.launches += profile->items[j].launches;
 				count++;
 			}
-		uint32_t at = n_top < TOP_ITEMS ? n_top++ : TOP_ITEMS;
-		if (at == TOP_ITEMS && merged.milliseconds <= top[TOP_ITEMS - 1].milliseconds)
-			continue;
-		if (at == TOP_ITEMS)
-			at = TOP_ITEMS - 1;
+		uint32_t at = n_top++;
 		for (; at > 0 && top[at - 1].milliseconds < merged.milliseconds; at--) {
 			top[at] = top[at - 1];
 			counts[at] = counts[at - 1];
@@ -273,10 +268,17 @@ f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path
 			order[j] = order[j - 1];
 		order[j] = i;
 	}
-	f8_atomic_file *file;
-	f8_status status = f8_atomic_file_open(path, &file, diag);
-	if (status)
+	size_t room = profile->n_items ? profile->n_items : 1;
+	item_total *top = f8_calloc(room, sizeof *top);
+	uint32_t *counts = f8_calloc(room, sizeof *counts);
+	f8_atomic_file *file = NULL;
+	f8_status status = top && counts ? f8_atomic_file_open(path, &file, diag)
+					 : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	if (status) {
+		f8_free(top);
+		f8_free(counts);
 		return status;
+	}
 	FILE *out = f8_atomic_file_stream(file);
 	fprintf(out, "{\n  \"steps\": %llu,\n  \"wall_ms_per_step\": %.4f,\n"
 		     "  \"busy_ms_per_step\": %.4f,\n  \"idle_ms_per_step\": %.4f,\n"
@@ -300,8 +302,6 @@ f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path
 	if (used >= 0 && (size_t)used < size)
 		snprintf(summary + used, size - (size_t)used, " idle %.0f%%",
 			 wall > busy ? 100 * (wall - busy) / wall : 0.0);
-	item_total top[TOP_ITEMS];
-	uint32_t counts[TOP_ITEMS];
 	uint32_t n_top = top_items(profile, top, counts);
 	fprintf(out, "\n  ],\n  \"top\": [");
 	for (uint32_t i = 0; i < n_top; i++) {
@@ -315,5 +315,7 @@ f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path
 			wall > 0 ? ms / wall : 0.0);
 	}
 	fprintf(out, "\n  ]\n}\n");
+	f8_free(top);
+	f8_free(counts);
 	return f8_atomic_file_commit(file, diag);
 }

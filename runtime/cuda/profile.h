@@ -31,7 +31,7 @@ void f8_cuda_profile_destroy(f8_cuda_profile *profile); // NULL allowed
  * static string ("gemm fp8", "kernels: norm"), compared by its contents; `item` numbers what
  * was launched (a node, a group: the caller's numbering, the same each step) and `name` (which
  * outlives the profile) says what it made ("layers.3.mlp.fc1"), for the file's list of the
- * launches that took the most time, the layers' alike summed ("layers.*.mlp.fc1"). */
+ * launches by their time, the layers' alike summed ("layers.*.mlp.fc1"). */
 f8_status f8_cuda_profile_start(f8_cuda_profile *profile, CUstream stream, const char *category,
 				uint32_t item, const char *name, f8_diag *diag);
 f8_status f8_cuda_profile_stop(f8_cuda_profile *profile, CUstream stream, f8_diag *diag);
@@ -45,9 +45,11 @@ f8_status f8_cuda_profile_run_end(f8_cuda_profile *profile, f8_diag *diag);
 /*
  * Writes the totals as JSON to `path` (written whole or not at all): the steps counted, the
  * wall time per step, per category its time per step, launches per step and share of the wall
- * time, the TOP_ITEMS launches (by category and name, layers alike summed) with the most
- * time per step, the idle time, the device memory's peak and `f8c_peak_bytes` (what f8c's buffers
- * came to). A one-line summary into `summary` (size bytes) for the console.
+ * time, every launch item (by category and name, layers alike summed; "top") with its time
+ * per step, the most first (tools/step_alone.py sets each GEMM and kernel family against its
+ * time alone, so it needs them all, not only the largest), the idle time, the device memory's
+ * peak and `f8c_peak_bytes` (what f8c's buffers came to). A one-line summary into `summary`
+ * (size bytes) for the console.
  */
 f8_status f8_cuda_profile_write(const f8_cuda_profile *profile, const char *path,
 				uint64_t f8c_peak_bytes, char *summary, size_t size, f8_diag *diag);
