@@ -112,8 +112,7 @@ static bool per_tensor_given_scale(const f8_graph *graph, const f8_node *node) {
 	       f8_dim_value(numel) == 1;
 }
 
-/* ReduceSum over every axis but the last: a bias gradient. */
-static bool sums_leading_axes(const f8_graph *graph, const f8_node *node) {
+bool f8_lower_sums_leading_axes(const f8_graph *graph, const f8_node *node) {
 	int rank = graph->values[node->inputs[0]].type.shape.rank;
 	const f8_attr *axes = f8_node_attr(node, "axes");
 	if (rank < 2 || !axes || axes->ints.n != (uint32_t)rank - 1)
@@ -991,7 +990,7 @@ f8_status f8_lower_fused(const f8_graph *graph, uint32_t group, f8_node_id *memb
 	const f8_node *first = &graph->nodes[members[0]];
 	for (uint32_t m = 0; m < n_members; m++) // other reductions are lower_reduce.c's kernels
 		if (graph->nodes[members[m]].op == F8_OP_REDUCE_SUM &&
-		    !sums_leading_axes(graph, &graph->nodes[members[m]]))
+		    !f8_lower_sums_leading_axes(graph, &graph->nodes[members[m]]))
 			return f8_lower_end(&lw, f8_lower_fail(&lw, members[m], "a ReduceSum in a fused "
 							       "kernel sums all leading axes"), out);
 	lw.norm = first->op == F8_OP_LAYER_NORM || first->op == F8_OP_RMS_NORM;

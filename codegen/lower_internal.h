@@ -175,6 +175,10 @@ f8_status f8_lower_begin_columns(f8_lower *lw, f8_kir_id extent);
 f8_status f8_lower_end_loop(f8_lower *lw, bool row, f8_status status);
 void f8_lower_record_grid_sizes(f8_lower *lw, bool with_last);
 
+/* Whether `node` (a ReduceSum) sums every axis of its input but the last, named in order: a
+ * bias gradient, which lower.c's kernels sum by columns (f8_lower_fused). */
+bool f8_lower_sums_leading_axes(const f8_graph *graph, const f8_node *node);
+
 /* The groups of lower.c's ops (elementwise chains, Gelu and GeluGrad, norms, casts with a
  * given scale, bias gradients), of whichever family: one kernel, or a norm's and the
  * transposes of its codes. */

@@ -14,9 +14,15 @@
  *     combines over the block's threads in a fixed order (codegen/llvm_lower.h).
  * Neither uses atomics across blocks: the result is the same on every run. The sum is f32,
  * where the reference sums in double and rounds once; ReduceMean divides it by R; ReduceMax
- * propagates NaN, as the reference does. Reading x along the reduced axes is strided where they
- * are the leading ones (a bias gradient's column sums): correct, not coalesced; a form that
- * gives a block a tile of columns is performance work for later.
+ * propagates NaN, as the reference does.
+ *
+ * A ReduceSum over all leading axes of a matrix (a bias gradient the kernel that makes its
+ * gradient did not take: proj's and fc2's, whose gradients come out of a LayerNorm backward)
+ * is lower.c's instead, by the tiles of lower_tile.c: a block reads a 64 x 64 tile along its
+ * rows and writes one f32 partial per column per 16 rows, and a second kernel adds them in row
+ * order. Read by the forms above, each block would walk one column down the rows, 2 bytes of
+ * each 32-byte sector used (ncu, 2026-12-07: 229 us for GPT-1.3B's 16384 x 2048 gradient, 10%
+ * of the copy's rate).
  */
 #include "codegen/lower_internal.h" // f8_lower, f8_lower_*
 
@@ -121,12 +127,13 @@ static int64_t constant_terms(const f8_shape *x, const bool *reduced) {
 
 f8_status f8_lower_reduce(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			  uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
-	(void)n_members; // a lone node
 	const f8_node *node = &graph->nodes[members[0]];
 	const f8_shape *x = &graph->values[node->inputs[0]].type.shape;
 	const f8_shape *y = &graph->values[node->outputs[0]].type.shape;
 	bool reduced[F8_MAX_RANK], max = node->op == F8_OP_REDUCE_MAX;
 	reduced_axes(node, x->rank, reduced);
+	if (node->op == F8_OP_REDUCE_SUM && f8_lower_sums_leading_axes(graph, node)) // by tiles
+		return f8_lower_fused(graph, group, members, n_members, out, diag);
 	int64_t terms = constant_terms(x, reduced);
 	bool unrolled = terms >= 0 && terms <= UNROLLED;
 	f8_lower lw;

@@ -215,13 +215,12 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	}
 }
 
-/* Whether ReduceSum `node` sums its input over all leading axes into a vector (axes [0 ..
- * rank-2], keepdims 0): the bias gradient of a Linear layer. */
-static bool is_bias_gradient(const f8_graph *graph, const f8_node *node) {
+/* Whether ReduceSum `node` sums every axis but the last, named in order (keepdims or not):
+ * what codegen sums by tiles (codegen/lower_reduce.c). */
+static bool sums_leading_axes(const f8_graph *graph, const f8_node *node) {
 	int rank = graph->values[node->inputs[0]].type.shape.rank;
 	const f8_attr *axes = f8_node_attr(node, "axes");
-	if (rank < 2 || !axes || axes->ints.n != (uint32_t)(rank - 1) ||
-	    f8_node_attr_int(node, "keepdims", 1) != 0)
+	if (rank < 2 || !axes || axes->ints.n != (uint32_t)(rank - 1))
 		return false;
 	for (int i = 0; i < rank - 1; i++) {
 		int axis;
@@ -229,6 +228,12 @@ static bool is_bias_gradient(const f8_graph *graph, const f8_node *node) {
 			return false;
 	}
 	return true;
+}
+
+/* Whether ReduceSum `node` sums its input over all leading axes into a vector (keepdims 0): the
+ * bias gradient of a Linear layer. */
+static bool is_bias_gradient(const f8_graph *graph, const f8_node *node) {
+	return sums_leading_axes(graph, node) && f8_node_attr_int(node, "keepdims", 1) == 0;
 }
 
 static bool has_shape(const f8_graph *graph, f8_value_id v, const f8_shape *shape) {
@@ -670,18 +675,23 @@ static void say_layout(phrase *out, const fuser *f, const planned *k) {
 	say(out, " on the device, each element read and written once");
 }
 
-/* "ReduceSum of layers.0.mlp.fc2: x f32[8, 128, 128] into b.grad f32[128], one output element a
- * grid row, in a fixed order (no atomics: the same sums on every run)". */
+/* "ReduceSum of layers.0.mlp.fc2: x f32[8, 128, 128] into b.grad f32[128], by 64 x 64 tiles
+ * ..., in a fixed order (no atomics: the same result on every run)"; other reductions "one
+ * output element a grid row". */
 static void say_reduce(phrase *out, const fuser *f, const planned *k) {
 	const f8_graph *graph = f->graph;
 	const f8_node *node = member(f, k, 0);
 	const f8_value *from = &graph->values[node->inputs[0]];
 	const f8_value *to = &graph->values[node->outputs[0]];
 	char in[160], made[160];
-	say(out, "%s of %s: %s %s into %s %s, one output element a grid row, in a fixed order "
-	    "(no atomics: the same result on every run)", f8_op_name(node->op), scope_of(graph, node),
-	    from->name, f8_type_format(graph, &from->type, in, sizeof in), to->name,
-	    f8_type_format(graph, &to->type, made, sizeof made));
+	say(out, "%s of %s: %s %s into %s %s, %s, in a fixed order (no atomics: the same result on "
+	    "every run)", f8_op_name(node->op), scope_of(graph, node), from->name,
+	    f8_type_format(graph, &from->type, in, sizeof in), to->name,
+	    f8_type_format(graph, &to->type, made, sizeof made),
+	    node->op == F8_OP_REDUCE_SUM && sums_leading_axes(graph, node)
+		    ? "by 64 x 64 tiles read along rows, an f32 partial per 16 rows of a column "
+		      "added in row order by a second kernel"
+		    : "one output element a grid row");
 }
 
 /* "MoEDispatch of layers.0.mlp.dispatch: each copy's position in expert order counted over
