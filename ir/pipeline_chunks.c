@@ -10,10 +10,6 @@
 
 enum { UNKNOWN = 0xFF, NONE = 0xFE };
 
-static bool chunked(const f8_node *node) {
-	return node->phase == F8_PHASE_FWD || node->phase == F8_PHASE_BWD;
-}
-
 /* Each layer's chunk into layer_chunk[] (the runs of consecutive layers present); their count. */
 static uint32_t chunk_layers(const f8_graph *graph, int *layer_chunk, int n_layers) {
 	bool *present = f8_calloc((size_t)n_layers + 1, sizeof *present);
@@ -40,7 +36,7 @@ static uint8_t chunk_from_inputs(const f8_graph *graph, const uint8_t *chunk, f8
 	for (uint32_t i = 0; i < node->n_inputs; i++) {
 		f8_value_id v = node->inputs[i];
 		f8_node_id producer = v == F8_NONE ? F8_NONE : graph->values[v].producer;
-		if (producer == F8_NONE || !chunked(&graph->nodes[producer]) ||
+		if (producer == F8_NONE || !f8_pipeline_chunked(graph->nodes[producer].phase) ||
 		    chunk[producer] == UNKNOWN)
 			continue;
 		int c = chunk[producer];
@@ -86,7 +82,7 @@ f8_status f8_pipeline_chunks(const f8_graph *graph, uint8_t *chunk, uint32_t *n_
 		f8_node_id id = graph->order[p];
 		const f8_node *node = &graph->nodes[id];
 		int layer = f8_scope_layer(node->scope, NULL);
-		chunk[id] = !chunked(node) ? 0 : layer >= 0 ? (uint8_t)layer_chunk[layer]
+		chunk[id] = !f8_pipeline_chunked(node->phase) ? 0 : layer >= 0 ? (uint8_t)layer_chunk[layer]
 				       : chunk_from_inputs(graph, chunk, id);
 	}
 	// Backward over it: the nodes that read no chunk's value, from their readers.
@@ -95,7 +91,7 @@ f8_status f8_pipeline_chunks(const f8_graph *graph, uint8_t *chunk, uint32_t *n_
 	for (uint32_t p = graph->n_order; p-- > 0;) {
 		f8_node_id id = graph->order[p];
 		const f8_node *node = &graph->nodes[id];
-		if (!chunked(node))
+		if (!f8_pipeline_chunked(node->phase))
 			continue;
 		bool bwd = node->phase == F8_PHASE_BWD;
 		if (chunk[id] == UNKNOWN) {
@@ -120,13 +116,13 @@ f8_status f8_pipeline_chunks(const f8_graph *graph, uint8_t *chunk, uint32_t *n_
 	for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 		f8_node_id id = graph->order[p];
 		const f8_node *node = &graph->nodes[id];
-		if (!chunked(node))
+		if (!f8_pipeline_chunked(node->phase))
 			continue;
 		uint32_t at = f8_pipeline_chunk_run(node->phase, chunk[id], runs);
 		for (uint32_t i = 0; !status && i < node->n_inputs; i++) {
 			f8_value_id v = node->inputs[i];
 			f8_node_id producer = v == F8_NONE ? F8_NONE : graph->values[v].producer;
-			if (producer == F8_NONE || !chunked(&graph->nodes[producer]) ||
+			if (producer == F8_NONE || !f8_pipeline_chunked(graph->nodes[producer].phase) ||
 			    f8_pipeline_chunk_run(graph->nodes[producer].phase, chunk[producer], runs) <= at)
 				continue;
 			f8_diag_set(diag, F8_ERR_INVALID, "model chunk %u's %s reads %%%s, which chunk "
@@ -152,7 +148,7 @@ f8_status f8_pipeline_order_chunks(f8_graph *graph, f8_diag *diag) {
 				   ? f8_pipeline_chunks(graph, chunk, &runs, diag)
 				   : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory ordering the chunks");
 	for (uint32_t p = 0; !status && runs > 1 && p < graph->n_order; p++)
-		if (chunked(&graph->nodes[graph->order[p]]))
+		if (f8_pipeline_chunked(graph->nodes[graph->order[p]].phase))
 			at[n++] = p;
 	// A stable pass per run: run r's nodes, in program order.
 	uint32_t k = 0;

@@ -22,7 +22,8 @@
 #ifndef F8_IR_PIPELINE_CHUNKS_H
 #define F8_IR_PIPELINE_CHUNKS_H
 
-#include <stdint.h> // uint8_t, uint32_t
+#include <stdbool.h> // bool
+#include <stdint.h>  // uint8_t, uint32_t
 
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph
@@ -34,8 +35,8 @@
  * Each node's chunk into chunk[] (graph->n_nodes entries, the caller's; nodes outside the
  * program get 0) and their number into *n_chunks (1: the program is not interleaved, every
  * node's chunk is 0). F8_ERR_INVALID, naming the node and the value, when a node would read a
- * value that its micro-batch's runs make only after its own (a program cut wrong); F8_ERR_UNSUPPORTED past
- * F8_PIPELINE_CHUNKS_MAX chunks; F8_ERR_NOMEM.
+ * value that its micro-batch's runs make only after its own (a program cut wrong);
+ * F8_ERR_UNSUPPORTED past F8_PIPELINE_CHUNKS_MAX chunks; F8_ERR_NOMEM.
  */
 f8_status f8_pipeline_chunks(const f8_graph *graph, uint8_t *chunk, uint32_t *n_chunks,
 			     f8_diag *diag);
@@ -48,6 +49,12 @@ f8_status f8_pipeline_chunks(const f8_graph *graph, uint8_t *chunk, uint32_t *n_
  * fused kernel is a run of neighbours: both then follow the runs. f8_pipeline_chunks's errors.
  */
 f8_status f8_pipeline_order_chunks(f8_graph *graph, f8_diag *diag);
+
+/* Whether nodes of `phase` run by chunks (the forward and the backward; cast and opt run once
+ * a step). */
+static inline bool f8_pipeline_chunked(f8_phase phase) {
+	return phase == F8_PHASE_FWD || phase == F8_PHASE_BWD;
+}
 
 /* Where a node of `phase` in chunk `chunk` of `n_chunks` runs in its micro-batch's order of
  * runs: forwards 0 .. n - 1, then backwards n .. 2 n - 1 (chunk n - 1's first). */

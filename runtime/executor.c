@@ -486,7 +486,7 @@ f8_status f8_executor_set_chunks(f8_executor *executor, const uint8_t *chunk_of,
 	for (uint32_t p = 0; p < graph->n_order; p++) {
 		f8_node_id id = graph->order[p];
 		f8_phase phase = graph->nodes[id].phase;
-		if (phase != F8_PHASE_FWD && phase != F8_PHASE_BWD)
+		if (!f8_pipeline_chunked(phase))
 			continue;
 		uint32_t at = f8_pipeline_chunk_run(phase, chunk_of[id], n_chunks);
 		if (at < run[phase]) {
@@ -657,9 +657,9 @@ static f8_status check_run(const f8_executor *executor, uint32_t phases, run_pla
 		for (uint32_t p = 0; !status && p < graph->n_order; p++) {
 			f8_node_id id = graph->order[p];
 			const f8_node *node = &graph->nodes[id];
-			bool chunked = node->phase == F8_PHASE_FWD || node->phase == F8_PHASE_BWD;
 			bool before = node->phase < first ||
-				      (chunk && chunked && f8_pipeline_chunk_run(node->phase,
+				      (chunk && f8_pipeline_chunked(node->phase) &&
+				       f8_pipeline_chunk_run(node->phase,
 						executor->chunk_of[id], executor->n_chunks) < at);
 			if (!before || selects(executor, phases, id))
 				continue;

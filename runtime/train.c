@@ -78,6 +78,7 @@ typedef struct trainer {
 	// more than 1 under the interleaved schedule).
 	f8_rt_tensor *flight_tokens, *flight_labels; // (n_flight)
 	uint32_t n_flight, chunks;
+	f8_stage_run *runs; // (2 micro_batches chunks) this stage's order, made at set-up
 	// An export's attention_mask and position_ids inputs, F8_NONE where the model has none,
 	// and what every micro-batch gives them (a contiguous window: no padding, positions 0..)
 	f8_value_id inputs_fixed[2];
@@ -862,20 +863,14 @@ static f8_status pipeline_order(const trainer *t, f8_stage_run *runs, uint32_t *
  * micro-batches in flight cast with scales that have not yet seen the ones just before them.
  */
 static f8_status run_pipeline(trainer *t, double *sum, f8_diag *diag) {
-	int64_t m = t->micro_batches;
-	f8_stage_run *runs = f8_calloc((size_t)(2 * m * t->chunks), sizeof *runs);
-	if (!runs)
-		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	uint32_t contexts;
-	f8_status status = pipeline_order(t, runs, &contexts, diag);
+	f8_status status = draw_past(t, t->first_micro_batch, diag);
+	for (int64_t r = 0; !status && r < 2 * t->micro_batches * t->chunks; r++)
+		status = t->runs[r].backward ? backward(t, &t->runs[r], diag)
+					     : forward(t, &t->runs[r], sum, diag);
 	if (!status)
-		status = draw_past(t, t->first_micro_batch, diag);
-	for (int64_t r = 0; !status && r < 2 * m * t->chunks; r++)
-		status = runs[r].backward ? backward(t, &runs[r], diag) : forward(t, &runs[r], sum, diag);
-	if (!status)
-		status = draw_past(t, t->global_micro_batches - t->first_micro_batch - m, diag);
+		status = draw_past(t, t->global_micro_batches - t->first_micro_batch -
+					      t->micro_batches, diag);
 	f8_executor_use_context(t->executor, 0);
-	f8_free(runs);
 	return status;
 }
 
@@ -894,23 +889,22 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 		return F8_OK;
 	const f8_graph *graph = t->graph;
 	uint8_t *chunk_of = f8_malloc(graph->n_nodes + 1);
-	f8_stage_run *runs = NULL;
 	uint32_t contexts = 1;
 	f8_status status = chunk_of ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
 		status = f8_pipeline_chunks(graph, chunk_of, &t->chunks, diag);
 	if (!status && t->chunks > 1)
 		status = f8_executor_set_chunks(t->executor, chunk_of, t->chunks, diag);
-	if (!status && !(runs = f8_calloc((size_t)(2 * t->micro_batches * t->chunks), sizeof *runs)))
+	if (!status && !(t->runs = f8_calloc((size_t)(2 * t->micro_batches * t->chunks),
+					     sizeof *t->runs)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
-		status = pipeline_order(t, runs, &contexts, diag);
+		status = pipeline_order(t, t->runs, &contexts, diag);
 	if (!status)
 		status = f8_executor_set_contexts(t->executor, contexts, diag);
 	if (!status)
 		status = make_flight(t, contexts, diag);
 	f8_free(chunk_of);
-	f8_free(runs);
 	return status;
 }
 
@@ -1307,6 +1301,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 		f8_rt_tensor_destroy(&t.flight_labels[c]);
 	}
 	f8_free(t.flight_tokens);
+	f8_free(t.runs);
 	f8_free(t.flight_labels);
 	f8_rt_tensor_destroy(&t.fixed_batch[0]);
 	f8_rt_tensor_destroy(&t.fixed_batch[1]);

@@ -15,7 +15,6 @@
 #include <math.h>   // fabs
 #include <stdio.h>  // printf
 #include <string.h> // strlen, memcpy
-#include <time.h>   // time
 
 #include "ir/text.h"                 // f8_text_parse
 #include "passes/pipeline.h"         // f8_pipeline_run
@@ -23,6 +22,7 @@
 #include "runtime/executor.h"        // f8_executor_*
 #include "runtime/cpu/kernels.h"     // f8_cpu_kernel_get, f8_cpu_kernel_call, f8_cpu_ring
 #include "runtime/distributed.h"     // f8_dist_*
+#include "tests/distributed/test_ranks.h" // test_ranks_start
 #include "tests/runtime/test_fill.h" // rng_state, rng_uniform
 #include "tests/test_support.h"      // CHECK, test_finish
 
@@ -265,24 +265,10 @@ static void check_balanced_parts(int64_t place, int64_t ranks) {
 }
 
 int main(void) {
-	f8_diag diag = {0};
 	f8_dist_launch launch;
-	if (f8_dist_launch_from_environment(&launch, &diag)) {
-		f8_diag_print(&diag, stdout);
+	int64_t seed;
+	if (!(dist = test_ranks_start(F8_MESH_AXIS_CP, &launch, &seed)))
 		return 1;
-	}
-	uint32_t mesh[F8_MESH_AXIS_COUNT] = {0};
-	mesh[F8_MESH_AXIS_CP] = (uint32_t)launch.world;
-	if (f8_dist_create(&launch, mesh, &dist, &diag)) {
-		f8_diag_print(&diag, stdout);
-		return 1;
-	}
-	// Every rank's data from rank 0's seed: the latest clock over the ranks.
-	int64_t seed = (int64_t)time(NULL);
-	CHECK(f8_dist_all_reduce(dist, 1u << F8_MESH_AXIS_CP, &seed, 1, F8_DTYPE_I64,
-				 F8_REDUCTION_MAX, &diag) == F8_OK);
-	if (launch.rank == 0)
-		printf("seed %lld, %lld ranks\n", (long long)seed, (long long)launch.world);
 	for (int causal = 1; causal >= 0; causal--) {
 		rng_state = (uint64_t)seed + (uint64_t)causal;
 		check_case(causal, f8_dist_group_rank(dist, 1u << F8_MESH_AXIS_CP), launch.world);
