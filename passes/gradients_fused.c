@@ -122,21 +122,29 @@ F8_GRAD_RULE(RMS_NORM) {
 			      grad_of, 2, dx, diag);
 }
 
+/* What an attention's backward reads besides its inputs: `mask` (F8_NONE: none) must not need a
+ * gradient, the log-sum-exp (output 1, a statistic) none either; the forward's log-sum-exp into
+ * *lse (the output added when the forward was not asked for it). */
+static f8_status attention_statistics(f8_grad_context *context, f8_node_id node,
+				      f8_value_id mask, const f8_value_id *dy, f8_value_id *lse,
+				      f8_diag *diag) {
+	*lse = F8_NONE;
+	if (mask != F8_NONE && f8_grad_wants(context, mask))
+		return f8_grad_unsupported(context, node, diag, "the loss depends on the attention "
+					   "mask %%%s, which has no gradient",
+					   f8_grad_graph(context)->values[mask].name);
+	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
+	return status ? status : f8_grad_forward_output(context, node, 1, lse, diag);
+}
+
 /* Attention and RingAttention: `grad_op`(dout, q, k, v, out, lse[, mask]) -> dq, dk, dv, with
  * the forward's attributes; the log-sum-exp is a statistic. A mask is data: a float one that
  * depends on a parameter has no gradient here. */
 static f8_status attention_gradient(f8_grad_context *context, f8_node_id node, f8_op grad_op,
 				    const f8_value_id *dy, f8_value_id *dx, f8_diag *diag) {
 	f8_node n = grad_node(context, node);
-	f8_value_id mask = n.n_inputs > 3 ? n.inputs[3] : F8_NONE;
-	if (mask != F8_NONE && f8_grad_wants(context, mask))
-		return f8_grad_unsupported(context, node, diag, "the loss depends on the attention "
-					   "mask %%%s, which has no gradient",
-					   f8_grad_graph(context)->values[mask].name);
-	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id lse = F8_NONE;
-	if (!status)
-		status = f8_grad_forward_output(context, node, 1, &lse, diag);
+	f8_value_id mask = n.n_inputs > 3 ? n.inputs[3] : F8_NONE, lse;
+	f8_status status = attention_statistics(context, node, mask, dy, &lse, diag);
 	if (status)
 		return status;
 	n = grad_node(context, node);
@@ -156,15 +164,8 @@ F8_GRAD_RULE(ATTENTION) {
  * The mask as Attention's. */
 F8_GRAD_RULE(ATTENTION_PACKED) {
 	f8_node n = grad_node(context, node);
-	f8_value_id mask = n.n_inputs > 1 ? n.inputs[1] : F8_NONE;
-	if (mask != F8_NONE && f8_grad_wants(context, mask))
-		return f8_grad_unsupported(context, node, diag, "the loss depends on the attention "
-					   "mask %%%s, which has no gradient",
-					   f8_grad_graph(context)->values[mask].name);
-	f8_status status = statistics_have_no_gradient(context, node, dy, 1, diag);
-	f8_value_id lse = F8_NONE;
-	if (!status)
-		status = f8_grad_forward_output(context, node, 1, &lse, diag);
+	f8_value_id mask = n.n_inputs > 1 ? n.inputs[1] : F8_NONE, lse;
+	f8_status status = attention_statistics(context, node, mask, dy, &lse, diag);
 	if (status)
 		return status;
 	n = grad_node(context, node);

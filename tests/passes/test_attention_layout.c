@@ -181,8 +181,10 @@ static void test_exact(const char *dtype, const char *attrs, bool mask, bool clo
 }
 
 /* models/`model`.json's training step (batch 2, seq 64) with FP8 delayed under --bf16 and
- * `recompute`, through the whole pipeline; NULL with a message on failure. */
-static f8_graph *compile_model(const char *model, const f8_recompute_options *recompute) {
+ * `recompute`, through the pipeline up to pass `until` (NULL: the whole); NULL with a message
+ * on failure. */
+static f8_graph *compile_model(const char *model, const f8_recompute_options *recompute,
+			       const char *until) {
 	char path[512];
 	snprintf(path, sizeof path, "%s/models/%s.json", source_dir, model);
 	const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 64}};
@@ -197,7 +199,7 @@ static f8_graph *compile_model(const char *model, const f8_recompute_options *re
 	f8_diag_clear(&diag);
 	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
 	if (!status)
-		status = f8_pipeline_run_with(graph, NULL, true, &compile, NULL, &diag);
+		status = f8_pipeline_run_with(graph, until, true, &compile, NULL, &diag);
 	if (status) {
 		f8_diag_print(&diag, stdout);
 		f8_graph_destroy(graph);
@@ -226,7 +228,7 @@ static uint32_t copies_left(const f8_graph *graph) {
 }
 
 static void test_gpt_tiny(void) {
-	f8_graph *step = compile_model("gpt-tiny", NULL);
+	f8_graph *step = compile_model("gpt-tiny", NULL, NULL);
 	CHECK(step != NULL);
 	if (step) {
 		printf("gpt-tiny FP8 delayed: %u AttentionPacked, %u AttentionPackedGrad, %u "
@@ -257,7 +259,7 @@ static void test_gpt_tiny(void) {
 	// Full recompute clones the layer, the chain with it: the clones are packed too.
 	f8_recompute_options full = {.granularity = F8_RECOMPUTE_GRANULARITY_FULL,
 				     .method = F8_RECOMPUTE_METHOD_UNIFORM, .num_layers = 1};
-	step = compile_model("gpt-tiny", &full);
+	step = compile_model("gpt-tiny", &full, NULL);
 	CHECK(step != NULL);
 	if (step) {
 		printf("gpt-tiny, full recompute: %u AttentionPacked, %u AttentionPackedGrad, %u "
@@ -272,7 +274,7 @@ static void test_gpt_tiny(void) {
 /* Selective recompute of core_attn: a clone of each Attention in the backward reads the same q,
  * k, v and its AttentionGrad reads the clone's out and lse: both packed, no copy left. */
 static void test_recompute_clones(const f8_recompute_options *selective) {
-	f8_graph *step = compile_model("gpt-tiny", selective);
+	f8_graph *step = compile_model("gpt-tiny", selective, NULL);
 	CHECK(step != NULL);
 	if (step) {
 		printf("gpt-tiny, selective recompute of core_attn: %u AttentionPacked, %u "
@@ -292,26 +294,15 @@ static void test_recompute_clones(const f8_recompute_options *selective) {
  * were, each kept Attention's output saying why (`why`). */
 static void test_kept(const char *model, const f8_recompute_options *recompute,
 		      const char *why) {
-	char path[512];
-	snprintf(path, sizeof path, "%s/models/%s.json", source_dir, model);
-	const f8_dim_binding dims[] = {{"batch", 2}, {"seq", 64}};
-	f8_frontend_options options = {.dims = dims, .n_dims = 2, .seed = 1};
-	f8_training_options training = f8_training_options_default();
-	f8_fp8_options fp8 = f8_fp8_options_default();
-	f8_pipeline_options compile = {.training = &training, .fp8 = &fp8, .bf16 = true,
-				       .recompute = recompute,
-				       .target = f8_codegen_target_table_for(&fp8)};
-	f8_graph *graph = NULL;
+	f8_graph *graph = compile_model(model, recompute, "recompute");
+	CHECK(graph != NULL);
+	if (!graph)
+		return;
+	static char before[1 << 16], after[1 << 16];
+	ops_of(graph, before, sizeof before);
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	f8_status status = f8_frontend_load(path, &options, &graph, &diag);
-	if (!status)
-		status = f8_pipeline_run_with(graph, "recompute", true, &compile, NULL, &diag);
-	static char before[1 << 16], after[1 << 16];
-	if (!status) {
-		ops_of(graph, before, sizeof before);
-		status = f8_pass_attention_layout_run(graph, NULL, &diag);
-	}
+	f8_status status = f8_pass_attention_layout_run(graph, NULL, &diag);
 	if (!status)
 		status = f8_graph_verify(graph, &diag);
 	if (status)
