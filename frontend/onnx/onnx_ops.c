@@ -936,7 +936,8 @@ static f8_status convert_gelu(onnx_importer *im, const onnx_node *node, const co
 	if (approximate) {
 		if (approximate->s.len >= sizeof text)
 			return f8_onnx_fail(im, F8_ERR_INVALID, "Gelu's approximate is not none or tanh");
-		memcpy(text, approximate->s.data, approximate->s.len);
+		if (approximate->s.len) // an empty string has no pointer; memcpy must not see NULL
+			memcpy(text, approximate->s.data, approximate->s.len);
 		text[approximate->s.len] = '\0';
 	}
 	f8_attr attr = {.name = "approximate", .kind = F8_ATTR_STRING, .s = text};

@@ -600,6 +600,12 @@ model = model_of([helper.make_node("RotaryEmbedding", ["x", "c", "s"], ["y"], na
 expect_error("RotaryEmbedding caches narrower than half the head",
              save(model, os.path.join(here, "model.onnx")),
              ["rope_0", "RotaryEmbedding", "half the head"])
+# An attribute string that is empty (protobuf gives it no pointer; the fuzzer found the copy).
+here = folder("gelu_empty")
+model = model_of([helper.make_node("Gelu", ["x"], ["y"], name="gelu_0", approximate="")], [x4],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [], opset=20)
+expect_error("Gelu's approximate empty", save(model, os.path.join(here, "model.onnx")),
+             ["gelu_0", "approximate", "not one of its values"])
 
 for opset in (1, 12, 25, 10**12):
     here = folder(f"opset_{opset}")
