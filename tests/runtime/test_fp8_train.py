@@ -136,7 +136,7 @@ def moe(binary, source, work, data):
             check(all(n == 4 for n in slots),
                   "moe, delayed: each expert operand takes 4 slots, one per expert")
     convergence(binary, source, work, data, "mixtral-tiny.json",
-                ["--micro-batch-size", "8", "--global-batch-size", "8", "--seq-length", "64"],
+                ["--micro-batch-size", "4", "--global-batch-size", "4", "--seq-length", "64"],
                 lr=1e-3, eval_iters=16, target=())
     resume(binary, source, work, data, "mixtral-tiny.json")
 
