@@ -232,9 +232,8 @@ static void *watch(void *argument) {
 	return NULL;
 }
 
-/* Marks the start (call non-NULL) and the end (NULL) of a wait for the other ranks. */
-static void waiting(f8_dist *dist, const char *call, uint32_t axes) {
-	if (!dist->watching)
+void f8_dist_waiting(f8_dist *dist, const char *call, uint32_t axes) {
+	if (!dist || !dist->watching)
 		return;
 	pthread_mutex_lock(&dist->lock);
 	dist->waiting_in = call;
@@ -380,16 +379,30 @@ void f8_dist_destroy(f8_dist *dist) {
 	f8_free(dist);
 }
 
+uint32_t f8_dist_group_spanned(const f8_dist *dist, uint32_t axes) {
+	axes &= MAX_GROUPS - 1;
+	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
+		axes &= dist && dist->mesh[axis] > 1 ? ~0u : ~(1u << axis);
+	return axes;
+}
+
+uint32_t f8_dist_group_index(const f8_dist *dist, uint32_t axes) {
+	uint32_t index = 0; // mixed radix of the coordinates off the group's axes
+	for (int axis = F8_MESH_AXIS_COUNT - 1; dist && axis >= 0; axis--)
+		if (!(axes & 1u << axis))
+			index = index * dist->mesh[axis] + dist->coordinates[axis];
+	return index;
+}
+
+double f8_dist_timeout(const f8_dist *dist) {
+	return dist && dist->watching ? dist->timeout : 0;
+}
+
 /* The communicator of the group of `axes`: the ranks whose coordinates agree off those axes. */
 static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag) {
-	axes &= MAX_GROUPS - 1;
-	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) // an axis of one rank adds none
-		axes &= dist->mesh[axis] > 1 ? ~0u : ~(1u << axis);
+	axes = f8_dist_group_spanned(dist, axes); // an axis of one rank adds none
 	if (!dist->made[axes]) {
-		int color = 0;
-		for (int axis = F8_MESH_AXIS_COUNT - 1; axis >= 0; axis--)
-			if (!(axes & 1u << axis))
-				color = color * (int)dist->mesh[axis] + (int)dist->coordinates[axis];
+		int color = (int)f8_dist_group_index(dist, axes);
 		if (mpi.Comm_split(mpi.comm_world, color, (int)f8_dist_group_rank(dist, axes),
 				   &dist->groups[axes]) != MPI_OK) {
 			char name[32];
@@ -433,11 +446,11 @@ f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t co
 		return found;
 	mpi_handle group;
 	f8_status status = group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Allreduce", axes);
+	f8_dist_waiting(dist, "MPI_Allreduce", axes);
 	int code = status ? MPI_OK
 			  : mpi.Allreduce(MPI_IN_PLACE_BUFFER, data, (int)count, type,
 					  reduction == F8_REDUCTION_MAX ? mpi.op_max : mpi.op_sum, group);
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Allreduce", axes, code, diag) : F8_OK;
 }
 
@@ -452,11 +465,11 @@ f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void 
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-gather of %zu bytes "
 						 "a rank", bytes)
 				   : group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Allgather", axes);
+	f8_dist_waiting(dist, "MPI_Allgather", axes);
 	int code = status ? MPI_OK
 			  : mpi.Allgather(in, (int)bytes, mpi.type_byte, out, (int)bytes, mpi.type_byte,
 					  group);
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Allgather", axes, code, diag) : F8_OK;
 }
 
@@ -473,14 +486,14 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 	f8_status status = reduction_type("a reduce-scatter", count, dtype, &type, diag);
 	if (!status)
 		status = group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Reduce_scatter_block", axes);
+	f8_dist_waiting(dist, "MPI_Reduce_scatter_block", axes);
 	int code = status || count == 0
 			   ? MPI_OK
 			   : mpi.Reduce_scatter_block(in, out, (int)count, type,
 						      reduction == F8_REDUCTION_MAX ? mpi.op_max
 										    : mpi.op_sum,
 						      group);
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	return status ? status
 	       : code != MPI_OK ? failed("MPI_Reduce_scatter_block", axes, code, diag) : F8_OK;
 }
@@ -498,12 +511,12 @@ f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a ring shift of %zu bytes",
 						 bytes)
 				   : group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Sendrecv", axes);
+	f8_dist_waiting(dist, "MPI_Sendrecv", axes);
 	int code = status ? MPI_OK
 			  : mpi.Sendrecv(out, (int)bytes, mpi.type_byte, (int)((place + 1) % n), 0, in,
 					 (int)bytes, mpi.type_byte, (int)((place + n - 1) % n), 0,
 					 group, NULL); // NULL: MPI_STATUS_IGNORE
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	return status ? status : code != MPI_OK ? failed("MPI_Sendrecv", axes, code, diag) : F8_OK;
 }
 
@@ -545,11 +558,11 @@ f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
 						 "out and %zu in (MPI counts bytes in an int)",
 						 out_at, in_at)
 				   : group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Alltoallv", axes);
+	f8_dist_waiting(dist, "MPI_Alltoallv", axes);
 	int code = status ? MPI_OK
 			  : mpi.Alltoallv(out, out_counts, out_displs, mpi.type_byte, in, in_counts,
 					  in_displs, mpi.type_byte, group);
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	f8_free(counts);
 	return status ? status : code != MPI_OK ? failed("MPI_Alltoallv", axes, code, diag) : F8_OK;
 }
@@ -611,9 +624,9 @@ f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag) {
 	}
 	for (uint32_t i = 0; i < dist->n_sends; i++)
 		requests[i] = dist->sends[i].request;
-	waiting(dist, "MPI_Waitall", dist->sends[0].axes);
+	f8_dist_waiting(dist, "MPI_Waitall", dist->sends[0].axes);
 	int code = mpi.Waitall((int)dist->n_sends, requests, statuses); // MPI_Status: 24 bytes
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	uint32_t axes = dist->sends[0].axes;
 	// A failed wait may leave sends under way: their copies are left to them (the run stops).
 	for (uint32_t i = 0; code == MPI_OK && i < dist->n_sends; i++)
@@ -634,11 +647,11 @@ f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, voi
 				   ? f8_diag_set(diag, F8_ERR_ARGUMENT, "a receive from place %u of a "
 						 "group of %u", peer, f8_dist_group_size(dist, axes))
 				   : group_of(dist, axes, &group, diag);
-	waiting(dist, "MPI_Recv", axes);
+	f8_dist_waiting(dist, "MPI_Recv", axes);
 	long long received[8] = {0}; // MPI_Status: 24 bytes in Open MPI's ABI
 	int code = status ? MPI_OK
 			  : mpi.Recv(data, (int)bytes, mpi.type_byte, (int)peer, tag, group, received);
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	int count = (int)bytes;
 	if (!status && code == MPI_OK)
 		code = mpi.Get_count(received, mpi.type_byte, &count);
@@ -667,9 +680,9 @@ f8_status f8_dist_agree(f8_dist *dist, uint32_t axes, f8_status status, const ch
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {
 	if (f8_dist_world(dist) == 1)
 		return F8_OK;
-	waiting(dist, "MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1);
+	f8_dist_waiting(dist, "MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1);
 	int code = mpi.Barrier(mpi.comm_world);
-	waiting(dist, NULL, 0);
+	f8_dist_waiting(dist, NULL, 0);
 	return code == MPI_OK ? F8_OK
 			      : failed("MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1, code, diag);
 }

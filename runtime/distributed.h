@@ -119,6 +119,15 @@ f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag);
 f8_status f8_dist_agree(f8_dist *dist, uint32_t axes, f8_status status, const char *what,
 			f8_diag *diag);
 
+/* The axes of `axes` that have more than one rank (a group along an axis of one rank is the
+ * same group without it). */
+uint32_t f8_dist_group_spanned(const f8_dist *dist, uint32_t axes);
+
+/* Which group of `axes` this rank is in: the mixed radix of its coordinates off those axes, the
+ * same on every rank of the group and different between groups (a communicator split's color;
+ * f8_dist_group_rank is its key). */
+uint32_t f8_dist_group_index(const f8_dist *dist, uint32_t axes);
+
 /* Waits until every rank has come here. */
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 
@@ -131,5 +140,14 @@ f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
  * all. 0 turns it off. A no-op on one rank. F8_ERR_NOMEM when the thread cannot start.
  */
 f8_status f8_dist_set_timeout(f8_dist *dist, double seconds, f8_diag *diag);
+
+/* The timeout in seconds that the watchdog holds waits to; 0 without one. */
+double f8_dist_timeout(const f8_dist *dist);
+
+/* Marks the start (`call` non-NULL, such as "NCCL's AllReduce") and the end (NULL) of a wait for
+ * the other ranks outside f8_dist's own calls (the CUDA backend waiting for its NCCL
+ * collectives to finish): the watchdog holds it to the timeout as it does its own calls. NULL
+ * `dist` is allowed. */
+void f8_dist_waiting(f8_dist *dist, const char *call, uint32_t axes);
 
 #endif

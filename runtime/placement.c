@@ -96,6 +96,26 @@ void f8_rt_copy_balanced(void *whole_data, void *part_data, const int64_t *dims,
 		}
 }
 
+int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r, size_t element,
+		    bool balanced, f8_rt_part_run runs[2]) {
+	uint64_t outer = 1, inner = element;
+	for (int d = 0; d < dim; d++)
+		outer *= (uint64_t)dims[d];
+	for (int d = dim + 1; d < rank; d++)
+		inner *= (uint64_t)dims[d];
+	uint64_t size = (uint64_t)dims[dim], pitch = size * inner;
+	uint64_t chunk = size / (uint64_t)(balanced ? 2 * n : n) * inner; // bytes of one chunk's row
+	int count = balanced ? 2 : 1;
+	for (int k = 0; k < count; k++) {
+		int64_t which = k ? 2 * n - 1 - r : r;
+		runs[k] = (f8_rt_part_run){.whole_at = (uint64_t)which * chunk, .whole_pitch = pitch,
+					   .part_at = (uint64_t)k * chunk,
+					   .part_pitch = (uint64_t)count * chunk, .width = chunk,
+					   .rows = outer};
+	}
+	return count;
+}
+
 /* A copy of `from` into *to (created): a leaf no axis splits is its own part and whole. */
 static f8_status copy_whole(const f8_rt_tensor *from, f8_rt_tensor *to, f8_diag *diag) {
 	f8_status status = f8_rt_tensor_create(from->dtype, from->rank, from->dims, to, diag);

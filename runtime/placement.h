@@ -14,6 +14,7 @@
 
 #include <stdbool.h> // bool
 #include <stddef.h>  // size_t
+#include <stdint.h>  // int64_t, uint64_t
 
 #include "ir/diag.h"               // f8_status, f8_diag
 #include "ir/graph.h"              // f8_value
@@ -36,6 +37,20 @@ void f8_rt_copy_slice(void *whole, void *part, const int64_t *dims, int rank, in
  */
 void f8_rt_copy_balanced(void *whole, void *part, const int64_t *dims, int rank, int dim,
 			 int64_t n, int64_t r, size_t element, bool to_part);
+
+/*
+ * Rank `r`'s part of `n` along `dim` (of a whole of `dims`, rank `rank`, `element`-byte
+ * elements; the balanced parts of f8_rt_copy_balanced when `balanced`, else
+ * f8_rt_copy_slice's of one part) as runs of bytes that a 2-D copy (cuMemcpy2D) moves: run k
+ * is `rows` rows of `width` bytes, row i at whole + whole_at + i whole_pitch and at part +
+ * part_at + i part_pitch. Answers the runs' count, 1 or 2 (balanced), into runs[0..].
+ */
+typedef struct f8_rt_part_run {
+	uint64_t whole_at, whole_pitch, part_at, part_pitch, width, rows;
+} f8_rt_part_run;
+
+int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r, size_t element,
+		    bool balanced, f8_rt_part_run runs[2]);
 
 /* The mesh axes over which `value` is split (bits 1 << f8_mesh_axis; 0: whole on each rank). */
 uint32_t f8_rt_split_axes(const f8_value *value);

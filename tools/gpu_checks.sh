@@ -10,7 +10,8 @@
 #     [curves-gpu] [bench] [convergence] [convergence-more] [memory]   (there; default: all of
 #     them but curves-gpu, bench, convergence, convergence-more and memory)
 #     runs every check and writes its logs and a summary to $OUT (or ./out): the library
-#     modules against the CPU reference (gemm_check, attention_check), then each plan's first
+#     modules against the CPU reference (gemm_check, attention_check; nccl_check: NCCL's
+#     communicators of one rank), then each plan's first
 #     training step on the GPU against the CPU backend on the same machine (tools/gpu_compare.py:
 #     the loss, every gradient through AdamW's first moment, and the updated parameters), then
 #     the FP8 recipes' 200-iteration loss curves and scaling tables against the CPU's.
@@ -29,7 +30,8 @@
 #     (tools/bench_torch.py) in BF16 eager, BF16 under torch.compile and FP8 (torch._scaled_mm,
 #     tensorwise) under torch.compile, the baseline bench's figures are set against.
 #     `ops`: the backend test table's cases (tests/runtime/test_backend_ops.c, written here as
-#     plans by the full build) on the CUDA backend against the CPU reference's stored outputs.
+#     plans by the full build) on the CUDA backend against the CPU reference's stored outputs,
+#     then again with F8C_NCCL=1 (the collective cases through NCCL's communicators of one rank).
 #
 # Results go in tools/gpu_checks.md with the date, the device and the library versions.
 set -eu
@@ -50,7 +52,7 @@ cmake -S "$root" -B "$folder/runtime" -DF8C_LLVM=OFF -DCMAKE_BUILD_TYPE=Release 
 	"-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG" >/dev/null
 cmake --build "$folder/runtime" --target f8c -- -j 2 >/dev/null
 # It runs those cases there: it links no LLVM, so the runtime build makes it.
-cmake --build "$folder/runtime" --target backend_ops_cuda -- -j 2 >/dev/null
+cmake --build "$folder/runtime" --target backend_ops_cuda nccl_check -- -j 2 >/dev/null
 
 rm -rf "$carry"
 mkdir -p "$carry/plans"
@@ -62,7 +64,7 @@ f8c=$root/build/f8c
 "$f8c" tokenize "$root/data/fp8-notes.txt" -o "$carry/tokens.bin" >/dev/null
 # The backend test table's cases: small graphs, their PTX, leaves and references, 5 MB of
 # text and tensors that pack into 2.
-cp "$folder/runtime/tests/gpu/backend_ops_cuda" "$carry/"
+cp "$folder/runtime/tests/gpu/backend_ops_cuda" "$folder/runtime/tests/gpu/nccl_check" "$carry/"
 rm -rf "$folder/ops"
 if ! "$root/build/tests/runtime/test_backend_ops" --write-cases "$folder/ops" \
 	>"$folder/backend_ops_write.log" 2>&1; then
@@ -258,10 +260,13 @@ runs() { [ "$want" = " all " ] || case $want in *" $1 "*) true ;; *) false ;; es
 if runs modules; then
 	check gemm_check "$here/gemm_check"
 	check attention_check "$here/attention_check"
+	check nccl_check "$here/nccl_check"
 fi
 if runs ops; then
 	rm -rf /tmp/f8c-ops && mkdir -p /tmp/f8c-ops && tar -C /tmp/f8c-ops -xJf "$here/ops.tar.xz"
 	check backend_ops "$here/backend_ops_cuda" /tmp/f8c-ops/ops
+	# The collective cases again, through NCCL's communicators of one rank.
+	check backend_ops_nccl env F8C_NCCL=1 "$here/backend_ops_cuda" /tmp/f8c-ops/ops
 fi
 runs steps && for plan in "$here"/plans/*/; do
 	name=$(basename "$plan")

@@ -537,8 +537,10 @@ static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
 			return status;
 		args->config.graph = args->plan->graph;
 	}
+	// One GPU per process, by its local rank; several processes' collectives through NCCL.
 	f8_cuda_options cuda = {.deterministic = args->deterministic,
-				.cuda_graphs = !args->no_cuda_graph, .profile = args->profile != NULL};
+				.cuda_graphs = !args->no_cuda_graph, .profile = args->profile != NULL,
+				.dist = args->dist, .device = (int)args->launch.local_rank};
 	return f8_cuda_backend_create(args->plan, &cuda, &args->backend, diag);
 #else
 	(void)args;
@@ -570,10 +572,6 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 		args->config.graph = args->compiled;
 	if (!status && !args->dist) // the ranks of the step's mesh, from the launcher
 		status = f8_dist_create(&args->launch, args->config.graph->mesh, &args->dist, diag);
-	if (!status && args->cuda && f8_dist_world(args->dist) > 1)
-		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a run on %lld GPUs needs the CUDA "
-				     "backend's NCCL collectives, which are not built yet",
-				     (long long)f8_dist_world(args->dist));
 	if (!status && !args->backend)
 		status = args->cuda ? cuda_backend(args, diag)
 				    : f8_cpu_backend_create_distributed(args->kernels, args->dist,

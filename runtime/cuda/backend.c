@@ -11,6 +11,7 @@
 #include "ir/alloc.h"                // f8_calloc, f8_free
 #include "ir/ops.h"                  // f8_op_get_info, F8_OPF_GEMM
 #include "runtime/cuda/attention.h"  // f8_cuda_attention
+#include "runtime/cuda/collectives.h" // f8_cuda_collectives
 #include "runtime/cuda/driver.h"     // f8_cuda_*
 #include "runtime/cuda/gemm.h"       // f8_cuda_gemms
 #include "runtime/cuda/libraries.h"  // f8_cuda_load
@@ -91,6 +92,9 @@ typedef struct cuda_backend {
 	cuda_recording *capturing; // the run being captured, or NULL
 	const char *no_graphs;     // why the runs are not replayed, or NULL
 	f8_cuda_profile *profile;  // with --profile
+	// NCCL's collectives, made at the first prepare (NULL: every collective is a copy).
+	f8_cuda_collectives *collectives;
+	bool collectives_made;
 	char range[RANGE_MAX];     // the NVTX range open now ("layers.3 bwd"), or ""
 	char families[F8_KERNEL_FAMILY_COUNT][40]; // the profile's categories of the groups
 } cuda_backend;
@@ -319,6 +323,8 @@ static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph
 		return "--profile times every launch";
 	if (graph_has(graph, is_grouped))
 		return "a GroupedLinear reads its rows per expert on the host";
+	if (f8_cuda_collectives_point_to_point(cuda->collectives))
+		return "pipeline parallelism's sends over NCCL wait for their receives across runs";
 	return NULL;
 }
 
@@ -332,6 +338,15 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 				   "plan, not another");
 	cuda->graph = graph;
 	cuda->symbol_values = symbol_values;
+	if (!cuda->collectives_made) { // every rank makes its communicators here, together
+		const char *every = getenv("F8C_NCCL");
+		f8_status made = f8_cuda_collectives_create(cuda->options.dist, graph,
+							    every && strcmp(every, "1") == 0,
+							    &cuda->collectives, diag);
+		cuda->collectives_made = true;
+		if (made)
+			return made;
+	}
 	cuda->no_graphs = why_no_graphs(cuda, graph);
 	cuda->graphs = !cuda->no_graphs;
 	uint32_t most_params = 1, most_operands = 1;
@@ -657,10 +672,21 @@ static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_vi
 
 static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
-	(void)axes; // one GPU: every mesh axis has one rank, and a collective moves nothing
 	cuda_backend *cuda = cuda_of(backend);
 	const f8_node *node = &cuda->graph->nodes[id];
 	f8_status status = F8_OK;
+	if (f8_cuda_collectives_run_over(cuda->collectives, axes)) {
+		operands(cuda, node, views);
+		enter_range(cuda, node);
+		status = f8_cuda_collectives_run(cuda->collectives, id, axes, views, cuda->inputs,
+						 cuda->outputs, cuda->stream, diag);
+		if (!status && cuda->sync_each)
+			status = checked(cuda, id, f8_op_get_info(node->op)->name, diag);
+		if (status && diag && !diag->node[0])
+			f8_diag_set_node(diag, cuda->graph, id);
+		return status;
+	}
+	// A group of one rank: every output its input.
 	bool packed = node->op == F8_OP_ALL_REDUCE || node->op == F8_OP_ALL_GATHER ||
 		      node->op == F8_OP_REDUCE_SCATTER; // an output per input, each its copy
 	if ((node->n_inputs == 1 && node->n_outputs == 1) ||
@@ -668,8 +694,9 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 		for (uint32_t i = 0; !status && i < node->n_inputs; i++)
 			status = copy_node(cuda, node, i, views, diag);
 	else
-		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s across GPUs needs NCCL, which "
-				     "this backend does not run yet", f8_op_get_info(node->op)->name);
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over a group of one rank has "
+				     "no copy (it moves data between ranks)",
+				     f8_op_get_info(node->op)->name);
 	if (status && diag && !diag->node[0])
 		f8_diag_set_node(diag, cuda->graph, id);
 	return status;
@@ -781,7 +808,9 @@ static f8_status run_end(f8_backend *backend, uint32_t key, bool issued, f8_diag
 static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
 	leave_range(cuda);
-	f8_status status = f8_cuda_stream_synchronize(cuda->stream, diag);
+	f8_status status = cuda->collectives
+				   ? f8_cuda_collectives_synchronize(cuda->collectives, cuda->stream, diag)
+				   : f8_cuda_stream_synchronize(cuda->stream, diag);
 	if (status) {
 		f8_diag_hint(diag, "run again with F8C_CUDA_SYNC=1 to learn which kernel or "
 				   "library call failed");
@@ -797,6 +826,7 @@ static void destroy(f8_backend *backend) {
 	cuda_backend *cuda = cuda_of(backend);
 	if (cuda->stream)
 		(void)f8_cuda_stream_synchronize(cuda->stream, NULL);
+	f8_cuda_collectives_destroy(cuda->collectives);
 	release_prepared(cuda);
 	f8_cuda_profile_destroy(cuda->profile);
 	f8_cuda_module_unload(cuda->module);
@@ -842,7 +872,7 @@ f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *opt
 	f8_status status = cuda->options.profile ? f8_cuda_profile_create(&cuda->profile, diag)
 						 : F8_OK;
 	if (!status)
-		status = f8_cuda_open(&cuda->device, diag);
+		status = f8_cuda_open_ordinal(&cuda->device, cuda->options.device, diag);
 	cuda->opened = !status;
 	if (!status && cuda->device.compute_major < 9) {
 		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s is sm_%d%d; the plan's kernels "

@@ -21,8 +21,11 @@
  * every group and node is followed by a synchronize, so that a kernel's fault names the group
  * or node it came from (CUDA_LAUNCH_BLOCKING's purpose, at f8c's level).
  *
- * One GPU: a collective on a mesh axis of one rank is a copy. More GPUs (NCCL) come with the
- * distributed issue.
+ * A collective on a mesh axis of one rank is a copy. A run on several GPUs (options.dist, one
+ * process per GPU, the device by the process's local rank) runs its collectives through NCCL
+ * (runtime/cuda/collectives.h); the communicators are made at the first prepare, every rank
+ * together. F8C_NCCL=1 in the environment runs the collectives of one rank through NCCL too:
+ * how one GPU exercises those paths.
  */
 #ifndef F8_RUNTIME_CUDA_BACKEND_H
 #define F8_RUNTIME_CUDA_BACKEND_H
@@ -31,7 +34,8 @@
 #include <stddef.h>  // size_t
 
 #include "ir/diag.h"         // f8_status, f8_diag
-#include "runtime/backend.h" // f8_backend
+#include "runtime/backend.h"     // f8_backend
+#include "runtime/distributed.h" // f8_dist
 #include "runtime/plan.h"    // f8_plan
 
 typedef struct f8_cuda_options {
@@ -39,14 +43,16 @@ typedef struct f8_cuda_options {
 	bool cuda_graphs;   // replay each kind of run as a CUDA graph (f8c train's default;
 			    // --no-cuda-graph turns it off)
 	bool profile;       // time every launch (runtime/cuda/profile.h); no CUDA graphs then
+	f8_dist *dist;      // the run's ranks (borrowed), or NULL: one process
+	int device;         // the GPU's ordinal: the process's local rank
 } f8_cuda_options;
 
 /*
  * A CUDA backend for `plan` (borrowed: it must outlive the backend; it prepares plan->graph
  * only): opens libcuda (runtime/cuda/libraries.h) and device 0, and loads kernels.ptx, whose
  * compile log is in the diagnostic when the driver refuses it. *out is the caller's
- * (f8_backend_destroy). F8_ERR_UNSUPPORTED when there is no GPU or driver, or the device is
- * older than the plan's target (sm_90); F8_ERR_INVALID for a PTX the driver cannot compile;
+ * (f8_backend_destroy). F8_ERR_UNSUPPORTED when there is no GPU or driver (or none of ordinal
+ * options->device), or the device is older than the plan's target (sm_90); F8_ERR_INVALID for a PTX the driver cannot compile;
  * F8_ERR_NOMEM.
  */
 f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *options,

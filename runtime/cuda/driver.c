@@ -86,6 +86,10 @@ f8_status f8_cuda_check(CUresult result, const char *call, f8_diag *diag) {
 }
 
 f8_status f8_cuda_open(f8_cuda_device *device, f8_diag *diag) {
+	return f8_cuda_open_ordinal(device, 0, diag);
+}
+
+f8_status f8_cuda_open_ordinal(f8_cuda_device *device, int ordinal, f8_diag *diag) {
 	memset(device, 0, sizeof *device);
 	f8_status status = f8_cuda_load(F8_CUDA_LIBRARY_DRIVER, diag);
 	if (status)
@@ -95,7 +99,7 @@ f8_status f8_cuda_open(f8_cuda_device *device, f8_diag *diag) {
 		status = f8_cuda_check(f8_cuda_api.cuDriverGetVersion(&device->driver_version),
 				       "cuDriverGetVersion", diag);
 	if (!status)
-		status = f8_cuda_check(f8_cuda_api.cuDeviceGet(&device->device, 0), "cuDeviceGet", diag);
+		status = f8_cuda_check(f8_cuda_api.cuDeviceGet(&device->device, ordinal), "cuDeviceGet", diag);
 	if (!status)
 		status = f8_cuda_check(f8_cuda_api.cuDevicePrimaryCtxRetain(&device->context, device->device),
 				       "cuDevicePrimaryCtxRetain", diag);

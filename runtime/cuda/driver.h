@@ -52,6 +52,9 @@ f8_status f8_cuda_check(CUresult result, const char *call, f8_diag *diag);
  */
 f8_status f8_cuda_open(f8_cuda_device *device, f8_diag *diag);
 
+/* As f8_cuda_open, on the device of ordinal `ordinal` (a process's local rank). */
+f8_status f8_cuda_open_ordinal(f8_cuda_device *device, int ordinal, f8_diag *diag);
+
 /* Releases the primary context (the driver frees what was left in it when the last user
  * releases it). A device that was not opened is allowed. */
 void f8_cuda_close(f8_cuda_device *device);

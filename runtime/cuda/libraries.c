@@ -17,6 +17,8 @@ static unsigned opened; // the f8_cuda_library bits loaded so far
 
 /* The oldest cuDNN whose composite attention graphs f8c builds (runtime/cuda/attention.h). */
 enum { OLDEST_CUDNN = 91400 };
+/* The oldest NCCL f8c's communicators are written for (its ncclConfig_t, ncclCommSplit). */
+enum { OLDEST_NCCL = 22803 };
 
 typedef struct library_info {
 	f8_cuda_library bit;
@@ -28,6 +30,7 @@ static const library_info libraries_known[] = {
 	{F8_CUDA_LIBRARY_DRIVER, "libcuda.so.1", "the NVIDIA driver (580 or newer)"},
 	{F8_CUDA_LIBRARY_CUBLASLT, "libcublasLt.so.13", "the CUDA 13 toolkit's cuBLAS"},
 	{F8_CUDA_LIBRARY_CUDNN, "libcudnn.so.9", "cuDNN 9.14 or newer for CUDA 13"},
+	{F8_CUDA_LIBRARY_NCCL, "libnccl.so.2", "NCCL 2.28.3 or newer for CUDA 13"},
 };
 
 /* dlopen by the loader's search, then in the toolkit's usual folders. */
@@ -65,6 +68,9 @@ static f8_status fill(const library_info *library, void *handle, f8_diag *diag) 
 		break;
 	case F8_CUDA_LIBRARY_CUDNN:
 		F8_CUDNN_FUNCTIONS(F8_CUDA_FIND)
+		break;
+	case F8_CUDA_LIBRARY_NCCL:
+		F8_NCCL_FUNCTIONS(F8_CUDA_FIND)
 		break;
 	}
 #undef F8_CUDA_FIND
@@ -107,6 +113,16 @@ f8_status f8_cuda_load(unsigned libraries, f8_diag *diag) {
 				f8_diag_hint(diag, "install %s", library->where);
 				return status;
 			}
+		}
+		int nccl = 0;
+		if (library->bit == F8_CUDA_LIBRARY_NCCL &&
+		    (f8_cuda_api.ncclGetVersion(&nccl) != ncclSuccess || nccl < OLDEST_NCCL)) {
+			dlclose(handle);
+			status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s is NCCL %d.%d.%d; f8c's "
+					     "communicators need 2.28.3 or newer", library->file,
+					     nccl / 10000, nccl / 100 % 100, nccl % 100);
+			f8_diag_hint(diag, "install %s", library->where);
+			return status;
 		}
 		opened |= library->bit;
 	}

@@ -1,6 +1,6 @@
 /*
- * The CUDA libraries, opened at run time: libcuda (the driver), libcublasLt and libcudnn, each
- * by dlopen when the CUDA backend first needs it, so that one f8c binary runs on machines
+ * The CUDA libraries, opened at run time: libcuda (the driver), libcublasLt, libcudnn and, for a
+ * run on several GPUs, libnccl, each by dlopen when the CUDA backend first needs it, so that one f8c binary runs on machines
  * without a GPU (CI, a laptop) and trains on those with one, and a missing or too-old library
  * is a diagnostic that names it instead of a loader error before main.
  *
@@ -11,7 +11,8 @@
  * after macro expansion. Calls go through the table: `f8_cuda_api.cuInit(0)`.
  *
  * A function that is added to a list must exist in the oldest library f8c supports on its
- * machines: libcuda of driver 580 (CUDA 13.0), cuBLASLt 13.0, cuDNN 9.14 (../README.md).
+ * machines: libcuda of driver 580 (CUDA 13.0), cuBLASLt 13.0, cuDNN 9.14, NCCL 2.28.3
+ * (../README.md).
  */
 #ifndef F8_RUNTIME_CUDA_LIBRARIES_H
 #define F8_RUNTIME_CUDA_LIBRARIES_H
@@ -21,6 +22,7 @@
 #include <cublasLt.h>    // cublasLt*
 #include <cuda.h>        // cu*
 #include <cudnn_graph.h> // cudnnBackend*
+#include <nccl.h>        // nccl*
 
 #include "ir/diag.h" // f8_status, f8_diag
 
@@ -53,6 +55,7 @@
 	X(cuMemcpyHtoDAsync)         \
 	X(cuMemcpyDtoHAsync)         \
 	X(cuMemcpyDtoDAsync)         \
+	X(cuMemcpy2DAsync)           \
 	X(cuStreamCreate)            \
 	X(cuStreamDestroy)           \
 	X(cuStreamSynchronize)       \
@@ -67,6 +70,7 @@
 	X(cuEventDestroy)            \
 	X(cuEventRecord)             \
 	X(cuEventSynchronize)        \
+	X(cuEventQuery)              \
 	X(cuEventElapsedTime)        \
 	X(cuLaunchKernel)
 
@@ -108,6 +112,26 @@
 	X(cudnnBackendFinalize)          \
 	X(cudnnBackendExecute)
 
+/* X(function) for each NCCL function f8c calls (runtime/cuda/nccl.h). */
+#define F8_NCCL_FUNCTIONS(X)        \
+	X(ncclGetVersion)           \
+	X(ncclGetErrorString)       \
+	X(ncclGetLastError)         \
+	X(ncclGetUniqueId)          \
+	X(ncclCommInitRankConfig)   \
+	X(ncclCommSplit)            \
+	X(ncclCommGetAsyncError)    \
+	X(ncclCommFinalize)         \
+	X(ncclCommDestroy)          \
+	X(ncclCommAbort)            \
+	X(ncclAllReduce)            \
+	X(ncclAllGather)            \
+	X(ncclReduceScatter)        \
+	X(ncclSend)                 \
+	X(ncclRecv)                 \
+	X(ncclGroupStart)           \
+	X(ncclGroupEnd)
+
 #define F8_CUDA_API_FIELD(function) __typeof__(&function) function;
 
 /* The tables; a library's part is set once f8_cuda_load has opened it. */
@@ -115,6 +139,7 @@ typedef struct f8_cuda_api_table {
 	F8_CUDA_DRIVER_FUNCTIONS(F8_CUDA_API_FIELD)
 	F8_CUBLASLT_FUNCTIONS(F8_CUDA_API_FIELD)
 	F8_CUDNN_FUNCTIONS(F8_CUDA_API_FIELD)
+	F8_NCCL_FUNCTIONS(F8_CUDA_API_FIELD)
 } f8_cuda_api_table;
 
 #undef F8_CUDA_API_FIELD
@@ -126,6 +151,7 @@ typedef enum f8_cuda_library {
 	F8_CUDA_LIBRARY_DRIVER = 1,   // libcuda.so.1
 	F8_CUDA_LIBRARY_CUBLASLT = 2, // libcublasLt.so.13
 	F8_CUDA_LIBRARY_CUDNN = 4,    // libcudnn.so.9
+	F8_CUDA_LIBRARY_NCCL = 8,     // libnccl.so.2
 } f8_cuda_library;
 
 /*
@@ -134,7 +160,7 @@ typedef enum f8_cuda_library {
  * (LD_LIBRARY_PATH, the ld.so cache), then in $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
  * F8_ERR_UNSUPPORTED when one is missing or lacks a function (the message names the library
  * and the function, the hint where to get it), or when cuDNN is older than 9.14 (the version
- * f8c's attention graphs are written for). Not thread-safe: call it from one thread before
+ * f8c's attention graphs are written for) or NCCL older than 2.28.3. Not thread-safe: call it from one thread before
  * others use the table.
  */
 f8_status f8_cuda_load(unsigned libraries, f8_diag *diag);

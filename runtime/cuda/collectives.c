@@ -1,0 +1,442 @@
+/*
+ * The collective nodes on NCCL (runtime/cuda/collectives.h).
+ */
+#include "runtime/cuda/collectives.h" // f8_cuda_collectives_*
+
+#include <string.h> // strcmp, strlen
+
+#include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
+#include "ir/ops.h"                 // f8_op_get_info, F8_OPF_COLLECTIVE
+#include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_check, f8_cuda_stream_*
+#include "runtime/cuda/libraries.h" // f8_cuda_api
+#include "runtime/cuda/nccl.h"      // f8_nccl_*
+#include "runtime/placement.h"      // f8_rt_part_runs
+
+enum { MAX_GROUPS = 1u << F8_MESH_AXIS_COUNT, WORLD = MAX_GROUPS - 1 };
+
+/* A buffer a send goes from, and the event its send's end records. */
+typedef struct send_slot {
+	CUdeviceptr data;
+	uint64_t bytes;
+	CUevent done;
+	bool sent; // a send from it was queued (done is recorded)
+} send_slot;
+
+struct f8_cuda_collectives {
+	const f8_graph *graph;
+	f8_dist *dist;
+	bool every_group;
+	uint32_t groups; // bit `axes` for each group with a communicator
+	bool point_to_point;
+	f8_nccl *nccl;
+	// Staging for the parts that are not one contiguous run. A buffer outgrown is kept until
+	// destroy: a CUDA graph captured before may still read it.
+	CUdeviceptr staging;
+	uint64_t staging_bytes;
+	CUdeviceptr *outgrown;
+	uint32_t n_outgrown;
+	// The sends: their stream, and their buffers.
+	CUstream sends;
+	send_slot *slots;
+	uint32_t n_slots;
+};
+
+/* The group of `axes` as NCCL sees it: the axes of more than one rank, or all of them with
+ * every_group; 0 for a copy. */
+static uint32_t group_of(const f8_cuda_collectives *c, uint32_t axes) {
+	return c->every_group ? axes : f8_dist_group_spanned(c->dist, axes);
+}
+
+static bool collective_axes(const f8_node *node, uint32_t *axes) {
+	if (!(f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE))
+		return false;
+	const char *group = f8_node_attr_string(node, "group", NULL);
+	return group && f8_mesh_group_from_name(group, strlen(group), axes);
+}
+
+/* Refuses the collectives that have no NCCL path yet. */
+static f8_status check_node(const f8_graph *graph, f8_node_id id, f8_diag *diag) {
+	const f8_node *node = &graph->nodes[id];
+	const char *why = NULL;
+	switch (node->op) {
+	case F8_OP_RING_ATTENTION:
+	case F8_OP_RING_ATTENTION_GRAD:
+		why = "context parallelism's ring attention on GPUs is not built yet";
+		break;
+	case F8_OP_ALL_TO_ALL_DISPATCH:
+	case F8_OP_ALL_TO_ALL_COMBINE:
+		why = "expert parallelism's all-to-all on GPUs is not built yet";
+		break;
+	case F8_OP_SEND:
+	case F8_OP_RECV:
+		if (f8_node_attr_int(node, "tag", 0))
+			why = "the interleaved schedule's tagged messages have no NCCL path yet (NCCL "
+			      "matches a pair's messages in order, without tags)";
+		break;
+	default:
+		break;
+	}
+	if (!why)
+		return F8_OK;
+	f8_status status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over several GPUs: %s",
+				       f8_op_get_info(node->op)->name, why);
+	f8_diag_hint(diag, "run this layout on the CPU backend (--device cpu), whose MPI "
+			   "collectives have it");
+	f8_diag_set_node(diag, graph, id);
+	return status;
+}
+
+f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool every_group,
+				     f8_cuda_collectives **out, f8_diag *diag) {
+	*out = NULL;
+	int64_t world = dist ? f8_dist_world(dist) : 1;
+	if (world == 1 && !every_group)
+		return F8_OK;
+	f8_cuda_collectives *c = f8_calloc(1, sizeof *c);
+	if (!c)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	*c = (f8_cuda_collectives){.graph = graph, .dist = dist, .every_group = every_group};
+	f8_status status = F8_OK;
+	int64_t wanted[MAX_GROUPS] = {0};
+	for (uint32_t i = 0; !status && i < graph->n_order; i++) {
+		f8_node_id id = graph->order[i];
+		uint32_t axes;
+		if (!collective_axes(&graph->nodes[id], &axes) || !group_of(c, axes))
+			continue;
+		status = check_node(graph, id, diag);
+		wanted[group_of(c, axes)] = 1;
+		c->point_to_point |= graph->nodes[id].op == F8_OP_SEND ||
+				     graph->nodes[id].op == F8_OP_RECV;
+	}
+	// Every rank takes part in the same splits: the union of the groups every rank wants.
+	if (world > 1)
+		status = f8_dist_agree(dist, WORLD, status, "make its NCCL communicators", diag);
+	if (!status && world > 1)
+		status = f8_dist_all_reduce(dist, WORLD, wanted, MAX_GROUPS, F8_DTYPE_I64,
+					    F8_REDUCTION_MAX, diag);
+	for (uint32_t g = 1; g < MAX_GROUPS; g++)
+		c->groups |= wanted[g] ? 1u << g : 0;
+	if (!status && c->groups)
+		status = f8_nccl_create(dist, c->groups, &c->nccl, diag);
+	if (status || !c->groups) {
+		f8_cuda_collectives_destroy(c);
+		return status;
+	}
+	*out = c;
+	return F8_OK;
+}
+
+void f8_cuda_collectives_destroy(f8_cuda_collectives *c) {
+	if (!c)
+		return;
+	if (c->sends) // every send is received: the peers run the same program
+		(void)f8_cuda_stream_synchronize(c->sends, NULL);
+	f8_nccl_destroy(c->nccl);
+	for (uint32_t i = 0; i < c->n_slots; i++) {
+		(void)f8_cuda_free(c->slots[i].data, NULL);
+		if (c->slots[i].done)
+			f8_cuda_api.cuEventDestroy(c->slots[i].done);
+	}
+	f8_free(c->slots);
+	for (uint32_t i = 0; i < c->n_outgrown; i++)
+		(void)f8_cuda_free(c->outgrown[i], NULL);
+	f8_free(c->outgrown);
+	(void)f8_cuda_free(c->staging, NULL);
+	f8_cuda_stream_destroy(c->sends);
+	f8_free(c);
+}
+
+bool f8_cuda_collectives_run_over(const f8_cuda_collectives *c, uint32_t axes) {
+	return c && group_of(c, axes); // one without a communicator is refused when it runs
+}
+
+bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *c) {
+	return c && c->point_to_point;
+}
+
+/* A staging buffer of at least `bytes`. */
+static f8_status staging_of(f8_cuda_collectives *c, uint64_t bytes, CUdeviceptr *out,
+			    f8_diag *diag) {
+	if (bytes > c->staging_bytes) {
+		CUdeviceptr *outgrown = c->staging ? f8_realloc(c->outgrown, (c->n_outgrown + 1) *
+									     sizeof *outgrown)
+						   : c->outgrown;
+		if (c->staging && !outgrown)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		CUdeviceptr made;
+		f8_status status = f8_cuda_alloc(bytes, &made, diag);
+		if (status)
+			return status;
+		if (c->staging) {
+			c->outgrown = outgrown;
+			c->outgrown[c->n_outgrown++] = c->staging;
+		}
+		c->staging = made;
+		c->staging_bytes = bytes;
+	}
+	*out = c->staging;
+	return F8_OK;
+}
+
+/* Rank r's part of `whole` (dims of `view`) between the whole at `whole` and the part at
+ * `part`: f8_rt_part_runs's runs as 2-D copies. */
+static f8_status copy_part(const f8_node *node, const f8_tensor_view *view, CUdeviceptr whole,
+			   CUdeviceptr part, uint32_t ranks, uint32_t r, bool to_part,
+			   CUstream stream, f8_diag *diag) {
+	int axis = (int)f8_node_attr_int(node, "axis", 0);
+	axis = axis < 0 ? axis + view->rank : axis;
+	f8_rt_part_run runs[2];
+	int count = f8_rt_part_runs(view->dims, view->rank, axis, ranks, r,
+				    f8_dtype_get_info(view->dtype)->bytes,
+				    f8_node_attr_int(node, "balanced", 0) != 0, runs);
+	f8_status status = F8_OK;
+	for (int k = 0; !status && k < count; k++) {
+		const f8_rt_part_run *run = &runs[k];
+		if (!run->width || !run->rows)
+			continue;
+		uint64_t whole_pitch = run->rows == 1 ? run->width : run->whole_pitch;
+		uint64_t part_pitch = run->rows == 1 ? run->width : run->part_pitch;
+		CUDA_MEMCPY2D copy = {
+			.srcMemoryType = CU_MEMORYTYPE_DEVICE,
+			.srcDevice = to_part ? whole + run->whole_at : part + run->part_at,
+			.srcPitch = to_part ? whole_pitch : part_pitch,
+			.dstMemoryType = CU_MEMORYTYPE_DEVICE,
+			.dstDevice = to_part ? part + run->part_at : whole + run->whole_at,
+			.dstPitch = to_part ? part_pitch : whole_pitch,
+			.WidthInBytes = run->width,
+			.Height = run->rows,
+		};
+		status = f8_cuda_check(f8_cuda_api.cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync",
+				       diag);
+	}
+	return status;
+}
+
+/* Whether the node's parts along its axis are each one contiguous run: axis 0 (or only ones
+ * before it), not balanced. */
+static bool contiguous(const f8_node *node, const f8_tensor_view *whole) {
+	int axis = (int)f8_node_attr_int(node, "axis", 0);
+	axis = axis < 0 ? axis + whole->rank : axis;
+	bool one = !f8_node_attr_int(node, "balanced", 0);
+	for (int d = 0; d < axis; d++)
+		one &= whole->dims[d] == 1;
+	return one;
+}
+
+/* AllGather, ReduceScatter or LocalShard of input i into output i. */
+static f8_status run_part(f8_cuda_collectives *c, const f8_node *node, uint32_t i,
+			  uint32_t group, const f8_tensor_view *views, const CUdeviceptr *inputs,
+			  const CUdeviceptr *outputs, CUstream stream, f8_diag *diag) {
+	const f8_tensor_view *in = &views[node->inputs[i]], *out = &views[node->outputs[i]];
+	const f8_tensor_view *whole = node->op == F8_OP_ALL_GATHER ? out : in;
+	uint32_t ranks = f8_dist_group_size(c->dist, group);
+	uint32_t place = f8_dist_group_rank(c->dist, group);
+	size_t element = f8_dtype_get_info(out->dtype)->bytes;
+	if (!whole->n_bytes)
+		return F8_OK;
+	if (node->op == F8_OP_LOCAL_SHARD)
+		return copy_part(node, in, inputs[i], outputs[i], ranks, place, true, stream, diag);
+	if (contiguous(node, whole))
+		return node->op == F8_OP_ALL_GATHER
+			       ? f8_nccl_all_gather(c->nccl, group, inputs[i], outputs[i],
+						    (size_t)in->n_bytes, stream, diag)
+			       : f8_nccl_reduce_scatter(c->nccl, group, inputs[i], outputs[i],
+							(size_t)out->n_bytes / element, out->dtype,
+							stream, diag);
+	CUdeviceptr staged;
+	f8_status status = staging_of(c, whole->n_bytes, &staged, diag);
+	uint64_t part = whole->n_bytes / ranks;
+	if (node->op == F8_OP_ALL_GATHER) {
+		if (!status)
+			status = f8_nccl_all_gather(c->nccl, group, inputs[i], staged,
+						    (size_t)in->n_bytes, stream, diag);
+		for (uint32_t r = 0; !status && r < ranks; r++)
+			status = copy_part(node, out, outputs[i], staged + r * part, ranks, r, false,
+					   stream, diag);
+		return status;
+	}
+	for (uint32_t r = 0; !status && r < ranks; r++) // each rank's part contiguous, in order
+		status = copy_part(node, in, inputs[i], staged + r * part, ranks, r, true, stream,
+				   diag);
+	if (!status)
+		status = f8_nccl_reduce_scatter(c->nccl, group, staged, outputs[i],
+						(size_t)part / element, out->dtype, stream, diag);
+	return status;
+}
+
+/* Several inputs along axis 0 of one dtype as one collective (the CPU backend's packs). */
+static bool packs(const f8_node *node, const f8_tensor_view *views) {
+	bool one = node->n_inputs > 1 && f8_node_attr_int(node, "axis", 0) == 0 &&
+		   !f8_node_attr_int(node, "balanced", 0) && node->op != F8_OP_LOCAL_SHARD;
+	for (uint32_t i = 1; one && i < node->n_inputs; i++)
+		one = views[node->inputs[i]].dtype == views[node->inputs[0]].dtype;
+	return one;
+}
+
+/*
+ * A packed AllGather or ReduceScatter: the staging buffer holds the group's ranks' runs one
+ * after another, each run this rank's parts of the tensors in order, then (past them) this
+ * rank's own run, as the CPU backend lays them out.
+ */
+static f8_status run_packed(f8_cuda_collectives *c, const f8_node *node, uint32_t group,
+			    const f8_tensor_view *views, const CUdeviceptr *inputs,
+			    const CUdeviceptr *outputs, CUstream stream, f8_diag *diag) {
+	bool gather = node->op == F8_OP_ALL_GATHER;
+	uint32_t ranks = f8_dist_group_size(c->dist, group);
+	uint64_t bytes = 0; // one rank's run
+	for (uint32_t i = 0; i < node->n_inputs; i++)
+		bytes += views[node->outputs[i]].n_bytes / (gather ? ranks : 1);
+	f8_dtype dtype = views[node->inputs[0]].dtype;
+	size_t element = f8_dtype_get_info(dtype)->bytes;
+	CUdeviceptr staged;
+	f8_status status = staging_of(c, (ranks + 1) * bytes, &staged, diag);
+	CUdeviceptr mine = staged + ranks * bytes;
+	uint64_t at = 0;
+	for (uint32_t i = 0; !status && i < node->n_inputs; i++) {
+		const f8_tensor_view *in = &views[node->inputs[i]];
+		uint64_t part = gather ? in->n_bytes : in->n_bytes / ranks;
+		if (gather && part)
+			status = f8_cuda_copy_device_async(mine + at, inputs[i], part, stream, diag);
+		for (uint32_t r = 0; !status && !gather && part && r < ranks; r++)
+			status = f8_cuda_copy_device_async(staged + r * bytes + at,
+							   inputs[i] + r * part, part, stream, diag);
+		at += part;
+	}
+	if (!status)
+		status = gather ? f8_nccl_all_gather(c->nccl, group, mine, staged, bytes, stream, diag)
+				: f8_nccl_reduce_scatter(c->nccl, group, staged, mine,
+							 bytes / element, dtype, stream, diag);
+	at = 0;
+	for (uint32_t i = 0; !status && i < node->n_outputs; i++) {
+		const f8_tensor_view *out = &views[node->outputs[i]];
+		uint64_t part = gather ? out->n_bytes / ranks : out->n_bytes;
+		for (uint32_t r = 0; !status && gather && part && r < ranks; r++)
+			status = f8_cuda_copy_device_async(outputs[i] + r * part,
+							   staged + r * bytes + at, part, stream, diag);
+		if (!status && !gather && part)
+			status = f8_cuda_copy_device_async(outputs[i], mine + at, part, stream, diag);
+		at += part;
+	}
+	return status;
+}
+
+/* A buffer of at least `bytes` whose last send is done (or that never sent): one of the
+ * slots, or a new one. Never waits: a slot still sending is left for a later message. */
+static f8_status free_slot(f8_cuda_collectives *c, uint64_t bytes, send_slot **out,
+			   f8_diag *diag) {
+	for (uint32_t i = 0; i < c->n_slots; i++) {
+		send_slot *slot = &c->slots[i];
+		if (slot->bytes < bytes)
+			continue;
+		CUresult state = slot->sent ? f8_cuda_api.cuEventQuery(slot->done) : CUDA_SUCCESS;
+		if (state == CUDA_ERROR_NOT_READY)
+			continue;
+		if (state != CUDA_SUCCESS)
+			return f8_cuda_check(state, "cuEventQuery", diag);
+		*out = slot;
+		return F8_OK;
+	}
+	send_slot *slots = f8_realloc(c->slots, (c->n_slots + 1) * sizeof *slots);
+	if (!slots)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	c->slots = slots;
+	send_slot *slot = &slots[c->n_slots];
+	*slot = (send_slot){.bytes = bytes};
+	f8_status status = f8_cuda_alloc(bytes, &slot->data, diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuEventCreate(&slot->done, CU_EVENT_DISABLE_TIMING),
+				       "cuEventCreate", diag);
+	if (status) {
+		(void)f8_cuda_free(slot->data, NULL);
+		return status;
+	}
+	c->n_slots++;
+	*out = slot;
+	return F8_OK;
+}
+
+/* A Send: its bytes copied to a slot on the step's stream, sent from there on the stream of
+ * sends once the copy is done; the slot's event marks the send's end. */
+static f8_status send_node(f8_cuda_collectives *c, const f8_node *node, uint32_t group,
+		      const f8_tensor_view *view, CUdeviceptr data, CUstream stream,
+		      f8_diag *diag) {
+	uint32_t peer = (uint32_t)f8_node_attr_int(node, "peer", 0);
+	send_slot *slot = NULL;
+	CUevent copied = NULL;
+	f8_status status = c->sends ? F8_OK : f8_cuda_stream_create(&c->sends, diag);
+	if (!status)
+		status = free_slot(c, view->n_bytes ? view->n_bytes : 1, &slot, diag);
+	if (!status && view->n_bytes)
+		status = f8_cuda_copy_device_async(slot->data, data, view->n_bytes, stream, diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuEventCreate(&copied, CU_EVENT_DISABLE_TIMING),
+				       "cuEventCreate", diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuEventRecord(copied, stream), "cuEventRecord",
+				       diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(c->sends, copied, 0),
+				       "cuStreamWaitEvent", diag);
+	if (!status)
+		status = f8_nccl_send(c->nccl, group, peer, slot->data, view->n_bytes, c->sends,
+				      diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuEventRecord(slot->done, c->sends),
+				       "cuEventRecord", diag);
+	if (!status)
+		slot->sent = true;
+	if (copied)
+		f8_cuda_api.cuEventDestroy(copied); // released once the stream is past it
+	return status;
+}
+
+f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_t axes,
+				  const f8_tensor_view *views, const CUdeviceptr *inputs,
+				  const CUdeviceptr *outputs, CUstream stream, f8_diag *diag) {
+	const f8_node *node = &c->graph->nodes[id];
+	uint32_t group = group_of(c, axes);
+	f8_status status = F8_OK;
+	switch (node->op) {
+	case F8_OP_ALL_REDUCE: {
+		const char *op = f8_node_attr_string(node, "op", "sum");
+		f8_reduction reduction = strcmp(op, "max") == 0 ? F8_REDUCTION_MAX : F8_REDUCTION_SUM;
+		for (uint32_t i = 0; !status && i < node->n_inputs; i++) {
+			const f8_tensor_view *out = &views[node->outputs[i]];
+			if (out->n_bytes)
+				status = f8_nccl_all_reduce(
+					c->nccl, group, inputs[i], outputs[i],
+					(size_t)(out->n_bytes / f8_dtype_get_info(out->dtype)->bytes),
+					out->dtype, reduction, stream, diag);
+		}
+		break;
+	}
+	case F8_OP_ALL_GATHER:
+	case F8_OP_REDUCE_SCATTER:
+	case F8_OP_LOCAL_SHARD:
+		if (packs(node, views))
+			status = run_packed(c, node, group, views, inputs, outputs, stream, diag);
+		for (uint32_t i = 0; !packs(node, views) && !status && i < node->n_inputs; i++)
+			status = run_part(c, node, i, group, views, inputs, outputs, stream, diag);
+		break;
+	case F8_OP_SEND:
+		status = send_node(c, node, group, &views[node->inputs[0]], inputs[0], stream, diag);
+		break;
+	case F8_OP_RECV:
+		status = f8_nccl_recv(c->nccl, group, (uint32_t)f8_node_attr_int(node, "peer", 0),
+				      outputs[0], (size_t)views[node->outputs[0]].n_bytes, stream,
+				      diag);
+		break;
+	default:
+		status = check_node(c->graph, id, diag);
+		if (!status)
+			status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no NCCL path",
+					     f8_op_get_info(node->op)->name);
+		break;
+	}
+	return status;
+}
+
+f8_status f8_cuda_collectives_synchronize(f8_cuda_collectives *c, CUstream stream,
+					  f8_diag *diag) {
+	return f8_nccl_synchronize(c->nccl, stream, "NCCL's collectives", diag);
+}

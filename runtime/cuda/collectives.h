@@ -1,0 +1,76 @@
+/*
+ * The CUDA backend's collective nodes over several GPUs, on NCCL (runtime/cuda/nccl.h), doing
+ * what the CPU backend's MPI collectives do (runtime/cpu/backend.c), so that a plan runs alike
+ * on both:
+ *
+ *   AllReduce        each input reduced (sum or max) into its output, one ncclAllReduce each;
+ *   AllGather        along axis 0 (each rank's part a contiguous run) one ncclAllGather; along
+ *                    another axis, or in context parallelism's balanced chunks, gathered into a
+ *                    staging buffer and each rank's part put in place by 2-D copies
+ *                    (runtime/placement.h, f8_rt_part_runs); several inputs along axis 0 of one
+ *                    dtype (the distributed optimizer's buckets) packed into one;
+ *   ReduceScatter    likewise, the parts staged contiguous before one ncclReduceScatter (a sum);
+ *   LocalShard       this rank's part copied out of the replicated input;
+ *   Send, Recv       ncclSend and ncclRecv over the group. A send does not hold up the step (as
+ *                    MPI_Isend does not on the CPU): its bytes are copied to a buffer of their
+ *                    own on the step's stream and sent from there on a stream of sends, so that
+ *                    two stages that each send before they receive (1F1B's steady state) do
+ *                    not wait on each other; a buffer is used again only once its send is done.
+ *
+ * A group of one rank is a copy and never reaches here, unless the backend was asked to run
+ * every collective through NCCL (F8C_NCCL=1: how one GPU tests these paths). Not built yet, and
+ * refused when the collectives are made, naming the node: context parallelism's ring attention
+ * and expert parallelism's all-to-all on GPUs, and the interleaved schedule's tagged messages
+ * (NCCL has no tags; each chunk's messages would need a communicator of their own).
+ */
+#ifndef F8_RUNTIME_CUDA_COLLECTIVES_H
+#define F8_RUNTIME_CUDA_COLLECTIVES_H
+
+#include <stdbool.h> // bool
+#include <stdint.h>  // uint32_t
+
+#include <cuda.h> // CUdeviceptr, CUstream
+
+#include "ir/diag.h"             // f8_status, f8_diag
+#include "ir/graph.h"            // f8_graph, f8_node_id
+#include "runtime/backend.h"     // f8_tensor_view
+#include "runtime/distributed.h" // f8_dist
+
+typedef struct f8_cuda_collectives f8_cuda_collectives;
+
+/*
+ * The collectives of `graph` (prepared: its collective nodes are final) for `dist`'s run: the
+ * groups its collectives span, agreed with every other rank (their union: a communicator split
+ * is the world's collective), made into communicators. `every_group`: groups of one rank too
+ * (F8C_NCCL=1). *out is the caller's; NULL with F8_OK when no collective needs NCCL.
+ * F8_ERR_UNSUPPORTED naming a node that has no NCCL path yet; the failures of f8_nccl_create.
+ */
+f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool every_group,
+				     f8_cuda_collectives **out, f8_diag *diag);
+
+void f8_cuda_collectives_destroy(f8_cuda_collectives *collectives);
+
+/* Whether collective nodes over the group of `axes` run here: a group of more than one rank
+ * (or any, with F8C_NCCL=1); else they are copies. NULL `collectives`: none do. */
+bool f8_cuda_collectives_run_over(const f8_cuda_collectives *collectives, uint32_t axes);
+
+/* Whether the graph sends or receives over NCCL: its runs cannot be CUDA graphs then (a send
+ * waits on the stream of sends for its peer's receive, across runs). */
+bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *collectives);
+
+/*
+ * Queues collective node `node` of the graph over the group of `axes` on `stream`: `views` the
+ * executor's (dims and bytes), `inputs` and `outputs` the device addresses of the node's
+ * operands. F8_ERR_IO when NCCL or the device fails, F8_ERR_NOMEM for the staging buffers.
+ */
+f8_status f8_cuda_collectives_run(f8_cuda_collectives *collectives, f8_node_id node,
+				  uint32_t axes, const f8_tensor_view *views,
+				  const CUdeviceptr *inputs, const CUdeviceptr *outputs,
+				  CUstream stream, f8_diag *diag);
+
+/* Waits for `stream` (and the NCCL calls on it), watching the communicators for errors
+ * (f8_nccl_synchronize). */
+f8_status f8_cuda_collectives_synchronize(f8_cuda_collectives *collectives, CUstream stream,
+					  f8_diag *diag);
+
+#endif

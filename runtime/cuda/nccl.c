@@ -1,0 +1,350 @@
+/*
+ * The CUDA backend's NCCL communicators (runtime/cuda/nccl.h).
+ */
+#include "runtime/cuda/nccl.h" // f8_nccl_*
+
+#include <sched.h>  // sched_yield
+#include <string.h> // memcpy
+
+#include "ir/alloc.h"                // f8_calloc, f8_free
+#include "runtime/cuda/driver.h"     // f8_cuda_check
+#include "runtime/cuda/libraries.h"  // f8_cuda_api, f8_cuda_load
+
+enum { MAX_GROUPS = 1u << F8_MESH_AXIS_COUNT, WORLD = MAX_GROUPS - 1 };
+
+struct f8_nccl {
+	f8_dist *dist;
+	ncclComm_t world;
+	ncclComm_t groups[MAX_GROUPS]; // by axes; NULL: none made
+	bool failed;                   // a call failed: the communicators are aborted, not finalized
+	// The communicators a group of calls (f8_nccl_group_start) touched, to settle at its end.
+	bool grouping;
+	uint32_t touched[MAX_GROUPS];
+	uint32_t n_touched;
+};
+
+/* A failure of NCCL's `call` over the group of `axes`, with NCCL's words. */
+static f8_status failed(f8_nccl *nccl, ncclComm_t comm, ncclResult_t result, const char *call,
+			uint32_t axes, f8_diag *diag) {
+	char group[32];
+	const char *last = f8_cuda_api.ncclGetLastError(comm);
+	nccl->failed = true;
+	return f8_diag_set(diag, F8_ERR_IO, "NCCL's %s over group %s failed: %s%s%s", call,
+			   axes == WORLD ? "world" : f8_mesh_group_name(axes, group, sizeof group),
+			   f8_cuda_api.ncclGetErrorString(result), last && *last ? " (" : "",
+			   last && *last ? last : "");
+}
+
+/* A non-blocking communicator's call to its end: while NCCL answers ncclInProgress, its state is
+ * polled (the wait for the other ranks, which f8_dist's watchdog holds to the timeout). */
+static f8_status settle(f8_nccl *nccl, ncclComm_t comm, ncclResult_t result, const char *call,
+			uint32_t axes, f8_diag *diag) {
+	if (result == ncclInProgress)
+		f8_dist_waiting(nccl->dist, call, axes);
+	while (result == ncclInProgress) {
+		ncclResult_t state = ncclSuccess;
+		ncclResult_t asked = f8_cuda_api.ncclCommGetAsyncError(comm, &state);
+		result = asked != ncclSuccess ? asked : state;
+		if (result == ncclInProgress)
+			sched_yield();
+	}
+	f8_dist_waiting(nccl->dist, NULL, 0);
+	return result == ncclSuccess ? F8_OK : failed(nccl, comm, result, call, axes, diag);
+}
+
+static ncclConfig_t config_of(void) {
+	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+	int version = 0;
+	// The library's own version, which may be older than the header's: the struct is the same
+	// from 2.28.0 on (ncclConfig_v22800).
+	if (f8_cuda_api.ncclGetVersion(&version) == ncclSuccess && version < (int)config.version)
+		config.version = (unsigned)version;
+	config.blocking = 0;
+	return config;
+}
+
+/* The world's id: rank 0's, handed to every rank over f8_dist (one process: its own). */
+static f8_status world_id(f8_nccl *nccl, ncclUniqueId *id, f8_diag *diag) {
+	f8_dist *dist = nccl->dist;
+	int64_t world = dist ? f8_dist_world(dist) : 1;
+	ncclUniqueId mine = {0};
+	if (!dist || f8_dist_rank(dist) == 0) {
+		ncclResult_t result = f8_cuda_api.ncclGetUniqueId(&mine);
+		if (result != ncclSuccess)
+			return failed(nccl, NULL, result, "ncclGetUniqueId", WORLD, diag);
+	}
+	if (world == 1) {
+		*id = mine;
+		return F8_OK;
+	}
+	ncclUniqueId *all = f8_calloc((size_t)world, sizeof *all);
+	if (!all)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_status status = f8_dist_all_gather(dist, WORLD, &mine, all, sizeof mine, diag);
+	if (!status)
+		memcpy(id, &all[0], sizeof *id);
+	f8_free(all);
+	return status;
+}
+
+f8_status f8_nccl_create(f8_dist *dist, uint32_t groups, f8_nccl **out, f8_diag *diag) {
+	*out = NULL;
+	f8_status status = f8_cuda_load(F8_CUDA_LIBRARY_NCCL, diag);
+	if (status)
+		return status;
+	f8_nccl *nccl = f8_calloc(1, sizeof *nccl);
+	if (!nccl)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	nccl->dist = dist;
+	ncclUniqueId id;
+	status = world_id(nccl, &id, diag);
+	if (!status) {
+		ncclConfig_t config = config_of();
+		int world = dist ? (int)f8_dist_world(dist) : 1;
+		int rank = dist ? (int)f8_dist_rank(dist) : 0;
+		ncclResult_t result =
+			f8_cuda_api.ncclCommInitRankConfig(&nccl->world, world, id, rank, &config);
+		status = nccl->world ? settle(nccl, nccl->world, result, "ncclCommInitRank", WORLD, diag)
+				     : failed(nccl, NULL, result, "ncclCommInitRank", WORLD, diag);
+	}
+	// Every rank splits the same groups in the same order: each split is the world's collective.
+	for (uint32_t axes = 1; !status && axes < MAX_GROUPS; axes++) {
+		if (!(groups & 1u << axes))
+			continue;
+		ncclConfig_t config = config_of();
+		config.splitShare = 1; // the world's resources, shared: fewer buffers per group
+		ncclResult_t result = f8_cuda_api.ncclCommSplit(
+			nccl->world, (int)f8_dist_group_index(dist, axes),
+			(int)f8_dist_group_rank(dist, axes), &nccl->groups[axes], &config);
+		status = nccl->groups[axes]
+				 ? settle(nccl, nccl->groups[axes], result, "ncclCommSplit", axes, diag)
+				 : settle(nccl, nccl->world, result, "ncclCommSplit", axes, diag);
+		if (!status && !nccl->groups[axes])
+			status = f8_diag_set(diag, F8_ERR_IO, "ncclCommSplit made no communicator "
+					     "for group %u", axes);
+	}
+	if (status) {
+		nccl->failed = true;
+		f8_nccl_destroy(nccl);
+		return status;
+	}
+	*out = nccl;
+	return F8_OK;
+}
+
+/* Ends one communicator: finalize (flushing what it has queued) and destroy, or abort after a
+ * failure (ncclCommDestroy could wait for ever on a peer that is gone). */
+static void end(f8_nccl *nccl, ncclComm_t comm) {
+	if (!comm)
+		return;
+	if (nccl->failed) {
+		f8_cuda_api.ncclCommAbort(comm);
+		return;
+	}
+	ncclResult_t result = f8_cuda_api.ncclCommFinalize(comm);
+	if (result == ncclInProgress || result == ncclSuccess)
+		result = settle(nccl, comm, result, "ncclCommFinalize", WORLD, NULL) ? ncclSystemError
+										   : ncclSuccess;
+	if (result == ncclSuccess)
+		f8_cuda_api.ncclCommDestroy(comm);
+	else
+		f8_cuda_api.ncclCommAbort(comm);
+}
+
+void f8_nccl_destroy(f8_nccl *nccl) {
+	if (!nccl)
+		return;
+	for (uint32_t axes = 1; axes < MAX_GROUPS; axes++)
+		end(nccl, nccl->groups[axes]);
+	end(nccl, nccl->world);
+	f8_free(nccl);
+}
+
+bool f8_nccl_has(const f8_nccl *nccl, uint32_t axes) {
+	return nccl && axes < MAX_GROUPS && nccl->groups[axes];
+}
+
+/* The communicator of `axes`, or a failure naming `call`. */
+static f8_status comm_of(f8_nccl *nccl, uint32_t axes, const char *call, ncclComm_t *out,
+			 f8_diag *diag) {
+	if (!f8_nccl_has(nccl, axes)) {
+		char group[32];
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "NCCL's %s over group %s: the run made no "
+				   "communicator for it", call,
+				   f8_mesh_group_name(axes, group, sizeof group));
+	}
+	*out = nccl->groups[axes];
+	return F8_OK;
+}
+
+/* The end of a call on `comm`: settled now, or at the group's end. */
+static f8_status issued(f8_nccl *nccl, ncclComm_t comm, ncclResult_t result, const char *call,
+			uint32_t axes, f8_diag *diag) {
+	if (nccl->grouping && (result == ncclSuccess || result == ncclInProgress)) {
+		bool known = false;
+		for (uint32_t i = 0; i < nccl->n_touched; i++)
+			known |= nccl->touched[i] == axes;
+		if (!known)
+			nccl->touched[nccl->n_touched++] = axes;
+		return F8_OK;
+	}
+	return settle(nccl, comm, result, call, axes, diag);
+}
+
+static f8_status reduce_type(f8_dtype dtype, ncclDataType_t *out, f8_diag *diag) {
+	switch (dtype) {
+	case F8_DTYPE_F32: *out = ncclFloat32; return F8_OK;
+	case F8_DTYPE_F64: *out = ncclFloat64; return F8_OK;
+	case F8_DTYPE_F16: *out = ncclFloat16; return F8_OK;
+	case F8_DTYPE_BF16: *out = ncclBfloat16; return F8_OK;
+	case F8_DTYPE_I32: *out = ncclInt32; return F8_OK;
+	case F8_DTYPE_I64: *out = ncclInt64; return F8_OK;
+	case F8_DTYPE_U8: *out = ncclUint8; return F8_OK;
+	default:
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "NCCL reduces no %s",
+				   f8_dtype_name(dtype));
+	}
+}
+
+f8_status f8_nccl_all_reduce(f8_nccl *nccl, uint32_t axes, CUdeviceptr in, CUdeviceptr out,
+			     size_t count, f8_dtype dtype, f8_reduction reduction, CUstream stream,
+			     f8_diag *diag) {
+	ncclComm_t comm = NULL;
+	ncclDataType_t type = ncclFloat32;
+	f8_status status = comm_of(nccl, axes, "AllReduce", &comm, diag);
+	if (!status)
+		status = reduce_type(dtype, &type, diag);
+	if (status)
+		return status;
+	bool max = reduction == F8_REDUCTION_MAX;
+	if (max && (dtype == F8_DTYPE_F16 || dtype == F8_DTYPE_BF16))
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "NCCL's max of %s would drop NaNs",
+				   f8_dtype_name(dtype));
+	// A max of floats: amaxes, compared as unsigned integers of their width (nccl.h).
+	type = max && dtype == F8_DTYPE_F32 ? ncclUint32 : max && dtype == F8_DTYPE_F64 ? ncclUint64
+											    : type;
+	ncclResult_t result = f8_cuda_api.ncclAllReduce((const void *)in, (void *)out, count, type,
+							max ? ncclMax : ncclSum, comm,
+							(cudaStream_t)stream);
+	return issued(nccl, comm, result, "AllReduce", axes, diag);
+}
+
+f8_status f8_nccl_all_gather(f8_nccl *nccl, uint32_t axes, CUdeviceptr in, CUdeviceptr out,
+			     size_t bytes, CUstream stream, f8_diag *diag) {
+	ncclComm_t comm = NULL;
+	f8_status status = comm_of(nccl, axes, "AllGather", &comm, diag);
+	if (status)
+		return status;
+	ncclResult_t result = f8_cuda_api.ncclAllGather((const void *)in, (void *)out, bytes,
+							ncclUint8, comm, (cudaStream_t)stream);
+	return issued(nccl, comm, result, "AllGather", axes, diag);
+}
+
+f8_status f8_nccl_reduce_scatter(f8_nccl *nccl, uint32_t axes, CUdeviceptr in, CUdeviceptr out,
+				 size_t count, f8_dtype dtype, CUstream stream, f8_diag *diag) {
+	ncclComm_t comm = NULL;
+	ncclDataType_t type = ncclFloat32;
+	f8_status status = comm_of(nccl, axes, "ReduceScatter", &comm, diag);
+	if (!status)
+		status = reduce_type(dtype, &type, diag);
+	if (status)
+		return status;
+	ncclResult_t result = f8_cuda_api.ncclReduceScatter(
+		(const void *)in, (void *)out, count, type, ncclSum, comm, (cudaStream_t)stream);
+	return issued(nccl, comm, result, "ReduceScatter", axes, diag);
+}
+
+f8_status f8_nccl_send(f8_nccl *nccl, uint32_t axes, uint32_t peer, CUdeviceptr data,
+		       size_t bytes, CUstream stream, f8_diag *diag) {
+	ncclComm_t comm = NULL;
+	f8_status status = comm_of(nccl, axes, "Send", &comm, diag);
+	if (status)
+		return status;
+	ncclResult_t result = f8_cuda_api.ncclSend((const void *)data, bytes, ncclUint8, (int)peer,
+						   comm, (cudaStream_t)stream);
+	return issued(nccl, comm, result, "Send", axes, diag);
+}
+
+f8_status f8_nccl_recv(f8_nccl *nccl, uint32_t axes, uint32_t peer, CUdeviceptr data,
+		       size_t bytes, CUstream stream, f8_diag *diag) {
+	ncclComm_t comm = NULL;
+	f8_status status = comm_of(nccl, axes, "Recv", &comm, diag);
+	if (status)
+		return status;
+	ncclResult_t result = f8_cuda_api.ncclRecv((void *)data, bytes, ncclUint8, (int)peer, comm,
+						   (cudaStream_t)stream);
+	return issued(nccl, comm, result, "Recv", axes, diag);
+}
+
+f8_status f8_nccl_group_start(f8_nccl *nccl, f8_diag *diag) {
+	ncclResult_t result = f8_cuda_api.ncclGroupStart();
+	if (result != ncclSuccess)
+		return failed(nccl, NULL, result, "ncclGroupStart", WORLD, diag);
+	nccl->grouping = true;
+	nccl->n_touched = 0;
+	return F8_OK;
+}
+
+f8_status f8_nccl_group_end(f8_nccl *nccl, f8_diag *diag) {
+	nccl->grouping = false;
+	ncclResult_t result = f8_cuda_api.ncclGroupEnd();
+	if (result != ncclSuccess && result != ncclInProgress)
+		return failed(nccl, NULL, result, "ncclGroupEnd", WORLD, diag);
+	f8_status status = F8_OK;
+	for (uint32_t i = 0; !status && i < nccl->n_touched; i++)
+		status = settle(nccl, nccl->groups[nccl->touched[i]], ncclInProgress, "ncclGroupEnd",
+				nccl->touched[i], diag);
+	nccl->n_touched = 0;
+	return status;
+}
+
+/* The first asynchronous error of any communicator (the world's as axes WORLD), or
+ * ncclSuccess; *comm and *axes say whose. */
+static ncclResult_t async_error(const f8_nccl *nccl, ncclComm_t *comm, uint32_t *axes) {
+	for (uint32_t g = 0; g < MAX_GROUPS; g++) {
+		*comm = g ? nccl->groups[g] : nccl->world;
+		*axes = g ? g : WORLD;
+		ncclResult_t state = ncclSuccess;
+		if (*comm && f8_cuda_api.ncclCommGetAsyncError(*comm, &state) == ncclSuccess &&
+		    state != ncclSuccess && state != ncclInProgress)
+			return state;
+	}
+	return ncclSuccess;
+}
+
+/* Aborts every communicator now: their kernels that wait for a peer that is gone end. */
+static void abort_all(f8_nccl *nccl) {
+	for (uint32_t g = 0; g < MAX_GROUPS; g++) {
+		ncclComm_t *comm = g ? &nccl->groups[g] : &nccl->world;
+		if (*comm)
+			f8_cuda_api.ncclCommAbort(*comm);
+		*comm = NULL;
+	}
+}
+
+f8_status f8_nccl_synchronize(f8_nccl *nccl, CUstream stream, const char *what, f8_diag *diag) {
+	CUevent done;
+	f8_status status = f8_cuda_check(f8_cuda_api.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING),
+					 "cuEventCreate", diag);
+	if (status)
+		return status;
+	CUresult result = f8_cuda_api.cuEventRecord(done, stream);
+	f8_dist_waiting(nccl->dist, what, WORLD);
+	while (result == CUDA_SUCCESS &&
+	       (result = f8_cuda_api.cuEventQuery(done)) == CUDA_ERROR_NOT_READY) {
+		ncclComm_t comm;
+		uint32_t axes;
+		ncclResult_t error = async_error(nccl, &comm, &axes);
+		if (error != ncclSuccess) {
+			status = failed(nccl, comm, error, what, axes, diag);
+			abort_all(nccl);
+			break;
+		}
+		sched_yield();
+	}
+	f8_dist_waiting(nccl->dist, NULL, 0);
+	if (!status && result != CUDA_SUCCESS)
+		status = f8_cuda_check(result, "cuEventQuery", diag);
+	f8_cuda_api.cuEventDestroy(done);
+	return status;
+}
