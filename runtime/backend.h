@@ -95,6 +95,13 @@ typedef struct f8_backend_interface {
 	f8_status (*run_begin)(f8_backend *backend, uint32_t key, bool *replayed, f8_diag *diag);
 	f8_status (*run_end)(f8_backend *backend, uint32_t key, bool issued, f8_diag *diag);
 
+	/* Optional (NULL: a backend that holds nothing back). Issues the messages the backend
+	 * holds back: the CUDA backend queues a pipeline send with its next receive, as one NCCL
+	 * group (runtime/cuda/collectives.h), so that two stages that each send before they
+	 * receive do not wait on each other; the training loop calls this where the sends must
+	 * be on their way (before the ranks next agree, and at the end of a step's runs). */
+	f8_status (*flush)(f8_backend *backend, f8_diag *diag);
+
 	/* Waits until everything asked of the backend so far is done. */
 	f8_status (*synchronize)(f8_backend *backend, f8_diag *diag);
 

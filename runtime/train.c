@@ -908,6 +908,17 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 	return status;
 }
 
+/* The messages sent so far on their way, as the ranks' next agreement needs: what the backend
+ * holds back issued (the CUDA backend's pipeline sends, backend.h's flush), MPI's sends
+ * completed. */
+static f8_status complete_sends(trainer *t, f8_diag *diag) {
+	f8_backend *backend = t->config->backend;
+	f8_status status = backend && backend->interface->flush
+				   ? backend->interface->flush(backend, diag)
+				   : F8_OK;
+	return status ? status : f8_dist_complete_sends(t->config->dist, diag);
+}
+
 /* One iteration: the FP8 weight casts (once per step: every micro-batch reads the same
  * weights), the micro-batches' forward and backward, then the optimizer; the mean loss and the
  * gradient norm into *loss and *grad_norm. *skipped_for says
@@ -925,7 +936,7 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 	uint32_t pipeline = t->graph->mesh[F8_MESH_AXIS_PP] > 1 ? 1u << F8_MESH_AXIS_PP : 0;
 	f8_status reduced = pipelined(t) ? run_pipeline(t, &sum, diag) : run_in_turn(t, &sum, diag);
 	if (!reduced) // the activations sent, and their gradients, received before the optimizer
-		reduced = f8_dist_complete_sends(t->config->dist, diag);
+		reduced = complete_sends(t, diag);
 	// The mean over the global batch: the ranks' sums added (a NaN anywhere is everyone's),
 	// the last pipeline stage's to every stage.
 	if (!reduced)
@@ -944,7 +955,7 @@ static f8_status step(trainer *t, double *loss, double *grad_norm, const char **
 	if (!status)
 		status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_OPT), diag);
 	if (!status) // the tied embedding's gradient, sent between the first and the last stage
-		status = f8_dist_complete_sends(t->config->dist, diag);
+		status = complete_sends(t, diag);
 	if (status)
 		return status;
 	*grad_norm = scalar(t, t->grad_norm);
@@ -978,7 +989,7 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 	}
 	f8_executor_freeze_scaling(t->executor, false);
 	if (!status)
-		status = f8_dist_complete_sends(t->config->dist, diag);
+		status = complete_sends(t, diag);
 	if (!status && t->graph->mesh[F8_MESH_AXIS_PP] > 1) // the last stage's, to every stage
 		status = f8_dist_all_reduce(t->config->dist, 1u << F8_MESH_AXIS_PP, &sum, 1,
 					    F8_DTYPE_F64, F8_REDUCTION_SUM, diag);

@@ -324,7 +324,7 @@ static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph
 	if (graph_has(graph, is_grouped))
 		return "a GroupedLinear reads its rows per expert on the host";
 	if (f8_cuda_collectives_point_to_point(cuda->collectives))
-		return "pipeline parallelism's sends over NCCL wait for their receives across runs";
+		return "pipeline parallelism's sends over NCCL go with a later run's receive";
 	return NULL;
 }
 
@@ -343,9 +343,9 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 		f8_status made = f8_cuda_collectives_create(cuda->options.dist, graph,
 							    every && strcmp(every, "1") == 0,
 							    &cuda->collectives, diag);
-		cuda->collectives_made = true;
-		if (made)
+		if (made) // every rank failed with it (agreed): a later prepare tries again
 			return made;
+		cuda->collectives_made = true;
 	}
 	cuda->no_graphs = why_no_graphs(cuda, graph);
 	cuda->graphs = !cuda->no_graphs;
@@ -805,6 +805,11 @@ static f8_status run_end(f8_backend *backend, uint32_t key, bool issued, f8_diag
 	return f8_cuda_graph_launch(graph, cuda->stream, diag);
 }
 
+static f8_status flush(f8_backend *backend, f8_diag *diag) {
+	cuda_backend *cuda = cuda_of(backend);
+	return f8_cuda_collectives_flush(cuda->collectives, cuda->stream, diag);
+}
+
 static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
 	leave_range(cuda);
@@ -824,8 +829,13 @@ static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 
 static void destroy(f8_backend *backend) {
 	cuda_backend *cuda = cuda_of(backend);
-	if (cuda->stream)
+	if (cuda->stream && cuda->collectives) { // what is held back goes, so that no peer waits
+		// for it for ever; a peer that is gone is the watchdog's and NCCL's errors' to end
+		(void)f8_cuda_collectives_flush(cuda->collectives, cuda->stream, NULL);
+		(void)f8_cuda_collectives_synchronize(cuda->collectives, cuda->stream, NULL);
+	} else if (cuda->stream) {
 		(void)f8_cuda_stream_synchronize(cuda->stream, NULL);
+	}
 	f8_cuda_collectives_destroy(cuda->collectives);
 	release_prepared(cuda);
 	f8_cuda_profile_destroy(cuda->profile);
@@ -850,6 +860,7 @@ static const f8_backend_interface cuda_interface = {
 	.run_collective = run_collective,
 	.run_begin = run_begin,
 	.run_end = run_end,
+	.flush = flush,
 	.synchronize = synchronize,
 	.destroy = destroy,
 };

@@ -3,6 +3,7 @@
  */
 #include "runtime/cuda/collectives.h" // f8_cuda_collectives_*
 
+#include <stdint.h> // INT32_MAX
 #include <string.h> // strcmp, strlen
 
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
@@ -14,13 +15,24 @@
 
 enum { MAX_GROUPS = 1u << F8_MESH_AXIS_COUNT, WORLD = MAX_GROUPS - 1 };
 
-/* A buffer a send goes from, and the event its send's end records. */
+/* The largest pitch a 2-D copy takes on the GPUs f8c targets (CU_DEVICE_ATTRIBUTE_MAX_PITCH
+ * is 2^31 - 1 on Hopper); longer rows are copied one by one. */
+#define MAX_PITCH ((uint64_t)INT32_MAX)
+
+/* A buffer a send goes from, and the event recorded after the NCCL group that sent it. */
 typedef struct send_slot {
 	CUdeviceptr data;
 	uint64_t bytes;
 	CUevent done;
-	bool sent; // a send from it was queued (done is recorded)
+	bool busy; // held by a send not yet issued, or issued and not known done
 } send_slot;
+
+/* A send held back until the next receive (or a flush): its slot, group, peer and bytes. */
+typedef struct held_send {
+	send_slot *slot;
+	uint32_t group, peer;
+	uint64_t bytes;
+} held_send;
 
 struct f8_cuda_collectives {
 	const f8_graph *graph;
@@ -35,10 +47,12 @@ struct f8_cuda_collectives {
 	uint64_t staging_bytes;
 	CUdeviceptr *outgrown;
 	uint32_t n_outgrown;
-	// The sends: their stream, and their buffers.
-	CUstream sends;
-	send_slot *slots;
+	// The sends: their buffers (each allocated once, its address never moving), and those
+	// held back.
+	send_slot **slots;
 	uint32_t n_slots;
+	held_send *held;
+	uint32_t n_held;
 };
 
 /* The group of `axes` as NCCL sees it: the axes of more than one rank, or all of them with
@@ -108,6 +122,12 @@ f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool 
 		c->point_to_point |= graph->nodes[id].op == F8_OP_SEND ||
 				     graph->nodes[id].op == F8_OP_RECV;
 	}
+	// NCCL opened on every rank before any rank waits for the others' communicators.
+	bool wants = false;
+	for (uint32_t g = 1; g < MAX_GROUPS; g++)
+		wants |= wanted[g] != 0;
+	if (!status && wants)
+		status = f8_cuda_load(F8_CUDA_LIBRARY_NCCL, diag);
 	// Every rank takes part in the same splits: the union of the groups every rank wants.
 	if (world > 1)
 		status = f8_dist_agree(dist, WORLD, status, "make its NCCL communicators", diag);
@@ -129,20 +149,19 @@ f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool 
 void f8_cuda_collectives_destroy(f8_cuda_collectives *c) {
 	if (!c)
 		return;
-	if (c->sends) // every send is received: the peers run the same program
-		(void)f8_cuda_stream_synchronize(c->sends, NULL);
 	f8_nccl_destroy(c->nccl);
 	for (uint32_t i = 0; i < c->n_slots; i++) {
-		(void)f8_cuda_free(c->slots[i].data, NULL);
-		if (c->slots[i].done)
-			f8_cuda_api.cuEventDestroy(c->slots[i].done);
+		(void)f8_cuda_free(c->slots[i]->data, NULL);
+		if (c->slots[i]->done)
+			f8_cuda_api.cuEventDestroy(c->slots[i]->done);
+		f8_free(c->slots[i]);
 	}
 	f8_free(c->slots);
+	f8_free(c->held);
 	for (uint32_t i = 0; i < c->n_outgrown; i++)
 		(void)f8_cuda_free(c->outgrown[i], NULL);
 	f8_free(c->outgrown);
 	(void)f8_cuda_free(c->staging, NULL);
-	f8_cuda_stream_destroy(c->sends);
 	f8_free(c);
 }
 
@@ -158,19 +177,19 @@ bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *c) {
 static f8_status staging_of(f8_cuda_collectives *c, uint64_t bytes, CUdeviceptr *out,
 			    f8_diag *diag) {
 	if (bytes > c->staging_bytes) {
-		CUdeviceptr *outgrown = c->staging ? f8_realloc(c->outgrown, (c->n_outgrown + 1) *
-									     sizeof *outgrown)
-						   : c->outgrown;
-		if (c->staging && !outgrown)
-			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		if (c->staging) {
+			CUdeviceptr *outgrown = f8_realloc(c->outgrown, (c->n_outgrown + 1) *
+									    sizeof *outgrown);
+			if (!outgrown)
+				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+			c->outgrown = outgrown;
+		}
 		CUdeviceptr made;
 		f8_status status = f8_cuda_alloc(bytes, &made, diag);
 		if (status)
 			return status;
-		if (c->staging) {
-			c->outgrown = outgrown;
+		if (c->staging)
 			c->outgrown[c->n_outgrown++] = c->staging;
-		}
 		c->staging = made;
 		c->staging_bytes = bytes;
 	}
@@ -194,14 +213,23 @@ static f8_status copy_part(const f8_node *node, const f8_tensor_view *view, CUde
 		const f8_rt_part_run *run = &runs[k];
 		if (!run->width || !run->rows)
 			continue;
-		uint64_t whole_pitch = run->rows == 1 ? run->width : run->whole_pitch;
-		uint64_t part_pitch = run->rows == 1 ? run->width : run->part_pitch;
+		CUdeviceptr w = whole + run->whole_at, p = part + run->part_at;
+		// One row, or pitches past what a 2-D copy takes: row by row.
+		if (run->rows == 1 || run->whole_pitch > MAX_PITCH || run->part_pitch > MAX_PITCH) {
+			for (uint64_t i = 0; !status && i < run->rows; i++)
+				status = f8_cuda_copy_device_async(
+					to_part ? p + i * run->part_pitch : w + i * run->whole_pitch,
+					to_part ? w + i * run->whole_pitch : p + i * run->part_pitch,
+					run->width, stream, diag);
+			continue;
+		}
+		uint64_t whole_pitch = run->whole_pitch, part_pitch = run->part_pitch;
 		CUDA_MEMCPY2D copy = {
 			.srcMemoryType = CU_MEMORYTYPE_DEVICE,
-			.srcDevice = to_part ? whole + run->whole_at : part + run->part_at,
+			.srcDevice = to_part ? w : p,
 			.srcPitch = to_part ? whole_pitch : part_pitch,
 			.dstMemoryType = CU_MEMORYTYPE_DEVICE,
-			.dstDevice = to_part ? part + run->part_at : whole + run->whole_at,
+			.dstDevice = to_part ? p : w,
 			.dstPitch = to_part ? part_pitch : whole_pitch,
 			.WidthInBytes = run->width,
 			.Height = run->rows,
@@ -320,15 +348,18 @@ static f8_status run_packed(f8_cuda_collectives *c, const f8_node *node, uint32_
 	return status;
 }
 
-/* A buffer of at least `bytes` whose last send is done (or that never sent): one of the
- * slots, or a new one. Never waits: a slot still sending is left for a later message. */
+/* A buffer of at least `bytes` that no send holds: one whose send is done, or a new one. Never
+ * waits for a send. */
 static f8_status free_slot(f8_cuda_collectives *c, uint64_t bytes, send_slot **out,
 			   f8_diag *diag) {
 	for (uint32_t i = 0; i < c->n_slots; i++) {
-		send_slot *slot = &c->slots[i];
-		if (slot->bytes < bytes)
+		send_slot *slot = c->slots[i];
+		bool held = false;
+		for (uint32_t h = 0; h < c->n_held; h++)
+			held |= c->held[h].slot == slot;
+		if (slot->bytes < bytes || held)
 			continue;
-		CUresult state = slot->sent ? f8_cuda_api.cuEventQuery(slot->done) : CUDA_SUCCESS;
+		CUresult state = slot->busy ? f8_cuda_api.cuEventQuery(slot->done) : CUDA_SUCCESS;
 		if (state == CUDA_ERROR_NOT_READY)
 			continue;
 		if (state != CUDA_SUCCESS)
@@ -336,58 +367,84 @@ static f8_status free_slot(f8_cuda_collectives *c, uint64_t bytes, send_slot **o
 		*out = slot;
 		return F8_OK;
 	}
-	send_slot *slots = f8_realloc(c->slots, (c->n_slots + 1) * sizeof *slots);
+	send_slot **slots = f8_realloc(c->slots, (c->n_slots + 1) * sizeof *slots);
 	if (!slots)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	c->slots = slots;
-	send_slot *slot = &slots[c->n_slots];
-	*slot = (send_slot){.bytes = bytes};
+	send_slot *slot = f8_calloc(1, sizeof *slot);
+	if (!slot)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	slot->bytes = bytes;
 	f8_status status = f8_cuda_alloc(bytes, &slot->data, diag);
 	if (!status)
 		status = f8_cuda_check(f8_cuda_api.cuEventCreate(&slot->done, CU_EVENT_DISABLE_TIMING),
 				       "cuEventCreate", diag);
 	if (status) {
 		(void)f8_cuda_free(slot->data, NULL);
+		f8_free(slot);
 		return status;
 	}
-	c->n_slots++;
+	c->slots[c->n_slots++] = slot;
 	*out = slot;
 	return F8_OK;
 }
 
-/* A Send: its bytes copied to a slot on the step's stream, sent from there on the stream of
- * sends once the copy is done; the slot's event marks the send's end. */
-static f8_status send_node(f8_cuda_collectives *c, const f8_node *node, uint32_t group,
-		      const f8_tensor_view *view, CUdeviceptr data, CUstream stream,
-		      f8_diag *diag) {
-	uint32_t peer = (uint32_t)f8_node_attr_int(node, "peer", 0);
+/* A Send: its bytes copied to a slot of their own on the stream, and the send held back until
+ * the next receive or flush (send_held). */
+static f8_status hold_send(f8_cuda_collectives *c, const f8_node *node, uint32_t group,
+			   const f8_tensor_view *view, CUdeviceptr data, CUstream stream,
+			   f8_diag *diag) {
+	held_send *held = f8_realloc(c->held, (c->n_held + 1) * sizeof *held);
+	if (!held)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	c->held = held;
 	send_slot *slot = NULL;
-	CUevent copied = NULL;
-	f8_status status = c->sends ? F8_OK : f8_cuda_stream_create(&c->sends, diag);
-	if (!status)
-		status = free_slot(c, view->n_bytes ? view->n_bytes : 1, &slot, diag);
+	f8_status status = free_slot(c, view->n_bytes ? view->n_bytes : 1, &slot, diag);
 	if (!status && view->n_bytes)
 		status = f8_cuda_copy_device_async(slot->data, data, view->n_bytes, stream, diag);
-	if (!status)
-		status = f8_cuda_check(f8_cuda_api.cuEventCreate(&copied, CU_EVENT_DISABLE_TIMING),
-				       "cuEventCreate", diag);
-	if (!status)
-		status = f8_cuda_check(f8_cuda_api.cuEventRecord(copied, stream), "cuEventRecord",
-				       diag);
-	if (!status)
-		status = f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(c->sends, copied, 0),
-				       "cuStreamWaitEvent", diag);
-	if (!status)
-		status = f8_nccl_send(c->nccl, group, peer, slot->data, view->n_bytes, c->sends,
-				      diag);
-	if (!status)
-		status = f8_cuda_check(f8_cuda_api.cuEventRecord(slot->done, c->sends),
+	if (status)
+		return status;
+	slot->busy = true;
+	c->held[c->n_held++] = (held_send){.slot = slot, .group = group, .bytes = view->n_bytes,
+					    .peer = (uint32_t)f8_node_attr_int(node, "peer", 0)};
+	return F8_OK;
+}
+
+/* A Recv's group, peer and destination. */
+typedef struct receive {
+	uint32_t group, peer;
+	CUdeviceptr data;
+	size_t bytes;
+} receive;
+
+/*
+ * The sends held back, and the receive `recv` (NULL: none), queued on `stream` as one NCCL
+ * group: the pairs Megatron-LM batches (send_forward_recv_backward and
+ * send_backward_recv_forward), whose two directions then progress together. Each sent slot's
+ * event is recorded after the group.
+ */
+static f8_status send_held(f8_cuda_collectives *c, const receive *recv, CUstream stream,
+			   f8_diag *diag) {
+	if (!c->n_held && !recv)
+		return F8_OK;
+	f8_status status = f8_nccl_group_start(c->nccl, diag);
+	for (uint32_t h = 0; !status && h < c->n_held; h++)
+		status = f8_nccl_send(c->nccl, c->held[h].group, c->held[h].peer,
+				      c->held[h].slot->data, c->held[h].bytes, stream, diag);
+	if (!status && recv)
+		status = f8_nccl_recv(c->nccl, recv->group, recv->peer, recv->data, recv->bytes,
+				      stream, diag);
+	f8_status ended = f8_nccl_group_end(c->nccl, status ? NULL : diag);
+	status = status ? status : ended;
+	for (uint32_t h = 0; !status && h < c->n_held; h++)
+		status = f8_cuda_check(f8_cuda_api.cuEventRecord(c->held[h].slot->done, stream),
 				       "cuEventRecord", diag);
-	if (!status)
-		slot->sent = true;
-	if (copied)
-		f8_cuda_api.cuEventDestroy(copied); // released once the stream is past it
+	c->n_held = 0;
 	return status;
+}
+
+f8_status f8_cuda_collectives_flush(f8_cuda_collectives *c, CUstream stream, f8_diag *diag) {
+	return c ? send_held(c, NULL, stream, diag) : F8_OK;
 }
 
 f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_t axes,
@@ -419,13 +476,14 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_
 			status = run_part(c, node, i, group, views, inputs, outputs, stream, diag);
 		break;
 	case F8_OP_SEND:
-		status = send_node(c, node, group, &views[node->inputs[0]], inputs[0], stream, diag);
+		status = hold_send(c, node, group, &views[node->inputs[0]], inputs[0], stream, diag);
 		break;
-	case F8_OP_RECV:
-		status = f8_nccl_recv(c->nccl, group, (uint32_t)f8_node_attr_int(node, "peer", 0),
-				      outputs[0], (size_t)views[node->outputs[0]].n_bytes, stream,
-				      diag);
+	case F8_OP_RECV: {
+		receive recv = {.group = group, .peer = (uint32_t)f8_node_attr_int(node, "peer", 0),
+				.data = outputs[0], .bytes = (size_t)views[node->outputs[0]].n_bytes};
+		status = send_held(c, &recv, stream, diag);
 		break;
+	}
 	default:
 		status = check_node(c->graph, id, diag);
 		if (!status)

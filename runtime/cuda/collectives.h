@@ -11,11 +11,13 @@
  *                    dtype (the distributed optimizer's buckets) packed into one;
  *   ReduceScatter    likewise, the parts staged contiguous before one ncclReduceScatter (a sum);
  *   LocalShard       this rank's part copied out of the replicated input;
- *   Send, Recv       ncclSend and ncclRecv over the group. A send does not hold up the step (as
- *                    MPI_Isend does not on the CPU): its bytes are copied to a buffer of their
- *                    own on the step's stream and sent from there on a stream of sends, so that
- *                    two stages that each send before they receive (1F1B's steady state) do
- *                    not wait on each other; a buffer is used again only once its send is done.
+ *   Send, Recv       ncclSend and ncclRecv over the group. A send's bytes are copied to a
+ *                    buffer of their own, and the send is held back and queued with the next
+ *                    receive as one NCCL group (or at a flush: the training loop's, before the
+ *                    ranks next agree): 1F1B's pairs, which Megatron-LM batches, so that two
+ *                    stages that each send before they receive do not wait on each other (an
+ *                    NCCL send waits for its receive, and a communicator's calls run in the
+ *                    order they were queued). A buffer is used again once its group is done.
  *
  * A group of one rank is a copy and never reaches here, unless the backend was asked to run
  * every collective through NCCL (F8C_NCCL=1: how one GPU tests these paths). Not built yet, and
@@ -55,7 +57,7 @@ void f8_cuda_collectives_destroy(f8_cuda_collectives *collectives);
 bool f8_cuda_collectives_run_over(const f8_cuda_collectives *collectives, uint32_t axes);
 
 /* Whether the graph sends or receives over NCCL: its runs cannot be CUDA graphs then (a send
- * waits on the stream of sends for its peer's receive, across runs). */
+ * is queued in a later run's group). */
 bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *collectives);
 
 /*
@@ -67,6 +69,10 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *collectives, f8_node_id n
 				  uint32_t axes, const f8_tensor_view *views,
 				  const CUdeviceptr *inputs, const CUdeviceptr *outputs,
 				  CUstream stream, f8_diag *diag);
+
+/* Queues the sends held back (as one group) on `stream`. NULL `collectives` is allowed. */
+f8_status f8_cuda_collectives_flush(f8_cuda_collectives *collectives, CUstream stream,
+				    f8_diag *diag);
 
 /* Waits for `stream` (and the NCCL calls on it), watching the communicators for errors
  * (f8_nccl_synchronize). */

@@ -17,6 +17,7 @@ struct f8_nccl {
 	ncclComm_t world;
 	ncclComm_t groups[MAX_GROUPS]; // by axes; NULL: none made
 	bool failed;                   // a call failed: the communicators are aborted, not finalized
+	bool aborted;                  // after an asynchronous error: no communicator is left
 	// The communicators a group of calls (f8_nccl_group_start) touched, to settle at its end.
 	bool grouping;
 	uint32_t touched[MAX_GROUPS];
@@ -68,19 +69,24 @@ static f8_status world_id(f8_nccl *nccl, ncclUniqueId *id, f8_diag *diag) {
 	f8_dist *dist = nccl->dist;
 	int64_t world = dist ? f8_dist_world(dist) : 1;
 	ncclUniqueId mine = {0};
+	f8_status status = F8_OK;
 	if (!dist || f8_dist_rank(dist) == 0) {
 		ncclResult_t result = f8_cuda_api.ncclGetUniqueId(&mine);
 		if (result != ncclSuccess)
-			return failed(nccl, NULL, result, "ncclGetUniqueId", WORLD, diag);
+			status = failed(nccl, NULL, result, "ncclGetUniqueId", WORLD, diag);
 	}
-	if (world == 1) {
+	if (world == 1 || status) {
 		*id = mine;
-		return F8_OK;
+		return status;
 	}
+	// The others stop too when rank 0 could not make it, instead of waiting for it.
+	status = f8_dist_agree(dist, WORLD, status, "make NCCL's id", diag);
+	if (status)
+		return status;
 	ncclUniqueId *all = f8_calloc((size_t)world, sizeof *all);
 	if (!all)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	f8_status status = f8_dist_all_gather(dist, WORLD, &mine, all, sizeof mine, diag);
+	status = f8_dist_all_gather(dist, WORLD, &mine, all, sizeof mine, diag);
 	if (!status)
 		memcpy(id, &all[0], sizeof *id);
 	f8_free(all);
@@ -167,6 +173,9 @@ bool f8_nccl_has(const f8_nccl *nccl, uint32_t axes) {
 /* The communicator of `axes`, or a failure naming `call`. */
 static f8_status comm_of(f8_nccl *nccl, uint32_t axes, const char *call, ncclComm_t *out,
 			 f8_diag *diag) {
+	if (nccl && nccl->aborted)
+		return f8_diag_set(diag, F8_ERR_IO, "NCCL's %s: the communicators were aborted after "
+				   "an error", call);
 	if (!f8_nccl_has(nccl, axes)) {
 		char group[32];
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "NCCL's %s over group %s: the run made no "
@@ -216,16 +225,9 @@ f8_status f8_nccl_all_reduce(f8_nccl *nccl, uint32_t axes, CUdeviceptr in, CUdev
 		status = reduce_type(dtype, &type, diag);
 	if (status)
 		return status;
-	bool max = reduction == F8_REDUCTION_MAX;
-	if (max && (dtype == F8_DTYPE_F16 || dtype == F8_DTYPE_BF16))
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "NCCL's max of %s would drop NaNs",
-				   f8_dtype_name(dtype));
-	// A max of floats: amaxes, compared as unsigned integers of their width (nccl.h).
-	type = max && dtype == F8_DTYPE_F32 ? ncclUint32 : max && dtype == F8_DTYPE_F64 ? ncclUint64
-											    : type;
-	ncclResult_t result = f8_cuda_api.ncclAllReduce((const void *)in, (void *)out, count, type,
-							max ? ncclMax : ncclSum, comm,
-							(cudaStream_t)stream);
+	ncclResult_t result = f8_cuda_api.ncclAllReduce(
+		(const void *)in, (void *)out, count, type,
+		reduction == F8_REDUCTION_MAX ? ncclMax : ncclSum, comm, (cudaStream_t)stream);
 	return issued(nccl, comm, result, "AllReduce", axes, diag);
 }
 
@@ -312,14 +314,16 @@ static ncclResult_t async_error(const f8_nccl *nccl, ncclComm_t *comm, uint32_t 
 	return ncclSuccess;
 }
 
-/* Aborts every communicator now: their kernels that wait for a peer that is gone end. */
+/* Aborts every communicator now, the splits before the world whose resources they share:
+ * their kernels that wait for a peer that is gone end. */
 static void abort_all(f8_nccl *nccl) {
-	for (uint32_t g = 0; g < MAX_GROUPS; g++) {
-		ncclComm_t *comm = g ? &nccl->groups[g] : &nccl->world;
+	for (uint32_t g = 1; g <= MAX_GROUPS; g++) {
+		ncclComm_t *comm = g < MAX_GROUPS ? &nccl->groups[g] : &nccl->world;
 		if (*comm)
 			f8_cuda_api.ncclCommAbort(*comm);
 		*comm = NULL;
 	}
+	nccl->aborted = true;
 }
 
 f8_status f8_nccl_synchronize(f8_nccl *nccl, CUstream stream, const char *what, f8_diag *diag) {

@@ -54,12 +54,10 @@ bool f8_nccl_has(const f8_nccl *nccl, uint32_t axes);
  * the group when NCCL does, F8_ERR_UNSUPPORTED for a dtype NCCL cannot reduce, F8_ERR_ARGUMENT
  * for a group without a communicator.
  *
- * all_reduce: `count` elements reduced in place or into `out` (sum or max) on every rank. A max
- * of f32 or f64 is of amaxes (non-negative, or not finite) and compares them as unsigned
- * integers of their width: their bits order as their values, and a NaN of either sign beats
- * every number, so that a rank's non-finite amax stays non-finite on every rank (NCCL's own
- * float max is fmaxf's, which drops a NaN; the CPU backend makes NaNs +inf before MPI's max).
- * No max of f16 or bf16.
+ * all_reduce: `count` elements reduced in place or into `out` (sum or max) on every rank.
+ * Where it differs from the CPU backend's MPI: NCCL's float max is fmaxf's, which drops a NaN
+ * (the CPU makes NaNs +inf first, so that one rank's non-finite amax is every rank's), and it
+ * sums bf16 and f16 in their dtype, rounding at each step (the CPU sums them in f32).
  * all_gather: each rank's `bytes` from `in` into `out`, the group's places in order.
  * reduce_scatter: `in` of the group's size times `count` summed over the group; this rank's
  * `count` (its place's) into `out`.
