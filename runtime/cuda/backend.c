@@ -694,8 +694,8 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 		for (uint32_t i = 0; !status && i < node->n_inputs; i++)
 			status = copy_node(cuda, node, i, views, diag);
 	else
-		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over a group of one rank has "
-				     "no copy (it moves data between ranks)",
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over a group of one rank: it "
+				     "needs more than one rank (it moves data between ranks)",
 				     f8_op_get_info(node->op)->name);
 	if (status && diag && !diag->node[0])
 		f8_diag_set_node(diag, cuda->graph, id);

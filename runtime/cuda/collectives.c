@@ -453,6 +453,20 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_
 	const f8_node *node = &c->graph->nodes[id];
 	uint32_t group = group_of(c, axes);
 	f8_status status = F8_OK;
+	int64_t ranks_planned = f8_node_attr_int(node, "ranks", 0);
+	if (ranks_planned && ranks_planned != (int64_t)f8_dist_group_size(c->dist, group))
+		return f8_diag_set(diag, F8_ERR_INVALID, "%s over %lld ranks needs them; this group "
+				   "has %u", f8_op_get_info(node->op)->name, (long long)ranks_planned,
+				   f8_dist_group_size(c->dist, group));
+	if (node->op == F8_OP_SEND || node->op == F8_OP_RECV) {
+		uint32_t peer = (uint32_t)f8_node_attr_int(node, "peer", 0);
+		uint32_t ranks = f8_dist_group_size(c->dist, group);
+		if (peer >= ranks || peer == f8_dist_group_rank(c->dist, group))
+			return f8_diag_set(diag, F8_ERR_INVALID, "%s with place %u of a group of %u "
+					   "rank%s: it needs more than one rank, and a peer other "
+					   "than this one", f8_op_get_info(node->op)->name, peer,
+					   ranks, ranks == 1 ? "" : "s");
+	}
 	switch (node->op) {
 	case F8_OP_ALL_REDUCE: {
 		const char *op = f8_node_attr_string(node, "op", "sum");
