@@ -116,6 +116,14 @@ int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r
 	return count;
 }
 
+bool f8_rt_collective_packs(const f8_node *node, const f8_tensor_view *views) {
+	bool one = node->n_inputs > 1 && f8_node_attr_int(node, "axis", 0) == 0 &&
+		   !f8_node_attr_int(node, "balanced", 0) && node->op != F8_OP_LOCAL_SHARD;
+	for (uint32_t i = 1; one && i < node->n_inputs; i++)
+		one = views[node->inputs[i]].dtype == views[node->inputs[0]].dtype;
+	return one;
+}
+
 /* A copy of `from` into *to (created): a leaf no axis splits is its own part and whole. */
 static f8_status copy_whole(const f8_rt_tensor *from, f8_rt_tensor *to, f8_diag *diag) {
 	f8_status status = f8_rt_tensor_create(from->dtype, from->rank, from->dims, to, diag);

@@ -18,6 +18,7 @@
 
 #include "ir/diag.h"               // f8_status, f8_diag
 #include "ir/graph.h"              // f8_value
+#include "runtime/backend.h"       // f8_tensor_view
 #include "runtime/distributed.h"   // f8_dist
 #include "runtime/tensor.h"        // f8_rt_tensor
 
@@ -51,6 +52,11 @@ typedef struct f8_rt_part_run {
 
 int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r, size_t element,
 		    bool balanced, f8_rt_part_run runs[2]);
+
+/* Whether an AllGather or ReduceScatter of several inputs goes over the ranks as one packed
+ * collective (each rank's parts of the tensors one after another): along axis 0, not balanced,
+ * every input of one dtype (`views`: the executor's). Both backends pack alike. */
+bool f8_rt_collective_packs(const f8_node *node, const f8_tensor_view *views);
 
 /* The mesh axes over which `value` is split (bits 1 << f8_mesh_axis; 0: whole on each rank). */
 uint32_t f8_rt_split_axes(const f8_value *value);

@@ -10,7 +10,7 @@
 
 #include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
 #include "runtime/cpu/kernels.h" // f8_cpu_kernel_get, f8_cpu_kernel_call
-#include "runtime/placement.h"   // f8_rt_copy_slice, f8_rt_copy_balanced
+#include "runtime/placement.h"   // f8_rt_copy_slice, f8_rt_copy_balanced, f8_rt_collective_packs
 #include "runtime/tensor.h"      // f8_rt_tensor_convert
 #ifndef F8C_NO_LLVM
 #include "runtime/cpu/generated.h" // f8_cpu_generated
@@ -384,16 +384,6 @@ static f8_status run_part(cpu_backend *cpu, const f8_node *n, uint32_t i, uint32
 	return status;
 }
 
-/* Whether a packed AllGather or ReduceScatter (several inputs) can go as one collective: along
- * axis 0, not balanced, every input of one dtype. */
-static bool packs(const f8_node *n, const f8_tensor_view *views) {
-	bool one = n->n_inputs > 1 && f8_node_attr_int(n, "axis", 0) == 0 &&
-		   !f8_node_attr_int(n, "balanced", 0) && n->op != F8_OP_LOCAL_SHARD;
-	for (uint32_t i = 1; one && i < n->n_inputs; i++)
-		one = views[n->inputs[i]].dtype == views[n->inputs[0]].dtype;
-	return one;
-}
-
 /*
  * A packed AllGather or ReduceScatter (packs) as one MPI collective: each rank's parts of the
  * tensors one after another in a staging buffer, the buffers of the ranks in rank order (each
@@ -445,7 +435,7 @@ static f8_status run_packed(cpu_backend *cpu, const f8_node *n, uint32_t axes,
  * they can be (run_packed), else each input on its own (run_part). */
 static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 			   const f8_tensor_view *views, f8_diag *diag) {
-	if (packs(n, views))
+	if (f8_rt_collective_packs(n, views))
 		return run_packed(cpu, n, axes, views, diag);
 	f8_status status = F8_OK;
 	for (uint32_t i = 0; !status && i < n->n_inputs; i++)

@@ -11,7 +11,7 @@
 #include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_check, f8_cuda_stream_*
 #include "runtime/cuda/libraries.h" // f8_cuda_api
 #include "runtime/cuda/nccl.h"      // f8_nccl_*
-#include "runtime/placement.h"      // f8_rt_part_runs
+#include "runtime/placement.h"      // f8_rt_part_runs, f8_rt_collective_packs
 
 enum { MAX_GROUPS = 1u << F8_MESH_AXIS_COUNT, WORLD = MAX_GROUPS - 1 };
 
@@ -292,15 +292,6 @@ static f8_status run_part(f8_cuda_collectives *c, const f8_node *node, uint32_t 
 	return status;
 }
 
-/* Several inputs along axis 0 of one dtype as one collective (the CPU backend's packs). */
-static bool packs(const f8_node *node, const f8_tensor_view *views) {
-	bool one = node->n_inputs > 1 && f8_node_attr_int(node, "axis", 0) == 0 &&
-		   !f8_node_attr_int(node, "balanced", 0) && node->op != F8_OP_LOCAL_SHARD;
-	for (uint32_t i = 1; one && i < node->n_inputs; i++)
-		one = views[node->inputs[i]].dtype == views[node->inputs[0]].dtype;
-	return one;
-}
-
 /*
  * A packed AllGather or ReduceScatter: the staging buffer holds the group's ranks' runs one
  * after another, each run this rank's parts of the tensors in order, then (past them) this
@@ -484,9 +475,9 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_
 	case F8_OP_ALL_GATHER:
 	case F8_OP_REDUCE_SCATTER:
 	case F8_OP_LOCAL_SHARD:
-		if (packs(node, views))
+		if (f8_rt_collective_packs(node, views))
 			status = run_packed(c, node, group, views, inputs, outputs, stream, diag);
-		for (uint32_t i = 0; !packs(node, views) && !status && i < node->n_inputs; i++)
+		for (uint32_t i = 0; !f8_rt_collective_packs(node, views) && !status && i < node->n_inputs; i++)
 			status = run_part(c, node, i, group, views, inputs, outputs, stream, diag);
 		break;
 	case F8_OP_SEND:
