@@ -42,7 +42,9 @@
  *   - AdamW over every parameter with the zeroing of the gradient accumulators, one
  *     multi-tensor kernel of constant size (lower_optimizer.c: chunks of 4096 elements over
  *     all parameters, their buffers found through a table);
- *   - ScalingUpdate (the slots' amaxes gathered, then one row per slot).
+ *   - ScalingUpdate (the slots' amaxes gathered, then one row per slot); Amax and ScaleFromAmax
+ *     alone, current scaling's under sequence parallelism (lower_amax.c: chunks' maxima by an
+ *     atomic max, then stored; a scale per amax), bit-exact.
  * Arithmetic is f32 where the reference executor computes in double and rounds once, so a
  * lowered group matches the reference within f32 rounding, and an FP8 output within one code
  * where the value before the cast differs by an ulp (DESIGN.md: the cast itself is exact).

@@ -26,8 +26,6 @@
  */
 #include "codegen/lower_internal.h" // f8_lower, f8_lower_*
 
-#include <float.h>  // FLT_MAX, FLT_TRUE_MIN
-#include <math.h>   // ldexp
 #include <stdio.h>  // snprintf
 
 #include "ir/fp8.h" // f8_float_layout_of
@@ -182,15 +180,7 @@ static f8_kir_id power_of_two(kernel *k, f8_kir_id e) {
 static f8_kir_id multiplier(kernel *k, f8_kir_id amax, f8_kir_id *stored) {
 	f8_lower *lw = &k->lw;
 	if (!k->r->mx) {
-		double max = f8_dtype_get_info(k->r->format)->max;
-		f8_kir_id fresh = EMIT(lw, MUL, EMIT(lw, DIV, f32(k, max), amax, NONE),
-				       f32(k, ldexp(1.0, -k->r->margin)), NONE);
-		fresh = EMIT(lw, SELECT, EMIT(lw, IS_FINITE, fresh, NONE, NONE), fresh, f32(k, FLT_MAX));
-		fresh = EMIT(lw, SELECT, EMIT(lw, EQ, fresh, f32(k, 0), NONE), f32(k, FLT_TRUE_MIN),
-			     fresh);
-		f8_kir_id usable = EMIT(lw, AND, EMIT(lw, LT, f32(k, 0), amax, NONE),
-					EMIT(lw, IS_FINITE, amax, NONE, NONE), NONE);
-		f8_kir_id scale = EMIT(lw, SELECT, usable, fresh, f32(k, 1));
+		f8_kir_id scale = f8_lower_scale_from_amax(lw, k->r->format, k->r->margin, amax);
 		*stored = EMIT(lw, DIV, f32(k, 1), scale, NONE);
 		return scale;
 	}

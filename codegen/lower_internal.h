@@ -320,6 +320,19 @@ f8_status f8_lower_global_norm(const f8_graph *graph, uint32_t group, f8_node_id
 f8_status f8_lower_learning_rate(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				 uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
 
+/* codegen/lower_amax.c: Amax alone (the reduce family: the chunks' maxima by an atomic max
+ * into a scratch, then stored) and ScaleFromAmax (the scaling family, a grid iteration per
+ * amax); f8_lower_scale_from_amax: f8_scale_from_amax(format, amax, margin, 1) of an f32
+ * amax, bit for bit, for margins within [-127, 149] (f8_lower_amax_lowers holds a
+ * ScaleFromAmax's there), also the current-scaling casts' (lower_casts.c). */
+bool f8_lower_amax_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_amax_group(const f8_graph *graph, uint32_t group, f8_node_id *members,
+			      uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+f8_status f8_lower_scale_from_amax_group(const f8_graph *graph, uint32_t group,
+					 f8_node_id *members, uint32_t n_members,
+					 f8_lowered_group *out, f8_diag *diag);
+f8_kir_id f8_lower_scale_from_amax(f8_lower *lw, f8_dtype format, int margin, f8_kir_id amax);
+
 /* codegen/lower_softmax.c: Softmax and SoftmaxGrad over the last axis (the softmax family, a
  * kernel each). */
 bool f8_lower_softmax_lowers(const f8_graph *graph, const f8_node *node);

@@ -356,6 +356,10 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 	case F8_OP_ROPE_GRAD:
 		*lowers = f8_lower_rope_lowers(graph, node);
 		return true;
+	case F8_OP_AMAX:
+	case F8_OP_SCALE_FROM_AMAX:
+		*lowers = f8_lower_amax_lowers(graph, node);
+		return true;
 	case F8_OP_SOFTMAX:
 	case F8_OP_SOFTMAX_GRAD:
 		*lowers = f8_lower_softmax_lowers(graph, node);
@@ -404,10 +408,26 @@ static f8_status lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_n
 	return f8_lower_cross_entropy(graph, group, members, out, diag);
 }
 
+/* The scaling family: the delayed recipe's update of a table (lower_multi.c), or current
+ * scaling's scales from amaxes reduced across ranks (lower_amax.c). */
 static f8_status lower_scaling(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			       uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
-	(void)n_members; // a lone node
-	return f8_lower_scaling_update(graph, group, members, out, diag);
+	if (graph->nodes[members[0]].op == F8_OP_SCALE_FROM_AMAX)
+		return f8_lower_scale_from_amax_group(graph, group, members, n_members, out, diag);
+	return f8_lower_scaling_update(graph, group, members, out, diag); // a lone node
+}
+
+/* The reduce family: the ReduceSum, ReduceMean and ReduceMax of lower_reduce.c, or a whole
+ * tensor's Amax (lower_amax.c). */
+static bool starts_reduce(f8_op op) {
+	return is_reduce_op(op) || op == F8_OP_AMAX;
+}
+
+static f8_status lower_reduction(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				 uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
+	if (graph->nodes[members[0]].op == F8_OP_AMAX)
+		return f8_lower_amax_group(graph, group, members, n_members, out, diag);
+	return f8_lower_reduce(graph, group, members, n_members, out, diag);
 }
 
 /* How a kernel family lowers: the function, and the ops a kernel of it starts with (the fuse
@@ -438,11 +458,12 @@ typedef struct family_lowering {
 #define EMBEDDING_ROW {.lower = f8_lower_embedding, .starts = {F8_OP_EMBEDDING, F8_OP_EMBEDDING}}
 #define EMBEDDING_GRAD_ROW \
 	{.lower = f8_lower_embedding, .starts = {F8_OP_EMBEDDING_GRAD, F8_OP_EMBEDDING_GRAD}}
-#define SCALING_ROW {.lower = lower_scaling, .starts = {F8_OP_SCALING_UPDATE, F8_OP_SCALING_UPDATE}}
+#define SCALING_ROW \
+	{.lower = lower_scaling, .starts = {F8_OP_SCALING_UPDATE, F8_OP_SCALE_FROM_AMAX}}
 #define LAYOUT_ROW \
 	{.lower = f8_lower_layout, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .starts_op = is_layout_op}
 #define REDUCE_ROW \
-	{.lower = f8_lower_reduce, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .starts_op = is_reduce_op}
+	{.lower = lower_reduction, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .starts_op = starts_reduce}
 #define FILL_ROW {.lower = f8_lower_fill, .starts = {F8_OP_CONSTANT, F8_OP_CONSTANT_OF_SHAPE}}
 #define GLOBAL_NORM_ROW \
 	{.lower = f8_lower_global_norm, .starts = {F8_OP_GLOBAL_NORM, F8_OP_GLOBAL_NORM}}

@@ -174,7 +174,10 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_CAST_TRANSPOSE: *out = F8_KERNEL_FAMILY_CAST; return true;
 	case F8_OP_CROSS_ENTROPY:
 	case F8_OP_CROSS_ENTROPY_GRAD: *out = F8_KERNEL_FAMILY_CROSS_ENTROPY; return true;
-	case F8_OP_SCALING_UPDATE: *out = F8_KERNEL_FAMILY_SCALING; return true;
+	case F8_OP_SCALING_UPDATE: // a delayed table's update, or current scaling's scales from
+	case F8_OP_SCALE_FROM_AMAX: // amaxes reduced over ranks (passes/shard_fp8_gather.c)
+		*out = F8_KERNEL_FAMILY_SCALING;
+		return true;
 	case F8_OP_EMBEDDING: *out = F8_KERNEL_FAMILY_EMBEDDING; return true;
 	case F8_OP_EMBEDDING_GRAD: *out = F8_KERNEL_FAMILY_EMBEDDING_GRAD; return true;
 	case F8_OP_ADAMW: *out = F8_KERNEL_FAMILY_OPTIMIZER; return true;
@@ -190,7 +193,8 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_TRILU: *out = F8_KERNEL_FAMILY_LAYOUT; return true;
 	case F8_OP_REDUCE_SUM: // one no activation_grad kernel took as its bias gradient
 	case F8_OP_REDUCE_MEAN:
-	case F8_OP_REDUCE_MAX: *out = F8_KERNEL_FAMILY_REDUCE; return true;
+	case F8_OP_REDUCE_MAX:
+	case F8_OP_AMAX: *out = F8_KERNEL_FAMILY_REDUCE; return true; // a whole tensor's, alone
 	case F8_OP_CONSTANT: // a ConstantOfShape no optimizer kernel took as a zeroing
 	case F8_OP_CONSTANT_OF_SHAPE: *out = F8_KERNEL_FAMILY_FILL; return true;
 	case F8_OP_GLOBAL_NORM: *out = F8_KERNEL_FAMILY_GLOBAL_NORM; return true;
@@ -677,13 +681,20 @@ static void say_layout(phrase *out, const fuser *f, const planned *k) {
 
 /* "ReduceSum of layers.0.mlp.fc2: x f32[8, 128, 128] into b.grad f32[128], by 64 x 64 tiles
  * ..., in a fixed order (no atomics: the same result on every run)"; other reductions "one
- * output element a grid row". */
+ * output element a grid row"; an Amax "by chunks, their maxima combined by an atomic max". */
 static void say_reduce(phrase *out, const fuser *f, const planned *k) {
 	const f8_graph *graph = f->graph;
 	const f8_node *node = member(f, k, 0);
 	const f8_value *from = &graph->values[node->inputs[0]];
 	const f8_value *to = &graph->values[node->outputs[0]];
 	char in[160], made[160];
+	if (node->op == F8_OP_AMAX) {
+		say(out, "Amax of %s: max |x| of %s %s into %s %s by chunks of elements, their "
+		    "maxima combined by an atomic max (exact in any order), then stored",
+		    scope_of(graph, node), from->name, f8_type_format(graph, &from->type, in, sizeof in),
+		    to->name, f8_type_format(graph, &to->type, made, sizeof made));
+		return;
+	}
 	say(out, "%s of %s: %s %s into %s %s, %s, in a fixed order (no atomics: the same result on "
 	    "every run)", f8_op_name(node->op), scope_of(graph, node), from->name,
 	    f8_type_format(graph, &from->type, in, sizeof in), to->name,
@@ -735,6 +746,18 @@ static void say_reason(phrase *out, const fuser *f, const planned *k) {
 		return;
 	}
 	case F8_KERNEL_FAMILY_SCALING: {
+		if (seed->op == F8_OP_SCALE_FROM_AMAX) {
+			const f8_value *amax = &graph->values[seed->inputs[0]];
+			char format[8];
+			f8_name_upper(f8_dtype_name(f8_node_attr_dtype(seed, "format",
+								       F8_DTYPE_UNDEFINED)),
+				      format, sizeof format);
+			say(out, "ScaleFromAmax of %s: the %s scale%s of %s %s on the device",
+			    scope_of(graph, seed), format,
+			    amax->type.shape.rank ? "s" : "", amax->name,
+			    f8_type_format(graph, &amax->type, type, sizeof type));
+			return;
+		}
 		const char *table = graph->values[seed->inputs[0]].name;
 		size_t len = strlen(table);
 		if (len > 6 && strncmp(table + len - 6, ".scale", 6) == 0)

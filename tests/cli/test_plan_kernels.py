@@ -10,6 +10,9 @@ kernels are generated; their --bf16 plans keep cuDNN's attention (gpt-tiny's as 
 and AttentionPackedGrad, passes/attention_layout.h; llama-tiny's, with RoPE, as Attention and
 AttentionGrad). mixtral-tiny's plans (f32 and
 --bf16) add the MoE ops, generated kernels too (codegen/lower_moe.c), between GroupedLinears.
+gpt-tiny under TP2 with sequence parallelism and FP8 current scaling: every Amax and
+ScaleFromAmax the shard pass adds around the amax's AllReduce is in a kernel
+(codegen/lower_amax.c).
 
 usage: test_plan_kernels.py F8C_BINARY SOURCE_DIR
 """
@@ -84,6 +87,41 @@ try:
         else:  # f32 attention in MatMuls and Softmax for sm_90
             check(attention == 0, f"{stem} ({name}): no Attention in an f32 plan for sm_90",
                   f"{attention} Attention and AttentionGrad nodes")
+    # Tensor parallelism with sequence parallelism under FP8 current scaling: the shard pass's
+    # Amax and ScaleFromAmax around the amax's AllReduce {op="max"} (passes/shard_fp8_gather.c)
+    # are generated kernels (codegen/lower_amax.c), not host code. What else stays outside
+    # there (the vocabulary-parallel embedding and loss, LocalShard) is only listed.
+    plan = os.path.join(work, "gpt-tiny-tp2-sp-current")
+    result = subprocess.run(
+        [f8c, "compile", os.path.join(source, "models", "gpt-tiny.json"), "-o", plan,
+         "--world-size", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+         "--micro-batch-size", "2", "--global-batch-size", "2", "--seq-length", "32", "--bf16",
+         "--fp8-format", "hybrid", "--fp8-recipe", "current"],
+        capture_output=True, text=True, timeout=300)
+    check(result.returncode == 0, "compile gpt-tiny (TP2 + SP, FP8 current)",
+          result.stdout + result.stderr)
+    if result.returncode == 0:
+        with open(os.path.join(plan, "plan.json")) as f:
+            graph = json.load(f)["graph"]
+        amax, lacking, others = collections.Counter(), [], collections.Counter()
+        for line in graph.splitlines():
+            match = NODE.match(line)
+            if not match:
+                continue
+            op, fused = match.group(1), re.search(r"\skernel=k\d+", line) is not None
+            if op in ("Amax", "ScaleFromAmax"):
+                amax[op] += 1
+                if not fused:
+                    lacking.append(line.strip())
+            elif not fused and op not in LIBRARY:
+                others[op] += 1
+        check(amax["Amax"] > 0 and amax["ScaleFromAmax"] > 0,
+              f"gpt-tiny (TP2 + SP, FP8 current): {amax['Amax']} Amax and "
+              f"{amax['ScaleFromAmax']} ScaleFromAmax nodes")
+        check(not lacking, "gpt-tiny (TP2 + SP, FP8 current): every Amax and ScaleFromAmax in "
+              "a kernel", "\n".join(lacking[:4]))
+        print("  outside kernels there, besides library calls: " +
+              (", ".join(f"{n} {op}" for op, n in others.most_common()) or "nothing"))
 finally:
     shutil.rmtree(work, ignore_errors=True)
 sys.exit(finish())

@@ -614,6 +614,17 @@ static const op_case cases[] = {
 	 "%y = Dequantize(%q, %si) {to=bf16, block=[1, 32]}\noutput %y\n",
 	 "q=uniform:-3000:3000 si=uniform:0.01:2"},
 	{.title = "Amax", IN("x", "f32[7, 45]") "%a = Amax(%x)\noutput %a\n", "x=uniform:-300:300"},
+	// Amax alone is a generated kernel (codegen/lower_amax.c: current scaling's amax under
+	// sequence parallelism); f8_amax's NaN, infinity, zeros and empty tensor.
+	{.title = "Amax of 20005 elements (chunks of 4096)", IN("x", "f32[5, 4001]")
+	 "%a = Amax(%x)\noutput %a\n", "x=uniform:-300:300"},
+	{.title = "Amax bf16, a NaN among them", IN("x", "bf16[3, 50]")
+	 "%a = Amax(%x)\noutput %a\n", "x=list:1,-700,3,nan,2"},
+	{.title = "Amax, an infinity among them", IN("x", "f32[70]")
+	 "%a = Amax(%x)\noutput %a\n", "x=list:1,-inf,3,2"},
+	{.title = "Amax of zeros", IN("x", "f32[4, 9]") "%a = Amax(%x)\noutput %a\n",
+	 "x=list:0,-0"},
+	{.title = "Amax of an empty tensor", IN("x", "f32[0, 5]") "%a = Amax(%x)\noutput %a\n"},
 	{.title = "CastTranspose e4m3, slot of a table",
 	 IN("x", "f32[3, 11, 40]") "scale %t : f32[4]\n"
 	 "%c, %ct, %si, %sit, %amax = CastTranspose(%x, %t) {to=e4m3, slot=3}\n"
@@ -661,6 +672,11 @@ static const op_case cases[] = {
 	 "n=int:0:3 a0=uniform:0.01:600 ag=uniform:0.01:600 a4=uniform:0.01:600"},
 	{.title = "ScaleFromAmax e4m3, margin 1", IN("a", "f32[7]")
 	 "%s = ScaleFromAmax(%a) {format=e4m3, margin=1}\noutput %s\n", "a=uniform:0:600"},
+	{.title = "ScaleFromAmax e4m3 of a scalar (the shard pass's)", IN("a", "f32[]")
+	 "%s = ScaleFromAmax(%a) {format=e4m3}\noutput %s\n", "a=uniform:0:600"},
+	{.title = "ScaleFromAmax e5m2: NaN, inf, 0, < 0, subnormal, max",
+	 IN("a", "f32[10]") "%s = ScaleFromAmax(%a) {format=e5m2, margin=2}\noutput %s\n",
+	 "a=list:nan,inf,-inf,0,-3,1e-45,1e-40,3.4e38,57344,0.5"},
 	{.title = "ScalingUpdate e5m2 most_recent",
 	 "scale %s : f32[3]\namax_history %h : f32[5, 3]\n"
 	 "state %n : i64[]\n" IN("a0", "f32[]") IN("a1", "f32[]") IN("a2", "f32[]")
