@@ -38,7 +38,10 @@
  *     1x32 with e8m0 scales: lower_casts.c, an amax kernel then the cast), bit-exact;
  *   - CrossEntropy (its rows, then their mean or sum in a second kernel) and CrossEntropyGrad
  *     (the count of labelled rows, then the rows), a label outside the vocabulary reported;
+ *     the vocabulary-parallel loss's CrossEntropyShard, CrossEntropyMerge and their gradients
+ *     (lower_cross_entropy_shard.c: a kernel each, the shard's columns from its start input);
  *   - Embedding and EmbeddingGrad (scatter-add by atomics), an id outside the table reported;
+ *     of a vocabulary shard too (a start input: other ranks' ids give zeros, add nothing);
  *   - AdamW over every parameter with the zeroing of the gradient accumulators, one
  *     multi-tensor kernel of constant size (lower_optimizer.c: chunks of 4096 elements over
  *     all parameters, their buffers found through a table);

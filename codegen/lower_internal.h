@@ -333,6 +333,13 @@ f8_status f8_lower_scale_from_amax_group(const f8_graph *graph, uint32_t group,
 					 f8_lowered_group *out, f8_diag *diag);
 f8_kir_id f8_lower_scale_from_amax(f8_lower *lw, f8_dtype format, int margin, f8_kir_id amax);
 
+/* codegen/lower_cross_entropy_shard.c: the vocabulary-parallel cross-entropy's four ops
+ * (CrossEntropyShard, CrossEntropyMerge and their gradients), each a cross_entropy kernel of
+ * its own. */
+bool f8_lower_cross_entropy_shard_lowers(const f8_graph *graph, const f8_node *node);
+f8_status f8_lower_cross_entropy_shard(const f8_graph *graph, uint32_t group, f8_node_id *members,
+				       uint32_t n_members, f8_lowered_group *out, f8_diag *diag);
+
 /* codegen/lower_softmax.c: Softmax and SoftmaxGrad over the last axis (the softmax family, a
  * kernel each). */
 bool f8_lower_softmax_lowers(const f8_graph *graph, const f8_node *node);

@@ -360,6 +360,12 @@ bool f8_lower_file_owns(const f8_graph *graph, const f8_node *node, bool *lowers
 	case F8_OP_SCALE_FROM_AMAX:
 		*lowers = f8_lower_amax_lowers(graph, node);
 		return true;
+	case F8_OP_CROSS_ENTROPY_SHARD:
+	case F8_OP_CROSS_ENTROPY_MERGE:
+	case F8_OP_CROSS_ENTROPY_MERGE_GRAD:
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD:
+		*lowers = f8_lower_cross_entropy_shard_lowers(graph, node);
+		return true;
 	case F8_OP_SOFTMAX:
 	case F8_OP_SOFTMAX_GRAD:
 		*lowers = f8_lower_softmax_lowers(graph, node);
@@ -400,12 +406,30 @@ static f8_status lower_activation(const f8_graph *graph, uint32_t group, f8_node
 	return f8_lower_fused(graph, group, members, n_members, out, diag);
 }
 
+/* The cross_entropy family: CrossEntropy and its gradient (lower_multi.c), or the four ops of
+ * the vocabulary-parallel loss (lower_cross_entropy_shard.c). */
+static bool starts_cross_entropy(f8_op op) {
+	switch (op) {
+	case F8_OP_CROSS_ENTROPY:
+	case F8_OP_CROSS_ENTROPY_GRAD:
+	case F8_OP_CROSS_ENTROPY_SHARD:
+	case F8_OP_CROSS_ENTROPY_MERGE:
+	case F8_OP_CROSS_ENTROPY_MERGE_GRAD:
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static f8_status lower_cross_entropy(const f8_graph *graph, uint32_t group, f8_node_id *members,
 				     uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
-	(void)n_members; // the loss and its gradient are lone nodes
-	if (graph->nodes[members[0]].op == F8_OP_CROSS_ENTROPY_GRAD)
+	f8_op op = graph->nodes[members[0]].op; // the loss and its gradients are lone nodes
+	if (op == F8_OP_CROSS_ENTROPY_GRAD)
 		return f8_lower_cross_entropy_grad(graph, group, members, out, diag);
-	return f8_lower_cross_entropy(graph, group, members, out, diag);
+	if (op == F8_OP_CROSS_ENTROPY)
+		return f8_lower_cross_entropy(graph, group, members, out, diag);
+	return f8_lower_cross_entropy_shard(graph, group, members, n_members, out, diag);
 }
 
 /* The scaling family: the delayed recipe's update of a table (lower_multi.c), or current
@@ -453,7 +477,8 @@ typedef struct family_lowering {
 #define ELEMENTWISE_ROW \
 	{.lower = f8_lower_fused, .starts = {F8_OP_COUNT, F8_OP_COUNT}, .elementwise = true}
 #define CROSS_ENTROPY_ROW \
-	{.lower = lower_cross_entropy, .starts = {F8_OP_CROSS_ENTROPY, F8_OP_CROSS_ENTROPY_GRAD}}
+	{.lower = lower_cross_entropy, .starts = {F8_OP_COUNT, F8_OP_COUNT}, \
+	 .starts_op = starts_cross_entropy}
 #define OPTIMIZER_ROW {.lower = f8_lower_optimizer, .starts = {F8_OP_ADAMW, F8_OP_ADAMW}}
 #define EMBEDDING_ROW {.lower = f8_lower_embedding, .starts = {F8_OP_EMBEDDING, F8_OP_EMBEDDING}}
 #define EMBEDDING_GRAD_ROW \

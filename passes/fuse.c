@@ -173,7 +173,11 @@ static bool seed_family(const f8_graph *graph, const f8_node *node, f8_kernel_fa
 	case F8_OP_QUANTIZE:
 	case F8_OP_CAST_TRANSPOSE: *out = F8_KERNEL_FAMILY_CAST; return true;
 	case F8_OP_CROSS_ENTROPY:
-	case F8_OP_CROSS_ENTROPY_GRAD: *out = F8_KERNEL_FAMILY_CROSS_ENTROPY; return true;
+	case F8_OP_CROSS_ENTROPY_GRAD:
+	case F8_OP_CROSS_ENTROPY_SHARD: // the vocabulary-parallel loss's halves, around the
+	case F8_OP_CROSS_ENTROPY_MERGE: // all-reduces of the rows' statistics over tp
+	case F8_OP_CROSS_ENTROPY_MERGE_GRAD:
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD: *out = F8_KERNEL_FAMILY_CROSS_ENTROPY; return true;
 	case F8_OP_SCALING_UPDATE: // a delayed table's update, or current scaling's scales from
 	case F8_OP_SCALE_FROM_AMAX: // amaxes reduced over ranks (passes/shard_fp8_gather.c)
 		*out = F8_KERNEL_FAMILY_SCALING;
@@ -554,11 +558,47 @@ static void say_embedding(phrase *out, const fuser *f, const planned *k) {
 	char type[160];
 	f8_type_format(graph, &table->type, type, sizeof type);
 	say(out, "%s of %s: ", f8_op_name(seed->op), scope_of(graph, seed));
+	bool shard = seed->n_inputs > 2 && seed->inputs[2] != F8_NONE;
 	if (grad)
 		say(out, "the rows of dy added into %s %s by id with atomics", table->name, type);
 	else
 		say(out, "the rows of %s %s gathered by token id", table->name, type);
-	say(out, ", an id outside the table flagged as a data error");
+	if (shard) // a vocabulary shard (passes/tensor_parallel_vocab.c)
+		say(out, ", this rank's rows from %s, %s", graph->values[seed->inputs[2]].name,
+		    grad ? "other ids left to their ranks"
+			 : "zeros for other ids, an id outside the vocabulary flagged as a data error");
+	else
+		say(out, ", an id outside the table flagged as a data error");
+}
+
+/* The vocabulary-parallel loss's kernels (codegen/lower_cross_entropy_shard.c): "CrossEntropyShard
+ * of loss: this rank's sums of exp(logit - max) and label logits from one read of the logits
+ * bf16[2, 32, 128] (columns from loss.vocab_start)", and the others'. */
+static void say_vocabulary_loss(phrase *out, const fuser *f, const planned *k) {
+	const f8_graph *graph = f->graph;
+	const f8_node *seed = member(f, k, 0);
+	char type[160];
+	say(out, "%s of %s: ", f8_op_name(seed->op), scope_of(graph, seed));
+	switch (seed->op) {
+	case F8_OP_CROSS_ENTROPY_SHARD:
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD: {
+		bool grad = seed->op == F8_OP_CROSS_ENTROPY_SHARD_GRAD;
+		const f8_value *logits = &graph->values[seed->inputs[grad ? 2 : 0]];
+		say(out, "%s the logits %s (this rank's columns, from %s)",
+		    grad ? "dsum_exp exp(logit - max), dtarget added at the label's column, over"
+			 : "the rows' sums of exp(logit - max) and label logits from one read of",
+		    f8_type_format(graph, &logits->type, type, sizeof type),
+		    graph->values[seed->inputs[grad ? 5 : 3]].name);
+		return;
+	}
+	case F8_OP_CROSS_ENTROPY_MERGE:
+		say(out, "the loss (%s) from the rows' all-reduced sums, label logits and maxima, "
+		    "in f32, in one block", f8_node_attr_string(seed, "reduction", "mean"));
+		return;
+	default:
+		say(out, "the gradients of the rows' sums and label logits, in f32, in one block");
+		return;
+	}
 }
 
 /* "AdamW of 52 parameters (210,432 elements) with the zeroing of their 52 gradient
@@ -737,6 +777,10 @@ static void say_reason(phrase *out, const fuser *f, const planned *k) {
 	case F8_KERNEL_FAMILY_ELEMENTWISE: say_elementwise(out, f, k); return;
 	case F8_KERNEL_FAMILY_CAST: say_lone_cast(out, f, k); return;
 	case F8_KERNEL_FAMILY_CROSS_ENTROPY: {
+		if (seed->op != F8_OP_CROSS_ENTROPY && seed->op != F8_OP_CROSS_ENTROPY_GRAD) {
+			say_vocabulary_loss(out, f, k);
+			return;
+		}
 		bool grad = seed->op == F8_OP_CROSS_ENTROPY_GRAD;
 		const f8_value *logits = &graph->values[seed->inputs[grad ? 1 : 0]];
 		say(out, "%s of %s: %s from one read of the logits %s", f8_op_name(seed->op),

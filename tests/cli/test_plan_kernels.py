@@ -10,9 +10,12 @@ kernels are generated; their --bf16 plans keep cuDNN's attention (gpt-tiny's as 
 and AttentionPackedGrad, passes/attention_layout.h; llama-tiny's, with RoPE, as Attention and
 AttentionGrad). mixtral-tiny's plans (f32 and
 --bf16) add the MoE ops, generated kernels too (codegen/lower_moe.c), between GroupedLinears.
-gpt-tiny under TP2 with sequence parallelism and FP8 current scaling: every Amax and
-ScaleFromAmax the shard pass adds around the amax's AllReduce is in a kernel
-(codegen/lower_amax.c).
+gpt-tiny under TP2, with sequence parallelism and without, FP8 current scaling: no node
+outside a kernel besides collectives (LocalShard included), GEMMs and attention: the Amax and
+ScaleFromAmax the shard pass adds around the amax's AllReduce (codegen/lower_amax.c), the
+vocabulary-parallel Embedding and EmbeddingGrad (codegen/lower_embedding.c) and the loss's
+CrossEntropyShard, CrossEntropyMerge and their gradients (codegen/lower_cross_entropy_shard.c)
+are generated kernels.
 
 usage: test_plan_kernels.py F8C_BINARY SOURCE_DIR
 """
@@ -87,41 +90,46 @@ try:
         else:  # f32 attention in MatMuls and Softmax for sm_90
             check(attention == 0, f"{stem} ({name}): no Attention in an f32 plan for sm_90",
                   f"{attention} Attention and AttentionGrad nodes")
-    # Tensor parallelism with sequence parallelism under FP8 current scaling: the shard pass's
-    # Amax and ScaleFromAmax around the amax's AllReduce {op="max"} (passes/shard_fp8_gather.c)
-    # are generated kernels (codegen/lower_amax.c), not host code. What else stays outside
-    # there (the vocabulary-parallel embedding and loss, LocalShard) is only listed.
-    plan = os.path.join(work, "gpt-tiny-tp2-sp-current")
-    result = subprocess.run(
-        [f8c, "compile", os.path.join(source, "models", "gpt-tiny.json"), "-o", plan,
-         "--world-size", "2", "--tensor-model-parallel-size", "2", "--sequence-parallel",
-         "--micro-batch-size", "2", "--global-batch-size", "2", "--seq-length", "32", "--bf16",
-         "--fp8-format", "hybrid", "--fp8-recipe", "current"],
-        capture_output=True, text=True, timeout=300)
-    check(result.returncode == 0, "compile gpt-tiny (TP2 + SP, FP8 current)",
-          result.stdout + result.stderr)
-    if result.returncode == 0:
+    # Tensor parallelism under FP8 current scaling, with sequence parallelism and without:
+    # nothing but collectives (LocalShard among them: the ranks' vocabulary starts), GEMMs and
+    # attention outside kernels. The shard pass's Amax and ScaleFromAmax around the amax's
+    # AllReduce {op="max"} (passes/shard_fp8_gather.c, under SP) are generated kernels
+    # (codegen/lower_amax.c), and so are the vocabulary-parallel embedding, its gradient and
+    # the loss's four ops (codegen/lower_embedding.c, lower_cross_entropy_shard.c).
+    vocabulary = ("Embedding", "EmbeddingGrad", "CrossEntropyShard", "CrossEntropyMerge",
+                  "CrossEntropyMergeGrad", "CrossEntropyShardGrad")
+    for name, sequence in (("TP2 + SP", ["--sequence-parallel"]), ("TP2", [])):
+        plan = os.path.join(work, "gpt-tiny-" + name.replace(" + ", "-").lower())
+        result = subprocess.run(
+            [f8c, "compile", os.path.join(source, "models", "gpt-tiny.json"), "-o", plan,
+             "--world-size", "2", "--tensor-model-parallel-size", "2", *sequence,
+             "--micro-batch-size", "2", "--global-batch-size", "2", "--seq-length", "32",
+             "--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "current"],
+            capture_output=True, text=True, timeout=300)
+        title = f"gpt-tiny ({name}, FP8 current)"
+        check(result.returncode == 0, f"compile {title}", result.stdout + result.stderr)
+        if result.returncode:
+            continue
         with open(os.path.join(plan, "plan.json")) as f:
             graph = json.load(f)["graph"]
-        amax, lacking, others = collections.Counter(), [], collections.Counter()
+        seen, lacking = collections.Counter(), []
         for line in graph.splitlines():
             match = NODE.match(line)
             if not match:
                 continue
             op, fused = match.group(1), re.search(r"\skernel=k\d+", line) is not None
-            if op in ("Amax", "ScaleFromAmax"):
-                amax[op] += 1
-                if not fused:
-                    lacking.append(line.strip())
-            elif not fused and op not in LIBRARY:
-                others[op] += 1
-        check(amax["Amax"] > 0 and amax["ScaleFromAmax"] > 0,
-              f"gpt-tiny (TP2 + SP, FP8 current): {amax['Amax']} Amax and "
-              f"{amax['ScaleFromAmax']} ScaleFromAmax nodes")
-        check(not lacking, "gpt-tiny (TP2 + SP, FP8 current): every Amax and ScaleFromAmax in "
-              "a kernel", "\n".join(lacking[:4]))
-        print("  outside kernels there, besides library calls: " +
-              (", ".join(f"{n} {op}" for op, n in others.most_common()) or "nothing"))
+            seen[op] += 1
+            if not fused and op not in LIBRARY and op != "LocalShard":
+                lacking.append(line.strip())
+        if sequence:
+            check(seen["Amax"] > 0 and seen["ScaleFromAmax"] > 0,
+                  f"{title}: {seen['Amax']} Amax and {seen['ScaleFromAmax']} ScaleFromAmax "
+                  "nodes")
+        check(all(seen[op] == 1 for op in vocabulary),
+              f"{title}: the vocabulary-parallel embedding and loss, one node of each op",
+              ", ".join(f"{seen[op]} {op}" for op in vocabulary))
+        check(not lacking, f"{title}: no node outside a kernel besides collectives, GEMMs "
+              "and attention", "\n".join(lacking[:6]))
 finally:
     shutil.rmtree(work, ignore_errors=True)
 sys.exit(finish())

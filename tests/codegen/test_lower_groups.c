@@ -9,7 +9,9 @@
  * (each made one group by hand) and from the training steps of gpt-tiny (without FP8, with
  * delayed and with current scaling), llama-tiny (delayed, and block scaling) and mixtral-tiny
  * (the MoE ops) compiled through the whole pipeline, and all three under --bf16 (gpt-tiny
- * with delayed FP8 too). AdamW
+ * with delayed FP8 too). The vocabulary-parallel ops (Embedding and EmbeddingGrad of a shard,
+ * CrossEntropyShard, CrossEntropyMerge and their gradients) from text graphs, each several
+ * times with fresh starts, and their data errors. AdamW
  * is also checked bit for bit over many steps.
  *
  * usage: test_lower_groups SOURCE_DIR
@@ -88,16 +90,26 @@ typedef enum input_kind {
 	INPUT_LR,        // AdamW's learning rate
 	INPUT_STEP,      // AdamW's step, from 1
 	INPUT_GRAD_SCALE, // AdamW's clipping factor, in (0, 1]
-	INPUT_EXPERT     // a MoE op's expert indices: in [0, the experts)
+	INPUT_EXPERT,    // a MoE op's expert indices: in [0, the experts)
+	INPUT_START,     // a vocabulary shard's first row: in [0, the rows no shard may start past]
+	INPUT_SUM_EXP    // the vocabulary-parallel loss's sums of exponentials: positive
 } input_kind;
 
 static input_kind kind_of(const f8_node *node, uint32_t j) {
 	switch (node->op) {
 	case F8_OP_SCALING_UPDATE: return j >= 3 ? INPUT_AMAX : INPUT_PLAIN;
-	case F8_OP_EMBEDDING: return j == 0 ? INPUT_ID : INPUT_PLAIN;
-	case F8_OP_EMBEDDING_GRAD: return j == 1 ? INPUT_ID : INPUT_PLAIN;
+	case F8_OP_EMBEDDING: return j == 0 ? INPUT_ID : j == 2 ? INPUT_START : INPUT_PLAIN;
+	case F8_OP_EMBEDDING_GRAD: return j == 1 ? INPUT_ID : j == 2 ? INPUT_START : INPUT_PLAIN;
 	case F8_OP_CROSS_ENTROPY: return j == 1 ? INPUT_LABEL : INPUT_PLAIN;
 	case F8_OP_CROSS_ENTROPY_GRAD: return j == 2 ? INPUT_LABEL : INPUT_PLAIN;
+	case F8_OP_CROSS_ENTROPY_SHARD: return j == 1 ? INPUT_LABEL : j == 3 ? INPUT_START
+								: INPUT_PLAIN;
+	case F8_OP_CROSS_ENTROPY_MERGE: return j == 3 ? INPUT_LABEL : j == 0 ? INPUT_SUM_EXP
+								: INPUT_PLAIN;
+	case F8_OP_CROSS_ENTROPY_MERGE_GRAD: return j == 2 ? INPUT_LABEL : j == 1 ? INPUT_SUM_EXP
+									: INPUT_PLAIN;
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD: return j == 3 ? INPUT_LABEL : j == 5 ? INPUT_START
+								     : INPUT_PLAIN;
 	case F8_OP_LEARNING_RATE: return INPUT_STEP; // iterations count from 1
 	case F8_OP_MOE_DISPATCH:
 	case F8_OP_MOE_DISPATCH_GRAD: return j == 1 ? INPUT_EXPERT : INPUT_PLAIN;
@@ -133,6 +145,10 @@ static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, 
 			x = 0.25 + 7.75 * uniform();
 		else if (kind == INPUT_ID || kind == INPUT_EXPERT)
 			x = (double)(int64_t)(rows * u);
+		else if (kind == INPUT_START) // now and then the first or the last shard
+			x = u < 0.2 ? 0 : u < 0.4 ? (double)rows : (double)(int64_t)((rows + 1) * uniform());
+		else if (kind == INPUT_SUM_EXP) // a row's sum of exp(x - max): 1 term or more
+			x = 0.05 + 60 * uniform();
 		else if (kind == INPUT_LABEL)
 			x = u < 0.1 ? -100 : (double)(int64_t)(rows * uniform());
 		else if (kind == INPUT_STEP)
@@ -168,10 +184,45 @@ static int64_t experts_of(const f8_graph *graph, const f8_node *node, f8_value_i
 	return 4;
 }
 
+/* The vocabulary of a vocabulary shard's op (attribute vocab: an Embedding's or a
+ * CrossEntropyShard's whole vocabulary; an EmbeddingGrad's is its table's rows, and its ids
+ * range over three times them), its shard's rows into *shard; 0 for another op. */
+static int64_t shard_vocabulary(const f8_graph *graph, const f8_node *node,
+				const int64_t *symbols, int64_t *shard) {
+	f8_value_id table = F8_NONE;
+	switch (node->op) {
+	case F8_OP_EMBEDDING: table = node->n_inputs > 2 ? node->inputs[1] : F8_NONE; break;
+	case F8_OP_EMBEDDING_GRAD: table = node->n_inputs > 2 ? node->outputs[0] : F8_NONE; break;
+	case F8_OP_CROSS_ENTROPY_SHARD: table = node->inputs[0]; break;
+	case F8_OP_CROSS_ENTROPY_SHARD_GRAD: table = node->inputs[2]; break;
+	default: break;
+	}
+	if (table == F8_NONE)
+		return 0;
+	const f8_shape *shape = &graph->values[table].type.shape;
+	bool logits = node->op != F8_OP_EMBEDDING && node->op != F8_OP_EMBEDDING_GRAD;
+	*shard = 0;
+	f8_dim_evaluate(shape->dims[logits ? shape->rank - 1 : 0], symbols, shard);
+	const f8_attr *vocab = f8_node_attr(node, "vocab");
+	int64_t whole = *shard;
+	if (node->op == F8_OP_EMBEDDING_GRAD)
+		whole = 3 * *shard;
+	else if (vocab)
+		f8_dim_evaluate(vocab->dim, symbols, &whole);
+	return whole;
+}
+
 /* The rows of the table an Embedding or EmbeddingGrad node reads or makes; a cross-entropy's
- * vocabulary (the logits' last dim). */
+ * vocabulary (the logits' last dim); a vocabulary shard's op's whole vocabulary. */
 static int64_t table_rows(const f8_graph *graph, const f8_node *node, const int64_t *symbols) {
-	bool labels = node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD;
+	int64_t shard, whole = shard_vocabulary(graph, node, symbols, &shard);
+	if (whole)
+		return whole;
+	bool labels = node->op == F8_OP_CROSS_ENTROPY || node->op == F8_OP_CROSS_ENTROPY_GRAD ||
+		      node->op == F8_OP_CROSS_ENTROPY_MERGE ||
+		      node->op == F8_OP_CROSS_ENTROPY_MERGE_GRAD;
+	if (node->op == F8_OP_CROSS_ENTROPY_MERGE || node->op == F8_OP_CROSS_ENTROPY_MERGE_GRAD)
+		return 1000; // the labels only count or not: any vocabulary
 	f8_value_id table = node->op == F8_OP_EMBEDDING ? node->inputs[1]
 			    : labels ? node->inputs[node->op == F8_OP_CROSS_ENTROPY ? 0 : 1]
 				     : node->outputs[0];
@@ -265,6 +316,19 @@ static void make_lse_consistent(const f8_rt_tensor *logits, f8_rt_tensor *lse) {
 	}
 }
 
+/* A CrossEntropyShard or CrossEntropyShardGrad reads every rank's row maximum (all-reduced):
+ * random inputs keep that contract, at or above this shard's row maximum (by up to 4, as
+ * another rank's logits would put it). */
+static void make_max_consistent(const f8_rt_tensor *logits, f8_rt_tensor *max) {
+	int64_t rows = f8_rt_tensor_numel(max), shard = logits->dims[logits->rank - 1];
+	for (int64_t r = 0; r < rows; r++) {
+		double top = -INFINITY;
+		for (int64_t c = 0; c < shard; c++)
+			top = fmax(top, f8_rt_tensor_get(logits, r * shard + c));
+		f8_rt_tensor_set(max, r, top + (uniform() < 0.5 ? 0 : 4 * uniform()));
+	}
+}
+
 /* A RouterGrad reads the indices its forward chose from the same logits: random inputs keep
  * that contract, each token's top_k experts by logit (the lower index first on a tie), as a
  * softmax Router picks them; random indices would make the chosen scores' sum a few tiny
@@ -309,9 +373,11 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 				break;
 			}
 			input_kind kind = kind_of(node, j);
-			int64_t rows = kind == INPUT_ID || kind == INPUT_LABEL
+			int64_t shard, rows = kind == INPUT_ID || kind == INPUT_LABEL
 					       ? table_rows(graph, node, symbols)
 					       : kind == INPUT_EXPERT ? experts_of(graph, node, input) : 0;
+			if (kind == INPUT_START) // the last start a shard of its rows may have
+				rows = shard_vocabulary(graph, node, symbols, &shard) - shard;
 			fill_random(graph, input, kind, rows, v.tensor[input]);
 			tensors[input] = *v.tensor[input]; // shares the data; v owns it
 			tensors[input].owned = false;
@@ -321,6 +387,12 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 		const f8_node *node = &graph->nodes[graph->order[i]];
 		if (node->group == group && node->op == F8_OP_CROSS_ENTROPY_GRAD)
 			make_lse_consistent(v.tensor[node->inputs[1]], v.tensor[node->inputs[3]]);
+		if (node->group == group && (node->op == F8_OP_CROSS_ENTROPY_SHARD ||
+					     node->op == F8_OP_CROSS_ENTROPY_SHARD_GRAD)) {
+			bool grad = node->op == F8_OP_CROSS_ENTROPY_SHARD_GRAD;
+			make_max_consistent(v.tensor[node->inputs[grad ? 2 : 0]],
+					    v.tensor[node->inputs[grad ? 4 : 2]]);
+		}
 		if (node->group == group && node->op == F8_OP_ROUTER_GRAD)
 			make_indices_consistent(v.tensor[node->inputs[1]], v.tensor[node->inputs[3]]);
 	}
@@ -690,6 +762,156 @@ static const char embedding_grad_bf16[] =
 	"  input %ids : i32[b, s]\n"
 	"  %dw = EmbeddingGrad(%dy, %ids) {vocab=50}\n"
 	"  output %dw\n"
+	"}\n";
+
+/* The vocabulary-parallel ops (codegen/lower_embedding.c, lower_cross_entropy_shard.c), each
+ * a group of its own: a shard of the rows (a table's, the logits' columns) from a start that
+ * is data, the ids and labels over the whole vocabulary, so that most fall on other ranks'
+ * shards (zeros, nothing added, a target of 0) and a start of 0 or at the last shard comes
+ * now and then. */
+static const char embedding_shard[] =
+	"graph embedding_shard {\n"
+	"  input %ids : i64[b, s]\n"
+	"  param %table : bf16[25, 24]\n"
+	"  input %start : i64[1]\n"
+	"  %y = Embedding(%ids, %table, %start) {vocab=60}\n"
+	"  output %y\n"
+	"}\n";
+
+static const char embedding_shard_f32[] =
+	"graph embedding_shard_f32 {\n"
+	"  input %ids : i32[s]\n"
+	"  param %table : f32[16, 40]\n"
+	"  input %start : i64[1]\n"
+	"  %y = Embedding(%ids, %table, %start) {vocab=48}\n"
+	"  output %y\n"
+	"}\n";
+
+static const char embedding_grad_shard[] =
+	"graph embedding_grad_shard {\n"
+	"  input %dy : f32[b, s, 24]\n"
+	"  input %ids : i64[b, s]\n"
+	"  input %start : i64[1]\n"
+	"  %dw = EmbeddingGrad(%dy, %ids, %start) {vocab=10}\n"
+	"  output %dw\n"
+	"}\n";
+
+static const char embedding_grad_shard_bf16[] =
+	"graph embedding_grad_shard_bf16 {\n"
+	"  input %dy : bf16[s, 32]\n"
+	"  input %ids : i32[s]\n"
+	"  input %start : i64[1]\n"
+	"  %dw = EmbeddingGrad(%dy, %ids, %start) {vocab=12}\n"
+	"  output %dw\n"
+	"}\n";
+
+static const char cross_entropy_shard[] =
+	"graph cross_entropy_shard {\n"
+	"  input %logits : f32[b, s, 50]\n"
+	"  input %labels : i64[b, s]\n"
+	"  input %max : f32[b, s]\n"
+	"  input %start : i64[1]\n"
+	"  %sums, %target = CrossEntropyShard(%logits, %labels, %max, %start) {ignore_index=-100, "
+	"vocab=120}\n"
+	"  output %sums, %target\n"
+	"}\n";
+
+/* bf16 logits and maxima, a long shard (a block loop of several steps a thread). */
+static const char cross_entropy_shard_bf16[] =
+	"graph cross_entropy_shard_bf16 {\n"
+	"  input %logits : bf16[s, 1500]\n"
+	"  input %labels : i32[s]\n"
+	"  input %max : bf16[s]\n"
+	"  input %start : i64[1]\n"
+	"  %sums, %target = CrossEntropyShard(%logits, %labels, %max, %start) {vocab=4000}\n"
+	"  output %sums, %target\n"
+	"}\n";
+
+static const char cross_entropy_merge[] =
+	"graph cross_entropy_merge {\n"
+	"  input %sums : f32[b, s]\n"
+	"  input %target : f32[b, s]\n"
+	"  input %max : f32[b, s]\n"
+	"  input %labels : i64[b, s]\n"
+	"  %loss, %lse = CrossEntropyMerge(%sums, %target, %max, %labels) {ignore_index=-100, "
+	"reduction=\"mean\"}\n"
+	"  output %loss, %lse\n"
+	"}\n";
+
+static const char cross_entropy_merge_none[] =
+	"graph cross_entropy_merge_none {\n"
+	"  input %sums : f32[s]\n"
+	"  input %target : f32[s]\n"
+	"  input %max : bf16[s]\n"
+	"  input %labels : i64[s]\n"
+	"  %loss = CrossEntropyMerge(%sums, %target, %max, %labels) {reduction=\"none\"}\n"
+	"  output %loss\n"
+	"}\n";
+
+static const char cross_entropy_merge_sum[] =
+	"graph cross_entropy_merge_sum {\n"
+	"  input %sums : f32[s]\n"
+	"  input %target : f32[s]\n"
+	"  input %max : f32[s]\n"
+	"  input %labels : i32[s]\n"
+	"  %loss, %lse = CrossEntropyMerge(%sums, %target, %max, %labels) {reduction=\"sum\"}\n"
+	"  output %loss, %lse\n"
+	"}\n";
+
+static const char cross_entropy_merge_grad[] =
+	"graph cross_entropy_merge_grad {\n"
+	"  input %dloss : f32[]\n"
+	"  input %sums : f32[b, s]\n"
+	"  input %labels : i64[b, s]\n"
+	"  %dsums, %dtarget = CrossEntropyMergeGrad(%dloss, %sums, %labels) {ignore_index=-100, "
+	"reduction=\"mean\"}\n"
+	"  output %dsums, %dtarget\n"
+	"}\n";
+
+static const char cross_entropy_merge_grad_none[] =
+	"graph cross_entropy_merge_grad_none {\n"
+	"  input %dloss : f32[s]\n"
+	"  input %sums : f32[s]\n"
+	"  input %labels : i64[s]\n"
+	"  %dsums, %dtarget = CrossEntropyMergeGrad(%dloss, %sums, %labels) {reduction=\"none\"}\n"
+	"  output %dsums, %dtarget\n"
+	"}\n";
+
+static const char cross_entropy_shard_grad[] =
+	"graph cross_entropy_shard_grad {\n"
+	"  input %dsums : f32[b, s]\n"
+	"  input %dtarget : f32[b, s]\n"
+	"  input %logits : bf16[b, s, 50]\n"
+	"  input %labels : i64[b, s]\n"
+	"  input %max : f32[b, s]\n"
+	"  input %start : i64[1]\n"
+	"  %dlogits = CrossEntropyShardGrad(%dsums, %dtarget, %logits, %labels, %max, %start) "
+	"{ignore_index=-100, vocab=120}\n"
+	"  output %dlogits\n"
+	"}\n";
+
+static const char cross_entropy_shard_grad_f32[] =
+	"graph cross_entropy_shard_grad_f32 {\n"
+	"  input %dsums : f32[s]\n"
+	"  input %dtarget : f32[s]\n"
+	"  input %logits : f32[s, 700]\n"
+	"  input %labels : i32[s]\n"
+	"  input %max : f32[s]\n"
+	"  input %start : i64[1]\n"
+	"  %dlogits = CrossEntropyShardGrad(%dsums, %dtarget, %logits, %labels, %max, %start) "
+	"{vocab=1400}\n"
+	"  output %dlogits\n"
+	"}\n";
+
+/* The data errors' graphs: labels and ids count up from 0 there, and 77 is outside. */
+static const char cross_entropy_shard_small[] =
+	"graph cross_entropy_shard_small {\n"
+	"  input %logits : f32[s, 10]\n"
+	"  input %labels : i64[s]\n"
+	"  input %max : f32[s]\n"
+	"  input %start : i64[1]\n"
+	"  %sums, %target = CrossEntropyShard(%logits, %labels, %max, %start) {vocab=20}\n"
+	"  output %sums, %target\n"
 	"}\n";
 
 /* Three parameters of two shapes and two dtypes, two weight decays, one without the clipping
@@ -1188,6 +1410,50 @@ static const char trilu_lower[] =
 	"  output %y\n"
 	"}\n";
 
+/* The vocabulary-parallel ops against their reference kernels, each four times (fresh starts:
+ * the first shard, the last, one between), and their data errors. */
+static void check_vocabulary_parallel(void) {
+	static const struct {
+		const char *title, *text;
+		f8_kernel_family family;
+	} groups[] = {
+		{"Embedding of a vocabulary shard (bf16 table)", embedding_shard,
+		 F8_KERNEL_FAMILY_EMBEDDING},
+		{"Embedding of a vocabulary shard (f32 table, i32 ids)", embedding_shard_f32,
+		 F8_KERNEL_FAMILY_EMBEDDING},
+		{"EmbeddingGrad of a vocabulary shard (f32 dw, atomics)", embedding_grad_shard,
+		 F8_KERNEL_FAMILY_EMBEDDING_GRAD},
+		{"EmbeddingGrad of a vocabulary shard (bf16 dw: f32 sums, then rounded)",
+		 embedding_grad_shard_bf16, F8_KERNEL_FAMILY_EMBEDDING_GRAD},
+		{"CrossEntropyShard (columns of 120)", cross_entropy_shard,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyShard (bf16, shards of 1500 of 4000)", cross_entropy_shard_bf16,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyMerge (mean)", cross_entropy_merge, F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyMerge (none, bf16 maxima)", cross_entropy_merge_none,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyMerge (sum, i32 labels)", cross_entropy_merge_sum,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyMergeGrad (mean)", cross_entropy_merge_grad,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyMergeGrad (none)", cross_entropy_merge_grad_none,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyShardGrad (bf16 logits)", cross_entropy_shard_grad,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+		{"CrossEntropyShardGrad (f32, shards of 700)", cross_entropy_shard_grad_f32,
+		 F8_KERNEL_FAMILY_CROSS_ENTROPY},
+	};
+	for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+		for (int run = 0; run < 4; run++)
+			check_text_group(groups[i].title, groups[i].text, groups[i].family);
+	check_data_error("Embedding of a vocabulary shard with an id outside the vocabulary",
+			 embedding_shard, F8_KERNEL_FAMILY_EMBEDDING, "ids",
+			 "outside the embedding table");
+	check_data_error("CrossEntropyShard with a label outside the vocabulary",
+			 cross_entropy_shard_small, F8_KERNEL_FAMILY_CROSS_ENTROPY, "labels",
+			 "outside the vocabulary");
+}
+
 static void check_softmax_family(void) {
 	check_text_group("Softmax over 40 keys, symbolic rows", softmax_rows,
 			 F8_KERNEL_FAMILY_SOFTMAX);
@@ -1255,6 +1521,7 @@ int main(int argc, char **argv) {
 			 F8_KERNEL_FAMILY_EMBEDDING_GRAD);
 	check_text_group("EmbeddingGrad (bf16 dw: f32 sums, then rounded)", embedding_grad_bf16,
 			 F8_KERNEL_FAMILY_EMBEDDING_GRAD);
+	check_vocabulary_parallel();
 	check_text_group("CastTranspose, current scaling", cast_current, F8_KERNEL_FAMILY_CAST);
 	check_text_group("Quantize, current scaling (bf16, margin 2)", quantize_current_bf16,
 			 F8_KERNEL_FAMILY_CAST);

@@ -371,6 +371,9 @@ static const op_case cases[] = {
 	{.title = "Embedding of a vocabulary shard (rows 25..49 of 60)", IN("ids", "i64[3, 7]")
 	 IN("w", "f32[25, 24]") IN("s", "i64[1]")
 	 "%y = Embedding(%ids, %w, %s) {vocab=60}\noutput %y\n", "ids=int:0:59 s=int:25:25"},
+	{.title = "Embedding of a vocabulary shard, bf16 table, i32 ids (rows 0..19 of 40)",
+	 IN("ids", "i32[17]") IN("w", "bf16[20, 32]") IN("s", "i64[1]")
+	 "%y = Embedding(%ids, %w, %s) {vocab=40}\noutput %y\n", "ids=int:0:39 s=int:0:0"},
 	{.title = "Router softmax top 2", IN("x", "f32[12, 6]")
 	 "%p, %i = Router(%x) {top_k=2}\noutput %p, %i\n", "x=spaced"},
 	{.title = "Router sigmoid top 3, normalized", IN("x", "f32[10, 7]")
@@ -399,6 +402,16 @@ static const op_case cases[] = {
 	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=75}\n"
 	 "%l = CrossEntropyMerge(%e, %g, %m, %t) {reduction=\"none\"}\noutput %l\n",
 	 "t=labels:75:-100 s=int:0:0 m=uniform:1:2"},
+	// The vocabulary-parallel loss's ops alone (codegen/lower_cross_entropy_shard.c: a kernel
+	// each), their statistics as their producers would leave them.
+	{.title = "CrossEntropyShard alone, bf16 (columns 75..149 of 150)", IN("x", "bf16[9, 75]")
+	 IN("t", "i64[9]") IN("m", "f32[9]") IN("s", "i64[1]")
+	 "%e, %g = CrossEntropyShard(%x, %t, %m, %s) {vocab=150}\noutput %e, %g\n",
+	 "x=uniform:-8:8 t=labels:150:-100 m=uniform:8:10 s=int:75:75"},
+	{.title = "CrossEntropyMerge alone, sum", IN("e", "f32[3, 11]") IN("g", "f32[3, 11]")
+	 IN("m", "f32[3, 11]") IN("t", "i64[3, 11]")
+	 "%l, %lse = CrossEntropyMerge(%e, %g, %m, %t) {reduction=\"sum\"}\noutput %l, %lse\n",
+	 "e=uniform:0.5:40 g=uniform:-6:6 m=uniform:2:8 t=labels:64:-100"},
 	// Backward ops. One that reads what its forward saved (mean and rstd, o and lse, the
 	// router's choice) follows that forward op, so that its inputs agree.
 	{.title = "LinearWgrad", IN("dy", "f32[3, 5, 24]") IN("x", "f32[3, 5, 40]")
@@ -479,6 +492,9 @@ static const op_case cases[] = {
 	{.title = "EmbeddingGrad of a vocabulary shard", IN("dy", "f32[3, 7, 24]")
 	 IN("ids", "i64[3, 7]") IN("s", "i64[1]")
 	 "%dw = EmbeddingGrad(%dy, %ids, %s) {vocab=5}\noutput %dw\n", "ids=int:0:14 s=int:5:5"},
+	{.title = "EmbeddingGrad of a vocabulary shard, bf16", IN("dy", "bf16[40, 16]")
+	 IN("ids", "i32[40]") IN("s", "i64[1]")
+	 "%dw = EmbeddingGrad(%dy, %ids, %s) {vocab=8}\noutput %dw\n", "ids=int:0:23 s=int:16:16"},
 	{.title = "GatherGrad axis 1", IN("dy", "f32[5, 2, 4, 3]") IN("i", "i64[2, 4]")
 	 "%dx = GatherGrad(%dy, %i) {axis=1, size=9}\noutput %dx\n", "i=int:-9:8"},
 	{.title = "SliceGrad with steps", IN("dy", "f32[3, 3]")
@@ -504,6 +520,15 @@ static const op_case cases[] = {
 	 "%de, %dg = CrossEntropyMergeGrad(%dl, %e, %t)\n"
 	 "%dx = CrossEntropyShardGrad(%de, %dg, %x, %t, %m, %s) {vocab=120}\noutput %de, %dg, %dx\n",
 	 "x=uniform:-10:10 t=labels:120:-100 s=int:50:50"},
+	{.title = "CrossEntropyMergeGrad alone, mean", IN("dl", "f32[]") IN("e", "f32[2, 13]")
+	 IN("t", "i64[2, 13]")
+	 "%de, %dg = CrossEntropyMergeGrad(%dl, %e, %t)\noutput %de, %dg\n",
+	 "e=uniform:0.5:40 t=labels:64:-100"},
+	{.title = "CrossEntropyShardGrad alone, bf16 (columns 0..74 of 150)",
+	 IN("de", "f32[9]") IN("dg", "f32[9]") IN("x", "bf16[9, 75]") IN("t", "i64[9]")
+	 IN("m", "f32[9]") IN("s", "i64[1]")
+	 "%dx = CrossEntropyShardGrad(%de, %dg, %x, %t, %m, %s) {vocab=150}\noutput %dx\n",
+	 "x=uniform:-8:8 t=labels:150:-100 m=uniform:8:10 s=int:0:0"},
 	{.title = "RouterGrad", IN("x", "f32[12, 6]") IN("dp", "f32[12, 2]")
 	 "%p, %i = Router(%x) {top_k=2, normalize=1}\n"
 	 "%dx = RouterGrad(%dp, %x, %p, %i) {top_k=2, normalize=1}\noutput %dx\n", "x=spaced"},
