@@ -16,7 +16,9 @@
  *   - FP8 codes (e4m3, e5m2) equal, or, where the value before the cast was computed inside
  *     the group (it may differ by an f32 ulp from the reference's, which computes in double
  *     and rounds once), one code apart in value order or within 1e-5 of the largest decoded
- *     value (noise around zero crosses subnormal codes);
+ *     value (noise around zero crosses subnormal codes); the cast's amax then within one ulp
+ *     of its input's dtype (test_lower_groups.c: that input's largest element may round the
+ *     other way too);
  *   - a column sum (case_is_column_sum: a norm gradient's dgamma and dbeta, sums over the rows)
  *     also within its terms' own error: one rounding of the element's dtype (1/128 for bf16,
  *     2e-5 for f32) of M = sum_r |term_r|, which the test computes from the reference's
