@@ -172,14 +172,13 @@ f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag) {
 	return F8_OK;
 }
 
-enum { MAX_GROUPS = 1 << F8_MESH_AXIS_COUNT };
 
 struct f8_dist {
 	f8_dist_launch launch;
 	uint32_t mesh[F8_MESH_AXIS_COUNT], coordinates[F8_MESH_AXIS_COUNT];
 	bool mpi;                      // MPI initialized here: finalized by destroy
-	mpi_handle groups[MAX_GROUPS]; // by axes mask (of axes above one rank), split at creation
-	bool made[MAX_GROUPS];
+	mpi_handle groups[F8_DIST_GROUPS]; // by axes mask (of axes above one rank), split at creation
+	bool made[F8_DIST_GROUPS];
 	// The watchdog (f8_dist_set_timeout): what this rank waits in, since when.
 	double timeout;                // seconds; 0: no watchdog
 	pthread_t watchdog;
@@ -341,7 +340,7 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 	// Every group now, in one order on every rank: MPI_Comm_split is a collective of the
 	// whole world, and ranks that run different programs (pipeline stages) would otherwise
 	// make them in different orders, waiting for each other for ever.
-	for (uint32_t axes = 1; !status && axes < MAX_GROUPS; axes++) {
+	for (uint32_t axes = 1; !status && axes < F8_DIST_GROUPS; axes++) {
 		bool spans = true;
 		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
 			spans &= !(axes & 1u << axis) || dist->mesh[axis] > 1;
@@ -371,7 +370,7 @@ void f8_dist_destroy(f8_dist *dist) {
 		pthread_cond_destroy(&dist->wake);
 		pthread_mutex_destroy(&dist->lock);
 	}
-	for (int g = 0; g < MAX_GROUPS; g++)
+	for (uint32_t g = 0; g < F8_DIST_GROUPS; g++)
 		if (dist->made[g])
 			mpi.Comm_free(&dist->groups[g]);
 	if (dist->mpi)
@@ -380,7 +379,7 @@ void f8_dist_destroy(f8_dist *dist) {
 }
 
 uint32_t f8_dist_group_spanned(const f8_dist *dist, uint32_t axes) {
-	axes &= MAX_GROUPS - 1;
+	axes &= F8_DIST_GROUPS - 1;
 	for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++)
 		axes &= dist && dist->mesh[axis] > 1 ? ~0u : ~(1u << axis);
 	return axes;
@@ -392,10 +391,6 @@ uint32_t f8_dist_group_index(const f8_dist *dist, uint32_t axes) {
 		if (!(axes & 1u << axis))
 			index = index * dist->mesh[axis] + dist->coordinates[axis];
 	return index;
-}
-
-double f8_dist_timeout(const f8_dist *dist) {
-	return dist && dist->watching ? dist->timeout : 0;
 }
 
 /* The communicator of the group of `axes`: the ranks whose coordinates agree off those axes. */

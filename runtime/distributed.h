@@ -34,6 +34,10 @@ f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag);
 
 typedef struct f8_dist f8_dist;
 
+/* How many groups of mesh axes there are: a group is named by its axes' bits (1 <<
+ * f8_mesh_axis), 1 .. F8_DIST_GROUPS - 1; all of them, F8_DIST_GROUPS - 1, is the world. */
+#define F8_DIST_GROUPS (1u << F8_MESH_AXIS_COUNT)
+
 /*
  * Joins the run of `launch` on a mesh of `mesh` (ranks along each axis, F8_MESH_AXIS_COUNT of
  * them, 0 or 1: one): with more than one rank, MPI is opened and initialized and its world
@@ -140,9 +144,6 @@ f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
  * all. 0 turns it off. A no-op on one rank. F8_ERR_NOMEM when the thread cannot start.
  */
 f8_status f8_dist_set_timeout(f8_dist *dist, double seconds, f8_diag *diag);
-
-/* The timeout in seconds that the watchdog holds waits to; 0 without one. */
-double f8_dist_timeout(const f8_dist *dist);
 
 /* Marks the start (`call` non-NULL, such as "NCCL's AllReduce") and the end (NULL) of a wait for
  * the other ranks outside f8_dist's own calls (the CUDA backend waiting for its NCCL

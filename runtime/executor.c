@@ -12,6 +12,7 @@
 #include "ir/ops.h"   // f8_node_attr
 #include "ir/pipeline_chunks.h" // f8_pipeline_chunk_run
 #include "ir/shape.h" // f8_dim_evaluate, f8_axis_normalize, f8_slice_clamp
+#include "runtime/placement.h" // f8_rt_collective_axes
 
 enum { ALIGNMENT = 256 }; // what backends align buffers to, and the leaves' offsets to
 
@@ -831,14 +832,6 @@ static void release_unread(f8_executor *executor, const f8_node *node, const run
 			forget(executor, node->outputs[j]);
 }
 
-/* Whether node `node` is a collective, and on which mesh axis (its `group` attribute). */
-static bool collective_group(const f8_node *node, uint32_t *axes) {
-	if (!(f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE))
-		return false;
-	const char *group = f8_node_attr_string(node, "group", NULL);
-	return group && f8_mesh_group_from_name(group, strlen(group), axes);
-}
-
 /* Runs node `id` at position `position` of the run through the backend; with `issue` false
  * (the backend replays the run) only the executor's side of it. */
 static f8_status run_node(f8_executor *executor, f8_node_id id, uint32_t position,
@@ -854,7 +847,7 @@ static f8_status run_node(f8_executor *executor, f8_node_id id, uint32_t positio
 	uint32_t axes;
 	if (status || !issue)
 		;
-	else if (collective_group(node, &axes))
+	else if (f8_rt_collective_axes(node, &axes))
 		status = backend->interface->run_collective(backend, id, axes, executor->views, diag);
 	else
 		status = backend->interface->run_node(backend, id, executor->views, diag);

@@ -6,10 +6,11 @@
 
 #include <stdio.h>  // snprintf
 #include <stdlib.h> // strtoll
-#include <string.h> // memcpy, strchr
+#include <string.h> // memcpy, strchr, strlen
 
 #include "ir/alloc.h" // f8_malloc, f8_free
 #include "ir/dtype.h" // f8_dtype_get_info
+#include "ir/ops.h"   // f8_op_get_info, F8_OPF_COLLECTIVE
 
 uint32_t f8_rt_split_axes(const f8_value *value) {
 	uint32_t axes = 0;
@@ -114,6 +115,13 @@ int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r
 					   .rows = outer};
 	}
 	return count;
+}
+
+bool f8_rt_collective_axes(const f8_node *node, uint32_t *axes) {
+	if (!(f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE))
+		return false;
+	const char *group = f8_node_attr_string(node, "group", NULL);
+	return group && f8_mesh_group_from_name(group, strlen(group), axes);
 }
 
 bool f8_rt_collective_packs(const f8_node *node, const f8_tensor_view *views) {

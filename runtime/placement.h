@@ -58,6 +58,10 @@ int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r
  * every input of one dtype (`views`: the executor's). Both backends pack alike. */
 bool f8_rt_collective_packs(const f8_node *node, const f8_tensor_view *views);
 
+/* Whether `node` is a collective, and over which group (its `group` attribute's axes, bits 1 <<
+ * f8_mesh_axis) into *axes. */
+bool f8_rt_collective_axes(const f8_node *node, uint32_t *axes);
+
 /* The mesh axes over which `value` is split (bits 1 << f8_mesh_axis; 0: whole on each rank). */
 uint32_t f8_rt_split_axes(const f8_value *value);
 

@@ -4,16 +4,16 @@
 #include "runtime/cuda/collectives.h" // f8_cuda_collectives_*
 
 #include <stdint.h> // INT32_MAX
-#include <string.h> // strcmp, strlen
+#include <string.h> // strcmp
 
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
-#include "ir/ops.h"                 // f8_op_get_info, F8_OPF_COLLECTIVE
+#include "ir/ops.h"                 // f8_op_get_info
 #include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_check, f8_cuda_stream_*
 #include "runtime/cuda/libraries.h" // f8_cuda_api
 #include "runtime/cuda/nccl.h"      // f8_nccl_*
 #include "runtime/placement.h"      // f8_rt_part_runs, f8_rt_collective_packs
 
-enum { MAX_GROUPS = 1u << F8_MESH_AXIS_COUNT, WORLD = MAX_GROUPS - 1 };
+enum { WORLD = F8_DIST_GROUPS - 1 }; // the group of every axis
 
 /* The largest pitch a 2-D copy takes on the GPUs f8c targets (CU_DEVICE_ATTRIBUTE_MAX_PITCH
  * is 2^31 - 1 on Hopper); longer rows are copied one by one. */
@@ -38,7 +38,6 @@ struct f8_cuda_collectives {
 	const f8_graph *graph;
 	f8_dist *dist;
 	bool every_group;
-	uint32_t groups; // bit `axes` for each group with a communicator
 	bool point_to_point;
 	f8_nccl *nccl;
 	// Staging for the parts that are not one contiguous run. A buffer outgrown is kept until
@@ -59,13 +58,6 @@ struct f8_cuda_collectives {
  * every_group; 0 for a copy. */
 static uint32_t group_of(const f8_cuda_collectives *c, uint32_t axes) {
 	return c->every_group ? axes : f8_dist_group_spanned(c->dist, axes);
-}
-
-static bool collective_axes(const f8_node *node, uint32_t *axes) {
-	if (!(f8_op_get_info(node->op)->flags & F8_OPF_COLLECTIVE))
-		return false;
-	const char *group = f8_node_attr_string(node, "group", NULL);
-	return group && f8_mesh_group_from_name(group, strlen(group), axes);
 }
 
 /* Refuses the collectives that have no NCCL path yet. */
@@ -111,11 +103,11 @@ f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool 
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	*c = (f8_cuda_collectives){.graph = graph, .dist = dist, .every_group = every_group};
 	f8_status status = F8_OK;
-	int64_t wanted[MAX_GROUPS] = {0};
+	int64_t wanted[F8_DIST_GROUPS] = {0};
 	for (uint32_t i = 0; !status && i < graph->n_order; i++) {
 		f8_node_id id = graph->order[i];
 		uint32_t axes;
-		if (!collective_axes(&graph->nodes[id], &axes) || !group_of(c, axes))
+		if (!f8_rt_collective_axes(&graph->nodes[id], &axes) || !group_of(c, axes))
 			continue;
 		status = check_node(graph, id, diag);
 		wanted[group_of(c, axes)] = 1;
@@ -124,7 +116,7 @@ f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool 
 	}
 	// NCCL opened on every rank before any rank waits for the others' communicators.
 	bool wants = false;
-	for (uint32_t g = 1; g < MAX_GROUPS; g++)
+	for (uint32_t g = 1; g < F8_DIST_GROUPS; g++)
 		wants |= wanted[g] != 0;
 	if (!status && wants)
 		status = f8_cuda_load(F8_CUDA_LIBRARY_NCCL, diag);
@@ -132,13 +124,14 @@ f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool 
 	if (world > 1)
 		status = f8_dist_agree(dist, WORLD, status, "make its NCCL communicators", diag);
 	if (!status && world > 1)
-		status = f8_dist_all_reduce(dist, WORLD, wanted, MAX_GROUPS, F8_DTYPE_I64,
+		status = f8_dist_all_reduce(dist, WORLD, wanted, F8_DIST_GROUPS, F8_DTYPE_I64,
 					    F8_REDUCTION_MAX, diag);
-	for (uint32_t g = 1; g < MAX_GROUPS; g++)
-		c->groups |= wanted[g] ? 1u << g : 0;
-	if (!status && c->groups)
-		status = f8_nccl_create(dist, c->groups, &c->nccl, diag);
-	if (status || !c->groups) {
+	uint32_t groups = 0; // bit `axes` for each group that gets a communicator
+	for (uint32_t g = 1; g < F8_DIST_GROUPS; g++)
+		groups |= wanted[g] ? 1u << g : 0;
+	if (!status && groups)
+		status = f8_nccl_create(dist, groups, &c->nccl, diag);
+	if (status || !groups) {
 		f8_cuda_collectives_destroy(c);
 		return status;
 	}

@@ -10,17 +10,17 @@
 #include "runtime/cuda/driver.h"     // f8_cuda_check
 #include "runtime/cuda/libraries.h"  // f8_cuda_api, f8_cuda_load
 
-enum { MAX_GROUPS = 1u << F8_MESH_AXIS_COUNT, WORLD = MAX_GROUPS - 1 };
+enum { WORLD = F8_DIST_GROUPS - 1 }; // the group of every axis
 
 struct f8_nccl {
 	f8_dist *dist;
 	ncclComm_t world;
-	ncclComm_t groups[MAX_GROUPS]; // by axes; NULL: none made
+	ncclComm_t groups[F8_DIST_GROUPS]; // by axes; NULL: none made
 	bool failed;                   // a call failed: the communicators are aborted, not finalized
 	bool aborted;                  // after an asynchronous error: no communicator is left
 	// The communicators a group of calls (f8_nccl_group_start) touched, to settle at its end.
 	bool grouping;
-	uint32_t touched[MAX_GROUPS];
+	uint32_t touched[F8_DIST_GROUPS];
 	uint32_t n_touched;
 };
 
@@ -114,7 +114,7 @@ f8_status f8_nccl_create(f8_dist *dist, uint32_t groups, f8_nccl **out, f8_diag 
 				     : failed(nccl, NULL, result, "ncclCommInitRank", WORLD, diag);
 	}
 	// Every rank splits the same groups in the same order: each split is the world's collective.
-	for (uint32_t axes = 1; !status && axes < MAX_GROUPS; axes++) {
+	for (uint32_t axes = 1; !status && axes < F8_DIST_GROUPS; axes++) {
 		if (!(groups & 1u << axes))
 			continue;
 		ncclConfig_t config = config_of();
@@ -160,14 +160,14 @@ static void end(f8_nccl *nccl, ncclComm_t comm) {
 void f8_nccl_destroy(f8_nccl *nccl) {
 	if (!nccl)
 		return;
-	for (uint32_t axes = 1; axes < MAX_GROUPS; axes++)
+	for (uint32_t axes = 1; axes < F8_DIST_GROUPS; axes++)
 		end(nccl, nccl->groups[axes]);
 	end(nccl, nccl->world);
 	f8_free(nccl);
 }
 
 bool f8_nccl_has(const f8_nccl *nccl, uint32_t axes) {
-	return nccl && axes < MAX_GROUPS && nccl->groups[axes];
+	return nccl && axes < F8_DIST_GROUPS && nccl->groups[axes];
 }
 
 /* The communicator of `axes`, or a failure naming `call`. */
@@ -303,7 +303,7 @@ f8_status f8_nccl_group_end(f8_nccl *nccl, f8_diag *diag) {
 /* The first asynchronous error of any communicator (the world's as axes WORLD), or
  * ncclSuccess; *comm and *axes say whose. */
 static ncclResult_t async_error(const f8_nccl *nccl, ncclComm_t *comm, uint32_t *axes) {
-	for (uint32_t g = 0; g < MAX_GROUPS; g++) {
+	for (uint32_t g = 0; g < F8_DIST_GROUPS; g++) {
 		*comm = g ? nccl->groups[g] : nccl->world;
 		*axes = g ? g : WORLD;
 		ncclResult_t state = ncclSuccess;
@@ -317,8 +317,8 @@ static ncclResult_t async_error(const f8_nccl *nccl, ncclComm_t *comm, uint32_t 
 /* Aborts every communicator now, the splits before the world whose resources they share:
  * their kernels that wait for a peer that is gone end. */
 static void abort_all(f8_nccl *nccl) {
-	for (uint32_t g = 1; g <= MAX_GROUPS; g++) {
-		ncclComm_t *comm = g < MAX_GROUPS ? &nccl->groups[g] : &nccl->world;
+	for (uint32_t g = 1; g <= F8_DIST_GROUPS; g++) {
+		ncclComm_t *comm = g < F8_DIST_GROUPS ? &nccl->groups[g] : &nccl->world;
 		if (*comm)
 			f8_cuda_api.ncclCommAbort(*comm);
 		*comm = NULL;

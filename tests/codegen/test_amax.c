@@ -32,6 +32,7 @@
 #include "runtime/cpu/kernels.h"   // f8_cpu_kernel_get, f8_cpu_kernel_call
 #include "runtime/tensor.h"        // f8_rt_tensor
 #include "tests/test_support.h"    // CHECK, test_finish
+#include "tests/codegen/one_group.h" // test_one_group
 
 static unsigned seed;
 
@@ -49,28 +50,6 @@ static float from_bits(uint32_t bits) {
 	return f;
 }
 
-/* Parses `text`, canonicalizes it and makes its one node group k0 of `family`; NULL with the
- * failure printed and counted. */
-static f8_graph *one_group(const char *text, f8_kernel_family family) {
-	f8_graph *graph = NULL;
-	f8_diag diag = {0};
-	uint32_t group;
-	f8_status status = f8_text_parse(text, strlen(text), "test_amax", &graph, &diag);
-	if (!status)
-		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
-	if (!status)
-		status = f8_graph_add_group(graph, "k0", family, "the whole graph", &group, &diag);
-	if (status) {
-		f8_diag_print(&diag, stdout);
-		CHECK(status == F8_OK);
-		f8_graph_destroy(graph);
-		return NULL;
-	}
-	for (uint32_t i = 0; i < graph->n_order; i++)
-		graph->nodes[graph->order[i]].group = group;
-	return graph;
-}
-
 /* A graph of one node, its input filled by a caller's function, run through the generated
  * kernels and the reference kernel. */
 typedef struct one_node {
@@ -83,7 +62,8 @@ typedef struct one_node {
 } one_node;
 
 static bool one_node_create(one_node *t, const char *text, f8_kernel_family family) {
-	*t = (one_node){.graph = one_group(text, family)};
+	uint32_t group;
+	*t = (one_node){.graph = test_one_group("test_amax", text, family, &group)};
 	if (!t->graph)
 		return false;
 	f8_diag diag = {0};

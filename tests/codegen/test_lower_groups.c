@@ -39,6 +39,7 @@
 #include "runtime/tensor.h"      // f8_rt_tensor
 #include "tests/codegen/case_compare.h" // f8_case_compare
 #include "tests/test_support.h"  // CHECK, test_finish
+#include "tests/codegen/one_group.h" // test_one_group
 
 static unsigned seed;
 
@@ -466,33 +467,11 @@ static void check_groups(const f8_graph *graph, const int64_t *symbols) {
 	f8_cpu_generated_destroy(generated);
 }
 
-/* Parses `text` (canonicalized) and makes all its nodes one group of `family`, k0; the graph,
- * or NULL with the failure printed and counted. */
-static f8_graph *one_group(const char *title, const char *text, f8_kernel_family family,
-			   uint32_t *group) {
-	f8_graph *graph = NULL;
-	f8_diag diag = {0};
-	f8_status status = f8_text_parse(text, strlen(text), title, &graph, &diag);
-	if (!status)
-		status = f8_pipeline_run(graph, "canonicalize", true, &diag);
-	if (!status)
-		status = f8_graph_add_group(graph, "k0", family, "the whole graph", group, &diag);
-	if (status) {
-		f8_diag_print(&diag, stdout);
-		CHECK(status == F8_OK);
-		f8_graph_destroy(graph);
-		return NULL;
-	}
-	for (uint32_t i = 0; i < graph->n_order; i++)
-		graph->nodes[graph->order[i]].group = *group;
-	return graph;
-}
-
 /* A text graph made one group: all its nodes, in order. */
 static void check_text_group(const char *title, const char *text, f8_kernel_family family) {
 	printf("%s\n", title);
 	uint32_t group;
-	f8_graph *graph = one_group(title, text, family, &group);
+	f8_graph *graph = test_one_group(title, text, family, &group);
 	if (!graph)
 		return;
 	int64_t symbols[4] = {3, 40, 7, 5};
@@ -510,7 +489,7 @@ static void check_form(const char *title, const char *text, f8_kernel_family fam
 		       uint32_t launches, const char *suffix, f8_dtype dtype) {
 	printf("%s\n", title);
 	uint32_t group;
-	f8_graph *graph = one_group(title, text, family, &group);
+	f8_graph *graph = test_one_group(title, text, family, &group);
 	if (!graph)
 		return;
 	f8_diag diag = {0};
@@ -1152,7 +1131,7 @@ static void check_data_error(const char *title, const char *text, f8_kernel_fami
 static void adamw_exact(const char *title, const char *text, int64_t steps) {
 	printf("%s\n", title);
 	uint32_t group;
-	f8_graph *graph = one_group(title, text, F8_KERNEL_FAMILY_OPTIMIZER, &group);
+	f8_graph *graph = test_one_group(title, text, F8_KERNEL_FAMILY_OPTIMIZER, &group);
 	if (!graph)
 		return;
 	f8_diag diag = {0};
@@ -1232,7 +1211,7 @@ static void adamw_exact(const char *title, const char *text, int64_t steps) {
 static void check_adamw_zeroing_last(void) {
 	printf("AdamW's PTX: each gradient zeroed last, after param', m' and v'\n");
 	uint32_t group;
-	f8_graph *graph = one_group("adamw_multi", adamw_multi, F8_KERNEL_FAMILY_OPTIMIZER, &group);
+	f8_graph *graph = test_one_group("adamw_multi", adamw_multi, F8_KERNEL_FAMILY_OPTIMIZER, &group);
 	if (!graph)
 		return;
 	f8_diag diag = {0};

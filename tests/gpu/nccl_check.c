@@ -23,7 +23,7 @@
 #include "runtime/cuda/nccl.h"      // f8_nccl_*
 #include "tests/test_support.h"     // CHECK, test_finish
 
-enum { MAX_GROUPS = 1 << F8_MESH_AXIS_COUNT, BYTES = 3 * 1024 * 1024 + 40 };
+enum { BYTES = 3 * 1024 * 1024 + 40 };
 
 static uint8_t sent[BYTES], got[BYTES];
 
@@ -65,7 +65,7 @@ int main(void) {
 		status = f8_cuda_stream_create(&stream, &diag);
 	f8_nccl *nccl = NULL;
 	uint32_t groups = 0;
-	for (uint32_t axes = 1; axes < MAX_GROUPS; axes++)
+	for (uint32_t axes = 1; axes < F8_DIST_GROUPS; axes++)
 		groups |= 1u << axes;
 	if (!status) {
 		status = f8_nccl_create(NULL, groups, &nccl, &diag);
@@ -76,11 +76,11 @@ int main(void) {
 			return 77;
 		}
 	}
-	printf("%s: the world and %d groups' communicators: %s\n", device.name, MAX_GROUPS - 1,
+	printf("%s: the world and %u groups' communicators: %s\n", device.name, F8_DIST_GROUPS - 1,
 	       status ? diag.message : "made");
 	CHECK(!status);
 	bool all = true;
-	for (uint32_t axes = 1; !status && axes < MAX_GROUPS; axes++)
+	for (uint32_t axes = 1; !status && axes < F8_DIST_GROUPS; axes++)
 		all &= f8_nccl_has(nccl, axes);
 	CHECK(all);
 	CUdeviceptr in = 0, out = 0;
