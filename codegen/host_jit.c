@@ -2,13 +2,15 @@
  * Kernels -> an ORC LLJIT (codegen/host_jit.h). The JIT's target machine is the host's own
  * CPU and features (so that fma and floor are instructions, not library calls); the process's
  * symbols are visible to the JIT in case LLVM still calls a runtime function. The code is
- * compiled at creation by looking every kernel up once.
+ * compiled at creation by looking every kernel up once; with a cache folder, a module compiled
+ * before is linked from its object file (codegen/kernel_cache.h).
  */
 #include "codegen/host_jit.h" // f8_host_jit_create, f8_host_kernel
 
 #include <pthread.h> // pthread_once
 #include <stdbool.h> // bool
 #include <stdint.h>  // uintptr_t
+#include <stdio.h>   // snprintf
 #include <string.h>  // strcmp, strlen, memcpy
 
 #include <llvm-c/Core.h>          // LLVMModuleCreateWithNameInContext
@@ -18,8 +20,16 @@
 #include <llvm-c/Target.h>        // LLVMInitializeNativeTarget
 #include <llvm-c/TargetMachine.h> // LLVMCreateTargetMachine, LLVMGetHostCPUName
 
-#include "codegen/llvm_lower.h" // f8_llvm_lower, f8_llvm_optimize
+#include "codegen/kernel_cache.h" // f8_kernel_cache_open, f8_kernel_cache_load
+#include "codegen/llvm_lower.h"   // f8_llvm_lower, f8_llvm_optimize
 #include "ir/alloc.h"           // f8_calloc, f8_free
+
+/* The object file the JIT made of the kernels' module, for the cache. */
+typedef struct object_capture {
+	uint8_t *bytes;
+	size_t size;
+	uint32_t count; // object files made: one module, one
+} object_capture;
 
 struct f8_host_jit {
 	LLVMOrcLLJITRef lljit;
@@ -27,6 +37,8 @@ struct f8_host_jit {
 	const char **names;      // (n_kernels) the kernels' names, copied into `text`
 	char *text;
 	uint32_t n_kernels;
+	object_capture capture;
+	bool cached; // linked from the cache's object file
 };
 
 static pthread_once_t native_once = PTHREAD_ONCE_INIT;
@@ -85,23 +97,16 @@ static LLVMTargetMachineRef host_machine(const char *triple) {
 	return machine;
 }
 
-/* Lowers and optimizes the kernels into one module of `context` for the JIT's target. */
-static f8_status build_module(f8_host_jit *jit, const f8_kernel *const *kernels, uint32_t n,
+/* Lowers the kernels into one module of `context` for the JIT's target. */
+static f8_status lower_module(f8_host_jit *jit, const f8_kernel *const *kernels, uint32_t n,
 			      LLVMContextRef context, LLVMModuleRef *out, f8_diag *diag) {
-	const char *triple = LLVMOrcLLJITGetTripleString(jit->lljit);
 	LLVMModuleRef module = LLVMModuleCreateWithNameInContext("f8c", context);
-	LLVMSetTarget(module, triple);
+	LLVMSetTarget(module, LLVMOrcLLJITGetTripleString(jit->lljit));
 	LLVMSetDataLayout(module, LLVMOrcLLJITGetDataLayoutStr(jit->lljit));
 	f8_status status = F8_OK;
 	for (uint32_t i = 0; !status && i < n; i++) {
 		f8_launch_geometry geometry;
 		status = f8_llvm_lower(module, kernels[i], F8_LLVM_TARGET_HOST, &geometry, diag);
-	}
-	if (!status) {
-		LLVMTargetMachineRef machine = host_machine(triple);
-		status = f8_llvm_optimize(module, machine, diag);
-		if (machine)
-			LLVMDisposeTargetMachine(machine);
 	}
 	if (status) {
 		LLVMDisposeModule(module);
@@ -109,6 +114,15 @@ static f8_status build_module(f8_host_jit *jit, const f8_kernel *const *kernels,
 	}
 	*out = module;
 	return F8_OK;
+}
+
+/* Runs LLVM's optimizer on the lowered module, for the JIT's target. */
+static f8_status optimize_module(f8_host_jit *jit, LLVMModuleRef module, f8_diag *diag) {
+	LLVMTargetMachineRef machine = host_machine(LLVMOrcLLJITGetTripleString(jit->lljit));
+	f8_status status = f8_llvm_optimize(module, machine, diag);
+	if (machine)
+		LLVMDisposeTargetMachine(machine);
+	return status;
 }
 
 /* Copies the kernels' names into the JIT (one allocation for all). */
@@ -133,34 +147,110 @@ static f8_status copy_names(f8_host_jit *jit, const f8_kernel *const *kernels, u
 	return F8_OK;
 }
 
-/* Adds the kernels' module to the JIT and compiles it by looking every kernel up. */
-static f8_status compile(f8_host_jit *jit, const f8_kernel *const *kernels, uint32_t n,
-			 f8_diag *diag) {
-	LLVMOrcThreadSafeContextRef shared = LLVMOrcCreateNewThreadSafeContext();
-	LLVMModuleRef module;
-	f8_status status = build_module(jit, kernels, n, LLVMOrcThreadSafeContextGetContext(shared),
-					&module, diag);
-	if (!status) {
-		LLVMOrcThreadSafeModuleRef owned = LLVMOrcCreateNewThreadSafeModule(module, shared);
-		LLVMErrorRef error = LLVMOrcLLJITAddLLVMIRModule(
-			jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), owned);
-		if (error)
-			status = llvm_error(error, F8_ERR_INVALID, "adding the kernels", diag);
+/* Copies the object file the JIT makes of the module (a module makes one), for the cache. */
+static LLVMErrorRef capture_object(void *context, LLVMMemoryBufferRef *object) {
+	object_capture *capture = context;
+	if (capture->count++ == 0) {
+		capture->size = LLVMGetBufferSize(*object);
+		if ((capture->bytes = f8_malloc(capture->size + 1)))
+			memcpy(capture->bytes, LLVMGetBufferStart(*object), capture->size);
 	}
-	LLVMOrcDisposeThreadSafeContext(shared); // the module keeps its context alive
-	for (uint32_t i = 0; !status && i < n; i++) {
-		LLVMOrcExecutorAddress address = 0;
-		LLVMErrorRef error = LLVMOrcLLJITLookup(jit->lljit, &address, jit->names[i]);
-		if (error)
-			status = llvm_error(error, F8_ERR_INVALID, jit->names[i], diag);
-		else
-			jit->entries[i] = (f8_host_kernel)(uintptr_t)address;
-	}
+	return NULL;
+}
+
+/* What the code generator is told besides the module: the JIT's triple and this CPU, with its
+ * features (the cache's key, codegen/kernel_cache.h). A new string, the caller's. */
+static char *target_description(const f8_host_jit *jit) {
+	char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+	const char *triple = LLVMOrcLLJITGetTripleString(jit->lljit);
+	size_t size = strlen(triple) + strlen(cpu) + strlen(features) + 3;
+	char *description = f8_malloc(size);
+	if (description)
+		snprintf(description, size, "%s %s %s", triple, cpu, features);
+	LLVMDisposeMessage(cpu);
+	LLVMDisposeMessage(features);
+	return description;
+}
+
+/* Adds the optimized module to the JIT; `capture`: its object file is copied. */
+static f8_status add_module(f8_host_jit *jit, LLVMModuleRef module,
+			    LLVMOrcThreadSafeContextRef shared, bool capture, f8_diag *diag) {
+	if (capture)
+		LLVMOrcObjectTransformLayerSetTransform(LLVMOrcLLJITGetObjTransformLayer(jit->lljit),
+							capture_object, &jit->capture);
+	LLVMOrcThreadSafeModuleRef owned = LLVMOrcCreateNewThreadSafeModule(module, shared);
+	LLVMErrorRef error = LLVMOrcLLJITAddLLVMIRModule(
+		jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), owned);
+	return error ? llvm_error(error, F8_ERR_INVALID, "adding the kernels", diag) : F8_OK;
+}
+
+/* Adds the cache's object file of the kernels to the JIT, which takes it. */
+static f8_status add_object(f8_host_jit *jit, LLVMMemoryBufferRef object,
+			    const f8_kernel_cache_entry *entry, f8_diag *diag) {
+	LLVMErrorRef error = LLVMOrcLLJITAddObjectFile(
+		jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), object);
+	if (!error)
+		return F8_OK;
+	f8_status status = llvm_error(error, F8_ERR_INVALID, "adding the cached kernels", diag);
+	f8_diag_hint(diag, "remove %s/%s.o, or run with F8C_KERNEL_CACHE=off", entry->folder,
+		     entry->key);
 	return status;
 }
 
-f8_status f8_host_jit_create(const f8_kernel *const *kernels, uint32_t n, f8_host_jit **out,
-			     f8_diag *diag) {
+/* Compiles what the JIT holds by looking every kernel up. */
+static f8_status look_up_all(f8_host_jit *jit, f8_diag *diag) {
+	for (uint32_t i = 0; i < jit->n_kernels; i++) {
+		LLVMOrcExecutorAddress address = 0;
+		LLVMErrorRef error = LLVMOrcLLJITLookup(jit->lljit, &address, jit->names[i]);
+		if (error)
+			return llvm_error(error, F8_ERR_INVALID, jit->names[i], diag);
+		jit->entries[i] = (f8_host_kernel)(uintptr_t)address;
+	}
+	return F8_OK;
+}
+
+/*
+ * Lowers the kernels and compiles them, or, when `cache_folder` holds them compiled for this
+ * machine, links its object file instead of running LLVM's optimizer and code generator; a
+ * module compiled here is stored there.
+ */
+static f8_status compile(f8_host_jit *jit, const f8_kernel *const *kernels, uint32_t n,
+			 const char *cache_folder, f8_diag *diag) {
+	LLVMOrcThreadSafeContextRef shared = LLVMOrcCreateNewThreadSafeContext();
+	LLVMModuleRef module;
+	f8_status status = lower_module(jit, kernels, n, LLVMOrcThreadSafeContextGetContext(shared),
+					&module, diag);
+	f8_kernel_cache_entry entry = {.lock = -1};
+	bool cached = false;
+	LLVMMemoryBufferRef object = NULL;
+	if (!status && cache_folder) {
+		char *target = target_description(jit);
+		cached = target && f8_kernel_cache_open(cache_folder, module, target, &entry);
+		f8_free(target);
+		object = cached ? f8_kernel_cache_load(&entry) : NULL;
+	}
+	if (!status && object) {
+		LLVMDisposeModule(module);
+		status = add_object(jit, object, &entry, diag);
+		jit->cached = true;
+	} else if (!status) {
+		status = optimize_module(jit, module, diag);
+		if (status)
+			LLVMDisposeModule(module);
+		else
+			status = add_module(jit, module, shared, cached, diag);
+	}
+	LLVMOrcDisposeThreadSafeContext(shared); // the module keeps its context alive
+	if (!status)
+		status = look_up_all(jit, diag);
+	if (!status && cached && !object && jit->capture.count == 1 && jit->capture.bytes)
+		f8_kernel_cache_store(&entry, jit->capture.bytes, jit->capture.size);
+	f8_kernel_cache_close(&entry);
+	return status;
+}
+
+f8_status f8_host_jit_create(const f8_kernel *const *kernels, uint32_t n,
+			     const char *cache_folder, f8_host_jit **out, f8_diag *diag) {
 	*out = NULL;
 	f8_host_jit *jit = f8_calloc(1, sizeof *jit);
 	if (!jit)
@@ -169,7 +259,7 @@ f8_status f8_host_jit_create(const f8_kernel *const *kernels, uint32_t n, f8_hos
 	if (!status)
 		status = create_lljit(jit, diag);
 	if (!status)
-		status = compile(jit, kernels, n, diag);
+		status = compile(jit, kernels, n, cache_folder, diag);
 	if (status) {
 		f8_host_jit_destroy(jit);
 		return status;
@@ -185,6 +275,10 @@ f8_host_kernel f8_host_jit_lookup(const f8_host_jit *jit, const char *name) {
 	return NULL;
 }
 
+bool f8_host_jit_cached(const f8_host_jit *jit) {
+	return jit->cached;
+}
+
 void f8_host_jit_destroy(f8_host_jit *jit) {
 	if (!jit)
 		return;
@@ -193,6 +287,7 @@ void f8_host_jit_destroy(f8_host_jit *jit) {
 		if (error)
 			LLVMConsumeError(error);
 	}
+	f8_free(jit->capture.bytes);
 	f8_free(jit->entries);
 	f8_free(jit->names);
 	f8_free(jit->text);

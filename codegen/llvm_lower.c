@@ -872,7 +872,7 @@ f8_status f8_llvm_optimize(LLVMModuleRef module, LLVMTargetMachineRef machine, f
 	if (status)
 		return status;
 	LLVMPassBuilderOptionsRef options = LLVMCreatePassBuilderOptions();
-	LLVMErrorRef error = LLVMRunPasses(module, "default<O2>", machine, options);
+	LLVMErrorRef error = LLVMRunPasses(module, F8_LLVM_PIPELINE, machine, options);
 	LLVMDisposePassBuilderOptions(options);
 	if (!error)
 		return F8_OK;

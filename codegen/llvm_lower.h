@@ -87,8 +87,11 @@ const char *f8_llvm_target_name(f8_llvm_target target);
 f8_status f8_llvm_lower(LLVMModuleRef module, const f8_kernel *kernel, f8_llvm_target target,
 			f8_launch_geometry *geometry, f8_diag *diag);
 
+/* The optimizer's pipeline, in LLVM's pass-pipeline text (codegen/kernel_cache.h keys on it). */
+#define F8_LLVM_PIPELINE "default<O2>"
+
 /*
- * Verifies `module` and runs LLVM's "default<O2>" pipeline on it for `machine` (NULL: no
+ * Verifies `module` and runs LLVM's F8_LLVM_PIPELINE on it for `machine` (NULL: no
  * target-specific information). No fast-math and no contraction come in: the passes only
  * keep what the IR allows. F8_ERR_INVALID with LLVM's message when the module does not verify
  * or the passes fail.

@@ -303,6 +303,10 @@ static f8_status infer(const infer_request *request, f8_diag *diag) {
 							       !f8_cpu_backend_has_generated()
 						       ? F8_CPU_KERNELS_REFERENCE
 						       : F8_CPU_KERNELS_GENERATED, &backend, diag);
+	char folder[4096];
+	if (!status)
+		status = f8_cpu_backend_cache_kernels(
+			backend, f8_tool_kernel_cache(folder, sizeof folder), diag);
 	if (!status)
 		status = f8_executor_create(graph, symbol_values, backend, &executor, diag);
 	if (!status)

@@ -13,6 +13,8 @@ packages=(
   libprotobuf-c-dev protobuf-c-compiler libjansson-dev
   # codegen: LLVM-C for NVPTX and host kernels; clang for the fuzz targets
   llvm-19-dev clang-19 libclang-rt-19-dev
+  # codegen's cache of compiled host kernels keys its entries by XXH3
+  libxxhash-dev
   # runtime: reference BLAS and MPI for the CPU backend
   libopenblas-dev libopenmpi-dev openmpi-bin
   # tests: the Python references need python3 and pip (see below); f8c report's page is

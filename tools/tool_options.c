@@ -5,8 +5,9 @@
 
 #include <errno.h>  // errno
 #include <math.h>   // isfinite
-#include <stdlib.h> // strtoll, strtod
-#include <string.h> // strchr
+#include <stdio.h>  // snprintf
+#include <stdlib.h> // strtoll, strtod, getenv
+#include <string.h> // strchr, strcmp
 
 bool f8_tool_parse_dim_binding(char *text, f8_dim_binding *out) {
 	char *equals = strchr(text, '=');
@@ -42,4 +43,20 @@ bool f8_tool_option_named(const char *option, const char *name) {
 	while (*option && (*option == *name || (*option == '-' && *name == '_')))
 		option++, name++;
 	return !*option && !*name;
+}
+
+const char *f8_tool_kernel_cache(char *buffer, size_t size) {
+	const char *named = getenv("F8C_KERNEL_CACHE"), *base = getenv("XDG_CACHE_HOME");
+	int length;
+	if (named && !strcmp(named, "off"))
+		return NULL;
+	if (named && *named)
+		length = snprintf(buffer, size, "%s", named);
+	else if (base && *base == '/') // the XDG rule: a relative one is ignored
+		length = snprintf(buffer, size, "%s/f8c/kernels", base);
+	else if ((base = getenv("HOME")) && *base)
+		length = snprintf(buffer, size, "%s/.cache/f8c/kernels", base);
+	else
+		return NULL;
+	return length > 0 && (size_t)length < size ? buffer : NULL;
 }

@@ -523,6 +523,18 @@ const f8_tool_fp8_args *f8_tool_train_args_fp8(const f8_tool_train_args *args) {
 	return &args->fp8;
 }
 
+/* The CPU backend of this rank, keeping its compiled kernels in the user's cache folder
+ * (f8_tool_kernel_cache). */
+static f8_status cpu_backend(f8_tool_train_args *args, f8_diag *diag) {
+	f8_status status = f8_cpu_backend_create_distributed(args->kernels, args->dist,
+							     &args->backend, diag);
+	char folder[4096];
+	if (!status)
+		status = f8_cpu_backend_cache_kernels(
+			args->backend, f8_tool_kernel_cache(folder, sizeof folder), diag);
+	return status;
+}
+
 /* The CUDA backend for the run's plan: the plan folder's, or MODEL's step compiled into a
  * plan here (its kernels as PTX: the GPU runs a plan, never a graph alone). */
 static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
@@ -573,9 +585,7 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	if (!status && !args->dist) // the ranks of the step's mesh, from the launcher
 		status = f8_dist_create(&args->launch, args->config.graph->mesh, &args->dist, diag);
 	if (!status && !args->backend)
-		status = args->cuda ? cuda_backend(args, diag)
-				    : f8_cpu_backend_create_distributed(args->kernels, args->dist,
-									&args->backend, diag);
+		status = args->cuda ? cuda_backend(args, diag) : cpu_backend(args, diag);
 	args->config.backend = args->backend;
 	args->config.dist = args->dist;
 	return status;

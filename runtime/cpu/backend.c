@@ -43,6 +43,7 @@ typedef struct cpu_backend {
 #ifndef F8C_NO_LLVM
 	f8_cpu_generated *generated;  // compiled by the first group run through it
 #endif
+	char *kernel_cache;           // the compiled kernels' folder, or NULL: none
 	// Scratch for one node's operands, sized by the largest arity in the graph (a GlobalNorm
 	// reads every parameter's gradient: hundreds for a large model).
 	f8_rt_tensor *inputs, *outputs, *temporary;
@@ -612,7 +613,8 @@ static f8_status run_group(f8_backend *backend, uint32_t group, const f8_tensor_
 #else
 	f8_status status = F8_OK;
 	if (!cpu->generated &&
-	    (status = f8_cpu_generated_create(cpu->graph, &cpu->generated, diag)))
+	    (status = f8_cpu_generated_create(cpu->graph, cpu->kernel_cache, &cpu->generated,
+					      diag)))
 		return status;
 	return f8_cpu_generated_run(cpu->generated, group, views, cpu->symbol_values, diag);
 #endif
@@ -626,6 +628,7 @@ static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 static void destroy(f8_backend *backend) {
 	cpu_backend *cpu = cpu_of(backend);
 	release_prepared(cpu);
+	f8_free(cpu->kernel_cache);
 	f8_free(cpu);
 }
 
@@ -677,6 +680,16 @@ f8_status f8_cpu_backend_create_distributed(f8_cpu_kernels kernels, f8_dist *dis
 
 void f8_cpu_backend_use(f8_backend *backend, f8_cpu_kernels kernels) {
 	cpu_of(backend)->kernels = kernels;
+}
+
+f8_status f8_cpu_backend_cache_kernels(f8_backend *backend, const char *folder, f8_diag *diag) {
+	cpu_backend *cpu = cpu_of(backend);
+	char *copy = NULL;
+	if (folder && !(copy = f8_strdup(folder)))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_free(cpu->kernel_cache);
+	cpu->kernel_cache = copy;
+	return F8_OK;
 }
 
 bool f8_cpu_backend_is(const f8_backend *backend) {

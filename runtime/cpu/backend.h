@@ -45,6 +45,11 @@ f8_status f8_cpu_backend_create_distributed(f8_cpu_kernels kernels, f8_dist *dis
 /* Switches how the groups run from the next run on; `backend` must be a CPU backend. */
 void f8_cpu_backend_use(f8_backend *backend, f8_cpu_kernels kernels);
 
+/* Keeps the generated kernels compiled in `folder` between runs (codegen/kernel_cache.h;
+ * NULL: compiled every time, the default); the folder is copied. Takes effect where the kernels
+ * are next compiled: call it before the first run. F8_ERR_NOMEM when the copy fails. */
+f8_status f8_cpu_backend_cache_kernels(f8_backend *backend, const char *folder, f8_diag *diag);
+
 /* True when `backend` is a CPU backend. */
 bool f8_cpu_backend_is(const f8_backend *backend);
 

@@ -138,8 +138,8 @@ static f8_status bind_groups(f8_cpu_generated *generated, f8_diag *diag) {
 	return F8_OK;
 }
 
-f8_status f8_cpu_generated_create(const f8_graph *graph, f8_cpu_generated **out,
-				  f8_diag *diag) {
+f8_status f8_cpu_generated_create(const f8_graph *graph, const char *cache_folder,
+				  f8_cpu_generated **out, f8_diag *diag) {
 	*out = NULL;
 	f8_cpu_generated *generated = f8_calloc(1, sizeof *generated);
 	if (!generated)
@@ -148,7 +148,8 @@ f8_status f8_cpu_generated_create(const f8_graph *graph, f8_cpu_generated **out,
 	f8_status status = f8_codegen_program_create(graph, &generated->program, diag);
 	if (!status)
 		status = f8_host_jit_create((const f8_kernel *const *)generated->program->kernels,
-					    generated->program->n_kernels, &generated->jit, diag);
+					    generated->program->n_kernels, cache_folder,
+					    &generated->jit, diag);
 	if (!status)
 		status = bind_groups(generated, diag);
 	uint32_t most = 1;

@@ -18,10 +18,11 @@
 typedef struct f8_cpu_generated f8_cpu_generated;
 
 /* Lowers and compiles every group of `graph` (fused, types inferred; it must outlive the
- * result). *out is the caller's (f8_cpu_generated_destroy); NULL on failure, with the
- * diagnostic of the group that could not be lowered or compiled. */
-f8_status f8_cpu_generated_create(const f8_graph *graph, f8_cpu_generated **out,
-				  f8_diag *diag);
+ * result), through the cache of compiled kernels in `cache_folder` (NULL: none;
+ * codegen/kernel_cache.h). *out is the caller's (f8_cpu_generated_destroy); NULL on failure,
+ * with the diagnostic of the group that could not be lowered or compiled. */
+f8_status f8_cpu_generated_create(const f8_graph *graph, const char *cache_folder,
+				  f8_cpu_generated **out, f8_diag *diag);
 
 void f8_cpu_generated_destroy(f8_cpu_generated *generated);
 

@@ -67,7 +67,7 @@ static bool one_node_create(one_node *t, const char *text, f8_kernel_family fami
 	if (!t->graph)
 		return false;
 	f8_diag diag = {0};
-	f8_status status = f8_cpu_generated_create(t->graph, &t->generated, &diag);
+	f8_status status = f8_cpu_generated_create(t->graph, NULL, &t->generated, &diag);
 	if (status) {
 		f8_diag_print(&diag, stdout);
 		CHECK(status == F8_OK);

@@ -771,7 +771,7 @@ static void check_refusals(void) {
 		f8_diag diag;
 		f8_diag_clear(&diag);
 		f8_host_jit *refused = NULL;
-		CHECK(f8_host_jit_create(kernels, 1, &refused, &diag) == F8_ERR_UNSUPPORTED);
+		CHECK(f8_host_jit_create(kernels, 1, NULL, &refused, &diag) == F8_ERR_UNSUPPORTED);
 		CHECK(refused == NULL && strstr(diag.message, "kernel refused") != NULL);
 		char *ptx = NULL;
 		f8_launch_geometry geometry;
@@ -789,7 +789,7 @@ static void check_allocation_failure(const f8_kernel *const *kernels) {
 		f8_diag diag;
 		f8_host_jit *failing = NULL;
 		test_fail_allocations_after(n);
-		f8_status status = f8_host_jit_create(kernels, 1, &failing, &diag);
+		f8_status status = f8_host_jit_create(kernels, 1, NULL, &failing, &diag);
 		test_allocations_restore();
 		jit_clean &= status == F8_OK || (status == F8_ERR_NOMEM && failing == NULL);
 		f8_host_jit_destroy(failing);
@@ -1128,7 +1128,7 @@ int main(int argc, char **argv) {
 	f8_diag_clear(&diag);
 	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	f8_status status = f8_host_jit_create(all, N_KERNELS, &jit, &diag);
+	f8_status status = f8_host_jit_create(all, N_KERNELS, NULL, &jit, &diag);
 	printf("host JIT of %d kernels: %.3f s\n", N_KERNELS, seconds_since(&start));
 	if (status)
 		f8_diag_print(&diag, stdout);

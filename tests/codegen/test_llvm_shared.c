@@ -335,7 +335,7 @@ int main(int argc, char **argv) {
 	if (!kernels[0] || !kernels[1])
 		return test_finish();
 	f8_diag diag = {0};
-	if (f8_host_jit_create(kernels, 2, &jit, &diag)) {
+	if (f8_host_jit_create(kernels, 2, NULL, &jit, &diag)) {
 		f8_diag_print(&diag, stdout);
 		CHECK(false);
 		return test_finish();

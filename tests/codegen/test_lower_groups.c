@@ -456,7 +456,7 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 static void check_groups(const f8_graph *graph, const int64_t *symbols) {
 	f8_cpu_generated *generated = NULL;
 	f8_diag diag = {0};
-	f8_status status = f8_cpu_generated_create(graph, &generated, &diag);
+	f8_status status = f8_cpu_generated_create(graph, NULL, &generated, &diag);
 	if (status) {
 		f8_diag_print(&diag, stdout);
 		CHECK(status == F8_OK);
@@ -1093,7 +1093,7 @@ static void check_data_error(const char *title, const char *text, f8_kernel_fami
 	for (uint32_t i = 0; !status && i < graph->n_order; i++)
 		graph->nodes[graph->order[i]].group = group;
 	if (!status)
-		status = f8_cpu_generated_create(graph, &generated, &diag);
+		status = f8_cpu_generated_create(graph, NULL, &generated, &diag);
 	CHECK(status == F8_OK);
 	int64_t symbols[4] = {6, 1, 1, 1}; // 6 rows or positions
 	f8_rt_tensor *tensors = f8_calloc(graph ? graph->n_values : 1, sizeof *tensors);
@@ -1136,7 +1136,7 @@ static void adamw_exact(const char *title, const char *text, int64_t steps) {
 		return;
 	f8_diag diag = {0};
 	f8_cpu_generated *generated = NULL;
-	f8_status status = f8_cpu_generated_create(graph, &generated, &diag);
+	f8_status status = f8_cpu_generated_create(graph, NULL, &generated, &diag);
 	CHECK(status == F8_OK);
 	if (status) {
 		f8_diag_print(&diag, stdout);

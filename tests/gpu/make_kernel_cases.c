@@ -908,7 +908,7 @@ static void compile_model(model *m, const char *path, const f8_dim_binding *dims
 	if (f8_frontend_load(path, &options, &m->graph, &diag) ||
 	    f8_pipeline_run_with(m->graph, NULL, true, &compile_options, NULL, &diag) ||
 	    f8_codegen_program_create(m->graph, &m->program, &diag) ||
-	    (check && f8_cpu_generated_create(m->graph, &m->generated, &diag)))
+	    (check && f8_cpu_generated_create(m->graph, NULL, &m->generated, &diag)))
 		fail(m->label, &diag);
 	name_kernels(m);
 }
@@ -926,7 +926,7 @@ static void compile_text(model *m, const struct odd_group *odd) {
 	for (uint32_t i = 0; i < m->graph->n_order; i++)
 		m->graph->nodes[m->graph->order[i]].group = group;
 	if (f8_codegen_program_create(m->graph, &m->program, &diag) ||
-	    f8_cpu_generated_create(m->graph, &m->generated, &diag))
+	    f8_cpu_generated_create(m->graph, NULL, &m->generated, &diag))
 		fail(m->label, &diag);
 	name_kernels(m);
 }
