@@ -53,6 +53,32 @@ static f8_status settle(f8_nccl *nccl, ncclComm_t comm, ncclResult_t result, con
 	return result == ncclSuccess ? F8_OK : failed(nccl, comm, result, call, axes, diag);
 }
 
+/*
+ * A non-blocking ncclCommSplit to its end. NCCL writes the new communicator into *made only when
+ * the split is complete, from its own thread (2.28's init.cc: "*newcomm should be
+ * NCCL_COMM_NULL until comm split fully complete"), so until then there is no communicator to
+ * poll: the parent's asynchronous error is watched while the pointer is awaited, then the new
+ * communicator's own state is settled. An H100 run of 2026-12-07 found the pointer still NULL
+ * right after the call.
+ */
+static f8_status split_made(f8_nccl *nccl, ncclComm_t *made, ncclResult_t result, uint32_t axes,
+			    f8_diag *diag) {
+	volatile ncclComm_t *pointer = made;
+	if (result != ncclSuccess && result != ncclInProgress)
+		return failed(nccl, nccl->world, result, "ncclCommSplit", axes, diag);
+	f8_dist_waiting(nccl->dist, "ncclCommSplit", axes);
+	while (!*pointer) {
+		ncclResult_t state = ncclSuccess;
+		ncclResult_t asked = f8_cuda_api.ncclCommGetAsyncError(nccl->world, &state);
+		result = asked != ncclSuccess ? asked : state;
+		if (result != ncclSuccess && result != ncclInProgress)
+			return failed(nccl, nccl->world, result, "ncclCommSplit", axes, diag);
+		sched_yield();
+	}
+	f8_dist_waiting(nccl->dist, NULL, 0);
+	return settle(nccl, *made, ncclInProgress, "ncclCommSplit", axes, diag);
+}
+
 static ncclConfig_t config_of(void) {
 	ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
 	int version = 0;
@@ -122,12 +148,7 @@ f8_status f8_nccl_create(f8_dist *dist, uint32_t groups, f8_nccl **out, f8_diag 
 		ncclResult_t result = f8_cuda_api.ncclCommSplit(
 			nccl->world, (int)f8_dist_group_index(dist, axes),
 			(int)f8_dist_group_rank(dist, axes), &nccl->groups[axes], &config);
-		status = nccl->groups[axes]
-				 ? settle(nccl, nccl->groups[axes], result, "ncclCommSplit", axes, diag)
-				 : settle(nccl, nccl->world, result, "ncclCommSplit", axes, diag);
-		if (!status && !nccl->groups[axes])
-			status = f8_diag_set(diag, F8_ERR_IO, "ncclCommSplit made no communicator "
-					     "for group %u", axes);
+		status = split_made(nccl, &nccl->groups[axes], result, axes, diag);
 	}
 	if (status) {
 		nccl->failed = true;
