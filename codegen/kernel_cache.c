@@ -64,7 +64,8 @@ static bool make_folders(const char *folder) {
 		if (*at != '/' && !last)
 			continue;
 		*at = '\0';
-		if (mkdir(path, 0755) && errno != EEXIST)
+		// Made for its user alone, as the XDG rule has a cache: an entry is code that runs.
+		if (mkdir(path, 0700) && errno != EEXIST)
 			return false;
 		if (last)
 			break;

@@ -1,15 +1,20 @@
 """FP8 against BF16 over a long run, on real text no one here wrote (issue 15's convergence
 check), on the GPU machine (tools/gpu_checks.sh, section `convergence`).
 
-  convergence.py F8C TEXT_ROOT OUT PLAN...
+  convergence.py F8C TEXT_ROOT OUT [--seeds N] PLAN...
       The text: every .py file under TEXT_ROOT (the Python standard library of the machine,
-      without site-packages), in sorted order, one byte a token (f8c tokenize). Each PLAN (one per precision, the same
-      model, schedule and seed) trains for the iterations its name's last part gives
-      (PLAN-1000: 1000) on the GPU, evaluating every 100 iterations; the metrics go to
-      OUT/<plan>.jsonl. Then, against the first plan: the mean training loss over the last 50
-      iterations and the final eval loss, and their relative differences, into OUT/summary.json
-      and on stdout. Exit 1 when a run fails, a loss is not finite, or a final loss is more than
-      LIMIT away from the first plan's.
+      without site-packages), in sorted order, one byte a token (f8c tokenize). Each PLAN (one
+      per precision, the same model and schedule) trains for the iterations its name's last
+      part gives (PLAN-1000: 1000) on the GPU, evaluating every 100 iterations, once per seed
+      (1234, 1235, ...: N of them, default 1), with --deterministic (cuDNN's deterministic
+      engines; f8c's own kernels sum in a fixed order), so that a run is repeatable and two
+      runs of one plan differ by their seed alone; the metrics go to OUT/<plan>-s<seed>.jsonl.
+      Then, per plan, the mean over its seeds of the mean training loss over the last 50
+      iterations and of the final eval loss, and their relative differences from the first
+      plan's, into OUT/summary.json and on stdout, with the spread between seeds (how far one
+      seed's run lies from the other's: the noise the limit must be read against). Exit 1 when
+      a run fails, a loss is not finite, or a plan's mean final loss is more than LIMIT away
+      from the first plan's.
 """
 import json
 import math
@@ -40,13 +45,13 @@ def make_tokens(f8c, root, out):
     return tokens, len(files), size
 
 
-def train(f8c, plan, tokens, out):
+def train(f8c, plan, tokens, out, seed):
     name = os.path.basename(plan.rstrip("/"))
     iterations = int(name.rsplit("-", 1)[1])
-    metrics = os.path.join(out, name + ".jsonl")
+    metrics = os.path.join(out, f"{name}-s{seed}.jsonl")
     command = [f8c, "train", plan, "--data", tokens, "--train-iters", str(iterations),
                "--eval-interval", "100", "--eval-iters", "20", "--log-interval", "1",
-               "--metrics", metrics, "--seed", "1234",
+               "--metrics", metrics, "--seed", str(seed), "--deterministic",
                # F8C_CONVERGENCE_DEVICE=cpu: to try the script where there is no GPU.
                "--device", os.environ.get("F8C_CONVERGENCE_DEVICE", "cuda")]
     print("$", " ".join(command), flush=True)
@@ -66,26 +71,42 @@ def train(f8c, plan, tokens, out):
 
 
 def main():
-    f8c, root, out, *plans = sys.argv[1:]
+    f8c, root, out, *rest = sys.argv[1:]
+    seeds = 1
+    if rest[:1] == ["--seeds"]:
+        seeds, rest = int(rest[1]), rest[2:]
+    plans = rest
     os.makedirs(out, exist_ok=True)
     tokens, n_files, size = make_tokens(f8c, root, out)
-    summary = {"text": f"{n_files} .py files under {root}, {size} bytes", "runs": {}}
+    summary = {"text": f"{n_files} .py files under {root}, {size} bytes",
+               "seeds": [1234 + i for i in range(seeds)], "runs": {}}
+    keys = ("final_train_loss", "final_eval_loss")
     for plan in plans:
-        name, result = train(f8c, plan, tokens, out)
-        summary["runs"][name] = result
+        results = []
+        for seed in summary["seeds"]:
+            name, result = train(f8c, plan, tokens, out, seed)
+            results.append(result)
+        run = {"seeds": results}
+        for key in keys:
+            values = [r[key] for r in results]
+            run[key] = sum(values) / len(values)
+            run[key.replace("final", "seed_spread")] = (max(values) - min(values)) / run[key]
+        summary["runs"][name] = run
     names = list(summary["runs"])
     base = summary["runs"][names[0]]
     failed = False
     for name in names:
         run = summary["runs"][name]
-        for key in ("final_train_loss", "final_eval_loss"):
+        for key in keys:
             value = run[key]
             difference = (value - base[key]) / base[key]
             run[key.replace("final", "relative")] = difference
-            bad = not math.isfinite(value) or abs(difference) > LIMIT
+            bad = not all(math.isfinite(r[key]) for r in run["seeds"]) or abs(difference) > LIMIT
             failed |= bad
+            spread = run[key.replace("final", "seed_spread")]
             print(f"{'FAIL' if bad else 'ok'} {name} {key} {value:.5f} "
-                  f"({difference:+.3%} against {names[0]})")
+                  f"({difference:+.3%} against {names[0]}; its {seeds} seeds "
+                  f"{spread:.3%} apart)")
     os.remove(tokens)
     json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
     print(json.dumps(summary, indent=1))

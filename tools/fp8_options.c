@@ -59,11 +59,11 @@ static const option table[OPTION_COUNT] = {
 		    "tensorwise; block is its blockwise (1x128 activations and gradients, 128x128 "
 		    "weights); both Megatron names are taken too; mxfp8 needs --target sm_100"},
 	[HISTORY_LEN] = {"fp8-amax-history-len", "N",
-			 "delayed scaling's amax window (default 1024, TransformerEngine's "
-			 "DelayedScaling default; Megatron-LM's is 1, which follows every spike)"},
+			 "delayed scaling's amax window (default 1, Megatron-LM's; "
+			 "TransformerEngine's DelayedScaling default is 1024)"},
 	[AMAX_ALGO] = {"fp8-amax-compute-algo", "max|most_recent",
-		       "the history's max or its newest entry (default max, TransformerEngine's; "
-		       "Megatron-LM's is most_recent, which goes with its history of 1)"},
+		       "the history's max or its newest entry (default most_recent, Megatron-LM's; "
+		       "TransformerEngine's is max)"},
 	[MARGIN] = {"fp8-margin", "N", "scale = fp8_max / amax / 2^N (default 0, as Megatron-LM)"},
 	[WGRAD] = {"fp8-wgrad", NULL, "the weight-gradient GEMMs in FP8 (the default)"},
 	[NO_WGRAD] = {"no-fp8-wgrad", NULL, "the weight-gradient GEMMs in high precision"},

@@ -33,7 +33,10 @@ ITERS = 16
 # A step-time breakdown measured on an H200 (f8c train --device cuda --profile, 2026-12-04):
 # the CPU runs here record none.
 PROFILE = os.path.join(ROOT, "tools", "gpu_results", "2026-12-04", "profile-gpt-tiny-fp8.json")
-FP8 = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"]
+# A history longer than the run (TransformerEngine's, not f8c's default of Megatron-LM's 1), so
+# that the checkpoint's amax history holds every iteration for its chart.
+FP8 = ["--fp8-format", "hybrid", "--fp8-recipe", "delayed", "--fp8-amax-history-len", "1024",
+       "--fp8-amax-compute-algo", "max"]
 
 
 def run(args, timeout=600):
