@@ -639,6 +639,8 @@ static f8_status emit_cast(f8_lower *lw, f8_node_id id, const f8_node *node, f8_
 		if (lw->amax[a].value != amax_output(node))
 			continue;
 		f8_kir_id magnitude = EMIT(lw, ABS, x, NONE, NONE);
+		if (lw->amax[a].nan_to_inf)
+			magnitude = f8_lower_nan_to_inf(lw, magnitude);
 		lw->amax[a].element = lw->mask == NONE
 			? magnitude : EMIT(lw, SELECT, lw->mask, magnitude, f8_lower_constant(lw, 0));
 	}
@@ -649,7 +651,7 @@ static f8_status emit_cast(f8_lower *lw, f8_node_id id, const f8_node *node, f8_
 /* One member at the current element: its outputs into registers, stored where they leave. */
 f8_status f8_lower_emit_member(f8_lower *lw, f8_node_id id) {
 	const f8_node *node = &lw->graph->nodes[id];
-	if (f8_lower_is_amax_guard(lw, node)) // combined with its amax (emit_epilogue)
+	if (f8_lower_is_amax_guard(lw, node)) // its amax's, emit_cast's, made NaN as +inf
 		return F8_OK;
 	f8_status status = F8_OK;
 	f8_kir_id in[3] = {NONE, NONE, NONE};
@@ -706,13 +708,10 @@ static f8_status emit_top(f8_lower *lw) {
 /* After the grid loop: the amaxes combined across blocks, the casts' scale_invs. */
 static f8_status emit_epilogue(f8_lower *lw) {
 	f8_status status = F8_OK;
-	for (uint32_t a = 0; !status && a < lw->n_amax; a++) {
-		f8_kir_id amax = lw->amax[a].grid_result;
+	for (uint32_t a = 0; !status && a < lw->n_amax; a++)
 		status = f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_MAX, lw->amax[a].param,
-				       f8_kir_const_i64(lw->kernel, 0),
-				       lw->amax[a].nan_to_inf ? f8_lower_nan_to_inf(lw, amax) : amax,
+				       f8_kir_const_i64(lw->kernel, 0), lw->amax[a].grid_result,
 				       lw->diag);
-	}
 	uint32_t cast = 0;
 	for (uint32_t m = 0; !status && m < lw->n_members; m++) {
 		const f8_node *node = &lw->graph->nodes[lw->members[m]];

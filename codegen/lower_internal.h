@@ -212,10 +212,13 @@ bool f8_lower_is_cast(const f8_node *node);
  * An amax's guard: a member NanToInf of an amax another member computes (a cast's or an
  * Amax's), which the shard pass puts before the amax's max over ranks and the fuse pass in the
  * amax's kernel (passes/fuse.c guards_amax). The kernel makes the guard's output, not the
- * amax: the same combination with each block's maximum made +inf where it is NaN first, since
- * NaN -> +inf of a max is the max of the NaN -> +inf of its terms (NaN tops every |x| as +inf
- * does). f8_lower_amax_guard: the member guarding `amax`, or F8_NONE; f8_lower_is_amax_guard:
- * whether member `node` is one; f8_lower_nan_to_inf: `v` with a NaN made +inf.
+ * amax: the same maximum of each element's |x| made +inf where it is NaN (a select an element,
+ * in a kernel that reads memory), since NaN -> +inf of a max is the max of the NaN -> +inf of
+ * its terms (a NaN tops every |x| as +inf does); Amax's store kernel makes the stored value's
+ * NaN +inf. (Not the block's maximum before the atomic: the GPU has it only per block, and the
+ * kernel IR takes nothing computed from it.) f8_lower_amax_guard: the member guarding `amax`,
+ * or F8_NONE; f8_lower_is_amax_guard: whether member `node` is one; f8_lower_nan_to_inf: `v`
+ * with a NaN made +inf.
  */
 f8_node_id f8_lower_amax_guard(const f8_lower *lw, f8_value_id amax);
 bool f8_lower_is_amax_guard(const f8_lower *lw, const f8_node *node);

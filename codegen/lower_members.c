@@ -183,6 +183,8 @@ f8_status f8_lower_cast_store(f8_lower *lw, f8_lower_cast *cast, f8_kir_id x, f8
 		status = f8_kir_store(lw->kernel, cast->codes_t, index_t, scaled, lw->diag);
 	if (cast->amax != F8_NONE) {
 		f8_kir_id magnitude = EMIT(lw, ABS, x, NONE, NONE);
+		if (cast->amax_nan_to_inf)
+			magnitude = f8_lower_nan_to_inf(lw, magnitude);
 		cast->element_amax = cast->element_amax == NONE
 			? magnitude : EMIT(lw, MAX, cast->element_amax, magnitude, NONE);
 	}
@@ -194,9 +196,7 @@ f8_status f8_lower_cast_epilogue(f8_lower *lw, f8_lower_cast *cast) {
 	f8_status status = F8_OK;
 	if (cast->amax != F8_NONE)
 		status = f8_kir_atomic(lw->kernel, F8_KIR_COMBINE_MAX, cast->amax, zero,
-				       cast->amax_nan_to_inf ? f8_lower_nan_to_inf(lw, cast->grid_amax)
-							     : cast->grid_amax,
-				       lw->diag);
+				       cast->grid_amax, lw->diag);
 	f8_kir_id inverse = EMIT(lw, DIV, f8_lower_constant(lw, 1), cast->scale_value, NONE);
 	if (!status && cast->scale_inv != F8_NONE)
 		status = f8_kir_store(lw->kernel, cast->scale_inv, zero, inverse, lw->diag);

@@ -274,10 +274,10 @@ static f8_value_id amax_of(const f8_node *node) {
 }
 
 /* Whether `node` is a NanToInf of an amax that the kernel of index `kernel` computes, the one
- * reader of the amax: the shard pass's, before the amax's max over ranks. Codegen makes the
- * NaN +inf as the kernel combines its amax (the same value), so that it costs no launch; it
- * does for a cast at a given scale (codegen/lower.c, lower_norm_grad.c, lower_swiglu.c) and an
- * Amax alone (lower_amax.c). */
+ * reader of the amax: the shard pass's, before the amax's max over ranks. Codegen makes each
+ * |x| +inf where NaN as the kernel maxes them (the same value), so that it costs no launch; it
+ * does for a cast at a given scale (codegen/lower.c, lower_norm_grad.c, lower_swiglu.c) and for
+ * an Amax alone, whose store kernel makes its NaN +inf (lower_amax.c). */
 static bool guards_amax(const fuser *f, uint32_t kernel, const f8_node *node) {
 	const f8_graph *graph = f->graph;
 	if (node->op != F8_OP_NAN_TO_INF || node->n_inputs != 1)

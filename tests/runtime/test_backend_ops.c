@@ -156,6 +156,11 @@ static const op_case cases[] = {
 	 "%y, %mask = Dropout(%x) {ratio=0.3}\noutput %y, %mask\n"},
 	{.title = "IsNaN of a Log of both signs", IN("x", "f32[6, 35]")
 	 "%l = Log(%x)\n%y = IsNaN(%l)\noutput %y\n"},
+	// The shard pass's guard of an amax before its max over ranks: each NaN +inf.
+	{.title = "NanToInf of a Log of both signs", IN("x", "f32[6, 35]")
+	 "%l = Log(%x)\n%y = NanToInf(%l)\noutput %y\n"},
+	{.title = "NanToInf bf16 of a Log of both signs", IN("x", "bf16[6, 35]")
+	 "%l = Log(%x)\n%y = NanToInf(%l)\noutput %y\n"},
 	// Comparisons on small integers, so that ties are common; logic on random bools.
 	{.title = "Equal",
 	 IN("a", "f32[6, 35]") IN("b", "f32[35]") "%y = Equal(%a, %b)\noutput %y\n",
