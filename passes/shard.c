@@ -1102,7 +1102,8 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				"made after the gather\n", n_fp8_gathers);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
-				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);
+				"one AllReduce per table and phase, each amax's NaN made +inf first "
+				"(NanToInf: the max drops a NaN)\n", n_amaxes, n_tables, amax_group);
 		bool amax_apart = amax & ~(1u << F8_MESH_AXIS_EP);
 		f8_mesh_group_name(amax & ~(1u << F8_MESH_AXIS_EP), experts_group,
 				   sizeof experts_group);
