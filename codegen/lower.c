@@ -11,6 +11,7 @@
  */
 #include "codegen/lower.h" // f8_codegen_lower_group, f8_kernel_arg
 
+#include <math.h>   // INFINITY
 #include <stdarg.h> // va_list
 #include <stdio.h>  // snprintf, vsnprintf
 #include <string.h> // strcmp
@@ -145,6 +146,7 @@ static bool elementwise_op_lowers(f8_op op) {
 	case F8_OP_MAX:
 	case F8_OP_MIN:
 	case F8_OP_RELU:
+	case F8_OP_NAN_TO_INF:
 	case F8_OP_IDENTITY:
 	case F8_OP_WHERE:
 	case F8_OP_CAST:
@@ -350,15 +352,19 @@ static f8_status add_params(f8_lower *lw, f8_lowered_group *out, bool tiled) {
 				status = add_partial_sum(lw, out, tiled, output);
 				continue;
 			}
-			bool combined = output == amax_output(node);
+			// An amax's guard's output is the amax it guards, combined with its NaN
+			// as +inf (f8_lower_amax_guard).
+			bool guard = f8_lower_is_amax_guard(lw, node);
+			bool combined = output == amax_output(node) || guard;
 			status = f8_lower_add_buffer(lw, output,
 					    combined ? F8_KERNEL_PARAM_ACCUMULATE : F8_KERNEL_PARAM_OUT);
-			if (!status && output == amax_output(node)) {
+			if (!status && combined) {
 				if (lw->n_amax == F8_LOWER_MAX_AMAX)
 					return f8_lower_fail(lw, lw->members[m], "more than %d amaxes",
 							  F8_LOWER_MAX_AMAX);
 				lw->amax[lw->n_amax++] = (f8_lower_amax){
-					.value = output, .param = lw->kernel->n_params - 1,
+					.value = guard ? node->inputs[0] : output,
+					.param = lw->kernel->n_params - 1, .nan_to_inf = guard,
 					.element = NONE, .row_result = NONE, .grid_result = NONE};
 			}
 		}
@@ -515,6 +521,10 @@ f8_kir_id f8_lower_constant(f8_lower *lw, double value) {
 	return f8_kir_const_f32(lw->kernel, value);
 }
 
+f8_kir_id f8_lower_nan_to_inf(f8_lower *lw, f8_kir_id v) {
+	return EMIT(lw, SELECT, EMIT(lw, IS_NAN, v, NONE, NONE), f8_lower_constant(lw, INFINITY), v);
+}
+
 /* 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
  * x^3))), as the reference kernel computes them. */
 static f8_kir_id gelu(f8_lower *lw, f8_kir_id x, bool tanh_form) {
@@ -591,6 +601,7 @@ static f8_kir_id elementwise(f8_lower *lw, const f8_node *node, const f8_kir_id 
 				      EMIT(lw, IS_NAN, in[0], NONE, NONE), NONE);
 		return EMIT(lw, SELECT, keep, in[0], f8_lower_constant(lw, 0));
 	}
+	case F8_OP_NAN_TO_INF: return f8_lower_nan_to_inf(lw, in[0]);
 	case F8_OP_IDENTITY: return in[0];
 	case F8_OP_CAST: // of a float: f32 already; of an integer or bool: converted
 		if (in[0] != NONE && lw->kernel->insts[in[0]].type != F8_KIR_TYPE_F32)
@@ -628,6 +639,8 @@ static f8_status emit_cast(f8_lower *lw, f8_node_id id, const f8_node *node, f8_
 		if (lw->amax[a].value != amax_output(node))
 			continue;
 		f8_kir_id magnitude = EMIT(lw, ABS, x, NONE, NONE);
+		if (lw->amax[a].nan_to_inf)
+			magnitude = f8_lower_nan_to_inf(lw, magnitude);
 		lw->amax[a].element = lw->mask == NONE
 			? magnitude : EMIT(lw, SELECT, lw->mask, magnitude, f8_lower_constant(lw, 0));
 	}
@@ -638,6 +651,8 @@ static f8_status emit_cast(f8_lower *lw, f8_node_id id, const f8_node *node, f8_
 /* One member at the current element: its outputs into registers, stored where they leave. */
 f8_status f8_lower_emit_member(f8_lower *lw, f8_node_id id) {
 	const f8_node *node = &lw->graph->nodes[id];
+	if (f8_lower_is_amax_guard(lw, node)) // its amax's, emit_cast's, made NaN as +inf
+		return F8_OK;
 	f8_status status = F8_OK;
 	f8_kir_id in[3] = {NONE, NONE, NONE};
 	for (uint32_t i = 0; i < node->n_inputs && i < 3; i++) {

@@ -12,7 +12,9 @@
  *     a float sum the atomics' order changes nothing (codegen.deterministic allows them), and
  *     the GPU's atomic max on bit patterns puts NaN above every |x|;
  *   NAME_store: the scratch's value into the output, a NaN as f8_amax's NaN (0x7fc00000), which
- *     the max kept with whatever payload the input's NaN had.
+ *     the max kept with whatever payload the input's NaN had; into its guard's output instead
+ *     (a NanToInf the fuse pass put in the kernel, before the amax's max over ranks), a NaN
+ *     as +inf.
  * Chunks rather than the rows of x, so that a 1-D or short-rowed tensor still spreads over the
  * blocks; the grid is sized by the element count over CHUNK (f8_kernel grid_divisor), symbolic
  * counts included.
@@ -73,10 +75,10 @@ bool f8_lower_amax_lowers(const f8_graph *graph, const f8_node *node) {
 
 /* A builder of group `group`'s kernel named after it with `suffix`. */
 static f8_status begin(f8_lower *lw, const f8_graph *graph, uint32_t group, f8_node_id *members,
-		       const char *suffix, f8_diag *diag) {
+		       uint32_t n_members, const char *suffix, f8_diag *diag) {
 	char name[80];
 	snprintf(name, sizeof name, "%s%s", graph->groups[group].name, suffix);
-	return f8_lower_begin(lw, graph, group, members, 1, name, diag);
+	return f8_lower_begin(lw, graph, group, members, n_members, name, diag);
 }
 
 /* NAME_amax: max |x| over the chunks, into scratch `found` by an atomic max. */
@@ -84,7 +86,7 @@ static f8_status amax_kernel(const f8_graph *graph, uint32_t group, f8_node_id *
 			     f8_dim numel, uint32_t found, f8_lowered_group *out, f8_diag *diag) {
 	const f8_node *node = &graph->nodes[members[0]];
 	f8_lower lw;
-	f8_status status = begin(&lw, graph, group, members, "_amax", diag);
+	f8_status status = begin(&lw, graph, group, members, 1, "_amax", diag);
 	if (status)
 		return status;
 	uint32_t x, into, p_numel;
@@ -125,29 +127,38 @@ static f8_status amax_kernel(const f8_graph *graph, uint32_t group, f8_node_id *
 	return f8_lower_end(&lw, status, out);
 }
 
-/* NAME_store: scratch `found` into the Amax's output, its NaN made f8_amax's. */
+/* NAME_store: scratch `found` into the Amax's output, its NaN made f8_amax's, and into its
+ * guard's output (a member NanToInf: f8_lower_amax_guard), its NaN made +inf. */
 static f8_status store_kernel(const f8_graph *graph, uint32_t group, f8_node_id *members,
-			      uint32_t found, f8_lowered_group *out, f8_diag *diag) {
+			      uint32_t n_members, uint32_t found, f8_lowered_group *out,
+			      f8_diag *diag) {
 	const f8_node *node = &graph->nodes[members[0]];
 	f8_lower lw;
-	f8_status status = begin(&lw, graph, group, members, "_store", diag);
+	f8_status status = begin(&lw, graph, group, members, n_members, "_store", diag);
 	if (status)
 		return status;
-	uint32_t from, to;
+	f8_node_id guard = f8_lower_amax_guard(&lw, node->outputs[0]);
+	uint32_t from, to, guarded = F8_NONE;
 	status = f8_lower_add_scratch_param(&lw, out, found, F8_KERNEL_PARAM_IN, &from);
 	if (!status)
 		status = f8_lower_bind_output(&lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &to);
+	if (!status && guard != F8_NONE)
+		status = f8_lower_bind_output(&lw, graph->nodes[guard].outputs[0],
+					      F8_KERNEL_PARAM_OUT, &guarded);
 	f8_kir_id r;
 	if (!status) {
 		lw.kernel->n_grid_sizes = 0;
 		status = f8_kir_begin_grid_loop(lw.kernel, i64(&lw, 1), &r, diag);
 	}
+	f8_kir_id zero = i64(&lw, 0), amax = status ? NONE : f8_kir_load(lw.kernel, from, zero);
 	if (!status && to != F8_NONE) {
-		f8_kir_id zero = i64(&lw, 0), amax = f8_kir_load(lw.kernel, from, zero);
 		f8_kir_id nan = EMIT(&lw, FROM_BITS, i64(&lw, 0x7fc00000), NONE, NONE);
-		amax = EMIT(&lw, SELECT, EMIT(&lw, IS_NAN, amax, NONE, NONE), nan, amax);
-		status = f8_kir_store(lw.kernel, to, zero, amax, diag);
+		status = f8_kir_store(lw.kernel, to, zero,
+				      EMIT(&lw, SELECT, EMIT(&lw, IS_NAN, amax, NONE, NONE), nan, amax),
+				      diag);
 	}
+	if (!status && guarded != F8_NONE)
+		status = f8_kir_store(lw.kernel, guarded, zero, f8_lower_nan_to_inf(&lw, amax), diag);
 	if (!status)
 		status = f8_kir_end_loop(lw.kernel, NULL, 0, diag);
 	return f8_lower_end(&lw, status, out);
@@ -155,7 +166,7 @@ static f8_status store_kernel(const f8_graph *graph, uint32_t group, f8_node_id 
 
 f8_status f8_lower_amax_group(const f8_graph *graph, uint32_t group, f8_node_id *members,
 			      uint32_t n_members, f8_lowered_group *out, f8_diag *diag) {
-	(void)n_members; // a lone node
+	// The Amax, and its guard where the fuse pass put one in (f8_lower_amax_guard).
 	const f8_node *node = &graph->nodes[members[0]];
 	f8_dim numel;
 	if (!f8_shape_numel(&graph->values[node->inputs[0]].type.shape, &numel)) {
@@ -169,7 +180,7 @@ f8_status f8_lower_amax_group(const f8_graph *graph, uint32_t group, f8_node_id 
 	if (!status)
 		status = amax_kernel(graph, group, members, numel, found, out, diag);
 	if (!status)
-		status = store_kernel(graph, group, members, found, out, diag);
+		status = store_kernel(graph, group, members, n_members, found, out, diag);
 	return status;
 }
 

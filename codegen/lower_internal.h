@@ -26,6 +26,7 @@ typedef struct f8_lower_reg {
 typedef struct f8_lower_amax {
 	f8_value_id value;
 	uint32_t param;
+	bool nan_to_inf;       // param is a guard's output (f8_lower_amax_guard): NaN combined as +inf
 	f8_kir_id element;     // this element's |x|, set while the member is emitted
 	f8_kir_id row_result;  // norm groups: the block loop's result
 	f8_kir_id grid_result; // the grid loop's result
@@ -208,10 +209,33 @@ f8_status f8_lower_bind_output(f8_lower *lw, f8_value_id value, f8_kernel_param_
 bool f8_lower_is_cast(const f8_node *node);
 
 /*
+ * An amax's guard: a member NanToInf of an amax another member computes (a cast's or an
+ * Amax's), which the shard pass puts before the amax's max over ranks and the fuse pass in the
+ * amax's kernel (passes/fuse.c guards_amax). The kernel makes the guard's output, not the
+ * amax: the same maximum of each element's |x| made +inf where it is NaN (a select an element,
+ * in a kernel that reads memory), since NaN -> +inf of a max is the max of the NaN -> +inf of
+ * its terms (a NaN tops every |x| as +inf does); Amax's store kernel makes the stored value's
+ * NaN +inf. (Not the block's maximum before the atomic: the GPU has it only per block, and the
+ * kernel IR takes nothing computed from it.) f8_lower_amax_guard: the member guarding `amax`,
+ * or F8_NONE; f8_lower_is_amax_guard: whether member `node` is one; f8_lower_nan_to_inf: `v`
+ * with a NaN made +inf.
+ */
+f8_node_id f8_lower_amax_guard(const f8_lower *lw, f8_value_id amax);
+bool f8_lower_is_amax_guard(const f8_lower *lw, const f8_node *node);
+f8_kir_id f8_lower_nan_to_inf(f8_lower *lw, f8_kir_id v);
+/* The casts among members [first, n_members), in order, into casts[] (F8_LOWER_MAX_AMAX of
+ * them at most) and *n, their amaxes' guards passed over; F8_ERR_UNSUPPORTED naming the member
+ * for any other member or one cast too many, `what` saying what the kernel holds ("the norm's
+ * gradient and its casts of dx"). */
+f8_status f8_lower_cast_members(f8_lower *lw, uint32_t first, f8_node_id *casts, uint32_t *n,
+				const char *what);
+
+/*
  * A cast member (Quantize or CastTranspose with a given per-tensor scale: a scalar, or `slot`
  * of a table) of a kernel that computes the value it casts. Its parameters: the scale (IN),
  * the codes and the transposed codes (OUT), the scale_invs (OUT), the amax (ACCUMULATE), each
- * F8_NONE where the output does not leave the group. While the kernel is built: the scale
+ * F8_NONE where the output does not leave the group (the amax's guard's output in its place where
+ * a member guards it). While the kernel is built: the scale
  * (loaded at the top level), the amax's accumulators' results (a block loop's per row, the
  * grid loop's), and the current iteration's |x| (the max over the values it stored).
  */
@@ -219,6 +243,7 @@ typedef struct f8_lower_cast {
 	const f8_node *node;
 	uint32_t scale, slot; // the slot: a size parameter (f8_lower_cast_slot)
 	uint32_t codes, codes_t, scale_inv, scale_inv_t, amax;
+	bool amax_nan_to_inf; // amax is its guard's output (f8_lower_amax_guard)
 	f8_kir_id scale_value;
 	f8_kir_id row_amax, grid_amax;
 	f8_kir_id element_amax; // NONE at the start of each iteration

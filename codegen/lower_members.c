@@ -58,6 +58,51 @@ bool f8_lower_is_cast(const f8_node *node) {
 	return node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
 }
 
+/* The amax `node` makes (a cast's or an Amax's), or F8_NONE. */
+static f8_value_id amax_made_by(const f8_node *node) {
+	if (node->op == F8_OP_QUANTIZE)
+		return node->n_outputs > 2 ? node->outputs[2] : F8_NONE;
+	if (node->op == F8_OP_CAST_TRANSPOSE)
+		return node->n_outputs > 4 ? node->outputs[4] : F8_NONE;
+	return node->op == F8_OP_AMAX ? node->outputs[0] : F8_NONE;
+}
+
+bool f8_lower_is_amax_guard(const f8_lower *lw, const f8_node *node) {
+	if (node->op != F8_OP_NAN_TO_INF || node->inputs[0] == F8_NONE)
+		return false;
+	f8_node_id producer = lw->graph->values[node->inputs[0]].producer;
+	for (uint32_t m = 0; producer != F8_NONE && m < lw->n_members; m++)
+		if (lw->members[m] == producer)
+			return amax_made_by(&lw->graph->nodes[producer]) == node->inputs[0];
+	return false;
+}
+
+f8_node_id f8_lower_amax_guard(const f8_lower *lw, f8_value_id amax) {
+	for (uint32_t m = 0; amax != F8_NONE && m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		if (node->inputs[0] == amax && f8_lower_is_amax_guard(lw, node))
+			return lw->members[m];
+	}
+	return F8_NONE;
+}
+
+f8_status f8_lower_cast_members(f8_lower *lw, uint32_t first, f8_node_id *casts, uint32_t *n,
+				const char *what) {
+	*n = 0;
+	for (uint32_t m = first; m < lw->n_members; m++) {
+		const f8_node *node = &lw->graph->nodes[lw->members[m]];
+		if (f8_lower_is_amax_guard(lw, node))
+			continue;
+		if (!f8_lower_is_cast(node) || *n == F8_LOWER_MAX_AMAX)
+			return f8_lower_fail(lw, lw->members[m], "a %s kernel holds %s (at most %d), "
+					     "and their amaxes' guards", f8_kernel_family_name(
+						     lw->graph->groups[lw->group].family),
+					     what, F8_LOWER_MAX_AMAX);
+		casts[(*n)++] = lw->members[m];
+	}
+	return F8_OK;
+}
+
 f8_status f8_lower_cast_inputs(f8_lower *lw, f8_lower_cast *cast, const f8_node *node) {
 	*cast = (f8_lower_cast){.node = node, .codes = F8_NONE, .codes_t = F8_NONE,
 				.scale_inv = F8_NONE, .scale_inv_t = F8_NONE, .amax = F8_NONE,
@@ -85,6 +130,14 @@ f8_status f8_lower_cast_outputs(f8_lower *lw, f8_lower_cast *cast) {
 		status = f8_lower_bind_output(lw, scale_inv_t, F8_KERNEL_PARAM_OUT, &cast->scale_inv_t);
 	if (!status)
 		status = f8_lower_bind_output(lw, amax, F8_KERNEL_PARAM_ACCUMULATE, &cast->amax);
+	f8_node_id guard = f8_lower_amax_guard(lw, amax);
+	if (!status && guard != F8_NONE && cast->amax != F8_NONE) // one accumulator per cast
+		return f8_lower_fail(lw, guard, "the amax it guards is read outside the kernel too");
+	if (!status && guard != F8_NONE) {
+		status = f8_lower_bind_output(lw, lw->graph->nodes[guard].outputs[0],
+					      F8_KERNEL_PARAM_ACCUMULATE, &cast->amax);
+		cast->amax_nan_to_inf = true;
+	}
 	return status;
 }
 
@@ -130,6 +183,8 @@ f8_status f8_lower_cast_store(f8_lower *lw, f8_lower_cast *cast, f8_kir_id x, f8
 		status = f8_kir_store(lw->kernel, cast->codes_t, index_t, scaled, lw->diag);
 	if (cast->amax != F8_NONE) {
 		f8_kir_id magnitude = EMIT(lw, ABS, x, NONE, NONE);
+		if (cast->amax_nan_to_inf)
+			magnitude = f8_lower_nan_to_inf(lw, magnitude);
 		cast->element_amax = cast->element_amax == NONE
 			? magnitude : EMIT(lw, MAX, cast->element_amax, magnitude, NONE);
 	}

@@ -41,6 +41,7 @@ typedef struct norm_grad {
 	bool layer;                            // LayerNormGrad, else RMSNormGrad
 	f8_dtype x_dtype, dx_dtype;
 	f8_lower_cast casts[F8_LOWER_MAX_AMAX];
+	f8_node_id cast_members[F8_LOWER_MAX_AMAX]; // the casts' nodes (their guards passed over)
 	uint32_t n_casts;
 	uint32_t dy, x, gamma;                 // IN
 	uint32_t dx, dgamma, dbeta;            // OUT; dgamma's, dbeta's partials (OUT); F8_NONE
@@ -85,7 +86,7 @@ static f8_status bind(norm_grad *ng, const f8_lowered_group *out, const f8_dim *
 	if (!status)
 		status = f8_lower_bind_input(lw, node->inputs[2], &ng->gamma);
 	for (uint32_t c = 0; !status && c < ng->n_casts; c++)
-		status = f8_lower_cast_inputs(lw, &ng->casts[c], &lw->graph->nodes[lw->members[c + 1]]);
+		status = f8_lower_cast_inputs(lw, &ng->casts[c], &lw->graph->nodes[ng->cast_members[c]]);
 	if (!status)
 		status = f8_lower_bind_output(lw, node->outputs[0], F8_KERNEL_PARAM_OUT, &ng->dx);
 	uint32_t *sums[2] = {&ng->dgamma, &ng->dbeta};
@@ -308,12 +309,8 @@ f8_status f8_lower_norm_grad(const f8_graph *graph, uint32_t group, f8_node_id *
 					  graph->groups[group].name, diag);
 	if (status)
 		return status;
-	ng.n_casts = n_members - 1;
-	for (uint32_t m = 1; !status && m < n_members; m++)
-		if (!f8_lower_is_cast(&graph->nodes[members[m]]) || m > F8_LOWER_MAX_AMAX)
-			status = f8_lower_fail(lw, members[m], "a norm_grad kernel holds the norm's "
-					       "gradient and at most %d casts of dx",
-					       F8_LOWER_MAX_AMAX);
+	status = f8_lower_cast_members(lw, 1, ng.cast_members, &ng.n_casts,
+				       "the norm's gradient and its casts of dx");
 	const f8_shape *x = &graph->values[ng.node->inputs[1]].type.shape;
 	f8_dim rows = f8_dim_const(1), cols = x->dims[x->rank - 1];
 	for (int d = 0; !status && d + 1 < x->rank; d++)

@@ -24,6 +24,7 @@ typedef struct swiglu {
 	bool grad, packed;
 	f8_lower_cast casts[F8_LOWER_MAX_AMAX];
 	uint32_t cast_of[F8_LOWER_MAX_AMAX]; // the output of the node each cast reads
+	f8_node_id cast_members[F8_LOWER_MAX_AMAX]; // the casts' nodes (their guards passed over)
 	uint32_t n_casts;
 	uint32_t dy, x, up;                  // IN: dy (grad only), x, up (F8_NONE when packed)
 	uint32_t made[2];                    // OUT: y, or dx / dgate and dup; F8_NONE if unread
@@ -74,7 +75,7 @@ static f8_status bind(swiglu *s, f8_dim rows, f8_dim n, uint32_t *p_rows, uint32
 	if (!status && up != F8_NONE)
 		status = f8_lower_bind_input(lw, up, &s->up);
 	for (uint32_t c = 0; !status && c < s->n_casts; c++)
-		status = f8_lower_cast_inputs(lw, &s->casts[c], &lw->graph->nodes[lw->members[c + 1]]);
+		status = f8_lower_cast_inputs(lw, &s->casts[c], &lw->graph->nodes[s->cast_members[c]]);
 	s->made[1] = F8_NONE;
 	for (uint32_t o = 0; !status && o < node->n_outputs; o++) {
 		s->made_dtype[o] = lw->graph->values[node->outputs[o]].type.dtype;
@@ -186,14 +187,13 @@ f8_status f8_lower_swiglu(const f8_graph *graph, uint32_t group, f8_node_id *mem
 					  graph->groups[group].name, diag);
 	if (status)
 		return status;
-	s.n_casts = n_members - 1;
-	for (uint32_t m = 1; !status && m < n_members; m++) {
-		const f8_node *member = &graph->nodes[members[m]];
-		s.cast_of[m - 1] = f8_lower_is_cast(member) ? output_read(s.node, member) : F8_NONE;
-		if (s.cast_of[m - 1] == F8_NONE || m > F8_LOWER_MAX_AMAX)
-			status = f8_lower_fail(lw, members[m], "a %s kernel holds the op and at most "
-					       "%d casts of what it makes", f8_op_name(s.node->op),
-					       F8_LOWER_MAX_AMAX);
+	status = f8_lower_cast_members(lw, 1, s.cast_members, &s.n_casts,
+				       "the op and its casts of what it makes");
+	for (uint32_t c = 0; !status && c < s.n_casts; c++) {
+		s.cast_of[c] = output_read(s.node, &graph->nodes[s.cast_members[c]]);
+		if (s.cast_of[c] == F8_NONE)
+			status = f8_lower_fail(lw, s.cast_members[c], "a %s kernel's casts read what "
+					       "it makes", f8_op_name(s.node->op));
 	}
 	// The rows and width of y (SwiGLU's output, SwiGLUGrad's dy).
 	const f8_shape *y = &graph->values[s.grad ? s.node->inputs[0] : s.node->outputs[0]].type.shape;

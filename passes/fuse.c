@@ -263,6 +263,35 @@ static bool refills_member_input(const fuser *f, const growing *k, const f8_node
 	return false;
 }
 
+/* The amax `node` makes: a cast's (Quantize's third output, CastTranspose's fifth) or an
+ * Amax's; F8_NONE for other ops. */
+static f8_value_id amax_of(const f8_node *node) {
+	if (node->op == F8_OP_QUANTIZE)
+		return node->n_outputs > 2 ? node->outputs[2] : F8_NONE;
+	if (node->op == F8_OP_CAST_TRANSPOSE)
+		return node->n_outputs > 4 ? node->outputs[4] : F8_NONE;
+	return node->op == F8_OP_AMAX ? node->outputs[0] : F8_NONE;
+}
+
+/* Whether `node` is a NanToInf of an amax that the kernel of index `kernel` computes, the one
+ * reader of the amax: the shard pass's, before the amax's max over ranks. Codegen makes each
+ * |x| +inf where NaN as the kernel maxes them (the same value), so that it costs no launch; it
+ * does for a cast at a given scale (codegen/lower.c, lower_norm_grad.c, lower_swiglu.c) and for
+ * an Amax alone, whose store kernel makes its NaN +inf (lower_amax.c). */
+static bool guards_amax(const fuser *f, uint32_t kernel, const f8_node *node) {
+	const f8_graph *graph = f->graph;
+	if (node->op != F8_OP_NAN_TO_INF || node->n_inputs != 1)
+		return false;
+	f8_value_id amax = node->inputs[0];
+	f8_node_id producer = amax == F8_NONE ? F8_NONE : graph->values[amax].producer;
+	if (producer == F8_NONE || f->group_of[producer] != kernel)
+		return false;
+	const f8_node *maker = &graph->nodes[producer];
+	bool given = is_cast(maker) && maker->n_inputs > 1 && maker->inputs[1] != F8_NONE;
+	return (given || maker->op == F8_OP_AMAX) && amax_of(maker) == amax && !f->kept[amax] &&
+	       f->first_use[amax + 1] - f->first_use[amax] == 1;
+}
+
 /* Whether kernel k's family admits `node`, which reads one of k's values (an optimizer kernel:
  * any node of its phase, see grow_optimizer). */
 static bool admits(const fuser *f, const growing *k, const f8_node *node) {
@@ -272,6 +301,8 @@ static bool admits(const fuser *f, const growing *k, const f8_node *node) {
 	// before its first code: it is a kernel of its own (codegen/lower_casts.c).
 	if (is_cast(node) && (node->n_inputs < 2 || node->inputs[1] == F8_NONE))
 		return false;
+	if (guards_amax(f, k->index, node))
+		return true;
 	switch (k->family) {
 	case F8_KERNEL_FAMILY_NORM:
 	case F8_KERNEL_FAMILY_NORM_GRAD: // the casts of dx
@@ -463,6 +494,21 @@ static const f8_node *member(const fuser *f, const planned *k, uint32_t i) {
 	return &f->graph->nodes[f->order[k->start + i]];
 }
 
+/* Whether member `node` of k is a NanToInf of an amax another member computes (guards_amax). */
+static bool is_guard(const fuser *f, const planned *k, const f8_node *node) {
+	f8_node_id producer = node->op == F8_OP_NAN_TO_INF && node->inputs[0] != F8_NONE
+				      ? f->graph->values[node->inputs[0]].producer : F8_NONE;
+	return producer != F8_NONE && f->group_of[producer] == (uint32_t)(k - f->kernels);
+}
+
+/* " (a NaN as +inf)" where a member of k guards an amax, else "". */
+static const char *guard_note(const fuser *f, const planned *k) {
+	for (uint32_t i = 0; i < k->n_members; i++)
+		if (is_guard(f, k, member(f, k, i)))
+			return " (a NaN as +inf)";
+	return "";
+}
+
 /* " with the E4M3 cast and transpose of <of> and its amax" for the casts among k's members
  * after the first (with a slot: the amax recorded for delayed scaling); false, having said
  * nothing, when there are none. */
@@ -481,7 +527,7 @@ static bool say_casts(phrase *out, const fuser *f, const planned *k, const char 
 	if (n == 1) {
 		say(out, " with the ");
 		say_cast(out, first);
-		say(out, " of %s%s", of, amax ? " and its amax" : "");
+		say(out, " of %s%s%s", of, amax ? " and its amax" : "", amax ? guard_note(f, k) : "");
 	} else if (n > 1) {
 		say(out, " with %u casts of %s (", n, of);
 		for (uint32_t i = 1, said = 0; i < k->n_members; i++)
@@ -489,7 +535,7 @@ static bool say_casts(phrase *out, const fuser *f, const planned *k, const char 
 				say(out, "%s", said++ ? ", " : "");
 				say_cast(out, member(f, k, i));
 			}
-		say(out, ")%s", amax ? " and their amaxes" : "");
+		say(out, ")%s%s", amax ? " and their amaxes" : "", amax ? guard_note(f, k) : "");
 	}
 	return n > 0;
 }
@@ -633,13 +679,13 @@ static void say_optimizer(phrase *out, const fuser *f, const planned *k) {
 static void say_elementwise(phrase *out, const fuser *f, const planned *k) {
 	uint32_t n_ops = 0;
 	for (uint32_t i = 0; i < k->n_members; i++)
-		n_ops += !is_cast(member(f, k, i));
+		n_ops += !is_cast(member(f, k, i)) && !is_guard(f, k, member(f, k, i));
 	if (n_ops == 1)
 		say(out, "one elementwise op (");
 	else
 		say(out, "%u elementwise ops (", n_ops);
 	for (uint32_t i = 0, said = 0; i < k->n_members; i++) {
-		if (is_cast(member(f, k, i)))
+		if (is_cast(member(f, k, i)) || is_guard(f, k, member(f, k, i)))
 			continue;
 		if (said == 8) {
 			say(out, ", ...");
@@ -679,8 +725,9 @@ static void say_lone_cast(phrase *out, const fuser *f, const planned *k) {
 	const char *copies = transposed ? "both copies" : "the FP8 copy";
 	if (cast->n_inputs > 1 && cast->inputs[1] != F8_NONE) {
 		bool bias = k->n_members > 1 && member(f, k, 1)->op == F8_OP_REDUCE_SUM;
-		say(out, ": %s%s", copies,
-		    f8_node_attr(cast, "slot") ? (bias ? ", the amax" : " and the amax") : "");
+		bool amax = f8_node_attr(cast, "slot") != NULL;
+		say(out, ": %s%s%s", copies, amax ? (bias ? ", the amax" : " and the amax") : "",
+		    amax ? guard_note(f, k) : "");
 		if (bias)
 			say(out, " and the bias gradient of %s", scope_of(graph, member(f, k, 1)));
 		say(out, " in one read");
@@ -730,9 +777,10 @@ static void say_reduce(phrase *out, const fuser *f, const planned *k) {
 	char in[160], made[160];
 	if (node->op == F8_OP_AMAX) {
 		say(out, "Amax of %s: max |x| of %s %s into %s %s by chunks of elements, their "
-		    "maxima combined by an atomic max (exact in any order), then stored",
+		    "maxima combined by an atomic max (exact in any order), then stored%s",
 		    scope_of(graph, node), from->name, f8_type_format(graph, &from->type, in, sizeof in),
-		    to->name, f8_type_format(graph, &to->type, made, sizeof made));
+		    to->name, f8_type_format(graph, &to->type, made, sizeof made),
+		    k->n_members > 1 ? ", a NaN as +inf" : "");
 		return;
 	}
 	say(out, "%s of %s: %s %s into %s %s, %s, in a fixed order (no atomics: the same result on "

@@ -876,10 +876,42 @@ static bool experts_amax(const f8_graph *graph, f8_value_id v) {
 	       f8_node_attr_int(&graph->nodes[producer], "grouped", 0);
 }
 
-/* FP8: each ScalingUpdate's amaxes max-reduced over the group of `axes` just before it, in one
- * AllReduce; the experts' over the same group without ep (the ranks of other experts hold
- * other tensors), in another (none when that is one rank). The tables' count and the amaxes'
- * (the others', the experts') into *n_tables, *n_amaxes and *n_experts. */
+/*
+ * Amax `v` with each NaN made +inf, in *guarded: a NanToInf of its producer's phase and scope,
+ * standing just after the producer (where the fuse pass puts it in the producer's kernel), or
+ * at program position *before, in phase `phase`, for an amax nothing makes. *before moves down
+ * with the nodes it passes. The max over ranks that follows (MPI's MAX, NCCL's fmaxf) drops a
+ * NaN where +inf survives it, so that one rank's NaN amax is every rank's non-finite amax.
+ */
+static f8_status guard_amax(f8_graph *graph, f8_value_id v, f8_phase phase, uint32_t *before,
+			    f8_value_id *guarded, f8_diag *diag) {
+	const char *name = f8_arena_concat(graph->arena, graph->values[v].name, ".nan_as_inf");
+	f8_node_id guard;
+	f8_status status = name ? f8_graph_add_node(graph, F8_OP_NAN_TO_INF, &v, 1, 1, &name,
+						    &guard, diag)
+				: nomem(diag);
+	if (status)
+		return status;
+	f8_node_id producer = graph->values[v].producer;
+	f8_node *node = &graph->nodes[guard];
+	node->phase = producer != F8_NONE ? graph->nodes[producer].phase : phase;
+	node->scope = producer != F8_NONE ? graph->nodes[producer].scope : "fp8";
+	*guarded = node->outputs[0];
+	graph->values[*guarded].type = graph->values[v].type;
+	uint32_t at = *before;
+	for (uint32_t q = 0; producer != F8_NONE && q < *before; q++)
+		if (graph->order[q] == producer)
+			at = q + 1;
+	place_before(graph, guard, at);
+	(*before)++;
+	return F8_OK;
+}
+
+/* FP8: each ScalingUpdate's amaxes, each NaN made +inf (guard_amax), max-reduced over the group
+ * of `axes` just before it, in one AllReduce; the experts' over the same group without ep (the
+ * ranks of other experts hold other tensors), in another (none when that is one rank). The
+ * tables' count and the amaxes' (the others', the experts') into *n_tables, *n_amaxes and
+ * *n_experts. */
 static f8_status reduce_amaxes(f8_graph *graph, uint32_t axes, uint32_t *n_tables,
 			       uint32_t *n_amaxes, uint32_t *n_experts, f8_diag *diag) {
 	*n_tables = *n_amaxes = *n_experts = 0;
@@ -902,20 +934,26 @@ static f8_status reduce_amaxes(f8_graph *graph, uint32_t axes, uint32_t *n_table
 			char name[32];
 			const char *group = f8_arena_strdup(graph->arena,
 							    f8_mesh_group_name(over, name, sizeof name));
+			f8_phase phase = node->phase;
+			f8_value_id *guarded = k && over ? f8_calloc(k, sizeof *guarded) : NULL;
+			if (k && over && (!group || !guarded))
+				status = nomem(diag);
+			for (uint32_t j = 0; !status && guarded && j < k; j++)
+				status = guard_amax(graph, amaxes[j], phase, &p, &guarded[j], diag);
 			f8_node_id all_reduce = F8_NONE;
-			if (k && over)
-				status = !group ? nomem(diag)
-						: add_all_reduce(graph, amaxes, k, group, "max",
-								 node->phase, "fp8", ".reduced",
-								 &all_reduce, diag);
+			if (!status && guarded)
+				status = add_all_reduce(graph, guarded, k, group, "max", phase, "fp8",
+							".reduced", &all_reduce, diag);
 			for (uint32_t j = 0; !status && all_reduce != F8_NONE && j < k; j++) {
 				node = &graph->nodes[update];
 				mark_partial(graph, amaxes[j], over, F8_REDUCTION_MAX);
+				mark_partial(graph, guarded[j], over, F8_REDUCTION_MAX);
 				for (uint32_t i = 0; i < n; i++)
 					if (node->inputs[3 + i] == amaxes[j])
 						node->inputs[3 + i] =
 							graph->nodes[all_reduce].outputs[j];
 			}
+			f8_free(guarded);
 			for (uint32_t j = 0; j < k; j++) // a slot each, a grouped cast's f32[k] k
 				*(experts ? n_experts : n_amaxes) += (uint32_t)f8_memory_type_bytes(
 					&graph->values[amaxes[j]].type) / sizeof(float);
@@ -1064,7 +1102,8 @@ f8_status f8_pass_shard_run(f8_graph *graph, const f8_parallel_options *options,
 				"made after the gather\n", n_fp8_gathers);
 		if (n_tables)
 			fprintf(report, "shard: the %u amaxes of %u scaling tables max-reduced over %s, "
-				"one AllReduce per table and phase\n", n_amaxes, n_tables, amax_group);
+				"one AllReduce per table and phase, each amax's NaN made +inf first "
+				"(NanToInf: the max drops a NaN)\n", n_amaxes, n_tables, amax_group);
 		bool amax_apart = amax & ~(1u << F8_MESH_AXIS_EP);
 		f8_mesh_group_name(amax & ~(1u << F8_MESH_AXIS_EP), experts_group,
 				   sizeof experts_group);

@@ -8,8 +8,11 @@
  *
  *   delayed   the shard is cast at the table's scale, the same on every rank; its amax (the
  *             shard's) is then max-reduced over tp with the table's others by the shard pass.
- *   current   the shard's amax is max-reduced over tp first (Amax, AllReduce) and the scale
- *             found from it (ScaleFromAmax), so every rank casts at the whole tensor's scale.
+ *   current   the shard's amax is max-reduced over tp first (Amax, NanToInf, AllReduce) and
+ *             the scale found from it (ScaleFromAmax), so every rank casts at the whole
+ *             tensor's scale; the NaN of a shard's amax made +inf first, because the max over
+ *             ranks drops a NaN where +inf survives it: one rank's NaN amax gives every rank
+ *             the scale of a non-finite amax, the same bits.
  *
  * Either way the codes and scales are those of the cast after the gather, bit for bit. The new
  * nodes run in the cast's phase; the high-precision gather goes.
@@ -23,9 +26,9 @@
 #include "ir/verify.h" // f8_node_infer_types
 
 /* What a rewrite adds around the cast, in program order: before it (current scaling's amax,
- * its reduction, the scale), after it (the gather, the rows, their transpose, the scale_inv's
- * copy). */
-enum { BEFORE = 3, AFTER = 4 };
+ * its NaN made +inf, its reduction, the scale), after it (the gather, the rows, their
+ * transpose, the scale_inv's copy). */
+enum { BEFORE = 4, AFTER = 4 };
 
 typedef struct gatherer {
 	f8_graph *graph;
@@ -142,11 +145,14 @@ static f8_status rewrite(gatherer *g, f8_node_id id, f8_node_id id_gather) {
 		status = add(g, F8_OP_AMAX, shard, NULL, 0, &cast, F8_NONE, name, ".shard_amax",
 			     &ahead[0]);
 		if (!status)
-			status = add(g, F8_OP_ALL_REDUCE, graph->nodes[ahead[0]].outputs[0], max, 2,
-				     &cast, F8_NONE, name, ".amax", &ahead[1]);
+			status = add(g, F8_OP_NAN_TO_INF, graph->nodes[ahead[0]].outputs[0], NULL, 0,
+				     &cast, F8_NONE, name, ".shard_amax.nan_as_inf", &ahead[1]);
 		if (!status)
-			status = add(g, F8_OP_SCALE_FROM_AMAX, graph->nodes[ahead[1]].outputs[0],
-				     scaling, 2, &cast, F8_NONE, name, ".scale", &ahead[2]);
+			status = add(g, F8_OP_ALL_REDUCE, graph->nodes[ahead[1]].outputs[0], max, 2,
+				     &cast, F8_NONE, name, ".amax", &ahead[2]);
+		if (!status)
+			status = add(g, F8_OP_SCALE_FROM_AMAX, graph->nodes[ahead[2]].outputs[0],
+				     scaling, 2, &cast, F8_NONE, name, ".scale", &ahead[3]);
 	}
 	f8_value_id *inputs = status ? NULL : f8_arena_alloc(graph->arena, 2 * sizeof *inputs);
 	f8_value_id *outputs = status ? NULL : f8_arena_alloc(graph->arena, 3 * sizeof *outputs);
@@ -157,7 +163,7 @@ static f8_status rewrite(gatherer *g, f8_node_id id, f8_node_id id_gather) {
 	// The cast: a Quantize of the shard (codes, scale_inv, amax) at the table's scale or the
 	// one found; its codes are the shard's, a fresh value the gather makes in their place.
 	inputs[0] = shard;
-	inputs[1] = given ? cast.inputs[1] : graph->nodes[ahead[2]].outputs[0];
+	inputs[1] = given ? cast.inputs[1] : graph->nodes[ahead[3]].outputs[0];
 	outputs[0] = codes, outputs[1] = scale_inv, outputs[2] = amax;
 	f8_node *quantize = &graph->nodes[id];
 	quantize->op = F8_OP_QUANTIZE;

@@ -5,7 +5,6 @@
 #include "runtime/cpu/backend.h" // f8_cpu_backend_create
 
 #include <stdint.h> // uintptr_t
-#include <math.h>   // isnan, INFINITY
 #include <string.h> // memcpy, memset, strcmp
 
 #include "ir/alloc.h"            // f8_malloc, f8_calloc, f8_free
@@ -444,32 +443,24 @@ static f8_status run_parts(cpu_backend *cpu, const f8_node *n, uint32_t axes,
 	return status;
 }
 
-/* NaNs in `count` floats of `dtype` at `data` made +inf: MPI's max drops a NaN, where an amax
- * reduced over ranks must stay non-finite if any rank's is (+inf is, to every reader of one). */
-static void nan_to_inf(void *data, size_t count, f8_dtype dtype) {
-	for (size_t i = 0; dtype == F8_DTYPE_F32 && i < count; i++)
-		if (isnan(((float *)data)[i]))
-			((float *)data)[i] = INFINITY;
-	for (size_t i = 0; dtype == F8_DTYPE_F64 && i < count; i++)
-		if (isnan(((double *)data)[i]))
-			((double *)data)[i] = INFINITY;
-}
-
-/* MPI's all-reduce of `view` in place (bf16 and f16 through an f32 copy, as widen says; a max
- * of floats with NaNs as +inf). */
+/*
+ * MPI's all-reduce of `view` in place (bf16 and f16 through an f32 copy, as widen says). A max
+ * is MPI's MAX as it is, which may drop a NaN, as NCCL's does on GPUs: the graph makes each
+ * amax's NaN +inf before its max over ranks (passes/shard.c guard_amax, the NanToInf nodes),
+ * so that one rank's NaN amax is every rank's +inf on both backends. The one other max over
+ * ranks the passes make, the vocabulary-parallel loss's row maxima (passes/training.c), needs
+ * no such care: a NaN logit makes its row's summed exponentials, all-reduced, NaN on every
+ * rank.
+ */
 static f8_status all_reduce_view(cpu_backend *cpu, uint32_t axes, const f8_tensor_view *view,
 				 f8_reduction reduction, f8_diag *diag) {
 	size_t count = (size_t)(view->n_bytes / f8_dtype_get_info(view->dtype)->bytes);
 	void *data = f8_cpu_view_data(view);
-	if (reduction == F8_REDUCTION_MAX)
-		nan_to_inf(data, count, view->dtype);
 	if (!narrow_dtype(view->dtype))
 		return f8_dist_all_reduce(cpu->dist, axes, data, count, view->dtype, reduction,
 					  diag);
 	f8_rt_tensor wide = {0};
 	f8_status status = widen(data, count, view->dtype, &wide, diag);
-	if (!status && reduction == F8_REDUCTION_MAX)
-		nan_to_inf(wide.data, count, F8_DTYPE_F32);
 	if (!status)
 		status = f8_dist_all_reduce(cpu->dist, axes, wide.data, count, F8_DTYPE_F32,
 					    reduction, diag);

@@ -4,7 +4,7 @@
  * without saturation), and the inference forms of Dropout and Identity. Values go through
  * double (kernel_util.h): loaded, computed, rounded once to the output's dtype.
  */
-#include <math.h>   // sqrt, exp, log, tanh, cos, sin, erf, pow, fabs, isnan, NAN
+#include <math.h>   // sqrt, exp, log, tanh, cos, sin, erf, pow, fabs, isnan, NAN, INFINITY
 #include <stdint.h> // int64_t, uint8_t, uint32_t
 #include <string.h> // memcpy, memset
 
@@ -44,6 +44,7 @@ static void unary_apply(f8_op op, double *v, int64_t n) {
 	UNARY(SIGMOID, sigmoid(x))
 	UNARY(RELU, x > 0.0 || isnan(x) ? x : 0.0)
 	UNARY(IS_NAN, isnan(x) ? 1.0 : 0.0)
+	UNARY(NAN_TO_INF, isnan(x) ? (double)INFINITY : x)
 	UNARY(NOT, x == 0.0 ? 1.0 : 0.0)
 #undef UNARY
 	default:
@@ -83,6 +84,7 @@ UNARY_KERNEL(ERF)
 UNARY_KERNEL(SIGMOID)
 UNARY_KERNEL(RELU)
 UNARY_KERNEL(IS_NAN)
+UNARY_KERNEL(NAN_TO_INF)
 UNARY_KERNEL(NOT)
 #undef UNARY_KERNEL
 

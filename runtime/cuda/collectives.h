@@ -3,7 +3,8 @@
  * what the CPU backend's MPI collectives do (runtime/cpu/backend.c), so that a plan runs alike
  * on both:
  *
- *   AllReduce        each input reduced (sum or max) into its output, one ncclAllReduce each;
+ *   AllReduce        each input reduced (sum or max) into its output, one ncclAllReduce each
+ *                    (a max drops a NaN: an amax's comes +inf from the graph, f8_nccl_all_reduce);
  *   AllGather        along axis 0 (each rank's part a contiguous run) one ncclAllGather; along
  *                    another axis, or in context parallelism's balanced chunks, gathered into a
  *                    staging buffer and each rank's part put in place by 2-D copies

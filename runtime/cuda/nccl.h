@@ -55,9 +55,11 @@ bool f8_nccl_has(const f8_nccl *nccl, uint32_t axes);
  * for a group without a communicator.
  *
  * all_reduce: `count` elements reduced in place or into `out` (sum or max) on every rank.
- * Where it differs from the CPU backend's MPI: NCCL's float max is fmaxf's, which drops a NaN
- * (the CPU makes NaNs +inf first, so that one rank's non-finite amax is every rank's), and it
- * sums bf16 and f16 in their dtype, rounding at each step (the CPU sums them in f32).
+ * NCCL's float max is fmaxf's, which drops a NaN, as MPI's MAX on the CPU may: the graph makes
+ * each amax's NaN +inf before its max over ranks (the shard pass's NanToInf nodes), so that one
+ * rank's NaN amax is every rank's +inf on both backends, and neither backend touches the data.
+ * Where it differs from the CPU backend's MPI: it sums bf16 and f16 in their dtype, rounding at
+ * each step (the CPU sums them in f32).
  * all_gather: each rank's `bytes` from `in` into `out`, the group's places in order.
  * reduce_scatter: `in` of the group's size times `count` summed over the group; this rank's
  * `count` (its place's) into `out`.

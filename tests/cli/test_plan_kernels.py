@@ -15,7 +15,8 @@ outside a kernel besides collectives (LocalShard included), GEMMs and attention:
 ScaleFromAmax the shard pass adds around the amax's AllReduce (codegen/lower_amax.c), the
 vocabulary-parallel Embedding and EmbeddingGrad (codegen/lower_embedding.c) and the loss's
 CrossEntropyShard, CrossEntropyMerge and their gradients (codegen/lower_cross_entropy_shard.c)
-are generated kernels.
+are generated kernels. gpt-tiny and llama-tiny under DP2, FP8 delayed scaling: the NanToInf the
+shard pass puts on each amax before its max over dp is in the kernel that computes the amax.
 
 usage: test_plan_kernels.py F8C_BINARY SOURCE_DIR
 """
@@ -130,6 +131,42 @@ try:
               ", ".join(f"{seen[op]} {op}" for op in vocabulary))
         check(not lacking, f"{title}: no node outside a kernel besides collectives, GEMMs "
               "and attention", "\n".join(lacking[:6]))
+    # Data parallelism under FP8 delayed scaling (gpt-tiny's LayerNorm, GeluGrad and
+    # LayerNormGrad kernels, llama-tiny's RMSNorm, SwiGLU and their gradients): each amax
+    # reaches its AllReduce {op="max"} over dp through the shard pass's NanToInf (MPI's and
+    # NCCL's max drop a NaN), which the fuse pass puts in the kernel that computes the amax, so
+    # that it costs no launch of its own.
+    VALUE = re.compile(r"%([\w.]+) :")
+    for stem in ("gpt-tiny", "llama-tiny"):
+        plan = os.path.join(work, stem + "-dp2-delayed")
+        result = subprocess.run(
+            [f8c, "compile", os.path.join(source, "models", stem + ".json"), "-o", plan,
+             "--world-size", "2", "--micro-batch-size", "2", "--global-batch-size", "4",
+             "--seq-length", "32", "--bf16", "--fp8-format", "hybrid"],
+            capture_output=True, text=True, timeout=300)
+        title = f"{stem} (DP2, FP8 delayed)"
+        check(result.returncode == 0, f"compile {title}", result.stdout + result.stderr)
+        if result.returncode:
+            continue
+        with open(os.path.join(plan, "plan.json")) as f:
+            graph = json.load(f)["graph"]
+        kernel_of, guards = {}, []
+        for line in graph.splitlines():
+            match = NODE.match(line)
+            if not match:
+                continue
+            kernel = re.search(r"\skernel=(k\d+)", line)
+            for value in VALUE.findall(line.split(" = ")[0]):
+                kernel_of[value] = kernel.group(1) if kernel else None
+            guard = re.search(r"=\s*NanToInf\(%([\w.]+)\)", line)
+            if guard:
+                guards.append((guard.group(1), kernel.group(1) if kernel else None))
+        apart = [f"{amax}: {kernel} against {kernel_of.get(amax)}" for amax, kernel in guards
+                 if kernel is None or kernel_of.get(amax) != kernel]
+        reduced = graph.count('op="max"')
+        check(guards and reduced and not apart,
+              f"{title}: {len(guards)} NanToInf before {reduced} max all-reduces, each in "
+              "the kernel of its amax", "\n".join(apart[:6]))
 finally:
     shutil.rmtree(work, ignore_errors=True)
 sys.exit(finish())

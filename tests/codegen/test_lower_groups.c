@@ -12,7 +12,8 @@
  * with delayed FP8 too). The vocabulary-parallel ops (Embedding and EmbeddingGrad of a shard,
  * CrossEntropyShard, CrossEntropyMerge and their gradients) from text graphs, each several
  * times with fresh starts, and their data errors. AdamW
- * is also checked bit for bit over many steps.
+ * is also checked bit for bit over many steps. The shard pass's NanToInf of an amax, in the kernel
+ * that computes the amax, with and without a NaN in the inputs.
  *
  * usage: test_lower_groups SOURCE_DIR
  */
@@ -135,6 +136,8 @@ static input_kind kind_of(const f8_node *node, uint32_t j) {
  * bools either way, AdamW's scalars as a training step has them (a step up to about 5000, where
  * the bias corrections still matter), the rest normal with a spread, so that casts both
  * saturate and underflow. */
+static bool plant_nan; // fill_random puts a NaN in each plain float input (guarded amaxes)
+
 static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, int64_t rows,
 			f8_rt_tensor *tensor) {
 	f8_role role = graph->values[id].role;
@@ -170,6 +173,10 @@ static void fill_random(const f8_graph *graph, f8_value_id id, input_kind kind, 
 			x = normal() * spread;
 		f8_rt_tensor_set(tensor, i, x);
 	}
+	bool plain = kind == INPUT_PLAIN && role != F8_ROLE_SCALE && role != F8_ROLE_AMAX_HISTORY &&
+		     f8_dtype_is_float(tensor->dtype);
+	if (plant_nan && plain && n > 0)
+		f8_rt_tensor_set(tensor, (int64_t)(uniform() * n), NAN);
 }
 
 /* The experts a MoE op's indices choose from: a RouterGrad's logits' columns, the experts
@@ -1458,6 +1465,127 @@ static void check_vocabulary_parallel(void) {
 			 "outside the vocabulary");
 }
 
+/* The shard pass's NanToInf on an amax before its max over ranks, fused into the kernel that
+ * computes the amax (passes/fuse.c guards_amax, codegen f8_lower_amax_guard): of a cast alone,
+ * of a norm's, of an elementwise chain's, of a GeluGrad's (tiled, with the bias gradient), of
+ * the norm_grad and SwiGLU kernels' and of an Amax alone; and NanToInf as an elementwise op of
+ * its own. */
+static const char guarded_cast[] =
+	"graph guarded_cast {\n"
+	"  input %x : f32[s, 48]\n"
+	"  scale %table : f32[4]\n"
+	"  %x8, %x8t, %si, %sit, %amax = CastTranspose(%x, %table) {to=e4m3, slot=3}\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  output %x8, %x8t, %si, %sit, %inf\n"
+	"}\n";
+
+static const char guarded_norm[] =
+	"graph guarded_norm {\n"
+	"  input %x : bf16[b, s, 72]\n"
+	"  input %gamma : bf16[72]\n"
+	"  scale %table : f32[2]\n"
+	"  %n, %rstd = RMSNorm(%x, %gamma) {epsilon=1e-06}\n"
+	"  %n8, %si, %amax = Quantize(%n, %table) {to=e4m3, slot=1}\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  output %n8, %si, %inf, %rstd\n"
+	"}\n";
+
+static const char guarded_chain[] =
+	"graph guarded_chain {\n"
+	"  input %x : f32[b, s, 40]\n"
+	"  input %bias : f32[40]\n"
+	"  scale %table : f32[2]\n"
+	"  %h = Add(%x, %bias)\n"
+	"  %a = Sigmoid(%h)\n"
+	"  %a8, %si, %amax = Quantize(%a, %table) {to=e4m3, slot=0}\n"
+	"  %h8, %hsi, %hamax = Quantize(%h, %table) {to=e4m3, slot=1}\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  %hinf = NanToInf(%hamax)\n"
+	"  output %a8, %si, %inf, %h8, %hsi, %hinf\n"
+	"}\n";
+
+static const char guarded_gelu_grad[] =
+	"graph guarded_gelu_grad {\n"
+	"  input %dy : f32[b, s, 64]\n"
+	"  input %h : f32[b, s, 64]\n"
+	"  scale %table : f32[2]\n"
+	"  %dh = GeluGrad(%dy, %h)\n"
+	"  %dh8, %dh8t, %si, %sit, %amax = CastTranspose(%dh, %table) {to=e5m2, slot=1}\n"
+	"  %dbias = ReduceSum(%dh) {axes=[0, 1], keepdims=0}\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  output %dh8, %dh8t, %si, %sit, %inf, %dbias\n"
+	"}\n";
+
+static const char guarded_norm_grad[] =
+	"graph guarded_norm_grad {\n"
+	"  input %dy : f32[b, s, 96]\n"
+	"  input %x : f32[b, s, 96]\n"
+	"  input %gamma : f32[96]\n"
+	"  input %mean : f32[b, s, 1]\n"
+	"  input %rstd : f32[b, s, 1]\n"
+	"  scale %table : f32[2]\n"
+	"  %dx, %dgamma, %dbeta = LayerNormGrad(%dy, %x, %gamma, %mean, %rstd) {epsilon=1e-05}\n"
+	"  %dx8, %dx8t, %si, %sit, %amax = CastTranspose(%dx, %table) {to=e5m2, slot=1}\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  output %dx8, %dx8t, %si, %sit, %inf, %dgamma, %dbeta\n"
+	"}\n";
+
+static const char guarded_swiglu[] =
+	"graph guarded_swiglu {\n"
+	"  input %x : f32[b, s, 160]\n"
+	"  scale %table : f32[2]\n"
+	"  %y = SwiGLU(%x)\n"
+	"  %y8, %y8t, %si, %sit, %amax = CastTranspose(%y, %table) {to=e4m3, slot=0}\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  output %y8, %y8t, %si, %sit, %inf\n"
+	"}\n";
+
+static const char guarded_amax[] =
+	"graph guarded_amax {\n"
+	"  input %x : bf16[b, s, 40]\n"
+	"  %amax = Amax(%x)\n"
+	"  %inf = NanToInf(%amax)\n"
+	"  output %inf\n"
+	"}\n";
+
+static const char nan_to_inf_alone[] =
+	"graph nan_to_inf_alone {\n"
+	"  input %x : bf16[s, 48]\n"
+	"  %y = NanToInf(%x)\n"
+	"  output %y\n"
+	"}\n";
+
+/* Each group with normal inputs (the guards change nothing) and with a NaN planted in each
+ * plain input (the guards' outputs +inf, as the reference's NanToInf makes the amax's NaN). */
+static void check_guarded_amaxes(void) {
+	static const struct {
+		const char *title, *text;
+		f8_kernel_family family;
+	} groups[] = {
+		{"CastTranspose + NanToInf of its amax", guarded_cast, F8_KERNEL_FAMILY_CAST},
+		{"RMSNorm (bf16) + Quantize + NanToInf of its amax", guarded_norm,
+		 F8_KERNEL_FAMILY_NORM},
+		{"Add, Sigmoid + two Quantizes + NanToInf of their amaxes", guarded_chain,
+		 F8_KERNEL_FAMILY_ELEMENTWISE},
+		{"GeluGrad + CastTranspose + dbias + NanToInf of its amax", guarded_gelu_grad,
+		 F8_KERNEL_FAMILY_ACTIVATION_GRAD},
+		{"LayerNormGrad + CastTranspose of dx + NanToInf of its amax", guarded_norm_grad,
+		 F8_KERNEL_FAMILY_NORM_GRAD},
+		{"SwiGLU (packed) + CastTranspose + NanToInf of its amax", guarded_swiglu,
+		 F8_KERNEL_FAMILY_ACTIVATION},
+		{"Amax (bf16) + NanToInf", guarded_amax, F8_KERNEL_FAMILY_REDUCE},
+		{"NanToInf alone (bf16)", nan_to_inf_alone, F8_KERNEL_FAMILY_ELEMENTWISE},
+	};
+	for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+		for (int run = 0; run < 4; run++) {
+			plant_nan = run % 2 == 1;
+			if (plant_nan)
+				printf("(a NaN in each input) ");
+			check_text_group(groups[i].title, groups[i].text, groups[i].family);
+		}
+	plant_nan = false;
+}
+
 static void check_softmax_family(void) {
 	check_text_group("Softmax over 40 keys, symbolic rows", softmax_rows,
 			 F8_KERNEL_FAMILY_SOFTMAX);
@@ -1478,6 +1606,7 @@ int main(int argc, char **argv) {
 	seed = fixed ? (unsigned)strtoul(fixed, NULL, 10) : (unsigned)time(NULL);
 	printf("seed %u (F8_TEST_SEED=%u repeats this run)\n", seed, seed);
 	check_text_group("elementwise chain, broadcast", chain, F8_KERNEL_FAMILY_ELEMENTWISE);
+	check_guarded_amaxes();
 	check_text_group("LayerNorm + CastTranspose", layer_norm_cast, F8_KERNEL_FAMILY_NORM);
 	check_text_group("LayerNorm + CastTranspose, codes transposed as words",
 			 layer_norm_cast_words, F8_KERNEL_FAMILY_NORM);

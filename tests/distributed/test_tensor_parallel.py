@@ -147,13 +147,17 @@ def sequence_parallel(binary, source, data, work, mpirun, env, single_env, sanit
                        "--fp8-recipe", "current"] + TP2, single_env)
         check(current.returncode == 0 and
               "%layers.0.attn_norm.tp.fp8.shard_amax : f32[] = Amax(%layers.0.attn_norm)" in
-              current.stdout and "%layers.0.attn_norm.tp.fp8.amax : f32[] = AllReduce("
-              '%layers.0.attn_norm.tp.fp8.shard_amax) {group="tp", op="max"}' in current.stdout
+              current.stdout and "%layers.0.attn_norm.tp.fp8.shard_amax.nan_as_inf : f32[] = "
+              "NanToInf(%layers.0.attn_norm.tp.fp8.shard_amax)" in current.stdout and
+              "%layers.0.attn_norm.tp.fp8.amax : f32[] = AllReduce("
+              "%layers.0.attn_norm.tp.fp8.shard_amax.nan_as_inf) "
+              '{group="tp", op="max"}' in current.stdout
               and "%layers.0.attn_norm.tp.fp8.scale : f32[] = ScaleFromAmax("
               "%layers.0.attn_norm.tp.fp8.amax) {format=e4m3, margin=0}" in current.stdout and
               "= Quantize(%layers.0.attn_norm, %layers.0.attn_norm.tp.fp8.scale) {to=e4m3}"
-              in current.stdout, "under current scaling the shard's amax is max-reduced over tp "
-              "and the shard cast at the whole tensor's scale before the FP8 gather",
+              in current.stdout, "under current scaling the shard's amax (its NaN made +inf) "
+              "is max-reduced over tp and the shard cast at the whole tensor's scale before "
+              "the FP8 gather",
               current.stderr[-1500:])
         check('= AllGather(%final_norm) {group="tp", axis=1, ranks=2} scope="head"' in ir,
               "the vocabulary-parallel head reads the sequence gathered (its gradient "

@@ -156,6 +156,11 @@ static const op_case cases[] = {
 	 "%y, %mask = Dropout(%x) {ratio=0.3}\noutput %y, %mask\n"},
 	{.title = "IsNaN of a Log of both signs", IN("x", "f32[6, 35]")
 	 "%l = Log(%x)\n%y = IsNaN(%l)\noutput %y\n"},
+	// The shard pass's guard of an amax before its max over ranks: each NaN +inf.
+	{.title = "NanToInf of a Log of both signs", IN("x", "f32[6, 35]")
+	 "%l = Log(%x)\n%y = NanToInf(%l)\noutput %y\n"},
+	{.title = "NanToInf bf16 of a Log of both signs", IN("x", "bf16[6, 35]")
+	 "%l = Log(%x)\n%y = NanToInf(%l)\noutput %y\n"},
 	// Comparisons on small integers, so that ties are common; logic on random bools.
 	{.title = "Equal",
 	 IN("a", "f32[6, 35]") IN("b", "f32[35]") "%y = Equal(%a, %b)\noutput %y\n",
@@ -675,6 +680,18 @@ static const op_case cases[] = {
 	 "%c, %ct, %si, %sit, %amax = CastTranspose(%dh, %t) {to=e5m2, slot=0}\n"
 	 "%db = ReduceSum(%dh) {axes=[0, 1], keepdims=0}\n"
 	 "output %c, %ct, %si, %sit, %amax, %db\n", "h=uniform:-4:4 t=uniform:100:9000"},
+	// The shard pass's NanToInf of an amax before its max over ranks, in the kernel that
+	// computes the amax: a NaN among the cast's input (Log of a negative) makes it +inf.
+	{.title = "CastTranspose e4m3 + NanToInf of its amax, one kernel, a NaN among them",
+	 IN("x", "f32[3, 11, 40]") "scale %t : f32[4]\n"
+	 "%c, %ct, %si, %sit, %amax = CastTranspose(%x, %t) {to=e4m3, slot=3}\n"
+	 "%inf = NanToInf(%amax)\noutput %c, %ct, %si, %sit, %inf\n", "x=list:1,-700,3,nan,2"},
+	{.title = "Log + Quantize e5m2 bf16 + NanToInf of its amax, one kernel",
+	 IN("x", "bf16[6, 40]") "scale %t : f32[2]\n"
+	 "%l = Log(%x)\n%q, %si, %amax = Quantize(%l, %t) {to=e5m2, slot=1}\n"
+	 "%inf = NanToInf(%amax)\noutput %q, %si, %inf\n", "x=uniform:-3:3"},
+	{.title = "Amax + NanToInf, one kernel, a NaN among them", IN("x", "bf16[3, 50]")
+	 "%a = Amax(%x)\n%inf = NanToInf(%a)\noutput %inf\n", "x=list:1,-700,3,nan,2"},
 	{.title = "ScalingUpdate e4m3 max, margin 1, a non-finite amax", "scale %s : f32[4]\n"
 	 "amax_history %h : f32[16, 4]\nstate %n : i64[]\n" IN("a0", "f32[]") IN("a1", "f32[]")
 	 IN("a2", "f32[]") IN("a3", "f32[]")
