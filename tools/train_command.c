@@ -553,6 +553,15 @@ static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
 
 f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	f8_status status = F8_OK;
+	// Before compiling anything: every rank of such a run would only stop at its first
+	// collective (runtime/distributed.h).
+	if (args->launch.store && !args->cuda) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s started %lld ranks without MPI, and the CPU "
+			    "backend's collectives need MPI", args->launch.launcher,
+			    (long long)args->launch.world);
+		f8_diag_hint(diag, "launch with mpirun or srun --mpi, or use --device cuda");
+		return F8_ERR_UNSUPPORTED;
+	}
 	// The schedule as the options are now (f8c calibrate changes some after parsing).
 	f8_training_options optimizer = f8_tool_optimizer(&args->compile, &args->config);
 	args->config.schedule = f8_tool_schedule(&optimizer);
