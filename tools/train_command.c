@@ -579,7 +579,9 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	}
 	if (!status && !args->config.graph)
 		args->config.graph = args->compiled;
-	if (!status && !args->dist) // the ranks of the step's mesh, from the launcher
+	// The ranks of the step's mesh, from the launcher; their joining held to the run's timeout.
+	args->launch.timeout = args->config.distributed_timeout_minutes * 60;
+	if (!status && !args->dist)
 		status = f8_dist_create(&args->launch, args->config.graph->mesh, &args->dist, diag);
 	if (!status && !args->backend)
 		status = args->cuda ? cuda_backend(args, diag)
