@@ -20,7 +20,7 @@
 #include <poll.h>       // poll
 #include <signal.h>     // kill, SIGKILL
 #include <stdio.h>      // printf, snprintf
-#include <stdlib.h>     // setenv, unsetenv
+#include <stdlib.h>     // setenv, unsetenv, exit
 #include <string.h>     // strstr, memcmp
 #include <sys/socket.h> // socket, bind, connect
 #include <sys/wait.h>   // waitpid
@@ -333,14 +333,15 @@ static void run_rank(int64_t rank, int port) {
 	if (rank == 0)
 		test_refusals(port);
 	CHECK(f8_dist_barrier(dist, &diag) == F8_OK);
-	CHECK(f8_dist_set_timeout(dist, 0.5, &diag) == F8_OK);
+	// (Longer than the get's: ranks 0 and 1 must both arrive within it on a loaded machine.)
+	CHECK(f8_dist_set_timeout(dist, 1.5, &diag) == F8_OK);
 
 	// Rank 2 skips a barrier: the others' fails at the timeout, naming it.
 	if (rank != 2) {
 		start = now_seconds();
 		CHECK(f8_dist_barrier(dist, &diag) == F8_ERR_IO);
 		waited = now_seconds() - start;
-		CHECK(waited >= 0.45 && waited < 5);
+		CHECK(waited >= 1.4 && waited < 8);
 		CHECK(strstr(diag.message, "a barrier over group dp (3 ranks) failed") != NULL);
 		CHECK(strstr(diag.message, "the ranks that had not arrived: 2") != NULL);
 		if (!strstr(diag.message, "had not arrived: 2"))
@@ -414,9 +415,7 @@ static bool run_ranks(int ranks, void (*body)(int64_t, int)) {
 		if (children[r] == 0) {
 			test_passed = test_failed = 0; // the rank's own tally
 			body(r, port);
-			int code = test_finish();
-			fflush(stdout);
-			_exit(code);
+			exit(test_finish()); // with the sanitizers' leak check
 		}
 	}
 	bool passed = true;
