@@ -94,11 +94,12 @@ static bool reply(connection *c, f8_tcp_store_answer answer, int64_t number, con
 	return true;
 }
 
-/* Refuses what `c` sent, saying why, and closes it once that is sent. */
-static void refuse(connection *c, const char *why) {
+/* Refuses what `c` sent, saying why, and closes it once that is sent; false. */
+static bool refuse(connection *c, const char *why) {
 	c->closing = true;
 	if (!reply(c, F8_TCP_STORE_ANSWER_REFUSED, 0, why, strlen(why)))
 		c->out_bytes = c->out_sent = 0;
+	return false;
 }
 
 /* Answers the gets that wait for `key`. */
@@ -147,8 +148,8 @@ static entry *store(f8_tcp_store_server *server, const char *key, const void *va
 	return e;
 }
 
-/* The hello: which rank `c` is. */
-static void hello(f8_tcp_store_server *server, connection *c, const uint8_t *value) {
+/* The hello: which rank `c` is. False when refused. */
+static bool hello(f8_tcp_store_server *server, connection *c, const uint8_t *value) {
 	int64_t rank = c->header.number;
 	int64_t world = c->header.value_bytes == 8 ? (int64_t)f8_tcp_store_take_u64(value) : -1;
 	char why[160];
@@ -173,10 +174,11 @@ static void hello(f8_tcp_store_server *server, connection *c, const uint8_t *val
 	c->rank = rank;
 	if (!reply(c, F8_TCP_STORE_ANSWER_OK, 0, NULL, 0))
 		c->closing = true;
+	return true;
 }
 
-/* Carries out the request `c` has read whole. */
-static void serve(f8_tcp_store_server *server, connection *c) {
+/* Carries out the request `c` has read whole. False when refused. */
+static bool serve(f8_tcp_store_server *server, connection *c) {
 	const char *key = (const char *)c->body;
 	const uint8_t *value = c->body + c->header.key_bytes + 1;
 	f8_tcp_store_header *h = &c->header;
@@ -248,6 +250,7 @@ static void serve(f8_tcp_store_server *server, connection *c) {
 	}
 	if (!ok)
 		c->closing = true;
+	return true;
 }
 
 /* Reads what `c` has sent, and serves each request it completes; false when the client
@@ -405,9 +408,9 @@ static void *run(void *argument) {
 		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
 			break;
 		now = now_seconds();
-		char drop_word[16];
+		char word[16];
 		if (polls[server->n_listeners].revents & POLLIN)
-			(void)!read(server->wake[0], drop_word, sizeof drop_word);
+			(void)!read(server->wake[0], word, sizeof word);
 		// The connections, from the last: a dropped one takes the last one's place.
 		size_t first = (size_t)server->n_listeners + 1, known = server->n_connections;
 		for (size_t i = known; i-- > 0;) {
