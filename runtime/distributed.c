@@ -348,7 +348,8 @@ static f8_status store_exchange(f8_dist *dist, uint32_t axes, const char *what, 
 	int64_t *ranks = f8_calloc(size, sizeof *ranks);
 	if (!ranks)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	for (uint32_t place = 0; place < size; place++) { // its coordinates: this rank's, but the group's
+	// Each place's world rank: its coordinates are this rank's, but along the group's axes.
+	for (uint32_t place = 0; place < size; place++) {
 		int64_t rank = 0, stride = 1;
 		uint32_t digits = place;
 		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
@@ -443,7 +444,8 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 			    "has rank %d of %d", launch->launcher, (long long)launch->rank,
 			    (long long)launch->world, rank, size);
 		f8_diag_hint(diag, "the CPU backend's collectives are MPI's: start the ranks with "
-			     "mpirun (or srun with MPI)");
+			     "mpirun (or srun with MPI); on GPUs, srun's ranks meet without MPI where "
+			     "MASTER_ADDR and MASTER_PORT are set");
 		f8_dist_destroy(dist);
 		return F8_ERR_UNSUPPORTED;
 	}

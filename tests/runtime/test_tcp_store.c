@@ -22,7 +22,7 @@
 #include <stdio.h>      // printf, snprintf
 #include <stdlib.h>     // setenv, unsetenv, exit
 #include <string.h>     // strstr, memcmp
-#include <sys/socket.h> // socket, bind, connect
+#include <sys/socket.h> // socket, bind, connect, shutdown
 #include <sys/wait.h>   // waitpid
 #include <time.h>       // clock_gettime, nanosleep
 #include <unistd.h>     // fork, _exit, close
@@ -136,9 +136,10 @@ static void test_launch(void) {
 
 /* Sends `bytes` to the store at 127.0.0.1:`port` as a client of its own, and reads the reply:
  * its answer (or -1 when none came) and its text into `text`; whether the server closed the
- * connection after it into *closed. Less than a header: sent, and the connection closed. */
-static int raw_request(int port, const void *bytes, size_t n, char *text, size_t size,
-		       bool *closed) {
+ * connection after it into *closed. Less than a header: sent, and the connection closed;
+ * `hang_up`: this side of it closed after the bytes. */
+static int raw_request(int port, const void *bytes, size_t n, bool hang_up, char *text,
+		       size_t size, bool *closed) {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				      .sin_addr.s_addr = htonl(0x7f000001)};
@@ -147,7 +148,8 @@ static int raw_request(int port, const void *bytes, size_t n, char *text, size_t
 	*closed = false;
 	text[0] = 0;
 	if (fd < 0 || connect(fd, (struct sockaddr *)&address, sizeof address) ||
-	    send(fd, bytes, n, MSG_NOSIGNAL) != (ssize_t)n || n < F8_TCP_STORE_HEADER) {
+	    send(fd, bytes, n, MSG_NOSIGNAL) != (ssize_t)n || n < F8_TCP_STORE_HEADER ||
+	    (hang_up && shutdown(fd, SHUT_WR))) {
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -191,40 +193,59 @@ static void test_refusals(int port) {
 	char text[256];
 	bool closed;
 	const char garbage[] = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
-	CHECK(raw_request(port, garbage, sizeof garbage - 1, text, sizeof text, &closed) ==
+	CHECK(raw_request(port, garbage, sizeof garbage - 1, false, text, sizeof text, &closed) ==
 	      F8_TCP_STORE_ANSWER_REFUSED);
 	CHECK(strstr(text, "f8s1") != NULL && closed);
 	uint8_t request[F8_TCP_STORE_HEADER + 64];
 	// A set before the hello.
 	size_t n = make_request(request, F8_TCP_STORE_OP_SET, "key", "v", 1, 0);
-	CHECK(raw_request(port, request, n, text, sizeof text, &closed) ==
+	CHECK(raw_request(port, request, n, false, text, sizeof text, &closed) ==
 	      F8_TCP_STORE_ANSWER_REFUSED);
 	CHECK(strstr(text, "before the hello") != NULL && closed);
 	// A value past the limit: refused from the header, before anything is allocated.
 	n = make_request(request, F8_TCP_STORE_OP_SET, "key", "", 0, 0);
 	request[12] = request[13] = request[14] = request[15] = 0xff;
-	CHECK(raw_request(port, request, n, text, sizeof text, &closed) ==
+	CHECK(raw_request(port, request, n, false, text, sizeof text, &closed) ==
 	      F8_TCP_STORE_ANSWER_REFUSED);
 	CHECK(strstr(text, "limits") != NULL && closed);
 	// An operation that does not exist.
 	n = make_request(request, (f8_tcp_store_op)99, "", "", 0, 0);
-	CHECK(raw_request(port, request, n, text, sizeof text, &closed) ==
+	CHECK(raw_request(port, request, n, false, text, sizeof text, &closed) ==
 	      F8_TCP_STORE_ANSWER_REFUSED);
 	CHECK(strstr(text, "unknown operation") != NULL);
 	// A second rank 1, and a rank of another world.
 	uint8_t world[8];
 	f8_tcp_store_put_u64(world, RANKS);
 	n = make_request(request, F8_TCP_STORE_OP_HELLO, "", world, 8, 1);
-	CHECK(raw_request(port, request, n, text, sizeof text, &closed) ==
+	CHECK(raw_request(port, request, n, false, text, sizeof text, &closed) ==
 	      F8_TCP_STORE_ANSWER_REFUSED);
 	CHECK(strstr(text, "rank 1 joined twice") != NULL);
 	f8_tcp_store_put_u64(world, 7);
 	n = make_request(request, F8_TCP_STORE_OP_HELLO, "", world, 8, 5);
-	CHECK(raw_request(port, request, n, text, sizeof text, &closed) ==
+	CHECK(raw_request(port, request, n, false, text, sizeof text, &closed) ==
 	      F8_TCP_STORE_ANSWER_REFUSED);
 	CHECK(strstr(text, "world of 7") != NULL);
 	// Half a header, then gone.
-	CHECK(raw_request(port, "f8s1", 4, text, sizeof text, &closed) == -1);
+	CHECK(raw_request(port, "f8s1", 4, false, text, sizeof text, &closed) == -1);
+	// Random requests: the magic, then random bytes (an operation, lengths up to 64 and what
+	// follows, cut anywhere). Each is refused or left unfinished, and the client hangs up.
+	uint64_t state = (uint64_t)time(NULL);
+	printf("random requests' seed %llu\n", (unsigned long long)state);
+	for (int i = 0; i < 200; i++) {
+		uint8_t random_bytes[96];
+		for (size_t b = 0; b < sizeof random_bytes; b++) {
+			state = state * 6364136223846793005u + 1442695040888963407u;
+			random_bytes[b] = (uint8_t)(state >> 56);
+		}
+		memcpy(random_bytes, f8_tcp_store_magic, 4);
+		random_bytes[4] %= F8_TCP_STORE_OP_COUNT + 2;
+		if (i % 2) // well-formed zero bytes and lengths that fit, half of the time
+			random_bytes[5] = random_bytes[6] = random_bytes[7] = 0,
+			random_bytes[8] %= 64, random_bytes[12] %= 64,
+			memset(random_bytes + 9, 0, 3), memset(random_bytes + 13, 0, 3);
+		size_t n_random = F8_TCP_STORE_HEADER + random_bytes[20] % 72;
+		raw_request(port, random_bytes, n_random, true, text, sizeof text, &closed);
+	}
 }
 
 /* One rank of three: everything but the four-rank groups. */
