@@ -76,7 +76,7 @@ static int receive_all(int fd, void *data, size_t bytes, double deadline) {
 		if (deadline >= 0 && left <= 0)
 			return 1;
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int ready = poll(&p, 1, left < 0 ? -1 : (int)(1e3 * left) + 1);
+		int ready = poll(&p, 1, left < 0 ? -1 : f8_tcp_store_poll_ms(left));
 		if (ready < 0 && errno == EINTR)
 			continue;
 		if (ready < 0)
@@ -182,7 +182,7 @@ static int connect_before(const char *host, uint16_t port, double deadline, char
 				struct pollfd p = {.fd = fd, .events = POLLOUT};
 				int error = ETIMEDOUT;
 				socklen_t length = sizeof error;
-				if (left > 0 && poll(&p, 1, (int)(1e3 * left) + 1) == 1)
+				if (left > 0 && poll(&p, 1, f8_tcp_store_poll_ms(left)) == 1)
 					getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
 				done = error ? -1 : 0;
 				errno = error;
@@ -202,9 +202,10 @@ static int connect_before(const char *host, uint16_t port, double deadline, char
 		double left = deadline < 0 ? pause : deadline - now_seconds();
 		if (left <= 0)
 			return -1;
-		struct timespec sleep = {0, (long)(1e9 * (pause < left ? pause : left))};
+		double seconds = pause < left ? pause : left; // under a second: tv_nsec's range
+		struct timespec sleep = {0, (long)(1e9 * seconds)};
 		nanosleep(&sleep, NULL);
-		pause = pause < 0.5 ? 2 * pause : 1;
+		pause = pause < 0.25 ? 2 * pause : 0.5;
 	}
 }
 

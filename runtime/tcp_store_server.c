@@ -404,7 +404,7 @@ static void *run(void *argument) {
 			if (c->waiting && c->deadline >= 0 && (soonest < 0 || c->deadline < soonest))
 				soonest = c->deadline;
 		}
-		int wait_ms = soonest < 0 ? -1 : soonest <= now ? 0 : (int)(1e3 * (soonest - now)) + 1;
+		int wait_ms = soonest < 0 ? -1 : soonest <= now ? 0 : f8_tcp_store_poll_ms(soonest - now);
 		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
 			break;
 		now = now_seconds();

@@ -83,6 +83,12 @@ static inline bool f8_tcp_store_header_read(const uint8_t in[F8_TCP_STORE_HEADER
 	return true;
 }
 
+/* `seconds` (>= 0) as poll's milliseconds, rounded up, at most a day (a longer wait polls
+ * again). */
+static inline int f8_tcp_store_poll_ms(double seconds) {
+	return seconds > 86400 ? 86400000 : (int)(1e3 * seconds) + 1;
+}
+
 typedef struct f8_tcp_store_server f8_tcp_store_server;
 
 /* Serves the store on every address's `port`, from a thread of its own, for `world` ranks.
