@@ -11,6 +11,8 @@
  *   not parse, a second rank 1 and a hello of another world refused, the store serving on; a
  *   barrier that one rank skips, failing at the timeout naming it; that rank's exit without
  *   goodbye failing the others' next barrier at once (long before the timeout), naming it.
+ * - A rank whose rank 0 never starts, and ranks 0 and 1 of three without rank 2: their start
+ *   fails at the timeout, saying where it tried or naming rank 2.
  * - Four ranks on a 2 x 2 mesh (TP, DP): all-reduces over each group at once, each group's
  *   own.
  */
@@ -425,6 +427,19 @@ static void run_group_rank(int64_t rank, int port) {
 	f8_dist_destroy(dist);
 }
 
+/* Ranks 0 and 1 of three, rank 2 never started: their start fails at the timeout, naming it. */
+static void run_join_rank(int64_t rank, int port) {
+	set_torchrun(rank, RANKS, port);
+	f8_dist_launch launch;
+	f8_diag diag = {0};
+	f8_dist *dist = NULL;
+	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_OK);
+	launch.timeout = 1;
+	uint32_t mesh[F8_MESH_AXIS_COUNT] = {[F8_MESH_AXIS_DP] = RANKS};
+	CHECK(f8_dist_create(&launch, mesh, &dist, &diag) == F8_ERR_IO && !dist);
+	CHECK(strstr(diag.message, "the ranks that had not arrived: 2") != NULL);
+}
+
 /* Forks `ranks` processes running `body`; true when every one exits 0 in time. */
 static bool run_ranks(int ranks, void (*body)(int64_t, int)) {
 	int port = free_port();
@@ -460,8 +475,29 @@ static bool run_ranks(int ranks, void (*body)(int64_t, int)) {
 	return passed;
 }
 
+/* A rank whose rank 0 never comes: it stops at the timeout, saying where it tried. */
+static void test_no_server(void) {
+	int port = free_port();
+	set_torchrun(1, 2, port);
+	f8_dist_launch launch;
+	f8_diag diag = {0};
+	f8_dist *dist = NULL;
+	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_OK);
+	launch.timeout = 0.5;
+	uint32_t mesh[F8_MESH_AXIS_COUNT] = {[F8_MESH_AXIS_DP] = 2};
+	double start = now_seconds();
+	CHECK(f8_dist_create(&launch, mesh, &dist, &diag) == F8_ERR_IO && !dist);
+	CHECK(now_seconds() - start < 5);
+	char where[64];
+	snprintf(where, sizeof where, "cannot reach the store at 127.0.0.1:%d", port);
+	CHECK(strstr(diag.message, where) != NULL);
+	clear_launch();
+}
+
 int main(void) {
 	test_launch();
+	test_no_server();
+	CHECK(run_ranks(2, run_join_rank));
 	CHECK(run_ranks(RANKS, run_rank));
 	CHECK(run_ranks(4, run_group_rank));
 	return test_finish();
