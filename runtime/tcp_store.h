@@ -68,7 +68,8 @@ const char *f8_tcp_store_address(const f8_tcp_store *store);
 /*
  * The operations. Each fails with F8_ERR_IO when the store cannot be reached or answers
  * something that does not parse (the connection is then closed, and every later operation
- * fails at once), or when it refuses the request (the message says why).
+ * fails at once), or when it refuses the request (the message says why; the server closes
+ * the connection then too: a refusal is a client's mistake, not a state to go on from).
  *
  * set: `bytes` bytes at `value` under `key`, replacing what was there; it wakes the gets that
  * wait for `key`.

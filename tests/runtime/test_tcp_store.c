@@ -290,7 +290,7 @@ static void run_rank(int64_t rank, int port) {
 	CHECK(f8_tcp_store_check(store, "value/0", &exists, &diag) == F8_OK && exists);
 	CHECK(f8_tcp_store_check(store, "nothing", &exists, &diag) == F8_OK && !exists);
 
-	// Add, read back after the barrier; an add to a key that is not a counter refused.
+	// Add, read back after the barrier.
 	int64_t total = 0;
 	CHECK(f8_tcp_store_add(store, "counter", rank + 1, &total, &diag) == F8_OK);
 	CHECK(total >= rank + 1 && total <= 6);
