@@ -1,5 +1,6 @@
 /*
- * A run on several ranks (runtime/distributed.h): the launcher's environment, the mesh, and MPI.
+ * A run on several ranks (runtime/distributed.h): the launcher's environment, the mesh, and MPI
+ * or the TCP store (the collectives over the store are runtime/distributed_store.c's).
  *
  * MPI is opened at run time, as the CUDA libraries are (runtime/cuda/libraries.h), so that one
  * f8c runs one rank where there is no MPI (a GPU node's image) and several where there is: Open
@@ -20,7 +21,9 @@
 #include <time.h>    // clock_gettime
 #include <unistd.h>  // _exit
 
-#include "ir/alloc.h" // f8_calloc, f8_free
+#include "ir/alloc.h"                   // f8_calloc, f8_free
+#include "runtime/distributed_store.h"   // f8_dist_store_exchange
+#include "runtime/tcp_store.h"           // f8_tcp_store
 
 /* Open MPI's ABI: handles are pointers to its objects; MPI_SUCCESS is 0; MPI_IN_PLACE is 1. */
 typedef void *mpi_handle;
@@ -151,8 +154,42 @@ static f8_status read_variable(const char *name, int64_t min, int64_t max, int64
 	return F8_OK;
 }
 
+/*
+ * Whether `launch` (of several ranks) meets at the TCP store: torchrun's always; srun's when
+ * no MPI launch is under way (srun --mpi sets PMIx's or PMI's rank) and MASTER_ADDR or
+ * MASTER_PORT is set, as Megatron-LM's Slurm scripts set them; else MPI, as before.
+ */
+static bool launched_without_mpi(const f8_dist_launch *launch) {
+	if (strcmp(launch->launcher, "torchrun") == 0)
+		return true;
+	return strcmp(launch->launcher, "srun") == 0 && !getenv("PMIX_RANK") &&
+	       !getenv("PMI_RANK") && (getenv("MASTER_ADDR") || getenv("MASTER_PORT"));
+}
+
+/* MASTER_ADDR and MASTER_PORT into `launch`; F8_ERR_ARGUMENT naming the one missing. */
+static f8_status read_store_address(f8_dist_launch *launch, f8_diag *diag) {
+	const char *host = getenv("MASTER_ADDR");
+	const char *missing = !host || !*host ? "MASTER_ADDR" : !getenv("MASTER_PORT") ? "MASTER_PORT"
+											: NULL;
+	if (missing) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "%s started rank %lld of %lld without MPI, and the "
+			    "environment has no %s: the ranks meet at a TCP store at MASTER_ADDR:"
+			    "MASTER_PORT, which rank 0 serves", launch->launcher,
+			    (long long)launch->rank, (long long)launch->world, missing);
+		f8_diag_hint(diag, "torchrun sets both; under srun, export MASTER_ADDR (the first "
+			     "node's name) and MASTER_PORT (a free port), or launch with MPI "
+			     "(srun --mpi=pmix, mpirun)");
+		return F8_ERR_ARGUMENT;
+	}
+	int64_t port;
+	f8_status status = read_variable("MASTER_PORT", 1, 65535, 0, &port, diag);
+	launch->store_host = host;
+	launch->store_port = (uint16_t)port;
+	return status;
+}
+
 f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag) {
-	*out = (f8_dist_launch){.world = 1, .launcher = "none"};
+	*out = (f8_dist_launch){.world = 1, .launcher = "none", .timeout = F8_DIST_TIMEOUT_DEFAULT};
 	for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
 		const struct launcher *l = &launchers[i];
 		if (!getenv(l->world) && !getenv(l->rank))
@@ -166,8 +203,9 @@ f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag) {
 		if (status)
 			return status;
 		*out = (f8_dist_launch){.rank = rank, .world = world, .local_rank = local,
-					.launcher = l->name};
-		return F8_OK;
+					.launcher = l->name, .timeout = F8_DIST_TIMEOUT_DEFAULT};
+		out->store = world > 1 && launched_without_mpi(out);
+		return out->store ? read_store_address(out, diag) : F8_OK;
 	}
 	return F8_OK;
 }
@@ -177,6 +215,9 @@ struct f8_dist {
 	f8_dist_launch launch;
 	uint32_t mesh[F8_MESH_AXIS_COUNT], coordinates[F8_MESH_AXIS_COUNT];
 	bool mpi;                      // MPI initialized here: finalized by destroy
+	// A store launch's: the store, and each group's count of exchanges (by spanned axes).
+	f8_tcp_store *store;
+	uint64_t rounds[F8_DIST_GROUPS], broadcasts;
 	mpi_handle groups[F8_DIST_GROUPS]; // by axes mask (of axes above one rank), split at creation
 	bool made[F8_DIST_GROUPS];
 	// The watchdog (f8_dist_set_timeout): what this rank waits in, since when.
@@ -244,6 +285,8 @@ void f8_dist_waiting(f8_dist *dist, const char *call, uint32_t axes) {
 f8_status f8_dist_set_timeout(f8_dist *dist, double seconds, f8_diag *diag) {
 	if (!dist || dist->launch.world == 1)
 		return F8_OK;
+	if (dist->store)
+		f8_tcp_store_set_timeout(dist->store, seconds);
 	if (dist->watching) {
 		pthread_mutex_lock(&dist->lock);
 		dist->timeout = seconds;
@@ -268,6 +311,10 @@ int64_t f8_dist_world(const f8_dist *dist) {
 	return dist ? dist->launch.world : 1;
 }
 
+f8_tcp_store *f8_dist_store(f8_dist *dist) {
+	return dist ? dist->store : NULL;
+}
+
 uint32_t f8_dist_coordinate(const f8_dist *dist, f8_mesh_axis axis) {
 	return dist ? dist->coordinates[axis] : 0;
 }
@@ -288,6 +335,61 @@ uint32_t f8_dist_group_rank(const f8_dist *dist, uint32_t axes) {
 }
 
 static f8_status group_of(f8_dist *dist, uint32_t axes, mpi_handle *out, f8_diag *diag);
+
+/*
+ * The exchange of `bytes` at `mine` over the group of `axes` through the store
+ * (runtime/distributed_store.h): the group as this rank sees it, in its next round.
+ */
+static f8_status store_exchange(f8_dist *dist, uint32_t axes, const char *what, const void *mine,
+				size_t bytes, f8_dist_store_combine combine, f8_dtype dtype,
+				f8_reduction reduction, void *out, f8_diag *diag) {
+	axes = f8_dist_group_spanned(dist, axes);
+	uint32_t size = f8_dist_group_size(dist, axes);
+	int64_t *ranks = f8_calloc(size, sizeof *ranks);
+	if (!ranks)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	// Each place's world rank: its coordinates are this rank's, but along the group's axes.
+	for (uint32_t place = 0; place < size; place++) {
+		int64_t rank = 0, stride = 1;
+		uint32_t digits = place;
+		for (int axis = 0; axis < F8_MESH_AXIS_COUNT; axis++) {
+			uint32_t coordinate = dist->coordinates[axis];
+			if (axes & 1u << axis)
+				coordinate = digits % dist->mesh[axis], digits /= dist->mesh[axis];
+			rank += stride * coordinate;
+			stride *= dist->mesh[axis];
+		}
+		ranks[place] = rank;
+	}
+	char axes_name[32], name[48];
+	f8_mesh_group_name(axes, axes_name, sizeof axes_name);
+	snprintf(name, sizeof name, "%s.%u", axes_name, f8_dist_group_index(dist, axes));
+	f8_dist_store_group group = {.store = dist->store, .name = name, .axes = axes_name,
+				     .round = ++dist->rounds[axes], .size = size,
+				     .place = f8_dist_group_rank(dist, axes), .ranks = ranks};
+	f8_status status = f8_dist_store_exchange(&group, what, mine, bytes, combine, dtype,
+						  reduction, out, diag);
+	f8_free(ranks);
+	return status;
+}
+
+/* A store launch's start: rank 0 serves, every rank joins, and they wait for each other. */
+static f8_status join_store(f8_dist *dist, f8_diag *diag) {
+	const f8_dist_launch *launch = &dist->launch;
+	f8_tcp_store_options options = {.host = launch->store_host, .port = launch->store_port,
+					.rank = launch->rank, .world = launch->world,
+					.serve = launch->rank == 0, .timeout = launch->timeout};
+	f8_status status = f8_tcp_store_create(&options, &dist->store, diag);
+	return status ? status : f8_dist_barrier(dist, diag);
+}
+
+/* The failure of a CPU backend's collective over the store. */
+static f8_status needs_mpi(const f8_dist *dist, const char *what, f8_diag *diag) {
+	f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over several ranks: %s started them without MPI, "
+		    "and the CPU backend's collectives need MPI", what, dist->launch.launcher);
+	f8_diag_hint(diag, "launch with mpirun or srun --mpi, or use --device cuda");
+	return F8_ERR_UNSUPPORTED;
+}
 
 f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_dist **out,
 			 f8_diag *diag) {
@@ -315,6 +417,15 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 		*out = dist;
 		return F8_OK;
 	}
+	if (launch->store) {
+		f8_status status = join_store(dist, diag);
+		if (status) {
+			f8_dist_destroy(dist);
+			return status;
+		}
+		*out = dist;
+		return F8_OK;
+	}
 	f8_status status = open_mpi(diag);
 	int initialized = 0, size = 0, rank = 0;
 	if (!status)
@@ -333,7 +444,8 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 			    "has rank %d of %d", launch->launcher, (long long)launch->rank,
 			    (long long)launch->world, rank, size);
 		f8_diag_hint(diag, "the CPU backend's collectives are MPI's: start the ranks with "
-			     "mpirun (or srun with MPI)");
+			     "mpirun (or srun with MPI); on GPUs, srun's ranks meet without MPI where "
+			     "MASTER_ADDR and MASTER_PORT are set");
 		f8_dist_destroy(dist);
 		return F8_ERR_UNSUPPORTED;
 	}
@@ -370,6 +482,7 @@ void f8_dist_destroy(f8_dist *dist) {
 		pthread_cond_destroy(&dist->wake);
 		pthread_mutex_destroy(&dist->lock);
 	}
+	f8_tcp_store_destroy(dist->store);
 	for (uint32_t g = 0; g < F8_DIST_GROUPS; g++)
 		if (dist->made[g])
 			mpi.Comm_free(&dist->groups[g]);
@@ -435,6 +548,13 @@ f8_status f8_dist_all_reduce(f8_dist *dist, uint32_t axes, void *data, size_t co
 			     f8_dtype dtype, f8_reduction reduction, f8_diag *diag) {
 	if (f8_dist_group_size(dist, axes) == 1 || count == 0)
 		return F8_OK;
+	if (dist->store && dtype != F8_DTYPE_F32 && dtype != F8_DTYPE_F64 && dtype != F8_DTYPE_I64)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-reduce of %s elements: the store "
+				   "reduces f32, f64 or i64", f8_dtype_name(dtype));
+	if (dist->store)
+		return store_exchange(dist, axes, "an all-reduce", data,
+				      count * f8_dtype_get_info(dtype)->bytes, F8_DIST_STORE_REDUCE,
+				      dtype, reduction, data, diag);
 	mpi_handle type;
 	f8_status found = reduction_type("an all-reduce", count, dtype, &type, diag);
 	if (found)
@@ -455,6 +575,9 @@ f8_status f8_dist_all_gather(f8_dist *dist, uint32_t axes, const void *in, void 
 		memcpy(out, in, bytes);
 		return F8_OK;
 	}
+	if (dist->store)
+		return store_exchange(dist, axes, "an all-gather", in, bytes, F8_DIST_STORE_GATHER,
+				      F8_DTYPE_U8, F8_REDUCTION_SUM, out, diag);
 	mpi_handle group;
 	f8_status status = bytes > (size_t)INT32_MAX
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "an all-gather of %zu bytes "
@@ -477,6 +600,8 @@ f8_status f8_dist_reduce_scatter(f8_dist *dist, uint32_t axes, const void *in, v
 			memcpy(out, in, bytes);
 		return F8_OK;
 	}
+	if (dist->store)
+		return needs_mpi(dist, "a reduce-scatter", diag);
 	mpi_handle type, group;
 	f8_status status = reduction_type("a reduce-scatter", count, dtype, &type, diag);
 	if (!status)
@@ -501,6 +626,8 @@ f8_status f8_dist_ring_shift(f8_dist *dist, uint32_t axes, const void *out, void
 			memmove(in, out, bytes);
 		return F8_OK;
 	}
+	if (dist->store)
+		return needs_mpi(dist, "a ring shift", diag);
 	mpi_handle group;
 	f8_status status = bytes > (size_t)INT32_MAX
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a ring shift of %zu bytes",
@@ -534,6 +661,8 @@ f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
 			memmove(in, out, out_bytes[0]);
 		return F8_OK;
 	}
+	if (dist->store)
+		return needs_mpi(dist, "an all-to-all", diag);
 	int *counts = f8_calloc(4 * (size_t)n, sizeof *counts);
 	if (!counts)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for an all-to-all's counts");
@@ -564,6 +693,8 @@ f8_status f8_dist_all_to_all(f8_dist *dist, uint32_t axes, const void *out,
 
 f8_status f8_dist_send(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, const void *data,
 			size_t bytes, f8_diag *diag) {
+	if (dist->store)
+		return needs_mpi(dist, "a send", diag);
 	mpi_handle group;
 	f8_status status = bytes > (size_t)INT32_MAX
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a send of %zu bytes", bytes)
@@ -634,6 +765,8 @@ f8_status f8_dist_complete_sends(f8_dist *dist, f8_diag *diag) {
 
 f8_status f8_dist_recv(f8_dist *dist, uint32_t axes, uint32_t peer, int tag, void *data,
 			size_t bytes, f8_diag *diag) {
+	if (dist->store)
+		return needs_mpi(dist, "a receive", diag);
 	mpi_handle group;
 	f8_status status = bytes > (size_t)INT32_MAX
 				   ? f8_diag_set(diag, F8_ERR_UNSUPPORTED, "a receive of %zu bytes",
@@ -675,9 +808,48 @@ f8_status f8_dist_agree(f8_dist *dist, uint32_t axes, f8_status status, const ch
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag) {
 	if (f8_dist_world(dist) == 1)
 		return F8_OK;
+	int64_t none = 0;
+	if (dist->store)
+		return store_exchange(dist, F8_DIST_GROUPS - 1, "a barrier", &none, 0,
+				      F8_DIST_STORE_REDUCE, F8_DTYPE_I64, F8_REDUCTION_SUM, &none, diag);
 	f8_dist_waiting(dist, "MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1);
 	int code = mpi.Barrier(mpi.comm_world);
 	f8_dist_waiting(dist, NULL, 0);
 	return code == MPI_OK ? F8_OK
 			      : failed("MPI_Barrier", (1u << F8_MESH_AXIS_COUNT) - 1, code, diag);
+}
+
+f8_status f8_dist_broadcast(f8_dist *dist, void *data, size_t bytes, const char *what,
+			    f8_diag *diag) {
+	int64_t world = f8_dist_world(dist);
+	if (world == 1)
+		return F8_OK;
+	if (!dist->store) { // every rank's, of which rank 0's is kept
+		uint8_t *all = f8_calloc((size_t)world, bytes ? bytes : 1);
+		if (!all)
+			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+		f8_status status = f8_dist_all_gather(dist, F8_DIST_GROUPS - 1, data, all, bytes,
+						      diag);
+		if (!status)
+			memcpy(data, all, bytes);
+		f8_free(all);
+		return status;
+	}
+	char key[48];
+	snprintf(key, sizeof key, "broadcast/%llu", (unsigned long long)++dist->broadcasts);
+	if (dist->launch.rank == 0)
+		return f8_tcp_store_set(dist->store, key, data, bytes, diag);
+	void *value;
+	size_t got;
+	f8_diag local = {0};
+	f8_status status = f8_tcp_store_get(dist->store, key, &value, &got, NULL, &local);
+	if (status)
+		return f8_diag_set(diag, status, "%s from rank 0: %s", what, local.message);
+	if (got != bytes)
+		status = f8_diag_set(diag, F8_ERR_INVALID, "%s from rank 0 is %zu bytes, not %zu",
+				     what, got, bytes);
+	else
+		memcpy(data, value, bytes);
+	f8_free(value);
+	return status;
 }

@@ -1,15 +1,29 @@
 /*
  * A run on several ranks (DESIGN.md, "Distributed"): which rank this process is, from its
  * launcher's environment; where it stands on the plan's device mesh; and the communication the
- * CPU backend's collectives and the training loop's agreements need, through MPI.
+ * CPU backend's collectives and the training loop's agreements need.
  *
  * One process per rank. The launcher's variables, in this order of preference: Open MPI's
  * (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK), torchrun's (RANK,
  * WORLD_SIZE, LOCAL_RANK), Slurm's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID); none: one
- * process. More than one rank needs MPI, opened at run time (Open MPI's libmpi.so.40, or the file
- * F8C_MPI_LIBRARY names), the ranks started by mpirun or srun's MPI launch: the CPU backend's
- * collectives are MPI's. A group of ranks is named by the mesh axes it spans
- * (f8_mesh_group_from_name): the ranks that differ only along those axes.
+ * process. How the ranks of more than one meet:
+ *
+ * - MPI, when MPI launched them: mpirun, or srun's MPI launch (srun --mpi=pmix or pmi2, which
+ *   set PMIX_RANK or PMI_RANK), or srun without MASTER_ADDR and MASTER_PORT. MPI is opened at
+ *   run time (Open MPI's libmpi.so.40, or the file F8C_MPI_LIBRARY names); every call below
+ *   goes through it.
+ * - A TCP store (runtime/tcp_store.h) at MASTER_ADDR:MASTER_PORT, served by rank 0, when no MPI
+ *   launched them: torchrun, or srun without an MPI launch and with MASTER_ADDR and MASTER_PORT
+ *   set (as Megatron-LM's Slurm scripts set them). Both are then required. The store carries the
+ *   control plane a GPU run needs: the agreements, the barrier, the small host all-reduces and
+ *   all-gathers of the training loop (losses, counts, checkpoint records) and the broadcast of
+ *   NCCL's id; the data goes through NCCL. The CPU backend's collectives are MPI's: the point to
+ *   point calls, ring shifts, all-to-alls and reduce-scatters over more than one rank are
+ *   refused there (F8_ERR_UNSUPPORTED), and f8c refuses a CPU run of several ranks before
+ *   training.
+ *
+ * A group of ranks is named by the mesh axes it spans (f8_mesh_group_from_name): the ranks that
+ * differ only along those axes.
  */
 #ifndef F8_RUNTIME_DISTRIBUTED_H
 #define F8_RUNTIME_DISTRIBUTED_H
@@ -21,15 +35,27 @@
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/dtype.h" // f8_dtype
 #include "ir/graph.h" // f8_reduction, F8_MESH_AXIS_COUNT
+#include "runtime/tcp_store.h" // f8_tcp_store
 
 /* Where the launcher put this process. */
 typedef struct f8_dist_launch {
 	int64_t rank, world, local_rank;
 	const char *launcher; // "mpirun", "torchrun", "srun", or "none" (one process)
+	// The ranks meet at a TCP store, not through MPI (several ranks that no MPI launched).
+	bool store;
+	const char *store_host; // MASTER_ADDR (the environment's string), where `store`
+	uint16_t store_port;    // MASTER_PORT, where `store`
+	// Seconds the waits for the other ranks that f8_dist_create makes may take (the store's
+	// join); f8_dist_set_timeout sets it for the calls after. 0: no limit.
+	double timeout;
 } f8_dist_launch;
 
-/* This process's launch from its environment, as above. F8_ERR_ARGUMENT naming the variable
- * when one does not parse or the rank is outside the world. */
+/* Ten minutes, Megatron-LM's --distributed-timeout-minutes default. */
+#define F8_DIST_TIMEOUT_DEFAULT 600.0
+
+/* This process's launch from its environment, as above (timeout: F8_DIST_TIMEOUT_DEFAULT).
+ * F8_ERR_ARGUMENT naming the variable when one does not parse or the rank is outside the
+ * world, and naming MASTER_ADDR or MASTER_PORT when a store launch lacks it. */
 f8_status f8_dist_launch_from_environment(f8_dist_launch *out, f8_diag *diag);
 
 typedef struct f8_dist f8_dist;
@@ -41,9 +67,12 @@ typedef struct f8_dist f8_dist;
 /*
  * Joins the run of `launch` on a mesh of `mesh` (ranks along each axis, F8_MESH_AXIS_COUNT of
  * them, 0 or 1: one): with more than one rank, MPI is opened and initialized and its world
- * checked against the launcher's. F8_ERR_ARGUMENT when the mesh's ranks are not the launcher's
- * world size; F8_ERR_UNSUPPORTED when MPI cannot be opened or its world is not the launcher's
- * (the message says which). *out is the caller's (f8_dist_destroy, which finalizes MPI).
+ * checked against the launcher's; or, for a store launch, rank 0 serves the store, every rank
+ * joins it and they wait for each other (launch->timeout). F8_ERR_ARGUMENT when the mesh's
+ * ranks are not the launcher's world size; F8_ERR_UNSUPPORTED when MPI cannot be opened or its
+ * world is not the launcher's (the message says which); F8_ERR_IO when the store cannot be
+ * served or reached, or a rank does not join in time. *out is the caller's (f8_dist_destroy,
+ * which finalizes MPI, or leaves the store: rank 0's serves until the others have left).
  */
 f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_dist **out,
 			 f8_diag *diag);
@@ -51,6 +80,9 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 void f8_dist_destroy(f8_dist *dist);
 
 int64_t f8_dist_rank(const f8_dist *dist);
+
+/* The TCP store of a store launch of several ranks; NULL under MPI and for one rank. */
+f8_tcp_store *f8_dist_store(f8_dist *dist);
 int64_t f8_dist_world(const f8_dist *dist);
 
 /* This rank's coordinate along mesh axis `axis`. */
@@ -136,12 +168,24 @@ uint32_t f8_dist_group_index(const f8_dist *dist, uint32_t axes);
 f8_status f8_dist_barrier(f8_dist *dist, f8_diag *diag);
 
 /*
+ * Rank 0's `bytes` at `data` into every rank's `data`; every rank calls it, with the same
+ * `bytes` and `what` (the value's name, for messages: "NCCL's id"). Under MPI, an all-gather of
+ * every rank's; over the store, rank 0 sets a key the others get. `dist` NULL or one rank: a
+ * no-op.
+ */
+f8_status f8_dist_broadcast(f8_dist *dist, void *data, size_t bytes, const char *what,
+			    f8_diag *diag);
+
+/*
  * Megatron-LM's --distributed-timeout-minutes: from now on, a collective that waits longer than
  * `seconds` for the other ranks (one died, or hangs) stops this rank: a watchdog thread prints
  * which rank waited, in which call over which group, for how long, and exits the process with
  * status 3, and the launcher stops the others (mpirun does so when a rank exits with an
- * error). Nothing is then half-written: checkpoints and metrics are written whole or not at
- * all. 0 turns it off. A no-op on one rank. F8_ERR_NOMEM when the thread cannot start.
+ * error; torchrun too). Nothing is then half-written: checkpoints and metrics are written whole
+ * or not at all. 0 turns it off. A no-op on one rank. F8_ERR_NOMEM when the thread cannot start.
+ * Over the store, its waits are held to `seconds` themselves and fail (F8_ERR_IO) naming the
+ * ranks that did not arrive, and a rank that died fails the others' waits at once, naming it:
+ * the watchdog holds NCCL's waits (f8_dist_waiting).
  */
 f8_status f8_dist_set_timeout(f8_dist *dist, double seconds, f8_diag *diag);
 

@@ -565,6 +565,15 @@ static f8_status cuda_backend(f8_tool_train_args *args, f8_diag *diag) {
 
 f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	f8_status status = F8_OK;
+	// Before compiling anything: every rank of such a run would only stop at its first
+	// collective (runtime/distributed.h).
+	if (args->launch.store && !args->cuda) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s started %lld ranks without MPI, and the CPU "
+			    "backend's collectives need MPI", args->launch.launcher,
+			    (long long)args->launch.world);
+		f8_diag_hint(diag, "launch with mpirun or srun --mpi, or use --device cuda");
+		return F8_ERR_UNSUPPORTED;
+	}
 	// The schedule as the options are now (f8c calibrate changes some after parsing).
 	f8_training_options optimizer = f8_tool_optimizer(&args->compile, &args->config);
 	args->config.schedule = f8_tool_schedule(&optimizer);
@@ -582,7 +591,9 @@ f8_status f8_tool_train_args_ready(f8_tool_train_args *args, f8_diag *diag) {
 	}
 	if (!status && !args->config.graph)
 		args->config.graph = args->compiled;
-	if (!status && !args->dist) // the ranks of the step's mesh, from the launcher
+	// The ranks of the step's mesh, from the launcher; their joining held to the run's timeout.
+	args->launch.timeout = args->config.distributed_timeout_minutes * 60;
+	if (!status && !args->dist)
 		status = f8_dist_create(&args->launch, args->config.graph->mesh, &args->dist, diag);
 	if (!status && !args->backend)
 		status = args->cuda ? cuda_backend(args, diag) : cpu_backend(args, diag);

@@ -659,6 +659,12 @@ f8_status f8_cpu_backend_create_distributed(f8_cpu_kernels kernels, f8_dist *dis
 		f8_diag_hint(diag, "run with --kernels reference, or use a build with LLVM");
 		return F8_ERR_UNSUPPORTED;
 	}
+	if (f8_dist_store(dist)) {
+		f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the CPU backend's collectives need MPI, and "
+			    "these %lld ranks were started without it", (long long)f8_dist_world(dist));
+		f8_diag_hint(diag, "launch with mpirun or srun --mpi, or use --device cuda");
+		return F8_ERR_UNSUPPORTED;
+	}
 	cpu_backend *cpu = f8_calloc(1, sizeof *cpu);
 	if (!cpu)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");

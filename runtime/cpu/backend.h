@@ -38,7 +38,8 @@ bool f8_cpu_backend_has_generated(void);
 f8_status f8_cpu_backend_create(f8_cpu_kernels kernels, f8_backend **out, f8_diag *diag);
 
 /* f8_cpu_backend_create for one rank of a run on several: its collectives span the ranks of
- * `dist` (runtime/distributed.h; not owned, it outlives the backend; NULL: one process). */
+ * `dist` (runtime/distributed.h; not owned, it outlives the backend; NULL: one process), through
+ * MPI: F8_ERR_UNSUPPORTED for ranks that meet at a TCP store (no MPI launched them). */
 f8_status f8_cpu_backend_create_distributed(f8_cpu_kernels kernels, f8_dist *dist,
 					    f8_backend **out, f8_diag *diag);
 

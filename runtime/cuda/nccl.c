@@ -4,7 +4,6 @@
 #include "runtime/cuda/nccl.h" // f8_nccl_*
 
 #include <sched.h>  // sched_yield
-#include <string.h> // memcpy
 
 #include "ir/alloc.h"                // f8_calloc, f8_free
 #include "runtime/cuda/driver.h"     // f8_cuda_check
@@ -90,7 +89,8 @@ static ncclConfig_t config_of(void) {
 	return config;
 }
 
-/* The world's id: rank 0's, handed to every rank over f8_dist (one process: its own). */
+/* The world's id: rank 0's, handed to every rank by f8_dist_broadcast (over MPI, or over the
+ * TCP store under the key "broadcast/N" when no MPI launched the run; one process: its own). */
 static f8_status world_id(f8_nccl *nccl, ncclUniqueId *id, f8_diag *diag) {
 	f8_dist *dist = nccl->dist;
 	int64_t world = dist ? f8_dist_world(dist) : 1;
@@ -107,15 +107,9 @@ static f8_status world_id(f8_nccl *nccl, ncclUniqueId *id, f8_diag *diag) {
 	}
 	// The others stop too when rank 0 could not make it, instead of waiting for it.
 	status = f8_dist_agree(dist, WORLD, status, "make NCCL's id", diag);
-	if (status)
-		return status;
-	ncclUniqueId *all = f8_calloc((size_t)world, sizeof *all);
-	if (!all)
-		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	status = f8_dist_all_gather(dist, WORLD, &mine, all, sizeof mine, diag);
 	if (!status)
-		memcpy(id, &all[0], sizeof *id);
-	f8_free(all);
+		status = f8_dist_broadcast(dist, &mine, sizeof mine, "NCCL's id", diag);
+	*id = mine;
 	return status;
 }
 

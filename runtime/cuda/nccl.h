@@ -2,13 +2,14 @@
  * The CUDA backend's communicators, through NCCL (DESIGN.md, "Distributed"): one communicator
  * for each group of mesh axes a run's collectives use, split from a world communicator.
  *
- * Rank 0 makes the world's id (ncclGetUniqueId) and f8_dist's MPI hands it to every rank (the
- * ranks of a run on several processes are MPI's: runtime/distributed.h); a run of one process
- * makes it alone. The groups are split (ncclCommSplit, color f8_dist_group_index, key
- * f8_dist_group_rank, so that a communicator's ranks are the group's places) in one order on
- * every rank: a split is a collective of the whole world, and ranks that run different programs
- * (pipeline stages) must still make the same ones, so the caller passes the union of every
- * rank's groups.
+ * Rank 0 makes the world's id (ncclGetUniqueId) and f8_dist hands it to every rank
+ * (f8_dist_broadcast: over MPI when MPI launched the run, else over the TCP store at
+ * MASTER_ADDR:MASTER_PORT: runtime/distributed.h); a run of one process makes it alone. The
+ * groups are split (ncclCommSplit, color f8_dist_group_index, key f8_dist_group_rank, so that a
+ * communicator's ranks are the group's places) in one order on every rank: a split is a
+ * collective of the whole world, and ranks that run different programs (pipeline stages) must
+ * still make the same ones, so the caller passes the union of every rank's groups (which
+ * runtime/cuda/collectives.c agrees on with f8_dist's all-reduce, over MPI or the store alike).
  *
  * The communicators are non-blocking (ncclConfig_t.blocking = 0): each call returns at once and
  * its enqueueing is polled to its end, with the run's distributed timeout; an asynchronous error

@@ -1,0 +1,346 @@
+/*
+ * The TCP store's client (runtime/tcp_store.h): one blocking connection, one request at a time,
+ * each reply awaited with poll under the store's timeout. The server is tcp_store_server.c.
+ */
+#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo
+
+#include "runtime/tcp_store.h" // f8_tcp_store
+
+#include <errno.h>       // errno, EINTR, EINPROGRESS
+#include <fcntl.h>       // fcntl, O_NONBLOCK
+#include <netdb.h>       // getaddrinfo
+#include <netinet/in.h>  // IPPROTO_TCP
+#include <netinet/tcp.h> // TCP_NODELAY
+#include <poll.h>        // poll
+#include <stdio.h>       // snprintf
+#include <string.h>      // strlen, strerror
+#include <sys/socket.h>  // socket, connect, send, recv
+#include <time.h>        // clock_gettime
+#include <unistd.h>      // close
+
+#include "ir/alloc.h"               // f8_calloc, f8_malloc, f8_free
+#include "runtime/tcp_store_wire.h" // the wire format, the server
+
+enum {
+	ADDRESS_MAX = 300,
+	// Seconds a get's reply may come after the wait the server holds it to (the network's
+	// part): past them the server is taken for gone.
+	REPLY_GRACE = 10,
+};
+
+struct f8_tcp_store {
+	int fd;             // -1 once the connection failed: every operation fails at once
+	char address[ADDRESS_MAX]; // "HOST:PORT"
+	int64_t rank;
+	double timeout;     // seconds; 0: none
+	f8_tcp_store_server *server; // rank 0's
+	char broken[200];   // why the connection was given up, for the operations after
+};
+
+static double now_seconds(void) {
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/* Gives the connection up: `why` is every later operation's failure. */
+static f8_status give_up(f8_tcp_store *store, f8_diag *diag, const char *why) {
+	if (store->fd >= 0)
+		close(store->fd);
+	store->fd = -1;
+	snprintf(store->broken, sizeof store->broken, "%s", why);
+	return f8_diag_set(diag, F8_ERR_IO, "rank %lld: the store at %s: %s", (long long)store->rank,
+			   store->address, why);
+}
+
+/* `bytes` from `data` to the socket. */
+static bool send_all(int fd, const void *data, size_t bytes) {
+	const uint8_t *at = data;
+	while (bytes) {
+		ssize_t sent = send(fd, at, bytes, MSG_NOSIGNAL);
+		if (sent < 0 && errno == EINTR)
+			continue;
+		if (sent <= 0)
+			return false;
+		at += sent, bytes -= (size_t)sent;
+	}
+	return true;
+}
+
+/* `bytes` from the socket into `data` before `deadline` (monotonic seconds; < 0: none).
+ * 0: read; 1: the time passed; -1: the connection closed or failed. */
+static int receive_all(int fd, void *data, size_t bytes, double deadline) {
+	uint8_t *at = data;
+	while (bytes) {
+		double left = deadline < 0 ? -1 : deadline - now_seconds();
+		if (deadline >= 0 && left <= 0)
+			return 1;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int ready = poll(&p, 1, left < 0 ? -1 : f8_tcp_store_poll_ms(left));
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready < 0)
+			return -1;
+		if (!ready)
+			continue; // the deadline is checked at the top
+		ssize_t got = recv(fd, at, bytes, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		at += got, bytes -= (size_t)got;
+	}
+	return 0;
+}
+
+/*
+ * One request and its reply: the reply's header into *answer, its value (if any) into *value
+ * (f8_malloc'd, the caller's; NULL `value`: dropped). `wait` is how long the server may hold
+ * the request (seconds, < 0: no limit); the reply is awaited that long plus REPLY_GRACE.
+ */
+static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *key,
+			 const void *data, size_t bytes, int64_t number, double wait,
+			 f8_tcp_store_header *answer, void **value, f8_diag *diag) {
+	if (value)
+		*value = NULL;
+	if (store->fd < 0)
+		return f8_diag_set(diag, F8_ERR_IO, "rank %lld: the store at %s: %s",
+				   (long long)store->rank, store->address, store->broken);
+	size_t key_bytes = key ? strlen(key) : 0;
+	if (key_bytes > F8_TCP_STORE_KEY_MAX || bytes > F8_TCP_STORE_VALUE_MAX)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "a store key of %zu bytes or a value of %zu: "
+				   "past the store's limits (%d, %d)", key_bytes, bytes,
+				   F8_TCP_STORE_KEY_MAX, F8_TCP_STORE_VALUE_MAX);
+	uint8_t header[F8_TCP_STORE_HEADER];
+	f8_tcp_store_header_write(header, &(f8_tcp_store_header){
+						  .kind = (uint8_t)op, .key_bytes = (uint32_t)key_bytes,
+						  .value_bytes = (uint32_t)bytes, .number = number});
+	if (!send_all(store->fd, header, sizeof header) || !send_all(store->fd, key, key_bytes) ||
+	    !send_all(store->fd, data, bytes))
+		return give_up(store, diag, "the connection closed (rank 0, which serves the store, "
+			       "exited?)");
+	double deadline = wait < 0 ? -1 : now_seconds() + wait + REPLY_GRACE;
+	int got = receive_all(store->fd, header, sizeof header, deadline);
+	if (!got && !f8_tcp_store_header_read(header, answer))
+		return give_up(store, diag, "its reply does not parse");
+	if (!got && answer->value_bytes > F8_TCP_STORE_VALUE_MAX)
+		return give_up(store, diag, "its reply's value is past the store's limit");
+	uint8_t *bytes_in = NULL;
+	if (!got && answer->value_bytes) {
+		if (!(bytes_in = f8_malloc(answer->value_bytes)))
+			return give_up(store, diag, "out of memory for its reply");
+		got = receive_all(store->fd, bytes_in, answer->value_bytes, deadline);
+	}
+	if (got) {
+		f8_free(bytes_in);
+		return give_up(store, diag, got > 0 ? "no reply in time (rank 0, which serves the "
+						      "store, hangs?)"
+						    : "the connection closed (rank 0, which serves "
+						      "the store, exited?)");
+	}
+	if (answer->kind == F8_TCP_STORE_ANSWER_REFUSED) {
+		char why[160];
+		snprintf(why, sizeof why, "refused: %.*s", (int)(answer->value_bytes < 120
+								  ? answer->value_bytes : 120),
+			 bytes_in ? (const char *)bytes_in : "");
+		f8_free(bytes_in);
+		return give_up(store, diag, why);
+	}
+	if (answer->kind >= F8_TCP_STORE_ANSWER_COUNT) {
+		f8_free(bytes_in);
+		return give_up(store, diag, "its reply does not parse");
+	}
+	if (value)
+		*value = bytes_in;
+	else
+		f8_free(bytes_in);
+	return F8_OK;
+}
+
+/* Connects to `host`:`port` before `deadline` (< 0: none), trying again while nothing listens
+ * (the server starts when rank 0 comes). The socket, or -1 with *why. */
+static int connect_before(const char *host, uint16_t port, double deadline, char *why,
+			  size_t size) {
+	char service[8];
+	snprintf(service, sizeof service, "%u", port);
+	double pause = 0.01;
+	for (;;) {
+		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+		struct addrinfo *addresses = NULL;
+		int found = getaddrinfo(host, service, &hints, &addresses);
+		if (found)
+			snprintf(why, size, "%s", gai_strerror(found));
+		for (struct addrinfo *a = found ? NULL : addresses; a; a = a->ai_next) {
+			int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+			if (fd < 0)
+				continue;
+			// Non-blocking while it connects: an unreachable host is held to the deadline.
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+			int done = connect(fd, a->ai_addr, a->ai_addrlen);
+			if (done && errno == EINPROGRESS) {
+				double left = deadline < 0 ? 10 : deadline - now_seconds();
+				struct pollfd p = {.fd = fd, .events = POLLOUT};
+				int error = ETIMEDOUT;
+				socklen_t length = sizeof error;
+				if (left > 0 && poll(&p, 1, f8_tcp_store_poll_ms(left)) == 1)
+					getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+				done = error ? -1 : 0;
+				errno = error;
+			}
+			if (!done) {
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+				int yes = 1; // each request at once: the client waits for its reply
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+				freeaddrinfo(addresses);
+				return fd;
+			}
+			snprintf(why, size, "%s", strerror(errno));
+			close(fd);
+		}
+		if (addresses)
+			freeaddrinfo(addresses);
+		double left = deadline < 0 ? pause : deadline - now_seconds();
+		if (left <= 0)
+			return -1;
+		double seconds = pause < left ? pause : left; // under a second: tv_nsec's range
+		struct timespec sleep = {0, (long)(1e9 * seconds)};
+		nanosleep(&sleep, NULL);
+		pause = pause < 0.25 ? 2 * pause : 0.5;
+	}
+}
+
+f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store **out,
+			      f8_diag *diag) {
+	*out = NULL;
+	f8_tcp_store *store = f8_calloc(1, sizeof *store);
+	if (!store)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	store->fd = -1;
+	store->rank = options->rank;
+	store->timeout = options->timeout;
+	bool colon = strchr(options->host, ':') != NULL; // IPv6: [HOST]:PORT
+	snprintf(store->address, sizeof store->address, colon ? "[%s]:%u" : "%s:%u", options->host,
+		 options->port);
+	f8_status status = options->serve ? f8_tcp_store_server_start(options->port,
+								      options->world,
+								      &store->server, diag)
+					  : F8_OK;
+	if (status) {
+		f8_free(store);
+		return status;
+	}
+	char why[160] = "";
+	double deadline = options->timeout > 0 ? now_seconds() + options->timeout : -1;
+	store->fd = connect_before(options->host, options->port, deadline, why, sizeof why);
+	if (store->fd < 0) {
+		status = f8_diag_set(diag, F8_ERR_IO, "rank %lld cannot reach the store at %s in "
+				     "%.0f s: %s", (long long)options->rank, store->address,
+				     options->timeout, why);
+		f8_diag_hint(diag, "rank 0 serves it: check that rank 0 started, and that MASTER_ADDR "
+			     "and MASTER_PORT name rank 0's host and a port this host can reach");
+	}
+	uint8_t world[8];
+	f8_tcp_store_put_u64(world, (uint64_t)options->world);
+	f8_tcp_store_header answer;
+	if (!status)
+		status = request(store, F8_TCP_STORE_OP_HELLO, NULL, world, sizeof world,
+				 options->rank, options->timeout > 0 ? options->timeout : -1, &answer,
+				 NULL, diag);
+	if (status) {
+		f8_tcp_store_destroy(store);
+		return status;
+	}
+	snprintf(store->broken, sizeof store->broken, "closed");
+	*out = store;
+	return F8_OK;
+}
+
+/* How long a request the server answers at once may take (seconds; -1: no limit). */
+static double limit(const f8_tcp_store *store) {
+	return store->timeout > 0 ? store->timeout : -1;
+}
+
+void f8_tcp_store_destroy(f8_tcp_store *store) {
+	if (!store)
+		return;
+	f8_tcp_store_header answer;
+	if (store->fd >= 0) // goodbye: leaving now is not a failure the others should stop for
+		request(store, F8_TCP_STORE_OP_BYE, NULL, NULL, 0, 0, limit(store), &answer, NULL,
+			NULL);
+	if (store->fd >= 0)
+		close(store->fd);
+	f8_tcp_store_server_stop(store->server, store->timeout > 0 ? store->timeout : 60);
+	f8_free(store);
+}
+
+void f8_tcp_store_set_timeout(f8_tcp_store *store, double seconds) {
+	store->timeout = seconds > 0 ? seconds : 0;
+}
+
+const char *f8_tcp_store_address(const f8_tcp_store *store) {
+	return store->address;
+}
+
+f8_status f8_tcp_store_set(f8_tcp_store *store, const char *key, const void *value,
+			   size_t bytes, f8_diag *diag) {
+	f8_tcp_store_header answer;
+	return request(store, F8_TCP_STORE_OP_SET, key, value, bytes, 0, limit(store), &answer,
+		       NULL, diag);
+}
+
+f8_status f8_tcp_store_get(f8_tcp_store *store, const char *key, void **value, size_t *bytes,
+			   int64_t *departed, f8_diag *diag) {
+	*value = NULL, *bytes = 0;
+	if (departed)
+		*departed = -1;
+	f8_tcp_store_header answer;
+	int64_t wait_ms = store->timeout > 0 ? (int64_t)(1e3 * store->timeout) : -1;
+	f8_status status = request(store, F8_TCP_STORE_OP_GET, key, NULL, 0, wait_ms,
+				   limit(store), &answer, value, diag);
+	if (status)
+		return status;
+	if (answer.kind == F8_TCP_STORE_ANSWER_MISSING)
+		return f8_diag_set(diag, F8_ERR_IO, "rank %lld waited %.4g s for the store's key \"%s\" "
+				   "at %s, which no rank set", (long long)store->rank,
+				   store->timeout, key, store->address);
+	if (answer.kind == F8_TCP_STORE_ANSWER_DEPARTED) {
+		if (departed)
+			*departed = answer.number;
+		return f8_diag_set(diag, F8_ERR_IO, "rank %lld waited for the store's key \"%s\" at %s, "
+				   "but rank %lld left the run (its connection closed without "
+				   "goodbye: it died or was stopped)", (long long)store->rank, key,
+				   store->address, (long long)answer.number);
+	}
+	if (!*value && !(*value = f8_malloc(1)))
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	*bytes = answer.value_bytes;
+	return F8_OK;
+}
+
+f8_status f8_tcp_store_check(f8_tcp_store *store, const char *key, bool *exists,
+			     f8_diag *diag) {
+	f8_tcp_store_header answer;
+	f8_status status = request(store, F8_TCP_STORE_OP_CHECK, key, NULL, 0, 0, limit(store),
+				   &answer, NULL, diag);
+	*exists = !status && answer.kind == F8_TCP_STORE_ANSWER_OK;
+	return status;
+}
+
+f8_status f8_tcp_store_add(f8_tcp_store *store, const char *key, int64_t amount, int64_t *out,
+			   f8_diag *diag) {
+	f8_tcp_store_header answer = {0};
+	f8_status status = request(store, F8_TCP_STORE_OP_ADD, key, NULL, 0, amount, limit(store),
+				   &answer, NULL, diag);
+	*out = answer.number;
+	return status;
+}
+
+f8_status f8_tcp_store_delete_prefix(f8_tcp_store *store, const char *prefix, int64_t *out,
+				     f8_diag *diag) {
+	f8_tcp_store_header answer = {0};
+	f8_status status = request(store, F8_TCP_STORE_OP_DELETE_PREFIX, prefix, NULL, 0, 0,
+				   limit(store), &answer, NULL, diag);
+	if (out)
+		*out = answer.number;
+	return status;
+}

@@ -1,0 +1,537 @@
+/*
+ * The TCP store's server (runtime/tcp_store.h): one thread of rank 0's process, one poll loop
+ * over the listening sockets and every connection, so that a get that waits holds nothing but
+ * its connection's state. A connection carries one request at a time (its client waits for
+ * each reply); the keys are few (the ranks' agreements and counters, a round's worth at a
+ * time), so they live in one array searched in order.
+ */
+#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo
+
+#include "runtime/tcp_store_wire.h" // f8_tcp_store_server, the wire format
+
+#include <errno.h>      // errno, EINTR, EAGAIN
+#include <fcntl.h>      // fcntl, O_NONBLOCK
+#include <netdb.h>      // getaddrinfo
+#include <netinet/in.h> // IPPROTO_IPV6, IPV6_V6ONLY
+#include <netinet/tcp.h> // TCP_NODELAY
+#include <poll.h>       // poll
+#include <pthread.h>    // pthread_create, pthread_join
+#include <stdatomic.h>  // atomic_load, atomic_store
+#include <stdio.h>      // snprintf
+#include <string.h>     // strerror, strncmp
+#include <sys/socket.h> // socket, bind, listen, accept, recv, send
+#include <time.h>       // clock_gettime
+#include <unistd.h>     // close, pipe, write
+
+#include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_realloc, f8_free
+#include "runtime/tcp_store.h" // F8_TCP_STORE_KEY_MAX, F8_TCP_STORE_VALUE_MAX
+
+enum { LISTENERS_MAX = 2 }; // IPv6 and IPv4, where the host has both
+
+/* One client's connection: the request being read, the get that waits, the reply being sent. */
+typedef struct connection {
+	int fd;
+	int64_t rank; // said in its hello; -1 before
+	bool said_bye, closing; // closing: refused, closed once its reply is sent
+	uint8_t header_bytes[F8_TCP_STORE_HEADER];
+	size_t header_got, body_got; // bytes of the header, then of key and value, read so far
+	f8_tcp_store_header header;
+	uint8_t *body; // key_bytes + value_bytes + 1 (the key's terminating zero at key_bytes)
+	bool waiting;  // a get for body's key
+	double deadline; // when the get's wait ends (monotonic seconds); < 0: never
+	uint8_t *out;
+	size_t out_bytes, out_sent;
+} connection;
+
+typedef struct entry {
+	char *key;
+	uint8_t *value;
+	size_t bytes;
+} entry;
+
+struct f8_tcp_store_server {
+	int listeners[LISTENERS_MAX], n_listeners;
+	int wake[2]; // a pipe: stop's word to the thread
+	pthread_t thread;
+	int64_t world;
+	int64_t departed; // the first rank that left without goodbye; -1: none
+	connection *connections;
+	size_t n_connections, cap_connections;
+	entry *entries;
+	size_t n_entries, cap_entries;
+	_Atomic double drain_until; // set by stop: the moment to stop at the latest; 0: serving
+};
+
+static double now_seconds(void) {
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+static entry *find(f8_tcp_store_server *server, const char *key) {
+	for (size_t i = 0; i < server->n_entries; i++)
+		if (strcmp(server->entries[i].key, key) == 0)
+			return &server->entries[i];
+	return NULL;
+}
+
+/* Queues a reply on `c` and sends what the socket takes now. False when out of memory (the
+ * connection is then closed). */
+static bool reply(connection *c, f8_tcp_store_answer answer, int64_t number, const void *value,
+		  size_t bytes) {
+	uint8_t *out = f8_malloc(F8_TCP_STORE_HEADER + bytes);
+	if (!out)
+		return false;
+	f8_tcp_store_header_write(out, &(f8_tcp_store_header){.kind = (uint8_t)answer,
+							      .value_bytes = (uint32_t)bytes,
+							      .number = number});
+	if (bytes)
+		memcpy(out + F8_TCP_STORE_HEADER, value, bytes);
+	f8_free(c->out);
+	c->out = out, c->out_bytes = F8_TCP_STORE_HEADER + bytes, c->out_sent = 0;
+	ssize_t sent = send(c->fd, c->out, c->out_bytes, MSG_NOSIGNAL);
+	c->out_sent = sent > 0 ? (size_t)sent : 0;
+	return true;
+}
+
+/* Refuses what `c` sent, saying why, and closes it once that is sent; false. */
+static bool refuse(connection *c, const char *why) {
+	c->closing = true;
+	if (!reply(c, F8_TCP_STORE_ANSWER_REFUSED, 0, why, strlen(why)))
+		c->out_bytes = c->out_sent = 0;
+	return false;
+}
+
+/* Answers the gets that wait for `key`. */
+static void wake_waiters(f8_tcp_store_server *server, const entry *e) {
+	for (size_t i = 0; i < server->n_connections; i++) {
+		connection *c = &server->connections[i];
+		if (c->waiting && strcmp((char *)c->body, e->key) == 0) {
+			c->waiting = false;
+			if (!reply(c, F8_TCP_STORE_ANSWER_OK, 0, e->value, e->bytes))
+				c->closing = true;
+			f8_free(c->body);
+			c->body = NULL;
+		}
+	}
+}
+
+/* Stores `bytes` at `value` (copied) under `key`; NULL when out of memory. */
+static entry *store(f8_tcp_store_server *server, const char *key, const void *value,
+		    size_t bytes) {
+	entry *e = find(server, key);
+	uint8_t *copy = f8_malloc(bytes ? bytes : 1);
+	if (!copy)
+		return NULL;
+	if (bytes)
+		memcpy(copy, value, bytes);
+	if (!e) {
+		if (server->n_entries == server->cap_entries) {
+			size_t cap = server->cap_entries ? 2 * server->cap_entries : 64;
+			entry *grown = f8_realloc(server->entries, cap * sizeof *grown);
+			if (!grown) {
+				f8_free(copy);
+				return NULL;
+			}
+			server->entries = grown, server->cap_entries = cap;
+		}
+		char *name = f8_strdup(key);
+		if (!name) {
+			f8_free(copy);
+			return NULL;
+		}
+		e = &server->entries[server->n_entries++];
+		*e = (entry){.key = name};
+	}
+	f8_free(e->value);
+	e->value = copy, e->bytes = bytes;
+	return e;
+}
+
+/* The hello: which rank `c` is. False when refused. */
+static bool hello(f8_tcp_store_server *server, connection *c, const uint8_t *value) {
+	int64_t rank = c->header.number;
+	int64_t world = c->header.value_bytes == 8 ? (int64_t)f8_tcp_store_take_u64(value) : -1;
+	char why[160];
+	if (c->rank >= 0)
+		return refuse(c, "a second hello on one connection");
+	if (world != server->world) {
+		snprintf(why, sizeof why, "a rank of a world of %lld joined a store of %lld ranks",
+			 (long long)world, (long long)server->world);
+		return refuse(c, why);
+	}
+	if (rank < 0 || rank >= world) {
+		snprintf(why, sizeof why, "rank %lld is outside the world of %lld", (long long)rank,
+			 (long long)world);
+		return refuse(c, why);
+	}
+	for (size_t i = 0; i < server->n_connections; i++)
+		if (server->connections[i].rank == rank) {
+			snprintf(why, sizeof why, "rank %lld joined twice (two processes were given "
+				 "the same RANK)", (long long)rank);
+			return refuse(c, why);
+		}
+	c->rank = rank;
+	if (!reply(c, F8_TCP_STORE_ANSWER_OK, 0, NULL, 0))
+		c->closing = true;
+	return true;
+}
+
+/* Carries out the request `c` has read whole. False when refused. */
+static bool serve(f8_tcp_store_server *server, connection *c) {
+	const char *key = (const char *)c->body;
+	const uint8_t *value = c->body + c->header.key_bytes + 1;
+	f8_tcp_store_header *h = &c->header;
+	if (h->kind != F8_TCP_STORE_OP_HELLO && c->rank < 0)
+		return refuse(c, "a request before the hello");
+	if (h->kind != F8_TCP_STORE_OP_SET && h->kind != F8_TCP_STORE_OP_HELLO && h->value_bytes)
+		return refuse(c, "a value where the operation takes none");
+	entry *e = NULL;
+	bool ok = true;
+	switch (h->kind) {
+	case F8_TCP_STORE_OP_HELLO:
+		return hello(server, c, value);
+	case F8_TCP_STORE_OP_SET:
+		if (!(e = store(server, key, value, h->value_bytes)))
+			return refuse(c, "the store is out of memory");
+		ok = reply(c, F8_TCP_STORE_ANSWER_OK, 0, NULL, 0);
+		wake_waiters(server, e);
+		break;
+	case F8_TCP_STORE_OP_GET:
+		if ((e = find(server, key)))
+			ok = reply(c, F8_TCP_STORE_ANSWER_OK, 0, e->value, e->bytes);
+		else if (server->departed >= 0)
+			ok = reply(c, F8_TCP_STORE_ANSWER_DEPARTED, server->departed, NULL, 0);
+		else if (h->number == 0)
+			ok = reply(c, F8_TCP_STORE_ANSWER_MISSING, 0, NULL, 0);
+		else
+			c->waiting = true,
+			c->deadline = h->number < 0 ? -1 : now_seconds() + 1e-3 * (double)h->number;
+		break;
+	case F8_TCP_STORE_OP_CHECK:
+		ok = reply(c, find(server, key) ? F8_TCP_STORE_ANSWER_OK : F8_TCP_STORE_ANSWER_MISSING,
+			   0, NULL, 0);
+		break;
+	case F8_TCP_STORE_OP_ADD: {
+		e = find(server, key);
+		if (e && e->bytes != 8)
+			return refuse(c, "an add to a key that holds no counter");
+		uint8_t sum[8];
+		int64_t total = (e ? (int64_t)f8_tcp_store_take_u64(e->value) : 0) + h->number;
+		f8_tcp_store_put_u64(sum, (uint64_t)total);
+		if (!(e = store(server, key, sum, sizeof sum)))
+			return refuse(c, "the store is out of memory");
+		ok = reply(c, F8_TCP_STORE_ANSWER_OK, total, NULL, 0);
+		wake_waiters(server, e);
+		break;
+	}
+	case F8_TCP_STORE_OP_DELETE_PREFIX: {
+		size_t kept = 0, length = h->key_bytes;
+		for (size_t i = 0; i < server->n_entries; i++) {
+			entry *at = &server->entries[i];
+			if (strncmp(at->key, key, length) == 0) {
+				f8_free(at->key);
+				f8_free(at->value);
+			} else {
+				server->entries[kept++] = *at;
+			}
+		}
+		int64_t deleted = (int64_t)(server->n_entries - kept);
+		server->n_entries = kept;
+		ok = reply(c, F8_TCP_STORE_ANSWER_OK, deleted, NULL, 0);
+		break;
+	}
+	case F8_TCP_STORE_OP_BYE:
+		c->said_bye = true;
+		ok = reply(c, F8_TCP_STORE_ANSWER_OK, 0, NULL, 0);
+		break;
+	default:
+		return refuse(c, "an unknown operation");
+	}
+	if (!ok)
+		c->closing = true;
+	return true;
+}
+
+/* Reads what `c` has sent, and serves each request it completes; false when the client
+ * closed (or its socket failed). */
+static bool receive(f8_tcp_store_server *server, connection *c) {
+	for (;;) {
+		// Where the next bytes go: the header, the key, or the value after the key's zero.
+		f8_tcp_store_header *h = &c->header;
+		uint8_t *into = c->header_bytes + c->header_got, discard[256];
+		size_t want = F8_TCP_STORE_HEADER - c->header_got;
+		if (c->closing) { // refused: what else it sends is read and dropped
+			into = discard, want = sizeof discard;
+		} else if (c->header_got == F8_TCP_STORE_HEADER && c->body_got < h->key_bytes) {
+			into = c->body + c->body_got, want = h->key_bytes - c->body_got;
+		} else if (c->header_got == F8_TCP_STORE_HEADER) {
+			into = c->body + c->body_got + 1;
+			want = (size_t)h->key_bytes + h->value_bytes - c->body_got;
+		}
+		ssize_t got = want ? recv(c->fd, into, want, 0) : 0;
+		if (want && got == 0)
+			return false;
+		if (want && got < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+		if (c->closing)
+			continue;
+		if (c->waiting || c->out_sent < c->out_bytes) {
+			// The client's next request before the last one's reply: not this protocol.
+			refuse(c, "a request while the last one is unanswered");
+			continue;
+		}
+		if (c->header_got < F8_TCP_STORE_HEADER) {
+			c->header_got += (size_t)got;
+			if (c->header_got < F8_TCP_STORE_HEADER)
+				continue;
+			if (!f8_tcp_store_header_read(c->header_bytes, h)) {
+				refuse(c, "not a request of f8c's store (its first bytes are not "
+				       "\"f8s1\")");
+				continue;
+			}
+			if (!h->kind || h->kind >= F8_TCP_STORE_OP_COUNT) {
+				refuse(c, "an unknown operation");
+				continue;
+			}
+			if (h->key_bytes > F8_TCP_STORE_KEY_MAX ||
+			    h->value_bytes > F8_TCP_STORE_VALUE_MAX) {
+				refuse(c, "a key or a value past the store's limits");
+				continue;
+			}
+			f8_free(c->body);
+			c->body = f8_calloc((size_t)h->key_bytes + 1 + h->value_bytes, 1);
+			c->body_got = 0;
+			if (!c->body) {
+				refuse(c, "the store is out of memory");
+				continue;
+			}
+		} else {
+			c->body_got += (size_t)got;
+		}
+		if (c->body_got < (size_t)h->key_bytes + h->value_bytes)
+			continue;
+		c->header_got = 0;
+		if (memchr(c->body, 0, h->key_bytes)) {
+			refuse(c, "a key with a zero byte");
+			continue;
+		}
+		serve(server, c);
+		if (!c->waiting) {
+			f8_free(c->body);
+			c->body = NULL;
+		}
+	}
+}
+
+/* Closes `c` (index i) and forgets it; a rank that left without goodbye fails every wait. */
+static void drop(f8_tcp_store_server *server, size_t i) {
+	connection *c = &server->connections[i];
+	int64_t rank = c->said_bye ? -1 : c->rank;
+	close(c->fd);
+	f8_free(c->body);
+	f8_free(c->out);
+	server->connections[i] = server->connections[--server->n_connections];
+	if (rank < 0 || server->departed >= 0)
+		return;
+	server->departed = rank;
+	for (size_t j = 0; j < server->n_connections; j++) {
+		connection *other = &server->connections[j];
+		if (other->waiting) {
+			other->waiting = false;
+			f8_free(other->body);
+			other->body = NULL;
+			if (!reply(other, F8_TCP_STORE_ANSWER_DEPARTED, rank, NULL, 0))
+				other->closing = true;
+		}
+	}
+}
+
+static void accept_one(f8_tcp_store_server *server, int listener) {
+	int fd = accept(listener, NULL, NULL);
+	if (fd < 0)
+		return;
+	if (server->n_connections == server->cap_connections) {
+		size_t cap = server->cap_connections ? 2 * server->cap_connections : 16;
+		connection *grown = f8_realloc(server->connections, cap * sizeof *grown);
+		if (!grown) {
+			close(fd);
+			return;
+		}
+		server->connections = grown, server->cap_connections = cap;
+	}
+	int yes = 1; // each reply at once: the clients wait for them
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	server->connections[server->n_connections++] = (connection){.fd = fd, .rank = -1};
+}
+
+/* Whether every rank that joined has gone (stop's drain is over). */
+static bool drained(const f8_tcp_store_server *server) {
+	for (size_t i = 0; i < server->n_connections; i++)
+		if (server->connections[i].rank >= 0)
+			return false;
+	return true;
+}
+
+static void *run(void *argument) {
+	f8_tcp_store_server *server = argument;
+	struct pollfd *polls = NULL;
+	size_t cap_polls = 0;
+	for (;;) {
+		double now = now_seconds();
+		double drain_until = atomic_load(&server->drain_until);
+		if (drain_until && (drained(server) || now >= drain_until))
+			break;
+		size_t n = (size_t)server->n_listeners + 1 + server->n_connections;
+		if (n > cap_polls) {
+			struct pollfd *grown = f8_realloc(polls, 2 * n * sizeof *grown);
+			if (!grown) { // no room to poll every connection: wait and try again
+				poll(NULL, 0, 10);
+				continue;
+			}
+			polls = grown, cap_polls = 2 * n;
+		}
+		double soonest = drain_until ? drain_until : -1;
+		size_t at = 0;
+		for (int l = 0; l < server->n_listeners; l++)
+			polls[at++] = (struct pollfd){.fd = server->listeners[l], .events = POLLIN};
+		polls[at++] = (struct pollfd){.fd = server->wake[0], .events = POLLIN};
+		for (size_t i = 0; i < server->n_connections; i++) {
+			connection *c = &server->connections[i];
+			polls[at++] = (struct pollfd){.fd = c->fd, .events = (short)(
+				POLLIN | (c->out_sent < c->out_bytes ? POLLOUT : 0))};
+			if (c->waiting && c->deadline >= 0 && (soonest < 0 || c->deadline < soonest))
+				soonest = c->deadline;
+		}
+		int wait_ms = soonest < 0 ? -1 : soonest <= now ? 0 : f8_tcp_store_poll_ms(soonest - now);
+		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
+			break;
+		now = now_seconds();
+		char word[16];
+		if (polls[server->n_listeners].revents & POLLIN)
+			(void)!read(server->wake[0], word, sizeof word);
+		// The connections, from the last: a dropped one takes the last one's place.
+		size_t first = (size_t)server->n_listeners + 1, known = server->n_connections;
+		for (size_t i = known; i-- > 0;) {
+			connection *c = &server->connections[i];
+			short events = polls[first + i].revents;
+			bool alive = true;
+			if (events & (POLLIN | POLLHUP | POLLERR))
+				alive = receive(server, c);
+			if (alive && c->out_sent < c->out_bytes) {
+				ssize_t sent = send(c->fd, c->out + c->out_sent, c->out_bytes - c->out_sent,
+						    MSG_NOSIGNAL);
+				if (sent > 0)
+					c->out_sent += (size_t)sent;
+				else if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+					 errno != EINTR)
+					alive = false;
+			}
+			if (alive && c->waiting && c->deadline >= 0 && now >= c->deadline) {
+				c->waiting = false;
+				f8_free(c->body);
+				c->body = NULL;
+				if (!reply(c, F8_TCP_STORE_ANSWER_MISSING, 0, NULL, 0))
+					alive = false;
+			}
+			if (!alive || (c->closing && c->out_sent >= c->out_bytes))
+				drop(server, i);
+		}
+		for (int l = 0; l < server->n_listeners; l++)
+			if (polls[l].revents & POLLIN)
+				accept_one(server, server->listeners[l]);
+	}
+	f8_free(polls);
+	return NULL;
+}
+
+/* A socket listening on `address`, or -1 (errno says why). */
+static int listen_on(const struct addrinfo *address) {
+	int fd = socket(address->ai_family, address->ai_socktype, address->ai_protocol);
+	if (fd < 0)
+		return -1;
+	int yes = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+	if (address->ai_family == AF_INET6) // its own socket beside IPv4's
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &yes, sizeof yes);
+	if (bind(fd, address->ai_addr, address->ai_addrlen) || listen(fd, 1024) ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)) {
+		int error = errno;
+		close(fd);
+		errno = error;
+		return -1;
+	}
+	return fd;
+}
+
+f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_server **out,
+				    f8_diag *diag) {
+	*out = NULL;
+	f8_tcp_store_server *server = f8_calloc(1, sizeof *server);
+	if (!server)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	*server = (f8_tcp_store_server){.world = world, .departed = -1, .wake = {-1, -1}};
+	char service[8];
+	snprintf(service, sizeof service, "%u", port);
+	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM};
+	struct addrinfo *addresses = NULL;
+	int found = getaddrinfo(NULL, service, &hints, &addresses);
+	int error = 0;
+	for (struct addrinfo *a = found ? NULL : addresses; a; a = a->ai_next) {
+		if (server->n_listeners == LISTENERS_MAX)
+			break;
+		int fd = listen_on(a);
+		if (fd >= 0)
+			server->listeners[server->n_listeners++] = fd;
+		else
+			error = errno;
+	}
+	if (addresses)
+		freeaddrinfo(addresses);
+	f8_status status = F8_OK;
+	if (!server->n_listeners) {
+		status = f8_diag_set(diag, F8_ERR_IO, "rank 0 cannot serve the store on port %u: %s",
+				     port, found ? gai_strerror(found) : strerror(error));
+		f8_diag_hint(diag, "choose a free MASTER_PORT on rank 0's host");
+	} else if (pipe(server->wake) || pthread_create(&server->thread, NULL, run, server)) {
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "cannot start the store's thread");
+	}
+	if (status) {
+		for (int l = 0; l < server->n_listeners; l++)
+			close(server->listeners[l]);
+		for (int i = 0; i < 2; i++)
+			if (server->wake[i] >= 0)
+				close(server->wake[i]);
+		f8_free(server);
+		return status;
+	}
+	*out = server;
+	return F8_OK;
+}
+
+void f8_tcp_store_server_stop(f8_tcp_store_server *server, double drain_seconds) {
+	if (!server)
+		return;
+	// The thread reads drain_until at each turn of its loop; the pipe wakes it to see it.
+	atomic_store(&server->drain_until, now_seconds() + drain_seconds);
+	(void)!write(server->wake[1], "s", 1);
+	pthread_join(server->thread, NULL);
+	for (size_t i = 0; i < server->n_connections; i++) {
+		close(server->connections[i].fd);
+		f8_free(server->connections[i].body);
+		f8_free(server->connections[i].out);
+	}
+	for (size_t i = 0; i < server->n_entries; i++) {
+		f8_free(server->entries[i].key);
+		f8_free(server->entries[i].value);
+	}
+	for (int l = 0; l < server->n_listeners; l++)
+		close(server->listeners[l]);
+	close(server->wake[0]);
+	close(server->wake[1]);
+	f8_free(server->connections);
+	f8_free(server->entries);
+	f8_free(server);
+}

@@ -1,0 +1,103 @@
+/*
+ * The TCP store's wire format (runtime/tcp_store.h), shared by its client (tcp_store.c) and its
+ * server (tcp_store_server.c), and the server's start and stop. Private to the store.
+ */
+#ifndef F8_RUNTIME_TCP_STORE_WIRE_H
+#define F8_RUNTIME_TCP_STORE_WIRE_H
+
+#include <stdbool.h> // bool
+#include <stdint.h>  // uint8_t, uint32_t, int64_t
+#include <string.h>  // memcmp, memcpy
+
+#include "ir/diag.h" // f8_status, f8_diag
+
+enum { F8_TCP_STORE_HEADER = 24 }; // bytes of a request's or a reply's header
+
+/* What a request asks. */
+typedef enum f8_tcp_store_op {
+	F8_TCP_STORE_OP_HELLO = 1,     // number: the rank; value: the world size (8 bytes)
+	F8_TCP_STORE_OP_SET,           // key, value
+	F8_TCP_STORE_OP_GET,           // key; number: the wait in milliseconds, -1: no limit
+	F8_TCP_STORE_OP_CHECK,         // key
+	F8_TCP_STORE_OP_ADD,           // key; number: the amount
+	F8_TCP_STORE_OP_DELETE_PREFIX, // key: the prefix
+	F8_TCP_STORE_OP_BYE,           // the rank leaves on purpose
+	F8_TCP_STORE_OP_COUNT
+} f8_tcp_store_op;
+
+/* What a reply answers. */
+typedef enum f8_tcp_store_answer {
+	F8_TCP_STORE_ANSWER_OK,       // value: a get's; number: an add's or a delete's count
+	F8_TCP_STORE_ANSWER_MISSING,  // no such key (a check), or the wait's time passed (a get)
+	F8_TCP_STORE_ANSWER_DEPARTED, // number: a rank that left without goodbye
+	F8_TCP_STORE_ANSWER_REFUSED,  // value: why, as text; the server closes the connection
+	F8_TCP_STORE_ANSWER_COUNT
+} f8_tcp_store_answer;
+
+/* A request's or a reply's header: `kind` is the operation or the answer. */
+typedef struct f8_tcp_store_header {
+	uint8_t kind;
+	uint32_t key_bytes; // 0 in a reply
+	uint32_t value_bytes;
+	int64_t number;
+} f8_tcp_store_header;
+
+static const uint8_t f8_tcp_store_magic[4] = {'f', '8', 's', '1'};
+
+static inline void f8_tcp_store_put_u64(uint8_t *out, uint64_t value) {
+	for (int i = 0; i < 8; i++)
+		out[i] = (uint8_t)(value >> 8 * i);
+}
+
+static inline uint64_t f8_tcp_store_take_u64(const uint8_t *in) {
+	uint64_t value = 0;
+	for (int i = 0; i < 8; i++)
+		value |= (uint64_t)in[i] << 8 * i;
+	return value;
+}
+
+static inline void f8_tcp_store_header_write(uint8_t out[F8_TCP_STORE_HEADER],
+					     const f8_tcp_store_header *header) {
+	memset(out, 0, F8_TCP_STORE_HEADER);
+	memcpy(out, f8_tcp_store_magic, 4);
+	out[4] = header->kind;
+	for (int i = 0; i < 4; i++) {
+		out[8 + i] = (uint8_t)(header->key_bytes >> 8 * i);
+		out[12 + i] = (uint8_t)(header->value_bytes >> 8 * i);
+	}
+	f8_tcp_store_put_u64(out + 16, (uint64_t)header->number);
+}
+
+/* False when the bytes are not a header (the magic, or the zero bytes, differ). */
+static inline bool f8_tcp_store_header_read(const uint8_t in[F8_TCP_STORE_HEADER],
+					    f8_tcp_store_header *header) {
+	if (memcmp(in, f8_tcp_store_magic, 4) != 0 || in[5] || in[6] || in[7])
+		return false;
+	header->kind = in[4];
+	header->key_bytes = header->value_bytes = 0;
+	for (int i = 0; i < 4; i++) {
+		header->key_bytes |= (uint32_t)in[8 + i] << 8 * i;
+		header->value_bytes |= (uint32_t)in[12 + i] << 8 * i;
+	}
+	header->number = (int64_t)f8_tcp_store_take_u64(in + 16);
+	return true;
+}
+
+/* `seconds` (>= 0) as poll's milliseconds, rounded up, at most a day (a longer wait polls
+ * again). */
+static inline int f8_tcp_store_poll_ms(double seconds) {
+	return seconds > 86400 ? 86400000 : (int)(1e3 * seconds) + 1;
+}
+
+typedef struct f8_tcp_store_server f8_tcp_store_server;
+
+/* Serves the store on every address's `port`, from a thread of its own, for `world` ranks.
+ * F8_ERR_IO naming the port when it cannot listen there (in use); F8_ERR_NOMEM. */
+f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_server **out,
+				    f8_diag *diag);
+
+/* Stops serving once every rank that joined has closed its connection, or after
+ * `drain_seconds`; then frees everything. NULL is allowed. */
+void f8_tcp_store_server_stop(f8_tcp_store_server *server, double drain_seconds);
+
+#endif
