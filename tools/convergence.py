@@ -1,12 +1,12 @@
 """FP8 against BF16 over a long run, on real text no one here wrote (issue 15's convergence
 check), on the GPU machine (tools/gpu_checks.sh, section `convergence`).
 
-  convergence.py F8C TEXT_ROOT OUT [--seeds N] PLAN...
+  convergence.py F8C TEXT_ROOT OUT [--seeds N] [--first-seed S] PLAN...
       The text: every .py file under TEXT_ROOT (the Python standard library of the machine,
       without site-packages), in sorted order, one byte a token (f8c tokenize). Each PLAN (one
       per precision, the same model and schedule) trains for the iterations its name's last
       part gives (PLAN-1000: 1000) on the GPU, evaluating every 100 iterations, once per seed
-      (1234, 1235, ...: N of them, default 1), with --deterministic (cuDNN's deterministic
+      (S, S + 1, ...: N of them, default 1 from 1234), with --deterministic (cuDNN's deterministic
       engines; f8c's own kernels sum in a fixed order), so that a run is repeatable and two
       runs of one plan differ by their seed alone; the metrics go to OUT/<plan>-s<seed>.jsonl.
       Then, per plan, the mean over its seeds of the mean training loss over the last 50
@@ -72,14 +72,18 @@ def train(f8c, plan, tokens, out, seed):
 
 def main():
     f8c, root, out, *rest = sys.argv[1:]
-    seeds = 1
-    if rest[:1] == ["--seeds"]:
-        seeds, rest = int(rest[1]), rest[2:]
+    seeds, first = 1, 1234
+    while rest[:1] in (["--seeds"], ["--first-seed"]):
+        if rest[0] == "--seeds":
+            seeds = int(rest[1])
+        else:
+            first = int(rest[1])
+        rest = rest[2:]
     plans = rest
     os.makedirs(out, exist_ok=True)
     tokens, n_files, size = make_tokens(f8c, root, out)
     summary = {"text": f"{n_files} .py files under {root}, {size} bytes",
-               "seeds": [1234 + i for i in range(seeds)], "runs": {}}
+               "seeds": [first + i for i in range(seeds)], "runs": {}}
     keys = ("final_train_loss", "final_eval_loss")
     for plan in plans:
         results = []
