@@ -6,6 +6,7 @@
 
 #include "codegen/kernel_cache.h" // f8_kernel_cache_entry, F8_KERNEL_CACHE_MAX_BYTES
 
+#include <ctype.h>    // isxdigit
 #include <dirent.h>   // opendir, readdir
 #include <errno.h>    // errno, EEXIST, EINTR, EWOULDBLOCK
 #include <fcntl.h>    // open, O_RDWR, O_CREAT
@@ -16,7 +17,7 @@
 #include <sys/file.h> // flock
 #include <sys/stat.h> // mkdir, fstat, utimensat
 #include <time.h>     // nanosleep, time
-#include <unistd.h>   // read, write, close, unlink
+#include <unistd.h>   // read, write, close, unlink, geteuid
 
 #include <llvm-c/BitWriter.h> // LLVMWriteBitcodeToMemoryBuffer
 #include <llvm-c/Core.h>      // LLVMGetVersion, LLVMGetBufferStart, LLVMDisposeMemoryBuffer
@@ -75,6 +76,14 @@ static bool make_folders(const char *folder) {
 	return !stat(folder, &info) && S_ISDIR(info.st_mode);
 }
 
+/* Whether `folder` is this user's and no one else may write into it: an entry is code this
+ * process runs, so a folder others can write to is no cache (F8C_KERNEL_CACHE may name one). */
+static bool private_folder(const char *folder) {
+	struct stat info;
+	return !stat(folder, &info) && info.st_uid == geteuid() &&
+	       !(info.st_mode & (S_IWGRP | S_IWOTH));
+}
+
 /* The key of `module` for `target`, or false when its bitcode cannot be written. */
 static bool module_key(LLVMModuleRef module, const char *target, uint8_t digest[16]) {
 	LLVMMemoryBufferRef bitcode = LLVMWriteBitcodeToMemoryBuffer(module);
@@ -123,7 +132,7 @@ static bool entry_path(const f8_kernel_cache_entry *entry, const char *suffix, c
 bool f8_kernel_cache_open(const char *folder, LLVMModuleRef module, const char *target,
 			  f8_kernel_cache_entry *entry) {
 	*entry = (f8_kernel_cache_entry){.folder = folder, .lock = -1};
-	if (!folder || !*folder || !make_folders(folder) ||
+	if (!folder || !*folder || !make_folders(folder) || !private_folder(folder) ||
 	    !module_key(module, target, entry->digest))
 		return false;
 	for (int i = 0; i < 16; i++)
@@ -218,6 +227,18 @@ static int older_first(const void *a, const void *b) {
 	return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
 }
 
+/* Whether `name` is one of the cache's own files: a key (32 hex digits), then ".o" (an entry),
+ * ".lock" or "." and mkostemp's six characters (a writer's temporary file). Nothing else in the
+ * folder is touched: F8C_KERNEL_CACHE may name a folder that holds other files. */
+static bool cache_file(const char *name) {
+	for (int i = 0; i < 32; i++)
+		if (!isxdigit((unsigned char)name[i]))
+			return false;
+	const char *suffix = name + 32;
+	return !strcmp(suffix, ".o") || !strcmp(suffix, ".lock") ||
+	       (suffix[0] == '.' && strlen(suffix) == 7);
+}
+
 static bool ends_with(const char *name, const char *suffix) {
 	size_t n = strlen(name), s = strlen(suffix);
 	return n >= s && !strcmp(name + n - s, suffix);
@@ -246,7 +267,7 @@ void f8_kernel_cache_trim(const char *folder, uint64_t max_bytes) {
 	time_t now = time(NULL);
 	for (struct dirent *item; (item = readdir(directory));) {
 		struct stat info;
-		if (item->d_name[0] == '.' ||
+		if (!cache_file(item->d_name) ||
 		    fstatat(dirfd(directory), item->d_name, &info, AT_SYMLINK_NOFOLLOW) ||
 		    !S_ISREG(info.st_mode))
 			continue;

@@ -15,8 +15,10 @@
  * a lock on DIR/KEY.lock so that one compiles and the others load. The folder is held under a
  * size (F8_KERNEL_CACHE_MAX_BYTES): the least recently used entries go first.
  *
- * The cache only saves time: a folder that cannot be made, read or written leaves the kernels
- * to be compiled as without it, and the functions here return no error.
+ * The cache only saves time: a folder that cannot be made, read or written, or that another
+ * user owns or may write into, leaves the kernels to be compiled as without it, and the
+ * functions here return no error. Only the cache's own files (named by their key) are ever
+ * removed from the folder.
  */
 #ifndef F8_CODEGEN_KERNEL_CACHE_H
 #define F8_CODEGEN_KERNEL_CACHE_H

@@ -44,6 +44,9 @@ static f8_status nvptx_machine(LLVMTargetMachineRef *machine, f8_diag *diag) {
 	*machine = LLVMCreateTargetMachine(target, F8_NVPTX_TRIPLE, F8_NVPTX_CPU,
 					   F8_NVPTX_FEATURES, LLVMCodeGenLevelDefault,
 					   LLVMRelocDefault, LLVMCodeModelDefault);
+	if (!*machine)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "LLVM made no NVPTX target machine "
+				   "for %s", F8_NVPTX_CPU);
 	return F8_OK;
 }
 
@@ -132,7 +135,8 @@ static uint32_t thread_count(uint32_t n) {
 }
 
 /* The lines every kernel's module begins with (the back end's comment, .version, .target,
- * .address_size): the length of `text`'s, through the line after ".address_size". */
+ * .address_size): the length of `text`'s, through the ".address_size" line; 0 when it has
+ * none. */
 static size_t header_length(const char *text) {
 	const char *at = strstr(text, "\n.address_size ");
 	if (!at)
@@ -145,6 +149,9 @@ static size_t header_length(const char *text) {
  * headers must be the same: one target, one PTX version). */
 static f8_status join_texts(char *const *texts, uint32_t n, char **ptx, f8_diag *diag) {
 	size_t header = header_length(texts[0]), size = header + 1;
+	if (!header)
+		return f8_diag_set(diag, F8_ERR_INVALID, "the NVPTX back end's PTX has no "
+				   ".address_size line to join kernels' modules after");
 	for (uint32_t i = 0; i < n; i++) {
 		if (header_length(texts[i]) != header || memcmp(texts[i], texts[0], header))
 			return f8_diag_set(diag, F8_ERR_INVALID, "the NVPTX back end began kernel %u's "

@@ -183,6 +183,22 @@ static f8_status read_store_address(f8_dist_launch *launch, f8_diag *diag) {
 	}
 	int64_t port;
 	f8_status status = read_variable("MASTER_PORT", 1, 65535, 0, &port, diag);
+	// torchrun's agent on the first node serves PyTorch's own store at MASTER_PORT and tells
+	// its workers so (TORCHELASTIC_USE_AGENT_STORE): f8c's store takes the next port there,
+	// or F8C_STORE_PORT where it is set.
+	const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+	if (!status && getenv("F8C_STORE_PORT"))
+		status = read_variable("F8C_STORE_PORT", 1, 65535, 0, &port, diag);
+	else if (!status && agent && strcmp(agent, "True") == 0) {
+		if (port == 65535) {
+			f8_diag_set(diag, F8_ERR_ARGUMENT, "torchrun's agent serves its store at "
+				    "MASTER_PORT 65535, and f8c's store takes the next port, which "
+				    "there is not");
+			f8_diag_hint(diag, "set F8C_STORE_PORT to a free port on the first node");
+			return F8_ERR_ARGUMENT;
+		}
+		port++;
+	}
 	launch->store_host = host;
 	launch->store_port = (uint16_t)port;
 	return status;
@@ -489,6 +505,11 @@ void f8_dist_destroy(f8_dist *dist) {
 	if (dist->mpi)
 		mpi.Finalize();
 	f8_free(dist);
+}
+
+void f8_dist_fail(f8_dist *dist) {
+	if (dist)
+		f8_tcp_store_fail(dist->store);
 }
 
 uint32_t f8_dist_group_spanned(const f8_dist *dist, uint32_t axes) {

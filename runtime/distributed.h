@@ -44,7 +44,8 @@ typedef struct f8_dist_launch {
 	// The ranks meet at a TCP store, not through MPI (several ranks that no MPI launched).
 	bool store;
 	const char *store_host; // MASTER_ADDR (the environment's string), where `store`
-	uint16_t store_port;    // MASTER_PORT, where `store`
+	uint16_t store_port;    // MASTER_PORT (the next under torchrun's agent store, or
+				// F8C_STORE_PORT), where `store`
 	// Seconds the waits for the other ranks that f8_dist_create makes may take (the store's
 	// join); f8_dist_set_timeout sets it for the calls after. 0: no limit.
 	double timeout;
@@ -78,6 +79,11 @@ f8_status f8_dist_create(const f8_dist_launch *launch, const uint32_t *mesh, f8_
 			 f8_diag *diag);
 
 void f8_dist_destroy(f8_dist *dist);
+
+/* Marks this rank's run as failed before f8_dist_destroy: over the TCP store it then leaves
+ * without a goodbye, so that the other ranks' next wait fails at once naming it rather than at
+ * the timeout (under MPI, the launcher stops them when this process exits non-zero). */
+void f8_dist_fail(f8_dist *dist);
 
 int64_t f8_dist_rank(const f8_dist *dist);
 

@@ -35,6 +35,7 @@ struct f8_tcp_store {
 	double timeout;     // seconds; 0: none
 	f8_tcp_store_server *server; // rank 0's
 	char broken[200];   // why the connection was given up, for the operations after
+	bool failed;        // this rank's run failed: it leaves without a goodbye
 };
 
 static double now_seconds(void) {
@@ -264,13 +265,21 @@ void f8_tcp_store_destroy(f8_tcp_store *store) {
 	if (!store)
 		return;
 	f8_tcp_store_header answer;
-	if (store->fd >= 0) // goodbye: leaving now is not a failure the others should stop for
+	// Goodbye: leaving now is not a failure the others should stop for. A failed rank leaves
+	// without it, and a failed rank 0 serves no longer, so that the others' waits end now.
+	if (store->fd >= 0 && !store->failed)
 		request(store, F8_TCP_STORE_OP_BYE, NULL, NULL, 0, 0, limit(store), &answer, NULL,
 			NULL);
 	if (store->fd >= 0)
 		close(store->fd);
-	f8_tcp_store_server_stop(store->server, store->timeout > 0 ? store->timeout : 60);
+	f8_tcp_store_server_stop(store->server, store->failed ? 0
+					       : store->timeout > 0 ? store->timeout : 60);
 	f8_free(store);
+}
+
+void f8_tcp_store_fail(f8_tcp_store *store) {
+	if (store)
+		store->failed = true;
 }
 
 void f8_tcp_store_set_timeout(f8_tcp_store *store, double seconds) {

@@ -59,6 +59,11 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
  */
 void f8_tcp_store_destroy(f8_tcp_store *store);
 
+/* Marks this rank's run as failed: f8_tcp_store_destroy then leaves without the goodbye (and
+ * rank 0 stops serving at once), so that the other ranks' waits fail now, naming this rank,
+ * instead of at their timeout. */
+void f8_tcp_store_fail(f8_tcp_store *store);
+
 /* The limit of every wait from now on, in seconds (0: none). */
 void f8_tcp_store_set_timeout(f8_tcp_store *store, double seconds);
 

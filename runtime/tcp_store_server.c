@@ -217,15 +217,19 @@ static bool serve(f8_tcp_store_server *server, connection *c) {
 		if (e && e->bytes != 8)
 			return refuse(c, "an add to a key that holds no counter");
 		uint8_t sum[8];
-		int64_t total = (e ? (int64_t)f8_tcp_store_take_u64(e->value) : 0) + h->number;
-		f8_tcp_store_put_u64(sum, (uint64_t)total);
+		// In uint64_t: numbers from the wire may overflow, which is no undefined behaviour
+		// there (the counter wraps as two's complement).
+		uint64_t total = (e ? f8_tcp_store_take_u64(e->value) : 0) + (uint64_t)h->number;
+		f8_tcp_store_put_u64(sum, total);
 		if (!(e = store(server, key, sum, sizeof sum)))
 			return refuse(c, "the store is out of memory");
-		ok = reply(c, F8_TCP_STORE_ANSWER_OK, total, NULL, 0);
+		ok = reply(c, F8_TCP_STORE_ANSWER_OK, (int64_t)total, NULL, 0);
 		wake_waiters(server, e);
 		break;
 	}
 	case F8_TCP_STORE_OP_DELETE_PREFIX: {
+		if (!h->key_bytes) // it would delete every group's rounds and the broadcasts
+			return refuse(c, "a delete of every key");
 		size_t kept = 0, length = h->key_bytes;
 		for (size_t i = 0; i < server->n_entries; i++) {
 			entry *at = &server->entries[i];
@@ -478,22 +482,29 @@ f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_s
 				 .ai_socktype = SOCK_STREAM};
 	struct addrinfo *addresses = NULL;
 	int found = getaddrinfo(NULL, service, &hints, &addresses);
-	int error = 0;
+	int error = 0, taken_error = 0; // taken: a port another process holds on one family
 	for (struct addrinfo *a = found ? NULL : addresses; a; a = a->ai_next) {
 		if (server->n_listeners == LISTENERS_MAX)
 			break;
 		int fd = listen_on(a);
-		if (fd >= 0)
+		if (fd >= 0) {
 			server->listeners[server->n_listeners++] = fd;
-		else
-			error = errno;
+			continue;
+		}
+		// A family this host lacks is no matter; a port another process holds on one
+		// family is: clients dialling that family would reach the other process.
+		error = errno;
+		if (error != EAFNOSUPPORT && error != EADDRNOTAVAIL && error != EPROTONOSUPPORT)
+			taken_error = error;
 	}
 	if (addresses)
 		freeaddrinfo(addresses);
 	f8_status status = F8_OK;
-	if (!server->n_listeners) {
+	if (!server->n_listeners || taken_error) {
 		status = f8_diag_set(diag, F8_ERR_IO, "rank 0 cannot serve the store on port %u: %s",
-				     port, found ? gai_strerror(found) : strerror(error));
+				     port, found	  ? gai_strerror(found)
+					   : taken_error ? strerror(taken_error)
+							 : strerror(error));
 		f8_diag_hint(diag, "choose a free MASTER_PORT on rank 0's host");
 	} else if (pipe(server->wake) || pthread_create(&server->thread, NULL, run, server)) {
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "cannot start the store's thread");

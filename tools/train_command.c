@@ -793,6 +793,7 @@ int f8_tool_train(int argc, char **argv) {
 				(long long)args->launch.world);
 		f8_diag_print(&diag, stderr);
 		code = status == F8_ERR_ARGUMENT ? 2 : 1;
+		f8_dist_fail(args->dist); // the other ranks stop now, not at their timeout
 	}
 	f8_tool_train_args_destroy(args);
 	return code;

@@ -70,8 +70,10 @@ static f8_status split_made(f8_nccl *nccl, ncclComm_t *made, ncclResult_t result
 		ncclResult_t state = ncclSuccess;
 		ncclResult_t asked = f8_cuda_api.ncclCommGetAsyncError(nccl->world, &state);
 		result = asked != ncclSuccess ? asked : state;
-		if (result != ncclSuccess && result != ncclInProgress)
+		if (result != ncclSuccess && result != ncclInProgress) {
+			f8_dist_waiting(nccl->dist, NULL, 0);
 			return failed(nccl, nccl->world, result, "ncclCommSplit", axes, diag);
+		}
 		sched_yield();
 	}
 	f8_dist_waiting(nccl->dist, NULL, 0);
@@ -101,11 +103,12 @@ static f8_status world_id(f8_nccl *nccl, ncclUniqueId *id, f8_diag *diag) {
 		if (result != ncclSuccess)
 			status = failed(nccl, NULL, result, "ncclGetUniqueId", WORLD, diag);
 	}
-	if (world == 1 || status) {
+	if (world == 1) {
 		*id = mine;
 		return status;
 	}
-	// The others stop too when rank 0 could not make it, instead of waiting for it.
+	// The others stop too when rank 0 could not make it, instead of waiting for it: rank 0
+	// agrees with its failure (its own diagnostic stands) before it returns.
 	status = f8_dist_agree(dist, WORLD, status, "make NCCL's id", diag);
 	if (!status)
 		status = f8_dist_broadcast(dist, &mine, sizeof mine, "NCCL's id", diag);

@@ -10,7 +10,8 @@
  *   - a process that finds another holding the entry's lock waits, then links what the other
  *     stored instead of compiling;
  *   - trimming removes the least recently used entries, with their locks, until the folder is
- *     under three quarters of its limit, and dead writers' temporary files.
+ *     under three quarters of its limit, and dead writers' temporary files, and nothing that is
+ *     not the cache's; a folder that others may write into is not used.
  * The seed comes from the clock and is printed; F8_TEST_SEED=N repeats a run.
  *
  * usage: test_kernel_cache
@@ -220,6 +221,11 @@ static void check_entries(const char *folder) {
 		}
 		free(other_bytes);
 		free(bytes);
+		// A folder others may write into is no cache: its entries could be anyone's code.
+		CHECK(!chmod(folder, 0775));
+		CHECK(jit_of(program, folder) == 0);
+		CHECK(!chmod(folder, 0700));
+		CHECK(jit_of(program, folder) == 1);
 		// A folder that cannot be made: the kernels compile as without a cache.
 		char blocked[4200];
 		snprintf(blocked, sizeof blocked, "%s/a-file", folder);
@@ -285,31 +291,35 @@ static bool exists_in(const char *folder, const char *name) {
 	return file_exists(path);
 }
 
+/* The name of fake entry `i` with `suffix`: a key of 32 hex digits, as the cache names its own. */
+static const char *fake(int i, const char *suffix) {
+	static char name[64];
+	snprintf(name, sizeof name, "%032x%s", 0xabc00 + i, suffix);
+	return name;
+}
+
 static void check_trim(const char *folder) {
-	printf("trimming: the least recently used first, to three quarters\n");
-	// Ten entries of 1000 bytes, e0 the oldest; a limit of 8000: the folder holds 10000 (and
+	printf("trimming: the least recently used first, to three quarters, the cache's files only\n");
+	// Ten entries of 1000 bytes, 0 the oldest; a limit of 8000: the folder holds 10000 (and
 	// empty locks), so the four oldest go (6000 <= 6000 left).
 	for (int i = 0; i < 10; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "e%d.o", i);
-		aged_file(folder, name, 1000, 1000 - 10 * i);
-		snprintf(name, sizeof name, "e%d.lock", i);
-		aged_file(folder, name, 0, 1000 - 10 * i);
+		aged_file(folder, fake(i, ".o"), 1000, 1000 - 10 * i);
+		aged_file(folder, fake(i, ".lock"), 0, 1000 - 10 * i);
 	}
-	aged_file(folder, "e3.XXXdead", 10, 7200); // a writer that died two hours ago
-	aged_file(folder, "e9.XXXbusy", 10, 5);    // one writing now
+	aged_file(folder, fake(3, ".Xdead1"), 10, 7200); // a writer that died two hours ago
+	aged_file(folder, fake(9, ".Xbusy1"), 10, 5);    // one writing now
+	aged_file(folder, "notes.txt", 100000, 7200);     // the user's, in a folder they named
+	aged_file(folder, "old.o", 100000, 7200);
 	f8_kernel_cache_trim(folder, 8000);
 	for (int i = 0; i < 10; i++) {
-		char name[32];
-		snprintf(name, sizeof name, "e%d.o", i);
-		CHECK(exists_in(folder, name) == (i >= 4));
-		snprintf(name, sizeof name, "e%d.lock", i);
-		CHECK(exists_in(folder, name) == (i >= 4));
+		CHECK(exists_in(folder, fake(i, ".o")) == (i >= 4));
+		CHECK(exists_in(folder, fake(i, ".lock")) == (i >= 4));
 	}
-	CHECK(!exists_in(folder, "e3.XXXdead"));
-	CHECK(exists_in(folder, "e9.XXXbusy"));
+	CHECK(!exists_in(folder, fake(3, ".Xdead1")));
+	CHECK(exists_in(folder, fake(9, ".Xbusy1")));
+	CHECK(exists_in(folder, "notes.txt") && exists_in(folder, "old.o"));
 	f8_kernel_cache_trim(folder, 8000); // under the limit: nothing goes
-	CHECK(exists_in(folder, "e4.o"));
+	CHECK(exists_in(folder, fake(4, ".o")));
 }
 
 /* Removes `folder` and what is in it, one level down. */

@@ -441,10 +441,13 @@ static void run_join_rank(int64_t rank, int port) {
 	f8_diag diag = {0};
 	f8_dist *dist = NULL;
 	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_OK);
-	launch.timeout = 1;
+	// 3 s: on a loaded machine rank 1 may reach the store a second after rank 0 began to wait.
+	launch.timeout = 3;
 	uint32_t mesh[F8_MESH_AXIS_COUNT] = {[F8_MESH_AXIS_DP] = RANKS};
 	CHECK(f8_dist_create(&launch, mesh, &dist, &diag) == F8_ERR_IO && !dist);
-	CHECK(missing_two(diag.message));
+	// Rank 0 names rank 2; rank 1 may instead find rank 0's store closed when rank 0 gave up
+	// first.
+	CHECK(rank != 0 || missing_two(diag.message));
 }
 
 /* Forks `ranks` processes running `body`; true when every one exits 0 in time. */
