@@ -53,7 +53,8 @@ static void clear_launch(void) {
 	static const char *const names[] = {
 		"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "RANK",
 		"WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-		"MASTER_ADDR", "MASTER_PORT", "PMIX_RANK", "PMI_RANK"};
+		"MASTER_ADDR", "MASTER_PORT", "PMIX_RANK", "PMI_RANK", "TORCHELASTIC_USE_AGENT_STORE",
+		"F8C_STORE_PORT"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		unsetenv(names[i]);
 }
@@ -96,6 +97,18 @@ static void test_launch(void) {
 	CHECK(launch.store && strcmp(launch.launcher, "torchrun") == 0);
 	CHECK(launch.store_port == 29500 && strcmp(launch.store_host, "127.0.0.1") == 0);
 	CHECK(launch.timeout == F8_DIST_TIMEOUT_DEFAULT);
+	// Real torchrun: its agent serves PyTorch's store at MASTER_PORT, so f8c's takes the next,
+	// or F8C_STORE_PORT.
+	setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_OK && launch.store_port == 29501);
+	setenv("F8C_STORE_PORT", "31000", 1);
+	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_OK && launch.store_port == 31000);
+	unsetenv("F8C_STORE_PORT");
+	set_number("MASTER_PORT", 65535);
+	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_ERR_ARGUMENT &&
+	      strstr(diag.message, "65535") != NULL);
+	unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+	set_number("MASTER_PORT", 29500);
 	unsetenv("MASTER_ADDR");
 	CHECK(f8_dist_launch_from_environment(&launch, &diag) == F8_ERR_ARGUMENT);
 	CHECK(strstr(diag.message, "no MASTER_ADDR") != NULL);
