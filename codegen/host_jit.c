@@ -245,6 +245,8 @@ static f8_status compile(f8_host_jit *jit, const f8_kernel *const *kernels, uint
 		status = look_up_all(jit, diag);
 	if (!status && cached && !object && jit->capture.count == 1 && jit->capture.bytes)
 		f8_kernel_cache_store(&entry, jit->capture.bytes, jit->capture.size);
+	f8_free(jit->capture.bytes); // stored: the JIT runs its own copy
+	jit->capture.bytes = NULL;
 	f8_kernel_cache_close(&entry);
 	return status;
 }

@@ -58,22 +58,13 @@ bool f8_lower_is_cast(const f8_node *node) {
 	return node->op == F8_OP_QUANTIZE || node->op == F8_OP_CAST_TRANSPOSE;
 }
 
-/* The amax `node` makes (a cast's or an Amax's), or F8_NONE. */
-static f8_value_id amax_made_by(const f8_node *node) {
-	if (node->op == F8_OP_QUANTIZE)
-		return node->n_outputs > 2 ? node->outputs[2] : F8_NONE;
-	if (node->op == F8_OP_CAST_TRANSPOSE)
-		return node->n_outputs > 4 ? node->outputs[4] : F8_NONE;
-	return node->op == F8_OP_AMAX ? node->outputs[0] : F8_NONE;
-}
-
 bool f8_lower_is_amax_guard(const f8_lower *lw, const f8_node *node) {
 	if (node->op != F8_OP_NAN_TO_INF || node->inputs[0] == F8_NONE)
 		return false;
 	f8_node_id producer = lw->graph->values[node->inputs[0]].producer;
 	for (uint32_t m = 0; producer != F8_NONE && m < lw->n_members; m++)
 		if (lw->members[m] == producer)
-			return amax_made_by(&lw->graph->nodes[producer]) == node->inputs[0];
+			return f8_node_amax(&lw->graph->nodes[producer]) == node->inputs[0];
 	return false;
 }
 

@@ -245,6 +245,14 @@ const f8_attr *f8_node_attr(const f8_node *node, const char *name) {
 	return NULL;
 }
 
+uint32_t f8_node_amax(const f8_node *node) {
+	if (node->op == F8_OP_QUANTIZE)
+		return node->n_outputs > 2 ? node->outputs[2] : F8_NONE;
+	if (node->op == F8_OP_CAST_TRANSPOSE)
+		return node->n_outputs > 4 ? node->outputs[4] : F8_NONE;
+	return node->op == F8_OP_AMAX ? node->outputs[0] : F8_NONE;
+}
+
 int64_t f8_node_attr_int(const f8_node *node, const char *name, int64_t fallback) {
 	const f8_attr *attr = f8_node_attr(node, name);
 	return attr && attr->kind == F8_ATTR_INT ? attr->i : fallback;

@@ -149,6 +149,10 @@ const char *f8_node_attr_string(const struct f8_node *node, const char *name,
 				const char *fallback);
 f8_dtype f8_node_attr_dtype(const struct f8_node *node, const char *name, f8_dtype fallback);
 
+/* The amax a node makes: a cast's (Quantize's third output, CastTranspose's fifth) or an
+ * Amax's; F8_NONE for other ops, and for a cast without that output. */
+uint32_t f8_node_amax(const struct f8_node *node);
+
 /*
  * The inputs of a Quantize or CastTranspose node (ir/infer_fused.c), by position: the scale
  * input (a scaling table with `slot`, else a given scale or grid), or -1 when the cast finds

@@ -263,16 +263,6 @@ static bool refills_member_input(const fuser *f, const growing *k, const f8_node
 	return false;
 }
 
-/* The amax `node` makes: a cast's (Quantize's third output, CastTranspose's fifth) or an
- * Amax's; F8_NONE for other ops. */
-static f8_value_id amax_of(const f8_node *node) {
-	if (node->op == F8_OP_QUANTIZE)
-		return node->n_outputs > 2 ? node->outputs[2] : F8_NONE;
-	if (node->op == F8_OP_CAST_TRANSPOSE)
-		return node->n_outputs > 4 ? node->outputs[4] : F8_NONE;
-	return node->op == F8_OP_AMAX ? node->outputs[0] : F8_NONE;
-}
-
 /* Whether `node` is a NanToInf of an amax that the kernel of index `kernel` computes, the one
  * reader of the amax: the shard pass's, before the amax's max over ranks. Codegen makes each
  * |x| +inf where NaN as the kernel maxes them (the same value), so that it costs no launch; it
@@ -288,7 +278,7 @@ static bool guards_amax(const fuser *f, uint32_t kernel, const f8_node *node) {
 		return false;
 	const f8_node *maker = &graph->nodes[producer];
 	bool given = is_cast(maker) && maker->n_inputs > 1 && maker->inputs[1] != F8_NONE;
-	return (given || maker->op == F8_OP_AMAX) && amax_of(maker) == amax && !f->kept[amax] &&
+	return (given || maker->op == F8_OP_AMAX) && f8_node_amax(maker) == amax && !f->kept[amax] &&
 	       f->first_use[amax + 1] - f->first_use[amax] == 1;
 }
 

@@ -93,9 +93,7 @@ f8_status f8_dist_store_exchange(const f8_dist_store_group *group, const char *w
 		return status;
 	}
 	// Place 0: its own part first, then each other place's in place order.
-	if (combine == F8_DIST_STORE_GATHER)
-		memcpy(out, mine, bytes);
-	else if (out != mine)
+	if (out != mine)
 		memcpy(out, mine, bytes);
 	for (uint32_t p = 1; !status && p < group->size; p++) {
 		snprintf(key, sizeof key, "%s%u", prefix, p);
