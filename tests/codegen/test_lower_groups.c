@@ -22,8 +22,8 @@
 #include <math.h>   // fabs, isnan, nextafterf
 #include <stdarg.h> // va_list (adamw_many_text)
 #include <stdio.h>  // printf, snprintf
-#include <stdlib.h> // rand_r
-#include <string.h> // strlen, strstr
+#include <stdlib.h> // getenv, rand_r
+#include <string.h> // strcmp, strlen, strstr
 #include <time.h>   // time
 
 #include "frontend/frontend.h"   // f8_frontend_load
@@ -459,11 +459,18 @@ static void check_group(const f8_graph *graph, f8_cpu_generated *generated, uint
 	free_values(&v);
 }
 
+/* The kernel cache the test presets name (F8C_KERNEL_CACHE), so the sanitizer build links what
+ * the default build compiled; none when unset or "off". */
+static const char *kernel_cache(void) {
+	const char *folder = getenv("F8C_KERNEL_CACHE");
+	return folder && *folder && strcmp(folder, "off") ? folder : NULL;
+}
+
 /* Every group of `graph`, through one f8_cpu_generated for all of them. */
 static void check_groups(const f8_graph *graph, const int64_t *symbols) {
 	f8_cpu_generated *generated = NULL;
 	f8_diag diag = {0};
-	f8_status status = f8_cpu_generated_create(graph, NULL, &generated, &diag);
+	f8_status status = f8_cpu_generated_create(graph, kernel_cache(), &generated, &diag);
 	if (status) {
 		f8_diag_print(&diag, stdout);
 		CHECK(status == F8_OK);
@@ -1100,7 +1107,7 @@ static void check_data_error(const char *title, const char *text, f8_kernel_fami
 	for (uint32_t i = 0; !status && i < graph->n_order; i++)
 		graph->nodes[graph->order[i]].group = group;
 	if (!status)
-		status = f8_cpu_generated_create(graph, NULL, &generated, &diag);
+		status = f8_cpu_generated_create(graph, kernel_cache(), &generated, &diag);
 	CHECK(status == F8_OK);
 	int64_t symbols[4] = {6, 1, 1, 1}; // 6 rows or positions
 	f8_rt_tensor *tensors = f8_calloc(graph ? graph->n_values : 1, sizeof *tensors);
@@ -1143,7 +1150,7 @@ static void adamw_exact(const char *title, const char *text, int64_t steps) {
 		return;
 	f8_diag diag = {0};
 	f8_cpu_generated *generated = NULL;
-	f8_status status = f8_cpu_generated_create(graph, NULL, &generated, &diag);
+	f8_status status = f8_cpu_generated_create(graph, kernel_cache(), &generated, &diag);
 	CHECK(status == F8_OK);
 	if (status) {
 		f8_diag_print(&diag, stdout);

@@ -25,9 +25,10 @@
 #include "passes/fp8_cast.h"     // F8_FP8_TABLE_*
 #include "passes/precision.h"    // f8_fp8_options, f8_fp8_options_default
 #include "runtime/safetensors.h" // f8_safetensors_open, f8_safetensors_find
-#include "runtime/cpu/backend.h" // f8_cpu_backend_create
+#include "runtime/cpu/backend.h" // f8_cpu_backend_create, f8_cpu_backend_cache_kernels
 #include "runtime/train.h"       // f8_train_run, f8_train_config
 #include "tools/compile.h"       // f8_tool_compile_training
+#include "tools/tool_options.h"  // f8_tool_kernel_cache
 #include "tests/runtime/test_tokens.h" // test_write_word_tokens
 #include "tests/test_support.h"  // CHECK, test_finish, test_read_file
 
@@ -89,7 +90,11 @@ static bool train(const setup *config, heard *h) {
 	f8_training_options optimizer = f8_tool_optimizer(&config->compile, &c);
 	c.schedule = f8_tool_schedule(&optimizer);
 	f8_graph *step = NULL;
+	char cache[4096];
 	f8_status status = f8_cpu_backend_create(kernels, &c.backend, &diag);
+	if (!status)
+		status = f8_cpu_backend_cache_kernels(
+			c.backend, f8_tool_kernel_cache(cache, sizeof cache), &diag);
 	if (!status)
 		status = f8_tool_compile_training(&config->compile, &c, &step, &diag);
 	c.graph = step;
