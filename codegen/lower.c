@@ -525,24 +525,41 @@ f8_kir_id f8_lower_nan_to_inf(f8_lower *lw, f8_kir_id v) {
 	return EMIT(lw, SELECT, EMIT(lw, IS_NAN, v, NONE, NONE), f8_lower_constant(lw, INFINITY), v);
 }
 
-/* 0.5 x (1 + erf(x / sqrt 2)), or the tanh form 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715
- * x^3))), as the reference kernel computes them. */
+/*
+ * GELU's tanh form through its sigmoid: 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)), u = sqrt(2 / pi)
+ * (x + 0.044715 x^3), one exp and one division where tanh takes an odd polynomial, an exp and
+ * a division and selects between them: on the GPU, GELU and its gradient are issue-bound
+ * (tools/bench_gpu.md). It is also the more accurate f32 form where x < 0: 1 + tanh u cancels
+ * there, 1 / (1 + e^(-2u)) does not. The reference (runtime/cpu/kernels_nn.c) computes the
+ * tanh form in double. -2u = x (k1 + k2 x^2), k1 = -2 sqrt(2 / pi), k2 = 0.044715 k1.
+ */
+static const double GELU_K1 = -1.59576912160573071176, GELU_K2 = -0.07135481627260024878;
+
+/* 1 + e^(-2u) of the tanh form. */
+static f8_kir_id gelu_denominator(f8_lower *lw, f8_kir_id x) {
+	f8_kir_id xx = EMIT(lw, MUL, x, x, NONE);
+	f8_kir_id minus_2u = EMIT(lw, MUL, x,
+				  EMIT(lw, ADD, f8_lower_constant(lw, GELU_K1),
+				       EMIT(lw, MUL, f8_lower_constant(lw, GELU_K2), xx, NONE), NONE),
+				  NONE);
+	return EMIT(lw, ADD, f8_lower_constant(lw, 1), EMIT(lw, EXP, minus_2u, NONE, NONE), NONE);
+}
+
+/* 0.5 x (1 + erf(x / sqrt 2)), or the tanh form x / (1 + e^(-2u)). */
 static f8_kir_id gelu(f8_lower *lw, f8_kir_id x, bool tanh_form) {
-	f8_kir_id inner;
-	if (tanh_form) {
-		f8_kir_id cube = EMIT(lw, MUL, EMIT(lw, MUL, x, x, NONE), x, NONE);
-		f8_kir_id sum = EMIT(lw, ADD, x, EMIT(lw, MUL, f8_lower_constant(lw, 0.044715), cube, NONE), NONE);
-		inner = EMIT(lw, TANH, EMIT(lw, MUL, f8_lower_constant(lw, 0.79788456080286535588), sum, NONE),
-			     NONE, NONE);
-	} else {
-		inner = EMIT(lw, ERF, EMIT(lw, MUL, x, f8_lower_constant(lw, 0.70710678118654752440), NONE),
-			     NONE, NONE);
-	}
+	if (tanh_form)
+		return EMIT(lw, DIV, x, gelu_denominator(lw, x), NONE);
+	f8_kir_id inner = EMIT(lw, ERF, EMIT(lw, MUL, x, f8_lower_constant(lw, 0.70710678118654752440), NONE),
+			       NONE, NONE);
 	f8_kir_id half_x = EMIT(lw, MUL, f8_lower_constant(lw, 0.5), x, NONE);
 	return EMIT(lw, MUL, half_x, EMIT(lw, ADD, f8_lower_constant(lw, 1), inner, NONE), NONE);
 }
 
-/* gelu'(x), as runtime/cpu/kernels_grad_nn.c's gelu_derivative. */
+/*
+ * gelu'(x), as runtime/cpu/kernels_grad_nn.c's gelu_derivative. The tanh form with s the
+ * sigmoid above: s + x s (1 - s) 2 u'(x), 2 u' = -(k1 + 3 k2 x^2); x s first, so that where
+ * e^(-2u) overflows (x below about -10) s = 0 makes the term 0, not 0 times an infinity.
+ */
 static f8_kir_id gelu_derivative(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 	f8_kir_id one = f8_lower_constant(lw, 1), half = f8_lower_constant(lw, 0.5);
 	f8_kir_id xx = EMIT(lw, MUL, x, x, NONE);
@@ -557,18 +574,12 @@ static f8_kir_id gelu_derivative(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 				     f8_lower_constant(lw, 0.39894228040143267794), NONE);
 		return EMIT(lw, ADD, cdf, pdf, NONE);
 	}
-	const double sqrt_2_over_pi = 0.79788456080286535588, cubic = 0.044715;
-	f8_kir_id u = EMIT(lw, MUL, f8_lower_constant(lw, sqrt_2_over_pi),
-			   EMIT(lw, ADD, x, EMIT(lw, MUL, f8_lower_constant(lw, cubic), EMIT(lw, MUL, xx, x, NONE), NONE), NONE),
-			   NONE);
-	f8_kir_id t = EMIT(lw, TANH, u, NONE, NONE);
-	f8_kir_id du_dx = EMIT(lw, MUL, f8_lower_constant(lw, sqrt_2_over_pi),
-			       EMIT(lw, ADD, one, EMIT(lw, MUL, f8_lower_constant(lw, 3 * cubic), xx, NONE), NONE), NONE);
-	f8_kir_id left = EMIT(lw, MUL, half, EMIT(lw, ADD, one, t, NONE), NONE);
-	f8_kir_id right = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, MUL, half, x, NONE),
-					     EMIT(lw, SUB, one, EMIT(lw, MUL, t, t, NONE), NONE), NONE),
-			       du_dx, NONE);
-	return EMIT(lw, ADD, left, right, NONE);
+	f8_kir_id s = EMIT(lw, DIV, one, gelu_denominator(lw, x), NONE);
+	f8_kir_id du2 = EMIT(lw, ADD, f8_lower_constant(lw, -GELU_K1),
+			     EMIT(lw, MUL, f8_lower_constant(lw, -3 * GELU_K2), xx, NONE), NONE);
+	f8_kir_id slope = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, MUL, x, s, NONE), EMIT(lw, SUB, one, s, NONE), NONE),
+			       du2, NONE);
+	return EMIT(lw, ADD, s, slope, NONE);
 }
 
 /* The f32 arithmetic of an elementwise member on its inputs' elements `in`. */
