@@ -26,14 +26,16 @@ int64_t f8_pipeline_messages_of_runs(int64_t stages, int64_t chunks, int64_t sta
 		int64_t i = run->micro_batch;
 		// The receive first: the send carries what the run computed from it.
 		if (!run->backward && g > 0)
-			ops[n++] = (f8_pipeline_op){false, before, {false, i, (uint32_t)(g - 1)}};
+			ops[n++] = (f8_pipeline_op){false, before, {false, i, (uint32_t)(g - 1)}, true};
 		if (!run->backward && g < last)
-			ops[n++] = (f8_pipeline_op){true, after, {false, i, (uint32_t)g}};
+			ops[n++] = (f8_pipeline_op){true, after, {false, i, (uint32_t)g}, false};
 		if (run->backward && g < last)
-			ops[n++] = (f8_pipeline_op){false, after, {true, i, (uint32_t)g}};
+			ops[n++] = (f8_pipeline_op){false, after, {true, i, (uint32_t)g}, true};
 		if (run->backward && g > 0)
-			ops[n++] = (f8_pipeline_op){true, before, {true, i, (uint32_t)(g - 1)}};
+			ops[n++] = (f8_pipeline_op){true, before, {true, i, (uint32_t)(g - 1)}, false};
 	}
+	if (n) // the flush's group
+		ops[n - 1].closes_group = true;
 	return n;
 }
 
@@ -135,14 +137,13 @@ static void number_places(simulation *sim) {
 	memset(receives, 0, (size_t)(stages * stages) * sizeof *receives);
 }
 
-/* Stage s posts its group at at[s]: the sends held back since its last receive, up to and with
- * its next receive (or, past the last receive, the flush's sends). */
+/* Stage s posts its group at at[s]: up to and with the operation that closes it (or the last). */
 static void post_group(simulation *sim, int64_t s) {
 	const f8_pipeline_op *ops = sim->ops[s];
 	int64_t e = sim->at[s];
-	while (e < sim->n_ops[s] && ops[e].send)
+	while (e + 1 < sim->n_ops[s] && !ops[e].closes_group)
 		e++;
-	sim->end[s] = e < sim->n_ops[s] ? e + 1 : e;
+	sim->end[s] = e + 1;
 	for (int64_t i = sim->at[s]; i < sim->end[s]; i++)
 		if (ops[i].send)
 			sim->sends_posted[s * sim->stages + ops[i].peer]++;
@@ -207,9 +208,9 @@ static f8_status simulate(simulation *sim, int64_t chunks, f8_diag *diag) {
 		used = used < sizeof cycle ? used : sizeof cycle - 1;
 		s = op->peer;
 	} while (s != start);
-	return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "point-to-point messages matched in order, "
-			   "each send posted with the stage's next receive, deadlock (%lld of %lld "
-			   "stages stuck): %s", (long long)stuck, (long long)stages, cycle);
+	return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "point-to-point messages matched in order "
+			   "and posted in the stages' groups deadlock (%lld of %lld stages stuck): %s",
+			   (long long)stuck, (long long)stages, cycle);
 }
 
 f8_status f8_pipeline_messages_check_ops(int64_t stages, int64_t chunks,

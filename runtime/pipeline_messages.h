@@ -31,6 +31,18 @@
  * f8_pipeline_messages_check decides both for a layout, before the first step
  * (runtime/train.c, for a backend with ordered_messages, runtime/backend.h).
  *
+ * 1F1B passes both. The interleaved schedule pairs up (with PP = 2 too: both ends of a pair
+ * take its activations and gradients in the one order the schedule gives), but its groups
+ * complete only when M = PP: past that, the first stage's chunk 0 forwards receive nothing, so
+ * their sends wait for a backward's receive, and the stages end up in a ring each waiting for
+ * the next to receive. Megatron-LM's batching, where each forward and backward pair's sends go
+ * in one group with the receives of the stage's next forward and next backward (posted a step
+ * ahead, into buffers of their own), completes for every layout; with its calls' order in a
+ * group (send to the previous stage, receive from it, send to the next, receive from it) PP = 2
+ * does not pair up past M = PP: the two stages put a pair's activation and gradient in opposite
+ * orders, which is why it once required PP > 2 (tests/runtime/test_pipeline_messages.c holds
+ * all this).
+ *
  * What else goes over pp is outside a step's schedule and needs no check: the optimizer's
  * exchange of a tied embedding's gradient (passes/shard.c) comes after the step's flush, so
  * each pair's queue holds it last on both sides; an evaluation, inference and an observed step
@@ -55,17 +67,20 @@ typedef struct f8_pipeline_message {
 } f8_pipeline_message;
 
 /* One point-to-point operation of a stage: a send of `message` to stage `peer`, or a receive
- * of it from there. */
+ * of it from there; and whether the stage then posts the operations since its group before as
+ * one group (an NCCL group, which completes when all of them do). */
 typedef struct f8_pipeline_op {
 	bool send;
 	uint32_t peer;
 	f8_pipeline_message message;
+	bool closes_group;
 } f8_pipeline_op;
 
 /*
  * Stage `stage` (of `stages`, each holding `chunks` model chunks)'s operations, in the order
  * its `n_runs` runs issue them (as above), into ops[] (the caller's, room for 2 n_runs); their
- * number.
+ * number. They are grouped as the CUDA backend posts them: each receive closes a group (with
+ * the sends held since the group before), and the last operation closes one (the flush).
  */
 int64_t f8_pipeline_messages_of_runs(int64_t stages, int64_t chunks, int64_t stage,
 				     const f8_stage_run *runs, int64_t n_runs,

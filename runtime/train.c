@@ -878,7 +878,8 @@ static f8_status check_ordered_messages(const trainer *t, f8_diag *diag) {
 		snprintf(batch, sizeof batch, "--global-batch-size %lld (PP micro-batches a "
 			 "data-parallel rank), ", (long long)(t->config->global_batch_size / m * stages));
 	f8_diag_hint(diag, "the %s backend matches a pair's messages in the order they are posted "
-		     "(NCCL has no tags). What runs: %s%sor this layout on the CPU backend "
+		     "(NCCL has no tags), each send in one group with the stage's next receive. What "
+		     "runs: %s%sor this layout on the CPU backend "
 		     "(--device cpu), whose MPI matches by tag", f8_backend_name(backend), batch,
 		     one_chunk ? "the 1F1B schedule (without --num-layers-per-virtual-pipeline-stage), "
 			       : "");

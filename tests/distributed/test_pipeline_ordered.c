@@ -102,10 +102,11 @@ int main(int argc, char **argv) {
 		CHECK(status == F8_ERR_UNSUPPORTED && h.steps == 0);
 		CHECK(strstr(diag.message, "the interleaved schedule of 2 pipeline stages of 2 model "
 					   "chunks each over 4 micro-batches: point-to-point "
-					   "messages matched in order, each send posted with the "
-					   "stage's next receive, deadlock (2 of 2 stages stuck): "
-					   "stage 0 waits for stage 1") != NULL);
-		CHECK(strstr(diag.hint, "What runs: --global-batch-size 2 (PP micro-batches a "
+					   "messages matched in order and posted in the stages' "
+					   "groups deadlock (2 of 2 stages stuck): stage 0 waits for "
+					   "stage 1") != NULL);
+		CHECK(strstr(diag.hint, "each send in one group with the stage's next receive") &&
+		      strstr(diag.hint, "What runs: --global-batch-size 2 (PP micro-batches a "
 					"data-parallel rank), the 1F1B schedule") != NULL);
 		printf("rank %lld, (a) interleaved over 4: %s\nHINT: %s\n", (long long)launch.rank,
 		       diag.message, diag.hint);

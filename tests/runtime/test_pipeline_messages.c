@@ -1,8 +1,9 @@
 /*
  * runtime/pipeline_messages.h: which pipeline schedules a transport that matches messages in
  * posting order (NCCL, with the CUDA backend's groups) runs, over a grid of layouts; each
- * stage's operations against the program order the passes make; and the check failing, with
- * its diagnostic, on orders made wrong on purpose.
+ * stage's operations against the program order the passes make; Megatron-LM's grouping of the
+ * same messages, which runs every layout; and the check failing, with its diagnostic, on orders
+ * made wrong on purpose and when allocation fails.
  */
 #include <stdio.h>  // printf
 #include <string.h> // strstr
@@ -136,15 +137,135 @@ static void test_two_stages(void) {
 	f8_diag_clear(&diag);
 	CHECK(f8_pipeline_messages_check(2, 2, 4, &diag) == F8_ERR_UNSUPPORTED);
 	const char *want = "the interleaved schedule of 2 pipeline stages of 2 model chunks each "
-			   "over 4 micro-batches: point-to-point messages matched in order, each "
-			   "send posted with the stage's next receive, deadlock (2 of 2 stages "
-			   "stuck): stage 0 waits for stage 1 to receive micro-batch 3's activation "
+			   "over 4 micro-batches: point-to-point messages matched in order and "
+			   "posted in the stages' groups deadlock (2 of 2 stages stuck): stage 0 waits for stage 1 to receive micro-batch 3's activation "
 			   "from chunk 0 of stage 0 to chunk 0 of stage 1, while stage 1 waits for "
 			   "stage 0 to receive micro-batch 2's activation from chunk 0 of stage 1 to "
 			   "chunk 1 of stage 0";
 	CHECK(strcmp(diag.message, want) == 0);
 	if (strcmp(diag.message, want) != 0)
 		printf("got:  %s\nwant: %s\n", diag.message, want);
+}
+
+/* A run's receive and send, where it has them. */
+typedef struct run_ops {
+	f8_pipeline_op receive, send;
+	bool has_receive, has_send;
+} run_ops;
+
+static run_ops ops_of_run(int64_t stages, int64_t chunks, int64_t stage, const f8_stage_run *run) {
+	f8_pipeline_op two[2];
+	int64_t n = f8_pipeline_messages_of_runs(stages, chunks, stage, run, 1, two);
+	run_ops r = {.has_receive = false};
+	for (int64_t i = 0; i < n; i++) {
+		two[i].closes_group = false;
+		if (two[i].send)
+			r.send = two[i], r.has_send = true;
+		else
+			r.receive = two[i], r.has_receive = true;
+	}
+	return r;
+}
+
+/* Appends one group of stage s to ops[s]: the sends of `forward` and `backward` and the
+ * receives of `next_forward` and `next_backward` (each may be NULL or have none), in
+ * Megatron-LM's call order (send to the previous stage: the backward's; receive from it: the
+ * forward's; send to the next; receive from it) or, `in_order`, forwards' first. */
+static void megatron_group(int64_t s, const run_ops *forward, const run_ops *backward,
+			   const run_ops *next_forward, const run_ops *next_backward, bool in_order) {
+	const f8_pipeline_op *put[4] = {
+		backward && backward->has_send ? &backward->send : NULL,
+		next_forward && next_forward->has_receive ? &next_forward->receive : NULL,
+		forward && forward->has_send ? &forward->send : NULL,
+		next_backward && next_backward->has_receive ? &next_backward->receive : NULL};
+	static const int megatron_order[4] = {0, 1, 2, 3}, forwards_first[4] = {2, 0, 1, 3};
+	int64_t start = n_ops[s];
+	for (int k = 0; k < 4; k++) {
+		const f8_pipeline_op *op = put[(in_order ? forwards_first : megatron_order)[k]];
+		if (op)
+			ops[s][n_ops[s]++] = *op;
+	}
+	if (n_ops[s] > start)
+		ops[s][n_ops[s] - 1].closes_group = true;
+}
+
+/*
+ * The interleaved order's messages grouped as Megatron-LM's
+ * forward_backward_pipelining_with_interleaving batches them: the first forward's receive
+ * alone; each warm-up forward's send with the next forward's receive (the last's with the first
+ * backward's too); in the steady state each forward and backward pair's sends with the
+ * receives of the next forward and the next backward, posted a step ahead; each cool-down
+ * backward's send with the next backward's receive.
+ */
+static void megatron_groups(int64_t stages, int64_t chunks, int64_t micro_batches, bool in_order) {
+	static run_ops forwards[MAX_RUNS], backwards[MAX_RUNS];
+	int64_t n = micro_batches * chunks;
+	for (int64_t s = 0; s < stages; s++) {
+		uint32_t contexts;
+		f8_pipeline_interleaved(stages, s, chunks, micro_batches, runs[s], &contexts);
+		int64_t f = 0, b = 0, warmup = -1;
+		for (int64_t r = 0; r < 2 * n; r++) {
+			if (runs[s][r].backward && warmup < 0)
+				warmup = f;
+			if (runs[s][r].backward)
+				backwards[b++] = ops_of_run(stages, chunks, s, &runs[s][r]);
+			else
+				forwards[f++] = ops_of_run(stages, chunks, s, &runs[s][r]);
+		}
+		int64_t steady = n - warmup;
+		n_ops[s] = 0;
+		megatron_group(s, NULL, NULL, &forwards[0], NULL, in_order);
+		for (int64_t k = 0; k < warmup; k++)
+			megatron_group(s, &forwards[k], NULL, k + 1 < n ? &forwards[k + 1] : NULL,
+				       k == warmup - 1 && steady > 0 ? &backwards[0] : NULL, in_order);
+		if (steady == 0)
+			megatron_group(s, NULL, NULL, NULL, &backwards[0], in_order);
+		for (int64_t k = 0; k < steady; k++)
+			megatron_group(s, &forwards[warmup + k], &backwards[k],
+				       warmup + k + 1 < n ? &forwards[warmup + k + 1] : NULL,
+				       k + 1 < n ? &backwards[k + 1] : NULL, in_order);
+		for (int64_t k = steady; k < n; k++)
+			megatron_group(s, NULL, &backwards[k], NULL,
+				       k + 1 < n ? &backwards[k + 1] : NULL, in_order);
+	}
+}
+
+/*
+ * What a grouping that runs every layout looks like: Megatron-LM's. In the calls' order its
+ * code makes them, PP = 2 does not pair up once M > PP (in the steady state stage 0 sends a
+ * gradient before an activation where stage 1 receives the activation first: why Megatron-LM
+ * once required PP > 2); PP > 2 passes. With each pair's messages in one order on both ends,
+ * every layout of the grid passes: the receives posted a step ahead are what the CUDA
+ * backend's grouping lacks.
+ */
+static void test_megatron_groups(void) {
+	f8_diag diag;
+	for (int64_t pp = 2; pp <= MAX_STAGES; pp++) {
+		for (int64_t v = 2; v <= 4; v++) {
+			for (int64_t m = pp; m <= 4 * pp; m += pp) {
+				for (int in_order = 0; in_order < 2; in_order++) {
+					megatron_groups(pp, v, m, in_order);
+					f8_status status = check_ops(pp, v, &diag);
+					bool ok = in_order || pp > 2 || m == pp
+							  ? status == F8_OK
+							  : status == F8_ERR_UNSUPPORTED &&
+								    strstr(diag.message, "would mismatch");
+					CHECK(ok);
+					if (!ok)
+						printf("Megatron-LM's groups%s, PP %lld V %lld M %lld: %s\n",
+						       in_order ? " in order" : "", (long long)pp,
+						       (long long)v, (long long)m,
+						       status ? diag.message : "passes");
+				}
+			}
+		}
+	}
+	megatron_groups(2, 2, 4, false);
+	CHECK(check_ops(2, 2, &diag) == F8_ERR_UNSUPPORTED);
+	CHECK(strstr(diag.message, "would mismatch: stage 0's send #6 to stage 1 is micro-batch 0's "
+				   "gradient from chunk 1 of stage 0 back to chunk 0 of stage 1, and "
+				   "stage 1's receive #6 from stage 0 is micro-batch 3's activation from "
+				   "chunk 0 of stage 0 to chunk 0 of stage 1") != NULL);
 }
 
 static void swap_ops(int64_t stage, int64_t i, int64_t j) {
@@ -224,6 +345,7 @@ int main(void) {
 	test_grid();
 	test_two_stages();
 	test_wrong_orders();
+	test_megatron_groups();
 	test_allocation_failure();
 	return test_finish();
 }
