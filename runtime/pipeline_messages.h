@@ -88,7 +88,9 @@ int64_t f8_pipeline_messages_of_runs(int64_t stages, int64_t chunks, int64_t sta
 
 /*
  * Checks (a) and (b) above over every stage's operations: ops[s], n_ops[s] of them, for stage
- * s of `stages` holding `chunks` chunks each (the chunks name the messages in the diagnostic).
+ * s of `stages` holding `chunks` chunks each (the chunks name the messages in the diagnostic),
+ * posted in their order (within a group too: NCCL's queue of a pair is the order of its calls)
+ * in the groups closes_group ends (a stage's last operation ends its last group in any case).
  * F8_OK; F8_ERR_UNSUPPORTED with the first mismatch (the pair, the place in its queue and the
  * two messages) or the deadlock (the stages that wait on each other, each with the operation
  * it waits on); F8_ERR_NOMEM. Any hint is the caller's to give.
