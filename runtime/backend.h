@@ -102,6 +102,13 @@ typedef struct f8_backend_interface {
 	 * be on their way (before the ranks next agree, and at the end of a step's runs). */
 	f8_status (*flush)(f8_backend *backend, f8_diag *diag);
 
+	/* Whether the backend matches a pair's sends and receives in the order they are posted,
+	 * without tags, each send held back until the stage's next receive or flush (the CUDA
+	 * backend on NCCL); false: by tag (MPI's). The training loop then runs only a pipeline
+	 * schedule whose messages pair up in order and do not deadlock so
+	 * (runtime/pipeline_messages.h), and says so before the first step. */
+	bool ordered_messages;
+
 	/* Waits until everything asked of the backend so far is done. */
 	f8_status (*synchronize)(f8_backend *backend, f8_diag *diag);
 

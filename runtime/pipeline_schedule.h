@@ -22,6 +22,9 @@
  * micro-batch's forward chunks run in increasing order and its backward chunks in decreasing
  * order, all its forwards before its backwards, which is its program's order: one context
  * holds it from its chunk 0 forward to its chunk 0 backward.
+ *
+ * The messages each order sends and receives, and whether a transport that matches them in
+ * posting order (NCCL) runs it, are runtime/pipeline_messages.h's.
  */
 #ifndef F8_RUNTIME_PIPELINE_SCHEDULE_H
 #define F8_RUNTIME_PIPELINE_SCHEDULE_H

@@ -1,6 +1,8 @@
 /*
  * The training loop: setup (model, training graph, executor, data, checkpoint), iterations,
- * evaluation, metrics and saves.
+ * evaluation, metrics and saves. Under pipeline parallelism each stage runs its schedule's
+ * order (runtime/pipeline_schedule.h), which on a backend that matches messages in posting
+ * order (NCCL's) is checked first to pair up and complete (runtime/pipeline_messages.h).
  */
 #define _POSIX_C_SOURCE 200809L // clock_gettime
 
@@ -17,6 +19,7 @@
 #include "runtime/checkpoint.h"        // f8_checkpoint_save, f8_checkpoint_load
 #include "runtime/executor.h"          // f8_executor
 #include "runtime/parameters.h"        // f8_rt_parameters_init
+#include "runtime/pipeline_messages.h" // f8_pipeline_messages_check
 #include "runtime/pipeline_schedule.h" // f8_pipeline_1f1b, f8_pipeline_interleaved
 #include "runtime/scaling_tables.h"    // f8_rt_scaling_tables_find
 
@@ -851,6 +854,39 @@ static f8_status pipeline_order(const trainer *t, f8_stage_run *runs, uint32_t *
 }
 
 /*
+ * On a backend that matches messages in posting order (NCCL: no tags, each send posted with
+ * the stage's next receive; backend.h's ordered_messages), whether every stage's order of
+ * runs makes pairs of messages that meet and groups that complete (runtime/pipeline_messages.h).
+ * Every rank decides alike: the layout is the same numbers everywhere. A refusal's hint names
+ * the layouts near this one that pass.
+ */
+static f8_status check_ordered_messages(const trainer *t, f8_diag *diag) {
+	const f8_backend *backend = t->config->backend;
+	if (!backend || !backend->interface->ordered_messages)
+		return F8_OK;
+	int64_t stages = t->graph->mesh[F8_MESH_AXIS_PP], m = t->micro_batches;
+	f8_status status = f8_pipeline_messages_check(stages, t->chunks, m, diag);
+	if (status != F8_ERR_UNSUPPORTED)
+		return status;
+	// The same check on the alternatives: one step of PP micro-batches (the interleaved
+	// schedule's warm-up is then every forward) and 1F1B over this step's.
+	bool whole_warmup = t->chunks > 1 && m != stages &&
+			    f8_pipeline_messages_check(stages, t->chunks, stages, NULL) == F8_OK;
+	bool one_chunk = t->chunks > 1 && f8_pipeline_messages_check(stages, 1, m, NULL) == F8_OK;
+	char batch[96] = "";
+	if (whole_warmup)
+		snprintf(batch, sizeof batch, "--global-batch-size %lld (PP micro-batches a "
+			 "data-parallel rank), ", (long long)(t->config->global_batch_size / m * stages));
+	f8_diag_hint(diag, "the %s backend matches a pair's messages in the order they are posted "
+		     "(NCCL has no tags), each send in one group with the stage's next receive. What "
+		     "runs: %s%sor this layout on the CPU backend "
+		     "(--device cpu), whose MPI matches by tag", f8_backend_name(backend), batch,
+		     one_chunk ? "the 1F1B schedule (without --num-layers-per-virtual-pipeline-stage), "
+			       : "");
+	return status;
+}
+
+/*
  * Pipeline parallelism's schedule (runtime/pipeline_schedule.h: 1F1B, or interleaved over the
  * stage's model chunks): this stage's forwards and backwards in its order, each micro-batch on
  * an executor context of its own while in flight. The micro-batches are drawn in order, as
@@ -900,6 +936,8 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
 		status = pipeline_order(t, t->runs, &contexts, diag);
+	if (!status)
+		status = check_ordered_messages(t, diag);
 	if (!status)
 		status = f8_executor_set_contexts(t->executor, contexts, diag);
 	if (!status)

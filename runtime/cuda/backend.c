@@ -861,6 +861,7 @@ static const f8_backend_interface cuda_interface = {
 	.run_begin = run_begin,
 	.run_end = run_end,
 	.flush = flush,
+	.ordered_messages = true,
 	.synchronize = synchronize,
 	.destroy = destroy,
 };

@@ -60,7 +60,10 @@ static uint32_t group_of(const f8_cuda_collectives *c, uint32_t axes) {
 	return c->every_group ? axes : f8_dist_group_spanned(c->dist, axes);
 }
 
-/* Refuses the collectives that have no NCCL path yet. */
+/* Refuses the collectives that have no NCCL path yet. Send and Recv have one whatever their
+ * tag (the interleaved schedule's), which NCCL has no use for: a pair's messages meet in the
+ * order they are posted, and the training loop runs only the schedules whose messages meet so
+ * (runtime/pipeline_messages.h, the backend's ordered_messages). */
 static f8_status check_node(const f8_graph *graph, f8_node_id id, f8_diag *diag) {
 	const f8_node *node = &graph->nodes[id];
 	const char *why = NULL;
@@ -72,12 +75,6 @@ static f8_status check_node(const f8_graph *graph, f8_node_id id, f8_diag *diag)
 	case F8_OP_ALL_TO_ALL_DISPATCH:
 	case F8_OP_ALL_TO_ALL_COMBINE:
 		why = "expert parallelism's all-to-all on GPUs is not built yet";
-		break;
-	case F8_OP_SEND:
-	case F8_OP_RECV:
-		if (f8_node_attr_int(node, "tag", 0))
-			why = "the interleaved schedule's tagged messages have no NCCL path yet (NCCL "
-			      "matches a pair's messages in order, without tags)";
 		break;
 	default:
 		break;

@@ -19,12 +19,16 @@
  *                    stages that each send before they receive do not wait on each other (an
  *                    NCCL send waits for its receive, and a communicator's calls run in the
  *                    order they were queued). A buffer is used again once its group is done.
+ *                    NCCL has no tags: a pair's messages meet in the order they are posted,
+ *                    the interleaved schedule's tags unread. Which schedules pair them up and
+ *                    complete under this grouping is runtime/pipeline_messages.h's to say: the
+ *                    training loop checks its schedule there before the first step (1F1B
+ *                    passes; the interleaved one only with PP micro-batches a step).
  *
  * A group of one rank is a copy and never reaches here, unless the backend was asked to run
  * every collective through NCCL (F8C_NCCL=1: how one GPU tests these paths). Not built yet, and
  * refused when the collectives are made, naming the node: context parallelism's ring attention
- * and expert parallelism's all-to-all on GPUs, and the interleaved schedule's tagged messages
- * (NCCL has no tags; each chunk's messages would need a communicator of their own).
+ * and expert parallelism's all-to-all on GPUs.
  */
 #ifndef F8_RUNTIME_CUDA_COLLECTIVES_H
 #define F8_RUNTIME_CUDA_COLLECTIVES_H
