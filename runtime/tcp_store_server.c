@@ -5,7 +5,7 @@
  * each reply); the keys are few (the ranks' agreements and counters, a round's worth at a
  * time), so they live in one array searched in order.
  */
-#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo
+#define _POSIX_C_SOURCE 200809L // getaddrinfo
 
 #include "runtime/tcp_store_wire.h" // f8_tcp_store_server, the wire format
 
@@ -20,7 +20,6 @@
 #include <stdio.h>      // snprintf
 #include <string.h>     // strerror, strncmp
 #include <sys/socket.h> // socket, bind, listen, accept, recv, send
-#include <time.h>       // clock_gettime
 #include <unistd.h>     // close, pipe, write
 
 #include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_realloc, f8_free
@@ -61,12 +60,6 @@ struct f8_tcp_store_server {
 	size_t n_entries, cap_entries;
 	_Atomic double drain_until; // set by stop: the moment to stop at the latest; 0: serving
 };
-
-static double now_seconds(void) {
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
 
 static entry *find(f8_tcp_store_server *server, const char *key) {
 	for (size_t i = 0; i < server->n_entries; i++)
@@ -206,7 +199,7 @@ static bool serve(f8_tcp_store_server *server, connection *c) {
 			ok = reply(c, F8_TCP_STORE_ANSWER_MISSING, 0, NULL, 0);
 		else
 			c->waiting = true,
-			c->deadline = h->number < 0 ? -1 : now_seconds() + 1e-3 * (double)h->number;
+			c->deadline = h->number < 0 ? -1 : f8_tcp_store_now() + 1e-3 * (double)h->number;
 		break;
 	case F8_TCP_STORE_OP_CHECK:
 		ok = reply(c, find(server, key) ? F8_TCP_STORE_ANSWER_OK : F8_TCP_STORE_ANSWER_MISSING,
@@ -383,7 +376,7 @@ static void *run(void *argument) {
 	struct pollfd *polls = NULL;
 	size_t cap_polls = 0;
 	for (;;) {
-		double now = now_seconds();
+		double now = f8_tcp_store_now();
 		double drain_until = atomic_load(&server->drain_until);
 		if (drain_until && (drained(server) || now >= drain_until))
 			break;
@@ -411,7 +404,7 @@ static void *run(void *argument) {
 		int wait_ms = soonest < 0 ? -1 : soonest <= now ? 0 : f8_tcp_store_poll_ms(soonest - now);
 		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
 			break;
-		now = now_seconds();
+		now = f8_tcp_store_now();
 		char word[16];
 		if (polls[server->n_listeners].revents & POLLIN)
 			(void)!read(server->wake[0], word, sizeof word);
@@ -526,7 +519,7 @@ void f8_tcp_store_server_stop(f8_tcp_store_server *server, double drain_seconds)
 	if (!server)
 		return;
 	// The thread reads drain_until at each turn of its loop; the pipe wakes it to see it.
-	atomic_store(&server->drain_until, now_seconds() + drain_seconds);
+	atomic_store(&server->drain_until, f8_tcp_store_now() + drain_seconds);
 	(void)!write(server->wake[1], "s", 1);
 	pthread_join(server->thread, NULL);
 	for (size_t i = 0; i < server->n_connections; i++) {

@@ -1,12 +1,14 @@
 /*
  * The TCP store's wire format (runtime/tcp_store.h), shared by its client (tcp_store.c) and its
- * server (tcp_store_server.c), and the server's start and stop. Private to the store.
+ * server (tcp_store_server.c); the server's start and stop; the sockets' helpers
+ * (tcp_store_socket.c). Private to the store.
  */
 #ifndef F8_RUNTIME_TCP_STORE_WIRE_H
 #define F8_RUNTIME_TCP_STORE_WIRE_H
 
 #include <stdbool.h> // bool
-#include <stdint.h>  // uint8_t, uint32_t, int64_t
+#include <stddef.h>  // size_t
+#include <stdint.h>  // uint8_t, uint16_t, uint32_t, int64_t
 #include <string.h>  // memcmp, memcpy
 
 #include "ir/diag.h" // f8_status, f8_diag
@@ -88,6 +90,21 @@ static inline bool f8_tcp_store_header_read(const uint8_t in[F8_TCP_STORE_HEADER
 static inline int f8_tcp_store_poll_ms(double seconds) {
 	return seconds > 86400 ? 86400000 : (int)(1e3 * seconds) + 1;
 }
+
+/* The monotonic clock, in seconds: every deadline of the store's is on it. */
+double f8_tcp_store_now(void);
+
+/* `bytes` from `data` to the socket `fd`; false when the connection closed or failed. */
+bool f8_tcp_store_send_all(int fd, const void *data, size_t bytes);
+
+/* `bytes` from the socket `fd` into `data` before `deadline` (f8_tcp_store_now's seconds;
+ * < 0: none). 0: read; 1: the time passed; -1: the connection closed or failed. */
+int f8_tcp_store_receive_before(int fd, void *data, size_t bytes, double deadline);
+
+/* Connects to `host`:`port` before `deadline` (< 0: none), trying again while nothing listens
+ * (the server starts when rank 0 comes). The socket, or -1 with *why (`size` bytes). */
+int f8_tcp_store_dial(const char *host, uint16_t port, double deadline, char *why,
+		      size_t size);
 
 typedef struct f8_tcp_store_server f8_tcp_store_server;
 

@@ -1,0 +1,112 @@
+/*
+ * The TCP store's sockets (runtime/tcp_store_wire.h): the clock both sides hold their waits to,
+ * and the client's connect, send and receive, each held to a deadline. Private to the store.
+ */
+#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo, nanosleep
+
+#include "runtime/tcp_store_wire.h" // f8_tcp_store_now, f8_tcp_store_dial
+
+#include <errno.h>       // errno, EINTR, EINPROGRESS
+#include <fcntl.h>       // fcntl, O_NONBLOCK
+#include <netdb.h>       // getaddrinfo
+#include <netinet/in.h>  // IPPROTO_TCP
+#include <netinet/tcp.h> // TCP_NODELAY
+#include <poll.h>        // poll
+#include <stdio.h>       // snprintf
+#include <string.h>      // strerror
+#include <sys/socket.h>  // socket, connect, send, recv
+#include <time.h>        // clock_gettime, nanosleep
+#include <unistd.h>      // close
+
+double f8_tcp_store_now(void) {
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+bool f8_tcp_store_send_all(int fd, const void *data, size_t bytes) {
+	const uint8_t *at = data;
+	while (bytes) {
+		ssize_t sent = send(fd, at, bytes, MSG_NOSIGNAL);
+		if (sent < 0 && errno == EINTR)
+			continue;
+		if (sent <= 0)
+			return false;
+		at += sent, bytes -= (size_t)sent;
+	}
+	return true;
+}
+
+int f8_tcp_store_receive_before(int fd, void *data, size_t bytes, double deadline) {
+	uint8_t *at = data;
+	while (bytes) {
+		double left = deadline < 0 ? -1 : deadline - f8_tcp_store_now();
+		if (deadline >= 0 && left <= 0)
+			return 1;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int ready = poll(&p, 1, left < 0 ? -1 : f8_tcp_store_poll_ms(left));
+		if (ready < 0 && errno == EINTR)
+			continue;
+		if (ready < 0)
+			return -1;
+		if (!ready)
+			continue; // the deadline is checked at the top
+		ssize_t got = recv(fd, at, bytes, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return -1;
+		at += got, bytes -= (size_t)got;
+	}
+	return 0;
+}
+
+int f8_tcp_store_dial(const char *host, uint16_t port, double deadline, char *why,
+		      size_t size) {
+	char service[8];
+	snprintf(service, sizeof service, "%u", port);
+	double pause = 0.01;
+	for (;;) {
+		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+		struct addrinfo *addresses = NULL;
+		int found = getaddrinfo(host, service, &hints, &addresses);
+		if (found)
+			snprintf(why, size, "%s", gai_strerror(found));
+		for (struct addrinfo *a = found ? NULL : addresses; a; a = a->ai_next) {
+			int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+			if (fd < 0)
+				continue;
+			// Non-blocking while it connects: an unreachable host is held to the deadline.
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+			int done = connect(fd, a->ai_addr, a->ai_addrlen);
+			if (done && errno == EINPROGRESS) {
+				double left = deadline < 0 ? 10 : deadline - f8_tcp_store_now();
+				struct pollfd p = {.fd = fd, .events = POLLOUT};
+				int error = ETIMEDOUT;
+				socklen_t length = sizeof error;
+				if (left > 0 && poll(&p, 1, f8_tcp_store_poll_ms(left)) == 1)
+					getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+				done = error ? -1 : 0;
+				errno = error;
+			}
+			if (!done) {
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+				int yes = 1; // each request at once: the client waits for its reply
+				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+				freeaddrinfo(addresses);
+				return fd;
+			}
+			snprintf(why, size, "%s", strerror(errno));
+			close(fd);
+		}
+		if (addresses)
+			freeaddrinfo(addresses);
+		double left = deadline < 0 ? pause : deadline - f8_tcp_store_now();
+		if (left <= 0)
+			return -1;
+		double seconds = pause < left ? pause : left; // under a second: tv_nsec's range
+		struct timespec sleep = {0, (long)(1e9 * seconds)};
+		nanosleep(&sleep, NULL);
+		pause = pause < 0.25 ? 2 * pause : 0.5;
+	}
+}
