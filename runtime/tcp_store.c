@@ -25,7 +25,7 @@ struct f8_tcp_store {
 	int64_t rank;
 	double timeout;     // seconds; 0: none
 	f8_tcp_store_server *server; // rank 0's
-	char broken[200];   // why the connection was given up, for the operations after
+	char broken[320];   // why the connection was given up, for the operations after
 	bool failed;        // this rank's run failed: it leaves without a goodbye
 };
 
@@ -61,11 +61,29 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	f8_tcp_store_header_write(header, &(f8_tcp_store_header){
 						  .kind = (uint8_t)op, .key_bytes = (uint32_t)key_bytes,
 						  .value_bytes = (uint32_t)bytes, .number = number});
-	if (!f8_tcp_store_send_all(store->fd, header, sizeof header) ||
-	    !f8_tcp_store_send_all(store->fd, key, key_bytes) ||
-	    !f8_tcp_store_send_all(store->fd, data, bytes))
-		return give_up(store, diag, "the connection closed (rank 0, which serves the store, "
-			       "exited?)");
+	// The request, then its reply, each held to the timeout: a server that stopped reading
+	// (rank 0 stopped, its host gone) must not hold a send for ever.
+	char doing[200], why[320];
+	if (key)
+		snprintf(doing, sizeof doing, "its %s of \"%.120s%s\" (%zu bytes)",
+			 f8_tcp_store_op_name(op), key, key_bytes > 120 ? "..." : "", bytes);
+	else
+		snprintf(doing, sizeof doing, "its %s", f8_tcp_store_op_name(op));
+	double send_deadline = store->timeout > 0 ? f8_tcp_store_now() + store->timeout : -1;
+	int sent = f8_tcp_store_send_before(store->fd, header, sizeof header, send_deadline);
+	if (!sent)
+		sent = f8_tcp_store_send_before(store->fd, key, key_bytes, send_deadline);
+	if (!sent)
+		sent = f8_tcp_store_send_before(store->fd, data, bytes, send_deadline);
+	if (sent) {
+		if (sent > 0)
+			snprintf(why, sizeof why, "%s could not be sent in %.4g s (rank 0, which serves "
+				 "the store, hangs or stopped reading?)", doing, store->timeout);
+		else
+			snprintf(why, sizeof why, "the connection closed while sending %s (rank 0, "
+				 "which serves the store, exited?)", doing);
+		return give_up(store, diag, why);
+	}
 	double deadline = wait < 0 ? -1 : f8_tcp_store_now() + wait + REPLY_GRACE;
 	int got = f8_tcp_store_receive_before(store->fd, header, sizeof header, deadline);
 	if (!got && !f8_tcp_store_header_read(header, answer))
@@ -81,14 +99,16 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	}
 	if (got) {
 		f8_free(bytes_in);
-		return give_up(store, diag, got > 0 ? "no reply in time (rank 0, which serves the "
-						      "store, hangs?)"
-						    : "the connection closed (rank 0, which serves "
-						      "the store, exited?)");
+		if (got > 0)
+			snprintf(why, sizeof why, "no reply to %s in %.4g s (rank 0, which serves the "
+				 "store, hangs?)", doing, wait + REPLY_GRACE);
+		else
+			snprintf(why, sizeof why, "the connection closed awaiting the reply to %s "
+				 "(rank 0, which serves the store, exited?)", doing);
+		return give_up(store, diag, why);
 	}
 	if (answer->kind == F8_TCP_STORE_ANSWER_REFUSED) {
-		char why[160];
-		snprintf(why, sizeof why, "refused: %.*s", (int)(answer->value_bytes < 120
+		snprintf(why, sizeof why, "%s refused: %.*s", doing, (int)(answer->value_bytes < 120
 								  ? answer->value_bytes : 120),
 			 bytes_in ? (const char *)bytes_in : "");
 		f8_free(bytes_in);
@@ -119,6 +139,7 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
 		 options->port);
 	f8_status status = options->serve ? f8_tcp_store_server_start(options->port,
 								      options->world,
+								      options->timeout,
 								      &store->server, diag)
 					  : F8_OK;
 	if (status) {
@@ -179,6 +200,8 @@ void f8_tcp_store_fail(f8_tcp_store *store) {
 
 void f8_tcp_store_set_timeout(f8_tcp_store *store, double seconds) {
 	store->timeout = seconds > 0 ? seconds : 0;
+	if (store->server)
+		f8_tcp_store_server_set_timeout(store->server, store->timeout);
 }
 
 const char *f8_tcp_store_address(const f8_tcp_store *store) {
@@ -210,10 +233,16 @@ f8_status f8_tcp_store_get(f8_tcp_store *store, const char *key, void **value, s
 	if (answer.kind == F8_TCP_STORE_ANSWER_DEPARTED) {
 		if (departed)
 			*departed = answer.number;
-		return f8_diag_set(diag, F8_ERR_IO, "rank %lld waited for the store's key \"%s\" at %s, "
-				   "but rank %lld left the run (its connection closed without "
-				   "goodbye: it died or was stopped)", (long long)store->rank, key,
-				   store->address, (long long)answer.number);
+		// The server says how the rank left: its connection closed, or the server dropped
+		// it for holding a message half-way past the timeout.
+		status = f8_diag_set(diag, F8_ERR_IO, "rank %lld waited for the store's key \"%s\" at "
+				     "%s, but rank %lld left the run (%.*s)", (long long)store->rank,
+				     key, store->address, (long long)answer.number,
+				     *value ? (int)(answer.value_bytes < 400 ? answer.value_bytes : 400)
+					    : 0, *value ? (const char *)*value : "");
+		f8_free(*value);
+		*value = NULL;
+		return status;
 	}
 	if (!*value && !(*value = f8_malloc(1)))
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");

@@ -1,12 +1,14 @@
 /*
  * The TCP store's sockets (runtime/tcp_store_wire.h): the clock both sides hold their waits to,
- * and the client's connect, send and receive, each held to a deadline. Private to the store.
+ * and the client's connect, send and receive, each held to a deadline. The client's socket is
+ * non-blocking, so that no send waits past its deadline for a server that stopped reading (its
+ * host gone, its process stopped): every wait is a poll. Private to the store.
  */
 #define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo, nanosleep
 
 #include "runtime/tcp_store_wire.h" // f8_tcp_store_now, f8_tcp_store_dial
 
-#include <errno.h>       // errno, EINTR, EINPROGRESS
+#include <errno.h>       // errno, EINTR, EINPROGRESS, EAGAIN
 #include <fcntl.h>       // fcntl, O_NONBLOCK
 #include <netdb.h>       // getaddrinfo
 #include <netinet/in.h>  // IPPROTO_TCP
@@ -24,36 +26,49 @@ double f8_tcp_store_now(void) {
 	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 }
 
-bool f8_tcp_store_send_all(int fd, const void *data, size_t bytes) {
+/* Waits until `fd` is ready for `events` or `deadline` passes (< 0: none). 0: ready; 1: the
+ * time passed; -1: poll failed. */
+static int wait_for(int fd, short events, double deadline) {
+	for (;;) {
+		double left = deadline < 0 ? -1 : deadline - f8_tcp_store_now();
+		if (deadline >= 0 && left <= 0)
+			return 1;
+		struct pollfd p = {.fd = fd, .events = events};
+		int ready = poll(&p, 1, left < 0 ? -1 : f8_tcp_store_poll_ms(left));
+		if (ready > 0)
+			return 0; // POLLHUP and POLLERR too: the send or recv after says what
+		if (ready < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+int f8_tcp_store_send_before(int fd, const void *data, size_t bytes, double deadline) {
 	const uint8_t *at = data;
 	while (bytes) {
+		// Poll first only when the socket's buffer is full: most sends go at once.
 		ssize_t sent = send(fd, at, bytes, MSG_NOSIGNAL);
-		if (sent < 0 && errno == EINTR)
+		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			int waited = wait_for(fd, POLLOUT, deadline);
+			if (waited)
+				return waited;
 			continue;
+		}
 		if (sent <= 0)
-			return false;
+			return -1;
 		at += sent, bytes -= (size_t)sent;
 	}
-	return true;
+	return 0;
 }
 
 int f8_tcp_store_receive_before(int fd, void *data, size_t bytes, double deadline) {
 	uint8_t *at = data;
 	while (bytes) {
-		double left = deadline < 0 ? -1 : deadline - f8_tcp_store_now();
-		if (deadline >= 0 && left <= 0)
-			return 1;
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int ready = poll(&p, 1, left < 0 ? -1 : f8_tcp_store_poll_ms(left));
-		if (ready < 0 && errno == EINTR)
-			continue;
-		if (ready < 0)
-			return -1;
-		if (!ready)
-			continue; // the deadline is checked at the top
+		int waited = wait_for(fd, POLLIN, deadline);
+		if (waited)
+			return waited;
 		ssize_t got = recv(fd, at, bytes, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			continue; // woken for nothing: the deadline is checked again
 		if (got <= 0)
 			return -1;
 		at += got, bytes -= (size_t)got;
@@ -89,8 +104,7 @@ int f8_tcp_store_dial(const char *host, uint16_t port, double deadline, char *wh
 				done = error ? -1 : 0;
 				errno = error;
 			}
-			if (!done) {
-				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+			if (!done) { // it stays non-blocking: every send and receive has a deadline
 				int yes = 1; // each request at once: the client waits for its reply
 				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
 				freeaddrinfo(addresses);
