@@ -17,7 +17,6 @@
 #include <fcntl.h>      // fcntl, O_NONBLOCK
 #include <netdb.h>      // getaddrinfo
 #include <netinet/in.h> // IPPROTO_IPV6, IPV6_V6ONLY
-#include <netinet/tcp.h> // TCP_NODELAY
 #include <poll.h>       // poll
 #include <pthread.h>    // pthread_create, pthread_join
 #include <stdatomic.h>  // atomic_load, atomic_store
@@ -412,9 +411,10 @@ static void accept_one(f8_tcp_store_server *server, int listener) {
 		}
 		server->connections = grown, server->cap_connections = cap;
 	}
-	int yes = 1; // each reply at once: the clients wait for them
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (!f8_tcp_store_socket_tune(fd)) { // a blocking socket would stall every client
+		close(fd);
+		return;
+	}
 	server->connections[server->n_connections++] = (connection){.fd = fd, .rank = -1,
 								    .in_since = -1};
 }

@@ -1,6 +1,7 @@
 /*
  * The TCP store's sockets (runtime/tcp_store_wire.h): the clock both sides hold their waits to,
- * and the client's connect, send and receive, each held to a deadline. The client's socket is
+ * the options of every connected socket, and the client's connect, send and receive, each held
+ * to a deadline. The client's socket is
  * non-blocking, so that no send waits past its deadline for a server that stopped reading (its
  * host gone, its process stopped): every wait is a poll. Private to the store.
  */
@@ -12,7 +13,7 @@
 #include <fcntl.h>       // fcntl, O_NONBLOCK
 #include <netdb.h>       // getaddrinfo
 #include <netinet/in.h>  // IPPROTO_TCP
-#include <netinet/tcp.h> // TCP_NODELAY
+#include <netinet/tcp.h> // TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
 #include <poll.h>        // poll
 #include <stdio.h>       // snprintf
 #include <string.h>      // strerror
@@ -24,6 +25,33 @@ double f8_tcp_store_now(void) {
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/*
+ * Keepalive's timing where the system lets a socket choose it (Linux; the others keep their
+ * own, often two hours of quiet before the first probe). A peer whose host vanished (power,
+ * a kernel panic, a cut network: no FIN, no RST) leaves a quiet connection looking alive;
+ * probing after a minute of quiet, every 10 s, and giving up after 6 unanswered, notices it
+ * in about two minutes: the server then drops that rank, and the others' waits fail naming
+ * it, and a client whose server's host vanished fails even with no timeout. A network that
+ * drops a minute of packets (a switch's failover) leaves a healthy run alone, and a probe a
+ * minute per quiet connection costs nothing. (Data unacknowledged is not probed: the sends'
+ * deadlines bound that.)
+ */
+enum { KEEPALIVE_IDLE = 60, KEEPALIVE_INTERVAL = 10, KEEPALIVE_COUNT = 6 };
+
+bool f8_tcp_store_socket_tune(int fd) {
+	int yes = 1; // each request and reply at once: the other side waits for it
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &yes, sizeof yes);
+#if defined(TCP_KEEPIDLE) && defined(TCP_KEEPINTVL) && defined(TCP_KEEPCNT)
+	int idle = KEEPALIVE_IDLE, interval = KEEPALIVE_INTERVAL, count = KEEPALIVE_COUNT;
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+#endif
+	int flags = fcntl(fd, F_GETFL);
+	return flags >= 0 && !fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
 /* Waits until `fd` is ready for `events` or `deadline` passes (< 0: none). 0: ready; 1: the
@@ -104,9 +132,8 @@ int f8_tcp_store_dial(const char *host, uint16_t port, double deadline, char *wh
 				done = error ? -1 : 0;
 				errno = error;
 			}
-			if (!done) { // it stays non-blocking: every send and receive has a deadline
-				int yes = 1; // each request at once: the client waits for its reply
-				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+			// It stays non-blocking: every send and receive has a deadline.
+			if (!done && f8_tcp_store_socket_tune(fd)) {
 				freeaddrinfo(addresses);
 				return fd;
 			}

@@ -103,6 +103,10 @@ static inline int f8_tcp_store_poll_ms(double seconds) {
 /* The monotonic clock, in seconds: every deadline of the store's is on it. */
 double f8_tcp_store_now(void);
 
+/* Sets a connected socket's options, on both sides: TCP_NODELAY, keepalive (a peer whose host
+ * vanished is noticed) and O_NONBLOCK. False when it cannot be made non-blocking. */
+bool f8_tcp_store_socket_tune(int fd);
+
 /* `bytes` from `data` to the non-blocking socket `fd` before `deadline` (f8_tcp_store_now's
  * seconds; < 0: none). 0: sent; 1: the time passed; -1: the connection closed or failed. */
 int f8_tcp_store_send_before(int fd, const void *data, size_t bytes, double deadline);

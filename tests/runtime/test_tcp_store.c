@@ -19,10 +19,12 @@
  *   that does not read its get's reply is dropped by the server at the timeout, the server
  *   serving rank 0 meanwhile, and rank 0's wait names it and why; a client whose server stops
  *   reading fails its set at the timeout, naming it.
+ * - Keepalive and TCP_NODELAY on both ends of a connection: the client's and the server's.
  */
 #define _POSIX_C_SOURCE 200809L // setenv, kill, nanosleep
 
-#include <netinet/in.h> // sockaddr_in, htons
+#include <netinet/in.h> // sockaddr_in, htons, IPPROTO_TCP
+#include <netinet/tcp.h> // TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
 #include <poll.h>       // poll
 #include <pthread.h>    // pthread_create, pthread_join
 #include <signal.h>     // kill, SIGKILL
@@ -654,8 +656,50 @@ static void test_stalled_server(void) {
 	close(server.listener);
 }
 
+/* Whether the option `name` at `level` of socket `fd` is `value`. */
+static bool option_is(int fd, int level, int name, int value) {
+	int got = -1;
+	socklen_t length = sizeof got;
+	return !getsockopt(fd, level, name, &got, &length) && got == value;
+}
+
+/* Both ends of rank 0's connection to its own server, found among this process's sockets by
+ * their ports: keepalive (with its timing, where the system has it), TCP_NODELAY. */
+static void test_keepalive(void) {
+	int port = free_port();
+	f8_tcp_store_options options = {.host = "127.0.0.1", .port = (uint16_t)port, .rank = 0,
+					.world = 1, .serve = true, .timeout = 5};
+	f8_tcp_store *store = NULL;
+	f8_diag diag = {0};
+	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
+	int accepted = 0, connected = 0;
+	for (int fd = 0; fd < 1024; fd++) {
+		struct sockaddr_in local, peer;
+		socklen_t local_length = sizeof local, peer_length = sizeof peer;
+		// Listening sockets have no peer, and the IPv6 listener's address is longer.
+		if (getsockname(fd, (struct sockaddr *)&local, &local_length) ||
+		    local_length != sizeof local || local.sin_family != AF_INET ||
+		    getpeername(fd, (struct sockaddr *)&peer, &peer_length))
+			continue;
+		bool served = ntohs(local.sin_port) == port, client = ntohs(peer.sin_port) == port;
+		if (!served && !client)
+			continue;
+		accepted += served, connected += client;
+		CHECK(option_is(fd, SOL_SOCKET, SO_KEEPALIVE, 1));
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_NODELAY, 1));
+#if defined(TCP_KEEPIDLE) && defined(TCP_KEEPINTVL) && defined(TCP_KEEPCNT)
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_KEEPIDLE, 60));
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_KEEPINTVL, 10));
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_KEEPCNT, 6));
+#endif
+	}
+	CHECK(accepted == 1 && connected == 1);
+	f8_tcp_store_destroy(store);
+}
+
 int main(void) {
 	test_launch();
+	test_keepalive();
 	test_stalled_client();
 	test_stalled_server();
 	test_no_server();
