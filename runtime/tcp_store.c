@@ -146,12 +146,13 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
 		f8_free(store);
 		return status;
 	}
-	char why[160] = "";
+	char why[600] = "";
 	double deadline = options->timeout > 0 ? f8_tcp_store_now() + options->timeout : -1;
-	store->fd = f8_tcp_store_dial(options->host, options->port, deadline, why, sizeof why);
+	store->fd = f8_tcp_store_dial(options->host, options->port, deadline, NULL, why,
+				      sizeof why);
 	if (store->fd < 0) {
 		status = f8_diag_set(diag, F8_ERR_IO, "rank %lld cannot reach the store at %s in "
-				     "%.0f s: %s", (long long)options->rank, store->address,
+				     "%.4g s: %s", (long long)options->rank, store->address,
 				     options->timeout, why);
 		f8_diag_hint(diag, "rank 0 serves it: check that rank 0 started, and that MASTER_ADDR "
 			     "and MASTER_PORT name rank 0's host and a port this host can reach");

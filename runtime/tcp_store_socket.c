@@ -104,44 +104,95 @@ int f8_tcp_store_receive_before(int fd, void *data, size_t bytes, double deadlin
 	return 0;
 }
 
-int f8_tcp_store_dial(const char *host, uint16_t port, double deadline, char *why,
-		      size_t size) {
+/*
+ * One address's share of a round of connects is at most ATTEMPT_MAX seconds. A SYN lost on a
+ * live path is sent again after 1 s and after 3 s more (Linux's first retransmission timeout,
+ * doubled), so 5 s lets a live address answer through two lost SYNs, while an address that
+ * swallows SYNs (a firewall that drops them, a host gone, an interface of rank 0's host that
+ * this host cannot route to) costs the addresses after it at most 5 s a round.
+ */
+enum { ATTEMPT_MAX = 5, ADDRESS_TEXT = 64 };
+
+/* One non-blocking connect to `address`, for at most `seconds`: the socket (tuned), or -1
+ * with *error an errno, or -1 where no answer came in time. */
+static int connect_one(const struct addrinfo *address, double seconds, int *error) {
+	*error = 0;
+	int fd = socket(address->ai_family, address->ai_socktype, address->ai_protocol);
+	int flags = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	int done = -1;
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK))
+		*error = errno;
+	else if ((done = connect(fd, address->ai_addr, address->ai_addrlen)) && errno != EINPROGRESS)
+		*error = errno; // refused, unreachable: at once
+	else if (done) { // under way
+		int waited = wait_for(fd, POLLOUT, f8_tcp_store_now() + seconds);
+		socklen_t length = sizeof *error;
+		if (waited)
+			*error = waited > 0 ? -1 : errno;
+		else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, error, &length))
+			*error = errno;
+	}
+	if (!*error && !f8_tcp_store_socket_tune(fd))
+		*error = errno;
+	if (*error && fd >= 0)
+		close(fd);
+	return *error ? -1 : fd;
+}
+
+/* `address` as numbers ("10.0.0.1", "fe80::1"), for messages. */
+static void address_text(const struct addrinfo *address, char *out, size_t size) {
+	if (getnameinfo(address->ai_addr, address->ai_addrlen, out, (socklen_t)size, NULL, 0,
+			NI_NUMERICHOST))
+		snprintf(out, size, "(an address of family %d)", address->ai_family);
+}
+
+int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
+		      const struct addrinfo *given, char *why, size_t size) {
 	char service[8];
 	snprintf(service, sizeof service, "%u", port);
+	snprintf(why, size, "no address tried");
 	double pause = 0.01;
-	for (;;) {
+	for (unsigned round = 1;; round++) {
+		// Resolved again each round: the name may point elsewhere once rank 0's host is up.
 		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-		struct addrinfo *addresses = NULL;
-		int found = getaddrinfo(host, service, &hints, &addresses);
+		struct addrinfo *resolved = NULL;
+		int found = given ? 0 : getaddrinfo(host, service, &hints, &resolved);
+		const struct addrinfo *addresses = given ? given : resolved;
 		if (found)
-			snprintf(why, size, "%s", gai_strerror(found));
-		for (struct addrinfo *a = found ? NULL : addresses; a; a = a->ai_next) {
-			int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-			if (fd < 0)
-				continue;
-			// Non-blocking while it connects: an unreachable host is held to the deadline.
-			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-			int done = connect(fd, a->ai_addr, a->ai_addrlen);
-			if (done && errno == EINPROGRESS) {
-				double left = deadline < 0 ? 10 : deadline - f8_tcp_store_now();
-				struct pollfd p = {.fd = fd, .events = POLLOUT};
-				int error = ETIMEDOUT;
-				socklen_t length = sizeof error;
-				if (left > 0 && poll(&p, 1, f8_tcp_store_poll_ms(left)) == 1)
-					getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-				done = error ? -1 : 0;
-				errno = error;
-			}
-			// It stays non-blocking: every send and receive has a deadline.
-			if (!done && f8_tcp_store_socket_tune(fd)) {
-				freeaddrinfo(addresses);
+			snprintf(why, size, "cannot resolve \"%s\": %s", host, gai_strerror(found));
+		size_t untried = 0;
+		for (const struct addrinfo *a = addresses; a; a = a->ai_next)
+			untried++;
+		// Each address gets its share of what is left, so that one that swallows SYNs leaves
+		// the others their turn; the round's attempts, should all fail, become *why.
+		size_t written = 0;
+		for (const struct addrinfo *a = addresses; a; a = a->ai_next, untried--) {
+			double left = deadline < 0 ? ATTEMPT_MAX : deadline - f8_tcp_store_now();
+			if (left <= 0)
+				break;
+			double share = left / (double)untried;
+			int error = 0;
+			int fd = connect_one(a, share < ATTEMPT_MAX ? share : ATTEMPT_MAX, &error);
+			if (fd >= 0) {
+				if (resolved)
+					freeaddrinfo(resolved);
 				return fd;
 			}
-			snprintf(why, size, "%s", strerror(errno));
-			close(fd);
+			char text[ADDRESS_TEXT], failure[64];
+			address_text(a, text, sizeof text);
+			if (error < 0)
+				snprintf(failure, sizeof failure, "no answer in %.2g s",
+					 share < ATTEMPT_MAX ? share : ATTEMPT_MAX);
+			else
+				snprintf(failure, sizeof failure, "%s", strerror(error));
+			if (written < size)
+				written += (size_t)snprintf(why + written, size - written, "%s%s (%s)",
+							    written ? ", " : "tried ", text, failure);
 		}
-		if (addresses)
-			freeaddrinfo(addresses);
+		if (written && written < size && round > 1)
+			snprintf(why + written, size - written, ", the last of %u rounds", round);
+		if (resolved)
+			freeaddrinfo(resolved);
 		double left = deadline < 0 ? pause : deadline - f8_tcp_store_now();
 		if (left <= 0)
 			return -1;

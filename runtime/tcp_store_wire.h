@@ -115,11 +115,18 @@ int f8_tcp_store_send_before(int fd, const void *data, size_t bytes, double dead
  * read; 1: the time passed; -1: the connection closed or failed. */
 int f8_tcp_store_receive_before(int fd, void *data, size_t bytes, double deadline);
 
-/* Connects to `host`:`port` before `deadline` (< 0: none), trying again while nothing listens
- * (the server starts when rank 0 comes). The socket (non-blocking), or -1 with *why (`size`
- * bytes). */
-int f8_tcp_store_dial(const char *host, uint16_t port, double deadline, char *why,
-		      size_t size);
+struct addrinfo; // netdb.h's
+
+/*
+ * Connects to `host`:`port` before `deadline` (< 0: none): rounds over every address the name
+ * resolves to, each address given its share of the time left (5 s at most), until one
+ * answers or the deadline passes (the server starts when rank 0 comes). The socket (tuned,
+ * non-blocking), or -1 with *why (`size` bytes): the addresses of the last round, each with
+ * how it failed. `addresses`, when not NULL, is tried instead of what `host` resolves to
+ * (the tests' list of addresses that fail in chosen ways; not freed).
+ */
+int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
+		      const struct addrinfo *addresses, char *why, size_t size);
 
 typedef struct f8_tcp_store_server f8_tcp_store_server;
 

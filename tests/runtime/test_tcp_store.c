@@ -20,9 +20,14 @@
  *   serving rank 0 meanwhile, and rank 0's wait names it and why; a client whose server stops
  *   reading fails its set at the timeout, naming it.
  * - Keepalive and TCP_NODELAY on both ends of a connection: the client's and the server's.
+ * - The connect over a list of addresses (as a name with several resolves to): a first address
+ *   that swallows SYNs (a listener whose backlog is full) or refuses leaves the working one its
+ *   turn before the deadline; a list that all fails names each address and how it failed.
  */
 #define _POSIX_C_SOURCE 200809L // setenv, kill, nanosleep
 
+#include <fcntl.h>      // fcntl, O_NONBLOCK
+#include <netdb.h>      // addrinfo
 #include <netinet/in.h> // sockaddr_in, htons, IPPROTO_TCP
 #include <netinet/tcp.h> // TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
 #include <poll.h>       // poll
@@ -526,6 +531,8 @@ static void test_no_server(void) {
 	char where[64];
 	snprintf(where, sizeof where, "cannot reach the store at 127.0.0.1:%d", port);
 	CHECK(strstr(diag.message, where) != NULL);
+	CHECK(strstr(diag.message, "tried 127.0.0.1 (Connection refused)") != NULL);
+	printf("%s\n", diag.message);
 	clear_launch();
 }
 
@@ -697,11 +704,95 @@ static void test_keepalive(void) {
 	f8_tcp_store_destroy(store);
 }
 
+/* 127.0.0.1:`port`, as getaddrinfo gives an address: into *entry, *address its storage. */
+static void local_entry(int port, struct sockaddr_in *address, struct addrinfo *entry,
+			struct addrinfo *next) {
+	*address = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					.sin_addr.s_addr = htonl(0x7f000001)};
+	*entry = (struct addrinfo){.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+				   .ai_addrlen = sizeof *address,
+				   .ai_addr = (struct sockaddr *)address, .ai_next = next};
+}
+
+/* The connect over addresses that fail in chosen ways, through f8_tcp_store_dial's own list. */
+static void test_connect_list(void) {
+	// A listener whose backlog (0: one connection) is full swallows the SYNs after: fill it
+	// until a connect hangs.
+	int good_port = 0, hole_port = 0, fillers[8], n_fillers = 0;
+	int good = listen_local(8, 0, &good_port), hole = listen_local(0, 0, &hole_port);
+	CHECK(good >= 0 && hole >= 0);
+	struct sockaddr_in good_address, hole_address, refused_address;
+	struct addrinfo good_entry, hole_entry, refused_entry;
+	local_entry(good_port, &good_address, &good_entry, NULL);
+	local_entry(hole_port, &hole_address, &hole_entry, &good_entry);
+	bool swallows = false;
+	while (!swallows && n_fillers < 8) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		fillers[n_fillers++] = fd;
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		swallows = connect(fd, (struct sockaddr *)&hole_address, sizeof hole_address) &&
+			   poll(&p, 1, 200) == 0;
+	}
+	if (!swallows)
+		printf("a full backlog does not swallow SYNs here: the first address refuses\n");
+	char why[600];
+	double start = now_seconds();
+	int fd = f8_tcp_store_dial("hole-then-good", 0, start + 1, &hole_entry, why, sizeof why);
+	double took = now_seconds() - start;
+	printf("past an address that swallows SYNs in %.3f s\n", took);
+	CHECK(fd >= 0 && took < 1);
+	if (fd >= 0)
+		close(fd);
+	// A refusal, then the working address: at once.
+	local_entry(free_port(), &refused_address, &refused_entry, &good_entry);
+	start = now_seconds();
+	fd = f8_tcp_store_dial("refused-then-good", 0, start + 1, &refused_entry, why, sizeof why);
+	CHECK(fd >= 0 && now_seconds() - start < 1);
+	if (fd >= 0)
+		close(fd);
+	// Nothing answers: the deadline, the addresses and how each failed.
+	refused_entry.ai_next = &hole_entry, hole_entry.ai_next = NULL;
+	start = now_seconds();
+	fd = f8_tcp_store_dial("none", 0, start + 0.6, &refused_entry, why, sizeof why);
+	took = now_seconds() - start;
+	printf("no address answered in %.3f s: %s\n", took, why);
+	CHECK(fd < 0 && took >= 0.55 && took < 3);
+	CHECK(strstr(why, "tried 127.0.0.1 (Connection refused), 127.0.0.1 (") != NULL);
+	CHECK(!swallows || strstr(why, "(no answer in ") != NULL);
+	for (int i = 0; i < n_fillers; i++)
+		close(fillers[i]);
+	close(hole);
+	close(good);
+}
+
+/* Runs `body` in a process of its own, beside what this one does next (the tests that wait
+ * for a timeout overlap): its pid, for finish_apart. */
+static pid_t run_apart(void (*body)(void)) {
+	fflush(stdout);
+	pid_t child = fork();
+	if (child == 0) {
+		test_passed = test_failed = 0;
+		body();
+		exit(test_finish());
+	}
+	return child;
+}
+
+/* Whether the process of run_apart exited 0. */
+static bool finish_apart(pid_t child) {
+	int status = 0;
+	return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
+}
+
 int main(void) {
 	test_launch();
 	test_keepalive();
+	pid_t stalled_server = run_apart(test_stalled_server);
 	test_stalled_client();
-	test_stalled_server();
+	test_connect_list();
+	CHECK(finish_apart(stalled_server));
 	test_no_server();
 	CHECK(run_ranks(2, run_join_rank));
 	CHECK(run_ranks(RANKS, run_rank));
