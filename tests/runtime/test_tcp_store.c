@@ -18,7 +18,8 @@
  * - Peers that stop reading, with a value larger than the sockets' buffers on its way: a rank
  *   that does not read its get's reply is dropped by the server at the timeout, the server
  *   serving rank 0 meanwhile, and rank 0's wait names it and why; a client whose server stops
- *   reading fails its set at the timeout, naming it.
+ *   reading fails its set at the timeout, naming it. A client that stops half-way through a
+ *   request's header is dropped at the timeout too.
  * - Keepalive and TCP_NODELAY on both ends of a connection: the client's and the server's.
  * - The connect over a list of addresses (as a name with several resolves to): a first address
  *   that swallows SYNs (a listener whose backlog is full) or refuses leaves the working one its
@@ -569,10 +570,14 @@ static void test_stalled_client(void) {
 	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
 	uint8_t *big = calloc(BIG, 1);
 	CHECK(store && big && f8_tcp_store_set(store, "big", big, BIG, &diag) == F8_OK);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	int small = SMALL_BUFFER;
 	struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				      .sin_addr.s_addr = htonl(0x7f000001)};
+	// A client that sends half a header and no more is dropped at the timeout too.
+	int half = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(!connect(half, (struct sockaddr *)&address, sizeof address));
+	CHECK(send(half, "f8s1", 4, MSG_NOSIGNAL) == 4);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int small = SMALL_BUFFER;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
 	CHECK(!connect(fd, (struct sockaddr *)&address, sizeof address));
 	uint8_t request[F8_TCP_STORE_HEADER + 16], world[8];
@@ -601,6 +606,10 @@ static void test_stalled_client(void) {
 	CHECK(strstr(diag.message, "rank 1 left the run") != NULL);
 	CHECK(strstr(diag.message, "reply to its get of \"big\" were still unread after 1 s") !=
 	      NULL);
+	struct pollfd p = {.fd = half, .events = POLLIN};
+	char byte;
+	CHECK(poll(&p, 1, 5000) == 1 && recv(half, &byte, 1, 0) == 0);
+	close(half);
 	close(fd);
 	free(big);
 	f8_tcp_store_destroy(store);
