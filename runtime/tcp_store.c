@@ -1,6 +1,6 @@
 /*
- * The TCP store's client (runtime/tcp_store.h): one blocking connection, one request at a time,
- * each reply awaited with poll under the store's timeout. The server is tcp_store_server.c; the
+ * The TCP store's client (runtime/tcp_store.h): one connection, one request at a time, its
+ * send and its reply each awaited with poll under the store's timeout. The server is tcp_store_server.c; the
  * sockets' connect, send and receive are tcp_store_socket.c.
  */
 #include "runtime/tcp_store.h" // f8_tcp_store
@@ -64,9 +64,12 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	// The request, then its reply, each held to the timeout: a server that stopped reading
 	// (rank 0 stopped, its host gone) must not hold a send for ever.
 	char doing[200], why[320];
-	if (key)
+	if (key && bytes)
 		snprintf(doing, sizeof doing, "its %s of \"%.120s%s\" (%zu bytes)",
 			 f8_tcp_store_op_name(op), key, key_bytes > 120 ? "..." : "", bytes);
+	else if (key)
+		snprintf(doing, sizeof doing, "its %s of \"%.120s%s\"", f8_tcp_store_op_name(op), key,
+			 key_bytes > 120 ? "..." : "");
 	else
 		snprintf(doing, sizeof doing, "its %s", f8_tcp_store_op_name(op));
 	double send_deadline = store->timeout > 0 ? f8_tcp_store_now() + store->timeout : -1;

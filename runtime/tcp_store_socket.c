@@ -1,9 +1,9 @@
 /*
  * The TCP store's sockets (runtime/tcp_store_wire.h): the clock both sides hold their waits to,
  * the options of every connected socket, and the client's connect, send and receive, each held
- * to a deadline. The client's socket is
- * non-blocking, so that no send waits past its deadline for a server that stopped reading (its
- * host gone, its process stopped): every wait is a poll. Private to the store.
+ * to a deadline. The client's socket is non-blocking, so that no send waits past its deadline
+ * for a server that stopped reading (its host gone, its process stopped): every wait is a
+ * poll. Private to the store.
  */
 #define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo, nanosleep
 
@@ -170,9 +170,10 @@ int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
 			double left = deadline < 0 ? ATTEMPT_MAX : deadline - f8_tcp_store_now();
 			if (left <= 0)
 				break;
-			double share = left / (double)untried;
+			double share = deadline < 0 ? left : left / (double)untried; // none: each 5 s
+			share = share < ATTEMPT_MAX ? share : ATTEMPT_MAX;
 			int error = 0;
-			int fd = connect_one(a, share < ATTEMPT_MAX ? share : ATTEMPT_MAX, &error);
+			int fd = connect_one(a, share, &error);
 			if (fd >= 0) {
 				if (resolved)
 					freeaddrinfo(resolved);
@@ -181,8 +182,7 @@ int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
 			char text[ADDRESS_TEXT], failure[64];
 			address_text(a, text, sizeof text);
 			if (error < 0)
-				snprintf(failure, sizeof failure, "no answer in %.2g s",
-					 share < ATTEMPT_MAX ? share : ATTEMPT_MAX);
+				snprintf(failure, sizeof failure, "no answer in %.2g s", share);
 			else
 				snprintf(failure, sizeof failure, "%s", strerror(error));
 			if (written < size)
