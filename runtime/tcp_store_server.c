@@ -28,7 +28,12 @@
 #include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_realloc, f8_free
 #include "runtime/tcp_store.h" // F8_TCP_STORE_KEY_MAX, F8_TCP_STORE_VALUE_MAX
 
-enum { LISTENERS_MAX = 2 }; // IPv6 and IPv4, where the host has both
+enum {
+	LISTENERS_MAX = 2, // IPv6 and IPv4, where the host has both
+	// Bytes read from one connection in one turn of the loop: a client that sends without a
+	// pause (a large set, or bytes after its refusal, without end) must not hold the others.
+	RECEIVE_TURN = 1 << 20,
+};
 
 /* One client's connection: the request being read, the get that waits, the reply being sent. */
 typedef struct connection {
@@ -265,10 +270,11 @@ static bool serve(f8_tcp_store_server *server, connection *c) {
 /* Reads what `c` has sent, and serves each request it completes. 0: it goes on; -1: the
  * client closed the connection; else the errno its socket failed with. */
 static int receive(f8_tcp_store_server *server, connection *c) {
+	size_t turn = RECEIVE_TURN; // the rest waits for the loop's next turn (poll says it's there)
 	for (;;) {
 		// Where the next bytes go: the header, the key, or the value after the key's zero.
 		f8_tcp_store_header *h = &c->header;
-		uint8_t *into = c->header_bytes + c->header_got, discard[256];
+		uint8_t *into = c->header_bytes + c->header_got, discard[4096];
 		size_t want = F8_TCP_STORE_HEADER - c->header_got;
 		if (c->closing) { // refused: what else it sends is read and dropped
 			into = discard, want = sizeof discard;
@@ -278,11 +284,14 @@ static int receive(f8_tcp_store_server *server, connection *c) {
 			into = c->body + c->body_got + 1;
 			want = (size_t)h->key_bytes + h->value_bytes - c->body_got;
 		}
-		ssize_t got = want ? recv(c->fd, into, want, 0) : 0;
+		if (want && !turn)
+			return 0;
+		ssize_t got = want ? recv(c->fd, into, want < turn ? want : turn, 0) : 0;
 		if (want && got == 0)
 			return -1;
 		if (want && got < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : errno;
+		turn -= (size_t)got;
 		if (c->closing)
 			continue;
 		if (c->waiting || c->out_sent < c->out_bytes) {
