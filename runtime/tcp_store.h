@@ -46,11 +46,13 @@ typedef struct f8_tcp_store_options {
 } f8_tcp_store_options;
 
 /*
- * Joins the store: with `serve`, starts the server first; then connects (retried until the
+ * Joins the store: with `serve`, starts the server first; then connects (to each address
+ * `host` resolves to in turn, each given its share of the time left, retried until the
  * timeout: rank 0's server may start after the others) and says which rank this is.
  * F8_ERR_IO when the port cannot be served (the message names it), the store cannot be reached
- * within the timeout, or the server refuses the rank (another connection holds it, or the
- * world sizes differ); F8_ERR_NOMEM. *out is the caller's (f8_tcp_store_destroy).
+ * within the timeout (the message names the addresses tried and how each failed), or the
+ * server refuses the rank (another connection holds it, or the world sizes differ);
+ * F8_ERR_NOMEM. *out is the caller's (f8_tcp_store_destroy).
  */
 f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store **out,
 			      f8_diag *diag);
