@@ -1,22 +1,13 @@
 /*
- * The TCP store's client (runtime/tcp_store.h): one blocking connection, one request at a time,
- * each reply awaited with poll under the store's timeout. The server is tcp_store_server.c.
+ * The TCP store's client (runtime/tcp_store.h): one connection, one request at a time, its
+ * send and its reply each awaited with poll under the store's timeout. The server is tcp_store_server.c; the
+ * sockets' connect, send and receive are tcp_store_socket.c.
  */
-#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo
-
 #include "runtime/tcp_store.h" // f8_tcp_store
 
-#include <errno.h>       // errno, EINTR, EINPROGRESS
-#include <fcntl.h>       // fcntl, O_NONBLOCK
-#include <netdb.h>       // getaddrinfo
-#include <netinet/in.h>  // IPPROTO_TCP
-#include <netinet/tcp.h> // TCP_NODELAY
-#include <poll.h>        // poll
-#include <stdio.h>       // snprintf
-#include <string.h>      // strlen, strerror
-#include <sys/socket.h>  // socket, connect, send, recv
-#include <time.h>        // clock_gettime
-#include <unistd.h>      // close
+#include <stdio.h>  // snprintf
+#include <string.h> // strlen, strchr
+#include <unistd.h> // close
 
 #include "ir/alloc.h"               // f8_calloc, f8_malloc, f8_free
 #include "runtime/tcp_store_wire.h" // the wire format, the server
@@ -34,15 +25,9 @@ struct f8_tcp_store {
 	int64_t rank;
 	double timeout;     // seconds; 0: none
 	f8_tcp_store_server *server; // rank 0's
-	char broken[200];   // why the connection was given up, for the operations after
+	char broken[320];   // why the connection was given up, for the operations after
 	bool failed;        // this rank's run failed: it leaves without a goodbye
 };
-
-static double now_seconds(void) {
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
 
 /* Gives the connection up: `why` is every later operation's failure. */
 static f8_status give_up(f8_tcp_store *store, f8_diag *diag, const char *why) {
@@ -52,46 +37,6 @@ static f8_status give_up(f8_tcp_store *store, f8_diag *diag, const char *why) {
 	snprintf(store->broken, sizeof store->broken, "%s", why);
 	return f8_diag_set(diag, F8_ERR_IO, "rank %lld: the store at %s: %s", (long long)store->rank,
 			   store->address, why);
-}
-
-/* `bytes` from `data` to the socket. */
-static bool send_all(int fd, const void *data, size_t bytes) {
-	const uint8_t *at = data;
-	while (bytes) {
-		ssize_t sent = send(fd, at, bytes, MSG_NOSIGNAL);
-		if (sent < 0 && errno == EINTR)
-			continue;
-		if (sent <= 0)
-			return false;
-		at += sent, bytes -= (size_t)sent;
-	}
-	return true;
-}
-
-/* `bytes` from the socket into `data` before `deadline` (monotonic seconds; < 0: none).
- * 0: read; 1: the time passed; -1: the connection closed or failed. */
-static int receive_all(int fd, void *data, size_t bytes, double deadline) {
-	uint8_t *at = data;
-	while (bytes) {
-		double left = deadline < 0 ? -1 : deadline - now_seconds();
-		if (deadline >= 0 && left <= 0)
-			return 1;
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int ready = poll(&p, 1, left < 0 ? -1 : f8_tcp_store_poll_ms(left));
-		if (ready < 0 && errno == EINTR)
-			continue;
-		if (ready < 0)
-			return -1;
-		if (!ready)
-			continue; // the deadline is checked at the top
-		ssize_t got = recv(fd, at, bytes, 0);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return -1;
-		at += got, bytes -= (size_t)got;
-	}
-	return 0;
 }
 
 /*
@@ -116,12 +61,34 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	f8_tcp_store_header_write(header, &(f8_tcp_store_header){
 						  .kind = (uint8_t)op, .key_bytes = (uint32_t)key_bytes,
 						  .value_bytes = (uint32_t)bytes, .number = number});
-	if (!send_all(store->fd, header, sizeof header) || !send_all(store->fd, key, key_bytes) ||
-	    !send_all(store->fd, data, bytes))
-		return give_up(store, diag, "the connection closed (rank 0, which serves the store, "
-			       "exited?)");
-	double deadline = wait < 0 ? -1 : now_seconds() + wait + REPLY_GRACE;
-	int got = receive_all(store->fd, header, sizeof header, deadline);
+	// The request, then its reply, each held to the timeout: a server that stopped reading
+	// (rank 0 stopped, its host gone) must not hold a send for ever.
+	char doing[200], why[320];
+	if (key && bytes)
+		snprintf(doing, sizeof doing, "its %s of \"%.120s%s\" (%zu bytes)",
+			 f8_tcp_store_op_name(op), key, key_bytes > 120 ? "..." : "", bytes);
+	else if (key)
+		snprintf(doing, sizeof doing, "its %s of \"%.120s%s\"", f8_tcp_store_op_name(op), key,
+			 key_bytes > 120 ? "..." : "");
+	else
+		snprintf(doing, sizeof doing, "its %s", f8_tcp_store_op_name(op));
+	double send_deadline = store->timeout > 0 ? f8_tcp_store_now() + store->timeout : -1;
+	int sent = f8_tcp_store_send_before(store->fd, header, sizeof header, send_deadline);
+	if (!sent)
+		sent = f8_tcp_store_send_before(store->fd, key, key_bytes, send_deadline);
+	if (!sent)
+		sent = f8_tcp_store_send_before(store->fd, data, bytes, send_deadline);
+	if (sent) {
+		if (sent > 0)
+			snprintf(why, sizeof why, "%s could not be sent in %.4g s (rank 0, which serves "
+				 "the store, hangs or stopped reading?)", doing, store->timeout);
+		else
+			snprintf(why, sizeof why, "the connection closed while sending %s (rank 0, "
+				 "which serves the store, exited?)", doing);
+		return give_up(store, diag, why);
+	}
+	double deadline = wait < 0 ? -1 : f8_tcp_store_now() + wait + REPLY_GRACE;
+	int got = f8_tcp_store_receive_before(store->fd, header, sizeof header, deadline);
 	if (!got && !f8_tcp_store_header_read(header, answer))
 		return give_up(store, diag, "its reply does not parse");
 	if (!got && answer->value_bytes > F8_TCP_STORE_VALUE_MAX)
@@ -130,18 +97,21 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	if (!got && answer->value_bytes) {
 		if (!(bytes_in = f8_malloc(answer->value_bytes)))
 			return give_up(store, diag, "out of memory for its reply");
-		got = receive_all(store->fd, bytes_in, answer->value_bytes, deadline);
+		got = f8_tcp_store_receive_before(store->fd, bytes_in, answer->value_bytes,
+						  deadline);
 	}
 	if (got) {
 		f8_free(bytes_in);
-		return give_up(store, diag, got > 0 ? "no reply in time (rank 0, which serves the "
-						      "store, hangs?)"
-						    : "the connection closed (rank 0, which serves "
-						      "the store, exited?)");
+		if (got > 0)
+			snprintf(why, sizeof why, "no reply to %s in %.4g s (rank 0, which serves the "
+				 "store, hangs?)", doing, wait + REPLY_GRACE);
+		else
+			snprintf(why, sizeof why, "the connection closed awaiting the reply to %s "
+				 "(rank 0, which serves the store, exited?)", doing);
+		return give_up(store, diag, why);
 	}
 	if (answer->kind == F8_TCP_STORE_ANSWER_REFUSED) {
-		char why[160];
-		snprintf(why, sizeof why, "refused: %.*s", (int)(answer->value_bytes < 120
+		snprintf(why, sizeof why, "%s refused: %.*s", doing, (int)(answer->value_bytes < 120
 								  ? answer->value_bytes : 120),
 			 bytes_in ? (const char *)bytes_in : "");
 		f8_free(bytes_in);
@@ -158,58 +128,6 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	return F8_OK;
 }
 
-/* Connects to `host`:`port` before `deadline` (< 0: none), trying again while nothing listens
- * (the server starts when rank 0 comes). The socket, or -1 with *why. */
-static int connect_before(const char *host, uint16_t port, double deadline, char *why,
-			  size_t size) {
-	char service[8];
-	snprintf(service, sizeof service, "%u", port);
-	double pause = 0.01;
-	for (;;) {
-		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-		struct addrinfo *addresses = NULL;
-		int found = getaddrinfo(host, service, &hints, &addresses);
-		if (found)
-			snprintf(why, size, "%s", gai_strerror(found));
-		for (struct addrinfo *a = found ? NULL : addresses; a; a = a->ai_next) {
-			int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-			if (fd < 0)
-				continue;
-			// Non-blocking while it connects: an unreachable host is held to the deadline.
-			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-			int done = connect(fd, a->ai_addr, a->ai_addrlen);
-			if (done && errno == EINPROGRESS) {
-				double left = deadline < 0 ? 10 : deadline - now_seconds();
-				struct pollfd p = {.fd = fd, .events = POLLOUT};
-				int error = ETIMEDOUT;
-				socklen_t length = sizeof error;
-				if (left > 0 && poll(&p, 1, f8_tcp_store_poll_ms(left)) == 1)
-					getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-				done = error ? -1 : 0;
-				errno = error;
-			}
-			if (!done) {
-				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-				int yes = 1; // each request at once: the client waits for its reply
-				setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-				freeaddrinfo(addresses);
-				return fd;
-			}
-			snprintf(why, size, "%s", strerror(errno));
-			close(fd);
-		}
-		if (addresses)
-			freeaddrinfo(addresses);
-		double left = deadline < 0 ? pause : deadline - now_seconds();
-		if (left <= 0)
-			return -1;
-		double seconds = pause < left ? pause : left; // under a second: tv_nsec's range
-		struct timespec sleep = {0, (long)(1e9 * seconds)};
-		nanosleep(&sleep, NULL);
-		pause = pause < 0.25 ? 2 * pause : 0.5;
-	}
-}
-
 f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store **out,
 			      f8_diag *diag) {
 	*out = NULL;
@@ -224,18 +142,20 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
 		 options->port);
 	f8_status status = options->serve ? f8_tcp_store_server_start(options->port,
 								      options->world,
+								      options->timeout,
 								      &store->server, diag)
 					  : F8_OK;
 	if (status) {
 		f8_free(store);
 		return status;
 	}
-	char why[160] = "";
-	double deadline = options->timeout > 0 ? now_seconds() + options->timeout : -1;
-	store->fd = connect_before(options->host, options->port, deadline, why, sizeof why);
+	char why[600] = "";
+	double deadline = options->timeout > 0 ? f8_tcp_store_now() + options->timeout : -1;
+	store->fd = f8_tcp_store_dial(options->host, options->port, deadline, NULL, why,
+				      sizeof why);
 	if (store->fd < 0) {
 		status = f8_diag_set(diag, F8_ERR_IO, "rank %lld cannot reach the store at %s in "
-				     "%.0f s: %s", (long long)options->rank, store->address,
+				     "%.4g s: %s", (long long)options->rank, store->address,
 				     options->timeout, why);
 		f8_diag_hint(diag, "rank 0 serves it: check that rank 0 started, and that MASTER_ADDR "
 			     "and MASTER_PORT name rank 0's host and a port this host can reach");
@@ -284,6 +204,8 @@ void f8_tcp_store_fail(f8_tcp_store *store) {
 
 void f8_tcp_store_set_timeout(f8_tcp_store *store, double seconds) {
 	store->timeout = seconds > 0 ? seconds : 0;
+	if (store->server)
+		f8_tcp_store_server_set_timeout(store->server, store->timeout);
 }
 
 const char *f8_tcp_store_address(const f8_tcp_store *store) {
@@ -315,10 +237,16 @@ f8_status f8_tcp_store_get(f8_tcp_store *store, const char *key, void **value, s
 	if (answer.kind == F8_TCP_STORE_ANSWER_DEPARTED) {
 		if (departed)
 			*departed = answer.number;
-		return f8_diag_set(diag, F8_ERR_IO, "rank %lld waited for the store's key \"%s\" at %s, "
-				   "but rank %lld left the run (its connection closed without "
-				   "goodbye: it died or was stopped)", (long long)store->rank, key,
-				   store->address, (long long)answer.number);
+		// The server says how the rank left: its connection closed, or the server dropped
+		// it for holding a message half-way past the timeout.
+		status = f8_diag_set(diag, F8_ERR_IO, "rank %lld waited for the store's key \"%s\" at "
+				     "%s, but rank %lld left the run (%.*s)", (long long)store->rank,
+				     key, store->address, (long long)answer.number,
+				     *value ? (int)(answer.value_bytes < 400 ? answer.value_bytes : 400)
+					    : 0, *value ? (const char *)*value : "");
+		f8_free(*value);
+		*value = NULL;
+		return status;
 	}
 	if (!*value && !(*value = f8_malloc(1)))
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");

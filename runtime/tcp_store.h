@@ -5,16 +5,19 @@
  * own process; every rank, rank 0 too, is a client with one connection.
  *
  * Keys are text, values bytes. A get waits until some rank has set its key; an add keeps a
- * counter. Every wait is held to the store's timeout and then fails naming what it waited for;
- * a rank whose connection closes without saying goodbye (it died) fails every wait of the
- * others at once, naming it. The server refuses what does not parse (a stray client, a port
- * scanner) by closing that connection, and goes on serving the ranks.
+ * counter. Every wait is held to the store's timeout and then fails naming what it waited for,
+ * a request's send and its reply's receive too (a peer that stopped reading holds no rank for
+ * ever); a rank whose connection closes without saying goodbye (it died), or that holds a
+ * message half-way past the timeout (the server drops it), fails every wait of the others at
+ * once, naming it and how it left. The server refuses what does not parse (a stray client, a
+ * port scanner) by closing that connection, and goes on serving the ranks.
  *
  * The wire format, little-endian: a request is a 24-byte header (the magic "f8s1", the
  * operation, three zero bytes, the key's length (u32), the value's length (u32), a number
  * (i64: a rank, a wait in milliseconds or an addend)), then the key, then the value. A reply
  * is a 24-byte header (the magic, the answer, three zero bytes, the value's length, four zero
- * bytes, a number), then the value (a refusal's: its reason, as text).
+ * bytes, a number), then the value (a refusal's: its reason, as text; a departure's: how the
+ * rank left, as text).
  */
 #ifndef F8_RUNTIME_TCP_STORE_H
 #define F8_RUNTIME_TCP_STORE_H
@@ -43,11 +46,13 @@ typedef struct f8_tcp_store_options {
 } f8_tcp_store_options;
 
 /*
- * Joins the store: with `serve`, starts the server first; then connects (retried until the
+ * Joins the store: with `serve`, starts the server first; then connects (to each address
+ * `host` resolves to in turn, each given its share of the time left, retried until the
  * timeout: rank 0's server may start after the others) and says which rank this is.
  * F8_ERR_IO when the port cannot be served (the message names it), the store cannot be reached
- * within the timeout, or the server refuses the rank (another connection holds it, or the
- * world sizes differ); F8_ERR_NOMEM. *out is the caller's (f8_tcp_store_destroy).
+ * within the timeout (the message names the addresses tried and how each failed), or the
+ * server refuses the rank (another connection holds it, or the world sizes differ);
+ * F8_ERR_NOMEM. *out is the caller's (f8_tcp_store_destroy).
  */
 f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store **out,
 			      f8_diag *diag);

@@ -4,8 +4,12 @@
  * its connection's state. A connection carries one request at a time (its client waits for
  * each reply); the keys are few (the ranks' agreements and counters, a round's worth at a
  * time), so they live in one array searched in order.
+ *
+ * Every socket is non-blocking, so that one client that stops reading (its process stopped,
+ * its host gone) holds nothing but its own reply: the others are served meanwhile, and past
+ * the timeout that client is dropped, as a rank that left the run.
  */
-#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo
+#define _POSIX_C_SOURCE 200809L // getaddrinfo
 
 #include "runtime/tcp_store_wire.h" // f8_tcp_store_server, the wire format
 
@@ -13,20 +17,23 @@
 #include <fcntl.h>      // fcntl, O_NONBLOCK
 #include <netdb.h>      // getaddrinfo
 #include <netinet/in.h> // IPPROTO_IPV6, IPV6_V6ONLY
-#include <netinet/tcp.h> // TCP_NODELAY
 #include <poll.h>       // poll
 #include <pthread.h>    // pthread_create, pthread_join
 #include <stdatomic.h>  // atomic_load, atomic_store
 #include <stdio.h>      // snprintf
 #include <string.h>     // strerror, strncmp
 #include <sys/socket.h> // socket, bind, listen, accept, recv, send
-#include <time.h>       // clock_gettime
 #include <unistd.h>     // close, pipe, write
 
 #include "ir/alloc.h"         // f8_calloc, f8_malloc, f8_realloc, f8_free
 #include "runtime/tcp_store.h" // F8_TCP_STORE_KEY_MAX, F8_TCP_STORE_VALUE_MAX
 
-enum { LISTENERS_MAX = 2 }; // IPv6 and IPv4, where the host has both
+enum {
+	LISTENERS_MAX = 2, // IPv6 and IPv4, where the host has both
+	// Bytes read from one connection in one turn of the loop: a client that sends without a
+	// pause (a large set, or bytes after its refusal, without end) must not hold the others.
+	RECEIVE_TURN = 1 << 20,
+};
 
 /* One client's connection: the request being read, the get that waits, the reply being sent. */
 typedef struct connection {
@@ -41,6 +48,11 @@ typedef struct connection {
 	double deadline; // when the get's wait ends (monotonic seconds); < 0: never
 	uint8_t *out;
 	size_t out_bytes, out_sent;
+	// Since when a message is half-way (monotonic seconds), held to the server's timeout: the
+	// reply being sent since it was queued; the request being read since its first bytes
+	// (< 0: none under way).
+	double out_since, in_since;
+	char request[160]; // the last request read whole, for messages: `get of "KEY"`
 } connection;
 
 typedef struct entry {
@@ -55,18 +67,14 @@ struct f8_tcp_store_server {
 	pthread_t thread;
 	int64_t world;
 	int64_t departed; // the first rank that left without goodbye; -1: none
+	char departed_why[512]; // how it left, sent with every answer that names it
 	connection *connections;
 	size_t n_connections, cap_connections;
 	entry *entries;
 	size_t n_entries, cap_entries;
 	_Atomic double drain_until; // set by stop: the moment to stop at the latest; 0: serving
+	_Atomic double timeout;     // seconds a message may stay half-way; 0: no limit
 };
-
-static double now_seconds(void) {
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
 
 static entry *find(f8_tcp_store_server *server, const char *key) {
 	for (size_t i = 0; i < server->n_entries; i++)
@@ -89,6 +97,7 @@ static bool reply(connection *c, f8_tcp_store_answer answer, int64_t number, con
 		memcpy(out + F8_TCP_STORE_HEADER, value, bytes);
 	f8_free(c->out);
 	c->out = out, c->out_bytes = F8_TCP_STORE_HEADER + bytes, c->out_sent = 0;
+	c->out_since = f8_tcp_store_now();
 	ssize_t sent = send(c->fd, c->out, c->out_bytes, MSG_NOSIGNAL);
 	c->out_sent = sent > 0 ? (size_t)sent : 0;
 	return true;
@@ -201,12 +210,13 @@ static bool serve(f8_tcp_store_server *server, connection *c) {
 		if ((e = find(server, key)))
 			ok = reply(c, F8_TCP_STORE_ANSWER_OK, 0, e->value, e->bytes);
 		else if (server->departed >= 0)
-			ok = reply(c, F8_TCP_STORE_ANSWER_DEPARTED, server->departed, NULL, 0);
+			ok = reply(c, F8_TCP_STORE_ANSWER_DEPARTED, server->departed,
+				   server->departed_why, strlen(server->departed_why));
 		else if (h->number == 0)
 			ok = reply(c, F8_TCP_STORE_ANSWER_MISSING, 0, NULL, 0);
 		else
 			c->waiting = true,
-			c->deadline = h->number < 0 ? -1 : now_seconds() + 1e-3 * (double)h->number;
+			c->deadline = h->number < 0 ? -1 : f8_tcp_store_now() + 1e-3 * (double)h->number;
 		break;
 	case F8_TCP_STORE_OP_CHECK:
 		ok = reply(c, find(server, key) ? F8_TCP_STORE_ANSWER_OK : F8_TCP_STORE_ANSWER_MISSING,
@@ -257,13 +267,14 @@ static bool serve(f8_tcp_store_server *server, connection *c) {
 	return true;
 }
 
-/* Reads what `c` has sent, and serves each request it completes; false when the client
- * closed (or its socket failed). */
-static bool receive(f8_tcp_store_server *server, connection *c) {
+/* Reads what `c` has sent, and serves each request it completes. 0: it goes on; -1: the
+ * client closed the connection; else the errno its socket failed with. */
+static int receive(f8_tcp_store_server *server, connection *c) {
+	size_t turn = RECEIVE_TURN; // the rest waits for the loop's next turn (poll says it's there)
 	for (;;) {
 		// Where the next bytes go: the header, the key, or the value after the key's zero.
 		f8_tcp_store_header *h = &c->header;
-		uint8_t *into = c->header_bytes + c->header_got, discard[256];
+		uint8_t *into = c->header_bytes + c->header_got, discard[4096];
 		size_t want = F8_TCP_STORE_HEADER - c->header_got;
 		if (c->closing) { // refused: what else it sends is read and dropped
 			into = discard, want = sizeof discard;
@@ -273,11 +284,14 @@ static bool receive(f8_tcp_store_server *server, connection *c) {
 			into = c->body + c->body_got + 1;
 			want = (size_t)h->key_bytes + h->value_bytes - c->body_got;
 		}
-		ssize_t got = want ? recv(c->fd, into, want, 0) : 0;
+		if (want && !turn)
+			return 0;
+		ssize_t got = want ? recv(c->fd, into, want < turn ? want : turn, 0) : 0;
 		if (want && got == 0)
-			return false;
+			return -1;
 		if (want && got < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : errno;
+		turn -= (size_t)got;
 		if (c->closing)
 			continue;
 		if (c->waiting || c->out_sent < c->out_bytes) {
@@ -286,6 +300,8 @@ static bool receive(f8_tcp_store_server *server, connection *c) {
 			continue;
 		}
 		if (c->header_got < F8_TCP_STORE_HEADER) {
+			if (!c->header_got)
+				c->in_since = f8_tcp_store_now();
 			c->header_got += (size_t)got;
 			if (c->header_got < F8_TCP_STORE_HEADER)
 				continue;
@@ -316,10 +332,17 @@ static bool receive(f8_tcp_store_server *server, connection *c) {
 		if (c->body_got < (size_t)h->key_bytes + h->value_bytes)
 			continue;
 		c->header_got = 0;
+		c->in_since = -1;
 		if (memchr(c->body, 0, h->key_bytes)) {
 			refuse(c, "a key with a zero byte");
 			continue;
 		}
+		if (h->key_bytes)
+			snprintf(c->request, sizeof c->request, "%s of \"%.100s%s\"",
+				 f8_tcp_store_op_name(h->kind), (const char *)c->body,
+				 h->key_bytes > 100 ? "..." : "");
+		else
+			snprintf(c->request, sizeof c->request, "%s", f8_tcp_store_op_name(h->kind));
 		serve(server, c);
 		if (!c->waiting) {
 			f8_free(c->body);
@@ -328,8 +351,9 @@ static bool receive(f8_tcp_store_server *server, connection *c) {
 	}
 }
 
-/* Closes `c` (index i) and forgets it; a rank that left without goodbye fails every wait. */
-static void drop(f8_tcp_store_server *server, size_t i) {
+/* Closes `c` (index i) and forgets it; a rank that left without goodbye fails every wait,
+ * told `why` (how it left). */
+static void drop(f8_tcp_store_server *server, size_t i, const char *why) {
 	connection *c = &server->connections[i];
 	int64_t rank = c->said_bye ? -1 : c->rank;
 	close(c->fd);
@@ -339,16 +363,48 @@ static void drop(f8_tcp_store_server *server, size_t i) {
 	if (rank < 0 || server->departed >= 0)
 		return;
 	server->departed = rank;
+	snprintf(server->departed_why, sizeof server->departed_why, "%s", why);
 	for (size_t j = 0; j < server->n_connections; j++) {
 		connection *other = &server->connections[j];
 		if (other->waiting) {
 			other->waiting = false;
 			f8_free(other->body);
 			other->body = NULL;
-			if (!reply(other, F8_TCP_STORE_ANSWER_DEPARTED, rank, NULL, 0))
+			if (!reply(other, F8_TCP_STORE_ANSWER_DEPARTED, rank, server->departed_why,
+				   strlen(server->departed_why)))
 				other->closing = true;
 		}
 	}
+}
+
+/*
+ * Whether `c` has held a message half-way past `timeout` (seconds, > 0) at `now`: a reply it
+ * does not read, or a request it does not finish. Its client hangs or its host is gone, and
+ * a slow network is no excuse: the clients' own sends and receives are held to the same
+ * timeout. How, into `why`.
+ */
+static bool stalled(const connection *c, double now, double timeout, char *why, size_t size) {
+	if (c->out_sent < c->out_bytes && now - c->out_since > timeout) {
+		snprintf(why, size, "the store dropped its connection: %zu of the %zu bytes of the "
+			 "reply to its %s were still unread after %.4g s (it hangs, or its host is "
+			 "gone)", c->out_bytes - c->out_sent, c->out_bytes,
+			 c->closing ? "refused request" : c->request, timeout);
+		return true;
+	}
+	if (c->in_since >= 0 && !c->closing && now - c->in_since > timeout) {
+		const f8_tcp_store_header *h = &c->header;
+		if (c->header_got < F8_TCP_STORE_HEADER)
+			snprintf(why, size, "the store dropped its connection: %zu of the %d bytes of "
+				 "a request's header came in %.4g s, and no more (it hangs, or its host "
+				 "is gone)", c->header_got, F8_TCP_STORE_HEADER, timeout);
+		else
+			snprintf(why, size, "the store dropped its connection: %zu of the %u bytes of "
+				 "its %s came in %.4g s, and no more (it hangs, or its host is gone)",
+				 c->body_got, h->key_bytes + h->value_bytes,
+				 f8_tcp_store_op_name(h->kind), timeout);
+		return true;
+	}
+	return false;
 }
 
 static void accept_one(f8_tcp_store_server *server, int listener) {
@@ -364,10 +420,12 @@ static void accept_one(f8_tcp_store_server *server, int listener) {
 		}
 		server->connections = grown, server->cap_connections = cap;
 	}
-	int yes = 1; // each reply at once: the clients wait for them
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	server->connections[server->n_connections++] = (connection){.fd = fd, .rank = -1};
+	if (!f8_tcp_store_socket_tune(fd)) { // a blocking socket would stall every client
+		close(fd);
+		return;
+	}
+	server->connections[server->n_connections++] = (connection){.fd = fd, .rank = -1,
+								    .in_since = -1};
 }
 
 /* Whether every rank that joined has gone (stop's drain is over). */
@@ -383,7 +441,7 @@ static void *run(void *argument) {
 	struct pollfd *polls = NULL;
 	size_t cap_polls = 0;
 	for (;;) {
-		double now = now_seconds();
+		double now = f8_tcp_store_now();
 		double drain_until = atomic_load(&server->drain_until);
 		if (drain_until && (drained(server) || now >= drain_until))
 			break;
@@ -397,6 +455,7 @@ static void *run(void *argument) {
 			polls = grown, cap_polls = 2 * n;
 		}
 		double soonest = drain_until ? drain_until : -1;
+		double timeout = atomic_load(&server->timeout);
 		size_t at = 0;
 		for (int l = 0; l < server->n_listeners; l++)
 			polls[at++] = (struct pollfd){.fd = server->listeners[l], .events = POLLIN};
@@ -407,11 +466,15 @@ static void *run(void *argument) {
 				POLLIN | (c->out_sent < c->out_bytes ? POLLOUT : 0))};
 			if (c->waiting && c->deadline >= 0 && (soonest < 0 || c->deadline < soonest))
 				soonest = c->deadline;
+			// Woken when a half-way message outstays the timeout, to drop its connection.
+			double since = c->out_sent < c->out_bytes ? c->out_since : c->in_since;
+			if (timeout > 0 && since >= 0 && (soonest < 0 || since + timeout < soonest))
+				soonest = since + timeout;
 		}
 		int wait_ms = soonest < 0 ? -1 : soonest <= now ? 0 : f8_tcp_store_poll_ms(soonest - now);
 		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
 			break;
-		now = now_seconds();
+		now = f8_tcp_store_now();
 		char word[16];
 		if (polls[server->n_listeners].revents & POLLIN)
 			(void)!read(server->wake[0], word, sizeof word);
@@ -420,27 +483,36 @@ static void *run(void *argument) {
 		for (size_t i = known; i-- > 0;) {
 			connection *c = &server->connections[i];
 			short events = polls[first + i].revents;
-			bool alive = true;
+			int error = 0; // -1: the client closed; else its socket's errno
 			if (events & (POLLIN | POLLHUP | POLLERR))
-				alive = receive(server, c);
-			if (alive && c->out_sent < c->out_bytes) {
+				error = receive(server, c);
+			if (!error && c->out_sent < c->out_bytes) {
 				ssize_t sent = send(c->fd, c->out + c->out_sent, c->out_bytes - c->out_sent,
 						    MSG_NOSIGNAL);
 				if (sent > 0)
 					c->out_sent += (size_t)sent;
 				else if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 					 errno != EINTR)
-					alive = false;
+					error = errno;
 			}
-			if (alive && c->waiting && c->deadline >= 0 && now >= c->deadline) {
+			if (!error && c->waiting && c->deadline >= 0 && now >= c->deadline) {
 				c->waiting = false;
 				f8_free(c->body);
 				c->body = NULL;
 				if (!reply(c, F8_TCP_STORE_ANSWER_MISSING, 0, NULL, 0))
-					alive = false;
+					error = ENOMEM;
 			}
-			if (!alive || (c->closing && c->out_sent >= c->out_bytes))
-				drop(server, i);
+			char why[512];
+			if (error < 0)
+				snprintf(why, sizeof why, "its connection closed without goodbye: it died "
+					 "or was stopped");
+			else if (error)
+				snprintf(why, sizeof why, "its connection failed (%s): it died, or its "
+					 "host is gone", strerror(error));
+			if (error || (timeout > 0 && stalled(c, now, timeout, why, sizeof why)))
+				drop(server, i, why);
+			else if (c->closing && c->out_sent >= c->out_bytes)
+				drop(server, i, "the store refused its request and closed its connection");
 		}
 		for (int l = 0; l < server->n_listeners; l++)
 			if (polls[l].revents & POLLIN)
@@ -469,13 +541,14 @@ static int listen_on(const struct addrinfo *address) {
 	return fd;
 }
 
-f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_server **out,
-				    f8_diag *diag) {
+f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, double timeout,
+				    f8_tcp_store_server **out, f8_diag *diag) {
 	*out = NULL;
 	f8_tcp_store_server *server = f8_calloc(1, sizeof *server);
 	if (!server)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	*server = (f8_tcp_store_server){.world = world, .departed = -1, .wake = {-1, -1}};
+	atomic_store(&server->timeout, timeout > 0 ? timeout : 0);
 	char service[8];
 	snprintf(service, sizeof service, "%u", port);
 	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_family = AF_UNSPEC,
@@ -506,7 +579,10 @@ f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_s
 					   : taken_error ? strerror(taken_error)
 							 : strerror(error));
 		f8_diag_hint(diag, "choose a free MASTER_PORT on rank 0's host");
-	} else if (pipe(server->wake) || pthread_create(&server->thread, NULL, run, server)) {
+	} else if (pipe(server->wake) ||
+		   // A full pipe has woken the thread already: a write to it need not wait.
+		   fcntl(server->wake[1], F_SETFL, fcntl(server->wake[1], F_GETFL) | O_NONBLOCK) ||
+		   pthread_create(&server->thread, NULL, run, server)) {
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "cannot start the store's thread");
 	}
 	if (status) {
@@ -522,11 +598,17 @@ f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_s
 	return F8_OK;
 }
 
+void f8_tcp_store_server_set_timeout(f8_tcp_store_server *server, double timeout) {
+	// Read at each turn of the thread's loop; the pipe wakes a poll that waits without one.
+	atomic_store(&server->timeout, timeout > 0 ? timeout : 0);
+	(void)!write(server->wake[1], "t", 1);
+}
+
 void f8_tcp_store_server_stop(f8_tcp_store_server *server, double drain_seconds) {
 	if (!server)
 		return;
 	// The thread reads drain_until at each turn of its loop; the pipe wakes it to see it.
-	atomic_store(&server->drain_until, now_seconds() + drain_seconds);
+	atomic_store(&server->drain_until, f8_tcp_store_now() + drain_seconds);
 	(void)!write(server->wake[1], "s", 1);
 	pthread_join(server->thread, NULL);
 	for (size_t i = 0; i < server->n_connections; i++) {

@@ -1,12 +1,15 @@
 /*
  * The TCP store's wire format (runtime/tcp_store.h), shared by its client (tcp_store.c) and its
- * server (tcp_store_server.c), and the server's start and stop. Private to the store.
+ * server (tcp_store_server.c); the server's start and stop; the sockets' helpers
+ * (tcp_store_socket.c). Private to the store.
  */
 #ifndef F8_RUNTIME_TCP_STORE_WIRE_H
 #define F8_RUNTIME_TCP_STORE_WIRE_H
 
+#include <assert.h>  // static_assert
 #include <stdbool.h> // bool
-#include <stdint.h>  // uint8_t, uint32_t, int64_t
+#include <stddef.h>  // size_t
+#include <stdint.h>  // uint8_t, uint16_t, uint32_t, int64_t
 #include <string.h>  // memcmp, memcpy
 
 #include "ir/diag.h" // f8_status, f8_diag
@@ -25,11 +28,19 @@ typedef enum f8_tcp_store_op {
 	F8_TCP_STORE_OP_COUNT
 } f8_tcp_store_op;
 
+/* An operation's name, for messages ("set"). */
+static inline const char *f8_tcp_store_op_name(unsigned op) {
+	static const char *const names[] = {"an unknown operation", "hello", "set", "get",
+					    "check", "add", "delete_prefix", "bye"};
+	static_assert(sizeof names / sizeof names[0] == F8_TCP_STORE_OP_COUNT, "one name an op");
+	return op < F8_TCP_STORE_OP_COUNT ? names[op] : names[0];
+}
+
 /* What a reply answers. */
 typedef enum f8_tcp_store_answer {
 	F8_TCP_STORE_ANSWER_OK,       // value: a get's; number: an add's or a delete's count
 	F8_TCP_STORE_ANSWER_MISSING,  // no such key (a check), or the wait's time passed (a get)
-	F8_TCP_STORE_ANSWER_DEPARTED, // number: a rank that left without goodbye
+	F8_TCP_STORE_ANSWER_DEPARTED, // number: a rank that left without goodbye; value: how, text
 	F8_TCP_STORE_ANSWER_REFUSED,  // value: why, as text; the server closes the connection
 	F8_TCP_STORE_ANSWER_COUNT
 } f8_tcp_store_answer;
@@ -89,12 +100,46 @@ static inline int f8_tcp_store_poll_ms(double seconds) {
 	return seconds > 86400 ? 86400000 : (int)(1e3 * seconds) + 1;
 }
 
+/* The monotonic clock, in seconds: every deadline of the store's is on it. */
+double f8_tcp_store_now(void);
+
+/* Sets a connected socket's options, on both sides: TCP_NODELAY, keepalive (a peer whose host
+ * vanished is noticed) and O_NONBLOCK. False when it cannot be made non-blocking. */
+bool f8_tcp_store_socket_tune(int fd);
+
+/* `bytes` from `data` to the non-blocking socket `fd` before `deadline` (f8_tcp_store_now's
+ * seconds; < 0: none). 0: sent; 1: the time passed; -1: the connection closed or failed. */
+int f8_tcp_store_send_before(int fd, const void *data, size_t bytes, double deadline);
+
+/* `bytes` from the non-blocking socket `fd` into `data` before `deadline` (< 0: none). 0:
+ * read; 1: the time passed; -1: the connection closed or failed. */
+int f8_tcp_store_receive_before(int fd, void *data, size_t bytes, double deadline);
+
+struct addrinfo; // netdb.h's
+
+/*
+ * Connects to `host`:`port` before `deadline` (< 0: none): rounds over every address the name
+ * resolves to, each address given its share of the time left (5 s at most), until one
+ * answers or the deadline passes (the server starts when rank 0 comes). The socket (tuned,
+ * non-blocking), or -1 with *why (`size` bytes): the addresses of the last round, each with
+ * how it failed. `addresses`, when not NULL, is tried instead of what `host` resolves to
+ * (the tests' list of addresses that fail in chosen ways; not freed).
+ */
+int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
+		      const struct addrinfo *addresses, char *why, size_t size);
+
 typedef struct f8_tcp_store_server f8_tcp_store_server;
 
 /* Serves the store on every address's `port`, from a thread of its own, for `world` ranks.
- * F8_ERR_IO naming the port when it cannot listen there (in use); F8_ERR_NOMEM. */
-f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, f8_tcp_store_server **out,
-				    f8_diag *diag);
+ * `timeout` (seconds, 0: none) bounds how long a connection may hold a message half-way (a
+ * reply it does not read, a request it does not finish): past it the connection is dropped,
+ * and a rank's counts as that rank leaving the run. F8_ERR_IO naming the port when it cannot
+ * listen there (in use); F8_ERR_NOMEM. */
+f8_status f8_tcp_store_server_start(uint16_t port, int64_t world, double timeout,
+				    f8_tcp_store_server **out, f8_diag *diag);
+
+/* The server's `timeout` from now on (seconds, 0: none). */
+void f8_tcp_store_server_set_timeout(f8_tcp_store_server *server, double timeout);
 
 /* Stops serving once every rank that joined has closed its connection, or after
  * `drain_seconds`; then frees everything. NULL is allowed. */

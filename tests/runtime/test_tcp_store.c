@@ -15,11 +15,24 @@
  *   fails at the timeout, saying where it tried or naming rank 2.
  * - Four ranks on a 2 x 2 mesh (TP, DP): all-reduces over each group at once, each group's
  *   own.
+ * - Peers that stop reading, with a value larger than the sockets' buffers on its way: a rank
+ *   that does not read its get's reply is dropped by the server at the timeout, the server
+ *   serving rank 0 meanwhile, and rank 0's wait names it and why; a client whose server stops
+ *   reading fails its set at the timeout, naming it. A client that stops half-way through a
+ *   request's header is dropped at the timeout too.
+ * - Keepalive and TCP_NODELAY on both ends of a connection: the client's and the server's.
+ * - The connect over a list of addresses (as a name with several resolves to): a first address
+ *   that swallows SYNs (a listener whose backlog is full) or refuses leaves the working one its
+ *   turn before the deadline; a list that all fails names each address and how it failed.
  */
 #define _POSIX_C_SOURCE 200809L // setenv, kill, nanosleep
 
-#include <netinet/in.h> // sockaddr_in, htons
+#include <fcntl.h>      // fcntl, O_NONBLOCK
+#include <netdb.h>      // addrinfo
+#include <netinet/in.h> // sockaddr_in, htons, IPPROTO_TCP
+#include <netinet/tcp.h> // TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
 #include <poll.h>       // poll
+#include <pthread.h>    // pthread_create, pthread_join
 #include <signal.h>     // kill, SIGKILL
 #include <stdio.h>      // printf, snprintf
 #include <stdlib.h>     // setenv, unsetenv, exit
@@ -35,7 +48,12 @@
 #include "runtime/tcp_store_wire.h" // the wire format, for requests made by hand
 #include "tests/test_support.h"     // CHECK
 
-enum { RANKS = 3, SECONDS_MAX = 60 };
+enum {
+	RANKS = 3,
+	SECONDS_MAX = 60,
+	BIG = 16 << 20, // bytes of a value larger than any socket's buffers (Linux's: 6 MiB at most)
+	SMALL_BUFFER = 4096, // a stalled socket's receive buffer: the big value fills it at once
+};
 
 static double now_seconds(void) {
 	struct timespec now;
@@ -514,11 +532,276 @@ static void test_no_server(void) {
 	char where[64];
 	snprintf(where, sizeof where, "cannot reach the store at 127.0.0.1:%d", port);
 	CHECK(strstr(diag.message, where) != NULL);
+	CHECK(strstr(diag.message, "tried 127.0.0.1 (Connection refused)") != NULL);
+	printf("%s\n", diag.message);
 	clear_launch();
+}
+
+/* A socket listening on 127.0.0.1, the kernel's port into *port; `receive_buffer` (0: the
+ * default) is inherited by the connections it accepts. */
+static int listen_local(int backlog, int receive_buffer, int *port) {
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+	socklen_t length = sizeof address;
+	if (fd >= 0 && receive_buffer)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&address, sizeof address) ||
+	    listen(fd, backlog) || getsockname(fd, (struct sockaddr *)&address, &length)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(address.sin_port);
+	return fd;
+}
+
+/*
+ * Rank 1 of two, made by hand with a small receive buffer, asks for a value larger than the
+ * sockets' buffers and never reads the reply. The server serves rank 0 meanwhile, then drops
+ * rank 1 at the timeout: rank 0's wait fails as soon as that, naming rank 1 and the reply it
+ * left unread (not at its own timeout as a key nobody set).
+ */
+static void test_stalled_client(void) {
+	int port = free_port();
+	f8_tcp_store_options options = {.host = "127.0.0.1", .port = (uint16_t)port, .rank = 0,
+					.world = 2, .serve = true, .timeout = 1};
+	f8_tcp_store *store = NULL;
+	f8_diag diag = {0};
+	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
+	uint8_t *big = calloc(BIG, 1);
+	CHECK(store && big && f8_tcp_store_set(store, "big", big, BIG, &diag) == F8_OK);
+	struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				      .sin_addr.s_addr = htonl(0x7f000001)};
+	// A client that sends half a header and no more is dropped at the timeout too.
+	int half = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(!connect(half, (struct sockaddr *)&address, sizeof address));
+	CHECK(send(half, "f8s1", 4, MSG_NOSIGNAL) == 4);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int small = SMALL_BUFFER;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+	CHECK(!connect(fd, (struct sockaddr *)&address, sizeof address));
+	uint8_t request[F8_TCP_STORE_HEADER + 16], world[8];
+	f8_tcp_store_put_u64(world, 2);
+	size_t n = make_request(request, F8_TCP_STORE_OP_HELLO, "", world, 8, 1);
+	CHECK(send(fd, request, n, MSG_NOSIGNAL) == (ssize_t)n);
+	n = make_request(request, F8_TCP_STORE_OP_GET, "big", "", 0, 0);
+	double stalled = now_seconds();
+	CHECK(send(fd, request, n, MSG_NOSIGNAL) == (ssize_t)n);
+	// Rank 0 is served while rank 1's reply waits.
+	int64_t total = 0;
+	for (int i = 0; i < 5; i++)
+		CHECK(f8_tcp_store_add(store, "counter", 1, &total, &diag) == F8_OK && total == i + 1);
+	printf("rank 0's adds beside the stalled reply: %.3f s\n", now_seconds() - stalled);
+	// Rank 0's wait ends half a second after rank 1's is dropped: not a race of two deadlines.
+	double later = stalled + 0.5 - now_seconds();
+	if (later > 0)
+		sleep_seconds(later);
+	void *value = NULL;
+	size_t bytes = 0;
+	int64_t departed = -1;
+	CHECK(f8_tcp_store_get(store, "never/set", &value, &bytes, &departed, &diag) == F8_ERR_IO);
+	double waited = now_seconds() - stalled;
+	printf("rank 1 dropped after %.3f s: %s\n", waited, diag.message);
+	CHECK(departed == 1 && waited >= 0.9 && waited < 6);
+	CHECK(strstr(diag.message, "rank 1 left the run") != NULL);
+	CHECK(strstr(diag.message, "reply to its get of \"big\" were still unread after 1 s") !=
+	      NULL);
+	struct pollfd p = {.fd = half, .events = POLLIN};
+	char byte;
+	CHECK(poll(&p, 1, 5000) == 1 && recv(half, &byte, 1, 0) == 0);
+	close(half);
+	close(fd);
+	free(big);
+	f8_tcp_store_destroy(store);
+}
+
+/* The store's side of a connection made by hand: it answers the hello, then reads no more. */
+typedef struct deaf_server {
+	int listener, fd;
+} deaf_server;
+
+static void *serve_deaf(void *argument) {
+	deaf_server *server = argument;
+	struct pollfd p = {.fd = server->listener, .events = POLLIN};
+	if (poll(&p, 1, 10000) != 1 || (server->fd = accept(server->listener, NULL, NULL)) < 0)
+		return NULL;
+	uint8_t hello[F8_TCP_STORE_HEADER + 8], reply[F8_TCP_STORE_HEADER];
+	size_t got = 0;
+	while (got < sizeof hello) {
+		p = (struct pollfd){.fd = server->fd, .events = POLLIN};
+		ssize_t more = poll(&p, 1, 10000) == 1 ? recv(server->fd, hello + got,
+							     sizeof hello - got, 0) : -1;
+		if (more <= 0)
+			return NULL;
+		got += (size_t)more;
+	}
+	f8_tcp_store_header_write(reply, &(f8_tcp_store_header){.kind = F8_TCP_STORE_ANSWER_OK});
+	send(server->fd, reply, sizeof reply, MSG_NOSIGNAL);
+	return NULL;
+}
+
+/* A server that answers the hello and then stops reading: the client's set of a value larger
+ * than the sockets' buffers fails at the timeout, naming the set, its key and the store. */
+static void test_stalled_server(void) {
+	deaf_server server = {.fd = -1};
+	int port = 0;
+	server.listener = listen_local(1, SMALL_BUFFER, &port);
+	CHECK(server.listener >= 0);
+	pthread_t thread;
+	CHECK(!pthread_create(&thread, NULL, serve_deaf, &server));
+	f8_tcp_store_options options = {.host = "127.0.0.1", .port = (uint16_t)port, .rank = 1,
+					.world = 2, .timeout = 1};
+	f8_tcp_store *store = NULL;
+	f8_diag diag = {0};
+	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
+	pthread_join(thread, NULL);
+	uint8_t *big = calloc(BIG, 1);
+	double start = now_seconds();
+	CHECK(store && big && f8_tcp_store_set(store, "big", big, BIG, &diag) == F8_ERR_IO);
+	double waited = now_seconds() - start;
+	printf("the set to a deaf server failed after %.3f s: %s\n", waited, diag.message);
+	CHECK(waited >= 0.9 && waited < 6);
+	char where[80];
+	snprintf(where, sizeof where, "the store at 127.0.0.1:%d: its set of \"big\"", port);
+	CHECK(strstr(diag.message, where) != NULL);
+	CHECK(strstr(diag.message, "could not be sent in 1 s") != NULL);
+	free(big);
+	f8_tcp_store_destroy(store);
+	if (server.fd >= 0)
+		close(server.fd);
+	close(server.listener);
+}
+
+/* Whether the option `name` at `level` of socket `fd` is `value`. */
+static bool option_is(int fd, int level, int name, int value) {
+	int got = -1;
+	socklen_t length = sizeof got;
+	return !getsockopt(fd, level, name, &got, &length) && got == value;
+}
+
+/* Both ends of rank 0's connection to its own server, found among this process's sockets by
+ * their ports: keepalive (with its timing, where the system has it), TCP_NODELAY. */
+static void test_keepalive(void) {
+	int port = free_port();
+	f8_tcp_store_options options = {.host = "127.0.0.1", .port = (uint16_t)port, .rank = 0,
+					.world = 1, .serve = true, .timeout = 5};
+	f8_tcp_store *store = NULL;
+	f8_diag diag = {0};
+	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
+	int accepted = 0, connected = 0;
+	for (int fd = 0; fd < 1024; fd++) {
+		struct sockaddr_in local, peer;
+		socklen_t local_length = sizeof local, peer_length = sizeof peer;
+		// Listening sockets have no peer, and the IPv6 listener's address is longer.
+		if (getsockname(fd, (struct sockaddr *)&local, &local_length) ||
+		    local_length != sizeof local || local.sin_family != AF_INET ||
+		    getpeername(fd, (struct sockaddr *)&peer, &peer_length))
+			continue;
+		bool served = ntohs(local.sin_port) == port, client = ntohs(peer.sin_port) == port;
+		if (!served && !client)
+			continue;
+		accepted += served, connected += client;
+		CHECK(option_is(fd, SOL_SOCKET, SO_KEEPALIVE, 1));
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_NODELAY, 1));
+#if defined(TCP_KEEPIDLE) && defined(TCP_KEEPINTVL) && defined(TCP_KEEPCNT)
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_KEEPIDLE, 60));
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_KEEPINTVL, 10));
+		CHECK(option_is(fd, IPPROTO_TCP, TCP_KEEPCNT, 6));
+#endif
+	}
+	CHECK(accepted == 1 && connected == 1);
+	f8_tcp_store_destroy(store);
+}
+
+/* 127.0.0.1:`port`, as getaddrinfo gives an address: into *entry, *address its storage. */
+static void local_entry(int port, struct sockaddr_in *address, struct addrinfo *entry,
+			struct addrinfo *next) {
+	*address = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					.sin_addr.s_addr = htonl(0x7f000001)};
+	*entry = (struct addrinfo){.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+				   .ai_addrlen = sizeof *address,
+				   .ai_addr = (struct sockaddr *)address, .ai_next = next};
+}
+
+/* The connect over addresses that fail in chosen ways, through f8_tcp_store_dial's own list. */
+static void test_connect_list(void) {
+	// A listener whose backlog (0: one connection) is full swallows the SYNs after: fill it
+	// until a connect hangs.
+	int good_port = 0, hole_port = 0, fillers[8], n_fillers = 0;
+	int good = listen_local(8, 0, &good_port), hole = listen_local(0, 0, &hole_port);
+	CHECK(good >= 0 && hole >= 0);
+	struct sockaddr_in good_address, hole_address, refused_address;
+	struct addrinfo good_entry, hole_entry, refused_entry;
+	local_entry(good_port, &good_address, &good_entry, NULL);
+	local_entry(hole_port, &hole_address, &hole_entry, &good_entry);
+	bool swallows = false;
+	while (!swallows && n_fillers < 8) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		fillers[n_fillers++] = fd;
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		swallows = connect(fd, (struct sockaddr *)&hole_address, sizeof hole_address) &&
+			   poll(&p, 1, 200) == 0;
+	}
+	if (!swallows)
+		printf("a full backlog does not swallow SYNs here: the first address refuses\n");
+	char why[600];
+	double start = now_seconds();
+	int fd = f8_tcp_store_dial("hole-then-good", 0, start + 1, &hole_entry, why, sizeof why);
+	double took = now_seconds() - start;
+	printf("past an address that swallows SYNs in %.3f s\n", took);
+	CHECK(fd >= 0 && took < 1);
+	if (fd >= 0)
+		close(fd);
+	// A refusal, then the working address: at once.
+	local_entry(free_port(), &refused_address, &refused_entry, &good_entry);
+	start = now_seconds();
+	fd = f8_tcp_store_dial("refused-then-good", 0, start + 1, &refused_entry, why, sizeof why);
+	CHECK(fd >= 0 && now_seconds() - start < 1);
+	if (fd >= 0)
+		close(fd);
+	// Nothing answers: the deadline, the addresses and how each failed.
+	refused_entry.ai_next = &hole_entry, hole_entry.ai_next = NULL;
+	start = now_seconds();
+	fd = f8_tcp_store_dial("none", 0, start + 0.6, &refused_entry, why, sizeof why);
+	took = now_seconds() - start;
+	printf("no address answered in %.3f s: %s\n", took, why);
+	CHECK(fd < 0 && took >= 0.55 && took < 3);
+	CHECK(strstr(why, "tried 127.0.0.1 (Connection refused), 127.0.0.1 (") != NULL);
+	CHECK(!swallows || strstr(why, "(no answer in ") != NULL);
+	for (int i = 0; i < n_fillers; i++)
+		close(fillers[i]);
+	close(hole);
+	close(good);
+}
+
+/* Runs `body` in a process of its own, beside what this one does next (the tests that wait
+ * for a timeout overlap): its pid, for finish_apart. */
+static pid_t run_apart(void (*body)(void)) {
+	fflush(stdout);
+	pid_t child = fork();
+	if (child == 0) {
+		test_passed = test_failed = 0;
+		body();
+		exit(test_finish());
+	}
+	return child;
+}
+
+/* Whether the process of run_apart exited 0. */
+static bool finish_apart(pid_t child) {
+	int status = 0;
+	return child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
 }
 
 int main(void) {
 	test_launch();
+	test_keepalive();
+	pid_t stalled_server = run_apart(test_stalled_server);
+	test_stalled_client();
+	test_connect_list();
+	CHECK(finish_apart(stalled_server));
 	test_no_server();
 	CHECK(run_ranks(2, run_join_rank));
 	CHECK(run_ranks(RANKS, run_rank));
