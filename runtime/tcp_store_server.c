@@ -83,21 +83,28 @@ static entry *find(f8_tcp_store_server *server, const char *key) {
 	return NULL;
 }
 
-/* Queues a reply on `c` and sends what the socket takes now. False when out of memory (the
- * connection is then closed). */
+/* Queues a reply on `c`, after what is still unsent of the one before, and sends what the
+ * socket takes now. False when out of memory (the connection is then closed). */
 static bool reply(connection *c, f8_tcp_store_answer answer, int64_t number, const void *value,
 		  size_t bytes) {
-	uint8_t *out = f8_malloc(F8_TCP_STORE_HEADER + bytes);
+	// A reply still going out (a refusal of a request sent before it was read comes after
+	// it) keeps its place: dropping its rest would splice the next header into its value.
+	size_t unsent = c->out_bytes - c->out_sent;
+	uint8_t *out = f8_malloc(unsent + F8_TCP_STORE_HEADER + bytes);
 	if (!out)
 		return false;
-	f8_tcp_store_header_write(out, &(f8_tcp_store_header){.kind = (uint8_t)answer,
-							      .value_bytes = (uint32_t)bytes,
-							      .number = number});
+	if (unsent)
+		memcpy(out, c->out + c->out_sent, unsent);
+	f8_tcp_store_header_write(out + unsent, &(f8_tcp_store_header){
+							.kind = (uint8_t)answer,
+							.value_bytes = (uint32_t)bytes,
+							.number = number});
 	if (bytes)
-		memcpy(out + F8_TCP_STORE_HEADER, value, bytes);
+		memcpy(out + unsent + F8_TCP_STORE_HEADER, value, bytes);
 	f8_free(c->out);
-	c->out = out, c->out_bytes = F8_TCP_STORE_HEADER + bytes, c->out_sent = 0;
-	c->out_since = f8_tcp_store_now();
+	c->out = out, c->out_bytes = unsent + F8_TCP_STORE_HEADER + bytes, c->out_sent = 0;
+	if (!unsent) // else the stall counts from the reply under way
+		c->out_since = f8_tcp_store_now();
 	ssize_t sent = send(c->fd, c->out, c->out_bytes, MSG_NOSIGNAL);
 	c->out_sent = sent > 0 ? (size_t)sent : 0;
 	return true;

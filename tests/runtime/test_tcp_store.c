@@ -20,6 +20,8 @@
  *   serving rank 0 meanwhile, and rank 0's wait names it and why; a client whose server stops
  *   reading fails its set at the timeout, naming it. A client that stops half-way through a
  *   request's header is dropped at the timeout too.
+ * - A request sent while the last reply, larger than the sockets' buffers, is still going
+ *   out: refused after that reply, which arrives whole.
  * - Keepalive and TCP_NODELAY on both ends of a connection: the client's and the server's.
  * - The connect over a list of addresses (as a name with several resolves to): a first address
  *   that swallows SYNs (a listener whose backlog is full) or refuses leaves the working one its
@@ -36,7 +38,7 @@
 #include <signal.h>     // kill, SIGKILL
 #include <stdio.h>      // printf, snprintf
 #include <stdlib.h>     // setenv, unsetenv, exit
-#include <string.h>     // strstr, memcmp
+#include <string.h>     // strstr, memcmp, memset
 #include <sys/socket.h> // socket, bind, connect, shutdown
 #include <sys/wait.h>   // waitpid
 #include <time.h>       // clock_gettime, nanosleep
@@ -591,7 +593,11 @@ static void test_stalled_client(void) {
 	int64_t total = 0;
 	for (int i = 0; i < 5; i++)
 		CHECK(f8_tcp_store_add(store, "counter", 1, &total, &diag) == F8_OK && total == i + 1);
-	printf("rank 0's adds beside the stalled reply: %.3f s\n", now_seconds() - stalled);
+	// Before the timeout, so before rank 1 is dropped: a server that waited on rank 1's reply
+	// until it dropped it would answer them only then, and pass everything below.
+	double adds = now_seconds() - stalled;
+	printf("rank 0's adds beside the stalled reply: %.3f s\n", adds);
+	CHECK(adds < 0.9);
 	// Rank 0's wait ends half a second after rank 1's is dropped: not a race of two deadlines.
 	double later = stalled + 0.5 - now_seconds();
 	if (later > 0)
@@ -612,6 +618,67 @@ static void test_stalled_client(void) {
 	close(half);
 	close(fd);
 	free(big);
+	f8_tcp_store_destroy(store);
+}
+
+/*
+ * A client that sends its next request while the reply to the last one, larger than the
+ * sockets' buffers, is still going out: the server refuses it, but only after that reply, which
+ * arrives whole (a refusal queued over its rest would splice its header into the value).
+ */
+static void test_request_during_reply(void) {
+	int port = free_port();
+	f8_tcp_store_options options = {.host = "127.0.0.1", .port = (uint16_t)port, .rank = 0,
+					.world = 2, .serve = true, .timeout = 10};
+	f8_tcp_store *store = NULL;
+	f8_diag diag = {0};
+	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
+	uint8_t *big = malloc(BIG), *got = malloc(F8_TCP_STORE_HEADER + BIG + 4096);
+	CHECK(big && got);
+	if (!store || !big || !got) {
+		free(big), free(got);
+		f8_tcp_store_destroy(store);
+		return;
+	}
+	memset(big, 0xab, BIG);
+	CHECK(f8_tcp_store_set(store, "big", big, BIG, &diag) == F8_OK);
+	struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				      .sin_addr.s_addr = htonl(0x7f000001)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int small = SMALL_BUFFER;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+	CHECK(!connect(fd, (struct sockaddr *)&address, sizeof address));
+	uint8_t request[2 * (F8_TCP_STORE_HEADER + 16)], world[8];
+	f8_tcp_store_put_u64(world, 2);
+	size_t n = make_request(request, F8_TCP_STORE_OP_HELLO, "", world, 8, 1);
+	CHECK(send(fd, request, n, MSG_NOSIGNAL) == (ssize_t)n);
+	CHECK(recv(fd, got, F8_TCP_STORE_HEADER, MSG_WAITALL) == F8_TCP_STORE_HEADER);
+	// The get and a check behind it in one send: the server reads the check while the get's
+	// reply fills the sockets.
+	n = make_request(request, F8_TCP_STORE_OP_GET, "big", "", 0, 0);
+	n += make_request(request + n, F8_TCP_STORE_OP_CHECK, "big", "", 0, 0);
+	CHECK(send(fd, request, n, MSG_NOSIGNAL) == (ssize_t)n);
+	size_t total = 0, room = F8_TCP_STORE_HEADER + BIG + 4096;
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t more = poll(&p, 1, 5000) == 1 ? recv(fd, got + total, room - total, 0) : -1;
+		if (more <= 0)
+			break;
+		total += (size_t)more;
+	}
+	f8_tcp_store_header header = {0};
+	CHECK(total >= F8_TCP_STORE_HEADER && f8_tcp_store_header_read(got, &header) &&
+	      header.kind == F8_TCP_STORE_ANSWER_OK && header.value_bytes == BIG);
+	bool whole = total >= 2 * F8_TCP_STORE_HEADER + BIG &&
+		     memcmp(got + F8_TCP_STORE_HEADER, big, BIG) == 0;
+	printf("the get's reply with a request behind it: %zu bytes, %s\n", total,
+	       whole ? "whole" : "cut");
+	CHECK(whole);
+	CHECK(whole && f8_tcp_store_header_read(got + F8_TCP_STORE_HEADER + BIG, &header) &&
+	      header.kind == F8_TCP_STORE_ANSWER_REFUSED);
+	close(fd);
+	free(big);
+	free(got);
 	f8_tcp_store_destroy(store);
 }
 
@@ -801,6 +868,7 @@ int main(void) {
 	pid_t stalled_server = run_apart(test_stalled_server);
 	test_stalled_client();
 	test_connect_list();
+	test_request_during_reply();
 	CHECK(finish_apart(stalled_server));
 	test_no_server();
 	CHECK(run_ranks(2, run_join_rank));
