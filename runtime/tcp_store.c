@@ -128,6 +128,13 @@ static f8_status request(f8_tcp_store *store, f8_tcp_store_op op, const char *ke
 	return F8_OK;
 }
 
+/* A wait's seconds: 0 (none) where not positive, NaN too; at most a year, so that its
+ * milliseconds fit poll's int64_t arithmetic (--distributed-timeout-minutes takes any finite
+ * number, and 1e12 minutes is no limit in effect). */
+static double bounded(double seconds) {
+	return seconds > 0 ? (seconds < 3.2e7 ? seconds : 3.2e7) : 0;
+}
+
 f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store **out,
 			      f8_diag *diag) {
 	*out = NULL;
@@ -136,13 +143,13 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	store->fd = -1;
 	store->rank = options->rank;
-	store->timeout = options->timeout;
+	store->timeout = bounded(options->timeout);
 	bool colon = strchr(options->host, ':') != NULL; // IPv6: [HOST]:PORT
 	snprintf(store->address, sizeof store->address, colon ? "[%s]:%u" : "%s:%u", options->host,
 		 options->port);
 	f8_status status = options->serve ? f8_tcp_store_server_start(options->port,
 								      options->world,
-								      options->timeout,
+								      store->timeout,
 								      &store->server, diag)
 					  : F8_OK;
 	if (status) {
@@ -150,13 +157,13 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
 		return status;
 	}
 	char why[600] = "";
-	double deadline = options->timeout > 0 ? f8_tcp_store_now() + options->timeout : -1;
+	double deadline = store->timeout > 0 ? f8_tcp_store_now() + store->timeout : -1;
 	store->fd = f8_tcp_store_dial(options->host, options->port, deadline, NULL, why,
 				      sizeof why);
 	if (store->fd < 0) {
 		status = f8_diag_set(diag, F8_ERR_IO, "rank %lld cannot reach the store at %s in "
 				     "%.4g s: %s", (long long)options->rank, store->address,
-				     options->timeout, why);
+				     store->timeout, why);
 		f8_diag_hint(diag, "rank 0 serves it: check that rank 0 started, and that MASTER_ADDR "
 			     "and MASTER_PORT name rank 0's host and a port this host can reach");
 	}
@@ -165,7 +172,7 @@ f8_status f8_tcp_store_create(const f8_tcp_store_options *options, f8_tcp_store 
 	f8_tcp_store_header answer;
 	if (!status)
 		status = request(store, F8_TCP_STORE_OP_HELLO, NULL, world, sizeof world,
-				 options->rank, options->timeout > 0 ? options->timeout : -1, &answer,
+				 options->rank, store->timeout > 0 ? store->timeout : -1, &answer,
 				 NULL, diag);
 	if (status) {
 		f8_tcp_store_destroy(store);
@@ -203,7 +210,7 @@ void f8_tcp_store_fail(f8_tcp_store *store) {
 }
 
 void f8_tcp_store_set_timeout(f8_tcp_store *store, double seconds) {
-	store->timeout = seconds > 0 ? seconds : 0;
+	store->timeout = bounded(seconds);
 	if (store->server)
 		f8_tcp_store_server_set_timeout(store->server, store->timeout);
 }
