@@ -11,8 +11,9 @@
 # There: sh CARRY/gpu_ab.sh run
 #   the backend op cases and gpt-tiny's steps against the CPU (run.sh ops steps), then each
 #   plan under each label in turn through gpu_bench.py (tokens/s, the profile), skipping what
-#   would not finish inside the call; results in $OUT/ab.tar.xz (the device tool brings back 8
-#   files at most: summary.txt, bench-*.json, profile-*.json, the logs) and $OUT/summary.txt.
+#   would not finish inside the call (AB_SECONDS after the start, default 520); results in
+#   $OUT/ab.tar.xz (the device tool brings back 8 files at most: summary.txt, bench-*.json,
+#   profile-*.json, the logs) and $OUT/summary.txt, which each plan's line reaches at once.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -67,7 +68,7 @@ run() {
 	tar -C /tmp/ab -xJf "$here/bench.tar.xz"
 	for run in $(cat "$here/runs"); do
 		# 45 s a plan at most: stop where the call would end before the results come back.
-		if [ $(($(date +%s) - start)) -ge 520 ]; then
+		if [ $(($(date +%s) - start)) -ge "${AB_SECONDS:-520}" ]; then
 			echo "$run: skipped (time)" >>"$out/summary.txt"
 			continue
 		fi
@@ -76,6 +77,7 @@ run() {
 		cp "/tmp/ab/work-$run/bench.json" "$out/bench-$run.json" 2>/dev/null
 		cp "/tmp/ab/work-$run/profile.json" "$out/profile-$run.json" 2>/dev/null
 		echo "$run: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['tokens_per_s'], 'tokens/s', d['step_ms'], 'ms')" "$out/bench-$run.json" 2>/dev/null)" >>"$out/summary.txt"
+		cp "$out/summary.txt" "$back/" # what a call cut short still brings back
 	done
 	tar -C "$out" -cJf "$back/ab.tar.xz" . && cp "$out/summary.txt" "$back/"
 }
