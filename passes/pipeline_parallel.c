@@ -249,13 +249,16 @@ static f8_status add_send(pp_pass *pp, int64_t g, f8_node_id *order, uint32_t *n
  */
 static f8_status rewrite(pp_pass *pp) {
 	f8_graph *graph = pp->graph;
-	uint32_t cap = graph->n_order + 2 * (uint32_t)pp->chunks + 1;
+	// The program as it was: each Recv and Send added below is appended to graph->order too,
+	// and pp->place and pp->kept know only the nodes that were.
+	uint32_t n_program = graph->n_order;
+	uint32_t cap = n_program + 2 * (uint32_t)pp->chunks + 1;
 	f8_node_id *order = f8_calloc(cap, sizeof *order);
 	if (!order)
 		return nomem(pp->diag);
 	uint32_t n = 0;
 	f8_status status = F8_OK;
-	for (uint32_t p = 0; p < graph->n_order; p++)
+	for (uint32_t p = 0; p < n_program; p++)
 		if (pp->kept[graph->order[p]] && pp->place[graph->order[p]] == PRE)
 			order[n++] = graph->order[p];
 	bool last = stage_of(pp, POST) == pp->stage;
@@ -265,7 +268,7 @@ static f8_status rewrite(pp_pass *pp) {
 		f8_value_id received = F8_NONE;
 		if (g > 0)
 			status = add_recv(pp, g, order, &n, &received);
-		for (uint32_t p = 0; !status && p < graph->n_order; p++) {
+		for (uint32_t p = 0; !status && p < n_program; p++) {
 			f8_node_id id = graph->order[p];
 			int place = pp->place[id];
 			if (!pp->kept[id] || !(place == g || (place == POST && g == pp->chunks - 1)))
