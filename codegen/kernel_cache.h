@@ -15,6 +15,10 @@
  * a lock on DIR/KEY.lock so that one compiles and the others load. The folder is held under a
  * size (F8_KERNEL_CACHE_MAX_BYTES): the least recently used entries go first.
  *
+ * The PTX of each GPU kernel (codegen/nvptx.c) is kept the same way, under a key whose target
+ * says NVPTX and PTX: f8c compile then lowers a kernel it compiled before (its geometry and its
+ * key), but neither optimizes nor emits it again.
+ *
  * The cache only saves time: a folder that cannot be made, read or written, or that another
  * user owns or may write into, leaves the kernels to be compiled as without it, and the
  * functions here return no error. Only the cache's own files (named by their key) are ever

@@ -17,7 +17,8 @@
 #include <llvm-c/Target.h>        // LLVMInitializeNVPTXTarget, LLVMCreateTargetDataLayout
 #include <llvm-c/TargetMachine.h> // LLVMCreateTargetMachine, LLVMTargetMachineEmitToMemoryBuffer
 
-#include "ir/alloc.h" // f8_malloc, f8_calloc, f8_free
+#include "codegen/kernel_cache.h" // f8_kernel_cache_open, f8_kernel_cache_load
+#include "ir/alloc.h"              // f8_malloc, f8_calloc, f8_free
 
 static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
 
@@ -50,6 +51,19 @@ static f8_status nvptx_machine(LLVMTargetMachineRef *machine, f8_diag *diag) {
 	return F8_OK;
 }
 
+/* A buffer of PTX (the back end's, or a cached entry's) as a terminated string, or NULL (out
+ * of memory). Takes the buffer. */
+static char *text_of(LLVMMemoryBufferRef buffer) {
+	size_t size = LLVMGetBufferSize(buffer);
+	char *text = f8_malloc(size + 1);
+	if (text) {
+		memcpy(text, LLVMGetBufferStart(buffer), size);
+		text[size] = '\0';
+	}
+	LLVMDisposeMemoryBuffer(buffer);
+	return text;
+}
+
 /* The module's PTX text into *text, in memory of f8_malloc. */
 static f8_status emit_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, char **text,
 			  f8_diag *diag) {
@@ -63,23 +77,25 @@ static f8_status emit_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, ch
 		LLVMDisposeMessage(message);
 		return status;
 	}
-	size_t size = LLVMGetBufferSize(buffer);
-	f8_status status = F8_OK;
-	if ((*text = f8_malloc(size + 1))) {
-		memcpy(*text, LLVMGetBufferStart(buffer), size);
-		(*text)[size] = '\0';
-	} else {
-		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for %zu bytes of PTX",
-				     size);
-	}
-	LLVMDisposeMemoryBuffer(buffer);
-	return status;
+	return (*text = text_of(buffer)) ? F8_OK
+					 : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for a "
+						       "kernel's PTX");
 }
 
-/* One kernel alone -> its PTX text: a context and a module of its own, so that kernels compile
- * on several threads at once and each kernel's text is the same whatever the others are. */
+/* What the cache's key takes besides the module (codegen/kernel_cache.h): the target, and that
+ * the entry is PTX text, not an object file. */
+#define NVPTX_CACHE_TARGET F8_NVPTX_TRIPLE " " F8_NVPTX_CPU " " F8_NVPTX_FEATURES " ptx"
+
+/*
+ * One kernel alone -> its PTX text: a context and a module of its own, so that kernels compile
+ * on several threads at once and each kernel's text is the same whatever the others are. With
+ * a cache folder, the text of a kernel compiled before is taken from it: the kernel is still
+ * lowered (its launch geometry comes from there, and its bitcode is the key), but not
+ * optimized and emitted again.
+ */
 static f8_status compile_kernel(LLVMTargetMachineRef machine, const f8_kernel *kernel,
-				char **text, f8_launch_geometry *geometry, f8_diag *diag) {
+				const char *cache_folder, char **text,
+				f8_launch_geometry *geometry, f8_diag *diag) {
 	LLVMContextRef context = LLVMContextCreate();
 	LLVMModuleRef module = LLVMModuleCreateWithNameInContext("f8c", context);
 	LLVMSetTarget(module, F8_NVPTX_TRIPLE);
@@ -87,10 +103,19 @@ static f8_status compile_kernel(LLVMTargetMachineRef machine, const f8_kernel *k
 	LLVMSetModuleDataLayout(module, layout);
 	LLVMDisposeTargetData(layout);
 	f8_status status = f8_llvm_lower(module, kernel, F8_LLVM_TARGET_NVPTX, geometry, diag);
-	if (!status)
+	f8_kernel_cache_entry entry = {.lock = -1};
+	bool cached = !status && cache_folder &&
+		      f8_kernel_cache_open(cache_folder, module, NVPTX_CACHE_TARGET, &entry);
+	LLVMMemoryBufferRef hit = cached ? f8_kernel_cache_load(&entry) : NULL;
+	if (hit && !(*text = text_of(hit)))
+		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory for a kernel's PTX");
+	if (!status && !hit)
 		status = f8_llvm_optimize(module, machine, diag);
-	if (!status)
+	if (!status && !hit)
 		status = emit_ptx(machine, module, text, diag);
+	if (!status && !hit && cached)
+		f8_kernel_cache_store(&entry, *text, strlen(*text));
+	f8_kernel_cache_close(&entry);
 	LLVMDisposeModule(module);
 	LLVMContextDispose(context);
 	return status;
@@ -101,6 +126,7 @@ static f8_status compile_kernel(LLVMTargetMachineRef machine, const f8_kernel *k
 typedef struct compile_work {
 	const f8_kernel *const *kernels;
 	uint32_t n;
+	const char *cache_folder;     // NULL: none
 	char **texts;                 // (n) each kernel's PTX
 	f8_launch_geometry *geometry; // (n)
 	atomic_uint next;             // the next kernel to take
@@ -115,8 +141,9 @@ static void *compile_worker(void *argument) {
 	f8_status made = nvptx_machine(&machine, &machine_diag);
 	for (uint32_t i; (i = atomic_fetch_add(&work->next, 1)) < work->n;) {
 		work->statuses[i] = made ? made
-				   : compile_kernel(machine, work->kernels[i], &work->texts[i],
-						    &work->geometry[i], &work->diags[i]);
+				   : compile_kernel(machine, work->kernels[i], work->cache_folder,
+						    &work->texts[i], &work->geometry[i],
+						    &work->diags[i]);
 		if (made)
 			work->diags[i] = machine_diag;
 	}
@@ -173,15 +200,15 @@ static f8_status join_texts(char *const *texts, uint32_t n, char **ptx, f8_diag 
 	return F8_OK;
 }
 
-f8_status f8_nvptx_compile(const f8_kernel *const *kernels, uint32_t n, char **ptx,
-			   f8_launch_geometry *geometry, f8_diag *diag) {
+f8_status f8_nvptx_compile(const f8_kernel *const *kernels, uint32_t n, const char *cache_folder,
+			   char **ptx, f8_launch_geometry *geometry, f8_diag *diag) {
 	*ptx = NULL;
 	LLVMTargetMachineRef machine = NULL;
 	f8_status status = nvptx_machine(&machine, diag); // no NVPTX back end: said once, here
 	if (status)
 		return status;
 	LLVMDisposeTargetMachine(machine);
-	compile_work work = {.kernels = kernels, .n = n};
+	compile_work work = {.kernels = kernels, .n = n, .cache_folder = cache_folder};
 	work.texts = f8_calloc(n + 1, sizeof *work.texts);
 	work.statuses = f8_calloc(n + 1, sizeof *work.statuses);
 	work.diags = f8_calloc(n + 1, sizeof *work.diags);

@@ -22,10 +22,13 @@
 /*
  * Compiles `kernels` (n of them, distinct names) into one PTX module. Out: *ptx, the module's
  * text, terminated (the caller frees it with f8_free), and geometry[i], how to launch
- * kernels[i] (the caller's array of n). On failure *ptx is NULL and the diagnostic names the
- * kernel: as f8_llvm_lower's, or F8_ERR_UNSUPPORTED when this LLVM has no NVPTX back end.
+ * kernels[i] (the caller's array of n). With `cache_folder` (NULL: none), each kernel's text
+ * is kept there under its lowered module's key (codegen/kernel_cache.h) and taken from there
+ * the next time, unoptimized and unemitted: the same text. On failure *ptx is NULL and the
+ * diagnostic names the kernel: as f8_llvm_lower's, or F8_ERR_UNSUPPORTED when this LLVM has no
+ * NVPTX back end.
  */
-f8_status f8_nvptx_compile(const f8_kernel *const *kernels, uint32_t n, char **ptx,
-			   f8_launch_geometry *geometry, f8_diag *diag);
+f8_status f8_nvptx_compile(const f8_kernel *const *kernels, uint32_t n, const char *cache_folder,
+			   char **ptx, f8_launch_geometry *geometry, f8_diag *diag);
 
 #endif

@@ -10,6 +10,7 @@
 #include "codegen/program.h"   // f8_codegen_program_create
 #include "codegen/target.h"    // f8_codegen_target_table_for
 #include "tools/evaluate.h"    // f8_tool_evaluator_make
+#include "tools/tool_options.h" // f8_tool_kernel_cache
 #include "frontend/frontend.h" // f8_frontend_load, f8_frontend_bind_dims
 #include "frontend/json/model_json.h" // f8_json_model_config_read, f8_json_model_padded_vocab
 #include "ir/alloc.h"          // f8_calloc, f8_free
@@ -326,9 +327,11 @@ f8_status f8_tool_plan_make(f8_graph *graph, bool training, bool ptx, const char
 	status = f8_codegen_program_create(graph, &program, diag);
 	if (!status && !(geometry = f8_calloc(program->n_kernels + 1, sizeof *geometry)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	char cache[4096];
 	if (!status && ptx)
 		status = f8_nvptx_compile((const f8_kernel *const *)program->kernels,
-					  program->n_kernels, &plan->ptx, geometry, diag);
+					  program->n_kernels, f8_tool_kernel_cache(cache, sizeof cache),
+					  &plan->ptx, geometry, diag);
 	if (!status) {
 		plan->training = training;
 		plan->f8c_version = F8C_VERSION;

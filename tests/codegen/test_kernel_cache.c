@@ -12,6 +12,9 @@
  *   - trimming removes the least recently used entries, with their locks, until the folder is
  *     under three quarters of its limit, and dead writers' temporary files, and nothing that is
  *     not the cache's; a folder that others may write into is not used.
+ *   - f8_nvptx_compile through the same cache: an entry per kernel, the same PTX and launch
+ *     geometry as without a cache, a second compile takes the entries as they are (their files
+ *     not written again), a damaged one is compiled and rewritten;
  * The seed comes from the clock and is printed; F8_TEST_SEED=N repeats a run.
  *
  * usage: test_kernel_cache
@@ -31,6 +34,7 @@
 
 #include "codegen/host_jit.h"      // f8_host_jit_create, f8_host_jit_cached
 #include "codegen/kernel_cache.h"  // f8_kernel_cache_trim
+#include "codegen/nvptx.h"         // f8_nvptx_compile
 #include "codegen/program.h"       // f8_codegen_program_create
 #include "ir/alloc.h"              // f8_free
 #include "runtime/cpu/generated.h" // f8_cpu_generated_create, f8_cpu_generated_run_tensors
@@ -240,6 +244,68 @@ static void check_entries(const char *folder) {
 	f8_graph_destroy(other_graph);
 }
 
+/* The PTX of `program`'s kernels through `folder` (NULL: none), its geometry into `geometry`
+ * (the caller's, one per kernel); NULL when the compile failed. */
+static char *ptx_of(const f8_codegen_program *program, const char *folder,
+		    f8_launch_geometry *geometry) {
+	char *ptx = NULL;
+	f8_diag diag = {0};
+	if (f8_nvptx_compile((const f8_kernel *const *)program->kernels, program->n_kernels, folder,
+			     &ptx, geometry, &diag)) {
+		f8_diag_print(&diag, stdout);
+		return NULL;
+	}
+	return ptx;
+}
+
+/* The inode of `path`'s file: an entry written again (under another name, renamed into place)
+ * has another. 0 when there is none. */
+static ino_t inode_of(const char *path) {
+	struct stat info;
+	return stat(path, &info) ? 0 : info.st_ino;
+}
+
+/* The PTX of two kernels stored, taken from the cache unchanged, and a damaged entry missed. */
+static void check_ptx(const char *folder) {
+	printf("PTX stored, taken from the cache, and missed when damaged\n");
+	f8_graph *graph = NULL;
+	f8_codegen_program *program = program_of(gelu_grad, F8_KERNEL_FAMILY_ACTIVATION_GRAD, &graph);
+	char *fresh = NULL, *stored = NULL, *taken = NULL, *again = NULL, path[4096];
+	f8_launch_geometry geometry[4][8];
+	if (program && program->n_kernels <= 8 && (fresh = ptx_of(program, NULL, geometry[0]))) {
+		uint32_t n = program->n_kernels;
+		stored = ptx_of(program, folder, geometry[1]);
+		CHECK(entries(folder, path, sizeof path) == (int)n);
+		ino_t before = inode_of(path);
+		taken = ptx_of(program, folder, geometry[2]);
+		CHECK(before != 0 && inode_of(path) == before); // taken, not written again
+		// A flipped byte past the header: a miss, compiled, the entry written again.
+		size_t size = 0;
+		char *bytes = test_read_file(path, &size);
+		CHECK(bytes && size > 100);
+		if (bytes) {
+			bytes[48 + (size_t)rand_r(&seed) % (size - 48)] ^= 0x20;
+			CHECK(write_file(path, bytes, size));
+			before = inode_of(path);
+		}
+		free(bytes);
+		again = ptx_of(program, folder, geometry[3]);
+		CHECK(inode_of(path) != before);
+		for (int run = 1; run < 4; run++) {
+			char *text = run == 1 ? stored : run == 2 ? taken : again;
+			CHECK(text && !strcmp(text, fresh));
+			CHECK(!memcmp(geometry[run], geometry[0], n * sizeof geometry[0][0]));
+		}
+	}
+	CHECK(program && fresh);
+	f8_free(fresh);
+	f8_free(stored);
+	f8_free(taken);
+	f8_free(again);
+	f8_codegen_program_destroy(program);
+	f8_graph_destroy(graph);
+}
+
 /* One process holds an entry's lock with the entry gone; another JIT of the same kernels waits
  * for it, and links the entry the holder puts back instead of compiling. */
 static void check_lock(const char *folder) {
@@ -358,6 +424,8 @@ int main(void) {
 		check_entries(folder);
 		snprintf(folder, sizeof folder, "%s/lock", root);
 		check_lock(folder);
+		snprintf(folder, sizeof folder, "%s/ptx", root);
+		check_ptx(folder);
 		snprintf(trim_folder, sizeof trim_folder, "%s/trim", root);
 		CHECK(!mkdir(trim_folder, 0755));
 		check_trim(trim_folder);

@@ -775,7 +775,7 @@ static void check_refusals(void) {
 		CHECK(refused == NULL && strstr(diag.message, "kernel refused") != NULL);
 		char *ptx = NULL;
 		f8_launch_geometry geometry;
-		CHECK(f8_nvptx_compile(kernels, 1, &ptx, &geometry, &diag) == F8_ERR_UNSUPPORTED);
+		CHECK(f8_nvptx_compile(kernels, 1, NULL, &ptx, &geometry, &diag) == F8_ERR_UNSUPPORTED);
 		CHECK(ptx == NULL);
 		f8_kir_destroy(kernel);
 	}
@@ -801,7 +801,7 @@ static void check_allocation_failure(const f8_kernel *const *kernels) {
 		char *ptx = NULL;
 		f8_launch_geometry geometry;
 		test_fail_allocations_after(n);
-		f8_status status = f8_nvptx_compile(kernels, 1, &ptx, &geometry, &diag);
+		f8_status status = f8_nvptx_compile(kernels, 1, NULL, &ptx, &geometry, &diag);
 		test_allocations_restore();
 		ptx_clean &= status == F8_OK || (status == F8_ERR_NOMEM && ptx == NULL);
 		f8_free(ptx);
@@ -931,7 +931,7 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n) {
 	f8_diag_clear(&diag);
 	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	f8_status status = f8_nvptx_compile(kernels, n, &ptx, geometry, &diag);
+	f8_status status = f8_nvptx_compile(kernels, n, NULL, &ptx, geometry, &diag);
 	printf("PTX of %u kernels: %.3f s, %zu bytes\n", n, seconds_since(&start),
 	       ptx ? strlen(ptx) : 0);
 	if (status)
@@ -1002,7 +1002,8 @@ static void check_pointer_rows(void) {
 	      f8_kir_end_loop(k, NULL, 0, &diag) == F8_OK && f8_kir_verify(k, &diag) == F8_OK);
 	char *ptx = NULL;
 	f8_launch_geometry geometry;
-	f8_status status = f8_nvptx_compile((const f8_kernel *const *)&k, 1, &ptx, &geometry, &diag);
+	f8_status status = f8_nvptx_compile((const f8_kernel *const *)&k, 1, NULL, &ptx, &geometry,
+					    &diag);
 	if (status)
 		f8_diag_print(&diag, stdout);
 	CHECK(status == F8_OK && ptx && !strstr(ptx, "st.global.v"));
@@ -1016,7 +1017,7 @@ static bool open_gpu(void) {
 	char *ptx = NULL;
 	f8_diag diag;
 	f8_diag_clear(&diag);
-	if (f8_nvptx_compile(all_kernels, n_all_kernels, &ptx, geometry, &diag)) {
+	if (f8_nvptx_compile(all_kernels, n_all_kernels, NULL, &ptx, geometry, &diag)) {
 		f8_diag_print(&diag, stdout);
 		return false;
 	}
@@ -1071,7 +1072,7 @@ static int check_ptxas(const char *ptxas) {
 	f8_diag diag;
 	f8_diag_clear(&diag);
 	f8_status status = built ? f8_nvptx_compile((const f8_kernel *const *)kernels, N_KERNELS,
-						    &ptx, geometry, &diag)
+						    NULL, &ptx, geometry, &diag)
 				 : F8_OK;
 	if (status)
 		f8_diag_print(&diag, stdout);

@@ -264,7 +264,7 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n) {
 	f8_launch_geometry geometry[2];
 	char *ptx = NULL;
 	f8_diag diag = {0};
-	f8_status status = f8_nvptx_compile(kernels, n, &ptx, geometry, &diag);
+	f8_status status = f8_nvptx_compile(kernels, n, NULL, &ptx, geometry, &diag);
 	if (status)
 		f8_diag_print(&diag, stdout);
 	CHECK(status == F8_OK && ptx != NULL);
@@ -307,7 +307,7 @@ static int check_ptxas(const char *ptxas) {
 	char *ptx = NULL;
 	f8_diag diag = {0};
 	f8_status status = kernels[0] && kernels[1]
-				   ? f8_nvptx_compile(kernels, 2, &ptx, geometry, &diag) : F8_OK;
+				   ? f8_nvptx_compile(kernels, 2, NULL, &ptx, geometry, &diag) : F8_OK;
 	if (status)
 		f8_diag_print(&diag, stdout);
 	CHECK(status == F8_OK);

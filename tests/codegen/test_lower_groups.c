@@ -1236,7 +1236,7 @@ static void check_adamw_zeroing_last(void) {
 		const f8_kernel *kernel = lowered.launches[l].kernel;
 		char *ptx = NULL;
 		f8_launch_geometry geometry;
-		if ((status = f8_nvptx_compile(&kernel, 1, &ptx, &geometry, &diag)))
+		if ((status = f8_nvptx_compile(&kernel, 1, NULL, &ptx, &geometry, &diag)))
 			break;
 		bool zeroed = false;  // a zero stored earlier in this basic block
 		char zeros[8][24];    // the registers LLVM keeps zeros in (`mov.b32 %r4, 0;`)

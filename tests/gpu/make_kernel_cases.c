@@ -954,7 +954,7 @@ static void compile_ptx(const model *models, int n_models, const char *out_dir,
 			kernels[n++] = models[i].program->kernels[k];
 	char *ptx = NULL;
 	f8_diag diag = {0};
-	if (f8_nvptx_compile(kernels, n, &ptx, *geometry, &diag))
+	if (f8_nvptx_compile(kernels, n, NULL, &ptx, *geometry, &diag))
 		fail("PTX", &diag);
 	char path[1024];
 	snprintf(path, sizeof path, "%s/kernels.ptx", out_dir);
