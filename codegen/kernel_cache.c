@@ -11,12 +11,13 @@
 #include <errno.h>    // errno, EEXIST, EINTR, EWOULDBLOCK
 #include <fcntl.h>    // open, O_RDWR, O_CREAT
 #include <limits.h>   // PATH_MAX
+#include <stdatomic.h> // atomic_llong, atomic_compare_exchange_strong
 #include <stdio.h>    // snprintf, rename
 #include <stdlib.h>   // qsort, mkostemp
 #include <string.h>   // memcmp, memcpy, strcmp, strlen
 #include <sys/file.h> // flock
 #include <sys/stat.h> // mkdir, fstat, utimensat
-#include <time.h>     // nanosleep, time
+#include <time.h>     // nanosleep, time, clock_gettime
 #include <unistd.h>   // read, write, close, unlink, geteuid
 
 #include <llvm-c/BitWriter.h> // LLVMWriteBitcodeToMemoryBuffer
@@ -301,6 +302,10 @@ void f8_kernel_cache_trim(const char *folder, uint64_t max_bytes) {
 	f8_free(files);
 }
 
+/* The seconds (CLOCK_MONOTONIC) of this process's last trim after a store; 0: none yet. */
+static atomic_llong last_trim;
+enum { TRIM_INTERVAL_SECONDS = 60 };
+
 void f8_kernel_cache_store(const f8_kernel_cache_entry *entry, const void *object, size_t size) {
 	char path[PATH_MAX], temporary[PATH_MAX];
 	if (!entry_path(entry, ".o", path, sizeof path) ||
@@ -319,7 +324,14 @@ void f8_kernel_cache_store(const f8_kernel_cache_entry *entry, const void *objec
 		unlink(temporary);
 		return;
 	}
-	f8_kernel_cache_trim(entry->folder, F8_KERNEL_CACHE_MAX_BYTES);
+	// A trim reads every file's size: once a minute in a process, not once a store (f8c
+	// compile stores a kernel's PTX at a time, 51 for GPT-1.3B, from several threads).
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long long last = atomic_load(&last_trim);
+	if ((last == 0 || now.tv_sec - last >= TRIM_INTERVAL_SECONDS) &&
+	    atomic_compare_exchange_strong(&last_trim, &last, (long long)now.tv_sec))
+		f8_kernel_cache_trim(entry->folder, F8_KERNEL_CACHE_MAX_BYTES);
 }
 
 void f8_kernel_cache_close(f8_kernel_cache_entry *entry) {

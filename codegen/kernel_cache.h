@@ -59,8 +59,9 @@ bool f8_kernel_cache_open(const char *folder, LLVMModuleRef module, const char *
  * caller's (LLVMDisposeMemoryBuffer, or an LLVM call that takes it). */
 LLVMMemoryBufferRef f8_kernel_cache_load(const f8_kernel_cache_entry *entry);
 
-/* Writes `object` (`size` bytes) as the entry, then holds the folder to
- * F8_KERNEL_CACHE_MAX_BYTES (f8_kernel_cache_trim). */
+/* Writes `object` (`size` bytes) as the entry, then, at the first store of the process and at
+ * most once a minute after it, holds the folder to F8_KERNEL_CACHE_MAX_BYTES
+ * (f8_kernel_cache_trim). Safe from several threads. */
 void f8_kernel_cache_store(const f8_kernel_cache_entry *entry, const void *object, size_t size);
 
 /* When `folder`'s entries (and lock files) pass `max_bytes`, removes the least recently used
