@@ -535,20 +535,21 @@ f8_kir_id f8_lower_nan_to_inf(f8_lower *lw, f8_kir_id v) {
  */
 static const double GELU_K1 = -1.59576912160573071176, GELU_K2 = -0.07135481627260024878;
 
-/* 1 + e^(-2u) of the tanh form. */
-static f8_kir_id gelu_denominator(f8_lower *lw, f8_kir_id x) {
+/* e^(-2u) of the tanh form. */
+static f8_kir_id gelu_exp(f8_lower *lw, f8_kir_id x) {
 	f8_kir_id xx = EMIT(lw, MUL, x, x, NONE);
 	f8_kir_id minus_2u = EMIT(lw, MUL, x,
 				  EMIT(lw, ADD, f8_lower_constant(lw, GELU_K1),
 				       EMIT(lw, MUL, f8_lower_constant(lw, GELU_K2), xx, NONE), NONE),
 				  NONE);
-	return EMIT(lw, ADD, f8_lower_constant(lw, 1), EMIT(lw, EXP, minus_2u, NONE, NONE), NONE);
+	return EMIT(lw, EXP, minus_2u, NONE, NONE);
 }
 
 /* 0.5 x (1 + erf(x / sqrt 2)), or the tanh form x / (1 + e^(-2u)). */
 static f8_kir_id gelu(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 	if (tanh_form)
-		return EMIT(lw, DIV, x, gelu_denominator(lw, x), NONE);
+		return EMIT(lw, DIV, x, EMIT(lw, ADD, f8_lower_constant(lw, 1), gelu_exp(lw, x), NONE),
+			    NONE);
 	f8_kir_id inner = EMIT(lw, ERF, EMIT(lw, MUL, x, f8_lower_constant(lw, 0.70710678118654752440), NONE),
 			       NONE, NONE);
 	f8_kir_id half_x = EMIT(lw, MUL, f8_lower_constant(lw, 0.5), x, NONE);
@@ -557,8 +558,11 @@ static f8_kir_id gelu(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 
 /*
  * gelu'(x), as runtime/cpu/kernels_grad_nn.c's gelu_derivative. The tanh form with s the
- * sigmoid above: s + x s (1 - s) 2 u'(x), 2 u' = -(k1 + 3 k2 x^2); x s first, so that where
- * e^(-2u) overflows (x below about -10) s = 0 makes the term 0, not 0 times an infinity.
+ * sigmoid above: s + x s (1 - s) 2 u'(x), 2 u' = -(k1 + 3 k2 x^2). 1 - s is e s where e =
+ * e^(-2u) < 1: 1 - s there would cancel (s near 1 for x above about 2 keeps only the bits of
+ * its own rounding), e s does not; elsewhere s <= 1/2 and 1 - s is exact enough, and e s would
+ * be infinity times 0 where e^(-2u) overflows (x below about -10). x s first, so that s = 0
+ * there makes the term 0.
  */
 static f8_kir_id gelu_derivative(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 	f8_kir_id one = f8_lower_constant(lw, 1), half = f8_lower_constant(lw, 0.5);
@@ -574,10 +578,13 @@ static f8_kir_id gelu_derivative(f8_lower *lw, f8_kir_id x, bool tanh_form) {
 				     f8_lower_constant(lw, 0.39894228040143267794), NONE);
 		return EMIT(lw, ADD, cdf, pdf, NONE);
 	}
-	f8_kir_id s = EMIT(lw, DIV, one, gelu_denominator(lw, x), NONE);
+	f8_kir_id e = gelu_exp(lw, x);
+	f8_kir_id s = EMIT(lw, DIV, one, EMIT(lw, ADD, one, e, NONE), NONE);
+	f8_kir_id one_minus_s = EMIT(lw, SELECT, EMIT(lw, LT, e, one, NONE), EMIT(lw, MUL, e, s, NONE),
+				     EMIT(lw, SUB, one, s, NONE));
 	f8_kir_id du2 = EMIT(lw, ADD, f8_lower_constant(lw, -GELU_K1),
 			     EMIT(lw, MUL, f8_lower_constant(lw, -3 * GELU_K2), xx, NONE), NONE);
-	f8_kir_id slope = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, MUL, x, s, NONE), EMIT(lw, SUB, one, s, NONE), NONE),
+	f8_kir_id slope = EMIT(lw, MUL, EMIT(lw, MUL, EMIT(lw, MUL, x, s, NONE), one_minus_s, NONE),
 			       du2, NONE);
 	return EMIT(lw, ADD, s, slope, NONE);
 }

@@ -25,15 +25,16 @@
 
 #include "ir/ops.h" // f8_node_attr_float
 
-/* Rows per grid iteration: a column's sums combine once per chunk. 8 hold 255 registers (and
- * spill with a cast), one block an SM: 37% of copy bandwidth on the H200 (16% with the cast),
- * measured with the atomics this kernel had before its partials. 2 held about 125, two blocks
- * an SM, and ran at 19% (12%): 4 times the atomics, all rows' onto the same columns,
- * serialized (ncu: 24% of warps active, 11% of DRAM throughput); with partials a smaller
- * chunk costs 4 times their memory instead. What would make them fewer is a column's partial
- * sums kept per block across its grid iterations, which the kernel IR cannot say yet (a
- * shared array's contents do not outlive a grid iteration). */
-enum { CHUNK_ROWS = 8 };
+/* Rows per grid iteration: a column's sums combine once per chunk, and each thread's loads of
+ * the chunk's rows are in flight together. 8 held 255 registers (one block an SM, ncu
+ * 2026-12-07: no latency hidden); 4 hold 128, two blocks an SM, for twice the partials
+ * (rows / 4 x cols f32, written and read again); 2 hold 80 and three blocks, for twice that
+ * again. Measured on an H200 (2026-12-07 18:52, tools/bench_gpu.md), GPT-1.3B's 49 LayerNorm
+ * gradients a step: 20.8 ms at 8, 17.9 ms at 4, 23.8 ms at 2. (Before the partials, with f32
+ * atomics, 2 had run at half of 8's rate: all rows' atomics onto the same columns.) What would
+ * cut the partials is a column's sums kept per block across its grid iterations, which the
+ * kernel IR cannot say yet (a shared array's contents do not outlive a grid iteration). */
+enum { CHUNK_ROWS = 4 };
 
 typedef struct norm_grad {
 	f8_lower lw;
