@@ -46,8 +46,9 @@
  * What else goes over pp is outside a step's schedule and needs no check: the optimizer's
  * exchange of a tied embedding's gradient (passes/shard.c) comes after the step's flush, so
  * each pair's queue holds it last on both sides; an evaluation, inference and an observed step
- * (runtime/train.h) run each micro-batch's program whole, one after another, which
- * tests/runtime/test_pipeline_messages.c holds deadlock-free for every layout.
+ * (runtime/train.h) run each micro-batch's program whole, one after another (an evaluation
+ * flushing the sends after each), which tests/runtime/test_pipeline_messages.c holds
+ * deadlock-free for every layout.
  */
 #ifndef F8_RUNTIME_PIPELINE_MESSAGES_H
 #define F8_RUNTIME_PIPELINE_MESSAGES_H

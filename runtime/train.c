@@ -1018,10 +1018,16 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 							 diag)
 				       : F8_OK;
 	double sum = 0;
+	f8_backend *backend = t->config->backend;
 	for (int64_t i = 0; !status && i < t->config->eval_iters; i++) {
 		status = feed(t, &t->eval_sampler, t->ranges[1], diag);
 		if (!status)
 			status = f8_executor_run(t->executor, F8_PHASE_BIT(F8_PHASE_FWD), diag);
+		// Each micro-batch's sends on their way: the first stage receives nothing here, so
+		// the CUDA backend would hold them all to the end (a buffer each) and the next stage
+		// would start only then (runtime.pipeline_messages holds this order deadlock-free).
+		if (!status && pipelined(t) && backend && backend->interface->flush)
+			status = backend->interface->flush(backend, diag);
 		if (!status && t->loss != F8_NONE)
 			sum += scalar(t, t->loss);
 	}

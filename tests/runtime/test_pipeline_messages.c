@@ -115,16 +115,27 @@ static void test_grid(void) {
 		}
 	}
 	// Whole micro-batches one after another (evaluation, inference, an observed step) pass
-	// for every layout, so they need no check of their own.
+	// for every layout, so they need no check of their own; an evaluation's forwards also
+	// with the flush after each micro-batch that runtime/train.c's evaluate does (else the
+	// first stage, which receives nothing, would hold every micro-batch's sends to the end).
 	for (int64_t pp = 2; pp <= MAX_STAGES; pp++)
 		for (int64_t v = 1; v <= 4; v++)
-			for (int backward = 0; backward < 2; backward++) {
+			for (int form = 0; form < 3; form++) {
+				bool backward = form == 1, flushed = form == 2;
 				in_turn(pp, v, 2 * pp, backward);
+				for (int64_t s = 0; flushed && s < pp; s++)
+					for (int64_t i = 0; i < n_ops[s]; i++)
+						ops[s][i].closes_group |=
+							i + 1 == n_ops[s] ||
+							ops[s][i + 1].message.micro_batch !=
+								ops[s][i].message.micro_batch;
 				f8_status status = check_ops(pp, v, &diag);
 				CHECK(status == F8_OK);
 				if (status)
 					printf("in turn PP %lld V %lld%s: %s\n", (long long)pp,
-					       (long long)v, backward ? " with backward" : "",
+					       (long long)v, backward  ? " with backward"
+							     : flushed ? " flushed a micro-batch at a time"
+								       : "",
 					       diag.message);
 			}
 }
