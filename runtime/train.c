@@ -946,14 +946,17 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 	return status;
 }
 
-/* The messages sent so far on their way, as the ranks' next agreement needs: what the backend
- * holds back issued (the CUDA backend's pipeline sends, backend.h's flush), MPI's sends
- * completed. */
-static f8_status complete_sends(trainer *t, f8_diag *diag) {
+/* What the backend holds back issued (the CUDA backend's pipeline sends, backend.h's flush). */
+static f8_status flush_sends(trainer *t, f8_diag *diag) {
 	f8_backend *backend = t->config->backend;
-	f8_status status = backend && backend->interface->flush
-				   ? backend->interface->flush(backend, diag)
-				   : F8_OK;
+	return backend && backend->interface->flush ? backend->interface->flush(backend, diag)
+						    : F8_OK;
+}
+
+/* The messages sent so far on their way, as the ranks' next agreement needs: what the backend
+ * holds back issued, MPI's sends completed. */
+static f8_status complete_sends(trainer *t, f8_diag *diag) {
+	f8_status status = flush_sends(t, diag);
 	return status ? status : f8_dist_complete_sends(t->config->dist, diag);
 }
 
@@ -1018,7 +1021,6 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 							 diag)
 				       : F8_OK;
 	double sum = 0;
-	f8_backend *backend = t->config->backend;
 	for (int64_t i = 0; !status && i < t->config->eval_iters; i++) {
 		status = feed(t, &t->eval_sampler, t->ranges[1], diag);
 		if (!status)
@@ -1026,8 +1028,8 @@ static f8_status evaluate(trainer *t, double *loss, f8_diag *diag) {
 		// Each micro-batch's sends on their way: the first stage receives nothing here, so
 		// the CUDA backend would hold them all to the end (a buffer each) and the next stage
 		// would start only then (runtime.pipeline_messages holds this order deadlock-free).
-		if (!status && pipelined(t) && backend && backend->interface->flush)
-			status = backend->interface->flush(backend, diag);
+		if (!status && pipelined(t))
+			status = flush_sends(t, diag);
 		if (!status && t->loss != F8_NONE)
 			sum += scalar(t, t->loss);
 	}

@@ -42,6 +42,15 @@ static void in_turn(int64_t stages, int64_t chunks, int64_t micro_batches, bool 
 	}
 }
 
+/* Every stage's 1F1B runs over `micro_batches` and their operations, into ops[]. */
+static void one_f_one_b(int64_t stages, int64_t micro_batches) {
+	for (int64_t s = 0; s < stages; s++) {
+		f8_pipeline_1f1b(stages, s, micro_batches, runs[s]);
+		n_ops[s] = f8_pipeline_messages_of_runs(stages, 1, s, runs[s], 2 * micro_batches,
+							ops[s]);
+	}
+}
+
 /*
  * A stage's operations against its program, as dump-ir prints the final program of gpt-tiny's
  * stage 0 under PP 2 with 2 chunks a stage (distributed.pipeline_parallel checks these tags):
@@ -291,10 +300,7 @@ static void swap_ops(int64_t stage, int64_t i, int64_t j) {
 static void test_wrong_orders(void) {
 	f8_diag diag;
 	// PP 4 1F1B over 4: stage 1 receives activation 0 from stage 0, sends it to stage 2, ...
-	for (int64_t s = 0; s < 4; s++) {
-		f8_pipeline_1f1b(4, s, 4, runs[s]);
-		n_ops[s] = f8_pipeline_messages_of_runs(4, 1, s, runs[s], 8, ops[s]);
-	}
+	one_f_one_b(4, 4);
 	CHECK(check_ops(4, 1, &diag) == F8_OK);
 	// Stage 1's warm-up: R0<0 S0>2 R1<0 S1>2: its first two sends to stage 2 swapped.
 	CHECK(ops[1][1].send && ops[1][3].send && ops[1][1].peer == 2 && ops[1][3].peer == 2);
@@ -319,10 +325,7 @@ static void test_wrong_orders(void) {
 	      NULL);
 	// PP 2 1F1B over 1: stage 0 sends activation 0, then receives its gradient. Receiving
 	// first, it waits for stage 1's gradient, which stage 1 makes only from that activation.
-	for (int64_t s = 0; s < 2; s++) {
-		f8_pipeline_1f1b(2, s, 1, runs[s]);
-		n_ops[s] = f8_pipeline_messages_of_runs(2, 1, s, runs[s], 2, ops[s]);
-	}
+	one_f_one_b(2, 1);
 	CHECK(n_ops[0] == 2 && ops[0][0].send && !ops[0][1].send);
 	CHECK(check_ops(2, 1, &diag) == F8_OK);
 	swap_ops(0, 0, 1);
