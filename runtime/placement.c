@@ -97,6 +97,20 @@ void f8_rt_copy_balanced(void *whole_data, void *part_data, const int64_t *dims,
 		}
 }
 
+uint32_t f8_rt_ring_calls(int64_t ranks, int64_t place, int64_t rows, bool causal,
+			  int64_t q_from[2], int64_t keys[2]) {
+	q_from[0] = 0;
+	if (!causal) {
+		keys[0] = ranks * rows;
+		return 1;
+	}
+	int64_t chunk = rows / 2;
+	q_from[1] = chunk;
+	keys[0] = (place + 1) * chunk;
+	keys[1] = ranks == 1 ? rows : (2 * ranks - place) * chunk;
+	return 2;
+}
+
 int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r, size_t element,
 		    bool balanced, f8_rt_part_run runs[2]) {
 	uint64_t outer = 1, inner = element;

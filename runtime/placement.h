@@ -53,6 +53,22 @@ typedef struct f8_rt_part_run {
 int f8_rt_part_runs(const int64_t *dims, int rank, int dim, int64_t n, int64_t r, size_t element,
 		    bool balanced, f8_rt_part_run runs[2]);
 
+/*
+ * Context parallelism's attention as calls over the whole sequence (runtime/cuda/
+ * ring_attention.h): rank `place` of `ranks` holds `rows` query rows (chunks place and
+ * 2 ranks - 1 - place of rows / 2 each) and attends the whole sequence's ranks x rows keys,
+ * gathered in order. Into q_from[i] and keys[i] (room for 2), call i's first query row (its
+ * rows run to the next call's first, or to the last) and how many of the sequence's first keys
+ * it attends, each call bottom-right causal when `causal` (query row t of a call of s_q rows
+ * attends keys j <= t + keys - s_q), which is then each row's place in the sequence: chunk
+ * place attends the first (place + 1) rows / 2 keys, chunk 2 ranks - 1 - place the first
+ * (2 ranks - place) rows / 2. One call of every row and key when not causal. Answers the
+ * calls' count; on one rank (odd rows too) the same two calls, the first half's rows and the
+ * rest. `rows` must be even over several ranks.
+ */
+uint32_t f8_rt_ring_calls(int64_t ranks, int64_t place, int64_t rows, bool causal,
+			  int64_t q_from[2], int64_t keys[2]);
+
 /* Whether an AllGather or ReduceScatter of several inputs goes over the ranks as one packed
  * collective (each rank's parts of the tensors one after another): along axis 0, not balanced,
  * every input of one dtype (`views`: the executor's). Both backends pack alike. */

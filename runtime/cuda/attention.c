@@ -38,6 +38,8 @@
 #include "runtime/cuda/cudnn_graph.h" // f8_cudnn_graph, f8_cudnn_tensor
 #include "runtime/cuda/driver.h"      // f8_cuda_alloc, f8_cuda_free, f8_cuda_copy_to_device
 #include "runtime/cuda/libraries.h"   // f8_cuda_api, f8_cuda_load
+#include "runtime/distributed.h"      // f8_dist_group_rank
+#include "runtime/placement.h"        // f8_rt_collective_axes, f8_rt_ring_calls
 
 /* What a plan is made for; two nodes with equal keys share a plan. Zeroed before it is filled,
  * so that memcmp compares keys. */
@@ -52,6 +54,11 @@ typedef struct attention_key {
 	bool causal;
 	bool mask;            // an additive mask of q's dtype
 	int64_t mask_dims[4]; // its dims, padded on the left with 1s to (batch|1, heads|1, s_q, s_kv)
+	// The rows of the tensors the operands are views of (not packed): q, o, lse and their
+	// gradients lie in tensors of q_pitch rows, k and v in ones of kv_pitch; s_q and s_kv of
+	// them are attended. Attention's are its s_q and s_kv; a ring's call takes some of its
+	// query rows and a prefix of the gathered keys (runtime/cuda/ring_attention.h).
+	int64_t q_pitch, kv_pitch;
 } attention_key;
 
 /* The tensors' uids in the graphs; virtual tensors count from F8_CUDNN_FIRST_VIRTUAL. */
@@ -101,6 +108,13 @@ typedef struct attention_plan {
 	uint64_t workspace_bytes;
 } attention_plan;
 
+/* The cuDNN calls of a RingAttention(Grad) node: their plans, first query rows and keys. */
+typedef struct ring_calls {
+	uint32_t n;
+	uint32_t plan[2];
+	int64_t q_from[2], keys[2];
+} ring_calls;
+
 struct f8_cuda_attention {
 	const f8_graph *graph;
 	cudnnHandle_t handle;
@@ -108,6 +122,7 @@ struct f8_cuda_attention {
 	attention_plan **plans; // (n_plans)
 	uint32_t n_plans;
 	uint32_t *plan_of_node; // (graph->n_nodes) the plan of each node, F8_NONE for none
+	ring_calls *rings;      // (graph->n_nodes) a ring node's calls; n 0 for other nodes
 	uint64_t device_bytes;
 };
 
@@ -115,9 +130,13 @@ static uint64_t aligned(uint64_t bytes) {
 	return (bytes + WORKSPACE_ALIGNMENT - 1) / WORKSPACE_ALIGNMENT * WORKSPACE_ALIGNMENT;
 }
 
+static bool is_ring(f8_op op) {
+	return op == F8_OP_RING_ATTENTION || op == F8_OP_RING_ATTENTION_GRAD;
+}
+
 static bool is_attention(f8_op op) {
 	return op == F8_OP_ATTENTION || op == F8_OP_ATTENTION_GRAD || op == F8_OP_ATTENTION_PACKED ||
-	       op == F8_OP_ATTENTION_PACKED_GRAD;
+	       op == F8_OP_ATTENTION_PACKED_GRAD || is_ring(op);
 }
 
 /* Fails node `id` as unsupported. Messages of this file name the node in their text, as the
@@ -195,6 +214,8 @@ static f8_status separate_sizes(const f8_graph *graph, const int64_t *symbol_val
 	key->seq_kv = kd[2];
 	key->head_dim = qd[3];
 	key->value_dim = vd[3];
+	key->q_pitch = key->seq_q;
+	key->kv_pitch = key->seq_kv;
 	return F8_OK;
 }
 
@@ -219,7 +240,7 @@ static f8_status packed_sizes(const f8_graph *graph, const int64_t *symbol_value
 	key->batch = dims[1];
 	key->heads = heads;
 	key->kv_heads = kv_heads;
-	key->seq_q = key->seq_kv = dims[2];
+	key->seq_q = key->seq_kv = key->q_pitch = key->kv_pitch = dims[2];
 	key->head_dim = key->value_dim = dims[3] / (heads + 2 * kv_heads);
 	return F8_OK;
 }
@@ -231,7 +252,8 @@ static f8_status key_of(const f8_graph *graph, const int64_t *symbol_values, f8_
 	const f8_node *node = &graph->nodes[id];
 	memset(key, 0, sizeof *key);
 	// Field by field after the memset, so that the padding stays zero for memcmp.
-	key->backward = node->op == F8_OP_ATTENTION_GRAD || node->op == F8_OP_ATTENTION_PACKED_GRAD;
+	key->backward = node->op == F8_OP_ATTENTION_GRAD || node->op == F8_OP_ATTENTION_PACKED_GRAD ||
+			node->op == F8_OP_RING_ATTENTION_GRAD;
 	key->packed = node->op == F8_OP_ATTENTION_PACKED || node->op == F8_OP_ATTENTION_PACKED_GRAD;
 	f8_status status = key->packed ? packed_sizes(graph, symbol_values, id, key, diag)
 				       : separate_sizes(graph, symbol_values, id, key, diag);
@@ -300,6 +322,7 @@ typedef struct build {
 	operand_layout q, k_layout, v, o; // dQ, dK, dV and dO lie as Q, K, V and O
 	int64_t score_dims[4], score_strides[4]; // (b, h_q, s_q, s_kv), row-major
 	int64_t row_dims[4], row_strides[4];     // (b, h_q, s_q, 1): the per-row statistics
+	int64_t stats_strides[4];                // the lse's, in its tensor of q_pitch rows
 } build;
 
 static void row_major(const int64_t *dims, int64_t *strides) {
@@ -324,10 +347,10 @@ static f8_cudnn_tensor row_statistic(build *b) {
 static void layouts(build *b) {
 	const attention_key *k = b->k;
 	if (!k->packed) {
-		const int64_t q[4] = {k->batch, k->heads, k->seq_q, k->head_dim};
-		const int64_t kd[4] = {k->batch, k->kv_heads, k->seq_kv, k->head_dim};
-		const int64_t v[4] = {k->batch, k->kv_heads, k->seq_kv, k->value_dim};
-		const int64_t o[4] = {k->batch, k->heads, k->seq_q, k->value_dim};
+		const int64_t q[4] = {k->batch, k->heads, k->q_pitch, k->head_dim};
+		const int64_t kd[4] = {k->batch, k->kv_heads, k->kv_pitch, k->head_dim};
+		const int64_t v[4] = {k->batch, k->kv_heads, k->kv_pitch, k->value_dim};
+		const int64_t o[4] = {k->batch, k->heads, k->q_pitch, k->value_dim};
 		row_major(q, b->q.strides);
 		row_major(kd, b->k_layout.strides);
 		row_major(v, b->v.strides);
@@ -370,7 +393,9 @@ static f8_cudnn_tensor transposed_operand(build *b, int64_t uid, int64_t heads, 
 static f8_cudnn_tensor stats_operand(build *b, f8_cudnn_binding_kind kind, uint32_t index,
 				     uint64_t offset) {
 	f8_cudnn_bind(b->g, UID_STATS, kind, index, offset);
-	return f8_cudnn_tensor_make(b->g, UID_STATS, CUDNN_DATA_FLOAT, b->row_dims, b->row_strides,
+	return f8_cudnn_tensor_make(b->g, UID_STATS, CUDNN_DATA_FLOAT, b->row_dims,
+				    kind == F8_CUDNN_BIND_WORKSPACE ? b->row_strides
+								    : b->stats_strides,
 				    false);
 }
 
@@ -673,16 +698,19 @@ static cudnnDataType_t cudnn_type(f8_dtype dtype) {
 }
 
 static void describe_shape(const attention_key *k, char *out, size_t size) {
-	char mask[64] = "";
+	char mask[64] = "", pitch[80] = "";
+	if (k->q_pitch != k->seq_q || k->kv_pitch != k->seq_kv)
+		snprintf(pitch, sizeof pitch, " (of q rows %lld, kv rows %lld)",
+			 (long long)k->q_pitch, (long long)k->kv_pitch);
 	if (k->mask)
 		snprintf(mask, sizeof mask, " mask (%lld, %lld, %lld, %lld)",
 			 (long long)k->mask_dims[0], (long long)k->mask_dims[1],
 			 (long long)k->mask_dims[2], (long long)k->mask_dims[3]);
 	snprintf(out, size,
-		 "%s%s b=%lld h_q=%lld h_kv=%lld s_q=%lld s_kv=%lld d=%lld d_v=%lld %s%s scale=%g%s",
+		 "%s%s b=%lld h_q=%lld h_kv=%lld s_q=%lld s_kv=%lld%s d=%lld d_v=%lld %s%s scale=%g%s",
 		 k->backward ? "backward" : "forward",
 		 k->packed ? " packed (qkv bs3hd, o bshd)" : "", (long long)k->batch, (long long)k->heads,
-		 (long long)k->kv_heads, (long long)k->seq_q, (long long)k->seq_kv,
+		 (long long)k->kv_heads, (long long)k->seq_q, (long long)k->seq_kv, pitch,
 		 (long long)k->head_dim, (long long)k->value_dim, f8_dtype_name(k->dtype),
 		 k->causal ? " causal" : "", k->scale, mask);
 }
@@ -740,6 +768,8 @@ static f8_status plan_create(f8_cuda_attention *attention, f8_node_id id,
 		   .row_dims = {key->batch, key->heads, key->seq_q, 1}};
 	row_major(b.score_dims, b.score_strides);
 	row_major(b.row_dims, b.row_strides);
+	const int64_t stats_dims[4] = {key->batch, key->heads, key->q_pitch, 1};
+	row_major(stats_dims, b.stats_strides);
 	b.slots = slots_of(key);
 	layouts(&b);
 	if (key->backward)
@@ -785,9 +815,76 @@ static f8_status plan_create(f8_cuda_attention *attention, f8_node_id id,
 	return F8_OK;
 }
 
+/* The cuDNN calls of ring node `id` (key `key` its own shape) at place `place` of its group
+ * (f8_rt_ring_calls: each call's first query row, and the prefix of the gathered sequence its
+ * rows attend), refusing the shapes a ring does not take. */
+static f8_status ring_calls_of(const f8_graph *graph, f8_node_id id, const attention_key *key,
+			       uint32_t place, ring_calls *calls, f8_diag *diag) {
+	int64_t ranks = f8_node_attr_int(&graph->nodes[id], "ranks", 1);
+	int64_t rows = key->seq_q;
+	if (key->seq_kv != rows)
+		return refuse(graph, id, diag, "q holds %lld rows and k %lld: a ring's ranks hold "
+					       "the same rows of the sequence in both",
+			      (long long)rows, (long long)key->seq_kv);
+	if (ranks > 1 && rows % 2)
+		return refuse(graph, id, diag, "%lld rows over %lld ranks: each rank holds two "
+					       "chunks of the sequence, of one size",
+			      (long long)rows, (long long)ranks);
+	if ((int64_t)place >= ranks)
+		return refuse(graph, id, diag, "place %u of a ring of %lld ranks", place,
+			      (long long)ranks);
+	*calls = (ring_calls){0};
+	calls->n = f8_rt_ring_calls(ranks, place, rows, key->causal, calls->q_from, calls->keys);
+	return F8_OK;
+}
+
+/* The plan of `key` (found among the plans made, or made for node `id`) into *index. */
+static f8_status plan_of_key(f8_cuda_attention *attention, f8_node_id id, const attention_key *key,
+			     uint32_t *index, f8_diag *diag) {
+	for (uint32_t p = 0; p < attention->n_plans; p++)
+		if (memcmp(&attention->plans[p]->key, key, sizeof *key) == 0) {
+			*index = p;
+			return F8_OK;
+		}
+	attention_plan **plans = f8_realloc(attention->plans,
+					    (attention->n_plans + 1) * sizeof *plans);
+	if (!plans)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory planning attention");
+	attention->plans = plans;
+	attention_plan *plan;
+	f8_status status = plan_create(attention, id, key, &plan, diag);
+	if (status)
+		return status;
+	*index = attention->n_plans;
+	attention->plans[attention->n_plans++] = plan;
+	attention->device_bytes += plan->workspace_bytes;
+	return F8_OK;
+}
+
+/* The plans of ring node `id`: a call's key is the node's with its query rows and the keys'
+ * prefix, over the node's q rows and the gathered sequence's (ranks x its rows). */
+static f8_status plan_ring(f8_cuda_attention *attention, f8_node_id id, const attention_key *key,
+			   uint32_t place, f8_diag *diag) {
+	ring_calls *calls = &attention->rings[id];
+	f8_status status = ring_calls_of(attention->graph, id, key, place, calls, diag);
+	int64_t ranks = f8_node_attr_int(&attention->graph->nodes[id], "ranks", 1);
+	for (uint32_t i = 0; !status && i < calls->n; i++) {
+		attention_key part = *key;
+		part.seq_q = (i + 1 < calls->n ? calls->q_from[i + 1] : key->seq_q) - calls->q_from[i];
+		part.seq_kv = calls->keys[i];
+		part.kv_pitch = ranks * key->seq_kv;
+		if (part.seq_q == 0) { // one rank, one row: its first chunk has none
+			calls->plan[i] = F8_NONE;
+			continue;
+		}
+		status = plan_of_key(attention, id, &part, &calls->plan[i], diag);
+	}
+	return status;
+}
+
 f8_status f8_cuda_attention_create(const f8_graph *graph, const int64_t *symbol_values,
-				   CUstream stream, bool deterministic, f8_cuda_attention **out,
-				   f8_diag *diag) {
+				   CUstream stream, bool deterministic, const f8_dist *dist,
+				   f8_cuda_attention **out, f8_diag *diag) {
 	*out = NULL;
 	f8_status status = f8_cuda_load(F8_CUDA_LIBRARY_CUDNN, diag);
 	if (status)
@@ -798,8 +895,8 @@ f8_status f8_cuda_attention_create(const f8_graph *graph, const int64_t *symbol_
 	attention->graph = graph;
 	attention->deterministic = deterministic;
 	attention->plan_of_node = f8_malloc((graph->n_nodes + 1) * sizeof *attention->plan_of_node);
-	attention->plans = f8_calloc(graph->n_order + 1, sizeof *attention->plans);
-	if (!attention->plan_of_node || !attention->plans) {
+	attention->rings = f8_calloc(graph->n_nodes + 1, sizeof *attention->rings);
+	if (!attention->plan_of_node || !attention->rings) {
 		f8_cuda_attention_destroy(attention);
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory planning attention");
 	}
@@ -827,19 +924,14 @@ f8_status f8_cuda_attention_create(const f8_graph *graph, const int64_t *symbol_
 		attention_key key;
 		if ((status = key_of(graph, symbol_values, id, &key, diag)))
 			break;
-		uint32_t found = F8_NONE;
-		for (uint32_t p = 0; p < attention->n_plans && found == F8_NONE; p++)
-			if (memcmp(&attention->plans[p]->key, &key, sizeof key) == 0)
-				found = p;
-		if (found == F8_NONE) {
-			attention_plan *plan;
-			if ((status = plan_create(attention, id, &key, &plan, diag)))
-				break;
-			found = attention->n_plans;
-			attention->plans[attention->n_plans++] = plan;
-			attention->device_bytes += plan->workspace_bytes;
-		}
-		attention->plan_of_node[id] = found;
+		uint32_t axes = 0;
+		if (is_ring(graph->nodes[id].op))
+			status = f8_rt_collective_axes(&graph->nodes[id], &axes)
+					 ? plan_ring(attention, id, &key,
+						     f8_dist_group_rank(dist, axes), diag)
+					 : refuse(graph, id, diag, "a ring with no group");
+		else
+			status = plan_of_key(attention, id, &key, &attention->plan_of_node[id], diag);
 	}
 	if (status) {
 		f8_cuda_attention_destroy(attention);
@@ -860,6 +952,38 @@ static attention_plan *plan_of(const f8_cuda_attention *attention, f8_node_id no
 	return attention->plans[attention->plan_of_node[node]];
 }
 
+uint32_t f8_cuda_attention_ring_calls(const f8_cuda_attention *attention, f8_node_id node,
+				      int64_t *q_from, int64_t *keys) {
+	if (!attention || node >= attention->graph->n_nodes)
+		return 0;
+	const ring_calls *calls = &attention->rings[node];
+	for (uint32_t i = 0; i < calls->n; i++) {
+		q_from[i] = calls->q_from[i];
+		keys[i] = calls->keys[i];
+	}
+	return calls->n;
+}
+
+/* Runs `plan` for node `node` (named in its messages). */
+static f8_status run_plan(f8_cuda_attention *attention, attention_plan *plan, f8_node_id node,
+			  const CUdeviceptr *inputs, const CUdeviceptr *outputs, f8_diag *diag) {
+	f8_graph_describe_node(attention->graph, node, plan->node, sizeof plan->node);
+	return f8_cudnn_graph_execute(&plan->graph, inputs, outputs, plan->workspace,
+				      plan->f8c_bytes, diag);
+}
+
+f8_status f8_cuda_attention_run_ring_call(f8_cuda_attention *attention, f8_node_id node,
+					  uint32_t call, const CUdeviceptr *inputs,
+					  const CUdeviceptr *outputs, f8_diag *diag) {
+	if (!attention || node >= attention->graph->n_nodes || call >= attention->rings[node].n)
+		return f8_diag_set(diag, F8_ERR_ARGUMENT, "node %u has no ring call %u planned",
+				   node, call);
+	uint32_t plan = attention->rings[node].plan[call];
+	if (plan == F8_NONE) // no query rows
+		return F8_OK;
+	return run_plan(attention, attention->plans[plan], node, inputs, outputs, diag);
+}
+
 f8_status f8_cuda_attention_run(f8_cuda_attention *attention, f8_node_id node,
 				const CUdeviceptr *inputs, const CUdeviceptr *outputs,
 				f8_diag *diag) {
@@ -867,15 +991,17 @@ f8_status f8_cuda_attention_run(f8_cuda_attention *attention, f8_node_id node,
 	if (!plan)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT,
 				   "node %u is no attention node the cuDNN plans were made for", node);
-	// A shared plan's messages name the node that runs it.
-	f8_graph_describe_node(attention->graph, node, plan->node, sizeof plan->node);
-	return f8_cudnn_graph_execute(&plan->graph, inputs, outputs, plan->workspace,
-				      plan->f8c_bytes, diag);
+	return run_plan(attention, plan, node, inputs, outputs, diag); // named: a plan is shared
 }
 
 void f8_cuda_attention_describe(const f8_cuda_attention *attention, f8_node_id node, char *out,
 				size_t size) {
 	const attention_plan *plan = plan_of(attention, node);
+	const ring_calls *calls = attention && node < attention->graph->n_nodes
+					  ? &attention->rings[node] : NULL;
+	for (uint32_t i = 0; !plan && calls && i < calls->n; i++) // a ring's: its last call's
+		if (calls->plan[i] != F8_NONE)
+			plan = attention->plans[calls->plan[i]];
 	if (!plan) {
 		snprintf(out, size, "no cuDNN plan");
 		return;
@@ -899,5 +1025,6 @@ void f8_cuda_attention_destroy(f8_cuda_attention *attention) {
 		f8_cuda_api.cudnnDestroy(attention->handle);
 	f8_free(attention->plans);
 	f8_free(attention->plan_of_node);
+	f8_free(attention->rings);
 	f8_free(attention);
 }

@@ -39,18 +39,22 @@
 #include "ir/diag.h"  // f8_status, f8_diag
 #include "ir/graph.h" // f8_graph, f8_node_id
 
+#include "runtime/distributed.h" // f8_dist
+
 typedef struct f8_cuda_attention f8_cuda_attention;
 
 /*
  * Plans every Attention and AttentionGrad node of `graph` (verified; symbols bound to
- * `symbol_values`, which must outlive the plan) to run on `stream` in the current context.
- * Opens cuDNN (runtime/cuda/libraries.h) when it is not open. *out is the caller's
+ * `symbol_values`, which must outlive the plan) to run on `stream` in the current context, and
+ * the calls of every RingAttention and RingAttentionGrad node for this rank's place in its
+ * group of `dist` (NULL: one rank; runtime/cuda/ring_attention.h runs them). Opens cuDNN
+ * (runtime/cuda/libraries.h) when it is not open. *out is the caller's
  * (f8_cuda_attention_destroy). F8_ERR_UNSUPPORTED for a node cuDNN cannot run (the message
  * names the node, its shape and dtypes and the cuDNN version); F8_ERR_NOMEM.
  */
 f8_status f8_cuda_attention_create(const f8_graph *graph, const int64_t *symbol_values,
-				   CUstream stream, bool deterministic, f8_cuda_attention **out,
-				   f8_diag *diag);
+				   CUstream stream, bool deterministic, const f8_dist *dist,
+				   f8_cuda_attention **out, f8_diag *diag);
 
 /* Device bytes the plans hold (their workspaces). */
 uint64_t f8_cuda_attention_device_bytes(const f8_cuda_attention *attention);
@@ -63,6 +67,24 @@ uint64_t f8_cuda_attention_device_bytes(const f8_cuda_attention *attention);
 f8_status f8_cuda_attention_run(f8_cuda_attention *attention, f8_node_id node,
 				const CUdeviceptr *inputs, const CUdeviceptr *outputs,
 				f8_diag *diag);
+
+/*
+ * A ring node's cuDNN calls (runtime/cuda/ring_attention.h): how many (0 for another node; 1
+ * without causal masking, else 2), and for call i (room for 2) q_from[i], the first of the
+ * node's query rows it takes (up to the next call's, or the last), and keys[i], how many of
+ * the sequence's first keys they attend. A call reads q, o, lse and dO, and writes o, lse and
+ * dQ, as the node's tensors from row q_from[i] on; K and V are the whole sequence gathered in
+ * order, (b, h_kv, ranks x rows, d), and a backward writes dK and dV of that shape, only their
+ * first keys[i] rows.
+ */
+uint32_t f8_cuda_attention_ring_calls(const f8_cuda_attention *attention, f8_node_id node,
+				      int64_t *q_from, int64_t *keys);
+
+/* Queues call `call` of a ring node on the stream, `inputs` and `outputs` the addresses of its
+ * views in the node's order. F8_ERR_ARGUMENT for a call that was not planned. */
+f8_status f8_cuda_attention_run_ring_call(f8_cuda_attention *attention, f8_node_id node,
+					  uint32_t call, const CUdeviceptr *inputs,
+					  const CUdeviceptr *outputs, f8_diag *diag);
 
 /*
  * What the plan of node `node` chose, for --verbose and the device checks, into `out`: the

@@ -14,6 +14,7 @@
 #include "runtime/cuda/collectives.h" // f8_cuda_collectives
 #include "runtime/cuda/driver.h"     // f8_cuda_*
 #include "runtime/cuda/gemm.h"       // f8_cuda_gemms
+#include "runtime/cuda/ring_attention.h" // f8_cuda_ring_attention
 #include "runtime/cuda/libraries.h"  // f8_cuda_load
 #include "runtime/cuda/profile.h"    // f8_cuda_profile
 #include "runtime/executor.h"        // F8_EXECUTOR_CONTEXTS_MAX
@@ -80,6 +81,7 @@ typedef struct cuda_backend {
 	uint64_t table_bytes;
 	f8_cuda_gemms *gemms;
 	f8_cuda_attention *attention;
+	f8_cuda_ring_attention *rings; // context parallelism's attention
 	// One launch's arguments and one node's addresses, sized for the largest.
 	void **args;
 	CUdeviceptr *pointers;
@@ -230,6 +232,9 @@ static void release_prepared(cuda_backend *cuda) {
 	cuda->capturing = NULL;
 	f8_cuda_gemms_destroy(cuda->gemms);
 	cuda->gemms = NULL;
+	f8_backend_count(&cuda->base, f8_cuda_ring_attention_device_bytes(cuda->rings), false);
+	f8_cuda_ring_attention_destroy(cuda->rings);
+	cuda->rings = NULL;
 	f8_cuda_attention_destroy(cuda->attention);
 	cuda->attention = NULL;
 	if (cuda->scratch)
@@ -304,9 +309,15 @@ static bool is_gemm(const f8_node *node) {
 	return (f8_op_get_info(node->op)->flags & F8_OPF_GEMM) != 0;
 }
 
+static bool is_ring(const f8_node *node) {
+	return node->op == F8_OP_RING_ATTENTION || node->op == F8_OP_RING_ATTENTION_GRAD;
+}
+
+/* cuDNN's: Attention's nodes, and the calls of context parallelism's (ring_attention.h). */
 static bool is_attention(const f8_node *node) {
 	return node->op == F8_OP_ATTENTION || node->op == F8_OP_ATTENTION_GRAD ||
-	       node->op == F8_OP_ATTENTION_PACKED || node->op == F8_OP_ATTENTION_PACKED_GRAD;
+	       node->op == F8_OP_ATTENTION_PACKED || node->op == F8_OP_ATTENTION_PACKED_GRAD ||
+	       is_ring(node);
 }
 
 static bool is_grouped(const f8_node *node) {
@@ -406,8 +417,11 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 		status = f8_cuda_gemms_create(graph, symbol_values, cuda->stream, &cuda->gemms, diag);
 	if (!status && graph_has(graph, is_attention))
 		status = f8_cuda_attention_create(graph, symbol_values, cuda->stream,
-						  cuda->options.deterministic, &cuda->attention,
-						  diag);
+						  cuda->options.deterministic, cuda->options.dist,
+						  &cuda->attention, diag);
+	if (!status && graph_has(graph, is_ring))
+		status = f8_cuda_ring_attention_create(graph, cuda->attention, cuda->collectives,
+						       cuda->stream, &cuda->rings, diag);
 	if (!status && cuda->gemms)
 		f8_backend_count(&cuda->base, f8_cuda_gemms_device_bytes(cuda->gemms), true);
 	if (!status && cuda->attention)
@@ -675,6 +689,20 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 	cuda_backend *cuda = cuda_of(backend);
 	const f8_node *node = &cuda->graph->nodes[id];
 	f8_status status = F8_OK;
+	if (is_ring(node)) { // cuDNN's calls, over NCCL or a group of one rank
+		uint64_t before = f8_cuda_ring_attention_device_bytes(cuda->rings);
+		operands(cuda, node, views);
+		enter_range(cuda, node);
+		status = f8_cuda_ring_attention_run(cuda->rings, id, axes, views, cuda->inputs,
+						    cuda->outputs, diag);
+		f8_backend_count(&cuda->base, f8_cuda_ring_attention_device_bytes(cuda->rings) - before,
+				 true);
+		if (!status && cuda->sync_each)
+			status = checked(cuda, id, f8_op_get_info(node->op)->name, diag);
+		if (status && diag && !diag->node[0])
+			f8_diag_set_node(diag, cuda->graph, id);
+		return status;
+	}
 	if (f8_cuda_collectives_run_over(cuda->collectives, axes)) {
 		operands(cuda, node, views);
 		enter_range(cuda, node);

@@ -68,10 +68,6 @@ static f8_status check_node(const f8_graph *graph, f8_node_id id, f8_diag *diag)
 	const f8_node *node = &graph->nodes[id];
 	const char *why = NULL;
 	switch (node->op) {
-	case F8_OP_RING_ATTENTION:
-	case F8_OP_RING_ATTENTION_GRAD:
-		why = "context parallelism's ring attention on GPUs is not built yet";
-		break;
 	case F8_OP_ALL_TO_ALL_DISPATCH:
 	case F8_OP_ALL_TO_ALL_COMBINE:
 		why = "expert parallelism's all-to-all on GPUs is not built yet";
@@ -187,17 +183,28 @@ static f8_status staging_of(f8_cuda_collectives *c, uint64_t bytes, CUdeviceptr 
 	return F8_OK;
 }
 
+/* Where a tensor is split among the ranks: along `axis` (not negative), in balanced chunks
+ * (context parallelism's two a rank) or one part a rank. */
+typedef struct split {
+	int axis;
+	bool balanced;
+} split;
+
+/* The split of a collective node's operands of rank `rank`: its attributes. */
+static split split_of(const f8_node *node, int rank) {
+	int axis = (int)f8_node_attr_int(node, "axis", 0);
+	return (split){.axis = axis < 0 ? axis + rank : axis,
+		       .balanced = f8_node_attr_int(node, "balanced", 0) != 0};
+}
+
 /* Rank r's part of `whole` (dims of `view`) between the whole at `whole` and the part at
  * `part`: f8_rt_part_runs's runs as 2-D copies. */
-static f8_status copy_part(const f8_node *node, const f8_tensor_view *view, CUdeviceptr whole,
+static f8_status copy_part(split how, const f8_tensor_view *view, CUdeviceptr whole,
 			   CUdeviceptr part, uint32_t ranks, uint32_t r, bool to_part,
 			   CUstream stream, f8_diag *diag) {
-	int axis = (int)f8_node_attr_int(node, "axis", 0);
-	axis = axis < 0 ? axis + view->rank : axis;
 	f8_rt_part_run runs[2];
-	int count = f8_rt_part_runs(view->dims, view->rank, axis, ranks, r,
-				    f8_dtype_get_info(view->dtype)->bytes,
-				    f8_node_attr_int(node, "balanced", 0) != 0, runs);
+	int count = f8_rt_part_runs(view->dims, view->rank, how.axis, ranks, r,
+				    f8_dtype_get_info(view->dtype)->bytes, how.balanced, runs);
 	f8_status status = F8_OK;
 	for (int k = 0; !status && k < count; k++) {
 		const f8_rt_part_run *run = &runs[k];
@@ -230,15 +237,49 @@ static f8_status copy_part(const f8_node *node, const f8_tensor_view *view, CUde
 	return status;
 }
 
-/* Whether the node's parts along its axis are each one contiguous run: axis 0 (or only ones
- * before it), not balanced. */
-static bool contiguous(const f8_node *node, const f8_tensor_view *whole) {
-	int axis = (int)f8_node_attr_int(node, "axis", 0);
-	axis = axis < 0 ? axis + whole->rank : axis;
-	bool one = !f8_node_attr_int(node, "balanced", 0);
-	for (int d = 0; d < axis; d++)
+/* Whether the parts of `how` are each one contiguous run: along axis 0 (or only ones before
+ * it), not balanced. */
+static bool contiguous(split how, const f8_tensor_view *whole) {
+	bool one = !how.balanced;
+	for (int d = 0; d < how.axis; d++)
 		one &= whole->dims[d] == 1;
 	return one;
+}
+
+/* An AllGather (`gather`) of every rank's `part` into `whole`, or a ReduceScatter of every
+ * rank's `whole` into the sum's `part`, the tensor split as `how` says, over `group`. */
+static f8_status exchange_part(f8_cuda_collectives *c, bool gather, split how, uint32_t group,
+			       const f8_tensor_view *whole, CUdeviceptr whole_at,
+			       CUdeviceptr part_at, CUstream stream, f8_diag *diag) {
+	uint32_t ranks = f8_dist_group_size(c->dist, group);
+	size_t element = f8_dtype_get_info(whole->dtype)->bytes;
+	uint64_t part = whole->n_bytes / ranks;
+	if (!whole->n_bytes)
+		return F8_OK;
+	if (contiguous(how, whole))
+		return gather ? f8_nccl_all_gather(c->nccl, group, part_at, whole_at, (size_t)part,
+						   stream, diag)
+			      : f8_nccl_reduce_scatter(c->nccl, group, whole_at, part_at,
+						       (size_t)part / element, whole->dtype, stream,
+						       diag);
+	CUdeviceptr staged;
+	f8_status status = staging_of(c, whole->n_bytes, &staged, diag);
+	if (gather) {
+		if (!status)
+			status = f8_nccl_all_gather(c->nccl, group, part_at, staged, (size_t)part,
+						    stream, diag);
+		for (uint32_t r = 0; !status && r < ranks; r++)
+			status = copy_part(how, whole, whole_at, staged + r * part, ranks, r, false,
+					   stream, diag);
+		return status;
+	}
+	for (uint32_t r = 0; !status && r < ranks; r++) // each rank's part contiguous, in order
+		status = copy_part(how, whole, whole_at, staged + r * part, ranks, r, true, stream,
+				   diag);
+	if (!status)
+		status = f8_nccl_reduce_scatter(c->nccl, group, staged, part_at,
+						(size_t)part / element, whole->dtype, stream, diag);
+	return status;
 }
 
 /* AllGather, ReduceScatter or LocalShard of input i into output i. */
@@ -246,40 +287,28 @@ static f8_status run_part(f8_cuda_collectives *c, const f8_node *node, uint32_t 
 			  uint32_t group, const f8_tensor_view *views, const CUdeviceptr *inputs,
 			  const CUdeviceptr *outputs, CUstream stream, f8_diag *diag) {
 	const f8_tensor_view *in = &views[node->inputs[i]], *out = &views[node->outputs[i]];
-	const f8_tensor_view *whole = node->op == F8_OP_ALL_GATHER ? out : in;
-	uint32_t ranks = f8_dist_group_size(c->dist, group);
-	uint32_t place = f8_dist_group_rank(c->dist, group);
-	size_t element = f8_dtype_get_info(out->dtype)->bytes;
+	bool gather = node->op == F8_OP_ALL_GATHER;
+	const f8_tensor_view *whole = gather ? out : in;
+	split how = split_of(node, whole->rank);
+	if (node->op != F8_OP_LOCAL_SHARD)
+		return exchange_part(c, gather, how, group, whole, gather ? outputs[i] : inputs[i],
+				     gather ? inputs[i] : outputs[i], stream, diag);
 	if (!whole->n_bytes)
 		return F8_OK;
-	if (node->op == F8_OP_LOCAL_SHARD)
-		return copy_part(node, in, inputs[i], outputs[i], ranks, place, true, stream, diag);
-	if (contiguous(node, whole))
-		return node->op == F8_OP_ALL_GATHER
-			       ? f8_nccl_all_gather(c->nccl, group, inputs[i], outputs[i],
-						    (size_t)in->n_bytes, stream, diag)
-			       : f8_nccl_reduce_scatter(c->nccl, group, inputs[i], outputs[i],
-							(size_t)out->n_bytes / element, out->dtype,
-							stream, diag);
-	CUdeviceptr staged;
-	f8_status status = staging_of(c, whole->n_bytes, &staged, diag);
-	uint64_t part = whole->n_bytes / ranks;
-	if (node->op == F8_OP_ALL_GATHER) {
-		if (!status)
-			status = f8_nccl_all_gather(c->nccl, group, inputs[i], staged,
-						    (size_t)in->n_bytes, stream, diag);
-		for (uint32_t r = 0; !status && r < ranks; r++)
-			status = copy_part(node, out, outputs[i], staged + r * part, ranks, r, false,
-					   stream, diag);
-		return status;
-	}
-	for (uint32_t r = 0; !status && r < ranks; r++) // each rank's part contiguous, in order
-		status = copy_part(node, in, inputs[i], staged + r * part, ranks, r, true, stream,
-				   diag);
-	if (!status)
-		status = f8_nccl_reduce_scatter(c->nccl, group, staged, outputs[i],
-						(size_t)part / element, out->dtype, stream, diag);
-	return status;
+	return copy_part(how, in, inputs[i], outputs[i], f8_dist_group_size(c->dist, group),
+			 f8_dist_group_rank(c->dist, group), true, stream, diag);
+}
+
+f8_status f8_cuda_collectives_sequence(f8_cuda_collectives *c, uint32_t axes, bool gather,
+				       const f8_tensor_view *part, CUdeviceptr part_at,
+				       CUdeviceptr whole_at, CUstream stream, f8_diag *diag) {
+	uint32_t group = group_of(c, axes);
+	f8_tensor_view whole = *part;
+	uint32_t ranks = f8_dist_group_size(c->dist, group);
+	whole.dims[2] *= ranks;
+	whole.n_bytes *= ranks;
+	return exchange_part(c, gather, (split){.axis = 2, .balanced = true}, group, &whole,
+			     whole_at, part_at, stream, diag);
 }
 
 /*

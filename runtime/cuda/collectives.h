@@ -75,6 +75,17 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *collectives, f8_node_id n
 				  const CUdeviceptr *inputs, const CUdeviceptr *outputs,
 				  CUstream stream, f8_diag *diag);
 
+/*
+ * Context parallelism's keys or values (runtime/cuda/ring_attention.h) over the group of
+ * `axes`: with `gather`, every rank's `part` ((b, h, rows, d) at `part_at`: chunks r and
+ * 2R - 1 - r of the sequence, R the group's ranks) all-gathered into the whole sequence in
+ * order, (b, h, R rows, d) at `whole_at`; else every rank's whole (a gradient) summed and
+ * reduce-scattered back into the parts. Queued on `stream`.
+ */
+f8_status f8_cuda_collectives_sequence(f8_cuda_collectives *collectives, uint32_t axes,
+				       bool gather, const f8_tensor_view *part, CUdeviceptr part_at,
+				       CUdeviceptr whole_at, CUstream stream, f8_diag *diag);
+
 /* Queues the sends held back (as one group) on `stream`. NULL `collectives` is allowed. */
 f8_status f8_cuda_collectives_flush(f8_cuda_collectives *collectives, CUstream stream,
 				    f8_diag *diag);

@@ -200,6 +200,13 @@ f8_status f8_cuda_memset_async(CUdeviceptr pointer, uint8_t value, size_t bytes,
 			     diag);
 }
 
+f8_status f8_cuda_memset_2d_async(CUdeviceptr pointer, size_t pitch, uint8_t value, size_t width,
+				  size_t height, CUstream stream, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuMemsetD2D8Async(pointer, pitch, value, width, height,
+							   stream),
+			     "cuMemsetD2D8Async", diag);
+}
+
 f8_status f8_cuda_copy_to_device(CUdeviceptr destination, const void *source, size_t bytes,
 				 f8_diag *diag) {
 	return f8_cuda_check(f8_cuda_api.cuMemcpyHtoD(destination, source, bytes), "cuMemcpyHtoD", diag);

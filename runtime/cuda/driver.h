@@ -85,6 +85,11 @@ f8_status f8_cuda_free(CUdeviceptr pointer, f8_diag *diag);
 f8_status f8_cuda_memset_async(CUdeviceptr pointer, uint8_t value, size_t bytes,
 			       CUstream stream, f8_diag *diag);
 
+/* Sets `width` bytes of each of `height` rows `pitch` bytes apart, from `pointer`, to `value`,
+ * in stream order. */
+f8_status f8_cuda_memset_2d_async(CUdeviceptr pointer, size_t pitch, uint8_t value, size_t width,
+				  size_t height, CUstream stream, f8_diag *diag);
+
 /* Copies `bytes` from host memory to the device, and from the device to host memory; both
  * return when the copy is complete (after the work queued before them). */
 f8_status f8_cuda_copy_to_device(CUdeviceptr destination, const void *source, size_t bytes,

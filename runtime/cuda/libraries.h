@@ -50,6 +50,7 @@
 	X(cuMemAllocHost)            \
 	X(cuMemFreeHost)             \
 	X(cuMemsetD8Async)           \
+	X(cuMemsetD2D8Async)         \
 	X(cuMemcpyHtoD)              \
 	X(cuMemcpyDtoH)              \
 	X(cuMemcpyHtoDAsync)         \

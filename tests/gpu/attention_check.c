@@ -270,7 +270,7 @@ static f8_cuda_attention *plan_case(const attention_case *c, const f8_graph *gra
 	f8_diag diag = {0};
 	f8_cuda_attention *attention = NULL;
 	*refused = false;
-	f8_status status = f8_cuda_attention_create(graph, NULL, NULL, deterministic, &attention,
+	f8_status status = f8_cuda_attention_create(graph, NULL, NULL, deterministic, NULL, &attention,
 						    &diag);
 	if (status) {
 		*refused = true;

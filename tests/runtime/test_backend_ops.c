@@ -766,6 +766,22 @@ static const op_case cases[] = {
 	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
 	 "%dq, %dk, %dv = RingAttentionGrad(%do, %q, %k, %v, %o, %lse) {group=\"cp\", ranks=1, "
 	 "causal=1}\noutput %dq, %dk, %dv\n"},
+	// The GPU runs a ring's two causal calls and sums their dK and dV on one rank as on several
+	// (runtime/cuda/ring_attention.h); 40 rows: the chunks' 20 is no multiple of cuDNN's tiles.
+	{.title = "RingAttention bf16, one rank: causal, GQA", IN("q", "bf16[2, 4, 40, 16]")
+	 IN("k", "bf16[2, 2, 40, 16]") IN("v", "bf16[2, 2, 40, 16]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "output %o, %lse\n", NULL, NULL, ATTENTION_BF16_TOLERANCE},
+	{.title = "RingAttentionGrad bf16, one rank: causal, GQA", IN("q", "bf16[2, 4, 40, 16]")
+	 IN("k", "bf16[2, 2, 40, 16]") IN("v", "bf16[2, 2, 40, 16]") IN("do", "bf16[2, 4, 40, 16]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1, causal=1}\n"
+	 "%dq, %dk, %dv = RingAttentionGrad(%do, %q, %k, %v, %o, %lse) {group=\"cp\", ranks=1, "
+	 "causal=1}\noutput %dq, %dk, %dv\n", NULL, NULL, ATTENTION_BF16_GRAD_TOLERANCE},
+	{.title = "RingAttentionGrad bf16, one rank, not causal", IN("q", "bf16[1, 2, 24, 32]")
+	 IN("k", "bf16[1, 2, 24, 32]") IN("v", "bf16[1, 2, 24, 32]") IN("do", "bf16[1, 2, 24, 32]")
+	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=1}\n"
+	 "%dq, %dk, %dv = RingAttentionGrad(%do, %q, %k, %v, %o, %lse) {group=\"cp\", ranks=1}\n"
+	 "output %o, %dq, %dk, %dv\n", NULL, NULL, ATTENTION_BF16_GRAD_TOLERANCE},
 	{.title = "RingAttention over 2 ranks in one process: refused", IN("q", "f32[1, 2, 4, 8]")
 	 IN("k", "f32[1, 2, 4, 8]") IN("v", "f32[1, 2, 4, 8]")
 	 "%o, %lse = RingAttention(%q, %k, %v) {group=\"cp\", ranks=2, causal=1}\noutput %o\n",

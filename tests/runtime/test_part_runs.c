@@ -2,7 +2,11 @@
  * f8_rt_part_runs (runtime/placement.h), the strided runs a GPU's 2-D copies move between a
  * whole tensor and one rank's part, against the host copies it stands for (f8_rt_copy_slice of
  * one part, f8_rt_copy_balanced) on fresh random bytes: for ranks 1 to 4, every rank, every
- * dimension of tensors of rank 1 to 4, both directions.
+ * dimension of tensors of rank 1 to 4, both directions. And f8_rt_ring_calls, the GPU's
+ * context-parallel attention calls: for ranks 1 to 5, every rank, causal or not, every query
+ * row attends through its call's bottom-right causal mask exactly the keys the CPU's ring
+ * kernel lets it (runtime/cpu/kernels_ring_attention.c: a key's place in the sequence at most
+ * the row's).
  */
 #include <stdint.h> // int64_t, uint8_t
 #include <stdlib.h> // rand, srand
@@ -34,7 +38,49 @@ static void fill(uint8_t *bytes, size_t n) {
 		bytes[i] = (uint8_t)rand();
 }
 
+/* Row i's place in the sequence, of the `rows` that rank `place` of `ranks` holds (the CPU ring
+ * kernel's rule: chunks place and 2 ranks - 1 - place). */
+static int64_t position(int64_t i, int64_t rows, int64_t place, int64_t ranks) {
+	int64_t chunk = rows / 2;
+	return i < chunk ? place * chunk + i : (2 * ranks - 1 - place) * chunk + (i - chunk);
+}
+
+static void check_ring_calls(void) {
+	int checked = 0;
+	for (int64_t ranks = 1; ranks <= 5; ranks++)
+		for (int64_t rows = 1; rows <= 12; rows++)
+			for (int64_t place = 0; place < ranks; place++)
+				for (int causal = 0; causal < 2; causal++) {
+					if (ranks > 1 && rows % 2)
+						continue;
+					int64_t q_from[2], keys[2];
+					uint32_t n = f8_rt_ring_calls(ranks, place, rows, causal, q_from,
+								      keys);
+					CHECK(n == (causal ? 2u : 1u) && q_from[0] == 0);
+					for (uint32_t c = 0; c < n; c++) {
+						int64_t end = c + 1 < n ? q_from[c + 1] : rows;
+						CHECK(q_from[c] <= end && keys[c] <= ranks * rows);
+						// cuDNN's bottom-right causal mask needs s_q <= s_kv.
+						CHECK(!causal || end - q_from[c] <= keys[c] ||
+						      end == q_from[c]);
+						for (int64_t i = q_from[c]; i < end; i++)
+							for (int64_t j = 0; j < ranks * rows; j++) {
+								int64_t t = i - q_from[c];
+								bool gpu = j < keys[c] &&
+									   (!causal ||
+									    j <= t + keys[c] - (end - q_from[c]));
+								bool cpu = !causal ||
+									   j <= position(i, rows, place, ranks);
+								CHECK(gpu == cpu);
+								checked++;
+							}
+					}
+				}
+	printf("ring calls: %d (row, key) pairs as the CPU ring's\n", checked);
+}
+
 int main(void) {
+	check_ring_calls();
 	unsigned seed = (unsigned)time(NULL);
 	srand(seed);
 	printf("seed %u\n", seed);
