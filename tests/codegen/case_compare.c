@@ -46,6 +46,47 @@ static void row_statistics(const double *x, int64_t cols, bool layer, double eps
 	*rstd = 1.0 / sqrt(squares / (double)cols + epsilon);
 }
 
+/* A ReduceSum's M: its input's magnitudes summed as the sum sums them (over attribute axes, all
+ * when absent), into out (the output's elements in order). */
+static f8_status reduce_magnitude(const f8_graph *graph, const f8_node *node,
+				  const f8_rt_tensor *x, f8_rt_tensor *out, f8_diag *diag) {
+	const f8_attr *axes = f8_node_attr(node, "axes");
+	bool reduced[F8_MAX_RANK] = {0};
+	int64_t kept = 1;
+	for (int d = 0; d < x->rank; d++)
+		reduced[d] = !axes;
+	for (uint32_t i = 0; axes && i < axes->ints.n; i++) {
+		int64_t axis = axes->ints.items[i];
+		axis = axis < 0 ? axis + x->rank : axis;
+		if (axis < 0 || axis >= x->rank)
+			return f8_diag_set(diag, F8_ERR_INVALID, "%%%s: a ReduceSum axis out of range",
+					   graph->values[node->outputs[0]].name);
+		reduced[axis] = true;
+	}
+	for (int d = 0; d < x->rank; d++)
+		kept *= reduced[d] ? 1 : x->dims[d];
+	double *sum = f8_calloc(kept ? (size_t)kept : 1, sizeof *sum);
+	f8_status status = sum ? f8_rt_tensor_create(F8_DTYPE_F32, 1, &kept, out, diag)
+			       : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	int64_t n = f8_rt_tensor_numel(x);
+	for (int64_t i = 0; !status && i < n; i++) {
+		int64_t at = 0, rest = i, scale = 1; // the kept dims' mixed radix, the last fastest
+		for (int d = x->rank - 1; d >= 0; d--) {
+			int64_t index = rest % x->dims[d];
+			rest /= x->dims[d];
+			if (!reduced[d]) {
+				at += index * scale;
+				scale *= x->dims[d];
+			}
+		}
+		sum[at] += fabs(f8_rt_tensor_get(x, i));
+	}
+	for (int64_t i = 0; !status && i < kept; i++)
+		f8_rt_tensor_set(out, i, sum[i]);
+	f8_free(sum);
+	return status;
+}
+
 f8_status f8_case_column_magnitude(const f8_graph *graph, f8_value_id value,
 				   const f8_rt_tensor *const *tensors, f8_rt_tensor *out,
 				   f8_diag *diag) {
@@ -53,6 +94,12 @@ f8_status f8_case_column_magnitude(const f8_graph *graph, f8_value_id value,
 		return f8_diag_set(diag, F8_ERR_INVALID, "%%%s is no column sum of a norm gradient",
 				   graph->values[value].name);
 	const f8_node *node = &graph->nodes[graph->values[value].producer];
+	if (node->op == F8_OP_REDUCE_SUM) {
+		if (!tensors[node->inputs[0]])
+			return f8_diag_set(diag, F8_ERR_INVALID, "%%%s: its ReduceSum's input is "
+					   "missing", graph->values[value].name);
+		return reduce_magnitude(graph, node, tensors[node->inputs[0]], out, diag);
+	}
 	bool layer = node->op == F8_OP_LAYER_NORM_GRAD;
 	bool dbeta = layer && node->n_outputs > 2 && node->outputs[2] == value;
 	const f8_rt_tensor *dy = tensors[node->inputs[0]], *x = tensors[node->inputs[1]];

@@ -28,7 +28,11 @@
  *     rstd that rounds x * rstd the other way moves the term by one bf16 ulp of it, up to
  *     2^-7 |term|, with r terms of such errors adding up; the f32 accumulation adds at most
  *     rows * 2^-24 M, and LayerNormGrad's f32 x - mean an absolute error of its operands'
- *     size, both well inside the same bound ((|x| + |mean|) rstd |dy| are its terms).
+ *     size, both well inside the same bound ((|x| + |mean|) rstd |dy| are its terms). A
+ *     ReduceSum (a bias gradient) likewise, M the sum of its input's magnitudes over the
+ *     reduced elements: a term computed in the group (a GELU gradient in f32, then rounded to
+ *     bf16) may round the other way than the reference's double, by one ulp of its own, and
+ *     the sum of terms of both signs is far smaller than their magnitudes.
  */
 #ifndef F8_TESTS_CODEGEN_CASE_COMPARE_H
 #define F8_TESTS_CODEGEN_CASE_COMPARE_H
@@ -72,12 +76,14 @@ static inline bool case_rounded_twice(const f8_graph *graph, f8_value_id value) 
 }
 
 /* Whether `value` is a column sum of the rule above: dgamma or dbeta of a LayerNormGrad,
- * dgamma of an RMSNormGrad. */
+ * dgamma of an RMSNormGrad, a ReduceSum's output. */
 static inline bool case_is_column_sum(const f8_graph *graph, f8_value_id value) {
 	f8_node_id producer = graph->values[value].producer;
 	if (producer == F8_NONE)
 		return false;
 	const f8_node *node = &graph->nodes[producer];
+	if (node->op == F8_OP_REDUCE_SUM)
+		return true;
 	bool layer = node->op == F8_OP_LAYER_NORM_GRAD;
 	if (!layer && node->op != F8_OP_RMS_NORM_GRAD)
 		return false;
@@ -90,7 +96,8 @@ static inline bool case_is_column_sum(const f8_graph *graph, f8_value_id value) 
 /*
  * The magnitudes M of column sum `value` (case_is_column_sum): per element, the sum over the
  * rows of its terms' magnitudes, from its producer's inputs dy and x in `tensors` (indexed by
- * value id; the statistics recomputed from x in double, as the reference kernels do). *out is
+ * value id; the statistics recomputed from x in double, as the reference kernels do), or a
+ * ReduceSum's input. *out is
  * created (f32, one element per column; the caller destroys it). F8_ERR_INVALID when `value` is no
  * column sum or an input is missing, F8_ERR_NOMEM, with the diagnostic.
  */
