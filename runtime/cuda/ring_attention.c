@@ -24,6 +24,7 @@ struct f8_cuda_ring_attention {
 	uint64_t bytes;
 	CUdeviceptr *outgrown;
 	uint32_t n_outgrown;
+	uint64_t allocated; // the buffer's bytes and the outgrown ones'
 };
 
 f8_status f8_cuda_ring_attention_create(const f8_graph *graph, f8_cuda_attention *attention,
@@ -66,7 +67,7 @@ void f8_cuda_ring_attention_destroy(f8_cuda_ring_attention *rings) {
 }
 
 uint64_t f8_cuda_ring_attention_device_bytes(const f8_cuda_ring_attention *rings) {
-	return rings ? rings->bytes : 0;
+	return rings ? rings->allocated : 0;
 }
 
 /* The buffer, of at least `bytes`. */
@@ -86,6 +87,7 @@ static f8_status buffer_of(f8_cuda_ring_attention *rings, uint64_t bytes, CUdevi
 			rings->outgrown[rings->n_outgrown++] = rings->buffer;
 		rings->buffer = made;
 		rings->bytes = bytes;
+		rings->allocated += bytes;
 	}
 	*out = rings->buffer;
 	return F8_OK;

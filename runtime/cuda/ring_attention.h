@@ -54,7 +54,7 @@ f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id n
 				     const CUdeviceptr *inputs, const CUdeviceptr *outputs,
 				     f8_diag *diag);
 
-/* Device bytes of its buffers now. */
+/* Device bytes of its buffers now (the outgrown ones too). */
 uint64_t f8_cuda_ring_attention_device_bytes(const f8_cuda_ring_attention *rings);
 
 /* NULL is allowed. */
