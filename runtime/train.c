@@ -588,6 +588,23 @@ f8_status f8_train_fill_input(const char *name, f8_rt_tensor *tensor, f8_diag *d
 	return F8_OK;
 }
 
+static bool pipelined(const trainer *t);
+static f8_status check_ordered_messages(const trainer *t, f8_diag *diag);
+
+/* Before the model is made: whether this backend runs the pipeline's schedule (its messages
+ * in posting order), so that a layout it cannot run is refused before the parameters take
+ * the device's memory. */
+static f8_status check_pipeline_layout(trainer *t, f8_diag *diag) {
+	t->chunks = 1;
+	if (!pipelined(t))
+		return F8_OK;
+	uint8_t *chunk_of = f8_malloc(t->graph->n_nodes + 1);
+	f8_status status = chunk_of ? f8_pipeline_chunks(t->graph, chunk_of, &t->chunks, diag)
+				    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	f8_free(chunk_of);
+	return status ? status : check_ordered_messages(t, diag);
+}
+
 /* Takes the compiled training step, makes the executor and its parameters. */
 static f8_status set_up_model(trainer *t, f8_diag *diag) {
 	const f8_train_config *c = t->config;
@@ -611,6 +628,8 @@ static f8_status set_up_model(trainer *t, f8_diag *diag) {
 		status = find_fp8_tables(t, diag);
 	if (!status)
 		status = share_batches(t, diag);
+	if (!status)
+		status = check_pipeline_layout(t, diag);
 	int64_t *symbol_values = NULL;
 	if (!status && !(symbol_values = f8_calloc(t->graph->n_symbols + 1, sizeof(int64_t))))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -935,9 +954,7 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 					     sizeof *t->runs)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
-		status = pipeline_order(t, t->runs, &contexts, diag);
-	if (!status)
-		status = check_ordered_messages(t, diag);
+		status = pipeline_order(t, t->runs, &contexts, diag); // checked: check_pipeline_layout
 	if (!status)
 		status = f8_executor_set_contexts(t->executor, contexts, diag);
 	if (!status)

@@ -3,8 +3,9 @@
  * ordered_messages: the CUDA backend's NCCL), here a CPU backend that says it does: under
  * mpirun with 2 ranks, gpt-tiny in 2 pipeline stages (runtime/pipeline_messages.h)
  *   (a) the interleaved schedule (2 model chunks a stage) over 4 micro-batches is refused on
- *       every rank before its first step, the message naming the layout and the stages that
- *       would wait on each other, the hint the layouts that run (--global-batch-size 2, 1F1B);
+ *       every rank before the model is made (the backend never allocated a byte), the message
+ *       naming the layout and the stages that would wait on each other, the hint the layouts
+ *       that run (--global-batch-size 2, 1F1B);
  *   (b) over 2 micro-batches (every forward warm-up) it trains;
  *   (c) so does 1F1B over 4.
  * The CPU backend's MPI matches by tag, so (b) and (c) run as they would anyway: what is held
@@ -39,10 +40,10 @@ static f8_backend_interface ordered;
 
 /* One training step of gpt-tiny under PP 2 over `micro_batches` (micro-batches of 1),
  * interleaved with `virtual_layers` layers a chunk (0: 1F1B); its status, the diagnostic into
- * *diag and what the leader heard into *h. */
+ * *diag, what the leader heard into *h and the most bytes the backend held into *peak. */
 static f8_status train(const char *model, const char *data, f8_dist *dist,
 		       const f8_dist_launch *launch, int64_t micro_batches, int64_t virtual_layers,
-		       heard *h, f8_diag *diag) {
+		       heard *h, uint64_t *peak, f8_diag *diag) {
 	*h = (heard){0};
 	f8_diag_clear(diag);
 	f8_parallel_options parallel = {.world = launch->world, .pipeline = 2,
@@ -70,6 +71,7 @@ static f8_status train(const char *model, const char *data, f8_dist *dist,
 	run.graph = step;
 	if (!status)
 		status = f8_train_run(&run, listen, h, diag);
+	*peak = run.backend ? run.backend->peak_bytes : 0;
 	f8_backend_destroy(run.backend);
 	f8_graph_destroy(step);
 	return status;
@@ -97,9 +99,10 @@ int main(int argc, char **argv) {
 	CHECK(dist && test_write_word_tokens(data, words, 4, 4000, 99));
 	f8_diag diag;
 	heard h;
+	uint64_t peak;
 	if (dist) {
-		f8_status status = train(argv[1], data, dist, &launch, 4, 1, &h, &diag);
-		CHECK(status == F8_ERR_UNSUPPORTED && h.steps == 0);
+		f8_status status = train(argv[1], data, dist, &launch, 4, 1, &h, &peak, &diag);
+		CHECK(status == F8_ERR_UNSUPPORTED && h.steps == 0 && peak == 0);
 		CHECK(strstr(diag.message, "the interleaved schedule of 2 pipeline stages of 2 model "
 					   "chunks each over 4 micro-batches: point-to-point "
 					   "messages matched in order and posted in the stages' "
@@ -110,11 +113,12 @@ int main(int argc, char **argv) {
 					"data-parallel rank), the 1F1B schedule") != NULL);
 		printf("rank %lld, (a) interleaved over 4: %s\nHINT: %s\n", (long long)launch.rank,
 		       diag.message, diag.hint);
-		status = train(argv[1], data, dist, &launch, 2, 1, &h, &diag);
-		CHECK(status == F8_OK && (launch.rank > 0 || (h.steps == 1 && isfinite(h.loss))));
+		status = train(argv[1], data, dist, &launch, 2, 1, &h, &peak, &diag);
+		CHECK(status == F8_OK && peak > 0 &&
+		      (launch.rank > 0 || (h.steps == 1 && isfinite(h.loss))));
 		if (status)
 			f8_diag_print(&diag, stdout);
-		status = train(argv[1], data, dist, &launch, 4, 0, &h, &diag);
+		status = train(argv[1], data, dist, &launch, 4, 0, &h, &peak, &diag);
 		CHECK(status == F8_OK && (launch.rank > 0 || (h.steps == 1 && isfinite(h.loss))));
 		if (status)
 			f8_diag_print(&diag, stdout);
