@@ -10,6 +10,7 @@
 
 #include "ir/alloc.h"                // f8_calloc, f8_free
 #include "ir/ops.h"                  // f8_op_get_info, F8_OPF_GEMM
+#include "runtime/cuda/all_to_all.h" // f8_cuda_all_to_all_run
 #include "runtime/cuda/attention.h"  // f8_cuda_attention
 #include "runtime/cuda/collectives.h" // f8_cuda_collectives
 #include "runtime/cuda/driver.h"     // f8_cuda_*
@@ -85,7 +86,8 @@ typedef struct cuda_backend {
 	CUdeviceptr *pointers;
 	CUdeviceptr *inputs, *outputs;
 	// CUDA graphs of the runs: off with --no-cuda-graph, F8C_CUDA_SYNC, --profile and for a
-	// graph the step cannot be captured with (a GroupedLinear reads its counts on the host).
+	// graph the step cannot be captured with (a GroupedLinear or an all-to-all reads its counts
+	// on the host).
 	bool graphs;
 	cuda_recording recordings[MAX_RECORDINGS];
 	uint32_t n_recordings;
@@ -313,6 +315,10 @@ static bool is_grouped(const f8_node *node) {
 	return node->op == F8_OP_GROUPED_LINEAR || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
 }
 
+static bool is_all_to_all(const f8_node *node) {
+	return node->op == F8_OP_ALL_TO_ALL_DISPATCH || node->op == F8_OP_ALL_TO_ALL_COMBINE;
+}
+
 /* Why this backend will not replay its runs as CUDA graphs, or NULL when it will. */
 static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph) {
 	if (!cuda->options.cuda_graphs)
@@ -323,6 +329,8 @@ static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph
 		return "--profile times every launch";
 	if (graph_has(graph, is_grouped))
 		return "a GroupedLinear reads its rows per expert on the host";
+	if (graph_has(graph, is_all_to_all)) // over NCCL or not
+		return "expert parallelism's all-to-all reads its counts on the host";
 	if (f8_cuda_collectives_point_to_point(cuda->collectives))
 		return "pipeline parallelism's sends over NCCL go with a later run's receive";
 	return NULL;
@@ -686,7 +694,20 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 			f8_diag_set_node(diag, cuda->graph, id);
 		return status;
 	}
-	// A group of one rank: every output its input.
+	// A group of one rank: an all-to-all keeps its rows (runtime/cuda/all_to_all.h), every
+	// other collective's output is its input.
+	if (node->op == F8_OP_ALL_TO_ALL_DISPATCH || node->op == F8_OP_ALL_TO_ALL_COMBINE) {
+		operands(cuda, node, views);
+		enter_range(cuda, node);
+		f8_cuda_all_to_all_group alone = {.ranks = 1};
+		status = f8_cuda_all_to_all_run(&alone, cuda->graph, id, views, cuda->inputs,
+						cuda->outputs, cuda->stream, diag);
+		if (!status && cuda->sync_each)
+			status = checked(cuda, id, f8_op_get_info(node->op)->name, diag);
+		if (status && diag && !diag->node[0])
+			f8_diag_set_node(diag, cuda->graph, id);
+		return status;
+	}
 	bool packed = node->op == F8_OP_ALL_REDUCE || node->op == F8_OP_ALL_GATHER ||
 		      node->op == F8_OP_REDUCE_SCATTER; // an output per input, each its copy
 	if ((node->n_inputs == 1 && node->n_outputs == 1) ||

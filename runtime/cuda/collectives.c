@@ -8,6 +8,7 @@
 
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
 #include "ir/ops.h"                 // f8_op_get_info
+#include "runtime/cuda/all_to_all.h" // f8_cuda_all_to_all_run, f8_cuda_all_to_all_staging
 #include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_check, f8_cuda_stream_*
 #include "runtime/cuda/libraries.h" // f8_cuda_api
 #include "runtime/cuda/nccl.h"      // f8_nccl_*
@@ -71,10 +72,6 @@ static f8_status check_node(const f8_graph *graph, f8_node_id id, f8_diag *diag)
 	case F8_OP_RING_ATTENTION:
 	case F8_OP_RING_ATTENTION_GRAD:
 		why = "context parallelism's ring attention on GPUs is not built yet";
-		break;
-	case F8_OP_ALL_TO_ALL_DISPATCH:
-	case F8_OP_ALL_TO_ALL_COMBINE:
-		why = "expert parallelism's all-to-all on GPUs is not built yet";
 		break;
 	default:
 		break;
@@ -477,6 +474,23 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_
 		receive recv = {.group = group, .peer = (uint32_t)f8_node_attr_int(node, "peer", 0),
 				.data = outputs[0], .bytes = (size_t)views[node->outputs[0]].n_bytes};
 		status = send_held(c, &recv, stream, diag);
+		break;
+	}
+	case F8_OP_ALL_TO_ALL_DISPATCH:
+	case F8_OP_ALL_TO_ALL_COMBINE: {
+		// The sends held back stay held, to go with their receive as 1F1B pairs them: the
+		// all-to-all's group is its own (held sends are not queued in NCCL yet, so none
+		// joins it), over expert-parallel ranks that all run the same stage's program, and
+		// needs nothing a held send carries. Sent alone here instead, a send would wait for
+		// its receive, the wait the pairing is there to avoid. Its waits for the counts hold
+		// the sends as the waits of the GroupedLinear next to it do.
+		f8_cuda_all_to_all_group over = {.nccl = c->nccl, .axes = group,
+						 .ranks = f8_dist_group_size(c->dist, group),
+						 .place = f8_dist_group_rank(c->dist, group)};
+		status = staging_of(c, f8_cuda_all_to_all_staging(node, views), &over.staging, diag);
+		if (!status)
+			status = f8_cuda_all_to_all_run(&over, c->graph, id, views, inputs, outputs,
+							stream, diag);
 		break;
 	}
 	default:

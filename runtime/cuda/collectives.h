@@ -23,12 +23,18 @@
  *                    the interleaved schedule's tags unread. Which schedules pair them up and
  *                    complete under this grouping is runtime/pipeline_messages.h's to say: the
  *                    training loop checks its schedule there before the first step (1F1B
- *                    passes; the interleaved one only with PP micro-batches a step).
+ *                    passes; the interleaved one only with PP micro-batches a step);
+ *   AllToAllDispatch and AllToAllCombine
+ *                    expert parallelism's exchange of the tokens' rows, in
+ *                    runtime/cuda/all_to_all.h: the counts read to the host (exchanged first,
+ *                    unless given), then one group of a send and a receive per peer, the rows
+ *                    regrouped through the staging buffer. The sends held back stay held
+ *                    (f8_cuda_collectives_run says why).
  *
- * A group of one rank is a copy and never reaches here, unless the backend was asked to run
- * every collective through NCCL (F8C_NCCL=1: how one GPU tests these paths). Not built yet, and
- * refused when the collectives are made, naming the node: context parallelism's ring attention
- * and expert parallelism's all-to-all on GPUs.
+ * A group of one rank is a copy (an all-to-all's: its rows kept, runtime/cuda/all_to_all.h) and
+ * never reaches here, unless the backend was asked to run every collective through NCCL
+ * (F8C_NCCL=1: how one GPU tests these paths). Not built yet, and refused when the collectives
+ * are made, naming the node: context parallelism's ring attention on GPUs.
  */
 #ifndef F8_RUNTIME_CUDA_COLLECTIVES_H
 #define F8_RUNTIME_CUDA_COLLECTIVES_H
