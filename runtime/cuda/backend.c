@@ -10,6 +10,7 @@
 
 #include "ir/alloc.h"                // f8_calloc, f8_free
 #include "ir/ops.h"                  // f8_op_get_info, F8_OPF_GEMM
+#include "runtime/cuda/all_to_all.h" // f8_cuda_all_to_all_run
 #include "runtime/cuda/attention.h"  // f8_cuda_attention
 #include "runtime/cuda/collectives.h" // f8_cuda_collectives
 #include "runtime/cuda/driver.h"     // f8_cuda_*
@@ -87,7 +88,8 @@ typedef struct cuda_backend {
 	CUdeviceptr *pointers;
 	CUdeviceptr *inputs, *outputs;
 	// CUDA graphs of the runs: off with --no-cuda-graph, F8C_CUDA_SYNC, --profile and for a
-	// graph the step cannot be captured with (a GroupedLinear reads its counts on the host).
+	// graph the step cannot be captured with (a GroupedLinear or an all-to-all reads its counts
+	// on the host).
 	bool graphs;
 	cuda_recording recordings[MAX_RECORDINGS];
 	uint32_t n_recordings;
@@ -324,6 +326,10 @@ static bool is_grouped(const f8_node *node) {
 	return node->op == F8_OP_GROUPED_LINEAR || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
 }
 
+static bool is_all_to_all(const f8_node *node) {
+	return node->op == F8_OP_ALL_TO_ALL_DISPATCH || node->op == F8_OP_ALL_TO_ALL_COMBINE;
+}
+
 /* Why this backend will not replay its runs as CUDA graphs, or NULL when it will. */
 static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph) {
 	if (!cuda->options.cuda_graphs)
@@ -334,6 +340,8 @@ static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph
 		return "--profile times every launch";
 	if (graph_has(graph, is_grouped))
 		return "a GroupedLinear reads its rows per expert on the host";
+	if (graph_has(graph, is_all_to_all)) // over NCCL or not
+		return "expert parallelism's all-to-all reads its counts on the host";
 	if (f8_cuda_collectives_point_to_point(cuda->collectives))
 		return "pipeline parallelism's sends over NCCL go with a later run's receive";
 	return NULL;
@@ -684,37 +692,45 @@ static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_vi
 	return status;
 }
 
+/* After a collective node's calls were queued: checked under F8C_CUDA_SYNC, and a failure
+ * named by its node. */
+static f8_status collective_done(cuda_backend *cuda, f8_node_id id, f8_status status,
+				 f8_diag *diag) {
+	if (!status && cuda->sync_each)
+		status = checked(cuda, id, f8_op_get_info(cuda->graph->nodes[id].op)->name, diag);
+	if (status && diag && !diag->node[0])
+		f8_diag_set_node(diag, cuda->graph, id);
+	return status;
+}
+
 static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
 	const f8_node *node = &cuda->graph->nodes[id];
 	f8_status status = F8_OK;
-	if (is_ring(node)) { // cuDNN's calls, over NCCL or a group of one rank
+	bool over = f8_cuda_collectives_run_over(cuda->collectives, axes);
+	// Ring attention is cuDNN's calls, over NCCL or a group of one rank; an all-to-all of one
+	// rank without NCCL keeps its rows (runtime/cuda/all_to_all.h).
+	if (is_ring(node) || over || is_all_to_all(node)) {
+		operands(cuda, node, views);
+		enter_range(cuda, node);
 		uint64_t before = f8_cuda_ring_attention_device_bytes(cuda->rings);
-		operands(cuda, node, views);
-		enter_range(cuda, node);
-		status = f8_cuda_ring_attention_run(cuda->rings, id, axes, views, cuda->inputs,
-						    cuda->outputs, diag);
-		f8_backend_count(&cuda->base, f8_cuda_ring_attention_device_bytes(cuda->rings) - before,
-				 true);
-		if (!status && cuda->sync_each)
-			status = checked(cuda, id, f8_op_get_info(node->op)->name, diag);
-		if (status && diag && !diag->node[0])
-			f8_diag_set_node(diag, cuda->graph, id);
-		return status;
+		f8_cuda_all_to_all_group alone = {.ranks = 1};
+		if (is_ring(node))
+			status = f8_cuda_ring_attention_run(cuda->rings, id, axes, views,
+							    cuda->inputs, cuda->outputs, diag);
+		else if (over)
+			status = f8_cuda_collectives_run(cuda->collectives, id, axes, views,
+							 cuda->inputs, cuda->outputs, cuda->stream,
+							 diag);
+		else
+			status = f8_cuda_all_to_all_run(&alone, cuda->graph, id, views, cuda->inputs,
+							cuda->outputs, cuda->stream, diag);
+		f8_backend_count(&cuda->base,
+				 f8_cuda_ring_attention_device_bytes(cuda->rings) - before, true);
+		return collective_done(cuda, id, status, diag);
 	}
-	if (f8_cuda_collectives_run_over(cuda->collectives, axes)) {
-		operands(cuda, node, views);
-		enter_range(cuda, node);
-		status = f8_cuda_collectives_run(cuda->collectives, id, axes, views, cuda->inputs,
-						 cuda->outputs, cuda->stream, diag);
-		if (!status && cuda->sync_each)
-			status = checked(cuda, id, f8_op_get_info(node->op)->name, diag);
-		if (status && diag && !diag->node[0])
-			f8_diag_set_node(diag, cuda->graph, id);
-		return status;
-	}
-	// A group of one rank: every output its input.
+	// Any other collective of one rank: every output its input.
 	bool packed = node->op == F8_OP_ALL_REDUCE || node->op == F8_OP_ALL_GATHER ||
 		      node->op == F8_OP_REDUCE_SCATTER; // an output per input, each its copy
 	if ((node->n_inputs == 1 && node->n_outputs == 1) ||

@@ -21,7 +21,8 @@
  * every group and node is followed by a synchronize, so that a kernel's fault names the group
  * or node it came from (CUDA_LAUNCH_BLOCKING's purpose, at f8c's level).
  *
- * A collective on a mesh axis of one rank is a copy. A run on several GPUs (options.dist, one
+ * A collective on a mesh axis of one rank is a copy (an all-to-all keeps its rows: the first
+ * of them by its counts, read on the host, the rest zeros). A run on several GPUs (options.dist, one
  * process per GPU, the device by the process's local rank) runs its collectives through NCCL
  * (runtime/cuda/collectives.h); the communicators are made at the first prepare, every rank
  * together. F8C_NCCL=1 in the environment runs the collectives of one rank through NCCL too:
@@ -62,7 +63,8 @@ f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *opt
 bool f8_cuda_backend_is(const f8_backend *backend);
 
 /* Why the backend does not replay its runs as CUDA graphs ("--no-cuda-graph", "a
- * GroupedLinear reads its rows per expert on the host"), or NULL when it does; after prepare. */
+ * GroupedLinear reads its rows per expert on the host", "expert parallelism's all-to-all reads
+ * its counts on the host"), or NULL when it does; after prepare. */
 const char *f8_cuda_backend_replays(const f8_backend *backend);
 
 /* With options.profile: writes the step-time breakdown to `path` as JSON, and a one-line

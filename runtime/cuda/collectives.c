@@ -8,6 +8,7 @@
 
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
 #include "ir/ops.h"                 // f8_op_get_info
+#include "runtime/cuda/all_to_all.h" // f8_cuda_all_to_all_run, f8_cuda_all_to_all_staging
 #include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_check, f8_cuda_stream_*
 #include "runtime/cuda/libraries.h" // f8_cuda_api
 #include "runtime/cuda/nccl.h"      // f8_nccl_*
@@ -60,31 +61,6 @@ static uint32_t group_of(const f8_cuda_collectives *c, uint32_t axes) {
 	return c->every_group ? axes : f8_dist_group_spanned(c->dist, axes);
 }
 
-/* Refuses the collectives that have no NCCL path yet. Send and Recv have one whatever their
- * tag (the interleaved schedule's), which NCCL has no use for: a pair's messages meet in the
- * order they are posted, and the training loop runs only the schedules whose messages meet so
- * (runtime/pipeline_messages.h, the backend's ordered_messages). */
-static f8_status check_node(const f8_graph *graph, f8_node_id id, f8_diag *diag) {
-	const f8_node *node = &graph->nodes[id];
-	const char *why = NULL;
-	switch (node->op) {
-	case F8_OP_ALL_TO_ALL_DISPATCH:
-	case F8_OP_ALL_TO_ALL_COMBINE:
-		why = "expert parallelism's all-to-all on GPUs is not built yet";
-		break;
-	default:
-		break;
-	}
-	if (!why)
-		return F8_OK;
-	f8_status status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over several GPUs: %s",
-				       f8_op_get_info(node->op)->name, why);
-	f8_diag_hint(diag, "run this layout on the CPU backend (--device cpu), whose MPI "
-			   "collectives have it");
-	f8_diag_set_node(diag, graph, id);
-	return status;
-}
-
 f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool every_group,
 				     f8_cuda_collectives **out, f8_diag *diag) {
 	*out = NULL;
@@ -97,12 +73,11 @@ f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool 
 	*c = (f8_cuda_collectives){.graph = graph, .dist = dist, .every_group = every_group};
 	f8_status status = F8_OK;
 	int64_t wanted[F8_DIST_GROUPS] = {0};
-	for (uint32_t i = 0; !status && i < graph->n_order; i++) {
+	for (uint32_t i = 0; i < graph->n_order; i++) {
 		f8_node_id id = graph->order[i];
 		uint32_t axes;
 		if (!f8_rt_collective_axes(&graph->nodes[id], &axes) || !group_of(c, axes))
 			continue;
-		status = check_node(graph, id, diag);
 		wanted[group_of(c, axes)] = 1;
 		c->point_to_point |= graph->nodes[id].op == F8_OP_SEND ||
 				     graph->nodes[id].op == F8_OP_RECV;
@@ -508,11 +483,26 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_
 		status = send_held(c, &recv, stream, diag);
 		break;
 	}
-	default:
-		status = check_node(c->graph, id, diag);
+	case F8_OP_ALL_TO_ALL_DISPATCH:
+	case F8_OP_ALL_TO_ALL_COMBINE: {
+		// The sends held back stay held, to go with their receive as 1F1B pairs them: the
+		// all-to-all's group is its own (held sends are not queued in NCCL yet, so none
+		// joins it), over expert-parallel ranks that all run the same stage's program, and
+		// needs nothing a held send carries. Sent alone here instead, a send would wait for
+		// its receive, the wait the pairing is there to avoid. Its waits for the counts hold
+		// the sends as the waits of the GroupedLinear next to it do.
+		f8_cuda_all_to_all_group over = {.nccl = c->nccl, .axes = group,
+						 .ranks = f8_dist_group_size(c->dist, group),
+						 .place = f8_dist_group_rank(c->dist, group)};
+		status = staging_of(c, f8_cuda_all_to_all_staging(node, views), &over.staging, diag);
 		if (!status)
-			status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no NCCL path",
-					     f8_op_get_info(node->op)->name);
+			status = f8_cuda_all_to_all_run(&over, c->graph, id, views, inputs, outputs,
+							stream, diag);
+		break;
+	}
+	default: // RingAttention runs through runtime/cuda/ring_attention.h
+		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s has no NCCL path",
+				     f8_op_get_info(node->op)->name);
 		break;
 	}
 	return status;

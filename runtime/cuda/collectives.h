@@ -23,12 +23,20 @@
  *                    the interleaved schedule's tags unread. Which schedules pair them up and
  *                    complete under this grouping is runtime/pipeline_messages.h's to say: the
  *                    training loop checks its schedule there before the first step (1F1B
- *                    passes; the interleaved one only with PP micro-batches a step).
+ *                    passes; the interleaved one only with PP micro-batches a step);
+ *   AllToAllDispatch and AllToAllCombine
+ *                    expert parallelism's exchange of the tokens' rows, in
+ *                    runtime/cuda/all_to_all.h: the counts read to the host (exchanged first,
+ *                    unless given), then one group of a send and a receive per peer, the rows
+ *                    regrouped through the staging buffer. The sends held back stay held
+ *                    (f8_cuda_collectives_run says why).
  *
- * A group of one rank is a copy and never reaches here, unless the backend was asked to run
- * every collective through NCCL (F8C_NCCL=1: how one GPU tests these paths). Not built yet, and
- * refused when the collectives are made, naming the node: context parallelism's ring attention
- * and expert parallelism's all-to-all on GPUs.
+ * Context parallelism's RingAttention is cuDNN's calls over K and V gathered here
+ * (f8_cuda_collectives_sequence below; runtime/cuda/ring_attention.h).
+ *
+ * A group of one rank is a copy (an all-to-all's: its rows kept, runtime/cuda/all_to_all.h) and
+ * never reaches here, unless the backend was asked to run every collective through NCCL
+ * (F8C_NCCL=1: how one GPU tests these paths).
  */
 #ifndef F8_RUNTIME_CUDA_COLLECTIVES_H
 #define F8_RUNTIME_CUDA_COLLECTIVES_H
@@ -50,7 +58,7 @@ typedef struct f8_cuda_collectives f8_cuda_collectives;
  * groups its collectives span, agreed with every other rank (their union: a communicator split
  * is the world's collective), made into communicators. `every_group`: groups of one rank too
  * (F8C_NCCL=1). *out is the caller's; NULL with F8_OK when no collective needs NCCL.
- * F8_ERR_UNSUPPORTED naming a node that has no NCCL path yet; the failures of f8_nccl_create.
+ * The failures of f8_nccl_create.
  */
 f8_status f8_cuda_collectives_create(f8_dist *dist, const f8_graph *graph, bool every_group,
 				     f8_cuda_collectives **out, f8_diag *diag);

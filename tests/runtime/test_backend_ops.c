@@ -791,6 +791,16 @@ static const op_case cases[] = {
 	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=1}\n"
 	 "%z = AllToAllCombine(%y, %n, %r) {group=\"ep\", ranks=1}\noutput %y, %l, %r, %z\n",
 	 "n=counts:12"},
+	{.title = "AllToAll both ways, one rank: f32, 6 experts' i32 counts < rows",
+	 IN("x", "f32[20, 24]") IN("n", "i32[6]")
+	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=1}\n"
+	 "%z = AllToAllCombine(%y, %n, %r) {group=\"ep\", ranks=1}\noutput %y, %l, %r, %z\n",
+	 "n=counts:13"},
+	{.title = "AllToAllDispatch, the rows received given, one rank",
+	 IN("x", "f32[20, 24]") IN("n", "i64[6]")
+	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=1}\n"
+	 "%y2, %l2, %r2 = AllToAllDispatch(%x, %n, %r) {group=\"ep\", ranks=1}\n"
+	 "output %y2, %l2, %r2\n", "n=counts:13"},
 	{.title = "AllToAllDispatch over 2 ranks in one process: refused", IN("x", "f32[6, 35]")
 	 IN("n", "i64[4]")
 	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=2}\noutput %y\n",
