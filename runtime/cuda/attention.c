@@ -54,10 +54,12 @@ typedef struct attention_key {
 	bool causal;
 	bool mask;            // an additive mask of q's dtype
 	int64_t mask_dims[4]; // its dims, padded on the left with 1s to (batch|1, heads|1, s_q, s_kv)
-	// The rows of the tensors the operands are views of (not packed): q, o, lse and their
+	// The rows of the tensors the operands are views of (not packed): q, o and their
 	// gradients lie in tensors of q_pitch rows, k and v in ones of kv_pitch; s_q and s_kv of
 	// them are attended. Attention's are its s_q and s_kv; a ring's call takes some of its
-	// query rows and a prefix of the gathered keys (runtime/cuda/ring_attention.h).
+	// query rows and a prefix of the gathered keys (runtime/cuda/ring_attention.h). The lse is
+	// always packed, (b, h, s_q): cuDNN's backward kernels before 9.26 ignore the strides of
+	// the softmax statistics on some architectures (cudnn-frontend, which refuses others).
 	int64_t q_pitch, kv_pitch;
 } attention_key;
 
@@ -322,7 +324,6 @@ typedef struct build {
 	operand_layout q, k_layout, v, o; // dQ, dK, dV and dO lie as Q, K, V and O
 	int64_t score_dims[4], score_strides[4]; // (b, h_q, s_q, s_kv), row-major
 	int64_t row_dims[4], row_strides[4];     // (b, h_q, s_q, 1): the per-row statistics
-	int64_t stats_strides[4];                // the lse's, in its tensor of q_pitch rows
 } build;
 
 static void row_major(const int64_t *dims, int64_t *strides) {
@@ -393,9 +394,7 @@ static f8_cudnn_tensor transposed_operand(build *b, int64_t uid, int64_t heads, 
 static f8_cudnn_tensor stats_operand(build *b, f8_cudnn_binding_kind kind, uint32_t index,
 				     uint64_t offset) {
 	f8_cudnn_bind(b->g, UID_STATS, kind, index, offset);
-	return f8_cudnn_tensor_make(b->g, UID_STATS, CUDNN_DATA_FLOAT, b->row_dims,
-				    kind == F8_CUDNN_BIND_WORKSPACE ? b->row_strides
-								    : b->stats_strides,
+	return f8_cudnn_tensor_make(b->g, UID_STATS, CUDNN_DATA_FLOAT, b->row_dims, b->row_strides,
 				    false);
 }
 
@@ -659,13 +658,16 @@ static void backward_graph(build *b) {
 	row_major(k_dims, k_strides);
 	f8_cudnn_tensor keys = f8_cudnn_virtual(g, CUDNN_DATA_FLOAT, k_dims, k_strides);
 	f8_cudnn_reshape(g, kt, keys);
-	if (plan->direct_dq && !k->packed) {
+	// Straight into dQ only where it is a tensor of its own: a strided view (packed, or a
+	// ring's rows of a longer one) takes the staged path below.
+	if (plan->direct_dq && !k->packed && k->q_pitch == k->seq_q) {
 		f8_cudnn_matmul(g, ds, keys, dq, seq_len_q, NULL, seq_len_kv);
 		return;
 	}
 	if (plan->direct_dq) {
 		// UNTESTED ON A GPU (2026-12-07): deterministic mode wrote wrong, unrepeatable dqkv
-		// when the matmul wrote dQ straight into the packed buffer's strided view. Here the
+		// when the matmul wrote dQ straight into the packed buffer's strided view (a ring's
+		// dQ rows are one too). Here the
 		// matmul writes each element once into a contiguous virtual tensor, and a pointwise
 		// identity puts it in place. Run attention_check's packed deterministic case and
 		// gpu_compare.py's gpt-tiny bf16 step before relying on it.
@@ -768,8 +770,6 @@ static f8_status plan_create(f8_cuda_attention *attention, f8_node_id id,
 		   .row_dims = {key->batch, key->heads, key->seq_q, 1}};
 	row_major(b.score_dims, b.score_strides);
 	row_major(b.row_dims, b.row_strides);
-	const int64_t stats_dims[4] = {key->batch, key->heads, key->q_pitch, 1};
-	row_major(stats_dims, b.stats_strides);
 	b.slots = slots_of(key);
 	layouts(&b);
 	if (key->backward)
@@ -815,11 +815,12 @@ static f8_status plan_create(f8_cuda_attention *attention, f8_node_id id,
 	return F8_OK;
 }
 
-/* The cuDNN calls of ring node `id` (key `key` its own shape) at place `place` of its group
- * (f8_rt_ring_calls: each call's first query row, and the prefix of the gathered sequence its
- * rows attend), refusing the shapes a ring does not take. */
+/* The cuDNN calls of ring node `id` (key `key` its own shape) at place `place` of its group of
+ * `group` ranks (f8_rt_ring_calls: each call's first query row, and the prefix of the gathered
+ * sequence its rows attend), refusing the shapes a ring does not take: every rank of the group
+ * alike. */
 static f8_status ring_calls_of(const f8_graph *graph, f8_node_id id, const attention_key *key,
-			       uint32_t place, ring_calls *calls, f8_diag *diag) {
+			       uint32_t place, uint32_t group, ring_calls *calls, f8_diag *diag) {
 	int64_t ranks = f8_node_attr_int(&graph->nodes[id], "ranks", 1);
 	int64_t rows = key->seq_q;
 	if (key->seq_kv != rows)
@@ -830,9 +831,10 @@ static f8_status ring_calls_of(const f8_graph *graph, f8_node_id id, const atten
 		return refuse(graph, id, diag, "%lld rows over %lld ranks: each rank holds two "
 					       "chunks of the sequence, of one size",
 			      (long long)rows, (long long)ranks);
-	if ((int64_t)place >= ranks)
-		return refuse(graph, id, diag, "place %u of a ring of %lld ranks", place,
-			      (long long)ranks);
+	if (group != ranks) // the buffers and the calls' keys are sized by the plan's ranks
+		return refuse(graph, id, diag, "a ring of %lld ranks %s; its group has %u",
+			      (long long)ranks, group == 1 ? "needs more than one rank" : "needs them",
+			      group);
 	*calls = (ring_calls){0};
 	calls->n = f8_rt_ring_calls(ranks, place, rows, key->causal, calls->q_from, calls->keys);
 	return F8_OK;
@@ -864,12 +866,13 @@ static f8_status plan_of_key(f8_cuda_attention *attention, f8_node_id id, const 
 /* The plans of ring node `id`: a call's key is the node's with its query rows and the keys'
  * prefix, over the node's q rows and the gathered sequence's (ranks x its rows). */
 static f8_status plan_ring(f8_cuda_attention *attention, f8_node_id id, const attention_key *key,
-			   uint32_t place, f8_diag *diag) {
+			   uint32_t place, uint32_t group, f8_diag *diag) {
 	ring_calls *calls = &attention->rings[id];
-	f8_status status = ring_calls_of(attention->graph, id, key, place, calls, diag);
+	f8_status status = ring_calls_of(attention->graph, id, key, place, group, calls, diag);
 	int64_t ranks = f8_node_attr_int(&attention->graph->nodes[id], "ranks", 1);
 	for (uint32_t i = 0; !status && i < calls->n; i++) {
-		attention_key part = *key;
+		attention_key part;
+		memcpy(&part, key, sizeof part); // its padding too: plans are found by memcmp
 		part.seq_q = (i + 1 < calls->n ? calls->q_from[i + 1] : key->seq_q) - calls->q_from[i];
 		part.seq_kv = calls->keys[i];
 		part.kv_pitch = ranks * key->seq_kv;
@@ -928,7 +931,8 @@ f8_status f8_cuda_attention_create(const f8_graph *graph, const int64_t *symbol_
 		if (is_ring(graph->nodes[id].op))
 			status = f8_rt_collective_axes(&graph->nodes[id], &axes)
 					 ? plan_ring(attention, id, &key,
-						     f8_dist_group_rank(dist, axes), diag)
+						     f8_dist_group_rank(dist, axes),
+						     f8_dist_group_size(dist, axes), diag)
 					 : refuse(graph, id, diag, "a ring with no group");
 		else
 			status = plan_of_key(attention, id, &key, &attention->plan_of_node[id], diag);
@@ -999,7 +1003,7 @@ void f8_cuda_attention_describe(const f8_cuda_attention *attention, f8_node_id n
 	const attention_plan *plan = plan_of(attention, node);
 	const ring_calls *calls = attention && node < attention->graph->n_nodes
 					  ? &attention->rings[node] : NULL;
-	for (uint32_t i = 0; !plan && calls && i < calls->n; i++) // a ring's: its last call's
+	for (uint32_t i = 0; !plan && calls && i < calls->n; i++) // a ring's: its first call's
 		if (calls->plan[i] != F8_NONE)
 			plan = attention->plans[calls->plan[i]];
 	if (!plan) {

@@ -72,10 +72,10 @@ f8_status f8_cuda_attention_run(f8_cuda_attention *attention, f8_node_id node,
  * A ring node's cuDNN calls (runtime/cuda/ring_attention.h): how many (0 for another node; 1
  * without causal masking, else 2), and for call i (room for 2) q_from[i], the first of the
  * node's query rows it takes (up to the next call's, or the last), and keys[i], how many of
- * the sequence's first keys they attend. A call reads q, o, lse and dO, and writes o, lse and
- * dQ, as the node's tensors from row q_from[i] on; K and V are the whole sequence gathered in
- * order, (b, h_kv, ranks x rows, d), and a backward writes dK and dV of that shape, only their
- * first keys[i] rows.
+ * the sequence's first keys they attend. A call reads q, o and dO, and writes o and dQ, as the
+ * node's tensors from row q_from[i] on; its lse is its rows' alone, packed (b, h, rows of the
+ * call); K and V are the whole sequence gathered in order, (b, h_kv, ranks x rows, d), and a
+ * backward writes dK and dV of that shape, only their first keys[i] rows.
  */
 uint32_t f8_cuda_attention_ring_calls(const f8_cuda_attention *attention, f8_node_id node,
 				      int64_t *q_from, int64_t *keys);

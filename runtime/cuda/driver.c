@@ -200,6 +200,18 @@ f8_status f8_cuda_memset_async(CUdeviceptr pointer, uint8_t value, size_t bytes,
 			     diag);
 }
 
+f8_status f8_cuda_copy_2d_async(CUdeviceptr to, size_t to_pitch, CUdeviceptr from,
+				size_t from_pitch, size_t width, size_t height, CUstream stream,
+				f8_diag *diag) {
+	if (!width || !height)
+		return F8_OK;
+	CUDA_MEMCPY2D copy = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = from,
+			      .srcPitch = from_pitch, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+			      .dstDevice = to, .dstPitch = to_pitch, .WidthInBytes = width,
+			      .Height = height};
+	return f8_cuda_check(f8_cuda_api.cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync", diag);
+}
+
 f8_status f8_cuda_memset_2d_async(CUdeviceptr pointer, size_t pitch, uint8_t value, size_t width,
 				  size_t height, CUstream stream, f8_diag *diag) {
 	return f8_cuda_check(f8_cuda_api.cuMemsetD2D8Async(pointer, pitch, value, width, height,

@@ -85,6 +85,12 @@ f8_status f8_cuda_free(CUdeviceptr pointer, f8_diag *diag);
 f8_status f8_cuda_memset_async(CUdeviceptr pointer, uint8_t value, size_t bytes,
 			       CUstream stream, f8_diag *diag);
 
+/* Copies `height` rows of `width` bytes, each `from_pitch` bytes after the one before at
+ * `from` and `to_pitch` at `to` (device memory both, not overlapping), in stream order. */
+f8_status f8_cuda_copy_2d_async(CUdeviceptr to, size_t to_pitch, CUdeviceptr from,
+				size_t from_pitch, size_t width, size_t height, CUstream stream,
+				f8_diag *diag);
+
 /* Sets `width` bytes of each of `height` rows `pitch` bytes apart, from `pointer`, to `value`,
  * in stream order. */
 f8_status f8_cuda_memset_2d_async(CUdeviceptr pointer, size_t pitch, uint8_t value, size_t width,

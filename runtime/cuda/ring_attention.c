@@ -99,9 +99,9 @@ static uint64_t aligned(uint64_t bytes) {
 }
 
 /*
- * C = alpha A + beta B (B NULL when beta is 0) over `slabs` runs of `count` elements of
- * `dtype`, each run `pitch` elements after the one before in all three: one
- * cublasLtMatrixTransform of column-major (count x slabs) matrices.
+ * C = alpha A + beta B over `slabs` runs of `count` elements of `dtype`, each run `pitch`
+ * elements after the one before in all three: one cublasLtMatrixTransform of column-major
+ * (count x slabs) matrices.
  */
 static f8_status transform(f8_cuda_ring_attention *rings, f8_dtype dtype, int64_t count,
 			   int64_t slabs, int64_t pitch, float alpha, CUdeviceptr a, float beta,
@@ -114,8 +114,8 @@ static f8_status transform(f8_cuda_ring_attention *rings, f8_dtype dtype, int64_
 		status = f8_cuda_lt_check(
 			f8_cuda_api.cublasLtMatrixTransform(
 				rings->lt, rings->sum, &alpha, (const void *)(uintptr_t)a, layout,
-				&beta, b ? (const void *)(uintptr_t)b : NULL, b ? layout : NULL,
-				(void *)(uintptr_t)c, layout, rings->stream),
+				&beta, (const void *)(uintptr_t)b, layout, (void *)(uintptr_t)c,
+				layout, rings->stream),
 			"cublasLtMatrixTransform", diag);
 	if (layout)
 		f8_cuda_api.cublasLtMatrixLayoutDestroy(layout);
@@ -136,8 +136,10 @@ static f8_status sum_calls(f8_cuda_ring_attention *rings, f8_dtype dtype, int64_
 				     to, diag);
 	uint64_t from = (uint64_t)(keys[0] * width) * element;
 	if (!status)
-		status = transform(rings, dtype, (keys[1] - keys[0]) * width, slabs, pitch, 1.0f,
-				   b + from, 0.0f, 0, to + from, diag);
+		status = f8_cuda_copy_2d_async(to + from, (size_t)pitch * element, b + from,
+					       (size_t)pitch * element,
+					       (size_t)((keys[1] - keys[0]) * width) * element,
+					       (size_t)slabs, rings->stream, diag);
 	uint64_t zero_from = (uint64_t)(keys[1] * width) * element;
 	uint64_t zeros = (uint64_t)((whole_rows - keys[1]) * width) * element;
 	if (!status && zeros && slabs)
@@ -151,6 +153,20 @@ static CUdeviceptr from_row(CUdeviceptr at, int64_t row, int64_t width, size_t e
 	return at ? at + (uint64_t)(row * width) * element : 0;
 }
 
+/* The lse rows [q_from, q_from + rows) of a node's (slabs, pitch) lse, between the node's
+ * tensor at `node_lse` and a packed (slabs, rows) copy at `packed`: out of the node's when
+ * `to_packed`. cuDNN's statistics are packed tensors (attention.c says why). */
+static f8_status move_lse(f8_cuda_ring_attention *rings, CUdeviceptr node_lse, CUdeviceptr packed,
+			  int64_t slabs, int64_t pitch, int64_t q_from, int64_t rows,
+			  bool to_packed, f8_diag *diag) {
+	CUdeviceptr view = node_lse + (uint64_t)q_from * 4;
+	size_t width = (size_t)rows * 4, view_pitch = (size_t)pitch * 4;
+	return to_packed ? f8_cuda_copy_2d_async(packed, width, view, view_pitch, width,
+						 (size_t)slabs, rings->stream, diag)
+			 : f8_cuda_copy_2d_async(view, view_pitch, packed, width, width,
+						 (size_t)slabs, rings->stream, diag);
+}
+
 f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id id,
 				     uint32_t axes, const f8_tensor_view *views,
 				     const CUdeviceptr *inputs, const CUdeviceptr *outputs,
@@ -158,33 +174,42 @@ f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id i
 	const f8_node *node = &rings->graph->nodes[id];
 	bool backward = node->op == F8_OP_RING_ATTENTION_GRAD;
 	int64_t ranks = f8_node_attr_int(node, "ranks", 1);
-	bool over = f8_cuda_collectives_run_over(rings->collectives, axes);
-	if (!over && ranks != 1)
-		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: a ring of %lld ranks needs more "
-				   "than one rank; this group has 1", f8_op_get_info(node->op)->name,
-				   (long long)ranks);
 	uint32_t q = backward ? 1 : 0; // q's input; k and v follow it
 	const f8_tensor_view *qv = &views[node->inputs[q]], *kv = &views[node->inputs[q + 1]];
 	const f8_tensor_view *vv = &views[node->inputs[q + 2]];
 	size_t element = f8_dtype_get_info(qv->dtype)->bytes;
 	int64_t head_dim = qv->dims[3], value_dim = vv->dims[3], rows = kv->dims[2];
 	int64_t slabs = kv->dims[0] * kv->dims[1]; // (batch, kv heads)
-	int64_t q_from[2], keys[2];
+	int64_t q_slabs = qv->dims[0] * qv->dims[1]; // (batch, heads): the lse's
+	// Over NCCL the sequence is gathered and the gradients reduce-scattered, also over one rank
+	// (F8C_NCCL=1), but for odd rows, which only one rank holds: its parts would not be two
+	// chunks of one size, and the gather is the tensor itself.
+	bool over = f8_cuda_collectives_run_over(rings->collectives, axes) && rows % 2 == 0;
+	if (!over && ranks != 1)
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s: a ring of %lld ranks needs more "
+				   "than one rank; this group has 1", f8_op_get_info(node->op)->name,
+				   (long long)ranks);
+	int64_t q_from[2], keys[2], q_rows[2];
 	uint32_t calls = f8_cuda_attention_ring_calls(rings->attention, id, q_from, keys);
 	if (!calls)
 		return f8_diag_set(diag, F8_ERR_ARGUMENT, "node %u has no ring calls planned", id);
+	for (uint32_t i = 0; i < calls; i++)
+		q_rows[i] = (i + 1 < calls ? q_from[i + 1] : rows) - q_from[i];
 
-	// The buffer: the gathered K and V; a backward's two calls' dK and dV; and their sums over
-	// the whole sequence before the reduce-scatter.
+	// The buffer: the gathered K and V; a backward's two calls' dK and dV and their sums over
+	// the whole sequence before the reduce-scatter; the two calls' lse rows, packed.
 	uint64_t k_whole = aligned(kv->n_bytes * (uint64_t)ranks);
 	uint64_t v_whole = aligned(vv->n_bytes * (uint64_t)ranks);
 	uint64_t gathered = over ? k_whole + v_whole : 0;
 	uint64_t partial = backward && calls == 2 ? 2 * (k_whole + v_whole) : 0;
 	uint64_t summed = backward && over ? k_whole + v_whole : 0;
+	bool lse = backward || node->n_outputs > 1;
+	uint64_t packed = calls == 2 && lse ? aligned((uint64_t)(q_slabs * rows) * 4) : 0;
 	CUdeviceptr buffer = 0;
 	f8_status status = F8_OK;
-	if (gathered + partial + summed)
-		status = buffer_of(rings, gathered + partial + summed, &buffer, diag);
+	if (gathered + partial + summed + packed)
+		status = buffer_of(rings, gathered + partial + summed + packed, &buffer, diag);
+	CUdeviceptr lse_at = buffer + gathered + partial + summed; // the packed lse rows
 	CUdeviceptr k = inputs[q + 1], v = inputs[q + 2];
 	if (!status && over) {
 		k = buffer;
@@ -200,12 +225,16 @@ f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id i
 
 	if (!backward) {
 		for (uint32_t i = 0; !status && i < calls; i++) {
+			// One call's lse is the node's own; two calls' go through the packed rows.
+			CUdeviceptr node_lse = node->n_outputs > 1 ? outputs[1] : 0;
 			CUdeviceptr in[3] = {from_row(inputs[0], q_from[i], head_dim, element), k, v};
-			CUdeviceptr out[2] = {
-				from_row(outputs[0], q_from[i], value_dim, element),
-				node->n_outputs > 1 ? from_row(outputs[1], q_from[i], 1, 4) : 0};
+			CUdeviceptr out[2] = {from_row(outputs[0], q_from[i], value_dim, element),
+					      packed ? lse_at : node_lse};
 			status = f8_cuda_attention_run_ring_call(rings->attention, id, i, in, out,
 								 diag);
+			if (!status && packed && node_lse)
+				status = move_lse(rings, node_lse, lse_at, q_slabs, rows, q_from[i],
+						  q_rows[i], false, diag);
 		}
 		return status;
 	}
@@ -218,17 +247,22 @@ f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id i
 	}
 	for (uint32_t i = 0; !status && i < calls; i++) {
 		CUdeviceptr at = buffer + gathered + i * (k_whole + v_whole);
+		if (packed)
+			status = move_lse(rings, inputs[5], lse_at, q_slabs, rows, q_from[i],
+					  q_rows[i], true, diag);
 		CUdeviceptr in[6] = {from_row(inputs[0], q_from[i], value_dim, element),
 				     from_row(inputs[1], q_from[i], head_dim, element),
 				     k,
 				     v,
 				     from_row(inputs[4], q_from[i], value_dim, element),
-				     from_row(inputs[5], q_from[i], 1, 4)};
+				     packed ? lse_at : inputs[5]};
 		CUdeviceptr out[3] = {from_row(outputs[0], q_from[i], head_dim, element),
 				      calls == 2 ? at : dk, calls == 2 ? at + k_whole : dv};
-		status = f8_cuda_attention_run_ring_call(rings->attention, id, i, in, out, diag);
+		if (!status)
+			status = f8_cuda_attention_run_ring_call(rings->attention, id, i, in, out,
+								 diag);
 	}
-	int64_t whole_rows = ranks * rows;
+	int64_t whole_rows = over ? ranks * rows : rows;
 	CUdeviceptr first = buffer + gathered, second = first + k_whole + v_whole;
 	if (!status && calls == 2)
 		status = sum_calls(rings, kv->dtype, slabs, whole_rows, head_dim, keys, first, second,

@@ -8,18 +8,23 @@
  * attends the first (r + 1) c keys and its chunk 2R - 1 - r the first (2R - r) c, so no
  * partial results are merged by their log-sum-exp and every output row is one cuDNN softmax.
  * The backward runs the same calls; their dK and dV over the whole sequence are summed
- * (cublasLtMatrixTransform: C = A + B, no hand-written kernel), zero past the keys they
- * attend, and reduce-scattered back to the ranks that hold those rows.
+ * (cublasLtMatrixTransform: C = A + B, no hand-written kernel; where the second call alone has
+ * terms, a 2-D copy), zero past the keys they attend, and reduce-scattered back to the ranks
+ * that hold those rows. Each call's lse rows go through a packed copy of their own (cuDNN's
+ * statistics must be packed; attention.c says why): 2-D copies before and after the calls.
+ * Extra roundings against the CPU's one: each call's dK and dV to bf16, their sum, and
+ * NCCL's bf16 sums over the ranks.
  *
- * A group of one rank (no NCCL: every collective of its group is a copy) reads K and V in
- * place and writes the node's dK and dV directly; the two causal calls are the same as on
+ * A group of one rank (no NCCL: every collective of its group is a copy; or odd rows, which
+ * only one rank holds) reads K and V in place and writes the node's dK and dV directly; the two causal calls are the same as on
  * several ranks (its first half's rows against the first half, the rest against all), so one
  * GPU runs the calls, the masks and the sum that several do. With F8C_NCCL=1 the gather and
  * the reduce-scatter go through NCCL over the one rank too.
  *
  * Memory: the gathered K and V (R x the rank's), and in the backward the two calls' dK and dV
- * and their sum over the whole sequence: buffers of this object, grown to the largest node and
- * kept (a CUDA graph captured after the first step reads them). The ring's overlap of each
+ * and their sum over the whole sequence (with the collectives' staging, about 5 R x a rank's K
+ * and V), and the lse rows: buffers of this object, grown to the largest node and kept (a CUDA
+ * graph captured after the first step reads them). The ring's overlap of each
  * block's transfer with the attention of the one before is not built: the gather precedes the
  * calls.
  */
