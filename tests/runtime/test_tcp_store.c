@@ -53,9 +53,24 @@
 enum {
 	RANKS = 3,
 	SECONDS_MAX = 60,
-	BIG = 16 << 20, // bytes of a value larger than any socket's buffers (Linux's: 6 MiB at most)
 	SMALL_BUFFER = 4096, // a stalled socket's receive buffer: the big value fills it at once
 };
+
+/* Bytes of a value larger than the sockets' buffers can hold between them: 16 MiB, or four
+ * times the most a sending socket's buffer grows to (net.ipv4.tcp_wmem's third field; 4 MiB by
+ * default, more where a machine is tuned for bandwidth), so that a stalled reply stays stalled.
+ * Set by main before the tests. */
+static size_t BIG = 16 << 20;
+
+static void size_big(void) {
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+	unsigned long low, initial, most;
+	if (f && fscanf(f, "%lu %lu %lu", &low, &initial, &most) == 3 && 4 * (size_t)most > BIG)
+		BIG = 4 * (size_t)most;
+	if (f)
+		fclose(f);
+	printf("a value larger than the sockets' buffers: %zu bytes\n", BIG);
+}
 
 static double now_seconds(void) {
 	struct timespec now;
@@ -863,6 +878,7 @@ static bool finish_apart(pid_t child) {
 }
 
 int main(void) {
+	size_big();
 	test_launch();
 	test_keepalive();
 	pid_t stalled_server = run_apart(test_stalled_server);
