@@ -9,6 +9,7 @@
 #include "ir/alloc.h"               // f8_calloc, f8_realloc, f8_free
 #include "ir/ops.h"                 // f8_op_get_info
 #include "runtime/cuda/all_to_all.h" // f8_cuda_all_to_all_run, f8_cuda_all_to_all_staging
+#include "runtime/cuda/kept_buffer.h" // f8_cuda_kept_buffer
 #include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_check, f8_cuda_stream_*
 #include "runtime/cuda/libraries.h" // f8_cuda_api
 #include "runtime/cuda/nccl.h"      // f8_nccl_*
@@ -41,12 +42,8 @@ struct f8_cuda_collectives {
 	bool every_group;
 	bool point_to_point;
 	f8_nccl *nccl;
-	// Staging for the parts that are not one contiguous run. A buffer outgrown is kept until
-	// destroy: a CUDA graph captured before may still read it.
-	CUdeviceptr staging;
-	uint64_t staging_bytes;
-	CUdeviceptr *outgrown;
-	uint32_t n_outgrown;
+	// Staging for the parts that are not one contiguous run.
+	f8_cuda_kept_buffer staging;
 	// The sends: their buffers (each allocated once, its address never moving), and those
 	// held back.
 	send_slot **slots;
@@ -119,10 +116,7 @@ void f8_cuda_collectives_destroy(f8_cuda_collectives *c) {
 	}
 	f8_free(c->slots);
 	f8_free(c->held);
-	for (uint32_t i = 0; i < c->n_outgrown; i++)
-		(void)f8_cuda_free(c->outgrown[i], NULL);
-	f8_free(c->outgrown);
-	(void)f8_cuda_free(c->staging, NULL);
+	f8_cuda_kept_buffer_free(&c->staging);
 	f8_free(c);
 }
 
@@ -137,25 +131,7 @@ bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *c) {
 /* A staging buffer of at least `bytes`. */
 static f8_status staging_of(f8_cuda_collectives *c, uint64_t bytes, CUdeviceptr *out,
 			    f8_diag *diag) {
-	if (bytes > c->staging_bytes) {
-		if (c->staging) {
-			CUdeviceptr *outgrown = f8_realloc(c->outgrown, (c->n_outgrown + 1) *
-									    sizeof *outgrown);
-			if (!outgrown)
-				return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-			c->outgrown = outgrown;
-		}
-		CUdeviceptr made;
-		f8_status status = f8_cuda_alloc(bytes, &made, diag);
-		if (status)
-			return status;
-		if (c->staging)
-			c->outgrown[c->n_outgrown++] = c->staging;
-		c->staging = made;
-		c->staging_bytes = bytes;
-	}
-	*out = c->staging;
-	return F8_OK;
+	return f8_cuda_kept_buffer_get(&c->staging, bytes, out, diag);
 }
 
 /* Where a tensor is split among the ranks: along `axis` (not negative), in balanced chunks

@@ -9,6 +9,7 @@
 #include "ir/ops.h"                 // f8_node_attr_int
 #include "runtime/cuda/driver.h"    // f8_cuda_alloc, f8_cuda_free, f8_cuda_memset_2d_async
 #include "runtime/cuda/gemm_lt.h"   // f8_cuda_lt_check, f8_cuda_lt_layout_create
+#include "runtime/cuda/kept_buffer.h" // f8_cuda_kept_buffer
 #include "runtime/cuda/libraries.h" // f8_cuda_api, f8_cuda_load
 
 struct f8_cuda_ring_attention {
@@ -19,12 +20,8 @@ struct f8_cuda_ring_attention {
 	cublasLtHandle_t lt;
 	cublasLtMatrixTransformDesc_t sum; // C = alpha A + beta B, f32 scalars
 	// The gathered K and V and the gradients' partial sums, one buffer grown to the largest
-	// node; an outgrown one is kept until destroy (a captured CUDA graph may still read it).
-	CUdeviceptr buffer;
-	uint64_t bytes;
-	CUdeviceptr *outgrown;
-	uint32_t n_outgrown;
-	uint64_t allocated; // the buffer's bytes and the outgrown ones'
+	// node.
+	f8_cuda_kept_buffer buffer;
 };
 
 f8_status f8_cuda_ring_attention_create(const f8_graph *graph, f8_cuda_attention *attention,
@@ -59,38 +56,12 @@ void f8_cuda_ring_attention_destroy(f8_cuda_ring_attention *rings) {
 		f8_cuda_api.cublasLtMatrixTransformDescDestroy(rings->sum);
 	if (rings->lt)
 		f8_cuda_api.cublasLtDestroy(rings->lt);
-	(void)f8_cuda_free(rings->buffer, NULL);
-	for (uint32_t i = 0; i < rings->n_outgrown; i++)
-		(void)f8_cuda_free(rings->outgrown[i], NULL);
-	f8_free(rings->outgrown);
+	f8_cuda_kept_buffer_free(&rings->buffer);
 	f8_free(rings);
 }
 
 uint64_t f8_cuda_ring_attention_device_bytes(const f8_cuda_ring_attention *rings) {
-	return rings ? rings->allocated : 0;
-}
-
-/* The buffer, of at least `bytes`. */
-static f8_status buffer_of(f8_cuda_ring_attention *rings, uint64_t bytes, CUdeviceptr *out,
-			   f8_diag *diag) {
-	if (bytes > rings->bytes) {
-		CUdeviceptr *outgrown = f8_realloc(rings->outgrown,
-						   (rings->n_outgrown + 1) * sizeof *outgrown);
-		if (!outgrown)
-			return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-		rings->outgrown = outgrown;
-		CUdeviceptr made;
-		f8_status status = f8_cuda_alloc(bytes, &made, diag);
-		if (status)
-			return status;
-		if (rings->buffer)
-			rings->outgrown[rings->n_outgrown++] = rings->buffer;
-		rings->buffer = made;
-		rings->bytes = bytes;
-		rings->allocated += bytes;
-	}
-	*out = rings->buffer;
-	return F8_OK;
+	return rings ? rings->buffer.allocated : 0;
 }
 
 /* Bytes rounded up to the 256 that cuDNN's and cuBLASLt's operands are aligned to here. */
@@ -208,7 +179,8 @@ f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id i
 	CUdeviceptr buffer = 0;
 	f8_status status = F8_OK;
 	if (gathered + partial + summed + packed)
-		status = buffer_of(rings, gathered + partial + summed + packed, &buffer, diag);
+		status = f8_cuda_kept_buffer_get(&rings->buffer, gathered + partial + summed + packed,
+						 &buffer, diag);
 	CUdeviceptr lse_at = buffer + gathered + partial + summed; // the packed lse rows
 	CUdeviceptr k = inputs[q + 1], v = inputs[q + 2];
 	if (!status && over) {
