@@ -99,6 +99,19 @@ static f8_status exchange_init(const f8_cpu_kernel_call *call, int64_t sent_rows
 	if (!status)
 		status = check_counts(call, e->received, e->experts, received_rows,
 				      "the rows received", diag);
+	// What this rank sends itself is known on both sides: rows received from it that are not
+	// its counts (a recv_counts that is not the forward's) would not meet in one exchange, and
+	// on one rank the copy of what it sends would overrun what it receives.
+	int64_t place = e->ring.place;
+	for (int64_t l = 0; !status && l < e->local; l++) {
+		int64_t from_self = e->received[place * e->local + l];
+		int64_t sent_self = e->counts[place * e->local + l];
+		if (from_self != sent_self)
+			status = f8_cpu_fail(call, diag, "the rows received from this rank (place "
+					     "%lld) for its local expert %lld are %lld, not its "
+					     "counts' %lld", (long long)place, (long long)l,
+					     (long long)from_self, (long long)sent_self);
+	}
 	if (status)
 		exchange_destroy(e);
 	return status;

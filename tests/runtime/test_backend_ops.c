@@ -801,6 +801,10 @@ static const op_case cases[] = {
 	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=1}\n"
 	 "%y2, %l2, %r2 = AllToAllDispatch(%x, %n, %r) {group=\"ep\", ranks=1}\n"
 	 "output %y2, %l2, %r2\n", "n=counts:13"},
+	{.title = "AllToAllDispatch, rows received from itself not its counts: refused",
+	 IN("x", "f32[9, 5]") IN("n", "i64[2]") IN("g", "i64[1, 2]")
+	 "%y, %l, %r = AllToAllDispatch(%x, %n, %g) {group=\"ep\", ranks=1}\noutput %y\n",
+	 "n=counts:7 g=counts:8", "not its counts'"},
 	{.title = "AllToAllDispatch over 2 ranks in one process: refused", IN("x", "f32[6, 35]")
 	 IN("n", "i64[4]")
 	 "%y, %l, %r = AllToAllDispatch(%x, %n) {group=\"ep\", ranks=2}\noutput %y\n",
