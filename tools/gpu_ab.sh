@@ -37,9 +37,10 @@ prepare() {
 	cp "$checks/carry/f8c" "$checks/carry/backend_ops_cuda" "$checks/carry/ops.tar.xz" \
 		"$checks/carry/libs.tar.xz" "$checks/carry/run.sh" "$checks/carry/gpu_compare.py" \
 		"$checks/carry/gpu_bench.py" "$checks/carry/tokens.bin" "$here/gpu_ab.sh" "$carry/"
-	for plan in gpt-tiny gpt-tiny-bf16 gpt-tiny-delayed gpt-tiny-current; do
-		cp -r "$checks/carry/plans/$plan" "$carry/plans/"
-	done
+	# gpu_checks.sh packs its plans into a tarball: the four step plans come out of it here,
+	# unpacked (this carry has no tarball for run.sh to unpack).
+	tar -C "$carry" -xJf "$checks/carry/plans.tar.xz" plans/gpt-tiny plans/gpt-tiny-bf16 \
+		plans/gpt-tiny-delayed plans/gpt-tiny-current
 	: >"$carry/runs"
 	plans | while read -r name model batch seq options; do
 		for side in "$@"; do

@@ -229,6 +229,15 @@ cp /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 /lib/x86_64-linux
 tar -C "$folder" -cJf "$carry/libs.tar.xz" libopenblas.so.0 libjansson.so.4 libgfortran.so.5 \
 	libquadmath.so.0
 
+# The plans' folders in one tarball (their JSON and PTX compress about 30 times): the device tool
+# carries 64 MiB at most, and they come to 58 MB. run.sh unpacks them in place.
+packed=
+for folder_name in plans bench memory convergence; do
+	[ -d "$carry/$folder_name" ] && packed="$packed $folder_name"
+done
+# shellcheck disable=SC2086 # the folders' names are words
+tar -C "$carry" -cJf "$carry/plans.tar.xz" $packed && (cd "$carry" && rm -rf $packed)
+
 cat >"$carry/run.sh" <<'RUN'
 #!/bin/sh
 # Runs on the GPU machine, from the folder that holds carry/ (tools/gpu_checks.sh).
@@ -237,6 +246,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$PWD/out}
 mkdir -p "$out" /tmp/f8c-libs
 tar -C /tmp/f8c-libs -xJf "$here/libs.tar.xz"
+# plans/, bench/, memory/, convergence/ (a carry made by gpu_ab.sh has its plans unpacked)
+[ -f "$here/plans.tar.xz" ] && tar -C "$here" -xJf "$here/plans.tar.xz"
 export LD_LIBRARY_PATH=/tmp/f8c-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 summary=$out/summary.txt
 {
