@@ -87,6 +87,32 @@ static f8_status reduce_magnitude(const f8_graph *graph, const f8_node *node,
 	return status;
 }
 
+/* A CrossEntropyMerge's reduced loss's M: its counted rows' |max + log(sum_exp) - target|,
+ * summed, over their count for a mean (as the reference kernel reduces the rows). */
+static f8_status merge_magnitude(const f8_graph *graph, const f8_node *node,
+				 const f8_rt_tensor *const *tensors, f8_rt_tensor *out,
+				 f8_diag *diag) {
+	const f8_rt_tensor *sums = tensors[node->inputs[0]], *target = tensors[node->inputs[1]];
+	const f8_rt_tensor *max = tensors[node->inputs[2]], *labels = tensors[node->inputs[3]];
+	if (!sums || !target || !max || !labels)
+		return f8_diag_set(diag, F8_ERR_INVALID, "%%%s: its CrossEntropyMerge's inputs are "
+				   "missing", graph->values[node->outputs[0]].name);
+	int64_t ignore_index = f8_node_attr_int(node, "ignore_index", -100), one = 1, counted = 0;
+	double total = 0;
+	for (int64_t r = 0; r < f8_rt_tensor_numel(labels); r++) {
+		if (f8_rt_tensor_get(labels, r) == (double)ignore_index)
+			continue;
+		total += fabs(f8_rt_tensor_get(max, r) + log(f8_rt_tensor_get(sums, r)) -
+			      f8_rt_tensor_get(target, r));
+		counted++;
+	}
+	bool mean = strcmp(f8_node_attr_string(node, "reduction", "mean"), "mean") == 0;
+	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, &one, out, diag);
+	if (!status)
+		f8_rt_tensor_set(out, 0, mean && counted ? total / (double)counted : total);
+	return status;
+}
+
 f8_status f8_case_column_magnitude(const f8_graph *graph, f8_value_id value,
 				   const f8_rt_tensor *const *tensors, f8_rt_tensor *out,
 				   f8_diag *diag) {
@@ -94,6 +120,8 @@ f8_status f8_case_column_magnitude(const f8_graph *graph, f8_value_id value,
 		return f8_diag_set(diag, F8_ERR_INVALID, "%%%s is no column sum of a norm gradient",
 				   graph->values[value].name);
 	const f8_node *node = &graph->nodes[graph->values[value].producer];
+	if (node->op == F8_OP_CROSS_ENTROPY_MERGE)
+		return merge_magnitude(graph, node, tensors, out, diag);
 	if (node->op == F8_OP_REDUCE_SUM) {
 		if (!tensors[node->inputs[0]])
 			return f8_diag_set(diag, F8_ERR_INVALID, "%%%s: its ReduceSum's input is "

@@ -32,7 +32,10 @@
  *     ReduceSum (a bias gradient) likewise, M the sum of its input's magnitudes over the
  *     reduced elements: a term computed in the group (a GELU gradient in f32, then rounded to
  *     bf16) may round the other way than the reference's double, by one ulp of its own, and
- *     the sum of terms of both signs is far smaller than their magnitudes.
+ *     the sum of terms of both signs is far smaller than their magnitudes. So is a
+ *     CrossEntropyMerge's reduced loss (sum or mean), M its rows' |lse - target| summed (and
+ *     divided likewise): the tests' random rows have both signs, and the f32 sum of them carries
+ *     their error, not the result's.
  */
 #ifndef F8_TESTS_CODEGEN_CASE_COMPARE_H
 #define F8_TESTS_CODEGEN_CASE_COMPARE_H
@@ -40,6 +43,7 @@
 #include <stdbool.h> // bool
 #include <stddef.h>  // size_t
 #include <stdint.h>  // int64_t, uint8_t, uint64_t
+#include <string.h>  // strcmp
 
 #include "ir/diag.h"        // f8_diag, f8_status
 #include "ir/graph.h"       // f8_graph, f8_value_id
@@ -76,7 +80,7 @@ static inline bool case_rounded_twice(const f8_graph *graph, f8_value_id value) 
 }
 
 /* Whether `value` is a column sum of the rule above: dgamma or dbeta of a LayerNormGrad,
- * dgamma of an RMSNormGrad, a ReduceSum's output. */
+ * dgamma of an RMSNormGrad, a ReduceSum's output, a CrossEntropyMerge's reduced loss. */
 static inline bool case_is_column_sum(const f8_graph *graph, f8_value_id value) {
 	f8_node_id producer = graph->values[value].producer;
 	if (producer == F8_NONE)
@@ -84,6 +88,9 @@ static inline bool case_is_column_sum(const f8_graph *graph, f8_value_id value) 
 	const f8_node *node = &graph->nodes[producer];
 	if (node->op == F8_OP_REDUCE_SUM)
 		return true;
+	if (node->op == F8_OP_CROSS_ENTROPY_MERGE)
+		return node->outputs[0] == value &&
+		       strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") != 0;
 	bool layer = node->op == F8_OP_LAYER_NORM_GRAD;
 	if (!layer && node->op != F8_OP_RMS_NORM_GRAD)
 		return false;
