@@ -714,7 +714,8 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 	if (is_ring(node) || over || is_all_to_all(node)) {
 		operands(cuda, node, views);
 		enter_range(cuda, node);
-		uint64_t before = f8_cuda_ring_attention_device_bytes(cuda->rings);
+		uint64_t before = f8_cuda_ring_attention_device_bytes(cuda->rings) +
+				  f8_cuda_collectives_device_bytes(cuda->collectives);
 		f8_cuda_all_to_all_group alone = {.ranks = 1};
 		if (is_ring(node))
 			status = f8_cuda_ring_attention_run(cuda->rings, id, axes, views,
@@ -726,8 +727,11 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 		else
 			status = f8_cuda_all_to_all_run(&alone, cuda->graph, id, views, cuda->inputs,
 							cuda->outputs, cuda->stream, diag);
+		// Their buffers grow as they run: counted as they do.
 		f8_backend_count(&cuda->base,
-				 f8_cuda_ring_attention_device_bytes(cuda->rings) - before, true);
+				 f8_cuda_ring_attention_device_bytes(cuda->rings) +
+					 f8_cuda_collectives_device_bytes(cuda->collectives) - before,
+				 true);
 		return collective_done(cuda, id, status, diag);
 	}
 	// Any other collective of one rank: every output its input.

@@ -124,6 +124,13 @@ bool f8_cuda_collectives_run_over(const f8_cuda_collectives *c, uint32_t axes) {
 	return c && group_of(c, axes); // one without a communicator is refused when it runs
 }
 
+uint64_t f8_cuda_collectives_device_bytes(const f8_cuda_collectives *c) {
+	uint64_t bytes = c ? c->staging.allocated : 0;
+	for (uint32_t i = 0; c && i < c->n_slots; i++)
+		bytes += c->slots[i]->bytes;
+	return bytes;
+}
+
 bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *c) {
 	return c && c->point_to_point;
 }
@@ -416,7 +423,7 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *c, f8_node_id id, uint32_
 	f8_status status = F8_OK;
 	int64_t ranks_planned = f8_node_attr_int(node, "ranks", 0);
 	if (ranks_planned && ranks_planned != (int64_t)f8_dist_group_size(c->dist, group))
-		return f8_diag_set(diag, F8_ERR_INVALID, "%s over %lld ranks needs them; this group "
+		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over %lld ranks needs them; this group "
 				   "has %u", f8_op_get_info(node->op)->name, (long long)ranks_planned,
 				   f8_dist_group_size(c->dist, group));
 	if (node->op == F8_OP_SEND || node->op == F8_OP_RECV) {

@@ -69,6 +69,10 @@ void f8_cuda_collectives_destroy(f8_cuda_collectives *collectives);
  * (or any, with F8C_NCCL=1); else they are copies. NULL `collectives`: none do. */
 bool f8_cuda_collectives_run_over(const f8_cuda_collectives *collectives, uint32_t axes);
 
+/* Device bytes of its staging buffers (the outgrown ones too) and its sends' buffers now: they
+ * grow as the collectives run. 0 for NULL. */
+uint64_t f8_cuda_collectives_device_bytes(const f8_cuda_collectives *collectives);
+
 /* Whether the graph sends or receives over NCCL: its runs cannot be CUDA graphs then (a send
  * is queued in a later run's group). */
 bool f8_cuda_collectives_point_to_point(const f8_cuda_collectives *collectives);
