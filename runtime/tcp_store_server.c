@@ -479,8 +479,15 @@ static void *run(void *argument) {
 				soonest = since + timeout;
 		}
 		int wait_ms = soonest < 0 ? -1 : soonest <= now ? 0 : f8_tcp_store_poll_ms(soonest - now);
-		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR)
+		if (poll(polls, (nfds_t)n, wait_ms) < 0 && errno != EINTR) {
+			// The store cannot serve any more: every rank is told at once, by its
+			// connection's end, rather than by its request's timeout.
+			for (size_t i = 0; i < server->n_connections; i++)
+				shutdown(server->connections[i].fd, SHUT_RDWR);
+			for (int l = 0; l < server->n_listeners; l++)
+				shutdown(server->listeners[l], SHUT_RDWR);
 			break;
+		}
 		now = f8_tcp_store_now();
 		char word[16];
 		if (polls[server->n_listeners].revents & POLLIN)

@@ -39,6 +39,7 @@
 #include <stdio.h>      // printf, snprintf
 #include <stdlib.h>     // setenv, unsetenv, exit
 #include <string.h>     // strstr, memcmp, memset
+#include <sys/resource.h> // getrlimit, setrlimit, RLIMIT_NOFILE
 #include <sys/socket.h> // socket, bind, connect, shutdown
 #include <sys/wait.h>   // waitpid
 #include <time.h>       // clock_gettime, nanosleep
@@ -795,6 +796,37 @@ static void test_keepalive(void) {
 	f8_tcp_store_destroy(store);
 }
 
+/*
+ * The server's thread failing (its poll refused: more descriptors than the process may have, by
+ * a limit lowered under it): the store's clients are told at once, by their connections' end,
+ * not at their requests' timeout (30 s here). In a process of its own (run_apart): the limit.
+ */
+static void test_server_failure(void) {
+	int port = free_port();
+	f8_tcp_store_options options = {.host = "127.0.0.1", .port = (uint16_t)port, .rank = 0,
+					.world = 1, .serve = true, .timeout = 30};
+	f8_tcp_store *store = NULL;
+	f8_diag diag = {0};
+	CHECK(f8_tcp_store_create(&options, &store, &diag) == F8_OK);
+	int64_t total = 0;
+	CHECK(store && f8_tcp_store_add(store, "counter", 1, &total, &diag) == F8_OK && total == 1);
+	// Fewer than the listener, the wake pipe and the connection the server polls: its next
+	// poll fails (EINVAL), after it answers the add below.
+	struct rlimit limit;
+	CHECK(!getrlimit(RLIMIT_NOFILE, &limit));
+	struct rlimit low = {.rlim_cur = 2, .rlim_max = limit.rlim_max};
+	CHECK(!setrlimit(RLIMIT_NOFILE, &low));
+	(void)f8_tcp_store_add(store, "counter", 1, &total, &diag); // served, or the end seen
+	double start = now_seconds();
+	f8_status status = f8_tcp_store_add(store, "counter", 1, &total, &diag);
+	double waited = now_seconds() - start;
+	CHECK(!setrlimit(RLIMIT_NOFILE, &limit));
+	printf("a request after the server's thread failed: %s after %.3f s: %s\n",
+	       status ? "refused" : "answered", waited, status ? diag.message : "");
+	CHECK(status == F8_ERR_IO && waited < 5);
+	f8_tcp_store_destroy(store);
+}
+
 /* 127.0.0.1:`port`, as getaddrinfo gives an address: into *entry, *address its storage. */
 static void local_entry(int port, struct sockaddr_in *address, struct addrinfo *entry,
 			struct addrinfo *next) {
@@ -882,6 +914,7 @@ int main(void) {
 	test_launch();
 	test_keepalive();
 	pid_t stalled_server = run_apart(test_stalled_server);
+	CHECK(finish_apart(run_apart(test_server_failure)));
 	test_stalled_client();
 	test_connect_list();
 	test_request_during_reply();
