@@ -591,9 +591,9 @@ f8_status f8_train_fill_input(const char *name, f8_rt_tensor *tensor, f8_diag *d
 static bool pipelined(const trainer *t);
 static f8_status check_ordered_messages(const trainer *t, f8_diag *diag);
 
-/* Before the model is made: whether this backend runs the pipeline's schedule (its messages
- * in posting order), so that a layout it cannot run is refused before the parameters take
- * the device's memory. */
+/* Before the model is made: whether the pipeline's schedule takes this step's micro-batches,
+ * and whether this backend runs it (its messages in posting order), so that a layout that
+ * cannot run is refused before the parameters take the device's memory. */
 static f8_status check_pipeline_layout(trainer *t, f8_diag *diag) {
 	t->chunks = 1;
 	if (!pipelined(t))
@@ -602,6 +602,15 @@ static f8_status check_pipeline_layout(trainer *t, f8_diag *diag) {
 	f8_status status = chunk_of ? f8_pipeline_chunks(t->graph, chunk_of, &t->chunks, diag)
 				    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	f8_free(chunk_of);
+	int64_t stages = t->graph->mesh[F8_MESH_AXIS_PP], m = t->micro_batches;
+	if (!status && t->chunks > 1 && m % stages) {
+		f8_diag_set(diag, F8_ERR_ARGUMENT, "the interleaved schedule runs the micro-batches in "
+			    "groups of the %lld pipeline stages, and a step has %lld a data-parallel "
+			    "rank", (long long)stages, (long long)m);
+		f8_diag_hint(diag, "make --global-batch-size / (--micro-batch-size x the data-parallel "
+			     "size) a multiple of --pipeline-model-parallel-size");
+		return F8_ERR_ARGUMENT;
+	}
 	return status ? status : check_ordered_messages(t, diag);
 }
 
@@ -856,15 +865,7 @@ static f8_status pipeline_order(const trainer *t, f8_stage_run *runs, uint32_t *
 		*contexts = f8_pipeline_1f1b_contexts(stages, stage, m);
 		return F8_OK;
 	}
-	if (m % stages) {
-		f8_diag_set(diag, F8_ERR_ARGUMENT, "the interleaved schedule runs the micro-batches in "
-			    "groups of the %lld pipeline stages, and a step has %lld a data-parallel "
-			    "rank", (long long)stages, (long long)m);
-		f8_diag_hint(diag, "make --global-batch-size / (--micro-batch-size x the data-parallel "
-			     "size) a multiple of --pipeline-model-parallel-size");
-		return F8_ERR_ARGUMENT;
-	}
-	f8_pipeline_interleaved(stages, stage, t->chunks, m, runs, contexts);
+	f8_pipeline_interleaved(stages, stage, t->chunks, m, runs, contexts); // m: checked
 	if (*contexts > F8_EXECUTOR_CONTEXTS_MAX)
 		return f8_diag_set(diag, F8_ERR_UNSUPPORTED, "the interleaved schedule would hold "
 				   "more than %d micro-batches in flight on stage %lld",

@@ -6,7 +6,8 @@
  *       every rank before the model is made (the backend never allocated a byte), the message
  *       naming the layout and the stages that would wait on each other, the hint the layouts
  *       that run (--global-batch-size 2, 1F1B);
- *   (b) over 2 micro-batches (every forward warm-up) it trains;
+ *   (b) over 2 micro-batches (every forward warm-up) it trains; over 3, not a multiple of the
+ *       stages, it is refused for that, before the check of (a) and the model;
  *   (c) so does 1F1B over 4.
  * The CPU backend's MPI matches by tag, so (b) and (c) run as they would anyway: what is held
  * here is which layouts the check lets through, and where the refusal comes.
@@ -38,18 +39,19 @@ static void listen(const f8_train_progress *progress, void *user) {
 /* The CPU backend's interface, but matching messages in posting order. */
 static f8_backend_interface ordered;
 
-/* One training step of gpt-tiny under PP 2 over `micro_batches` (micro-batches of 1),
- * interleaved with `virtual_layers` layers a chunk (0: 1F1B); its status, the diagnostic into
- * *diag, what the leader heard into *h and the most bytes the backend held into *peak. */
+/* One training step of gpt-tiny under PP 2 over `micro_batches` (micro-batches of 1; the step
+ * compiled for `compiled` of them, which the shard pass checks), interleaved with
+ * `virtual_layers` layers a chunk (0: 1F1B); its status, the diagnostic into *diag, what the
+ * leader heard into *h and the most bytes the backend held into *peak. */
 static f8_status train(const char *model, const char *data, f8_dist *dist,
-		       const f8_dist_launch *launch, int64_t micro_batches, int64_t virtual_layers,
-		       heard *h, uint64_t *peak, f8_diag *diag) {
+		       const f8_dist_launch *launch, int64_t micro_batches, int64_t compiled,
+		       int64_t virtual_layers, heard *h, uint64_t *peak, f8_diag *diag) {
 	*h = (heard){0};
 	f8_diag_clear(diag);
 	f8_parallel_options parallel = {.world = launch->world, .pipeline = 2,
 					.virtual_stage_layers = virtual_layers,
 					.stage = launch->rank, .micro_batch = 1,
-					.global_batch = micro_batches};
+					.global_batch = compiled};
 	f8_train_config run = {.model = model, .data = data, .data_format = F8_TOKEN_FORMAT_AUTO,
 			       .split = {9, 1}, .n_split = 2, .micro_batch_size = 1,
 			       .global_batch_size = micro_batches, .seq_length = 16,
@@ -101,7 +103,7 @@ int main(int argc, char **argv) {
 	heard h;
 	uint64_t peak;
 	if (dist) {
-		f8_status status = train(argv[1], data, dist, &launch, 4, 1, &h, &peak, &diag);
+		f8_status status = train(argv[1], data, dist, &launch, 4, 4, 1, &h, &peak, &diag);
 		CHECK(status == F8_ERR_UNSUPPORTED && h.steps == 0 && peak == 0);
 		CHECK(strstr(diag.message, "the interleaved schedule of 2 pipeline stages of 2 model "
 					   "chunks each over 4 micro-batches: point-to-point "
@@ -113,12 +115,18 @@ int main(int argc, char **argv) {
 					"data-parallel rank), the 1F1B schedule") != NULL);
 		printf("rank %lld, (a) interleaved over 4: %s\nHINT: %s\n", (long long)launch.rank,
 		       diag.message, diag.hint);
-		status = train(argv[1], data, dist, &launch, 2, 1, &h, &peak, &diag);
+		// Compiled for 2, run over 3: the training loop's own check, before the message
+		// check's (which takes the micro-batches in groups of the stages) and the model.
+		status = train(argv[1], data, dist, &launch, 3, 2, 1, &h, &peak, &diag);
+		CHECK(status == F8_ERR_ARGUMENT && h.steps == 0 && peak == 0 &&
+		      strstr(diag.message, "groups of the 2 pipeline stages, and a step has 3") != NULL);
+		printf("rank %lld, interleaved over 3: %s\n", (long long)launch.rank, diag.message);
+		status = train(argv[1], data, dist, &launch, 2, 2, 1, &h, &peak, &diag);
 		CHECK(status == F8_OK && peak > 0 &&
 		      (launch.rank > 0 || (h.steps == 1 && isfinite(h.loss))));
 		if (status)
 			f8_diag_print(&diag, stdout);
-		status = train(argv[1], data, dist, &launch, 4, 0, &h, &peak, &diag);
+		status = train(argv[1], data, dist, &launch, 4, 4, 0, &h, &peak, &diag);
 		CHECK(status == F8_OK && (launch.rank > 0 || (h.steps == 1 && isfinite(h.loss))));
 		if (status)
 			f8_diag_print(&diag, stdout);
