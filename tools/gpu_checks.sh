@@ -236,7 +236,8 @@ for folder_name in plans bench memory convergence; do
 	[ -d "$carry/$folder_name" ] && packed="$packed $folder_name"
 done
 # shellcheck disable=SC2086 # the folders' names are words
-tar -C "$carry" -cJf "$carry/plans.tar.xz" $packed && (cd "$carry" && rm -rf $packed)
+tar -C "$carry" -cJf "$carry/plans.tar.xz" $packed # set -e stops here if it fails
+(cd "$carry" && rm -rf $packed)
 
 cat >"$carry/run.sh" <<'RUN'
 #!/bin/sh
@@ -247,7 +248,10 @@ out=${OUT:-$PWD/out}
 mkdir -p "$out" /tmp/f8c-libs
 tar -C /tmp/f8c-libs -xJf "$here/libs.tar.xz"
 # plans/, bench/, memory/, convergence/ (a carry made by gpu_ab.sh has its plans unpacked)
-[ -f "$here/plans.tar.xz" ] && tar -C "$here" -xJf "$here/plans.tar.xz"
+if [ -f "$here/plans.tar.xz" ] && ! tar -C "$here" -xJf "$here/plans.tar.xz"; then
+	echo "run.sh: the plans could not be unpacked in $here" >&2
+	exit 1
+fi
 export LD_LIBRARY_PATH=/tmp/f8c-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 summary=$out/summary.txt
 {

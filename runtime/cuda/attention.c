@@ -97,7 +97,7 @@ typedef struct attention_plan {
 	attention_key key;
 	f8_cudnn_graph graph;
 	char node[F8_DIAG_NODE_MAX + 16]; // the node being planned or run, for messages
-	char shape[320];
+	char shape[512];
 	// The by-value scalars, bound by address: they live as long as the plan.
 	float scale, negative_infinity, one;
 	int32_t seq_q, seq_kv;

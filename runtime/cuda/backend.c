@@ -232,6 +232,9 @@ static void release_prepared(cuda_backend *cuda) {
 	}
 	cuda->n_recordings = 0;
 	cuda->capturing = NULL;
+	if (cuda->gemms) // what prepare counted, as the others below
+		f8_backend_count(&cuda->base, f8_cuda_gemms_device_bytes(cuda->gemms), false);
+	f8_backend_count(&cuda->base, f8_cuda_attention_device_bytes(cuda->attention), false);
 	f8_cuda_gemms_destroy(cuda->gemms);
 	cuda->gemms = NULL;
 	f8_backend_count(&cuda->base, f8_cuda_ring_attention_device_bytes(cuda->rings), false);
@@ -421,19 +424,19 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 				if (launch->kernel->params[p].kind == F8_KERNEL_PARAM_TABLE)
 					launch->table_at[p] += cuda->tables;
 		}
+	// Each library's bytes counted as soon as it holds them: release_prepared takes them off.
 	if (!status && graph_has(graph, is_gemm))
 		status = f8_cuda_gemms_create(graph, symbol_values, cuda->stream, &cuda->gemms, diag);
+	if (cuda->gemms)
+		f8_backend_count(&cuda->base, f8_cuda_gemms_device_bytes(cuda->gemms), true);
 	if (!status && graph_has(graph, is_attention))
 		status = f8_cuda_attention_create(graph, symbol_values, cuda->stream,
 						  cuda->options.deterministic, cuda->options.dist,
 						  &cuda->attention, diag);
+	f8_backend_count(&cuda->base, f8_cuda_attention_device_bytes(cuda->attention), true);
 	if (!status && graph_has(graph, is_ring))
 		status = f8_cuda_ring_attention_create(graph, cuda->attention, cuda->collectives,
 						       cuda->stream, &cuda->rings, diag);
-	if (!status && cuda->gemms)
-		f8_backend_count(&cuda->base, f8_cuda_gemms_device_bytes(cuda->gemms), true);
-	if (!status && cuda->attention)
-		f8_backend_count(&cuda->base, f8_cuda_attention_device_bytes(cuda->attention), true);
 	return status;
 }
 

@@ -92,7 +92,8 @@ f8_status f8_cuda_collectives_run(f8_cuda_collectives *collectives, f8_node_id n
  * `axes`: with `gather`, every rank's `part` ((b, h, rows, d) at `part_at`: chunks r and
  * 2R - 1 - r of the sequence, R the group's ranks) all-gathered into the whole sequence in
  * order, (b, h, R rows, d) at `whole_at`; else every rank's whole (a gradient) summed and
- * reduce-scattered back into the parts. Queued on `stream`.
+ * reduce-scattered back into the parts. Queued on `stream`. `collectives` must not be NULL:
+ * a group without one holds the whole sequence already.
  */
 f8_status f8_cuda_collectives_sequence(f8_cuda_collectives *collectives, uint32_t axes,
 				       bool gather, const f8_tensor_view *part, CUdeviceptr part_at,

@@ -106,6 +106,8 @@ static f8_status merge_magnitude(const f8_graph *graph, const f8_node *node,
 			      f8_rt_tensor_get(target, r));
 		counted++;
 	}
+	if (!isfinite(total)) // a non-finite term: no bound from it (the result must match as is)
+		total = 0;
 	bool mean = strcmp(f8_node_attr_string(node, "reduction", "mean"), "mean") == 0;
 	f8_status status = f8_rt_tensor_create(F8_DTYPE_F32, 1, &one, out, diag);
 	if (!status)

@@ -32,7 +32,8 @@
  *     ReduceSum (a bias gradient) likewise, M the sum of its input's magnitudes over the
  *     reduced elements: a term computed in the group (a GELU gradient in f32, then rounded to
  *     bf16) may round the other way than the reference's double, by one ulp of its own, and
- *     the sum of terms of both signs is far smaller than their magnitudes. So is a
+ *     the sum of terms of both signs is far smaller than their magnitudes (only a ReduceSum
+ *     of terms its group computes: one of a kernel's inputs has terms that round alike). So is a
  *     CrossEntropyMerge's reduced loss (sum or mean), M its rows' |lse - target| summed (and
  *     divided likewise): the tests' random rows have both signs, and the f32 sum of them carries
  *     their error, not the result's.
@@ -86,8 +87,10 @@ static inline bool case_is_column_sum(const f8_graph *graph, f8_value_id value) 
 	if (producer == F8_NONE)
 		return false;
 	const f8_node *node = &graph->nodes[producer];
-	if (node->op == F8_OP_REDUCE_SUM)
-		return true;
+	if (node->op == F8_OP_REDUCE_SUM) { // of terms computed in the group: else no term rounds
+		f8_node_id in = graph->values[node->inputs[0]].producer;
+		return in != F8_NONE && graph->nodes[in].group == node->group;
+	}
 	if (node->op == F8_OP_CROSS_ENTROPY_MERGE)
 		return node->outputs[0] == value &&
 		       strcmp(f8_node_attr_string(node, "reduction", "mean"), "none") != 0;
