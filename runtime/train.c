@@ -82,6 +82,7 @@ typedef struct trainer {
 	f8_rt_tensor *flight_tokens, *flight_labels; // (n_flight)
 	uint32_t n_flight, chunks;
 	f8_stage_run *runs; // (2 micro_batches chunks) this stage's order, made at set-up
+	uint8_t *chunk_of;  // (graph's nodes) each node's model chunk, under pipelining
 	// An export's attention_mask and position_ids inputs, F8_NONE where the model has none,
 	// and what every micro-batch gives them (a contiguous window: no padding, positions 0..)
 	f8_value_id inputs_fixed[2];
@@ -598,10 +599,9 @@ static f8_status check_pipeline_layout(trainer *t, f8_diag *diag) {
 	t->chunks = 1;
 	if (!pipelined(t))
 		return F8_OK;
-	uint8_t *chunk_of = f8_malloc(t->graph->n_nodes + 1);
-	f8_status status = chunk_of ? f8_pipeline_chunks(t->graph, chunk_of, &t->chunks, diag)
-				    : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	f8_free(chunk_of);
+	t->chunk_of = f8_malloc(t->graph->n_nodes + 1); // set_up_pipeline's too
+	f8_status status = t->chunk_of ? f8_pipeline_chunks(t->graph, t->chunk_of, &t->chunks, diag)
+				       : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
 	int64_t stages = t->graph->mesh[F8_MESH_AXIS_PP], m = t->micro_batches;
 	if (!status && t->chunks > 1 && m % stages) {
 		f8_diag_set(diag, F8_ERR_ARGUMENT, "the interleaved schedule runs the micro-batches in "
@@ -937,20 +937,16 @@ static bool pipelined(const trainer *t) {
 	return t->graph->mesh[F8_MESH_AXIS_PP] > 1 && !t->config->observe;
 }
 
-/* Before the first step, for the pipeline's schedule: the stage's model chunks, the
- * executor's contexts of the micro-batches in flight and their host batches. */
+/* Before the first step, for the pipeline's schedule: the stage's model chunks (as
+ * check_pipeline_layout found them), the executor's contexts of the micro-batches in flight and
+ * their host batches. */
 static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
-	t->chunks = 1;
 	if (!pipelined(t))
 		return F8_OK;
-	const f8_graph *graph = t->graph;
-	uint8_t *chunk_of = f8_malloc(graph->n_nodes + 1);
 	uint32_t contexts = 1;
-	f8_status status = chunk_of ? F8_OK : f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	if (!status)
-		status = f8_pipeline_chunks(graph, chunk_of, &t->chunks, diag);
-	if (!status && t->chunks > 1)
-		status = f8_executor_set_chunks(t->executor, chunk_of, t->chunks, diag);
+	f8_status status = F8_OK; // the chunks: check_pipeline_layout's
+	if (t->chunks > 1)
+		status = f8_executor_set_chunks(t->executor, t->chunk_of, t->chunks, diag);
 	if (!status && !(t->runs = f8_calloc((size_t)(2 * t->micro_batches * t->chunks),
 					     sizeof *t->runs)))
 		status = f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
@@ -960,7 +956,6 @@ static f8_status set_up_pipeline(trainer *t, f8_diag *diag) {
 		status = f8_executor_set_contexts(t->executor, contexts, diag);
 	if (!status)
 		status = make_flight(t, contexts, diag);
-	f8_free(chunk_of);
 	return status;
 }
 
@@ -1377,6 +1372,7 @@ f8_status f8_train_run(const f8_train_config *config, f8_train_callback callback
 	}
 	f8_free(t.flight_tokens);
 	f8_free(t.runs);
+	f8_free(t.chunk_of);
 	f8_free(t.flight_labels);
 	f8_rt_tensor_destroy(&t.fixed_batch[0]);
 	f8_rt_tensor_destroy(&t.fixed_batch[1]);

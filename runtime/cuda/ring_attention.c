@@ -234,7 +234,7 @@ f8_status f8_cuda_ring_attention_run(f8_cuda_ring_attention *rings, f8_node_id i
 			status = f8_cuda_attention_run_ring_call(rings->attention, id, i, in, out,
 								 diag);
 	}
-	int64_t whole_rows = over ? ranks * rows : rows;
+	int64_t whole_rows = ranks * rows; // without NCCL one rank's: ranks is 1 (checked above)
 	CUdeviceptr first = buffer + gathered, second = first + k_whole + v_whole;
 	if (!status && calls == 2)
 		status = sum_calls(rings, kv->dtype, slabs, whole_rows, head_dim, keys, first, second,
