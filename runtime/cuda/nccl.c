@@ -77,7 +77,11 @@ static f8_status split_made(f8_nccl *nccl, ncclComm_t *made, ncclResult_t result
 		sched_yield();
 	}
 	f8_dist_waiting(nccl->dist, NULL, 0);
-	return settle(nccl, *made, ncclInProgress, "ncclCommSplit", axes, diag);
+	f8_status status = settle(nccl, *made, ncclInProgress, "ncclCommSplit", axes, diag);
+	// The parent stays busy until its side of the split returns: a next split on it before
+	// then fails with "Attempt to use communicator before the previous operation returned
+	// ncclSuccess" (an H100 run of 2026-12-07, 22:51 UTC, on the second of 31 splits).
+	return status ? status : settle(nccl, nccl->world, ncclInProgress, "ncclCommSplit", axes, diag);
 }
 
 static ncclConfig_t config_of(void) {
@@ -352,8 +356,9 @@ f8_status f8_nccl_synchronize(f8_nccl *nccl, CUstream stream, const char *what, 
 		return status;
 	CUresult result = f8_cuda_api.cuEventRecord(done, stream);
 	f8_dist_waiting(nccl->dist, what, WORLD);
-	while (result == CUDA_SUCCESS &&
-	       (result = f8_cuda_api.cuEventQuery(done)) == CUDA_ERROR_NOT_READY) {
+	if (result == CUDA_SUCCESS)
+		result = f8_cuda_api.cuEventQuery(done);
+	for (; result == CUDA_ERROR_NOT_READY; result = f8_cuda_api.cuEventQuery(done)) {
 		ncclComm_t comm;
 		uint32_t axes;
 		ncclResult_t error = async_error(nccl, &comm, &axes);
