@@ -81,7 +81,9 @@ static f8_status split_made(f8_nccl *nccl, ncclComm_t *made, ncclResult_t result
 	// The parent stays busy until its side of the split returns: a next split on it before
 	// then fails with "Attempt to use communicator before the previous operation returned
 	// ncclSuccess" (an H100 run of 2026-12-07, 22:51 UTC, on the second of 31 splits).
-	return status ? status : settle(nccl, nccl->world, ncclInProgress, "ncclCommSplit", axes, diag);
+	if (!status)
+		status = settle(nccl, nccl->world, ncclInProgress, "ncclCommSplit", axes, diag);
+	return status;
 }
 
 static ncclConfig_t config_of(void) {
