@@ -322,6 +322,9 @@ typedef struct f8_kernel {
 	// loop whose trip count is not a product of sizes: a loop over 64x64 tiles names the
 	// tensor's dims and 4096, and the launcher sizes its grid as if by tiles.
 	uint32_t grid_divisor;
+	// On the GPU, how many blocks of F8_LLVM_GPU_THREADS an SM should hold at least (NVPTX's
+	// minctasm: ptxas caps the registers to fit them); 0: ptxas's choice.
+	uint32_t min_blocks_per_sm;
 	// The builder's state: the insertion point (the innermost open loop's statement index,
 	// F8_KIR_NONE at the top level) and the first failure of an id-returning builder.
 	uint32_t current;

@@ -714,6 +714,8 @@ static f8_status declare_kernel(lowering *l) {
 		LLVMSetFunctionCallConv(l->function, PTX_KERNEL_CALLING_CONV);
 		annotate(l, "kernel", 1);
 		annotate(l, "maxntidx", F8_LLVM_GPU_THREADS); // what the reductions assume; lets ptxas plan
+		if (k->min_blocks_per_sm)
+			annotate(l, "minctasm", k->min_blocks_per_sm);
 	} else {
 		char *name = suffixed(k->name, ".body");
 		if (!name) {

@@ -587,5 +587,14 @@ f8_status f8_lower_family_group(const f8_graph *graph, uint32_t group, f8_node_i
 			     "first member");
 		return F8_ERR_INVALID;
 	}
-	return families[family].lower(graph, group, members, n_members, out, diag);
+	f8_status status = families[family].lower(graph, group, members, n_members, out, diag);
+	// A GELU (or SwiGLU) gradient with its E5M2 cast-transpose and bias partials takes 111
+	// registers, two blocks an SM, and ncu found it issue-bound at a quarter of the warps; at
+	// three blocks ptxas fits it in 80 with no spills (GPT-1.3B's plan). Measured on an H100
+	// (2026-12-07 22:52 UTC, tools/bench_gpu.md): GPT-1.3B's 24 GELU gradients a step 20.9 ->
+	// 17.9 ms. LayerNormGrad's would spill at 80 (644 bytes), so it keeps ptxas's choice.
+	for (uint32_t i = 0; !status && family == F8_KERNEL_FAMILY_ACTIVATION_GRAD &&
+			     i < out->n_launches; i++)
+		out->launches[i].kernel->min_blocks_per_sm = 3;
+	return status;
 }

@@ -941,6 +941,8 @@ static void check_ptx(const f8_kernel *const *kernels, uint32_t n) {
 		return;
 	for (uint32_t k = 0; k < n; k++) {
 		CHECK(entry_has(ptx, kernels[k]->name, ".maxntid 256"));
+		CHECK(entry_has(ptx, kernels[k]->name, ".minnctapersm 3") ==
+		      (kernels[k]->min_blocks_per_sm == 3));
 		bool blocks = strcmp(kernels[k]->name, "softmax") == 0 ||
 			      strcmp(kernels[k]->name, "gather") == 0 ||
 			      strncmp(kernels[k]->name, "cast_", 5) == 0;
@@ -1168,6 +1170,10 @@ int main(int argc, char **argv) {
 		check_gather();
 		check_refusals();
 		check_allocation_failure(all);
+		// One kernel asks for three blocks an SM (the GELU gradients' minctasm): the PTX
+		// says so for it alone. Set after the host runs, which ignore it.
+		for (uint32_t k = 0; k < N_KERNELS; k++)
+			kernels[k]->min_blocks_per_sm = strcmp(kernels[k]->name, "arith") == 0 ? 3 : 0;
 		check_ptx(all, N_KERNELS);
 		check_pointer_rows();
 	}
