@@ -68,6 +68,7 @@ struct ncclComm {
 
 /* A split's new communicator, written into the caller's pointer at its tick. */
 typedef struct pending_split {
+	ncclComm_t parent;
 	ncclComm_t *where;
 	ncclComm_t made;
 	long at;
@@ -183,7 +184,8 @@ static ncclResult_t fake_split(ncclComm_t parent, int color, int key, ncclComm_t
 		return ncclSystemError;
 	parent->ready_at = written + draw(1, 8);
 	parent_outlived += parent->ready_at > child->ready_at;
-	pending[n_pending++] = (pending_split){.where = out, .made = child, .at = written};
+	pending[n_pending++] =
+		(pending_split){.parent = parent, .where = out, .made = child, .at = written};
 	return ncclInProgress;
 }
 
@@ -222,12 +224,17 @@ static ncclResult_t fake_destroy(ncclComm_t comm) {
 	return ncclSuccess;
 }
 
-/* NCCL aborts a communicator in any state, busy or failed; only once. */
+/* NCCL aborts a communicator in any state, busy or failed; only once. A split of it still in
+ * flight is aborted too (ncclGroupJobAbort) and writes no pointer: the caller's memory may be
+ * freed next. */
 static ncclResult_t fake_abort(ncclComm_t comm) {
 	if (!comm || comm->destroyed || comm->aborted) {
 		misuse("ncclCommAbort on a communicator that is gone");
 		return ncclInvalidArgument;
 	}
+	for (int i = 0; i < n_pending; i++)
+		if (pending[i].parent == comm)
+			pending[i--] = pending[--n_pending];
 	comm->aborted = true;
 	ended(comm);
 	return ncclSuccess;
@@ -446,7 +453,7 @@ static void check_synchronize_waits(void) {
 		event_not_ready = not_ready;
 		f8_status status = f8_nccl_synchronize(nccl, the_stream, "the step", &diag);
 		if (status)
-			printf("synchronize with %d queries not ready: %s\n", not_ready, diag.message);
+			printf("synchronize, %d queries not ready: %s\n", not_ready, diag.message);
 		CHECK(!status);
 	}
 	CHECK(events_live == 0);
