@@ -29,10 +29,11 @@ static f8_status failed(f8_nccl *nccl, ncclComm_t comm, ncclResult_t result, con
 	char group[32];
 	const char *last = f8_cuda_api.ncclGetLastError(comm);
 	nccl->failed = true;
-	return f8_diag_set(diag, F8_ERR_IO, "NCCL's %s over group %s failed: %s%s%s", call,
+	bool said = last && *last;
+	return f8_diag_set(diag, F8_ERR_IO, "NCCL's %s over group %s failed: %s%s%s%s", call,
 			   axes == WORLD ? "world" : f8_mesh_group_name(axes, group, sizeof group),
-			   f8_cuda_api.ncclGetErrorString(result), last && *last ? " (" : "",
-			   last && *last ? last : "");
+			   f8_cuda_api.ncclGetErrorString(result), said ? " (" : "",
+			   said ? last : "", said ? ")" : "");
 }
 
 /* A non-blocking communicator's call to its end: while NCCL answers ncclInProgress, its state is

@@ -519,7 +519,7 @@ static void check_async_error(void) {
 	printf("an asynchronous error: %s\n", diag.message);
 	CHECK(status == F8_ERR_IO);
 	CHECK(strstr(diag.message, name) && strstr(diag.message, "the step's gradients") &&
-	      strstr(diag.message, "went away"));
+	      strstr(diag.message, "went away)")); // NCCL's last error, in closed brackets
 	bool all_aborted = true;
 	for (int i = 0; i < n_comms; i++)
 		all_aborted &= comms[i].aborted && !comms[i].destroyed;
