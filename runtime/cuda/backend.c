@@ -16,7 +16,8 @@
 #include "runtime/cuda/driver.h"     // f8_cuda_*
 #include "runtime/cuda/gemm.h"       // f8_cuda_gemms
 #include "runtime/cuda/ring_attention.h" // f8_cuda_ring_attention
-#include "runtime/cuda/libraries.h"  // f8_cuda_load
+#include "runtime/cuda/libraries.h"  // f8_cuda_load, f8_cuda_api
+#include "runtime/cuda/overlap.h"    // f8_cuda_overlap, f8_cuda_access
 #include "runtime/cuda/profile.h"    // f8_cuda_profile
 #include "runtime/executor.h"        // F8_EXECUTOR_CONTEXTS_MAX
 
@@ -99,6 +100,14 @@ typedef struct cuda_backend {
 	// NCCL's collectives, made at the first prepare (NULL: every collective is a copy).
 	f8_cuda_collectives *collectives;
 	bool collectives_made;
+	// The communication stream and what is pending on it (the block before wait_slot says
+	// why): 0 when every collective runs on `stream` (no NCCL, F8C_CUDA_SYNC, --profile).
+	CUstream comm_stream;
+	CUevent forked;            // recorded on `stream` before a collective; comm_stream waits
+	CUevent *comm_done;        // (n_comm_done) recorded after a collective, by pending's slot
+	uint32_t n_comm_done;
+	f8_cuda_overlap pending;   // the collectives `stream` has not waited for yet
+	f8_cuda_access access;     // what the work being queued reads and writes
 	char range[RANGE_MAX];     // the NVTX range open now ("layers.3 bwd"), or ""
 	char families[F8_KERNEL_FAMILY_COUNT][40]; // the profile's categories of the groups
 } cuda_backend;
@@ -174,11 +183,71 @@ static f8_status memory_of(const f8_tensor_view *view, CUdeviceptr *out, f8_diag
 	return F8_OK;
 }
 
+/*
+ * Collectives over NCCL run on a stream of their own, the communication stream, so that a
+ * data-parallel bucket's reduce-scatter runs while the rest of the backward computes, and a
+ * pipeline's send or receive while the stage computes (Megatron-LM and PyTorch's DDP keep
+ * their NCCL calls on side streams for this). Each collective forks from the main stream (an
+ * event recorded there, waited on by the communication stream: it sees everything queued
+ * before it) and records a "done" event after itself. The collectives keep the order they
+ * were issued in, one stream for all, which every rank issues alike: NCCL needs a
+ * communicator's calls in the same order on every rank, and the staging buffer and the held
+ * sends (runtime/cuda/collectives.c) are used by one stream at a time. The main stream waits
+ * (runtime/cuda/overlap.h) before queuing anything that touches what a pending collective
+ * writes, or writes what it reads: by address, since the planner reuses memory. It waits for
+ * all of them at the joins: synchronize, a read back to the host, a run's end (a CUDA graph's
+ * capture must rejoin every stream it forked before it ends) and begin, and before the
+ * all-to-all, ring attention and GroupedLinear, which use NCCL or the staging buffer on the main
+ * stream or read counts to the host. Event fork and join is what stream capture follows, so a
+ * captured run replays the same overlap. F8C_CUDA_SYNC and --profile time or check each call
+ * on the main stream: the overlap is off there, as it is without NCCL.
+ */
+
+/* The main stream waits for the collective whose done event is in `slot`, and so for every
+ * collective issued before it. */
+static f8_status wait_slot(cuda_backend *cuda, uint32_t slot, f8_diag *diag) {
+	return f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(cuda->stream, cuda->comm_done[slot], 0),
+			     "cuStreamWaitEvent", diag);
+}
+
+/* A join: the main stream waits for every pending collective. */
+static f8_status join_collectives(cuda_backend *cuda, f8_diag *diag) {
+	uint32_t slot;
+	return f8_cuda_overlap_take_all(&cuda->pending, &slot) ? wait_slot(cuda, slot, diag)
+							       : F8_OK;
+}
+
+/* The main stream waits for the pending collectives that cuda->access conflicts with. */
+static f8_status wait_for_access(cuda_backend *cuda, f8_diag *diag) {
+	uint32_t slot;
+	return f8_cuda_overlap_take(&cuda->pending, &cuda->access, &slot)
+		       ? wait_slot(cuda, slot, diag) : F8_OK;
+}
+
+/* Adds a view's bytes to cuda->access: what is read (or written, `write`). */
+static f8_status access_view(cuda_backend *cuda, bool write, const f8_tensor_view *view,
+			     f8_diag *diag) {
+	CUdeviceptr at = address_of(view);
+	return at ? f8_cuda_access_add(&cuda->access, write, at, view->n_bytes, diag) : F8_OK;
+}
+
+/* Before the main stream reads (or writes, `write`) one view. */
+static f8_status wait_for_view(cuda_backend *cuda, bool write, const f8_tensor_view *view,
+			       f8_diag *diag) {
+	if (!cuda->pending.n_entries)
+		return F8_OK;
+	f8_cuda_access_clear(&cuda->access);
+	f8_status status = access_view(cuda, write, view, diag);
+	return status ? status : wait_for_access(cuda, diag);
+}
+
 static f8_status upload(f8_backend *backend, const f8_tensor_view *to, const void *from,
 			f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
 	CUdeviceptr address;
 	f8_status status = memory_of(to, &address, diag);
+	if (!status)
+		status = wait_for_view(cuda, true, to, diag);
 	if (!status && to->n_bytes)
 		status = f8_cuda_copy_to_device_async(address, from, to->n_bytes, cuda->stream, diag);
 	if (!status && to->n_bytes) // the host memory is the caller's again on return
@@ -191,6 +260,8 @@ static f8_status download(f8_backend *backend, const f8_tensor_view *from, void 
 	cuda_backend *cuda = cuda_of(backend);
 	CUdeviceptr address;
 	f8_status status = memory_of(from, &address, diag);
+	if (!status) // a read back to the host: a join
+		status = join_collectives(cuda, diag);
 	if (!status && from->n_bytes)
 		status = f8_cuda_copy_to_host_async(to, address, from->n_bytes, cuda->stream, diag);
 	if (!status && from->n_bytes)
@@ -202,6 +273,8 @@ static f8_status zero(f8_backend *backend, const f8_tensor_view *view, f8_diag *
 	cuda_backend *cuda = cuda_of(backend);
 	CUdeviceptr address;
 	f8_status status = memory_of(view, &address, diag);
+	if (!status)
+		status = wait_for_view(cuda, true, view, diag);
 	if (!status && view->n_bytes)
 		status = f8_cuda_memset_async(address, 0, view->n_bytes, cuda->stream, diag);
 	return status;
@@ -350,6 +423,19 @@ static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph
 	return NULL;
 }
 
+/* The communication stream and its fork event, once NCCL's collectives are made: not with
+ * F8C_CUDA_SYNC or --profile, which check or time each call on the main stream. */
+static f8_status comm_stream_create(cuda_backend *cuda, f8_diag *diag) {
+	if (!cuda->collectives || cuda->sync_each || cuda->options.profile || cuda->comm_stream)
+		return F8_OK;
+	f8_status status = f8_cuda_check(f8_cuda_api.cuEventCreate(&cuda->forked,
+								  CU_EVENT_DISABLE_TIMING),
+					 "cuEventCreate", diag);
+	if (!status)
+		status = f8_cuda_stream_create(&cuda->comm_stream, diag);
+	return status;
+}
+
 static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 			 const int64_t *symbol_values, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
@@ -369,6 +455,9 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 			return made;
 		cuda->collectives_made = true;
 	}
+	f8_status status = comm_stream_create(cuda, diag);
+	if (status)
+		return status;
 	cuda->no_graphs = why_no_graphs(cuda, graph);
 	cuda->graphs = !cuda->no_graphs;
 	uint32_t most_params = 1, most_operands = 1;
@@ -387,7 +476,6 @@ static f8_status prepare(f8_backend *backend, const f8_graph *graph,
 	cuda->groups = f8_calloc(plan->n_groups + 1, sizeof *cuda->groups);
 	if (!cuda->args || !cuda->pointers || !cuda->inputs || !cuda->outputs || !cuda->groups)
 		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
-	f8_status status = F8_OK;
 	uint64_t **scratch_at = f8_calloc(plan->n_groups + 1, sizeof *scratch_at);
 	uint64_t *shared = f8_calloc(plan->n_groups + 1, sizeof *shared);
 	if (!scratch_at || !shared)
@@ -581,6 +669,132 @@ static f8_status checked(cuda_backend *cuda, f8_node_id node, const char *what, 
 	return status;
 }
 
+/* Before the main stream queues group `g`'s launches: it waits for the pending collectives
+ * they conflict with, by the values its launches bind (their IN parameters and table columns
+ * read, the others written; the scratch and the tables are no collective's). */
+static f8_status wait_for_group(cuda_backend *cuda, uint32_t g, const f8_tensor_view *views,
+				f8_diag *diag) {
+	if (!cuda->pending.n_entries)
+		return F8_OK;
+	f8_cuda_access_clear(&cuda->access);
+	const f8_plan_group *record = &cuda->plan->groups[g];
+	f8_status status = F8_OK;
+	for (uint32_t l = 0; !status && l < record->n_launches; l++) {
+		const f8_plan_kernel *kernel = cuda->groups[g].launches[l].kernel;
+		for (uint32_t p = 0; !status && p < kernel->n_params; p++) {
+			const f8_plan_arg *arg = &record->launches[l].args[p];
+			f8_kernel_param_kind kind = kernel->params[p].kind;
+			if (kind == F8_KERNEL_PARAM_TABLE) {
+				const f8_plan_table *table = arg->table;
+				size_t n = (size_t)table->n_rows * table->n_columns;
+				for (size_t i = 0; !status && i < n; i++)
+					if (table->values[i] != F8_NONE)
+						status = access_view(
+							cuda,
+							table->columns[i % table->n_columns] !=
+								F8_KERNEL_PARAM_IN,
+							&views[table->values[i]], diag);
+			} else if (kind != F8_KERNEL_PARAM_SIZE && arg->scratch == F8_NONE &&
+				   arg->value != F8_NONE) {
+				status = access_view(cuda, kind != F8_KERNEL_PARAM_IN,
+						     &views[arg->value], diag);
+			}
+		}
+	}
+	return status ? status : wait_for_access(cuda, diag);
+}
+
+/* A node's operands into cuda->access: its inputs read, its outputs written. */
+static f8_status node_access(cuda_backend *cuda, const f8_node *node,
+			     const f8_tensor_view *views, f8_diag *diag) {
+	f8_cuda_access_clear(&cuda->access);
+	f8_status status = F8_OK;
+	for (uint32_t j = 0; !status && j < node->n_inputs; j++)
+		if (node->inputs[j] != F8_NONE)
+			status = access_view(cuda, false, &views[node->inputs[j]], diag);
+	for (uint32_t j = 0; !status && j < node->n_outputs; j++)
+		status = access_view(cuda, true, &views[node->outputs[j]], diag);
+	return status;
+}
+
+/* Before the main stream queues a node outside the groups (a library call, a copy, a
+ * collective of one rank). A GroupedLinear reads its counts to the host: a join. */
+static f8_status wait_for_node(cuda_backend *cuda, const f8_node *node,
+			       const f8_tensor_view *views, f8_diag *diag) {
+	if (!cuda->pending.n_entries)
+		return F8_OK;
+	if (is_grouped(node))
+		return join_collectives(cuda, diag);
+	f8_status status = node_access(cuda, node, views, diag);
+	return status ? status : wait_for_access(cuda, diag);
+}
+
+/* The done event of `slot`, made the first time the slot is used (a run's pending collectives
+ * are alike from run to run, so a captured run finds its events made by the run before it). */
+static f8_status comm_done_event(cuda_backend *cuda, uint32_t slot, f8_diag *diag) {
+	if (slot < cuda->n_comm_done)
+		return F8_OK;
+	CUevent *events = f8_realloc(cuda->comm_done, (slot + 1) * sizeof *events);
+	if (!events)
+		return f8_diag_set(diag, F8_ERR_NOMEM, "out of memory");
+	cuda->comm_done = events;
+	f8_status status = F8_OK;
+	for (; !status && cuda->n_comm_done <= slot; cuda->n_comm_done += !status)
+		status = f8_cuda_check(f8_cuda_api.cuEventCreate(&events[cuda->n_comm_done],
+								  CU_EVENT_DISABLE_TIMING),
+				       "cuEventCreate", diag);
+	return status;
+}
+
+/* The communication stream waits for what the main stream has queued so far. */
+static f8_status comm_fork(cuda_backend *cuda, f8_diag *diag) {
+	f8_status status = f8_cuda_check(f8_cuda_api.cuEventRecord(cuda->forked, cuda->stream),
+					 "cuEventRecord", diag);
+	if (!status)
+		status = f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(cuda->comm_stream,
+								     cuda->forked, 0),
+				       "cuStreamWaitEvent", diag);
+	return status;
+}
+
+/*
+ * Queues collective node `id` (or, with F8_NONE, the held sends: a flush) on the
+ * communication stream, forked from the main stream, and adds it to the pending collectives
+ * with what it reads and writes (cuda->inputs and cuda->outputs hold its operands). Whatever
+ * it queued before a failure is pending too, so that the joins wait for it.
+ */
+static f8_status comm_issue(cuda_backend *cuda, f8_node_id id, uint32_t axes,
+			    const f8_tensor_view *views, f8_diag *diag) {
+	f8_status status = F8_OK;
+	if (id != F8_NONE)
+		status = node_access(cuda, &cuda->graph->nodes[id], views, diag);
+	else
+		f8_cuda_access_clear(&cuda->access);
+	uint32_t slot = f8_cuda_overlap_free_slot(&cuda->pending);
+	if (!status)
+		status = comm_done_event(cuda, slot, diag);
+	if (!status)
+		status = comm_fork(cuda, diag);
+	if (status)
+		return status;
+	status = id == F8_NONE ? f8_cuda_collectives_flush(cuda->collectives, cuda->comm_stream,
+							   diag)
+			       : f8_cuda_collectives_run(cuda->collectives, id, axes, views,
+							 cuda->inputs, cuda->outputs,
+							 cuda->comm_stream, diag);
+	f8_status done = f8_cuda_check(f8_cuda_api.cuEventRecord(cuda->comm_done[slot],
+								 cuda->comm_stream),
+				       "cuEventRecord", status ? NULL : diag);
+	status = status ? status : done;
+	if (done) // the joins cannot see it: the main stream waits for the stream as a whole
+		return status;
+	f8_status added = f8_cuda_overlap_add(&cuda->pending, &cuda->access, slot,
+					      status ? NULL : diag);
+	if (added) // out of memory for the table: wait for this one now
+		(void)wait_slot(cuda, slot, NULL);
+	return status ? status : added;
+}
+
 static f8_status run_group(f8_backend *backend, uint32_t g, const f8_tensor_view *views,
 			   f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
@@ -594,9 +808,11 @@ static f8_status run_group(f8_backend *backend, uint32_t g, const f8_tensor_view
 	const char *made = first != F8_NONE && cuda->graph->nodes[first].n_outputs
 				   ? cuda->graph->values[cuda->graph->nodes[first].outputs[0]].name
 				   : cuda->graph->groups[g].name;
-	f8_status status = cuda->profile ? f8_cuda_profile_start(
-		cuda->profile, cuda->stream, cuda->families[cuda->graph->groups[g].family], g, made,
-		diag) : F8_OK;
+	f8_status status = wait_for_group(cuda, g, views, diag);
+	if (!status && cuda->profile)
+		status = f8_cuda_profile_start(cuda->profile, cuda->stream,
+					       cuda->families[cuda->graph->groups[g].family], g,
+					       made, diag);
 	if (!status && group->shared_bytes) // the shared region's start: its own part
 		status = f8_cuda_memset_async(cuda->scratch, 0, group->shared_bytes, cuda->stream,
 					      diag);
@@ -679,11 +895,10 @@ static f8_status run_node(f8_backend *backend, f8_node_id id, const f8_tensor_vi
 	enter_range(cuda, node);
 	const char *what = NULL;
 	const char *made = node->n_outputs ? cuda->graph->values[node->outputs[0]].name : NULL;
-	f8_status status = cuda->profile
-				   ? f8_cuda_profile_start(cuda->profile, cuda->stream,
-							   category_of(cuda, node),
-							   cuda->graph->n_groups + id, made, diag)
-				   : F8_OK;
+	f8_status status = wait_for_node(cuda, node, views, diag);
+	if (!status && cuda->profile)
+		status = f8_cuda_profile_start(cuda->profile, cuda->stream, category_of(cuda, node),
+					       cuda->graph->n_groups + id, made, diag);
 	if (!status)
 		status = issue_node(cuda, id, views, &what, diag);
 	if (!status && cuda->profile)
@@ -706,6 +921,28 @@ static f8_status collective_done(cuda_backend *cuda, f8_node_id id, f8_status st
 	return status;
 }
 
+/* Queues collective node `id` over NCCL (`over`) or the ring attention or all-to-all of one
+ * rank: NCCL's collectives on the communication stream where there is one; the rest, which
+ * use NCCL or the staging buffer on the main stream or read to the host, after a join. */
+static f8_status issue_collective(cuda_backend *cuda, f8_node_id id, uint32_t axes, bool over,
+				  const f8_tensor_view *views, f8_diag *diag) {
+	const f8_node *node = &cuda->graph->nodes[id];
+	if (over && cuda->comm_stream && !is_ring(node) && !is_all_to_all(node))
+		return comm_issue(cuda, id, axes, views, diag);
+	f8_status status = join_collectives(cuda, diag);
+	if (status)
+		return status;
+	if (is_ring(node))
+		return f8_cuda_ring_attention_run(cuda->rings, id, axes, views, cuda->inputs,
+						  cuda->outputs, diag);
+	if (over)
+		return f8_cuda_collectives_run(cuda->collectives, id, axes, views, cuda->inputs,
+					       cuda->outputs, cuda->stream, diag);
+	f8_cuda_all_to_all_group alone = {.ranks = 1};
+	return f8_cuda_all_to_all_run(&alone, cuda->graph, id, views, cuda->inputs,
+				      cuda->outputs, cuda->stream, diag);
+}
+
 static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axes,
 				const f8_tensor_view *views, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
@@ -719,17 +956,7 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 		enter_range(cuda, node);
 		uint64_t before = f8_cuda_ring_attention_device_bytes(cuda->rings) +
 				  f8_cuda_collectives_device_bytes(cuda->collectives);
-		f8_cuda_all_to_all_group alone = {.ranks = 1};
-		if (is_ring(node))
-			status = f8_cuda_ring_attention_run(cuda->rings, id, axes, views,
-							    cuda->inputs, cuda->outputs, diag);
-		else if (over)
-			status = f8_cuda_collectives_run(cuda->collectives, id, axes, views,
-							 cuda->inputs, cuda->outputs, cuda->stream,
-							 diag);
-		else
-			status = f8_cuda_all_to_all_run(&alone, cuda->graph, id, views, cuda->inputs,
-							cuda->outputs, cuda->stream, diag);
+		status = issue_collective(cuda, id, axes, over, views, diag);
 		// Their buffers grow as they run: counted as they do.
 		f8_backend_count(&cuda->base,
 				 f8_cuda_ring_attention_device_bytes(cuda->rings) +
@@ -741,13 +968,15 @@ static f8_status run_collective(f8_backend *backend, f8_node_id id, uint32_t axe
 	bool packed = node->op == F8_OP_ALL_REDUCE || node->op == F8_OP_ALL_GATHER ||
 		      node->op == F8_OP_REDUCE_SCATTER; // an output per input, each its copy
 	if ((node->n_inputs == 1 && node->n_outputs == 1) ||
-	    (packed && node->n_inputs == node->n_outputs))
+	    (packed && node->n_inputs == node->n_outputs)) {
+		status = wait_for_node(cuda, node, views, diag);
 		for (uint32_t i = 0; !status && i < node->n_inputs; i++)
 			status = copy_node(cuda, node, i, views, diag);
-	else
+	} else {
 		status = f8_diag_set(diag, F8_ERR_UNSUPPORTED, "%s over a group of one rank: it "
 				     "needs more than one rank (it moves data between ranks)",
 				     f8_op_get_info(node->op)->name);
+	}
 	if (status && diag && !diag->node[0])
 		f8_diag_set_node(diag, cuda->graph, id);
 	return status;
@@ -806,6 +1035,11 @@ static f8_status run_begin(f8_backend *backend, uint32_t key, bool *replayed, f8
 	if (!recording)
 		return F8_OK;
 	recording->runs++;
+	// A replay or a capture starts from a join: a capture cannot wait for work queued before
+	// it began, and a replay's reads and writes are not told here.
+	f8_status joined = join_collectives(cuda, diag);
+	if (joined)
+		return joined;
 	if (recording->graph) {
 		f8_status status = f8_cuda_graph_launch(recording->graph, cuda->stream, diag);
 		*replayed = !status;
@@ -830,7 +1064,10 @@ static f8_status run_end(f8_backend *backend, uint32_t key, bool issued, f8_diag
 		return F8_OK;
 	cuda->capturing = NULL;
 	CUgraphExec graph = 0;
+	// The capture rejoins the communication stream first, or it ends with an error.
+	f8_status joined = join_collectives(cuda, issued ? diag : NULL);
 	f8_status status = f8_cuda_capture_end(cuda->stream, &graph, issued ? diag : NULL);
+	status = joined ? joined : status;
 	if (!issued) { // a call failed while capturing: nothing ran, and nothing is kept
 		f8_cuda_graph_destroy(graph);
 		return F8_OK;
@@ -858,15 +1095,20 @@ static f8_status run_end(f8_backend *backend, uint32_t key, bool issued, f8_diag
 
 static f8_status flush(f8_backend *backend, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
+	// The held sends' copies were queued on the communication stream: their sends go there.
+	if (cuda->comm_stream && f8_cuda_collectives_point_to_point(cuda->collectives))
+		return comm_issue(cuda, F8_NONE, 0, NULL, diag);
 	return f8_cuda_collectives_flush(cuda->collectives, cuda->stream, diag);
 }
 
 static f8_status synchronize(f8_backend *backend, f8_diag *diag) {
 	cuda_backend *cuda = cuda_of(backend);
 	leave_range(cuda);
-	f8_status status = cuda->collectives
-				   ? f8_cuda_collectives_synchronize(cuda->collectives, cuda->stream, diag)
-				   : f8_cuda_stream_synchronize(cuda->stream, diag);
+	f8_status status = join_collectives(cuda, diag);
+	if (!status)
+		status = cuda->collectives ? f8_cuda_collectives_synchronize(cuda->collectives,
+									     cuda->stream, diag)
+					   : f8_cuda_stream_synchronize(cuda->stream, diag);
 	if (status) {
 		f8_diag_hint(diag, "run again with F8C_CUDA_SYNC=1 to learn which kernel or "
 				   "library call failed");
@@ -882,11 +1124,22 @@ static void destroy(f8_backend *backend) {
 	cuda_backend *cuda = cuda_of(backend);
 	if (cuda->stream && cuda->collectives) { // what is held back goes, so that no peer waits
 		// for it for ever; a peer that is gone is the watchdog's and NCCL's errors' to end
-		(void)f8_cuda_collectives_flush(cuda->collectives, cuda->stream, NULL);
+		(void)flush(backend, NULL);
+		(void)join_collectives(cuda, NULL);
 		(void)f8_cuda_collectives_synchronize(cuda->collectives, cuda->stream, NULL);
 	} else if (cuda->stream) {
 		(void)f8_cuda_stream_synchronize(cuda->stream, NULL);
 	}
+	if (cuda->comm_stream) // whatever a failed join left there
+		(void)f8_cuda_stream_synchronize(cuda->comm_stream, NULL);
+	f8_cuda_stream_destroy(cuda->comm_stream);
+	if (cuda->forked)
+		(void)f8_cuda_api.cuEventDestroy(cuda->forked);
+	for (uint32_t i = 0; i < cuda->n_comm_done; i++)
+		(void)f8_cuda_api.cuEventDestroy(cuda->comm_done[i]);
+	f8_free(cuda->comm_done);
+	f8_cuda_overlap_free(&cuda->pending);
+	f8_cuda_access_free(&cuda->access);
 	f8_cuda_collectives_destroy(cuda->collectives);
 	release_prepared(cuda);
 	f8_cuda_profile_destroy(cuda->profile);
