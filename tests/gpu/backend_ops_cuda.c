@@ -22,6 +22,10 @@
  * on the CPU reference backend instead, and must reproduce the stored outputs: CI's check,
  * without a GPU, that the writer's plans load and its leaves and references belong together.
  * F8_TEST_VERBOSE=1 prints every output's comparison, not only those that fail.
+ * F8C_OPS_GRAPHS=1 runs each case three times with CUDA graphs on, the leaves written before
+ * each run: the first runs as issued, the second is captured, the third replays the graph, and
+ * the third's outputs are compared (under F8C_NCCL=1 the collectives' fork to the
+ * communication stream and their joins are then captured and replayed too).
  *
  * usage: backend_ops_cuda [--backend cuda|cpu-reference] DIR [TITLE_PART]
  */
@@ -57,6 +61,27 @@ static void note_ops(const json_t *ops, bool ran, const char *title, const char 
 		if (!ran && !op_why[op][0])
 			snprintf(op_why[op], sizeof op_why[op], "%s: %s", title, why);
 	}
+}
+
+/* Under F8C_OPS_GRAPHS=1: the runs of a case, the last one's outputs read (backend_ops_run's
+ * steps, with the leaves written again before each run: a case may update them in place). */
+static f8_status run_replayed(f8_backend *backend, const f8_graph *graph,
+			      const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
+			      f8_executor_memory *memory, f8_diag *diag) {
+	f8_executor *executor = NULL;
+	f8_status status = f8_executor_create(graph, NULL, backend, &executor, diag);
+	if (!status)
+		*memory = f8_executor_memory_of(executor);
+	for (int run = 0; !status && run < 3; run++) {
+		for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
+			status = f8_executor_write(executor, graph->inputs[i], &leaves[i], diag);
+		if (!status)
+			status = f8_executor_run(executor, F8_PHASES_ALL, diag);
+	}
+	for (uint32_t o = 0; !status && o < graph->n_outputs; o++)
+		status = f8_executor_read(executor, graph->outputs[o], &outputs[o], diag);
+	f8_executor_destroy(executor);
+	return status;
 }
 
 /* One written case, loaded: its plan, the leaves (graph->inputs order) and the reference's
@@ -169,7 +194,9 @@ static int run_case(const char *dir, const json_t *entry, bool cuda, bool verbos
 	}
 	const f8_graph *graph = c.plan->graph;
 	f8_backend *backend = NULL;
-	status = cuda ? f8_cuda_backend_create(c.plan, &(f8_cuda_options){0}, &backend, &diag)
+	bool replayed = cuda && getenv("F8C_OPS_GRAPHS") && strcmp(getenv("F8C_OPS_GRAPHS"), "0");
+	status = cuda ? f8_cuda_backend_create(c.plan, &(f8_cuda_options){.cuda_graphs = replayed},
+					       &backend, &diag)
 		      : f8_cpu_backend_create(F8_CPU_KERNELS_REFERENCE, &backend, &diag);
 	if (status == F8_ERR_UNSUPPORTED && cuda) {
 		printf("backend_ops_cuda: needs a GPU: %s\n", diag.message);
@@ -181,7 +208,8 @@ static int run_case(const char *dir, const json_t *entry, bool cuda, bool verbos
 	if (!status && !got)
 		status = f8_diag_set(&diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
-		status = backend_ops_run(backend, graph, c.leaves, got, &memory, &diag);
+		status = replayed ? run_replayed(backend, graph, c.leaves, got, &memory, &diag)
+				  : backend_ops_run(backend, graph, c.leaves, got, &memory, &diag);
 	char ran[512];
 	describe(graph, cuda, ran, sizeof ran);
 	if (status == F8_ERR_UNSUPPORTED && cuda) {
