@@ -305,6 +305,8 @@ static bool visit_axes(tp_pass *t, f8_node_id id, int d) {
 	const f8_type *in = type_of(t, node->inputs[0]), *out = type_of(t, node->outputs[0]);
 	int rank = unsqueeze ? out->shape.rank : in->shape.rank, at = d;
 	bool listed[F8_MAX_RANK] = {false};
+	if (rank > F8_MAX_RANK) // shapes never are (ir/shape.h); gcc's -O3 cannot know it
+		return refuse(t, id, "a shape of more dimensions than f8c keeps");
 	for (uint32_t i = 0; axes && i < axes->ints.n; i++) {
 		int axis;
 		if (f8_axis_normalize(axes->ints.items[i], rank, false, &axis))
