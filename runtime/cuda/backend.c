@@ -203,11 +203,22 @@ static f8_status memory_of(const f8_tensor_view *view, CUdeviceptr *out, f8_diag
  * on the main stream: the overlap is off there, as it is without NCCL.
  */
 
+/* The host waits for everything on the communication stream, watching NCCL for a peer that
+ * is gone: where the main stream could not be made to wait (the pending table has forgotten
+ * the collectives by then, or never held one), nothing may run on past them. */
+static void comm_drain(cuda_backend *cuda) {
+	(void)f8_cuda_collectives_synchronize(cuda->collectives, cuda->comm_stream, NULL);
+}
+
 /* The main stream waits for the collective whose done event is in `slot`, and so for every
- * collective issued before it. */
+ * collective issued before it; if that cannot be queued, the host waits for them all. */
 static f8_status wait_slot(cuda_backend *cuda, uint32_t slot, f8_diag *diag) {
-	return f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(cuda->stream, cuda->comm_done[slot], 0),
-			     "cuStreamWaitEvent", diag);
+	f8_status status = f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(cuda->stream,
+									cuda->comm_done[slot], 0),
+					 "cuStreamWaitEvent", diag);
+	if (status)
+		comm_drain(cuda);
+	return status;
 }
 
 /* A join: the main stream waits for every pending collective. */
@@ -402,6 +413,13 @@ static bool is_grouped(const f8_node *node) {
 	return node->op == F8_OP_GROUPED_LINEAR || node->op == F8_OP_GROUPED_LINEAR_WGRAD;
 }
 
+/* An op whose output is its input's bytes: a copy, or nothing where the planner put both in
+ * one place. */
+static bool is_view(const f8_node *node) {
+	return node->op == F8_OP_RESHAPE || node->op == F8_OP_SQUEEZE ||
+	       node->op == F8_OP_UNSQUEEZE || node->op == F8_OP_IDENTITY;
+}
+
 static bool is_all_to_all(const f8_node *node) {
 	return node->op == F8_OP_ALL_TO_ALL_DISPATCH || node->op == F8_OP_ALL_TO_ALL_COMBINE;
 }
@@ -428,9 +446,10 @@ static const char *why_no_graphs(const cuda_backend *cuda, const f8_graph *graph
 static f8_status comm_stream_create(cuda_backend *cuda, f8_diag *diag) {
 	if (!cuda->collectives || cuda->sync_each || cuda->options.profile || cuda->comm_stream)
 		return F8_OK;
-	f8_status status = f8_cuda_check(f8_cuda_api.cuEventCreate(&cuda->forked,
-								  CU_EVENT_DISABLE_TIMING),
-					 "cuEventCreate", diag);
+	f8_status status = cuda->forked ? F8_OK
+					: f8_cuda_check(f8_cuda_api.cuEventCreate(
+								&cuda->forked, CU_EVENT_DISABLE_TIMING),
+							"cuEventCreate", diag);
 	if (!status)
 		status = f8_cuda_stream_create(&cuda->comm_stream, diag);
 	return status;
@@ -725,6 +744,11 @@ static f8_status wait_for_node(cuda_backend *cuda, const f8_node *node,
 		return F8_OK;
 	if (is_grouped(node))
 		return join_collectives(cuda, diag);
+	// A view of its input in place queues nothing (copy_node): no wait for a collective that
+	// reads it, a data-parallel bucket's reduce-scatter say.
+	if (is_view(node) && node->n_inputs && node->n_outputs &&
+	    address_of(&views[node->inputs[0]]) == address_of(&views[node->outputs[0]]))
+		return F8_OK;
 	f8_status status = node_access(cuda, node, views, diag);
 	return status ? status : wait_for_access(cuda, diag);
 }
@@ -786,8 +810,10 @@ static f8_status comm_issue(cuda_backend *cuda, f8_node_id id, uint32_t axes,
 								 cuda->comm_stream),
 				       "cuEventRecord", status ? NULL : diag);
 	status = status ? status : done;
-	if (done) // the joins cannot see it: the main stream waits for the stream as a whole
+	if (done) { // the joins cannot see it: the host waits for the stream as a whole
+		comm_drain(cuda);
 		return status;
+	}
 	f8_status added = f8_cuda_overlap_add(&cuda->pending, &cuda->access, slot,
 					      status ? NULL : diag);
 	if (added) // out of memory for the table: wait for this one now
@@ -873,8 +899,7 @@ static f8_status issue_node(cuda_backend *cuda, f8_node_id id, const f8_tensor_v
 		*what = "a cuDNN attention graph";
 		return f8_cuda_attention_run(cuda->attention, id, cuda->inputs, cuda->outputs, diag);
 	}
-	if (node->op == F8_OP_RESHAPE || node->op == F8_OP_SQUEEZE ||
-	    node->op == F8_OP_UNSQUEEZE || node->op == F8_OP_IDENTITY) {
+	if (is_view(node)) {
 		*what = "a device copy";
 		return copy_node(cuda, node, 0, views, diag);
 	}
@@ -1130,8 +1155,8 @@ static void destroy(f8_backend *backend) {
 	} else if (cuda->stream) {
 		(void)f8_cuda_stream_synchronize(cuda->stream, NULL);
 	}
-	if (cuda->comm_stream) // whatever a failed join left there
-		(void)f8_cuda_stream_synchronize(cuda->comm_stream, NULL);
+	if (cuda->comm_stream) // whatever a failed join left there, NCCL watched for a lost peer
+		comm_drain(cuda);
 	f8_cuda_stream_destroy(cuda->comm_stream);
 	if (cuda->forked)
 		(void)f8_cuda_api.cuEventDestroy(cuda->forked);
