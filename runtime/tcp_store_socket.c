@@ -5,7 +5,7 @@
  * for a server that stopped reading (its host gone, its process stopped): every wait is a
  * poll. Private to the store.
  */
-#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo, nanosleep
+#define _POSIX_C_SOURCE 200809L // clock_gettime, getaddrinfo, nanosleep, pthread_condattr_setclock
 
 #include "runtime/tcp_store_wire.h" // f8_tcp_store_now, f8_tcp_store_dial
 
@@ -15,8 +15,10 @@
 #include <netinet/in.h>  // IPPROTO_TCP
 #include <netinet/tcp.h> // TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT
 #include <poll.h>        // poll
+#include <pthread.h>     // pthread_create, pthread_cond_timedwait
 #include <stdio.h>       // snprintf
-#include <string.h>      // strerror
+#include <stdlib.h>      // calloc, free
+#include <string.h>      // strerror, strlen, memcpy
 #include <sys/socket.h>  // socket, connect, send, recv
 #include <time.h>        // clock_gettime, nanosleep
 #include <unistd.h>      // close
@@ -139,6 +141,98 @@ static int connect_one(const struct addrinfo *address, double seconds, int *erro
 	return *error ? -1 : fd;
 }
 
+/* A lookup that may outlive its caller: its name and answer, shared with its thread. */
+typedef struct lookup {
+	pthread_mutex_t lock;
+	pthread_cond_t answered;
+	bool done;      // the thread has answered
+	bool abandoned; // the caller has stopped waiting: the thread frees it
+	int result;
+	struct addrinfo *answer;
+	char service[8];
+	char name[];
+} lookup;
+
+static void lookup_free(lookup *l) {
+	pthread_cond_destroy(&l->answered);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+static void *look_up(void *argument) {
+	lookup *l = argument;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *answer = NULL;
+	int result = getaddrinfo(l->name, l->service, &hints, &answer);
+	pthread_mutex_lock(&l->lock);
+	bool abandoned = l->abandoned;
+	l->result = result, l->answer = answer, l->done = true;
+	pthread_cond_signal(&l->answered);
+	pthread_mutex_unlock(&l->lock);
+	if (abandoned) {
+		if (answer)
+			freeaddrinfo(answer);
+		lookup_free(l);
+	}
+	return NULL;
+}
+
+/*
+ * `host`'s addresses for `service` (getaddrinfo's answer, *timed_out false), found before
+ * `deadline` (< 0: none). getaddrinfo waits for the resolver as long as resolv.conf's attempts
+ * and timeouts say (tens of seconds for a name server that does not answer), past the deadline
+ * a rank's start is held to: it runs on a thread of its own, waited for until the deadline; one
+ * still running then is left to finish and free what it has (*timed_out true). Not glibc's
+ * getaddrinfo_a: its threads are a pool that a fork copies without them, so a child's lookups
+ * would wait for ever.
+ */
+static int resolve(const char *host, const char *service, double deadline,
+		   struct addrinfo **out, bool *timed_out) {
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	*timed_out = false;
+	*out = NULL;
+	if (deadline < 0)
+		return getaddrinfo(host, service, &hints, out);
+	size_t length = strlen(host) + 1;
+	lookup *l = calloc(1, sizeof *l + length);
+	if (!l)
+		return EAI_MEMORY;
+	memcpy(l->name, host, length);
+	snprintf(l->service, sizeof l->service, "%s", service);
+	pthread_condattr_t clock;
+	pthread_condattr_init(&clock);
+	pthread_condattr_setclock(&clock, CLOCK_MONOTONIC); // f8_tcp_store_now's
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->answered, &clock);
+	pthread_condattr_destroy(&clock);
+	pthread_attr_t detached;
+	pthread_attr_init(&detached);
+	pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
+	pthread_t thread;
+	int started = pthread_create(&thread, &detached, look_up, l);
+	pthread_attr_destroy(&detached);
+	if (started) { // no thread to spare: the lookup waits here, as getaddrinfo does
+		lookup_free(l);
+		return getaddrinfo(host, service, &hints, out);
+	}
+	double seconds = deadline > 0 ? deadline : 0;
+	struct timespec until = {(time_t)seconds, (long)(1e9 * (seconds - (double)(time_t)seconds))};
+	pthread_mutex_lock(&l->lock);
+	while (!l->done && pthread_cond_timedwait(&l->answered, &l->lock, &until) != ETIMEDOUT)
+		;
+	bool done = l->done;
+	l->abandoned = !done;
+	pthread_mutex_unlock(&l->lock);
+	if (!done) {
+		*timed_out = true;
+		return EAI_AGAIN;
+	}
+	*out = l->answer;
+	int result = l->result;
+	lookup_free(l);
+	return result;
+}
+
 /* `address` as numbers ("10.0.0.1", "fe80::1"), for messages. */
 static void address_text(const struct addrinfo *address, char *out, size_t size) {
 	if (getnameinfo(address->ai_addr, address->ai_addrlen, out, (socklen_t)size, NULL, 0,
@@ -152,14 +246,19 @@ int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
 	snprintf(service, sizeof service, "%u", port);
 	snprintf(why, size, "no address tried");
 	double pause = 0.01;
+	bool tried = false; // a round has tried an address
 	for (unsigned round = 1;; round++) {
 		// Resolved again each round: the name may point elsewhere once rank 0's host is up.
-		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 		struct addrinfo *resolved = NULL;
-		int found = given ? 0 : getaddrinfo(host, service, &hints, &resolved);
+		bool timed_out = false;
+		int found = given ? 0 : resolve(host, service, deadline, &resolved, &timed_out);
 		const struct addrinfo *addresses = given ? given : resolved;
-		if (found)
-			snprintf(why, size, "cannot resolve \"%s\": %s", host, gai_strerror(found));
+		// A lookup cut off by the deadline leaves the last round's attempts, where there
+		// were some, as the reason: they say more.
+		if (found && !(timed_out && tried))
+			snprintf(why, size, "cannot resolve \"%s\": %s", host,
+				 timed_out ? "the resolver did not answer in time"
+					   : gai_strerror(found));
 		size_t untried = 0;
 		for (const struct addrinfo *a = addresses; a; a = a->ai_next)
 			untried++;
@@ -174,6 +273,7 @@ int f8_tcp_store_dial(const char *host, uint16_t port, double deadline,
 			share = share < ATTEMPT_MAX ? share : ATTEMPT_MAX;
 			int error = 0;
 			int fd = connect_one(a, share, &error);
+			tried = true;
 			if (fd >= 0) {
 				if (resolved)
 					freeaddrinfo(resolved);
