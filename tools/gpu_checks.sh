@@ -32,7 +32,9 @@
 #     tensorwise) under torch.compile, the baseline bench's figures are set against.
 #     `ops`: the backend test table's cases (tests/runtime/test_backend_ops.c, written here as
 #     plans by the full build) on the CUDA backend against the CPU reference's stored outputs,
-#     then again with F8C_NCCL=1 (the collective cases through NCCL's communicators of one rank).
+#     then again with F8C_NCCL=1 (the collective cases through NCCL's communicators of one rank),
+#     then with the collectives held back on their own stream under CUDA graphs
+#     (F8C_OPS_GRAPHS=1 F8C_COMM_DELAY_MS=5: runtime/cuda/backend.c's overlap).
 #
 # Results go in tools/gpu_checks.md with the date, the device and the library versions.
 set -eu
@@ -284,6 +286,11 @@ if runs ops; then
 	check backend_ops "$here/backend_ops_cuda" /tmp/f8c-ops/ops
 	# The collective cases again, through NCCL's communicators of one rank.
 	check backend_ops_nccl env F8C_NCCL=1 "$here/backend_ops_cuda" /tmp/f8c-ops/ops
+	# And on the communication stream with each collective held back 5 ms, every case run as
+	# issued, captured and replayed as a CUDA graph: a wait the compute stream misses reads
+	# what the collective has not written yet, and the case fails.
+	check backend_ops_overlap env F8C_NCCL=1 F8C_OPS_GRAPHS=1 F8C_COMM_DELAY_MS=5 \
+		"$here/backend_ops_cuda" /tmp/f8c-ops/ops
 fi
 runs steps && for plan in "$here"/plans/*/; do
 	name=$(basename "$plan")

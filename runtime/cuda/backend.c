@@ -2,11 +2,14 @@
  * The CUDA backend (runtime/cuda/backend.h): device buffers, the plan's kernels launched by
  * their recorded bindings and geometry, GEMMs and attention through the libraries.
  */
+#define _POSIX_C_SOURCE 200809L // nanosleep
+
 #include "runtime/cuda/backend.h" // f8_cuda_backend_create
 
 #include <stdio.h>  // snprintf
-#include <stdlib.h> // getenv
+#include <stdlib.h> // getenv, strtoul
 #include <string.h> // memcmp, memcpy, strcmp
+#include <time.h>   // nanosleep
 
 #include "ir/alloc.h"                // f8_calloc, f8_free
 #include "ir/ops.h"                  // f8_op_get_info, F8_OPF_GEMM
@@ -70,6 +73,7 @@ typedef struct cuda_backend {
 	f8_cuda_device device;
 	bool opened;
 	bool sync_each;          // F8C_CUDA_SYNC=1
+	unsigned comm_delay_ms;  // F8C_COMM_DELAY_MS: each collective held back that long
 	CUstream stream;
 	CUmodule module;
 	CUfunction *functions;   // (plan->n_kernels)
@@ -770,7 +774,18 @@ static f8_status comm_done_event(cuda_backend *cuda, uint32_t slot, f8_diag *dia
 	return status;
 }
 
-/* The communication stream waits for what the main stream has queued so far. */
+/* F8C_COMM_DELAY_MS's pause, run by the driver in the communication stream's order. */
+static void CUDA_CB comm_delay(void *milliseconds) {
+	unsigned ms = *(const unsigned *)milliseconds;
+	struct timespec pause = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&pause, NULL);
+}
+
+/* The communication stream waits for what the main stream has queued so far; under
+ * F8C_COMM_DELAY_MS it then pauses, so that each collective ends well after the compute queued
+ * behind it starts, and a wait the compute stream misses shows as wrong results: a check for
+ * one GPU, whose collectives of one rank otherwise end at once (backend_ops_cuda with
+ * F8C_NCCL=1). */
 static f8_status comm_fork(cuda_backend *cuda, f8_diag *diag) {
 	f8_status status = f8_cuda_check(f8_cuda_api.cuEventRecord(cuda->forked, cuda->stream),
 					 "cuEventRecord", diag);
@@ -778,6 +793,10 @@ static f8_status comm_fork(cuda_backend *cuda, f8_diag *diag) {
 		status = f8_cuda_check(f8_cuda_api.cuStreamWaitEvent(cuda->comm_stream,
 								     cuda->forked, 0),
 				       "cuStreamWaitEvent", diag);
+	if (!status && cuda->comm_delay_ms)
+		status = f8_cuda_check(f8_cuda_api.cuLaunchHostFunc(cuda->comm_stream, comm_delay,
+								    &cuda->comm_delay_ms),
+				       "cuLaunchHostFunc", diag);
 	return status;
 }
 
@@ -1207,6 +1226,8 @@ f8_status f8_cuda_backend_create(const f8_plan *plan, const f8_cuda_options *opt
 		cuda->options = *options;
 	const char *sync = getenv("F8C_CUDA_SYNC");
 	cuda->sync_each = sync && strcmp(sync, "0") != 0 && *sync;
+	const char *delay = getenv("F8C_COMM_DELAY_MS");
+	cuda->comm_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
 	for (int f = 0; f < F8_KERNEL_FAMILY_COUNT; f++)
 		snprintf(cuda->families[f], sizeof cuda->families[f], "kernels: %s",
 			 f8_kernel_family_name((f8_kernel_family)f));

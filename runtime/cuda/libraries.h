@@ -61,6 +61,7 @@
 	X(cuStreamDestroy)           \
 	X(cuStreamSynchronize)       \
 	X(cuStreamWaitEvent)         \
+	X(cuLaunchHostFunc)          \
 	X(cuStreamBeginCapture)      \
 	X(cuStreamEndCapture)        \
 	X(cuGraphInstantiateWithFlags) \
