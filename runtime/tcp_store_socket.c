@@ -141,6 +141,9 @@ static int connect_one(const struct addrinfo *address, double seconds, int *erro
 	return *error ? -1 : fd;
 }
 
+/* What a lookup asks for: the addresses of every family that take a stream connection. */
+static const struct addrinfo stream_hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+
 /* A lookup that may outlive its caller: its name and answer, shared with its thread. */
 typedef struct lookup {
 	pthread_mutex_t lock;
@@ -161,9 +164,8 @@ static void lookup_free(lookup *l) {
 
 static void *look_up(void *argument) {
 	lookup *l = argument;
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	struct addrinfo *answer = NULL;
-	int result = getaddrinfo(l->name, l->service, &hints, &answer);
+	int result = getaddrinfo(l->name, l->service, &stream_hints, &answer);
 	pthread_mutex_lock(&l->lock);
 	bool abandoned = l->abandoned;
 	l->result = result, l->answer = answer, l->done = true;
@@ -188,11 +190,10 @@ static void *look_up(void *argument) {
  */
 static int resolve(const char *host, const char *service, double deadline,
 		   struct addrinfo **out, bool *timed_out) {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	*timed_out = false;
 	*out = NULL;
 	if (deadline < 0)
-		return getaddrinfo(host, service, &hints, out);
+		return getaddrinfo(host, service, &stream_hints, out);
 	size_t length = strlen(host) + 1;
 	lookup *l = calloc(1, sizeof *l + length);
 	if (!l)
@@ -213,10 +214,11 @@ static int resolve(const char *host, const char *service, double deadline,
 	pthread_attr_destroy(&detached);
 	if (started) { // no thread to spare: the lookup waits here, as getaddrinfo does
 		lookup_free(l);
-		return getaddrinfo(host, service, &hints, out);
+		return getaddrinfo(host, service, &stream_hints, out);
 	}
 	double seconds = deadline > 0 ? deadline : 0;
-	struct timespec until = {(time_t)seconds, (long)(1e9 * (seconds - (double)(time_t)seconds))};
+	time_t whole = (time_t)seconds;
+	struct timespec until = {whole, (long)(1e9 * (seconds - (double)whole))};
 	pthread_mutex_lock(&l->lock);
 	while (!l->done && pthread_cond_timedwait(&l->answered, &l->lock, &until) != ETIMEDOUT)
 		;

@@ -63,27 +63,6 @@ static void note_ops(const json_t *ops, bool ran, const char *title, const char 
 	}
 }
 
-/* Under F8C_OPS_GRAPHS=1: the runs of a case, the last one's outputs read (backend_ops_run's
- * steps, with the leaves written again before each run: a case may update them in place). */
-static f8_status run_replayed(f8_backend *backend, const f8_graph *graph,
-			      const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
-			      f8_executor_memory *memory, f8_diag *diag) {
-	f8_executor *executor = NULL;
-	f8_status status = f8_executor_create(graph, NULL, backend, &executor, diag);
-	if (!status)
-		*memory = f8_executor_memory_of(executor);
-	for (int run = 0; !status && run < 3; run++) {
-		for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
-			status = f8_executor_write(executor, graph->inputs[i], &leaves[i], diag);
-		if (!status)
-			status = f8_executor_run(executor, F8_PHASES_ALL, diag);
-	}
-	for (uint32_t o = 0; !status && o < graph->n_outputs; o++)
-		status = f8_executor_read(executor, graph->outputs[o], &outputs[o], diag);
-	f8_executor_destroy(executor);
-	return status;
-}
-
 /* One written case, loaded: its plan, the leaves (graph->inputs order) and the reference's
  * outputs (graph->outputs order). */
 typedef struct loaded_case {
@@ -208,8 +187,8 @@ static int run_case(const char *dir, const json_t *entry, bool cuda, bool verbos
 	if (!status && !got)
 		status = f8_diag_set(&diag, F8_ERR_NOMEM, "out of memory");
 	if (!status)
-		status = replayed ? run_replayed(backend, graph, c.leaves, got, &memory, &diag)
-				  : backend_ops_run(backend, graph, c.leaves, got, &memory, &diag);
+		status = backend_ops_run_times(backend, graph, c.leaves, got, &memory,
+					       replayed ? 3 : 1, &diag);
 	char ran[512];
 	describe(graph, cuda, ran, sizeof ran);
 	if (status == F8_ERR_UNSUPPORTED && cuda) {

@@ -92,24 +92,36 @@ static inline void backend_ops_describe_kernels(const f8_graph *graph, char *out
 	}
 }
 
-/* Runs `graph` on `backend` (borrowed) through the executor core, on `leaves` (graph->inputs
- * order): the graph's outputs into outputs[0 .. n_outputs) (made here, the caller destroys
- * them) and what the executor's memory came to into *memory. */
-static inline f8_status backend_ops_run(f8_backend *backend, const f8_graph *graph,
-					const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
-					f8_executor_memory *memory, f8_diag *diag) {
+/* Runs `graph` on `backend` (borrowed) through the executor core `runs` times, `leaves`
+ * (graph->inputs order) written before each (a case may update them in place): the last run's
+ * outputs into outputs[0 .. n_outputs) (made here, the caller destroys them) and what the
+ * executor's memory came to into *memory. More than one run lets a backend replay what it
+ * recorded (the CUDA backend's graphs: run as issued, captured, replayed). */
+static inline f8_status backend_ops_run_times(f8_backend *backend, const f8_graph *graph,
+					      const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
+					      f8_executor_memory *memory, int runs,
+					      f8_diag *diag) {
 	f8_executor *executor = NULL;
 	f8_status status = f8_executor_create(graph, NULL, backend, &executor, diag);
 	if (!status)
 		*memory = f8_executor_memory_of(executor);
-	for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
-		status = f8_executor_write(executor, graph->inputs[i], &leaves[i], diag);
-	if (!status)
-		status = f8_executor_run(executor, F8_PHASES_ALL, diag);
+	for (int run = 0; !status && run < runs; run++) {
+		for (uint32_t i = 0; !status && i < graph->n_inputs; i++)
+			status = f8_executor_write(executor, graph->inputs[i], &leaves[i], diag);
+		if (!status)
+			status = f8_executor_run(executor, F8_PHASES_ALL, diag);
+	}
 	for (uint32_t o = 0; !status && o < graph->n_outputs; o++)
 		status = f8_executor_read(executor, graph->outputs[o], &outputs[o], diag);
 	f8_executor_destroy(executor);
 	return status;
+}
+
+/* One run (backend_ops_run_times). */
+static inline f8_status backend_ops_run(f8_backend *backend, const f8_graph *graph,
+					const f8_rt_tensor *leaves, f8_rt_tensor *outputs,
+					f8_executor_memory *memory, f8_diag *diag) {
+	return backend_ops_run_times(backend, graph, leaves, outputs, memory, 1, diag);
 }
 
 /* How a backend's run of a case compared with the reference's: every output within its bound,
